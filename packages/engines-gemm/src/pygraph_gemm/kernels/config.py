@@ -1,0 +1,255 @@
+"""Configuration of the SM90 GEMM kernel: knobs, epilogue spec, problem layout, and can_implement.
+
+Everything here is plain Python (no CuTe DSL import), so the engine layer can build cache keys
+and decline problems without loading the DSL.
+
+Epilogue semantics (all math in fp32 on the fp32 accumulator ``acc = A @ B``)::
+
+    pre = acc * row_scale[m] * col_scale[n] + bias[n] + residual[m, n]
+    out = act(pre)                  # written to C, in the output dtype
+    aux = pre                       # optional second output, pre-activation
+
+Each piece is optional. ``bias`` runs along N (length N) and is shared by every batch, as are the
+scale vectors (row_scale has length M, col_scale length N). The residual is shaped like C.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+ACTIVATIONS = ("none", "relu", "gelu", "gelu_approx_tanh", "silu", "sigmoid", "tanh")
+_ACT_ALIASES = {"swish": "silu", "gelu_erf": "gelu", "gelu_tanh": "gelu_approx_tanh", "identity": "none"}
+IN_DTYPES = ("bf16", "fp16")
+OUT_DTYPES = ("bf16", "fp16", "fp32")
+VEC_DTYPES = ("bf16", "fp16", "fp32")
+_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+_TORCH_NAMES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
+
+TMA_ALIGN_BYTES = 16
+MAX_SMEM_BYTES = 227 * 1024  # opt-in dynamic shared memory per block on SM90
+
+
+def dtype_name(dt) -> str:
+    """'bf16' | 'fp16' | 'fp32' from a short name, a torch dtype, or a cutlass type name."""
+    s = str(dt).replace("torch.", "").lower()
+    s = _TORCH_NAMES.get(s, s)
+    s = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(s, s)
+    return s
+
+
+def dtype_bytes(name: str) -> int:
+    return _BYTES[name]
+
+
+def canonical_activation(act: str) -> str:
+    a = _ACT_ALIASES.get(act, act)
+    if a not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {act!r}; expected one of {ACTIVATIONS + tuple(_ACT_ALIASES)}")
+    return a
+
+
+@dataclass(frozen=True)
+class GemmKnobs:
+    """Tuning knobs (all compile-time). ``stages=0`` picks as many A/B stages as shared memory holds."""
+
+    tile_m: int = 128
+    tile_n: int = 256
+    tile_k: int = 64
+    cga_m: int = 1  # cluster shape along M (B tile multicast across it)
+    cga_n: int = 1  # cluster shape along N (A tile multicast across it)
+    stages: int = 0
+    swap_ab: bool = False  # compute C^T = B^T A^T (helps when M is tiny)
+    raster: str = "m"  # "m": walk tiles along M first; "n": along N first
+    swizzle: int = 1  # group size (in clusters) of the raster swizzle, for L2 reuse
+
+    def validate(self) -> Optional[str]:
+        if self.tile_m not in (64, 128, 256):
+            return f"tile_m={self.tile_m} not in (64, 128, 256)"
+        if self.tile_n % 16 or not 16 <= self.tile_n <= 256:
+            return f"tile_n={self.tile_n} must be a multiple of 16 in [16, 256]"
+        if self.tile_k not in (32, 64, 128):
+            return f"tile_k={self.tile_k} not in (32, 64, 128)"
+        for nm, v in (("cga_m", self.cga_m), ("cga_n", self.cga_n)):
+            if v not in (1, 2, 4):
+                return f"{nm}={v} not in (1, 2, 4)"
+        if self.cga_m * self.cga_n > 4:
+            return f"cluster {self.cga_m}x{self.cga_n} larger than 4 CTAs"
+        if self.raster not in ("m", "n"):
+            return f"raster={self.raster!r} not in ('m', 'n')"
+        if self.swizzle not in (1, 2, 4, 8, 16):
+            return f"swizzle={self.swizzle} not in (1, 2, 4, 8, 16)"
+        if self.stages and not 2 <= self.stages <= 12:
+            return f"stages={self.stages} not in [2, 12]"
+        return None
+
+
+@dataclass(frozen=True)
+class EpilogueSpec:
+    """Which fused epilogue pieces are present, in the USER's frame (before any swap_ab)."""
+
+    bias: bool = False  # vector of length N
+    row_scale: bool = False  # vector of length M
+    col_scale: bool = False  # vector of length N
+    residual: bool = False  # tensor shaped like C
+    activation: str = "none"
+    aux_out: bool = False  # also write the pre-activation value
+    vec_dtype: str = "fp32"  # dtype of bias / scale vectors
+    residual_dtype: str = "bf16"
+    aux_dtype: str = "bf16"
+
+    def validate(self) -> Optional[str]:
+        try:
+            canonical_activation(self.activation)
+        except ValueError as e:
+            return str(e)
+        if self.vec_dtype not in VEC_DTYPES:
+            return f"vec_dtype={self.vec_dtype!r} not in {VEC_DTYPES}"
+        if self.residual and self.residual_dtype not in VEC_DTYPES:
+            return f"residual_dtype={self.residual_dtype!r} not in {VEC_DTYPES}"
+        if self.aux_out and self.aux_dtype not in OUT_DTYPES:
+            return f"aux_dtype={self.aux_dtype!r} not in {OUT_DTYPES}"
+        return None
+
+    @property
+    def act(self) -> str:
+        return canonical_activation(self.activation)
+
+
+@dataclass(frozen=True)
+class KernelEpilogue:
+    """The epilogue in the KERNEL's frame (after swap_ab): vectors along kernel M or kernel N."""
+
+    bias_m: bool = False
+    bias_n: bool = False
+    scale_m: bool = False
+    scale_n: bool = False
+    residual: bool = False
+    act: str = "none"
+    aux_out: bool = False
+    vec_dtype: str = "fp32"
+    residual_dtype: str = "bf16"
+    aux_dtype: str = "bf16"
+
+    @staticmethod
+    def from_spec(spec: EpilogueSpec, swap_ab: bool) -> "KernelEpilogue":
+        if swap_ab:
+            bm, bn, sm, sn = spec.bias, False, spec.col_scale, spec.row_scale
+        else:
+            bm, bn, sm, sn = False, spec.bias, spec.row_scale, spec.col_scale
+        return KernelEpilogue(bm, bn, sm, sn, spec.residual, spec.act, spec.aux_out,
+                              spec.vec_dtype, spec.residual_dtype, spec.aux_dtype)
+
+    @property
+    def has_affine(self) -> bool:
+        return self.bias_m or self.bias_n or self.scale_m or self.scale_n or self.residual
+
+
+@dataclass(frozen=True)
+class KernelLayout:
+    """Static layout facts of a problem in the KERNEL's frame; the compile-cache key with the knobs.
+
+    a_major: 'k' (A is M x K row-major) or 'm'; b_major: 'k' (B stored N x K, i.e. B^T row-major)
+    or 'n'; c_major: 'n' (row-major C) or 'm'. *_bcast: the batch stride is 0 (one matrix for all
+    batches).
+    """
+
+    ab_dtype: str
+    c_dtype: str
+    a_major: str
+    b_major: str
+    c_major: str
+    a_bcast: bool = False
+    b_bcast: bool = False
+
+
+def _smem_bytes(knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue, stages: int) -> int:
+    ab = (knobs.tile_m + knobs.tile_n) * knobs.tile_k * dtype_bytes(lay.ab_dtype) * stages
+    epi_n = min(32, knobs.tile_n)
+    epi_m = min(128, knobs.tile_m)
+    c = epi_m * epi_n * dtype_bytes(lay.c_dtype) * 4
+    if epi.aux_out:
+        c += epi_m * epi_n * dtype_bytes(epi.aux_dtype) * 4
+    return ab + c + 1024 + 4 * 1024  # barriers + alignment slack
+
+
+def pick_stages(knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue) -> int:
+    if knobs.stages:
+        return knobs.stages
+    s = 2
+    while s < 12 and _smem_bytes(knobs, lay, epi, s + 1) <= MAX_SMEM_BYTES:
+        s += 1
+    return s
+
+
+def can_implement(
+    m: int, n: int, k: int, l: int,
+    a_dtype, b_dtype, c_dtype,
+    a_strides: tuple, b_strides: tuple, c_strides: tuple,
+    a_ptr: int = 0, b_ptr: int = 0, c_ptr: int = 0,
+    knobs: Optional[GemmKnobs] = None, spec: Optional[EpilogueSpec] = None,
+    residual_strides: Optional[tuple] = None, aux_strides: Optional[tuple] = None,
+    vec_ptrs: tuple = (), residual_ptr: int = 0, aux_ptr: int = 0,
+) -> Optional[str]:
+    """Why this problem cannot be served (a reason string), or None when it can.
+
+    Shapes in the user's frame: A is (L, M, K), B is (L, K, N), C is (L, M, N); strides are given
+    in elements, (batch, row, col) for each. Never raises on a bad problem.
+    """
+    try:
+        for nm, v in (("M", m), ("N", n), ("K", k), ("L", l)):
+            if int(v) < 1:
+                return f"{nm}={v} must be >= 1"
+        if max(m, n) >= 2**31 or k >= 2**31 or l >= 2**16:
+            return f"problem {m}x{n}x{k}x{l} too large for 32-bit tile coordinates"
+        ad, bd, cd = dtype_name(a_dtype), dtype_name(b_dtype), dtype_name(c_dtype)
+        if ad not in IN_DTYPES:
+            return f"A dtype {a_dtype} unsupported (need one of {IN_DTYPES})"
+        if bd != ad:
+            return f"A dtype {a_dtype} and B dtype {b_dtype} differ"
+        if cd not in OUT_DTYPES:
+            return f"C dtype {c_dtype} unsupported (need one of {OUT_DTYPES})"
+        if knobs is not None and (r := knobs.validate()):
+            return r
+        if spec is not None and (r := spec.validate()):
+            return r
+        ops = [("A", a_strides, ad, (m, k), a_ptr, True), ("B", b_strides, bd, (k, n), b_ptr, True),
+               ("C", c_strides, cd, (m, n), c_ptr, False)]
+        if spec is not None and spec.residual:
+            if residual_strides is None:
+                return "residual requested but no residual strides given"
+            ops.append(("residual", residual_strides, spec.residual_dtype, (m, n), residual_ptr, None))
+        if spec is not None and spec.aux_out:
+            if aux_strides is None:
+                return "aux_out requested but no aux strides given"
+            ops.append(("aux", aux_strides, spec.aux_dtype, (m, n), aux_ptr, False))
+        for name, st, dn, (r, c), ptr, is_in in ops:
+            if len(st) != 3:
+                return f"{name} strides {st} must be (batch, row, col)"
+            sb, sr, sc = (int(x) for x in st)
+            eb = dtype_bytes(dn)
+            if ptr % TMA_ALIGN_BYTES:
+                return f"{name} base address {ptr:#x} not {TMA_ALIGN_BYTES}-byte aligned (TMA)"
+            if is_in is None:  # residual: any strides, read with plain loads
+                continue
+            if sc == 1 or c == 1:
+                ld, other = sr, "row"
+            elif sr == 1 or r == 1:
+                ld, other = sc, "col"
+            else:
+                return f"{name} strides {st}: neither rows nor columns are contiguous"
+            if (ld * eb) % TMA_ALIGN_BYTES and not (other == "row" and r == 1) and not (other == "col" and c == 1):
+                return (f"{name} leading stride {ld} elements = {ld * eb} bytes is not a multiple of "
+                        f"{TMA_ALIGN_BYTES} (TMA alignment)")
+            if ld * eb >= 2**40 or (sb * eb) >= 2**40:
+                return f"{name} strides {st} too large for TMA"
+            if sb and (sb * eb) % TMA_ALIGN_BYTES and l > 1:
+                return f"{name} batch stride {sb} elements is not a multiple of {TMA_ALIGN_BYTES} bytes"
+            if not is_in and sb == 0 and l > 1:
+                return f"{name} batch stride 0 with L={l}: outputs cannot broadcast"
+        for p in vec_ptrs:
+            if p and p % 4:
+                return f"epilogue vector base address {p:#x} not 4-byte aligned"
+        return None
+    except Exception as e:  # never crash on a bad problem
+        return f"cannot analyse problem: {type(e).__name__}: {e}"

@@ -1,0 +1,74 @@
+"""Fused epilogue math for the SM90 GEMM, applied in registers (fp32) before the store.
+
+``apply_affine`` folds the per-element pieces that need the element's (m, n) coordinate
+(scales, bias, residual); ``activate`` is the pointwise activation. Out-of-range coordinates are
+clamped into range for the loads (the TMA store clips them), so the hot path has no branches.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32, const_expr
+
+_LOG2_E = math.log2(math.e)
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+@cute.jit
+def _sigmoid(x: Float32) -> Float32:
+    e = cute.math.exp2(x * Float32(-_LOG2_E), fastmath=True)
+    return Float32(1.0) / (Float32(1.0) + e)
+
+
+@cute.jit
+def activate(x: Float32, act: cutlass.Constexpr) -> Float32:
+    """act(x) for one fp32 value; ``act`` is a compile-time name from config.ACTIVATIONS."""
+    y = x
+    if const_expr(act == "relu"):
+        y = cute.math.max(x, Float32(0.0))
+    elif const_expr(act == "gelu"):
+        y = Float32(0.5) * x * (Float32(1.0) + cute.math.erf(x * Float32(_INV_SQRT2)))
+    elif const_expr(act == "gelu_approx_tanh"):
+        inner = Float32(_SQRT_2_OVER_PI) * (x + Float32(0.044715) * x * x * x)
+        y = Float32(0.5) * x * (Float32(1.0) + cute.math.tanh(inner, fastmath=True))
+    elif const_expr(act == "silu"):
+        y = x * _sigmoid(x)
+    elif const_expr(act == "sigmoid"):
+        y = _sigmoid(x)
+    elif const_expr(act == "tanh"):
+        y = cute.math.tanh(x, fastmath=True)
+    return y
+
+
+@cute.jit
+def apply_affine(
+    acc: cute.Tensor,  # (per-thread accumulator fragment), fp32, modified in place
+    coords: cute.Tensor,  # same shape: (m, n) coordinate inside the CTA tile of each element
+    m0: Int32, n0: Int32, batch: Int32,  # origin of the tile in the problem
+    m_max: Int32, n_max: Int32,  # M - 1, N - 1
+    bias_m: cute.Tensor, bias_n: cute.Tensor,
+    scale_m: cute.Tensor, scale_n: cute.Tensor,
+    residual: cute.Tensor,
+    epi: cutlass.Constexpr,
+):
+    """acc = acc * scale_m[m] * scale_n[n] + bias_m[m] + bias_n[n] + residual[m, n, batch]."""
+    for i in cutlass.range_constexpr(cute.size(acc)):
+        crd = coords[i]
+        gm = cute.math.min(m0 + crd[0], m_max)
+        gn = cute.math.min(n0 + crd[1], n_max)
+        v = acc[i]
+        if const_expr(epi.scale_m):
+            v = v * Float32(scale_m[gm])
+        if const_expr(epi.scale_n):
+            v = v * Float32(scale_n[gn])
+        if const_expr(epi.bias_m):
+            v = v + Float32(bias_m[gm])
+        if const_expr(epi.bias_n):
+            v = v + Float32(bias_n[gn])
+        if const_expr(epi.residual):
+            v = v + Float32(residual[gm, gn, batch])
+        acc[i] = v

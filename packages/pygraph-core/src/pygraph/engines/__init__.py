@@ -1,0 +1,47 @@
+"""Engines: the id space, the manifest accessors, and (lazily) the engine contract.
+
+Nothing here imports a family package or a DSL; families are imported through the manifest's
+("module", "callable") strings when a graph needs them.
+"""
+
+from __future__ import annotations
+
+from pygraph.engines.engine_ids import (
+    BACKEND_HEURISTIC_ENGINE_ID,
+    BACKEND_PLACEMENT_MARKER,
+    FAMILY_BLOCK,
+    PYTHON_ID_BASE,
+    is_backend_engine,
+    is_python_engine,
+)
+from pygraph.engines.manifest import (
+    EngineFamily,
+    EngineRef,
+    EngineSlot,
+    FamilyEngines,
+    engine_for_id,
+    families,
+    family_by_name,
+    family_for,
+    instantiate,
+    offered_ids,
+)
+
+__all__ = [
+    "BACKEND_HEURISTIC_ENGINE_ID",
+    "BACKEND_PLACEMENT_MARKER",
+    "FAMILY_BLOCK",
+    "PYTHON_ID_BASE",
+    "EngineFamily",
+    "EngineRef",
+    "EngineSlot",
+    "FamilyEngines",
+    "engine_for_id",
+    "families",
+    "family_by_name",
+    "family_for",
+    "instantiate",
+    "is_backend_engine",
+    "is_python_engine",
+    "offered_ids",
+]
