@@ -113,7 +113,9 @@ def generate(packages: Path) -> tuple[str, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pygraph_manifest.generate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m pygraph_manifest.generate", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--check", action="store_true", help="fail if the table on disk is stale")
     args = parser.parse_args(argv)
     packages = repo_packages()

@@ -238,7 +238,7 @@ def can_implement(
                 ld, other = sc, "col"
             else:
                 return f"{name} strides {st}: neither rows nor columns are contiguous"
-            if (ld * eb) % TMA_ALIGN_BYTES and not (other == "row" and r == 1) and not (other == "col" and c == 1):
+            if (ld * eb) % TMA_ALIGN_BYTES:
                 return (f"{name} leading stride {ld} elements = {ld * eb} bytes is not a multiple of "
                         f"{TMA_ALIGN_BYTES} (TMA alignment)")
             if ld * eb >= 2**40 or (sb * eb) >= 2**40:

@@ -81,6 +81,18 @@ class EngineFamily:
                     )
                 object.__setattr__(self, field, tuple(ref))
 
+    def __hash__(self) -> int:
+        return hash((self.name, self.engine_id))
+
+    def __repr__(self) -> str:
+        slots = ", ".join(
+            f"{n}={self.engine_id + s.slot}{' (opt-in)' if s.opt_in else ''}"
+            for n, s in sorted(self.slots.items(), key=lambda kv: kv[1].slot)
+        )
+        return (
+            f"EngineFamily({self.name}: block {self.engine_id}..{self.engine_id + FAMILY_BLOCK - 1}; {slots})"
+        )
+
     @property
     def block(self) -> range:
         return range(self.engine_id, self.engine_id + FAMILY_BLOCK)
@@ -89,7 +101,9 @@ class EngineFamily:
         try:
             return self.engine_id + self.slots[engine_name].slot
         except KeyError:
-            raise KeyError(f"family {self.name!r} has no engine {engine_name!r}; it has {sorted(self.slots)}") from None
+            raise KeyError(
+                f"family {self.name!r} has no engine {engine_name!r}; it has {sorted(self.slots)}"
+            ) from None
 
     @property
     def ids(self) -> dict[str, int]:
@@ -104,7 +118,9 @@ class EngineFamily:
             "distribution": self.distribution,
             "module": self.module,
             "factory": self.factory,
-            "slots": tuple((n, s.slot, s.opt_in) for n, s in sorted(self.slots.items(), key=lambda kv: kv[1].slot)),
+            "slots": tuple(
+                (n, s.slot, s.opt_in) for n, s in sorted(self.slots.items(), key=lambda kv: kv[1].slot)
+            ),
             "anchors": tuple(self.anchors),
             "analyzer": self.analyzer,
             "heuristics": self.heuristics,
@@ -257,7 +273,9 @@ def engine_for_id(engine_id: int) -> EngineRef:
             for name, slot in fam.slots.items():
                 if fam.engine_id + slot.slot == engine_id:
                     return EngineRef(fam, slot.slot, name)
-            raise KeyError(f"engine id {engine_id} is in family {fam.name!r}'s block but names no declared slot")
+            raise KeyError(
+                f"engine id {engine_id} is in family {fam.name!r}'s block but names no declared slot"
+            )
     raise KeyError(f"engine id {engine_id} belongs to no family in the manifest")
 
 
@@ -271,7 +289,9 @@ def resolve_hook(ref: HookRef, *, what: str = "hook") -> Callable[..., Any]:
     try:
         return getattr(module, attr)
     except AttributeError:
-        raise ImportError(f"{what} {module_name}:{attr} does not exist (module {module_name!r} has no {attr!r})") from None
+        raise ImportError(
+            f"{what} {module_name}:{attr} does not exist (module {module_name!r} has no {attr!r})"
+        ) from None
 
 
 def _core_contract_reason(family: EngineFamily) -> str | None:
@@ -290,7 +310,11 @@ def _core_contract_reason(family: EngineFamily) -> str | None:
         return None  # source tree on sys.path (tests, device runs): nothing to compare
     for line in requires:
         req = Requirement(line)
-        if req.name == "pygraph-core" and req.marker is None and not req.specifier.contains(core_version, prereleases=True):
+        if (
+            req.name == "pygraph-core"
+            and req.marker is None
+            and not req.specifier.contains(core_version, prereleases=True)
+        ):
             return f"{family.distribution} requires pygraph-core{req.specifier}, this is {core_version}"
     return None
 

@@ -53,7 +53,9 @@ def check_families(families: Iterable[EngineFamily]) -> None:
             raise ManifestError(f"family {fam.name!r} names no anchor node type")
         for anchor in fam.anchors:
             if anchor not in NodeType.__members__:
-                raise ManifestError(f"family {fam.name!r}: anchor {anchor!r} is not a pygraph.NodeType member")
+                raise ManifestError(
+                    f"family {fam.name!r}: anchor {anchor!r} is not a pygraph.NodeType member"
+                )
             if anchor in anchor_owner:
                 raise ManifestError(
                     f"families {anchor_owner[anchor]!r} and {fam.name!r} both claim anchor node type {anchor}"
@@ -107,7 +109,9 @@ def check_against_lock(
                     f"family {fam.name!r} slot {engine_name!r}: id {engine_id} reuses the shipped id of "
                     f"family {owner[0]!r} slot {owner[1]!r}"
                 )
-            merged.setdefault(fam.name, {"block": fam.engine_id, "engines": {}})["engines"][engine_name] = engine_id
+            merged.setdefault(fam.name, {"block": fam.engine_id, "engines": {}})["engines"][engine_name] = (
+                engine_id
+            )
     for entry in merged.values():
         entry["engines"] = dict(sorted(entry["engines"].items(), key=lambda kv: kv[1]))
     return dict(sorted(merged.items(), key=lambda kv: kv[1]["block"]))

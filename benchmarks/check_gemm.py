@@ -1,0 +1,196 @@
+"""Correctness runner for the SM90 CuTe DSL GEMM (pygraph_gemm.kernels), usable standalone on the device.
+
+    PYTHONPATH=packages/engines-gemm/src python benchmarks/check_gemm.py [--quick] [--log FILE]
+
+Each case: fresh random inputs, output (and aux) poisoned with NaN, relative Frobenius error of the
+result against a float64 reference; bf16 outputs < 1e-2, fp16 < 5e-3, fp32 < 2e-3. Prints one line
+per case and a summary line last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+from pygraph_gemm.kernels.config import GemmKnobs
+from pygraph_gemm.kernels.launch import gemm
+
+TOL = {torch.bfloat16: 1e-2, torch.float16: 5e-3, torch.float32: 2e-3}
+DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def _act_ref(x: torch.Tensor, act: str) -> torch.Tensor:
+    if act == "none":
+        return x
+    if act == "relu":
+        return torch.relu(x)
+    if act == "gelu":
+        return F.gelu(x)
+    if act == "gelu_approx_tanh":
+        return F.gelu(x, approximate="tanh")
+    if act in ("silu", "swish"):
+        return F.silu(x)
+    if act == "sigmoid":
+        return torch.sigmoid(x)
+    if act == "tanh":
+        return torch.tanh(x)
+    raise ValueError(act)
+
+
+def _mat(l, r, c, dt, col_major, bcast, dev):
+    """(l, r, c) tensor; col_major stores columns contiguously; bcast gives batch stride 0."""
+    lb = 1 if bcast else l
+    if col_major:
+        t = torch.randn(lb, c, r, device=dev).to(dt).transpose(1, 2)
+    else:
+        t = torch.randn(lb, r, c, device=dev).to(dt)
+    return t.expand(l, r, c) if bcast else t
+
+
+def run_case(m, n, k, l=1, dt="bf16", out="bf16", a_col=False, b_col=False, a_bc=False, b_bc=False,
+             bias=False, row_scale=False, col_scale=False, residual=False, act="none", aux=False,
+             knobs=None, batched_api=None, dev="cuda"):
+    """Returns (rel_err, tol, aux_err_or_None). Raises on failure to run."""
+    idt, odt = DT[dt], DT[out]
+    a = _mat(l, m, k, idt, a_col, a_bc, dev)
+    b = _mat(l, k, n, idt, b_col, b_bc, dev)
+    kw = {}
+    ref = torch.matmul(a.double(), b.double())
+    if row_scale:
+        kw["row_scale"] = torch.rand(m, device=dev) + 0.5
+        ref = ref * kw["row_scale"].double()[None, :, None]
+    if col_scale:
+        kw["col_scale"] = torch.rand(n, device=dev) + 0.5
+        ref = ref * kw["col_scale"].double()[None, None, :]
+    if bias:
+        kw["bias"] = torch.randn(n, device=dev)
+        ref = ref + kw["bias"].double()
+    if residual:
+        kw["residual"] = torch.randn(l, m, n, device=dev).to(idt)
+        ref = ref + kw["residual"].double()
+    pre = ref
+    ref = _act_ref(ref, act)
+    batched = l > 1 if batched_api is None else batched_api
+    c = torch.full((l, m, n) if batched else (m, n), float("nan"), device=dev, dtype=odt)
+    x = torch.full_like(c, float("nan"), dtype=idt) if aux else None
+    if not batched:
+        a, b = a[0], b[0]
+        if residual:
+            kw["residual"] = kw["residual"][0]
+    gemm(a, b, c, activation=act, aux=x, knobs=knobs, **kw)
+    torch.cuda.synchronize()
+    c3 = c if c.dim() == 3 else c[None]
+    err = _relerr(c3, ref)
+    xerr = None
+    if aux:
+        x3 = x if x.dim() == 3 else x[None]
+        xerr = _relerr(x3, pre)
+    return err, TOL[odt], xerr
+
+
+def _relerr(got: torch.Tensor, ref: torch.Tensor) -> float:
+    g = got.double()
+    if torch.isnan(g).any():
+        return float("nan")
+    return (torch.linalg.norm(g - ref) / torch.linalg.norm(ref).clamp_min(1e-30)).item()
+
+
+K_BIG = GemmKnobs(tile_m=128, tile_n=256, cga_m=2)
+K_128 = GemmKnobs(tile_m=128, tile_n=128)
+K_64 = GemmKnobs(tile_m=64, tile_n=128, cga_n=2, raster="n")
+K_SWAP = GemmKnobs(tile_m=128, tile_n=32, swap_ab=True)
+
+
+def cases(quick: bool = False):
+    cs = []
+    # layouts x dtypes on a ragged shape
+    for a_col in (False, True):
+        for b_col in (False, True):
+            for dt in ("bf16", "fp16"):
+                cs.append(dict(m=1000, n=1048, k=520, dt=dt, out=dt, a_col=a_col, b_col=b_col, knobs=K_BIG))
+    # output dtypes
+    for out in ("bf16", "fp16", "fp32"):
+        cs.append(dict(m=264, n=392, k=200, dt="bf16", out=out, knobs=K_128))
+        cs.append(dict(m=264, n=392, k=200, dt="fp16", out=out, knobs=K_64, bias=True, act="gelu"))
+    # every activation, with bias (tile 128x256 cluster 2x1)
+    for act in ("none", "relu", "gelu", "gelu_approx_tanh", "silu", "sigmoid", "tanh"):
+        cs.append(dict(m=1000, n=1048, k=520, bias=True, act=act, knobs=K_BIG))
+    # scales, residual, aux, all together
+    cs += [
+        dict(m=1000, n=1048, k=520, row_scale=True, knobs=K_BIG),
+        dict(m=1000, n=1048, k=520, col_scale=True, knobs=K_128),
+        dict(m=1000, n=1048, k=520, residual=True, knobs=K_BIG),
+        dict(m=1000, n=1048, k=520, bias=True, act="gelu_approx_tanh", aux=True, knobs=K_BIG),
+        dict(m=1000, n=1048, k=520, bias=True, row_scale=True, col_scale=True, residual=True, act="silu",
+             aux=True, knobs=K_BIG),
+        dict(m=1000, n=1048, k=520, bias=True, row_scale=True, col_scale=True, residual=True, act="gelu",
+             aux=True, knobs=K_SWAP),
+    ]
+    # tiny M, swap_ab and not
+    for m in (1, 16):
+        cs.append(dict(m=m, n=4096, k=1024, knobs=K_SWAP))
+        cs.append(dict(m=m, n=4096, k=1024, knobs=K_128, bias=True, act="relu"))
+        cs.append(dict(m=m, n=4096, k=1024, knobs=K_SWAP, bias=True, row_scale=True, act="gelu_approx_tanh"))
+    # batched, broadcast batch
+    cs += [
+        dict(m=384, n=520, k=264, l=3, knobs=K_BIG, bias=True, act="relu"),
+        dict(m=384, n=520, k=264, l=3, a_bc=True, knobs=K_128),
+        dict(m=384, n=520, k=264, l=3, b_bc=True, b_col=True, knobs=K_BIG, residual=True),
+        dict(m=384, n=520, k=264, l=2, a_col=True, knobs=K_SWAP, bias=True),
+    ]
+    # larger, multi-wave (persistent loop over many tiles, k loop longer than the ring)
+    cs += [
+        dict(m=2048, n=2048, k=4096, knobs=K_BIG, bias=True, act="gelu_approx_tanh"),
+        dict(m=4096, n=4096, k=1024, knobs=GemmKnobs(tile_m=128, tile_n=256, cga_n=2, raster="n", swizzle=4)),
+    ]
+    if quick:
+        cs = cs[::4]
+    return cs
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--log", default=None)
+    args = ap.parse_args(argv)
+    log = open(args.log, "w") if args.log else None
+    torch.manual_seed(0)
+    n_ok = n_fail = 0
+    worst = 0.0
+    t0 = time.time()
+    for i, c in enumerate(cases(args.quick)):
+        desc = " ".join(f"{k}={v}" for k, v in c.items() if k != "knobs")
+        kn = c.get("knobs")
+        kd = f"{kn.tile_m}x{kn.tile_n} cga{kn.cga_m}x{kn.cga_n}{' swap' if kn.swap_ab else ''}" if kn else "default"
+        try:
+            err, tol, xerr = run_case(**c)
+            ok = err == err and err < tol and (xerr is None or (xerr == xerr and xerr < tol))
+            worst = max(worst, err / tol if err == err else float("inf"))
+            line = f"{'PASS' if ok else 'FAIL'} [{kd}] {desc}: err={err:.2e} tol={tol:.0e}" + (
+                f" aux_err={xerr:.2e}" if xerr is not None else "")
+        except Exception as e:  # report and go on
+            ok = False
+            line = f"ERROR [{kd}] {desc}: {type(e).__name__}: {str(e)[:300]}"
+            if log:
+                log.write(traceback.format_exc())
+        n_ok += ok
+        n_fail += not ok
+        print(line, flush=True)
+        if log:
+            log.write(line + "\n")
+            log.flush()
+    summary = (f"SUMMARY check_gemm: {n_ok} passed, {n_fail} failed, worst err/tol={worst:.2f}, "
+               f"{time.time() - t0:.0f}s, {torch.cuda.get_device_name()}")
+    print(summary)
+    if log:
+        log.write(summary + "\n")
+    return 1 if n_fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,374 @@
+"""Persistent, warp-specialized SM90 GEMM in CuTe DSL with a fused epilogue.
+
+Roles in a CTA (one CTA per SM, persistent over output tiles):
+  * warpgroup 0, warp 0: producer. Walks the tile schedule and issues TMA loads of A and B k-blocks
+    into a ring of ``stages`` shared-memory slots, each guarded by a full/empty mbarrier pair
+    (PipelineTmaAsync). With a cluster, A is multicast along N and B along M.
+  * warpgroups 1..W: consumers. wgmma over the ring into fp32 accumulators in registers, then the
+    epilogue: scale / bias / residual (coordinates from an identity tensor partitioned like the
+    accumulator), activation, conversion, stmatrix into a small smem ring and TMA store to C (and
+    the optional auxiliary pre-activation output).
+
+Shapes and strides are runtime values: one compiled kernel serves every M, N, K, L and leading
+dimension of its static layout (majorness, dtypes, epilogue, knobs).
+"""
+
+from __future__ import annotations
+
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass import Int32, Int64, const_expr
+from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
+
+from .config import GemmKnobs, KernelEpilogue, KernelLayout, pick_stages
+from .epilogue import activate, apply_affine
+
+_DT = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16, "fp32": cutlass.Float32}
+_EPI_STAGES = 4
+
+
+class Sm90Gemm:
+    """C[m, n, l] = epilogue(sum_k A[m, k, l] * B[n, k, l]) for one static configuration."""
+
+    def __init__(self, knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue, sm_count: int = 132):
+        self.knobs, self.lay, self.epi = knobs, lay, epi
+        self.ab_dtype = _DT[lay.ab_dtype]
+        self.c_dtype = _DT[lay.c_dtype]
+        self.acc_dtype = cutlass.Float32
+        self.vec_dtype = _DT[epi.vec_dtype]
+        self.res_dtype = _DT[epi.residual_dtype]
+        self.aux_dtype = _DT[epi.aux_dtype]
+        self.tile_mnk = (knobs.tile_m, knobs.tile_n, knobs.tile_k)
+        self.cluster_mn = (knobs.cga_m, knobs.cga_n)
+        self.n_consumer_wg = 1 if knobs.tile_m == 64 else 2
+        self.atom_mnk = (self.n_consumer_wg, 1, 1)
+        self.threads = 128 * (1 + self.n_consumer_wg)
+        self.n_mma_threads = 128 * self.n_consumer_wg
+        self.ab_stage = pick_stages(knobs, lay, epi)
+        self.epi_tile = (min(128 if self.n_consumer_wg == 2 else 64, knobs.tile_m), min(32, knobs.tile_n))
+        self.mcast_a = knobs.cga_n  # A tile shared by CTAs along N
+        self.mcast_b = knobs.cga_m
+        self.max_active_clusters = sm_count // (knobs.cga_m * knobs.cga_n)
+        self.epi_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.n_mma_threads)
+        row, col = utils.LayoutEnum.ROW_MAJOR, utils.LayoutEnum.COL_MAJOR
+        self.a_layout = row if lay.a_major == "k" else col
+        self.b_layout = row if lay.b_major == "k" else col
+        self.c_layout = row if lay.c_major == "n" else col
+
+    # ------------------------------------------------------------------ host side (traced once)
+    def _tensors(self, a_ptr, b_ptr, c_ptr, m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs):
+        lay = self.lay
+        la = 1 if lay.a_bcast else l
+        lb = 1 if lay.b_bcast else l
+        a_st = (a_ld, 1, a_bs) if lay.a_major == "k" else (1, a_ld, a_bs)
+        b_st = (b_ld, 1, b_bs) if lay.b_major == "k" else (1, b_ld, b_bs)
+        c_st = (c_ld, 1, c_bs) if lay.c_major == "n" else (1, c_ld, c_bs)
+        mA = cute.make_tensor(a_ptr, cute.make_layout((m, k, la), stride=a_st))
+        mB = cute.make_tensor(b_ptr, cute.make_layout((n, k, lb), stride=b_st))
+        mC = cute.make_tensor(c_ptr, cute.make_layout((m, n, l), stride=c_st))
+        return mA, mB, mC
+
+    @cute.jit
+    def __call__(
+        self,
+        a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer,
+        bias_ptr: cute.Pointer, scale_m_ptr: cute.Pointer, scale_n_ptr: cute.Pointer,
+        res_ptr: cute.Pointer, aux_ptr: cute.Pointer,
+        m: Int32, n: Int32, k: Int32, l: Int32,
+        a_ld: Int64, a_bs: Int64, b_ld: Int64, b_bs: Int64, c_ld: Int64, c_bs: Int64,
+        r_sm: Int64, r_sn: Int64, r_bs: Int64, x_ld: Int64, x_bs: Int64,
+        stream: cuda.CUstream,
+    ):
+        epi = self.epi
+        mA, mB, mC = self._tensors(a_ptr, b_ptr, c_ptr, m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs)
+        a_layout, b_layout, c_layout = self.a_layout, self.b_layout, self.c_layout
+
+        tiled_mma = sm90_utils.make_trivial_tiled_mma(
+            self.ab_dtype, self.ab_dtype, a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
+            self.acc_dtype, self.atom_mnk, tiler_mn=(64, self.tile_mnk[1]),
+        )
+        cta_layout_mnk = cute.make_layout((*self.cluster_mn, 1))
+        sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.ab_stage)
+        sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.ab_stage)
+        sC_layout = sm90_utils.make_smem_layout_epi(self.c_dtype, c_layout, self.epi_tile, _EPI_STAGES)
+        sX_layout = sC_layout
+        if const_expr(epi.aux_out):
+            sX_layout = sm90_utils.make_smem_layout_epi(self.aux_dtype, c_layout, self.epi_tile, _EPI_STAGES)
+
+        def g2s_op(mcast):
+            return (cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp() if mcast == 1
+                    else cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp())
+
+        tma_a, tA = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            g2s_op(self.mcast_a), mA, cute.slice_(sA_layout, (None, None, 0)),
+            (self.tile_mnk[0], self.tile_mnk[2]), num_multicast=self.mcast_a)
+        tma_b, tB = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            g2s_op(self.mcast_b), mB, cute.slice_(sB_layout, (None, None, 0)),
+            (self.tile_mnk[1], self.tile_mnk[2]), num_multicast=self.mcast_b)
+        tma_c, tC = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), mC,
+            cute.slice_(sC_layout, (None, None, 0)), self.epi_tile)
+        tma_x, tX = tma_c, tC
+        if const_expr(epi.aux_out):
+            x_st = (x_ld, 1, x_bs) if self.lay.c_major == "n" else (1, x_ld, x_bs)
+            mX = cute.make_tensor(aux_ptr, cute.make_layout((m, n, l), stride=x_st))
+            tma_x, tX = cute.nvgpu.cpasync.make_tiled_tma_atom(
+                cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), mX,
+                cute.slice_(sX_layout, (None, None, 0)), self.epi_tile)
+
+        # epilogue operands (plain loads; unused ones alias a 1-element view)
+        one = cute.make_layout(1)
+        vec_m = cute.make_layout(m)
+        vec_n = cute.make_layout(n)
+        mBiasM = cute.make_tensor(bias_ptr, vec_m if const_expr(epi.bias_m) else one)
+        mBiasN = cute.make_tensor(bias_ptr, vec_n if const_expr(epi.bias_n) else one)
+        mScaleM = cute.make_tensor(scale_m_ptr, vec_m if const_expr(epi.scale_m) else one)
+        mScaleN = cute.make_tensor(scale_n_ptr, vec_n if const_expr(epi.scale_n) else one)
+        mRes = cute.make_tensor(res_ptr, cute.make_layout((m, n, l), stride=(r_sm, r_sn, r_bs)))
+
+        # persistent tile schedule over the output tiles
+        gc = cute.zipped_divide(mC, tiler=self.tile_mnk[:2])
+        n_tiles_mnl = gc[(0, (None, None, None))].shape
+        sched = utils.PersistentTileSchedulerParams(
+            n_tiles_mnl, (*self.cluster_mn, 1), self.knobs.swizzle, self.knobs.raster == "m")
+        grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched, self.max_active_clusters)
+
+        @cute.struct
+        class SharedStorage:
+            mbar: cute.struct.MemRange[cutlass.Int64, self.ab_stage * 2]
+            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sA_layout)], 1024]
+            sB: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sB_layout)], 1024]
+            sC: cute.struct.Align[cute.struct.MemRange[self.c_dtype, cute.cosize(sC_layout)], 1024]
+
+        @cute.struct
+        class SharedStorageAux:
+            mbar: cute.struct.MemRange[cutlass.Int64, self.ab_stage * 2]
+            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sA_layout)], 1024]
+            sB: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sB_layout)], 1024]
+            sC: cute.struct.Align[cute.struct.MemRange[self.c_dtype, cute.cosize(sC_layout)], 1024]
+            sX: cute.struct.Align[cute.struct.MemRange[self.aux_dtype, cute.cosize(sX_layout)], 1024]
+
+        self.shared_storage = SharedStorageAux if const_expr(epi.aux_out) else SharedStorage
+
+        self.kernel(
+            tma_a, tA, tma_b, tB, tma_c, tC, tma_x, tX,
+            mBiasM, mBiasN, mScaleM, mScaleN, mRes,
+            tiled_mma, cta_layout_mnk, sA_layout, sB_layout, sC_layout, sX_layout, sched,
+        ).launch(
+            grid=grid, block=[self.threads, 1, 1], cluster=(*self.cluster_mn, 1),
+            min_blocks_per_mp=1, stream=stream,
+        )
+
+    # ------------------------------------------------------------------ device side
+    @cute.kernel
+    def kernel(
+        self,
+        tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
+        tma_c: cute.CopyAtom, mC: cute.Tensor, tma_x: cute.CopyAtom, mX: cute.Tensor,
+        mBiasM: cute.Tensor, mBiasN: cute.Tensor, mScaleM: cute.Tensor, mScaleN: cute.Tensor,
+        mRes: cute.Tensor,
+        tiled_mma: cute.TiledMma, cta_layout_mnk: cute.Layout,
+        sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
+        sC_layout: cute.ComposedLayout, sX_layout: cute.ComposedLayout,
+        sched_params: utils.PersistentTileSchedulerParams,
+    ):
+        epi = self.epi
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        if warp_idx == 0:
+            cute.nvgpu.cpasync.prefetch_descriptor(tma_a)
+            cute.nvgpu.cpasync.prefetch_descriptor(tma_b)
+            cute.nvgpu.cpasync.prefetch_descriptor(tma_c)
+            if const_expr(epi.aux_out):
+                cute.nvgpu.cpasync.prefetch_descriptor(tma_x)
+
+        rank_in_cluster = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        cl_coord = cta_layout_mnk.get_flat_coord(rank_in_cluster)
+        a_mask = cute.make_layout_image_mask(cta_layout_mnk, cl_coord, mode=1)
+        b_mask = cute.make_layout_image_mask(cta_layout_mnk, cl_coord, mode=0)
+        a_mask = a_mask if const_expr(self.mcast_a > 1) else 0
+        b_mask = b_mask if const_expr(self.mcast_b > 1) else 0
+
+        tx_bytes = cute.size_in_bytes(self.ab_dtype, cute.slice_(sA_layout, (None, None, 0))) + \
+            cute.size_in_bytes(self.ab_dtype, cute.slice_(sB_layout, (None, None, 0)))
+
+        smem = utils.SmemAllocator()
+        storage = smem.allocate(self.shared_storage)
+        # every consumer warp of every CTA that receives a multicast tile releases the slot
+        n_release = (self.mcast_a + self.mcast_b - 1) * self.n_consumer_wg * 4
+        ab_pipe = pipeline.PipelineTmaAsync.create(
+            barrier_storage=storage.mbar.data_ptr(),
+            num_stages=self.ab_stage,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, n_release),
+            tx_count=tx_bytes,
+            cta_layout_vmnk=cute.make_layout((1, *cta_layout_mnk.shape)),
+            defer_sync=True,
+        )
+        pipeline_init_arrive(cluster_shape_mn=self.cluster_mn, is_relaxed=True)
+
+        sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)
+        sB = storage.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)
+        sC = storage.sC.get_tensor(sC_layout.outer, swizzle=sC_layout.inner)
+
+        tile_mn = (self.tile_mnk[0], self.tile_mnk[1])
+        gA = cute.local_tile(mA, (self.tile_mnk[0], self.tile_mnk[2]), (None, None, None))
+        gB = cute.local_tile(mB, (self.tile_mnk[1], self.tile_mnk[2]), (None, None, None))
+        gC = cute.local_tile(mC, tile_mn, (None, None, None))
+        k_tiles = cute.size(gA, mode=[3])
+
+        tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
+            tma_a, cl_coord[1], cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape),
+            cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
+        tBsB, tBgB = cute.nvgpu.cpasync.tma_partition(
+            tma_b, cl_coord[0], cute.make_layout(cute.slice_(cta_layout_mnk, (None, 0, 0)).shape),
+            cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+
+        wg_idx = cute.arch.make_warp_uniform(tidx // 128)
+        pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
+
+        if wg_idx == 0:
+            # ------------------------------------------------ producer warpgroup
+            cute.arch.setmaxregister_decrease(40)
+            if warp_idx == 0:
+                sched = utils.StaticPersistentTileScheduler.create(
+                    sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
+                work = sched.initial_work_tile_info()
+                prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stage)
+                while work.is_valid_tile:
+                    crd = work.tile_idx
+                    la = 0 if const_expr(self.lay.a_bcast) else crd[2]
+                    lb = 0 if const_expr(self.lay.b_bcast) else crd[2]
+                    tAg = tAgA[(None, crd[0], None, la)]
+                    tBg = tBgB[(None, crd[1], None, lb)]
+                    for kt in cutlass.range(k_tiles, unroll=1):
+                        ab_pipe.producer_acquire(prod)
+                        bar = ab_pipe.producer_get_barrier(prod)
+                        cute.copy(tma_a, tAg[(None, kt)], tAsA[(None, prod.index)],
+                                  tma_bar_ptr=bar, mcast_mask=a_mask)
+                        cute.copy(tma_b, tBg[(None, kt)], tBsB[(None, prod.index)],
+                                  tma_bar_ptr=bar, mcast_mask=b_mask)
+                        ab_pipe.producer_commit(prod)
+                        prod.advance()
+                    sched.advance_to_next_work()
+                    work = sched.get_current_work()
+                ab_pipe.producer_tail(prod)
+        else:
+            # ------------------------------------------------ consumer (MMA + epilogue) warpgroups
+            cute.arch.setmaxregister_increase(232)
+            ctid = tidx - 128
+            thr_mma = tiled_mma.get_slice(ctid)
+            tCsA = thr_mma.partition_A(sA)
+            tCsB = thr_mma.partition_B(sB)
+            tCrA = tiled_mma.make_fragment_A(tCsA)
+            tCrB = tiled_mma.make_fragment_B(tCsB)
+            tCgC = thr_mma.partition_C(gC)
+            acc = cute.make_rmem_tensor(tCgC.shape[:3], self.acc_dtype)
+            tCcC = thr_mma.partition_C(cute.make_identity_tensor(tile_mn))
+            k_blocks = cute.size(tCrA, mode=[2])
+
+            # register -> smem copies for the epilogue (stmatrix for 16-bit outputs)
+            stm_atom = cute.make_copy_atom(
+                cute.nvgpu.warp.StMatrix8x8x16bOp(self.c_layout.is_m_major_c(), 4), self.c_dtype)
+            tiled_copy_c_atom = cute.make_tiled_copy_C_atom(stm_atom, tiled_mma)
+            r2s_c = cute.make_tiled_copy_S(
+                sm90_utils.sm90_get_smem_store_op(self.c_layout, elem_ty_d=self.c_dtype, elem_ty_acc=self.acc_dtype),
+                tiled_copy_c_atom)
+            thr_r2s_c = r2s_c.get_slice(ctid)
+            tRS_sC = thr_r2s_c.partition_D(sC)
+            tRS_acc = r2s_c.retile(acc)
+            frag_shape = cute.shape(thr_r2s_c.partition_S(sC))[:3]
+            tRS_r = cute.make_rmem_tensor(frag_shape, self.acc_dtype)
+            tRS_rC = cute.make_rmem_tensor(frag_shape, self.c_dtype)
+            frag_size = cute.size(tRS_r)
+            if const_expr(epi.aux_out):
+                sX = storage.sX.get_tensor(sX_layout.outer, swizzle=sX_layout.inner)
+                r2s_x = cute.make_tiled_copy_S(
+                    sm90_utils.sm90_get_smem_store_op(self.c_layout, elem_ty_d=self.aux_dtype,
+                                                      elem_ty_acc=self.acc_dtype),
+                    tiled_copy_c_atom)
+                tRS_sX = r2s_x.get_slice(ctid).partition_D(sX)
+                tRS_rX = cute.make_rmem_tensor(frag_shape, self.aux_dtype)
+
+            store_pipe = pipeline.PipelineTmaStore.create(
+                num_stages=_EPI_STAGES,
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.n_mma_threads),
+            )
+            is_store_warp = warp_idx == 4
+            m_max = mC.shape[0] - 1
+            n_max = mC.shape[1] - 1
+
+            sched = utils.StaticPersistentTileScheduler.create(
+                sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
+            work = sched.initial_work_tile_info()
+            read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
+            release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
+            while work.is_valid_tile:
+                crd = work.tile_idx
+                # ---- main loop: keep one wgmma batch in flight, release the slot before it
+                acc.fill(0.0)
+                tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+                cute.nvgpu.warpgroup.fence()
+                for kt in cutlass.range(k_tiles, unroll=1):
+                    ab_pipe.consumer_wait(read)
+                    for kb in cutlass.range_constexpr(k_blocks):
+                        blk = (None, None, kb, read.index)
+                        cute.gemm(tiled_mma, acc, tCrA[blk], tCrB[blk], acc)
+                    cute.nvgpu.warpgroup.commit_group()
+                    read.advance()
+                    if kt > 0:
+                        cute.nvgpu.warpgroup.wait_group(1)
+                        ab_pipe.consumer_release(release)
+                        release.advance()
+                cute.nvgpu.warpgroup.wait_group(0)
+                ab_pipe.consumer_release(release)
+                release.advance()
+
+                # ---- epilogue, in registers
+                if const_expr(epi.has_affine):
+                    apply_affine(acc, tCcC, crd[0] * self.tile_mnk[0], crd[1] * self.tile_mnk[1], crd[2],
+                                 m_max, n_max, mBiasM, mBiasN, mScaleM, mScaleN, mRes, epi)
+
+                gC_tile = cute.zipped_divide(gC[(None, None, *crd)], self.epi_tile)
+                bSG_sC, bSG_gC = cute.nvgpu.cpasync.tma_partition(
+                    tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC_tile)
+                if const_expr(epi.aux_out):
+                    gX = cute.local_tile(mX, tile_mn, (None, None, None))
+                    gX_tile = cute.zipped_divide(gX[(None, None, *crd)], self.epi_tile)
+                    bSG_sX, bSG_gX = cute.nvgpu.cpasync.tma_partition(
+                        tma_x, 0, cute.make_layout(1), cute.group_modes(sX, 0, 2), gX_tile)
+                n_sub = cute.size(gC_tile, mode=[1])
+                sub_shape = gC_tile.shape[1]
+                sub_layout = cute.make_layout(sub_shape, stride=(sub_shape[1], 1))
+                done_before = sched.num_tiles_executed * n_sub
+                for s in cutlass.range_constexpr(n_sub):
+                    for v in cutlass.range_constexpr(frag_size):
+                        tRS_r[v] = tRS_acc[s * frag_size + v]
+                    buf = (done_before + s) % _EPI_STAGES
+                    if const_expr(epi.aux_out):
+                        tRS_rX.store(tRS_r.load().to(self.aux_dtype))
+                        cute.copy(r2s_x, tRS_rX, tRS_sX[(None, None, None, buf)])
+                    if const_expr(epi.act != "none"):
+                        for v in cutlass.range_constexpr(frag_size):
+                            tRS_r[v] = activate(tRS_r[v], epi.act)
+                    tRS_rC.store(tRS_r.load().to(self.c_dtype))
+                    cute.copy(r2s_c, tRS_rC, tRS_sC[(None, None, None, buf)])
+                    cute.arch.fence_proxy("async.shared", space="cta")
+                    self.epi_barrier.arrive_and_wait()
+                    gcrd = sub_layout.get_hier_coord(s)
+                    if is_store_warp:
+                        cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, gcrd)])
+                        if const_expr(epi.aux_out):
+                            cute.copy(tma_x, bSG_sX[(None, buf)], bSG_gX[(None, gcrd)])
+                        store_pipe.producer_commit()
+                        store_pipe.producer_acquire()
+                    self.epi_barrier.arrive_and_wait()
+
+                sched.advance_to_next_work()
+                work = sched.get_current_work()
+            store_pipe.producer_tail()

@@ -1,0 +1,258 @@
+"""Compile cache and low-host-cost launcher for the SM90 GEMM.
+
+Compile once per (knobs, kernel epilogue, kernel layout, arch); the compiled function is a TVM-FFI
+function whose arguments are raw device addresses (Python ints), 32-bit sizes and 64-bit strides,
+with the CUDA stream taken from the caller's current torch stream. The per-call path therefore
+does no DLPack conversion: ``launch(...)`` reads only pointers, M/N/K/L and strides.
+
+Disk cache: ``export_to_c`` writes the compiled host+device object; ``load_module`` maps it back
+(enabled when PYGRAPH_GEMM_CACHE_DIR is set; any failure falls back to compiling).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from dataclasses import astuple
+from typing import Any, Callable, Optional
+
+from .config import (EpilogueSpec, GemmKnobs, KernelEpilogue, KernelLayout, can_implement,
+                     dtype_name)
+
+_CACHE: dict[tuple, Callable] = {}
+_LOCK = threading.Lock()
+ARCH = "sm_90a"
+_FN_NAME = "pygraph_gemm_sm90"
+
+
+def cache_key(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH) -> tuple:
+    return ("sm90_gemm_v1", astuple(knobs), astuple(epi), astuple(lay), arch)
+
+
+def _sm_count() -> int:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    except Exception:
+        pass
+    return 132
+
+
+def _compile(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str) -> Callable:
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    from .gemm_sm90 import _DT, Sm90Gemm
+
+    kern = Sm90Gemm(knobs, lay, epi, sm_count=_sm_count())
+    g = cute.AddressSpace.gmem
+
+    def p(dt, align=16):
+        return make_ptr(_DT[dt], 0, g, assumed_align=align)
+
+    vec_align = 4 if epi.vec_dtype == "fp32" else 2
+    res_align = 4 if epi.residual_dtype == "fp32" else 2
+    args = [p(lay.ab_dtype), p(lay.ab_dtype), p(lay.c_dtype),
+            p(epi.vec_dtype, vec_align), p(epi.vec_dtype, vec_align), p(epi.vec_dtype, vec_align),
+            p(epi.residual_dtype, res_align), p(epi.aux_dtype)]
+    i32, i64 = cutlass.Int32(1), cutlass.Int64(8)
+    args += [i32] * 4 + [i64] * 11
+    args.append(make_fake_stream())
+    return cute.compile(kern, *args, options=f"--enable-tvm-ffi --gpu-arch {arch}")
+
+
+def _disk_path(key: tuple) -> Optional[str]:
+    root = os.environ.get("PYGRAPH_GEMM_CACHE_DIR")
+    if not root:
+        return None
+    import cutlass
+
+    h = hashlib.sha256(repr((key, getattr(cutlass, "__version__", "?"))).encode()).hexdigest()[:24]
+    return os.path.join(root, f"{h}.o")
+
+
+def get_compiled(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH) -> Callable:
+    """The compiled function for this static configuration (in-process dict, then disk, then compile)."""
+    key = cache_key(knobs, epi, lay, arch)
+    fn = _CACHE.get(key)
+    if fn is not None:
+        return fn
+    with _LOCK:
+        fn = _CACHE.get(key)
+        if fn is not None:
+            return fn
+        path = _disk_path(key)
+        if path and os.path.exists(path):
+            try:
+                import cutlass.cute as cute
+
+                fn = getattr(cute.runtime.load_module(path, enable_tvm_ffi=True), _FN_NAME)
+            except Exception:
+                fn = None
+        if fn is None:
+            fn = _compile(knobs, epi, lay, arch)
+            if path:
+                try:
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    fn.export_to_c(path, function_name=_FN_NAME)
+                except Exception:
+                    pass
+        _CACHE[key] = fn
+        return fn
+
+
+def _major(strides: tuple, rows: int, cols: int, row_name: str, col_name: str) -> tuple[str, int]:
+    """Which mode is contiguous and the other mode's stride (the leading dimension)."""
+    _, sr, sc = strides
+    if sc == 1 or cols == 1:
+        return col_name, (sr if rows > 1 else max(cols, 8))
+    if sr == 1 or rows == 1:
+        return row_name, (sc if cols > 1 else max(rows, 8))
+    raise ValueError(f"strides {strides}: neither rows nor columns are contiguous")
+
+
+class Plan:
+    """A problem's static configuration resolved to a compiled kernel plus the argument mapping.
+
+    Built once per (shapes' static facts); ``__call__`` maps user-frame pointers and strides to the
+    kernel frame and launches on the current torch stream.
+    """
+
+    __slots__ = ("fn", "swap", "a_bcast", "b_bcast", "knobs", "kepi", "klay")
+
+    def __init__(self, knobs: GemmKnobs, spec: EpilogueSpec, ab_dtype, c_dtype,
+                 a_strides: tuple, b_strides: tuple, c_strides: tuple, m: int, n: int, k: int, l: int,
+                 arch: str = ARCH):
+        ad, cd = dtype_name(ab_dtype), dtype_name(c_dtype)
+        # user frame: A (M, K) major 'k' if K contiguous else 'm'; B (K, N): 'n' if N contiguous
+        a_maj, _ = _major(a_strides, m, k, "m", "k")
+        b_maj, _ = _major(b_strides, k, n, "k", "n")
+        c_maj, _ = _major(c_strides, m, n, "m", "n")
+        a_bc = l > 1 and a_strides[0] == 0
+        b_bc = l > 1 and b_strides[0] == 0
+        if knobs.swap_ab:  # kernel A = B^T (N x K), kernel B = A (M x K), kernel C = C^T
+            lay = KernelLayout(ad, cd, "k" if b_maj == "k" else "m", "k" if a_maj == "k" else "n",
+                               "n" if c_maj == "m" else "m", b_bc, a_bc)
+        else:
+            lay = KernelLayout(ad, cd, a_maj, "k" if b_maj == "k" else "n", c_maj, a_bc, b_bc)
+        self.kepi = KernelEpilogue.from_spec(spec, knobs.swap_ab)
+        self.klay, self.knobs, self.swap = lay, knobs, knobs.swap_ab
+        self.a_bcast, self.b_bcast = a_bc, b_bc
+        self.fn = get_compiled(knobs, self.kepi, lay, arch)
+
+    def __call__(self, a_ptr: int, b_ptr: int, c_ptr: int, m: int, n: int, k: int, l: int,
+                 a_strides: tuple, b_strides: tuple, c_strides: tuple,
+                 bias_ptr: int = 0, row_scale_ptr: int = 0, col_scale_ptr: int = 0,
+                 residual_ptr: int = 0, residual_strides: tuple = (0, 0, 0),
+                 aux_ptr: int = 0, aux_strides: tuple = (0, 0, 0), stream: int = 0) -> None:
+        """Launch on ``stream`` (a raw cudaStream_t as int; 0 = legacy default stream).
+
+        Strides are user-frame (batch, row, col) in elements for A (M,K), B (K,N), C (M,N).
+        """
+        abs_, ar, ac = a_strides
+        bbs, br, bc = b_strides
+        cbs, cr, cc = c_strides
+        lay = self.klay
+        if l == 1:  # batch strides unused; keep them TMA-legal
+            abs_ = bbs = cbs = 0
+            aux_strides = (0, aux_strides[1], aux_strides[2])
+        if not self.swap:
+            a_ld = ar if lay.a_major == "k" else ac
+            b_ld = br if lay.b_major == "n" else bc
+            c_ld = cr if lay.c_major == "n" else cc
+            x_ld = aux_strides[1] if lay.c_major == "n" else aux_strides[2]
+            a_bs = abs_ if abs_ else a_ld * (m if lay.a_major == "k" else k)
+            b_bs = bbs if bbs else b_ld * (n if lay.b_major == "k" else k)
+            cbs = cbs if cbs else c_ld * (m if lay.c_major == "n" else n)
+            xbs = aux_strides[0] if aux_strides[0] else x_ld * (m if lay.c_major == "n" else n)
+            self.fn(a_ptr, b_ptr, c_ptr, bias_ptr, row_scale_ptr, col_scale_ptr, residual_ptr, aux_ptr,
+                    m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, cbs,
+                    residual_strides[1], residual_strides[2], residual_strides[0], x_ld, xbs, stream)
+        else:
+            # kernel A = B^T: (N, K) with strides (bc, br); kernel B = A: (M, K) strides (ar, ac)
+            ka_ld = bc if lay.a_major == "k" else br
+            kb_ld = ar if lay.b_major == "k" else ac
+            kc_ld = cc if lay.c_major == "n" else cr
+            x_ld = aux_strides[2] if lay.c_major == "n" else aux_strides[1]
+            ka_bs = bbs if bbs else ka_ld * (n if lay.a_major == "k" else k)
+            kb_bs = abs_ if abs_ else kb_ld * (m if lay.b_major == "k" else k)
+            cbs = cbs if cbs else kc_ld * (n if lay.c_major == "n" else m)
+            xbs = aux_strides[0] if aux_strides[0] else x_ld * (n if lay.c_major == "n" else m)
+            self.fn(b_ptr, a_ptr, c_ptr, bias_ptr, col_scale_ptr, row_scale_ptr, residual_ptr, aux_ptr,
+                    n, m, k, l, ka_ld, ka_bs, kb_ld, kb_bs, kc_ld, cbs,
+                    residual_strides[2], residual_strides[1], residual_strides[0], x_ld, xbs, stream)
+
+
+def default_knobs(m: int, n: int, k: int, l: int = 1) -> GemmKnobs:
+    """A reasonable configuration without tuning."""
+    if m <= 64 and n >= 256:
+        return GemmKnobs(tile_m=128, tile_n=max(16, min(64, 16 * ((m + 15) // 16))), swap_ab=True)
+    if m * n * l <= 128 * 256 * 132:
+        return GemmKnobs(tile_m=128, tile_n=128)
+    return GemmKnobs(tile_m=128, tile_n=256, cga_m=2)
+
+
+_PLANS: dict[tuple, Plan] = {}
+
+
+def gemm(a, b, out=None, *, bias=None, row_scale=None, col_scale=None, residual=None,
+         activation: str = "none", aux=None, knobs: Optional[GemmKnobs] = None, out_dtype=None) -> Any:
+    """Torch convenience wrapper: out = act(a @ b * scales + bias + residual); a (L?,M,K), b (L?,K,N).
+
+    Declines (ValueError with the reason) what can_implement refuses.
+    """
+    import torch
+
+    a3 = a if a.dim() == 3 else a.unsqueeze(0)
+    b3 = b if b.dim() == 3 else b.unsqueeze(0)
+    l = max(a3.shape[0], b3.shape[0])
+    if a3.shape[0] != l:
+        a3 = a3.expand(l, -1, -1)
+    if b3.shape[0] != l:
+        b3 = b3.expand(l, -1, -1)
+    m, k = a3.shape[1:]
+    n = b3.shape[2]
+    if out is None:
+        shape = (l, m, n) if (a.dim() == 3 or b.dim() == 3) else (m, n)
+        out = torch.empty(shape, device=a.device, dtype=out_dtype or a.dtype)
+    o3 = out if out.dim() == 3 else out.unsqueeze(0)
+    r3 = None if residual is None else (residual if residual.dim() == 3 else residual.unsqueeze(0)).expand(l, m, n)
+    x3 = None if aux is None else (aux if aux.dim() == 3 else aux.unsqueeze(0))
+    spec = EpilogueSpec(bias=bias is not None, row_scale=row_scale is not None, col_scale=col_scale is not None,
+                        residual=r3 is not None, activation=activation, aux_out=x3 is not None,
+                        vec_dtype=dtype_name(next((v.dtype for v in (bias, row_scale, col_scale) if v is not None),
+                                                  torch.float32)),
+                        residual_dtype=dtype_name(r3.dtype) if r3 is not None else "bf16",
+                        aux_dtype=dtype_name(x3.dtype) if x3 is not None else "bf16")
+    knobs = knobs or default_knobs(m, n, k, l)
+    st = lambda t: tuple(t.stride()) if t is not None else (0, 0, 0)  # noqa: E731
+    vecs = tuple(v.data_ptr() for v in (bias, row_scale, col_scale) if v is not None)
+    why = can_implement(m, n, k, l, a.dtype, b.dtype, out.dtype, st(a3), st(b3), st(o3),
+                        a3.data_ptr(), b3.data_ptr(), o3.data_ptr(), knobs, spec,
+                        st(r3) if r3 is not None else None, st(x3) if x3 is not None else None,
+                        vecs, r3.data_ptr() if r3 is not None else 0, x3.data_ptr() if x3 is not None else 0)
+    if why:
+        raise ValueError(f"sm90 gemm cannot serve this problem: {why}")
+    for v, ln, nm in ((bias, n, "bias"), (row_scale, m, "row_scale"), (col_scale, n, "col_scale")):
+        if v is not None and (v.numel() != ln or (v.dim() == 1 and v.stride(0) != 1)):
+            raise ValueError(f"{nm} must be a contiguous vector of length {ln}, got shape {tuple(v.shape)}")
+    key = (knobs, spec, a.dtype, out.dtype, _sig(st(a3), m, k), _sig(st(b3), k, n), _sig(st(o3), m, n), l > 1)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = Plan(knobs, spec, a.dtype, out.dtype, st(a3), st(b3), st(o3), m, n, k, l)
+    plan(a3.data_ptr(), b3.data_ptr(), o3.data_ptr(), m, n, k, l, st(a3), st(b3), st(o3),
+         bias.data_ptr() if bias is not None else 0,
+         row_scale.data_ptr() if row_scale is not None else 0,
+         col_scale.data_ptr() if col_scale is not None else 0,
+         r3.data_ptr() if r3 is not None else 0, st(r3),
+         x3.data_ptr() if x3 is not None else 0, st(x3), torch.cuda.current_stream(a.device).cuda_stream)
+    return out
+
+
+def _sig(strides: tuple, rows: int, cols: int) -> tuple:
+    bs, sr, sc = strides
+    return (bs == 0, sc == 1 or cols == 1, sr == 1 or rows == 1)
