@@ -157,13 +157,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--log", default=None)
+    ap.add_argument("--only", default=None, help="comma-separated case indices")
     args = ap.parse_args(argv)
     log = open(args.log, "w") if args.log else None
     torch.manual_seed(0)
     n_ok = n_fail = 0
     worst = 0.0
     t0 = time.time()
+    only = None if args.only is None else {int(x) for x in args.only.split(",")}
     for i, c in enumerate(cases(args.quick)):
+        if only is not None and i not in only:
+            continue
         desc = " ".join(f"{k}={v}" for k, v in c.items() if k != "knobs")
         kn = c.get("knobs")
         kd = f"{kn.tile_m}x{kn.tile_n} cga{kn.cga_m}x{kn.cga_n}{' swap' if kn.swap_ab else ''}" if kn else "default"

@@ -10,23 +10,68 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from pygraph._version import __version__
-from pygraph.errors import GraphNotSupportedError, GraphStateError, ManifestError
+from pygraph.errors import GraphNotSupportedError, GraphStateError, ManifestError, OpInputError
 from pygraph.node_types import NodeType
 
 # Public name -> module that defines it; resolved on first access (PEP 562).
 _LAZY: dict[str, str] = {
     "engines": "pygraph.engines",
     "testing": "pygraph.testing",
+    "Graph": "pygraph.graph",
+    "pygraph": "pygraph.graph",  # classic spelling: cudnn.pygraph
+    "Tensor": "pygraph.ir.tensor",
+    "Node": "pygraph.ir.node",
+    **{
+        name: "pygraph.ir.dtypes"
+        for name in (
+            "data_type", "heur_mode", "knob_type", "build_plan_policy", "norm_forward_phase",
+            "reduction_mode", "reshape_mode", "convolution_mode", "diagonal_alignment",
+            "attention_implementation", "moe_grouped_matmul_mode", "tensor_reordering", "scalar_type",
+            "behavior_note", "numerical_note", "cuda_graph_retention",
+        )
+    },  # fmt: skip
+    "VariantPack": "pygraph.execution.variant_pack",
+    "OperandBuffer": "pygraph.execution.variant_pack",
+    "PlanConfig": "pygraph.engines.base",
+    "ExecutionContext": "pygraph.execution.context",
 }
+
+_ALIASES = {"pygraph": "Graph"}
 
 if TYPE_CHECKING:
     from pygraph import engines, testing
+    from pygraph.engines.base import PlanConfig
+    from pygraph.execution.context import ExecutionContext
+    from pygraph.execution.variant_pack import OperandBuffer, VariantPack
+    from pygraph.graph import Graph
+    from pygraph.graph import Graph as pygraph
+    from pygraph.ir.dtypes import (
+        attention_implementation,
+        behavior_note,
+        build_plan_policy,
+        convolution_mode,
+        cuda_graph_retention,
+        data_type,
+        diagonal_alignment,
+        heur_mode,
+        knob_type,
+        moe_grouped_matmul_mode,
+        norm_forward_phase,
+        numerical_note,
+        reduction_mode,
+        reshape_mode,
+        scalar_type,
+        tensor_reordering,
+    )
+    from pygraph.ir.node import Node
+    from pygraph.ir.tensor import Tensor
 
 __all__ = [
     "GraphNotSupportedError",
     "GraphStateError",
     "ManifestError",
     "NodeType",
+    "OpInputError",
     "__version__",
     *_LAZY,
 ]
@@ -37,7 +82,7 @@ def __getattr__(name: str) -> Any:
     if module_name is None:
         raise AttributeError(f"module 'pygraph' has no attribute {name!r}")
     module = importlib.import_module(module_name)
-    value = module if module_name == f"pygraph.{name}" else getattr(module, name)
+    value = module if module_name == f"pygraph.{name}" else getattr(module, _ALIASES.get(name, name))
     globals()[name] = value
     return value
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["GraphNotSupportedError", "GraphStateError", "ManifestError"]
+__all__ = ["GraphNotSupportedError", "GraphStateError", "ManifestError", "OpInputError"]
 
 
 class GraphNotSupportedError(Exception):
@@ -15,3 +15,7 @@ class GraphStateError(RuntimeError):
 
 class ManifestError(RuntimeError):
     """The engine manifest is inconsistent: an id moved or reused, blocks overlap, anchors collide."""
+
+
+class OpInputError(TypeError, ValueError):
+    """A builder got bad input: the message names the op, the port (or attribute) and the value."""

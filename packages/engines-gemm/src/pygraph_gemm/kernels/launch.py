@@ -144,47 +144,54 @@ class Plan:
         self.a_bcast, self.b_bcast = a_bc, b_bc
         self.fn = get_compiled(knobs, self.kepi, lay, arch)
 
-    def __call__(self, a_ptr: int, b_ptr: int, c_ptr: int, m: int, n: int, k: int, l: int,
-                 a_strides: tuple, b_strides: tuple, c_strides: tuple,
-                 bias_ptr: int = 0, row_scale_ptr: int = 0, col_scale_ptr: int = 0,
-                 residual_ptr: int = 0, residual_strides: tuple = (0, 0, 0),
-                 aux_ptr: int = 0, aux_strides: tuple = (0, 0, 0), stream: int = 0) -> None:
-        """Launch on ``stream`` (a raw cudaStream_t as int; 0 = legacy default stream).
+    def kernel_args(self, a_ptr: int, b_ptr: int, c_ptr: int, m: int, n: int, k: int, l: int,
+                    a_strides: tuple, b_strides: tuple, c_strides: tuple,
+                    bias_ptr: int = 0, row_scale_ptr: int = 0, col_scale_ptr: int = 0,
+                    residual_ptr: int = 0, residual_strides: tuple = (0, 0, 0),
+                    aux_ptr: int = 0, aux_strides: tuple = (0, 0, 0), stream: int = 0) -> tuple:
+        """The compiled function's argument tuple: ``plan.fn(*plan.kernel_args(...))`` launches.
 
-        Strides are user-frame (batch, row, col) in elements for A (M,K), B (K,N), C (M,N).
+        Pointers are raw device addresses (ints); strides are user-frame (batch, row, col) in
+        elements for A (M, K), B (K, N), C (M, N), residual and aux (M, N); ``stream`` is a raw
+        cudaStream_t (0 = legacy default stream).
         """
         abs_, ar, ac = a_strides
         bbs, br, bc = b_strides
         cbs, cr, cc = c_strides
+        xbs, xr, xc = aux_strides
         lay = self.klay
-        if l == 1:  # batch strides unused; keep them TMA-legal
-            abs_ = bbs = cbs = 0
-            aux_strides = (0, aux_strides[1], aux_strides[2])
+        if l == 1:  # batch strides unused; keep them TMA-legal below
+            abs_ = bbs = cbs = xbs = 0
         if not self.swap:
             a_ld = ar if lay.a_major == "k" else ac
             b_ld = br if lay.b_major == "n" else bc
             c_ld = cr if lay.c_major == "n" else cc
-            x_ld = aux_strides[1] if lay.c_major == "n" else aux_strides[2]
-            a_bs = abs_ if abs_ else a_ld * (m if lay.a_major == "k" else k)
-            b_bs = bbs if bbs else b_ld * (n if lay.b_major == "k" else k)
-            cbs = cbs if cbs else c_ld * (m if lay.c_major == "n" else n)
-            xbs = aux_strides[0] if aux_strides[0] else x_ld * (m if lay.c_major == "n" else n)
-            self.fn(a_ptr, b_ptr, c_ptr, bias_ptr, row_scale_ptr, col_scale_ptr, residual_ptr, aux_ptr,
-                    m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, cbs,
-                    residual_strides[1], residual_strides[2], residual_strides[0], x_ld, xbs, stream)
-        else:
-            # kernel A = B^T: (N, K) with strides (bc, br); kernel B = A: (M, K) strides (ar, ac)
-            ka_ld = bc if lay.a_major == "k" else br
-            kb_ld = ar if lay.b_major == "k" else ac
-            kc_ld = cc if lay.c_major == "n" else cr
-            x_ld = aux_strides[2] if lay.c_major == "n" else aux_strides[1]
-            ka_bs = bbs if bbs else ka_ld * (n if lay.a_major == "k" else k)
-            kb_bs = abs_ if abs_ else kb_ld * (m if lay.b_major == "k" else k)
-            cbs = cbs if cbs else kc_ld * (n if lay.c_major == "n" else m)
-            xbs = aux_strides[0] if aux_strides[0] else x_ld * (n if lay.c_major == "n" else m)
-            self.fn(b_ptr, a_ptr, c_ptr, bias_ptr, col_scale_ptr, row_scale_ptr, residual_ptr, aux_ptr,
-                    n, m, k, l, ka_ld, ka_bs, kb_ld, kb_bs, kc_ld, cbs,
-                    residual_strides[2], residual_strides[1], residual_strides[0], x_ld, xbs, stream)
+            x_ld = xr if lay.c_major == "n" else xc
+            cm = m if lay.c_major == "n" else n
+            return (a_ptr, b_ptr, c_ptr, bias_ptr, row_scale_ptr, col_scale_ptr, residual_ptr, aux_ptr,
+                    m, n, k, l,
+                    a_ld, abs_ or a_ld * (m if lay.a_major == "k" else k),
+                    b_ld, bbs or b_ld * (n if lay.b_major == "k" else k),
+                    c_ld, cbs or c_ld * cm,
+                    residual_strides[1], residual_strides[2], residual_strides[0],
+                    x_ld, xbs or x_ld * cm, stream)
+        # kernel A = B^T: (N, K); kernel B = A: (M, K); kernel C = C^T: (N, M)
+        ka_ld = bc if lay.a_major == "k" else br
+        kb_ld = ar if lay.b_major == "k" else ac
+        kc_ld = cc if lay.c_major == "n" else cr
+        x_ld = xc if lay.c_major == "n" else xr
+        cm = n if lay.c_major == "n" else m
+        return (b_ptr, a_ptr, c_ptr, bias_ptr, col_scale_ptr, row_scale_ptr, residual_ptr, aux_ptr,
+                n, m, k, l,
+                ka_ld, bbs or ka_ld * (n if lay.a_major == "k" else k),
+                kb_ld, abs_ or kb_ld * (m if lay.b_major == "k" else k),
+                kc_ld, cbs or kc_ld * cm,
+                residual_strides[2], residual_strides[1], residual_strides[0],
+                x_ld, xbs or x_ld * cm, stream)
+
+    def __call__(self, *args, **kwargs) -> None:
+        """Launch; same arguments as ``kernel_args``."""
+        self.fn(*self.kernel_args(*args, **kwargs))
 
 
 def default_knobs(m: int, n: int, k: int, l: int = 1) -> GemmKnobs:

@@ -146,6 +146,9 @@ def to_data_type(value: Any) -> data_type:
         return data_type[name]
     if isinstance(value, str) and value in data_type.__members__:
         return data_type[value]
+    found = _TORCH_NAMES.get(str(value).removeprefix("torch."))  # numpy dtypes spell the same
+    if found is not None:
+        return found
     raise TypeError(f"expected a pygraph.data_type, a backend data_type or a torch dtype, got {value!r}")
 
 

@@ -1,0 +1,184 @@
+"""Benchmark: SM90 CuTe DSL GEMM (pygraph_gemm.kernels) against cuBLAS / cuBLASLt in the same run.
+
+    PYTHONPATH=packages/engines-gemm/src python benchmarks/bench_gemm.py [--quick] [--out DIR]
+
+Timing: triton.testing.do_bench (CUDA events, L2 flushed between reps, median). A is (M, K)
+row-major, B is the transpose of an (N, K) row-major weight (the nn.Linear layout). Columns:
+  ours       best of a few knob sets (named in the 'cfg' column), plain or fused bias+gelu(tanh)
+  cublas     torch.matmul (plain rows) / torch.addmm (bias rows, reference only)
+  lt_fused   torch._addmm_activation(bias, a, b, use_gelu=True) (cuBLASLt GELU epilogue)
+  unfused    F.gelu(torch.addmm(bias, a, b), approximate='tanh')
+EXTRA_COLUMNS: name -> fn(a, b, bias, fused) -> callable, for other backends (e.g. cuDNN) to add.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from triton.testing import do_bench
+
+from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs
+from pygraph_gemm.kernels.launch import Plan
+
+EXTRA_COLUMNS: dict = {}  # hook: the engine layer may register e.g. a cuDNN column here
+
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (4096, 14336, 4096),
+          (16384, 4096, 4096), (16, 4096, 4096), (128, 4096, 4096)]
+
+
+def candidates(m, n, k):
+    if m <= 64:
+        return [GemmKnobs(tile_m=128, tile_n=max(16, 16 * ((m + 15) // 16)), swap_ab=True),
+                GemmKnobs(tile_m=64, tile_n=64), GemmKnobs(tile_m=64, tile_n=128)]
+    if m <= 256:
+        return [GemmKnobs(tile_m=128, tile_n=128), GemmKnobs(tile_m=64, tile_n=64),
+                GemmKnobs(tile_m=64, tile_n=128), GemmKnobs(tile_m=128, tile_n=64)]
+    return [GemmKnobs(tile_m=128, tile_n=256, cga_m=2),
+            GemmKnobs(tile_m=128, tile_n=256, cga_n=2, raster="n"),
+            GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=4),
+            GemmKnobs(tile_m=256, tile_n=128, cga_n=2, raster="n")]
+
+
+def make_call(knobs, spec, a, b, c, bias):
+    st = lambda t: (0, t.stride(0), t.stride(1))  # noqa: E731
+    m, k = a.shape
+    n = b.shape[1]
+    plan = Plan(knobs, spec, a.dtype, c.dtype, st(a), st(b), st(c), m, n, k, 1)
+    args = (a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, 1, st(a), st(b), st(c),
+            bias.data_ptr() if spec.bias else 0)
+    s = torch.cuda.current_stream().cuda_stream
+
+    def call():
+        plan(*args, stream=s)
+    call.raw = (plan.fn, plan.kernel_args(*args, stream=s))
+    return call
+
+
+def tflops(m, n, k, ms):
+    return 2.0 * m * n * k / (ms * 1e-3) / 1e12
+
+
+def bench(fn):
+    fn()
+    torch.cuda.synchronize()
+    return do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def host_cost(fn, reps=25, burst=64):
+    best = float("inf")
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(burst):
+            fn()
+        t1 = time.perf_counter()
+        best = min(best, (t1 - t0) / burst)
+    torch.cuda.synchronize()
+    return best * 1e6
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--dtypes", default="bf16,fp16")
+    args = ap.parse_args(argv)
+    dts = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    rows, log = [], []
+    shapes = SHAPES[:2] + SHAPES[5:6] if args.quick else SHAPES
+    torch.manual_seed(0)
+    for dname in args.dtypes.split(","):
+        dt = dts[dname]
+        for (m, n, k) in shapes:
+            a = torch.randn(m, k, device="cuda", dtype=dt)
+            w = torch.randn(n, k, device="cuda", dtype=dt)
+            b = w.t()
+            bias = torch.randn(n, device="cuda", dtype=dt)
+            c = torch.empty(m, n, device="cuda", dtype=dt)
+            for fused in (False, True):
+                spec = EpilogueSpec(bias=fused, activation="gelu_approx_tanh" if fused else "none",
+                                    vec_dtype=dname)
+                ref = (F.gelu(torch.addmm(bias, a, b), approximate="tanh") if fused else a @ b).float()
+                best, best_cfg = float("inf"), "-"
+                for kn in candidates(m, n, k):
+                    try:
+                        call = make_call(kn, spec, a, b, c, bias)
+                        c.fill_(float("nan"))
+                        call()
+                        torch.cuda.synchronize()
+                        err = ((c.float() - ref).norm() / ref.norm()).item()
+                        if not err < 2e-2:
+                            log.append(f"BAD {dname} {m}x{n}x{k} fused={fused} {kn}: err={err}")
+                            continue
+                        t = bench(call)
+                        log.append(f"{dname} {m}x{n}x{k} fused={fused} {kn}: {t * 1e3:.1f} us "
+                                   f"{tflops(m, n, k, t):.0f} TF err={err:.1e}")
+                        if t < best:
+                            best, best_cfg = t, f"{kn.tile_m}x{kn.tile_n}c{kn.cga_m}{kn.cga_n}" + \
+                                ("s" if kn.swap_ab else "") + ("n" if kn.raster == "n" else "") + \
+                                (f"z{kn.swizzle}" if kn.swizzle > 1 else "")
+                    except Exception as e:
+                        log.append(f"ERR {dname} {m}x{n}x{k} fused={fused} {kn}: {type(e).__name__}: {e}")
+                if fused:
+                    t_lt = bench(lambda: torch._addmm_activation(bias, a, b, use_gelu=True))
+                    t_unf = bench(lambda: F.gelu(torch.addmm(bias, a, b), approximate="tanh"))
+                    t_cub = bench(lambda: torch.addmm(bias, a, b))
+                else:
+                    t_cub = bench(lambda: torch.matmul(a, b, out=c))
+                    t_lt = t_unf = float("nan")
+                extra = {}
+                for name, mk in EXTRA_COLUMNS.items():
+                    try:
+                        extra[name] = tflops(m, n, k, bench(mk(a, b, bias, fused)))
+                    except Exception as e:
+                        log.append(f"ERR extra {name}: {e}")
+                row = dict(dt=dname, shape=f"{m}x{n}x{k}", op="bias+gelu" if fused else "plain",
+                           ours=tflops(m, n, k, best), cfg=best_cfg, cublas=tflops(m, n, k, t_cub),
+                           lt=tflops(m, n, k, t_lt), unf=tflops(m, n, k, t_unf), us=best * 1e3, **extra)
+                row["vs_cublas"] = row["ours"] / row["cublas"]
+                row["vs_fused"] = row["ours"] / max(row["lt"], row["unf"]) if fused else float("nan")
+                row["vs_unf"] = row["ours"] / row["unf"] if fused else float("nan")
+                rows.append(row)
+                print(_fmt(row), flush=True)
+            del a, w, b, c
+    # host cost of one launch, small problem
+    a = torch.randn(256, 128, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(256, 128, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(256, 256, device="cuda", dtype=torch.bfloat16)
+    call = make_call(GemmKnobs(tile_m=128, tile_n=128), EpilogueSpec(), a, w.t(), c, None)
+    call()
+    hc = host_cost(call)
+    fn, kargs = call.raw
+    hc_raw = host_cost(lambda: fn(*kargs))
+    hc_torch = host_cost(lambda: torch.matmul(a, w.t(), out=c))
+    text = [_hdr()] + [_fmt(r) for r in rows]
+    text.append(f"host cost per launch (256x256x128 bf16, min of 25 x 64-call bursts): ours {hc:.2f} us, "
+                f"torch.matmul {hc_torch:.2f} us")
+    text.append(f"device: {torch.cuda.get_device_name()}  date: {time.strftime('%Y-%m-%d %H:%M')}")
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "bench_gemm_log.txt"), "w") as f:
+            f.write("\n".join(log + [""] + text) + "\n")
+    print("\n".join(log[-200:]))
+    print("\n".join(text))
+    return 0
+
+
+def _hdr():
+    return (f"{'dt':4} {'shape':17} {'op':9} {'ours':>6} {'cfg':12} {'cuBLAS':>6} {'LtFuse':>6} {'unfus':>6} "
+            f"{'/cuBLAS':>7} {'/bestF':>6} {'/unf':>5}  (TFLOP/s)")
+
+
+def _fmt(r):
+    return (f"{r['dt']:4} {r['shape']:17} {r['op']:9} {r['ours']:6.0f} {r['cfg']:12} {r['cublas']:6.0f} "
+            f"{r['lt']:6.0f} {r['unf']:6.0f} {r['vs_cublas']:7.2f} {r['vs_fused']:6.2f} {r['vs_unf']:5.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""Host cost of one ``Graph.execute()``: a single-kernel python plan and a backend plan (H200).
+
+Measured the seed's way: drain the queue, time a burst of N back-to-back execute() calls, take the
+min over 25 reps, divide by N; bursts 1, 8 and 64. A number flat in the burst size is host-bound.
+The python plan is split into entry + normalization vs the engine's own call.
+
+Goals: entry + normalization <= 3 us; whole python-plan execute <= 8 us. Backend reference: 19-20 us.
+
+Run (needs only torch, nvidia-cudnn-frontend and our sources):
+    PYTHONPATH=packages/pygraph-core/src:packages/manifest/src:benchmarks python benchmarks/bench_host_cost.py
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import time
+from typing import Any
+
+from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, PlanConfig
+
+REPS, BURSTS = 25, (1, 8, 64)
+M, N, K = 256, 256, 128
+
+# One no-op kernel taking the GEMM's launch arguments: the launch is real, the arithmetic is not.
+_PTX = b"""
+.version 7.8
+.target sm_90
+.address_size 64
+.visible .entry noop_gemm(.param .u64 a, .param .u64 b, .param .u64 c, .param .u32 m, .param .u32 n,
+                          .param .u32 k) { ret; }
+"""
+
+
+class _Driver:
+    def __init__(self) -> None:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        module, func = ctypes.c_void_p(), ctypes.c_void_p()
+        if cuda.cuModuleLoadData(ctypes.byref(module), _PTX) != 0:
+            raise RuntimeError("cuModuleLoadData failed")
+        if cuda.cuModuleGetFunction(ctypes.byref(func), module, b"noop_gemm") != 0:
+            raise RuntimeError("cuModuleGetFunction failed")
+        self.launch = cuda.cuLaunchKernel
+        self.launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        self.func = func.value
+
+
+class _Plan(CompiledPlan):
+    """The per-call pattern: facts fixed at build in a table, one closure that never raises.
+
+    Positions are resolved at build; per call the closure reads three pointers and M/N/K from the
+    pack and launches. What it refuses (a shape it was not built for) goes to `_check`, which
+    names the rule and raises before anything launches.
+    """
+
+    def __init__(self, graph: Any, driver: _Driver) -> None:
+        a, b = graph.nodes[0].inputs["A"], graph.nodes[0].inputs["B"]
+        c = graph.nodes[0].outputs["C"]
+        layout = graph._planner.layout
+        positions = (layout.position(a), layout.position(b), layout.position(c))
+        built_for = (tuple(a.dim), tuple(b.dim))
+        launch, func = driver.launch, driver.func
+        u64, u32, vp = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_void_p
+        addr = ctypes.addressof
+        pa, pb, pc = positions
+
+        def run(pack: Any, stream: int) -> None:
+            bufs = pack.buffers
+            ba, bb, bc = bufs[pa], bufs[pb], bufs[pc]
+            if (ba[1], bb[1]) != built_for:
+                _check(ba, bb, built_for)
+            args = (u64(ba[0]), u64(bb[0]), u64(bc[0]), u32(ba[1][-2]), u32(bb[1][-1]), u32(ba[1][-1]))
+            params = (vp * 6)(*[addr(x) for x in args])
+            launch(func, 1, 1, 1, 32, 1, 1, 0, stream or 0, params, None)
+
+        self._run = run
+
+    def execute(self, graph: Any, pack: Any, ctx: Any) -> None:
+        self._run(pack, ctx.stream)
+
+
+def _check(ba: Any, bb: Any, built_for: tuple) -> None:
+    raise ValueError(
+        f"noop_gemm: built for A{list(built_for[0])} B{list(built_for[1])}, got {list(ba[1])} {list(bb[1])}"
+    )
+
+
+class NoopGemm(BaseEngine):
+    name = "noop_gemm"
+    capabilities = Capabilities(sm_lo=90, sm_hi=90)
+    driver: _Driver | None = None
+
+    def check_support(self, graph: Any) -> None:
+        return None
+
+    def build_plan(self, graph: Any, plan: PlanConfig, ctx: Any) -> CompiledPlan:
+        if NoopGemm.driver is None:
+            NoopGemm.driver = _Driver()
+        return _Plan(graph, NoopGemm.driver)
+
+
+def make_engines(ids: dict[str, int]) -> list[BaseEngine]:
+    return [NoopGemm(engine_id=ids["noop_gemm"])]
+
+
+# --- measurement -----------------------------------------------------------------------------------
+
+
+def burst_cost(call: Any, n: int, sync: Any) -> float:
+    """Min over REPS of (time of n back-to-back calls from a drained queue) / n, in microseconds."""
+    best = float("inf")
+    for _ in range(REPS):
+        sync()
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            call()
+        t1 = time.perf_counter_ns()
+        best = min(best, (t1 - t0) / n / 1000)
+    return best
+
+
+def matmul_graph(Graph: Any, data_type: Any, handle: Any, name: str) -> tuple:
+    g = Graph(name=name, io_data_type=data_type.BFLOAT16, compute_data_type=data_type.FLOAT, handle=handle)
+    a = g.tensor(name="A", dim=[1, M, K], stride=[M * K, K, 1], data_type=data_type.BFLOAT16)
+    b = g.tensor(name="B", dim=[1, K, N], stride=[K * N, N, 1], data_type=data_type.BFLOAT16)
+    c = g.matmul(a, b, name="mm")
+    c.set_output(True).set_name("C").set_data_type(data_type.BFLOAT16)
+    return g, a, b, c
+
+
+def main() -> int:
+    import cudnn
+    import torch
+
+    from pygraph.engines.manifest import EngineFamily, EngineSlot
+    from pygraph.execution.context import ExecutionContext
+    from pygraph.execution.normalize import normalize
+    from pygraph.graph import Graph
+    from pygraph.ir.dtypes import data_type
+    from pygraph.testing import manifest_override
+
+    torch.zeros(1, device="cuda")  # primary context current on this thread
+    sync = torch.cuda.synchronize
+    handle = cudnn.create_handle()
+    stream = torch.cuda.current_stream().cuda_stream
+    cudnn.set_stream(handle, stream)
+    A = torch.randn(1, M, K, device="cuda", dtype=torch.bfloat16)
+    B = torch.randn(1, K, N, device="cuda", dtype=torch.bfloat16)
+    C = torch.empty(1, M, N, device="cuda", dtype=torch.bfloat16)
+    rows: list[tuple[str, dict[int, float]]] = []
+
+    family = EngineFamily(
+        name="bench_gemm",
+        engine_id=20900,
+        module="bench_host_cost",
+        factory="make_engines",
+        slots={"noop_gemm": EngineSlot(0)},
+        anchors=("MATMUL",),
+    )
+    with manifest_override([family]):
+        g, a, b, c = matmul_graph(Graph, data_type, handle, "python_plan")
+        g.create_execution_plans()
+        g.build_plans()
+        assert g.selected_engine is not None, g.plans
+        values = {a: A, b: B, c: C}
+        ws = torch.empty(1, device="cuda", dtype=torch.uint8)
+        g.execute(values, None, handle)
+        sync()
+        planner = g._planner
+        plan = planner.compiled[planner.index]
+        pack = normalize(planner.layout, values, None)
+        ctx = ExecutionContext(handle, stream, 0)
+        rows.append(
+            (
+                "python plan: execute()",
+                {n: burst_cost(lambda: g.execute(values, None, handle), n, sync) for n in BURSTS},
+            )
+        )
+        rows.append(
+            (
+                "  engine call alone",
+                {n: burst_cost(lambda: plan.execute(g, pack, ctx), n, sync) for n in BURSTS},
+            )
+        )
+        rows.append(
+            (
+                "  normalize alone",
+                {n: burst_cost(lambda: normalize(planner.layout, values, None), n, sync) for n in BURSTS},
+            )
+        )
+        whole, engine = rows[-3][1], rows[-2][1]
+        rows.append(("  entry + normalization", {n: whole[n] - engine[n] for n in BURSTS}))
+        del ws
+
+    with manifest_override([]):
+        g, a, b, c = matmul_graph(Graph, data_type, handle, "backend_plan")
+        g.create_execution_plans()
+        g.build_plans()
+        assert g.selected_engine is None
+        values = {a: A, b: B, c: C}
+        need = g.get_workspace_size()
+        ws = torch.empty(max(need, 1), device="cuda", dtype=torch.uint8)
+        g.execute(values, ws, handle)
+        sync()
+        ref = (A.float() @ B.float()).to(torch.bfloat16)
+        torch.testing.assert_close(C, ref, atol=1e-1, rtol=2e-2)
+        rows.append(
+            (
+                "backend plan: execute()",
+                {n: burst_cost(lambda: g.execute(values, ws, handle), n, sync) for n in BURSTS},
+            )
+        )
+
+    print(
+        f"\nhost cost per execute(), us (min of {REPS} reps; {M}x{N}x{K} bf16; {torch.cuda.get_device_name()})"
+    )
+    print(f"{'path':32s}" + "".join(f"{'burst ' + str(n):>11s}" for n in BURSTS))
+    for label, cells in rows:
+        print(f"{label:32s}" + "".join(f"{cells[n]:11.2f}" for n in BURSTS))
+    print("goals: entry + normalization <= 3 us, python execute() <= 8 us; backend reference 19-20 us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""The engine contract: what a python engine implements and what the planner hands it.
+
+An engine answers two questions: can it serve this graph (`BaseEngine.check_support`) and compile
+one config for it (`BaseEngine.build_plan`). It does not choose its id (the manifest hands it one)
+and does not propose its plans (its family's heuristics hook ranks them).
+
+Declining is raising one of `DECLINE_TYPES`; any other exception from an engine is a bug in the
+engine and propagates unchanged.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from pygraph.errors import GraphNotSupportedError
+from pygraph.execution.context import ExecutionContext
+
+if TYPE_CHECKING:
+    from pygraph.execution.variant_pack import VariantPack
+
+__all__ = [
+    "DECLINE_TYPES",
+    "BaseEngine",
+    "Capabilities",
+    "CompiledPlan",
+    "ExecutionContext",
+    "PlanConfig",
+    "knobs_key",
+    "mismatch",
+]
+
+# The only exception types that mean "this engine does not serve this graph".
+DECLINE_TYPES: tuple[type[BaseException], ...] = (NotImplementedError, GraphNotSupportedError, ImportError)
+
+
+def _knob_name(knob: Any) -> str:
+    return knob if isinstance(knob, str) else getattr(knob, "name", str(knob))
+
+
+def knobs_key(knobs: Mapping[Any, Any] | None) -> tuple[tuple[str, Any], ...]:
+    """A hashable, order-free form of ``knobs``: backend knob enums and plain names compare equal."""
+    if not knobs:
+        return ()
+    return tuple(sorted((_knob_name(k), v) for k, v in knobs.items()))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PlanConfig:
+    """One entry of the plan list: an engine and a complete knob assignment.
+
+    Identity is ``(engine_id, knobs)`` (`key`); ``cpp_index`` only says where one backend query put
+    the plan in the lowered graph's own list, and ``mode`` which heuristic mode produced it.
+    """
+
+    engine_id: int
+    knobs: Mapping[Any, Any] | None = None
+    cpp_index: int | None = None
+    mode: Any = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.engine_id, int) or isinstance(self.engine_id, bool):
+            raise TypeError(f"PlanConfig.engine_id must be an int, got {self.engine_id!r}")
+        if self.knobs is not None:
+            object.__setattr__(self, "knobs", MappingProxyType(dict(self.knobs)))
+
+    @property
+    def key(self) -> tuple[int, tuple[tuple[str, Any], ...]]:
+        return (self.engine_id, knobs_key(self.knobs))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PlanConfig):
+            return NotImplemented
+        return self.key == other.key and self.cpp_index == other.cpp_index and self.mode == other.mode
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        parts = [str(self.engine_id)]
+        if self.knobs:
+            parts.append("{" + ", ".join(f"{k}={v}" for k, v in knobs_key(self.knobs)) + "}")
+        if self.cpp_index is not None:
+            parts.append(f"cpp_index={self.cpp_index}")
+        if self.mode is not None:
+            parts.append(f"mode={getattr(self.mode, 'name', self.mode)}")
+        return f"PlanConfig({', '.join(parts)})"
+
+    def with_(self, **changes: Any) -> PlanConfig:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What an engine can serve: an arch range, dtypes, features and a domain per knob axis.
+
+    ``sm_lo``/``sm_hi`` are major*10+minor, inclusive. Facts describe a graph, capabilities judge
+    it: `mismatch` reads the facts' ``sm``, ``dtypes`` and ``features`` (whichever it has) and
+    returns the first reason it finds, or None.
+    """
+
+    sm_lo: int
+    sm_hi: int
+    dtypes: frozenset[Any] = frozenset()
+    features: frozenset[str] = frozenset()
+    knob_domains: Mapping[str, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtypes", frozenset(self.dtypes))
+        object.__setattr__(self, "features", frozenset(self.features))
+        object.__setattr__(
+            self, "knob_domains", MappingProxyType({k: tuple(v) for k, v in self.knob_domains.items()})
+        )
+
+    def default_knobs(self) -> dict[str, Any]:
+        """A concrete config: the first point of every declared axis."""
+        return {axis: domain[0] for axis, domain in self.knob_domains.items() if domain}
+
+    def mismatch(self, facts: Any, knobs: Mapping[Any, Any] | None = None) -> str | None:
+        return mismatch(self, facts, knobs)
+
+
+def mismatch(caps: Capabilities, facts: Any, knobs: Mapping[Any, Any] | None = None) -> str | None:
+    """Why ``caps`` cannot serve ``facts`` with ``knobs``, or None when they can."""
+    sm = getattr(facts, "sm", None)
+    if sm is not None and not caps.sm_lo <= sm <= caps.sm_hi:
+        return f"requires SM{caps.sm_lo}..SM{caps.sm_hi}, found SM{sm}"
+    for dtype in getattr(facts, "dtypes", None) or ():
+        if caps.dtypes and dtype not in caps.dtypes:
+            allowed = ", ".join(sorted(getattr(d, "name", str(d)) for d in caps.dtypes))
+            return f"dtype {getattr(dtype, 'name', dtype)} not in {{{allowed}}}"
+    missing = set(getattr(facts, "features", None) or ()) - caps.features
+    if missing:
+        return f"features {sorted(missing)} not supported (has {sorted(caps.features)})"
+    for knob, value in (knobs or {}).items():
+        name = _knob_name(knob)
+        domain = caps.knob_domains.get(name)
+        if domain is None:
+            if value is not None:
+                return f"knob {name} has no domain on this engine, got {value!r}"
+        elif value not in domain:
+            return f"knob {name}={value!r} outside its domain {domain}"
+    return None
+
+
+class CompiledPlan(abc.ABC):
+    """One built (graph, config): what runs per call.
+
+    ``execute`` receives the call's `VariantPack` (operands in ascending uid order, each with its
+    own geometry) and the explicit `ExecutionContext`. ``takes_variant_pack`` False means the plan
+    wants ``{uid: OperandBuffer}`` instead; it is read once, when the plan is bound, not per call.
+    """
+
+    takes_variant_pack: bool = True
+    # A python plan is compiled for the shapes the graph declared; only the backend honours overrides.
+    accepts_shape_overrides: bool = False
+
+    @abc.abstractmethod
+    def execute(self, graph: Any, pack: VariantPack, ctx: ExecutionContext) -> None: ...
+
+    def get_workspace_size(self) -> int:
+        return 0
+
+
+class BaseEngine(abc.ABC):
+    """A python engine. Subclasses set ``name`` and usually ``capabilities``.
+
+    ``engine_id`` is handed in by the manifest (through the family's factory). Declines raise one
+    of `DECLINE_TYPES` only. Deciding support must not import the engine's DSL: DSL imports belong
+    in `build_plan`, where an ImportError is still a decline.
+    """
+
+    name: str = ""
+    capabilities: Capabilities | None = None
+    behavior_notes: tuple[Any, ...] = ()
+    numerical_notes: tuple[Any, ...] = ()
+
+    def __init__(self, engine_id: int) -> None:
+        if not isinstance(engine_id, int) or isinstance(engine_id, bool):
+            raise TypeError(
+                f"engine {self.name or type(self).__name__}: engine_id must be an int, got {engine_id!r}"
+            )
+        self.engine_id = engine_id
+        if not self.name:
+            self.name = type(self).__name__
+
+    @abc.abstractmethod
+    def check_support(self, graph: Any) -> None:
+        """Return to accept ``graph``; raise a decline type naming the reason otherwise."""
+
+    @abc.abstractmethod
+    def build_plan(self, graph: Any, plan: PlanConfig, ctx: ExecutionContext | None) -> CompiledPlan:
+        """Compile ``plan`` for ``graph`` (the expensive step, once per graph and plan)."""
+
+    def get_workspace_size(self, graph: Any, plan: PlanConfig) -> int:
+        """Workspace the plan will need, answerable before it is built."""
+        return 0
+
+    def default_knobs(self) -> dict[str, Any]:
+        return self.capabilities.default_knobs() if self.capabilities is not None else {}
+
+    def plan_name(self, plan: PlanConfig) -> str:
+        """``engine_name[KNOB=v,...]``, knobs sorted by name."""
+        knobs = knobs_key(plan.knobs)
+        return f"{self.name}[{','.join(f'{k}={v}' for k, v in knobs)}]"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} id={self.engine_id}>"

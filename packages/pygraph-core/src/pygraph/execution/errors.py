@@ -1,0 +1,51 @@
+"""Typed refusals of one execute() call. Each names the operand it is about; nothing has launched."""
+
+from __future__ import annotations
+
+__all__ = [
+    "HandleError",
+    "OperandDeviceError",
+    "OperandDtypeError",
+    "OperandError",
+    "OperandMissingError",
+    "UnknownOperandError",
+    "WorkspaceTooSmallError",
+]
+
+
+class OperandError(ValueError):
+    """An execute() argument does not fit the graph. ``tensor`` names the operand."""
+
+    def __init__(self, message: str, tensor: str | None = None) -> None:
+        super().__init__(message)
+        self.tensor = tensor
+
+
+class OperandMissingError(OperandError, KeyError):
+    """An operand of the graph has no buffer in the call."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class UnknownOperandError(OperandError, KeyError):
+    """A key of the call names no operand of the graph."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class OperandDtypeError(OperandError, TypeError):
+    """A buffer's dtype differs from its tensor's declared data_type."""
+
+
+class OperandDeviceError(OperandError):
+    """A buffer lives on another device than the call's other operands (or the handle's)."""
+
+
+class WorkspaceTooSmallError(OperandError):
+    """The workspace buffer is smaller than the plan needs."""
+
+
+class HandleError(ValueError):
+    """A supplied handle whose stream cannot be read."""

@@ -1,0 +1,349 @@
+"""Reading a caller's buffer object into an `OperandBuffer`: the ONE place that looks at its type.
+
+Accepted: torch tensors, any ``__cuda_array_interface__`` or ``__dlpack__`` producer, and a bare
+int device address (whose geometry is the declared tensor's). The reader for a type is chosen
+once per type and cached; nothing below this module branches on what the caller passed.
+
+Device codes in `OperandBuffer.device`: ``-1`` host, ``k >= 0`` CUDA device ``k``,
+`DEVICE_CUDA_ANY` a CUDA device of unknown ordinal (a CUDA-array-interface producer),
+`DEVICE_UNKNOWN` no information (a bare address).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pygraph.execution.errors import OperandDeviceError, OperandDtypeError, OperandMissingError
+from pygraph.execution.variant_pack import (
+    DEVICE_CUDA_ANY,
+    DEVICE_HOST,
+    DEVICE_UNKNOWN,
+    OperandBuffer,
+    OperandLayout,
+    VariantPack,
+)
+from pygraph.ir.dtypes import data_type, to_data_type
+
+__all__ = ["ITEMSIZE", "READERS", "Reader", "device_matches", "nbytes", "normalize", "reader_for"]
+
+Reader = Callable[[Any, OperandBuffer], OperandBuffer]
+
+_new = tuple.__new__
+
+ITEMSIZE: dict[data_type, float] = {
+    data_type.FLOAT: 4,
+    data_type.DOUBLE: 8,
+    data_type.HALF: 2,
+    data_type.BFLOAT16: 2,
+    data_type.INT8: 1,
+    data_type.UINT8: 1,
+    data_type.INT32: 4,
+    data_type.INT64: 8,
+    data_type.BOOLEAN: 1,
+    data_type.FP8_E4M3: 1,
+    data_type.FP8_E5M2: 1,
+    data_type.FP8_E8M0: 1,
+    data_type.FP4_E2M1: 0.5,
+    data_type.INT4: 0.5,
+}
+
+
+def nbytes(buf: OperandBuffer) -> int | None:
+    """Bytes spanned by ``buf`` (None for a bare address, whose extent is unknown)."""
+    if buf.device == DEVICE_UNKNOWN:
+        return None
+    size = ITEMSIZE.get(buf.dtype, 1)
+    if any(d == 0 for d in buf.shape):
+        return 0
+    span = 1 + sum((d - 1) * s for d, s in zip(buf.shape, buf.stride))
+    return int(span * size)
+
+
+def device_matches(a: int, b: int) -> bool:
+    if a == b or DEVICE_UNKNOWN in (a, b):
+        return True
+    return DEVICE_CUDA_ANY in (a, b) and a != DEVICE_HOST and b != DEVICE_HOST
+
+
+# --- torch (duck-typed: nothing here imports torch) ----------------------------------------------
+
+
+class _TorchDtypes(dict):
+    def __missing__(self, key: Any) -> data_type:
+        value = self[key] = to_data_type(key)
+        return value
+
+
+_TORCH_DT = _TorchDtypes()
+
+
+def _read_torch(t: Any, decl: OperandBuffer) -> OperandBuffer:
+    return _new(OperandBuffer, (t.data_ptr(), t.shape, t.stride(), _TORCH_DT[t.dtype], t.get_device()))
+
+
+def _is_torch_tensor_type(kind: type) -> bool:
+    return any(base.__module__ == "torch" and base.__name__ == "Tensor" for base in kind.__mro__)
+
+
+# --- a bare address --------------------------------------------------------------------------------
+
+
+def _read_address(address: int, decl: OperandBuffer) -> OperandBuffer:
+    return _new(OperandBuffer, (address, decl.shape, decl.stride, decl.dtype, DEVICE_UNKNOWN))
+
+
+# --- __cuda_array_interface__ ---------------------------------------------------------------------
+
+_TYPESTR: dict[str, data_type] = {
+    "f2": data_type.HALF,
+    "f4": data_type.FLOAT,
+    "f8": data_type.DOUBLE,
+    "i1": data_type.INT8,
+    "u1": data_type.UINT8,
+    "i4": data_type.INT32,
+    "i8": data_type.INT64,
+    "b1": data_type.BOOLEAN,
+}
+
+
+def _typestr_dtype(typestr: str) -> data_type:
+    found = _TYPESTR.get(typestr[1:]) if typestr[:1] in "<|=" else None
+    if found is None:
+        raise TypeError(f"__cuda_array_interface__ typestr {typestr!r} has no pygraph.data_type counterpart")
+    return found
+
+
+def _read_cai(obj: Any, decl: OperandBuffer) -> OperandBuffer:
+    cai = obj.__cuda_array_interface__
+    shape = tuple(cai["shape"])
+    dtype = _typestr_dtype(cai["typestr"])
+    strides = cai.get("strides")
+    if strides is None:
+        stride, acc = [], 1
+        for d in reversed(shape):
+            stride.append(acc)
+            acc *= d
+        stride = tuple(reversed(stride))
+    else:
+        item = int(ITEMSIZE[dtype])
+        stride = tuple(s // item for s in strides)
+    return _new(OperandBuffer, (int(cai["data"][0]), shape, stride, dtype, DEVICE_CUDA_ANY))
+
+
+# --- __dlpack__ (read through the capsule's DLTensor; the producer keeps the memory) ---------------
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = (("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32))
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = (("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16))
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = (
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    )
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = (ctypes.py_object, ctypes.c_char_p)
+
+# (type code, bits) -> ours. Codes per dlpack.h: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool,
+# 10 float8_e4m3fn, 12 float8_e5m2, 14 float8_e8m0fnu, 17 float4_e2m1fn.
+_DL_DTYPES: dict[tuple[int, int], data_type] = {
+    (0, 8): data_type.INT8,
+    (0, 32): data_type.INT32,
+    (0, 64): data_type.INT64,
+    (1, 8): data_type.UINT8,
+    (1, 1): data_type.BOOLEAN,
+    (2, 16): data_type.HALF,
+    (2, 32): data_type.FLOAT,
+    (2, 64): data_type.DOUBLE,
+    (4, 16): data_type.BFLOAT16,
+    (6, 8): data_type.BOOLEAN,
+    (10, 8): data_type.FP8_E4M3,
+    (12, 8): data_type.FP8_E5M2,
+    (14, 8): data_type.FP8_E8M0,
+    (17, 4): data_type.FP4_E2M1,
+}
+# DLDeviceType: 1 CPU, 2 CUDA, 3 CUDA host (pinned), 13 CUDA managed.
+_DL_HOST_TYPES = (1, 3)
+_DL_CUDA_TYPES = (2, 13)
+
+
+def _read_dlpack(obj: Any, decl: OperandBuffer) -> OperandBuffer:
+    capsule = obj.__dlpack__()
+    address = _capsule_pointer(capsule, b"dltensor")
+    # DLManagedTensor starts with its DLTensor.
+    dl = _DLTensor.from_address(address)
+    ndim = dl.ndim
+    shape = tuple(dl.shape[i] for i in range(ndim))
+    if dl.strides:
+        stride = tuple(dl.strides[i] for i in range(ndim))
+    else:
+        acc, rev = 1, []
+        for d in reversed(shape):
+            rev.append(acc)
+            acc *= d
+        stride = tuple(reversed(rev))
+    key = (dl.dtype.code, dl.dtype.bits)
+    dtype = _DL_DTYPES.get(key)
+    if dtype is None or dl.dtype.lanes != 1:
+        raise TypeError(
+            f"DLPack dtype (code {key[0]}, bits {key[1]}, lanes {dl.dtype.lanes}) has no pygraph.data_type"
+        )
+    dev_type = dl.device.device_type
+    if dev_type in _DL_HOST_TYPES:
+        device = DEVICE_HOST
+    elif dev_type in _DL_CUDA_TYPES:
+        device = dl.device.device_id
+    else:
+        raise TypeError(f"DLPack device type {dev_type} is neither host nor CUDA")
+    pointer = (dl.data or 0) + dl.byte_offset
+    del dl, capsule  # the unconsumed capsule releases its DLManagedTensor; the producer keeps the memory
+    return _new(OperandBuffer, (pointer, shape, stride, dtype, device))
+
+
+# --- per-type cache ------------------------------------------------------------------------------
+
+READERS: dict[type, Reader] = {int: _read_address}
+
+
+def reader_for(obj: Any) -> Reader:
+    """The reader for objects of ``obj``'s type (cached per type); TypeError when it is not a buffer."""
+    kind = type(obj)
+    reader = READERS.get(kind)
+    if reader is not None:
+        return reader
+    if _is_torch_tensor_type(kind):
+        reader = _read_torch
+    elif issubclass(kind, int) and kind is not bool:
+        reader = _read_address
+    elif hasattr(obj, "__cuda_array_interface__"):
+        reader = _read_cai
+    elif hasattr(obj, "__dlpack__"):
+        reader = _read_dlpack
+    else:
+        raise TypeError(
+            f"{kind.__module__}.{kind.__qualname__} is not a buffer: pass a torch tensor, a __dlpack__ or "
+            "__cuda_array_interface__ producer, or an int device address"
+        )
+    READERS[kind] = reader
+    return reader
+
+
+# --- the pack: one fast loop, and the checker that names what the loop refused --------------------
+
+
+def normalize(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) -> VariantPack:
+    """``values`` (keyed by Tensor, name or uid) and ``workspace`` as one `VariantPack`.
+
+    The loop below never raises: anything it does not accept goes to `_checked`, which re-reads
+    the call with every rule and raises a typed error naming the operand (or, for a first-seen
+    buffer type, resolves its reader and returns the pack).
+    """
+    buffers = layout.defaults.copy()
+    positions = layout.positions
+    declared = layout.declared
+    try:
+        for key, obj in values.items():
+            i = positions[key]
+            buffers[i] = READERS[type(obj)](obj, declared[i])
+    except (KeyError, TypeError, AttributeError):
+        return _checked(layout, values, workspace)
+    device = None
+    for buf, expected, host in zip(buffers, layout.expected, layout.host):
+        if buf is None or (expected is not None and buf[3] is not expected):
+            return _checked(layout, values, workspace)
+        if not host:
+            if device is None:
+                device = buf[4]
+            elif buf[4] != device:
+                return _checked(layout, values, workspace)
+    if device is None:
+        device = DEVICE_UNKNOWN
+    if workspace is None:
+        return VariantPack(layout, buffers, device)
+    if type(workspace) is int:
+        return VariantPack(layout, buffers, device, workspace, None)
+    try:
+        ws = READERS[type(workspace)](workspace, _WORKSPACE_DECL)
+    except (KeyError, TypeError, AttributeError):
+        return _checked(layout, values, workspace)
+    if ws[4] != device:
+        return _checked(layout, values, workspace)
+    return VariantPack(layout, buffers, device, ws[0], nbytes(ws))
+
+
+_WORKSPACE_DECL = OperandBuffer(0, (), (), data_type.UINT8)
+
+
+def _checked(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) -> VariantPack:
+    buffers = layout.defaults.copy()
+    for key, obj in values.items():
+        i = layout.position(key)  # raises UnknownOperandError naming the key
+        try:
+            reader = reader_for(obj)
+            buffers[i] = reader(obj, layout.declared[i])
+        except TypeError as exc:
+            raise OperandDtypeError(f"tensor {layout.names[i]!r}: {exc}", tensor=layout.names[i]) from exc
+    missing = [layout.names[i] for i, b in enumerate(buffers) if b is None]
+    if missing:
+        raise OperandMissingError(
+            f"execute() has no buffer for tensor(s) {', '.join(map(repr, missing))}", tensor=missing[0]
+        )
+    device = DEVICE_UNKNOWN
+    first = None
+    for i, buf in enumerate(buffers):
+        expected = layout.expected[i]
+        if expected is not None and buf.dtype is not expected:
+            raise OperandDtypeError(
+                f"tensor {layout.names[i]!r} is declared {expected.name}, the buffer passed is {buf.dtype.name}",
+                tensor=layout.names[i],
+            )
+        if layout.host[i]:
+            continue
+        if not device_matches(device, buf.device):
+            raise OperandDeviceError(
+                f"tensor {layout.names[i]!r} is on {_device_name(buf.device)}, "
+                f"tensor {first!r} on {_device_name(device)}: one call runs on one device",
+                tensor=layout.names[i],
+            )
+        if device in (DEVICE_UNKNOWN, DEVICE_CUDA_ANY) and buf.device != DEVICE_UNKNOWN:
+            device, first = buf.device, layout.names[i]
+        elif first is None:
+            first = layout.names[i]
+    ws_pointer, ws_bytes = 0, 0
+    if workspace is not None:
+        try:
+            ws = reader_for(workspace)(workspace, _WORKSPACE_DECL)
+        except TypeError as exc:
+            raise OperandDtypeError(f"workspace: {exc}", tensor="workspace") from exc
+        if not device_matches(device, ws.device) or ws.device == DEVICE_HOST != device:
+            raise OperandDeviceError(
+                f"workspace is on {_device_name(ws.device)}, the operands on {_device_name(device)}",
+                tensor="workspace",
+            )
+        ws_pointer, ws_bytes = ws.pointer, nbytes(ws)
+    return VariantPack(layout, buffers, device, ws_pointer, ws_bytes)
+
+
+def _device_name(code: int) -> str:
+    if code == DEVICE_HOST:
+        return "the host"
+    if code == DEVICE_CUDA_ANY:
+        return "a CUDA device"
+    if code == DEVICE_UNKNOWN:
+        return "an unknown device"
+    return f"cuda:{code}"

@@ -1,0 +1,343 @@
+"""`pygraph.Graph`: the thin façade users build, inspect, validate and (through the planning
+mixin) plan and execute. The IR, the op specs and the lowering live in their own modules."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pygraph.errors import GraphNotSupportedError, GraphStateError, OpInputError
+from pygraph.ir import serialize as _serialize
+from pygraph.ir.container import GraphContext, GraphIR
+from pygraph.ir.dtypes import data_type, scalar_type, to_data_type
+from pygraph.ir.node import Node
+from pygraph.ir.shapes import row_major_stride, to_dims
+from pygraph.ir.tensor import Tensor
+from pygraph.ir.validate import validate_ir
+from pygraph.lifecycle import GraphState
+from pygraph.lowering.backend import LoweredGraph, import_backend, lower
+from pygraph.ops.build import make_builder
+from pygraph.ops.registry import OPS
+from pygraph.planning.api import PlanningMixin
+
+__all__ = ["Graph"]
+
+_BACKEND_ARGS = (
+    "handle",
+    "sm_count",
+    "sm_version",
+    "kernel_cache",
+    "device_property",
+    "is_dynamic_shape_enabled",
+    "is_override_shape_enabled",
+    "cuda_graph_retention",
+)
+
+
+class Graph(PlanningMixin):
+    """A graph of deep-learning ops (the classic ``cudnn.pygraph`` surface).
+
+    One builder method per op (see ``docs/ops.md``), generated from the op specs.
+    """
+
+    def __init__(
+        self,
+        name: str = "pygraph",
+        io_data_type: Any = None,
+        intermediate_data_type: Any = None,
+        compute_data_type: Any = None,
+        handle: Any = None,
+        sm_count: int | None = None,
+        sm_version: int | None = None,
+        kernel_cache: Any = None,
+        device_property: Any = None,
+        is_dynamic_shape_enabled: bool = False,
+        is_override_shape_enabled: bool = False,
+        cuda_graph_retention: Any = None,
+        *,
+        is_cuda_graph_replay_expected: bool = False,
+    ) -> None:
+        super().__init__()
+        context = GraphContext(
+            to_data_type(io_data_type), to_data_type(intermediate_data_type), to_data_type(compute_data_type)
+        )
+        self._ir = GraphIR(self, name, context)
+        self.handle = handle
+        self.sm_count = sm_count
+        self.sm_version = sm_version
+        self.kernel_cache = kernel_cache
+        self.device_property = device_property
+        self.is_dynamic_shape_enabled = is_dynamic_shape_enabled
+        self.is_override_shape_enabled = is_override_shape_enabled
+        self.cuda_graph_retention = cuda_graph_retention
+        self.is_cuda_graph_replay_expected = is_cuda_graph_replay_expected
+        self._lowered: LoweredGraph | None = None
+        self._backend_decline: GraphNotSupportedError | None = None
+        self._bindings: dict[int, Any] = {}
+
+    def _backend_args(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in _BACKEND_ARGS}
+
+    # -- identity and state -------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._ir.name
+
+    @property
+    def context(self) -> GraphContext:
+        return self._ir.context
+
+    @property
+    def io_data_type(self) -> data_type:
+        return self._ir.context.io_data_type
+
+    @property
+    def intermediate_data_type(self) -> data_type:
+        return self._ir.context.intermediate_data_type
+
+    @property
+    def compute_data_type(self) -> data_type:
+        return self._ir.context.compute_data_type
+
+    @property
+    def state(self) -> GraphState:
+        return self._ir.state
+
+    @property
+    def is_python_only(self) -> bool:
+        """True iff some node's op has no backend lowering."""
+        return self._ir.is_python_only
+
+    @property
+    def lowered(self) -> LoweredGraph | None:
+        return self._lowered
+
+    @property
+    def backend_decline(self) -> GraphNotSupportedError | None:
+        """Why the backend refused this graph at validate(), if it did."""
+        return self._backend_decline
+
+    @property
+    def default_bindings(self) -> dict[int, Any]:
+        """uid -> framework tensor given to a builder or tensor_like(): execute()'s default buffers."""
+        return dict(self._bindings)
+
+    # -- tensors ------------------------------------------------------------------------------
+    def tensor(
+        self,
+        dim: Any,
+        stride: Any = None,
+        data_type: Any = None,
+        is_virtual: bool = False,
+        is_pass_by_value: bool = False,
+        ragged_offset: Tensor | None = None,
+        reordering_type: Any = None,
+        name: str = "",
+        uid: int | None = None,
+        ragged_offset_multiplier: int = 1,
+    ) -> Tensor:
+        """A new tensor; ``stride`` defaults to row-major."""
+        self._ir.before_mutation("graph.tensor()")
+        dims = to_dims(dim, "tensor(): dim")
+        strides = to_dims(stride, "tensor(): stride") if stride is not None else row_major_stride(dims)
+        if len(strides) != len(dims):
+            raise OpInputError(f"tensor(): stride {list(strides)} has a different rank than dim {list(dims)}")
+        dt = to_data_type(data_type)
+        if ragged_offset is not None:
+            self._ir.check_member(ragged_offset, "ragged_offset", "tensor()")
+        t = self._ir.new_tensor(name=name, uid=uid)
+        raw = t._raw_set
+        raw("_dim", dims)
+        raw("_stride", strides)
+        raw("_dim_assigned", True)
+        raw("_stride_assigned", True)
+        raw("_data_type", dt)
+        raw("_dtype_assigned", dt.is_set)
+        raw("_is_virtual", bool(is_virtual))
+        raw("_is_pass_by_value", bool(is_pass_by_value))
+        raw("_ragged_offset", ragged_offset)
+        raw("_ragged_offset_multiplier", int(ragged_offset_multiplier))
+        if reordering_type is not None:
+            t.reordering_type = reordering_type
+        return t
+
+    def tensor_like(self, template: Any, name: str = "") -> Tensor:
+        """A tensor shaped like a pygraph Tensor or a framework tensor (which becomes its default
+        binding; a CPU framework tensor becomes pass-by-value)."""
+        if isinstance(template, Tensor):
+            return self.tensor(
+                template.dim, template.stride, template.data_type, name=name,
+                is_pass_by_value=template.is_pass_by_value,
+            )  # fmt: skip
+        shape = getattr(template, "shape", None)
+        if shape is None or not hasattr(template, "dtype"):
+            raise OpInputError(f"tensor_like(): expected a pygraph.Tensor or a framework tensor, got {template!r}")
+        stride_attr = getattr(template, "stride", None)
+        if callable(stride_attr):
+            stride = tuple(stride_attr())
+        elif getattr(template, "strides", None) is not None and getattr(template, "itemsize", None):
+            stride = tuple(s // template.itemsize for s in template.strides)
+        else:
+            stride = None
+        device = getattr(template, "device", None)
+        on_cpu = getattr(device, "type", device) == "cpu"
+        t = self.tensor(tuple(shape), stride, template.dtype, name=name, is_pass_by_value=on_cpu)
+        self._bindings[t.uid] = template
+        return t
+
+    def tensor_scalar(self, value: Any, scalar_type_: Any = None, *, name: str = "") -> Tensor:
+        """A rank-1 pass-by-value constant (FLOAT for a float, INT32 for an int)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise OpInputError(f"tensor_scalar(): expected an int or a float, got {value!r}")
+        dt = data_type.INT32 if isinstance(value, int) else data_type.FLOAT
+        t = self.tensor((1,), (1,), dt, is_pass_by_value=True, name=name)
+        t._raw_set("_value", value)
+        if scalar_type_ is not None:
+            from pygraph.ir.dtypes import convert_enum
+
+            t._raw_set("_scalar_type", convert_enum(scalar_type_, scalar_type))
+        return t
+
+    # -- introspection ------------------------------------------------------------------------
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        return tuple(self._ir.nodes)
+
+    @property
+    def tensors(self) -> tuple[Tensor, ...]:
+        return tuple(self._ir.tensors)
+
+    def find_tensor(self, name_or_uid: str | int) -> Tensor:
+        """The tensor with this uid (int) or name (str); KeyError if none, ValueError if ambiguous."""
+        if isinstance(name_or_uid, int) and not isinstance(name_or_uid, bool):
+            t = self._ir.tensor_by_uid(name_or_uid)
+            if t is None:
+                raise KeyError(f"graph {self.name!r} has no tensor with uid {name_or_uid}")
+            return t
+        found = [t for t in self._ir.tensors if t.name == name_or_uid]
+        if not found:
+            raise KeyError(f"graph {self.name!r} has no tensor named {name_or_uid!r}")
+        if len(found) > 1:
+            uids = ", ".join(str(t.uid) for t in found)
+            raise ValueError(f"graph {self.name!r}: tensor name {name_or_uid!r} is ambiguous (uids {uids})")
+        return found[0]
+
+    def get_node(self, name: str) -> Node:
+        for node in self._ir.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(f"graph {self.name!r} has no node named {name!r}")
+
+    def get_inputs(self) -> list[Tensor]:
+        """Tensors some node reads and no node produces, in creation order."""
+        read = {t.uid for node in self._ir.nodes for t in node.input_tensors()}
+        return [t for t in self._ir.tensors if t.uid in read and t.producer is None]
+
+    def get_outputs(self) -> list[Tensor]:
+        """Non-virtual tensors some node produces, in creation order."""
+        return [t for t in self._ir.tensors if t.producer is not None and not t.is_virtual]
+
+    def inspect(self) -> dict[str, Any]:
+        """The whole graph as plain data (what the JSON repr prints)."""
+        return _serialize.to_plain(self)
+
+    def __repr__(self) -> str:
+        return json.dumps(self.inspect(), indent=2)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Check the IR. A graph the backend can lower is lowered and frozen here (a backend refusal
+        raises GraphNotSupportedError); a python-only graph stays mutable until planning."""
+        if self._ir.state.frozen:
+            if self._lowered is None and not self.is_python_only and self._backend_decline is not None:
+                raise self._backend_decline
+            return
+        validate_ir(self._ir)
+        if self.is_python_only:
+            self._ir.state = GraphState.VALIDATED
+            return
+        self._lower()
+
+    def _lower(self) -> LoweredGraph:
+        """Lower to the backend once (built and validated), then freeze. Raises
+        GraphNotSupportedError (python-only op or backend refusal) or ImportError (no backend)."""
+        if self._lowered is not None:
+            return self._lowered
+        if not self._ir.state.frozen:
+            validate_ir(self._ir)
+        try:
+            self._lowered = lower(self)
+        except GraphNotSupportedError as exc:
+            self._backend_decline = exc
+            raise
+        self._backend_decline = None
+        self._ir.state = max(self._ir.state, GraphState.FROZEN)
+        return self._lowered
+
+    def _freeze(self) -> None:
+        """Seal the whole public surface (idempotent)."""
+        if not self._ir.state.frozen:
+            self._ir.state = GraphState.FROZEN
+
+    def _advance(self, state: GraphState) -> None:
+        """Move forward to PLANNED or BUILT (planning's transitions); never backwards."""
+        if state < GraphState.FROZEN:
+            raise GraphStateError(f"_advance({state.name}): only FROZEN, PLANNED or BUILT can be advanced to")
+        if state < self._ir.state:
+            raise GraphStateError(
+                f"graph {self.name!r} is {self._ir.state.name}; it cannot go back to {state.name}"
+            )
+        self._ir.state = state
+
+    def build_operation_graph(self) -> None:
+        """Classic step after validate(): the backend builds its operation graph, and its inferred
+        dims/strides are copied back onto tensors whose dims/strides the user did not set."""
+        if self._ir.state is GraphState.BUILDING:
+            raise GraphStateError(f"build_operation_graph(): graph {self.name!r} is not validated; call validate() first")
+        if self.is_python_only:
+            return
+        lowered = self._lower()
+        if lowered.operation_graph_built:
+            return
+        try:
+            lowered.backend.build_operation_graph()
+        except Exception as exc:
+            raise GraphNotSupportedError(
+                f"the cuDNN backend refused graph {self.name!r} at build_operation_graph: {exc}"
+            ) from exc
+        lowered.operation_graph_built = True
+        for uid, bt in lowered.backend_tensors.items():
+            t = lowered.uid_to_tensor[uid]
+            if not t.dim_assigned:
+                t._raw_set("_dim", tuple(bt.get_dim()))
+            if not t.stride_assigned:
+                t._raw_set("_stride", tuple(bt.get_stride()))
+
+    # -- serialization ------------------------------------------------------------------------
+    def serialize(self, *args: Any, **kwargs: Any) -> Any:
+        """A lowered graph: the backend's serialization. A python-only graph: its IR as JSON bytes."""
+        if self.is_python_only:
+            return _serialize.dumps(self)
+        return self._lower().backend.serialize(*args, **kwargs)
+
+    def deserialize(self, *args: Any, **kwargs: Any) -> None:
+        """Restore a graph: IR JSON (from a python-only graph) into this empty graph, or any other
+        payload through the backend."""
+        payload = args[-1] if args else kwargs.get("pyobj")
+        if _serialize.is_ir_payload(payload):
+            _serialize.loads_into(self, payload)
+            return
+        if self._ir.nodes or self._lowered is not None:
+            raise GraphStateError(f"deserialize(): graph {self.name!r} is not empty")
+        module = import_backend()
+        from pygraph.lowering.backend import _Lowerer
+
+        backend = _Lowerer(self, module).backend
+        backend.deserialize(*args, **kwargs)
+        self._lowered = LoweredGraph(backend, {}, {}, module=module, operation_graph_built=True, deserialized=True)
+        self._ir.state = max(self._ir.state, GraphState.FROZEN)
+
+
+for _spec in OPS.values():
+    setattr(Graph, _spec.name, make_builder(_spec))
+del _spec

@@ -1,0 +1,1 @@
+"""The graph IR: tensors, nodes, the uid namespace, dtypes and shape helpers."""

@@ -1,0 +1,160 @@
+"""`GraphIR`: the tensors and nodes of one graph, its uid namespace and its lifecycle state.
+
+The IR owns every uid: each tensor gets one at creation. A user uid that lands on an auto-assigned
+one takes it (the holder is renumbered); two user uids colliding raise ValueError naming both.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pygraph.errors import GraphStateError, OpInputError
+from pygraph.ir.dtypes import data_type, to_data_type
+from pygraph.ir.tensor import Tensor
+from pygraph.lifecycle import GraphState
+
+if TYPE_CHECKING:
+    from pygraph.ir.node import Node
+
+__all__ = ["GraphContext", "GraphIR"]
+
+
+class GraphContext:
+    """The graph-wide dtypes (intermediate and compute default to io). Writes are guarded."""
+
+    __slots__ = ("_compute", "_intermediate", "_io", "_ir")
+
+    def __init__(self, io: data_type, intermediate: data_type, compute: data_type) -> None:
+        object.__setattr__(self, "_ir", None)
+        object.__setattr__(self, "_io", io)
+        object.__setattr__(self, "_intermediate", intermediate if intermediate.is_set else io)
+        object.__setattr__(self, "_compute", compute if compute.is_set else io)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        if self._ir is not None:
+            self._ir.before_mutation(f"setting GraphContext.{key}")
+        if key not in ("io_data_type", "intermediate_data_type", "compute_data_type"):
+            raise AttributeError(f"GraphContext has no writable attribute {key!r}")
+        object.__setattr__(self, "_" + key.split("_")[0], to_data_type(value))
+
+    @property
+    def io_data_type(self) -> data_type:
+        return self._io
+
+    @property
+    def intermediate_data_type(self) -> data_type:
+        return self._intermediate
+
+    @property
+    def compute_data_type(self) -> data_type:
+        return self._compute
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "io_data_type": self._io.name,
+            "intermediate_data_type": self._intermediate.name,
+            "compute_data_type": self._compute.name,
+        }
+
+
+class GraphIR:
+    def __init__(self, owner: Any, name: str, context: GraphContext) -> None:
+        self.owner = owner
+        self.name = name
+        self.context = context
+        object.__setattr__(context, "_ir", self)
+        self.state = GraphState.BUILDING
+        self.tensors: list[Tensor] = []
+        self.nodes: list[Node] = []
+        self._by_uid: dict[int, Tensor] = {}
+        self._next_uid = 1
+        self._node_names: set[str] = set()
+
+    # -- lifecycle guard ------------------------------------------------------------------------
+    def before_mutation(self, what: str) -> None:
+        """Every public mutation calls this first: frozen -> raise; validated -> invalidated."""
+        if self.state.frozen:
+            raise GraphStateError(
+                f"{what}: graph {self.name!r} is frozen (state {self.state.name}); "
+                "it stays readable, but build a new graph to change it"
+            )
+        if self.state is GraphState.VALIDATED:
+            self.state = GraphState.BUILDING
+
+    # -- uids -----------------------------------------------------------------------------------
+    def _fresh_uid(self) -> int:
+        while self._next_uid in self._by_uid:
+            self._next_uid += 1
+        uid = self._next_uid
+        self._next_uid += 1
+        return uid
+
+    def new_tensor(self, name: str | None = None, uid: int | None = None) -> Tensor:
+        auto = self._fresh_uid()
+        t = Tensor(self, name="", uid=auto, user_uid=False)
+        self._by_uid[auto] = t
+        self.tensors.append(t)
+        if uid is not None:
+            self.assign_user_uid(t, uid)
+        t._raw_set("_name", name if name else f"tensor_{t.uid}")
+        return t
+
+    def assign_user_uid(self, tensor: Tensor, uid: Any) -> None:
+        if isinstance(uid, bool) or not isinstance(uid, int) or uid <= 0:
+            raise OpInputError(f"Tensor.uid of {tensor.name!r}: expected a positive int, got {uid!r}")
+        holder = self._by_uid.get(uid)
+        if holder is not None and holder is not tensor:
+            if holder.uid_assigned:
+                raise ValueError(
+                    f"uid {uid} requested for tensor {tensor.name!r} is already the user uid of "
+                    f"tensor {holder.name!r}"
+                )
+            # the auto-assigned holder moves to a fresh uid
+            del self._by_uid[uid]
+            self._by_uid[uid] = tensor
+            del self._by_uid[tensor.uid]
+            new = self._fresh_uid()
+            holder._raw_set("_uid", new)
+            self._by_uid[new] = holder
+        else:
+            del self._by_uid[tensor.uid]
+            self._by_uid[uid] = tensor
+        tensor._raw_set("_uid", uid)
+        tensor._raw_set("_uid_assigned", True)
+
+    def tensor_by_uid(self, uid: int) -> Tensor | None:
+        return self._by_uid.get(uid)
+
+    # -- membership and names -------------------------------------------------------------------
+    def check_member(self, tensor: Any, port: str, where: str) -> None:
+        if not isinstance(tensor, Tensor):
+            raise OpInputError(f"{where}: port {port!r} expects a pygraph.Tensor, got {tensor!r}")
+        if tensor._ir is not self:
+            raise OpInputError(
+                f"{where}: port {port!r} got tensor {tensor.name!r} (uid {tensor.uid}) of another graph "
+                f"({tensor._ir.name!r}); tensors cannot cross graphs"
+            )
+
+    def node_name(self, op: str, requested: str | None) -> str:
+        if requested:
+            name = requested
+            if name in self._node_names:
+                k = 1
+                while f"{requested}_{k}" in self._node_names:
+                    k += 1
+                name = f"{requested}_{k}"
+        else:
+            k = len(self.nodes)
+            name = f"{op}_{k}"
+            while name in self._node_names:
+                k += 1
+                name = f"{op}_{k}"
+        self._node_names.add(name)
+        return name
+
+    def add_node(self, node: Node) -> None:
+        self.nodes.append(node)
+
+    @property
+    def is_python_only(self) -> bool:
+        return any(not n.spec.is_lowerable for n in self.nodes)

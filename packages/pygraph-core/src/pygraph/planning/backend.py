@@ -1,0 +1,203 @@
+"""The backend as one more plan kind: its per-mode query, its entries, and its compiled plan.
+
+The backend participates in ranking; it is never a hard dependency. No backend installed, a graph
+it cannot lower, or a decline of every mode query gives no entries and a recorded reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pygraph.engines.base import DECLINE_TYPES, CompiledPlan, PlanConfig
+from pygraph.engines.engine_ids import BACKEND_HEURISTIC_ENGINE_ID
+from pygraph.errors import GraphNotSupportedError
+from pygraph.execution.context import ExecutionContext
+from pygraph.ir.dtypes import heur_mode
+
+__all__ = ["BackendKind", "BackendPlan", "BackendPlans", "BackendSource", "open_backend"]
+
+DELEGATING_NAME = "backend_heuristics"
+
+
+@dataclasses.dataclass
+class BackendSource:
+    """A lowered backend graph and how to speak to it.
+
+    ``graph`` is the backend builder (``cudnn._pybind_module.backend_graph`` or a test double);
+    ``to_mode``/``to_knob`` translate our enums to its; ``declines`` are the exception types that
+    mean "not supported" on its side.
+    """
+
+    graph: Any
+    to_mode: Callable[[Any], Any]
+    to_knob: Callable[[Any], Any] = lambda knob: knob
+    declines: tuple[type[BaseException], ...] = (GraphNotSupportedError,)
+
+
+def open_backend(graph: Any, refused: str | None = None) -> tuple[BackendSource | None, str | None]:
+    """The graph's backend side, or (None, why there is none). ``refused``: validate()'s refusal."""
+    if refused is not None:
+        return None, refused
+    if graph.is_python_only:
+        names = sorted({n.type.name for n in graph.nodes if not getattr(n, "is_lowerable", True)})
+        return None, f"python-only op(s) {', '.join(names) or '?'} have no backend lowering"
+    try:
+        lowered = graph.lowered if graph.lowered is not None else graph._lower()
+        import cudnn
+    except (GraphNotSupportedError, ImportError) as exc:
+        return None, f"the backend cannot lower this graph: {exc}"
+    return (
+        BackendSource(
+            lowered.backend,
+            to_mode=lambda m: cudnn.heur_mode[m.name],
+            to_knob=lambda k: cudnn.knob_type[k if isinstance(k, str) else k.name],
+            declines=(cudnn.cudnnGraphNotSupportedError, GraphNotSupportedError),
+        ),
+        None,
+    )
+
+
+class BackendPlans:
+    """The backend's entries for one graph: asked once, one query per mode, spans recorded."""
+
+    def __init__(self, source: BackendSource | None, reason: str | None = None) -> None:
+        self.source = source
+        self.declined: str | None = reason
+        self.entries: list[PlanConfig] | None = None
+        self.spans: list[tuple[Any, int, int]] = []  # (mode, first cpp index, end)
+        self.succeeded: dict[Any, bool] = {}
+
+    def query(self, modes: Sequence[Any]) -> list[PlanConfig]:
+        if self.entries is not None:
+            return self.entries
+        self.entries = []
+        if self.source is None:
+            return self.entries
+        g, declines = self.source.graph, self.source.declines
+        at = g.get_execution_plan_count()
+        failure: BaseException | None = None
+        for mode in modes:
+            try:
+                g.create_execution_plans([self.source.to_mode(mode)])
+            except declines as exc:
+                failure = exc
+                self.succeeded[mode] = False
+                continue
+            # "succeeded" per call, not read off the spans: an OPENSOURCE query adds no plan.
+            self.succeeded[mode] = True
+            now = g.get_execution_plan_count()
+            if now > at:
+                self.spans.append((mode, at, now))
+                at = now
+        if not any(self.succeeded.values()):
+            self.declined = f"{type(failure).__name__}: {failure}" if failure else "no mode was queried"
+            return self.entries
+        seen: set[Any] = set()
+        for i in range(g.get_execution_plan_count()):
+            engine_id, knobs = g.get_engine_and_knobs_at_index(i)
+            cfg = PlanConfig(engine_id, dict(knobs), cpp_index=i, mode=self.mode_of(i))
+            if cfg.key not in seen:  # one config several modes returned: its first (real) span wins
+                seen.add(cfg.key)
+                self.entries.append(cfg)
+        if self.succeeded.get(heur_mode.OPENSOURCE) or (not self.entries and g.get_engine_count()):
+            # Candidates the backend holds but never exposes as plans: one entry, chosen by the backend.
+            self.entries.insert(0, PlanConfig(BACKEND_HEURISTIC_ENGINE_ID))
+        return self.entries
+
+    def mode_of(self, cpp_index: int) -> Any:
+        for mode, lo, hi in self.spans:
+            if lo <= cpp_index < hi:
+                return mode
+        return None
+
+    def append(self, engine_id: int, knobs: Mapping[Any, Any] | None) -> int:
+        """Add one explicit config to the backend's list; returns the index it landed at."""
+        if self.source is None:
+            raise GraphNotSupportedError(f"backend engine {engine_id} cannot be replayed: {self.declined}")
+        g = self.source.graph
+        at = g.get_execution_plan_count()
+        native = {self.source.to_knob(k): v for k, v in (knobs or {}).items()}
+        try:
+            g.create_execution_plan(engine_id, native)
+        except self.source.declines as exc:
+            raise GraphNotSupportedError(f"backend engine {engine_id} {dict(knobs or {})}: {exc}") from exc
+        return at
+
+
+class BackendPlan(CompiledPlan):
+    """A built backend plan: executes the lowered graph with the same variant pack."""
+
+    accepts_shape_overrides = True
+    reads_stream = False
+
+    def __init__(self, backend: Any, cpp_index: int, workspace: int) -> None:
+        self._run = backend._execute_with_raw_ptrs
+        self._backend = backend
+        self.cpp_index = cpp_index
+        self._workspace = workspace
+
+    def get_workspace_size(self) -> int:
+        return self._workspace
+
+    def execute(self, graph: Any, pack: Any, ctx: ExecutionContext) -> None:
+        self._run(pack.address, len(pack.buffers), ctx.workspace, ctx.handle or 0, self.cpp_index)
+
+    def execute_with_overrides(
+        self, graph: Any, pack: Any, ctx: ExecutionContext, uids, shapes, strides
+    ) -> None:
+        ptrs = dict(zip(pack.uids, pack.pointers()))
+        if self.cpp_index < 0:
+            self._backend._execute(ptrs, ctx.workspace, ctx.handle, uids, shapes, strides)
+        else:
+            self._backend._execute_plan_at_index(
+                ptrs, ctx.workspace, self.cpp_index, ctx.handle, uids, shapes, strides
+            )
+
+
+class BackendKind:
+    """The plan kind of every backend entry (concrete configs and the delegating one)."""
+
+    engine = None
+
+    def __init__(self, plans: BackendPlans, policy: Callable[[], Any] | None = None) -> None:
+        self.plans = plans
+
+    def _graph(self, cfg: PlanConfig) -> Any:
+        if self.plans.source is None:
+            raise GraphNotSupportedError(f"backend plan {cfg!r}: {self.plans.declined}")
+        return self.plans.source.graph
+
+    def _declined(self, cfg: PlanConfig, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except self.plans.source.declines as exc:
+            if isinstance(exc, DECLINE_TYPES):
+                raise
+            raise GraphNotSupportedError(f"backend plan {cfg!r}: {exc}") from exc
+
+    def name(self, cfg: PlanConfig) -> str:
+        if cfg.engine_id == BACKEND_HEURISTIC_ENGINE_ID:
+            return DELEGATING_NAME
+        return self._graph(cfg).get_plan_name_at_index(cfg.cpp_index)
+
+    def check_support(self, graph: Any, cfg: PlanConfig) -> None:
+        g = self._graph(cfg)
+        self._declined(cfg, g.check_support)
+
+    def build(self, graph: Any, cfg: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
+        g = self._graph(cfg)
+        if cfg.engine_id == BACKEND_HEURISTIC_ENGINE_ID:
+            import cudnn
+
+            self._declined(cfg, lambda: g.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE))
+            return BackendPlan(g, -1, g.get_workspace_size())
+        self._declined(cfg, lambda: g.build_plan_at_index(cfg.cpp_index))
+        return BackendPlan(g, cfg.cpp_index, g.get_workspace_size_plan_at_index(cfg.cpp_index))
+
+    def workspace(self, graph: Any, cfg: PlanConfig) -> int:
+        g = self._graph(cfg)
+        if cfg.engine_id == BACKEND_HEURISTIC_ENGINE_ID:
+            return g.get_workspace_size()
+        return g.get_workspace_size_plan_at_index(cfg.cpp_index)

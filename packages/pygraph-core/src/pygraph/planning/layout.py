@@ -1,0 +1,67 @@
+"""The operand layout of a graph: ONE source of operand order.
+
+The lowered graph's variant-pack template when the graph has one (only the backend sees every
+caller slot and excludes the slots the graph fills itself); the IR's wired ports for a python-only
+graph. ``is_virtual`` on a python-only graph is a statement about a lowering that never happens, so
+every wired port is a caller slot there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pygraph.execution.normalize import reader_for
+from pygraph.execution.variant_pack import DEVICE_UNKNOWN, OperandBuffer, OperandLayout
+
+__all__ = ["layout_for"]
+
+
+def _ir_operands(graph: Any) -> list[Any]:
+    found: dict[int, Any] = {}
+    for node in graph.nodes:
+        for ports in (node.inputs, node.outputs):
+            for tensor in ports.values():
+                if tensor is None:
+                    continue
+                for t in (tensor, getattr(tensor, "ragged_offset", None)):
+                    if t is not None and getattr(t, "value", None) is None:
+                        found[t.uid] = t
+    return [found[uid] for uid in sorted(found)]
+
+
+def _backend_operands(graph: Any, lowered: Any) -> list[Any]:
+    backend = lowered.backend
+    backend._prepare_variant_pack_template()
+    uids = list(backend._get_variant_pack_uids_sorted())
+    return [lowered.uid_to_tensor[uid] for uid in sorted(uids)]
+
+
+def layout_for(graph: Any) -> OperandLayout:
+    lowered = getattr(graph, "lowered", None)
+    tensors = _backend_operands(graph, lowered) if lowered is not None else _ir_operands(graph)
+    operand_uids = {t.uid for t in tensors}
+    other: dict[Any, str] = {}
+    for t in graph.tensors:
+        if t.uid in operand_uids:
+            continue
+        if getattr(t, "value", None) is not None:
+            why = "a constant the graph fills itself"
+        elif t.is_virtual:
+            why = "virtual (an intermediate the plan keeps internal)"
+        else:
+            why = "read or written by no node"
+        other[t] = other[t.uid] = why
+    layout = OperandLayout(
+        tensors,
+        declared=[
+            OperandBuffer(0, tuple(t.dim), tuple(t.stride), t.data_type, DEVICE_UNKNOWN) for t in tensors
+        ],
+        host=[t.is_pass_by_value for t in tensors],
+        other_keys=other,
+    )
+    bindings = getattr(graph, "default_bindings", None) or {}
+    for uid, obj in dict(bindings).items():
+        i = layout.positions.get(uid)
+        if i is not None:
+            layout.defaults[i] = reader_for(obj)(obj, layout.declared[i])
+    return layout

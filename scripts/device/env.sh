@@ -1,0 +1,6 @@
+# Source on the device machine (after the toolchain is staged: ../shared/device/README.md):
+# puts every package's src/ on PYTHONPATH so the working tree runs without an install.
+_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+for _src in "$_root"/packages/*/src; do PYTHONPATH="$_src${PYTHONPATH:+:$PYTHONPATH}"; done
+export PYTHONPATH PYTHONUNBUFFERED=1
+export PYGRAPH_REQUIRE_ARCH=${PYGRAPH_REQUIRE_ARCH:-sm90}

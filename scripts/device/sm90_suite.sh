@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The SM90 suite on the device: every test marked sm90, then (optional) benchmarks.
+#   source /tmp/site/env.sh && bash scripts/device/sm90_suite.sh [pytest args...]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/device/env.sh
+OUTDIR=${OUT:-/tmp/out}; mkdir -p "$OUTDIR"
+nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
+python3 -m pytest -m sm90 -p no:cacheprovider -q "$@" 2>&1 | tee "$OUTDIR/sm90_pytest.log" | tail -40
