@@ -21,15 +21,22 @@ _LAZY: dict[str, str] = {
     "pygraph": "pygraph.graph",  # classic spelling: cudnn.pygraph
     "Tensor": "pygraph.ir.tensor",
     "Node": "pygraph.ir.node",
-    **{
-        name: "pygraph.ir.dtypes"
-        for name in (
-            "data_type", "heur_mode", "knob_type", "build_plan_policy", "norm_forward_phase",
-            "reduction_mode", "reshape_mode", "convolution_mode", "diagonal_alignment",
-            "attention_implementation", "moe_grouped_matmul_mode", "tensor_reordering", "scalar_type",
-            "behavior_note", "numerical_note", "cuda_graph_retention",
-        )
-    },  # fmt: skip
+    "data_type": "pygraph.ir.dtypes",
+    "heur_mode": "pygraph.ir.dtypes",
+    "knob_type": "pygraph.ir.dtypes",
+    "build_plan_policy": "pygraph.ir.dtypes",
+    "norm_forward_phase": "pygraph.ir.dtypes",
+    "reduction_mode": "pygraph.ir.dtypes",
+    "reshape_mode": "pygraph.ir.dtypes",
+    "convolution_mode": "pygraph.ir.dtypes",
+    "diagonal_alignment": "pygraph.ir.dtypes",
+    "attention_implementation": "pygraph.ir.dtypes",
+    "moe_grouped_matmul_mode": "pygraph.ir.dtypes",
+    "tensor_reordering": "pygraph.ir.dtypes",
+    "scalar_type": "pygraph.ir.dtypes",
+    "behavior_note": "pygraph.ir.dtypes",
+    "numerical_note": "pygraph.ir.dtypes",
+    "cuda_graph_retention": "pygraph.ir.dtypes",
     "VariantPack": "pygraph.execution.variant_pack",
     "OperandBuffer": "pygraph.execution.variant_pack",
     "PlanConfig": "pygraph.engines.base",
@@ -67,13 +74,38 @@ if TYPE_CHECKING:
     from pygraph.ir.tensor import Tensor
 
 __all__ = [
+    "ExecutionContext",
+    "Graph",
     "GraphNotSupportedError",
     "GraphStateError",
     "ManifestError",
+    "Node",
     "NodeType",
     "OpInputError",
+    "OperandBuffer",
+    "PlanConfig",
+    "Tensor",
+    "VariantPack",
     "__version__",
-    *_LAZY,
+    "attention_implementation",
+    "behavior_note",
+    "build_plan_policy",
+    "convolution_mode",
+    "cuda_graph_retention",
+    "data_type",
+    "diagonal_alignment",
+    "engines",
+    "heur_mode",
+    "knob_type",
+    "moe_grouped_matmul_mode",
+    "norm_forward_phase",
+    "numerical_note",
+    "pygraph",
+    "reduction_mode",
+    "reshape_mode",
+    "scalar_type",
+    "tensor_reordering",
+    "testing",
 ]
 
 

@@ -171,7 +171,9 @@ class Graph(PlanningMixin):
             )  # fmt: skip
         shape = getattr(template, "shape", None)
         if shape is None or not hasattr(template, "dtype"):
-            raise OpInputError(f"tensor_like(): expected a pygraph.Tensor or a framework tensor, got {template!r}")
+            raise OpInputError(
+                f"tensor_like(): expected a pygraph.Tensor or a framework tensor, got {template!r}"
+            )
         stride_attr = getattr(template, "stride", None)
         if callable(stride_attr):
             stride = tuple(stride_attr())
@@ -293,7 +295,9 @@ class Graph(PlanningMixin):
         """Classic step after validate(): the backend builds its operation graph, and its inferred
         dims/strides are copied back onto tensors whose dims/strides the user did not set."""
         if self._ir.state is GraphState.BUILDING:
-            raise GraphStateError(f"build_operation_graph(): graph {self.name!r} is not validated; call validate() first")
+            raise GraphStateError(
+                f"build_operation_graph(): graph {self.name!r} is not validated; call validate() first"
+            )
         if self.is_python_only:
             return
         lowered = self._lower()
@@ -334,7 +338,9 @@ class Graph(PlanningMixin):
 
         backend = _Lowerer(self, module).backend
         backend.deserialize(*args, **kwargs)
-        self._lowered = LoweredGraph(backend, {}, {}, module=module, operation_graph_built=True, deserialized=True)
+        self._lowered = LoweredGraph(
+            backend, {}, {}, module=module, operation_graph_built=True, deserialized=True
+        )
         self._ir.state = max(self._ir.state, GraphState.FROZEN)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -48,7 +48,13 @@ def _norm_fwd(g):
 
 def _norm_bwd(g):
     x = _t(g, [4, 8, 16])
-    return (), dict(grad=_t(g, [4, 8, 16]), input=x, scale=_t(g, [1, 8, 16]), mean=_t(g, [4, 1, 1]), inv_variance=_t(g, [4, 1, 1]))
+    return (), dict(
+        grad=_t(g, [4, 8, 16]),
+        input=x,
+        scale=_t(g, [1, 8, 16]),
+        mean=_t(g, [4, 1, 1]),
+        inv_variance=_t(g, [4, 1, 1]),
+    )
 
 
 def _la(g, name: str):
@@ -105,19 +111,39 @@ RECIPES: dict[str, Recipe] = {
     "layernorm": _norm_fwd,
     "adalayernorm": _norm_fwd,
     "instancenorm": lambda g: (
-        (pygraph.norm_forward_phase.TRAINING, _t(g, [4, 8, 5, 5]), _t(g, [1, 8, 1, 1]), _t(g, [1, 8, 1, 1]), 1e-5),
+        (
+            pygraph.norm_forward_phase.TRAINING,
+            _t(g, [4, 8, 5, 5]),
+            _t(g, [1, 8, 1, 1]),
+            _t(g, [1, 8, 1, 1]),
+            1e-5,
+        ),
         {},
     ),
     "rmsnorm_backward": lambda g: (
         (),
-        dict(grad=_t(g, [4, 8]), input=_t(g, [4, 8]), scale=_t(g, [1, 8]), inv_variance=_t(g, [4, 1]), has_dbias=True),
+        dict(
+            grad=_t(g, [4, 8]),
+            input=_t(g, [4, 8]),
+            scale=_t(g, [1, 8]),
+            inv_variance=_t(g, [4, 1]),
+            has_dbias=True,
+        ),
     ),
     "layernorm_backward": _norm_bwd,
     "adalayernorm_backward": _norm_bwd,
     "instancenorm_backward": _norm_bwd,
     "batchnorm_backward": _norm_bwd,
     "batchnorm": lambda g: (
-        (_t(g, [4, 8, 5, 5]), _t(g, [1, 8, 1, 1]), _t(g, [1, 8, 1, 1]), _t(g, [1, 8, 1, 1]), _t(g, [1, 8, 1, 1]), 1e-5, 0.1),
+        (
+            _t(g, [4, 8, 5, 5]),
+            _t(g, [1, 8, 1, 1]),
+            _t(g, [1, 8, 1, 1]),
+            _t(g, [1, 8, 1, 1]),
+            _t(g, [1, 8, 1, 1]),
+            1e-5,
+            0.1,
+        ),
         {},
     ),
     "batchnorm_inference": lambda g: ((_t(g, [4, 8, 5, 5]), *(_t(g, [1, 8, 1, 1]) for _ in range(4))), {}),
@@ -138,21 +164,34 @@ RECIPES: dict[str, Recipe] = {
     "rope_backward": lambda g: ((_t(g, [2, 8, 16]), _t(g, [8, 16])), {}),
     "sdpa": lambda g: (_sdpa_qkv(g, dt.HALF), dict(attn_scale=0.125, generate_stats=True)),
     "sdpa_backward": lambda g: (
-        (*_sdpa_qkv(g, dt.HALF), _t(g, [2, 4, 128, 64], dt.HALF), _t(g, [2, 4, 128, 64], dt.HALF), _t(g, [2, 4, 128, 1], dt.FLOAT)),
+        (
+            *_sdpa_qkv(g, dt.HALF),
+            _t(g, [2, 4, 128, 64], dt.HALF),
+            _t(g, [2, 4, 128, 64], dt.HALF),
+            _t(g, [2, 4, 128, 1], dt.FLOAT),
+        ),
         dict(attn_scale=0.125),
     ),
     "sdpa_fp8": _sdpa_fp8,
     "sdpa_fp8_backward": _sdpa_fp8_bwd,
     "sdpa_mxfp8": lambda g: (
-        _sdpa_qkv(g, dt.FP8_E4M3), dict(generate_stats=True, **_scalars(g, "descale_q descale_k descale_v"))
+        _sdpa_qkv(g, dt.FP8_E4M3),
+        dict(generate_stats=True, **_scalars(g, "descale_q descale_k descale_v")),
     ),
     "sdpa_mxfp8_backward": _sdpa_mxfp8_bwd,
-    **{name: (lambda g, _n=name: _la(g, _n)) for name in ("gdn", "gdn_bwd", "kda", "kda_bwd", "gdn2", "gdn2_bwd")},
+    **{
+        name: (lambda g, _n=name: _la(g, _n))
+        for name in ("gdn", "gdn_bwd", "kda", "kda_bwd", "gdn2", "gdn2_bwd")
+    },
 }
 
 
 def build_op(name: str, graph: pygraph.Graph | None = None) -> tuple[pygraph.Graph, Any]:
-    g = graph if graph is not None else pygraph.Graph(f"g_{name}", io_data_type=dt.HALF, compute_data_type=dt.FLOAT)
+    g = (
+        graph
+        if graph is not None
+        else pygraph.Graph(f"g_{name}", io_data_type=dt.HALF, compute_data_type=dt.FLOAT)
+    )
     args, kwargs = RECIPES[name](g)
     return g, getattr(g, name)(*args, **kwargs)
 
@@ -218,7 +257,7 @@ class FakeTensor:
 class FakeBackendGraph:
     """Records builder calls; validates each against the real signature when it is known."""
 
-    signatures: dict[str, list[dict[str, bool]]] = {}
+    signatures: ClassVar[dict[str, list[dict[str, bool]]]] = {}
     refuse_validate: str | None = None
     uid_offset: int | None = None
 

@@ -90,25 +90,31 @@ class GraphIR:
         return uid
 
     def new_tensor(self, name: str | None = None, uid: int | None = None) -> Tensor:
+        if uid is not None:  # refuse a colliding user uid before anything is created
+            self._check_user_uid(name or "<new tensor>", uid)
         auto = self._fresh_uid()
-        t = Tensor(self, name="", uid=auto, user_uid=False)
+        t = Tensor(self, name=name or "", uid=auto, user_uid=False)
         self._by_uid[auto] = t
         self.tensors.append(t)
         if uid is not None:
             self.assign_user_uid(t, uid)
-        t._raw_set("_name", name if name else f"tensor_{t.uid}")
+        if not name:
+            t._raw_set("_name", f"tensor_{t.uid}")
         return t
 
-    def assign_user_uid(self, tensor: Tensor, uid: Any) -> None:
+    def _check_user_uid(self, who: str, uid: Any, tensor: Tensor | None = None) -> None:
         if isinstance(uid, bool) or not isinstance(uid, int) or uid <= 0:
-            raise OpInputError(f"Tensor.uid of {tensor.name!r}: expected a positive int, got {uid!r}")
+            raise OpInputError(f"Tensor.uid of {who!r}: expected a positive int, got {uid!r}")
+        holder = self._by_uid.get(uid)
+        if holder is not None and holder is not tensor and holder.uid_assigned:
+            raise ValueError(
+                f"uid {uid} requested for tensor {who!r} is already the user uid of tensor {holder.name!r}"
+            )
+
+    def assign_user_uid(self, tensor: Tensor, uid: Any) -> None:
+        self._check_user_uid(tensor.name, uid, tensor)
         holder = self._by_uid.get(uid)
         if holder is not None and holder is not tensor:
-            if holder.uid_assigned:
-                raise ValueError(
-                    f"uid {uid} requested for tensor {tensor.name!r} is already the user uid of "
-                    f"tensor {holder.name!r}"
-                )
             # the auto-assigned holder moves to a fresh uid
             del self._by_uid[uid]
             self._by_uid[uid] = tensor

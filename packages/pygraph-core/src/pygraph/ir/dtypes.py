@@ -78,7 +78,8 @@ knob_type = enum.Enum(
 )  # fmt: skip
 norm_forward_phase = enum.Enum("norm_forward_phase", _names("INFERENCE", "TRAINING", "NOT_SET"))
 reduction_mode = enum.Enum(
-    "reduction_mode", _names("ADD", "MUL", "MIN", "MAX", "AMAX", "AVG", "NORM1", "NORM2", "MUL_NO_ZEROS", "NOT_SET")
+    "reduction_mode",
+    _names("ADD", "MUL", "MIN", "MAX", "AMAX", "AVG", "NORM1", "NORM2", "MUL_NO_ZEROS", "NOT_SET"),
 )
 reshape_mode = enum.Enum("reshape_mode", _names("VIEW_ONLY", "LOGICAL"))
 convolution_mode = enum.Enum("convolution_mode", _names("CONVOLUTION", "CROSS_CORRELATION"))
@@ -136,7 +137,7 @@ def to_data_type(value: Any) -> data_type:
     if value is None:
         return data_type.NOT_SET
     kind = type(value)
-    if kind.__module__ == "torch" or kind.__name__ == "dtype" and str(value).startswith("torch."):
+    if kind.__module__ == "torch" or (kind.__name__ == "dtype" and str(value).startswith("torch.")):
         found = _TORCH_NAMES.get(str(value).removeprefix("torch."))
         if found is None:
             raise TypeError(f"torch dtype {value} has no pygraph.data_type counterpart")

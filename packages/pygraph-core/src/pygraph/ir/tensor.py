@@ -285,7 +285,9 @@ class Tensor:
         return self._reordering_type
 
     # -- internal (IR-side) writes: inference, renumbering, backend copy-back --------------------
-    def _set_inferred(self, dim: tuple[int, ...] | None, stride: tuple[int, ...] | None, dtype: data_type) -> None:
+    def _set_inferred(
+        self, dim: tuple[int, ...] | None, stride: tuple[int, ...] | None, dtype: data_type
+    ) -> None:
         s = object.__setattr__
         if dim is not None and not self._dim_assigned:
             s(self, "_dim", tuple(dim))

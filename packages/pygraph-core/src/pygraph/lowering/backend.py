@@ -110,9 +110,13 @@ class _Lowerer:
             return found
         m, bg = self.module, self.backend
         if t.value is not None:
-            scalar = to_backend(m, t.scalar_type) if t.scalar_type is not None else m.scalar_type.RUNTIME_PARAM
+            scalar = (
+                to_backend(m, t.scalar_type) if t.scalar_type is not None else m.scalar_type.RUNTIME_PARAM
+            )
             bt = bg.tensor_scalar(t.value, scalar)
             bt.set_name(t.name)
+            bt.set_dim(list(t.dim))
+            bt.set_stride(list(t.stride))
             if t.data_type.is_set:
                 bt.set_data_type(to_backend(m, t.data_type))
         else:

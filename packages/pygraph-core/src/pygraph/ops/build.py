@@ -219,7 +219,9 @@ def make_builder(spec: OpSpec) -> Callable[..., Any]:
     builder.__name__ = spec.name
     builder.__qualname__ = f"Graph.{spec.name}"
     ports = ", ".join(p.name + ("" if p.required else "=None") for p in spec.inputs)
-    attrs = ", ".join(f"{a.name}={'<required>' if a.default is NO_DEFAULT else repr(a.default)}" for a in spec.attrs)
+    attrs = ", ".join(
+        f"{a.name}={'<required>' if a.default is NO_DEFAULT else repr(a.default)}" for a in spec.attrs
+    )
     outs = ", ".join(o.name for o in spec.returned_outputs)
     builder.__doc__ = (
         f"{spec.name}({ports}{', ' if attrs else ''}{attrs}, compute_data_type=None, name='') -> {outs}\n\n"

@@ -100,7 +100,9 @@ def _safe_gate_and(port: str):
     return lambda node: bool(node.params.get("safe_gate")) and node.inputs.get(port) is not None
 
 
-def _forward(name: str, node_type: NodeType, gate_rank: int, beta_rank: int, with_w: bool, glb: bool) -> OpSpec:
+def _forward(
+    name: str, node_type: NodeType, gate_rank: int, beta_rank: int, with_w: bool, glb: bool
+) -> OpSpec:
     inputs = _ports(gate_rank, beta_rank, with_w, backward=False)
     return OpSpec(
         name=name,
@@ -126,7 +128,9 @@ def _forward(name: str, node_type: NodeType, gate_rank: int, beta_rank: int, wit
     )
 
 
-def _backward(name: str, node_type: NodeType, gate_rank: int, beta_rank: int, with_w: bool, glb: bool) -> OpSpec:
+def _backward(
+    name: str, node_type: NodeType, gate_rank: int, beta_rank: int, with_w: bool, glb: bool
+) -> OpSpec:
     inputs = _ports(gate_rank, beta_rank, with_w, backward=True)
     grads = [("dQ", "q"), ("dK", "k"), ("dV", "v"), ("dG", "g"), ("dBeta", "beta")]
     if with_w:

@@ -108,7 +108,8 @@ def _schema(
 ) -> OpSpec:
     qkv = {"q", "k", "v"}
     inputs = tuple(
-        Port(p, ranks=(4,) if p in qkv else None, dtypes=qkv_dtypes if p in qkv else None) for p in required.split()
+        Port(p, ranks=(4,) if p in qkv else None, dtypes=qkv_dtypes if p in qkv else None)
+        for p in required.split()
     ) + tuple(Port(p, required=False) for p in optional.split())
     outs = outputs + tuple(Output(o, from_kwarg=True) for o in kw_outputs.split())
     return OpSpec(
@@ -128,7 +129,11 @@ def _schema(
 
 _O = Output("O", dims=_o_dims, dtype=like_dtype("q"))
 _STATS = Output(
-    "Stats", dims=_stats_dims, dtype=_FLOAT, when=_stats_wanted, when_doc="generate_stats (or is_inference=False)"
+    "Stats",
+    dims=_stats_dims,
+    dtype=_FLOAT,
+    when=_stats_wanted,
+    when_doc="generate_stats (or is_inference=False)",
 )
 _GRADS = (
     Output("dQ", dims=like("q"), dtype=like_dtype("q")),

@@ -30,7 +30,19 @@ def _enum(cls):
     return lambda v: convert_enum(v, cls)
 
 
-def _op(name, node_type, inputs, outputs, attrs=(), *, positional=None, layout="user", cdt=True, check=None, doc=""):
+def _op(
+    name,
+    node_type,
+    inputs,
+    outputs,
+    attrs=(),
+    *,
+    positional=None,
+    layout="user",
+    cdt=True,
+    check=None,
+    doc="",
+):
     return OpSpec(
         name=name,
         node_type=node_type,
@@ -38,7 +50,9 @@ def _op(name, node_type, inputs, outputs, attrs=(), *, positional=None, layout="
         inputs=tuple(inputs),
         outputs=tuple(outputs),
         attrs=tuple(attrs),
-        positional=tuple(positional if positional is not None else [p.name for p in inputs] + [a.name for a in attrs]),
+        positional=tuple(
+            positional if positional is not None else [p.name for p in inputs] + [a.name for a in attrs]
+        ),
         lowering=Lowering(name, output_layout=layout, compute_data_type=cdt),
         check=check,
         doc=doc,
@@ -76,9 +90,18 @@ _EPS = Port("epsilon", scalar_ok=True)
 def _norm_forward(name, node_type, scale_required, bias_required, stats_rule, with_mean=True):
     outputs = [Output("Y", dims=like("input"))]
     if with_mean:
-        outputs.append(Output("mean", dims=stats_rule, dtype=_FLOAT, when=_training, when_doc="TRAINING phase"))
-    outputs.append(Output("inv_var", dims=stats_rule, dtype=_FLOAT, when=_training, when_doc="TRAINING phase"))
-    inputs = [Port("input"), Port("scale", required=scale_required), Port("bias", required=bias_required), _EPS]
+        outputs.append(
+            Output("mean", dims=stats_rule, dtype=_FLOAT, when=_training, when_doc="TRAINING phase")
+        )
+    outputs.append(
+        Output("inv_var", dims=stats_rule, dtype=_FLOAT, when=_training, when_doc="TRAINING phase")
+    )
+    inputs = [
+        Port("input"),
+        Port("scale", required=scale_required),
+        Port("bias", required=bias_required),
+        _EPS,
+    ]
     return _op(
         name, node_type, inputs, outputs, (_PHASE,),
         positional=("norm_forward_phase", "input", "scale", "bias", "epsilon"),
@@ -107,8 +130,20 @@ def _rmsnorm_backward():
 
     outputs = [
         Output("DX", dims=like("input"), dtype=like_dtype("input")),
-        Output("DScale", dims=like("scale"), dtype=like_dtype("scale"), when=_has("scale"), when_doc="scale given"),
-        Output("DBias", dims=like("scale"), dtype=like_dtype("scale"), when=dbias, when_doc="scale given and has_dbias"),
+        Output(
+            "DScale",
+            dims=like("scale"),
+            dtype=like_dtype("scale"),
+            when=_has("scale"),
+            when_doc="scale given",
+        ),
+        Output(
+            "DBias",
+            dims=like("scale"),
+            dtype=like_dtype("scale"),
+            when=dbias,
+            when_doc="scale given and has_dbias",
+        ),
     ]
     inputs = [Port("grad"), Port("input"), Port("scale", required=False), Port("inv_variance")]
     return _op(
@@ -185,7 +220,9 @@ def _check_block_quantize(node) -> None:
     axis = node.params.get("axis")
     d = node.inputs["input"].dim
     if axis is not None and d and not -len(d) <= axis < len(d):
-        raise OpInputError(f"block_scale_quantize(): attribute 'axis' {axis} is out of range for input dim {list(d)}")
+        raise OpInputError(
+            f"block_scale_quantize(): attribute 'axis' {axis} is out of range for input dim {list(d)}"
+        )
 
 
 def _moe_dims(node):
@@ -257,7 +294,8 @@ def _conv_fprop_dims(node):
     x, w = dims_of(node, "image"), dims_of(node, "weight")
     pre, post, stride, dil = _conv_geometry(node, len(x) - 2)
     spatial = [
-        (x[i + 2] + pre[i] + post[i] - ((w[i + 2] - 1) * dil[i] + 1)) // stride[i] + 1 for i in range(len(x) - 2)
+        (x[i + 2] + pre[i] + post[i] - ((w[i + 2] - 1) * dil[i] + 1)) // stride[i] + 1
+        for i in range(len(x) - 2)
     ]
     return (x[0], w[0], *spatial)
 
@@ -266,7 +304,8 @@ def _conv_dgrad_dims(node):
     dy, w = dims_of(node, "loss"), dims_of(node, "filter")
     pre, post, stride, dil = _conv_geometry(node, len(dy) - 2)
     spatial = [
-        (dy[i + 2] - 1) * stride[i] + (w[i + 2] - 1) * dil[i] + 1 - pre[i] - post[i] for i in range(len(dy) - 2)
+        (dy[i + 2] - 1) * stride[i] + (w[i + 2] - 1) * dil[i] + 1 - pre[i] - post[i]
+        for i in range(len(dy) - 2)
     ]
     return (dy[0], w[1], *spatial)
 
@@ -339,7 +378,9 @@ def _check_transpose(node) -> None:
     perm = node.params["permutation"]
     d = node.inputs["input"].dim
     if sorted(perm) != list(range(len(perm))) or (d and len(perm) != len(d)):
-        raise OpInputError(f"transpose(): attribute 'permutation' {list(perm)} is not a permutation of input dim {list(d)}")
+        raise OpInputError(
+            f"transpose(): attribute 'permutation' {list(perm)} is not a permutation of input dim {list(d)}"
+        )
 
 
 def _concat_axis(node) -> int:
@@ -365,7 +406,9 @@ def _check_concat(node) -> None:
     first = tensors[0].dim
     axis = _concat_axis(node)
     if not 0 <= axis < len(first):
-        raise OpInputError(f"concatenate(): attribute 'axis' {node.params['axis']} is out of range for dim {list(first)}")
+        raise OpInputError(
+            f"concatenate(): attribute 'axis' {node.params['axis']} is out of range for dim {list(first)}"
+        )
     for i, t in enumerate(tensors[1:], 1):
         if len(t.dim) != len(first) or any(a != b for k, (a, b) in enumerate(zip(t.dim, first)) if k != axis):
             raise OpInputError(
