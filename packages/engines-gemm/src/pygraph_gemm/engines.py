@@ -7,7 +7,9 @@ from typing import Any
 from pygraph.engines.factory import engines_from_table
 
 # engine name -> ("module", "class"); a slot absent here ships no engine yet.
-IMPLEMENTATIONS: dict[str, tuple[str, str]] = {}
+IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
+    "gemm_sm90": ("pygraph_gemm.engine_sm90", "GemmSm90Engine"),
+}
 
 
 def make_engines(ids: dict[str, int]) -> list[Any]:

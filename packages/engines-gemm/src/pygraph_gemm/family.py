@@ -15,9 +15,11 @@ def pygraph_families() -> list[EngineFamily]:
             module="pygraph_gemm.engines",
             factory="make_engines",
             slots={
-                "gemm_sm90": EngineSlot(0, opt_in=True),  # CuTe DSL, TMA + wgmma (in progress)
+                "gemm_sm90": EngineSlot(0),  # CuTe DSL, TMA + wgmma
                 "gemm_sm80": EngineSlot(1, opt_in=True),  # portable mma.sync (planned)
             },
             anchors=("MATMUL",),
+            analyzer=("pygraph_gemm.analyzer", "analyze"),
+            heuristics=("pygraph_gemm.heuristics", "recommend"),
         )
     ]

@@ -59,7 +59,7 @@ def _installed(family: engines.EngineFamily) -> bool:
     return importlib.util.find_spec(family.module.split(".")[0]) is not None
 
 
-def _show_plans(graph: Any) -> None:
+def _show_plans(graph: Any, head: int = 6, tail: int = 3) -> None:
     import pygraph as pg
 
     try:
@@ -67,12 +67,18 @@ def _show_plans(graph: Any) -> None:
     except Exception as exc:  # the demo reports; it never hides what went wrong
         print(f"    planning: {type(exc).__name__}: {exc}")
         return
-    for reason in graph.plan_notes() if hasattr(graph, "plan_notes") else ():
-        print(f"    note: {reason}")
+    backend = graph.backend_decline_reason()
+    print(f"    backend: {'declined: ' + backend if backend else 'offers plans'}")
+    for name, reason in graph.decline_reasons().items():
+        print(f"    declined: {name}: {reason}")
     count = graph.get_execution_plan_count()
-    print(f"    plan list ({count}):")
-    for i in range(count):
-        print(f"      [{i}] {graph.get_plan_name_at_index(i)}")
+    print(f"    plan list ({count} entries):")
+    shown = list(range(count)) if count <= head + tail else [*range(head), None, *range(count - tail, count)]
+    for i in shown:
+        if i is None:
+            print(f"      ... {count - head - tail} more ...")
+        else:
+            print(f"      [{i}] {graph.get_plan_name_at_index(i)}")
 
 
 def run_demo(families: Iterable[str] | None = None) -> int:

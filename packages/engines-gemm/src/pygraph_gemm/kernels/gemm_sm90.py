@@ -24,6 +24,7 @@ import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import Int32, Int64, const_expr
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
+from cutlass.tensor_utils import LayoutEnum
 
 from .config import GemmKnobs, KernelEpilogue, KernelLayout, pick_stages
 from .epilogue import activate, apply_affine
@@ -55,7 +56,7 @@ class Sm90Gemm:
         self.mcast_b = knobs.cga_m
         self.max_active_clusters = sm_count // (knobs.cga_m * knobs.cga_n)
         self.epi_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.n_mma_threads)
-        row, col = utils.LayoutEnum.ROW_MAJOR, utils.LayoutEnum.COL_MAJOR
+        row, col = LayoutEnum.ROW_MAJOR, LayoutEnum.COL_MAJOR
         self.a_layout = row if lay.a_major == "k" else col
         self.b_layout = row if lay.b_major == "k" else col
         self.c_layout = row if lay.c_major == "n" else col

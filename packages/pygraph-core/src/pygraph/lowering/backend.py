@@ -90,6 +90,8 @@ class _Lowerer:
             "compute_data_type": to_backend(m, ctx.compute_data_type),
         }
         for key, value in g._backend_args().items():
+            if key == "handle":
+                value = backend_handle(value)
             if value is not None:
                 kwargs[key] = to_backend(m, value)
         try:
@@ -215,6 +217,16 @@ class _Lowerer:
                     f"uid ownership violated after lowering graph {self.graph.name!r}: tensor {name!r} has "
                     f"IR uid {uid} but backend uid {got}"
                 )
+
+
+def backend_handle(handle: Any) -> int | None:
+    """The raw ``cudnnHandle_t`` the bindings take: a ``cudnn.Handle``'s, an int as is, None for none."""
+    if handle is None or isinstance(handle, int):
+        return handle
+    raw = getattr(handle, "backend_handle", None)
+    if raw is None:
+        raise TypeError(f"handle {handle!r} is neither a cudnn.Handle nor a raw cudnnHandle_t int")
+    return int(raw)
 
 
 def lower(graph: Graph, *, module: Any = None, validate: bool = True) -> LoweredGraph:

@@ -15,6 +15,7 @@ from pygraph.engines.engine_ids import BACKEND_HEURISTIC_ENGINE_ID
 from pygraph.errors import GraphNotSupportedError
 from pygraph.execution.context import ExecutionContext
 from pygraph.ir.dtypes import heur_mode
+from pygraph.lowering.backend import backend_handle
 
 __all__ = ["BackendKind", "BackendPlan", "BackendPlans", "BackendSource", "open_backend"]
 
@@ -142,12 +143,16 @@ class BackendPlan(CompiledPlan):
         return self._workspace
 
     def execute(self, graph: Any, pack: Any, ctx: ExecutionContext) -> None:
-        self._run(pack.address, len(pack.buffers), ctx.workspace, ctx.handle or 0, self.cpp_index)
+        handle = ctx.handle
+        if handle is not None and not isinstance(handle, int):
+            handle = backend_handle(handle)
+        self._run(pack.address, len(pack.buffers), ctx.workspace, handle or 0, self.cpp_index)
 
     def execute_with_overrides(
         self, graph: Any, pack: Any, ctx: ExecutionContext, uids, shapes, strides
     ) -> None:
         ptrs = dict(zip(pack.uids, pack.pointers()))
+        ctx = ctx._replace(handle=backend_handle(ctx.handle))
         if self.cpp_index < 0:
             self._backend._execute(ptrs, ctx.workspace, ctx.handle, uids, shapes, strides)
         else:

@@ -1,0 +1,132 @@
+"""The gemm family on CPU: facts, what the kernels can serve, the ranking hook."""
+
+from __future__ import annotations
+
+import pytest
+
+import pygraph
+from pygraph import data_type as dt
+from pygraph import heur_mode
+from pygraph_gemm.analyzer import analyze
+from pygraph_gemm.heuristics import recommend, shape_bucket, tile_rule
+from pygraph_gemm.support import chain_reason, epilogue_spec_fields
+
+
+def _graph(m=256, n=512, k=128, *, batch=(), dtype=dt.BFLOAT16, b_col_major=False):
+    g = pygraph.Graph(name="mm", io_data_type=dtype, compute_data_type=dt.FLOAT)
+    a = g.tensor(name="A", dim=[*batch, m, k], data_type=dtype)
+    if b_col_major:
+        b = g.tensor(name="B", dim=[*batch, k, n], stride=[*([k * n] if batch else []), 1, k], data_type=dtype)
+    else:
+        b = g.tensor(name="B", dim=[*batch, k, n], data_type=dtype)
+    c = g.matmul(a, b, compute_data_type=dt.FLOAT, name="mm")
+    return g, c
+
+
+def _vec(g, name, dim, dtype=dt.FLOAT):
+    return g.tensor(name=name, dim=dim, data_type=dtype)
+
+
+def test_plain_matmul_facts():
+    g, c = _graph(b_col_major=True)
+    c.set_output(True)
+    facts = analyze(g)
+    assert (facts.m, facts.n, facts.k, facts.batch) == (256, 512, 128, ())
+    assert (facts.a_major, facts.b_major) == ("k", "k")
+    assert facts.steps == () and facts.out is c and facts.aux is None
+    assert chain_reason(facts) is None
+    assert epilogue_spec_fields(facts)["activation"] == "none"
+
+
+def test_bias_gelu_chain_with_aux_output():
+    g, c = _graph(batch=(2,))
+    pre = g.bias(input=c, bias=_vec(g, "bias", [1, 1, 512]), name="add_bias")
+    pre.set_output(True)  # the pre-activation value a backward pass needs
+    y = g.gelu_approx_tanh(input=pre, name="act")
+    y.set_output(True)
+    facts = analyze(g)
+    assert [s.kind for s in facts.steps] == ["bias", "activation"]
+    assert facts.aux is pre and facts.out is y and facts.batch == (2,)
+    assert chain_reason(facts) is None
+    fields = epilogue_spec_fields(facts)
+    assert fields["bias"] and fields["aux_out"] and fields["activation"] == "gelu_approx_tanh"
+    assert "batched" in facts.features and "aux_output" in facts.features
+
+
+def test_scale_bias_residual_relu_in_kernel_order():
+    g, c = _graph()
+    x = g.scale(input=c, scale=_vec(g, "rs", [256, 1]), name="rowscale")
+    x = g.mul(a=x, b=_vec(g, "cs", [1, 512]), name="colscale")
+    x = g.bias(input=x, bias=_vec(g, "bias", [1, 512]), name="bias")
+    x = g.add(a=x, b=g.tensor(name="res", dim=[256, 512], data_type=dt.BFLOAT16), name="residual")
+    y = g.relu(input=x, name="act")
+    y.set_output(True)
+    facts = analyze(g)
+    assert [s.kind for s in facts.steps] == ["row_scale", "col_scale", "bias", "residual", "activation"]
+    assert chain_reason(facts) is None
+
+
+@pytest.mark.parametrize(
+    ("build", "fragment"),
+    [
+        (lambda g, c: g.scale(input=g.bias(input=c, bias=_vec(g, "b", [1, 512])), scale=_vec(g, "s", [256, 1])), "out of the kernel's order"),
+        (lambda g, c: g.exp(input=c), "pointwise exp is not a fused epilogue op"),
+        (lambda g, c: g.relu(input=c, upper_clip=6.0), "relu with {'upper_clip': 6.0}"),
+        (lambda g, c: g.mul(a=c, b=_vec(g, "s", [256, 512])), "is not a per-row or per-column scale"),
+    ],
+)
+def test_chains_the_kernels_cannot_express_are_described_then_declined(build, fragment):
+    g, c = _graph()
+    build(g, c).set_output(True)
+    reason = chain_reason(analyze(g))
+    assert reason is not None and fragment in reason
+
+
+def test_engine_declines_fp32_inputs_with_the_reason():
+    g, c = _graph(dtype=dt.FLOAT)
+    c.set_output(True)
+    # On CPU the backend offers nothing either: the empty list's error names every reason.
+    with pytest.raises(pygraph.GraphNotSupportedError, match="gemm_sm90: inputs must be BFLOAT16 or HALF, A is FLOAT"):
+        g.create_execution_plans([heur_mode.A])
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "bucket", "first"),
+    [
+        (16, 4096, "skinny", {"SWAP_AB": True, "TILE_N": 16}),
+        (256, 512, "small", {"SWAP_AB": False, "TILE_N": 128, "TILE_CGA_M": 1}),
+        (4096, 4096, "large", {"SWAP_AB": False, "TILE_N": 256, "TILE_CGA_M": 2}),
+    ],
+)
+def test_tile_rule_names_one_config_per_bucket(m, n, bucket, first):
+    g, c = _graph(m=m, n=n)
+    c.set_output(True)
+    facts = analyze(g)
+    assert shape_bucket(facts) == bucket
+    rule = tile_rule(facts)
+    assert {k: rule[k] for k in first} == first
+
+
+def test_recommend_orders_modes_and_places_the_backend():
+    g, c = _graph(m=4096, n=4096)
+    c.set_output(True)
+    facts = analyze(g)
+    from pygraph.engines.base import PlanConfig
+
+    backend = [PlanConfig(-1), PlanConfig(7, {}, 0, heur_mode.A), PlanConfig(3, {}, 1, heur_mode.FALLBACK)]
+    plans = recommend([heur_mode.A, heur_mode.FALLBACK], facts, {"gemm_sm90": 20400}, backend)
+    ids = [p.engine_id for p in plans]
+    assert plans[0].engine_id == 20400 and plans[0].knobs["TILE_N"] == 256
+    assert ids[1:3] == [-1, 7]  # the backend's mode-A block right behind our named config
+    assert 3 in ids and ids.index(3) > ids.index(7)
+    # OPENSOURCE: ours only, then the delegating entry.
+    oss = recommend([heur_mode.OPENSOURCE], facts, {"gemm_sm90": 20400}, backend)
+    assert all(p.engine_id in (20400, -1) for p in oss) and oss[0].engine_id == 20400
+
+
+def test_plan_list_of_a_gemm_graph_on_cpu():
+    g, c = _graph(m=4096, n=4096, k=4096)
+    c.set_output(True)
+    g.create_execution_plans()
+    assert g.get_plan_name_at_index(0).startswith("gemm_sm90[RASTER=m,STAGES=0,SWAP_AB=False,TILEK=64,TILE_CGA_M=2")
+    assert g.backend_decline_reason() is not None  # no GPU here: the backend offers nothing, and says why
