@@ -89,7 +89,13 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
     ap.add_argument("--dtypes", default="bf16,fp16")
+    ap.add_argument("--graph", action="store_true",
+                    help="add the cuDNN backend plan and gemm_sm90 through pygraph's graph API as columns")
     args = ap.parse_args(argv)
+    if args.graph:
+        from gemm_graph_columns import register
+
+        register(EXTRA_COLUMNS)
     dts = {"bf16": torch.bfloat16, "fp16": torch.float16}
     rows, log = [], []
     shapes = SHAPES[:2] + SHAPES[5:6] if args.quick else SHAPES
@@ -173,12 +179,15 @@ def main(argv=None) -> int:
 
 def _hdr():
     return (f"{'dt':4} {'shape':17} {'op':9} {'ours':>6} {'cfg':12} {'cuBLAS':>6} {'LtFuse':>6} {'unfus':>6} "
-            f"{'/cuBLAS':>7} {'/bestF':>6} {'/unf':>5}  (TFLOP/s)")
+            f"{'/cuBLAS':>7} {'/bestF':>6} {'/unf':>5}"
+            + "".join(f" {name:>6} {'/' + name:>7}" for name in EXTRA_COLUMNS) + "  (TFLOP/s)")
 
 
 def _fmt(r):
     return (f"{r['dt']:4} {r['shape']:17} {r['op']:9} {r['ours']:6.0f} {r['cfg']:12} {r['cublas']:6.0f} "
-            f"{r['lt']:6.0f} {r['unf']:6.0f} {r['vs_cublas']:7.2f} {r['vs_fused']:6.2f} {r['vs_unf']:5.2f}")
+            f"{r['lt']:6.0f} {r['unf']:6.0f} {r['vs_cublas']:7.2f} {r['vs_fused']:6.2f} {r['vs_unf']:5.2f}"
+            + "".join(f" {r.get(name, float('nan')):6.0f} {r['ours'] / r.get(name, float('nan')):7.2f}"
+                      for name in EXTRA_COLUMNS))
 
 
 if __name__ == "__main__":

@@ -93,8 +93,9 @@ def test_engine_declines_fp32_inputs_with_the_reason():
 @pytest.mark.parametrize(
     ("m", "n", "bucket", "first"),
     [
-        (16, 4096, "skinny", {"SWAP_AB": True, "TILE_N": 16}),
-        (256, 512, "small", {"SWAP_AB": False, "TILE_N": 128, "TILE_CGA_M": 1}),
+        (16, 4096, "skinny", {"SWAP_AB": True, "TILE_M": 64, "TILE_N": 16}),
+        (128, 4096, "narrow", {"SWAP_AB": False, "TILE_M": 64, "TILE_N": 64}),
+        (512, 512, "small", {"SWAP_AB": False, "TILE_N": 128, "TILE_CGA_M": 1}),
         (4096, 4096, "large", {"SWAP_AB": False, "TILE_N": 256, "TILE_CGA_M": 2}),
     ],
 )
@@ -130,3 +131,32 @@ def test_plan_list_of_a_gemm_graph_on_cpu():
     g.create_execution_plans()
     assert g.get_plan_name_at_index(0).startswith("gemm_sm90[RASTER=m,STAGES=0,SWAP_AB=False,TILEK=64,TILE_CGA_M=2")
     assert g.backend_decline_reason() is not None  # no GPU here: the backend offers nothing, and says why
+
+
+def test_a_row_stride_breaking_tma_alignment_is_a_decline_at_check_support():
+    g, c = _graph(m=333, n=517, k=200, dtype=dt.HALF)  # B and C rows of 517 halves: 1034 bytes
+    c.set_output(True)
+    with pytest.raises(pygraph.GraphNotSupportedError, match="gemm_sm90: B leading stride 517 elements = 1034 bytes is not a multiple of 16"):
+        g.create_execution_plans([heur_mode.A])
+
+
+def test_the_backend_leads_the_cells_where_it_was_timed_faster():
+    g, c = _graph(m=128, n=4096, k=4096, b_col_major=True)
+    c.set_output(True)
+    from pygraph.engines.base import PlanConfig
+
+    backend = [PlanConfig(-1), PlanConfig(7, {}, 0, heur_mode.A)]
+    plans = recommend([heur_mode.A], analyze(g), {"gemm_sm90": 20400}, backend)
+    assert [p.engine_id for p in plans[:3]] == [-1, 7, 20400]
+    # Row-major B in the same bucket was never timed: ours keeps the lead.
+    g2, c2 = _graph(m=128, n=4096, k=4096)
+    c2.set_output(True)
+    plans = recommend([heur_mode.A], analyze(g2), {"gemm_sm90": 20400}, backend)
+    assert plans[0].engine_id == 20400
+
+
+def test_tall_large_shapes_cluster_along_n():
+    g, c = _graph(m=16384, n=4096, k=4096)
+    c.set_output(True)
+    rule = tile_rule(analyze(g))
+    assert (rule["TILE_CGA_M"], rule["TILE_CGA_N"], rule["RASTER"]) == (1, 2, "n")

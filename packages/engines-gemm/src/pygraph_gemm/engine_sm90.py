@@ -20,17 +20,17 @@ from pygraph.ir.dtypes import data_type
 from pygraph.planning.planner import planner_of
 
 from pygraph_gemm.analyzer import GemmFacts, analyze
-from pygraph_gemm.support import chain_reason, dtype_short, epilogue_spec_fields
+from pygraph_gemm.support import chain_reason, dtype_short, epilogue_spec_fields, layout_reason
 
 __all__ = ["KNOB_DOMAINS", "GemmSm90Engine", "knobs_from_config"]
 
 # Knob axes and their domains; the first point of each is the engine's default.
 KNOB_DOMAINS: dict[str, tuple[Any, ...]] = {
-    "TILE_M": (128,),
-    "TILE_N": (256, 128, 64, 32, 16),
+    "TILE_M": (128, 64),
+    "TILE_N": (256, 128, 64, 16),
     "TILEK": (64,),
     "TILE_CGA_M": (1, 2),
-    "TILE_CGA_N": (1, 2),
+    "TILE_CGA_N": (1, 2, 4),
     "STAGES": (0,),  # 0: as many stages as shared memory holds
     "SWAP_AB": (False, True),
     "RASTER": ("m", "n"),
@@ -149,6 +149,8 @@ class GemmSm90Engine(BaseEngine):
         reason = chain_reason(facts) or self.capabilities.mismatch(facts)
         if reason is None and dtype_short(facts.a.data_type) not in ("bf16", "fp16"):
             reason = f"inputs must be BFLOAT16 or HALF, A is {facts.a.data_type.name}"
+        if reason is None:
+            reason = layout_reason(facts)
         if reason is not None:
             raise GraphNotSupportedError(f"{self.name}: {reason}")
         if importlib.util.find_spec("cutlass") is None:

@@ -17,41 +17,62 @@ from pygraph.ir.dtypes import heur_mode
 
 from pygraph_gemm.analyzer import GemmFacts
 from pygraph_gemm.engine_sm90 import KNOB_DOMAINS
+from pygraph_gemm.support import dtype_short
 
 __all__ = ["recommend", "shape_bucket", "tile_rule"]
 
-# (dtype, bucket) cells where the backend's plan was timed faster than ours on the H200. Empty until
-# measured: every cell is untimed and keeps our engine first (see benchmarks/RESULTS.md).
-_BACKEND_LEADS: frozenset[tuple[str, str]] = frozenset()
+# (input dtype, A/B majors, bucket) cells where the backend's plan was timed faster than gemm_sm90's
+# on the H200, both through graph.execute() (benchmarks/bench_gemm.py --graph, 2026-11-29,
+# benchmarks/RESULTS.md): M=128 x 4096 x 4096, A row-major, B column-major: cuDNN 217/224 TFLOP/s
+# plain vs ours 190/194 (bf16/fp16), 192/193 vs 190/184 with bias+gelu. Every other measured cell
+# (large, skinny) had ours ahead or within noise; untimed cells (other layouts, "small") keep the
+# default order, ours first.
+_BACKEND_LEADS: frozenset[tuple[str, str, str]] = frozenset({("bf16", "kk", "narrow"), ("fp16", "kk", "narrow")})
 
 
 def shape_bucket(facts: GemmFacts) -> str:
-    """skinny (M <= 64): swap A and B so N fills the tile's M; small: under one wave of 128x256 tiles; large."""
+    """skinny: M <= 32 (swap A and B so N fills the tile's M); narrow: M <= 256; small: under one wave of
+    128x256 tiles; large: the rest."""
     batch = 1
     for d in facts.batch:
         batch *= d
-    if facts.m <= 64 and facts.n >= 256:
+    if facts.m <= 32 and facts.n >= 256:
         return "skinny"
+    if facts.m <= 256:
+        return "narrow"
     if facts.m * facts.n * batch <= 128 * 256 * 132:
         return "small"
     return "large"
 
 
 def tile_rule(facts: GemmFacts) -> dict[str, Any]:
-    """The config named first for the graph's bucket (v1 kernel, measured 2026-11-29 on the H200)."""
+    """The config named first for the graph's bucket.
+
+    From the v1 kernel's sweep on the H200 (2026-11-29, kernels/NOTES.md, bf16 and fp16 alike):
+    large shapes 128x256 with a 2x1 cluster (0.96-1.03x cuBLAS); M=128 64x64 without a cluster; M=16
+    swapped 64x16 (1.04-1.05x cuBLAS).
+    """
     bucket = shape_bucket(facts)
-    base = {"TILE_M": 128, "TILEK": 64, "STAGES": 0, "RASTER": "m", "TILE_CGA_N": 1}
+    base = {"TILEK": 64, "STAGES": 0, "RASTER": "m", "TILE_CGA_N": 1, "SWAP_AB": False, "TILE_CGA_M": 1}
     if bucket == "skinny":
-        tile_n = max(16, min(64, 16 * ((facts.m + 15) // 16)))
-        return {**base, "TILE_N": tile_n, "TILE_CGA_M": 1, "SWAP_AB": True}
+        return {**base, "TILE_M": 64, "TILE_N": 16, "SWAP_AB": True}
+    if bucket == "narrow":
+        return {**base, "TILE_M": 64, "TILE_N": 64}
     if bucket == "small":
-        return {**base, "TILE_N": 128, "TILE_CGA_M": 1, "SWAP_AB": False}
-    return {**base, "TILE_N": 256, "TILE_CGA_M": 2, "SWAP_AB": False}
+        return {**base, "TILE_M": 128, "TILE_N": 128}
+    if facts.m >= 2 * facts.n:  # tall: 16384x4096x4096 ran 1.09-1.12x cuBLAS with a 1x2 cluster, raster along N
+        return {**base, "TILE_M": 128, "TILE_N": 256, "TILE_CGA_N": 2, "RASTER": "n"}
+    return {**base, "TILE_M": 128, "TILE_N": 256, "TILE_CGA_M": 2}
+
+
+def _valid(knobs: dict[str, Any]) -> bool:
+    return knobs["TILE_CGA_M"] * knobs["TILE_CGA_N"] <= 4
 
 
 def _domain() -> list[dict[str, Any]]:
     axes = sorted(KNOB_DOMAINS)
-    return [dict(zip(axes, point, strict=True)) for point in itertools.product(*(KNOB_DOMAINS[a] for a in axes))]
+    points = (dict(zip(axes, point, strict=True)) for point in itertools.product(*(KNOB_DOMAINS[a] for a in axes)))
+    return [k for k in points if _valid(k)]
 
 
 def recommend(
@@ -61,12 +82,12 @@ def recommend(
     if engine_id is None:
         return assemble(modes, lambda kind: [], backend_entries)
     first = tile_rule(facts)
-    cell = ("io", shape_bucket(facts))
+    cell = (dtype_short(facts.a.data_type), f"{facts.a_major}{facts.b_major}", shape_bucket(facts))
     behind = [PlanConfig(engine_id, k) for k in _domain() if k != first]
 
     def propose(kind: Any) -> list[PlanConfig]:
         if kind is heur_mode.FALLBACK:
-            safe = {**first, "TILE_N": 128, "TILE_CGA_M": 1, "TILE_CGA_N": 1}
+            safe = {**first, "TILE_N": min(first["TILE_N"], 128), "TILE_CGA_M": 1, "TILE_CGA_N": 1}
             return [PlanConfig(engine_id, safe), PLACE_BACKEND]
         ours = [PlanConfig(engine_id, first)]
         if cell in _BACKEND_LEADS:

@@ -13,7 +13,7 @@ from pygraph.ir.dtypes import data_type
 
 from pygraph_gemm.analyzer import GemmFacts
 
-__all__ = ["EPILOGUE_ORDER", "chain_reason", "dtype_short", "epilogue_spec_fields"]
+__all__ = ["EPILOGUE_ORDER", "chain_reason", "declared_strides3", "dtype_short", "epilogue_spec_fields", "layout_reason"]
 
 # The kernel's epilogue stages in the order it applies them.
 EPILOGUE_ORDER = ("row_scale", "col_scale", "bias", "residual", "activation")
@@ -71,3 +71,48 @@ def epilogue_spec_fields(facts: GemmFacts) -> dict[str, Any]:
     if facts.aux is not None:
         fields["aux_dtype"] = dtype_short(facts.aux.data_type)
     return fields
+
+
+def declared_strides3(tensor: Any) -> tuple[int, int, int] | None:
+    """(batch, row, col) element strides of a tensor's declared geometry; None if its batch dims don't collapse."""
+    dim, stride = tuple(tensor.dim), tuple(tensor.stride)
+    batch = [(d, s) for d, s in zip(dim[:-2], stride[:-2], strict=True) if d != 1]
+    if not batch or all(s == 0 for _, s in batch):
+        bs = 0
+    else:
+        for (_, s_outer), (d_inner, s_inner) in zip(batch, batch[1:], strict=False):
+            if s_outer != s_inner * d_inner:
+                return None
+        bs = batch[-1][1]
+    return (bs, stride[-2], stride[-1])
+
+
+def layout_reason(facts: GemmFacts) -> str | None:
+    """Why the declared shapes/strides break a kernel rule (TMA's 16-byte alignment, ...), or None.
+
+    Reads the kernel's own `can_implement` (plain Python, no DSL import) on the declared geometry,
+    so a graph the kernels cannot address is declined at check_support rather than at build.
+    """
+    from pygraph_gemm.kernels.config import EpilogueSpec, can_implement
+
+    named = {"A": facts.a, "B": facts.b, "out": facts.out}
+    res = next((s.operand for s in facts.steps if s.kind == "residual"), None)
+    if res is not None:
+        named["residual"] = res
+    if facts.aux is not None:
+        named["aux"] = facts.aux
+    strides = {}
+    for role, tensor in named.items():
+        s3 = declared_strides3(tensor)
+        if s3 is None:
+            return f"{role} {tensor.name!r} dim {list(tensor.dim)} stride {list(tensor.stride)}: batch dims do not collapse"
+        strides[role] = s3
+    batch = 1
+    for d in facts.batch:
+        batch *= d
+    return can_implement(
+        facts.m, facts.n, facts.k, batch,
+        dtype_short(facts.a.data_type), dtype_short(facts.b.data_type), dtype_short(facts.out.data_type),
+        strides["A"], strides["B"], strides["out"], spec=EpilogueSpec(**epilogue_spec_fields(facts)),
+        residual_strides=strides.get("residual"), aux_strides=strides.get("aux"),
+    )  # fmt: skip

@@ -64,9 +64,11 @@ def _compile(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str
     args += [i32] * 4 + [i64] * 11
     args.append(make_fake_stream())
     with warnings.catch_warnings():
-        # the wheel's StaticPersistentTileScheduler is marked deprecated (moving to examples/ in
-        # a future release); it works in 4.8.1. Replace with our own scheduler before upgrading.
-        warnings.simplefilter("ignore", DeprecationWarning)
+        # Trace-time advisories only: the wheel's StaticPersistentTileScheduler is marked deprecated
+        # (moving to examples/ later; works in 4.8.1), and DSLOptimizationWarning flags our fully
+        # unrolled 64/128-element epilogue loops, which are intended. Under warnings-as-errors the
+        # DSL would turn the latter into a misleading ARG_NON_CONSTANT error.
+        warnings.simplefilter("ignore")
         return cute.compile(kern, *args, options=f"--enable-tvm-ffi --gpu-arch {arch}")
 
 
@@ -120,23 +122,96 @@ def _major(strides: tuple, rows: int, cols: int, row_name: str, col_name: str) -
     raise ValueError(f"strides {strides}: neither rows nor columns are contiguous")
 
 
+# User-frame pointer roles, in ``Plan.kernel_args`` order.
+POINTER_ROLES = ("a", "b", "c", "bias", "row_scale", "col_scale", "residual", "aux")
+
+
+def kernel_frame(lay: KernelLayout, swap: bool) -> tuple[tuple[int, ...], Callable[..., tuple]]:
+    """The argument mapping from the user frame to the compiled function's frame; ONE source.
+
+    Returns ``(pointer_order, geometry)``: kernel pointer slot ``j`` takes user pointer
+    ``POINTER_ROLES[pointer_order[j]]``, and ``geometry(m, n, k, l, a_strides, b_strides,
+    c_strides, residual_strides, aux_strides)`` is the 15 sizes/strides that follow the pointers
+    (user-frame (batch, row, col) element strides in; l == 1 zeroes the batch strides, and a zero
+    batch stride becomes the dense one). The compiled function's arguments are the 8 pointers,
+    the geometry, then the stream. Everything ``lay``/``swap`` decide is settled here, once.
+    """
+    c_row = lay.c_major == "n"
+    if not swap:
+        a_row = lay.a_major == "k"  # A (M, K) with K contiguous: leading dim is the row stride
+        b_row = lay.b_major == "n"  # B (K, N) with N contiguous
+        b_k = lay.b_major == "k"
+
+        def geometry(m: int, n: int, k: int, l: int, a_strides: tuple, b_strides: tuple,
+                     c_strides: tuple, residual_strides: tuple, aux_strides: tuple) -> tuple:
+            abs_, ar, ac = a_strides
+            bbs, br, bc = b_strides
+            cbs, cr, cc = c_strides
+            xbs, xr, xc = aux_strides
+            if l == 1:  # batch strides unused; keep them TMA-legal
+                abs_ = bbs = cbs = xbs = 0
+            a_ld = ar if a_row else ac
+            b_ld = br if b_row else bc
+            c_ld = cr if c_row else cc
+            x_ld = xr if c_row else xc
+            cm = m if c_row else n
+            return (m, n, k, l,
+                    a_ld, abs_ or a_ld * (m if a_row else k),
+                    b_ld, bbs or b_ld * (n if b_k else k),
+                    c_ld, cbs or c_ld * cm,
+                    residual_strides[1], residual_strides[2], residual_strides[0],
+                    x_ld, xbs or x_ld * cm)
+
+        return (0, 1, 2, 3, 4, 5, 6, 7), geometry
+
+    # kernel A = B^T: (N, K); kernel B = A: (M, K); kernel C = C^T: (N, M)
+    ka_k = lay.a_major == "k"
+    kb_k = lay.b_major == "k"
+
+    def geometry(m: int, n: int, k: int, l: int, a_strides: tuple, b_strides: tuple,
+                 c_strides: tuple, residual_strides: tuple, aux_strides: tuple) -> tuple:
+        abs_, ar, ac = a_strides
+        bbs, br, bc = b_strides
+        cbs, cr, cc = c_strides
+        xbs, xr, xc = aux_strides
+        if l == 1:
+            abs_ = bbs = cbs = xbs = 0
+        ka_ld = bc if ka_k else br
+        kb_ld = ar if kb_k else ac
+        kc_ld = cc if c_row else cr
+        x_ld = xc if c_row else xr
+        cm = n if c_row else m
+        return (n, m, k, l,
+                ka_ld, bbs or ka_ld * (n if ka_k else k),
+                kb_ld, abs_ or kb_ld * (m if kb_k else k),
+                kc_ld, cbs or kc_ld * cm,
+                residual_strides[2], residual_strides[1], residual_strides[0],
+                x_ld, xbs or x_ld * cm)
+
+    return (1, 0, 2, 3, 5, 4, 6, 7), geometry
+
+
+def user_majors(a_strides: tuple, b_strides: tuple, c_strides: tuple, m: int, n: int, k: int) -> tuple:
+    """(A, B, C) majors in the user frame, as `Plan` reads them; ValueError when neither mode is contiguous."""
+    return (_major(a_strides, m, k, "m", "k")[0], _major(b_strides, k, n, "k", "n")[0],
+            _major(c_strides, m, n, "m", "n")[0])
+
+
 class Plan:
     """A problem's static configuration resolved to a compiled kernel plus the argument mapping.
 
     Built once per (shapes' static facts); ``__call__`` maps user-frame pointers and strides to the
-    kernel frame and launches on the current torch stream.
+    kernel frame (`kernel_frame`) and launches on the given stream.
     """
 
-    __slots__ = ("fn", "swap", "a_bcast", "b_bcast", "knobs", "kepi", "klay")
+    __slots__ = ("fn", "swap", "a_bcast", "b_bcast", "knobs", "kepi", "klay", "pointer_order", "geometry")
 
     def __init__(self, knobs: GemmKnobs, spec: EpilogueSpec, ab_dtype, c_dtype,
                  a_strides: tuple, b_strides: tuple, c_strides: tuple, m: int, n: int, k: int, l: int,
                  arch: str = ARCH):
         ad, cd = dtype_name(ab_dtype), dtype_name(c_dtype)
         # user frame: A (M, K) major 'k' if K contiguous else 'm'; B (K, N): 'n' if N contiguous
-        a_maj, _ = _major(a_strides, m, k, "m", "k")
-        b_maj, _ = _major(b_strides, k, n, "k", "n")
-        c_maj, _ = _major(c_strides, m, n, "m", "n")
+        a_maj, b_maj, c_maj = user_majors(a_strides, b_strides, c_strides, m, n, k)
         a_bc = l > 1 and a_strides[0] == 0
         b_bc = l > 1 and b_strides[0] == 0
         if knobs.swap_ab:  # kernel A = B^T (N x K), kernel B = A (M x K), kernel C = C^T
@@ -147,6 +222,7 @@ class Plan:
         self.kepi = KernelEpilogue.from_spec(spec, knobs.swap_ab)
         self.klay, self.knobs, self.swap = lay, knobs, knobs.swap_ab
         self.a_bcast, self.b_bcast = a_bc, b_bc
+        self.pointer_order, self.geometry = kernel_frame(lay, knobs.swap_ab)
         self.fn = get_compiled(knobs, self.kepi, lay, arch)
 
     def kernel_args(self, a_ptr: int, b_ptr: int, c_ptr: int, m: int, n: int, k: int, l: int,
@@ -160,39 +236,10 @@ class Plan:
         elements for A (M, K), B (K, N), C (M, N), residual and aux (M, N); ``stream`` is a raw
         cudaStream_t (0 = legacy default stream).
         """
-        abs_, ar, ac = a_strides
-        bbs, br, bc = b_strides
-        cbs, cr, cc = c_strides
-        xbs, xr, xc = aux_strides
-        lay = self.klay
-        if l == 1:  # batch strides unused; keep them TMA-legal below
-            abs_ = bbs = cbs = xbs = 0
-        if not self.swap:
-            a_ld = ar if lay.a_major == "k" else ac
-            b_ld = br if lay.b_major == "n" else bc
-            c_ld = cr if lay.c_major == "n" else cc
-            x_ld = xr if lay.c_major == "n" else xc
-            cm = m if lay.c_major == "n" else n
-            return (a_ptr, b_ptr, c_ptr, bias_ptr, row_scale_ptr, col_scale_ptr, residual_ptr, aux_ptr,
-                    m, n, k, l,
-                    a_ld, abs_ or a_ld * (m if lay.a_major == "k" else k),
-                    b_ld, bbs or b_ld * (n if lay.b_major == "k" else k),
-                    c_ld, cbs or c_ld * cm,
-                    residual_strides[1], residual_strides[2], residual_strides[0],
-                    x_ld, xbs or x_ld * cm, stream)
-        # kernel A = B^T: (N, K); kernel B = A: (M, K); kernel C = C^T: (N, M)
-        ka_ld = bc if lay.a_major == "k" else br
-        kb_ld = ar if lay.b_major == "k" else ac
-        kc_ld = cc if lay.c_major == "n" else cr
-        x_ld = xc if lay.c_major == "n" else xr
-        cm = n if lay.c_major == "n" else m
-        return (b_ptr, a_ptr, c_ptr, bias_ptr, col_scale_ptr, row_scale_ptr, residual_ptr, aux_ptr,
-                n, m, k, l,
-                ka_ld, bbs or ka_ld * (n if lay.a_major == "k" else k),
-                kb_ld, abs_ or kb_ld * (m if lay.b_major == "k" else k),
-                kc_ld, cbs or kc_ld * cm,
-                residual_strides[2], residual_strides[1], residual_strides[0],
-                x_ld, xbs or x_ld * cm, stream)
+        ptrs = (a_ptr, b_ptr, c_ptr, bias_ptr, row_scale_ptr, col_scale_ptr, residual_ptr, aux_ptr)
+        return (tuple(ptrs[i] for i in self.pointer_order)
+                + self.geometry(m, n, k, l, a_strides, b_strides, c_strides, residual_strides, aux_strides)
+                + (stream,))
 
     def __call__(self, *args, **kwargs) -> None:
         """Launch; same arguments as ``kernel_args``."""

@@ -22,6 +22,9 @@ class ExecutionContext(NamedTuple):
     workspace: int
 
 
+_backend: Any = None  # the cudnn module, imported on the first handle (never per call)
+
+
 def stream_of(handle: Any) -> Any:
     """The stream a backend handle is bound to; a handle whose stream cannot be read raises.
 
@@ -29,9 +32,13 @@ def stream_of(handle: Any) -> Any:
     """
     if handle is None:
         return None
+    global _backend
     try:
-        import cudnn
+        backend = _backend
+        if backend is None:
+            import cudnn
 
-        return cudnn.get_stream(handle)
+            backend = _backend = cudnn
+        return backend.get_stream(handle)
     except Exception as exc:  # the binding's errors are untyped; the caller needs to know which handle
         raise HandleError(f"cannot read the stream of handle {handle!r}: {exc}") from exc

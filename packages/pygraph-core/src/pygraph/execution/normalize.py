@@ -78,6 +78,10 @@ class _TorchDtypes(dict):
 
 _TORCH_DT = _TorchDtypes()
 
+# torch.Tensor itself once a buffer of that exact type has been seen: `normalize` reads it inline.
+# (Subclasses go through READERS like any other type.)
+_TORCH_TENSOR: type | None = None
+
 
 def _read_torch(t: Any, decl: OperandBuffer) -> OperandBuffer:
     return _new(OperandBuffer, (t.data_ptr(), t.shape, t.stride(), _TORCH_DT[t.dtype], t.get_device()))
@@ -228,6 +232,9 @@ def reader_for(obj: Any) -> Reader:
         return reader
     if _is_torch_tensor_type(kind):
         reader = _read_torch
+        if kind.__module__ == "torch" and kind.__name__ == "Tensor":
+            global _TORCH_TENSOR
+            _TORCH_TENSOR = kind
     elif issubclass(kind, int) and kind is not bool:
         reader = _read_address
     elif hasattr(obj, "__cuda_array_interface__"):
@@ -249,28 +256,55 @@ def reader_for(obj: Any) -> Reader:
 def normalize(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) -> VariantPack:
     """``values`` (keyed by Tensor, name or uid) and ``workspace`` as one `VariantPack`.
 
-    The loop below never raises: anything it does not accept goes to `_checked`, which re-reads
-    the call with every rule and raises a typed error naming the operand (or, for a first-seen
-    buffer type, resolves its reader and returns the pack).
+    One flat loop over the caller's values: positions come from the layout (resolved at build), a
+    torch tensor is read in place (five attribute reads) and checked as it is read, anything else
+    goes through its cached reader and the whole pack is checked after the loop. The loop never
+    raises: anything it does not accept goes to `_checked`, which re-reads the call with every rule
+    and raises a typed error naming the operand (or, for a first-seen buffer type, resolves its
+    reader and returns the pack). Every call builds its own buffer list, so its own pack.
     """
-    buffers = layout.defaults.copy()
     positions = layout.positions
-    declared = layout.declared
+    expected = layout.expected
+    host = layout.host
+    buffers: list[Any] = [None] * layout.size
+    tensor_type = _TORCH_TENSOR
+    torch_dtypes = _TORCH_DT
+    device: Any = None
+    inline = True
     try:
         for key, obj in values.items():
             i = positions[key]
-            buffers[i] = READERS[type(obj)](obj, declared[i])
+            if type(obj) is tensor_type:
+                dtype = torch_dtypes[obj.dtype]
+                dev = obj.get_device()
+                buffers[i] = _new(OperandBuffer, (obj.data_ptr(), obj.shape, obj.stride(), dtype, dev))
+                if dtype is not expected[i] and expected[i] is not None:
+                    return _checked(layout, values, workspace)
+                if dev != device and not host[i]:
+                    if device is not None:
+                        return _checked(layout, values, workspace)
+                    device = dev
+            else:
+                buffers[i] = READERS[type(obj)](obj, layout.declared[i])
+                inline = False
     except (KeyError, TypeError, AttributeError):
         return _checked(layout, values, workspace)
-    device = None
-    for buf, expected, host in zip(buffers, layout.expected, layout.host):
-        if buf is None or (expected is not None and buf[3] is not expected):
-            return _checked(layout, values, workspace)
-        if not host:
-            if device is None:
-                device = buf[4]
-            elif buf[4] != device:
+    if not inline or None in buffers:
+        # a non-torch buffer, or a position the values left to the graph's default bindings
+        defaults = layout.defaults
+        device = None
+        for i, buf in enumerate(buffers):
+            if buf is None:
+                buf = buffers[i] = defaults[i]
+                if buf is None:
+                    return _checked(layout, values, workspace)
+            if expected[i] is not None and buf[3] is not expected[i]:
                 return _checked(layout, values, workspace)
+            if not host[i]:
+                if device is None:
+                    device = buf[4]
+                elif buf[4] != device:
+                    return _checked(layout, values, workspace)
     if device is None:
         device = DEVICE_UNKNOWN
     if workspace is None:

@@ -54,6 +54,7 @@ class OperandLayout:
         "host",
         "names",
         "positions",
+        "size",
         "tensors",
         "uids",
         "unknown",
@@ -68,6 +69,7 @@ class OperandLayout:
         other_keys: Mapping[Any, str] | None = None,
     ) -> None:
         self.tensors = tuple(tensors)
+        self.size = len(self.tensors)
         self.uids = tuple(t.uid for t in self.tensors)
         if list(self.uids) != sorted(self.uids):
             raise ValueError(f"operand uids must ascend, got {self.uids}")

@@ -36,8 +36,13 @@ def _backend_operands(graph: Any, lowered: Any) -> list[Any]:
     return [lowered.uid_to_tensor[uid] for uid in sorted(uids)]
 
 
-def layout_for(graph: Any) -> OperandLayout:
-    lowered = getattr(graph, "lowered", None)
+def layout_for(graph: Any, backend_usable: bool = True) -> OperandLayout:
+    """The operand layout; the backend's template only when the backend accepted the lowered graph.
+
+    A graph the backend refused (at validate or when finalizing its layout) may still hold a
+    lowered object, but its template is not a source of truth then: the IR's ports are.
+    """
+    lowered = getattr(graph, "lowered", None) if backend_usable else None
     tensors = _backend_operands(graph, lowered) if lowered is not None else _ir_operands(graph)
     operand_uids = {t.uid for t in tensors}
     other: dict[Any, str] = {}

@@ -323,7 +323,7 @@ class Planner:
                 if policy is build_plan_policy.HEURISTICS_CHOICE:
                     break
             if chosen is None:
-                listed = "; ".join(f"{k}: {v}" for k, v in failures.items()) or "the plan list is empty"
+                listed = _group_failures(failures) or "the plan list is empty"
                 raise GraphNotSupportedError(f"no plan from index {self.index} builds: {listed}")
             self.index = chosen
             self.run = self._runner(chosen)
@@ -353,7 +353,8 @@ class Planner:
         if self._layout is None:
             with self.lock:
                 if self._layout is None:
-                    self._layout = layout_for(self.graph)
+                    usable = self.backend is not None and self.backend.source is not None
+                    self._layout = layout_for(self.graph, backend_usable=usable)
         return self._layout
 
     def _runner(self, index: int) -> Any:
@@ -399,3 +400,14 @@ class Planner:
         plan.execute_with_overrides(
             self.graph, pack, ExecutionContext(handle, None, pack.workspace), *overrides
         )
+
+
+def _group_failures(failures: Mapping[str, str]) -> str:
+    """One line per distinct reason, naming the first plan that gave it and how many more did."""
+    by_reason: dict[str, list[str]] = {}
+    for plan, reason in failures.items():
+        by_reason.setdefault(reason, []).append(plan)
+    return "; ".join(
+        f"{plans[0]}{f' (and {len(plans) - 1} more)' if len(plans) > 1 else ''}: {reason}"
+        for reason, plans in by_reason.items()
+    )

@@ -39,40 +39,53 @@ def refuse_workspace(plan_name: str, needed: int, pack: VariantPack) -> None:
 def make_runner(
     graph: Any, layout: OperandLayout, plan: CompiledPlan, plan_name: str, default_handle: Any
 ) -> Runner:
+    """The selected plan's per-call path: one closure with the build's answers captured.
+
+    Which closure (does the plan read the stream, does it take the pack) is settled here; a call
+    normalizes, checks the workspace only when the plan needs one, and calls the plan.
+    """
     execute = plan.execute
     needed = plan.get_workspace_size()
     new = tuple.__new__
+    context = ExecutionContext
     reads_stream = getattr(plan, "reads_stream", True)
 
-    if plan.takes_variant_pack:
+    if not plan.takes_variant_pack:
+        by_pack = execute
 
-        def argument(pack: VariantPack) -> Any:
-            return pack
+        def execute(graph: Any, pack: VariantPack, ctx: ExecutionContext) -> None:
+            by_pack(graph, pack.by_uid(), ctx)
+
+    # A call with no handle and no workspace runs with the same (immutable) context every time.
+    if reads_stream:
+        bare = ExecutionContext(None, None, 0) if default_handle is None else None
+
+        def run(values: Any, workspace: Any, handle: Any) -> None:
+            pack = normalize(layout, values, workspace)
+            if needed:
+                refuse_workspace(plan_name, needed, pack)
+            if handle is None:
+                handle = default_handle
+                if handle is None and not pack.workspace:
+                    execute(graph, pack, bare)
+                    return
+            stream = None if handle is None else stream_of(handle)
+            execute(graph, pack, new(context, (handle, stream, pack.workspace)))
 
     else:
+        bare = ExecutionContext(default_handle, None, 0)
 
-        def argument(pack: VariantPack) -> Any:
-            return pack.by_uid()
-
-    def run(values: Any, workspace: Any, handle: Any) -> None:
-        pack = normalize(layout, values, workspace)
-        if needed:
-            refuse_workspace(plan_name, needed, pack)
-        if handle is None:
-            handle = default_handle
-        stream = stream_of(handle) if reads_stream and handle is not None else None
-        execute(graph, argument(pack), new(ExecutionContext, (handle, stream, pack.workspace)))
-
-    if plan.takes_variant_pack and not needed and not reads_stream:
-
-        def run(
-            values: Any, workspace: Any, handle: Any
-        ) -> None:  # the backend's shape: nothing to branch on
+        def run(values: Any, workspace: Any, handle: Any) -> None:
             pack = normalize(layout, values, workspace)
+            if needed:
+                refuse_workspace(plan_name, needed, pack)
+            if handle is None and not pack.workspace:
+                execute(graph, pack, bare)
+                return
             execute(
                 graph,
                 pack,
-                new(ExecutionContext, (default_handle if handle is None else handle, None, pack.workspace)),
+                new(context, (default_handle if handle is None else handle, None, pack.workspace)),
             )
 
     return run

@@ -1,0 +1,132 @@
+"""Host cost of one ``Graph.execute()`` on the CPU: a proxy for the entry + normalization budget.
+
+Same method as bench_host_cost.py (min over 25 reps of a burst of N back-to-back calls, divided
+by N; bursts 1, 8, 64), with torch CPU tensors and a stand-in python plan that reads its three
+operands from the pack and launches nothing. So ``execute()`` minus the plan's own call is what
+the graph API costs per call: entry (Graph.execute -> planner -> runner) plus `normalize`.
+
+No GPU needed (host tensors are one device, so the device rule passes as it would on CUDA):
+    .venv/bin/python benchmarks/host_cost_cpu.py
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, PlanConfig
+
+REPS, BURSTS = 25, (1, 8, 64)
+M, N, K = 256, 256, 128
+
+
+class _Plan(CompiledPlan):
+    """A stand-in plan in the per-call pattern: positions resolved at build, three reads per call."""
+
+    reads_stream = False
+
+    def __init__(self, graph: Any) -> None:
+        node = graph.nodes[0]
+        layout = graph._planner.layout
+        pa, pb, pc = (layout.position(t) for t in (node.inputs["A"], node.inputs["B"], node.outputs["C"]))
+
+        def run(pack: Any) -> None:
+            bufs = pack.buffers
+            bufs[pa], bufs[pb], bufs[pc]
+
+        self._run = run
+
+    def execute(self, graph: Any, pack: Any, ctx: Any) -> None:
+        self._run(pack)
+
+
+class NoopPlanEngine(BaseEngine):
+    name = "noop_plan"
+    capabilities = Capabilities(sm_lo=0, sm_hi=1000)
+
+    def check_support(self, graph: Any) -> None:
+        return None
+
+    def build_plan(self, graph: Any, plan: PlanConfig, ctx: Any) -> CompiledPlan:
+        return _Plan(graph)
+
+
+def make_engines(ids: dict[str, int]) -> list[BaseEngine]:
+    return [NoopPlanEngine(engine_id=ids["noop_plan"])]
+
+
+def burst_cost(call: Any, n: int) -> float:
+    """Min over REPS of (time of n back-to-back calls) / n, in microseconds."""
+    best = float("inf")
+    for _ in range(REPS):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            call()
+        t1 = time.perf_counter_ns()
+        best = min(best, (t1 - t0) / n / 1000)
+    return best
+
+
+def main() -> int:
+    import torch
+
+    from pygraph.engines.manifest import EngineFamily, EngineSlot
+    from pygraph.execution.context import ExecutionContext
+    from pygraph.execution.normalize import normalize
+    from pygraph.graph import Graph
+    from pygraph.ir.dtypes import data_type
+    from pygraph.testing import manifest_override
+
+    sys.modules.setdefault("host_cost_cpu", sys.modules[__name__])
+    A = torch.randn(1, M, K, dtype=torch.bfloat16)
+    B = torch.randn(1, K, N, dtype=torch.bfloat16)
+    C = torch.empty(1, M, N, dtype=torch.bfloat16)
+    family = EngineFamily(
+        name="bench_cpu",
+        engine_id=20900,
+        module="host_cost_cpu",
+        factory="make_engines",
+        slots={"noop_plan": EngineSlot(0)},
+        anchors=("MATMUL",),
+    )
+    rows: list[tuple[str, dict[int, float]]] = []
+    with manifest_override([family]):
+        g = Graph(name="cpu_plan", io_data_type=data_type.BFLOAT16, compute_data_type=data_type.FLOAT)
+        a = g.tensor(name="A", dim=[1, M, K], stride=[M * K, K, 1], data_type=data_type.BFLOAT16)
+        b = g.tensor(name="B", dim=[1, K, N], stride=[K * N, N, 1], data_type=data_type.BFLOAT16)
+        c = g.matmul(a, b, name="mm")
+        c.set_output(True).set_name("C").set_data_type(data_type.BFLOAT16)
+        g.create_execution_plans()
+        g.build_plans()
+        assert g.selected_engine is not None, (g.plans, g.decline_reasons())
+        planner = g._planner
+        plan = planner.compiled[planner.index]
+        layout = planner.layout
+        for label, values in (
+            ("keyed by Tensor", {a: A, b: B, c: C}),
+            ("keyed by name", {"A": A, "B": B, "C": C}),
+        ):
+            g.execute(values)
+            pack = normalize(layout, values, None)
+            ctx = ExecutionContext(None, None, 0)
+            whole = {n: burst_cost(lambda v=values: g.execute(v), n) for n in BURSTS}
+            engine = {n: burst_cost(lambda p=pack, x=ctx: plan.execute(g, p, x), n) for n in BURSTS}
+            norm = {n: burst_cost(lambda v=values: normalize(layout, v, None), n) for n in BURSTS}
+            rows.append((f"execute() [{label}]", whole))
+            rows.append(("  plan call alone", engine))
+            rows.append(("  normalize alone", norm))
+            rows.append(("  entry + normalization", {n: whole[n] - engine[n] for n in BURSTS}))
+
+    print(
+        f"\nhost cost per execute() on the CPU, us (min of {REPS} reps; {M}x{N}x{K} bf16 torch CPU tensors)"
+    )
+    print(f"{'path':36s}" + "".join(f"{'burst ' + str(n):>11s}" for n in BURSTS))
+    for label, cells in rows:
+        print(f"{label:36s}" + "".join(f"{cells[n]:11.2f}" for n in BURSTS))
+    print("goal (on the device): entry + normalization <= 3 us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
