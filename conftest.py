@@ -7,31 +7,25 @@ A test marked ``sm90`` (``sm100``, ``sm120``) runs only where the first visible 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
-import shutil
-import subprocess
+from pathlib import Path
 
 import pytest
 
 _ARCH_MARKERS = ("sm90", "sm100", "sm120")
 
 
-@functools.cache
-def device_arch() -> str | None:
-    """``smXY`` of the first visible GPU, or None."""
-    if shutil.which("nvidia-smi") is None:
-        return None
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout.split()
-    except (subprocess.SubprocessError, OSError):
-        return None
-    return f"sm{out[0].replace('.', '')}" if out else None
+def _load_gpu_arch():
+    spec = importlib.util.spec_from_file_location(
+        "_pygraph_gpu_arch", Path(__file__).parent / "tools" / "gpu_arch.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+device_arch = functools.cache(_load_gpu_arch().device_arch)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

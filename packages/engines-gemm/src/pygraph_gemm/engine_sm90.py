@@ -18,7 +18,6 @@ from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, Executi
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
 from pygraph.planning.planner import planner_of
-
 from pygraph_gemm.analyzer import GemmFacts, analyze
 from pygraph_gemm.support import chain_reason, dtype_short, epilogue_spec_fields, layout_reason
 
@@ -76,59 +75,183 @@ def _strides3(buf: Any) -> tuple[int, int, int] | None:
     return None if bs is None else (bs, buf.stride[-2], buf.stride[-1])
 
 
+# Operand roles: the TMA-addressed tensors (pointer 16-byte aligned, geometry per call) and the
+# epilogue vectors (pointer 4-byte aligned, read as contiguous vectors).
+_TENSOR_ROLES = ("a", "b", "out", "residual", "aux")
+_VECTOR_ROLES = ("bias", "row_scale", "col_scale")
+# `launch.POINTER_ROLES` spells the output "c".
+_POINTER_ROLE = {"a": "a", "b": "b", "out": "c", "bias": "bias", "row_scale": "row_scale",
+                 "col_scale": "col_scale", "residual": "residual", "aux": "aux"}  # fmt: skip
+_VEC_ALIGN = 4
+
+
 class GemmSm90Plan(CompiledPlan):
-    """A compiled gemm_sm90 kernel bound to one graph's operand positions."""
+    """A compiled gemm_sm90 kernel bound to one graph's operand positions.
+
+    Built once: a table of which pack position feeds which kernel pointer slot, the alignment each
+    pointer needs, and the sizes/strides of the graph's declared geometry already mapped into the
+    kernel frame (`launch.kernel_frame`, the same mapping `launch.Plan.kernel_args` uses). The
+    table is lowered into one closure: per call it copies the argument template, drops in the
+    pointers and the stream, and calls the compiled function. A call whose tensors are not in the
+    declared geometry has its geometry mapped for that call; a call that breaks a rule (misaligned
+    pointer, batch dims that do not collapse, a shape or layout the compiled kernel cannot express)
+    goes to `_refuse`, which names the rule and raises; nothing launches.
+    """
 
     reads_stream = True
 
-    def __init__(self, graph: Any, facts: GemmFacts, kernel_plan: Any, positions: dict[str, int]) -> None:
+    def __init__(
+        self,
+        graph: Any,
+        facts: GemmFacts,
+        kernel_plan: Any,
+        positions: dict[str, int],
+        spec: Any,
+        declared: dict[str, Any],
+    ) -> None:
+        from pygraph_gemm.kernels.launch import user_majors
+
         self._kernel = kernel_plan
         self._facts = facts
-        order = ("a", "b", "out", "bias", "row_scale", "col_scale", "residual", "aux")
-        # Launch argument order as data: which pack position feeds each slot (-1: absent).
-        self._slots = tuple(positions.get(name, -1) for name in order)
-        self._present = tuple(p for p in self._slots if p >= 0)
+        self._spec = spec
         self._name = graph.name
+        self._positions = dict(positions)
+        # the user-frame majors the kernel was compiled for (as launch.Plan read them)
+        self._majors = user_majors(
+            _strides3(declared["a"]),
+            _strides3(declared["b"]),
+            _strides3(declared["out"]),
+            facts.m,
+            facts.n,
+            facts.k,
+        )
+        self._launch = self._lower(kernel_plan, self._positions, declared)
 
-    def _refuse(self, bufs: dict[str, Any]) -> None:
-        """Name the rule a call breaks; raises (the call path launches nothing)."""
-        for role, buf in bufs.items():
-            if buf is None:
-                continue
-            if role in ("a", "b", "out", "residual", "aux") and buf.pointer % _TMA_ALIGN:
-                raise ValueError(
-                    f"gemm_sm90 (graph {self._name!r}): operand {role} pointer {buf.pointer:#x} is not "
-                    f"{_TMA_ALIGN}-byte aligned (TMA)"
-                )
-            if role in ("a", "b", "out", "residual", "aux") and _strides3(buf) is None:
-                raise ValueError(
-                    f"gemm_sm90 (graph {self._name!r}): operand {role} shape {list(buf.shape)} stride "
-                    f"{list(buf.stride)}: its batch dims do not collapse into one stride"
-                )
-        raise ValueError(f"gemm_sm90 (graph {self._name!r}): the call cannot be served")
+    # --- build: the table, lowered into one closure -----------------------------------------------
+
+    def _lower(self, kp: Any, positions: dict[str, int], declared: dict[str, Any]) -> Any:
+        from pygraph_gemm.kernels.launch import POINTER_ROLES
+
+        fn = kp.fn
+        order = kp.pointer_order
+        slot_of = {POINTER_ROLES[user]: slot for slot, user in enumerate(order)}
+        stream_slot = len(order) + 15
+        tensor_rows = tuple(
+            (slot_of[_POINTER_ROLE[r]], positions[r], _TMA_ALIGN - 1) for r in _TENSOR_ROLES if r in positions
+        )
+        vector_rows = tuple(
+            (slot_of[_POINTER_ROLE[r]], positions[r], _VEC_ALIGN - 1) for r in _VECTOR_ROLES if r in positions
+        )
+        pointer_rows = tensor_rows + vector_rows
+        tensor_positions = tuple(positions[r] for r in _TENSOR_ROLES if r in positions)
+        # The declared geometry, mapped once: a call in it needs only its pointers and stream.
+        shapes = tuple((declared[r][1], declared[r][2]) for r in _TENSOR_ROLES if r in positions)
+        geometry = self._geometry({r: declared[r] for r in _TENSOR_ROLES if r in positions})
+        if isinstance(geometry, str):  # a graph the closure cannot serve is declined, not run elsewhere
+            raise GraphNotSupportedError(f"gemm_sm90: the declared geometry: {geometry}")
+        template = [0] * len(order) + list(geometry) + [0]
+        per_call = self._per_call
+
+        def launch(pack: Any, stream: Any) -> None:
+            bufs = pack.buffers
+            for pos, (shape, stride) in zip(tensor_positions, shapes):
+                buf = bufs[pos]
+                if buf[1] != shape or buf[2] != stride:
+                    per_call(bufs, stream)
+                    return
+            args = template.copy()
+            for slot, pos, mask in pointer_rows:
+                pointer = bufs[pos][0]
+                if pointer & mask:
+                    per_call(bufs, stream)
+                    return
+                args[slot] = pointer
+            args[stream_slot] = stream or 0
+            fn(*args)
+
+        return launch
 
     def execute(self, graph: Any, pack: Any, ctx: ExecutionContext) -> None:
-        ops = pack.operands(self._present)
-        it = iter(ops)
-        a, b, out, bias, rs, cs, res, aux = (next(it) if p >= 0 else None for p in self._slots)
-        aligned = not ((a.pointer | b.pointer | out.pointer) % _TMA_ALIGN)
-        a3, b3, c3 = _strides3(a), _strides3(b), _strides3(out)
-        r3 = _strides3(res) if res is not None else (0, 0, 0)
-        x3 = _strides3(aux) if aux is not None else (0, 0, 0)
-        if not aligned or a3 is None or b3 is None or c3 is None or r3 is None or x3 is None:
-            self._refuse({"a": a, "b": b, "out": out, "residual": res, "aux": aux})
-        m, k = a.shape[-2], a.shape[-1]
-        n = b.shape[-1]
-        batch = prod(out.shape[:-2]) if len(out.shape) > 2 else 1
-        self._kernel(
-            a.pointer, b.pointer, out.pointer, m, n, k, batch, a3, b3, c3,
-            bias.pointer if bias is not None else 0,
-            rs.pointer if rs is not None else 0,
-            cs.pointer if cs is not None else 0,
-            res.pointer if res is not None else 0, r3,
-            aux.pointer if aux is not None else 0, x3,
-            ctx.stream or 0,
+        self._launch(pack, ctx.stream)
+
+    # --- a call outside the declared geometry, and the checker ------------------------------------
+
+    def _geometry(self, ops: dict[str, Any]) -> tuple | str:
+        """The kernel-frame sizes/strides for these tensors' geometry, or the rule it breaks."""
+        from pygraph_gemm.kernels.config import can_implement
+        from pygraph_gemm.kernels.launch import user_majors
+
+        kp = self._kernel
+        s3 = {}
+        for role, buf in ops.items():
+            if len(buf[1]) < 2 or len(buf[1]) != len(buf[2]):
+                return f"operand {role} shape {list(buf[1])} stride {list(buf[2])} is not a [..., rows, cols] matrix"
+            s3[role] = _strides3(buf)
+            if s3[role] is None:
+                return (
+                    f"operand {role} shape {list(buf[1])} stride {list(buf[2])}: its batch dims do not "
+                    "collapse into one stride"
+                )
+        a, b, out = ops["a"], ops["b"], ops["out"]
+        m, k = a[1][-2], a[1][-1]
+        n = b[1][-1]
+        batch = prod(out[1][:-2]) if len(out[1]) > 2 else 1
+        want = {"a": (m, k), "b": (k, n), "out": (m, n), "residual": (m, n), "aux": (m, n)}
+        for role, buf in ops.items():
+            rows_cols = tuple(buf[1][-2:])
+            if rows_cols != want[role]:
+                return f"operand {role} is {list(rows_cols)} per batch, the GEMM needs {list(want[role])}"
+            count = prod(buf[1][:-2])
+            if count not in (1, batch):
+                return f"operand {role} has {count} batch matrices, the output {batch}"
+        if batch > 1:
+            for role, bcast in (("a", kp.a_bcast), ("b", kp.b_bcast)):
+                if (s3[role][0] == 0) != bcast:
+                    return (
+                        f"operand {role} is {'' if s3[role][0] == 0 else 'not '}broadcast over the batch; the "
+                        f"kernel was compiled for {'a broadcast' if bcast else 'one matrix per batch'}"
+                    )
+        try:
+            majors = user_majors(s3["a"], s3["b"], s3["out"], m, n, k)
+        except ValueError as exc:
+            return str(exc)
+        if majors != self._majors:
+            return (
+                f"operand majors (A, B, C) {majors}: the kernel was compiled for {self._majors}; "
+                "a call must keep the declared layout"
+            )
+        res, aux = s3.get("residual", (0, 0, 0)), s3.get("aux", (0, 0, 0))
+        facts = self._facts
+        why = can_implement(
+            m, n, k, batch, dtype_short(facts.a.data_type), dtype_short(facts.b.data_type),
+            dtype_short(facts.out.data_type), s3["a"], s3["b"], s3["out"],
+            knobs=kp.knobs, spec=self._spec,
+            residual_strides=res if "residual" in ops else None, aux_strides=aux if "aux" in ops else None,
         )  # fmt: skip
+        if why:
+            return why
+        return kp.geometry(m, n, k, batch, s3["a"], s3["b"], s3["out"], res, aux)
+
+    def _per_call(self, bufs: list[Any], stream: Any) -> None:
+        """Launch a call whose geometry is not the declared one (mapped for this call), or refuse it."""
+        ops = {r: bufs[p] for r, p in self._positions.items()}
+        for role, buf in ops.items():
+            align = _TMA_ALIGN if role in _TENSOR_ROLES else _VEC_ALIGN
+            if buf[0] % align:
+                self._refuse(f"operand {role} pointer {buf[0]:#x} is not {align}-byte aligned")
+        geometry = self._geometry({r: ops[r] for r in _TENSOR_ROLES if r in ops})
+        if isinstance(geometry, str):
+            self._refuse(geometry)
+        kp = self._kernel
+        from pygraph_gemm.kernels.launch import POINTER_ROLES
+
+        user = {_POINTER_ROLE[r]: buf[0] for r, buf in ops.items()}
+        pointers = tuple(user.get(POINTER_ROLES[i], 0) for i in kp.pointer_order)
+        kp.fn(*pointers, *geometry, stream or 0)
+
+    def _refuse(self, rule: str) -> None:
+        """Raise naming the rule the call breaks (the call path launches nothing)."""
+        raise ValueError(f"gemm_sm90 (graph {self._name!r}): {rule}")
 
 
 class GemmSm90Engine(BaseEngine):
@@ -196,7 +319,8 @@ class GemmSm90Engine(BaseEngine):
             if step.operand is not None:
                 roles[step.kind] = step.operand
         positions = {role: layout.position(t) for role, t in roles.items() if t is not None}
-        return GemmSm90Plan(graph, facts, kernel_plan, positions)
+        declared = {role: layout.declared[p] for role, p in positions.items()}
+        return GemmSm90Plan(graph, facts, kernel_plan, positions, spec, declared)
 
 
 class _Declared:
