@@ -6,8 +6,13 @@ The python plan is split into entry + normalization vs the engine's own call.
 
 Goals: entry + normalization <= 3 us; whole python-plan execute <= 8 us. Backend reference: 19-20 us.
 
-Run (needs only torch, nvidia-cudnn-frontend and our sources):
-    PYTHONPATH=packages/pygraph-core/src:packages/manifest/src:benchmarks python benchmarks/bench_host_cost.py
+When the gemm_sm90 engine can build here (the CuTe DSL importable, an SM90 device), a real
+gemm_sm90 plan is measured too, selected through the graph API, and printed last: execute(), the
+engine's own call, the compiled function called with prebuilt arguments, and the split.
+
+Run (needs torch, nvidia-cudnn-frontend and our sources; nvidia-cutlass-dsl for the gemm_sm90 rows):
+    PYTHONPATH=packages/pygraph-core/src:packages/manifest/src:packages/engines-gemm/src:benchmarks \
+        python benchmarks/bench_host_cost.py
 """
 
 from __future__ import annotations
@@ -211,6 +216,8 @@ def main() -> int:
             )
         )
 
+    gemm_rows = gemm_sm90_rows(Graph, data_type, handle, stream, sync, A, B, C)
+
     print(
         f"\nhost cost per execute(), us (min of {REPS} reps; {M}x{N}x{K} bf16; {torch.cuda.get_device_name()})"
     )
@@ -218,7 +225,67 @@ def main() -> int:
     for label, cells in rows:
         print(f"{label:32s}" + "".join(f"{cells[n]:11.2f}" for n in BURSTS))
     print("goals: entry + normalization <= 3 us, python execute() <= 8 us; backend reference 19-20 us")
+    if gemm_rows is None:
+        print("\ngemm_sm90: not measured (needs the CuTe DSL, `cutlass` importable, and an SM90 device)")
+    else:
+        print(f"\ngemm_sm90 plan through the graph API, us ({M}x{N}x{K} bf16; {gemm_rows[0]})")
+        print(f"{'path':32s}" + "".join(f"{'burst ' + str(n):>11s}" for n in BURSTS))
+        for label, cells in gemm_rows[1]:
+            print(f"{label:32s}" + "".join(f"{cells[n]:11.2f}" for n in BURSTS))
     return 0
+
+
+def gemm_sm90_rows(Graph: Any, data_type: Any, handle: Any, stream: int, sync: Any, A: Any, B: Any, C: Any):
+    """(plan name, rows) for a real gemm_sm90 plan selected through the graph API; None when it cannot build."""
+    import importlib.util
+
+    import torch
+
+    if importlib.util.find_spec("cutlass") is None or torch.cuda.get_device_capability() != (9, 0):
+        return None
+    from pygraph.execution.context import ExecutionContext
+    from pygraph.execution.normalize import normalize
+
+    g, a, b, c = matmul_graph(Graph, data_type, handle, "gemm_sm90_plan")
+    g.create_execution_plans()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    index = next((i for i, name in enumerate(names) if name.startswith("gemm_sm90")), None)
+    if index is None:
+        print(f"gemm_sm90: no plan offered ({g.decline_reasons().get('gemm_sm90', 'not in the list')})")
+        return None
+    g.select_plan(index)
+    g.build_plans()
+    planner = g._planner
+    plan = planner.compiled[planner.index]
+    assert type(plan).__name__ == "GemmSm90Plan", type(plan)
+    values = {a: A, b: B, c: C}
+    C.fill_(float("nan"))
+    g.execute(values, None, handle)
+    sync()
+    ref = (A.float() @ B.float()).to(torch.bfloat16)
+    torch.testing.assert_close(C, ref, atol=1e-1, rtol=2e-2)
+    pack = normalize(planner.layout, values, None)
+    ctx = ExecutionContext(handle, stream, 0)
+    kp = plan._kernel
+    direct = kp.kernel_args(
+        A.data_ptr(), B.data_ptr(), C.data_ptr(), M, N, K, 1,
+        (0, K, 1), (0, N, 1), (0, N, 1), stream=stream,
+    )  # fmt: skip
+    rows = [
+        (
+            "gemm_sm90: execute()",
+            {n: burst_cost(lambda: g.execute(values, None, handle), n, sync) for n in BURSTS},
+        ),
+        ("  engine call alone", {n: burst_cost(lambda: plan.execute(g, pack, ctx), n, sync) for n in BURSTS}),
+        ("  compiled fn, prebuilt args", {n: burst_cost(lambda: kp.fn(*direct), n, sync) for n in BURSTS}),
+        (
+            "  normalize alone",
+            {n: burst_cost(lambda: normalize(planner.layout, values, None), n, sync) for n in BURSTS},
+        ),
+    ]
+    whole, engine = rows[0][1], rows[1][1]
+    rows.append(("  entry + normalization", {n: whole[n] - engine[n] for n in BURSTS}))
+    return names[index], rows
 
 
 if __name__ == "__main__":
