@@ -160,3 +160,15 @@ def test_tall_large_shapes_cluster_along_n():
     c.set_output(True)
     rule = tile_rule(analyze(g))
     assert (rule["TILE_CGA_M"], rule["TILE_CGA_N"], rule["RASTER"]) == (1, 2, "n")
+
+
+def test_operands_of_a_graph_the_backend_refused_exclude_virtual_intermediates():
+    # No GPU here, so the backend refuses the graph and the layout comes from the IR's ports.
+    from pygraph.planning.planner import planner_of
+
+    g, c = _graph()
+    y = g.relu(input=g.bias(input=c, bias=_vec(g, "bias", [1, 512]), name="add_bias"), name="act")
+    y.set_output(True)
+    g.create_execution_plans()
+    assert g.backend_decline_reason() is not None
+    assert [t.name for t in planner_of(g).layout.tensors] == ["A", "B", "bias", "act::OUT_0"]

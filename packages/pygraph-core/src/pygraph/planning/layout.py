@@ -17,15 +17,16 @@ __all__ = ["layout_for"]
 
 
 def _ir_operands(graph: Any) -> list[Any]:
+    # On a graph with a python-only op, is_virtual speaks of a lowering that never happens: every
+    # wired port is a caller slot. On a lowerable graph (one the backend refused, served by a python
+    # engine) a virtual tensor is an intermediate the plan keeps internal.
+    every_port = graph.is_python_only
     found: dict[int, Any] = {}
     for node in graph.nodes:
-        for ports in (node.inputs, node.outputs):
-            for tensor in ports.values():
-                if tensor is None:
-                    continue
-                for t in (tensor, getattr(tensor, "ragged_offset", None)):
-                    if t is not None and getattr(t, "value", None) is None:
-                        found[t.uid] = t
+        for tensor in (*node.input_tensors(), *node.output_tensors()):
+            for t in (tensor, getattr(tensor, "ragged_offset", None)):
+                if t is not None and getattr(t, "value", None) is None and (every_port or not t.is_virtual):
+                    found[t.uid] = t
     return [found[uid] for uid in sorted(found)]
 
 
