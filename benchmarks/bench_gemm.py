@@ -14,8 +14,8 @@ EXTRA_COLUMNS: name -> fn(a, b, bias, fused) -> callable, for other backends (e.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
-import statistics
 import sys
 import time
 
@@ -28,22 +28,42 @@ from pygraph_gemm.kernels.launch import Plan
 
 EXTRA_COLUMNS: dict = {}  # hook: the engine layer may register e.g. a cuDNN column here
 
-SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (4096, 14336, 4096),
-          (16384, 4096, 4096), (16, 4096, 4096), (128, 4096, 4096)]
+SHAPES = [
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (8192, 8192, 1024),
+    (4096, 14336, 4096),
+    (16384, 4096, 4096),
+    (16, 4096, 4096),
+    (128, 4096, 4096),
+]
 
 
 def candidates(m, n, k):
     if m <= 64:
-        return [GemmKnobs(tile_m=128, tile_n=max(16, 16 * ((m + 15) // 16)), swap_ab=True),
-                GemmKnobs(tile_m=64, tile_n=max(16, 16 * ((m + 15) // 16)), swap_ab=True),
-                GemmKnobs(tile_m=64, tile_n=64), GemmKnobs(tile_m=64, tile_n=64, cga_n=4)]
+        return [
+            GemmKnobs(tile_m=128, tile_n=max(16, 16 * ((m + 15) // 16)), swap_ab=True),
+            GemmKnobs(tile_m=64, tile_n=max(16, 16 * ((m + 15) // 16)), swap_ab=True),
+            GemmKnobs(tile_m=64, tile_n=64),
+            GemmKnobs(tile_m=64, tile_n=64, cga_n=4),
+        ]
     if m <= 256:
-        return [GemmKnobs(tile_m=64, tile_n=64), GemmKnobs(tile_m=64, tile_n=64, cga_m=2, cga_n=2),
-                GemmKnobs(tile_m=128, tile_n=32, cga_n=4), GemmKnobs(tile_m=64, tile_n=64, cga_n=4)]
-    return [GemmKnobs(tile_m=128, tile_n=256, cga_m=2),
-            GemmKnobs(tile_m=128, tile_n=256, cga_n=2, raster="n"),
-            GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=4),
-            GemmKnobs(tile_m=256, tile_n=128, cga_n=2, raster="n")]
+        return [
+            GemmKnobs(tile_m=64, tile_n=64),
+            GemmKnobs(tile_m=64, tile_n=64, cga_m=2, cga_n=2),
+            GemmKnobs(tile_m=128, tile_n=32, cga_n=4),
+            GemmKnobs(tile_m=64, tile_n=64, cga_n=4),
+        ]
+    return [
+        GemmKnobs(tile_m=128, tile_n=256, cga_m=2),
+        GemmKnobs(tile_m=128, tile_n=256, cga_n=2, raster="n"),
+        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=4),
+        GemmKnobs(tile_m=256, tile_n=128, cga_n=2, raster="n"),
+    ]
+
+
+def unfused_bias_gelu(bias, a, b):
+    return F.gelu(torch.addmm(bias, a, b), approximate="tanh")
 
 
 def make_call(knobs, spec, a, b, c, bias):
@@ -51,12 +71,24 @@ def make_call(knobs, spec, a, b, c, bias):
     m, k = a.shape
     n = b.shape[1]
     plan = Plan(knobs, spec, a.dtype, c.dtype, st(a), st(b), st(c), m, n, k, 1)
-    args = (a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, 1, st(a), st(b), st(c),
-            bias.data_ptr() if spec.bias else 0)
+    args = (
+        a.data_ptr(),
+        b.data_ptr(),
+        c.data_ptr(),
+        m,
+        n,
+        k,
+        1,
+        st(a),
+        st(b),
+        st(c),
+        bias.data_ptr() if spec.bias else 0,
+    )
     s = torch.cuda.current_stream().cuda_stream
 
     def call():
         plan(*args, stream=s)
+
     call.raw = (plan.fn, plan.kernel_args(*args, stream=s))
     return call
 
@@ -89,8 +121,11 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
     ap.add_argument("--dtypes", default="bf16,fp16")
-    ap.add_argument("--graph", action="store_true",
-                    help="add the cuDNN backend plan and gemm_sm90 through pygraph's graph API as columns")
+    ap.add_argument(
+        "--graph",
+        action="store_true",
+        help="add the cuDNN backend plan and gemm_sm90 through pygraph's graph API as columns",
+    )
     args = ap.parse_args(argv)
     if args.graph:
         from gemm_graph_columns import register
@@ -102,15 +137,16 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     for dname in args.dtypes.split(","):
         dt = dts[dname]
-        for (m, n, k) in shapes:
+        for m, n, k in shapes:
             a = torch.randn(m, k, device="cuda", dtype=dt)
             w = torch.randn(n, k, device="cuda", dtype=dt)
             b = w.t()
             bias = torch.randn(n, device="cuda", dtype=dt)
             c = torch.empty(m, n, device="cuda", dtype=dt)
             for fused in (False, True):
-                spec = EpilogueSpec(bias=fused, activation="gelu_approx_tanh" if fused else "none",
-                                    vec_dtype=dname)
+                spec = EpilogueSpec(
+                    bias=fused, activation="gelu_approx_tanh" if fused else "none", vec_dtype=dname
+                )
                 ref = (F.gelu(torch.addmm(bias, a, b), approximate="tanh") if fused else a @ b).float()
                 best, best_cfg = float("inf"), "-"
                 for kn in candidates(m, n, k):
@@ -124,20 +160,26 @@ def main(argv=None) -> int:
                             log.append(f"BAD {dname} {m}x{n}x{k} fused={fused} {kn}: err={err}")
                             continue
                         t = bench(call)
-                        log.append(f"{dname} {m}x{n}x{k} fused={fused} {kn}: {t * 1e3:.1f} us "
-                                   f"{tflops(m, n, k, t):.0f} TF err={err:.1e}")
+                        log.append(
+                            f"{dname} {m}x{n}x{k} fused={fused} {kn}: {t * 1e3:.1f} us "
+                            f"{tflops(m, n, k, t):.0f} TF err={err:.1e}"
+                        )
                         if t < best:
-                            best, best_cfg = t, f"{kn.tile_m}x{kn.tile_n}c{kn.cga_m}{kn.cga_n}" + \
-                                ("s" if kn.swap_ab else "") + ("n" if kn.raster == "n" else "") + \
-                                (f"z{kn.swizzle}" if kn.swizzle > 1 else "")
+                            best, best_cfg = (
+                                t,
+                                f"{kn.tile_m}x{kn.tile_n}c{kn.cga_m}{kn.cga_n}"
+                                + ("s" if kn.swap_ab else "")
+                                + ("n" if kn.raster == "n" else "")
+                                + (f"z{kn.swizzle}" if kn.swizzle > 1 else ""),
+                            )
                     except Exception as e:
                         log.append(f"ERR {dname} {m}x{n}x{k} fused={fused} {kn}: {type(e).__name__}: {e}")
                 if fused:
-                    t_lt = bench(lambda: torch._addmm_activation(bias, a, b, use_gelu=True))
-                    t_unf = bench(lambda: F.gelu(torch.addmm(bias, a, b), approximate="tanh"))
-                    t_cub = bench(lambda: torch.addmm(bias, a, b))
+                    t_lt = bench(functools.partial(torch._addmm_activation, bias, a, b, use_gelu=True))
+                    t_unf = bench(functools.partial(unfused_bias_gelu, bias, a, b))
+                    t_cub = bench(functools.partial(torch.addmm, bias, a, b))
                 else:
-                    t_cub = bench(lambda: torch.matmul(a, b, out=c))
+                    t_cub = bench(functools.partial(torch.matmul, a, b, out=c))
                     t_lt = t_unf = float("nan")
                 extra = {}
                 for name, mk in EXTRA_COLUMNS.items():
@@ -145,15 +187,23 @@ def main(argv=None) -> int:
                         extra[name] = tflops(m, n, k, bench(mk(a, b, bias, fused)))
                     except Exception as e:
                         log.append(f"ERR extra {name}: {e}")
-                row = dict(dt=dname, shape=f"{m}x{n}x{k}", op="bias+gelu" if fused else "plain",
-                           ours=tflops(m, n, k, best), cfg=best_cfg, cublas=tflops(m, n, k, t_cub),
-                           lt=tflops(m, n, k, t_lt), unf=tflops(m, n, k, t_unf), us=best * 1e3, **extra)
+                row = dict(
+                    dt=dname,
+                    shape=f"{m}x{n}x{k}",
+                    op="bias+gelu" if fused else "plain",
+                    ours=tflops(m, n, k, best),
+                    cfg=best_cfg,
+                    cublas=tflops(m, n, k, t_cub),
+                    lt=tflops(m, n, k, t_lt),
+                    unf=tflops(m, n, k, t_unf),
+                    us=best * 1e3,
+                    **extra,
+                )
                 row["vs_cublas"] = row["ours"] / row["cublas"]
                 row["vs_fused"] = row["ours"] / max(row["lt"], row["unf"]) if fused else float("nan")
                 row["vs_unf"] = row["ours"] / row["unf"] if fused else float("nan")
                 rows.append(row)
                 print(_fmt(row), flush=True)
-            del a, w, b, c
     # host cost of one launch, small problem
     a = torch.randn(256, 128, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(256, 128, device="cuda", dtype=torch.bfloat16)
@@ -165,29 +215,38 @@ def main(argv=None) -> int:
     hc_raw = host_cost(lambda: fn(*kargs))
     hc_torch = host_cost(lambda: torch.matmul(a, w.t(), out=c))
     text = [_hdr()] + [_fmt(r) for r in rows]
-    text.append(f"host cost per launch (256x256x128 bf16, min of 25 x 64-call bursts): ours {hc:.2f} us "
-                f"(compiled fn alone, args prebuilt: {hc_raw:.2f} us), torch.matmul {hc_torch:.2f} us")
+    text.append(
+        f"host cost per launch (256x256x128 bf16, min of 25 x 64-call bursts): ours {hc:.2f} us "
+        f"(compiled fn alone, args prebuilt: {hc_raw:.2f} us), torch.matmul {hc_torch:.2f} us"
+    )
     text.append(f"device: {torch.cuda.get_device_name()}  date: {time.strftime('%Y-%m-%d %H:%M')}")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "bench_gemm_log.txt"), "w") as f:
-            f.write("\n".join(log + [""] + text) + "\n")
+            f.write("\n".join([*log, "", *text]) + "\n")
     print("\n".join(log[-200:]))
     print("\n".join(text))
     return 0
 
 
 def _hdr():
-    return (f"{'dt':4} {'shape':17} {'op':9} {'ours':>6} {'cfg':12} {'cuBLAS':>6} {'LtFuse':>6} {'unfus':>6} "
-            f"{'/cuBLAS':>7} {'/bestF':>6} {'/unf':>5}"
-            + "".join(f" {name:>6} {'/' + name:>7}" for name in EXTRA_COLUMNS) + "  (TFLOP/s)")
+    return (
+        f"{'dt':4} {'shape':17} {'op':9} {'ours':>6} {'cfg':12} {'cuBLAS':>6} {'LtFuse':>6} {'unfus':>6} "
+        f"{'/cuBLAS':>7} {'/bestF':>6} {'/unf':>5}"
+        + "".join(f" {name:>6} {'/' + name:>7}" for name in EXTRA_COLUMNS)
+        + "  (TFLOP/s)"
+    )
 
 
 def _fmt(r):
-    return (f"{r['dt']:4} {r['shape']:17} {r['op']:9} {r['ours']:6.0f} {r['cfg']:12} {r['cublas']:6.0f} "
-            f"{r['lt']:6.0f} {r['unf']:6.0f} {r['vs_cublas']:7.2f} {r['vs_fused']:6.2f} {r['vs_unf']:5.2f}"
-            + "".join(f" {r.get(name, float('nan')):6.0f} {r['ours'] / r.get(name, float('nan')):7.2f}"
-                      for name in EXTRA_COLUMNS))
+    return (
+        f"{r['dt']:4} {r['shape']:17} {r['op']:9} {r['ours']:6.0f} {r['cfg']:12} {r['cublas']:6.0f} "
+        f"{r['lt']:6.0f} {r['unf']:6.0f} {r['vs_cublas']:7.2f} {r['vs_fused']:6.2f} {r['vs_unf']:5.2f}"
+        + "".join(
+            f" {r.get(name, float('nan')):6.0f} {r['ours'] / r.get(name, float('nan')):7.2f}"
+            for name in EXTRA_COLUMNS
+        )
+    )
 
 
 if __name__ == "__main__":

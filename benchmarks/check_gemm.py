@@ -52,9 +52,27 @@ def _mat(l, r, c, dt, col_major, bcast, dev):
     return t.expand(l, r, c) if bcast else t
 
 
-def run_case(m, n, k, l=1, dt="bf16", out="bf16", a_col=False, b_col=False, a_bc=False, b_bc=False,
-             bias=False, row_scale=False, col_scale=False, residual=False, act="none", aux=False,
-             knobs=None, batched_api=None, dev="cuda"):
+def run_case(
+    m,
+    n,
+    k,
+    l=1,
+    dt="bf16",
+    out="bf16",
+    a_col=False,
+    b_col=False,
+    a_bc=False,
+    b_bc=False,
+    bias=False,
+    row_scale=False,
+    col_scale=False,
+    residual=False,
+    act="none",
+    aux=False,
+    knobs=None,
+    batched_api=None,
+    dev="cuda",
+):
     """Returns (rel_err, tol, aux_err_or_None). Raises on failure to run."""
     idt, odt = DT[dt], DT[out]
     a = _mat(l, m, k, idt, a_col, a_bc, dev)
@@ -126,10 +144,30 @@ def cases(quick: bool = False):
         dict(m=1000, n=1048, k=520, col_scale=True, knobs=K_128),
         dict(m=1000, n=1048, k=520, residual=True, knobs=K_BIG),
         dict(m=1000, n=1048, k=520, bias=True, act="gelu_approx_tanh", aux=True, knobs=K_BIG),
-        dict(m=1000, n=1048, k=520, bias=True, row_scale=True, col_scale=True, residual=True, act="silu",
-             aux=True, knobs=K_BIG),
-        dict(m=1000, n=1048, k=520, bias=True, row_scale=True, col_scale=True, residual=True, act="gelu",
-             aux=True, knobs=K_SWAP),
+        dict(
+            m=1000,
+            n=1048,
+            k=520,
+            bias=True,
+            row_scale=True,
+            col_scale=True,
+            residual=True,
+            act="silu",
+            aux=True,
+            knobs=K_BIG,
+        ),
+        dict(
+            m=1000,
+            n=1048,
+            k=520,
+            bias=True,
+            row_scale=True,
+            col_scale=True,
+            residual=True,
+            act="gelu",
+            aux=True,
+            knobs=K_SWAP,
+        ),
     ]
     # tiny M, swap_ab and not
     for m in (1, 16):
@@ -170,13 +208,18 @@ def main(argv=None) -> int:
             continue
         desc = " ".join(f"{k}={v}" for k, v in c.items() if k != "knobs")
         kn = c.get("knobs")
-        kd = f"{kn.tile_m}x{kn.tile_n} cga{kn.cga_m}x{kn.cga_n}{' swap' if kn.swap_ab else ''}" if kn else "default"
+        kd = (
+            f"{kn.tile_m}x{kn.tile_n} cga{kn.cga_m}x{kn.cga_n}{' swap' if kn.swap_ab else ''}"
+            if kn
+            else "default"
+        )
         try:
             err, tol, xerr = run_case(**c)
             ok = err == err and err < tol and (xerr is None or (xerr == xerr and xerr < tol))
             worst = max(worst, err / tol if err == err else float("inf"))
             line = f"{'PASS' if ok else 'FAIL'} [{kd}] {desc}: err={err:.2e} tol={tol:.0e}" + (
-                f" aux_err={xerr:.2e}" if xerr is not None else "")
+                f" aux_err={xerr:.2e}" if xerr is not None else ""
+            )
         except Exception as e:  # report and go on
             ok = False
             line = f"ERROR [{kd}] {desc}: {type(e).__name__}: {str(e)[:300]}"
@@ -188,8 +231,10 @@ def main(argv=None) -> int:
         if log:
             log.write(line + "\n")
             log.flush()
-    summary = (f"SUMMARY check_gemm: {n_ok} passed, {n_fail} failed, worst err/tol={worst:.2f}, "
-               f"{time.time() - t0:.0f}s, {torch.cuda.get_device_name()}")
+    summary = (
+        f"SUMMARY check_gemm: {n_ok} passed, {n_fail} failed, worst err/tol={worst:.2f}, "
+        f"{time.time() - t0:.0f}s, {torch.cuda.get_device_name()}"
+    )
     print(summary)
     if log:
         log.write(summary + "\n")

@@ -48,7 +48,7 @@ def _graph(a: Any, b: Any, bias: Any, fused: bool, *, backend: bool):
     ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
     g.execute(bindings, ws)
     torch.cuda.synchronize()
-    ref = (F.gelu(torch.addmm(bias, a, b).float(), approximate="tanh") if fused else (a @ b).float())
+    ref = F.gelu(torch.addmm(bias, a, b).float(), approximate="tanh") if fused else (a @ b).float()
     err = ((out[0].float() - ref).norm() / ref.norm()).item()
     if not err < 2e-2:
         raise RuntimeError(f"{want} plan output is wrong: relative error {err:.2e}")

@@ -93,14 +93,28 @@ CASES = [
     (333, 520, 200, (), dt.HALF, dt.HALF, False, True, ("bias",), "relu", True),
     (1, 4096, 4096, (), dt.BFLOAT16, dt.BFLOAT16, False, False, (), "none", False),
     (16, 4096, 4096, (), dt.BFLOAT16, dt.BFLOAT16, False, False, ("bias",), "gelu", False),
-    (256, 384, 512, (3,), dt.BFLOAT16, dt.FLOAT, True, False, ("row_scale", "bias", "residual"), "swish", False),
+    (
+        256,
+        384,
+        512,
+        (3,),
+        dt.BFLOAT16,
+        dt.FLOAT,
+        True,
+        False,
+        ("row_scale", "bias", "residual"),
+        "swish",
+        False,
+    ),
     (136, 248, 136, (2,), dt.HALF, dt.HALF, True, True, ("residual",), "sigmoid", True),
     (512, 512, 512, (), dt.BFLOAT16, dt.BFLOAT16, False, False, ("bias",), "tanh", False),
 ]
 
 
 @pytest.mark.parametrize(
-    "case", CASES, ids=[f"M{c[0]}-N{c[1]}-K{c[2]}-L{c[3]}-{c[4].name}-{'+'.join(c[8]) or 'plain'}-{c[9]}" for c in CASES]
+    "case",
+    CASES,
+    ids=[f"M{c[0]}-N{c[1]}-K{c[2]}-L{c[3]}-{c[4].name}-{'+'.join(c[8]) or 'plain'}-{c[9]}" for c in CASES],
 )
 def test_gemm_sm90_matches_float64_and_the_backend(case):
     m, n, k, batch, dtype, out_dtype, a_col, b_col, epilogue, act, aux = case
@@ -170,7 +184,16 @@ def test_replay_by_engine_id_and_knobs_runs_another_config():
     a = _operand((512, 256), dt.BFLOAT16)
     b = _operand((256, 768), dt.BFLOAT16)
     g, bindings, _pre, out = _build(dt.BFLOAT16, dt.BFLOAT16, a, b, {}, "none", False)
-    knobs = {"TILE_M": 128, "TILE_N": 64, "TILEK": 64, "TILE_CGA_M": 1, "TILE_CGA_N": 2, "STAGES": 0, "SWAP_AB": True, "RASTER": "n"}
+    knobs = {
+        "TILE_M": 128,
+        "TILE_N": 64,
+        "TILEK": 64,
+        "TILE_CGA_M": 1,
+        "TILE_CGA_N": 2,
+        "STAGES": 0,
+        "SWAP_AB": True,
+        "RASTER": "n",
+    }
     g.create_execution_plan(20400, knobs)
     g.build_plans()
     y = torch.full((512, 768), float("nan"), device="cuda", dtype=torch.bfloat16)

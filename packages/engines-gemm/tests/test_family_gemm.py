@@ -16,7 +16,9 @@ def _graph(m=256, n=512, k=128, *, batch=(), dtype=dt.BFLOAT16, b_col_major=Fals
     g = pygraph.Graph(name="mm", io_data_type=dtype, compute_data_type=dt.FLOAT)
     a = g.tensor(name="A", dim=[*batch, m, k], data_type=dtype)
     if b_col_major:
-        b = g.tensor(name="B", dim=[*batch, k, n], stride=[*([k * n] if batch else []), 1, k], data_type=dtype)
+        b = g.tensor(
+            name="B", dim=[*batch, k, n], stride=[*([k * n] if batch else []), 1, k], data_type=dtype
+        )
     else:
         b = g.tensor(name="B", dim=[*batch, k, n], data_type=dtype)
     c = g.matmul(a, b, compute_data_type=dt.FLOAT, name="mm")
@@ -69,7 +71,12 @@ def test_scale_bias_residual_relu_in_kernel_order():
 @pytest.mark.parametrize(
     ("build", "fragment"),
     [
-        (lambda g, c: g.scale(input=g.bias(input=c, bias=_vec(g, "b", [1, 512])), scale=_vec(g, "s", [256, 1])), "out of the kernel's order"),
+        (
+            lambda g, c: g.scale(
+                input=g.bias(input=c, bias=_vec(g, "b", [1, 512])), scale=_vec(g, "s", [256, 1])
+            ),
+            "out of the kernel's order",
+        ),
         (lambda g, c: g.exp(input=c), "pointwise exp is not a fused epilogue op"),
         (lambda g, c: g.relu(input=c, upper_clip=6.0), "relu with {'upper_clip': 6.0}"),
         (lambda g, c: g.mul(a=c, b=_vec(g, "s", [256, 512])), "is not a per-row or per-column scale"),
@@ -86,7 +93,9 @@ def test_engine_declines_fp32_inputs_with_the_reason():
     g, c = _graph(dtype=dt.FLOAT)
     c.set_output(True)
     # On CPU the backend offers nothing either: the empty list's error names every reason.
-    with pytest.raises(pygraph.GraphNotSupportedError, match="gemm_sm90: inputs must be BFLOAT16 or HALF, A is FLOAT"):
+    with pytest.raises(
+        pygraph.GraphNotSupportedError, match="gemm_sm90: inputs must be BFLOAT16 or HALF, A is FLOAT"
+    ):
         g.create_execution_plans([heur_mode.A])
 
 
@@ -129,14 +138,19 @@ def test_plan_list_of_a_gemm_graph_on_cpu():
     g, c = _graph(m=4096, n=4096, k=4096)
     c.set_output(True)
     g.create_execution_plans()
-    assert g.get_plan_name_at_index(0).startswith("gemm_sm90[RASTER=m,STAGES=0,SWAP_AB=False,TILEK=64,TILE_CGA_M=2")
+    assert g.get_plan_name_at_index(0).startswith(
+        "gemm_sm90[RASTER=m,STAGES=0,SWAP_AB=False,TILEK=64,TILE_CGA_M=2"
+    )
     assert g.backend_decline_reason() is not None  # no GPU here: the backend offers nothing, and says why
 
 
 def test_a_row_stride_breaking_tma_alignment_is_a_decline_at_check_support():
     g, c = _graph(m=333, n=517, k=200, dtype=dt.HALF)  # B and C rows of 517 halves: 1034 bytes
     c.set_output(True)
-    with pytest.raises(pygraph.GraphNotSupportedError, match="gemm_sm90: B leading stride 517 elements = 1034 bytes is not a multiple of 16"):
+    with pytest.raises(
+        pygraph.GraphNotSupportedError,
+        match="gemm_sm90: B leading stride 517 elements = 1034 bytes is not a multiple of 16",
+    ):
         g.create_execution_plans([heur_mode.A])
 
 

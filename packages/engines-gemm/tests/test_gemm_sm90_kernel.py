@@ -24,7 +24,7 @@ def _has_sm90() -> str | None:
     if torch.cuda.get_device_capability() != (9, 0):
         return f"GPU is sm_{''.join(map(str, torch.cuda.get_device_capability()))}, not sm_90"
     try:
-        import cutlass  # noqa: F401
+        import cutlass
         import cutlass.cute  # noqa: F401
     except Exception:
         return "nvidia-cutlass-dsl is not installed"
@@ -66,10 +66,22 @@ def test_can_implement_declines_with_reasons():
     assert "dtype" in can_implement(8, 8, 8, 1, "fp8", "fp8", "bf16", (0, 8, 1), (0, 8, 1), (0, 8, 1))
     assert "differ" in can_implement(8, 8, 8, 1, "bf16", "fp16", "bf16", (0, 8, 1), (0, 8, 1), (0, 8, 1))
     assert can_implement(0, 8, 8, 1, "bf16", "bf16", "bf16", (0, 8, 1), (0, 8, 1), (0, 8, 1))
-    assert can_implement(8, 8, 8, 1, "bf16", "bf16", "bf16", (0, 8, 1), (0, 8, 1), (0, 8, 1),
-                         knobs=GemmKnobs(tile_m=96))
-    assert can_implement(8, 8, 8, 1, "bf16", "bf16", "bf16", (0, 8, 1), (0, 8, 1), (0, 8, 1),
-                         spec=EpilogueSpec(activation="mish"))
+    assert can_implement(
+        8, 8, 8, 1, "bf16", "bf16", "bf16", (0, 8, 1), (0, 8, 1), (0, 8, 1), knobs=GemmKnobs(tile_m=96)
+    )
+    assert can_implement(
+        8,
+        8,
+        8,
+        1,
+        "bf16",
+        "bf16",
+        "bf16",
+        (0, 8, 1),
+        (0, 8, 1),
+        (0, 8, 1),
+        spec=EpilogueSpec(activation="mish"),
+    )
     assert can_implement(8, 8, 8, 1, "bf16", "bf16", "bf16", (0, 8, 1), (0, 8, 1), (0, 8, 1), a_ptr=3)
     assert can_implement(8, 8, 8, 2, "bf16", "bf16", "bf16", (64, 8, 1), (64, 8, 1), (0, 8, 1))  # bcast C
     assert "cannot analyse" in can_implement(8, 8, 8, 1, "bf16", "bf16", "bf16", None, (0, 8, 1), (0, 8, 1))

@@ -85,14 +85,20 @@ def _classify_side(op: str, side: Any, rows: int, cols: int, batch: tuple[int, .
     dim = tuple(side.dim)
     lead, tail = dim[:-2], dim[-2:] if len(dim) >= 2 else (1, *dim)
     if any(d != 1 for d in lead) and tuple(lead) != tuple(batch[-len(lead) :] if lead else ()):
-        return "unsupported", f"operand {side.name!r} dim {list(dim)} does not broadcast as a vector or like C"
+        return (
+            "unsupported",
+            f"operand {side.name!r} dim {list(dim)} does not broadcast as a vector or like C",
+        )
     per_batch = any(d != 1 for d in lead)
     if op in _ADD_OPS:
         if tail == (rows, cols):
             return "residual", ""
         if tail == (1, cols) and not per_batch:
             return "bias", ""
-        return "unsupported", f"{op} operand {side.name!r} dim {list(dim)} is neither a bias along N nor shaped like C"
+        return (
+            "unsupported",
+            f"{op} operand {side.name!r} dim {list(dim)} is neither a bias along N nor shaped like C",
+        )
     if tail == (rows, 1) and not per_batch:
         return "row_scale", ""
     if tail == (1, cols) and not per_batch:

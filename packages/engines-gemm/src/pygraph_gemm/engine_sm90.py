@@ -19,7 +19,14 @@ from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
 from pygraph.planning.planner import planner_of
 from pygraph_gemm.analyzer import GemmFacts, analyze
-from pygraph_gemm.support import chain_reason, dtype_short, epilogue_spec_fields, layout_reason
+from pygraph_gemm.support import (
+    chain_reason,
+    declared_geometry,
+    dtype_short,
+    epilogue_spec_fields,
+    layout_reason,
+    strides3,
+)
 
 __all__ = ["KNOB_DOMAINS", "GemmSm90Engine", "knobs_from_config"]
 
@@ -56,23 +63,8 @@ def knobs_from_config(knobs: Any) -> Any:
     )
 
 
-def _batch_stride(shape: tuple[int, ...], stride: tuple[int, ...]) -> int | None:
-    """One stride that walks every batch matrix (0: a single matrix), or None if the batch dims don't collapse."""
-    batch, bstride = shape[:-2], stride[:-2]
-    if prod(batch) <= 1:
-        return 0
-    dims = [(d, s) for d, s in zip(batch, bstride, strict=True) if d != 1]
-    if all(s == 0 for _, s in dims):
-        return 0
-    for (_d_outer, s_outer), (d_inner, s_inner) in zip(dims, dims[1:], strict=False):
-        if s_outer != s_inner * d_inner:
-            return None
-    return dims[-1][1]
-
-
 def _strides3(buf: Any) -> tuple[int, int, int] | None:
-    bs = _batch_stride(buf.shape, buf.stride)
-    return None if bs is None else (bs, buf.stride[-2], buf.stride[-1])
+    return strides3(tuple(buf.shape), tuple(buf.stride))
 
 
 # Operand roles: the TMA-addressed tensors (pointer 16-byte aligned, geometry per call) and the
@@ -282,33 +274,19 @@ class GemmSm90Engine(BaseEngine):
     def build_plan(self, graph: Any, plan: PlanConfig, ctx: ExecutionContext | None) -> CompiledPlan:
         self.check_support(graph)
         facts = self._facts(graph)
-        from pygraph_gemm.kernels.config import EpilogueSpec, can_implement
+        from pygraph_gemm.kernels.config import EpilogueSpec
         from pygraph_gemm.kernels.launch import Plan
 
         arch_reason = _device_arch_reason()
         if arch_reason:
             raise GraphNotSupportedError(f"{self.name}: {arch_reason}")
         knobs = knobs_from_config(plan.knobs)
-        spec = EpilogueSpec(**epilogue_spec_fields(facts))
-        strides = {}
-        for role, t in (("A", facts.a), ("B", facts.b), ("out", facts.out)):
-            s3 = _strides3(_Declared(t))
-            if s3 is None:
-                raise GraphNotSupportedError(
-                    f"{self.name}: {role} {t.name!r} dim {list(t.dim)} stride {list(t.stride)}: batch dims do not collapse"
-                )
-            strides[role] = s3
-        batch = prod(facts.batch) if facts.batch else 1
-        res = next((s.operand for s in facts.steps if s.kind == "residual"), None)
-        why = can_implement(
-            facts.m, facts.n, facts.k, batch,
-            dtype_short(facts.a.data_type), dtype_short(facts.b.data_type), dtype_short(facts.out.data_type),
-            strides["A"], strides["B"], strides["out"], knobs=knobs, spec=spec,
-            residual_strides=_strides3(_Declared(res)) if res is not None else None,
-            aux_strides=_strides3(_Declared(facts.aux)) if facts.aux is not None else None,
-        )  # fmt: skip
+        why = layout_reason(facts, knobs)
         if why:
             raise GraphNotSupportedError(f"{self.name}: {why}")
+        spec = EpilogueSpec(**epilogue_spec_fields(facts))
+        strides = declared_geometry(facts)
+        batch = prod(facts.batch) if facts.batch else 1
         kernel_plan = Plan(
             knobs, spec, dtype_short(facts.a.data_type), dtype_short(facts.out.data_type),
             strides["A"], strides["B"], strides["out"], facts.m, facts.n, facts.k, batch,
@@ -321,13 +299,6 @@ class GemmSm90Engine(BaseEngine):
         positions = {role: layout.position(t) for role, t in roles.items() if t is not None}
         declared = {role: layout.declared[p] for role, p in positions.items()}
         return GemmSm90Plan(graph, facts, kernel_plan, positions, spec, declared)
-
-
-class _Declared:
-    """A tensor's declared geometry, read like an OperandBuffer."""
-
-    def __init__(self, tensor: Any) -> None:
-        self.shape, self.stride = tuple(tensor.dim), tuple(tensor.stride)
 
 
 def _device_arch_reason() -> str | None:

@@ -14,7 +14,6 @@ from typing import Any
 from pygraph.engines.base import PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph.ir.dtypes import heur_mode
-
 from pygraph_gemm.analyzer import GemmFacts
 from pygraph_gemm.engine_sm90 import KNOB_DOMAINS
 from pygraph_gemm.support import dtype_short
@@ -27,7 +26,9 @@ __all__ = ["recommend", "shape_bucket", "tile_rule"]
 # plain vs ours 190/194 (bf16/fp16), 192/193 vs 190/184 with bias+gelu. Every other measured cell
 # (large, skinny) had ours ahead or within noise; untimed cells (other layouts, "small") keep the
 # default order, ours first.
-_BACKEND_LEADS: frozenset[tuple[str, str, str]] = frozenset({("bf16", "kk", "narrow"), ("fp16", "kk", "narrow")})
+_BACKEND_LEADS: frozenset[tuple[str, str, str]] = frozenset(
+    {("bf16", "kk", "narrow"), ("fp16", "kk", "narrow")}
+)
 
 
 def shape_bucket(facts: GemmFacts) -> str:
@@ -60,7 +61,9 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
         return {**base, "TILE_M": 64, "TILE_N": 64}
     if bucket == "small":
         return {**base, "TILE_M": 128, "TILE_N": 128}
-    if facts.m >= 2 * facts.n:  # tall: 16384x4096x4096 ran 1.09-1.12x cuBLAS with a 1x2 cluster, raster along N
+    if (
+        facts.m >= 2 * facts.n
+    ):  # tall: 16384x4096x4096 ran 1.09-1.12x cuBLAS with a 1x2 cluster, raster along N
         return {**base, "TILE_M": 128, "TILE_N": 256, "TILE_CGA_N": 2, "RASTER": "n"}
     return {**base, "TILE_M": 128, "TILE_N": 256, "TILE_CGA_M": 2}
 
@@ -71,7 +74,9 @@ def _valid(knobs: dict[str, Any]) -> bool:
 
 def _domain() -> list[dict[str, Any]]:
     axes = sorted(KNOB_DOMAINS)
-    points = (dict(zip(axes, point, strict=True)) for point in itertools.product(*(KNOB_DOMAINS[a] for a in axes)))
+    points = (
+        dict(zip(axes, point, strict=True)) for point in itertools.product(*(KNOB_DOMAINS[a] for a in axes))
+    )
     return [k for k in points if _valid(k)]
 
 

@@ -7,13 +7,22 @@ with the step that breaks it named, and goes to the backend.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from pygraph.ir.dtypes import data_type
-
 from pygraph_gemm.analyzer import GemmFacts
 
-__all__ = ["EPILOGUE_ORDER", "chain_reason", "declared_strides3", "dtype_short", "epilogue_spec_fields", "layout_reason"]
+__all__ = [
+    "EPILOGUE_ORDER",
+    "chain_reason",
+    "declared_geometry",
+    "declared_strides3",
+    "dtype_short",
+    "epilogue_spec_fields",
+    "layout_reason",
+    "strides3",
+]
 
 # The kernel's epilogue stages in the order it applies them.
 EPILOGUE_ORDER = ("row_scale", "col_scale", "bias", "residual", "activation")
@@ -46,7 +55,9 @@ def chain_reason(facts: GemmFacts) -> str | None:
     for step in facts.steps:
         if step.operand is not None and dtype_short(step.operand.data_type) is None:
             return f"epilogue operand {step.operand.name!r} has dtype {step.operand.data_type.name}"
-    vec_dtypes = {step.operand.data_type for step in facts.steps if step.kind in ("bias", "row_scale", "col_scale")}
+    vec_dtypes = {
+        step.operand.data_type for step in facts.steps if step.kind in ("bias", "row_scale", "col_scale")
+    }
     if len(vec_dtypes) > 1:
         return f"bias/scale vectors of mixed dtypes {sorted(d.name for d in vec_dtypes)}"
     return None
@@ -73,28 +84,24 @@ def epilogue_spec_fields(facts: GemmFacts) -> dict[str, Any]:
     return fields
 
 
-def declared_strides3(tensor: Any) -> tuple[int, int, int] | None:
-    """(batch, row, col) element strides of a tensor's declared geometry; None if its batch dims don't collapse."""
-    dim, stride = tuple(tensor.dim), tuple(tensor.stride)
-    batch = [(d, s) for d, s in zip(dim[:-2], stride[:-2], strict=True) if d != 1]
+def strides3(shape: tuple[int, ...], stride: tuple[int, ...]) -> tuple[int, int, int] | None:
+    """(batch, row, col) element strides of a [..., rows, cols] geometry; None if its batch dims
+    do not collapse into one stride (0 when there is one matrix, or every batch dim broadcasts)."""
+    batch = [(d, s) for d, s in zip(shape[:-2], stride[:-2], strict=True) if d != 1]
     if not batch or all(s == 0 for _, s in batch):
-        bs = 0
-    else:
-        for (_, s_outer), (d_inner, s_inner) in zip(batch, batch[1:], strict=False):
-            if s_outer != s_inner * d_inner:
-                return None
-        bs = batch[-1][1]
-    return (bs, stride[-2], stride[-1])
+        return (0, stride[-2], stride[-1])
+    for (_, s_outer), (d_inner, s_inner) in itertools.pairwise(batch):
+        if s_outer != s_inner * d_inner:
+            return None
+    return (batch[-1][1], stride[-2], stride[-1])
 
 
-def layout_reason(facts: GemmFacts) -> str | None:
-    """Why the declared shapes/strides break a kernel rule (TMA's 16-byte alignment, ...), or None.
+def declared_strides3(tensor: Any) -> tuple[int, int, int] | None:
+    return strides3(tuple(tensor.dim), tuple(tensor.stride))
 
-    Reads the kernel's own `can_implement` (plain Python, no DSL import) on the declared geometry,
-    so a graph the kernels cannot address is declined at check_support rather than at build.
-    """
-    from pygraph_gemm.kernels.config import EpilogueSpec, can_implement
 
+def declared_geometry(facts: GemmFacts) -> dict[str, tuple[int, int, int]] | str:
+    """Role -> declared (batch, row, col) strides of each TMA operand, or the rule one breaks."""
     named = {"A": facts.a, "B": facts.b, "out": facts.out}
     res = next((s.operand for s in facts.steps if s.kind == "residual"), None)
     if res is not None:
@@ -107,12 +114,26 @@ def layout_reason(facts: GemmFacts) -> str | None:
         if s3 is None:
             return f"{role} {tensor.name!r} dim {list(tensor.dim)} stride {list(tensor.stride)}: batch dims do not collapse"
         strides[role] = s3
+    return strides
+
+
+def layout_reason(facts: GemmFacts, knobs: Any = None) -> str | None:
+    """Why the declared shapes/strides (and ``knobs``, if given) break a kernel rule, or None.
+
+    Reads the kernel's own `can_implement` (plain Python, no DSL import) on the declared geometry,
+    so a graph the kernels cannot address is declined at check_support rather than at build.
+    """
+    from pygraph_gemm.kernels.config import EpilogueSpec, can_implement
+
+    strides = declared_geometry(facts)
+    if isinstance(strides, str):
+        return strides
     batch = 1
     for d in facts.batch:
         batch *= d
     return can_implement(
         facts.m, facts.n, facts.k, batch,
         dtype_short(facts.a.data_type), dtype_short(facts.b.data_type), dtype_short(facts.out.data_type),
-        strides["A"], strides["B"], strides["out"], spec=EpilogueSpec(**epilogue_spec_fields(facts)),
+        strides["A"], strides["B"], strides["out"], knobs=knobs, spec=EpilogueSpec(**epilogue_spec_fields(facts)),
         residual_strides=strides.get("residual"), aux_strides=strides.get("aux"),
     )  # fmt: skip
