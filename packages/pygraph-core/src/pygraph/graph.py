@@ -75,6 +75,20 @@ class Graph(PlanningMixin):
         self._backend_decline: GraphNotSupportedError | None = None
         self._bindings: dict[int, Any] = {}
 
+    def __getattr__(self, name: str) -> Any:
+        # Classic parity: backend methods this façade does not define are forwarded once lowered.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        backend = getattr(self.__dict__.get("_lowered"), "backend", None)
+        if backend is not None and hasattr(backend, name):
+            return getattr(backend, name)
+        where = (
+            "the graph is not lowered (validate() lowers a graph the backend can serve)"
+            if backend is None
+            else "nor does its lowered backend graph"
+        )
+        raise AttributeError(f"pygraph.Graph {self.name!r} has no attribute {name!r}; {where}")
+
     def _backend_args(self) -> dict[str, Any]:
         return {key: getattr(self, key) for key in _BACKEND_ARGS}
 
