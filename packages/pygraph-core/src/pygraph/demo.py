@@ -59,14 +59,15 @@ def _installed(family: engines.EngineFamily) -> bool:
     return importlib.util.find_spec(family.module.split(".")[0]) is not None
 
 
-def _show_plans(graph: Any, head: int = 6, tail: int = 3) -> None:
+def _show_plans(graph: Any, head: int = 6, tail: int = 3) -> bool:
+    """Plan the graph and print the plan list; False when planning failed (and why)."""
     import pygraph as pg
 
     try:
         graph.create_execution_plans([pg.heur_mode.A, pg.heur_mode.FALLBACK])
     except Exception as exc:  # the demo reports; it never hides what went wrong
         print(f"    planning: {type(exc).__name__}: {exc}")
-        return
+        return False
     backend = graph.backend_decline_reason()
     print(f"    backend: {'declined: ' + backend if backend else 'offers plans'}")
     for name, reason in graph.decline_reasons().items():
@@ -79,6 +80,7 @@ def _show_plans(graph: Any, head: int = 6, tail: int = 3) -> None:
             print(f"      ... {count - head - tail} more ...")
         else:
             print(f"      [{i}] {graph.get_plan_name_at_index(i)}")
+    return True
 
 
 def run_demo(families: Iterable[str] | None = None) -> int:
@@ -118,8 +120,54 @@ def run_demo(families: Iterable[str] | None = None) -> int:
                 print(f"      {engine.name}: accepts")
             except (NotImplementedError, pg.GraphNotSupportedError, ImportError) as exc:
                 print(f"      {engine.name}: declines: {exc}")
-        _show_plans(graph)
+        if _show_plans(graph):
+            _execute_on_gpu(graph)
     return 0
+
+
+def _execute_on_gpu(graph: Any, reps: int = 20) -> None:
+    """Build the plan list's first plan that builds, run it on random inputs, time it."""
+    try:
+        import torch
+    except ImportError:
+        print("    execution: skipped: torch is not installed (pip install pygraph-core[torch])")
+        return
+    if not torch.cuda.is_available():
+        print("    execution: skipped: no CUDA device visible; a GPU run walks the plan list above")
+        return
+    from pygraph.ir.dtypes import _TORCH_NAMES
+    from pygraph.planning.planner import planner_of
+
+    torch_dtype = {
+        dt: getattr(torch, name) for name, dt in reversed(_TORCH_NAMES.items()) if hasattr(torch, name)
+    }
+
+    try:
+        graph.build_plans()
+        bindings = {}
+        for t in planner_of(graph).layout.tensors:
+            buf = torch.empty_strided(
+                tuple(t.dim), tuple(t.stride), dtype=torch_dtype[t.data_type], device="cuda"
+            )
+            bindings[t] = buf.normal_() if buf.is_floating_point() else buf.zero_()
+        workspace = torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+        graph.execute(bindings, workspace)
+        times = []
+        for _ in range(reps):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.execute(bindings, workspace)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+    except Exception as exc:  # the demo reports what it could not do
+        print(f"    execution: failed: {type(exc).__name__}: {exc}")
+        return
+    engine = graph.selected_engine
+    chosen = "the cuDNN backend" if engine is None else engine.name
+    print(
+        f"    executed on {torch.cuda.get_device_name()} by {chosen}: {sorted(times)[reps // 2]:.3f} ms (median of {reps})"
+    )
 
 
 def _extra_of(family: engines.EngineFamily) -> str:
