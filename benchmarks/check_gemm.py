@@ -72,6 +72,7 @@ def run_case(
     knobs=None,
     batched_api=None,
     dev="cuda",
+    reps=1,
 ):
     """Returns (rel_err, tol, aux_err_or_None). Raises on failure to run."""
     idt, odt = DT[dt], DT[out]
@@ -100,7 +101,12 @@ def run_case(
         a, b = a[0], b[0]
         if residual:
             kw["residual"] = kw["residual"][0]
-    gemm(a, b, c, activation=act, aux=x, knobs=knobs, **kw)
+    for _ in range(reps):  # split-K: later launches reuse the semaphores the first one left zeroed
+        if reps > 1:
+            c.fill_(float("nan"))
+            if x is not None:
+                x.fill_(float("nan"))
+        gemm(a, b, c, activation=act, aux=x, knobs=knobs, **kw)
     torch.cuda.synchronize()
     c3 = c if c.dim() == 3 else c[None]
     err = _relerr(c3, ref)
@@ -188,6 +194,34 @@ def cases(quick: bool = False):
     ]
     if quick:
         cs = cs[::4]
+    return cs + splitk_cases()
+
+
+def splitk_cases():
+    """Split-K (knobs.split_k > 1): always run, also under --quick."""
+    G = GemmKnobs
+    cs = []
+    for dt in ("bf16", "fp16"):
+        for m, kn in ((128, G(tile_m=128, tile_n=64, split_k=2)), (128, G(tile_m=128, tile_n=128, split_k=4)),
+                      (64, G(tile_m=64, tile_n=64, split_k=4))):
+            cs.append(dict(m=m, n=4096, k=4096, dt=dt, out=dt, knobs=kn, reps=2))
+            cs.append(dict(m=m, n=4096, k=4096, dt=dt, out=dt, knobs=kn, bias=True, act="gelu_approx_tanh", reps=2))
+        # ragged M/N/K (K=1000: 16 k-tiles split 3 ways unevenly), multi-wave (1000x1000: 8x16 tiles x 4)
+        cs.append(dict(m=1000, n=1000, k=1000, dt=dt, out=dt, knobs=G(tile_m=128, tile_n=64, split_k=3),
+                       bias=True, act="gelu_approx_tanh"))
+        cs.append(dict(m=1000, n=4096, k=1000, dt=dt, out=dt, knobs=G(tile_m=128, tile_n=128, split_k=4)))
+    cs += [
+        # batched (+ broadcast B), every epilogue piece + aux, fp32 out, cluster multicast, swap_ab
+        dict(m=128, n=1000, k=1000, l=3, knobs=G(tile_m=128, tile_n=64, split_k=2), bias=True, act="relu", reps=2),
+        dict(m=64, n=1000, k=4096, l=2, b_bc=True, knobs=G(tile_m=64, tile_n=64, split_k=4), residual=True),
+        dict(m=1000, n=1048, k=520, knobs=G(tile_m=128, tile_n=128, split_k=2), bias=True, row_scale=True,
+             col_scale=True, residual=True, act="silu", aux=True),
+        dict(m=264, n=392, k=1000, out="fp32", knobs=G(tile_m=128, tile_n=128, split_k=4)),
+        dict(m=128, n=4096, k=4096, knobs=G(tile_m=128, tile_n=128, cga_n=2, split_k=4), bias=True,
+             act="gelu_approx_tanh", reps=2),
+        dict(m=16, n=4096, k=4096, knobs=G(tile_m=128, tile_n=16, swap_ab=True, split_k=4), bias=True,
+             act="gelu_approx_tanh", reps=2),
+    ]
     return cs
 
 
@@ -210,6 +244,7 @@ def main(argv=None) -> int:
         kn = c.get("knobs")
         kd = (
             f"{kn.tile_m}x{kn.tile_n} cga{kn.cga_m}x{kn.cga_n}{' swap' if kn.swap_ab else ''}"
+            f"{f' sk{kn.split_k}' if kn.split_k > 1 else ''}"
             if kn
             else "default"
         )

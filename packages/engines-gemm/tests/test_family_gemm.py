@@ -103,7 +103,7 @@ def test_engine_declines_fp32_inputs_with_the_reason():
     ("m", "n", "bucket", "first"),
     [
         (16, 4096, "skinny", {"SWAP_AB": True, "TILE_M": 64, "TILE_N": 16}),
-        (128, 4096, "narrow", {"SWAP_AB": False, "TILE_M": 64, "TILE_N": 64}),
+        (128, 4096, "narrow", {"SWAP_AB": False, "TILE_M": 128, "TILE_N": 64, "SPLIT_K": 2}),
         (512, 512, "small", {"SWAP_AB": False, "TILE_N": 128, "TILE_CGA_M": 1}),
         (4096, 4096, "large", {"SWAP_AB": False, "TILE_N": 256, "TILE_CGA_M": 2}),
     ],
@@ -139,7 +139,7 @@ def test_plan_list_of_a_gemm_graph_on_cpu():
     c.set_output(True)
     g.create_execution_plans()
     assert g.get_plan_name_at_index(0).startswith(
-        "gemm_sm90[RASTER=m,STAGES=0,SWAP_AB=False,TILEK=64,TILE_CGA_M=2"
+        "gemm_sm90[RASTER=m,SPLIT_K=1,STAGES=0,SWAP_AB=False,TILEK=64,TILE_CGA_M=2"
     )
     assert g.backend_decline_reason() is not None  # no GPU here: the backend offers nothing, and says why
 

@@ -34,7 +34,7 @@ POINTERS = {
 }
 
 
-def _legacy_kernel_args(lay, swap, a_ptr, b_ptr, c_ptr, m, n, k, l, a_strides, b_strides, c_strides,  # noqa: E741
+def _legacy_kernel_args(lay, swap, a_ptr, b_ptr, c_ptr, m, n, k, l, a_strides, b_strides, c_strides,
                         bias_ptr=0, row_scale_ptr=0, col_scale_ptr=0, residual_ptr=0,
                         residual_strides=(0, 0, 0), aux_ptr=0, aux_strides=(0, 0, 0), stream=0):  # fmt: skip
     """`launch.Plan.kernel_args` as it was before the mapping was factored out (the oracle)."""
@@ -109,7 +109,7 @@ class _Recorder:
         self.calls.append(args)
 
 
-def _setup(monkeypatch, a_col, b_col, c_col, swap, batching, epilogue):
+def _setup(monkeypatch, a_col, b_col, c_col, swap, batching, epilogue, split_k=1):
     fn = _Recorder()
     monkeypatch.setattr(launch, "get_compiled", lambda *a, **k: fn)
     ab, asb, bb, bsb, ob = BATCHING[batching]
@@ -138,9 +138,21 @@ def _setup(monkeypatch, a_col, b_col, c_col, swap, batching, epilogue):
         activation="relu" if "aux" in epilogue else "none",
         aux_out="aux" in epilogue,
     )
-    l = prod(ob) if ob else 1  # noqa: E741
+    l = prod(ob) if ob else 1
     s3 = {r: engine_sm90._strides3(declared[r]) for r in ("a", "b", "out")}
-    kp = launch.Plan(GemmKnobs(swap_ab=swap), spec, "bf16", "bf16", s3["a"], s3["b"], s3["out"], M, N, K, l)
+    kp = launch.Plan(
+        GemmKnobs(swap_ab=swap, split_k=split_k),
+        spec,
+        "bf16",
+        "bf16",
+        s3["a"],
+        s3["b"],
+        s3["out"],
+        M,
+        N,
+        K,
+        l,
+    )
     assert kp.fn is fn
     tensor = SimpleNamespace(data_type=bf16)
     facts = SimpleNamespace(m=M, n=N, k=K, a=tensor, b=tensor, out=tensor)
@@ -189,7 +201,7 @@ def test_closure_launches_what_kernel_args_maps(
         monkeypatch, a_col, b_col, c_col, swap, batching, EPILOGUES[epi]
     )
     pack = _pack(declared, positions)
-    plan.execute(None, pack, SimpleNamespace(stream=STREAM))
+    plan.execute(None, pack, SimpleNamespace(stream=STREAM, workspace=0))
     assert fn.calls == [_expected(kp, pack, positions, batch)]
 
 
@@ -207,7 +219,7 @@ def test_a_call_outside_the_declared_geometry_is_mapped_per_call(monkeypatch, sw
     a_stride = (*((m2 * lda,) if ab else ()), lda, 1)
     out_shape, out_stride = _matrix(ob, m2, N, False)
     pack = _pack(declared, positions, a=(a_shape, a_stride), out=(out_shape, out_stride))
-    plan.execute(None, pack, SimpleNamespace(stream=STREAM))
+    plan.execute(None, pack, SimpleNamespace(stream=STREAM, workspace=0))
     assert fn.calls == [_expected(kp, pack, positions, batch)]
 
 
@@ -218,7 +230,7 @@ def test_an_unaligned_pointer_is_refused_and_launches_nothing(monkeypatch) -> No
     for role, align in (("a", 16), ("out", 16), ("bias", 4)):
         pack = _pack(declared, positions, pointers={**POINTERS, role: POINTERS[role] + 2})
         with pytest.raises(ValueError, match=rf"operand {role} pointer .* is not {align}-byte aligned"):
-            plan.execute(None, pack, SimpleNamespace(stream=STREAM))
+            plan.execute(None, pack, SimpleNamespace(stream=STREAM, workspace=0))
     assert fn.calls == []
 
 
@@ -230,7 +242,7 @@ def test_batch_dims_that_do_not_collapse_are_refused(monkeypatch) -> None:
     gapped = (stride[0] * 2, *stride[1:])  # outer batch stride skips a matrix
     pack = _pack(declared, positions, a=(shape, gapped))
     with pytest.raises(ValueError, match="operand a .* batch dims do not collapse"):
-        plan.execute(None, pack, SimpleNamespace(stream=STREAM))
+        plan.execute(None, pack, SimpleNamespace(stream=STREAM, workspace=0))
     assert fn.calls == []
 
 
@@ -238,10 +250,10 @@ def test_a_layout_the_kernel_was_not_compiled_for_is_refused(monkeypatch) -> Non
     plan, _kp, fn, declared, positions, _l = _setup(monkeypatch, False, False, False, True, "2d", ())
     pack = _pack(declared, positions, a=_matrix((), M, K, True))  # A column-major, compiled row-major
     with pytest.raises(ValueError, match=r"majors .* compiled for"):
-        plan.execute(None, pack, SimpleNamespace(stream=STREAM))
+        plan.execute(None, pack, SimpleNamespace(stream=STREAM, workspace=0))
     pack = _pack(declared, positions, b=_matrix((), K + 8, N, False))  # K of B is not K of A
     with pytest.raises(ValueError, match=r"operand b is \[40, 48\] per batch, the GEMM needs \[32, 48\]"):
-        plan.execute(None, pack, SimpleNamespace(stream=STREAM))
+        plan.execute(None, pack, SimpleNamespace(stream=STREAM, workspace=0))
     assert fn.calls == []
 
 
@@ -251,6 +263,49 @@ def test_each_call_gets_its_own_argument_list(monkeypatch) -> None:
     )
     first = _pack(declared, positions)
     second = _pack(declared, positions, pointers={r: p + 0x100000 for r, p in POINTERS.items()})
-    plan.execute(None, first, SimpleNamespace(stream=STREAM))
-    plan.execute(None, second, SimpleNamespace(stream=STREAM))
+    plan.execute(None, first, SimpleNamespace(stream=STREAM, workspace=0))
+    plan.execute(None, second, SimpleNamespace(stream=STREAM, workspace=0))
     assert fn.calls == [_expected(kp, first, positions, batch), _expected(kp, second, positions, batch)]
+
+
+def test_split_k_closure_zeroes_the_semaphores_then_passes_the_workspace_before_the_stream(
+    monkeypatch,
+) -> None:
+    from cuda.bindings import driver
+
+    from pygraph_gemm.kernels.config import splitk_tiles
+
+    monkeypatch.setitem(globals(), "K", 256)  # two K slices need at least two tiles of 64 along K
+    memsets = []
+    monkeypatch.setattr(
+        driver, "cuMemsetD32Async", lambda *args: memsets.append(args) or (driver.CUresult.CUDA_SUCCESS,)
+    )
+    plan, kp, fn, declared, positions, batch = _setup(
+        monkeypatch, False, True, False, False, "batched", ("bias",), split_k=2
+    )
+    assert plan.get_workspace_size() == kp.workspace_bytes(M, N, batch) > 0
+    pack = _pack(declared, positions)
+    plan.execute(None, pack, SimpleNamespace(stream=STREAM, workspace=0x900000))
+    kp1 = launch.Plan(
+        GemmKnobs(),
+        plan._spec,
+        "bf16",
+        "bf16",
+        *(engine_sm90._strides3(declared[r]) for r in ("a", "b", "out")),
+        M,
+        N,
+        K,
+        batch,
+    )
+    one_slice = _expected(
+        kp1, pack, positions, batch
+    )  # the split-K launch: same frame, workspace before the stream
+    assert fn.calls == [(*one_slice[:-1], 0x900000, STREAM)]
+    assert memsets == [(0x900000, 0, splitk_tiles(M, N, batch, kp.knobs), STREAM)]
+    # Only the declared geometry: another M is refused, nothing launches.
+    out_shape, out_stride = _matrix((3,), 40, N, False)
+    a_shape, a_stride = _matrix((3,), 40, K, False)
+    with pytest.raises(ValueError, match="a split-K plan runs only the declared geometry"):
+        plan.execute(None, _pack(declared, positions, a=(a_shape, a_stride), out=(out_shape, out_stride)),
+                     SimpleNamespace(stream=STREAM, workspace=0x900000))  # fmt: skip
+    assert len(fn.calls) == 1

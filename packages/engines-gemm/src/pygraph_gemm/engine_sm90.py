@@ -40,6 +40,7 @@ KNOB_DOMAINS: dict[str, tuple[Any, ...]] = {
     "STAGES": (0,),  # 0: as many stages as shared memory holds
     "SWAP_AB": (False, True),
     "RASTER": ("m", "n"),
+    "SPLIT_K": (1, 2),  # K slices reduced in the kernel (fp32 partials in the workspace)
 }
 
 _FEATURES = frozenset({"bias", "row_scale", "col_scale", "residual", "activation", "aux_output", "batched"})
@@ -60,6 +61,7 @@ def knobs_from_config(knobs: Any) -> Any:
         stages=k.get("STAGES", 0),
         swap_ab=bool(k.get("SWAP_AB", False)),
         raster=k.get("RASTER", "m"),
+        split_k=k.get("SPLIT_K", 1),
     )
 
 
@@ -117,6 +119,8 @@ class GemmSm90Plan(CompiledPlan):
             facts.n,
             facts.k,
         )
+        self._batch = prod(declared["out"][1][:-2])
+        self._workspace = kernel_plan.workspace_bytes(facts.m, facts.n, self._batch)
         self._launch = self._lower(kernel_plan, self._positions, declared)
 
     # --- build: the table, lowered into one closure -----------------------------------------------
@@ -141,10 +145,12 @@ class GemmSm90Plan(CompiledPlan):
         geometry = self._geometry({r: declared[r] for r in _TENSOR_ROLES if r in positions})
         if isinstance(geometry, str):  # a graph the closure cannot serve is declined, not run elsewhere
             raise GraphNotSupportedError(f"gemm_sm90: the declared geometry: {geometry}")
-        template = [0] * len(order) + list(geometry) + [0]
         per_call = self._per_call
+        if kp.split_k > 1:
+            return self._lower_split(kp, geometry, tensor_positions, shapes, pointer_rows)
+        template = [0] * len(order) + list(geometry) + [0]
 
-        def launch(pack: Any, stream: Any) -> None:
+        def launch(pack: Any, stream: Any, workspace: int) -> None:
             bufs = pack.buffers
             for pos, (shape, stride) in zip(tensor_positions, shapes):
                 buf = bufs[pos]
@@ -163,8 +169,57 @@ class GemmSm90Plan(CompiledPlan):
 
         return launch
 
+    def _lower_split(
+        self, kp: Any, geometry: tuple, tensor_positions: tuple, shapes: tuple, pointer_rows: tuple
+    ) -> Any:
+        """The split-K closure: the workspace goes before the stream, its tile semaphores zeroed per call.
+
+        The caller's workspace may have held anything since the last call (another plan's scratch),
+        so one cuMemsetD32Async on the call's stream zeroes the semaphores before the launch.
+        """
+        from cuda.bindings import driver
+
+        from pygraph_gemm.kernels.config import splitk_tiles
+
+        fn, order = kp.fn, kp.pointer_order
+        ws_slot, stream_slot = len(order) + len(geometry), len(order) + len(geometry) + 1
+        template = [0] * len(order) + list(geometry) + [0, 0]
+        tiles = splitk_tiles(self._facts.m, self._facts.n, self._batch, kp.knobs)
+        memset = driver.cuMemsetD32Async
+        ok = driver.CUresult.CUDA_SUCCESS
+        refuse = self._refuse
+
+        def launch(pack: Any, stream: Any, workspace: int) -> None:
+            bufs = pack.buffers
+            for pos, (shape, stride) in zip(tensor_positions, shapes):
+                buf = bufs[pos]
+                if buf[1] != shape or buf[2] != stride:
+                    refuse(
+                        f"a split-K plan runs only the declared geometry; got shape {list(buf[1])} stride {list(buf[2])}"
+                    )
+            args = template.copy()
+            for slot, pos, mask in pointer_rows:
+                pointer = bufs[pos][0]
+                if pointer & mask:
+                    refuse(f"operand pointer {pointer:#x} is not {mask + 1}-byte aligned")
+                args[slot] = pointer
+            if workspace & 15:
+                refuse(f"workspace pointer {workspace:#x} is not 16-byte aligned")
+            stream = stream or 0
+            args[ws_slot] = workspace
+            args[stream_slot] = stream
+            err = memset(workspace, 0, tiles, stream)[0]
+            if err != ok:
+                refuse(f"zeroing the split-K semaphores failed: {err}")
+            fn(*args)
+
+        return launch
+
     def execute(self, graph: Any, pack: Any, ctx: ExecutionContext) -> None:
-        self._launch(pack, ctx.stream)
+        self._launch(pack, ctx.stream, ctx.workspace)
+
+    def get_workspace_size(self) -> int:
+        return self._workspace
 
     # --- a call outside the declared geometry, and the checker ------------------------------------
 
@@ -270,6 +325,14 @@ class GemmSm90Engine(BaseEngine):
             raise GraphNotSupportedError(f"{self.name}: {reason}")
         if importlib.util.find_spec("cutlass") is None:
             raise ImportError(f"{self.name}: needs the CuTe DSL (pip install nvidia-cutlass-dsl)")
+
+    def get_workspace_size(self, graph: Any, plan: PlanConfig) -> int:
+        """Split-K's semaphores and fp32 partials; 0 for every other config."""
+        from pygraph_gemm.kernels.config import workspace_bytes
+
+        facts = self._facts(graph)
+        batch = prod(facts.batch) if facts.batch else 1
+        return workspace_bytes(facts.m, facts.n, batch, knobs_from_config(plan.knobs))
 
     def build_plan(self, graph: Any, plan: PlanConfig, ctx: ExecutionContext | None) -> CompiledPlan:
         self.check_support(graph)

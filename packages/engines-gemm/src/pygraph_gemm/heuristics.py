@@ -20,14 +20,14 @@ from pygraph_gemm.support import dtype_short
 
 __all__ = ["recommend", "shape_bucket", "tile_rule"]
 
-# (input dtype, A/B majors, bucket) cells where the backend's plan was timed faster than gemm_sm90's
-# on the H200, both through graph.execute() (benchmarks/bench_gemm.py --graph, 2026-11-29,
-# benchmarks/RESULTS.md): M=128 x 4096 x 4096, A row-major, B column-major: cuDNN 217/224 TFLOP/s
-# plain vs ours 190/194 (bf16/fp16), 192/193 vs 190/184 with bias+gelu. Every other measured cell
-# (large, skinny) had ours ahead or within noise; untimed cells (other layouts, "small") keep the
-# default order, ours first.
-_BACKEND_LEADS: frozenset[tuple[str, str, str]] = frozenset(
-    {("bf16", "kk", "narrow"), ("fp16", "kk", "narrow")}
+# (input dtype, A/B majors, bucket, epilogue) cells where the backend's plan was timed faster than
+# gemm_sm90's on the H200, both through graph.execute() (benchmarks/RESULTS.md, 2026-11-29). Measured
+# layout: A row-major, B column-major ("kk"). narrow = 128x4096x4096: plain, cuDNN 217/224 TFLOP/s
+# (bf16/fp16) vs ours 202/203 with split-K 2 (semaphores zeroed per call); with bias+gelu, cuDNN
+# 192/193 vs ours 196/197: ours leads there. Every other measured cell (large, skinny) had ours
+# ahead or within noise; untimed cells (other layouts, "small") keep the default order, ours first.
+_BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset(
+    {("bf16", "kk", "narrow", "plain"), ("fp16", "kk", "narrow", "plain")}
 )
 
 
@@ -54,11 +54,19 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     swapped 64x16 (1.04-1.05x cuBLAS).
     """
     bucket = shape_bucket(facts)
-    base = {"TILEK": 64, "STAGES": 0, "RASTER": "m", "TILE_CGA_N": 1, "SWAP_AB": False, "TILE_CGA_M": 1}
+    base = {
+        "TILEK": 64,
+        "STAGES": 0,
+        "RASTER": "m",
+        "TILE_CGA_N": 1,
+        "SWAP_AB": False,
+        "TILE_CGA_M": 1,
+        "SPLIT_K": 1,
+    }
     if bucket == "skinny":
         return {**base, "TILE_M": 64, "TILE_N": 16, "SWAP_AB": True}
-    if bucket == "narrow":
-        return {**base, "TILE_M": 64, "TILE_N": 64}
+    if bucket == "narrow":  # 128x64 tiles, K in two slices: 189-192 -> 206-212 TFLOP/s at M=128 (NOTES.md v3)
+        return {**base, "TILE_M": 128, "TILE_N": 64, "SPLIT_K": 2}
     if bucket == "small":
         return {**base, "TILE_M": 128, "TILE_N": 128}
     if (
@@ -69,7 +77,10 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
 
 
 def _valid(knobs: dict[str, Any]) -> bool:
-    return knobs["TILE_CGA_M"] * knobs["TILE_CGA_N"] <= 4
+    if knobs["TILE_CGA_M"] * knobs["TILE_CGA_N"] > 4:
+        return False
+    # Split-K pays where few output tiles leave SMs idle: clusters and swapped operands only dilute it.
+    return knobs["SPLIT_K"] == 1 or (knobs["TILE_CGA_M"] == knobs["TILE_CGA_N"] == 1 and not knobs["SWAP_AB"])
 
 
 def _domain() -> list[dict[str, Any]]:
@@ -87,12 +98,19 @@ def recommend(
     if engine_id is None:
         return assemble(modes, lambda kind: [], backend_entries)
     first = tile_rule(facts)
-    cell = (dtype_short(facts.a.data_type), f"{facts.a_major}{facts.b_major}", shape_bucket(facts))
+    epilogue = "fused" if facts.steps else "plain"
+    cell = (dtype_short(facts.a.data_type), f"{facts.a_major}{facts.b_major}", shape_bucket(facts), epilogue)
     behind = [PlanConfig(engine_id, k) for k in _domain() if k != first]
 
     def propose(kind: Any) -> list[PlanConfig]:
         if kind is heur_mode.FALLBACK:
-            safe = {**first, "TILE_N": min(first["TILE_N"], 128), "TILE_CGA_M": 1, "TILE_CGA_N": 1}
+            safe = {
+                **first,
+                "TILE_N": min(first["TILE_N"], 128),
+                "TILE_CGA_M": 1,
+                "TILE_CGA_N": 1,
+                "SPLIT_K": 1,
+            }
             return [PlanConfig(engine_id, safe), PLACE_BACKEND]
         ours = [PlanConfig(engine_id, first)]
         if cell in _BACKEND_LEADS:

@@ -62,6 +62,10 @@ class GemmKnobs:
     swap_ab: bool = False  # compute C^T = B^T A^T (helps when M is tiny)
     raster: str = "m"  # "m": walk tiles along M first; "n": along N first
     swizzle: int = 1  # group size (in clusters) of the raster swizzle, for L2 reuse
+    # split-K: each output tile's K loop is cut into ``split_k`` slices run by different CTAs; the
+    # fp32 partials go to a workspace (see ``workspace_bytes``) and the last CTA of each tile (per-tile
+    # semaphore) sums them in slice order and runs the fused epilogue once. 1 = no split (no workspace).
+    split_k: int = 1
 
     def validate(self) -> Optional[str]:
         if self.tile_m not in (64, 128, 256):
@@ -81,6 +85,8 @@ class GemmKnobs:
             return f"swizzle={self.swizzle} not in (1, 2, 4, 8, 16)"
         if self.stages and not 2 <= self.stages <= 12:
             return f"stages={self.stages} not in [2, 12]"
+        if not 1 <= self.split_k <= 16:
+            return f"split_k={self.split_k} not in [1, 16]"
         return None
 
 
@@ -182,6 +188,35 @@ def pick_stages(knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue) -> int
     return s
 
 
+SPLITK_CNT_ALIGN = 128  # bytes: the per-tile semaphores come first, padded to this
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def splitk_tiles(m: int, n: int, l: int, knobs: GemmKnobs) -> int:
+    """Output tiles (kernel frame, padded to whole clusters) that each own a semaphore + partials."""
+    if knobs.swap_ab:
+        m, n = n, m
+    mt = _ceil(_ceil(m, knobs.tile_m), knobs.cga_m) * knobs.cga_m
+    nt = _ceil(_ceil(n, knobs.tile_n), knobs.cga_n) * knobs.cga_n
+    return mt * nt * l
+
+
+def workspace_bytes(m: int, n: int, l: int, knobs: GemmKnobs) -> int:
+    """Device workspace the kernel needs for (M, N, L) in the USER frame; 0 when split_k == 1.
+
+    Layout: int32 semaphore per output tile (padded to 128 B), then ``split_k`` fp32 partial tiles
+    per output tile. The semaphores must be zero at launch; the kernel leaves them zero again.
+    """
+    if knobs.split_k <= 1:
+        return 0
+    t = splitk_tiles(m, n, l, knobs)
+    cnt = _ceil(t * 4, SPLITK_CNT_ALIGN) * SPLITK_CNT_ALIGN
+    return cnt + t * knobs.split_k * knobs.tile_m * knobs.tile_n * 4
+
+
 def can_implement(
     m: int, n: int, k: int, l: int,
     a_dtype, b_dtype, c_dtype,
@@ -213,6 +248,11 @@ def can_implement(
             return r
         if spec is not None and (r := spec.validate()):
             return r
+        if knobs is not None and knobs.split_k > 1:
+            k_tiles = _ceil(int(k), knobs.tile_k)
+            if k_tiles < knobs.split_k:
+                return (f"split_k={knobs.split_k} needs at least that many K tiles; K={k} gives "
+                        f"{k_tiles} of tile_k={knobs.tile_k}")
         ops = [("A", a_strides, ad, (m, k), a_ptr, True), ("B", b_strides, bd, (k, n), b_ptr, True),
                ("C", c_strides, cd, (m, n), c_ptr, False)]
         if spec is not None and spec.residual:

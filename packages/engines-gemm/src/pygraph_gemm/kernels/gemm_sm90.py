@@ -33,6 +33,21 @@ _DT = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16, "fp32": cutlass.Float3
 _EPI_STAGES = 4
 
 
+def _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout):
+    """The CTA's shared-memory struct (plain Python, called while tracing; annotations built
+    explicitly because this module uses postponed annotations)."""
+    R, A = cute.struct.MemRange, cute.struct.Align
+    fields = {"mbar": R[cutlass.Int64, self.ab_stage * 2]}
+    if self.split_k > 1:
+        fields["flag"] = R[cutlass.Int32, 4]  # split-K: the semaphore's old value, broadcast
+    fields["sA"] = A[R[self.ab_dtype, cute.cosize(sA_layout)], 1024]
+    fields["sB"] = A[R[self.ab_dtype, cute.cosize(sB_layout)], 1024]
+    fields["sC"] = A[R[self.c_dtype, cute.cosize(sC_layout)], 1024]
+    if self.epi.aux_out:
+        fields["sX"] = A[R[self.aux_dtype, cute.cosize(sX_layout)], 1024]
+    return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
+
+
 class Sm90Gemm:
     """C[m, n, l] = epilogue(sum_k A[m, k, l] * B[n, k, l]) for one static configuration."""
 
@@ -45,6 +60,7 @@ class Sm90Gemm:
         self.res_dtype = _DT[epi.residual_dtype]
         self.aux_dtype = _DT[epi.aux_dtype]
         self.tile_mnk = (knobs.tile_m, knobs.tile_n, knobs.tile_k)
+        self.split_k = knobs.split_k
         self.cluster_mn = (knobs.cga_m, knobs.cga_n)
         self.n_consumer_wg = 1 if knobs.tile_m == 64 else 2
         self.atom_mnk = (self.n_consumer_wg, 1, 1)
@@ -85,6 +101,14 @@ class Sm90Gemm:
         r_sm: Int64, r_sn: Int64, r_bs: Int64, x_ld: Int64, x_bs: Int64,
         stream: cuda.CUstream,
     ):
+        self._host(a_ptr, b_ptr, c_ptr, bias_ptr, scale_m_ptr, scale_n_ptr, res_ptr, aux_ptr,
+                   m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs, r_sm, r_sn, r_bs, x_ld, x_bs,
+                   None, stream)
+
+    def _host(self, a_ptr, b_ptr, c_ptr, bias_ptr, scale_m_ptr, scale_n_ptr, res_ptr, aux_ptr,
+              m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs, r_sm, r_sn, r_bs, x_ld, x_bs,
+              ws_ptr, stream):
+        """Host-side body shared by both entry points (traced inside their @cute.jit)."""
         epi = self.epi
         mA, mB, mC = self._tensors(a_ptr, b_ptr, c_ptr, m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs)
         a_layout, b_layout, c_layout = self.a_layout, self.b_layout, self.c_layout
@@ -135,30 +159,28 @@ class Sm90Gemm:
         # persistent tile schedule over the output tiles
         gc = cute.zipped_divide(mC, tiler=self.tile_mnk[:2])
         n_tiles_mnl = gc[(0, (None, None, None))].shape
+        # split-K: the K slices ride on the L mode of the schedule (tile l * S + slice); the
+        # workspace holds one int32 semaphore per (cluster-padded) tile, then S fp32 partial tiles
+        mWs, mCnt = mRes, mRes  # unused placeholders when split_k == 1
+        if const_expr(self.split_k > 1):
+            S = self.split_k
+            cm, cn = self.cluster_mn
+            mt_p = (n_tiles_mnl[0] + cm - 1) // cm * cm
+            nt_p = (n_tiles_mnl[1] + cn - 1) // cn * cn
+            n_sem = mt_p * nt_p * n_tiles_mnl[2]
+            cnt_words = (n_sem + 31) // 32 * 32
+            mCnt = cute.make_tensor(cute.recast_ptr(ws_ptr, dtype=Int32), cute.make_layout(cnt_words))
+            mWs = cute.make_tensor(ws_ptr + cnt_words, cute.make_layout(1))
+            n_tiles_mnl = (n_tiles_mnl[0], n_tiles_mnl[1], n_tiles_mnl[2] * S)
         sched = utils.PersistentTileSchedulerParams(
             n_tiles_mnl, (*self.cluster_mn, 1), self.knobs.swizzle, self.knobs.raster == "m")
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched, self.max_active_clusters)
 
-        @cute.struct
-        class SharedStorage:
-            mbar: cute.struct.MemRange[cutlass.Int64, self.ab_stage * 2]
-            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sA_layout)], 1024]
-            sB: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sB_layout)], 1024]
-            sC: cute.struct.Align[cute.struct.MemRange[self.c_dtype, cute.cosize(sC_layout)], 1024]
-
-        @cute.struct
-        class SharedStorageAux:
-            mbar: cute.struct.MemRange[cutlass.Int64, self.ab_stage * 2]
-            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sA_layout)], 1024]
-            sB: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sB_layout)], 1024]
-            sC: cute.struct.Align[cute.struct.MemRange[self.c_dtype, cute.cosize(sC_layout)], 1024]
-            sX: cute.struct.Align[cute.struct.MemRange[self.aux_dtype, cute.cosize(sX_layout)], 1024]
-
-        self.shared_storage = SharedStorageAux if const_expr(epi.aux_out) else SharedStorage
+        self.shared_storage = _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout)
 
         self.kernel(
             tma_a, tA, tma_b, tB, tma_c, tC, tma_x, tX,
-            mBiasM, mBiasN, mScaleM, mScaleN, mRes,
+            mBiasM, mBiasN, mScaleM, mScaleN, mRes, mWs, mCnt,
             tiled_mma, cta_layout_mnk, sA_layout, sB_layout, sC_layout, sX_layout, sched,
         ).launch(
             grid=grid, block=[self.threads, 1, 1], cluster=(*self.cluster_mn, 1),
@@ -172,7 +194,7 @@ class Sm90Gemm:
         tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
         tma_c: cute.CopyAtom, mC: cute.Tensor, tma_x: cute.CopyAtom, mX: cute.Tensor,
         mBiasM: cute.Tensor, mBiasN: cute.Tensor, mScaleM: cute.Tensor, mScaleN: cute.Tensor,
-        mRes: cute.Tensor,
+        mRes: cute.Tensor, mWs: cute.Tensor, mCnt: cute.Tensor,
         tiled_mma: cute.TiledMma, cta_layout_mnk: cute.Layout,
         sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
         sC_layout: cute.ComposedLayout, sX_layout: cute.ComposedLayout,
@@ -243,16 +265,24 @@ class Sm90Gemm:
                 prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stage)
                 while work.is_valid_tile:
                     crd = work.tile_idx
-                    la = 0 if const_expr(self.lay.a_bcast) else crd[2]
-                    lb = 0 if const_expr(self.lay.b_bcast) else crd[2]
+                    batch = crd[2]
+                    kt0 = Int32(0)
+                    n_kt = k_tiles
+                    if const_expr(self.split_k > 1):
+                        batch = crd[2] // self.split_k
+                        ks = crd[2] - batch * self.split_k
+                        kt0 = ks * k_tiles // self.split_k
+                        n_kt = (ks + 1) * k_tiles // self.split_k - kt0
+                    la = 0 if const_expr(self.lay.a_bcast) else batch
+                    lb = 0 if const_expr(self.lay.b_bcast) else batch
                     tAg = tAgA[(None, crd[0], None, la)]
                     tBg = tBgB[(None, crd[1], None, lb)]
-                    for kt in cutlass.range(k_tiles, unroll=1):
+                    for kt in cutlass.range(n_kt, unroll=1):
                         ab_pipe.producer_acquire(prod)
                         bar = ab_pipe.producer_get_barrier(prod)
-                        cute.copy(tma_a, tAg[(None, kt)], tAsA[(None, prod.index)],
+                        cute.copy(tma_a, tAg[(None, kt0 + kt)], tAsA[(None, prod.index)],
                                   tma_bar_ptr=bar, mcast_mask=a_mask)
-                        cute.copy(tma_b, tBg[(None, kt)], tBsB[(None, prod.index)],
+                        cute.copy(tma_b, tBg[(None, kt0 + kt)], tBsB[(None, prod.index)],
                                   tma_bar_ptr=bar, mcast_mask=b_mask)
                         ab_pipe.producer_commit(prod)
                         prod.advance()
@@ -309,13 +339,27 @@ class Sm90Gemm:
             work = sched.initial_work_tile_info()
             read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
             release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
+            if const_expr(self.split_k > 1):
+                sFlag = storage.flag.get_tensor(cute.make_layout(4))
+                mt_p = ((mC.shape[0] + self.tile_mnk[0] - 1) // self.tile_mnk[0] + self.cluster_mn[0] - 1) \
+                    // self.cluster_mn[0] * self.cluster_mn[0]
+                nt_p = ((mC.shape[1] + self.tile_mnk[1] - 1) // self.tile_mnk[1] + self.cluster_mn[1] - 1) \
+                    // self.cluster_mn[1] * self.cluster_mn[1]
+            epi_count = Int32(0)  # sub-tiles stored so far (split-K: only the tiles this CTA finished)
             while work.is_valid_tile:
                 crd = work.tile_idx
+                batch = crd[2]
+                n_kt = k_tiles
+                if const_expr(self.split_k > 1):
+                    batch = crd[2] // self.split_k
+                    ks = crd[2] - batch * self.split_k
+                    kt0 = ks * k_tiles // self.split_k
+                    n_kt = (ks + 1) * k_tiles // self.split_k - kt0
                 # ---- main loop: keep one wgmma batch in flight, release the slot before it
                 acc.fill(0.0)
                 tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
                 cute.nvgpu.warpgroup.fence()
-                for kt in cutlass.range(k_tiles, unroll=1):
+                for kt in cutlass.range(n_kt, unroll=1):
                     ab_pipe.consumer_wait(read)
                     for kb in cutlass.range_constexpr(k_blocks):
                         blk = (None, None, kb, read.index)
@@ -330,46 +374,105 @@ class Sm90Gemm:
                 ab_pipe.consumer_release(release)
                 release.advance()
 
-                # ---- epilogue, in registers
-                if const_expr(epi.has_affine):
-                    apply_affine(acc, tCcC, crd[0] * self.tile_mnk[0], crd[1] * self.tile_mnk[1], crd[2],
-                                 m_max, n_max, mBiasM, mBiasN, mScaleM, mScaleN, mRes, epi)
+                # ---- split-K: publish this slice's fp32 partial; the last slice's CTA reduces
+                do_epi = True
+                if const_expr(self.split_k > 1):
+                    S = self.split_k
+                    tile_lin = (batch * mt_p + crd[0]) * nt_p + crd[1]
+                    n_frag = cute.size(acc)
+                    tile_elems = self.tile_mnk[0] * self.tile_mnk[1]
+                    # [split][element][thread] per tile: each fragment element is one coalesced row
+                    t_base = Int64(tile_lin) * (S * tile_elems) + Int64(ctid)
+                    ws_mine = cute.make_tensor(mWs.iterator + (t_base + Int64(ks) * tile_elems),
+                                               cute.make_layout(n_frag, stride=self.n_mma_threads))
+                    for i in cutlass.range_constexpr(n_frag):
+                        ws_mine[i] = acc[i]
+                    cute.arch.fence_acq_rel_gpu()
+                    self.epi_barrier.arrive_and_wait()
+                    if ctid == 0:
+                        sFlag[0] = cute.arch.atomic_add(mCnt.iterator + tile_lin, Int32(1),
+                                                        sem="acq_rel", scope="gpu")
+                    self.epi_barrier.arrive_and_wait()
+                    do_epi = sFlag[0] == S - 1
+                    if do_epi:
+                        cute.arch.fence_acq_rel_gpu()
+                        # sum the slices in slice order (deterministic, independent of arrival)
+                        ws_all = cute.make_tensor(mWs.iterator + t_base,
+                                                  cute.make_layout((n_frag, S), stride=(self.n_mma_threads, tile_elems)))
+                        for i in cutlass.range_constexpr(n_frag):
+                            v = ws_all[i, 0]
+                            for j in cutlass.range_constexpr(1, S):
+                                v = v + ws_all[i, j]
+                            acc[i] = v
+                        if ctid == 0:
+                            mCnt[tile_lin] = Int32(0)  # leave the semaphore zeroed for the next launch
 
-                gC_tile = cute.zipped_divide(gC[(None, None, *crd)], self.epi_tile)
-                bSG_sC, bSG_gC = cute.nvgpu.cpasync.tma_partition(
-                    tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC_tile)
-                if const_expr(epi.aux_out):
-                    gX = cute.local_tile(mX, tile_mn, (None, None, None))
-                    gX_tile = cute.zipped_divide(gX[(None, None, *crd)], self.epi_tile)
-                    bSG_sX, bSG_gX = cute.nvgpu.cpasync.tma_partition(
-                        tma_x, 0, cute.make_layout(1), cute.group_modes(sX, 0, 2), gX_tile)
-                n_sub = cute.size(gC_tile, mode=[1])
-                sub_shape = gC_tile.shape[1]
-                sub_layout = cute.make_layout(sub_shape, stride=(sub_shape[1], 1))
-                done_before = sched.num_tiles_executed * n_sub
-                for s in cutlass.range_constexpr(n_sub):
-                    for v in cutlass.range_constexpr(frag_size):
-                        tRS_r[v] = tRS_acc[s * frag_size + v]
-                    buf = (done_before + s) % _EPI_STAGES
+                if do_epi:
+                    # ---- epilogue, in registers
+                    if const_expr(epi.has_affine):
+                        apply_affine(acc, tCcC, crd[0] * self.tile_mnk[0], crd[1] * self.tile_mnk[1], batch,
+                                     m_max, n_max, mBiasM, mBiasN, mScaleM, mScaleN, mRes, epi)
+
+                    gC_tile = cute.zipped_divide(gC[(None, None, crd[0], crd[1], batch)], self.epi_tile)
+                    bSG_sC, bSG_gC = cute.nvgpu.cpasync.tma_partition(
+                        tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC_tile)
                     if const_expr(epi.aux_out):
-                        tRS_rX.store(tRS_r.load().to(self.aux_dtype))
-                        cute.copy(r2s_x, tRS_rX, tRS_sX[(None, None, None, buf)])
-                    if const_expr(epi.act != "none"):
+                        gX = cute.local_tile(mX, tile_mn, (None, None, None))
+                        gX_tile = cute.zipped_divide(gX[(None, None, crd[0], crd[1], batch)], self.epi_tile)
+                        bSG_sX, bSG_gX = cute.nvgpu.cpasync.tma_partition(
+                            tma_x, 0, cute.make_layout(1), cute.group_modes(sX, 0, 2), gX_tile)
+                    n_sub = cute.size(gC_tile, mode=[1])
+                    sub_shape = gC_tile.shape[1]
+                    sub_layout = cute.make_layout(sub_shape, stride=(sub_shape[1], 1))
+                    done_before = sched.num_tiles_executed * n_sub
+                    if const_expr(self.split_k > 1):
+                        done_before = epi_count
+                    for s in cutlass.range_constexpr(n_sub):
                         for v in cutlass.range_constexpr(frag_size):
-                            tRS_r[v] = activate(tRS_r[v], epi.act)
-                    tRS_rC.store(tRS_r.load().to(self.c_dtype))
-                    cute.copy(r2s_c, tRS_rC, tRS_sC[(None, None, None, buf)])
-                    cute.arch.fence_proxy("async.shared", space="cta")
-                    self.epi_barrier.arrive_and_wait()
-                    gcrd = sub_layout.get_hier_coord(s)
-                    if is_store_warp:
-                        cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, gcrd)])
+                            tRS_r[v] = tRS_acc[s * frag_size + v]
+                        buf = (done_before + s) % _EPI_STAGES
                         if const_expr(epi.aux_out):
-                            cute.copy(tma_x, bSG_sX[(None, buf)], bSG_gX[(None, gcrd)])
-                        store_pipe.producer_commit()
-                        store_pipe.producer_acquire()
-                    self.epi_barrier.arrive_and_wait()
+                            tRS_rX.store(tRS_r.load().to(self.aux_dtype))
+                            cute.copy(r2s_x, tRS_rX, tRS_sX[(None, None, None, buf)])
+                        if const_expr(epi.act != "none"):
+                            for v in cutlass.range_constexpr(frag_size):
+                                tRS_r[v] = activate(tRS_r[v], epi.act)
+                        tRS_rC.store(tRS_r.load().to(self.c_dtype))
+                        cute.copy(r2s_c, tRS_rC, tRS_sC[(None, None, None, buf)])
+                        cute.arch.fence_proxy("async.shared", space="cta")
+                        self.epi_barrier.arrive_and_wait()
+                        gcrd = sub_layout.get_hier_coord(s)
+                        if is_store_warp:
+                            cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, gcrd)])
+                            if const_expr(epi.aux_out):
+                                cute.copy(tma_x, bSG_sX[(None, buf)], bSG_gX[(None, gcrd)])
+                            store_pipe.producer_commit()
+                            store_pipe.producer_acquire()
+                        self.epi_barrier.arrive_and_wait()
+                    epi_count = epi_count + n_sub
 
                 sched.advance_to_next_work()
                 work = sched.get_current_work()
             store_pipe.producer_tail()
+
+
+class Sm90GemmSplitK(Sm90Gemm):
+    """``Sm90Gemm`` with ``knobs.split_k > 1``: the compiled function takes one more pointer, the
+    fp32 workspace (``config.workspace_bytes``; its semaphores zero at launch, and left zero), after
+    the 15 sizes/strides and before the stream."""
+
+    @cute.jit
+    def __call__(
+        self,
+        a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer,
+        bias_ptr: cute.Pointer, scale_m_ptr: cute.Pointer, scale_n_ptr: cute.Pointer,
+        res_ptr: cute.Pointer, aux_ptr: cute.Pointer,
+        m: Int32, n: Int32, k: Int32, l: Int32,
+        a_ld: Int64, a_bs: Int64, b_ld: Int64, b_bs: Int64, c_ld: Int64, c_bs: Int64,
+        r_sm: Int64, r_sn: Int64, r_bs: Int64, x_ld: Int64, x_bs: Int64,
+        ws_ptr: cute.Pointer,
+        stream: cuda.CUstream,
+    ):
+        self._host(a_ptr, b_ptr, c_ptr, bias_ptr, scale_m_ptr, scale_n_ptr, res_ptr, aux_ptr,
+                   m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs, r_sm, r_sn, r_bs, x_ld, x_bs,
+                   ws_ptr, stream)

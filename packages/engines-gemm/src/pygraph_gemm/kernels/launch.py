@@ -19,7 +19,7 @@ from dataclasses import astuple
 from typing import Any, Callable, Optional
 
 from .config import (EpilogueSpec, GemmKnobs, KernelEpilogue, KernelLayout, can_implement,
-                     dtype_name)
+                     dtype_name, splitk_tiles, workspace_bytes)
 
 _CACHE: dict[tuple, Callable] = {}
 _LOCK = threading.Lock()
@@ -47,9 +47,10 @@ def _compile(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_stream, make_ptr
 
-    from .gemm_sm90 import _DT, Sm90Gemm
+    from .gemm_sm90 import _DT, Sm90Gemm, Sm90GemmSplitK
 
-    kern = Sm90Gemm(knobs, lay, epi, sm_count=_sm_count())
+    cls = Sm90GemmSplitK if knobs.split_k > 1 else Sm90Gemm
+    kern = cls(knobs, lay, epi, sm_count=_sm_count())
     g = cute.AddressSpace.gmem
 
     def p(dt, align=16):
@@ -62,6 +63,8 @@ def _compile(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str
             p(epi.residual_dtype, res_align), p(epi.aux_dtype)]
     i32, i64 = cutlass.Int32(1), cutlass.Int64(8)
     args += [i32] * 4 + [i64] * 11
+    if knobs.split_k > 1:
+        args.append(p("fp32", 16))  # workspace
     args.append(make_fake_stream())
     with warnings.catch_warnings():
         # Trace-time advisories only: the wheel's StaticPersistentTileScheduler is marked deprecated
@@ -204,7 +207,8 @@ class Plan:
     kernel frame (`kernel_frame`) and launches on the given stream.
     """
 
-    __slots__ = ("fn", "swap", "a_bcast", "b_bcast", "knobs", "kepi", "klay", "pointer_order", "geometry")
+    __slots__ = ("fn", "swap", "a_bcast", "b_bcast", "knobs", "kepi", "klay", "pointer_order", "geometry",
+                 "split_k", "_ws")
 
     def __init__(self, knobs: GemmKnobs, spec: EpilogueSpec, ab_dtype, c_dtype,
                  a_strides: tuple, b_strides: tuple, c_strides: tuple, m: int, n: int, k: int, l: int,
@@ -224,25 +228,62 @@ class Plan:
         self.a_bcast, self.b_bcast = a_bc, b_bc
         self.pointer_order, self.geometry = kernel_frame(lay, knobs.swap_ab)
         self.fn = get_compiled(knobs, self.kepi, lay, arch)
+        self.split_k = knobs.split_k
+        self._ws = None  # split-K: the plan's own zero-initialised workspace (torch tensor), grown on demand
+
+    def workspace_bytes(self, m: int, n: int, l: int) -> int:
+        """Workspace (bytes) a launch of (M, N, L) needs; 0 unless split_k > 1."""
+        return workspace_bytes(m, n, l, self.knobs)
+
+    def own_workspace(self, m: int, n: int, l: int, device=None) -> int:
+        """Address of a plan-owned workspace for (M, N, L): zeroed once; the kernel leaves its
+        semaphores zero, so no per-call memset. Not for concurrent launches of one plan on two streams."""
+        need = self.workspace_bytes(m, n, l)
+        if self._ws is None or self._ws.numel() < need:
+            import torch
+
+            self._ws = torch.zeros(max(need, 256), dtype=torch.uint8, device=device or "cuda")
+        return self._ws.data_ptr()
+
+    def zero_semaphores(self, workspace: int, m: int, n: int, l: int, stream: int = 0) -> None:
+        """Zero the semaphore words of a caller-provided workspace (one cuMemsetD32Async)."""
+        import cuda.bindings.driver as cu
+
+        cu.cuMemsetD32Async(workspace, 0, splitk_tiles(m, n, l, self.knobs), stream)
 
     def kernel_args(self, a_ptr: int, b_ptr: int, c_ptr: int, m: int, n: int, k: int, l: int,
                     a_strides: tuple, b_strides: tuple, c_strides: tuple,
                     bias_ptr: int = 0, row_scale_ptr: int = 0, col_scale_ptr: int = 0,
                     residual_ptr: int = 0, residual_strides: tuple = (0, 0, 0),
-                    aux_ptr: int = 0, aux_strides: tuple = (0, 0, 0), stream: int = 0) -> tuple:
+                    aux_ptr: int = 0, aux_strides: tuple = (0, 0, 0), stream: int = 0,
+                    workspace: int = 0) -> tuple:
         """The compiled function's argument tuple: ``plan.fn(*plan.kernel_args(...))`` launches.
 
         Pointers are raw device addresses (ints); strides are user-frame (batch, row, col) in
         elements for A (M, K), B (K, N), C (M, N), residual and aux (M, N); ``stream`` is a raw
-        cudaStream_t (0 = legacy default stream).
+        cudaStream_t (0 = legacy default stream). ``workspace`` (split_k > 1 only): device address
+        of ``workspace_bytes(m, n, l)`` bytes whose semaphores are zero (see ``own_workspace`` /
+        ``zero_semaphores``); it goes after the sizes/strides, before the stream.
         """
         ptrs = (a_ptr, b_ptr, c_ptr, bias_ptr, row_scale_ptr, col_scale_ptr, residual_ptr, aux_ptr)
-        return (tuple(ptrs[i] for i in self.pointer_order)
-                + self.geometry(m, n, k, l, a_strides, b_strides, c_strides, residual_strides, aux_strides)
-                + (stream,))
+        geo = self.geometry(m, n, k, l, a_strides, b_strides, c_strides, residual_strides, aux_strides)
+        if self.split_k > 1:
+            return tuple(ptrs[i] for i in self.pointer_order) + geo + (workspace, stream)
+        return tuple(ptrs[i] for i in self.pointer_order) + geo + (stream,)
 
     def __call__(self, *args, **kwargs) -> None:
-        """Launch; same arguments as ``kernel_args``."""
+        """Launch; same arguments as ``kernel_args``. With split_k > 1 and no ``workspace`` given,
+        the plan's own workspace is used; a caller's workspace gets its semaphores zeroed first."""
+        if self.split_k > 1:
+            m = args[3] if len(args) > 3 else kwargs["m"]
+            n = args[4] if len(args) > 4 else kwargs["n"]
+            l = args[6] if len(args) > 6 else kwargs["l"]
+            ws = args[18] if len(args) > 18 else kwargs.get("workspace", 0)
+            if not ws:
+                args, kwargs = args[:18], {**kwargs, "workspace": self.own_workspace(m, n, l)}
+            else:
+                st = args[17] if len(args) > 17 else kwargs.get("stream", 0)
+                self.zero_semaphores(ws, m, n, l, st)
         self.fn(*self.kernel_args(*args, **kwargs))
 
 

@@ -1,0 +1,119 @@
+"""Split-K timing for the SM90 CuTe DSL GEMM on the small-M shape (128x4096x4096 by default).
+
+    PYTHONPATH=packages/engines-gemm/src python benchmarks/bench_splitk.py [--m 128 --n 4096 --k 4096]
+
+Same harness as bench_gemm.py (do_bench: CUDA events, warm-up, L2 flushed between reps, median).
+A is (M, K) row-major, B the transpose of an (N, K) row-major weight (nn.Linear layout). Rows are
+knob sets (split_k 1/2/4/8); 'ws' = the plan's own workspace (semaphores left zero by the kernel, no
+per-call memset), 'ws+memset' = a caller workspace whose semaphores are zeroed (cuMemsetD32Async)
+before every launch, as an engine-provided workspace would need. Baselines: torch.matmul,
+torch._addmm_activation(use_gelu=True) (cuBLASLt fused), unfused gelu_tanh(addmm).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from bench_gemm import bench, make_call, tflops, unfused_bias_gelu
+
+from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, workspace_bytes
+from pygraph_gemm.kernels.launch import Plan
+
+G = GemmKnobs
+CONFIGS = [
+    ("sk1 64x64", G(tile_m=64, tile_n=64)),
+    ("sk2 128x64", G(tile_m=128, tile_n=64, split_k=2)),
+    ("sk2 128x128", G(tile_m=128, tile_n=128, split_k=2)),
+    ("sk4 128x128", G(tile_m=128, tile_n=128, split_k=4)),
+    ("sk4 128x64", G(tile_m=128, tile_n=64, split_k=4)),
+    ("sk8 128x256", G(tile_m=128, tile_n=256, split_k=8)),
+]
+
+
+def specs(dn):
+    return {"plain": EpilogueSpec(),
+            "bias+gelu": EpilogueSpec(bias=True, activation="gelu_approx_tanh", vec_dtype=dn)}
+
+
+def tensors(m, n, k, dt, dev="cuda"):
+    a = torch.randn(m, k, device=dev).to(dt)
+    w = torch.randn(n, k, device=dev).to(dt)
+    b = w.t()
+    bias = torch.randn(n, device=dev).to(dt)
+    c = torch.empty(m, n, device=dev, dtype=dt)
+    return a, b, bias, c
+
+
+def memset_call(knobs, spec, a, b, c, bias):
+    """Launch with a caller-owned workspace (filled with garbage once): semaphores zeroed before
+    every launch by Plan.__call__ (one cuMemsetD32Async)."""
+    st = lambda t: (0, t.stride(0), t.stride(1))  # noqa: E731
+    m, k = a.shape
+    n = b.shape[1]
+    plan = Plan(knobs, spec, a.dtype, c.dtype, st(a), st(b), st(c), m, n, k, 1)
+    ws = torch.full((max(256, workspace_bytes(m, n, 1, knobs)),), 0x7F, dtype=torch.uint8, device=a.device)
+    s = torch.cuda.current_stream().cuda_stream
+    pos = (a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, 1, st(a), st(b), st(c),
+           bias.data_ptr() if spec.bias else 0)
+
+    def run():
+        plan(*pos, stream=s, workspace=ws.data_ptr())
+
+    run.ws = ws
+    return run
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--m", type=int, default=128)
+    ap.add_argument("--n", type=int, default=4096)
+    ap.add_argument("--k", type=int, default=4096)
+    args = ap.parse_args(argv)
+    m, n, k = args.m, args.n, args.k
+    rows = []
+    for dn, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        torch.manual_seed(0)
+        a, b, bias, c = tensors(m, n, k, dt)
+        ref_plain = torch.matmul(a, b)
+        bd = bias
+        ref_fused = unfused_bias_gelu(bd, a, b)
+        base = {
+            "plain": {"cublas": bench(lambda a=a, b=b: torch.matmul(a, b))},
+            "bias+gelu": {
+                "addmm": bench(lambda a=a, b=b, bd=bd: torch.addmm(bd, a, b)),
+                "lt_fused": bench(lambda a=a, b=b, bd=bd: torch._addmm_activation(bd, a, b, use_gelu=True)),
+                "unfused": bench(lambda a=a, b=b, bd=bd: unfused_bias_gelu(bd, a, b)),
+            },
+        }
+        for op, spec in specs(dn).items():
+            ref = ref_plain if op == "plain" else ref_fused
+            for name, kn in CONFIGS:
+                c.fill_(float("nan"))
+                call = make_call(kn, spec, a, b, c, bias)
+                t = bench(call)
+                err = ((c.float() - ref.float()).norm() / ref.float().norm()).item()
+                tm = float("nan")
+                if kn.split_k > 1:
+                    c.fill_(float("nan"))
+                    mc = memset_call(kn, spec, a, b, c, bias)
+                    tm = bench(mc)
+                    err = max(err, ((c.float() - ref.float()).norm() / ref.float().norm()).item())
+                rows.append((dn, op, name, t, tm, err, base[op]))
+                print(f"{dn} {op:9s} {name:12s} {t * 1e3:7.2f} us  ws+memset {tm * 1e3:7.2f} us  "
+                      f"err vs torch {err:.1e}", flush=True)
+    print(f"\nTABLE split-K {m}x{n}x{k} (TFLOP/s; do_bench median, L2 flushed; us in brackets)")
+    print(f"{'dt':4s} {'op':9s} {'cfg':12s} {'ours(ws)':>14s} {'ws+memset':>9s} {'cuBLAS':>7s} {'LtFuse':>7s} "
+          f"{'unfus':>7s} {'/cuBLAS':>7s} {'/unf':>5s}  err")
+    for dn, op, name, t, tm, err, bs in rows:
+        tf = lambda x: tflops(m, n, k, x)  # noqa: E731
+        cb = bs.get("cublas", bs.get("addmm"))
+        lt = bs.get("lt_fused", float("nan"))
+        un = bs.get("unfused", float("nan"))
+        print(f"{dn:4s} {op:9s} {name:12s} {tf(t):6.0f} ({t * 1e3:5.1f}) {tf(tm):9.0f} {tf(cb):7.0f} {tf(lt):7.0f} "
+              f"{tf(un):7.0f} {cb / t:7.2f} {un / t if un == un else float('nan'):5.2f}  {err:.0e}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
