@@ -32,8 +32,10 @@ CONFIGS = [
 
 
 def specs(dn):
-    return {"plain": EpilogueSpec(),
-            "bias+gelu": EpilogueSpec(bias=True, activation="gelu_approx_tanh", vec_dtype=dn)}
+    return {
+        "plain": EpilogueSpec(),
+        "bias+gelu": EpilogueSpec(bias=True, activation="gelu_approx_tanh", vec_dtype=dn),
+    }
 
 
 def tensors(m, n, k, dt, dev="cuda"):
@@ -54,8 +56,19 @@ def memset_call(knobs, spec, a, b, c, bias):
     plan = Plan(knobs, spec, a.dtype, c.dtype, st(a), st(b), st(c), m, n, k, 1)
     ws = torch.full((max(256, workspace_bytes(m, n, 1, knobs)),), 0x7F, dtype=torch.uint8, device=a.device)
     s = torch.cuda.current_stream().cuda_stream
-    pos = (a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, 1, st(a), st(b), st(c),
-           bias.data_ptr() if spec.bias else 0)
+    pos = (
+        a.data_ptr(),
+        b.data_ptr(),
+        c.data_ptr(),
+        m,
+        n,
+        k,
+        1,
+        st(a),
+        st(b),
+        st(c),
+        bias.data_ptr() if spec.bias else 0,
+    )
 
     def run():
         plan(*pos, stream=s, workspace=ws.data_ptr())
@@ -100,18 +113,25 @@ def main(argv=None) -> int:
                     tm = bench(mc)
                     err = max(err, ((c.float() - ref.float()).norm() / ref.float().norm()).item())
                 rows.append((dn, op, name, t, tm, err, base[op]))
-                print(f"{dn} {op:9s} {name:12s} {t * 1e3:7.2f} us  ws+memset {tm * 1e3:7.2f} us  "
-                      f"err vs torch {err:.1e}", flush=True)
+                print(
+                    f"{dn} {op:9s} {name:12s} {t * 1e3:7.2f} us  ws+memset {tm * 1e3:7.2f} us  "
+                    f"err vs torch {err:.1e}",
+                    flush=True,
+                )
     print(f"\nTABLE split-K {m}x{n}x{k} (TFLOP/s; do_bench median, L2 flushed; us in brackets)")
-    print(f"{'dt':4s} {'op':9s} {'cfg':12s} {'ours(ws)':>14s} {'ws+memset':>9s} {'cuBLAS':>7s} {'LtFuse':>7s} "
-          f"{'unfus':>7s} {'/cuBLAS':>7s} {'/unf':>5s}  err")
+    print(
+        f"{'dt':4s} {'op':9s} {'cfg':12s} {'ours(ws)':>14s} {'ws+memset':>9s} {'cuBLAS':>7s} {'LtFuse':>7s} "
+        f"{'unfus':>7s} {'/cuBLAS':>7s} {'/unf':>5s}  err"
+    )
     for dn, op, name, t, tm, err, bs in rows:
         tf = lambda x: tflops(m, n, k, x)  # noqa: E731
         cb = bs.get("cublas", bs.get("addmm"))
         lt = bs.get("lt_fused", float("nan"))
         un = bs.get("unfused", float("nan"))
-        print(f"{dn:4s} {op:9s} {name:12s} {tf(t):6.0f} ({t * 1e3:5.1f}) {tf(tm):9.0f} {tf(cb):7.0f} {tf(lt):7.0f} "
-              f"{tf(un):7.0f} {cb / t:7.2f} {un / t if un == un else float('nan'):5.2f}  {err:.0e}")
+        print(
+            f"{dn:4s} {op:9s} {name:12s} {tf(t):6.0f} ({t * 1e3:5.1f}) {tf(tm):9.0f} {tf(cb):7.0f} {tf(lt):7.0f} "
+            f"{tf(un):7.0f} {cb / t:7.2f} {un / t if un == un else float('nan'):5.2f}  {err:.0e}"
+        )
     return 0
 
 

@@ -202,25 +202,73 @@ def splitk_cases():
     G = GemmKnobs
     cs = []
     for dt in ("bf16", "fp16"):
-        for m, kn in ((128, G(tile_m=128, tile_n=64, split_k=2)), (128, G(tile_m=128, tile_n=128, split_k=4)),
-                      (64, G(tile_m=64, tile_n=64, split_k=4))):
+        for m, kn in (
+            (128, G(tile_m=128, tile_n=64, split_k=2)),
+            (128, G(tile_m=128, tile_n=128, split_k=4)),
+            (64, G(tile_m=64, tile_n=64, split_k=4)),
+        ):
             cs.append(dict(m=m, n=4096, k=4096, dt=dt, out=dt, knobs=kn, reps=2))
-            cs.append(dict(m=m, n=4096, k=4096, dt=dt, out=dt, knobs=kn, bias=True, act="gelu_approx_tanh", reps=2))
+            cs.append(
+                dict(m=m, n=4096, k=4096, dt=dt, out=dt, knobs=kn, bias=True, act="gelu_approx_tanh", reps=2)
+            )
         # ragged M/N/K (K=1000: 16 k-tiles split 3 ways unevenly), multi-wave (1000x1000: 8x16 tiles x 4)
-        cs.append(dict(m=1000, n=1000, k=1000, dt=dt, out=dt, knobs=G(tile_m=128, tile_n=64, split_k=3),
-                       bias=True, act="gelu_approx_tanh"))
+        cs.append(
+            dict(
+                m=1000,
+                n=1000,
+                k=1000,
+                dt=dt,
+                out=dt,
+                knobs=G(tile_m=128, tile_n=64, split_k=3),
+                bias=True,
+                act="gelu_approx_tanh",
+            )
+        )
         cs.append(dict(m=1000, n=4096, k=1000, dt=dt, out=dt, knobs=G(tile_m=128, tile_n=128, split_k=4)))
     cs += [
         # batched (+ broadcast B), every epilogue piece + aux, fp32 out, cluster multicast, swap_ab
-        dict(m=128, n=1000, k=1000, l=3, knobs=G(tile_m=128, tile_n=64, split_k=2), bias=True, act="relu", reps=2),
+        dict(
+            m=128,
+            n=1000,
+            k=1000,
+            l=3,
+            knobs=G(tile_m=128, tile_n=64, split_k=2),
+            bias=True,
+            act="relu",
+            reps=2,
+        ),
         dict(m=64, n=1000, k=4096, l=2, b_bc=True, knobs=G(tile_m=64, tile_n=64, split_k=4), residual=True),
-        dict(m=1000, n=1048, k=520, knobs=G(tile_m=128, tile_n=128, split_k=2), bias=True, row_scale=True,
-             col_scale=True, residual=True, act="silu", aux=True),
+        dict(
+            m=1000,
+            n=1048,
+            k=520,
+            knobs=G(tile_m=128, tile_n=128, split_k=2),
+            bias=True,
+            row_scale=True,
+            col_scale=True,
+            residual=True,
+            act="silu",
+            aux=True,
+        ),
         dict(m=264, n=392, k=1000, out="fp32", knobs=G(tile_m=128, tile_n=128, split_k=4)),
-        dict(m=128, n=4096, k=4096, knobs=G(tile_m=128, tile_n=128, cga_n=2, split_k=4), bias=True,
-             act="gelu_approx_tanh", reps=2),
-        dict(m=16, n=4096, k=4096, knobs=G(tile_m=128, tile_n=16, swap_ab=True, split_k=4), bias=True,
-             act="gelu_approx_tanh", reps=2),
+        dict(
+            m=128,
+            n=4096,
+            k=4096,
+            knobs=G(tile_m=128, tile_n=128, cga_n=2, split_k=4),
+            bias=True,
+            act="gelu_approx_tanh",
+            reps=2,
+        ),
+        dict(
+            m=16,
+            n=4096,
+            k=4096,
+            knobs=G(tile_m=128, tile_n=16, swap_ab=True, split_k=4),
+            bias=True,
+            act="gelu_approx_tanh",
+            reps=2,
+        ),
     ]
     return cs
 

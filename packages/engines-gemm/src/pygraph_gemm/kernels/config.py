@@ -16,7 +16,6 @@ scale vectors (row_scale has length M, col_scale length N). The residual is shap
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 ACTIVATIONS = ("none", "relu", "gelu", "gelu_approx_tanh", "silu", "sigmoid", "tanh")
 _ACT_ALIASES = {"swish": "silu", "gelu_erf": "gelu", "gelu_tanh": "gelu_approx_tanh", "identity": "none"}
@@ -67,7 +66,7 @@ class GemmKnobs:
     # semaphore) sums them in slice order and runs the fused epilogue once. 1 = no split (no workspace).
     split_k: int = 1
 
-    def validate(self) -> Optional[str]:
+    def validate(self) -> str | None:
         if self.tile_m not in (64, 128, 256):
             return f"tile_m={self.tile_m} not in (64, 128, 256)"
         if self.tile_n % 16 or not 16 <= self.tile_n <= 256:
@@ -104,7 +103,7 @@ class EpilogueSpec:
     residual_dtype: str = "bf16"
     aux_dtype: str = "bf16"
 
-    def validate(self) -> Optional[str]:
+    def validate(self) -> str | None:
         try:
             canonical_activation(self.activation)
         except ValueError as e:
@@ -138,13 +137,23 @@ class KernelEpilogue:
     aux_dtype: str = "bf16"
 
     @staticmethod
-    def from_spec(spec: EpilogueSpec, swap_ab: bool) -> "KernelEpilogue":
+    def from_spec(spec: EpilogueSpec, swap_ab: bool) -> KernelEpilogue:
         if swap_ab:
             bm, bn, sm, sn = spec.bias, False, spec.col_scale, spec.row_scale
         else:
             bm, bn, sm, sn = False, spec.bias, spec.row_scale, spec.col_scale
-        return KernelEpilogue(bm, bn, sm, sn, spec.residual, spec.act, spec.aux_out,
-                              spec.vec_dtype, spec.residual_dtype, spec.aux_dtype)
+        return KernelEpilogue(
+            bm,
+            bn,
+            sm,
+            sn,
+            spec.residual,
+            spec.act,
+            spec.aux_out,
+            spec.vec_dtype,
+            spec.residual_dtype,
+            spec.aux_dtype,
+        )
 
     @property
     def has_affine(self) -> bool:
@@ -218,14 +227,27 @@ def workspace_bytes(m: int, n: int, l: int, knobs: GemmKnobs) -> int:
 
 
 def can_implement(
-    m: int, n: int, k: int, l: int,
-    a_dtype, b_dtype, c_dtype,
-    a_strides: tuple, b_strides: tuple, c_strides: tuple,
-    a_ptr: int = 0, b_ptr: int = 0, c_ptr: int = 0,
-    knobs: Optional[GemmKnobs] = None, spec: Optional[EpilogueSpec] = None,
-    residual_strides: Optional[tuple] = None, aux_strides: Optional[tuple] = None,
-    vec_ptrs: tuple = (), residual_ptr: int = 0, aux_ptr: int = 0,
-) -> Optional[str]:
+    m: int,
+    n: int,
+    k: int,
+    l: int,
+    a_dtype,
+    b_dtype,
+    c_dtype,
+    a_strides: tuple,
+    b_strides: tuple,
+    c_strides: tuple,
+    a_ptr: int = 0,
+    b_ptr: int = 0,
+    c_ptr: int = 0,
+    knobs: GemmKnobs | None = None,
+    spec: EpilogueSpec | None = None,
+    residual_strides: tuple | None = None,
+    aux_strides: tuple | None = None,
+    vec_ptrs: tuple = (),
+    residual_ptr: int = 0,
+    aux_ptr: int = 0,
+) -> str | None:
     """Why this problem cannot be served (a reason string), or None when it can.
 
     Shapes in the user's frame: A is (L, M, K), B is (L, K, N), C is (L, M, N); strides are given
@@ -251,10 +273,15 @@ def can_implement(
         if knobs is not None and knobs.split_k > 1:
             k_tiles = _ceil(int(k), knobs.tile_k)
             if k_tiles < knobs.split_k:
-                return (f"split_k={knobs.split_k} needs at least that many K tiles; K={k} gives "
-                        f"{k_tiles} of tile_k={knobs.tile_k}")
-        ops = [("A", a_strides, ad, (m, k), a_ptr, True), ("B", b_strides, bd, (k, n), b_ptr, True),
-               ("C", c_strides, cd, (m, n), c_ptr, False)]
+                return (
+                    f"split_k={knobs.split_k} needs at least that many K tiles; K={k} gives "
+                    f"{k_tiles} of tile_k={knobs.tile_k}"
+                )
+        ops = [
+            ("A", a_strides, ad, (m, k), a_ptr, True),
+            ("B", b_strides, bd, (k, n), b_ptr, True),
+            ("C", c_strides, cd, (m, n), c_ptr, False),
+        ]
         if spec is not None and spec.residual:
             if residual_strides is None:
                 return "residual requested but no residual strides given"
@@ -273,14 +300,16 @@ def can_implement(
             if is_in is None:  # residual: any strides, read with plain loads
                 continue
             if sc == 1 or c == 1:
-                ld, other = sr, "row"
+                ld = sr
             elif sr == 1 or r == 1:
-                ld, other = sc, "col"
+                ld = sc
             else:
                 return f"{name} strides {st}: neither rows nor columns are contiguous"
             if (ld * eb) % TMA_ALIGN_BYTES:
-                return (f"{name} leading stride {ld} elements = {ld * eb} bytes is not a multiple of "
-                        f"{TMA_ALIGN_BYTES} (TMA alignment)")
+                return (
+                    f"{name} leading stride {ld} elements = {ld * eb} bytes is not a multiple of "
+                    f"{TMA_ALIGN_BYTES} (TMA alignment)"
+                )
             if ld * eb >= 2**40 or (sb * eb) >= 2**40:
                 return f"{name} strides {st} too large for TMA"
             if sb and (sb * eb) % TMA_ALIGN_BYTES and l > 1:

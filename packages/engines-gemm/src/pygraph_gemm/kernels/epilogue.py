@@ -50,10 +50,15 @@ def activate(x: Float32, act: cutlass.Constexpr) -> Float32:
 def apply_affine(
     acc: cute.Tensor,  # (per-thread accumulator fragment), fp32, modified in place
     coords: cute.Tensor,  # same shape: (m, n) coordinate inside the CTA tile of each element
-    m0: Int32, n0: Int32, batch: Int32,  # origin of the tile in the problem
-    m_max: Int32, n_max: Int32,  # M - 1, N - 1
-    bias_m: cute.Tensor, bias_n: cute.Tensor,
-    scale_m: cute.Tensor, scale_n: cute.Tensor,
+    m0: Int32,
+    n0: Int32,
+    batch: Int32,  # origin of the tile in the problem
+    m_max: Int32,
+    n_max: Int32,  # M - 1, N - 1
+    bias_m: cute.Tensor,
+    bias_n: cute.Tensor,
+    scale_m: cute.Tensor,
+    scale_n: cute.Tensor,
     residual: cute.Tensor,
     epi: cutlass.Constexpr,
 ):

@@ -16,7 +16,6 @@ dimension of its static layout (majorness, dtypes, epilogue, knobs).
 from __future__ import annotations
 
 import cuda.bindings.driver as cuda
-
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
@@ -93,29 +92,100 @@ class Sm90Gemm:
     @cute.jit
     def __call__(
         self,
-        a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer,
-        bias_ptr: cute.Pointer, scale_m_ptr: cute.Pointer, scale_n_ptr: cute.Pointer,
-        res_ptr: cute.Pointer, aux_ptr: cute.Pointer,
-        m: Int32, n: Int32, k: Int32, l: Int32,
-        a_ld: Int64, a_bs: Int64, b_ld: Int64, b_bs: Int64, c_ld: Int64, c_bs: Int64,
-        r_sm: Int64, r_sn: Int64, r_bs: Int64, x_ld: Int64, x_bs: Int64,
+        a_ptr: cute.Pointer,
+        b_ptr: cute.Pointer,
+        c_ptr: cute.Pointer,
+        bias_ptr: cute.Pointer,
+        scale_m_ptr: cute.Pointer,
+        scale_n_ptr: cute.Pointer,
+        res_ptr: cute.Pointer,
+        aux_ptr: cute.Pointer,
+        m: Int32,
+        n: Int32,
+        k: Int32,
+        l: Int32,
+        a_ld: Int64,
+        a_bs: Int64,
+        b_ld: Int64,
+        b_bs: Int64,
+        c_ld: Int64,
+        c_bs: Int64,
+        r_sm: Int64,
+        r_sn: Int64,
+        r_bs: Int64,
+        x_ld: Int64,
+        x_bs: Int64,
         stream: cuda.CUstream,
     ):
-        self._host(a_ptr, b_ptr, c_ptr, bias_ptr, scale_m_ptr, scale_n_ptr, res_ptr, aux_ptr,
-                   m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs, r_sm, r_sn, r_bs, x_ld, x_bs,
-                   None, stream)
+        self._host(
+            a_ptr,
+            b_ptr,
+            c_ptr,
+            bias_ptr,
+            scale_m_ptr,
+            scale_n_ptr,
+            res_ptr,
+            aux_ptr,
+            m,
+            n,
+            k,
+            l,
+            a_ld,
+            a_bs,
+            b_ld,
+            b_bs,
+            c_ld,
+            c_bs,
+            r_sm,
+            r_sn,
+            r_bs,
+            x_ld,
+            x_bs,
+            None,
+            stream,
+        )
 
-    def _host(self, a_ptr, b_ptr, c_ptr, bias_ptr, scale_m_ptr, scale_n_ptr, res_ptr, aux_ptr,
-              m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs, r_sm, r_sn, r_bs, x_ld, x_bs,
-              ws_ptr, stream):
+    def _host(
+        self,
+        a_ptr,
+        b_ptr,
+        c_ptr,
+        bias_ptr,
+        scale_m_ptr,
+        scale_n_ptr,
+        res_ptr,
+        aux_ptr,
+        m,
+        n,
+        k,
+        l,
+        a_ld,
+        a_bs,
+        b_ld,
+        b_bs,
+        c_ld,
+        c_bs,
+        r_sm,
+        r_sn,
+        r_bs,
+        x_ld,
+        x_bs,
+        ws_ptr,
+        stream,
+    ):
         """Host-side body shared by both entry points (traced inside their @cute.jit)."""
         epi = self.epi
         mA, mB, mC = self._tensors(a_ptr, b_ptr, c_ptr, m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs)
         a_layout, b_layout, c_layout = self.a_layout, self.b_layout, self.c_layout
 
         tiled_mma = sm90_utils.make_trivial_tiled_mma(
-            self.ab_dtype, self.ab_dtype, a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
-            self.acc_dtype, self.atom_mnk, tiler_mn=(64, self.tile_mnk[1]),
+            self.ab_dtype,
+            self.ab_dtype,
+            a_layout.sm90_mma_major_mode(),
+            b_layout.sm90_mma_major_mode(),
+            self.acc_dtype,
+            self.atom_mnk,
+            tiler_mn=(64, self.tile_mnk[1]),
         )
         cta_layout_mnk = cute.make_layout((*self.cluster_mn, 1))
         sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.ab_stage)
@@ -126,25 +196,42 @@ class Sm90Gemm:
             sX_layout = sm90_utils.make_smem_layout_epi(self.aux_dtype, c_layout, self.epi_tile, _EPI_STAGES)
 
         def g2s_op(mcast):
-            return (cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp() if mcast == 1
-                    else cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp())
+            return (
+                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp()
+                if mcast == 1
+                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp()
+            )
 
         tma_a, tA = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            g2s_op(self.mcast_a), mA, cute.slice_(sA_layout, (None, None, 0)),
-            (self.tile_mnk[0], self.tile_mnk[2]), num_multicast=self.mcast_a)
+            g2s_op(self.mcast_a),
+            mA,
+            cute.slice_(sA_layout, (None, None, 0)),
+            (self.tile_mnk[0], self.tile_mnk[2]),
+            num_multicast=self.mcast_a,
+        )
         tma_b, tB = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            g2s_op(self.mcast_b), mB, cute.slice_(sB_layout, (None, None, 0)),
-            (self.tile_mnk[1], self.tile_mnk[2]), num_multicast=self.mcast_b)
+            g2s_op(self.mcast_b),
+            mB,
+            cute.slice_(sB_layout, (None, None, 0)),
+            (self.tile_mnk[1], self.tile_mnk[2]),
+            num_multicast=self.mcast_b,
+        )
         tma_c, tC = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), mC,
-            cute.slice_(sC_layout, (None, None, 0)), self.epi_tile)
+            cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(),
+            mC,
+            cute.slice_(sC_layout, (None, None, 0)),
+            self.epi_tile,
+        )
         tma_x, tX = tma_c, tC
         if const_expr(epi.aux_out):
             x_st = (x_ld, 1, x_bs) if self.lay.c_major == "n" else (1, x_ld, x_bs)
             mX = cute.make_tensor(aux_ptr, cute.make_layout((m, n, l), stride=x_st))
             tma_x, tX = cute.nvgpu.cpasync.make_tiled_tma_atom(
-                cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), mX,
-                cute.slice_(sX_layout, (None, None, 0)), self.epi_tile)
+                cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(),
+                mX,
+                cute.slice_(sX_layout, (None, None, 0)),
+                self.epi_tile,
+            )
 
         # epilogue operands (plain loads; unused ones alias a 1-element view)
         one = cute.make_layout(1)
@@ -173,31 +260,68 @@ class Sm90Gemm:
             mWs = cute.make_tensor(ws_ptr + cnt_words, cute.make_layout(1))
             n_tiles_mnl = (n_tiles_mnl[0], n_tiles_mnl[1], n_tiles_mnl[2] * S)
         sched = utils.PersistentTileSchedulerParams(
-            n_tiles_mnl, (*self.cluster_mn, 1), self.knobs.swizzle, self.knobs.raster == "m")
+            n_tiles_mnl, (*self.cluster_mn, 1), self.knobs.swizzle, self.knobs.raster == "m"
+        )
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched, self.max_active_clusters)
 
         self.shared_storage = _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout)
 
         self.kernel(
-            tma_a, tA, tma_b, tB, tma_c, tC, tma_x, tX,
-            mBiasM, mBiasN, mScaleM, mScaleN, mRes, mWs, mCnt,
-            tiled_mma, cta_layout_mnk, sA_layout, sB_layout, sC_layout, sX_layout, sched,
+            tma_a,
+            tA,
+            tma_b,
+            tB,
+            tma_c,
+            tC,
+            tma_x,
+            tX,
+            mBiasM,
+            mBiasN,
+            mScaleM,
+            mScaleN,
+            mRes,
+            mWs,
+            mCnt,
+            tiled_mma,
+            cta_layout_mnk,
+            sA_layout,
+            sB_layout,
+            sC_layout,
+            sX_layout,
+            sched,
         ).launch(
-            grid=grid, block=[self.threads, 1, 1], cluster=(*self.cluster_mn, 1),
-            min_blocks_per_mp=1, stream=stream,
+            grid=grid,
+            block=[self.threads, 1, 1],
+            cluster=(*self.cluster_mn, 1),
+            min_blocks_per_mp=1,
+            stream=stream,
         )
 
     # ------------------------------------------------------------------ device side
     @cute.kernel
     def kernel(
         self,
-        tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
-        tma_c: cute.CopyAtom, mC: cute.Tensor, tma_x: cute.CopyAtom, mX: cute.Tensor,
-        mBiasM: cute.Tensor, mBiasN: cute.Tensor, mScaleM: cute.Tensor, mScaleN: cute.Tensor,
-        mRes: cute.Tensor, mWs: cute.Tensor, mCnt: cute.Tensor,
-        tiled_mma: cute.TiledMma, cta_layout_mnk: cute.Layout,
-        sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
-        sC_layout: cute.ComposedLayout, sX_layout: cute.ComposedLayout,
+        tma_a: cute.CopyAtom,
+        mA: cute.Tensor,
+        tma_b: cute.CopyAtom,
+        mB: cute.Tensor,
+        tma_c: cute.CopyAtom,
+        mC: cute.Tensor,
+        tma_x: cute.CopyAtom,
+        mX: cute.Tensor,
+        mBiasM: cute.Tensor,
+        mBiasN: cute.Tensor,
+        mScaleM: cute.Tensor,
+        mScaleN: cute.Tensor,
+        mRes: cute.Tensor,
+        mWs: cute.Tensor,
+        mCnt: cute.Tensor,
+        tiled_mma: cute.TiledMma,
+        cta_layout_mnk: cute.Layout,
+        sA_layout: cute.ComposedLayout,
+        sB_layout: cute.ComposedLayout,
+        sC_layout: cute.ComposedLayout,
+        sX_layout: cute.ComposedLayout,
         sched_params: utils.PersistentTileSchedulerParams,
     ):
         epi = self.epi
@@ -217,8 +341,9 @@ class Sm90Gemm:
         a_mask = a_mask if const_expr(self.mcast_a > 1) else 0
         b_mask = b_mask if const_expr(self.mcast_b > 1) else 0
 
-        tx_bytes = cute.size_in_bytes(self.ab_dtype, cute.slice_(sA_layout, (None, None, 0))) + \
-            cute.size_in_bytes(self.ab_dtype, cute.slice_(sB_layout, (None, None, 0)))
+        tx_bytes = cute.size_in_bytes(
+            self.ab_dtype, cute.slice_(sA_layout, (None, None, 0))
+        ) + cute.size_in_bytes(self.ab_dtype, cute.slice_(sB_layout, (None, None, 0)))
 
         smem = utils.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
@@ -246,11 +371,19 @@ class Sm90Gemm:
         k_tiles = cute.size(gA, mode=[3])
 
         tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
-            tma_a, cl_coord[1], cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape),
-            cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
+            tma_a,
+            cl_coord[1],
+            cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape),
+            cute.group_modes(sA, 0, 2),
+            cute.group_modes(gA, 0, 2),
+        )
         tBsB, tBgB = cute.nvgpu.cpasync.tma_partition(
-            tma_b, cl_coord[0], cute.make_layout(cute.slice_(cta_layout_mnk, (None, 0, 0)).shape),
-            cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+            tma_b,
+            cl_coord[0],
+            cute.make_layout(cute.slice_(cta_layout_mnk, (None, 0, 0)).shape),
+            cute.group_modes(sB, 0, 2),
+            cute.group_modes(gB, 0, 2),
+        )
 
         wg_idx = cute.arch.make_warp_uniform(tidx // 128)
         pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
@@ -260,7 +393,8 @@ class Sm90Gemm:
             cute.arch.setmaxregister_decrease(40)
             if warp_idx == 0:
                 sched = utils.StaticPersistentTileScheduler.create(
-                    sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
+                    sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
+                )
                 work = sched.initial_work_tile_info()
                 prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stage)
                 while work.is_valid_tile:
@@ -280,10 +414,20 @@ class Sm90Gemm:
                     for kt in cutlass.range(n_kt, unroll=1):
                         ab_pipe.producer_acquire(prod)
                         bar = ab_pipe.producer_get_barrier(prod)
-                        cute.copy(tma_a, tAg[(None, kt0 + kt)], tAsA[(None, prod.index)],
-                                  tma_bar_ptr=bar, mcast_mask=a_mask)
-                        cute.copy(tma_b, tBg[(None, kt0 + kt)], tBsB[(None, prod.index)],
-                                  tma_bar_ptr=bar, mcast_mask=b_mask)
+                        cute.copy(
+                            tma_a,
+                            tAg[(None, kt0 + kt)],
+                            tAsA[(None, prod.index)],
+                            tma_bar_ptr=bar,
+                            mcast_mask=a_mask,
+                        )
+                        cute.copy(
+                            tma_b,
+                            tBg[(None, kt0 + kt)],
+                            tBsB[(None, prod.index)],
+                            tma_bar_ptr=bar,
+                            mcast_mask=b_mask,
+                        )
                         ab_pipe.producer_commit(prod)
                         prod.advance()
                     sched.advance_to_next_work()
@@ -305,11 +449,15 @@ class Sm90Gemm:
 
             # register -> smem copies for the epilogue (stmatrix for 16-bit outputs)
             stm_atom = cute.make_copy_atom(
-                cute.nvgpu.warp.StMatrix8x8x16bOp(self.c_layout.is_m_major_c(), 4), self.c_dtype)
+                cute.nvgpu.warp.StMatrix8x8x16bOp(self.c_layout.is_m_major_c(), 4), self.c_dtype
+            )
             tiled_copy_c_atom = cute.make_tiled_copy_C_atom(stm_atom, tiled_mma)
             r2s_c = cute.make_tiled_copy_S(
-                sm90_utils.sm90_get_smem_store_op(self.c_layout, elem_ty_d=self.c_dtype, elem_ty_acc=self.acc_dtype),
-                tiled_copy_c_atom)
+                sm90_utils.sm90_get_smem_store_op(
+                    self.c_layout, elem_ty_d=self.c_dtype, elem_ty_acc=self.acc_dtype
+                ),
+                tiled_copy_c_atom,
+            )
             thr_r2s_c = r2s_c.get_slice(ctid)
             tRS_sC = thr_r2s_c.partition_D(sC)
             tRS_acc = r2s_c.retile(acc)
@@ -320,9 +468,11 @@ class Sm90Gemm:
             if const_expr(epi.aux_out):
                 sX = storage.sX.get_tensor(sX_layout.outer, swizzle=sX_layout.inner)
                 r2s_x = cute.make_tiled_copy_S(
-                    sm90_utils.sm90_get_smem_store_op(self.c_layout, elem_ty_d=self.aux_dtype,
-                                                      elem_ty_acc=self.acc_dtype),
-                    tiled_copy_c_atom)
+                    sm90_utils.sm90_get_smem_store_op(
+                        self.c_layout, elem_ty_d=self.aux_dtype, elem_ty_acc=self.acc_dtype
+                    ),
+                    tiled_copy_c_atom,
+                )
                 tRS_sX = r2s_x.get_slice(ctid).partition_D(sX)
                 tRS_rX = cute.make_rmem_tensor(frag_shape, self.aux_dtype)
 
@@ -335,16 +485,23 @@ class Sm90Gemm:
             n_max = mC.shape[1] - 1
 
             sched = utils.StaticPersistentTileScheduler.create(
-                sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
+                sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
+            )
             work = sched.initial_work_tile_info()
             read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
             release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
             if const_expr(self.split_k > 1):
                 sFlag = storage.flag.get_tensor(cute.make_layout(4))
-                mt_p = ((mC.shape[0] + self.tile_mnk[0] - 1) // self.tile_mnk[0] + self.cluster_mn[0] - 1) \
-                    // self.cluster_mn[0] * self.cluster_mn[0]
-                nt_p = ((mC.shape[1] + self.tile_mnk[1] - 1) // self.tile_mnk[1] + self.cluster_mn[1] - 1) \
-                    // self.cluster_mn[1] * self.cluster_mn[1]
+                mt_p = (
+                    ((mC.shape[0] + self.tile_mnk[0] - 1) // self.tile_mnk[0] + self.cluster_mn[0] - 1)
+                    // self.cluster_mn[0]
+                    * self.cluster_mn[0]
+                )
+                nt_p = (
+                    ((mC.shape[1] + self.tile_mnk[1] - 1) // self.tile_mnk[1] + self.cluster_mn[1] - 1)
+                    // self.cluster_mn[1]
+                    * self.cluster_mn[1]
+                )
             epi_count = Int32(0)  # sub-tiles stored so far (split-K: only the tiles this CTA finished)
             while work.is_valid_tile:
                 crd = work.tile_idx
@@ -383,22 +540,27 @@ class Sm90Gemm:
                     tile_elems = self.tile_mnk[0] * self.tile_mnk[1]
                     # [split][element][thread] per tile: each fragment element is one coalesced row
                     t_base = Int64(tile_lin) * (S * tile_elems) + Int64(ctid)
-                    ws_mine = cute.make_tensor(mWs.iterator + (t_base + Int64(ks) * tile_elems),
-                                               cute.make_layout(n_frag, stride=self.n_mma_threads))
+                    ws_mine = cute.make_tensor(
+                        mWs.iterator + (t_base + Int64(ks) * tile_elems),
+                        cute.make_layout(n_frag, stride=self.n_mma_threads),
+                    )
                     for i in cutlass.range_constexpr(n_frag):
                         ws_mine[i] = acc[i]
                     cute.arch.fence_acq_rel_gpu()
                     self.epi_barrier.arrive_and_wait()
                     if ctid == 0:
-                        sFlag[0] = cute.arch.atomic_add(mCnt.iterator + tile_lin, Int32(1),
-                                                        sem="acq_rel", scope="gpu")
+                        sFlag[0] = cute.arch.atomic_add(
+                            mCnt.iterator + tile_lin, Int32(1), sem="acq_rel", scope="gpu"
+                        )
                     self.epi_barrier.arrive_and_wait()
                     do_epi = sFlag[0] == S - 1
                     if do_epi:
                         cute.arch.fence_acq_rel_gpu()
                         # sum the slices in slice order (deterministic, independent of arrival)
-                        ws_all = cute.make_tensor(mWs.iterator + t_base,
-                                                  cute.make_layout((n_frag, S), stride=(self.n_mma_threads, tile_elems)))
+                        ws_all = cute.make_tensor(
+                            mWs.iterator + t_base,
+                            cute.make_layout((n_frag, S), stride=(self.n_mma_threads, tile_elems)),
+                        )
                         for i in cutlass.range_constexpr(n_frag):
                             v = ws_all[i, 0]
                             for j in cutlass.range_constexpr(1, S):
@@ -410,17 +572,32 @@ class Sm90Gemm:
                 if do_epi:
                     # ---- epilogue, in registers
                     if const_expr(epi.has_affine):
-                        apply_affine(acc, tCcC, crd[0] * self.tile_mnk[0], crd[1] * self.tile_mnk[1], batch,
-                                     m_max, n_max, mBiasM, mBiasN, mScaleM, mScaleN, mRes, epi)
+                        apply_affine(
+                            acc,
+                            tCcC,
+                            crd[0] * self.tile_mnk[0],
+                            crd[1] * self.tile_mnk[1],
+                            batch,
+                            m_max,
+                            n_max,
+                            mBiasM,
+                            mBiasN,
+                            mScaleM,
+                            mScaleN,
+                            mRes,
+                            epi,
+                        )
 
                     gC_tile = cute.zipped_divide(gC[(None, None, crd[0], crd[1], batch)], self.epi_tile)
                     bSG_sC, bSG_gC = cute.nvgpu.cpasync.tma_partition(
-                        tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC_tile)
+                        tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC_tile
+                    )
                     if const_expr(epi.aux_out):
                         gX = cute.local_tile(mX, tile_mn, (None, None, None))
                         gX_tile = cute.zipped_divide(gX[(None, None, crd[0], crd[1], batch)], self.epi_tile)
                         bSG_sX, bSG_gX = cute.nvgpu.cpasync.tma_partition(
-                            tma_x, 0, cute.make_layout(1), cute.group_modes(sX, 0, 2), gX_tile)
+                            tma_x, 0, cute.make_layout(1), cute.group_modes(sX, 0, 2), gX_tile
+                        )
                     n_sub = cute.size(gC_tile, mode=[1])
                     sub_shape = gC_tile.shape[1]
                     sub_layout = cute.make_layout(sub_shape, stride=(sub_shape[1], 1))
@@ -464,15 +641,56 @@ class Sm90GemmSplitK(Sm90Gemm):
     @cute.jit
     def __call__(
         self,
-        a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer,
-        bias_ptr: cute.Pointer, scale_m_ptr: cute.Pointer, scale_n_ptr: cute.Pointer,
-        res_ptr: cute.Pointer, aux_ptr: cute.Pointer,
-        m: Int32, n: Int32, k: Int32, l: Int32,
-        a_ld: Int64, a_bs: Int64, b_ld: Int64, b_bs: Int64, c_ld: Int64, c_bs: Int64,
-        r_sm: Int64, r_sn: Int64, r_bs: Int64, x_ld: Int64, x_bs: Int64,
+        a_ptr: cute.Pointer,
+        b_ptr: cute.Pointer,
+        c_ptr: cute.Pointer,
+        bias_ptr: cute.Pointer,
+        scale_m_ptr: cute.Pointer,
+        scale_n_ptr: cute.Pointer,
+        res_ptr: cute.Pointer,
+        aux_ptr: cute.Pointer,
+        m: Int32,
+        n: Int32,
+        k: Int32,
+        l: Int32,
+        a_ld: Int64,
+        a_bs: Int64,
+        b_ld: Int64,
+        b_bs: Int64,
+        c_ld: Int64,
+        c_bs: Int64,
+        r_sm: Int64,
+        r_sn: Int64,
+        r_bs: Int64,
+        x_ld: Int64,
+        x_bs: Int64,
         ws_ptr: cute.Pointer,
         stream: cuda.CUstream,
     ):
-        self._host(a_ptr, b_ptr, c_ptr, bias_ptr, scale_m_ptr, scale_n_ptr, res_ptr, aux_ptr,
-                   m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs, r_sm, r_sn, r_bs, x_ld, x_bs,
-                   ws_ptr, stream)
+        self._host(
+            a_ptr,
+            b_ptr,
+            c_ptr,
+            bias_ptr,
+            scale_m_ptr,
+            scale_n_ptr,
+            res_ptr,
+            aux_ptr,
+            m,
+            n,
+            k,
+            l,
+            a_ld,
+            a_bs,
+            b_ld,
+            b_bs,
+            c_ld,
+            c_bs,
+            r_sm,
+            r_sn,
+            r_bs,
+            x_ld,
+            x_bs,
+            ws_ptr,
+            stream,
+        )

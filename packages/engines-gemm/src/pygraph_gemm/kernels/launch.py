@@ -15,11 +15,20 @@ import hashlib
 import os
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import astuple
-from typing import Any, Callable, Optional
+from typing import Any
 
-from .config import (EpilogueSpec, GemmKnobs, KernelEpilogue, KernelLayout, can_implement,
-                     dtype_name, splitk_tiles, workspace_bytes)
+from .config import (
+    EpilogueSpec,
+    GemmKnobs,
+    KernelEpilogue,
+    KernelLayout,
+    can_implement,
+    dtype_name,
+    splitk_tiles,
+    workspace_bytes,
+)
 
 _CACHE: dict[tuple, Callable] = {}
 _LOCK = threading.Lock()
@@ -58,9 +67,16 @@ def _compile(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str
 
     vec_align = 4 if epi.vec_dtype == "fp32" else 2
     res_align = 4 if epi.residual_dtype == "fp32" else 2
-    args = [p(lay.ab_dtype), p(lay.ab_dtype), p(lay.c_dtype),
-            p(epi.vec_dtype, vec_align), p(epi.vec_dtype, vec_align), p(epi.vec_dtype, vec_align),
-            p(epi.residual_dtype, res_align), p(epi.aux_dtype)]
+    args = [
+        p(lay.ab_dtype),
+        p(lay.ab_dtype),
+        p(lay.c_dtype),
+        p(epi.vec_dtype, vec_align),
+        p(epi.vec_dtype, vec_align),
+        p(epi.vec_dtype, vec_align),
+        p(epi.residual_dtype, res_align),
+        p(epi.aux_dtype),
+    ]
     i32, i64 = cutlass.Int32(1), cutlass.Int64(8)
     args += [i32] * 4 + [i64] * 11
     if knobs.split_k > 1:
@@ -75,14 +91,32 @@ def _compile(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str
         return cute.compile(kern, *args, options=f"--enable-tvm-ffi --gpu-arch {arch}")
 
 
-def _disk_path(key: tuple) -> Optional[str]:
+def _disk_path(key: tuple) -> str | None:
     root = os.environ.get("PYGRAPH_GEMM_CACHE_DIR")
     if not root:
         return None
     import cutlass
 
-    h = hashlib.sha256(repr((key, getattr(cutlass, "__version__", "?"))).encode()).hexdigest()[:24]
+    h = hashlib.sha256(
+        repr((key, getattr(cutlass, "__version__", "?"), _source_digest())).encode()
+    ).hexdigest()[:24]
     return os.path.join(root, f"{h}.o")
+
+
+_SOURCE_DIGEST: str | None = None
+
+
+def _source_digest() -> str:
+    """Hash of the kernel's own source files: an edited kernel never loads a stale cached object."""
+    global _SOURCE_DIGEST
+    if _SOURCE_DIGEST is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        digest = hashlib.sha256()
+        for name in ("gemm_sm90.py", "epilogue.py", "config.py", "launch.py"):
+            with open(os.path.join(here, name), "rb") as f:
+                digest.update(f.read())
+        _SOURCE_DIGEST = digest.hexdigest()
+    return _SOURCE_DIGEST
 
 
 def get_compiled(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH) -> Callable:
@@ -145,8 +179,17 @@ def kernel_frame(lay: KernelLayout, swap: bool) -> tuple[tuple[int, ...], Callab
         b_row = lay.b_major == "n"  # B (K, N) with N contiguous
         b_k = lay.b_major == "k"
 
-        def geometry(m: int, n: int, k: int, l: int, a_strides: tuple, b_strides: tuple,
-                     c_strides: tuple, residual_strides: tuple, aux_strides: tuple) -> tuple:
+        def geometry(
+            m: int,
+            n: int,
+            k: int,
+            l: int,
+            a_strides: tuple,
+            b_strides: tuple,
+            c_strides: tuple,
+            residual_strides: tuple,
+            aux_strides: tuple,
+        ) -> tuple:
             abs_, ar, ac = a_strides
             bbs, br, bc = b_strides
             cbs, cr, cc = c_strides
@@ -158,12 +201,23 @@ def kernel_frame(lay: KernelLayout, swap: bool) -> tuple[tuple[int, ...], Callab
             c_ld = cr if c_row else cc
             x_ld = xr if c_row else xc
             cm = m if c_row else n
-            return (m, n, k, l,
-                    a_ld, abs_ or a_ld * (m if a_row else k),
-                    b_ld, bbs or b_ld * (n if b_k else k),
-                    c_ld, cbs or c_ld * cm,
-                    residual_strides[1], residual_strides[2], residual_strides[0],
-                    x_ld, xbs or x_ld * cm)
+            return (
+                m,
+                n,
+                k,
+                l,
+                a_ld,
+                abs_ or a_ld * (m if a_row else k),
+                b_ld,
+                bbs or b_ld * (n if b_k else k),
+                c_ld,
+                cbs or c_ld * cm,
+                residual_strides[1],
+                residual_strides[2],
+                residual_strides[0],
+                x_ld,
+                xbs or x_ld * cm,
+            )
 
         return (0, 1, 2, 3, 4, 5, 6, 7), geometry
 
@@ -171,8 +225,17 @@ def kernel_frame(lay: KernelLayout, swap: bool) -> tuple[tuple[int, ...], Callab
     ka_k = lay.a_major == "k"
     kb_k = lay.b_major == "k"
 
-    def geometry(m: int, n: int, k: int, l: int, a_strides: tuple, b_strides: tuple,
-                 c_strides: tuple, residual_strides: tuple, aux_strides: tuple) -> tuple:
+    def geometry(
+        m: int,
+        n: int,
+        k: int,
+        l: int,
+        a_strides: tuple,
+        b_strides: tuple,
+        c_strides: tuple,
+        residual_strides: tuple,
+        aux_strides: tuple,
+    ) -> tuple:
         abs_, ar, ac = a_strides
         bbs, br, bc = b_strides
         cbs, cr, cc = c_strides
@@ -184,20 +247,34 @@ def kernel_frame(lay: KernelLayout, swap: bool) -> tuple[tuple[int, ...], Callab
         kc_ld = cc if c_row else cr
         x_ld = xc if c_row else xr
         cm = n if c_row else m
-        return (n, m, k, l,
-                ka_ld, bbs or ka_ld * (n if ka_k else k),
-                kb_ld, abs_ or kb_ld * (m if kb_k else k),
-                kc_ld, cbs or kc_ld * cm,
-                residual_strides[2], residual_strides[1], residual_strides[0],
-                x_ld, xbs or x_ld * cm)
+        return (
+            n,
+            m,
+            k,
+            l,
+            ka_ld,
+            bbs or ka_ld * (n if ka_k else k),
+            kb_ld,
+            abs_ or kb_ld * (m if kb_k else k),
+            kc_ld,
+            cbs or kc_ld * cm,
+            residual_strides[2],
+            residual_strides[1],
+            residual_strides[0],
+            x_ld,
+            xbs or x_ld * cm,
+        )
 
     return (1, 0, 2, 3, 5, 4, 6, 7), geometry
 
 
 def user_majors(a_strides: tuple, b_strides: tuple, c_strides: tuple, m: int, n: int, k: int) -> tuple:
     """(A, B, C) majors in the user frame, as `Plan` reads them; ValueError when neither mode is contiguous."""
-    return (_major(a_strides, m, k, "m", "k")[0], _major(b_strides, k, n, "k", "n")[0],
-            _major(c_strides, m, n, "m", "n")[0])
+    return (
+        _major(a_strides, m, k, "m", "k")[0],
+        _major(b_strides, k, n, "k", "n")[0],
+        _major(c_strides, m, n, "m", "n")[0],
+    )
 
 
 class Plan:
@@ -207,20 +284,50 @@ class Plan:
     kernel frame (`kernel_frame`) and launches on the given stream.
     """
 
-    __slots__ = ("fn", "swap", "a_bcast", "b_bcast", "knobs", "kepi", "klay", "pointer_order", "geometry",
-                 "split_k", "_ws")
+    __slots__ = (
+        "_ws",
+        "a_bcast",
+        "b_bcast",
+        "fn",
+        "geometry",
+        "kepi",
+        "klay",
+        "knobs",
+        "pointer_order",
+        "split_k",
+        "swap",
+    )
 
-    def __init__(self, knobs: GemmKnobs, spec: EpilogueSpec, ab_dtype, c_dtype,
-                 a_strides: tuple, b_strides: tuple, c_strides: tuple, m: int, n: int, k: int, l: int,
-                 arch: str = ARCH):
+    def __init__(
+        self,
+        knobs: GemmKnobs,
+        spec: EpilogueSpec,
+        ab_dtype,
+        c_dtype,
+        a_strides: tuple,
+        b_strides: tuple,
+        c_strides: tuple,
+        m: int,
+        n: int,
+        k: int,
+        l: int,
+        arch: str = ARCH,
+    ):
         ad, cd = dtype_name(ab_dtype), dtype_name(c_dtype)
         # user frame: A (M, K) major 'k' if K contiguous else 'm'; B (K, N): 'n' if N contiguous
         a_maj, b_maj, c_maj = user_majors(a_strides, b_strides, c_strides, m, n, k)
         a_bc = l > 1 and a_strides[0] == 0
         b_bc = l > 1 and b_strides[0] == 0
         if knobs.swap_ab:  # kernel A = B^T (N x K), kernel B = A (M x K), kernel C = C^T
-            lay = KernelLayout(ad, cd, "k" if b_maj == "k" else "m", "k" if a_maj == "k" else "n",
-                               "n" if c_maj == "m" else "m", b_bc, a_bc)
+            lay = KernelLayout(
+                ad,
+                cd,
+                "k" if b_maj == "k" else "m",
+                "k" if a_maj == "k" else "n",
+                "n" if c_maj == "m" else "m",
+                b_bc,
+                a_bc,
+            )
         else:
             lay = KernelLayout(ad, cd, a_maj, "k" if b_maj == "k" else "n", c_maj, a_bc, b_bc)
         self.kepi = KernelEpilogue.from_spec(spec, knobs.swap_ab)
@@ -251,12 +358,28 @@ class Plan:
 
         cu.cuMemsetD32Async(workspace, 0, splitk_tiles(m, n, l, self.knobs), stream)
 
-    def kernel_args(self, a_ptr: int, b_ptr: int, c_ptr: int, m: int, n: int, k: int, l: int,
-                    a_strides: tuple, b_strides: tuple, c_strides: tuple,
-                    bias_ptr: int = 0, row_scale_ptr: int = 0, col_scale_ptr: int = 0,
-                    residual_ptr: int = 0, residual_strides: tuple = (0, 0, 0),
-                    aux_ptr: int = 0, aux_strides: tuple = (0, 0, 0), stream: int = 0,
-                    workspace: int = 0) -> tuple:
+    def kernel_args(
+        self,
+        a_ptr: int,
+        b_ptr: int,
+        c_ptr: int,
+        m: int,
+        n: int,
+        k: int,
+        l: int,
+        a_strides: tuple,
+        b_strides: tuple,
+        c_strides: tuple,
+        bias_ptr: int = 0,
+        row_scale_ptr: int = 0,
+        col_scale_ptr: int = 0,
+        residual_ptr: int = 0,
+        residual_strides: tuple = (0, 0, 0),
+        aux_ptr: int = 0,
+        aux_strides: tuple = (0, 0, 0),
+        stream: int = 0,
+        workspace: int = 0,
+    ) -> tuple:
         """The compiled function's argument tuple: ``plan.fn(*plan.kernel_args(...))`` launches.
 
         Pointers are raw device addresses (ints); strides are user-frame (batch, row, col) in
@@ -299,8 +422,20 @@ def default_knobs(m: int, n: int, k: int, l: int = 1) -> GemmKnobs:
 _PLANS: dict[tuple, Plan] = {}
 
 
-def gemm(a, b, out=None, *, bias=None, row_scale=None, col_scale=None, residual=None,
-         activation: str = "none", aux=None, knobs: Optional[GemmKnobs] = None, out_dtype=None) -> Any:
+def gemm(
+    a,
+    b,
+    out=None,
+    *,
+    bias=None,
+    row_scale=None,
+    col_scale=None,
+    residual=None,
+    activation: str = "none",
+    aux=None,
+    knobs: GemmKnobs | None = None,
+    out_dtype=None,
+) -> Any:
     """Torch convenience wrapper: out = act(a @ b * scales + bias + residual); a (L?,M,K), b (L?,K,N).
 
     Declines (ValueError with the reason) what can_implement refuses.
@@ -320,21 +455,50 @@ def gemm(a, b, out=None, *, bias=None, row_scale=None, col_scale=None, residual=
         shape = (l, m, n) if (a.dim() == 3 or b.dim() == 3) else (m, n)
         out = torch.empty(shape, device=a.device, dtype=out_dtype or a.dtype)
     o3 = out if out.dim() == 3 else out.unsqueeze(0)
-    r3 = None if residual is None else (residual if residual.dim() == 3 else residual.unsqueeze(0)).expand(l, m, n)
+    r3 = (
+        None
+        if residual is None
+        else (residual if residual.dim() == 3 else residual.unsqueeze(0)).expand(l, m, n)
+    )
     x3 = None if aux is None else (aux if aux.dim() == 3 else aux.unsqueeze(0))
-    spec = EpilogueSpec(bias=bias is not None, row_scale=row_scale is not None, col_scale=col_scale is not None,
-                        residual=r3 is not None, activation=activation, aux_out=x3 is not None,
-                        vec_dtype=dtype_name(next((v.dtype for v in (bias, row_scale, col_scale) if v is not None),
-                                                  torch.float32)),
-                        residual_dtype=dtype_name(r3.dtype) if r3 is not None else "bf16",
-                        aux_dtype=dtype_name(x3.dtype) if x3 is not None else "bf16")
+    spec = EpilogueSpec(
+        bias=bias is not None,
+        row_scale=row_scale is not None,
+        col_scale=col_scale is not None,
+        residual=r3 is not None,
+        activation=activation,
+        aux_out=x3 is not None,
+        vec_dtype=dtype_name(
+            next((v.dtype for v in (bias, row_scale, col_scale) if v is not None), torch.float32)
+        ),
+        residual_dtype=dtype_name(r3.dtype) if r3 is not None else "bf16",
+        aux_dtype=dtype_name(x3.dtype) if x3 is not None else "bf16",
+    )
     knobs = knobs or default_knobs(m, n, k, l)
     st = lambda t: tuple(t.stride()) if t is not None else (0, 0, 0)  # noqa: E731
     vecs = tuple(v.data_ptr() for v in (bias, row_scale, col_scale) if v is not None)
-    why = can_implement(m, n, k, l, a.dtype, b.dtype, out.dtype, st(a3), st(b3), st(o3),
-                        a3.data_ptr(), b3.data_ptr(), o3.data_ptr(), knobs, spec,
-                        st(r3) if r3 is not None else None, st(x3) if x3 is not None else None,
-                        vecs, r3.data_ptr() if r3 is not None else 0, x3.data_ptr() if x3 is not None else 0)
+    why = can_implement(
+        m,
+        n,
+        k,
+        l,
+        a.dtype,
+        b.dtype,
+        out.dtype,
+        st(a3),
+        st(b3),
+        st(o3),
+        a3.data_ptr(),
+        b3.data_ptr(),
+        o3.data_ptr(),
+        knobs,
+        spec,
+        st(r3) if r3 is not None else None,
+        st(x3) if x3 is not None else None,
+        vecs,
+        r3.data_ptr() if r3 is not None else 0,
+        x3.data_ptr() if x3 is not None else 0,
+    )
     if why:
         raise ValueError(f"sm90 gemm cannot serve this problem: {why}")
     for v, ln, nm in ((bias, n, "bias"), (row_scale, m, "row_scale"), (col_scale, n, "col_scale")):
@@ -344,12 +508,26 @@ def gemm(a, b, out=None, *, bias=None, row_scale=None, col_scale=None, residual=
     plan = _PLANS.get(key)
     if plan is None:
         plan = _PLANS[key] = Plan(knobs, spec, a.dtype, out.dtype, st(a3), st(b3), st(o3), m, n, k, l)
-    plan(a3.data_ptr(), b3.data_ptr(), o3.data_ptr(), m, n, k, l, st(a3), st(b3), st(o3),
-         bias.data_ptr() if bias is not None else 0,
-         row_scale.data_ptr() if row_scale is not None else 0,
-         col_scale.data_ptr() if col_scale is not None else 0,
-         r3.data_ptr() if r3 is not None else 0, st(r3),
-         x3.data_ptr() if x3 is not None else 0, st(x3), torch.cuda.current_stream(a.device).cuda_stream)
+    plan(
+        a3.data_ptr(),
+        b3.data_ptr(),
+        o3.data_ptr(),
+        m,
+        n,
+        k,
+        l,
+        st(a3),
+        st(b3),
+        st(o3),
+        bias.data_ptr() if bias is not None else 0,
+        row_scale.data_ptr() if row_scale is not None else 0,
+        col_scale.data_ptr() if col_scale is not None else 0,
+        r3.data_ptr() if r3 is not None else 0,
+        st(r3),
+        x3.data_ptr() if x3 is not None else 0,
+        st(x3),
+        torch.cuda.current_stream(a.device).cuda_stream,
+    )
     return out
 
 
