@@ -55,10 +55,8 @@ def tests(session: nox.Session, arch: str) -> None:
                 )
             session.skip(message)
     _install_workspace(session)
-    if arch == "any":
-        selection = " and ".join(f"not {m}" for m in [*ARCH_MARKERS.values(), "packaging"])
-    else:
-        selection = ARCH_MARKERS[arch]
+    # The CPU suite keeps the GPU-marked tests in view: each is reported skipped with its reason.
+    selection = "not packaging" if arch == "any" else ARCH_MARKERS[arch]
     session.run("python", "-m", "pytest", "-m", selection, *session.posargs)
 
 
