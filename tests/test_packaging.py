@@ -75,7 +75,10 @@ def test_users_install_from_the_wheels_in_a_fresh_venv(wheelhouse, tmp_path):
             for d in DISTRIBUTIONS.values()
         )
     )
-    _run(python, "-m", "pip", "install", "-q", "-c", str(constraints), "pygraph-core[sdpa,linear-attention]")
+    _run(
+        python, "-m", "pip", "install", "-q", "--find-links", str(wheelhouse), "-c", str(constraints),
+        "pygraph-core[sdpa,linear-attention]",
+    )  # fmt: skip
     out = _run(
         python,
         "-c",
