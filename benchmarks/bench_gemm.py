@@ -21,6 +21,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+from host_timing import burst_cost
 from triton.testing import do_bench
 
 from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs
@@ -66,7 +67,9 @@ def unfused_bias_gelu(bias, a, b):
     return F.gelu(torch.addmm(bias, a, b), approximate="tanh")
 
 
-def make_call(knobs, spec, a, b, c, bias):
+def make_call(knobs, spec, a, b, c, bias, workspace=None):
+    """The kernel called directly on 2-D operands. ``workspace`` (split-K only): a caller-owned
+    buffer whose semaphores `Plan.__call__` zeroes before every launch; None: the plan's own."""
     st = lambda t: (0, t.stride(0), t.stride(1))  # noqa: E731
     m, k = a.shape
     n = b.shape[1]
@@ -85,9 +88,10 @@ def make_call(knobs, spec, a, b, c, bias):
         bias.data_ptr() if spec.bias else 0,
     )
     s = torch.cuda.current_stream().cuda_stream
+    extra = {} if workspace is None else {"workspace": workspace.data_ptr()}
 
     def call():
-        plan(*args, stream=s)
+        plan(*args, stream=s, **extra)
 
     call.raw = (plan.fn, plan.kernel_args(*args, stream=s))
     return call
@@ -103,17 +107,8 @@ def bench(fn):
     return do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
-def host_cost(fn, reps=25, burst=64):
-    best = float("inf")
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(burst):
-            fn()
-        t1 = time.perf_counter()
-        best = min(best, (t1 - t0) / burst)
-    torch.cuda.synchronize()
-    return best * 1e6
+def host_cost(fn, burst=64):
+    return burst_cost(fn, burst, sync=torch.cuda.synchronize)
 
 
 def main(argv=None) -> int:

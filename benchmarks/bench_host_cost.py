@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import ctypes
 import sys
-import time
 from typing import Any
+
+from host_timing import burst_cost
 
 from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, PlanConfig
 
@@ -111,19 +112,6 @@ def make_engines(ids: dict[str, int]) -> list[BaseEngine]:
 # --- measurement -----------------------------------------------------------------------------------
 
 
-def burst_cost(call: Any, n: int, sync: Any) -> float:
-    """Min over REPS of (time of n back-to-back calls from a drained queue) / n, in microseconds."""
-    best = float("inf")
-    for _ in range(REPS):
-        sync()
-        t0 = time.perf_counter_ns()
-        for _ in range(n):
-            call()
-        t1 = time.perf_counter_ns()
-        best = min(best, (t1 - t0) / n / 1000)
-    return best
-
-
 def matmul_graph(Graph: Any, data_type: Any, handle: Any, name: str) -> tuple:
     g = Graph(name=name, io_data_type=data_type.BFLOAT16, compute_data_type=data_type.FLOAT, handle=handle)
     a = g.tensor(name="A", dim=[1, M, K], stride=[M * K, K, 1], data_type=data_type.BFLOAT16)
@@ -178,19 +166,22 @@ def main() -> int:
         rows.append(
             (
                 "python plan: execute()",
-                {n: burst_cost(lambda: g.execute(values, None, handle), n, sync) for n in BURSTS},
+                {n: burst_cost(lambda: g.execute(values, None, handle), n, sync=sync) for n in BURSTS},
             )
         )
         rows.append(
             (
                 "  engine call alone",
-                {n: burst_cost(lambda: plan.execute(g, pack, ctx), n, sync) for n in BURSTS},
+                {n: burst_cost(lambda: plan.execute(g, pack, ctx), n, sync=sync) for n in BURSTS},
             )
         )
         rows.append(
             (
                 "  normalize alone",
-                {n: burst_cost(lambda: normalize(planner.layout, values, None), n, sync) for n in BURSTS},
+                {
+                    n: burst_cost(lambda: normalize(planner.layout, values, None), n, sync=sync)
+                    for n in BURSTS
+                },
             )
         )
         whole, engine = rows[-3][1], rows[-2][1]
@@ -212,7 +203,7 @@ def main() -> int:
         rows.append(
             (
                 "backend plan: execute()",
-                {n: burst_cost(lambda: g.execute(values, ws, handle), n, sync) for n in BURSTS},
+                {n: burst_cost(lambda: g.execute(values, ws, handle), n, sync=sync) for n in BURSTS},
             )
         )
 
@@ -274,13 +265,19 @@ def gemm_sm90_rows(Graph: Any, data_type: Any, handle: Any, stream: int, sync: A
     rows = [
         (
             "gemm_sm90: execute()",
-            {n: burst_cost(lambda: g.execute(values, None, handle), n, sync) for n in BURSTS},
+            {n: burst_cost(lambda: g.execute(values, None, handle), n, sync=sync) for n in BURSTS},
         ),
-        ("  engine call alone", {n: burst_cost(lambda: plan.execute(g, pack, ctx), n, sync) for n in BURSTS}),
-        ("  compiled fn, prebuilt args", {n: burst_cost(lambda: kp.fn(*direct), n, sync) for n in BURSTS}),
+        (
+            "  engine call alone",
+            {n: burst_cost(lambda: plan.execute(g, pack, ctx), n, sync=sync) for n in BURSTS},
+        ),
+        (
+            "  compiled fn, prebuilt args",
+            {n: burst_cost(lambda: kp.fn(*direct), n, sync=sync) for n in BURSTS},
+        ),
         (
             "  normalize alone",
-            {n: burst_cost(lambda: normalize(planner.layout, values, None), n, sync) for n in BURSTS},
+            {n: burst_cost(lambda: normalize(planner.layout, values, None), n, sync=sync) for n in BURSTS},
         ),
     ]
     whole, engine = rows[0][1], rows[1][1]

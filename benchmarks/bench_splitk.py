@@ -18,7 +18,6 @@ import torch
 from bench_gemm import bench, make_call, tflops, unfused_bias_gelu
 
 from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, workspace_bytes
-from pygraph_gemm.kernels.launch import Plan
 
 G = GemmKnobs
 CONFIGS = [
@@ -50,29 +49,9 @@ def tensors(m, n, k, dt, dev="cuda"):
 def memset_call(knobs, spec, a, b, c, bias):
     """Launch with a caller-owned workspace (filled with garbage once): semaphores zeroed before
     every launch by Plan.__call__ (one cuMemsetD32Async)."""
-    st = lambda t: (0, t.stride(0), t.stride(1))  # noqa: E731
-    m, k = a.shape
-    n = b.shape[1]
-    plan = Plan(knobs, spec, a.dtype, c.dtype, st(a), st(b), st(c), m, n, k, 1)
+    m, n = a.shape[0], b.shape[1]
     ws = torch.full((max(256, workspace_bytes(m, n, 1, knobs)),), 0x7F, dtype=torch.uint8, device=a.device)
-    s = torch.cuda.current_stream().cuda_stream
-    pos = (
-        a.data_ptr(),
-        b.data_ptr(),
-        c.data_ptr(),
-        m,
-        n,
-        k,
-        1,
-        st(a),
-        st(b),
-        st(c),
-        bias.data_ptr() if spec.bias else 0,
-    )
-
-    def run():
-        plan(*pos, stream=s, workspace=ws.data_ptr())
-
+    run = make_call(knobs, spec, a, b, c, bias, workspace=ws)
     run.ws = ws
     return run
 

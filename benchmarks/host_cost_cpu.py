@@ -12,8 +12,10 @@ No GPU needed (host tensors are one device, so the device rule passes as it woul
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
+
+from bench_host_cost import matmul_graph
+from host_timing import burst_cost
 
 from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, PlanConfig
 
@@ -56,18 +58,6 @@ def make_engines(ids: dict[str, int]) -> list[BaseEngine]:
     return [NoopPlanEngine(engine_id=ids["noop_plan"])]
 
 
-def burst_cost(call: Any, n: int) -> float:
-    """Min over REPS of (time of n back-to-back calls) / n, in microseconds."""
-    best = float("inf")
-    for _ in range(REPS):
-        t0 = time.perf_counter_ns()
-        for _ in range(n):
-            call()
-        t1 = time.perf_counter_ns()
-        best = min(best, (t1 - t0) / n / 1000)
-    return best
-
-
 def main() -> int:
     import torch
 
@@ -92,11 +82,7 @@ def main() -> int:
     )
     rows: list[tuple[str, dict[int, float]]] = []
     with manifest_override([family]):
-        g = Graph(name="cpu_plan", io_data_type=data_type.BFLOAT16, compute_data_type=data_type.FLOAT)
-        a = g.tensor(name="A", dim=[1, M, K], stride=[M * K, K, 1], data_type=data_type.BFLOAT16)
-        b = g.tensor(name="B", dim=[1, K, N], stride=[K * N, N, 1], data_type=data_type.BFLOAT16)
-        c = g.matmul(a, b, name="mm")
-        c.set_output(True).set_name("C").set_data_type(data_type.BFLOAT16)
+        g, a, b, c = matmul_graph(Graph, data_type, None, "cpu_plan")
         g.create_execution_plans()
         g.build_plans()
         assert g.selected_engine is not None, (g.plans, g.decline_reasons())

@@ -21,6 +21,7 @@ __all__ = [
     "like",
     "like_dtype",
     "optional_float",
+    "port_given",
 ]
 
 INTS = frozenset({data_type.INT32, data_type.INT64})
@@ -76,3 +77,8 @@ def broadcast_ports(node: Any, ports: tuple[str, ...]) -> tuple[int, ...]:
         shown = ", ".join(f"{p}={list(s)}" for p, s in zip(ports, shapes))
         raise OpInputError(f"{node.op}(): ports do not broadcast: {shown}")
     return out
+
+
+def port_given(port: str):
+    """A conditional output's condition: the optional input ``port`` was wired."""
+    return lambda node: node.inputs.get(port) is not None

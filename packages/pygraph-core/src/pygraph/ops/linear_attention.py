@@ -11,7 +11,7 @@ from __future__ import annotations
 from pygraph.errors import OpInputError
 from pygraph.ir.dtypes import data_type
 from pygraph.node_types import NodeType
-from pygraph.ops._common import FLOAT_ONLY, INTS, as_bool, like, like_dtype, optional_float
+from pygraph.ops._common import FLOAT_ONLY, INTS, as_bool, like, like_dtype, optional_float, port_given
 from pygraph.ops.build import dims_of
 from pygraph.ops.spec import Attr, OpSpec, Output, Port
 
@@ -92,10 +92,6 @@ def _attrs(forward: bool, gate_lower_bound: bool) -> tuple[Attr, ...]:
     return tuple(attrs)
 
 
-def _given(port: str):
-    return lambda node: node.inputs.get(port) is not None
-
-
 def _safe_gate_and(port: str):
     return lambda node: bool(node.params.get("safe_gate")) and node.inputs.get(port) is not None
 
@@ -141,7 +137,7 @@ def _backward(
             "d_initial_state",
             dims=like("initial_state"),
             dtype=like_dtype("initial_state"),
-            when=_given("initial_state"),
+            when=port_given("initial_state"),
             when_doc="initial_state given",
         ),
         Output(

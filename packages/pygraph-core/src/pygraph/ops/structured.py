@@ -17,7 +17,17 @@ from pygraph.ir.dtypes import (
     reshape_mode,
 )
 from pygraph.node_types import NodeType
-from pygraph.ops._common import INTS, as_bool, as_float, as_int, as_ints, const_dtype, like, like_dtype
+from pygraph.ops._common import (
+    INTS,
+    as_bool,
+    as_float,
+    as_int,
+    as_ints,
+    const_dtype,
+    like,
+    like_dtype,
+    port_given,
+)
 from pygraph.ops.build import UnknownDims, dims_of
 from pygraph.ops.spec import NO_DEFAULT, Attr, Lowering, OpSpec, Output, Port
 
@@ -109,12 +119,8 @@ def _norm_forward(name, node_type, scale_required, bias_required, stats_rule, wi
     )  # fmt: skip
 
 
-def _has(port):
-    return lambda node: node.inputs.get(port) is not None
-
-
 def _norm_backward(name, node_type, inputs, conditional_grads, attrs=()):
-    when = _has("scale") if conditional_grads else None
+    when = port_given("scale") if conditional_grads else None
     doc = "DScale/DBias exist only with a scale" if conditional_grads else ""
     outputs = [
         Output("DX", dims=like("input"), dtype=like_dtype("input")),
@@ -134,7 +140,7 @@ def _rmsnorm_backward():
             "DScale",
             dims=like("scale"),
             dtype=like_dtype("scale"),
-            when=_has("scale"),
+            when=port_given("scale"),
             when_doc="scale given",
         ),
         Output(
@@ -182,8 +188,8 @@ _NORMS = (
             Output("Y", dims=like("input")),
             Output("mean", dims=_BN_STATS, dtype=_FLOAT),
             Output("inv_var", dims=_BN_STATS, dtype=_FLOAT),
-            Output("next_running_mean", dims=_BN_STATS, dtype=_FLOAT, when=_has("in_running_mean"), when_doc="in_running_mean given"),
-            Output("next_running_var", dims=_BN_STATS, dtype=_FLOAT, when=_has("in_running_var"), when_doc="in_running_var given"),
+            Output("next_running_mean", dims=_BN_STATS, dtype=_FLOAT, when=port_given("in_running_mean"), when_doc="in_running_mean given"),
+            Output("next_running_var", dims=_BN_STATS, dtype=_FLOAT, when=port_given("in_running_var"), when_doc="in_running_var given"),
         ],
         doc="batchnorm training forward; running stats are updated when given.",
     ),
