@@ -273,11 +273,44 @@ def splitk_cases():
     return cs
 
 
+# One case per config family, for compute-sanitizer (slow: each case runs once under memcheck).
+_FAMILIES = {
+    "cluster 2x1, every epilogue piece + aux": lambda c, kn: kn.cga_m > 1 and c.get("aux"),
+    "swap_ab, every epilogue piece + aux": lambda c, kn: kn.swap_ab and kn.split_k == 1 and c.get("aux"),
+    "M=1": lambda c, kn: c["m"] == 1,
+    "broadcast B over the batch": lambda c, kn: c.get("b_bc") and kn.split_k == 1,
+    "64-row tiles, cluster 1x2, raster n": lambda c, kn: kn.tile_m == 64 and kn.raster == "n",
+    "fp32 output": lambda c, kn: c.get("out") == "fp32" and kn.split_k == 1,
+    "split-K 2, bias+gelu": lambda c, kn: kn.split_k == 2 and c.get("act") == "gelu_approx_tanh",
+    "split-K, every epilogue piece + aux": lambda c, kn: kn.split_k > 1 and c.get("aux"),
+    "split-K, cluster 1x2": lambda c, kn: kn.split_k > 1 and kn.cga_n > 1,
+    "split-K, swap_ab": lambda c, kn: kn.split_k > 1 and kn.swap_ab,
+    "split-K, batched": lambda c, kn: kn.split_k > 1 and c.get("l", 1) > 1,
+}
+
+
+def representatives(cs) -> dict[str, int]:
+    """Family name -> index of the first case in ``cs`` that belongs to it."""
+    picks = {}
+    for name, belongs in _FAMILIES.items():
+        for i, c in enumerate(cs):
+            kn = c.get("knobs") or GemmKnobs()
+            if belongs(c, kn):
+                picks[name] = i
+                break
+        else:
+            raise LookupError(f"no case of config family {name!r}")
+    return picks
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--log", default=None)
     ap.add_argument("--only", default=None, help="comma-separated case indices")
+    ap.add_argument(
+        "--representatives", action="store_true", help="one case per config family (for compute-sanitizer)"
+    )
     args = ap.parse_args(argv)
     log = open(args.log, "w") if args.log else None
     torch.manual_seed(0)
@@ -285,7 +318,12 @@ def main(argv=None) -> int:
     worst = 0.0
     t0 = time.time()
     only = None if args.only is None else {int(x) for x in args.only.split(",")}
-    for i, c in enumerate(cases(args.quick)):
+    all_cases = cases(args.quick)
+    if args.representatives:
+        picks = representatives(all_cases)
+        print("config families:", ", ".join(f"{name} (#{i})" for name, i in picks.items()))
+        only = set(picks.values())
+    for i, c in enumerate(all_cases):
         if only is not None and i not in only:
             continue
         desc = " ".join(f"{k}={v}" for k, v in c.items() if k != "knobs")

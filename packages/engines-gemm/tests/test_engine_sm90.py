@@ -134,9 +134,10 @@ def test_gemm_sm90_matches_float64_and_the_backend(case):
     if aux and act != "none":
         y_pre = torch.full_like(y, float("nan"))
         bindings[pre] = y_pre
-    ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
+    # poisoned (NaN words): split-K's partials must be written before they are read
+    ws = torch.full((max(g.get_workspace_size(), 1),), 0xFF, device="cuda", dtype=torch.uint8)
     g.execute(bindings, ws)
-    g.execute(bindings, ws)  # twice: split-K's semaphores must be left (or made) ready for the next call
+    g.execute(bindings, ws)  # twice: split-K's semaphores must be left ready for the next call
     torch.cuda.synchronize()
     ref_pre, ref = _reference(a, b, side, act)
     assert not torch.isnan(y).any(), "unwritten output elements"

@@ -169,7 +169,7 @@ def _pack(declared, positions, pointers=POINTERS, **geometry):
         d = declared[role]
         shape, stride = geometry.get(role, (d.shape, d.stride))
         bufs[i] = OperandBuffer(pointers[role], shape, stride, d.dtype, 0)
-    return SimpleNamespace(buffers=bufs)
+    return SimpleNamespace(buffers=bufs, device=0)
 
 
 def _expected(kp, pack, positions, batch):
@@ -268,11 +268,12 @@ def test_each_call_gets_its_own_argument_list(monkeypatch) -> None:
     assert fn.calls == [_expected(kp, first, positions, batch), _expected(kp, second, positions, batch)]
 
 
-def test_split_k_closure_zeroes_the_semaphores_then_passes_the_workspace_before_the_stream(
+def test_split_k_closure_passes_partials_then_stream_semaphores_before_the_stream(
     monkeypatch,
 ) -> None:
     from cuda.bindings import driver
 
+    from pygraph_gemm.kernels import semaphores as sem_mod
     from pygraph_gemm.kernels.config import splitk_tiles
 
     monkeypatch.setitem(globals(), "K", 256)  # two K slices need at least two tiles of 64 along K
@@ -280,12 +281,17 @@ def test_split_k_closure_zeroes_the_semaphores_then_passes_the_workspace_before_
     monkeypatch.setattr(
         driver, "cuMemsetD32Async", lambda *args: memsets.append(args) or (driver.CUresult.CUDA_SUCCESS,)
     )
+    pool = _FakeSemaphores()
+    monkeypatch.setattr(sem_mod, "_POOL", pool)
     plan, kp, fn, declared, positions, batch = _setup(
         monkeypatch, False, True, False, False, "batched", ("bias",), split_k=2
     )
     assert plan.get_workspace_size() == kp.workspace_bytes(M, N, batch) > 0
     pack = _pack(declared, positions)
-    plan.execute(None, pack, SimpleNamespace(stream=STREAM, workspace=0x900000))
+    for _ in range(2):  # every call: the partials in the caller's workspace, the stream's semaphores
+        plan.execute(None, pack, SimpleNamespace(stream=STREAM, workspace=0x900000))
+    assert pool.asked == [(pack.device, STREAM, splitk_tiles(M, N, batch, kp.knobs))] * 2
+    assert memsets == []  # the kernel leaves its semaphores zero: nothing is reset per call
     kp1 = launch.Plan(
         GemmKnobs(),
         plan._spec,
@@ -300,12 +306,24 @@ def test_split_k_closure_zeroes_the_semaphores_then_passes_the_workspace_before_
     one_slice = _expected(
         kp1, pack, positions, batch
     )  # the split-K launch: same frame, workspace before the stream
-    assert fn.calls == [(*one_slice[:-1], 0x900000, STREAM)]
-    assert memsets == [(0x900000, 0, splitk_tiles(M, N, batch, kp.knobs), STREAM)]
+    assert fn.calls == [(*one_slice[:-1], 0x900000, _FakeSemaphores.ADDRESS, STREAM)] * 2
     # Only the declared geometry: another M is refused, nothing launches.
     out_shape, out_stride = _matrix((3,), 40, N, False)
     a_shape, a_stride = _matrix((3,), 40, K, False)
     with pytest.raises(ValueError, match="a split-K plan runs only the declared geometry"):
         plan.execute(None, _pack(declared, positions, a=(a_shape, a_stride), out=(out_shape, out_stride)),
                      SimpleNamespace(stream=STREAM, workspace=0x900000))  # fmt: skip
-    assert len(fn.calls) == 1
+    assert len(fn.calls) == 2
+
+
+class _FakeSemaphores:
+    """Stands in for the engine's per-stream semaphore pool (no device)."""
+
+    ADDRESS = 0x7700000
+
+    def __init__(self) -> None:
+        self.asked = []
+
+    def address(self, device: int, stream: int, words: int) -> int:
+        self.asked.append((device, stream, words))
+        return self.ADDRESS

@@ -172,21 +172,17 @@ class GemmSm90Plan(CompiledPlan):
     def _lower_split(
         self, kp: Any, geometry: tuple, tensor_positions: tuple, shapes: tuple, pointer_rows: tuple
     ) -> Any:
-        """The split-K closure: the workspace goes before the stream, its tile semaphores zeroed per call.
-
-        The caller's workspace may have held anything since the last call (another plan's scratch),
-        so one cuMemsetD32Async on the call's stream zeroes the semaphores before the launch.
-        """
-        from cuda.bindings import driver
-
+        """The split-K closure: the caller's workspace takes the fp32 partials, the engine's
+        per-stream semaphores (`kernels.semaphores`) the tile counts; no per-call memset runs."""
         from pygraph_gemm.kernels.config import splitk_tiles
+        from pygraph_gemm.kernels.semaphores import stream_semaphores
 
         fn, order = kp.fn, kp.pointer_order
-        ws_slot, stream_slot = len(order) + len(geometry), len(order) + len(geometry) + 1
-        template = [0] * len(order) + list(geometry) + [0, 0]
-        tiles = splitk_tiles(self._facts.m, self._facts.n, self._batch, kp.knobs)
-        memset = driver.cuMemsetD32Async
-        ok = driver.CUresult.CUDA_SUCCESS
+        ws_slot = len(order) + len(geometry)
+        sem_slot, stream_slot = ws_slot + 1, ws_slot + 2
+        template = [0] * len(order) + list(geometry) + [0, 0, 0]
+        words = splitk_tiles(self._facts.m, self._facts.n, self._batch, kp.knobs)
+        semaphores = stream_semaphores().address
         refuse = self._refuse
 
         def launch(pack: Any, stream: Any, workspace: int) -> None:
@@ -207,10 +203,8 @@ class GemmSm90Plan(CompiledPlan):
                 refuse(f"workspace pointer {workspace:#x} is not 16-byte aligned")
             stream = stream or 0
             args[ws_slot] = workspace
+            args[sem_slot] = semaphores(pack.device, stream, words)
             args[stream_slot] = stream
-            err = memset(workspace, 0, tiles, stream)[0]
-            if err != ok:
-                refuse(f"zeroing the split-K semaphores failed: {err}")
             fn(*args)
 
         return launch
@@ -327,7 +321,7 @@ class GemmSm90Engine(BaseEngine):
             raise ImportError(f"{self.name}: needs the CuTe DSL (pip install nvidia-cutlass-dsl)")
 
     def get_workspace_size(self, graph: Any, plan: PlanConfig) -> int:
-        """Split-K's semaphores and fp32 partials; 0 for every other config."""
+        """Split-K's fp32 partials (its semaphores are engine-owned); 0 for every other config."""
         from pygraph_gemm.kernels.config import workspace_bytes
 
         facts = self._facts(graph)

@@ -197,15 +197,13 @@ def pick_stages(knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue) -> int
     return s
 
 
-SPLITK_CNT_ALIGN = 128  # bytes: the per-tile semaphores come first, padded to this
-
-
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
 def splitk_tiles(m: int, n: int, l: int, knobs: GemmKnobs) -> int:
-    """Output tiles (kernel frame, padded to whole clusters) that each own a semaphore + partials."""
+    """Output tiles (kernel frame, padded to whole clusters): one int32 semaphore and ``split_k``
+    fp32 partial tiles each. The semaphores live apart from the partials (`launch.semaphores`)."""
     if knobs.swap_ab:
         m, n = n, m
     mt = _ceil(_ceil(m, knobs.tile_m), knobs.cga_m) * knobs.cga_m
@@ -214,16 +212,15 @@ def splitk_tiles(m: int, n: int, l: int, knobs: GemmKnobs) -> int:
 
 
 def workspace_bytes(m: int, n: int, l: int, knobs: GemmKnobs) -> int:
-    """Device workspace the kernel needs for (M, N, L) in the USER frame; 0 when split_k == 1.
+    """Caller workspace the kernel needs for (M, N, L) in the USER frame; 0 when split_k == 1.
 
-    Layout: int32 semaphore per output tile (padded to 128 B), then ``split_k`` fp32 partial tiles
-    per output tile. The semaphores must be zero at launch; the kernel leaves them zero again.
+    It holds only the fp32 partials (``split_k`` tiles per output tile) and may hold anything at
+    launch: every partial is written before it is read. The per-tile semaphores, which must be zero
+    at launch and which the kernel leaves zero, are engine-owned (`launch.semaphores`).
     """
     if knobs.split_k <= 1:
         return 0
-    t = splitk_tiles(m, n, l, knobs)
-    cnt = _ceil(t * 4, SPLITK_CNT_ALIGN) * SPLITK_CNT_ALIGN
-    return cnt + t * knobs.split_k * knobs.tile_m * knobs.tile_n * 4
+    return splitk_tiles(m, n, l, knobs) * knobs.split_k * knobs.tile_m * knobs.tile_n * 4
 
 
 def can_implement(

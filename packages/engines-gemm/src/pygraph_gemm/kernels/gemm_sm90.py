@@ -142,6 +142,7 @@ class Sm90Gemm:
             x_ld,
             x_bs,
             None,
+            None,
             stream,
         )
 
@@ -171,6 +172,7 @@ class Sm90Gemm:
         x_ld,
         x_bs,
         ws_ptr,
+        sem_ptr,
         stream,
     ):
         """Host-side body shared by both entry points (traced inside their @cute.jit)."""
@@ -247,7 +249,8 @@ class Sm90Gemm:
         gc = cute.zipped_divide(mC, tiler=self.tile_mnk[:2])
         n_tiles_mnl = gc[(0, (None, None, None))].shape
         # split-K: the K slices ride on the L mode of the schedule (tile l * S + slice); the
-        # workspace holds one int32 semaphore per (cluster-padded) tile, then S fp32 partial tiles
+        # workspace holds S fp32 partial tiles per (cluster-padded) tile; sem_ptr one int32
+        # semaphore per tile (zero at launch, left zero)
         mWs, mCnt = mRes, mRes  # unused placeholders when split_k == 1
         if const_expr(self.split_k > 1):
             S = self.split_k
@@ -255,9 +258,8 @@ class Sm90Gemm:
             mt_p = (n_tiles_mnl[0] + cm - 1) // cm * cm
             nt_p = (n_tiles_mnl[1] + cn - 1) // cn * cn
             n_sem = mt_p * nt_p * n_tiles_mnl[2]
-            cnt_words = (n_sem + 31) // 32 * 32
-            mCnt = cute.make_tensor(cute.recast_ptr(ws_ptr, dtype=Int32), cute.make_layout(cnt_words))
-            mWs = cute.make_tensor(ws_ptr + cnt_words, cute.make_layout(1))
+            mCnt = cute.make_tensor(sem_ptr, cute.make_layout(n_sem))
+            mWs = cute.make_tensor(ws_ptr, cute.make_layout(1))
             n_tiles_mnl = (n_tiles_mnl[0], n_tiles_mnl[1], n_tiles_mnl[2] * S)
         sched = utils.PersistentTileSchedulerParams(
             n_tiles_mnl, (*self.cluster_mn, 1), self.knobs.swizzle, self.knobs.raster == "m"
@@ -634,9 +636,10 @@ class Sm90Gemm:
 
 
 class Sm90GemmSplitK(Sm90Gemm):
-    """``Sm90Gemm`` with ``knobs.split_k > 1``: the compiled function takes one more pointer, the
-    fp32 workspace (``config.workspace_bytes``; its semaphores zero at launch, and left zero), after
-    the 15 sizes/strides and before the stream."""
+    """``Sm90Gemm`` with ``knobs.split_k > 1``: the compiled function takes two more pointers after
+    the 15 sizes/strides and before the stream: the fp32 partials (``config.workspace_bytes``, any
+    contents) and the int32 tile semaphores (``config.splitk_tiles`` words, zero at launch and left
+    zero)."""
 
     @cute.jit
     def __call__(
@@ -665,6 +668,7 @@ class Sm90GemmSplitK(Sm90Gemm):
         x_ld: Int64,
         x_bs: Int64,
         ws_ptr: cute.Pointer,
+        sem_ptr: cute.Pointer,
         stream: cuda.CUstream,
     ):
         self._host(
@@ -692,5 +696,6 @@ class Sm90GemmSplitK(Sm90Gemm):
             x_ld,
             x_bs,
             ws_ptr,
+            sem_ptr,
             stream,
         )

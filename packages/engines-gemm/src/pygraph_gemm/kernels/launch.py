@@ -29,6 +29,7 @@ from .config import (
     splitk_tiles,
     workspace_bytes,
 )
+from .semaphores import stream_semaphores
 
 _CACHE: dict[tuple, Callable] = {}
 _LOCK = threading.Lock()
@@ -80,7 +81,8 @@ def _compile(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str
     i32, i64 = cutlass.Int32(1), cutlass.Int64(8)
     args += [i32] * 4 + [i64] * 11
     if knobs.split_k > 1:
-        args.append(p("fp32", 16))  # workspace
+        args.append(p("fp32", 16))  # workspace: the fp32 partials
+        args.append(make_ptr(cutlass.Int32, 0, g, assumed_align=4))  # the tile semaphores
     args.append(make_fake_stream())
     with warnings.catch_warnings():
         # Trace-time advisories only: the wheel's StaticPersistentTileScheduler is marked deprecated
@@ -336,27 +338,29 @@ class Plan:
         self.pointer_order, self.geometry = kernel_frame(lay, knobs.swap_ab)
         self.fn = get_compiled(knobs, self.kepi, lay, arch)
         self.split_k = knobs.split_k
-        self._ws = None  # split-K: the plan's own zero-initialised workspace (torch tensor), grown on demand
+        self._ws = None  # split-K: the plan's own workspace (torch tensor), grown on demand
 
     def workspace_bytes(self, m: int, n: int, l: int) -> int:
         """Workspace (bytes) a launch of (M, N, L) needs; 0 unless split_k > 1."""
         return workspace_bytes(m, n, l, self.knobs)
 
     def own_workspace(self, m: int, n: int, l: int, device=None) -> int:
-        """Address of a plan-owned workspace for (M, N, L): zeroed once; the kernel leaves its
-        semaphores zero, so no per-call memset. Not for concurrent launches of one plan on two streams."""
+        """Address of a plan-owned workspace for (M, N, L) (the partials need no initialization).
+        Not for concurrent launches of one plan on two streams."""
         need = self.workspace_bytes(m, n, l)
         if self._ws is None or self._ws.numel() < need:
             import torch
 
-            self._ws = torch.zeros(max(need, 256), dtype=torch.uint8, device=device or "cuda")
+            self._ws = torch.empty(max(need, 256), dtype=torch.uint8, device=device or "cuda")
         return self._ws.data_ptr()
 
-    def zero_semaphores(self, workspace: int, m: int, n: int, l: int, stream: int = 0) -> None:
-        """Zero the semaphore words of a caller-provided workspace (one cuMemsetD32Async)."""
-        import cuda.bindings.driver as cu
+    def semaphores(self, m: int, n: int, l: int, stream: int = 0, device: int | None = None) -> int:
+        """Address of the engine-owned tile semaphores for a launch of (M, N, L) on ``stream``."""
+        if device is None:
+            import torch
 
-        cu.cuMemsetD32Async(workspace, 0, splitk_tiles(m, n, l, self.knobs), stream)
+            device = torch.cuda.current_device()
+        return stream_semaphores().address(device, stream, splitk_tiles(m, n, l, self.knobs))
 
     def kernel_args(
         self,
@@ -379,34 +383,38 @@ class Plan:
         aux_strides: tuple = (0, 0, 0),
         stream: int = 0,
         workspace: int = 0,
+        semaphores: int = 0,
     ) -> tuple:
         """The compiled function's argument tuple: ``plan.fn(*plan.kernel_args(...))`` launches.
 
         Pointers are raw device addresses (ints); strides are user-frame (batch, row, col) in
         elements for A (M, K), B (K, N), C (M, N), residual and aux (M, N); ``stream`` is a raw
-        cudaStream_t (0 = legacy default stream). ``workspace`` (split_k > 1 only): device address
-        of ``workspace_bytes(m, n, l)`` bytes whose semaphores are zero (see ``own_workspace`` /
-        ``zero_semaphores``); it goes after the sizes/strides, before the stream.
+        cudaStream_t (0 = legacy default stream). Split-K only (split_k > 1): ``workspace`` is the
+        device address of ``workspace_bytes(m, n, l)`` bytes (any contents) and ``semaphores`` that
+        of ``splitk_tiles`` zeroed int32 words (see ``semaphores``); they go after the sizes/strides,
+        before the stream.
         """
         ptrs = (a_ptr, b_ptr, c_ptr, bias_ptr, row_scale_ptr, col_scale_ptr, residual_ptr, aux_ptr)
         geo = self.geometry(m, n, k, l, a_strides, b_strides, c_strides, residual_strides, aux_strides)
         if self.split_k > 1:
-            return tuple(ptrs[i] for i in self.pointer_order) + geo + (workspace, stream)
+            return tuple(ptrs[i] for i in self.pointer_order) + geo + (workspace, semaphores, stream)
         return tuple(ptrs[i] for i in self.pointer_order) + geo + (stream,)
 
     def __call__(self, *args, **kwargs) -> None:
-        """Launch; same arguments as ``kernel_args``. With split_k > 1 and no ``workspace`` given,
-        the plan's own workspace is used; a caller's workspace gets its semaphores zeroed first."""
+        """Launch; same arguments as ``kernel_args``. With split_k > 1, a missing ``workspace`` is
+        the plan's own and missing ``semaphores`` the engine-owned ones of the stream."""
         if self.split_k > 1:
             m = args[3] if len(args) > 3 else kwargs["m"]
             n = args[4] if len(args) > 4 else kwargs["n"]
             l = args[6] if len(args) > 6 else kwargs["l"]
-            ws = args[18] if len(args) > 18 else kwargs.get("workspace", 0)
-            if not ws:
-                args, kwargs = args[:18], {**kwargs, "workspace": self.own_workspace(m, n, l)}
-            else:
-                st = args[17] if len(args) > 17 else kwargs.get("stream", 0)
-                self.zero_semaphores(ws, m, n, l, st)
+            st = args[17] if len(args) > 17 else kwargs.get("stream", 0)
+            extra = dict(zip(("workspace", "semaphores"), args[18:]))
+            args = args[:18]
+            kwargs = {**kwargs, **extra}
+            if not kwargs.get("workspace"):
+                kwargs["workspace"] = self.own_workspace(m, n, l)
+            if not kwargs.get("semaphores"):
+                kwargs["semaphores"] = self.semaphores(m, n, l, st)
         self.fn(*self.kernel_args(*args, **kwargs))
 
 

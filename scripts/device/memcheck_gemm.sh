@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# compute-sanitizer memcheck over one GEMM case per config family (check_gemm.py --representatives).
+#   source /tmp/site/env.sh && bash scripts/device/memcheck_gemm.sh
+# API-error reports are off: CUDA's own cuGetProcAddress probing at load raises harmless ones.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/device/env.sh
+OUTDIR=${OUT:-/tmp/out}; mkdir -p "$OUTDIR"
+compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
+  python3 benchmarks/check_gemm.py --representatives 2>&1 | tee "$OUTDIR/memcheck.log" | tail -20
+echo "memcheck exit status: ${PIPESTATUS[0]}"
