@@ -59,7 +59,9 @@ def candidates(m, n, k):
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2),
         GemmKnobs(tile_m=128, tile_n=256, cga_n=2, raster="n"),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=4),
-        GemmKnobs(tile_m=256, tile_n=128, cga_n=2, raster="n"),
+        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, cga_n=2, swizzle=4),
+        GemmKnobs(tile_m=128, tile_n=128, cga_m=2, pingpong=True),
+        GemmKnobs(tile_m=128, tile_n=128, cga_n=2, raster="n", pingpong=True),
     ]
 
 
@@ -123,6 +125,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
     ap.add_argument("--dtypes", default="bf16,fp16")
+    ap.add_argument("--shapes", default=None, help="comma-separated indices into SHAPES (default: all)")
     ap.add_argument(
         "--graph",
         action="store_true",
@@ -136,6 +139,8 @@ def main(argv=None) -> int:
     dts = {"bf16": torch.bfloat16, "fp16": torch.float16}
     rows, log = [], []
     shapes = SHAPES[:2] + SHAPES[5:6] if args.quick else SHAPES
+    if args.shapes:
+        shapes = [SHAPES[int(i)] for i in args.shapes.split(",")]
     torch.manual_seed(0)
     for dname in args.dtypes.split(","):
         dt = dts[dname]
@@ -172,7 +177,8 @@ def main(argv=None) -> int:
                                 f"{kn.tile_m}x{kn.tile_n}c{kn.cga_m}{kn.cga_n}"
                                 + ("s" if kn.swap_ab else "")
                                 + ("n" if kn.raster == "n" else "")
-                                + (f"z{kn.swizzle}" if kn.swizzle > 1 else ""),
+                                + (f"z{kn.swizzle}" if kn.swizzle > 1 else "")
+                                + ("p" if kn.pingpong else ""),
                             )
                     except Exception as e:
                         log.append(f"ERR {dname} {m}x{n}x{k} fused={fused} {kn}: {type(e).__name__}: {e}")

@@ -194,7 +194,47 @@ def cases(quick: bool = False):
     ]
     if quick:
         cs = cs[::4]
-    return cs + splitk_cases()
+    return cs + splitk_cases() + pingpong_cases()
+
+
+def pingpong_cases():
+    """Ping-pong consumers (knobs.pingpong): always run, also under --quick."""
+    pp = GemmKnobs(tile_m=128, tile_n=128, pingpong=True)
+    pp_c21 = GemmKnobs(tile_m=128, tile_n=128, cga_m=2, pingpong=True)
+    pp_64 = GemmKnobs(tile_m=64, tile_n=256, cga_n=2, raster="n", pingpong=True)
+    return [
+        # ragged, every epilogue piece + aux; both dtypes
+        dict(
+            m=1000,
+            n=1048,
+            k=520,
+            knobs=pp,
+            bias=True,
+            row_scale=True,
+            col_scale=True,
+            residual=True,
+            act="gelu_approx_tanh",
+            aux=True,
+        ),  # fmt: skip
+        dict(m=1000, n=1048, k=520, dt="fp16", out="fp16", knobs=pp_c21, bias=True, act="gelu"),
+        # 12 tiles on 12 CTAs: the second warpgroup of every CTA has no tile
+        dict(m=264, n=392, k=200, knobs=pp, bias=True, act="relu", reps=2),
+        # 256 tiles over 132 CTAs: some CTAs run one tile, some two; long K (64 k-blocks) through the ring
+        dict(m=2048, n=2048, k=4096, knobs=pp, bias=True, act="gelu_approx_tanh"),
+        dict(m=2048, n=2048, k=4096, knobs=pp_64),
+        # many tiles per warpgroup, short K (the ring wraps inside and across tiles)
+        dict(m=4096, n=4096, k=256, knobs=pp_c21, bias=True, act="silu", aux=True),
+        # fp32 out, column-major operands, batched with broadcast B, swap_ab
+        dict(m=264, n=392, k=1000, out="fp32", a_col=True, b_col=True, knobs=pp),
+        dict(m=384, n=520, k=264, l=3, b_bc=True, knobs=pp, residual=True),
+        dict(
+            m=16,
+            n=4096,
+            k=1024,
+            knobs=GemmKnobs(tile_m=128, tile_n=16, swap_ab=True, pingpong=True),
+            bias=True,
+        ),
+    ]
 
 
 def splitk_cases():
@@ -286,6 +326,9 @@ _FAMILIES = {
     "split-K, cluster 1x2": lambda c, kn: kn.split_k > 1 and kn.cga_n > 1,
     "split-K, swap_ab": lambda c, kn: kn.split_k > 1 and kn.swap_ab,
     "split-K, batched": lambda c, kn: kn.split_k > 1 and c.get("l", 1) > 1,
+    "ping-pong, every epilogue piece + aux": lambda c, kn: kn.pingpong and c.get("aux"),
+    "ping-pong, cluster 1x2, 64x256": lambda c, kn: kn.pingpong and kn.cga_n > 1,
+    "ping-pong, one tile per CTA": lambda c, kn: kn.pingpong and c["m"] == 264 and c.get("reps"),
 }
 
 

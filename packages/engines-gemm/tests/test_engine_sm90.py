@@ -111,6 +111,8 @@ CASES = [
     # narrow M with B column-major and an epilogue: the rule names split-K 2 (needs a workspace)
     (128, 4096, 4096, (), dt.BFLOAT16, dt.BFLOAT16, False, True, ("bias",), "gelu_approx_tanh", False),
     (64, 1000, 1000, (), dt.HALF, dt.HALF, False, True, ("bias",), "relu", True),
+    # large with short K: the rule names 128x128 ping-pong (ragged tiles, residual and aux)
+    (2304, 2056, 520, (), dt.HALF, dt.HALF, False, True, ("bias", "residual"), "gelu_approx_tanh", True),
 ]
 
 

@@ -100,16 +100,17 @@ def test_engine_declines_fp32_inputs_with_the_reason():
 
 
 @pytest.mark.parametrize(
-    ("m", "n", "bucket", "first"),
+    ("m", "n", "k", "bucket", "first"),
     [
-        (16, 4096, "skinny", {"SWAP_AB": True, "TILE_M": 64, "TILE_N": 16}),
-        (128, 4096, "narrow", {"SWAP_AB": False, "TILE_M": 128, "TILE_N": 64, "SPLIT_K": 2}),
-        (512, 512, "small", {"SWAP_AB": False, "TILE_N": 128, "TILE_CGA_M": 1}),
-        (4096, 4096, "large", {"SWAP_AB": False, "TILE_N": 256, "TILE_CGA_M": 2}),
+        (16, 4096, 128, "skinny", {"SWAP_AB": True, "TILE_M": 64, "TILE_N": 16}),
+        (128, 4096, 128, "narrow", {"SWAP_AB": False, "TILE_M": 128, "TILE_N": 64, "SPLIT_K": 2}),
+        (512, 512, 128, "small", {"SWAP_AB": False, "TILE_N": 128, "TILE_CGA_M": 1}),
+        (4096, 4096, 4096, "large", {"SWAP_AB": False, "TILE_N": 256, "TILE_CGA_M": 2, "PINGPONG": False}),
+        (8192, 8192, 1024, "large", {"TILE_M": 128, "TILE_N": 128, "TILE_CGA_M": 2, "PINGPONG": True}),
     ],
 )
-def test_tile_rule_names_one_config_per_bucket(m, n, bucket, first):
-    g, c = _graph(m=m, n=n)
+def test_tile_rule_names_one_config_per_bucket(m, n, k, bucket, first):
+    g, c = _graph(m=m, n=n, k=k)
     c.set_output(True)
     facts = analyze(g)
     assert shape_bucket(facts) == bucket
@@ -118,7 +119,7 @@ def test_tile_rule_names_one_config_per_bucket(m, n, bucket, first):
 
 
 def test_recommend_orders_modes_and_places_the_backend():
-    g, c = _graph(m=4096, n=4096)
+    g, c = _graph(m=4096, n=4096, k=4096)
     c.set_output(True)
     facts = analyze(g)
     from pygraph.engines.base import PlanConfig
@@ -139,7 +140,7 @@ def test_plan_list_of_a_gemm_graph_on_cpu():
     c.set_output(True)
     g.create_execution_plans()
     assert g.get_plan_name_at_index(0).startswith(
-        "gemm_sm90[RASTER=m,SPLIT_K=1,STAGES=0,SWAP_AB=False,TILEK=64,TILE_CGA_M=2"
+        "gemm_sm90[PINGPONG=False,RASTER=m,SPLIT_K=1,STAGES=0,SWAP_AB=False,TILEK=64,TILE_CGA_M=2"
     )
     assert g.backend_decline_reason() is not None  # no GPU here: the backend offers nothing, and says why
 

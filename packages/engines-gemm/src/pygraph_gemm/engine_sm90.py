@@ -41,6 +41,7 @@ KNOB_DOMAINS: dict[str, tuple[Any, ...]] = {
     "SWAP_AB": (False, True),
     "RASTER": ("m", "n"),
     "SPLIT_K": (1, 2),  # K slices reduced in the kernel (fp32 partials in the workspace)
+    "PINGPONG": (False, True),  # consumer warpgroups on alternate tiles (epilogue under the main loop)
 }
 
 _FEATURES = frozenset({"bias", "row_scale", "col_scale", "residual", "activation", "aux_output", "batched"})
@@ -62,6 +63,7 @@ def knobs_from_config(knobs: Any) -> Any:
         swap_ab=bool(k.get("SWAP_AB", False)),
         raster=k.get("RASTER", "m"),
         split_k=k.get("SPLIT_K", 1),
+        pingpong=bool(k.get("PINGPONG", False)),
     )
 
 

@@ -49,9 +49,9 @@ def shape_bucket(facts: GemmFacts) -> str:
 def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     """The config named first for the graph's bucket.
 
-    From the v1 kernel's sweep on the H200 (2026-11-29, kernels/NOTES.md, bf16 and fp16 alike):
-    large shapes 128x256 with a 2x1 cluster (0.96-1.03x cuBLAS); M=128 64x64 without a cluster; M=16
-    swapped 64x16 (1.04-1.05x cuBLAS).
+    From the kernel's sweeps on the H200 (2026-11-29, kernels/NOTES.md, bf16 and fp16 alike):
+    large shapes 128x256 cooperative with a 2x1 cluster (0.96-1.03x cuBLAS), ping-pong 128x128 when
+    K <= 1024 (v4); M=128 128x64 with split-K 2 (v3); M=16 swapped 64x16 (1.04-1.05x cuBLAS).
     """
     bucket = shape_bucket(facts)
     base = {
@@ -62,6 +62,7 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
         "SWAP_AB": False,
         "TILE_CGA_M": 1,
         "SPLIT_K": 1,
+        "PINGPONG": False,
     }
     if bucket == "skinny":
         return {**base, "TILE_M": 64, "TILE_N": 16, "SWAP_AB": True}
@@ -69,6 +70,11 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
         return {**base, "TILE_M": 128, "TILE_N": 64, "SPLIT_K": 2}
     if bucket == "small":
         return {**base, "TILE_M": 128, "TILE_N": 128}
+    if facts.k <= 1024:
+        # short K: the epilogue is a large share of each tile, and ping-pong runs it under the other
+        # warpgroup's main loop. 8192x8192x1024 (NOTES.md v4): 128x128 ping-pong 2x1 cluster plain
+        # 654/644 vs 644/613 cooperative 128x256 (bf16/fp16 TFLOP/s), bias+gelu 644/597 vs 582/558.
+        return {**base, "TILE_M": 128, "TILE_N": 128, "TILE_CGA_M": 2, "PINGPONG": True}
     if (
         facts.m >= 2 * facts.n
     ):  # tall: 16384x4096x4096 ran 1.09-1.12x cuBLAS with a 1x2 cluster, raster along N
@@ -79,6 +85,12 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
 def _valid(knobs: dict[str, Any]) -> bool:
     if knobs["TILE_CGA_M"] * knobs["TILE_CGA_N"] > 4:
         return False
+    if knobs["PINGPONG"] and (
+        knobs["TILE_M"] * knobs["TILE_N"] > 128 * 128
+        or knobs["TILE_M"] not in (64, 128)
+        or knobs["SPLIT_K"] > 1
+    ):
+        return False  # one warpgroup holds a whole tile's accumulators: at most 128x128, no split-K
     # Split-K pays where few output tiles leave SMs idle: clusters and swapped operands only dilute it.
     return knobs["SPLIT_K"] == 1 or (knobs["TILE_CGA_M"] == knobs["TILE_CGA_N"] == 1 and not knobs["SWAP_AB"])
 

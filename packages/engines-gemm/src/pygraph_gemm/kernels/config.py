@@ -65,6 +65,10 @@ class GemmKnobs:
     # fp32 partials go to a workspace (see ``workspace_bytes``) and the last CTA of each tile (per-tile
     # semaphore) sums them in slice order and runs the fused epilogue once. 1 = no split (no workspace).
     split_k: int = 1
+    # ping-pong: the two consumer warpgroups own alternate output tiles (each a whole tile_m x tile_n
+    # tile) and take turns on the tensor cores, so one's epilogue runs under the other's main loop.
+    # False = cooperative: both warpgroups share each tile (half its rows each).
+    pingpong: bool = False
 
     def validate(self) -> str | None:
         if self.tile_m not in (64, 128, 256):
@@ -86,6 +90,16 @@ class GemmKnobs:
             return f"stages={self.stages} not in [2, 12]"
         if not 1 <= self.split_k <= 16:
             return f"split_k={self.split_k} not in [1, 16]"
+        if self.pingpong:
+            if self.tile_m not in (64, 128):
+                return f"pingpong needs tile_m in (64, 128) (one warpgroup per tile), got {self.tile_m}"
+            if self.tile_m * self.tile_n > 128 * 128:
+                return (
+                    f"pingpong tile {self.tile_m}x{self.tile_n} needs {self.tile_m * self.tile_n // 128} "
+                    "accumulator registers per thread; at most 128 fit"
+                )
+            if self.split_k > 1:
+                return f"pingpong does not combine with split_k={self.split_k}"
         return None
 
 
@@ -181,10 +195,12 @@ class KernelLayout:
 def _smem_bytes(knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue, stages: int) -> int:
     ab = (knobs.tile_m + knobs.tile_n) * knobs.tile_k * dtype_bytes(lay.ab_dtype) * stages
     epi_n = min(32, knobs.tile_n)
-    epi_m = min(128, knobs.tile_m)
+    epi_m = 64 if knobs.pingpong else min(128, knobs.tile_m)  # the kernel's epilogue sub-tile
     c = epi_m * epi_n * dtype_bytes(lay.c_dtype) * 4
     if epi.aux_out:
         c += epi_m * epi_n * dtype_bytes(epi.aux_dtype) * 4
+    if knobs.pingpong:
+        c *= 2  # each consumer warpgroup stores through its own ring
     return ab + c + 1024 + 4 * 1024  # barriers + alignment slack
 
 

@@ -61,16 +61,22 @@ class Sm90Gemm:
         self.tile_mnk = (knobs.tile_m, knobs.tile_n, knobs.tile_k)
         self.split_k = knobs.split_k
         self.cluster_mn = (knobs.cga_m, knobs.cga_n)
-        self.n_consumer_wg = 1 if knobs.tile_m == 64 else 2
-        self.atom_mnk = (self.n_consumer_wg, 1, 1)
+        self.pingpong = knobs.pingpong
+        self.n_consumer_wg = 2 if knobs.pingpong or knobs.tile_m != 64 else 1
+        # cooperative: the consumer warpgroups split each tile's rows; ping-pong: each owns whole tiles
+        self.atom_mnk = (1, 1, 1) if knobs.pingpong else (self.n_consumer_wg, 1, 1)
         self.threads = 128 * (1 + self.n_consumer_wg)
-        self.n_mma_threads = 128 * self.n_consumer_wg
+        self.n_mma_threads = 128 if knobs.pingpong else 128 * self.n_consumer_wg  # threads per tile
+        self.epi_rings = 2 if knobs.pingpong else 1  # a store ring per tile in flight
         self.ab_stage = pick_stages(knobs, lay, epi)
-        self.epi_tile = (min(128 if self.n_consumer_wg == 2 else 64, knobs.tile_m), min(32, knobs.tile_n))
+        # Epilogue sub-tiles: each must hold one M-repeat of every thread's accumulator, so that a
+        # sub-tile's values are one contiguous run of the retiled fragment: 128 rows when two
+        # warpgroups share the tile (64 each), 64 when one warpgroup owns it.
+        rows = 128 if self.n_consumer_wg == 2 and not knobs.pingpong else 64
+        self.epi_tile = (min(rows, knobs.tile_m), min(32, knobs.tile_n))
         self.mcast_a = knobs.cga_n  # A tile shared by CTAs along N
         self.mcast_b = knobs.cga_m
         self.max_active_clusters = sm_count // (knobs.cga_m * knobs.cga_n)
-        self.epi_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.n_mma_threads)
         row, col = LayoutEnum.ROW_MAJOR, LayoutEnum.COL_MAJOR
         self.a_layout = row if lay.a_major == "k" else col
         self.b_layout = row if lay.b_major == "k" else col
@@ -192,10 +198,11 @@ class Sm90Gemm:
         cta_layout_mnk = cute.make_layout((*self.cluster_mn, 1))
         sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.ab_stage)
         sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.ab_stage)
-        sC_layout = sm90_utils.make_smem_layout_epi(self.c_dtype, c_layout, self.epi_tile, _EPI_STAGES)
+        epi_stages = _EPI_STAGES * self.epi_rings
+        sC_layout = sm90_utils.make_smem_layout_epi(self.c_dtype, c_layout, self.epi_tile, epi_stages)
         sX_layout = sC_layout
         if const_expr(epi.aux_out):
-            sX_layout = sm90_utils.make_smem_layout_epi(self.aux_dtype, c_layout, self.epi_tile, _EPI_STAGES)
+            sX_layout = sm90_utils.make_smem_layout_epi(self.aux_dtype, c_layout, self.epi_tile, epi_stages)
 
         def g2s_op(mcast):
             return (
@@ -350,7 +357,7 @@ class Sm90Gemm:
         smem = utils.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         # every consumer warp of every CTA that receives a multicast tile releases the slot
-        n_release = (self.mcast_a + self.mcast_b - 1) * self.n_consumer_wg * 4
+        n_release = (self.mcast_a + self.mcast_b - 1) * (self.n_mma_threads // 32)
         ab_pipe = pipeline.PipelineTmaAsync.create(
             barrier_storage=storage.mbar.data_ptr(),
             num_stages=self.ab_stage,
@@ -438,7 +445,20 @@ class Sm90Gemm:
         else:
             # ------------------------------------------------ consumer (MMA + epilogue) warpgroups
             cute.arch.setmaxregister_increase(232)
-            ctid = tidx - 128
+            cwg = wg_idx - 1  # consumer warpgroup
+            ctid = tidx - 128  # thread index among the threads that share a tile
+            ring0 = 0  # this warpgroup's first slot in the epilogue store ring
+            if const_expr(self.pingpong):
+                ctid = tidx - 128 * wg_idx
+                ring0 = cwg * _EPI_STAGES
+            # the tile's threads sync the epilogue on their own barrier (ids 1, 2); ping-pong's turn
+            # on the tensor cores passes through barriers 3 + cwg (waited on by cwg, arrived at by
+            # the other warpgroup)
+            epi_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.n_mma_threads)
+            if const_expr(self.pingpong):
+                epi_barrier = pipeline.NamedBarrier(barrier_id=1 + cwg, num_threads=self.n_mma_threads)
+                my_turn = pipeline.NamedBarrier(barrier_id=3 + cwg, num_threads=256)
+                their_turn = pipeline.NamedBarrier(barrier_id=4 - cwg, num_threads=256)
             thr_mma = tiled_mma.get_slice(ctid)
             tCsA = thr_mma.partition_A(sA)
             tCsB = thr_mma.partition_B(sB)
@@ -482,7 +502,7 @@ class Sm90Gemm:
                 num_stages=_EPI_STAGES,
                 producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.n_mma_threads),
             )
-            is_store_warp = warp_idx == 4
+            is_store_warp = warp_idx == 4 + 4 * cwg if const_expr(self.pingpong) else warp_idx == 4
             m_max = mC.shape[0] - 1
             n_max = mC.shape[1] - 1
 
@@ -505,6 +525,16 @@ class Sm90Gemm:
                     * self.cluster_mn[1]
                 )
             epi_count = Int32(0)  # sub-tiles stored so far (split-K: only the tiles this CTA finished)
+            tiles_done = Int32(0)  # tiles this warpgroup has run
+            if const_expr(self.pingpong):
+                # the CTA's tiles alternate between the warpgroups: warpgroup 1 starts at the second,
+                # past the first tile's k-blocks in the ring (warpgroup 0 consumes those)
+                if cwg == 1:
+                    sched.advance_to_next_work()
+                    work = sched.get_current_work()
+                    for _ in cutlass.range(k_tiles, unroll=1):
+                        read.advance()
+                        release.advance()
             while work.is_valid_tile:
                 crd = work.tile_idx
                 batch = crd[2]
@@ -514,6 +544,9 @@ class Sm90Gemm:
                     ks = crd[2] - batch * self.split_k
                     kt0 = ks * k_tiles // self.split_k
                     n_kt = (ks + 1) * k_tiles // self.split_k - kt0
+                if const_expr(self.pingpong):
+                    if cwg + tiles_done > 0:  # all but the CTA's first tile wait for their turn
+                        my_turn.arrive_and_wait()
                 # ---- main loop: keep one wgmma batch in flight, release the slot before it
                 acc.fill(0.0)
                 tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
@@ -529,9 +562,20 @@ class Sm90Gemm:
                         cute.nvgpu.warpgroup.wait_group(1)
                         ab_pipe.consumer_release(release)
                         release.advance()
+                if const_expr(self.pingpong):
+                    # every wgmma of this tile is issued: the tensor cores pass to the other warpgroup
+                    # if the CTA has a next tile (then it is theirs, and so are its k-blocks)
+                    sched.advance_to_next_work()
+                    theirs = sched.get_current_work()
+                    if theirs.is_valid_tile:
+                        their_turn.arrive()
                 cute.nvgpu.warpgroup.wait_group(0)
                 ab_pipe.consumer_release(release)
                 release.advance()
+                if const_expr(self.pingpong):
+                    for _ in cutlass.range(k_tiles, unroll=1):
+                        read.advance()
+                        release.advance()
 
                 # ---- split-K: publish this slice's fp32 partial; the last slice's CTA reduces
                 do_epi = True
@@ -549,12 +593,12 @@ class Sm90Gemm:
                     for i in cutlass.range_constexpr(n_frag):
                         ws_mine[i] = acc[i]
                     cute.arch.fence_acq_rel_gpu()
-                    self.epi_barrier.arrive_and_wait()
+                    epi_barrier.arrive_and_wait()
                     if ctid == 0:
                         sFlag[0] = cute.arch.atomic_add(
                             mCnt.iterator + tile_lin, Int32(1), sem="acq_rel", scope="gpu"
                         )
-                    self.epi_barrier.arrive_and_wait()
+                    epi_barrier.arrive_and_wait()
                     do_epi = sFlag[0] == S - 1
                     if do_epi:
                         cute.arch.fence_acq_rel_gpu()
@@ -604,12 +648,12 @@ class Sm90Gemm:
                     sub_shape = gC_tile.shape[1]
                     sub_layout = cute.make_layout(sub_shape, stride=(sub_shape[1], 1))
                     done_before = sched.num_tiles_executed * n_sub
-                    if const_expr(self.split_k > 1):
+                    if const_expr(self.split_k > 1 or self.pingpong):
                         done_before = epi_count
                     for s in cutlass.range_constexpr(n_sub):
                         for v in cutlass.range_constexpr(frag_size):
                             tRS_r[v] = tRS_acc[s * frag_size + v]
-                        buf = (done_before + s) % _EPI_STAGES
+                        buf = ring0 + (done_before + s) % _EPI_STAGES
                         if const_expr(epi.aux_out):
                             tRS_rX.store(tRS_r.load().to(self.aux_dtype))
                             cute.copy(r2s_x, tRS_rX, tRS_sX[(None, None, None, buf)])
@@ -619,7 +663,7 @@ class Sm90Gemm:
                         tRS_rC.store(tRS_r.load().to(self.c_dtype))
                         cute.copy(r2s_c, tRS_rC, tRS_sC[(None, None, None, buf)])
                         cute.arch.fence_proxy("async.shared", space="cta")
-                        self.epi_barrier.arrive_and_wait()
+                        epi_barrier.arrive_and_wait()
                         gcrd = sub_layout.get_hier_coord(s)
                         if is_store_warp:
                             cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, gcrd)])
@@ -627,10 +671,11 @@ class Sm90Gemm:
                                 cute.copy(tma_x, bSG_sX[(None, buf)], bSG_gX[(None, gcrd)])
                             store_pipe.producer_commit()
                             store_pipe.producer_acquire()
-                        self.epi_barrier.arrive_and_wait()
+                        epi_barrier.arrive_and_wait()
                     epi_count = epi_count + n_sub
 
-                sched.advance_to_next_work()
+                tiles_done = tiles_done + 1
+                sched.advance_to_next_work()  # ping-pong: the second step, past the other's tile
                 work = sched.get_current_work()
             store_pipe.producer_tail()
 
