@@ -215,7 +215,7 @@ def pingpong_cases():
             residual=True,
             act="gelu_approx_tanh",
             aux=True,
-        ),  # fmt: skip
+        ),
         dict(m=1000, n=1048, k=520, dt="fp16", out="fp16", knobs=pp_c21, bias=True, act="gelu"),
         # 12 tiles on 12 CTAs: the second warpgroup of every CTA has no tile
         dict(m=264, n=392, k=200, knobs=pp, bias=True, act="relu", reps=2),
