@@ -50,7 +50,7 @@ def _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout):
 class Sm90Gemm:
     """C[m, n, l] = epilogue(sum_k A[m, k, l] * B[n, k, l]) for one static configuration."""
 
-    def __init__(self, knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue, sm_count: int = 132):
+    def __init__(self, knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue, max_active_clusters: int = 132):
         self.knobs, self.lay, self.epi = knobs, lay, epi
         self.ab_dtype = _DT[lay.ab_dtype]
         self.c_dtype = _DT[lay.c_dtype]
@@ -76,7 +76,8 @@ class Sm90Gemm:
         self.epi_tile = (min(rows, knobs.tile_m), min(32, knobs.tile_n))
         self.mcast_a = knobs.cga_n  # A tile shared by CTAs along N
         self.mcast_b = knobs.cga_m
-        self.max_active_clusters = sm_count // (knobs.cga_m * knobs.cga_n)
+        # the persistent grid: clusters of this shape that are resident at once (launch.resident_clusters)
+        self.max_active_clusters = max_active_clusters
         row, col = LayoutEnum.ROW_MAJOR, LayoutEnum.COL_MAJOR
         self.a_layout = row if lay.a_major == "k" else col
         self.b_layout = row if lay.b_major == "k" else col

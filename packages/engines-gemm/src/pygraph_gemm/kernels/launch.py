@@ -38,18 +38,42 @@ _FN_NAME = "pygraph_gemm_sm90"
 
 
 def cache_key(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH) -> tuple:
-    return ("sm90_gemm_v1", astuple(knobs), astuple(epi), astuple(lay), arch)
+    clusters = resident_clusters(knobs.cga_m * knobs.cga_n)
+    return ("sm90_gemm_v1", astuple(knobs), astuple(epi), astuple(lay), arch, clusters)
 
 
-def _sm_count() -> int:
+# Clusters of each size resident at once on a 132-SM H100 SXM / H200 (what the occupancy query gave
+# on the H200, 2026-11-29); used where no GPU can be asked, e.g. compiling ahead on a CPU machine.
+_RESIDENT_132 = {1: 132, 2: 66, 4: 30}
+_RESIDENT: dict[int, int] = {}
+
+
+def resident_clusters(cluster_size: int) -> int:
+    """How many clusters of ``cluster_size`` CTAs (one per SM) the current GPU runs at once.
+
+    The persistent grid must not exceed it: a cluster that cannot be placed waits for a whole
+    other cluster's share of tiles to finish. 4-CTA clusters do not tile every GPC exactly, so
+    this is the occupancy query's answer, not SMs / 4.
+    """
+    hit = _RESIDENT.get(cluster_size)
+    if hit is not None:
+        return hit
+    n = None
     try:
         import torch
 
         if torch.cuda.is_available():
-            return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+            from cutlass.utils import HardwareInfo
+
+            torch.empty(1, device="cuda")  # the occupancy query needs the device's context current
+
+            n = int(HardwareInfo().get_max_active_clusters(cluster_size))
     except Exception:
-        pass
-    return 132
+        n = None
+    if not n:
+        n = _RESIDENT_132.get(cluster_size, 132 // cluster_size)
+    _RESIDENT[cluster_size] = n
+    return n
 
 
 def _compile(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str) -> Callable:
@@ -60,7 +84,7 @@ def _compile(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str
     from .gemm_sm90 import _DT, Sm90Gemm, Sm90GemmSplitK
 
     cls = Sm90GemmSplitK if knobs.split_k > 1 else Sm90Gemm
-    kern = cls(knobs, lay, epi, sm_count=_sm_count())
+    kern = cls(knobs, lay, epi, max_active_clusters=resident_clusters(knobs.cga_m * knobs.cga_n))
     g = cute.AddressSpace.gmem
 
     def p(dt, align=16):
