@@ -50,7 +50,9 @@ def _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout):
 class Sm90Gemm:
     """C[m, n, l] = epilogue(sum_k A[m, k, l] * B[n, k, l]) for one static configuration."""
 
-    def __init__(self, knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue, max_active_clusters: int = 132):
+    def __init__(
+        self, knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue, max_active_clusters: int = 132
+    ):
         self.knobs, self.lay, self.epi = knobs, lay, epi
         self.ab_dtype = _DT[lay.ab_dtype]
         self.c_dtype = _DT[lay.c_dtype]
