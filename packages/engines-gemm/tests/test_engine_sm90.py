@@ -209,3 +209,32 @@ def test_replay_by_engine_id_and_knobs_runs_another_config():
     g.execute(bindings, None)
     torch.cuda.synchronize()
     assert _rel(y, a.double() @ b.double()) < 1e-2
+
+
+def test_a_plan_built_for_one_size_runs_another_bit_exactly():
+    """The per-call path: the plan built for 512x768 runs a 1000x640 problem (same K, layout,
+    epilogue and knobs) and writes exactly what the plan built for 1000x640 writes."""
+    knobs = {"TILE_M": 128, "TILE_N": 128, "TILEK": 64, "TILE_CGA_M": 2, "TILE_CGA_N": 1, "STAGES": 0,
+             "SWAP_AB": False, "RASTER": "m", "SPLIT_K": 1, "PINGPONG": False}  # fmt: skip
+    k = 320
+    graphs = []
+    for m, n in ((512, 768), (1000, 640)):
+        a, b = _operand((m, k), dt.BFLOAT16), _operand((k, n), dt.BFLOAT16, col_major=True)
+        side = {"bias": torch.randn(1, n, device="cuda")}
+        g, bindings, _pre, out = _build(dt.BFLOAT16, dt.BFLOAT16, a, b, side, "gelu_approx_tanh", False)
+        g.create_execution_plan(20400, knobs)
+        g.build_plans()
+        graphs.append((g, bindings, out))
+    (small, small_bindings, small_out), (big, big_bindings, big_out) = graphs
+    own = torch.full((1000, 640), float("nan"), device="cuda", dtype=torch.bfloat16)
+    big_bindings[big_out] = own
+    big.execute(big_bindings, None)
+    # the small graph's plan, fed the big problem's tensors through the small graph's handles
+    borrowed = torch.full_like(own, float("nan"))
+    small_keys = [t for t in small_bindings if t is not small_out]
+    rebound = dict(zip(small_keys, [v for t, v in big_bindings.items() if t is not big_out]))
+    rebound[small_out] = borrowed
+    small.execute(rebound, None)
+    torch.cuda.synchronize()
+    assert not torch.isnan(own).any()
+    assert torch.equal(own, borrowed)

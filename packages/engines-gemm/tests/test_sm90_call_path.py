@@ -257,6 +257,23 @@ def test_a_layout_the_kernel_was_not_compiled_for_is_refused(monkeypatch) -> Non
     assert fn.calls == []
 
 
+def test_an_epilogue_vector_of_the_wrong_length_or_stride_is_refused(monkeypatch) -> None:
+    plan, _kp, fn, declared, positions, _l = _setup(
+        monkeypatch, False, False, False, False, "2d", ("bias", "row_scale")
+    )
+    for role, geometry, rule in (
+        ("bias", ((1, N - 8), (N - 8, 1)), rf"operand bias: shape \[1, {N - 8}\] holds {N - 8} elements, the GEMM needs {N}"),
+        ("row_scale", ((M, 1), (2, 1)), rf"operand row_scale: shape \[{M}, 1\] stride \[2, 1\] is not one contiguous vector"),
+    ):  # fmt: skip
+        with pytest.raises(ValueError, match=rule):
+            plan.execute(
+                None,
+                _pack(declared, positions, **{role: geometry}),
+                SimpleNamespace(stream=STREAM, workspace=0),
+            )
+    assert fn.calls == []
+
+
 def test_each_call_gets_its_own_argument_list(monkeypatch) -> None:
     plan, kp, fn, declared, positions, batch = _setup(
         monkeypatch, False, False, False, False, "2d", ("bias",)

@@ -141,9 +141,12 @@ class GemmSm90Plan(CompiledPlan):
             (slot_of[_POINTER_ROLE[r]], positions[r], _VEC_ALIGN - 1) for r in _VECTOR_ROLES if r in positions
         )
         pointer_rows = tensor_rows + vector_rows
-        tensor_positions = tuple(positions[r] for r in _TENSOR_ROLES if r in positions)
-        # The declared geometry, mapped once: a call in it needs only its pointers and stream.
-        shapes = tuple((declared[r][1], declared[r][2]) for r in _TENSOR_ROLES if r in positions)
+        # Every operand whose shape or stride the kernel depends on (the tensors, and the epilogue
+        # vectors whose length is M or N): a call that keeps them all as declared needs only its
+        # pointers and stream.
+        checked_roles = tuple(r for r in _TENSOR_ROLES + _VECTOR_ROLES if r in positions)
+        tensor_positions = tuple(positions[r] for r in checked_roles)
+        shapes = tuple((declared[r][1], declared[r][2]) for r in checked_roles)
         geometry = self._geometry({r: declared[r] for r in _TENSOR_ROLES if r in positions})
         if isinstance(geometry, str):  # a graph the closure cannot serve is declined, not run elsewhere
             raise GraphNotSupportedError(f"gemm_sm90: the declared geometry: {geometry}")
@@ -285,6 +288,13 @@ class GemmSm90Plan(CompiledPlan):
         geometry = self._geometry({r: ops[r] for r in _TENSOR_ROLES if r in ops})
         if isinstance(geometry, str):
             self._refuse(geometry)
+        a_shape, b_shape = ops["a"][1], ops["b"][1]
+        lengths = {"bias": b_shape[-1], "col_scale": b_shape[-1], "row_scale": a_shape[-2]}
+        for role in _VECTOR_ROLES:
+            if role in ops:
+                why = _vector_reason(ops[role], lengths[role])
+                if why:
+                    self._refuse(f"operand {role}: {why}")
         kp = self._kernel
         from pygraph_gemm.kernels.launch import POINTER_ROLES
 
@@ -358,6 +368,17 @@ class GemmSm90Engine(BaseEngine):
         positions = {role: layout.position(t) for role, t in roles.items() if t is not None}
         declared = {role: layout.declared[p] for role, p in positions.items()}
         return GemmSm90Plan(graph, facts, kernel_plan, positions, spec, declared)
+
+
+def _vector_reason(buf: Any, length: int) -> str | None:
+    """Why ``buf`` cannot be read as a contiguous vector of ``length`` elements, or None."""
+    shape, stride = tuple(buf[1]), tuple(buf[2])
+    if prod(shape) != length:
+        return f"shape {list(shape)} holds {prod(shape)} elements, the GEMM needs {length}"
+    inner = [st for d, st in zip(shape, stride) if d != 1]
+    if inner and inner != [1]:
+        return f"shape {list(shape)} stride {list(stride)} is not one contiguous vector"
+    return None
 
 
 def _device_arch_reason() -> str | None:
