@@ -130,6 +130,14 @@ K_64 = GemmKnobs(tile_m=64, tile_n=128, cga_n=2, raster="n")
 K_SWAP = GemmKnobs(tile_m=128, tile_n=32, swap_ab=True)
 
 
+def _all_pieces(knobs, act, **extra):
+    """A ragged problem with every epilogue piece (both scales, bias, residual) and the aux output."""
+    return dict(
+        m=1000, n=1048, k=520, bias=True, row_scale=True, col_scale=True, residual=True, act=act, aux=True,
+        knobs=knobs, **extra,
+    )  # fmt: skip
+
+
 def cases(quick: bool = False):
     cs = []
     # layouts x dtypes on a ragged shape
@@ -150,30 +158,8 @@ def cases(quick: bool = False):
         dict(m=1000, n=1048, k=520, col_scale=True, knobs=K_128),
         dict(m=1000, n=1048, k=520, residual=True, knobs=K_BIG),
         dict(m=1000, n=1048, k=520, bias=True, act="gelu_approx_tanh", aux=True, knobs=K_BIG),
-        dict(
-            m=1000,
-            n=1048,
-            k=520,
-            bias=True,
-            row_scale=True,
-            col_scale=True,
-            residual=True,
-            act="silu",
-            aux=True,
-            knobs=K_BIG,
-        ),
-        dict(
-            m=1000,
-            n=1048,
-            k=520,
-            bias=True,
-            row_scale=True,
-            col_scale=True,
-            residual=True,
-            act="gelu",
-            aux=True,
-            knobs=K_SWAP,
-        ),
+        _all_pieces(K_BIG, "silu"),
+        _all_pieces(K_SWAP, "gelu"),
     ]
     # tiny M, swap_ab and not
     for m in (1, 16):
@@ -204,18 +190,7 @@ def pingpong_cases():
     pp_64 = GemmKnobs(tile_m=64, tile_n=256, cga_n=2, raster="n", pingpong=True)
     return [
         # ragged, every epilogue piece + aux; both dtypes
-        dict(
-            m=1000,
-            n=1048,
-            k=520,
-            knobs=pp,
-            bias=True,
-            row_scale=True,
-            col_scale=True,
-            residual=True,
-            act="gelu_approx_tanh",
-            aux=True,
-        ),
+        _all_pieces(pp, "gelu_approx_tanh"),
         dict(m=1000, n=1048, k=520, dt="fp16", out="fp16", knobs=pp_c21, bias=True, act="gelu"),
         # 12 tiles on 12 CTAs: the second warpgroup of every CTA has no tile
         dict(m=264, n=392, k=200, knobs=pp, bias=True, act="relu", reps=2),
@@ -278,18 +253,7 @@ def splitk_cases():
             reps=2,
         ),
         dict(m=64, n=1000, k=4096, l=2, b_bc=True, knobs=G(tile_m=64, tile_n=64, split_k=4), residual=True),
-        dict(
-            m=1000,
-            n=1048,
-            k=520,
-            knobs=G(tile_m=128, tile_n=128, split_k=2),
-            bias=True,
-            row_scale=True,
-            col_scale=True,
-            residual=True,
-            act="silu",
-            aux=True,
-        ),
+        _all_pieces(G(tile_m=128, tile_n=128, split_k=2), "silu"),
         dict(m=264, n=392, k=1000, out="fp32", knobs=G(tile_m=128, tile_n=128, split_k=4)),
         dict(
             m=128,

@@ -7,7 +7,11 @@ Roles in a CTA (one CTA per SM, persistent over output tiles):
   * warpgroups 1..W: consumers. wgmma over the ring into fp32 accumulators in registers, then the
     epilogue: scale / bias / residual (coordinates from an identity tensor partitioned like the
     accumulator), activation, conversion, stmatrix into a small smem ring and TMA store to C (and
-    the optional auxiliary pre-activation output).
+    the optional auxiliary pre-activation output). Cooperative (default): the consumer warpgroups
+    share each tile, half its rows each. Ping-pong (``knobs.pingpong``): each owns alternate tiles
+    and they take turns on the tensor cores, so one's epilogue runs under the other's main loop.
+  * split-K (``knobs.split_k > 1``): K slices of a tile run on different CTAs; fp32 partials meet in
+    a workspace and the last slice to arrive (per-tile semaphore) reduces them and runs the epilogue.
 
 Shapes and strides are runtime values: one compiled kernel serves every M, N, K, L and leading
 dimension of its static layout (majorness, dtypes, epilogue, knobs).
