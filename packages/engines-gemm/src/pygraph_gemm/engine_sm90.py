@@ -133,7 +133,6 @@ class GemmSm90Plan(CompiledPlan):
         fn = kp.fn
         order = kp.pointer_order
         slot_of = {POINTER_ROLES[user]: slot for slot, user in enumerate(order)}
-        stream_slot = len(order) + 15
         tensor_rows = tuple(
             (slot_of[_POINTER_ROLE[r]], positions[r], _TMA_ALIGN - 1) for r in _TENSOR_ROLES if r in positions
         )
@@ -153,26 +152,8 @@ class GemmSm90Plan(CompiledPlan):
         per_call = self._per_call
         if kp.split_k > 1:
             return self._lower_split(kp, geometry, tensor_positions, shapes, pointer_rows)
-        template = [0] * len(order) + list(geometry) + [0]
-
-        def launch(pack: Any, stream: Any, workspace: int) -> None:
-            bufs = pack.buffers
-            for pos, (shape, stride) in zip(tensor_positions, shapes):
-                buf = bufs[pos]
-                if buf[1] != shape or buf[2] != stride:
-                    per_call(bufs, stream)
-                    return
-            args = template.copy()
-            for slot, pos, mask in pointer_rows:
-                pointer = bufs[pos][0]
-                if pointer & mask:
-                    per_call(bufs, stream)
-                    return
-                args[slot] = pointer
-            args[stream_slot] = stream or 0
-            fn(*args)
-
-        return launch
+        checks = tuple((pos, shape, stride) for pos, (shape, stride) in zip(tensor_positions, shapes))
+        return _straight_line_launch(fn, per_call, checks, pointer_rows, len(order), geometry)
 
     def _lower_split(
         self, kp: Any, geometry: tuple, tensor_positions: tuple, shapes: tuple, pointer_rows: tuple
@@ -368,6 +349,43 @@ class GemmSm90Engine(BaseEngine):
         positions = {role: layout.position(t) for role, t in roles.items() if t is not None}
         declared = {role: layout.declared[p] for role, p in positions.items()}
         return GemmSm90Plan(graph, facts, kernel_plan, positions, spec, declared)
+
+
+def _straight_line_launch(
+    fn: Any, per_call: Any, checks: tuple, pointer_rows: tuple, n_pointers: int, geometry: tuple
+) -> Any:
+    """The per-call closure, lowered to straight-line Python (no loops, no argument list to copy).
+
+    ``checks``: (pack position, declared shape, declared stride) of every operand whose geometry the
+    kernel depends on; ``pointer_rows``: (kernel pointer slot, pack position, alignment mask). A call
+    whose operands all keep their declared geometry and alignment launches ``fn`` with its pointers,
+    the declared sizes/strides (literals) and the stream; any other goes to ``per_call``. The
+    generated source is kept on the function (``launch.source``) for inspection.
+    """
+    env: dict[str, Any] = {"fn": fn, "per_call": per_call}
+    used = sorted({pos for pos, _, _ in checks} | {pos for _, pos, _ in pointer_rows})
+    lines = ["def launch(pack, stream, workspace):", "    b = pack.buffers"]
+    lines += [f"    o{pos} = b[{pos}]" for pos in used]
+    same = []
+    for i, (pos, shape, stride) in enumerate(checks):
+        env[f"S{i}"], env[f"T{i}"] = tuple(shape), tuple(stride)
+        same.append(f"o{pos}[1] != S{i} or o{pos}[2] != T{i}")
+    lines += [f"    if {' or '.join(same)}:", "        return per_call(b, stream)"]
+    slots = ["0"] * n_pointers
+    by_mask: dict[int, list[str]] = {}
+    for slot, pos, mask in pointer_rows:
+        lines.append(f"    p{slot} = o{pos}[0]")
+        slots[slot] = f"p{slot}"
+        by_mask.setdefault(mask, []).append(f"p{slot}")
+    misaligned = " or ".join(f"({' | '.join(names)}) & {mask}" for mask, names in by_mask.items())
+    lines += [f"    if {misaligned}:", "        return per_call(b, stream)"]
+    args = [*slots, *(str(int(g)) for g in geometry), "stream or 0"]
+    lines.append(f"    fn({', '.join(args)})")
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, "<gemm_sm90 launch>", "exec"), env)
+    launch = env["launch"]
+    launch.source = source
+    return launch
 
 
 def _vector_reason(buf: Any, length: int) -> str | None:
