@@ -87,8 +87,9 @@ class GemmSm90Plan(CompiledPlan):
     Built once: a table of which pack position feeds which kernel pointer slot, the alignment each
     pointer needs, and the sizes/strides of the graph's declared geometry already mapped into the
     kernel frame (`launch.kernel_frame`, the same mapping `launch.Plan.kernel_args` uses). The
-    table is lowered into one closure: per call it copies the argument template, drops in the
-    pointers and the stream, and calls the compiled function. A call whose tensors are not in the
+    table is lowered into one closure of straight-line code (`_straight_line_launch`): per call it
+    checks the operands' geometry and alignment, and calls the compiled function with the pointers,
+    the sizes/strides as literals and the stream. A call whose operands are not in the
     declared geometry has its geometry mapped for that call; a call that breaks a rule (misaligned
     pointer, batch dims that do not collapse, a shape or layout the compiled kernel cannot express)
     goes to `_refuse`, which names the rule and raises; nothing launches.
