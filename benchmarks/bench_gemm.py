@@ -62,6 +62,8 @@ def candidates(m, n, k):
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2),
         GemmKnobs(tile_m=128, tile_n=256, cga_n=2, raster="n"),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=4),
+        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=4, epi_n=64),
+        GemmKnobs(tile_m=128, tile_n=256, cga_n=2, raster="n", epi_n=64),
         GemmKnobs(tile_m=128, tile_n=128, cga_m=2, pingpong=True),
         GemmKnobs(tile_m=128, tile_n=128, cga_n=2, raster="n", pingpong=True),
     ]
@@ -119,7 +121,8 @@ def bench(fn):
 
 
 def knob_label(kn) -> str:
-    """Short config name: tile, cluster MxN, s(wap), n (raster), z(swizzle), p(ing-pong), k(split)."""
+    """Short config name: tile, cluster MxN, s(wap), n (raster), z(swizzle), p(ing-pong), k(split),
+    e (64-wide epilogue sub-tiles)."""
     return (
         f"{kn.tile_m}x{kn.tile_n}c{kn.cga_m}{kn.cga_n}"
         + ("s" if kn.swap_ab else "")
@@ -127,6 +130,7 @@ def knob_label(kn) -> str:
         + (f"z{kn.swizzle}" if kn.swizzle > 1 else "")
         + ("p" if kn.pingpong else "")
         + (f"k{kn.split_k}" if kn.split_k > 1 else "")
+        + ("e" if kn.epi_n == 64 else "")
     )
 
 

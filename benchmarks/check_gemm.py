@@ -180,7 +180,49 @@ def cases(quick: bool = False):
     ]
     if quick:
         cs = cs[::4]
-    return cs + splitk_cases() + pingpong_cases()
+    return cs + splitk_cases() + pingpong_cases() + wide_epilogue_cases()
+
+
+def wide_epilogue_cases():
+    """Epilogue sub-tiles 64 columns wide (knobs.epi_n=64, a 2-deep store ring): always run."""
+    e64 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, epi_n=64)
+    return [
+        _all_pieces(e64, "gelu_approx_tanh"),
+        dict(
+            m=1000,
+            n=1048,
+            k=520,
+            dt="fp16",
+            out="fp16",
+            a_col=True,
+            b_col=True,
+            knobs=e64,
+            bias=True,
+            act="gelu",
+        ),
+        dict(m=2048, n=2048, k=4096, knobs=GemmKnobs(tile_m=128, tile_n=256, cga_n=2, raster="n", epi_n=64)),
+        dict(m=264, n=392, k=1000, out="fp32", knobs=GemmKnobs(tile_m=128, tile_n=128, epi_n=64)),
+        dict(
+            m=384,
+            n=520,
+            k=264,
+            l=3,
+            b_bc=True,
+            knobs=GemmKnobs(tile_m=64, tile_n=128, epi_n=64),
+            residual=True,
+        ),
+        dict(m=16, n=4096, k=1024, knobs=GemmKnobs(tile_m=128, tile_n=64, swap_ab=True, epi_n=64), bias=True),
+        _all_pieces(GemmKnobs(tile_m=128, tile_n=128, pingpong=True, epi_n=64), "silu"),
+        dict(
+            m=128,
+            n=4096,
+            k=4096,
+            knobs=GemmKnobs(tile_m=128, tile_n=64, split_k=2, epi_n=64),
+            bias=True,
+            act="gelu_approx_tanh",
+            reps=2,
+        ),
+    ]
 
 
 def pingpong_cases():
@@ -293,6 +335,8 @@ _FAMILIES = {
     "ping-pong, every epilogue piece + aux": lambda c, kn: kn.pingpong and c.get("aux"),
     "ping-pong, cluster 1x2, 64x256": lambda c, kn: kn.pingpong and kn.cga_n > 1,
     "ping-pong, one tile per CTA": lambda c, kn: kn.pingpong and c["m"] == 264 and c.get("reps"),
+    "64-wide epilogue sub-tiles, every piece + aux": lambda c, kn: kn.epi_n == 64 and c.get("aux"),
+    "64-wide epilogue sub-tiles, split-K": lambda c, kn: kn.epi_n == 64 and kn.split_k > 1,
 }
 
 
@@ -337,7 +381,8 @@ def main(argv=None) -> int:
         kn = c.get("knobs")
         kd = (
             f"{kn.tile_m}x{kn.tile_n} cga{kn.cga_m}x{kn.cga_n}{' swap' if kn.swap_ab else ''}"
-            f"{f' sk{kn.split_k}' if kn.split_k > 1 else ''}"
+            f"{f' sk{kn.split_k}' if kn.split_k > 1 else ''}{' pp' if kn.pingpong else ''}"
+            f"{' e64' if kn.epi_n == 64 else ''}"
             if kn
             else "default"
         )

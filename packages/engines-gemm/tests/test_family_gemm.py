@@ -55,6 +55,18 @@ def test_bias_gelu_chain_with_aux_output():
     assert "batched" in facts.features and "aux_output" in facts.features
 
 
+def test_an_aux_output_of_another_element_size_than_the_output_is_declined():
+    from pygraph_gemm.support import layout_reason
+
+    g, c = _graph()
+    pre = g.bias(input=c, bias=_vec(g, "bias", [1, 512]), name="add_bias")
+    pre.set_output(True).set_data_type(dt.BFLOAT16)
+    y = g.relu(input=pre, name="act")
+    y.set_output(True).set_data_type(dt.FLOAT)
+    why = layout_reason(analyze(g))
+    assert why is not None and "aux (pre-activation) dtype bf16 and output dtype fp32 differ" in why
+
+
 def test_scale_bias_residual_relu_in_kernel_order():
     g, c = _graph()
     x = g.scale(input=c, scale=_vec(g, "rs", [256, 1]), name="rowscale")

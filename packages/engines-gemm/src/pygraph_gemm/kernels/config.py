@@ -69,6 +69,9 @@ class GemmKnobs:
     # tile) and take turns on the tensor cores, so one's epilogue runs under the other's main loop.
     # False = cooperative: both warpgroups share each tile (half its rows each).
     pingpong: bool = False
+    # epilogue sub-tile width along N: 32 (a 4-deep store ring) or 64 (2-deep, the same shared
+    # memory; half the sub-tiles, so half the epilogue barriers and TMA stores per tile)
+    epi_n: int = 32
 
     def validate(self) -> str | None:
         if self.tile_m not in (64, 128, 256):
@@ -90,6 +93,10 @@ class GemmKnobs:
             return f"stages={self.stages} not in [2, 12]"
         if not 1 <= self.split_k <= 16:
             return f"split_k={self.split_k} not in [1, 16]"
+        if self.epi_n not in (32, 64):
+            return f"epi_n={self.epi_n} not in (32, 64)"
+        if self.epi_n == 64 and self.tile_n % 64:
+            return f"epi_n=64 needs tile_n a multiple of 64, got {self.tile_n}"
         if self.pingpong:
             if self.tile_m not in (64, 128):
                 return f"pingpong needs tile_m in (64, 128) (one warpgroup per tile), got {self.tile_m}"
@@ -192,13 +199,20 @@ class KernelLayout:
     b_bcast: bool = False
 
 
+def epi_ring_depth(knobs: GemmKnobs) -> int:
+    """Slots of the epilogue's store ring (per consumer warpgroup in ping-pong): 4 sub-tiles of 32
+    columns or 2 of 64, the same shared memory."""
+    return 2 if knobs.epi_n == 64 else 4
+
+
 def _smem_bytes(knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue, stages: int) -> int:
     ab = (knobs.tile_m + knobs.tile_n) * knobs.tile_k * dtype_bytes(lay.ab_dtype) * stages
-    epi_n = min(32, knobs.tile_n)
+    epi_n = min(knobs.epi_n, knobs.tile_n)
     epi_m = 64 if knobs.pingpong else min(128, knobs.tile_m)  # the kernel's epilogue sub-tile
-    c = epi_m * epi_n * dtype_bytes(lay.c_dtype) * 4
+    ring = epi_ring_depth(knobs)
+    c = epi_m * epi_n * dtype_bytes(lay.c_dtype) * ring
     if epi.aux_out:
-        c += epi_m * epi_n * dtype_bytes(epi.aux_dtype) * 4
+        c += epi_m * epi_n * dtype_bytes(epi.aux_dtype) * ring
     if knobs.pingpong:
         c *= 2  # each consumer warpgroup stores through its own ring
     return ab + c + 1024 + 4 * 1024  # barriers + alignment slack
@@ -302,6 +316,12 @@ def can_implement(
         if spec is not None and spec.aux_out:
             if aux_strides is None:
                 return "aux_out requested but no aux strides given"
+            if dtype_bytes(spec.aux_dtype) != dtype_bytes(cd):
+                # both outputs leave the registers through one fragment layout (stmatrix for 16-bit)
+                return (
+                    f"aux (pre-activation) dtype {spec.aux_dtype} and output dtype {cd} differ in "
+                    "element size; the epilogue stores both through one register layout"
+                )
             ops.append(("aux", aux_strides, spec.aux_dtype, (m, n), aux_ptr, False))
         for name, st, dn, (r, c), ptr, is_in in ops:
             if len(st) != 3:

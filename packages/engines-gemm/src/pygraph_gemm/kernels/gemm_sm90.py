@@ -29,11 +29,10 @@ from cutlass import Int32, Int64, const_expr
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.tensor_utils import LayoutEnum
 
-from .config import GemmKnobs, KernelEpilogue, KernelLayout, pick_stages
+from .config import GemmKnobs, KernelEpilogue, KernelLayout, epi_ring_depth, pick_stages
 from .epilogue import activate, apply_affine
 
 _DT = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16, "fp32": cutlass.Float32}
-_EPI_STAGES = 4
 
 
 def _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout):
@@ -79,7 +78,8 @@ class Sm90Gemm:
         # sub-tile's values are one contiguous run of the retiled fragment: 128 rows when two
         # warpgroups share the tile (64 each), 64 when one warpgroup owns it.
         rows = 128 if self.n_consumer_wg == 2 and not knobs.pingpong else 64
-        self.epi_tile = (min(rows, knobs.tile_m), min(32, knobs.tile_n))
+        self.epi_tile = (min(rows, knobs.tile_m), min(knobs.epi_n, knobs.tile_n))
+        self.epi_stages = epi_ring_depth(knobs)  # store-ring slots (per warpgroup in ping-pong)
         self.mcast_a = knobs.cga_n  # A tile shared by CTAs along N
         self.mcast_b = knobs.cga_m
         # the persistent grid: clusters of this shape that are resident at once (launch.resident_clusters)
@@ -205,7 +205,7 @@ class Sm90Gemm:
         cta_layout_mnk = cute.make_layout((*self.cluster_mn, 1))
         sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.ab_stage)
         sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.ab_stage)
-        epi_stages = _EPI_STAGES * self.epi_rings
+        epi_stages = self.epi_stages * self.epi_rings
         sC_layout = sm90_utils.make_smem_layout_epi(self.c_dtype, c_layout, self.epi_tile, epi_stages)
         sX_layout = sC_layout
         if const_expr(epi.aux_out):
@@ -457,7 +457,7 @@ class Sm90Gemm:
             ring0 = 0  # this warpgroup's first slot in the epilogue store ring
             if const_expr(self.pingpong):
                 ctid = tidx - 128 * wg_idx
-                ring0 = cwg * _EPI_STAGES
+                ring0 = cwg * self.epi_stages
             # the tile's threads sync the epilogue on their own barrier (ids 1, 2); ping-pong's turn
             # on the tensor cores passes through barriers 3 + cwg (waited on by cwg, arrived at by
             # the other warpgroup)
@@ -506,7 +506,7 @@ class Sm90Gemm:
                 tRS_rX = cute.make_rmem_tensor(frag_shape, self.aux_dtype)
 
             store_pipe = pipeline.PipelineTmaStore.create(
-                num_stages=_EPI_STAGES,
+                num_stages=self.epi_stages,
                 producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.n_mma_threads),
             )
             is_store_warp = warp_idx == 4 + 4 * cwg if const_expr(self.pingpong) else warp_idx == 4
@@ -660,7 +660,7 @@ class Sm90Gemm:
                     for s in cutlass.range_constexpr(n_sub):
                         for v in cutlass.range_constexpr(frag_size):
                             tRS_r[v] = tRS_acc[s * frag_size + v]
-                        buf = ring0 + (done_before + s) % _EPI_STAGES
+                        buf = ring0 + (done_before + s) % self.epi_stages
                         if const_expr(epi.aux_out):
                             tRS_rX.store(tRS_r.load().to(self.aux_dtype))
                             cute.copy(r2s_x, tRS_rX, tRS_sX[(None, None, None, buf)])
