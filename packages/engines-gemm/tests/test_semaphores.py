@@ -46,6 +46,9 @@ class _Driver:
         self.memsets.append((address, value, words, stream))
         return (0,)
 
+    def cuCtxGetDevice(self):
+        return 0, 1  # the current device is ordinal 1
+
     def cuMemFree(self, address):
         self.frees.append(address)
         return (0,)
@@ -99,3 +102,9 @@ def test_allocation_failure_names_the_stream_and_the_capture_rule(monkeypatch):
     monkeypatch.setattr(semaphores, "_driver", lambda: fake)
     with pytest.raises(semaphores.SemaphoreError, match=r"stream 0xab.*run the plan once on this stream"):
         semaphores.StreamSemaphores().address(0, 0xAB, 16)
+
+
+def test_operands_of_unknown_device_use_the_current_device(driver):
+    pool = semaphores.StreamSemaphores()
+    assert pool.address(-3, 0xA, 8) == pool.address(1, 0xA, 8)  # bare addresses: device unknown
+    assert len(driver.allocs) == 1

@@ -34,7 +34,13 @@ class StreamSemaphores:
         self._lock = threading.Lock()
 
     def address(self, device: int, stream: int, words: int) -> int:
-        """Device address of at least ``words`` zeroed semaphores for launches on ``stream``."""
+        """Device address of at least ``words`` zeroed semaphores for launches on ``stream``.
+
+        ``device`` is the CUDA ordinal of the call's operands; a negative one (operands passed as
+        bare addresses, whose device is not known) means the current device.
+        """
+        if device < 0:
+            device = _current_device()
         hit = self._buffers.get((device, stream))
         if hit is not None and hit[1] >= words:
             return hit[0]
@@ -96,6 +102,13 @@ class _primary_context:
         d = self._driver
         d.cuCtxPopCurrent()
         d.cuDevicePrimaryCtxRelease(self._dev)
+
+
+def _current_device() -> int:
+    driver = _driver()
+    err, dev = driver.cuCtxGetDevice()
+    _check(err, "reading the current device (cuCtxGetDevice; is a CUDA context current?)")
+    return int(dev)
 
 
 def _driver():
