@@ -200,56 +200,9 @@ def kernel_frame(lay: KernelLayout, swap: bool) -> tuple[tuple[int, ...], Callab
     the geometry, then the stream. Everything ``lay``/``swap`` decide is settled here, once.
     """
     c_row = lay.c_major == "n"
-    if not swap:
-        a_row = lay.a_major == "k"  # A (M, K) with K contiguous: leading dim is the row stride
-        b_row = lay.b_major == "n"  # B (K, N) with N contiguous
-        b_k = lay.b_major == "k"
-
-        def geometry(
-            m: int,
-            n: int,
-            k: int,
-            l: int,
-            a_strides: tuple,
-            b_strides: tuple,
-            c_strides: tuple,
-            residual_strides: tuple,
-            aux_strides: tuple,
-        ) -> tuple:
-            abs_, ar, ac = a_strides
-            bbs, br, bc = b_strides
-            cbs, cr, cc = c_strides
-            xbs, xr, xc = aux_strides
-            if l == 1:  # batch strides unused; keep them TMA-legal
-                abs_ = bbs = cbs = xbs = 0
-            a_ld = ar if a_row else ac
-            b_ld = br if b_row else bc
-            c_ld = cr if c_row else cc
-            x_ld = xr if c_row else xc
-            cm = m if c_row else n
-            return (
-                m,
-                n,
-                k,
-                l,
-                a_ld,
-                abs_ or a_ld * (m if a_row else k),
-                b_ld,
-                bbs or b_ld * (n if b_k else k),
-                c_ld,
-                cbs or c_ld * cm,
-                residual_strides[1],
-                residual_strides[2],
-                residual_strides[0],
-                x_ld,
-                xbs or x_ld * cm,
-            )
-
-        return (0, 1, 2, 3, 4, 5, 6, 7), geometry
-
-    # kernel A = B^T: (N, K); kernel B = A: (M, K); kernel C = C^T: (N, M)
-    ka_k = lay.a_major == "k"
-    kb_k = lay.b_major == "k"
+    a_row = lay.a_major == "k"  # kernel A (M, K) with K contiguous: leading dim is the row stride
+    b_row = lay.b_major == "n"  # kernel B seen as (K, N) with N contiguous
+    b_k = lay.b_major == "k"
 
     def geometry(
         m: int,
@@ -266,32 +219,59 @@ def kernel_frame(lay: KernelLayout, swap: bool) -> tuple[tuple[int, ...], Callab
         bbs, br, bc = b_strides
         cbs, cr, cc = c_strides
         xbs, xr, xc = aux_strides
-        if l == 1:
+        if l == 1:  # batch strides unused; keep them TMA-legal
             abs_ = bbs = cbs = xbs = 0
-        ka_ld = bc if ka_k else br
-        kb_ld = ar if kb_k else ac
-        kc_ld = cc if c_row else cr
-        x_ld = xc if c_row else xr
-        cm = n if c_row else m
+        a_ld = ar if a_row else ac
+        b_ld = br if b_row else bc
+        c_ld = cr if c_row else cc
+        x_ld = xr if c_row else xc
+        cm = m if c_row else n
         return (
-            n,
             m,
+            n,
             k,
             l,
-            ka_ld,
-            bbs or ka_ld * (n if ka_k else k),
-            kb_ld,
-            abs_ or kb_ld * (m if kb_k else k),
-            kc_ld,
-            cbs or kc_ld * cm,
-            residual_strides[2],
+            a_ld,
+            abs_ or a_ld * (m if a_row else k),
+            b_ld,
+            bbs or b_ld * (n if b_k else k),
+            c_ld,
+            cbs or c_ld * cm,
             residual_strides[1],
+            residual_strides[2],
             residual_strides[0],
             x_ld,
             xbs or x_ld * cm,
         )
 
-    return (1, 0, 2, 3, 5, 4, 6, 7), geometry
+    if not swap:
+        return (0, 1, 2, 3, 4, 5, 6, 7), geometry
+
+    # Swapped: C^T = B^T A^T, i.e. the same problem with M and N exchanged, A and B exchanged, and
+    # every matrix transposed (a transpose swaps its row and column strides).
+    def swapped(
+        m: int,
+        n: int,
+        k: int,
+        l: int,
+        a_strides: tuple,
+        b_strides: tuple,
+        c_strides: tuple,
+        residual_strides: tuple,
+        aux_strides: tuple,
+    ) -> tuple:
+        return geometry(
+            n, m, k, l, _transposed(b_strides), _transposed(a_strides), _transposed(c_strides),
+            _transposed(residual_strides), _transposed(aux_strides),
+        )  # fmt: skip
+
+    return (1, 0, 2, 3, 5, 4, 6, 7), swapped
+
+
+def _transposed(strides: tuple) -> tuple:
+    """(batch, row, col) strides of the transposed matrix."""
+    batch, row, col = strides
+    return batch, col, row
 
 
 def user_majors(a_strides: tuple, b_strides: tuple, c_strides: tuple, m: int, n: int, k: int) -> tuple:
