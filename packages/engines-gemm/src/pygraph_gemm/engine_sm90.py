@@ -150,51 +150,40 @@ class GemmSm90Plan(CompiledPlan):
         geometry = self._geometry({r: declared[r] for r in _TENSOR_ROLES if r in positions})
         if isinstance(geometry, str):  # a graph the closure cannot serve is declined, not run elsewhere
             raise GraphNotSupportedError(f"gemm_sm90: the declared geometry: {geometry}")
-        per_call = self._per_call
-        if kp.split_k > 1:
-            return self._lower_split(kp, geometry, tensor_positions, shapes, pointer_rows)
         checks = tuple((pos, shape, stride) for pos, (shape, stride) in zip(tensor_positions, shapes))
-        return _straight_line_launch(fn, per_call, checks, pointer_rows, len(order), geometry)
+        if kp.split_k > 1:
+            return self._lower_split(kp, checks, pointer_rows, geometry)
+        return _straight_line_launch(fn, self._per_call, checks, pointer_rows, len(order), geometry)
 
-    def _lower_split(
-        self, kp: Any, geometry: tuple, tensor_positions: tuple, shapes: tuple, pointer_rows: tuple
-    ) -> Any:
+    def _lower_split(self, kp: Any, checks: tuple, pointer_rows: tuple, geometry: tuple) -> Any:
         """The split-K closure: the caller's workspace takes the fp32 partials, the engine's
-        per-stream semaphores (`kernels.semaphores`) the tile counts; no per-call memset runs."""
+        per-stream semaphores (`kernels.semaphores`) the tile counts; no per-call memset runs. It
+        runs only the declared geometry: any other call is refused, naming the rule it breaks."""
         from pygraph_gemm.kernels.config import splitk_tiles
         from pygraph_gemm.kernels.semaphores import stream_semaphores
 
-        fn, order = kp.fn, kp.pointer_order
-        ws_slot = len(order) + len(geometry)
-        sem_slot, stream_slot = ws_slot + 1, ws_slot + 2
-        template = [0] * len(order) + list(geometry) + [0, 0, 0]
-        words = splitk_tiles(self._facts.m, self._facts.n, self._batch, kp.knobs)
-        semaphores = stream_semaphores().address
         refuse = self._refuse
 
-        def launch(pack: Any, stream: Any, workspace: int) -> None:
-            bufs = pack.buffers
-            for pos, (shape, stride) in zip(tensor_positions, shapes):
+        def refuse_call(bufs: Any, stream: Any) -> None:
+            for pos, shape, stride in checks:
                 buf = bufs[pos]
                 if buf[1] != shape or buf[2] != stride:
                     refuse(
                         f"a split-K plan runs only the declared geometry; got shape {list(buf[1])} stride {list(buf[2])}"
                     )
-            args = template.copy()
-            for slot, pos, mask in pointer_rows:
+            for _slot, pos, mask in pointer_rows:
                 pointer = bufs[pos][0]
                 if pointer & mask:
                     refuse(f"operand pointer {pointer:#x} is not {mask + 1}-byte aligned")
-                args[slot] = pointer
-            if workspace & 15:
-                refuse(f"workspace pointer {workspace:#x} is not 16-byte aligned")
-            stream = stream or 0
-            args[ws_slot] = workspace
-            args[sem_slot] = semaphores(pack.device, stream, words)
-            args[stream_slot] = stream
-            fn(*args)
 
-        return launch
+        def refuse_workspace(workspace: int) -> None:
+            refuse(f"workspace pointer {workspace:#x} is not 16-byte aligned")
+
+        words = splitk_tiles(self._facts.m, self._facts.n, self._batch, kp.knobs)
+        split = (stream_semaphores().address, words, refuse_workspace)
+        return _straight_line_launch(
+            kp.fn, refuse_call, checks, pointer_rows, len(kp.pointer_order), geometry, split
+        )
 
     def execute(self, graph: Any, pack: Any, ctx: ExecutionContext) -> None:
         self._launch(pack, ctx.stream, ctx.workspace)
@@ -353,15 +342,23 @@ class GemmSm90Engine(BaseEngine):
 
 
 def _straight_line_launch(
-    fn: Any, per_call: Any, checks: tuple, pointer_rows: tuple, n_pointers: int, geometry: tuple
+    fn: Any,
+    per_call: Any,
+    checks: tuple,
+    pointer_rows: tuple,
+    n_pointers: int,
+    geometry: tuple,
+    split: tuple | None = None,
 ) -> Any:
     """The per-call closure, lowered to straight-line Python (no loops, no argument list to copy).
 
     ``checks``: (pack position, declared shape, declared stride) of every operand whose geometry the
     kernel depends on; ``pointer_rows``: (kernel pointer slot, pack position, alignment mask). A call
     whose operands all keep their declared geometry and alignment launches ``fn`` with its pointers,
-    the declared sizes/strides (literals) and the stream; any other goes to ``per_call``. The
-    generated source is kept on the function (``launch.source``) for inspection.
+    the declared sizes/strides (literals) and the stream; any other goes to ``per_call``. Split-K
+    (``split`` = (semaphore lookup, semaphore words, workspace refusal)): the workspace (16-byte
+    aligned, else refused) and the stream's semaphores go before the stream. The generated source is
+    kept on the function (``launch.source``) for inspection.
     """
     env: dict[str, Any] = {"fn": fn, "per_call": per_call}
     used = sorted({pos for pos, _, _ in checks} | {pos for _, pos, _ in pointer_rows})
@@ -380,7 +377,17 @@ def _straight_line_launch(
         by_mask.setdefault(mask, []).append(f"p{slot}")
     misaligned = " or ".join(f"({' | '.join(names)}) & {mask}" for mask, names in by_mask.items())
     lines += [f"    if {misaligned}:", "        return per_call(b, stream)"]
-    args = [*slots, *(str(int(g)) for g in geometry), "stream or 0"]
+    args = [*slots, *(str(int(g)) for g in geometry)]
+    if split is None:
+        args.append("stream or 0")
+    else:
+        env["semaphores"], words, env["refuse_workspace"] = split
+        lines += [
+            "    if workspace & 15:",
+            "        return refuse_workspace(workspace)",
+            "    s = stream or 0",
+        ]
+        args += ["workspace", f"semaphores(pack.device, s, {int(words)})", "s"]
     lines.append(f"    fn({', '.join(args)})")
     source = "\n".join(lines) + "\n"
     exec(compile(source, "<gemm_sm90 launch>", "exec"), env)
