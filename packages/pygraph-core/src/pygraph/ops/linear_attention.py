@@ -96,32 +96,41 @@ def _safe_gate_and(port: str):
     return lambda node: bool(node.params.get("safe_gate")) and node.inputs.get(port) is not None
 
 
-def _forward(
-    name: str, node_type: NodeType, gate_rank: int, beta_rank: int, with_w: bool, glb: bool
+def _spec(
+    name: str, node_type: NodeType, inputs: tuple, forward: bool, glb: bool, outputs: tuple, doc: str
 ) -> OpSpec:
-    inputs = _ports(gate_rank, beta_rank, with_w, backward=False)
+    """The OpSpec every linear-attention op shares: python-only, required ports positional."""
     return OpSpec(
         name=name,
         node_type=node_type,
         family="linear_attention",
         inputs=inputs,
-        attrs=_attrs(forward=True, gate_lower_bound=glb),
-        outputs=(
-            Output("O", dims=_o_dims, dtype=like_dtype("v")),
-            Output(
-                "final_state",
-                dims=_state_dims,
-                dtype=_state_dtype,
-                when=lambda node: bool(node.params.get("output_final_state")),
-                when_doc="output_final_state",
-            ),
-        ),
+        attrs=_attrs(forward=forward, gate_lower_bound=glb),
+        outputs=outputs,
         positional=tuple(p.name for p in inputs if p.required),
         lowering=None,
         check=_check,
         single_return=False,
-        doc=f"{name}: python-only linear attention (THD). O [T, HO, V]; final_state [N, HO, V, K].",
+        doc=doc,
     )
+
+
+def _forward(
+    name: str, node_type: NodeType, gate_rank: int, beta_rank: int, with_w: bool, glb: bool
+) -> OpSpec:
+    inputs = _ports(gate_rank, beta_rank, with_w, backward=False)
+    outputs = (
+        Output("O", dims=_o_dims, dtype=like_dtype("v")),
+        Output(
+            "final_state",
+            dims=_state_dims,
+            dtype=_state_dtype,
+            when=lambda node: bool(node.params.get("output_final_state")),
+            when_doc="output_final_state",
+        ),
+    )
+    doc = f"{name}: python-only linear attention (THD). O [T, HO, V]; final_state [N, HO, V, K]."
+    return _spec(name, node_type, inputs, True, glb, outputs, doc)
 
 
 def _backward(
@@ -149,19 +158,8 @@ def _backward(
             when=_safe_gate_and("dt_bias"), when_doc="safe_gate and dt_bias given",
         ),
     ]  # fmt: skip
-    return OpSpec(
-        name=name,
-        node_type=node_type,
-        family="linear_attention",
-        inputs=inputs,
-        attrs=_attrs(forward=False, gate_lower_bound=glb),
-        outputs=tuple(outputs),
-        positional=tuple(p.name for p in inputs if p.required),
-        lowering=None,
-        check=_check,
-        single_return=False,
-        doc=f"{name}: python-only backward of {name.removesuffix('_bwd')} (THD); gradients shaped like their inputs.",
-    )
+    doc = f"{name}: python-only backward of {name.removesuffix('_bwd')} (THD); gradients shaped like their inputs."
+    return _spec(name, node_type, inputs, False, glb, tuple(outputs), doc)
 
 
 LINEAR_ATTENTION_SPECS: tuple[OpSpec, ...] = (
