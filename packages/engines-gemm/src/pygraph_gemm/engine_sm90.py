@@ -144,13 +144,14 @@ class GemmSm90Plan(CompiledPlan):
         # Every operand whose shape or stride the kernel depends on (the tensors, and the epilogue
         # vectors whose length is M or N): a call that keeps them all as declared needs only its
         # pointers and stream.
-        checked_roles = tuple(r for r in _TENSOR_ROLES + _VECTOR_ROLES if r in positions)
-        tensor_positions = tuple(positions[r] for r in checked_roles)
-        shapes = tuple((declared[r][1], declared[r][2]) for r in checked_roles)
+        checks = tuple(
+            (positions[r], declared[r][1], declared[r][2])
+            for r in _TENSOR_ROLES + _VECTOR_ROLES
+            if r in positions
+        )
         geometry = self._geometry({r: declared[r] for r in _TENSOR_ROLES if r in positions})
         if isinstance(geometry, str):  # a graph the closure cannot serve is declined, not run elsewhere
             raise GraphNotSupportedError(f"gemm_sm90: the declared geometry: {geometry}")
-        checks = tuple((pos, shape, stride) for pos, (shape, stride) in zip(tensor_positions, shapes))
         if kp.split_k > 1:
             return self._lower_split(kp, checks, pointer_rows, geometry)
         return _straight_line_launch(fn, self._per_call, checks, pointer_rows, len(order), geometry)

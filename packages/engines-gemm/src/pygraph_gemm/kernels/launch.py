@@ -300,7 +300,6 @@ class Plan:
         "klay",
         "knobs",
         "pointer_order",
-        "split_k",
         "swap",
     )
 
@@ -341,8 +340,11 @@ class Plan:
         self.a_bcast, self.b_bcast = a_bc, b_bc
         self.pointer_order, self.geometry = kernel_frame(lay, knobs.swap_ab)
         self.fn = get_compiled(knobs, self.kepi, lay, arch)
-        self.split_k = knobs.split_k
         self._ws = None  # split-K: the plan's own workspace (torch tensor), grown on demand
+
+    @property
+    def split_k(self) -> int:
+        return self.knobs.split_k
 
     def workspace_bytes(self, m: int, n: int, l: int) -> int:
         """Workspace (bytes) a launch of (M, N, L) needs; 0 unless split_k > 1."""
