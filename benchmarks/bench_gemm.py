@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import statistics
 import sys
 import time
@@ -59,13 +60,13 @@ def candidates(m, n, k):
             GemmKnobs(tile_m=64, tile_n=64, cga_n=4),
         ]
     return [
+        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8),  # what the heuristics name for K > 1024
+        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=4),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2),
         GemmKnobs(tile_m=128, tile_n=256, cga_n=2, raster="n"),
-        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=4),
-        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=4, epi_n=64),
-        GemmKnobs(tile_m=128, tile_n=256, cga_n=2, raster="n", epi_n=64),
-        GemmKnobs(tile_m=128, tile_n=128, cga_m=2, pingpong=True),
-        GemmKnobs(tile_m=128, tile_n=128, cga_n=2, raster="n", pingpong=True),
+        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, epi_n=64),
+        GemmKnobs(tile_m=128, tile_n=128, cga_m=2, pingpong=True),  # named for K <= 1024
+        GemmKnobs(tile_m=128, tile_n=128, cga_m=2, swizzle=8, pingpong=True),
     ]
 
 
@@ -105,6 +106,7 @@ def make_call(knobs, spec, a, b, c, bias, workspace=None):
         plan(*args, stream=s, **extra)
 
     call.raw = (plan.fn, plan.kernel_args(*args, stream=s, **extra))
+    call.plan = plan
     return call
 
 
@@ -131,6 +133,26 @@ def knob_label(kn) -> str:
         + ("p" if kn.pingpong else "")
         + (f"k{kn.split_k}" if kn.split_k > 1 else "")
         + ("e" if kn.epi_n == 64 else "")
+    )
+
+
+def parse_knob_label(label: str) -> GemmKnobs:
+    """The inverse of ``knob_label``: '128x256c21z4e' -> GemmKnobs(128, 256, cga 2x1, swizzle 4, epi_n 64)."""
+    m = re.fullmatch(r"(\d+)x(\d+)c(\d)(\d)(s?)(n?)(?:z(\d+))?(p?)(?:k(\d+))?(e?)", label)
+    if m is None:
+        raise ValueError(f"knob label {label!r} does not read as tile x tile c<M><N>[s][n][z#][p][k#][e]")
+    tm, tn, cm, cn, swap, ras, swz, pp, sk, e = m.groups()
+    return GemmKnobs(
+        tile_m=int(tm),
+        tile_n=int(tn),
+        cga_m=int(cm),
+        cga_n=int(cn),
+        swap_ab=bool(swap),
+        raster="n" if ras else "m",
+        swizzle=int(swz or 1),
+        pingpong=bool(pp),
+        split_k=int(sk or 1),
+        epi_n=64 if e else 32,
     )
 
 

@@ -103,6 +103,14 @@ def main() -> int:
             rows.append(("  plan call alone", engine))
             rows.append(("  normalize alone", norm))
             rows.append(("  entry + normalization", {n: whole[n] - engine[n] for n in BURSTS}))
+        # a split-K plan's call carries a workspace tensor as well
+        values, ws = {a: A, b: B, c: C}, torch.empty(1 << 20, dtype=torch.uint8)
+        rows.append(
+            (
+                "normalize with a workspace tensor",
+                {n: burst_cost(lambda v=values: normalize(layout, v, ws), n) for n in BURSTS},
+            )
+        )
 
     print(
         f"\nhost cost per execute() on the CPU, us (min of {REPS} reps; {M}x{N}x{K} bf16 torch CPU tensors)"

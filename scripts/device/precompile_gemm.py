@@ -42,7 +42,16 @@ def _bench_splitk_kernels():
                 yield kn, spec, dn, 128, 4096, 4096
 
 
-SETS = {"bench": _bench_gemm_kernels, "splitk": _bench_splitk_kernels}
+def _probe_kernels():
+    import gemm_epilogue_probe as probe
+    from bench_gemm import parse_knob_label
+
+    for label in probe.KNOBS.split(","):
+        for spec in probe.EPILOGUES.values():
+            yield parse_knob_label(label), spec, "bf16", 8192, 8192, 8192
+
+
+SETS = {"bench": _bench_gemm_kernels, "splitk": _bench_splitk_kernels, "probe": _probe_kernels}
 
 
 def main(argv=None) -> int:

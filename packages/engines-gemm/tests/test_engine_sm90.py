@@ -215,7 +215,7 @@ def test_a_plan_built_for_one_size_runs_another_bit_exactly():
     """The per-call path: the plan built for 512x768 runs a 1000x640 problem (same K, layout,
     epilogue and knobs) and writes exactly what the plan built for 1000x640 writes."""
     knobs = {"TILE_M": 128, "TILE_N": 128, "TILEK": 64, "TILE_CGA_M": 2, "TILE_CGA_N": 1, "STAGES": 0,
-             "SWAP_AB": False, "RASTER": "m", "SPLIT_K": 1, "PINGPONG": False}  # fmt: skip
+             "SWAP_AB": False, "RASTER": "m", "SWIZZLE": 8, "SPLIT_K": 1, "PINGPONG": False}  # fmt: skip
     k = 320
     graphs = []
     for m, n in ((512, 768), (1000, 640)):

@@ -50,7 +50,7 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     """The config named first for the graph's bucket.
 
     From the kernel's sweeps on the H200 (2026-11-29, kernels/NOTES.md, bf16 and fp16 alike):
-    large shapes 128x256 cooperative with a 2x1 cluster (0.96-1.03x cuBLAS), ping-pong 128x128 when
+    large shapes 128x256 cooperative with a 2x1 cluster and swizzle 8 (v6), ping-pong 128x128 when
     K <= 1024 (v4); M=128 128x64 with split-K 2 (v3); M=16 swapped 64x16 (1.04-1.05x cuBLAS).
     """
     bucket = shape_bucket(facts)
@@ -58,6 +58,7 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
         "TILEK": 64,
         "STAGES": 0,
         "RASTER": "m",
+        "SWIZZLE": 1,
         "TILE_CGA_N": 1,
         "SWAP_AB": False,
         "TILE_CGA_M": 1,
@@ -75,11 +76,12 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
         # warpgroup's main loop. 8192x8192x1024 (NOTES.md v4): 128x128 ping-pong 2x1 cluster plain
         # 654/644 vs 644/613 cooperative 128x256 (bf16/fp16 TFLOP/s), bias+gelu 644/597 vs 582/558.
         return {**base, "TILE_M": 128, "TILE_N": 128, "TILE_CGA_M": 2, "PINGPONG": True}
-    if (
-        facts.m >= 2 * facts.n
-    ):  # tall: 16384x4096x4096 ran 1.09-1.12x cuBLAS with a 1x2 cluster, raster along N
-        return {**base, "TILE_M": 128, "TILE_N": 256, "TILE_CGA_N": 2, "RASTER": "n"}
-    return {**base, "TILE_M": 128, "TILE_N": 256, "TILE_CGA_M": 2}
+    # long K: cooperative 128x256, 2x1 cluster, swizzle 8 (kernels/NOTES.md v6, 2026-11-29, bf16, 5
+    # interleaved rounds): 8192^3 plain 682 / bias+gelu 667 TFLOP/s vs 667 / 652 with swizzle 4 and
+    # 637 / 651 without (DRAM reads 1.22 vs 2.34 GB, SM clock 1.55 vs 1.50 GHz under ncu);
+    # 16384x4096x4096 660 / 649, ahead of the 1x2 cluster rastered along N named before for tall
+    # shapes (638 / 619 with swizzle 8 in the same run; 661 / 637 without, in the run before).
+    return {**base, "TILE_M": 128, "TILE_N": 256, "TILE_CGA_M": 2, "SWIZZLE": 8}
 
 
 def _valid(knobs: dict[str, Any]) -> bool:

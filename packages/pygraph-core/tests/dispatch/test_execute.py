@@ -130,6 +130,22 @@ def test_workspace_too_small_launches_nothing(standins, planned):
     assert last_call(standins)[4].workspace == ws.ctypes.data
 
 
+def test_torch_workspace_is_read_by_its_true_span(standins, planned):
+    g, a, b, c = planned
+    g.select_plan(2)  # gamma needs 256 bytes
+    A, B, C = (torch.from_numpy(x) for x in buffers())
+    ws = torch.zeros(64, dtype=torch.float32)  # 256 bytes, contiguous
+    g.execute({a: A, b: B, c: C}, workspace=ws)
+    assert last_call(standins)[4].workspace == ws.data_ptr()
+    with pytest.raises(WorkspaceTooSmallError, match="256"):
+        g.execute({a: A, b: B, c: C}, workspace=torch.zeros(63, dtype=torch.float32))
+    # a stride-0 view claims 256 elements but spans 4 bytes: it must not pass for a 256-byte workspace
+    with pytest.raises(WorkspaceTooSmallError, match="256"):
+        g.execute({a: A, b: B, c: C}, workspace=torch.zeros(1, dtype=torch.float32).expand(256))
+    with pytest.raises(OperandDeviceError, match="workspace"):
+        g.execute({a: A, b: B, c: C}, workspace=CudaArray(0x10, (256,), "|u1"))
+
+
 def test_python_plan_refuses_overrides(planned):
     g, a, b, c = planned
     A, B, C = buffers()

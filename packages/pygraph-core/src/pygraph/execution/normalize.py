@@ -311,6 +311,11 @@ def normalize(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) 
         return VariantPack(layout, buffers, device)
     if type(workspace) is int:
         return VariantPack(layout, buffers, device, workspace, None)
+    if type(workspace) is tensor_type and workspace.is_contiguous():
+        # the usual workspace: a contiguous torch tensor spans exactly its nbytes
+        if workspace.get_device() != device:
+            return _checked(layout, values, workspace)
+        return VariantPack(layout, buffers, device, workspace.data_ptr(), workspace.nbytes)
     try:
         ws = READERS[type(workspace)](workspace, _WORKSPACE_DECL)
     except (KeyError, TypeError, AttributeError):

@@ -1,0 +1,163 @@
+"""Where a large fused GEMM's time goes: the main loop alone, each epilogue piece, and the anchors.
+
+    PYTHONPATH=packages/engines-gemm/src:benchmarks python benchmarks/gemm_epilogue_probe.py [--out DIR]
+
+For each shape (bf16, A row-major, B = W^T), one knob set of gemm_sm90 compiled with different
+epilogues, all timed in interleaved rounds with cuBLAS's mm / addmm, cuBLASLt's fused bias+gelu and
+the unfused addmm-then-gelu:
+
+  skip        the main loop alone (a probe build that writes no output; timing only)
+  plain       + convert and store C
+  bias        + bias along N
+  gelu        + gelu(tanh), no bias
+  bias+gelu   the fused row of bench_gemm.py
+
+Differences between columns place the epilogue's cost; a shape whose tile count is a whole number of
+waves (7680x8448x8192: 1980 tiles of 128x256 = 15 x 132) against one that is not (8192^3: 2048 =
+15.5 x 132) places the wave-quantization loss. The kernels cuBLAS picks are named via the profiler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import time
+
+import torch
+import torch.nn.functional as F
+from bench_gemm import interleaved, make_call, parse_knob_label, tflops, unfused_bias_gelu
+
+from pygraph_gemm.kernels import launch
+from pygraph_gemm.kernels.config import EpilogueSpec
+from pygraph_gemm.kernels.gemm_sm90 import Sm90Gemm
+
+SHAPES = [(8192, 8192, 8192), (7680, 8448, 8192), (16384, 4096, 4096), (4096, 4096, 4096)]
+# tile x tile, cluster MxN, raster n, swizzle z, 64-wide epilogue sub-tiles e (bench_gemm.knob_label).
+# The first probe (2026-11-29) compared raster/swizzle/tile shapes; this set compares the swizzles
+# that cut DRAM traffic, with and without 64-wide epilogue sub-tiles.
+KNOBS = (
+    "128x256c21z4,128x256c21z8,128x256c21z8e,128x256c21z16,128x256c21z16e,"
+    "128x256c12nz8,128x256c12nz8e,128x256c21z4e"
+)
+EPILOGUES = {
+    "plain": EpilogueSpec(),
+    "bias": EpilogueSpec(bias=True, vec_dtype="bf16"),
+    "gelu": EpilogueSpec(activation="gelu_approx_tanh"),
+    "bias+gelu": EpilogueSpec(bias=True, activation="gelu_approx_tanh", vec_dtype="bf16"),
+}
+
+
+def skip_epilogue_call(call):
+    """The same launch as ``call`` on a probe build that skips the epilogue."""
+    _, kargs = call.raw
+    plan = call.plan
+    Sm90Gemm.probe_skip_epilogue = True
+    try:
+        probe = launch._compile(plan.knobs, plan.kepi, plan.klay, launch.ARCH)
+    finally:
+        Sm90Gemm.probe_skip_epilogue = False
+    return lambda: probe(*kargs)
+
+
+def cublas_kernel_names(fns: dict) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+
+    names = {}
+    for label, fn in fns.items():
+        fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        names[label] = sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"})
+    return names
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--shapes", default=None, help="comma-separated indices into SHAPES")
+    ap.add_argument("--knobs", default=KNOBS, help="comma-separated knob labels (bench_gemm.knob_label)")
+    ap.add_argument("--epilogues", default=",".join(EPILOGUES), help=f"comma-separated of {list(EPILOGUES)}")
+    ap.add_argument(
+        "--skip",
+        default=None,
+        help="knob labels that also get the main-loop-alone probe build (default: the first)",
+    )
+    ap.add_argument("--no-names", action="store_true", help="do not profile cuBLAS's kernel names")
+    args = ap.parse_args(argv)
+    shapes = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else SHAPES
+    knob_sets = {label: parse_knob_label(label) for label in args.knobs.split(",")}
+    skip_for = set(args.skip.split(",")) if args.skip is not None else {next(iter(knob_sets))}
+    epilogues = {name: EPILOGUES[name] for name in args.epilogues.split(",")}
+    torch.manual_seed(0)
+    lines, log = [], []
+    for m, n, k in shapes:
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        b = w.t()
+        bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        exact = a.float() @ b.float()
+        cols = {}
+        for klabel, kn in knob_sets.items():
+            for name, spec in epilogues.items():
+                c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+                try:
+                    call = make_call(kn, spec, a, b, c, bias)
+                except Exception as e:
+                    log.append(f"ERR {m}x{n}x{k} {klabel} {name}: {type(e).__name__}: {e}")
+                    continue
+                label = f"{klabel} {name}"
+                c.fill_(float("nan"))
+                call()
+                torch.cuda.synchronize()
+                ref = exact + bias.float() if spec.bias else exact
+                if spec.activation != "none":
+                    ref = F.gelu(ref, approximate="tanh")
+                err = ((c.float() - ref).norm() / ref.norm()).item()
+                log.append(f"{m}x{n}x{k} {label}: rel err {err:.2e}")
+                if not err < 1e-2:
+                    log.append(f"BAD {m}x{n}x{k} {label}")
+                    continue
+                cols[label] = call
+                if name == "plain" and klabel in skip_for:
+                    cols[f"{klabel} skip"] = skip_epilogue_call(call)
+        del exact
+        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        cols["cublas mm"] = functools.partial(torch.matmul, a, b, out=c)
+        cols["cublas addmm"] = functools.partial(torch.addmm, bias, a, b)
+        cols["lt fused"] = functools.partial(torch._addmm_activation, bias, a, b, use_gelu=True)
+        cols["unfused"] = functools.partial(unfused_bias_gelu, bias, a, b)
+        times = interleaved(cols, args.rounds, log)
+        tf = {name: tflops(m, n, k, t) for name, t in times.items()}
+        head = len(lines)
+        lines.append(f"{m}x{n}x{k} bf16: TFLOP/s, and vs the unfused addmm+gelu")
+        for name, v in tf.items():
+            lines.append(f"  {name:24} {v:7.1f}  {v / tf['unfused']:5.3f}  {times[name] * 1e3:8.1f} us")
+        print("\n".join(lines[head:]), flush=True)
+        if args.no_names:
+            continue
+        names = cublas_kernel_names(
+            {
+                "mm": functools.partial(torch.matmul, a, b),
+                "addmm": functools.partial(torch.addmm, bias, a, b),
+                "addmm_activation": functools.partial(torch._addmm_activation, bias, a, b, use_gelu=True),
+            }
+        )
+        lines.append(f"kernels cuBLAS runs at {m}x{n}x{k} bf16:")
+        for label, ks in names.items():
+            lines.append(f"  {label}: {ks}")
+    lines.append(f"device: {torch.cuda.get_device_name()}  date: {time.strftime('%Y-%m-%d %H:%M')}")
+    text = "\n".join([*log, "", *lines])
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "gemm_epilogue_probe.txt"), "w") as f:
+            f.write(text + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,39 @@
+"""ncu target: one launch each of gemm_sm90's fused bias+gelu (one per knob label given), cuBLAS's mm
+and cuBLASLt's fused bias+gelu at 8192^3 bf16, inside cudaProfilerStart/Stop (warm-up launches
+stay outside).
+
+    ncu --clock-control none --profile-from-start off --section SpeedOfLight \
+        python3 scripts/device/ncu_gemm_target.py [128x256c21 128x256c21z4 ...]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+from bench_gemm import make_call, parse_knob_label
+
+from pygraph_gemm.kernels.config import EpilogueSpec
+
+m = n = k = 8192
+torch.manual_seed(0)
+a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t()
+bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+spec = EpilogueSpec(bias=True, activation="gelu_approx_tanh", vec_dtype="bf16")
+labels = sys.argv[1:] or ["128x256c21"]
+calls = [make_call(parse_knob_label(lab), spec, a, b, c, bias) for lab in labels]
+calls += [lambda: torch.matmul(a, b, out=c), lambda: torch._addmm_activation(bias, a, b, use_gelu=True)]
+for _ in range(20):  # warm the clocks and every lazy init
+    for f in calls:
+        f()
+torch.cuda.synchronize()
+torch.cuda.profiler.start()
+for f in calls:
+    f()
+torch.cuda.synchronize()
+torch.cuda.profiler.stop()
