@@ -180,7 +180,34 @@ def cases(quick: bool = False):
     ]
     if quick:
         cs = cs[::4]
-    return cs + splitk_cases() + pingpong_cases() + wide_epilogue_cases()
+    return cs + splitk_cases() + pingpong_cases() + wide_epilogue_cases() + swizzle_cases()
+
+
+def swizzle_cases():
+    """Swizzled rasters (knobs.swizzle, the long-K rule's 8): tile grids that the swizzle group does
+    not divide, batched, along N, with ping-pong; always run."""
+    z8 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8)
+    return [
+        # 23 x 12 tiles (12 cluster rows: one group of 8 and a ragged group of 4), several tiles per CTA
+        dict(m=2900, n=3000, k=520, knobs=z8, bias=True, act="gelu_approx_tanh"),
+        dict(
+            m=2900,
+            n=3000,
+            k=520,
+            dt="fp16",
+            out="fp16",
+            a_col=True,
+            knobs=z8,
+            aux=True,
+            bias=True,
+            act="relu",
+        ),
+        dict(m=1000, n=1048, k=264, l=3, knobs=z8, residual=True),
+        dict(m=3000, n=2900, k=264, knobs=GemmKnobs(tile_m=128, tile_n=256, cga_n=2, raster="n", swizzle=2)),
+        dict(
+            m=2900, n=3000, k=264, knobs=GemmKnobs(tile_m=128, tile_n=128, cga_m=2, swizzle=4, pingpong=True)
+        ),
+    ]
 
 
 def wide_epilogue_cases():
@@ -337,6 +364,8 @@ _FAMILIES = {
     "ping-pong, one tile per CTA": lambda c, kn: kn.pingpong and c["m"] == 264 and c.get("reps"),
     "64-wide epilogue sub-tiles, every piece + aux": lambda c, kn: kn.epi_n == 64 and c.get("aux"),
     "64-wide epilogue sub-tiles, split-K": lambda c, kn: kn.epi_n == 64 and kn.split_k > 1,
+    "swizzle 8, ragged swizzle group": lambda c, kn: kn.swizzle == 8 and c["m"] == 2900,
+    "swizzle 4, ping-pong": lambda c, kn: kn.swizzle == 4 and kn.pingpong,
 }
 
 
