@@ -184,14 +184,15 @@ def cases(quick: bool = False):
 
 
 def swizzle_cases():
-    """Swizzled rasters (knobs.swizzle, the long-K rule's 8): tile grids that the swizzle group does
-    not divide, batched, along N, with ping-pong; always run."""
+    """Swizzled rasters (knobs.swizzle, the long-K rule's 8): tile grids that the swizzle band does
+    not divide, batched, along N, with ping-pong; always run. Column-major operands keep their
+    leading dimension a multiple of 8 elements (TMA's 16-byte rule)."""
     z8 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8)
     return [
-        # 23 x 12 tiles (12 cluster rows: one group of 8 and a ragged group of 4), several tiles per CTA
+        # 23 x 12 tiles = 12 x 12 clusters: a band of 8 columns and a ragged band of 4
         dict(m=2900, n=3000, k=520, knobs=z8, bias=True, act="gelu_approx_tanh"),
         dict(
-            m=2900,
+            m=2904,
             n=3000,
             k=520,
             dt="fp16",
@@ -203,7 +204,7 @@ def swizzle_cases():
             act="relu",
         ),
         dict(m=1000, n=1048, k=264, l=3, knobs=z8, residual=True),
-        dict(m=3000, n=2900, k=264, knobs=GemmKnobs(tile_m=128, tile_n=256, cga_n=2, raster="n", swizzle=2)),
+        dict(m=3000, n=2904, k=264, knobs=GemmKnobs(tile_m=128, tile_n=256, cga_n=2, raster="n", swizzle=2)),
         dict(
             m=2900, n=3000, k=264, knobs=GemmKnobs(tile_m=128, tile_n=128, cga_m=2, swizzle=4, pingpong=True)
         ),

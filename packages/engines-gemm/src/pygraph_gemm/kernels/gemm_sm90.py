@@ -31,6 +31,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from .config import GemmKnobs, KernelEpilogue, KernelLayout, epi_ring_depth, pick_stages
 from .epilogue import activate, apply_affine
+from .tile_schedule import schedule_extent, unit_coord
 
 _DT = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16, "fp32": cutlass.Float32}
 
@@ -279,10 +280,10 @@ class Sm90Gemm:
             mCnt = cute.make_tensor(sem_ptr, cute.make_layout(n_sem))
             mWs = cute.make_tensor(ws_ptr, cute.make_layout(1))
             n_tiles_mnl = (n_tiles_mnl[0], n_tiles_mnl[1], n_tiles_mnl[2] * S)
-        sched = utils.PersistentTileSchedulerParams(
-            n_tiles_mnl, (*self.cluster_mn, 1), self.knobs.swizzle, self.knobs.raster == "m"
+        rows, cols, n_units, n_resident = schedule_extent(
+            n_tiles_mnl, self.cluster_mn, self.max_active_clusters
         )
-        grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched, self.max_active_clusters)
+        grid = (*self.cluster_mn, n_resident)
 
         self.shared_storage = _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout)
 
@@ -308,7 +309,9 @@ class Sm90Gemm:
             sB_layout,
             sC_layout,
             sX_layout,
-            sched,
+            rows,
+            cols,
+            n_units,
         ).launch(
             grid=grid,
             block=[self.threads, 1, 1],
@@ -318,6 +321,15 @@ class Sm90Gemm:
         )
 
     # ------------------------------------------------------------------ device side
+    def _tile_of(self, unit, rows, cols, cta_mn):
+        """(tile row, tile column, batch) of this CTA in work unit ``unit``."""
+        row, col, batch = unit_coord(unit, rows, cols, self.knobs.swizzle, self.knobs.raster == "m")
+        return (
+            row * self.cluster_mn[0] + cta_mn[0],
+            col * self.cluster_mn[1] + cta_mn[1],
+            batch,
+        )
+
     @cute.kernel
     def kernel(
         self,
@@ -342,7 +354,9 @@ class Sm90Gemm:
         sB_layout: cute.ComposedLayout,
         sC_layout: cute.ComposedLayout,
         sX_layout: cute.ComposedLayout,
-        sched_params: utils.PersistentTileSchedulerParams,
+        rows: Int32,
+        cols: Int32,
+        n_units: Int32,
     ):
         epi = self.epi
         tidx, _, _ = cute.arch.thread_idx()
@@ -406,19 +420,21 @@ class Sm90Gemm:
         )
 
         wg_idx = cute.arch.make_warp_uniform(tidx // 128)
+        # the persistent schedule (tile_schedule.py): this CTA's cluster runs units bidz, bidz + grid_z, ..
+        bidx, bidy, bidz = cute.arch.block_idx()
+        _, _, n_resident = cute.arch.grid_dim()
+        first_unit = Int32(bidz)
+        cta_mn = (Int32(bidx), Int32(bidy))  # the CTA's place in its cluster (grid x, y = cluster shape)
         pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
 
         if wg_idx == 0:
             # ------------------------------------------------ producer warpgroup
             cute.arch.setmaxregister_decrease(40)
             if warp_idx == 0:
-                sched = utils.StaticPersistentTileScheduler.create(
-                    sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
-                )
-                work = sched.initial_work_tile_info()
+                unit = first_unit
                 prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stage)
-                while work.is_valid_tile:
-                    crd = work.tile_idx
+                while unit < n_units:
+                    crd = self._tile_of(unit, rows, cols, cta_mn)
                     batch = crd[2]
                     kt0 = Int32(0)
                     n_kt = k_tiles
@@ -450,8 +466,7 @@ class Sm90Gemm:
                         )
                         ab_pipe.producer_commit(prod)
                         prod.advance()
-                    sched.advance_to_next_work()
-                    work = sched.get_current_work()
+                    unit = unit + n_resident
                 ab_pipe.producer_tail(prod)
         else:
             # ------------------------------------------------ consumer (MMA + epilogue) warpgroups
@@ -517,10 +532,8 @@ class Sm90Gemm:
             m_max = mC.shape[0] - 1
             n_max = mC.shape[1] - 1
 
-            sched = utils.StaticPersistentTileScheduler.create(
-                sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
-            )
-            work = sched.initial_work_tile_info()
+            unit = first_unit
+            step = n_resident  # units between this warpgroup's tiles
             read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
             release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
             if const_expr(self.split_k > 1):
@@ -540,14 +553,14 @@ class Sm90Gemm:
             if const_expr(self.pingpong):
                 # the CTA's tiles alternate between the warpgroups: warpgroup 1 starts at the second,
                 # past the first tile's k-blocks in the ring (warpgroup 0 consumes those)
+                step = 2 * n_resident
                 if cwg == 1:
-                    sched.advance_to_next_work()
-                    work = sched.get_current_work()
+                    unit = unit + n_resident
                     for _ in cutlass.range(k_tiles, unroll=1):
                         read.advance()
                         release.advance()
-            while work.is_valid_tile:
-                crd = work.tile_idx
+            while unit < n_units:
+                crd = self._tile_of(unit, rows, cols, cta_mn)
                 batch = crd[2]
                 n_kt = k_tiles
                 if const_expr(self.split_k > 1):
@@ -576,9 +589,7 @@ class Sm90Gemm:
                 if const_expr(self.pingpong):
                     # every wgmma of this tile is issued: the tensor cores pass to the other warpgroup
                     # if the CTA has a next tile (then it is theirs, and so are its k-blocks)
-                    sched.advance_to_next_work()
-                    theirs = sched.get_current_work()
-                    if theirs.is_valid_tile:
+                    if unit + n_resident < n_units:
                         their_turn.arrive()
                 cute.nvgpu.warpgroup.wait_group(0)
                 ab_pipe.consumer_release(release)
@@ -665,9 +676,7 @@ class Sm90Gemm:
                     n_sub = cute.size(gC_tile, mode=[1])
                     sub_shape = gC_tile.shape[1]
                     sub_layout = cute.make_layout(sub_shape, stride=(sub_shape[1], 1))
-                    done_before = sched.num_tiles_executed * n_sub
-                    if const_expr(self.split_k > 1 or self.pingpong):
-                        done_before = epi_count
+                    done_before = epi_count
                     for s in cutlass.range_constexpr(n_sub):
                         for v in cutlass.range_constexpr(frag_size):
                             tRS_r[v] = tRS_acc[s * frag_size + v]
@@ -693,8 +702,7 @@ class Sm90Gemm:
                     epi_count = epi_count + n_sub
 
                 tiles_done = tiles_done + 1
-                sched.advance_to_next_work()  # ping-pong: the second step, past the other's tile
-                work = sched.get_current_work()
+                unit = unit + step
             store_pipe.producer_tail()
 
 

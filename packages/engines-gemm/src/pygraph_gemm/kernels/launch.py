@@ -109,10 +109,9 @@ def _compile(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str
         args.append(make_ptr(cutlass.Int32, 0, g, assumed_align=4))  # the tile semaphores
     args.append(make_fake_stream())
     with warnings.catch_warnings():
-        # Trace-time advisories only: the wheel's StaticPersistentTileScheduler is marked deprecated
-        # (moving to examples/ later; works in 4.8.1), and DSLOptimizationWarning flags our fully
-        # unrolled 64/128-element epilogue loops, which are intended. Under warnings-as-errors the
-        # DSL would turn the latter into a misleading ARG_NON_CONSTANT error.
+        # Trace-time advisories only: DSLOptimizationWarning flags our fully unrolled 64/128-element
+        # epilogue loops, which are intended. Under warnings-as-errors the DSL would turn it into a
+        # misleading ARG_NON_CONSTANT error.
         warnings.simplefilter("ignore")
         return cute.compile(kern, *args, options=f"--enable-tvm-ffi --gpu-arch {arch}")
 
