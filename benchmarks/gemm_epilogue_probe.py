@@ -7,8 +7,6 @@ epilogues, all timed in interleaved rounds with cuBLAS's mm / addmm, cuBLASLt's 
 the unfused addmm-then-gelu:
 
   skip        the main loop alone (a probe build that writes no output; timing only)
-  cta-st      the same epilogue stored by one warp per sub-tile between two barriers (the
-              kernel before per-warp stores), for an A/B in the same run
   plain       + convert and store C
   bias        + bias along N
   gelu        + gelu(tanh), no bias
@@ -52,7 +50,7 @@ EPILOGUES = {
 
 def variant_call(call, **kernel_attrs):
     """The same launch as ``call`` on a probe build of the kernel with class attributes changed
-    (``probe_skip_epilogue=True``: no epilogue; ``warp_stores=False``: whole-sub-tile stores)."""
+    (``probe_skip_epilogue=True``: the main loop alone)."""
     _, kargs = call.raw
     plan = call.plan
     saved = {name: getattr(Sm90Gemm, name) for name in kernel_attrs}
@@ -92,17 +90,12 @@ def main(argv=None) -> int:
         default=None,
         help="knob labels that also get the main-loop-alone probe build (default: the first)",
     )
-    ap.add_argument(
-        "--cta-stores",
-        default="",
-        help="knob labels that also get a build whose epilogue stores whole sub-tiles (one warp, two barriers)",
-    )
     ap.add_argument("--no-names", action="store_true", help="do not profile cuBLAS's kernel names")
     args = ap.parse_args(argv)
     shapes = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else SHAPES
     knob_sets = {label: parse_knob_label(label) for label in args.knobs.split(",")}
     skip_for = set(args.skip.split(",")) if args.skip is not None else {next(iter(knob_sets))}
-    cta_for = set(args.cta_stores.split(",")) if args.cta_stores else set()
+
     epilogues = {name: EPILOGUES[name] for name in args.epilogues.split(",")}
     torch.manual_seed(0)
     lines, log = [], []
@@ -136,8 +129,7 @@ def main(argv=None) -> int:
                 cols[label] = call
                 if name == "plain" and klabel in skip_for:
                     cols[f"{klabel} skip"] = variant_call(call, probe_skip_epilogue=True)
-                if klabel in cta_for:
-                    cols[f"{klabel} {name} cta-st"] = variant_call(call, warp_stores=False)
+
         del exact
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         cols["cublas mm"] = functools.partial(torch.matmul, a, b, out=c)

@@ -57,11 +57,6 @@ class Sm90Gemm:
     # Measurement probe only (benchmarks/gemm_epilogue_probe.py): True compiles a kernel that skips
     # the epilogue (C is not written), to time the main loop alone. Never set by the engine.
     probe_skip_epilogue = False
-    # Row-major C (and aux): each warp stores its own 16-row stripe of every epilogue sub-tile with
-    # its own TMA store, so the epilogue syncs warps, never the tile's 256 threads. False: one warp
-    # stores the whole sub-tile between two named barriers (the only way for column-major C, whose
-    # 16-row stripes are not contiguous in shared memory). Class-level for A/B probes only.
-    warp_stores = True
 
     def __init__(
         self, knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue, max_active_clusters: int = 132
@@ -90,9 +85,6 @@ class Sm90Gemm:
         rows = 128 if self.n_consumer_wg == 2 and not knobs.pingpong else 64
         self.epi_tile = (min(rows, knobs.tile_m), min(knobs.epi_n, knobs.tile_n))
         self.epi_stages = epi_ring_depth(knobs)  # store-ring slots (per warpgroup in ping-pong)
-        self.by_warp = self.warp_stores and lay.c_major == "n"
-        self.stripe = (16, self.epi_tile[1])  # one warp's rows of an epilogue sub-tile
-        self.n_stripes = self.epi_tile[0] // 16
         self.mcast_a = knobs.cga_n  # A tile shared by CTAs along N
         self.mcast_b = knobs.cga_m
         # the persistent grid: clusters of this shape that are resident at once (launch.resident_clusters)
@@ -245,22 +237,11 @@ class Sm90Gemm:
             (self.tile_mnk[1], self.tile_mnk[2]),
             num_multicast=self.mcast_b,
         )
-        # the TMA stores' view of the store ring: whole sub-tiles, or (by_warp) 16-row stripes, the
-        # same bytes (a row-major sub-tile is its stripes back to back, each a whole swizzle period)
-        store_box = self.epi_tile
-        sCs_layout, sXs_layout = sC_layout, sX_layout
-        if const_expr(self.by_warp):
-            store_box = self.stripe
-            n_slots = epi_stages * self.n_stripes
-            sCs_layout = sm90_utils.make_smem_layout_epi(self.c_dtype, c_layout, store_box, n_slots)
-            sXs_layout = sCs_layout
-            if const_expr(epi.aux_out):
-                sXs_layout = sm90_utils.make_smem_layout_epi(self.aux_dtype, c_layout, store_box, n_slots)
         tma_c, tC = cute.nvgpu.cpasync.make_tiled_tma_atom(
             cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(),
             mC,
-            cute.slice_(sCs_layout, (None, None, 0)),
-            store_box,
+            cute.slice_(sC_layout, (None, None, 0)),
+            self.epi_tile,
         )
         tma_x, tX = tma_c, tC
         if const_expr(epi.aux_out):
@@ -269,8 +250,8 @@ class Sm90Gemm:
             tma_x, tX = cute.nvgpu.cpasync.make_tiled_tma_atom(
                 cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(),
                 mX,
-                cute.slice_(sXs_layout, (None, None, 0)),
-                store_box,
+                cute.slice_(sX_layout, (None, None, 0)),
+                self.epi_tile,
             )
 
         # epilogue operands (plain loads; unused ones alias a 1-element view)
@@ -328,8 +309,6 @@ class Sm90Gemm:
             sB_layout,
             sC_layout,
             sX_layout,
-            sCs_layout,
-            sXs_layout,
             rows,
             cols,
             n_units,
@@ -375,8 +354,6 @@ class Sm90Gemm:
         sB_layout: cute.ComposedLayout,
         sC_layout: cute.ComposedLayout,
         sX_layout: cute.ComposedLayout,
-        sCs_layout: cute.ComposedLayout,
-        sXs_layout: cute.ComposedLayout,
         rows: Int32,
         cols: Int32,
         n_units: Int32,
@@ -420,7 +397,6 @@ class Sm90Gemm:
         sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)
         sB = storage.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)
         sC = storage.sC.get_tensor(sC_layout.outer, swizzle=sC_layout.inner)
-        sCs = storage.sC.get_tensor(sCs_layout.outer, swizzle=sCs_layout.inner)  # the TMA stores' view
 
         tile_mn = (self.tile_mnk[0], self.tile_mnk[1])
         gA = cute.local_tile(mA, (self.tile_mnk[0], self.tile_mnk[2]), (None, None, None))
@@ -539,7 +515,6 @@ class Sm90Gemm:
             frag_size = cute.size(tRS_r)
             if const_expr(epi.aux_out):
                 sX = storage.sX.get_tensor(sX_layout.outer, swizzle=sX_layout.inner)
-                sXs = storage.sX.get_tensor(sXs_layout.outer, swizzle=sXs_layout.inner)
                 r2s_x = cute.make_tiled_copy_S(
                     sm90_utils.sm90_get_smem_store_op(
                         self.c_layout, elem_ty_d=self.aux_dtype, elem_ty_acc=self.acc_dtype
@@ -554,8 +529,6 @@ class Sm90Gemm:
                 producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.n_mma_threads),
             )
             is_store_warp = warp_idx == 4 + 4 * cwg if const_expr(self.pingpong) else warp_idx == 4
-            stripe = ctid // 32  # by_warp: this warp's 16-row stripe of each sub-tile
-            is_store_lane = cute.arch.lane_idx() == 0
             m_max = mC.shape[0] - 1
             n_max = mC.shape[1] - 1
 
@@ -691,16 +664,14 @@ class Sm90Gemm:
                         )
 
                     gC_tile = cute.zipped_divide(gC[(None, None, crd[0], crd[1], batch)], self.epi_tile)
-                    box = self.stripe if const_expr(self.by_warp) else self.epi_tile
-                    gC_box = cute.zipped_divide(gC[(None, None, crd[0], crd[1], batch)], box)
                     bSG_sC, bSG_gC = cute.nvgpu.cpasync.tma_partition(
-                        tma_c, 0, cute.make_layout(1), cute.group_modes(sCs, 0, 2), gC_box
+                        tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC_tile
                     )
                     if const_expr(epi.aux_out):
                         gX = cute.local_tile(mX, tile_mn, (None, None, None))
-                        gX_box = cute.zipped_divide(gX[(None, None, crd[0], crd[1], batch)], box)
+                        gX_tile = cute.zipped_divide(gX[(None, None, crd[0], crd[1], batch)], self.epi_tile)
                         bSG_sX, bSG_gX = cute.nvgpu.cpasync.tma_partition(
-                            tma_x, 0, cute.make_layout(1), cute.group_modes(sXs, 0, 2), gX_box
+                            tma_x, 0, cute.make_layout(1), cute.group_modes(sX, 0, 2), gX_tile
                         )
                     n_sub = cute.size(gC_tile, mode=[1])
                     sub_shape = gC_tile.shape[1]
@@ -719,29 +690,15 @@ class Sm90Gemm:
                         tRS_rC.store(tRS_r.load().to(self.c_dtype))
                         cute.copy(r2s_c, tRS_rC, tRS_sC[(None, None, None, buf)])
                         cute.arch.fence_proxy("async.shared", space="cta")
+                        epi_barrier.arrive_and_wait()
                         gcrd = sub_layout.get_hier_coord(s)
-                        if const_expr(self.by_warp):
-                            # the warp's own stripe: written by its own lanes, stored by its lane 0;
-                            # the slot is free again once lane 0's store of it has read it
-                            cute.arch.sync_warp()
-                            slot = buf * self.n_stripes + stripe
-                            gbox = (gcrd[0] * self.n_stripes + stripe, gcrd[1])
-                            if is_store_lane:
-                                cute.copy(tma_c, bSG_sC[(None, slot)], bSG_gC[(None, gbox)])
-                                if const_expr(epi.aux_out):
-                                    cute.copy(tma_x, bSG_sX[(None, slot)], bSG_gX[(None, gbox)])
-                                store_pipe.producer_commit()
-                                store_pipe.producer_acquire()
-                            cute.arch.sync_warp()
-                        else:
-                            epi_barrier.arrive_and_wait()
-                            if is_store_warp:
-                                cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, gcrd)])
-                                if const_expr(epi.aux_out):
-                                    cute.copy(tma_x, bSG_sX[(None, buf)], bSG_gX[(None, gcrd)])
-                                store_pipe.producer_commit()
-                                store_pipe.producer_acquire()
-                            epi_barrier.arrive_and_wait()
+                        if is_store_warp:
+                            cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, gcrd)])
+                            if const_expr(epi.aux_out):
+                                cute.copy(tma_x, bSG_sX[(None, buf)], bSG_gX[(None, gcrd)])
+                            store_pipe.producer_commit()
+                            store_pipe.producer_acquire()
+                        epi_barrier.arrive_and_wait()
                     epi_count = epi_count + n_sub
 
                 tiles_done = tiles_done + 1
