@@ -2,11 +2,12 @@
 
     PYTHONPATH=packages/engines-gemm/src:benchmarks python benchmarks/gemm_epilogue_probe.py [--out DIR]
 
-For each shape (bf16, A row-major, B = W^T), one knob set of gemm_sm90 compiled with different
-epilogues, all timed in interleaved rounds with cuBLAS's mm / addmm, cuBLASLt's fused bias+gelu and
-the unfused addmm-then-gelu:
+For each shape (bf16, A row-major, B = W^T), the knob sets given (--knobs) each compiled with the
+epilogues given (--epilogues), all timed in interleaved rounds with cuBLAS's mm / addmm, cuBLASLt's
+fused bias+gelu and the unfused addmm-then-gelu:
 
-  skip        the main loop alone (a probe build that writes no output; timing only)
+  skip        the main loop alone (a probe build that writes no output but keeps every
+              accumulator live; timing only; --skip names the knob sets that get it)
   plain       + convert and store C
   bias        + bias along N
   gelu        + gelu(tanh), no bias
