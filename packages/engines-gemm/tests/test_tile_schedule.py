@@ -43,6 +43,10 @@ def test_swizzle_walks_bands_and_the_last_band_is_only_as_wide_as_what_is_left()
     first_wave = order[:66]
     assert {c for _, c, _ in first_wave} == set(range(8))
     assert max(r for r, _, _ in first_wave) == 8
+    # rastering along N is the transpose: bands of 8 rows, down the band first, then along N
+    order_n = _order(33, 30, 1, 8, False)
+    assert order_n[:9] == [(r, 0, 0) for r in range(8)] + [(0, 1, 0)]
+    assert order_n[-30:] == [(32, c, 0) for c in range(30)]
 
 
 def test_extent_counts_clusters_and_caps_the_grid_at_the_resident_count():

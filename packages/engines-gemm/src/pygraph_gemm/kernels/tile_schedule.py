@@ -31,27 +31,16 @@ def unit_coord(u, rows, cols, swizzle: int, raster_m: bool):
     per_batch = rows * cols
     batch = u // per_batch
     r = u - batch * per_batch
-    if swizzle == 1:
-        if raster_m:
-            col = r // rows
-            row = r - col * rows
-        else:
-            row = r // cols
-            col = r - row * cols
-        return row, col, batch
-    if raster_m:
-        # bands of `swizzle` columns; inside a band, along N first, then down the rows
-        band_units = rows * swizzle
+    # `along`: the raster axis (rows when rastering along M); `across`: the other one
+    along, across = (rows, cols) if raster_m else (cols, rows)
+    if swizzle == 1:  # down the raster axis, then the next line across
+        j = r // along
+        i = r - j * along
+    else:  # bands `swizzle` lines wide: across the band first, then down the raster axis
+        band_units = along * swizzle
         band = r // band_units
         off = r - band * band_units
-        width = cutlass.min(cols - band * swizzle, swizzle)
-        row = off // width
-        col = band * swizzle + off - row * width
-    else:
-        band_units = cols * swizzle
-        band = r // band_units
-        off = r - band * band_units
-        height = cutlass.min(rows - band * swizzle, swizzle)
-        col = off // height
-        row = band * swizzle + off - col * height
-    return row, col, batch
+        width = cutlass.min(across - band * swizzle, swizzle)
+        i = off // width
+        j = band * swizzle + off - i * width
+    return (i, j, batch) if raster_m else (j, i, batch)
