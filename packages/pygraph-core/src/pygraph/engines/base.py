@@ -66,10 +66,12 @@ class PlanConfig:
             raise TypeError(f"PlanConfig.engine_id must be an int, got {self.engine_id!r}")
         if self.knobs is not None:
             object.__setattr__(self, "knobs", MappingProxyType(dict(self.knobs)))
+        # computed once: plan lists dedup and compare thousands of configs by it
+        object.__setattr__(self, "_key", (self.engine_id, knobs_key(self.knobs)))
 
     @property
     def key(self) -> tuple[int, tuple[tuple[str, Any], ...]]:
-        return (self.engine_id, knobs_key(self.knobs))
+        return self._key
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PlanConfig):

@@ -129,8 +129,9 @@ def dedup(plans: Iterable[PlanConfig]) -> list[PlanConfig]:
     seen: set[Any] = set()
     out = []
     for cfg in plans:
-        if cfg.key not in seen:
-            seen.add(cfg.key)
+        key = cfg.key
+        if key not in seen:
+            seen.add(key)
             out.append(cfg)
     return out
 
