@@ -55,7 +55,8 @@ class Sm90Gemm:
     """C[m, n, l] = epilogue(sum_k A[m, k, l] * B[n, k, l]) for one static configuration."""
 
     # Measurement probe only (benchmarks/gemm_epilogue_probe.py): True compiles a kernel that skips
-    # the epilogue (C is not written), to time the main loop alone. Never set by the engine.
+    # the epilogue (C is not written, the accumulators stay live), to time the main loop alone.
+    # Never set by the engine.
     probe_skip_epilogue = False
 
     def __init__(
