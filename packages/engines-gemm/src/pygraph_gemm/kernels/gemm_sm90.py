@@ -273,17 +273,15 @@ class Sm90Gemm:
         # semaphore per tile (zero at launch, left zero)
         mWs, mCnt = mRes, mRes  # unused placeholders when split_k == 1
         if const_expr(self.split_k > 1):
-            S = self.split_k
-            cm, cn = self.cluster_mn
-            mt_p = (n_tiles_mnl[0] + cm - 1) // cm * cm
-            nt_p = (n_tiles_mnl[1] + cn - 1) // cn * cn
-            n_sem = mt_p * nt_p * n_tiles_mnl[2]
-            mCnt = cute.make_tensor(sem_ptr, cute.make_layout(n_sem))
-            mWs = cute.make_tensor(ws_ptr, cute.make_layout(1))
-            n_tiles_mnl = (n_tiles_mnl[0], n_tiles_mnl[1], n_tiles_mnl[2] * S)
+            n_tiles_mnl = (n_tiles_mnl[0], n_tiles_mnl[1], n_tiles_mnl[2] * self.split_k)
         rows, cols, n_units, n_resident = schedule_extent(
             n_tiles_mnl, self.cluster_mn, self.max_active_clusters
         )
+        if const_expr(self.split_k > 1):
+            # one semaphore per cluster-padded tile: units / S clusters of cluster_m x cluster_n tiles
+            n_sem = n_units // self.split_k * (self.cluster_mn[0] * self.cluster_mn[1])
+            mCnt = cute.make_tensor(sem_ptr, cute.make_layout(n_sem))
+            mWs = cute.make_tensor(ws_ptr, cute.make_layout(1))
         grid = (*self.cluster_mn, n_resident)
 
         self.shared_storage = _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout)
@@ -539,16 +537,9 @@ class Sm90Gemm:
             release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
             if const_expr(self.split_k > 1):
                 sFlag = storage.flag.get_tensor(cute.make_layout(4))
-                mt_p = (
-                    ((mC.shape[0] + self.tile_mnk[0] - 1) // self.tile_mnk[0] + self.cluster_mn[0] - 1)
-                    // self.cluster_mn[0]
-                    * self.cluster_mn[0]
-                )
-                nt_p = (
-                    ((mC.shape[1] + self.tile_mnk[1] - 1) // self.tile_mnk[1] + self.cluster_mn[1] - 1)
-                    // self.cluster_mn[1]
-                    * self.cluster_mn[1]
-                )
+                # the cluster-padded tile grid the semaphores are laid out on (the schedule's extent)
+                mt_p = rows * self.cluster_mn[0]
+                nt_p = cols * self.cluster_mn[1]
             epi_count = Int32(0)  # sub-tiles stored so far (split-K: only the tiles this CTA finished)
             tiles_done = Int32(0)  # tiles this warpgroup has run
             if const_expr(self.pingpong):
