@@ -54,11 +54,13 @@ def nbytes(buf: OperandBuffer) -> int | None:
     """Bytes spanned by ``buf`` (None for a bare address, whose extent is unknown)."""
     if buf.device == DEVICE_UNKNOWN:
         return None
-    size = ITEMSIZE.get(buf.dtype, 1)
-    if any(d == 0 for d in buf.shape):
+    shape = buf.shape
+    if 0 in shape:
         return 0
-    span = 1 + sum((d - 1) * s for d, s in zip(buf.shape, buf.stride))
-    return int(span * size)
+    span = 1
+    for d, s in zip(shape, buf.stride):
+        span += (d - 1) * s
+    return int(span * ITEMSIZE.get(buf.dtype, 1))
 
 
 def device_matches(a: int, b: int) -> bool:
