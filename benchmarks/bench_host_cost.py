@@ -262,8 +262,8 @@ def gemm_sm90_rows(Graph: Any, data_type: Any, handle: Any, stream: int, sync: A
     ctx = ExecutionContext(handle, stream, ws.data_ptr() if ws is not None else 0)
     kp = plan._kernel
     split = {}
-    if kp.split_k > 1:
-        split = {"workspace": ws.data_ptr(), "semaphores": kp.semaphores(M, N, 1, stream)}
+    if kp.needs_workspace:
+        split = {"workspace": ws.data_ptr(), "semaphores": kp.semaphores(M, N, 1, stream, k=K)}
     direct = kp.kernel_args(
         A.data_ptr(), B.data_ptr(), C.data_ptr(), M, N, K, 1,
         (0, K, 1), (0, N, 1), (0, N, 1), stream=stream, **split,

@@ -180,7 +180,44 @@ def cases(quick: bool = False):
     ]
     if quick:
         cs = cs[::4]
-    return cs + splitk_cases() + pingpong_cases() + wide_epilogue_cases() + swizzle_cases()
+    return cs + splitk_cases() + pingpong_cases() + wide_epilogue_cases() + swizzle_cases() + tail_cases()
+
+
+def tail_cases():
+    """Split tails (knobs.tail_split): grids whose last round of clusters is short, so its tiles run
+    as K slices; always run. With 2x1 clusters 66 are resident (H200): 72 units leave 6 for the last
+    round, split 4 ways (3 when K has only 3 k-tiles)."""
+    t4 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, tail_split=4)
+    t4_1x1 = GemmKnobs(tile_m=128, tile_n=128, tail_split=4)
+    return [
+        # 12 x 6 clusters (ragged M and N): 66 whole units, then 6 in 4 slices of 4 k-tiles
+        dict(m=2900, n=1400, k=1000, knobs=t4, bias=True, act="gelu_approx_tanh", reps=2),
+        # K of 3 k-tiles: at most 3 slices
+        dict(m=2900, n=1400, k=130, knobs=t4, bias=True, act="relu"),
+        dict(
+            m=2904,
+            n=1400,
+            k=1000,
+            dt="fp16",
+            out="fp16",
+            a_col=True,
+            knobs=t4,
+            bias=True,
+            row_scale=True,
+            col_scale=True,
+            residual=True,
+            act="gelu",
+            aux=True,
+        ),
+        dict(m=1000, n=2100, k=520, l=2, knobs=t4, residual=True, act="silu"),
+        dict(m=2900, n=1400, k=1000, out="fp32", knobs=t4, bias=True),
+        # 1x1 clusters, 128x128: 133 units on 132 resident CTAs
+        dict(m=896, n=2432, k=2048, knobs=t4_1x1, bias=True, act="gelu_approx_tanh"),
+        # a grid the tail does not pay for (256 units, 58 in the last round): runs unsplit
+        dict(m=4096, n=4096, k=512, knobs=t4, bias=True, act="gelu_approx_tanh"),
+        # the benchmark's long-K shape (1024 units: 34 in the last round, 3 slices)
+        dict(m=8192, n=8192, k=8192, knobs=t4, bias=True, act="gelu_approx_tanh"),
+    ]
 
 
 def swizzle_cases():
@@ -367,6 +404,8 @@ _FAMILIES = {
     "64-wide epilogue sub-tiles, split-K": lambda c, kn: kn.epi_n == 64 and kn.split_k > 1,
     "swizzle 8, ragged swizzle group": lambda c, kn: kn.swizzle == 8 and c["m"] == 2900,
     "swizzle 4, ping-pong": lambda c, kn: kn.swizzle == 4 and kn.pingpong,
+    "split tail, every epilogue piece + aux": lambda c, kn: kn.tail_split > 1 and c.get("aux"),
+    "split tail, batched": lambda c, kn: kn.tail_split > 1 and c.get("l", 1) > 1,
 }
 
 
@@ -412,7 +451,7 @@ def main(argv=None) -> int:
         kd = (
             f"{kn.tile_m}x{kn.tile_n} cga{kn.cga_m}x{kn.cga_n}{' swap' if kn.swap_ab else ''}"
             f"{f' sk{kn.split_k}' if kn.split_k > 1 else ''}{' pp' if kn.pingpong else ''}"
-            f"{' e64' if kn.epi_n == 64 else ''}"
+            f"{f' t{kn.tail_split}' if kn.tail_split > 1 else ''}{' e64' if kn.epi_n == 64 else ''}"
             if kn
             else "default"
         )

@@ -45,6 +45,9 @@ KNOB_DOMAINS: dict[str, tuple[Any, ...]] = {
     "SWIZZLE": (1, 2, 4, 8),
     "SPLIT_K": (1, 2),  # K slices reduced in the kernel (fp32 partials in the workspace)
     "PINGPONG": (False, True),  # consumer warpgroups on alternate tiles (epilogue under the main loop)
+    # the persistent grid's last, partly idle round of tiles cut into up to this many K slices
+    # (the kernel picks the count per launch; kernels/tile_schedule.py)
+    "TAIL_SPLIT": (1, 4),
 }
 
 _FEATURES = frozenset({"bias", "row_scale", "col_scale", "residual", "activation", "aux_output", "batched"})
@@ -68,6 +71,7 @@ def knobs_from_config(knobs: Any) -> Any:
         swizzle=k.get("SWIZZLE", 1),
         split_k=k.get("SPLIT_K", 1),
         pingpong=bool(k.get("PINGPONG", False)),
+        tail_split=k.get("TAIL_SPLIT", 1),
     )
 
 
@@ -127,7 +131,7 @@ class GemmSm90Plan(CompiledPlan):
             facts.k,
         )
         self._batch = prod(declared["out"][1][:-2])
-        self._workspace = kernel_plan.workspace_bytes(facts.m, facts.n, self._batch)
+        self._workspace = kernel_plan.workspace_bytes(facts.m, facts.n, self._batch, facts.k)
         self._launch = self._lower(kernel_plan, self._positions, declared)
 
     # --- build: the table, lowered into one closure -----------------------------------------------
@@ -156,15 +160,15 @@ class GemmSm90Plan(CompiledPlan):
         geometry = self._geometry({r: declared[r] for r in _TENSOR_ROLES if r in positions})
         if isinstance(geometry, str):  # a graph the closure cannot serve is declined, not run elsewhere
             raise GraphNotSupportedError(f"gemm_sm90: the declared geometry: {geometry}")
-        if kp.split_k > 1:
+        if kp.needs_workspace:
             return self._lower_split(kp, checks, pointer_rows, geometry)
         return _straight_line_launch(fn, self._per_call, checks, pointer_rows, len(order), geometry)
 
     def _lower_split(self, kp: Any, checks: tuple, pointer_rows: tuple, geometry: tuple) -> Any:
-        """The split-K closure: the caller's workspace takes the fp32 partials, the engine's
-        per-stream semaphores (`kernels.semaphores`) the tile counts; no per-call memset runs. It
-        runs only the declared geometry: any other call is refused, naming the rule it breaks."""
-        from pygraph_gemm.kernels.config import splitk_tiles
+        """The closure of split-K and split-tail plans: the caller's workspace takes the fp32
+        partials, the engine's per-stream semaphores (`kernels.semaphores`) the tile counts; no
+        per-call memset runs. It runs only the declared geometry: any other call is refused, naming
+        the rule it breaks."""
         from pygraph_gemm.kernels.semaphores import stream_semaphores
 
         refuse = self._refuse
@@ -184,7 +188,7 @@ class GemmSm90Plan(CompiledPlan):
         def refuse_workspace(workspace: int) -> None:
             refuse(f"workspace pointer {workspace:#x} is not 16-byte aligned")
 
-        words = splitk_tiles(self._facts.m, self._facts.n, self._batch, kp.knobs)
+        words = kp.semaphore_words(self._facts.m, self._facts.n, self._batch, self._facts.k)
         split = (stream_semaphores().address, words, refuse_workspace)
         return _straight_line_launch(
             kp.fn, refuse_call, checks, pointer_rows, len(kp.pointer_order), geometry, split
@@ -309,12 +313,16 @@ class GemmSm90Engine(BaseEngine):
             raise ImportError(f"{self.name}: needs the CuTe DSL (pip install nvidia-cutlass-dsl)")
 
     def get_workspace_size(self, graph: Any, plan: PlanConfig) -> int:
-        """Split-K's fp32 partials (its semaphores are engine-owned); 0 for every other config."""
+        """The fp32 partials of split-K or a split tail (their semaphores are engine-owned); 0 for
+        every other config."""
         from pygraph_gemm.kernels.config import workspace_bytes
+        from pygraph_gemm.kernels.launch import resident_clusters
 
         facts = self._facts(graph)
         batch = prod(facts.batch) if facts.batch else 1
-        return workspace_bytes(facts.m, facts.n, batch, knobs_from_config(plan.knobs))
+        knobs = knobs_from_config(plan.knobs)
+        resident = resident_clusters(knobs.cga_m * knobs.cga_n)
+        return workspace_bytes(facts.m, facts.n, batch, knobs, facts.k, resident)
 
     def build_plan(self, graph: Any, plan: PlanConfig, ctx: ExecutionContext | None) -> CompiledPlan:
         self.check_support(graph)

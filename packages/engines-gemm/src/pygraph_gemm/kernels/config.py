@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .tile_schedule import tail_split
+
 ACTIVATIONS = ("none", "relu", "gelu", "gelu_approx_tanh", "silu", "sigmoid", "tanh")
 _ACT_ALIASES = {"swish": "silu", "gelu_erf": "gelu", "gelu_tanh": "gelu_approx_tanh", "identity": "none"}
 IN_DTYPES = ("bf16", "fp16")
@@ -72,6 +74,10 @@ class GemmKnobs:
     # epilogue sub-tile width along N: 32 (a 4-deep store ring) or 64 (2-deep, the same shared
     # memory; half the sub-tiles, so half the epilogue barriers and TMA stores per tile)
     epi_n: int = 32
+    # split tail: when the persistent grid's last round of tiles would leave SMs idle, its tiles run
+    # as up to ``tail_split`` K-slices each (partials reduced like split-K's; `tile_schedule.tail_split`
+    # picks the count per launch, 1 where splitting does not pay). 1 = off.
+    tail_split: int = 1
 
     def validate(self) -> str | None:
         if self.tile_m not in (64, 128, 256):
@@ -93,6 +99,11 @@ class GemmKnobs:
             return f"stages={self.stages} not in [2, 12]"
         if not 1 <= self.split_k <= 16:
             return f"split_k={self.split_k} not in [1, 16]"
+        if not 1 <= self.tail_split <= 8:
+            return f"tail_split={self.tail_split} not in [1, 8]"
+        if self.tail_split > 1 and (self.split_k > 1 or self.pingpong):
+            what = f"split_k={self.split_k}" if self.split_k > 1 else "pingpong"
+            return f"tail_split={self.tail_split} does not combine with {what}"
         if self.epi_n not in (32, 64):
             return f"epi_n={self.epi_n} not in (32, 64)"
         if self.epi_n == 64 and self.tile_n % 64:
@@ -231,6 +242,28 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
+# Clusters of each size resident at once on a 132-SM H100 SXM / H200 (what the occupancy query gave
+# on the H200, 2026-11-29); used where no GPU can be asked, e.g. compiling ahead on a CPU machine.
+RESIDENT_132 = {1: 132, 2: 66, 4: 30}
+
+
+def resident_fallback(cluster_size: int) -> int:
+    return RESIDENT_132.get(cluster_size, 132 // cluster_size)
+
+
+def tail_tiles(m: int, n: int, k: int, l: int, knobs: GemmKnobs, resident: int) -> tuple[int, int]:
+    """(output tiles in the split tail, K-slices per tile) of a launch of (M, N, K, L) in the USER
+    frame on a GPU running ``resident`` clusters at once; (0, 1) when the tail is not split."""
+    if knobs.tail_split <= 1:
+        return 0, 1
+    if knobs.swap_ab:
+        m, n = n, m
+    cluster = knobs.cga_m * knobs.cga_n
+    units = _ceil(_ceil(m, knobs.tile_m), knobs.cga_m) * _ceil(_ceil(n, knobs.tile_n), knobs.cga_n) * l
+    whole, slices = tail_split(units, min(units, resident), _ceil(k, knobs.tile_k), knobs.tail_split)
+    return (units - whole) * cluster, slices
+
+
 def splitk_tiles(m: int, n: int, l: int, knobs: GemmKnobs) -> int:
     """Output tiles (kernel frame, padded to whole clusters): one int32 semaphore and ``split_k``
     fp32 partial tiles each. The semaphores live apart from the partials (`launch.semaphores`)."""
@@ -241,16 +274,39 @@ def splitk_tiles(m: int, n: int, l: int, knobs: GemmKnobs) -> int:
     return mt * nt * l
 
 
-def workspace_bytes(m: int, n: int, l: int, knobs: GemmKnobs) -> int:
-    """Caller workspace the kernel needs for (M, N, L) in the USER frame; 0 when split_k == 1.
+def needs_workspace(knobs: GemmKnobs) -> bool:
+    """Whether launches take a workspace and semaphores (split-K, or a split tail)."""
+    return knobs.split_k > 1 or knobs.tail_split > 1
 
-    It holds only the fp32 partials (``split_k`` tiles per output tile) and may hold anything at
-    launch: every partial is written before it is read. The per-tile semaphores, which must be zero
-    at launch and which the kernel leaves zero, are engine-owned (`launch.semaphores`).
+
+def workspace_bytes(m: int, n: int, l: int, knobs: GemmKnobs, k: int = 0, resident: int = 0) -> int:
+    """Caller workspace the kernel needs for (M, N, L) in the USER frame; 0 without split-K or a
+    split tail. A split tail's size also depends on K and on the clusters resident at once
+    (``resident``; 0 = the H200's count).
+
+    It holds only the fp32 partials (``split_k`` tiles per output tile, or the slices of each tail
+    tile) and may hold anything at launch: every partial is written before it is read. The per-tile
+    semaphores, which must be zero at launch and which the kernel leaves zero, are engine-owned
+    (`launch.semaphores`).
     """
-    if knobs.split_k <= 1:
-        return 0
-    return splitk_tiles(m, n, l, knobs) * knobs.split_k * knobs.tile_m * knobs.tile_n * 4
+    tile_bytes = knobs.tile_m * knobs.tile_n * 4
+    if knobs.split_k > 1:
+        return splitk_tiles(m, n, l, knobs) * knobs.split_k * tile_bytes
+    if knobs.tail_split > 1:
+        resident = resident or resident_fallback(knobs.cga_m * knobs.cga_n)
+        tiles, slices = tail_tiles(m, n, k, l, knobs, resident)
+        return tiles * slices * tile_bytes
+    return 0
+
+
+def semaphore_words(m: int, n: int, l: int, knobs: GemmKnobs, k: int = 0, resident: int = 0) -> int:
+    """Zeroed int32 tile semaphores a launch needs (engine-owned, `launch.semaphores`)."""
+    if knobs.split_k > 1:
+        return splitk_tiles(m, n, l, knobs)
+    if knobs.tail_split > 1:
+        resident = resident or resident_fallback(knobs.cga_m * knobs.cga_n)
+        return max(1, tail_tiles(m, n, k, l, knobs, resident)[0])
+    return 0
 
 
 def can_implement(

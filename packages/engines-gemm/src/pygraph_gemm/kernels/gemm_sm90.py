@@ -12,6 +12,9 @@ Roles in a CTA (one CTA per SM, persistent over output tiles):
     and they take turns on the tensor cores, so one's epilogue runs under the other's main loop.
   * split-K (``knobs.split_k > 1``): K slices of a tile run on different CTAs; fp32 partials meet in
     a workspace and the last slice to arrive (per-tile semaphore) reduces them and runs the epilogue.
+  * split tail (``knobs.tail_split > 1``): only the tiles of the persistent grid's last, partly idle
+    round are cut into K slices (as many as `tile_schedule.tail_split` finds worth it, per launch),
+    reduced the same way.
 
 Shapes and strides are runtime values: one compiled kernel serves every M, N, K, L and leading
 dimension of its static layout (majorness, dtypes, epilogue, knobs).
@@ -31,7 +34,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from .config import GemmKnobs, KernelEpilogue, KernelLayout, epi_ring_depth, pick_stages
 from .epilogue import activate, apply_affine
-from .tile_schedule import schedule_extent, unit_coord
+from .tile_schedule import schedule_extent, tail_split, unit_coord, unit_work
 
 _DT = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16, "fp32": cutlass.Float32}
 
@@ -41,8 +44,8 @@ def _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout):
     explicitly because this module uses postponed annotations)."""
     R, A = cute.struct.MemRange, cute.struct.Align
     fields = {"mbar": R[cutlass.Int64, self.ab_stage * 2]}
-    if self.split_k > 1:
-        fields["flag"] = R[cutlass.Int32, 4]  # split-K: the semaphore's old value, broadcast
+    if self.has_split:
+        fields["flag"] = R[cutlass.Int32, 4]  # split-K / split tail: the semaphore's old value, broadcast
     fields["sA"] = A[R[self.ab_dtype, cute.cosize(sA_layout)], 1024]
     fields["sB"] = A[R[self.ab_dtype, cute.cosize(sB_layout)], 1024]
     fields["sC"] = A[R[self.c_dtype, cute.cosize(sC_layout)], 1024]
@@ -71,6 +74,8 @@ class Sm90Gemm:
         self.aux_dtype = _DT[epi.aux_dtype]
         self.tile_mnk = (knobs.tile_m, knobs.tile_n, knobs.tile_k)
         self.split_k = knobs.split_k
+        self.tail_split = knobs.tail_split
+        self.has_split = knobs.split_k > 1 or knobs.tail_split > 1  # K slices reduced in the kernel
         self.cluster_mn = (knobs.cga_m, knobs.cga_n)
         self.pingpong = knobs.pingpong
         self.n_consumer_wg = 2 if knobs.pingpong or knobs.tile_m != 64 else 1
@@ -277,10 +282,20 @@ class Sm90Gemm:
         rows, cols, n_units, n_resident = schedule_extent(
             n_tiles_mnl, self.cluster_mn, self.max_active_clusters
         )
+        cluster_size = self.cluster_mn[0] * self.cluster_mn[1]
         if const_expr(self.split_k > 1):
             # one semaphore per cluster-padded tile: units / S clusters of cluster_m x cluster_n tiles
-            n_sem = n_units // self.split_k * (self.cluster_mn[0] * self.cluster_mn[1])
+            n_sem = n_units // self.split_k * cluster_size
             mCnt = cute.make_tensor(sem_ptr, cute.make_layout(n_sem))
+            mWs = cute.make_tensor(ws_ptr, cute.make_layout(1))
+        # the work items: units 0 .. whole-1 whole, then `slices` K-slices of each remaining unit
+        whole, slices, n_work = n_units, Int32(1), n_units
+        if const_expr(self.tail_split > 1):
+            k_tiles = (k + self.tile_mnk[2] - 1) // self.tile_mnk[2]
+            whole, slices = tail_split(n_units, n_resident, k_tiles, self.tail_split)
+            n_work = whole + (n_units - whole) * slices
+            # one semaphore and `slices` partial tiles per tail tile (fewer than one round's worth)
+            mCnt = cute.make_tensor(sem_ptr, cute.make_layout(n_resident * cluster_size))
             mWs = cute.make_tensor(ws_ptr, cute.make_layout(1))
         grid = (*self.cluster_mn, n_resident)
 
@@ -310,7 +325,9 @@ class Sm90Gemm:
             sX_layout,
             rows,
             cols,
-            n_units,
+            n_work,
+            whole,
+            slices,
         ).launch(
             grid=grid,
             block=[self.threads, 1, 1],
@@ -328,6 +345,30 @@ class Sm90Gemm:
             col * self.cluster_mn[1] + cta_mn[1],
             batch,
         )
+
+    def _work_of(self, unit, rows, cols, cta_mn, k_tiles, whole, slices):
+        """Work item ``unit`` of this CTA: (tile row, tile column, batch, first k-tile, k-tiles,
+        K slice, slices, semaphore slot). The slot indexes the tile's semaphore and partials (split
+        modes only)."""
+        if const_expr(self.tail_split > 1):
+            sched_unit, ks, n_slices = unit_work(unit, whole, slices)
+            row, col, batch = self._tile_of(sched_unit, rows, cols, cta_mn)
+            kt0 = ks * k_tiles // n_slices
+            n_kt = (ks + 1) * k_tiles // n_slices - kt0
+            cluster_size = self.cluster_mn[0] * self.cluster_mn[1]
+            slot = (sched_unit - whole) * cluster_size + cta_mn[0] + cta_mn[1] * self.cluster_mn[0]
+            return row, col, batch, kt0, n_kt, ks, n_slices, slot
+        row, col, lmode = self._tile_of(unit, rows, cols, cta_mn)
+        if const_expr(self.split_k > 1):
+            S = self.split_k  # the slices ride on the schedule's L mode: l * S + slice
+            batch = lmode // S
+            ks = lmode - batch * S
+            kt0 = ks * k_tiles // S
+            n_kt = (ks + 1) * k_tiles // S - kt0
+            # the cluster-padded tile grid the semaphores are laid out on (the schedule's extent)
+            slot = (batch * (rows * self.cluster_mn[0]) + row) * (cols * self.cluster_mn[1]) + col
+            return row, col, batch, kt0, n_kt, ks, S, slot
+        return row, col, lmode, Int32(0), k_tiles, 0, 1, 0
 
     @cute.kernel
     def kernel(
@@ -356,6 +397,8 @@ class Sm90Gemm:
         rows: Int32,
         cols: Int32,
         n_units: Int32,
+        whole: Int32,
+        slices: Int32,
     ):
         epi = self.epi
         tidx, _, _ = cute.arch.thread_idx()
@@ -433,19 +476,13 @@ class Sm90Gemm:
                 unit = first_unit
                 prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stage)
                 while unit < n_units:
-                    crd = self._tile_of(unit, rows, cols, cta_mn)
-                    batch = crd[2]
-                    kt0 = Int32(0)
-                    n_kt = k_tiles
-                    if const_expr(self.split_k > 1):
-                        batch = crd[2] // self.split_k
-                        ks = crd[2] - batch * self.split_k
-                        kt0 = ks * k_tiles // self.split_k
-                        n_kt = (ks + 1) * k_tiles // self.split_k - kt0
+                    row, col, batch, kt0, n_kt, _, _, _ = self._work_of(
+                        unit, rows, cols, cta_mn, k_tiles, whole, slices
+                    )
                     la = 0 if const_expr(self.lay.a_bcast) else batch
                     lb = 0 if const_expr(self.lay.b_bcast) else batch
-                    tAg = tAgA[(None, crd[0], None, la)]
-                    tBg = tBgB[(None, crd[1], None, lb)]
+                    tAg = tAgA[(None, row, None, la)]
+                    tBg = tBgB[(None, col, None, lb)]
                     for kt in cutlass.range(n_kt, unroll=1):
                         ab_pipe.producer_acquire(prod)
                         bar = ab_pipe.producer_get_barrier(prod)
@@ -535,11 +572,8 @@ class Sm90Gemm:
             step = n_resident  # units between this warpgroup's tiles
             read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
             release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
-            if const_expr(self.split_k > 1):
+            if const_expr(self.has_split):
                 sFlag = storage.flag.get_tensor(cute.make_layout(4))
-                # the cluster-padded tile grid the semaphores are laid out on (the schedule's extent)
-                mt_p = rows * self.cluster_mn[0]
-                nt_p = cols * self.cluster_mn[1]
             epi_count = Int32(0)  # sub-tiles stored so far (split-K: only the tiles this CTA finished)
             tiles_done = Int32(0)  # tiles this warpgroup has run
             if const_expr(self.pingpong):
@@ -552,14 +586,10 @@ class Sm90Gemm:
                         read.advance()
                         release.advance()
             while unit < n_units:
-                crd = self._tile_of(unit, rows, cols, cta_mn)
-                batch = crd[2]
-                n_kt = k_tiles
-                if const_expr(self.split_k > 1):
-                    batch = crd[2] // self.split_k
-                    ks = crd[2] - batch * self.split_k
-                    kt0 = ks * k_tiles // self.split_k
-                    n_kt = (ks + 1) * k_tiles // self.split_k - kt0
+                row, col, batch, _, n_kt, ks, n_slices, slot = self._work_of(
+                    unit, rows, cols, cta_mn, k_tiles, whole, slices
+                )
+                crd = (row, col)
                 if const_expr(self.pingpong):
                     if cwg + tiles_done > 0:  # all but the CTA's first tile wait for their turn
                         my_turn.arrive_and_wait()
@@ -591,8 +621,11 @@ class Sm90Gemm:
                         read.advance()
                         release.advance()
 
-                # ---- split-K: publish this slice's fp32 partial; the last slice's CTA reduces
+                # ---- K slices (split-K, split tail): publish this slice's fp32 partial; the CTA of
+                # the last slice to arrive reduces them
                 do_epi = not self.probe_skip_epilogue
+                if const_expr(self.tail_split > 1):
+                    do_epi = cutlass.Boolean(do_epi)  # set again below, under a runtime branch
                 if const_expr(self.probe_skip_epilogue):
                     # keep the accumulators (and so every wgmma) live: a store that finite data never takes
                     total = acc[0]
@@ -600,41 +633,36 @@ class Sm90Gemm:
                         total = total + acc[i]
                     if total != total:
                         mBiasN[0] = total.to(self.vec_dtype)
-                if const_expr(self.split_k > 1):
-                    S = self.split_k
-                    tile_lin = (batch * mt_p + crd[0]) * nt_p + crd[1]
-                    n_frag = cute.size(acc)
-                    tile_elems = self.tile_mnk[0] * self.tile_mnk[1]
-                    # [split][element][thread] per tile: each fragment element is one coalesced row
-                    t_base = Int64(tile_lin) * (S * tile_elems) + Int64(ctid)
-                    ws_mine = cute.make_tensor(
-                        mWs.iterator + (t_base + Int64(ks) * tile_elems),
-                        cute.make_layout(n_frag, stride=self.n_mma_threads),
-                    )
-                    for i in cutlass.range_constexpr(n_frag):
-                        ws_mine[i] = acc[i]
-                    cute.arch.fence_acq_rel_gpu()
-                    epi_barrier.arrive_and_wait()
-                    if ctid == 0:
-                        sFlag[0] = cute.arch.atomic_add(
-                            mCnt.iterator + tile_lin, Int32(1), sem="acq_rel", scope="gpu"
-                        )
-                    epi_barrier.arrive_and_wait()
-                    do_epi = sFlag[0] == S - 1
-                    if do_epi:
-                        cute.arch.fence_acq_rel_gpu()
-                        # sum the slices in slice order (deterministic, independent of arrival)
-                        ws_all = cute.make_tensor(
-                            mWs.iterator + t_base,
-                            cute.make_layout((n_frag, S), stride=(self.n_mma_threads, tile_elems)),
-                        )
+                if const_expr(self.has_split):
+                    if n_slices > 1:  # always under split-K; the tail's units under a split tail
+                        n_frag = cute.size(acc)
+                        tile_elems = self.tile_mnk[0] * self.tile_mnk[1]
+                        frag = cute.make_layout(n_frag, stride=self.n_mma_threads)
+                        # [slice][element][thread] per tile: each fragment element is one coalesced row
+                        t_base = Int64(slot) * Int64(n_slices * tile_elems) + Int64(ctid)
+                        ws_mine = cute.make_tensor(mWs.iterator + (t_base + Int64(ks) * tile_elems), frag)
                         for i in cutlass.range_constexpr(n_frag):
-                            v = ws_all[i, 0]
-                            for j in cutlass.range_constexpr(1, S):
-                                v = v + ws_all[i, j]
-                            acc[i] = v
+                            ws_mine[i] = acc[i]
+                        cute.arch.fence_acq_rel_gpu()
+                        epi_barrier.arrive_and_wait()
                         if ctid == 0:
-                            mCnt[tile_lin] = Int32(0)  # leave the semaphore zeroed for the next launch
+                            sFlag[0] = cute.arch.atomic_add(
+                                mCnt.iterator + slot, Int32(1), sem="acq_rel", scope="gpu"
+                            )
+                        epi_barrier.arrive_and_wait()
+                        do_epi = sFlag[0] == n_slices - 1
+                        if do_epi:
+                            cute.arch.fence_acq_rel_gpu()
+                            # sum the slices in slice order (deterministic, independent of arrival)
+                            ws_first = cute.make_tensor(mWs.iterator + t_base, frag)
+                            for i in cutlass.range_constexpr(n_frag):
+                                acc[i] = ws_first[i]
+                            for j in cutlass.range(1, n_slices, unroll=1):
+                                ws_j = cute.make_tensor(mWs.iterator + (t_base + Int64(j) * tile_elems), frag)
+                                for i in cutlass.range_constexpr(n_frag):
+                                    acc[i] = acc[i] + ws_j[i]
+                            if ctid == 0:
+                                mCnt[slot] = Int32(0)  # leave the semaphore zeroed for the next launch
 
                 if do_epi:
                     # ---- epilogue, in registers

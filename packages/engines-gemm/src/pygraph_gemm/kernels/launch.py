@@ -26,7 +26,9 @@ from .config import (
     KernelLayout,
     can_implement,
     dtype_name,
-    splitk_tiles,
+    needs_workspace,
+    resident_fallback,
+    semaphore_words,
     workspace_bytes,
 )
 from .semaphores import stream_semaphores
@@ -42,9 +44,6 @@ def cache_key(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: st
     return ("sm90_gemm_v1", astuple(knobs), astuple(epi), astuple(lay), arch, clusters)
 
 
-# Clusters of each size resident at once on a 132-SM H100 SXM / H200 (what the occupancy query gave
-# on the H200, 2026-11-29); used where no GPU can be asked, e.g. compiling ahead on a CPU machine.
-_RESIDENT_132 = {1: 132, 2: 66, 4: 30}
 _RESIDENT: dict[int, int] = {}
 
 
@@ -71,7 +70,7 @@ def resident_clusters(cluster_size: int) -> int:
     except Exception:
         n = None
     if not n:
-        n = _RESIDENT_132.get(cluster_size, 132 // cluster_size)
+        n = resident_fallback(cluster_size)  # no GPU to ask, e.g. compiling ahead on a CPU
     _RESIDENT[cluster_size] = n
     return n
 
@@ -83,7 +82,7 @@ def _compile(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str
 
     from .gemm_sm90 import _DT, Sm90Gemm, Sm90GemmSplitK
 
-    cls = Sm90GemmSplitK if knobs.split_k > 1 else Sm90Gemm
+    cls = Sm90GemmSplitK if needs_workspace(knobs) else Sm90Gemm
     kern = cls(knobs, lay, epi, max_active_clusters=resident_clusters(knobs.cga_m * knobs.cga_n))
     g = cute.AddressSpace.gmem
 
@@ -104,7 +103,7 @@ def _compile(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str
     ]
     i32, i64 = cutlass.Int32(1), cutlass.Int64(8)
     args += [i32] * 4 + [i64] * 11
-    if knobs.split_k > 1:
+    if needs_workspace(knobs):
         args.append(p("fp32", 16))  # workspace: the fp32 partials
         args.append(make_ptr(cutlass.Int32, 0, g, assumed_align=4))  # the tile semaphores
     args.append(make_fake_stream())
@@ -295,6 +294,7 @@ class Plan:
         "b_bcast",
         "fn",
         "geometry",
+        "k",
         "kepi",
         "klay",
         "knobs",
@@ -336,6 +336,7 @@ class Plan:
             lay = KernelLayout(ad, cd, a_maj, "k" if b_maj == "k" else "n", c_maj, a_bc, b_bc)
         self.kepi = KernelEpilogue.from_spec(spec, knobs.swap_ab)
         self.klay, self.knobs, self.swap = lay, knobs, knobs.swap_ab
+        self.k = k  # the K the plan was built for (a split tail's workspace depends on K)
         self.a_bcast, self.b_bcast = a_bc, b_bc
         self.pointer_order, self.geometry = kernel_frame(lay, knobs.swap_ab)
         self.fn = get_compiled(knobs, self.kepi, lay, arch)
@@ -345,27 +346,42 @@ class Plan:
     def split_k(self) -> int:
         return self.knobs.split_k
 
-    def workspace_bytes(self, m: int, n: int, l: int) -> int:
-        """Workspace (bytes) a launch of (M, N, L) needs; 0 unless split_k > 1."""
-        return workspace_bytes(m, n, l, self.knobs)
+    @property
+    def needs_workspace(self) -> bool:
+        """Launches take a workspace and semaphores (split-K or a split tail)."""
+        return needs_workspace(self.knobs)
 
-    def own_workspace(self, m: int, n: int, l: int, device=None) -> int:
-        """Address of a plan-owned workspace for (M, N, L) (the partials need no initialization).
+    def _resident(self) -> int:
+        return resident_clusters(self.knobs.cga_m * self.knobs.cga_n)
+
+    def workspace_bytes(self, m: int, n: int, l: int, k: int = 0) -> int:
+        """Workspace (bytes) a launch of (M, N, K, L) needs; 0 without split-K or a split tail
+        (whose size depends on K: 0 means the K the plan was built for)."""
+        return workspace_bytes(m, n, l, self.knobs, k or self.k, self._resident())
+
+    def semaphore_words(self, m: int, n: int, l: int, k: int = 0) -> int:
+        """Engine-owned tile semaphores a launch of (M, N, K, L) needs."""
+        return semaphore_words(m, n, l, self.knobs, k or self.k, self._resident())
+
+    def own_workspace(self, m: int, n: int, l: int, device=None, k: int = 0) -> int:
+        """Address of a plan-owned workspace for (M, N, K, L) (the partials need no initialization).
         Not for concurrent launches of one plan on two streams."""
-        need = self.workspace_bytes(m, n, l)
+        need = self.workspace_bytes(m, n, l, k)
         if self._ws is None or self._ws.numel() < need:
             import torch
 
             self._ws = torch.empty(max(need, 256), dtype=torch.uint8, device=device or "cuda")
         return self._ws.data_ptr()
 
-    def semaphores(self, m: int, n: int, l: int, stream: int = 0, device: int | None = None) -> int:
-        """Address of the engine-owned tile semaphores for a launch of (M, N, L) on ``stream``."""
+    def semaphores(
+        self, m: int, n: int, l: int, stream: int = 0, device: int | None = None, k: int = 0
+    ) -> int:
+        """Address of the engine-owned tile semaphores for a launch of (M, N, K, L) on ``stream``."""
         if device is None:
             import torch
 
             device = torch.cuda.current_device()
-        return stream_semaphores().address(device, stream, splitk_tiles(m, n, l, self.knobs))
+        return stream_semaphores().address(device, stream, self.semaphore_words(m, n, l, k))
 
     def kernel_args(
         self,
@@ -394,32 +410,33 @@ class Plan:
 
         Pointers are raw device addresses (ints); strides are user-frame (batch, row, col) in
         elements for A (M, K), B (K, N), C (M, N), residual and aux (M, N); ``stream`` is a raw
-        cudaStream_t (0 = legacy default stream). Split-K only (split_k > 1): ``workspace`` is the
-        device address of ``workspace_bytes(m, n, l)`` bytes (any contents) and ``semaphores`` that
-        of ``splitk_tiles`` zeroed int32 words (see ``semaphores``); they go after the sizes/strides,
-        before the stream.
+        cudaStream_t (0 = legacy default stream). Split-K or a split tail only (``needs_workspace``):
+        ``workspace`` is the device address of ``workspace_bytes(m, n, l, k)`` bytes (any contents)
+        and ``semaphores`` that of ``semaphore_words`` zeroed int32 words (see ``semaphores``); they
+        go after the sizes/strides, before the stream.
         """
         ptrs = (a_ptr, b_ptr, c_ptr, bias_ptr, row_scale_ptr, col_scale_ptr, residual_ptr, aux_ptr)
         geo = self.geometry(m, n, k, l, a_strides, b_strides, c_strides, residual_strides, aux_strides)
-        if self.split_k > 1:
+        if self.needs_workspace:
             return tuple(ptrs[i] for i in self.pointer_order) + geo + (workspace, semaphores, stream)
         return tuple(ptrs[i] for i in self.pointer_order) + geo + (stream,)
 
     def __call__(self, *args, **kwargs) -> None:
-        """Launch; same arguments as ``kernel_args``. With split_k > 1, a missing ``workspace`` is
-        the plan's own and missing ``semaphores`` the engine-owned ones of the stream."""
-        if self.split_k > 1:
+        """Launch; same arguments as ``kernel_args``. With split-K or a split tail, a missing
+        ``workspace`` is the plan's own and missing ``semaphores`` the engine-owned ones of the stream."""
+        if self.needs_workspace:
             m = args[3] if len(args) > 3 else kwargs["m"]
             n = args[4] if len(args) > 4 else kwargs["n"]
+            k = args[5] if len(args) > 5 else kwargs["k"]
             l = args[6] if len(args) > 6 else kwargs["l"]
             st = args[17] if len(args) > 17 else kwargs.get("stream", 0)
             extra = dict(zip(("workspace", "semaphores"), args[18:]))
             args = args[:18]
             kwargs = {**kwargs, **extra}
             if not kwargs.get("workspace"):
-                kwargs["workspace"] = self.own_workspace(m, n, l)
+                kwargs["workspace"] = self.own_workspace(m, n, l, k=k)
             if not kwargs.get("semaphores"):
-                kwargs["semaphores"] = self.semaphores(m, n, l, st)
+                kwargs["semaphores"] = self.semaphores(m, n, l, st, k=k)
         self.fn(*self.kernel_args(*args, **kwargs))
 
 

@@ -8,14 +8,21 @@ c, c + resident, c + 2 * resident, ... Units map to cluster coordinates in raste
 cover a compact block whose A rows and B columns stay in L2. The last band is as wide as what is
 left of the grid: no unit falls outside it, so a grid that s does not divide wastes nothing.
 
-Host side: `schedule_extent` (traced in the JIT host function). Device side: `unit_coord` (traced in
-the kernel). Sizes are runtime Int32 values; ``swizzle`` and the raster order are compile-time. Both
+Host side: `schedule_extent` and `tail_split` (traced in the JIT host function). Device side:
+`unit_coord` and `unit_work` (traced in the kernel). Sizes are runtime Int32 values; ``swizzle`` and the raster order are compile-time. Both
 also run on plain Python ints, which is how the tests check the order.
 """
 
 from __future__ import annotations
 
-import cutlass
+
+def _min(a, b):
+    """min() for Python ints and traced values alike (the DSL is imported only when tracing)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b)
+    import cutlass
+
+    return cutlass.min(a, b)
 
 
 def schedule_extent(n_tiles_mnl, cluster_mn: tuple[int, int], resident: int):
@@ -23,7 +30,7 @@ def schedule_extent(n_tiles_mnl, cluster_mn: tuple[int, int], resident: int):
     rows = (n_tiles_mnl[0] + cluster_mn[0] - 1) // cluster_mn[0]
     cols = (n_tiles_mnl[1] + cluster_mn[1] - 1) // cluster_mn[1]
     units = rows * cols * n_tiles_mnl[2]
-    return rows, cols, units, cutlass.min(units, resident)
+    return rows, cols, units, _min(units, resident)
 
 
 def unit_coord(u, rows, cols, swizzle: int, raster_m: bool):
@@ -40,7 +47,59 @@ def unit_coord(u, rows, cols, swizzle: int, raster_m: bool):
         band_units = along * swizzle
         band = r // band_units
         off = r - band * band_units
-        width = cutlass.min(across - band * swizzle, swizzle)
+        width = _min(across - band * swizzle, swizzle)
         i = off // width
         j = band * swizzle + off - i * width
     return (i, j, batch) if raster_m else (j, i, batch)
+
+
+# ---------------------------------------------------------------------------- the split tail
+# A persistent grid of R resident clusters runs U units in ceil(U / R) rounds; when U is not a
+# multiple of R the last round is partly idle (8192^3 in 128x256 tiles, 2x1 clusters: 1024 units on
+# 66 clusters, the 16th round runs 34 of 66). Splitting each of those `rem` last units into S K-slices
+# (partials reduced in the kernel, as split-K does) turns the last round's time from one unit into
+# ceil(rem * S / R) / S of one: 2/3 for 34 units split 3 ways on 66 clusters.
+
+# a split tail must save at least 1/8 of a unit's time: below that the partials' round trip and the
+# slices' shorter pipelines eat the gain
+_TAIL_GAIN_NUM, _TAIL_GAIN_DEN = 7, 8
+
+
+def _pick(cond, if_true, if_false):
+    """`if_true if cond else if_false` for Python values and for traced Int32 values alike."""
+    if isinstance(cond, bool):
+        return if_true if cond else if_false
+    import cutlass
+
+    return cutlass.Int32(cutlass.select_(cond, if_true, if_false))
+
+
+def tail_split(units, resident, k_tiles, max_split: int):
+    """(whole units, slices per tail unit): units 0 .. whole-1 run whole; the ``units - whole`` last
+    ones run as ``slices`` K-slices each, unit ``whole + t`` being slice ``t % slices`` of tail unit
+    ``t // slices``. ``slices`` is the S in 1..max_split (and at most ``k_tiles``) that shortens the
+    last round most, by at least 1/8 of a unit; 1 when nothing qualifies (then ``whole = units``)."""
+    rem = units - units // resident * resident
+    best_s, best_rounds = 1, 1  # the last round, unsplit: one unit's time
+    for s in range(2, max_split + 1):
+        rounds = (rem * s + resident - 1) // resident  # rounds of 1/s-unit slices the tail takes
+        # rounds / s < (7/8) * best_rounds / best_s, in integers
+        better = rounds * best_s * _TAIL_GAIN_DEN < best_rounds * s * _TAIL_GAIN_NUM
+        take = _pick(s <= k_tiles, 1, 0) * _pick(better, 1, 0) > 0  # `and` for traced values too
+        best_s = _pick(take, s, best_s)
+        best_rounds = _pick(take, rounds, best_rounds)
+    slices = _pick(rem > 0, best_s, 1)
+    whole = units - _pick(slices > 1, rem, 0)
+    return whole, slices
+
+
+def unit_work(u, whole, slices):
+    """(schedule unit, K slice, slices) of grid work item ``u`` under `tail_split`'s (whole, slices)."""
+    t = u - whole
+    in_tail = u >= whole
+    q = t // slices
+    return (
+        _pick(in_tail, whole + q, u),
+        _pick(in_tail, t - q * slices, 0),
+        _pick(in_tail, slices, 1),
+    )
