@@ -45,10 +45,9 @@ KNOB_DOMAINS: dict[str, tuple[Any, ...]] = {
     "SWIZZLE": (1, 2, 4, 8),
     "SPLIT_K": (1, 2),  # K slices reduced in the kernel (fp32 partials in the workspace)
     "PINGPONG": (False, True),  # consumer warpgroups on alternate tiles (epilogue under the main loop)
-    # the persistent grid's last, partly idle round of tiles cut into up to this many K slices
-    # (the kernel picks the count per launch; kernels/tile_schedule.py)
-    "TAIL_SPLIT": (1, 4),
 }
+# Kernel-only (not in the domain): GemmKnobs.tail_split, the persistent grid's last round cut into
+# K slices. Measured no faster on the long-K shapes it targets (kernels/NOTES.md v8).
 
 _FEATURES = frozenset({"bias", "row_scale", "col_scale", "residual", "activation", "aux_output", "batched"})
 _TMA_ALIGN = 16
@@ -71,7 +70,6 @@ def knobs_from_config(knobs: Any) -> Any:
         swizzle=k.get("SWIZZLE", 1),
         split_k=k.get("SPLIT_K", 1),
         pingpong=bool(k.get("PINGPONG", False)),
-        tail_split=k.get("TAIL_SPLIT", 1),
     )
 
 

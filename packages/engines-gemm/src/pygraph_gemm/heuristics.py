@@ -64,7 +64,6 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
         "TILE_CGA_M": 1,
         "SPLIT_K": 1,
         "PINGPONG": False,
-        "TAIL_SPLIT": 1,
     }
     if bucket == "skinny":
         return {**base, "TILE_M": 64, "TILE_N": 16, "SWAP_AB": True}
@@ -94,8 +93,6 @@ def _valid(knobs: dict[str, Any]) -> bool:
         or knobs["SPLIT_K"] > 1
     ):
         return False  # one warpgroup holds a whole tile's accumulators: at most 128x128, no split-K
-    if knobs["TAIL_SPLIT"] > 1 and (knobs["SPLIT_K"] > 1 or knobs["PINGPONG"] or knobs["SWAP_AB"]):
-        return False  # a split tail is the cooperative kernel's alternative to split-K
     # Split-K pays where few output tiles leave SMs idle: clusters and swapped operands only dilute it.
     return knobs["SPLIT_K"] == 1 or (knobs["TILE_CGA_M"] == knobs["TILE_CGA_N"] == 1 and not knobs["SWAP_AB"])
 
@@ -127,7 +124,6 @@ def recommend(
                 "TILE_CGA_M": 1,
                 "TILE_CGA_N": 1,
                 "SPLIT_K": 1,
-                "TAIL_SPLIT": 1,
             }
             return [PlanConfig(engine_id, safe), PLACE_BACKEND]
         ours = [PlanConfig(engine_id, first)]
