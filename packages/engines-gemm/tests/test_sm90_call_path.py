@@ -285,6 +285,38 @@ def test_each_call_gets_its_own_argument_list(monkeypatch) -> None:
     assert fn.calls == [_expected(kp, first, positions, batch), _expected(kp, second, positions, batch)]
 
 
+def test_buffers_checked_before_skip_the_checks_and_nothing_else_does(monkeypatch) -> None:
+    """The closure skips its comparisons only for the very buffer objects it passed last time."""
+    plan, kp, fn, declared, positions, batch = _setup(
+        monkeypatch, False, False, False, False, "2d", ("bias",)
+    )
+    ctx = SimpleNamespace(stream=STREAM, workspace=0)
+    first = _pack(declared, positions)
+    plan.execute(None, first, ctx)
+    plan.execute(None, first, ctx)  # the same buffers: launched without re-checking, same arguments
+    assert fn.calls == [_expected(kp, first, positions, batch)] * 2
+
+    def swapped(role, **fields):
+        bufs = list(first.buffers)  # every other position keeps the buffer that passed
+        bufs[positions[role]] = bufs[positions[role]]._replace(**fields)
+        return SimpleNamespace(buffers=bufs, device=0)
+
+    for role, align in (("a", 16), ("bias", 4)):
+        bad = swapped(role, pointer=POINTERS[role] + 2)
+        with pytest.raises(ValueError, match=rf"operand {role} pointer .* is not {align}-byte aligned"):
+            plan.execute(None, bad, ctx)
+    wide = swapped("a", shape=(M, K + 8))
+    with pytest.raises(ValueError, match="per batch, the GEMM needs"):
+        plan.execute(None, wide, ctx)
+    m2 = 40  # a smaller M, A and C re-read: mapped for this call, not launched with the declared sizes
+    smaller = swapped("a", shape=(m2, K))
+    smaller.buffers[positions["out"]] = first.buffers[positions["out"]]._replace(shape=(m2, N))
+    plan.execute(None, smaller, ctx)
+    assert fn.calls[-1] == _expected(kp, smaller, positions, batch)
+    plan.execute(None, first, ctx)
+    assert len(fn.calls) == 4 and fn.calls[-1] == fn.calls[0]
+
+
 def test_split_k_closure_passes_partials_then_stream_semaphores_before_the_stream(
     monkeypatch,
 ) -> None:

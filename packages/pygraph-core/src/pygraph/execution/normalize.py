@@ -72,13 +72,18 @@ def device_matches(a: int, b: int) -> bool:
 # --- torch (duck-typed: nothing here imports torch) ----------------------------------------------
 
 
-class _TorchDtypes(dict):
-    def __missing__(self, key: Any) -> data_type:
-        value = self[key] = to_data_type(key)
-        return value
+# torch dtype -> ours, filled as dtypes are first read. A plain dict (not one with __missing__):
+# the per-call subscript stays the interpreter's specialised dict lookup; an unseen dtype is a
+# KeyError there, sending the call to `_checked`, whose reader fills the entry.
+_TORCH_DT: dict[Any, data_type] = {}
 
 
-_TORCH_DT = _TorchDtypes()
+def _torch_dtype(dtype: Any) -> data_type:
+    found = _TORCH_DT.get(dtype)
+    if found is None:
+        found = _TORCH_DT[dtype] = to_data_type(dtype)
+    return found
+
 
 # torch.Tensor itself once a buffer of that exact type has been seen: `normalize` reads it inline.
 # (Subclasses go through READERS like any other type.)
@@ -86,7 +91,7 @@ _TORCH_TENSOR: type | None = None
 
 
 def _read_torch(t: Any, decl: OperandBuffer) -> OperandBuffer:
-    return _new(OperandBuffer, (t.data_ptr(), t.shape, t.stride(), _TORCH_DT[t.dtype], t.get_device()))
+    return _new(OperandBuffer, (t.data_ptr(), t.shape, t.stride(), _torch_dtype(t.dtype), t.get_device()))
 
 
 def _is_torch_tensor_type(kind: type) -> bool:
@@ -260,14 +265,18 @@ def normalize(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) 
 
     One flat loop over the caller's values: positions come from the layout (resolved at build), a
     torch tensor is read in place (five attribute reads) and checked as it is read, anything else
-    goes through its cached reader and the whole pack is checked after the loop. The loop never
-    raises: anything it does not accept goes to `_checked`, which re-reads the call with every rule
-    and raises a typed error naming the operand (or, for a first-seen buffer type, resolves its
-    reader and returns the pack). Every call builds its own buffer list, so its own pack.
+    goes through its cached reader and the whole pack is checked after the loop. A torch read equal
+    to the buffer its position last accepted (`OperandLayout.accepted`) is that buffer: its dtype
+    passed then, and a position's expected dtype never changes, so only the device rule runs again
+    (and a plan may recognise the buffer it checked last time by identity). The loop never raises:
+    anything it does not accept goes to `_checked`, which re-reads the call with every rule and
+    raises a typed error naming the operand (or, for a first-seen buffer type, resolves its reader
+    and returns the pack). Every call builds its own buffer list, so its own pack.
     """
     positions = layout.positions
     expected = layout.expected
     host = layout.host
+    accepted = layout.accepted
     buffers: list[Any] = [None] * layout.size
     tensor_type = _TORCH_TENSOR
     torch_dtypes = _TORCH_DT
@@ -277,11 +286,14 @@ def normalize(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) 
         for key, obj in values.items():
             i = positions[key]
             if type(obj) is tensor_type:
-                dtype = torch_dtypes[obj.dtype]
                 dev = obj.get_device()
-                buffers[i] = _new(OperandBuffer, (obj.data_ptr(), obj.shape, obj.stride(), dtype, dev))
-                if dtype is not expected[i] and expected[i] is not None:
-                    return _checked(layout, values, workspace)
+                read = (obj.data_ptr(), obj.shape, obj.stride(), torch_dtypes[obj.dtype], dev)
+                buf = accepted[i]
+                if buf != read:
+                    if read[3] is not expected[i] and expected[i] is not None:
+                        return _checked(layout, values, workspace)
+                    buf = accepted[i] = _new(OperandBuffer, read)
+                buffers[i] = buf
                 if dev != device and not host[i]:
                     if device is not None:
                         return _checked(layout, values, workspace)

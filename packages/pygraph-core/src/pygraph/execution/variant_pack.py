@@ -45,9 +45,12 @@ class OperandLayout:
     (the Tensor, its uid, its name when unambiguous) to a position. ``declared`` holds each
     operand's declared geometry (what a bare address is read as); ``expected`` the dtype a buffer
     must have (None: unchecked); ``host`` marks pass-by-value operands, exempt from the device rule.
+    ``accepted`` holds, per position, the last torch-read buffer whose dtype passed its check: a call
+    reading an equal buffer reuses it (an `OperandBuffer` is immutable, so sharing it is invisible).
     """
 
     __slots__ = (
+        "accepted",
         "declared",
         "defaults",
         "expected",
@@ -94,6 +97,7 @@ class OperandLayout:
         # keys naming a graph tensor that is not an operand (virtual, filled by the graph): why not
         self.unknown = dict(other_keys or {})
         self.defaults: list[OperandBuffer | None] = [None] * len(self.tensors)
+        self.accepted: list[OperandBuffer | None] = [None] * len(self.tensors)
 
     def __len__(self) -> int:
         return len(self.tensors)
