@@ -136,7 +136,7 @@ def _source_digest() -> str:
     if _SOURCE_DIGEST is None:
         here = os.path.dirname(os.path.abspath(__file__))
         digest = hashlib.sha256()
-        for name in ("gemm_sm90.py", "epilogue.py", "config.py", "launch.py"):
+        for name in ("gemm_sm90.py", "epilogue.py", "config.py", "launch.py", "tile_schedule.py"):
             with open(os.path.join(here, name), "rb") as f:
                 digest.update(f.read())
         _SOURCE_DIGEST = digest.hexdigest()
