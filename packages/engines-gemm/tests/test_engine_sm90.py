@@ -1,4 +1,5 @@
-"""gemm_sm90 through the graph API on the device: against float64 and against the backend plan.
+"""gemm_sm90 (and the portable gemm_sm80) through the graph API on the device: against float64 and
+against the backend plan.
 
 Fresh random inputs per case, outputs poisoned (NaN) first, every element checked. Marked sm90.
 """
@@ -238,3 +239,67 @@ def test_a_plan_built_for_one_size_runs_another_bit_exactly():
     torch.cuda.synchronize()
     assert not torch.isnan(own).any()
     assert torch.equal(own, borrowed)
+
+
+# --- gemm_sm80, the portable slot: opted in, gemm_sm90 deselected so the portable kernel (built for
+# sm_90 here, the GPU it is proven on) serves the graph; the same checks against float64.
+SM80_CASES = [
+    # m, n, k, batch, dtype, out, a_col, b_col, epilogue, act, aux
+    (1000, 1048, 520, (), dt.BFLOAT16, dt.BFLOAT16, False, True, ("bias",), "gelu_approx_tanh", False),
+    (4096, 4096, 4096, (), dt.BFLOAT16, dt.BFLOAT16, False, False, (), "none", False),
+    (128, 4096, 4096, (), dt.HALF, dt.HALF, False, True, ("bias",), "relu", True),
+    (
+        256,
+        384,
+        512,
+        (3,),
+        dt.BFLOAT16,
+        dt.FLOAT,
+        True,
+        False,
+        ("row_scale", "bias", "residual"),
+        "swish",
+        False,
+    ),
+    (16, 4096, 1024, (), dt.BFLOAT16, dt.BFLOAT16, False, False, ("bias",), "gelu", False),
+]
+
+
+@pytest.fixture
+def _opted_in(monkeypatch):
+    from pygraph.engines.manifest import OPT_IN_ENV
+
+    monkeypatch.setenv(OPT_IN_ENV, "gemm_sm80")
+
+
+@pytest.mark.parametrize(
+    "case",
+    SM80_CASES,
+    ids=[
+        f"M{c[0]}-N{c[1]}-K{c[2]}-L{c[3]}-{c[4].name}-{'+'.join(c[8]) or 'plain'}-{c[9]}" for c in SM80_CASES
+    ],
+)
+def test_gemm_sm80_matches_float64(case, _opted_in):
+    m, n, k, batch, dtype, out_dtype, a_col, b_col, epilogue, act, aux = case
+    a = _operand((*batch, m, k), dtype, a_col)
+    b = _operand((*batch, k, n), dtype, b_col)
+    side = _sides(m, n, batch, dtype, epilogue)
+    g, bindings, pre, out = _build(dtype, out_dtype, a, b, side, act, aux)
+    g.deselect_engines(["gemm_sm90"])
+    g.create_execution_plans()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    first = next(i for i, name in enumerate(names) if name.startswith("gemm_sm80["))
+    g.build_plan_at_index(first)
+    y = torch.full((*batch, m, n), float("nan"), device="cuda", dtype=TORCH[out_dtype])
+    bindings[out] = y
+    y_pre = None
+    if aux and act != "none":
+        y_pre = torch.full_like(y, float("nan"))
+        bindings[pre] = y_pre
+    g.execute_plan_at_index(bindings, None, first)
+    torch.cuda.synchronize()
+    ref_pre, ref = _reference(a, b, side, act)
+    assert not torch.isnan(y).any(), "unwritten output elements"
+    assert _rel(y, ref) < TOL[dtype]
+    if y_pre is not None:
+        assert not torch.isnan(y_pre).any() and _rel(y_pre, ref_pre) < TOL[dtype]

@@ -204,3 +204,49 @@ def test_operands_of_a_graph_the_backend_refused_exclude_virtual_intermediates()
     g.create_execution_plans()
     assert g.backend_decline_reason() is not None
     assert [t.name for t in planner_of(g).layout.tensors] == ["A", "B", "bias", "act::OUT_0"]
+
+
+def test_the_portable_slot_goes_behind_the_backend_and_every_sm90_config():
+    from pygraph.engines.base import PlanConfig
+    from pygraph_gemm.heuristics import sm80_tile_rule
+
+    g, c = _graph(m=4096, n=4096, k=4096)
+    c.set_output(True)
+    facts = analyze(g)
+    backend = [PlanConfig(-1), PlanConfig(7, {}, 0, heur_mode.A)]
+    offered = {"gemm_sm90": 20400, "gemm_sm80": 20401}
+    plans = recommend([heur_mode.A], facts, offered, backend)
+    ids = [p.engine_id for p in plans[:-1]]  # the last entry repeats the delegating one
+    first80 = ids.index(20401)
+    assert 7 in ids[:first80] and set(ids[first80:]) == {20401}
+    assert plans[first80].knobs == sm80_tile_rule(facts) == {
+        "TILE_M": 128, "TILE_N": 128, "TILEK": 32, "STAGES": 0, "SWAP_AB": False,
+    }  # fmt: skip
+    assert len(ids) - first80 == 16  # its whole domain: 2 x 2 x 2 x 1 x 2
+    # not offered (opt-in off): no gemm_sm80 entry at all
+    assert 20401 not in [p.engine_id for p in recommend([heur_mode.A], facts, {"gemm_sm90": 20400}, backend)]
+    # offered alone (gemm_sm90 not installed): behind the backend; narrow M names 64x128x64
+    g2, c2 = _graph(m=128, n=4096, k=4096)
+    c2.set_output(True)
+    alone = recommend([heur_mode.A], analyze(g2), {"gemm_sm80": 20401}, backend)
+    assert [p.engine_id for p in alone[:3]] == [-1, 7, 20401]
+    assert alone[2].knobs["TILE_M"] == 64 and alone[2].knobs["TILEK"] == 64
+
+
+def test_the_portable_slot_is_offered_only_when_opted_in(monkeypatch):
+    from pygraph.engines.manifest import OPT_IN_ENV
+
+    g, c = _graph(m=4096, n=4096, k=4096)
+    c.set_output(True)
+    g.create_execution_plans()
+    assert not any(
+        g.get_plan_name_at_index(i).startswith("gemm_sm80") for i in range(g.get_execution_plan_count())
+    )
+    monkeypatch.setenv(OPT_IN_ENV, "gemm_sm80")
+    g2, c2 = _graph(m=4096, n=4096, k=4096)
+    c2.set_output(True)
+    g2.create_execution_plans()
+    names = [g2.get_plan_name_at_index(i) for i in range(g2.get_execution_plan_count())]
+    assert names[0].startswith("gemm_sm90[")
+    sm80 = [i for i, name in enumerate(names) if name.startswith("gemm_sm80[")]
+    assert sm80 and names[sm80[0]] == "gemm_sm80[STAGES=0,SWAP_AB=False,TILEK=32,TILE_M=128,TILE_N=128]"

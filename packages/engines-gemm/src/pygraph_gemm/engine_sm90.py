@@ -111,9 +111,11 @@ class GemmSm90Plan(CompiledPlan):
         positions: dict[str, int],
         spec: Any,
         declared: dict[str, Any],
+        engine: str = "gemm_sm90",
     ) -> None:
         from pygraph_gemm.kernels.launch import user_majors
 
+        self._engine = engine  # the engine name errors are reported under
         self._kernel = kernel_plan
         self._facts = facts
         self._spec = spec
@@ -160,7 +162,7 @@ class GemmSm90Plan(CompiledPlan):
         )
         geometry = self._geometry({r: declared[r] for r in _TENSOR_ROLES if r in positions})
         if isinstance(geometry, str):  # a graph the closure cannot serve is declined, not run elsewhere
-            raise GraphNotSupportedError(f"gemm_sm90: the declared geometry: {geometry}")
+            raise GraphNotSupportedError(f"{self._engine}: the declared geometry: {geometry}")
         if kp.needs_workspace:
             return self._lower_split(kp, checks, pointer_rows, geometry)
         return _straight_line_launch(fn, self._per_call, checks, pointer_rows, len(order), geometry)
@@ -285,7 +287,7 @@ class GemmSm90Plan(CompiledPlan):
 
     def _refuse(self, rule: str) -> None:
         """Raise naming the rule the call breaks (the call path launches nothing)."""
-        raise ValueError(f"gemm_sm90 (graph {self._name!r}): {rule}")
+        raise ValueError(f"{self._engine} (graph {self._name!r}): {rule}")
 
 
 class GemmSm90Engine(BaseEngine):
@@ -331,7 +333,7 @@ class GemmSm90Engine(BaseEngine):
         from pygraph_gemm.kernels.config import EpilogueSpec
         from pygraph_gemm.kernels.launch import Plan
 
-        arch_reason = _device_arch_reason()
+        arch_reason = self._arch_reason()
         if arch_reason:
             raise GraphNotSupportedError(f"{self.name}: {arch_reason}")
         knobs = knobs_from_config(plan.knobs)
@@ -344,6 +346,7 @@ class GemmSm90Engine(BaseEngine):
         kernel_plan = Plan(
             knobs, spec, dtype_short(facts.a.data_type), dtype_short(facts.out.data_type),
             strides["A"], strides["B"], strides["out"], facts.m, facts.n, facts.k, batch,
+            **self._kernel_args(),
         )  # fmt: skip
         layout = planner_of(graph).layout
         roles = {"a": facts.a, "b": facts.b, "out": facts.out, "aux": facts.aux}
@@ -352,7 +355,16 @@ class GemmSm90Engine(BaseEngine):
                 roles[step.kind] = step.operand
         positions = {role: layout.position(t) for role, t in roles.items() if t is not None}
         declared = {role: layout.declared[p] for role, p in positions.items()}
-        return GemmSm90Plan(graph, facts, kernel_plan, positions, spec, declared)
+        return GemmSm90Plan(graph, facts, kernel_plan, positions, spec, declared, self.name)
+
+    # --- what the SM80 slot (engine_sm80) overrides ------------------------------------------------
+
+    def _arch_reason(self) -> str | None:
+        return _device_arch_reason()
+
+    def _kernel_args(self) -> dict[str, Any]:
+        """Which kernel `launch.Plan` builds, and for which arch (default: SM90's)."""
+        return {}
 
 
 def _straight_line_launch(
@@ -422,7 +434,7 @@ def _straight_line_launch(
         args += ["workspace", f"semaphores(pack.device, s, {int(words)})", "s"]
     lines.append(f"    fn({', '.join(args)})")
     source = "\n".join(lines) + "\n"
-    exec(compile(source, "<gemm_sm90 launch>", "exec"), env)
+    exec(compile(source, "<gemm launch>", "exec"), env)
     launch = env["launch"]
     launch.source = source
     return launch
@@ -439,12 +451,13 @@ def _vector_reason(buf: Any, length: int) -> str | None:
     return None
 
 
-def _device_arch_reason() -> str | None:
-    """Why the current CUDA device cannot run SM90 kernels, or None."""
+def device_sm() -> tuple[int, int] | str | None:
+    """(device ordinal, SM version) of the current CUDA device; a reason string when there is none;
+    None when it cannot be asked (no CUDA bindings: the compile/launch will report)."""
     try:
         from cuda.bindings import runtime as rt
     except ImportError:
-        return None  # nothing to ask with; the compile/launch will report
+        return None
     err, dev = rt.cudaGetDevice()
     if int(err):
         return f"no CUDA device (cudaGetDevice: {err})"
@@ -452,5 +465,13 @@ def _device_arch_reason() -> str | None:
     err2, minor = rt.cudaDeviceGetAttribute(rt.cudaDeviceAttr.cudaDevAttrComputeCapabilityMinor, dev)
     if int(err) or int(err2):
         return None
-    sm = major * 10 + minor
+    return dev, major * 10 + minor
+
+
+def _device_arch_reason() -> str | None:
+    """Why the current CUDA device cannot run SM90 kernels, or None."""
+    found = device_sm()
+    if found is None or isinstance(found, str):
+        return found
+    dev, sm = found
     return None if sm == 90 else f"requires SM90, device {dev} is SM{sm}"

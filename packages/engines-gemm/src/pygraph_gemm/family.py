@@ -16,7 +16,7 @@ def pygraph_families() -> list[EngineFamily]:
             factory="make_engines",
             slots={
                 "gemm_sm90": EngineSlot(0),  # CuTe DSL, TMA + wgmma
-                "gemm_sm80": EngineSlot(1, opt_in=True),  # portable mma.sync (planned)
+                "gemm_sm80": EngineSlot(1, opt_in=True),  # CuTe DSL, portable cp.async + mma.sync
             },
             anchors=("MATMUL",),
             analyzer=("pygraph_gemm.analyzer", "analyze"),

@@ -15,10 +15,11 @@ from pygraph.engines.base import PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph.ir.dtypes import heur_mode
 from pygraph_gemm.analyzer import GemmFacts
+from pygraph_gemm.engine_sm80 import KNOB_DOMAINS as SM80_KNOB_DOMAINS
 from pygraph_gemm.engine_sm90 import KNOB_DOMAINS
 from pygraph_gemm.support import dtype_short
 
-__all__ = ["recommend", "shape_bucket", "tile_rule"]
+__all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
 
 # (input dtype, A/B majors, bucket, epilogue) cells where the backend's plan was timed faster than
 # gemm_sm90's on the H200, both through graph.execute() (benchmarks/RESULTS.md, 2026-11-29). Measured
@@ -98,19 +99,44 @@ def _valid(knobs: dict[str, Any]) -> bool:
 
 
 def _domain() -> list[dict[str, Any]]:
-    axes = sorted(KNOB_DOMAINS)
-    points = (
-        dict(zip(axes, point, strict=True)) for point in itertools.product(*(KNOB_DOMAINS[a] for a in axes))
-    )
-    return [k for k in points if _valid(k)]
+    return [k for k in _points(KNOB_DOMAINS) if _valid(k)]
+
+
+def _points(domains: dict[str, tuple[Any, ...]]) -> list[dict[str, Any]]:
+    axes = sorted(domains)
+    return [dict(zip(axes, point, strict=True)) for point in itertools.product(*(domains[a] for a in axes))]
+
+
+def sm80_tile_rule(facts: GemmFacts) -> dict[str, Any]:
+    """gemm_sm80's first config: from benchmarks/bench_gemm_sm80.py on the H200 (2026-11-29, bf16,
+    kernel built for sm_90): 128x128x32 on the large shapes (372-376 TFLOP/s at 8192^3, 0.53-0.55x
+    cuBLAS; 128x128x64 362, 64x128x64 289-306, 64x64x32 214); 64x128x64 when M <= 256 (98-103 TFLOP/s
+    at 128x4096x4096 vs 68-81 for 128x128 tiles; 13-14 at M=16)."""
+    if shape_bucket(facts) in ("skinny", "narrow"):
+        return {"TILE_M": 64, "TILE_N": 128, "TILEK": 64, "STAGES": 0, "SWAP_AB": False}
+    return {"TILE_M": 128, "TILE_N": 128, "TILEK": 32, "STAGES": 0, "SWAP_AB": False}
+
+
+def _sm80_entries(engine_id: int | None, facts: GemmFacts) -> list[PlanConfig]:
+    """gemm_sm80's configs, its rule first; none when the slot is not offered (it is opt-in)."""
+    if engine_id is None:
+        return []
+    first = sm80_tile_rule(facts)
+    return [PlanConfig(engine_id, first)] + [
+        PlanConfig(engine_id, k) for k in _points(SM80_KNOB_DOMAINS) if k != first
+    ]
 
 
 def recommend(
     modes: Sequence[Any], facts: GemmFacts, offered: dict[str, int], backend_entries: Sequence[PlanConfig]
 ) -> list[PlanConfig]:
+    # gemm_sm80 (opt-in, portable) ran at 0.3-0.55x cuBLAS on the H200 in every measured cell: it
+    # goes behind the backend, and behind every gemm_sm90 config
+    sm80 = _sm80_entries(offered.get("gemm_sm80"), facts)
     engine_id = offered.get("gemm_sm90")
     if engine_id is None:
-        return assemble(modes, lambda kind: [], backend_entries)
+        return assemble(modes, lambda kind: [PLACE_BACKEND, *(sm80[:1] if kind is heur_mode.FALLBACK else sm80)],
+                        backend_entries)  # fmt: skip
     first = tile_rule(facts)
     epilogue = "fused" if facts.steps else "plain"
     cell = (dtype_short(facts.a.data_type), f"{facts.a_major}{facts.b_major}", shape_bucket(facts), epilogue)
@@ -125,10 +151,10 @@ def recommend(
                 "TILE_CGA_N": 1,
                 "SPLIT_K": 1,
             }
-            return [PlanConfig(engine_id, safe), PLACE_BACKEND]
+            return [PlanConfig(engine_id, safe), PLACE_BACKEND, *sm80[:1]]
         ours = [PlanConfig(engine_id, first)]
         if cell in _BACKEND_LEADS:
-            return [PLACE_BACKEND, *ours, *behind]
-        return [*ours, PLACE_BACKEND, *behind]
+            return [PLACE_BACKEND, *ours, *behind, *sm80]
+        return [*ours, PLACE_BACKEND, *behind, *sm80]
 
     return assemble(modes, propose, backend_entries)

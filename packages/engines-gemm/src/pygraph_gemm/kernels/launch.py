@@ -75,7 +75,16 @@ def resident_clusters(cluster_size: int) -> int:
     return n
 
 
-def _compile(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str) -> Callable:
+KERNELS = ("sm90", "sm80")  # gemm_sm90.Sm90Gemm (TMA + wgmma), gemm_sm80.Sm80Gemm (portable mma.sync)
+
+
+def _compile(
+    knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str, kernel: str = "sm90"
+) -> Callable:
+    if kernel == "sm80":
+        from .gemm_sm80 import compile_sm80
+
+        return compile_sm80(knobs, epi, lay, arch=arch)
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_stream, make_ptr
@@ -136,16 +145,30 @@ def _source_digest() -> str:
     if _SOURCE_DIGEST is None:
         here = os.path.dirname(os.path.abspath(__file__))
         digest = hashlib.sha256()
-        for name in ("gemm_sm90.py", "epilogue.py", "config.py", "launch.py", "tile_schedule.py"):
+        for name in (
+            "gemm_sm90.py",
+            "gemm_sm80.py",
+            "epilogue.py",
+            "config.py",
+            "launch.py",
+            "tile_schedule.py",
+        ):
             with open(os.path.join(here, name), "rb") as f:
                 digest.update(f.read())
         _SOURCE_DIGEST = digest.hexdigest()
     return _SOURCE_DIGEST
 
 
-def get_compiled(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH) -> Callable:
-    """The compiled function for this static configuration (in-process dict, then disk, then compile)."""
-    key = cache_key(knobs, epi, lay, arch)
+def get_compiled(
+    knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH, kernel: str = "sm90"
+) -> Callable:
+    """The compiled function for this static configuration (in-process dict, then disk, then compile).
+    ``kernel``: "sm90" (TMA + wgmma, ``arch`` sm_90a) or "sm80" (portable mma.sync, built for ``arch``,
+    the GPU's own: a cubin loads only on its own major architecture); both take the same arguments."""
+    if kernel == "sm80":
+        key = ("sm80_gemm_v1", astuple(knobs), astuple(epi), astuple(lay), arch)
+    else:
+        key = cache_key(knobs, epi, lay, arch)
     fn = _CACHE.get(key)
     if fn is not None:
         return fn
@@ -162,7 +185,7 @@ def get_compiled(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch:
             except Exception:
                 fn = None
         if fn is None:
-            fn = _compile(knobs, epi, lay, arch)
+            fn = _compile(knobs, epi, lay, arch, kernel)
             if path:
                 try:
                     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -316,7 +339,10 @@ class Plan:
         k: int,
         l: int,
         arch: str = ARCH,
+        kernel: str = "sm90",
     ):
+        """``kernel`` "sm80" builds the portable mma.sync kernel for ``arch`` (the GPU's own, e.g.
+        "sm_90" on an H200) instead of the SM90 one; a configuration it cannot build is a ValueError."""
         ad, cd = dtype_name(ab_dtype), dtype_name(c_dtype)
         # user frame: A (M, K) major 'k' if K contiguous else 'm'; B (K, N): 'n' if N contiguous
         a_maj, b_maj, c_maj = user_majors(a_strides, b_strides, c_strides, m, n, k)
@@ -339,7 +365,13 @@ class Plan:
         self.k = k  # the K the plan was built for (a split tail's workspace depends on K)
         self.a_bcast, self.b_bcast = a_bc, b_bc
         self.pointer_order, self.geometry = kernel_frame(lay, knobs.swap_ab)
-        self.fn = get_compiled(knobs, self.kepi, lay, arch)
+        if kernel == "sm80":
+            from .gemm_sm80 import can_implement_sm80
+
+            why = can_implement_sm80(knobs, lay, self.kepi)
+            if why:
+                raise ValueError(why)
+        self.fn = get_compiled(knobs, self.kepi, lay, arch, kernel)
         self._ws = None  # split-K: the plan's own workspace (torch tensor), grown on demand
 
     @property
