@@ -61,10 +61,10 @@ def candidates(m, n, k):
         ]
     return [
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8),  # what the heuristics name for K > 1024
-        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, tail_split=4),
+        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=3),
+        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=4),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, epi_n=64),
-        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, tail_split=4, epi_n=64),
         GemmKnobs(tile_m=128, tile_n=128, cga_m=2, pingpong=True),  # named for K <= 1024
         GemmKnobs(tile_m=128, tile_n=128, cga_m=2, swizzle=8, pingpong=True),
     ]
@@ -124,7 +124,7 @@ def bench(fn):
 
 def knob_label(kn) -> str:
     """Short config name: tile, cluster MxN, s(wap), n (raster), z(swizzle), p(ing-pong), k(split),
-    t (split tail, max slices), e (64-wide epilogue sub-tiles)."""
+    t (split tail, max slices), g (staggered warpgroups, k-blocks apart), e (64-wide epilogue sub-tiles)."""
     return (
         f"{kn.tile_m}x{kn.tile_n}c{kn.cga_m}{kn.cga_n}"
         + ("s" if kn.swap_ab else "")
@@ -133,16 +133,21 @@ def knob_label(kn) -> str:
         + ("p" if kn.pingpong else "")
         + (f"k{kn.split_k}" if kn.split_k > 1 else "")
         + (f"t{kn.tail_split}" if kn.tail_split > 1 else "")
+        + (f"g{kn.stagger}" if kn.stagger else "")
         + ("e" if kn.epi_n == 64 else "")
     )
 
 
 def parse_knob_label(label: str) -> GemmKnobs:
     """The inverse of ``knob_label``: '128x256c21z4e' -> GemmKnobs(128, 256, cga 2x1, swizzle 4, epi_n 64)."""
-    m = re.fullmatch(r"(\d+)x(\d+)c(\d)(\d)(s?)(n?)(?:z(\d+))?(p?)(?:k(\d+))?(?:t(\d+))?(e?)", label)
+    m = re.fullmatch(
+        r"(\d+)x(\d+)c(\d)(\d)(s?)(n?)(?:z(\d+))?(p?)(?:k(\d+))?(?:t(\d+))?(?:g(\d+))?(e?)", label
+    )
     if m is None:
-        raise ValueError(f"knob label {label!r} does not read as tile x tile c<M><N>[s][n][z#][p][k#][t#][e]")
-    tm, tn, cm, cn, swap, ras, swz, pp, sk, ts, e = m.groups()
+        raise ValueError(
+            f"knob label {label!r} does not read as tile x tile c<M><N>[s][n][z#][p][k#][t#][g#][e]"
+        )
+    tm, tn, cm, cn, swap, ras, swz, pp, sk, ts, g, e = m.groups()
     return GemmKnobs(
         tile_m=int(tm),
         tile_n=int(tn),
@@ -154,6 +159,7 @@ def parse_knob_label(label: str) -> GemmKnobs:
         pingpong=bool(pp),
         split_k=int(sk or 1),
         tail_split=int(ts or 1),
+        stagger=int(g or 0),
         epi_n=64 if e else 32,
     )
 

@@ -180,7 +180,49 @@ def cases(quick: bool = False):
     ]
     if quick:
         cs = cs[::4]
-    return cs + splitk_cases() + pingpong_cases() + wide_epilogue_cases() + swizzle_cases() + tail_cases()
+    return (
+        cs
+        + splitk_cases()
+        + pingpong_cases()
+        + wide_epilogue_cases()
+        + swizzle_cases()
+        + tail_cases()
+        + stagger_cases()
+    )
+
+
+def stagger_cases():
+    """Staggered cooperative warpgroups (knobs.stagger): each stores its own 64 rows of a tile, k-blocks
+    apart; always run. Ragged tiles, every epilogue piece + aux, fp32 and column-major C, batched,
+    K shorter than the stagger, repeated launches."""
+    s3 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=3)
+    s2 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2)
+    return [
+        dict(m=2900, n=3000, k=520, knobs=s3, bias=True, act="gelu_approx_tanh", reps=2),
+        dict(m=2900, n=3000, k=4104, knobs=s3),
+        dict(
+            m=1000,
+            n=1048,
+            k=520,
+            dt="fp16",
+            out="fp16",
+            a_col=True,
+            knobs=s2,
+            bias=True,
+            row_scale=True,
+            col_scale=True,
+            residual=True,
+            act="gelu",
+            aux=True,
+        ),
+        dict(m=1000, n=1048, k=520, out="fp32", knobs=s2, bias=True, act="silu"),
+        dict(m=1000, n=1048, k=264, l=3, b_col=True, knobs=s3, residual=True, act="relu"),
+        dict(m=700, n=900, k=64, knobs=s3, bias=True, act="tanh"),  # one k-block: fewer than the stagger
+        dict(m=8192, n=8192, k=8192, knobs=s3, bias=True, act="gelu_approx_tanh"),
+        dict(
+            m=384, n=520, k=1024, knobs=GemmKnobs(tile_m=128, tile_n=128, stagger=3), bias=True, act="sigmoid"
+        ),
+    ]
 
 
 def tail_cases():
@@ -406,6 +448,9 @@ _FAMILIES = {
     "swizzle 4, ping-pong": lambda c, kn: kn.swizzle == 4 and kn.pingpong,
     "split tail, every epilogue piece + aux": lambda c, kn: kn.tail_split > 1 and c.get("aux"),
     "split tail, batched": lambda c, kn: kn.tail_split > 1 and c.get("l", 1) > 1,
+    "stagger, every epilogue piece + aux": lambda c, kn: kn.stagger > 0 and c.get("aux"),
+    "stagger 3, batched": lambda c, kn: kn.stagger == 3 and c.get("l", 1) > 1,
+    "stagger 3, ragged, twice": lambda c, kn: kn.stagger == 3 and c.get("reps"),
 }
 
 
@@ -451,7 +496,8 @@ def main(argv=None) -> int:
         kd = (
             f"{kn.tile_m}x{kn.tile_n} cga{kn.cga_m}x{kn.cga_n}{' swap' if kn.swap_ab else ''}"
             f"{f' sk{kn.split_k}' if kn.split_k > 1 else ''}{' pp' if kn.pingpong else ''}"
-            f"{f' t{kn.tail_split}' if kn.tail_split > 1 else ''}{' e64' if kn.epi_n == 64 else ''}"
+            f"{f' t{kn.tail_split}' if kn.tail_split > 1 else ''}{f' g{kn.stagger}' if kn.stagger else ''}"
+            f"{' e64' if kn.epi_n == 64 else ''}"
             if kn
             else "default"
         )

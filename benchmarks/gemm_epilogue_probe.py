@@ -34,13 +34,10 @@ from pygraph_gemm.kernels.config import EpilogueSpec
 from pygraph_gemm.kernels.gemm_sm90 import Sm90Gemm
 
 SHAPES = [(8192, 8192, 8192), (7680, 8448, 8192), (16384, 4096, 4096), (4096, 4096, 4096)]
-# tile x tile, cluster MxN, raster n, swizzle z, 64-wide epilogue sub-tiles e (bench_gemm.knob_label).
-# The first probe (2026-11-29) compared raster/swizzle/tile shapes; this set compares the swizzles
-# that cut DRAM traffic, with and without 64-wide epilogue sub-tiles.
-KNOBS = (
-    "128x256c21z4,128x256c21z8,128x256c21z8e,128x256c21z16,128x256c21z16e,"
-    "128x256c12nz8,128x256c12nz8e,128x256c21z4e"
-)
+# tile x tile, cluster MxN, raster n, swizzle z, split tail t, stagger g, 64-wide epilogue sub-tiles e
+# (bench_gemm.knob_label). Earlier probes compared raster/swizzle/tile shapes and the swizzles that
+# cut DRAM traffic; this set compares the warpgroup stagger (NOTES.md v9) against lockstep.
+KNOBS = "128x256c21z8,128x256c21z8g3,128x256c21z8g2"
 EPILOGUES = {
     "plain": EpilogueSpec(),
     "bias": EpilogueSpec(bias=True, vec_dtype="bf16"),

@@ -78,6 +78,10 @@ class GemmKnobs:
     # as up to ``tail_split`` K-slices each (partials reduced like split-K's; `tile_schedule.tail_split`
     # picks the count per launch, 1 where splitting does not pay). 1 = off.
     tail_split: int = 1
+    # staggered cooperative: the two consumer warpgroups share each tile (64 rows each) but run
+    # ``stagger`` k-blocks apart and each stores its own rows, so one's epilogue runs while the other
+    # still issues wgmma. 0 = lockstep (one store of both halves). Needs more A/B stages than this.
+    stagger: int = 0
 
     def validate(self) -> str | None:
         if self.tile_m not in (64, 128, 256):
@@ -104,6 +108,14 @@ class GemmKnobs:
         if self.tail_split > 1 and (self.split_k > 1 or self.pingpong):
             what = f"split_k={self.split_k}" if self.split_k > 1 else "pingpong"
             return f"tail_split={self.tail_split} does not combine with {what}"
+        if not 0 <= self.stagger <= 3:
+            return f"stagger={self.stagger} not in [0, 3]"
+        if self.stagger and (self.tile_m != 128 or self.pingpong or self.split_k > 1 or self.tail_split > 1):
+            return (
+                f"stagger={self.stagger} needs the cooperative 128-row tile without split-K or a split "
+                f"tail (tile_m={self.tile_m}, pingpong={self.pingpong}, split_k={self.split_k}, "
+                f"tail_split={self.tail_split})"
+            )
         if self.epi_n not in (32, 64):
             return f"epi_n={self.epi_n} not in (32, 64)"
         if self.epi_n == 64 and self.tile_n % 64:
@@ -211,20 +223,25 @@ class KernelLayout:
 
 
 def epi_ring_depth(knobs: GemmKnobs) -> int:
-    """Slots of the epilogue's store ring (per consumer warpgroup in ping-pong): 4 sub-tiles of 32
-    columns or 2 of 64, the same shared memory."""
-    return 2 if knobs.epi_n == 64 else 4
+    """Slots of the epilogue's store ring (per consumer warpgroup in ping-pong and when staggered):
+    4 sub-tiles of 32 columns or 2 of 64, the same shared memory. Staggered warpgroups keep 2 slots
+    each whatever the width: at 128x256 (bf16) that leaves room for a 4th A/B stage, which a
+    stagger of 3 k-blocks needs."""
+    if knobs.stagger or knobs.epi_n == 64:
+        return 2
+    return 4
 
 
 def _smem_bytes(knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue, stages: int) -> int:
     ab = (knobs.tile_m + knobs.tile_n) * knobs.tile_k * dtype_bytes(lay.ab_dtype) * stages
     epi_n = min(knobs.epi_n, knobs.tile_n)
-    epi_m = 64 if knobs.pingpong else min(128, knobs.tile_m)  # the kernel's epilogue sub-tile
+    own_rows = knobs.pingpong or knobs.stagger > 0  # each consumer warpgroup stores on its own
+    epi_m = 64 if own_rows else min(128, knobs.tile_m)  # the kernel's epilogue sub-tile
     ring = epi_ring_depth(knobs)
     c = epi_m * epi_n * dtype_bytes(lay.c_dtype) * ring
     if epi.aux_out:
         c += epi_m * epi_n * dtype_bytes(epi.aux_dtype) * ring
-    if knobs.pingpong:
+    if own_rows:
         c *= 2  # each consumer warpgroup stores through its own ring
     return ab + c + 1024 + 4 * 1024  # barriers + alignment slack
 
@@ -359,6 +376,14 @@ def can_implement(
                 return (
                     f"split_k={knobs.split_k} needs at least that many K tiles; K={k} gives "
                     f"{k_tiles} of tile_k={knobs.tile_k}"
+                )
+        if knobs is not None and knobs.stagger:
+            kepi = KernelEpilogue.from_spec(spec or EpilogueSpec(), knobs.swap_ab)
+            stages = pick_stages(knobs, KernelLayout(ad, cd, "k", "k", "n"), kepi)
+            if knobs.stagger >= stages:
+                return (
+                    f"stagger={knobs.stagger} needs more A/B stages than the {stages} that fit next to "
+                    f"this epilogue's store rings ({cd} output{', aux' if kepi.aux_out else ''})"
                 )
         ops = [
             ("A", a_strides, ad, (m, k), a_ptr, True),

@@ -83,12 +83,20 @@ class Sm90Gemm:
         self.atom_mnk = (1, 1, 1) if knobs.pingpong else (self.n_consumer_wg, 1, 1)
         self.threads = 128 * (1 + self.n_consumer_wg)
         self.n_mma_threads = 128 if knobs.pingpong else 128 * self.n_consumer_wg  # threads per tile
-        self.epi_rings = 2 if knobs.pingpong else 1  # a store ring per tile in flight
+        # staggered cooperative (knobs.stagger): the warpgroups share each tile but run k-blocks
+        # apart, and each stores its own rows, so one's epilogue runs under the other's main loop
+        self.stagger = knobs.stagger
+        own_rows = knobs.pingpong or knobs.stagger > 0  # each warpgroup stores through its own ring
+        self.epi_threads = 128 if own_rows else self.n_mma_threads  # threads that store together
+        self.epi_rings = 2 if own_rows else 1  # a store ring per warpgroup storing on its own
         self.ab_stage = pick_stages(knobs, lay, epi)
+        if knobs.stagger >= self.ab_stage:
+            # warpgroup 0 runs `stagger` k-blocks before warpgroup 1 releases any slot
+            raise ValueError(f"stagger={knobs.stagger} needs more than {self.ab_stage} A/B stages")
         # Epilogue sub-tiles: each must hold one M-repeat of every thread's accumulator, so that a
         # sub-tile's values are one contiguous run of the retiled fragment: 128 rows when two
         # warpgroups share the tile (64 each), 64 when one warpgroup owns it.
-        rows = 128 if self.n_consumer_wg == 2 and not knobs.pingpong else 64
+        rows = 128 if self.n_consumer_wg == 2 and not own_rows else 64
         self.epi_tile = (min(rows, knobs.tile_m), min(knobs.epi_n, knobs.tile_n))
         self.epi_stages = epi_ring_depth(knobs)  # store-ring slots (per warpgroup in ping-pong)
         self.mcast_a = knobs.cga_n  # A tile shared by CTAs along N
@@ -509,16 +517,25 @@ class Sm90Gemm:
             cute.arch.setmaxregister_increase(232)
             cwg = wg_idx - 1  # consumer warpgroup
             ctid = tidx - 128  # thread index among the threads that share a tile
+            etid = ctid  # thread index among the threads that store together
             ring0 = 0  # this warpgroup's first slot in the epilogue store ring
             if const_expr(self.pingpong):
                 ctid = tidx - 128 * wg_idx
+                etid = ctid
+                ring0 = cwg * self.epi_stages
+            if const_expr(self.stagger > 0):
+                etid = tidx - 128 * wg_idx
                 ring0 = cwg * self.epi_stages
             # the tile's threads sync the epilogue on their own barrier (ids 1, 2); ping-pong's turn
             # on the tensor cores passes through barriers 3 + cwg (waited on by cwg, arrived at by
             # the other warpgroup)
-            epi_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.n_mma_threads)
+            epi_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.epi_threads)
+            if const_expr(self.pingpong or self.stagger > 0):
+                epi_barrier = pipeline.NamedBarrier(barrier_id=1 + cwg, num_threads=self.epi_threads)
+            if const_expr(self.stagger > 0):
+                # warpgroup 1 starts once warpgroup 0 has issued its first `stagger` k-blocks
+                wg_gap = pipeline.NamedBarrier(barrier_id=5, num_threads=256)
             if const_expr(self.pingpong):
-                epi_barrier = pipeline.NamedBarrier(barrier_id=1 + cwg, num_threads=self.n_mma_threads)
                 my_turn = pipeline.NamedBarrier(barrier_id=3 + cwg, num_threads=256)
                 their_turn = pipeline.NamedBarrier(barrier_id=4 - cwg, num_threads=256)
             thr_mma = tiled_mma.get_slice(ctid)
@@ -535,14 +552,27 @@ class Sm90Gemm:
             stm_atom = cute.make_copy_atom(
                 cute.nvgpu.warp.StMatrix8x8x16bOp(self.c_layout.is_m_major_c(), 4), self.c_dtype
             )
-            tiled_copy_c_atom = cute.make_tiled_copy_C_atom(stm_atom, tiled_mma)
+            epi_mma = tiled_mma
+            if const_expr(self.stagger > 0):
+                # one warpgroup's rows (one 64-row wgmma): its threads hold the same fragment as in
+                # the two-warpgroup MMA, so the copy partitions it for the warpgroup alone
+                epi_mma = sm90_utils.make_trivial_tiled_mma(
+                    self.ab_dtype,
+                    self.ab_dtype,
+                    self.a_layout.sm90_mma_major_mode(),
+                    self.b_layout.sm90_mma_major_mode(),
+                    self.acc_dtype,
+                    (1, 1, 1),
+                    tiler_mn=(64, self.tile_mnk[1]),
+                )
+            tiled_copy_c_atom = cute.make_tiled_copy_C_atom(stm_atom, epi_mma)
             r2s_c = cute.make_tiled_copy_S(
                 sm90_utils.sm90_get_smem_store_op(
                     self.c_layout, elem_ty_d=self.c_dtype, elem_ty_acc=self.acc_dtype
                 ),
                 tiled_copy_c_atom,
             )
-            thr_r2s_c = r2s_c.get_slice(ctid)
+            thr_r2s_c = r2s_c.get_slice(etid)
             tRS_sC = thr_r2s_c.partition_D(sC)
             tRS_acc = r2s_c.retile(acc)
             frag_shape = cute.shape(thr_r2s_c.partition_S(sC))[:3]
@@ -557,14 +587,16 @@ class Sm90Gemm:
                     ),
                     tiled_copy_c_atom,
                 )
-                tRS_sX = r2s_x.get_slice(ctid).partition_D(sX)
+                tRS_sX = r2s_x.get_slice(etid).partition_D(sX)
                 tRS_rX = cute.make_rmem_tensor(frag_shape, self.aux_dtype)
 
             store_pipe = pipeline.PipelineTmaStore.create(
                 num_stages=self.epi_stages,
-                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.n_mma_threads),
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.epi_threads),
             )
-            is_store_warp = warp_idx == 4 + 4 * cwg if const_expr(self.pingpong) else warp_idx == 4
+            is_store_warp = warp_idx == 4
+            if const_expr(self.pingpong or self.stagger > 0):
+                is_store_warp = warp_idx == 4 + 4 * cwg
             m_max = mC.shape[0] - 1
             n_max = mC.shape[1] - 1
 
@@ -585,11 +617,16 @@ class Sm90Gemm:
                     for _ in cutlass.range(k_tiles, unroll=1):
                         read.advance()
                         release.advance()
+            if const_expr(self.stagger > 0):
+                if cwg == 1:
+                    if unit < n_units:
+                        wg_gap.arrive_and_wait()
             while unit < n_units:
                 row, col, batch, _, n_kt, ks, n_slices, slot = self._work_of(
                     unit, rows, cols, cta_mn, k_tiles, whole, slices
                 )
                 crd = (row, col)
+                gap_at = cutlass.min(n_kt, self.stagger) - 1  # the k-block after which warpgroup 1 starts
                 if const_expr(self.pingpong):
                     if cwg + tiles_done > 0:  # all but the CTA's first tile wait for their turn
                         my_turn.arrive_and_wait()
@@ -608,6 +645,11 @@ class Sm90Gemm:
                         cute.nvgpu.warpgroup.wait_group(1)
                         ab_pipe.consumer_release(release)
                         release.advance()
+                    if const_expr(self.stagger > 0):
+                        if cwg == 0:
+                            if tiles_done == 0:
+                                if kt == gap_at:
+                                    wg_gap.arrive()
                 if const_expr(self.pingpong):
                     # every wgmma of this tile is issued: the tensor cores pass to the other warpgroup
                     # if the CTA has a next tile (then it is theirs, and so are its k-blocks)
@@ -696,6 +738,8 @@ class Sm90Gemm:
                     n_sub = cute.size(gC_tile, mode=[1])
                     sub_shape = gC_tile.shape[1]
                     sub_layout = cute.make_layout(sub_shape, stride=(sub_shape[1], 1))
+                    if const_expr(self.stagger > 0):
+                        n_sub = n_sub // 2  # the sub-tiles of this warpgroup's 64 rows
                     done_before = epi_count
                     for s in cutlass.range_constexpr(n_sub):
                         for v in cutlass.range_constexpr(frag_size):
@@ -712,6 +756,8 @@ class Sm90Gemm:
                         cute.arch.fence_proxy("async.shared", space="cta")
                         epi_barrier.arrive_and_wait()
                         gcrd = sub_layout.get_hier_coord(s)
+                        if const_expr(self.stagger > 0):
+                            gcrd = (cwg, s)
                         if is_store_warp:
                             cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, gcrd)])
                             if const_expr(epi.aux_out):
