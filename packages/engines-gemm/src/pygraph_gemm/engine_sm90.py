@@ -45,6 +45,8 @@ KNOB_DOMAINS: dict[str, tuple[Any, ...]] = {
     "SWIZZLE": (1, 2, 4, 8),
     "SPLIT_K": (1, 2),  # K slices reduced in the kernel (fp32 partials in the workspace)
     "PINGPONG": (False, True),  # consumer warpgroups on alternate tiles (epilogue under the main loop)
+    # cooperative warpgroups k-blocks apart, each storing its own rows (kernels/NOTES.md v9)
+    "STAGGER": (0, 2),
 }
 # Kernel-only (not in the domain): GemmKnobs.tail_split, the persistent grid's last round cut into
 # K slices. Measured no faster on the long-K shapes it targets (kernels/NOTES.md v8).
@@ -70,6 +72,7 @@ def knobs_from_config(knobs: Any) -> Any:
         swizzle=k.get("SWIZZLE", 1),
         split_k=k.get("SPLIT_K", 1),
         pingpong=bool(k.get("PINGPONG", False)),
+        stagger=k.get("STAGGER", 0),
     )
 
 

@@ -51,7 +51,8 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     """The config named first for the graph's bucket.
 
     From the kernel's sweeps on the H200 (2026-11-29, kernels/NOTES.md, bf16 and fp16 alike):
-    large shapes 128x256 cooperative with a 2x1 cluster and swizzle 8 (v6), ping-pong 128x128 when
+    large shapes 128x256 cooperative with a 2x1 cluster, swizzle 8 (v6) and warpgroups 2 k-blocks
+    apart (v9), ping-pong 128x128 when
     K <= 1024 (v4); M=128 128x64 with split-K 2 (v3); M=16 swapped 64x16 (1.04-1.05x cuBLAS).
     """
     bucket = shape_bucket(facts)
@@ -65,6 +66,7 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
         "TILE_CGA_M": 1,
         "SPLIT_K": 1,
         "PINGPONG": False,
+        "STAGGER": 0,
     }
     if bucket == "skinny":
         return {**base, "TILE_M": 64, "TILE_N": 16, "SWAP_AB": True}
@@ -82,12 +84,17 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     # 637 / 651 without (DRAM reads 1.22 vs 2.34 GB, SM clock 1.55 vs 1.50 GHz under ncu);
     # 16384x4096x4096 660 / 649, ahead of the 1x2 cluster rastered along N named before for tall
     # shapes (638 / 619 with swizzle 8 in the same run; 661 / 637 without, in the run before).
-    return {**base, "TILE_M": 128, "TILE_N": 256, "TILE_CGA_M": 2, "SWIZZLE": 8}
+    # Warpgroups 2 k-blocks apart (v9, 5 interleaved rounds, bf16, plain / bias+gelu): 4096^3
+    # 687 / 679 vs 658 / 657 in lockstep, 8192^3 686 / 673 vs 684 / 670, 16384x4096x4096 666 / 646
+    # vs 662 / 644; a stagger of 3 was no better (669 / 664 at 8192^3).
+    return {**base, "TILE_M": 128, "TILE_N": 256, "TILE_CGA_M": 2, "SWIZZLE": 8, "STAGGER": 2}
 
 
 def _valid(knobs: dict[str, Any]) -> bool:
     if knobs["TILE_CGA_M"] * knobs["TILE_CGA_N"] > 4:
         return False
+    if knobs["STAGGER"] and (knobs["TILE_M"] != 128 or knobs["PINGPONG"] or knobs["SPLIT_K"] > 1):
+        return False  # two cooperative warpgroups on a 128-row tile
     if knobs["PINGPONG"] and (
         knobs["TILE_M"] * knobs["TILE_N"] > 128 * 128
         or knobs["TILE_M"] not in (64, 128)
@@ -150,6 +157,7 @@ def recommend(
                 "TILE_CGA_M": 1,
                 "TILE_CGA_N": 1,
                 "SPLIT_K": 1,
+                "STAGGER": 0,
             }
             return [PlanConfig(engine_id, safe), PLACE_BACKEND, *sm80[:1]]
         ours = [PlanConfig(engine_id, first)]
