@@ -152,7 +152,7 @@ def test_plan_list_of_a_gemm_graph_on_cpu():
     c.set_output(True)
     g.create_execution_plans()
     assert g.get_plan_name_at_index(0).startswith(
-        "gemm_sm90[PINGPONG=False,RASTER=m,SPLIT_K=1,STAGES=0,STAGGER=2,SWAP_AB=False,SWIZZLE=8,TILEK=64,TILE_CGA_M=2"
+        "gemm_sm90[PINGPONG=False,RASTER=m,SPLIT_K=1,STAGES=0,STAGGER=0,SWAP_AB=False,SWIZZLE=8,TILEK=64,TILE_CGA_M=2"
     )
     assert g.backend_decline_reason() is not None  # no GPU here: the backend offers nothing, and says why
 

@@ -51,8 +51,7 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     """The config named first for the graph's bucket.
 
     From the kernel's sweeps on the H200 (2026-11-29, kernels/NOTES.md, bf16 and fp16 alike):
-    large shapes 128x256 cooperative with a 2x1 cluster, swizzle 8 (v6) and warpgroups 2 k-blocks
-    apart (v9), ping-pong 128x128 when
+    large shapes 128x256 cooperative with a 2x1 cluster and swizzle 8 (v6), ping-pong 128x128 when
     K <= 1024 (v4); M=128 128x64 with split-K 2 (v3); M=16 swapped 64x16 (1.04-1.05x cuBLAS).
     """
     bucket = shape_bucket(facts)
@@ -84,10 +83,10 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     # 637 / 651 without (DRAM reads 1.22 vs 2.34 GB, SM clock 1.55 vs 1.50 GHz under ncu);
     # 16384x4096x4096 660 / 649, ahead of the 1x2 cluster rastered along N named before for tall
     # shapes (638 / 619 with swizzle 8 in the same run; 661 / 637 without, in the run before).
-    # Warpgroups 2 k-blocks apart (v9, 5 interleaved rounds, bf16, plain / bias+gelu): 4096^3
-    # 687 / 679 vs 658 / 657 in lockstep, 8192^3 686 / 673 vs 684 / 670, 16384x4096x4096 666 / 646
-    # vs 662 / 644; a stagger of 3 was no better (669 / 664 at 8192^3).
-    return {**base, "TILE_M": 128, "TILE_N": 256, "TILE_CGA_M": 2, "SWIZZLE": 8, "STAGGER": 2}
+    # Warpgroups k-blocks apart (STAGGER, v9) stay behind it: +3% on 4096^3 bias+gelu in a 5-round
+    # A/B (679 vs 657), but up to 5% slower fused at K=4096 on the wide and tall shapes in the
+    # benchmark's sweep (4096x14336x4096 bf16 612 vs 642, 16384x4096x4096 629 vs 669).
+    return {**base, "TILE_M": 128, "TILE_N": 256, "TILE_CGA_M": 2, "SWIZZLE": 8}
 
 
 def _valid(knobs: dict[str, Any]) -> bool:
