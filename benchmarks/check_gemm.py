@@ -468,6 +468,46 @@ def representatives(cs) -> dict[str, int]:
     return picks
 
 
+class Tally:
+    """Case lines as they come (printed, and written to ``log`` with any traceback), then the
+    summary line; shared by the SM90 and SM80 runners."""
+
+    def __init__(self, log=None):
+        self.log, self.n_ok, self.n_fail, self.worst, self.t0 = log, 0, 0, 0.0, time.time()
+
+    def result(self, label: str, err: float, tol: float, xerr: float | None) -> None:
+        ok = err == err and err < tol and (xerr is None or (xerr == xerr and xerr < tol))
+        self.worst = max(self.worst, err / tol if err == err else float("inf"))
+        aux = f" aux_err={xerr:.2e}" if xerr is not None else ""
+        self._line(f"{'PASS' if ok else 'FAIL'} {label}: err={err:.2e} tol={tol:.0e}{aux}", ok)
+
+    def error(self, label: str, exc: Exception) -> None:
+        if self.log:
+            self.log.write(traceback.format_exc())
+        self._line(f"ERROR {label}: {type(exc).__name__}: {str(exc)[:300]}", False)
+
+    def compiled(self, label: str) -> None:
+        self._line(f"COMPILED {label}", True)
+
+    def _line(self, line: str, ok: bool) -> None:
+        self.n_ok += ok
+        self.n_fail += not ok
+        print(line, flush=True)
+        if self.log:
+            self.log.write(line + "\n")
+            self.log.flush()
+
+    def summary(self, title: str, passed: str, where: str) -> int:
+        line = (
+            f"SUMMARY {title}: {self.n_ok} {passed}, {self.n_fail} failed, worst err/tol={self.worst:.2f}, "
+            f"{time.time() - self.t0:.0f}s, {where}"
+        )
+        print(line)
+        if self.log:
+            self.log.write(line + "\n")
+        return 1 if self.n_fail else 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -477,11 +517,8 @@ def main(argv=None) -> int:
         "--representatives", action="store_true", help="one case per config family (for compute-sanitizer)"
     )
     args = ap.parse_args(argv)
-    log = open(args.log, "w") if args.log else None
+    tally = Tally(open(args.log, "w") if args.log else None)
     torch.manual_seed(0)
-    n_ok = n_fail = 0
-    worst = 0.0
-    t0 = time.time()
     only = None if args.only is None else {int(x) for x in args.only.split(",")}
     all_cases = cases(args.quick)
     if args.representatives:
@@ -501,32 +538,12 @@ def main(argv=None) -> int:
             if kn
             else "default"
         )
+        label = f"[{kd}] {desc}"
         try:
-            err, tol, xerr = run_case(**c)
-            ok = err == err and err < tol and (xerr is None or (xerr == xerr and xerr < tol))
-            worst = max(worst, err / tol if err == err else float("inf"))
-            line = f"{'PASS' if ok else 'FAIL'} [{kd}] {desc}: err={err:.2e} tol={tol:.0e}" + (
-                f" aux_err={xerr:.2e}" if xerr is not None else ""
-            )
+            tally.result(label, *run_case(**c))
         except Exception as e:  # report and go on
-            ok = False
-            line = f"ERROR [{kd}] {desc}: {type(e).__name__}: {str(e)[:300]}"
-            if log:
-                log.write(traceback.format_exc())
-        n_ok += ok
-        n_fail += not ok
-        print(line, flush=True)
-        if log:
-            log.write(line + "\n")
-            log.flush()
-    summary = (
-        f"SUMMARY check_gemm: {n_ok} passed, {n_fail} failed, worst err/tol={worst:.2f}, "
-        f"{time.time() - t0:.0f}s, {torch.cuda.get_device_name()}"
-    )
-    print(summary)
-    if log:
-        log.write(summary + "\n")
-    return 1 if n_fail else 0
+            tally.error(label, e)
+    return tally.summary("check_gemm", "passed", torch.cuda.get_device_name())
 
 
 if __name__ == "__main__":

@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -277,49 +275,28 @@ def main(argv=None) -> int:
 
     dev = "cpu" if args.compile_only else "cuda"
     arch = args.arch or ("sm_80" if args.compile_only else _default_arch())
-    log = open(args.log, "w") if args.log else None
+    from check_gemm import Tally
+
+    tally = Tally(open(args.log, "w") if args.log else None)
     torch.manual_seed(0)
     only = None if args.only is None else {int(x) for x in args.only.split(",")}
-    n_ok = n_fail = 0
-    worst = 0.0
-    t0 = time.time()
     for i, c in enumerate(cases(args.quick)):
         if only is not None and i not in only:
             continue
         kn = c["knobs"]
         kd = f"{kn.tile_m}x{kn.tile_n}x{kn.tile_k}{' swap' if kn.swap_ab else ''}{f' st{kn.stages}' if kn.stages else ''}"
         desc = " ".join(f"{key}={v}" for key, v in c.items() if key != "knobs")
+        label = f"#{i} [{kd}] {desc}"
         try:
             r = run_case(**c, arch=arch, dev=dev)
             if r is None:
-                n_ok += 1
-                print(f"COMPILED #{i} [{kd}] {desc}", flush=True)
-                continue
-            err, tol, xerr = r
-            ok = err == err and err < tol and (xerr is None or (xerr == xerr and xerr < tol))
-            worst = max(worst, err / tol if err == err else float("inf"))
-            line = f"{'PASS' if ok else 'FAIL'} #{i} [{kd}] {desc}: err={err:.2e} tol={tol:.0e}" + (
-                f" aux_err={xerr:.2e}" if xerr is not None else ""
-            )
+                tally.compiled(label)
+            else:
+                tally.result(label, *r)
         except Exception as e:  # report and go on
-            ok = False
-            line = f"FAIL #{i} [{kd}] {desc}: {type(e).__name__}: {str(e)[:300]}"
-            if log:
-                log.write(traceback.format_exc())
-        n_ok += ok
-        n_fail += not ok
-        print(line, flush=True)
-        if log:
-            log.write(line + "\n")
-            log.flush()
-    summary = (
-        f"SUMMARY check_gemm_sm80 ({arch}): {n_ok} {'compiled' if dev == 'cpu' else 'passed'}, {n_fail} failed, worst err/tol={worst:.2f}, "
-        f"{time.time() - t0:.0f}s, {torch.cuda.get_device_name() if dev == 'cuda' else 'compile-only, no launch'}"
-    )
-    print(summary)
-    if log:
-        log.write(summary + "\n")
-    return 1 if n_fail else 0
+            tally.error(label, e)
+    where = torch.cuda.get_device_name() if dev == "cuda" else "compile-only, no launch"
+    return tally.summary(f"check_gemm_sm80 ({arch})", "compiled" if dev == "cpu" else "passed", where)
 
 
 if __name__ == "__main__":

@@ -122,39 +122,52 @@ CASES = [
     CASES,
     ids=[f"M{c[0]}-N{c[1]}-K{c[2]}-L{c[3]}-{c[4].name}-{'+'.join(c[8]) or 'plain'}-{c[9]}" for c in CASES],
 )
+class _Case:
+    """One case's inputs, graph and poisoned (NaN) outputs, bound for execute()."""
+
+    def __init__(self, case):
+        m, n, k, batch, dtype, out_dtype, a_col, b_col, epilogue, act, aux = case
+        self.dtype, self.out_dtype, self.act = dtype, out_dtype, act
+        self.a = _operand((*batch, m, k), dtype, a_col)
+        self.b = _operand((*batch, k, n), dtype, b_col)
+        self.side = _sides(m, n, batch, dtype, epilogue)
+        self.g, self.bindings, pre, out = _build(dtype, out_dtype, self.a, self.b, self.side, act, aux)
+        self.y = torch.full((*batch, m, n), float("nan"), device="cuda", dtype=TORCH[out_dtype])
+        self.bindings[out] = self.y
+        self.y_pre = None
+        if aux and act != "none":
+            self.y_pre = torch.full_like(self.y, float("nan"))
+            self.bindings[pre] = self.y_pre
+
+    def check(self):
+        """Every output element written and within tolerance of float64."""
+        ref_pre, ref = _reference(self.a, self.b, self.side, self.act)
+        assert not torch.isnan(self.y).any(), "unwritten output elements"
+        assert _rel(self.y, ref) < TOL[self.dtype]
+        if self.y_pre is not None:
+            assert not torch.isnan(self.y_pre).any() and _rel(self.y_pre, ref_pre) < TOL[self.dtype]
+
+
 def test_gemm_sm90_matches_float64_and_the_backend(case):
-    m, n, k, batch, dtype, out_dtype, a_col, b_col, epilogue, act, aux = case
-    a = _operand((*batch, m, k), dtype, a_col)
-    b = _operand((*batch, k, n), dtype, b_col)
-    side = _sides(m, n, batch, dtype, epilogue)
-    g, bindings, pre, out = _build(dtype, out_dtype, a, b, side, act, aux)
+    c = _Case(case)
+    g = c.g
     g.create_execution_plans()
     g.build_plans()
     assert g.selected_engine is not None and g.selected_engine.name == "gemm_sm90", g.decline_reasons()
-    y = torch.full((*batch, m, n), float("nan"), device="cuda", dtype=TORCH[out_dtype])
-    bindings[out] = y
-    y_pre = None
-    if aux and act != "none":
-        y_pre = torch.full_like(y, float("nan"))
-        bindings[pre] = y_pre
     # poisoned (NaN words): split-K's partials must be written before they are read
     ws = torch.full((max(g.get_workspace_size(), 1),), 0xFF, device="cuda", dtype=torch.uint8)
-    g.execute(bindings, ws)
-    g.execute(bindings, ws)  # twice: split-K's semaphores must be left ready for the next call
+    g.execute(c.bindings, ws)
+    g.execute(c.bindings, ws)  # twice: split-K's semaphores must be left ready for the next call
     torch.cuda.synchronize()
-    ref_pre, ref = _reference(a, b, side, act)
-    assert not torch.isnan(y).any(), "unwritten output elements"
-    assert _rel(y, ref) < TOL[dtype]
-    if y_pre is not None:
-        assert not torch.isnan(y_pre).any() and _rel(y_pre, ref_pre) < TOL[dtype]
+    c.check()
     # The backend's plan of the same graph (3-D operands, as cuDNN's matmul wants) agrees, where the
     # backend serves the graph at all (its decline is printed, the float64 check above stands).
     try:
-        yb = _backend_output(dtype, out_dtype, a, b, side, act)
+        yb = _backend_output(c.dtype, c.out_dtype, c.a, c.b, c.side, c.act)
     except pygraph.GraphNotSupportedError as exc:
         print(f"backend comparison not possible: {str(exc)[:300]}")
         return
-    assert _rel(y, yb.reshape(y.shape).double()) < 2 * TOL[dtype]
+    assert _rel(c.y, yb.reshape(c.y.shape).double()) < 2 * TOL[c.dtype]
 
 
 def _backend_output(dtype, out_dtype, a, b, side, act):
@@ -280,26 +293,12 @@ def _opted_in(monkeypatch):
     ],
 )
 def test_gemm_sm80_matches_float64(case, _opted_in):
-    m, n, k, batch, dtype, out_dtype, a_col, b_col, epilogue, act, aux = case
-    a = _operand((*batch, m, k), dtype, a_col)
-    b = _operand((*batch, k, n), dtype, b_col)
-    side = _sides(m, n, batch, dtype, epilogue)
-    g, bindings, pre, out = _build(dtype, out_dtype, a, b, side, act, aux)
-    g.deselect_engines(["gemm_sm90"])
-    g.create_execution_plans()
-    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    c = _Case(case)
+    c.g.deselect_engines(["gemm_sm90"])
+    c.g.create_execution_plans()
+    names = [c.g.get_plan_name_at_index(i) for i in range(c.g.get_execution_plan_count())]
     first = next(i for i, name in enumerate(names) if name.startswith("gemm_sm80["))
-    g.build_plan_at_index(first)
-    y = torch.full((*batch, m, n), float("nan"), device="cuda", dtype=TORCH[out_dtype])
-    bindings[out] = y
-    y_pre = None
-    if aux and act != "none":
-        y_pre = torch.full_like(y, float("nan"))
-        bindings[pre] = y_pre
-    g.execute_plan_at_index(bindings, None, first)
+    c.g.build_plan_at_index(first)
+    c.g.execute_plan_at_index(c.bindings, None, first)
     torch.cuda.synchronize()
-    ref_pre, ref = _reference(a, b, side, act)
-    assert not torch.isnan(y).any(), "unwritten output elements"
-    assert _rel(y, ref) < TOL[dtype]
-    if y_pre is not None:
-        assert not torch.isnan(y_pre).any() and _rel(y_pre, ref_pre) < TOL[dtype]
+    c.check()
