@@ -117,11 +117,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "case",
-    CASES,
-    ids=[f"M{c[0]}-N{c[1]}-K{c[2]}-L{c[3]}-{c[4].name}-{'+'.join(c[8]) or 'plain'}-{c[9]}" for c in CASES],
-)
 class _Case:
     """One case's inputs, graph and poisoned (NaN) outputs, bound for execute()."""
 
@@ -148,6 +143,11 @@ class _Case:
             assert not torch.isnan(self.y_pre).any() and _rel(self.y_pre, ref_pre) < TOL[self.dtype]
 
 
+@pytest.mark.parametrize(
+    "case",
+    CASES,
+    ids=[f"M{c[0]}-N{c[1]}-K{c[2]}-L{c[3]}-{c[4].name}-{'+'.join(c[8]) or 'plain'}-{c[9]}" for c in CASES],
+)
 def test_gemm_sm90_matches_float64_and_the_backend(case):
     c = _Case(case)
     g = c.g
