@@ -1,6 +1,6 @@
 """ncu target: one launch each of gemm_sm90's fused bias+gelu (one per knob label given), cuBLAS's mm
-and cuBLASLt's fused bias+gelu at 8192^3 bf16, inside cudaProfilerStart/Stop (warm-up launches
-stay outside).
+and cuBLASLt's fused bias+gelu, bf16, inside cudaProfilerStart/Stop (warm-up launches stay outside).
+The shape is 8192^3 unless PYGRAPH_NCU_SHAPE says otherwise (e.g. 16384x4096x4096).
 
     ncu --clock-control none --profile-from-start off --section SpeedOfLight \
         python3 scripts/device/ncu_gemm_target.py [128x256c21 128x256c21z4 ...]
@@ -18,7 +18,7 @@ from bench_gemm import make_call, parse_knob_label
 
 from pygraph_gemm.kernels.config import EpilogueSpec
 
-m = n = k = 8192
+m, n, k = (int(x) for x in os.environ.get("PYGRAPH_NCU_SHAPE", "8192x8192x8192").split("x"))
 torch.manual_seed(0)
 a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
 b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t()
