@@ -18,10 +18,10 @@ import time
 import torch
 import torch.nn.functional as F
 from bench_gemm import interleaved, make_call, tflops, unfused_bias_gelu
-from check_gemm_sm80 import _compiled, _default_arch, _kernel_layout
+from check_gemm_sm80 import _compiled, _default_arch
 
 from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, KernelEpilogue
-from pygraph_gemm.kernels.launch import kernel_frame
+from pygraph_gemm.kernels.launch import kernel_frame, kernel_layout
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (128, 4096, 4096), (16, 4096, 4096)]
 SM80_KNOBS = {
@@ -38,9 +38,7 @@ def sm80_call(knobs, spec, a, b, c, bias, arch):
     m, k = a.shape
     n = b.shape[1]
     st = lambda t: (0, t.stride(0), t.stride(1))  # noqa: E731
-    lay = _kernel_layout(knobs, "bf16" if a.dtype == torch.bfloat16 else "fp16",
-                         "bf16" if c.dtype == torch.bfloat16 else "fp16",
-                         st(a), st(b), st(c), m, n, k, 1)  # fmt: skip
+    lay = kernel_layout(knobs.swap_ab, a.dtype, c.dtype, st(a), st(b), st(c), m, n, k, 1)
     fn = _compiled(knobs, KernelEpilogue.from_spec(spec, knobs.swap_ab), lay, arch)
     order, geometry = kernel_frame(lay, knobs.swap_ab)
     ptrs = (a.data_ptr(), b.data_ptr(), c.data_ptr(), bias.data_ptr() if spec.bias else 0, 0, 0, 0, 0)

@@ -25,27 +25,6 @@ TOLS = {"bf16": 1e-2, "fp16": 5e-3, "fp32": 2e-3}
 _FNS: dict = {}
 
 
-def _kernel_layout(knobs, ad, cd, a_st, b_st, c_st, m, n, k, l):
-    """KernelLayout exactly as ``launch.Plan.__init__`` derives it."""
-    from pygraph_gemm.kernels.config import KernelLayout
-    from pygraph_gemm.kernels.launch import user_majors
-
-    a_maj, b_maj, c_maj = user_majors(a_st, b_st, c_st, m, n, k)
-    a_bc = l > 1 and a_st[0] == 0
-    b_bc = l > 1 and b_st[0] == 0
-    if knobs.swap_ab:
-        return KernelLayout(
-            ad,
-            cd,
-            "k" if b_maj == "k" else "m",
-            "k" if a_maj == "k" else "n",
-            "n" if c_maj == "m" else "m",
-            b_bc,
-            a_bc,
-        )
-    return KernelLayout(ad, cd, a_maj, "k" if b_maj == "k" else "n", c_maj, a_bc, b_bc)
-
-
 def _compiled(knobs, kepi, lay, arch):
     from pygraph_gemm.kernels.gemm_sm80 import compile_sm80
 
@@ -101,7 +80,7 @@ def run_case(
     from check_gemm import DT, _act_ref, _relerr
 
     from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, KernelEpilogue, can_implement
-    from pygraph_gemm.kernels.launch import kernel_frame
+    from pygraph_gemm.kernels.launch import kernel_frame, kernel_layout
 
     knobs = knobs or GemmKnobs(tile_m=128, tile_n=128, tile_k=32)
     idt, odt = DT[dt], DT[out]
@@ -156,7 +135,7 @@ def run_case(
     )  # fmt: skip
     if why:
         raise ValueError(f"can_implement refused: {why}")
-    lay = _kernel_layout(knobs, dt, out, st(a), st(b), st(c), m, n, k, l)
+    lay = kernel_layout(knobs.swap_ab, dt, out, st(a), st(b), st(c), m, n, k, l)
     kepi = KernelEpilogue.from_spec(spec, knobs.swap_ab)
     fn = _compiled(knobs, kepi, lay, arch)
     order, geometry = kernel_frame(lay, knobs.swap_ab)

@@ -268,14 +268,16 @@ def resident_fallback(cluster_size: int) -> int:
     return RESIDENT_132.get(cluster_size, 132 // cluster_size)
 
 
-def tail_tiles(m: int, n: int, k: int, l: int, knobs: GemmKnobs, resident: int) -> tuple[int, int]:
+def tail_tiles(m: int, n: int, k: int, l: int, knobs: GemmKnobs, resident: int = 0) -> tuple[int, int]:
     """(output tiles in the split tail, K-slices per tile) of a launch of (M, N, K, L) in the USER
-    frame on a GPU running ``resident`` clusters at once; (0, 1) when the tail is not split."""
+    frame on a GPU running ``resident`` clusters at once (0: the H200's count); (0, 1) when the tail
+    is not split."""
     if knobs.tail_split <= 1:
         return 0, 1
     if knobs.swap_ab:
         m, n = n, m
     cluster = knobs.cga_m * knobs.cga_n
+    resident = resident or resident_fallback(cluster)
     units = _ceil(_ceil(m, knobs.tile_m), knobs.cga_m) * _ceil(_ceil(n, knobs.tile_n), knobs.cga_n) * l
     whole, slices = tail_split(units, min(units, resident), _ceil(k, knobs.tile_k), knobs.tail_split)
     return (units - whole) * cluster, slices
@@ -310,7 +312,6 @@ def workspace_bytes(m: int, n: int, l: int, knobs: GemmKnobs, k: int = 0, reside
     if knobs.split_k > 1:
         return splitk_tiles(m, n, l, knobs) * knobs.split_k * tile_bytes
     if knobs.tail_split > 1:
-        resident = resident or resident_fallback(knobs.cga_m * knobs.cga_n)
         tiles, slices = tail_tiles(m, n, k, l, knobs, resident)
         return tiles * slices * tile_bytes
     return 0
@@ -321,7 +322,6 @@ def semaphore_words(m: int, n: int, l: int, knobs: GemmKnobs, k: int = 0, reside
     if knobs.split_k > 1:
         return splitk_tiles(m, n, l, knobs)
     if knobs.tail_split > 1:
-        resident = resident or resident_fallback(knobs.cga_m * knobs.cga_n)
         return max(1, tail_tiles(m, n, k, l, knobs, resident)[0])
     return 0
 

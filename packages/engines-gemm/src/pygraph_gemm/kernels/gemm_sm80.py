@@ -30,7 +30,6 @@ The compiled function has exactly ``Sm90Gemm.__call__``'s signature and kernel f
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 
 import cuda.bindings.driver as cuda
@@ -350,6 +349,8 @@ class Sm80Gemm:
         tCgC = thr_mma.partition_C(gC)
         acc = cute.make_rmem_tensor(tCgC.shape, self.acc_dtype)
         acc.fill(0.0)
+        # what every k-block's ldmatrix + mma reads and writes (`_mma_k_block`)
+        operands = (tiled_mma, acc, s2r_a, tXsA, tXrA, tCrA, tCcA, s2r_b, tXsB, tXrB, tCrB, tCcB)
 
         # ---- prologue: k-tiles 0 .. stages-2 in flight, one commit group each (empty past K)
         for s in cutlass.range_constexpr(stages - 1):
@@ -382,23 +383,7 @@ class Sm80Gemm:
             cute.arch.cp_async_commit_group()
             slot = kt % stages
             for kb in cutlass.range_constexpr(k_blocks):
-                _mma_k_block(
-                    tiled_mma,
-                    acc,
-                    s2r_a,
-                    tXsA,
-                    tXrA,
-                    tCrA,
-                    tCcA,
-                    s2r_b,
-                    tXsB,
-                    tXrB,
-                    tCrB,
-                    tCcB,
-                    slot,
-                    kb,
-                    None,
-                )
+                _mma_k_block(*operands, slot, kb, None)
 
         # ---- last k-tile: mask k >= K in registers (covers partial tiles and partial chunks)
         last = k_tiles - 1
@@ -406,23 +391,7 @@ class Sm80Gemm:
         cute.arch.sync_threads()
         k_lim = K - last * tk
         for kb in cutlass.range_constexpr(k_blocks):
-            _mma_k_block(
-                tiled_mma,
-                acc,
-                s2r_a,
-                tXsA,
-                tXrA,
-                tCrA,
-                tCcA,
-                s2r_b,
-                tXsB,
-                tXrB,
-                tCrB,
-                tCcB,
-                last % stages,
-                kb,
-                k_lim,
-            )
+            _mma_k_block(*operands, last % stages, kb, k_lim)
 
         # ---- epilogue, in registers, one MMA_M row block of the fragment at a time (bounds the
         # live epilogue loads); per-element predicated stores (exact for any M/N tail)
@@ -496,30 +465,9 @@ def _mma_k_block(tiled_mma, acc, s2r_a, sA, rA_view, rA, cA, s2r_b, sB, rB_view,
 
 
 def compile_sm80(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = "sm_80") -> Callable:
-    """Compile ``Sm80Gemm`` for ``arch`` with placeholder pointers/stream (as ``launch._compile``);
-    returns the TVM-FFI function taking (8 pointers, m, n, k, l, 11 strides, stream)."""
-    from cutlass.cute.runtime import make_fake_stream, make_ptr
+    """Compile ``Sm80Gemm`` for ``arch`` with placeholder pointers/stream (`launch.compile_kernel`);
+    returns the TVM-FFI function taking (8 pointers, m, n, k, l, 11 strides, stream). Its outputs are
+    stored per element, so their pointers need only element alignment."""
+    from .launch import compile_kernel
 
-    kern = Sm80Gemm(knobs, lay, epi)
-    g = cute.AddressSpace.gmem
-
-    def p(dt, align=16):
-        return make_ptr(_DT[dt], 0, g, assumed_align=align)
-
-    vec_align = 4 if epi.vec_dtype == "fp32" else 2
-    res_align = 4 if epi.residual_dtype == "fp32" else 2
-    args = [
-        p(lay.ab_dtype),
-        p(lay.ab_dtype),
-        p(lay.c_dtype, dtype_bytes(lay.c_dtype)),
-        p(epi.vec_dtype, vec_align),
-        p(epi.vec_dtype, vec_align),
-        p(epi.vec_dtype, vec_align),
-        p(epi.residual_dtype, res_align),
-        p(epi.aux_dtype, dtype_bytes(epi.aux_dtype)),
-    ]
-    args += [Int32(1)] * 4 + [Int64(8)] * 11
-    args.append(make_fake_stream())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # trace-time advisories (fully unrolled epilogue loops)
-        return cute.compile(kern, *args, options=f"--enable-tvm-ffi --gpu-arch {arch}")
+    return compile_kernel(Sm80Gemm(knobs, lay, epi), lay, epi, arch, tma_outputs=False)

@@ -25,6 +25,7 @@ from .config import (
     KernelEpilogue,
     KernelLayout,
     can_implement,
+    dtype_bytes,
     dtype_name,
     needs_workspace,
     resident_fallback,
@@ -85,34 +86,54 @@ def _compile(
         from .gemm_sm80 import compile_sm80
 
         return compile_sm80(knobs, epi, lay, arch=arch)
+    from .gemm_sm90 import Sm90Gemm
+    from .gemm_sm90_split import Sm90GemmSplitK
+
+    cls = Sm90GemmSplitK if needs_workspace(knobs) else Sm90Gemm
+    kern = cls(knobs, lay, epi, max_active_clusters=resident_clusters(knobs.cga_m * knobs.cga_n))
+    return compile_kernel(kern, lay, epi, arch, with_workspace=needs_workspace(knobs))
+
+
+def compile_kernel(
+    kern,
+    lay: KernelLayout,
+    epi: KernelEpilogue,
+    arch: str,
+    with_workspace: bool = False,
+    tma_outputs: bool = True,
+) -> Callable:
+    """Compile a GEMM kernel object (Sm90Gemm, Sm80Gemm) for ``arch`` with placeholder arguments:
+    8 pointers, 4 sizes, 11 strides, [workspace, semaphores,] stream. Output pointers are assumed
+    16-byte aligned when TMA stores them (``tma_outputs``), else element-aligned."""
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_stream, make_ptr
 
-    from .gemm_sm90 import _DT, Sm90Gemm, Sm90GemmSplitK
+    from .gemm_sm90 import _DT
 
-    cls = Sm90GemmSplitK if needs_workspace(knobs) else Sm90Gemm
-    kern = cls(knobs, lay, epi, max_active_clusters=resident_clusters(knobs.cga_m * knobs.cga_n))
     g = cute.AddressSpace.gmem
 
     def p(dt, align=16):
         return make_ptr(_DT[dt], 0, g, assumed_align=align)
+
+    def out(dt):
+        return p(dt, 16 if tma_outputs else dtype_bytes(dt))
 
     vec_align = 4 if epi.vec_dtype == "fp32" else 2
     res_align = 4 if epi.residual_dtype == "fp32" else 2
     args = [
         p(lay.ab_dtype),
         p(lay.ab_dtype),
-        p(lay.c_dtype),
+        out(lay.c_dtype),
         p(epi.vec_dtype, vec_align),
         p(epi.vec_dtype, vec_align),
         p(epi.vec_dtype, vec_align),
         p(epi.residual_dtype, res_align),
-        p(epi.aux_dtype),
+        out(epi.aux_dtype),
     ]
     i32, i64 = cutlass.Int32(1), cutlass.Int64(8)
     args += [i32] * 4 + [i64] * 11
-    if needs_workspace(knobs):
+    if with_workspace:
         args.append(p("fp32", 16))  # workspace: the fp32 partials
         args.append(make_ptr(cutlass.Int32, 0, g, assumed_align=4))  # the tile semaphores
     args.append(make_fake_stream())
@@ -304,6 +325,39 @@ def user_majors(a_strides: tuple, b_strides: tuple, c_strides: tuple, m: int, n:
     )
 
 
+def kernel_layout(
+    swap: bool,
+    ab_dtype,
+    c_dtype,
+    a_strides: tuple,
+    b_strides: tuple,
+    c_strides: tuple,
+    m: int,
+    n: int,
+    k: int,
+    l: int,
+) -> KernelLayout:
+    """The problem's static layout in the KERNEL's frame (the compile key with the knobs), from
+    user-frame (batch, row, col) strides. Swapped (``swap``): kernel A = B^T (N x K), kernel B = A
+    (M x K), kernel C = C^T."""
+    ad, cd = dtype_name(ab_dtype), dtype_name(c_dtype)
+    # user frame: A (M, K) major 'k' if K contiguous else 'm'; B (K, N): 'n' if N contiguous
+    a_maj, b_maj, c_maj = user_majors(a_strides, b_strides, c_strides, m, n, k)
+    a_bc = l > 1 and a_strides[0] == 0
+    b_bc = l > 1 and b_strides[0] == 0
+    if swap:
+        return KernelLayout(
+            ad,
+            cd,
+            "k" if b_maj == "k" else "m",
+            "k" if a_maj == "k" else "n",
+            "n" if c_maj == "m" else "m",
+            b_bc,
+            a_bc,
+        )
+    return KernelLayout(ad, cd, a_maj, "k" if b_maj == "k" else "n", c_maj, a_bc, b_bc)
+
+
 class Plan:
     """A problem's static configuration resolved to a compiled kernel plus the argument mapping.
 
@@ -343,35 +397,16 @@ class Plan:
     ):
         """``kernel`` "sm80" builds the portable mma.sync kernel for ``arch`` (the GPU's own, e.g.
         "sm_90" on an H200) instead of the SM90 one; a configuration it cannot build is a ValueError."""
-        ad, cd = dtype_name(ab_dtype), dtype_name(c_dtype)
-        # user frame: A (M, K) major 'k' if K contiguous else 'm'; B (K, N): 'n' if N contiguous
-        a_maj, b_maj, c_maj = user_majors(a_strides, b_strides, c_strides, m, n, k)
-        a_bc = l > 1 and a_strides[0] == 0
-        b_bc = l > 1 and b_strides[0] == 0
-        if knobs.swap_ab:  # kernel A = B^T (N x K), kernel B = A (M x K), kernel C = C^T
-            lay = KernelLayout(
-                ad,
-                cd,
-                "k" if b_maj == "k" else "m",
-                "k" if a_maj == "k" else "n",
-                "n" if c_maj == "m" else "m",
-                b_bc,
-                a_bc,
-            )
-        else:
-            lay = KernelLayout(ad, cd, a_maj, "k" if b_maj == "k" else "n", c_maj, a_bc, b_bc)
+        lay = kernel_layout(knobs.swap_ab, ab_dtype, c_dtype, a_strides, b_strides, c_strides, m, n, k, l)
         self.kepi = KernelEpilogue.from_spec(spec, knobs.swap_ab)
         self.klay, self.knobs, self.swap = lay, knobs, knobs.swap_ab
         self.k = k  # the K the plan was built for (a split tail's workspace depends on K)
-        self.a_bcast, self.b_bcast = a_bc, b_bc
+        # user-frame broadcast flags (the kernel frame exchanges A and B when swapped)
+        self.a_bcast, self.b_bcast = (
+            (lay.b_bcast, lay.a_bcast) if knobs.swap_ab else (lay.a_bcast, lay.b_bcast)
+        )
         self.pointer_order, self.geometry = kernel_frame(lay, knobs.swap_ab)
-        if kernel == "sm80":
-            from .gemm_sm80 import can_implement_sm80
-
-            why = can_implement_sm80(knobs, lay, self.kepi)
-            if why:
-                raise ValueError(why)
-        self.fn = get_compiled(knobs, self.kepi, lay, arch, kernel)
+        self.fn = get_compiled(knobs, self.kepi, lay, arch, kernel)  # Sm80Gemm raises what it cannot build
         self._ws = None  # split-K: the plan's own workspace (torch tensor), grown on demand
 
     @property
