@@ -124,7 +124,8 @@ def bench(fn):
 
 def knob_label(kn) -> str:
     """Short config name: tile, cluster MxN, s(wap), n (raster), z(swizzle), p(ing-pong), k(split),
-    t (split tail, max slices), g (staggered warpgroups, k-blocks apart), e (64-wide epilogue sub-tiles)."""
+    t (split tail, max slices), g (staggered warpgroups, k-blocks apart), a (A/B stages, when not
+    the most that fit), r (store-ring slots, when not the default), e (64-wide epilogue sub-tiles)."""
     return (
         f"{kn.tile_m}x{kn.tile_n}c{kn.cga_m}{kn.cga_n}"
         + ("s" if kn.swap_ab else "")
@@ -134,6 +135,8 @@ def knob_label(kn) -> str:
         + (f"k{kn.split_k}" if kn.split_k > 1 else "")
         + (f"t{kn.tail_split}" if kn.tail_split > 1 else "")
         + (f"g{kn.stagger}" if kn.stagger else "")
+        + (f"a{kn.stages}" if kn.stages else "")
+        + (f"r{kn.epi_slots}" if kn.epi_slots else "")
         + ("e" if kn.epi_n == 64 else "")
     )
 
@@ -141,13 +144,14 @@ def knob_label(kn) -> str:
 def parse_knob_label(label: str) -> GemmKnobs:
     """The inverse of ``knob_label``: '128x256c21z4e' -> GemmKnobs(128, 256, cga 2x1, swizzle 4, epi_n 64)."""
     m = re.fullmatch(
-        r"(\d+)x(\d+)c(\d)(\d)(s?)(n?)(?:z(\d+))?(p?)(?:k(\d+))?(?:t(\d+))?(?:g(\d+))?(e?)", label
+        r"(\d+)x(\d+)c(\d)(\d)(s?)(n?)(?:z(\d+))?(p?)(?:k(\d+))?(?:t(\d+))?(?:g(\d+))?(?:a(\d+))?(?:r(\d+))?(e?)",
+        label,
     )
     if m is None:
         raise ValueError(
-            f"knob label {label!r} does not read as tile x tile c<M><N>[s][n][z#][p][k#][t#][g#][e]"
+            f"knob label {label!r} does not read as tile x tile c<M><N>[s][n][z#][p][k#][t#][g#][a#][r#][e]"
         )
-    tm, tn, cm, cn, swap, ras, swz, pp, sk, ts, g, e = m.groups()
+    tm, tn, cm, cn, swap, ras, swz, pp, sk, ts, g, st, r, e = m.groups()
     return GemmKnobs(
         tile_m=int(tm),
         tile_n=int(tn),
@@ -160,6 +164,8 @@ def parse_knob_label(label: str) -> GemmKnobs:
         split_k=int(sk or 1),
         tail_split=int(ts or 1),
         stagger=int(g or 0),
+        stages=int(st or 0),
+        epi_slots=int(r or 0),
         epi_n=64 if e else 32,
     )
 

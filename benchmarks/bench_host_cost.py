@@ -6,9 +6,12 @@ The python plan is split into entry + normalization vs the engine's own call.
 
 Goals: entry + normalization <= 3 us; whole python-plan execute <= 8 us. Backend reference: 19-20 us.
 
-When the gemm_sm90 engine can build here (the CuTe DSL importable, an SM90 device), a real
-gemm_sm90 plan is measured too, selected through the graph API, and printed last: execute(), the
-engine's own call, the compiled function called with prebuilt arguments, and the split.
+When the gemm_sm90 engine can build here (the CuTe DSL importable, an SM90 device), real
+gemm_sm90 plans are measured too, selected through the graph API, and printed last: execute(), the
+engine's own call, the compiled function called with prebuilt arguments, the split, and the
+device time per launch. The first plan offered is measured, and the first without split-K when
+that one splits. Last, two no-op CuTe DSL functions (cute_call_floor.py) place the compiled
+function's own cost: argument conversion and launch vs what gemm's host code adds.
 
 Run (needs torch, nvidia-cudnn-frontend and our sources; nvidia-cutlass-dsl for the gemm_sm90 rows):
     PYTHONPATH=packages/pygraph-core/src:packages/manifest/src:packages/engines-gemm/src:benchmarks \
@@ -218,39 +221,57 @@ def main() -> int:
     print("goals: entry + normalization <= 3 us, python execute() <= 8 us; backend reference 19-20 us")
     if gemm_rows is None:
         print("\ngemm_sm90: not measured (needs the CuTe DSL, `cutlass` importable, and an SM90 device)")
-    else:
-        print(f"\ngemm_sm90 plan through the graph API, us ({M}x{N}x{K} bf16; {gemm_rows[0]})")
+        return 0
+    for name, plan_rows in gemm_rows:
+        print(f"\n{name}, us ({M}x{N}x{K} bf16)")
         print(f"{'path':32s}" + "".join(f"{'burst ' + str(n):>11s}" for n in BURSTS))
-        for label, cells in gemm_rows[1]:
+        for label, cells in plan_rows:
             print(f"{label:32s}" + "".join(f"{cells[n]:11.2f}" for n in BURSTS))
     return 0
 
 
 def gemm_sm90_rows(Graph: Any, data_type: Any, handle: Any, stream: int, sync: Any, A: Any, B: Any, C: Any):
-    """(plan name, rows) for a real gemm_sm90 plan selected through the graph API; None when it cannot build."""
+    """[(plan name, rows)] for real gemm_sm90 plans selected through the graph API: the first one the
+    heuristics offer and, when that one is split-K, the first without a split. None when it cannot build."""
     import importlib.util
 
     import torch
 
     if importlib.util.find_spec("cutlass") is None or torch.cuda.get_device_capability() != (9, 0):
         return None
+    g, *_ = matmul_graph(Graph, data_type, handle, "gemm_sm90_names")
+    g.create_execution_plans()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    ours = [i for i, name in enumerate(names) if name.startswith("gemm_sm90")]
+    if not ours:
+        print(f"gemm_sm90: no plan offered ({g.decline_reasons().get('gemm_sm90', 'not in the list')})")
+        return None
+    picks = [ours[0]]
+    if "SPLIT_K=2" in names[ours[0]]:
+        picks += [i for i in ours if "SPLIT_K=2" not in names[i]][:1]
+    out = [gemm_plan_rows(Graph, data_type, handle, stream, sync, A, B, C, i) for i in picks]
+    out.append(("no-op CuTe DSL functions (cute_call_floor.py)", floor_rows(stream, sync, A)))
+    return out
+
+
+def gemm_plan_rows(
+    Graph: Any, data_type: Any, handle: Any, stream: int, sync: Any, A: Any, B: Any, C: Any, index: int
+) -> tuple[str, list]:
+    import torch
+
     from pygraph.execution.context import ExecutionContext
     from pygraph.execution.normalize import normalize
 
-    g, a, b, c = matmul_graph(Graph, data_type, handle, "gemm_sm90_plan")
+    g, a, b, c = matmul_graph(Graph, data_type, handle, f"gemm_sm90_plan_{index}")
     g.create_execution_plans()
-    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-    index = next((i for i, name in enumerate(names) if name.startswith("gemm_sm90")), None)
-    if index is None:
-        print(f"gemm_sm90: no plan offered ({g.decline_reasons().get('gemm_sm90', 'not in the list')})")
-        return None
+    name = g.get_plan_name_at_index(index)
     g.select_plan(index)
     g.build_plans()
     planner = g._planner
     plan = planner.compiled[planner.index]
     assert type(plan).__name__ == "GemmSm90Plan", type(plan)
     values = {a: A, b: B, c: C}
-    # the plan the heuristics name may be split-K: its partials need the graph's workspace
+    # a split-K plan's partials need the graph's workspace
     ws_bytes = g.get_workspace_size()
     ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device="cuda") if ws_bytes else None
     C.fill_(float("nan"))
@@ -288,7 +309,42 @@ def gemm_sm90_rows(Graph: Any, data_type: Any, handle: Any, stream: int, sync: A
     ]
     whole, engine = rows[0][1], rows[1][1]
     rows.append(("  entry + normalization", {n: whole[n] - engine[n] for n in BURSTS}))
-    return names[index], rows
+    rows.append(("  device time per launch", {n: device_us(lambda: kp.fn(*direct), n) for n in BURSTS}))
+    return name, rows
+
+
+def device_us(call: Any, n: int, reps: int = 25) -> float:
+    """Median over ``reps`` of the device time of ``n`` back-to-back launches (CUDA events), per launch.
+    A ~1 ms spin kernel goes first, so the launches queue behind it and the host's pace does not show."""
+    import statistics
+
+    import torch
+
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(2_000_000)
+        start.record()
+        for _ in range(n):
+            call()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000 / n)
+    return statistics.median(times)
+
+
+def floor_rows(stream: int, sync: Any, A: Any) -> list:
+    from cute_call_floor import compile_floor, floor_args
+
+    like_gemm, bare = compile_floor()
+    args24, args2 = floor_args(A.data_ptr(), stream)
+    return [
+        (
+            "  24 arguments (gemm's)",
+            {n: burst_cost(lambda: like_gemm(*args24), n, sync=sync) for n in BURSTS},
+        ),
+        ("  pointer + stream", {n: burst_cost(lambda: bare(*args2), n, sync=sync) for n in BURSTS}),
+    ]
 
 
 if __name__ == "__main__":

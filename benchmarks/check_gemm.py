@@ -188,7 +188,44 @@ def cases(quick: bool = False):
         + swizzle_cases()
         + tail_cases()
         + stagger_cases()
+        + ring_cases()
     )
+
+
+def ring_cases():
+    """Store rings of 2 or 3 slots (knobs.epi_slots), which let a 4th A/B stage fit at 128x256;
+    always run. Ragged tiles, long K, every epilogue piece + aux, fp32 output, the staggered kernel's
+    per-warpgroup rings, repeated launches."""
+    r2 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, epi_slots=2)
+    r3 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, epi_slots=3)
+    return [
+        dict(m=2900, n=3000, k=4104, knobs=r2, bias=True, act="gelu_approx_tanh", reps=2),
+        dict(m=2900, n=3000, k=4104, knobs=r3),
+        dict(
+            m=1000,
+            n=1048,
+            k=520,
+            dt="fp16",
+            out="fp16",
+            b_col=True,
+            knobs=r3,
+            bias=True,
+            row_scale=True,
+            col_scale=True,
+            residual=True,
+            act="gelu",
+            aux=True,
+        ),
+        dict(m=1000, n=1048, k=520, out="fp32", knobs=r2, bias=True, act="silu"),
+        dict(
+            m=1000,
+            n=1048,
+            k=264,
+            l=3,
+            knobs=GemmKnobs(tile_m=128, tile_n=256, cga_m=2, stagger=2, epi_slots=3),
+        ),
+        dict(m=8192, n=8192, k=8192, knobs=r3, bias=True, act="gelu_approx_tanh"),
+    ]
 
 
 def stagger_cases():
@@ -451,6 +488,8 @@ _FAMILIES = {
     "stagger, every epilogue piece + aux": lambda c, kn: kn.stagger > 0 and c.get("aux"),
     "stagger 3, batched": lambda c, kn: kn.stagger == 3 and c.get("l", 1) > 1,
     "stagger 3, ragged, twice": lambda c, kn: kn.stagger == 3 and c.get("reps"),
+    "3-slot store ring, every epilogue piece + aux": lambda c, kn: kn.epi_slots == 3 and c.get("aux"),
+    "2-slot store ring, ragged, twice": lambda c, kn: kn.epi_slots == 2 and c.get("reps"),
 }
 
 
@@ -534,7 +573,7 @@ def main(argv=None) -> int:
             f"{kn.tile_m}x{kn.tile_n} cga{kn.cga_m}x{kn.cga_n}{' swap' if kn.swap_ab else ''}"
             f"{f' sk{kn.split_k}' if kn.split_k > 1 else ''}{' pp' if kn.pingpong else ''}"
             f"{f' t{kn.tail_split}' if kn.tail_split > 1 else ''}{f' g{kn.stagger}' if kn.stagger else ''}"
-            f"{' e64' if kn.epi_n == 64 else ''}"
+            f"{f' r{kn.epi_slots}' if kn.epi_slots else ''}{' e64' if kn.epi_n == 64 else ''}"
             if kn
             else "default"
         )

@@ -36,8 +36,9 @@ from pygraph_gemm.kernels.gemm_sm90 import Sm90Gemm
 SHAPES = [(8192, 8192, 8192), (7680, 8448, 8192), (16384, 4096, 4096), (4096, 4096, 4096)]
 # tile x tile, cluster MxN, raster n, swizzle z, split tail t, stagger g, 64-wide epilogue sub-tiles e
 # (bench_gemm.knob_label). Earlier probes compared raster/swizzle/tile shapes and the swizzles that
-# cut DRAM traffic; this set compares the warpgroup stagger (NOTES.md v9) against lockstep.
-KNOBS = "128x256c21z8,128x256c21z8g3,128x256c21z8g2"
+# cut DRAM traffic; this set compares lockstep with 3 A/B stages (4-slot store ring), with 4 stages (3- and
+# 2-slot rings, r3/r2) and the staggered warpgroups (g2, 4 stages), NOTES.md v9-v10.
+KNOBS = "128x256c21z8,128x256c21z8r3,128x256c21z8r2,128x256c21z8g2"
 EPILOGUES = {
     "plain": EpilogueSpec(),
     "bias": EpilogueSpec(bias=True, vec_dtype="bf16"),

@@ -82,6 +82,10 @@ class GemmKnobs:
     # ``stagger`` k-blocks apart and each stores its own rows, so one's epilogue runs while the other
     # still issues wgmma. 0 = lockstep (one store of both halves). Needs more A/B stages than this.
     stagger: int = 0
+    # slots of the epilogue's store ring (each one sub-tile); 0 = the default of ``epi_ring_depth``.
+    # Fewer slots free shared memory for A/B stages: at 128x256 bf16, 2 or 3 slots of 128x32 let a
+    # 4th stage fit (4 slots: 3 stages).
+    epi_slots: int = 0
 
     def validate(self) -> str | None:
         if self.tile_m not in (64, 128, 256):
@@ -118,6 +122,8 @@ class GemmKnobs:
             )
         if self.epi_n not in (32, 64):
             return f"epi_n={self.epi_n} not in (32, 64)"
+        if self.epi_slots and not 2 <= self.epi_slots <= 4:
+            return f"epi_slots={self.epi_slots} not 0 (default) or in [2, 4]"
         if self.epi_n == 64 and self.tile_n % 64:
             return f"epi_n=64 needs tile_n a multiple of 64, got {self.tile_n}"
         if self.pingpong:
@@ -226,7 +232,9 @@ def epi_ring_depth(knobs: GemmKnobs) -> int:
     """Slots of the epilogue's store ring (per consumer warpgroup in ping-pong and when staggered):
     4 sub-tiles of 32 columns or 2 of 64, the same shared memory. Staggered warpgroups keep 2 slots
     each whatever the width: at 128x256 (bf16) that leaves room for a 4th A/B stage, which a
-    stagger of 3 k-blocks needs."""
+    stagger of 3 k-blocks needs. ``knobs.epi_slots`` overrides the count."""
+    if knobs.epi_slots:
+        return knobs.epi_slots
     if knobs.stagger or knobs.epi_n == 64:
         return 2
     return 4

@@ -1,0 +1,116 @@
+"""Paired A/B of gemm_sm90 knob sets (and the cuBLAS anchors) over many short interleaved rounds.
+
+    PYTHONPATH=packages/engines-gemm/src:benchmarks python benchmarks/ab_gemm.py \
+        --knobs 128x256c21z8,128x256c21z8g2 --shapes 8192x8192x8192 --epilogue bias+gelu --rounds 31
+
+Single sweeps and even 5-round medians moved by +-2% on the H200 (the part is power-capped, so its
+clock drifts with what ran just before). Here every round times each column once, ``--reps``
+back-to-back launches between two CUDA events, in a rotated order; the columns of one round ran
+within a few ms of each other, so their ratio cancels the drift. Printed per column: median
+TFLOP/s, and the median with the 25th-75th percentile of the per-round time ratio against the first
+column (>1: faster than it) and against the unfused addmm-then-gelu (the issue's fused floor).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+import torch.nn.functional as F
+from bench_gemm import make_call, parse_knob_label, tflops, unfused_bias_gelu
+
+from pygraph_gemm.kernels.config import EpilogueSpec, dtype_name
+
+EPILOGUES = {"plain": EpilogueSpec(), "bias+gelu": EpilogueSpec(bias=True, activation="gelu_approx_tanh")}
+
+
+def columns(m: int, n: int, k: int, labels: list[str], epilogue: str, dtype) -> dict:
+    torch.manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(n, k, device="cuda", dtype=dtype).t()  # B = W^T, W row-major (N, K)
+    bias = torch.randn(n, device="cuda", dtype=dtype)
+    c = torch.empty(m, n, device="cuda", dtype=dtype)
+    spec = EPILOGUES[epilogue]
+    if spec.bias:  # the bias in the operands' dtype
+        spec = EpilogueSpec(bias=True, activation=spec.activation, vec_dtype=dtype_name(dtype))
+    cols = {label: make_call(parse_knob_label(label), spec, a, b, c, bias) for label in labels}
+    if epilogue == "plain":
+        cols["cublas mm"] = lambda: torch.matmul(a, b, out=c)
+    else:
+        cols["lt fused"] = lambda: torch._addmm_activation(bias, a, b, use_gelu=True)
+    cols["cublas addmm"] = lambda: torch.addmm(bias, a, b, out=c)
+    cols["unfused"] = lambda: unfused_bias_gelu(bias, a, b)
+    ref = F.gelu(torch.addmm(bias.float(), a.float(), b.float()), approximate="tanh")
+    for label in labels:  # a wrong kernel is not timed: check each against fp32 first
+        c.fill_(float("nan"))
+        cols[label]()
+        want = ref if spec.bias else (a.float() @ b.float())
+        err = ((c.float() - want).norm() / want.norm()).item()
+        if not err < 1e-2:
+            raise AssertionError(f"{label} at {m}x{n}x{k} {epilogue}: relative error {err:.2e}")
+    return cols
+
+
+def time_round(cols: dict, order: list[str], reps: int) -> dict:
+    out = {}
+    for name in order:
+        fn = cols[name]
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        fn()
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        end.synchronize()
+        out[name] = start.elapsed_time(end) / reps
+    return out
+
+
+def quartiles(xs: list[float]) -> tuple[float, float, float]:
+    q = statistics.quantiles(xs, n=4)
+    return q[0], statistics.median(xs), q[2]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--knobs", required=True, help="comma-separated knob labels (bench_gemm.knob_label)")
+    ap.add_argument("--shapes", default="8192x8192x8192", help="comma-separated MxNxK")
+    ap.add_argument("--epilogue", default="bias+gelu", choices=sorted(EPILOGUES))
+    ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
+    ap.add_argument("--rounds", type=int, default=31)
+    ap.add_argument("--reps", type=int, default=10, help="launches timed together per column per round")
+    args = ap.parse_args(argv)
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+    labels = args.knobs.split(",")
+    for shape in args.shapes.split(","):
+        m, n, k = (int(x) for x in shape.split("x"))
+        cols = columns(m, n, k, labels, args.epilogue, dtype)
+        names = list(cols)
+        for _ in range(3):  # warm the clocks
+            time_round(cols, names, args.reps)
+        rounds = []
+        for r in range(args.rounds):
+            shift = r % len(names)
+            rounds.append(time_round(cols, names[shift:] + names[:shift], args.reps))
+        first = names[0]
+        print(
+            f"\n{shape} {args.dtype} {args.epilogue}, {args.rounds} rounds x {args.reps} launches: "
+            f"TFLOP/s, then per-round ratio [p25 median p75] vs {first} and vs unfused"
+        )
+        for name in names:
+            ms = statistics.median(rt[name] for rt in rounds)
+            vs_first = quartiles([rt[first] / rt[name] for rt in rounds])
+            vs_unfused = quartiles([rt["unfused"] / rt[name] for rt in rounds])
+            print(
+                f"  {name:24s} {tflops(m, n, k, ms):7.1f}   "
+                + " ".join(f"{x:.3f}" for x in vs_first)
+                + "   "
+                + " ".join(f"{x:.3f}" for x in vs_unfused)
+            )
+    print(f"device: {torch.cuda.get_device_name()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One device call comparing gemm_sm90 knob sets: correctness of the check_gemm cases named, memcheck
+# of the ones named, the 5-round interleaved probe, ncu cycles at one clock, and host cost last.
+#   source /tmp/site/env.sh && CHECK=99,100 MEMCHECK=101 KNOBS=128x256c21z8,128x256c21z8r3 \
+#     NCU_SHAPES=16384x4096x4096 bash scripts/device/ab_gemm_knobs.sh
+# Each step's log goes under $OUT; the summary lines print at the end.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/device/env.sh
+export PYTHONPATH=$PYTHONPATH:$PWD/benchmarks
+OUTDIR=${OUT:-/tmp/out}; mkdir -p "$OUTDIR"
+KNOBS=${KNOBS:-128x256c21z8}
+if [ -n "${CHECK:-}" ]; then
+  python3 benchmarks/check_gemm.py --only "$CHECK" > "$OUTDIR/check.log" 2>&1
+fi
+if [ -n "${MEMCHECK:-}" ]; then
+  compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
+    python3 benchmarks/check_gemm.py --only "$MEMCHECK" > "$OUTDIR/memcheck.log" 2>&1
+  echo "memcheck exit status: $?" >> "$OUTDIR/memcheck.log"
+fi
+if [ -n "${PROBE_SHAPES:-}" ]; then
+  python3 benchmarks/gemm_epilogue_probe.py --knobs "$KNOBS" --epilogues plain,bias+gelu --skip '' \
+    --rounds "${ROUNDS:-5}" --shapes "$PROBE_SHAPES" --no-names > "$OUTDIR/probe.log" 2>&1
+fi
+if [ -n "${AB_SHAPES:-}" ]; then  # paired rounds (benchmarks/ab_gemm.py), each epilogue named
+  for epi in ${AB_EPILOGUES:-bias+gelu}; do
+    python3 benchmarks/ab_gemm.py --knobs "$KNOBS" --shapes "$AB_SHAPES" --epilogue "$epi" \
+      --rounds "${AB_ROUNDS:-31}" >> "$OUTDIR/ab.log" 2>&1
+  done
+fi
+if [ -n "${NCU_MEM_SHAPE:-}" ]; then  # where the L2 and DRAM bytes go, ours against cuBLAS
+  PYGRAPH_NCU_SHAPE=$NCU_MEM_SHAPE ncu --clock-control none --profile-from-start off \
+    --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --print-details all \
+    --metrics lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+    python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } > "$OUTDIR/ncu_mem.log" 2>&1
+  ncu --query-metrics --chip gh100 > "$OUTDIR/ncu_metrics.txt" 2>&1
+fi
+for shape in ${NCU_SHAPES:-}; do
+  PYGRAPH_NCU_SHAPE=$shape ncu --clock-control none --profile-from-start off \
+    --metrics sm__cycles_elapsed.avg,sm__cycles_elapsed.avg.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum \
+    python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } > "$OUTDIR/ncu_$shape.log" 2>&1
+done
+if [ -n "${HOST:-}" ]; then
+  python3 benchmarks/bench_host_cost.py > "$OUTDIR/host.log" 2>&1
+fi
+echo "== check";    grep -E "passed|failed|FAIL|ERR" "$OUTDIR/check.log" 2>/dev/null | tail -12
+echo "== memcheck"; grep -E "ERROR SUMMARY|exit status" "$OUTDIR/memcheck.log" 2>/dev/null
+echo "== probe";    tail -14 "$OUTDIR/probe.log" 2>/dev/null
+echo "== a/b";      grep -vE "^\s*$" "$OUTDIR/ab.log" 2>/dev/null | tail -40
+for shape in ${NCU_SHAPES:-}; do
+  echo "== ncu $shape"
+  grep -E "^  [a-z_]+.*\(|sm__cycles_elapsed.avg |per_second|hmma|inst_executed" "$OUTDIR/ncu_$shape.log" \
+    | sed -E 's/ +/ /g' | cut -c1-110
+done
+echo "== host";     tail -36 "$OUTDIR/host.log" 2>/dev/null
