@@ -60,9 +60,11 @@ def candidates(m, n, k):
             GemmKnobs(tile_m=64, tile_n=64, cga_n=4),
         ]
     return [
-        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8),  # what the heuristics name for K > 1024
+        GemmKnobs(
+            tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2
+        ),  # what the heuristics name for K > 1024
+        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=3),
-        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=4),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, epi_n=64),
         GemmKnobs(tile_m=128, tile_n=128, cga_m=2, pingpong=True),  # named for K <= 1024

@@ -9,8 +9,8 @@ Goals: entry + normalization <= 3 us; whole python-plan execute <= 8 us. Backend
 When the gemm_sm90 engine can build here (the CuTe DSL importable, an SM90 device), real
 gemm_sm90 plans are measured too, selected through the graph API, and printed last: execute(), the
 engine's own call, the compiled function called with prebuilt arguments, the split, and the
-device time per launch. The first plan offered is measured, and the first without split-K when
-that one splits. Last, two no-op CuTe DSL functions (cute_call_floor.py) place the compiled
+device time per launch. The first plan offered is measured, and the first that differs from it in
+splitting K. Last, two no-op CuTe DSL functions (cute_call_floor.py) place the compiled
 function's own cost: argument conversion and launch vs what gemm's host code adds.
 
 Run (needs torch, nvidia-cudnn-frontend and our sources; nvidia-cutlass-dsl for the gemm_sm90 rows):
@@ -232,7 +232,7 @@ def main() -> int:
 
 def gemm_sm90_rows(Graph: Any, data_type: Any, handle: Any, stream: int, sync: Any, A: Any, B: Any, C: Any):
     """[(plan name, rows)] for real gemm_sm90 plans selected through the graph API: the first one the
-    heuristics offer and, when that one is split-K, the first without a split. None when it cannot build."""
+    heuristics offer and the first that differs from it in splitting K. None when it cannot build."""
     import importlib.util
 
     import torch
@@ -246,9 +246,8 @@ def gemm_sm90_rows(Graph: Any, data_type: Any, handle: Any, stream: int, sync: A
     if not ours:
         print(f"gemm_sm90: no plan offered ({g.decline_reasons().get('gemm_sm90', 'not in the list')})")
         return None
-    picks = [ours[0]]
-    if "SPLIT_K=2" in names[ours[0]]:
-        picks += [i for i in ours if "SPLIT_K=2" not in names[i]][:1]
+    split = "SPLIT_K=2" in names[ours[0]]
+    picks = [ours[0]] + [i for i in ours if ("SPLIT_K=2" in names[i]) != split][:1]
     out = [gemm_plan_rows(Graph, data_type, handle, stream, sync, A, B, C, i) for i in picks]
     out.append(("no-op CuTe DSL functions (cute_call_floor.py)", floor_rows(stream, sync, A)))
     return out

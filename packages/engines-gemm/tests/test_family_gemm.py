@@ -115,9 +115,18 @@ def test_engine_declines_fp32_inputs_with_the_reason():
     ("m", "n", "k", "bucket", "first"),
     [
         (16, 4096, 128, "skinny", {"SWAP_AB": True, "TILE_M": 64, "TILE_N": 16}),
-        (128, 4096, 128, "narrow", {"SWAP_AB": False, "TILE_M": 128, "TILE_N": 64, "SPLIT_K": 2}),
+        (128, 4096, 4096, "narrow", {"SWAP_AB": False, "TILE_M": 128, "TILE_N": 64, "SPLIT_K": 2}),
+        (128, 4096, 2048, "narrow", {"TILE_M": 128, "TILE_N": 64, "SPLIT_K": 2}),
+        (128, 4096, 1024, "narrow", {"TILE_M": 128, "TILE_N": 64, "SPLIT_K": 1}),  # short K: no split
+        (256, 256, 128, "narrow", {"TILE_M": 128, "TILE_N": 64, "SPLIT_K": 1}),
         (512, 512, 128, "small", {"SWAP_AB": False, "TILE_N": 128, "TILE_CGA_M": 1}),
-        (4096, 4096, 4096, "large", {"TILE_N": 256, "TILE_CGA_M": 2, "SWIZZLE": 8, "PINGPONG": False}),
+        (
+            4096,
+            4096,
+            4096,
+            "large",
+            {"TILE_N": 256, "TILE_CGA_M": 2, "SWIZZLE": 8, "PINGPONG": False, "STAGGER": 2},
+        ),
         (8192, 8192, 1024, "large", {"TILE_M": 128, "TILE_N": 128, "TILE_CGA_M": 2, "PINGPONG": True}),
     ],
 )
@@ -152,7 +161,7 @@ def test_plan_list_of_a_gemm_graph_on_cpu():
     c.set_output(True)
     g.create_execution_plans()
     assert g.get_plan_name_at_index(0).startswith(
-        "gemm_sm90[PINGPONG=False,RASTER=m,SPLIT_K=1,STAGES=0,STAGGER=0,SWAP_AB=False,SWIZZLE=8,TILEK=64,TILE_CGA_M=2"
+        "gemm_sm90[PINGPONG=False,RASTER=m,SPLIT_K=1,STAGES=0,STAGGER=2,SWAP_AB=False,SWIZZLE=8,TILEK=64,TILE_CGA_M=2"
     )
     assert g.backend_decline_reason() is not None  # no GPU here: the backend offers nothing, and says why
 

@@ -32,6 +32,10 @@ _BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset(
 )
 
 
+# Narrow shapes split K only from here on: two slices of at least 16 k-blocks of 64 each.
+SPLIT_K_MIN_K = 2048
+
+
 def shape_bucket(facts: GemmFacts) -> str:
     """skinny: M <= 32 (swap A and B so N fills the tile's M); narrow: M <= 256; small: under one wave of
     128x256 tiles; large: the rest."""
@@ -51,8 +55,9 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     """The config named first for the graph's bucket.
 
     From the kernel's sweeps on the H200 (2026-11-29, kernels/NOTES.md, bf16 and fp16 alike):
-    large shapes 128x256 cooperative with a 2x1 cluster and swizzle 8 (v6), ping-pong 128x128 when
-    K <= 1024 (v4); M=128 128x64 with split-K 2 (v3); M=16 swapped 64x16 (1.04-1.05x cuBLAS).
+    large shapes 128x256 cooperative with a 2x1 cluster, swizzle 8 (v6) and warpgroups 2 k-blocks apart
+    (v10), ping-pong 128x128 when K <= 1024 (v4); M=128 128x64 with split-K 2 when K is long enough
+    (v3, v10); M=16 swapped 64x16 (1.04-1.05x cuBLAS).
     """
     bucket = shape_bucket(facts)
     base = {
@@ -69,7 +74,12 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     }
     if bucket == "skinny":
         return {**base, "TILE_M": 64, "TILE_N": 16, "SWAP_AB": True}
-    if bucket == "narrow":  # 128x64 tiles, K in two slices: 189-192 -> 206-212 TFLOP/s at M=128 (NOTES.md v3)
+    if bucket == "narrow":
+        # 128x64 tiles, K in two slices: 189-192 -> 206-212 TFLOP/s at M=128, K=4096 (NOTES.md v3).
+        # Below SPLIT_K_MIN_K a slice has too few k-blocks to fill its pipeline, and the split only
+        # adds the fp32 round trip (and a workspace the caller must pass): NOTES.md v10.
+        if facts.k < SPLIT_K_MIN_K:
+            return {**base, "TILE_M": 128, "TILE_N": 64}
         return {**base, "TILE_M": 128, "TILE_N": 64, "SPLIT_K": 2}
     if bucket == "small":
         return {**base, "TILE_M": 128, "TILE_N": 128}
@@ -83,10 +93,11 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     # 637 / 651 without (DRAM reads 1.22 vs 2.34 GB, SM clock 1.55 vs 1.50 GHz under ncu);
     # 16384x4096x4096 660 / 649, ahead of the 1x2 cluster rastered along N named before for tall
     # shapes (638 / 619 with swizzle 8 in the same run; 661 / 637 without, in the run before).
-    # Warpgroups k-blocks apart (STAGGER, v9) stay behind it: +3% on 4096^3 bias+gelu in a 5-round
-    # A/B (679 vs 657), but up to 5% slower fused at K=4096 on the wide and tall shapes in the
-    # benchmark's sweep (4096x14336x4096 bf16 612 vs 642, 16384x4096x4096 629 vs 669).
-    return {**base, "TILE_M": 128, "TILE_N": 256, "TILE_CGA_M": 2, "SWIZZLE": 8}
+    # Warpgroups 2 k-blocks apart (STAGGER, v9-v10): in paired A/Bs of 41 rounds (benchmarks/ab_gemm.py,
+    # bf16) bias+gelu +0.6% at 8192^3 and 16384x4096x4096, +0.9% at 4096x14336x4096, plain +0.1-0.6%;
+    # under ncu at one clock 0.9-1.8% fewer cycles. The sweep losses that had kept it behind were noise
+    # of single timings.
+    return {**base, "TILE_M": 128, "TILE_N": 256, "TILE_CGA_M": 2, "SWIZZLE": 8, "STAGGER": 2}
 
 
 def _valid(knobs: dict[str, Any]) -> bool:

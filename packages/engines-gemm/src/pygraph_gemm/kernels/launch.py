@@ -168,6 +168,7 @@ def _source_digest() -> str:
         digest = hashlib.sha256()
         for name in (
             "gemm_sm90.py",
+            "gemm_sm90_split.py",
             "gemm_sm80.py",
             "epilogue.py",
             "config.py",
