@@ -32,8 +32,10 @@ _BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset(
 )
 
 
-# Narrow shapes split K only from here on: two slices of at least 16 k-blocks of 64 each.
-SPLIT_K_MIN_K = 2048
+# Narrow shapes split K only from here on (two slices of at least 32 k-blocks of 64). Paired A/B,
+# 128x64 tiles plain bf16, split-K 2 vs none (benchmarks/ab_gemm.py, 21 rounds, H200, 2026-11-29):
+# 128x4096x4096 1.16x; 128x4096x2048 0.95x; 128x4096x1024 0.79x; 256x4096x1024 0.53x; 256x256x128 0.62x.
+SPLIT_K_MIN_K = 4096
 
 
 def shape_bucket(facts: GemmFacts) -> str:
@@ -76,8 +78,8 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
         return {**base, "TILE_M": 64, "TILE_N": 16, "SWAP_AB": True}
     if bucket == "narrow":
         # 128x64 tiles, K in two slices: 189-192 -> 206-212 TFLOP/s at M=128, K=4096 (NOTES.md v3).
-        # Below SPLIT_K_MIN_K a slice has too few k-blocks to fill its pipeline, and the split only
-        # adds the fp32 round trip (and a workspace the caller must pass): NOTES.md v10.
+        # Below SPLIT_K_MIN_K the split loses (the fp32 round trip and the reducing CTA's wait cost
+        # more than the second wave of slices buys), and a plan without it needs no workspace.
         if facts.k < SPLIT_K_MIN_K:
             return {**base, "TILE_M": 128, "TILE_N": 64}
         return {**base, "TILE_M": 128, "TILE_N": 64, "SPLIT_K": 2}
