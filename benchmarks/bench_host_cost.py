@@ -247,7 +247,7 @@ def gemm_sm90_rows(Graph: Any, data_type: Any, handle: Any, stream: int, sync: A
         print(f"gemm_sm90: no plan offered ({g.decline_reasons().get('gemm_sm90', 'not in the list')})")
         return None
     split = "SPLIT_K=2" in names[ours[0]]
-    picks = [ours[0]] + [i for i in ours if ("SPLIT_K=2" in names[i]) != split][:1]
+    picks = [ours[0], *[i for i in ours if ("SPLIT_K=2" in names[i]) != split][:1]]
     out = [gemm_plan_rows(Graph, data_type, handle, stream, sync, A, B, C, i) for i in picks]
     out.append(("no-op CuTe DSL functions (cute_call_floor.py)", floor_rows(stream, sync, A)))
     return out

@@ -182,7 +182,10 @@ def _expected(kp, pack, positions, batch):
             ptr["bias"], ptr["row_scale"], ptr["col_scale"], ptr["residual"], s3.get("residual", (0, 0, 0)),
             ptr["aux"], s3.get("aux", (0, 0, 0)), STREAM)  # fmt: skip
     new = kp.kernel_args(*args)
-    assert new == _legacy_kernel_args(kp.klay, kp.swap, *args)
+    legacy = _legacy_kernel_args(kp.klay, kp.swap, *args)
+    if kp.lean:  # an epilogue with no other operand: the pointers and geometry of A, B and C only
+        legacy = legacy[:3] + legacy[8:18] + legacy[23:]
+    assert new == legacy
     return new
 
 
@@ -203,6 +206,16 @@ def test_closure_launches_what_kernel_args_maps(
     pack = _pack(declared, positions)
     plan.execute(None, pack, SimpleNamespace(stream=STREAM, workspace=0))
     assert fn.calls == [_expected(kp, pack, positions, batch)]
+
+
+def test_an_epilogue_without_operands_launches_the_lean_function(monkeypatch) -> None:
+    """No vector, residual or aux: 3 pointers, 4 sizes, 6 strides and the stream (14 arguments)."""
+    plan, kp, fn, declared, positions, _batch = _setup(monkeypatch, False, True, False, True, "batched", ())
+    assert kp.lean
+    plan.execute(None, _pack(declared, positions), SimpleNamespace(stream=STREAM, workspace=0))
+    (args,) = fn.calls
+    assert len(args) == 14 and args[:3] == (POINTERS["b"], POINTERS["a"], POINTERS["out"])
+    assert args[-1] == STREAM
 
 
 @pytest.mark.parametrize(

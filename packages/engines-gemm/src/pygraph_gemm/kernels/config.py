@@ -209,6 +209,11 @@ class KernelEpilogue:
     def has_affine(self) -> bool:
         return self.bias_m or self.bias_n or self.scale_m or self.scale_n or self.residual
 
+    @property
+    def has_operands(self) -> bool:
+        """Reads or writes a tensor besides A, B and C (a vector, the residual, the aux output)."""
+        return self.has_affine or self.aux_out
+
 
 @dataclass(frozen=True)
 class KernelLayout:

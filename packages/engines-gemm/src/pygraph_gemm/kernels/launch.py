@@ -91,7 +91,18 @@ def _compile(
 
     cls = Sm90GemmSplitK if needs_workspace(knobs) else Sm90Gemm
     kern = cls(knobs, lay, epi, max_active_clusters=resident_clusters(knobs.cga_m * knobs.cga_n))
-    return compile_kernel(kern, lay, epi, arch, with_workspace=needs_workspace(knobs))
+    lean = is_lean(knobs, epi, kernel)
+    return compile_kernel(kern, lay, epi, arch, with_workspace=needs_workspace(knobs), lean=lean)
+
+
+def is_lean(knobs: GemmKnobs, epi: KernelEpilogue, kernel: str = "sm90") -> bool:
+    """The compiled function takes only A, B, C, the sizes, their strides and the stream (14
+    arguments, `Sm90Gemm.call_lean`): the SM90 kernel without a workspace, with an epilogue that
+    reads no other tensor. Otherwise the full 24 (+ workspace and semaphores)."""
+    return kernel == "sm90" and not needs_workspace(knobs) and not epi.has_operands
+
+
+LEAN_POINTERS, LEAN_GEOMETRY = 3, 10  # the pointers and sizes/strides a lean function takes
 
 
 def compile_kernel(
@@ -101,9 +112,11 @@ def compile_kernel(
     arch: str,
     with_workspace: bool = False,
     tma_outputs: bool = True,
+    lean: bool = False,
 ) -> Callable:
     """Compile a GEMM kernel object (Sm90Gemm, Sm80Gemm) for ``arch`` with placeholder arguments:
-    8 pointers, 4 sizes, 11 strides, [workspace, semaphores,] stream. Output pointers are assumed
+    8 pointers, 4 sizes, 11 strides, [workspace, semaphores,] stream; ``lean`` (`is_lean`): the
+    kernel's ``call_lean`` with 3 pointers, 4 sizes, 6 strides, stream. Output pointers are assumed
     16-byte aligned when TMA stores them (``tma_outputs``), else element-aligned."""
     import cutlass
     import cutlass.cute as cute
@@ -132,6 +145,11 @@ def compile_kernel(
         out(epi.aux_dtype),
     ]
     i32, i64 = cutlass.Int32(1), cutlass.Int64(8)
+    if lean:
+        args = args[:LEAN_POINTERS] + [i32] * 4 + [i64] * (LEAN_GEOMETRY - 4) + [make_fake_stream()]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the same trace-time advisories as below
+            return cute.compile(kern.call_lean, *args, options=f"--enable-tvm-ffi --gpu-arch {arch}")
     args += [i32] * 4 + [i64] * 11
     if with_workspace:
         args.append(p("fp32", 16))  # workspace: the fp32 partials
@@ -376,6 +394,7 @@ class Plan:
         "kepi",
         "klay",
         "knobs",
+        "lean",
         "pointer_order",
         "swap",
     )
@@ -407,6 +426,11 @@ class Plan:
             (lay.b_bcast, lay.a_bcast) if knobs.swap_ab else (lay.a_bcast, lay.b_bcast)
         )
         self.pointer_order, self.geometry = kernel_frame(lay, knobs.swap_ab)
+        self.lean = is_lean(knobs, self.kepi, kernel)
+        if self.lean:  # the compiled function takes A, B, C and their geometry only
+            full = self.geometry
+            self.pointer_order = self.pointer_order[:LEAN_POINTERS]
+            self.geometry = lambda *a: full(*a)[:LEAN_GEOMETRY]
         self.fn = get_compiled(knobs, self.kepi, lay, arch, kernel)  # Sm80Gemm raises what it cannot build
         self._ws = None  # split-K: the plan's own workspace (torch tensor), grown on demand
 
@@ -481,7 +505,8 @@ class Plan:
         cudaStream_t (0 = legacy default stream). Split-K or a split tail only (``needs_workspace``):
         ``workspace`` is the device address of ``workspace_bytes(m, n, l, k)`` bytes (any contents)
         and ``semaphores`` that of ``semaphore_words`` zeroed int32 words (see ``semaphores``); they
-        go after the sizes/strides, before the stream.
+        go after the sizes/strides, before the stream. A lean plan (`is_lean`) passes only A, B, C,
+        the sizes and their strides (``pointer_order`` and ``geometry`` are cut to those).
         """
         ptrs = (a_ptr, b_ptr, c_ptr, bias_ptr, row_scale_ptr, col_scale_ptr, residual_ptr, aux_ptr)
         geo = self.geometry(m, n, k, l, a_strides, b_strides, c_strides, residual_strides, aux_strides)
