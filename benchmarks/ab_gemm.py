@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -52,10 +53,25 @@ def columns(m: int, n: int, k: int, labels: list[str], epilogue: str, dtype) -> 
     return cols
 
 
-def time_round(cols: dict, order: list[str], reps: int) -> dict:
+def time_round(cols: dict, order: list[str], reps: int, flush: Any = None) -> dict:
+    """Per column, ms per launch: ``reps`` launches back to back between two events; with ``flush``
+    (a 256 MB buffer) each launch is timed alone after zeroing it, so it starts from a cold L2 the
+    way triton's do_bench (bench_gemm.py) times it."""
     out = {}
     for name in order:
         fn = cols[name]
+        if flush is not None:
+            times = []
+            for _ in range(reps):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                flush.zero_()
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+            out[name] = statistics.median(times)
+            continue
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         fn()
         torch.cuda._sleep(
@@ -83,22 +99,28 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
     ap.add_argument("--rounds", type=int, default=31)
     ap.add_argument("--reps", type=int, default=10, help="launches timed together per column per round")
+    ap.add_argument(
+        "--flush", action="store_true", help="time each launch alone from a cold L2 (do_bench's way)"
+    )
     args = ap.parse_args(argv)
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     labels = args.knobs.split(",")
+    flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda") if args.flush else None
     for shape in args.shapes.split(","):
         m, n, k = (int(x) for x in shape.split("x"))
         cols = columns(m, n, k, labels, args.epilogue, dtype)
         names = list(cols)
         for _ in range(3):  # warm the clocks
-            time_round(cols, names, args.reps)
+            time_round(cols, names, args.reps, flush)
         rounds = []
         for r in range(args.rounds):
             shift = r % len(names)
-            rounds.append(time_round(cols, names[shift:] + names[:shift], args.reps))
+            rounds.append(time_round(cols, names[shift:] + names[:shift], args.reps, flush))
         first = names[0]
         print(
-            f"\n{shape} {args.dtype} {args.epilogue}, {args.rounds} rounds x {args.reps} launches: "
+            f"\n{shape} {args.dtype} {args.epilogue}, {args.rounds} rounds x {args.reps} launches"
+            + (" (each from a cold L2)" if args.flush else "")
+            + ": "
             f"TFLOP/s, then per-round ratio [p25 median p75] vs {first} and vs unfused"
         )
         for name in names:
