@@ -7,6 +7,7 @@ first), and says so below.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -16,7 +17,7 @@ from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph.ir.dtypes import heur_mode
 from pygraph_gemm.analyzer import GemmFacts
 from pygraph_gemm.engine_sm80 import KNOB_DOMAINS as SM80_KNOB_DOMAINS
-from pygraph_gemm.engine_sm90 import KNOB_DOMAINS
+from pygraph_gemm.engine_sm90 import KNOB_DOMAINS, knobs_from_config
 from pygraph_gemm.support import dtype_short
 
 __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
@@ -103,22 +104,16 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
 
 
 def _valid(knobs: dict[str, Any]) -> bool:
-    if knobs["TILE_CGA_M"] * knobs["TILE_CGA_N"] > 4:
-        return False
-    if knobs["STAGGER"] and (knobs["TILE_M"] != 128 or knobs["PINGPONG"] or knobs["SPLIT_K"] > 1):
-        return False  # two cooperative warpgroups on a 128-row tile
-    if knobs["PINGPONG"] and (
-        knobs["TILE_M"] * knobs["TILE_N"] > 128 * 128
-        or knobs["TILE_M"] not in (64, 128)
-        or knobs["SPLIT_K"] > 1
-    ):
-        return False  # one warpgroup holds a whole tile's accumulators: at most 128x128, no split-K
+    if knobs_from_config(knobs).validate() is not None:
+        return False  # a combination the kernel cannot build (GemmKnobs.validate says which)
     # Split-K pays where few output tiles leave SMs idle: clusters and swapped operands only dilute it.
     return knobs["SPLIT_K"] == 1 or (knobs["TILE_CGA_M"] == knobs["TILE_CGA_N"] == 1 and not knobs["SWAP_AB"])
 
 
-def _domain() -> list[dict[str, Any]]:
-    return [k for k in _points(KNOB_DOMAINS) if _valid(k)]
+@functools.cache
+def _domain() -> tuple[dict[str, Any], ...]:
+    """Every valid point of the knob domain (fixed per process: built once)."""
+    return tuple(k for k in _points(KNOB_DOMAINS) if _valid(k))
 
 
 def _points(domains: dict[str, tuple[Any, ...]]) -> list[dict[str, Any]]:
