@@ -78,22 +78,9 @@ def run_case(
     idt, odt = DT[dt], DT[out]
     a = _mat(l, m, k, idt, a_col, a_bc, dev)
     b = _mat(l, k, n, idt, b_col, b_bc, dev)
-    kw = {}
-    ref = torch.matmul(a.double(), b.double())
-    if row_scale:
-        kw["row_scale"] = torch.rand(m, device=dev) + 0.5
-        ref = ref * kw["row_scale"].double()[None, :, None]
-    if col_scale:
-        kw["col_scale"] = torch.rand(n, device=dev) + 0.5
-        ref = ref * kw["col_scale"].double()[None, None, :]
-    if bias:
-        kw["bias"] = torch.randn(n, device=dev)
-        ref = ref + kw["bias"].double()
-    if residual:
-        kw["residual"] = torch.randn(l, m, n, device=dev).to(idt)
-        ref = ref + kw["residual"].double()
-    pre = ref
-    ref = _act_ref(ref, act)
+    kw, res, pre, ref = reference(a, b, idt, row_scale, col_scale, bias, residual, act)
+    if res is not None:
+        kw["residual"] = res
     batched = l > 1 if batched_api is None else batched_api
     c = torch.full((l, m, n) if batched else (m, n), float("nan"), device=dev, dtype=odt)
     x = torch.full_like(c, float("nan"), dtype=idt) if aux else None
@@ -115,6 +102,31 @@ def run_case(
         x3 = x if x.dim() == 3 else x[None]
         xerr = _relerr(x3, pre)
     return err, TOL[odt], xerr
+
+
+def reference(a, b, idt, row_scale: bool, col_scale: bool, bias: bool, residual: bool, act: str):
+    """Fresh random epilogue operands for A (L, M, K) @ B (L, K, N), and the float64 reference.
+
+    Returns (vectors by name, residual or None, pre-activation reference, reference); the vectors
+    are fp32, the residual in ``idt``. Both check runners draw them here, in this order."""
+    l, m, n = a.shape[0], a.shape[1], b.shape[2]
+    dev = a.device
+    vecs = {}
+    ref = torch.matmul(a.double(), b.double())
+    if row_scale:
+        vecs["row_scale"] = torch.rand(m, device=dev) + 0.5
+        ref = ref * vecs["row_scale"].double()[None, :, None]
+    if col_scale:
+        vecs["col_scale"] = torch.rand(n, device=dev) + 0.5
+        ref = ref * vecs["col_scale"].double()[None, None, :]
+    if bias:
+        vecs["bias"] = torch.randn(n, device=dev)
+        ref = ref + vecs["bias"].double()
+    res = None
+    if residual:
+        res = torch.randn(l, m, n, device=dev).to(idt)
+        ref = ref + res.double()
+    return vecs, res, ref, _act_ref(ref, act)
 
 
 def _relerr(got: torch.Tensor, ref: torch.Tensor) -> float:

@@ -77,7 +77,7 @@ def run_case(
 ):
     """Returns (rel_err, tol, aux_err_or_None). Raises on failure to run (or can_implement refusal)."""
     import torch
-    from check_gemm import DT, _act_ref, _relerr
+    from check_gemm import DT, _relerr, reference
 
     from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, KernelEpilogue, can_implement
     from pygraph_gemm.kernels.launch import kernel_frame, kernel_layout
@@ -89,23 +89,7 @@ def run_case(
     # k_pad: pad (with NaN) the K-contiguous rows: A's when K-major, B's when b_col (K-major)
     a = _operand(l, m, k, idt, a_col, a_bc, 0 if a_col else kp, 0, dev)
     b = _operand(l, k, n, idt, b_col, b_bc, 0, kp if b_col else 0, dev)
-    ref = torch.matmul(a.double(), b.double())
-    vecs = {}
-    if row_scale:
-        vecs["row_scale"] = torch.rand(m, device=dev) + 0.5
-        ref = ref * vecs["row_scale"].double()[None, :, None]
-    if col_scale:
-        vecs["col_scale"] = torch.rand(n, device=dev) + 0.5
-        ref = ref * vecs["col_scale"].double()[None, None, :]
-    if bias:
-        vecs["bias"] = torch.randn(n, device=dev)
-        ref = ref + vecs["bias"].double()
-    res = None
-    if residual:
-        res = torch.randn(l, m, n, device=dev).to(idt)
-        ref = ref + res.double()
-    pre = ref
-    ref = _act_ref(ref, act)
+    vecs, res, pre, ref = reference(a, b, idt, row_scale, col_scale, bias, residual, act)
     cp = (-n if not c_col else -m) % 8 if c_pad else 0  # pad C's contiguous rows to 16 bytes
     if c_col:
         c_store = torch.full((l, n, m + cp), float("nan"), device=dev, dtype=odt)
