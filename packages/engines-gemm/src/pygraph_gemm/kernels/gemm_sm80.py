@@ -32,13 +32,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 import cutlass.utils as utils
-from cutlass import Float32, Int32, Int64, const_expr
+from cutlass import Float32, const_expr
 
 from .config import GemmKnobs, KernelEpilogue, KernelLayout, dtype_bytes
+from .entry import GemmEntry
 from .epilogue import activate, apply_affine
 
 _DT = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16, "fp32": cutlass.Float32}
@@ -97,7 +97,7 @@ def can_implement_sm80(knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue)
     return None
 
 
-class Sm80Gemm:
+class Sm80Gemm(GemmEntry):
     """C[m, n, l] = epilogue(sum_k A[m, k, l] * B[n, k, l]) for one static configuration."""
 
     def __init__(self, knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue):
@@ -166,34 +166,37 @@ class Sm80Gemm:
             val = cute.make_layout((v, 1))
         return cute.make_tiled_copy_tv(atom, thr, val)
 
-    @cute.jit
-    def __call__(
+    def _host(
         self,
-        a_ptr: cute.Pointer,
-        b_ptr: cute.Pointer,
-        c_ptr: cute.Pointer,
-        bias_ptr: cute.Pointer,
-        scale_m_ptr: cute.Pointer,
-        scale_n_ptr: cute.Pointer,
-        res_ptr: cute.Pointer,
-        aux_ptr: cute.Pointer,
-        m: Int32,
-        n: Int32,
-        k: Int32,
-        l: Int32,
-        a_ld: Int64,
-        a_bs: Int64,
-        b_ld: Int64,
-        b_bs: Int64,
-        c_ld: Int64,
-        c_bs: Int64,
-        r_sm: Int64,
-        r_sn: Int64,
-        r_bs: Int64,
-        x_ld: Int64,
-        x_bs: Int64,
-        stream: cuda.CUstream,
+        a_ptr,
+        b_ptr,
+        c_ptr,
+        bias_ptr,
+        scale_m_ptr,
+        scale_n_ptr,
+        res_ptr,
+        aux_ptr,
+        m,
+        n,
+        k,
+        l,
+        a_ld,
+        a_bs,
+        b_ld,
+        b_bs,
+        c_ld,
+        c_bs,
+        r_sm,
+        r_sn,
+        r_bs,
+        x_ld,
+        x_bs,
+        ws_ptr,
+        sem_ptr,
+        stream,
     ):
+        """Host-side body of the entry points (`entry.GemmEntry`); no workspace (``ws_ptr``,
+        ``sem_ptr`` unused: this kernel has no split-K)."""
         epi = self.epi
         mA, mB, mC = self._tensors(a_ptr, b_ptr, c_ptr, m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs)
         mX = mC  # placeholder when there is no aux output

@@ -22,7 +22,6 @@ dimension of its static layout (majorness, dtypes, epilogue, knobs).
 
 from __future__ import annotations
 
-import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
@@ -33,6 +32,7 @@ from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.tensor_utils import LayoutEnum
 
 from .config import GemmKnobs, KernelEpilogue, KernelLayout, epi_ring_depth, pick_stages
+from .entry import GemmEntry
 from .epilogue import activate, apply_affine
 from .tile_schedule import schedule_extent, tail_split, unit_coord, unit_work
 
@@ -54,7 +54,7 @@ def _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout):
     return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
 
-class Sm90Gemm:
+class Sm90Gemm(GemmEntry):
     """C[m, n, l] = epilogue(sum_k A[m, k, l] * B[n, k, l]) for one static configuration."""
 
     # Measurement probe only (benchmarks/gemm_epilogue_probe.py): True compiles a kernel that skips
@@ -121,114 +121,6 @@ class Sm90Gemm:
         mC = cute.make_tensor(c_ptr, cute.make_layout((m, n, l), stride=c_st))
         return mA, mB, mC
 
-    @cute.jit
-    def __call__(
-        self,
-        a_ptr: cute.Pointer,
-        b_ptr: cute.Pointer,
-        c_ptr: cute.Pointer,
-        bias_ptr: cute.Pointer,
-        scale_m_ptr: cute.Pointer,
-        scale_n_ptr: cute.Pointer,
-        res_ptr: cute.Pointer,
-        aux_ptr: cute.Pointer,
-        m: Int32,
-        n: Int32,
-        k: Int32,
-        l: Int32,
-        a_ld: Int64,
-        a_bs: Int64,
-        b_ld: Int64,
-        b_bs: Int64,
-        c_ld: Int64,
-        c_bs: Int64,
-        r_sm: Int64,
-        r_sn: Int64,
-        r_bs: Int64,
-        x_ld: Int64,
-        x_bs: Int64,
-        stream: cuda.CUstream,
-    ):
-        self._host(
-            a_ptr,
-            b_ptr,
-            c_ptr,
-            bias_ptr,
-            scale_m_ptr,
-            scale_n_ptr,
-            res_ptr,
-            aux_ptr,
-            m,
-            n,
-            k,
-            l,
-            a_ld,
-            a_bs,
-            b_ld,
-            b_bs,
-            c_ld,
-            c_bs,
-            r_sm,
-            r_sn,
-            r_bs,
-            x_ld,
-            x_bs,
-            None,
-            None,
-            stream,
-        )
-
-    @cute.jit
-    def call_lean(
-        self,
-        a_ptr: cute.Pointer,
-        b_ptr: cute.Pointer,
-        c_ptr: cute.Pointer,
-        m: Int32,
-        n: Int32,
-        k: Int32,
-        l: Int32,
-        a_ld: Int64,
-        a_bs: Int64,
-        b_ld: Int64,
-        b_bs: Int64,
-        c_ld: Int64,
-        c_bs: Int64,
-        stream: cuda.CUstream,
-    ):
-        """The entry point of an epilogue that reads no vector, residual or aux operand
-        (`KernelEpilogue.has_operands` False): 14 arguments instead of 24, since every argument the
-        compiled function converts is host time per call. The unused operands alias C."""
-        zero = Int64(0)
-        self._host(
-            a_ptr,
-            b_ptr,
-            c_ptr,
-            c_ptr,
-            c_ptr,
-            c_ptr,
-            c_ptr,
-            c_ptr,
-            m,
-            n,
-            k,
-            l,
-            a_ld,
-            a_bs,
-            b_ld,
-            b_bs,
-            c_ld,
-            c_bs,
-            zero,
-            zero,
-            zero,
-            zero,
-            zero,
-            None,
-            None,
-            stream,
-        )
-
     def _host(
         self,
         a_ptr,
@@ -258,7 +150,7 @@ class Sm90Gemm:
         sem_ptr,
         stream,
     ):
-        """Host-side body shared by both entry points (traced inside their @cute.jit)."""
+        """Host-side body of every entry point (`entry.GemmEntry`, the split one; traced inside them)."""
         epi = self.epi
         mA, mB, mC = self._tensors(a_ptr, b_ptr, c_ptr, m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs)
         a_layout, b_layout, c_layout = self.a_layout, self.b_layout, self.c_layout

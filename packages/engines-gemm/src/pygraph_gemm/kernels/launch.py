@@ -40,9 +40,11 @@ ARCH = "sm_90a"
 _FN_NAME = "pygraph_gemm_sm90"
 
 
-def cache_key(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH) -> tuple:
+def cache_key(
+    knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH, kernel: str = "sm90"
+) -> tuple:
     clusters = resident_clusters(knobs.cga_m * knobs.cga_n)
-    return ("sm90_gemm_v1", astuple(knobs), astuple(epi), astuple(lay), arch, clusters)
+    return (f"{kernel}_gemm_v1", astuple(knobs), astuple(epi), astuple(lay), arch, clusters)
 
 
 _RESIDENT: dict[int, int] = {}
@@ -97,12 +99,10 @@ def _compile(
 
 def is_lean(knobs: GemmKnobs, epi: KernelEpilogue, kernel: str = "sm90") -> bool:
     """The compiled function takes only A, B, C, the sizes, their strides and the stream (14
-    arguments, `Sm90Gemm.call_lean`): the SM90 kernel without a workspace, with an epilogue that
-    reads no other tensor. Otherwise the full 24 (+ workspace and semaphores)."""
+    arguments, `entry.GemmEntry.call_lean`): the SM90 kernel without a workspace, with an epilogue
+    that reads no other tensor. Otherwise the full 24 (+ workspace and semaphores). The SM80 kernel
+    keeps the full signature, which its check and bench runners call directly."""
     return kernel == "sm90" and not needs_workspace(knobs) and not epi.has_operands
-
-
-LEAN_POINTERS, LEAN_GEOMETRY = 3, 10  # the pointers and sizes/strides a lean function takes
 
 
 def compile_kernel(
@@ -144,13 +144,9 @@ def compile_kernel(
         p(epi.residual_dtype, res_align),
         out(epi.aux_dtype),
     ]
-    i32, i64 = cutlass.Int32(1), cutlass.Int64(8)
     if lean:
-        args = args[:LEAN_POINTERS] + [i32] * 4 + [i64] * (LEAN_GEOMETRY - 4) + [make_fake_stream()]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the same trace-time advisories as below
-            return cute.compile(kern.call_lean, *args, options=f"--enable-tvm-ffi --gpu-arch {arch}")
-    args += [i32] * 4 + [i64] * 11
+        args = args[:3]  # A, B, C
+    args += [cutlass.Int32(1)] * 4 + [cutlass.Int64(8)] * (6 if lean else 11)
     if with_workspace:
         args.append(p("fp32", 16))  # workspace: the fp32 partials
         args.append(make_ptr(cutlass.Int32, 0, g, assumed_align=4))  # the tile semaphores
@@ -160,7 +156,8 @@ def compile_kernel(
         # epilogue loops, which are intended. Under warnings-as-errors the DSL would turn it into a
         # misleading ARG_NON_CONSTANT error.
         warnings.simplefilter("ignore")
-        return cute.compile(kern, *args, options=f"--enable-tvm-ffi --gpu-arch {arch}")
+        entry = kern.call_lean if lean else kern
+        return cute.compile(entry, *args, options=f"--enable-tvm-ffi --gpu-arch {arch}")
 
 
 def _disk_path(key: tuple) -> str | None:
@@ -185,6 +182,7 @@ def _source_digest() -> str:
         here = os.path.dirname(os.path.abspath(__file__))
         digest = hashlib.sha256()
         for name in (
+            "entry.py",
             "gemm_sm90.py",
             "gemm_sm90_split.py",
             "gemm_sm80.py",
@@ -205,10 +203,7 @@ def get_compiled(
     """The compiled function for this static configuration (in-process dict, then disk, then compile).
     ``kernel``: "sm90" (TMA + wgmma, ``arch`` sm_90a) or "sm80" (portable mma.sync, built for ``arch``,
     the GPU's own: a cubin loads only on its own major architecture); both take the same arguments."""
-    if kernel == "sm80":
-        key = ("sm80_gemm_v1", astuple(knobs), astuple(epi), astuple(lay), arch)
-    else:
-        key = cache_key(knobs, epi, lay, arch)
+    key = cache_key(knobs, epi, lay, arch, kernel)
     fn = _CACHE.get(key)
     if fn is not None:
         return fn
@@ -250,7 +245,9 @@ def _major(strides: tuple, rows: int, cols: int, row_name: str, col_name: str) -
 POINTER_ROLES = ("a", "b", "c", "bias", "row_scale", "col_scale", "residual", "aux")
 
 
-def kernel_frame(lay: KernelLayout, swap: bool) -> tuple[tuple[int, ...], Callable[..., tuple]]:
+def kernel_frame(
+    lay: KernelLayout, swap: bool, lean: bool = False
+) -> tuple[tuple[int, ...], Callable[..., tuple]]:
     """The argument mapping from the user frame to the compiled function's frame; ONE source.
 
     Returns ``(pointer_order, geometry)``: kernel pointer slot ``j`` takes user pointer
@@ -258,7 +255,8 @@ def kernel_frame(lay: KernelLayout, swap: bool) -> tuple[tuple[int, ...], Callab
     c_strides, residual_strides, aux_strides)`` is the 15 sizes/strides that follow the pointers
     (user-frame (batch, row, col) element strides in; l == 1 zeroes the batch strides, and a zero
     batch stride becomes the dense one). The compiled function's arguments are the 8 pointers,
-    the geometry, then the stream. Everything ``lay``/``swap`` decide is settled here, once.
+    the geometry, then the stream. ``lean`` (`is_lean`): the 3 pointers of A, B, C and the first 10
+    sizes/strides (theirs). Everything ``lay``/``swap``/``lean`` decide is settled here, once.
     """
     c_row = lay.c_major == "n"
     a_row = lay.a_major == "k"  # kernel A (M, K) with K contiguous: leading dim is the row stride
@@ -285,9 +283,8 @@ def kernel_frame(lay: KernelLayout, swap: bool) -> tuple[tuple[int, ...], Callab
         a_ld = ar if a_row else ac
         b_ld = br if b_row else bc
         c_ld = cr if c_row else cc
-        x_ld = xr if c_row else xc
         cm = m if c_row else n
-        return (
+        core = (
             m,
             n,
             k,
@@ -298,15 +295,15 @@ def kernel_frame(lay: KernelLayout, swap: bool) -> tuple[tuple[int, ...], Callab
             bbs or b_ld * (n if b_k else k),
             c_ld,
             cbs or c_ld * cm,
-            residual_strides[1],
-            residual_strides[2],
-            residual_strides[0],
-            x_ld,
-            xbs or x_ld * cm,
         )
+        if lean:
+            return core
+        x_ld = xr if c_row else xc
+        return (*core, residual_strides[1], residual_strides[2], residual_strides[0], x_ld, xbs or x_ld * cm)
 
+    n_pointers = 3 if lean else 8
     if not swap:
-        return (0, 1, 2, 3, 4, 5, 6, 7), geometry
+        return (0, 1, 2, 3, 4, 5, 6, 7)[:n_pointers], geometry
 
     # Swapped: C^T = B^T A^T, i.e. the same problem with M and N exchanged, A and B exchanged, and
     # every matrix transposed (a transpose swaps its row and column strides).
@@ -326,7 +323,7 @@ def kernel_frame(lay: KernelLayout, swap: bool) -> tuple[tuple[int, ...], Callab
             _transposed(residual_strides), _transposed(aux_strides),
         )  # fmt: skip
 
-    return (1, 0, 2, 3, 5, 4, 6, 7), swapped
+    return (1, 0, 2, 3, 5, 4, 6, 7)[:n_pointers], swapped
 
 
 def _transposed(strides: tuple) -> tuple:
@@ -425,12 +422,8 @@ class Plan:
         self.a_bcast, self.b_bcast = (
             (lay.b_bcast, lay.a_bcast) if knobs.swap_ab else (lay.a_bcast, lay.b_bcast)
         )
-        self.pointer_order, self.geometry = kernel_frame(lay, knobs.swap_ab)
         self.lean = is_lean(knobs, self.kepi, kernel)
-        if self.lean:  # the compiled function takes A, B, C and their geometry only
-            full = self.geometry
-            self.pointer_order = self.pointer_order[:LEAN_POINTERS]
-            self.geometry = lambda *a: full(*a)[:LEAN_GEOMETRY]
+        self.pointer_order, self.geometry = kernel_frame(lay, knobs.swap_ab, self.lean)
         self.fn = get_compiled(knobs, self.kepi, lay, arch, kernel)  # Sm80Gemm raises what it cannot build
         self._ws = None  # split-K: the plan's own workspace (torch tensor), grown on demand
 
