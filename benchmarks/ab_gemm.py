@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from bench_gemm import make_call, parse_knob_label, tflops, unfused_bias_gelu
+from bench_gemm import anchor_calls, make_call, parse_knob_label, tflops
 
 from pygraph_gemm.kernels.config import EpilogueSpec, dtype_name
 
@@ -36,12 +36,13 @@ def columns(m: int, n: int, k: int, labels: list[str], epilogue: str, dtype) -> 
     if spec.bias:  # the bias in the operands' dtype
         spec = EpilogueSpec(bias=True, activation=spec.activation, vec_dtype=dtype_name(dtype))
     cols = {label: make_call(parse_knob_label(label), spec, a, b, c, bias) for label in labels}
+    anchors = anchor_calls(a, b, bias, c)
     if epilogue == "plain":
-        cols["cublas mm"] = lambda: torch.matmul(a, b, out=c)
+        cols["cublas mm"] = anchors["mm"]
     else:
-        cols["lt fused"] = lambda: torch._addmm_activation(bias, a, b, use_gelu=True)
-    cols["cublas addmm"] = lambda: torch.addmm(bias, a, b, out=c)
-    cols["unfused"] = lambda: unfused_bias_gelu(bias, a, b)
+        cols["lt fused"] = anchors["lt_fused"]
+    cols["cublas addmm"] = anchors["addmm"]
+    cols["unfused"] = anchors["unfused"]
     ref = F.gelu(torch.addmm(bias.float(), a.float(), b.float()), approximate="tanh")
     for label in labels:  # a wrong kernel is not timed: check each against fp32 first
         c.fill_(float("nan"))

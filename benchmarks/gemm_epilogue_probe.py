@@ -27,7 +27,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from bench_gemm import interleaved, make_call, parse_knob_label, tflops, unfused_bias_gelu
+from bench_gemm import anchor_calls, interleaved, make_call, parse_knob_label, tflops
 
 from pygraph_gemm.kernels import launch
 from pygraph_gemm.kernels.config import EpilogueSpec
@@ -130,11 +130,11 @@ def main(argv=None) -> int:
                     cols[f"{klabel} skip"] = variant_call(call, probe_skip_epilogue=True)
 
         del exact
-        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        cols["cublas mm"] = functools.partial(torch.matmul, a, b, out=c)
-        cols["cublas addmm"] = functools.partial(torch.addmm, bias, a, b)
-        cols["lt fused"] = functools.partial(torch._addmm_activation, bias, a, b, use_gelu=True)
-        cols["unfused"] = functools.partial(unfused_bias_gelu, bias, a, b)
+        anchors = anchor_calls(a, b, bias, torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
+        cols["cublas mm"] = anchors["mm"]
+        cols["cublas addmm"] = anchors["addmm"]
+        cols["lt fused"] = anchors["lt_fused"]
+        cols["unfused"] = anchors["unfused"]
         times = interleaved(cols, args.rounds, log)
         tf = {name: tflops(m, n, k, t) for name, t in times.items()}
         head = len(lines)
