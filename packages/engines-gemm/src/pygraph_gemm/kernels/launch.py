@@ -78,9 +78,6 @@ def resident_clusters(cluster_size: int) -> int:
     return n
 
 
-KERNELS = ("sm90", "sm80")  # gemm_sm90.Sm90Gemm (TMA + wgmma), gemm_sm80.Sm80Gemm (portable mma.sync)
-
-
 def _compile(
     knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str, kernel: str = "sm90"
 ) -> Callable:
@@ -93,7 +90,7 @@ def _compile(
 
     cls = Sm90GemmSplitK if needs_workspace(knobs) else Sm90Gemm
     kern = cls(knobs, lay, epi, max_active_clusters=resident_clusters(knobs.cga_m * knobs.cga_n))
-    lean = is_lean(knobs, epi, kernel)
+    lean = is_lean(knobs, epi)
     return compile_kernel(kern, lay, epi, arch, with_workspace=needs_workspace(knobs), lean=lean)
 
 
