@@ -9,6 +9,12 @@ back-to-back launches between two CUDA events, in a rotated order; the columns o
 within a few ms of each other, so their ratio cancels the drift. Printed per column: median
 TFLOP/s, and the median with the 25th-75th percentile of the per-round time ratio against the first
 column (>1: faster than it) and against the unfused addmm-then-gelu (the issue's fused floor).
+
+Bursts of 10 launches do not reach the clock a kernel settles to on its own: on this power-capped
+part a column that draws more power borrows headroom from the columns around it. To compare kernels
+as they run in a long job, give every column about a second per round (``--reps 600`` at 8192^3;
+scripts/device/floor_gemm.sh). Ping-pong 128x128 read 1-4% ahead of the cooperative 128x256 in
+bursts and 2-5% behind it sustained (kernels/NOTES.md v11).
 """
 
 from __future__ import annotations

@@ -73,16 +73,23 @@ def run_case(
     batched_api=None,
     dev="cuda",
     reps=1,
+    vec="fp32",
+    c_col=False,
 ):
-    """Returns (rel_err, tol, aux_err_or_None). Raises on failure to run."""
+    """Returns (rel_err, tol, aux_err_or_None). Raises on failure to run. ``vec``: the dtype of the
+    bias and scale vectors; ``c_col``: column-major C."""
     idt, odt = DT[dt], DT[out]
     a = _mat(l, m, k, idt, a_col, a_bc, dev)
     b = _mat(l, k, n, idt, b_col, b_bc, dev)
-    kw, res, pre, ref = reference(a, b, idt, row_scale, col_scale, bias, residual, act)
+    kw, res, pre, ref = reference(a, b, idt, row_scale, col_scale, bias, residual, act, DT[vec])
     if res is not None:
         kw["residual"] = res
     batched = l > 1 if batched_api is None else batched_api
     c = torch.full((l, m, n) if batched else (m, n), float("nan"), device=dev, dtype=odt)
+    if c_col:  # column-major C: the transpose of a row-major (N, M)
+        c = torch.full((l, n, m) if batched else (n, m), float("nan"), device=dev, dtype=odt).transpose(
+            -1, -2
+        )
     x = torch.full_like(c, float("nan"), dtype=idt) if aux else None
     if not batched:
         a, b = a[0], b[0]
@@ -104,23 +111,26 @@ def run_case(
     return err, TOL[odt], xerr
 
 
-def reference(a, b, idt, row_scale: bool, col_scale: bool, bias: bool, residual: bool, act: str):
+def reference(
+    a, b, idt, row_scale: bool, col_scale: bool, bias: bool, residual: bool, act: str,
+    vdt=torch.float32,
+):  # fmt: skip
     """Fresh random epilogue operands for A (L, M, K) @ B (L, K, N), and the float64 reference.
 
     Returns (vectors by name, residual or None, pre-activation reference, reference); the vectors
-    are fp32, the residual in ``idt``. Both check runners draw them here, in this order."""
+    are ``vdt``, the residual in ``idt``. Both check runners draw them here, in this order."""
     l, m, n = a.shape[0], a.shape[1], b.shape[2]
     dev = a.device
     vecs = {}
     ref = torch.matmul(a.double(), b.double())
     if row_scale:
-        vecs["row_scale"] = torch.rand(m, device=dev) + 0.5
+        vecs["row_scale"] = (torch.rand(m, device=dev) + 0.5).to(vdt)
         ref = ref * vecs["row_scale"].double()[None, :, None]
     if col_scale:
-        vecs["col_scale"] = torch.rand(n, device=dev) + 0.5
+        vecs["col_scale"] = (torch.rand(n, device=dev) + 0.5).to(vdt)
         ref = ref * vecs["col_scale"].double()[None, None, :]
     if bias:
-        vecs["bias"] = torch.randn(n, device=dev)
+        vecs["bias"] = torch.randn(n, device=dev).to(vdt)
         ref = ref + vecs["bias"].double()
     res = None
     if residual:
@@ -201,7 +211,35 @@ def cases(quick: bool = False):
         + tail_cases()
         + stagger_cases()
         + ring_cases()
+        + pingpong_z8_cases()
     )
+
+
+def pingpong_z8_cases():
+    """Ping-pong 128x128 tiles with a 2x1 cluster and swizzle 8 (in the engine's domain; faster than
+    the long-K rule in short bursts, slower sustained: kernels/NOTES.md v11); always run. Ragged
+    tiles and swizzle bands, a 16-bit bias, column-major C, every epilogue piece + aux, batched,
+    the 8192^3 benchmark shape."""
+    pz8 = GemmKnobs(tile_m=128, tile_n=128, cga_m=2, swizzle=8, pingpong=True)
+    gt = "gelu_approx_tanh"
+    return [
+        dict(m=2900, n=3000, k=4104, knobs=pz8, bias=True, act=gt, vec="bf16", reps=2),
+        dict(
+            m=1000,
+            n=1048,
+            k=2056,
+            knobs=pz8,
+            bias=True,
+            act=gt,
+            vec="fp16",
+            dt="fp16",
+            out="fp16",
+            c_col=True,
+        ),
+        _all_pieces(pz8, "gelu", vec="bf16"),
+        dict(m=1024, n=1024, k=1288, l=3, knobs=pz8, residual=True, act="silu", b_col=True),
+        dict(m=8192, n=8192, k=8192, knobs=pz8, bias=True, act=gt, vec="bf16"),
+    ]
 
 
 def ring_cases():
@@ -474,6 +512,8 @@ _FAMILIES = {
     "stagger 3, ragged, twice": lambda c, kn: kn.stagger == 3 and c.get("reps"),
     "3-slot store ring, every epilogue piece + aux": lambda c, kn: kn.epi_slots == 3 and c.get("aux"),
     "2-slot store ring, ragged, twice": lambda c, kn: kn.epi_slots == 2 and c.get("reps"),
+    "ping-pong swizzle 8, ragged, twice": lambda c, kn: kn.pingpong and kn.swizzle == 8 and c.get("reps"),
+    "ping-pong swizzle 8, column-major C": lambda c, kn: kn.pingpong and kn.swizzle == 8 and c.get("c_col"),
 }
 
 
@@ -558,6 +598,7 @@ def main(argv=None) -> int:
             f"{f' sk{kn.split_k}' if kn.split_k > 1 else ''}{' pp' if kn.pingpong else ''}"
             f"{f' t{kn.tail_split}' if kn.tail_split > 1 else ''}{f' g{kn.stagger}' if kn.stagger else ''}"
             f"{f' r{kn.epi_slots}' if kn.epi_slots else ''}{' e64' if kn.epi_n == 64 else ''}"
+            f"{f' z{kn.swizzle}' if kn.swizzle > 1 else ''}"
             if kn
             else "default"
         )

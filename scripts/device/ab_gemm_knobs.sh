@@ -3,6 +3,8 @@
 # of the ones named, the 5-round interleaved probe, ncu cycles at one clock, and host cost last.
 #   source /tmp/site/env.sh && CHECK=99,100 MEMCHECK=101 KNOBS=128x256c21z8,128x256c21z8r3 \
 #     NCU_SHAPES=16384x4096x4096 bash scripts/device/ab_gemm_knobs.sh
+# NCU_EPILOGUES="plain bias bias+gelu" profiles ours each way; NCU_SOURCE=<shape> samples warp stalls per
+# SASS instruction of the first knob set (source_sass.csv under $OUT).
 # Each step's log goes under $OUT; the summary lines print at the end.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,10 +37,20 @@ if [ -n "${NCU_MEM_SHAPE:-}" ]; then  # where the L2 and DRAM bytes go, ours aga
     python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } > "$OUTDIR/ncu_mem.log" 2>&1
   ncu --query-metrics --chip gh100 > "$OUTDIR/ncu_metrics.txt" 2>&1
 fi
+if [ -n "${NCU_SOURCE:-}" ]; then  # where the first knob set's warps stall, per SASS instruction
+  PYGRAPH_NCU_SHAPE=$NCU_SOURCE ncu --clock-control none --profile-from-start off --launch-count 1 \
+    --section WarpStateStats --section SourceCounters --section SchedulerStats --import-source no \
+    -o "$OUTDIR/source" python3 scripts/device/ncu_gemm_target.py "${KNOBS%%,*}" > "$OUTDIR/ncu_source.log" 2>&1
+  ncu -i "$OUTDIR/source.ncu-rep" --page source --csv --print-source sass > "$OUTDIR/source_sass.csv" 2>&1
+  ncu -i "$OUTDIR/source.ncu-rep" --page details > "$OUTDIR/source_details.txt" 2>&1
+fi
+for epi in ${NCU_EPILOGUES:-bias+gelu}; do
 for shape in ${NCU_SHAPES:-}; do
+  [ "$epi" = bias+gelu ] && unset PYGRAPH_NCU_EPILOGUE || export PYGRAPH_NCU_EPILOGUE=$epi
   PYGRAPH_NCU_SHAPE=$shape ncu --clock-control none --profile-from-start off \
     --metrics sm__cycles_elapsed.avg,sm__cycles_elapsed.avg.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum \
-    python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } > "$OUTDIR/ncu_$shape.log" 2>&1
+    python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } > "$OUTDIR/ncu_${epi//+/_}_$shape.log" 2>&1
+done
 done
 if [ -n "${HOST:-}" ]; then
   python3 benchmarks/bench_host_cost.py > "$OUTDIR/host.log" 2>&1
@@ -47,9 +59,12 @@ echo "== check";    grep -E "passed|failed|FAIL|ERR" "$OUTDIR/check.log" 2>/dev/
 echo "== memcheck"; grep -E "ERROR SUMMARY|exit status" "$OUTDIR/memcheck.log" 2>/dev/null
 echo "== probe";    tail -14 "$OUTDIR/probe.log" 2>/dev/null
 echo "== a/b";      grep -vE "^\s*$" "$OUTDIR/ab.log" 2>/dev/null | tail -40
+for epi in ${NCU_EPILOGUES:-bias+gelu}; do
 for shape in ${NCU_SHAPES:-}; do
-  echo "== ncu $shape"
-  grep -E "^  [a-z_]+.*\(|sm__cycles_elapsed.avg |per_second|hmma|inst_executed" "$OUTDIR/ncu_$shape.log" \
+  echo "== ncu $epi $shape"
+  grep -E "^  [a-z_]+.*\(|sm__cycles_elapsed.avg |per_second|hmma|inst_executed" "$OUTDIR/ncu_${epi//+/_}_$shape.log" \
     | sed -E 's/ +/ /g' | cut -c1-110
 done
+done
+[ -n "${NCU_SOURCE:-}" ] && { echo "== ncu source"; tail -3 "$OUTDIR/ncu_source.log"; head -c 600 "$OUTDIR/source_sass.csv"; }
 echo "== host";     tail -36 "$OUTDIR/host.log" 2>/dev/null

@@ -1,6 +1,8 @@
 """ncu target: one launch each of gemm_sm90's fused bias+gelu (one per knob label given), cuBLAS's mm
 and cuBLASLt's fused bias+gelu, bf16, inside cudaProfilerStart/Stop (warm-up launches stay outside).
-The shape is 8192^3 unless PYGRAPH_NCU_SHAPE says otherwise (e.g. 16384x4096x4096).
+The shape is 8192^3 unless PYGRAPH_NCU_SHAPE says otherwise (e.g. 16384x4096x4096);
+PYGRAPH_NCU_EPILOGUE=plain (or bias) builds ours without the epilogue (or with the bias alone);
+cuBLASLt's fused kernel still runs.
 
     ncu --clock-control none --profile-from-start off --section SpeedOfLight \
         python3 scripts/device/ncu_gemm_target.py [128x256c21 128x256c21z4 ...]
@@ -25,6 +27,10 @@ b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t()
 bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
 c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
 spec = EpilogueSpec(bias=True, activation="gelu_approx_tanh", vec_dtype="bf16")
+if os.environ.get("PYGRAPH_NCU_EPILOGUE") == "plain":
+    spec = EpilogueSpec()
+elif os.environ.get("PYGRAPH_NCU_EPILOGUE") == "bias":
+    spec = EpilogueSpec(bias=True, vec_dtype="bf16")
 labels = sys.argv[1:] or ["128x256c21"]
 calls = [make_call(parse_knob_label(lab), spec, a, b, c, bias) for lab in labels]
 calls += [lambda: torch.matmul(a, b, out=c), lambda: torch._addmm_activation(bias, a, b, use_gelu=True)]

@@ -54,16 +54,33 @@ def _probe_kernels():
 SETS = {"bench": _bench_gemm_kernels, "splitk": _bench_splitk_kernels, "probe": _probe_kernels}
 
 
+def _labelled_kernels(labels: str, dtypes: str):
+    """Each knob label, plain and bias+gelu, in each dtype (what ab_gemm.py and the ncu target build)."""
+    from bench_gemm import parse_knob_label
+
+    for label in labels.split(","):
+        for dn in dtypes.split(","):
+            for fused in (False, True):
+                act = "gelu_approx_tanh" if fused else "none"
+                spec = EpilogueSpec(bias=fused, activation=act, vec_dtype=dn)
+                yield parse_knob_label(label), spec, dn, 8192, 8192, 8192
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=",".join(SETS), help=f"comma-separated of {sorted(SETS)}")
+    ap.add_argument("--labels", default="", help="knob labels (bench_gemm.knob_label) to build as well")
+    ap.add_argument("--dtypes", default="bf16,fp16", help="dtypes of the --labels builds")
     args = ap.parse_args(argv)
     if not os.environ.get("PYGRAPH_GEMM_CACHE_DIR"):
         print("set PYGRAPH_GEMM_CACHE_DIR: the compiled kernels go there", file=sys.stderr)
         return 2
     seen, t0 = set(), time.time()
-    for name in args.only.split(","):
-        for kn, spec, dn, m, n, k in SETS[name]():
+    sets = [SETS[name]() for name in args.only.split(",") if name]
+    if args.labels:
+        sets.append(_labelled_kernels(args.labels, args.dtypes))
+    for kernels in sets:
+        for kn, spec, dn, m, n, k in kernels:
             # A (M, K) row-major, B the transpose of an (N, K) row-major weight, C (M, N) row-major
             key = (kn, spec, dn)
             if key in seen:

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The issue's fused floor, sustained (benchmarks/ab_gemm.py): bias+gelu of the long-K rule's config
+# against cuBLASLt's fused kernel, cuBLAS addmm and the unfused addmm-then-gelu on the issue's four
+# large shapes, bf16 and fp16. Each column runs about one second of back-to-back launches per round
+# (the reps below), so every kernel is timed at the clock its own power draw settles to; bursts of
+# 10 launches flatter kernels that draw more power (kernels/NOTES.md v11).
+#   source /tmp/site/env.sh && bash scripts/device/floor_gemm.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/device/env.sh
+export PYTHONPATH=$PYTHONPATH:$PWD/benchmarks
+OUTDIR=${OUT:-/tmp/out}; mkdir -p "$OUTDIR"
+KNOBS=${KNOBS:-128x256c21z8g2}
+# shape:reps, about one second of launches each on the H200
+RUNS=${RUNS:-4096x4096x4096:5000 8192x8192x8192:600 4096x14336x4096:1400 16384x4096x4096:1200}
+for dt in bf16 fp16; do
+  for run in $RUNS; do
+    python3 benchmarks/ab_gemm.py --knobs "$KNOBS" --shapes "${run%%:*}" --dtype $dt --rounds "${ROUNDS:-3}" \
+      --reps "${run##*:}" >> "$OUTDIR/floor_sustained.log" 2>&1
+  done
+done
+grep -hvE "^\s*$|^device" "$OUTDIR/floor_sustained.log" | sed -E 's/ +/ /g' | cut -c1-110
