@@ -9,8 +9,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
-export PYTHONPATH=$PYTHONPATH:$PWD/benchmarks
-OUTDIR=${OUT:-/tmp/out}; mkdir -p "$OUTDIR"
 KNOBS=${KNOBS:-128x256c21z8}
 if [ -n "${CHECK:-}" ]; then
   python3 benchmarks/check_gemm.py --only "$CHECK" > "$OUTDIR/check.log" 2>&1

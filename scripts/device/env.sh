@@ -4,3 +4,7 @@ _root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 for _src in "$_root"/packages/*/src; do PYTHONPATH="$_src${PYTHONPATH:+:$PYTHONPATH}"; done
 export PYTHONPATH PYTHONUNBUFFERED=1
 export PYGRAPH_REQUIRE_ARCH=${PYGRAPH_REQUIRE_ARCH:-sm90}
+# the benchmark scripts import each other (bench_gemm, check_gemm); logs go under $OUT
+PYTHONPATH="$PYTHONPATH:$_root/benchmarks"
+OUTDIR=${OUT:-/tmp/out}
+mkdir -p "$OUTDIR"

@@ -8,8 +8,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
-export PYTHONPATH=$PYTHONPATH:$PWD/benchmarks
-OUTDIR=${OUT:-/tmp/out}; mkdir -p "$OUTDIR"
 KNOBS=${KNOBS:-128x256c21z8g2}
 # shape:reps, about one second of launches each on the H200
 RUNS=${RUNS:-4096x4096x4096:5000 8192x8192x8192:600 4096x14336x4096:1400 16384x4096x4096:1200}

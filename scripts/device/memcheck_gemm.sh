@@ -5,7 +5,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
-OUTDIR=${OUT:-/tmp/out}; mkdir -p "$OUTDIR"
 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
   python3 benchmarks/check_gemm.py --representatives 2>&1 | tee "$OUTDIR/memcheck.log" | tail -20
 echo "memcheck exit status: ${PIPESTATUS[0]}"
