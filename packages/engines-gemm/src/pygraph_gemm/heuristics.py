@@ -99,7 +99,7 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     # Warpgroups 2 k-blocks apart (STAGGER, v9-v10): in paired A/Bs of 41 rounds (benchmarks/ab_gemm.py,
     # bf16) bias+gelu +0.6% at 8192^3 and 16384x4096x4096, +0.9% at 4096x14336x4096, plain +0.1-0.6%;
     # under ncu at one clock 0.9-1.8% fewer cycles. The sweep losses that had kept it behind were noise
-    # of single timings. Sustained (~1 s per column per round, v11) it is level with lockstep (+0.2-0.3%).
+    # of single timings. Sustained (~1 s per column per round, v11) it is level with lockstep (+0.0-0.6%).
     # Ping-pong 128x128 z8 won bursts of 10 launches here by 1-4% and lost sustained runs by 2-5%
     # (v11): a rule is decided from sustained runs (scripts/device/floor_gemm.sh).
     return {**base, "TILE_M": 128, "TILE_N": 256, "TILE_CGA_M": 2, "SWIZZLE": 8, "STAGGER": 2}
