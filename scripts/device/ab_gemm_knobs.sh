@@ -64,5 +64,6 @@ for shape in ${NCU_SHAPES:-}; do
     | sed -E 's/ +/ /g' | cut -c1-110
 done
 done
-[ -n "${NCU_SOURCE:-}" ] && { echo "== ncu source"; tail -3 "$OUTDIR/ncu_source.log"; head -c 600 "$OUTDIR/source_sass.csv"; }
+[ -n "${NCU_SOURCE:-}" ] && { echo "== ncu source"; tail -3 "$OUTDIR/ncu_source.log";
+  python3 scripts/device/ncu_stall_regions.py "$OUTDIR/source_sass.csv"; }
 echo "== host";     tail -36 "$OUTDIR/host.log" 2>/dev/null
