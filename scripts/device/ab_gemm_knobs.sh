@@ -4,7 +4,8 @@
 #   source /tmp/site/env.sh && CHECK=99,100 MEMCHECK=101 KNOBS=128x256c21z8,128x256c21z8r3 \
 #     NCU_SHAPES=16384x4096x4096 bash scripts/device/ab_gemm_knobs.sh
 # NCU_EPILOGUES="plain bias bias+gelu" profiles ours each way; NCU_SOURCE=<shape> samples warp stalls per
-# SASS instruction of the first knob set (source_sass.csv under $OUT).
+# SASS instruction of the first knob set (source_sass.csv under $OUT), and with NCU_SOURCE_NVJET=1 of
+# cuBLASLt's fused kernel too (its SASS exists only at run time; not yet run on the device).
 # Each step's log goes under $OUT; the summary lines print at the end.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,6 +42,14 @@ if [ -n "${NCU_SOURCE:-}" ]; then  # where the first knob set's warps stall, per
     -o "$OUTDIR/source" python3 scripts/device/ncu_gemm_target.py "${KNOBS%%,*}" > "$OUTDIR/ncu_source.log" 2>&1
   ncu -i "$OUTDIR/source.ncu-rep" --page source --csv --print-source sass > "$OUTDIR/source_sass.csv" 2>&1
   ncu -i "$OUTDIR/source.ncu-rep" --page details > "$OUTDIR/source_details.txt" 2>&1
+  if [ -n "${NCU_SOURCE_NVJET:-}" ]; then  # the same for cuBLASLt's fused kernel (nvjet, built at run time)
+    PYGRAPH_NCU_SHAPE=$NCU_SOURCE ncu --clock-control none --profile-from-start off -k regex:gelubias \
+      --launch-count 1 --section WarpStateStats --section SourceCounters --import-source no \
+      -o "$OUTDIR/source_nvjet" python3 scripts/device/ncu_gemm_target.py "${KNOBS%%,*}" \
+      > "$OUTDIR/ncu_source_nvjet.log" 2>&1
+    ncu -i "$OUTDIR/source_nvjet.ncu-rep" --page source --csv --print-source sass \
+      > "$OUTDIR/source_nvjet_sass.csv" 2>&1
+  fi
 fi
 for epi in ${NCU_EPILOGUES:-bias+gelu}; do
 for shape in ${NCU_SHAPES:-}; do
@@ -65,5 +74,6 @@ for shape in ${NCU_SHAPES:-}; do
 done
 done
 [ -n "${NCU_SOURCE:-}" ] && { echo "== ncu source"; tail -3 "$OUTDIR/ncu_source.log";
-  python3 scripts/device/ncu_stall_regions.py "$OUTDIR/source_sass.csv"; }
+  python3 scripts/device/ncu_stall_regions.py "$OUTDIR/source_sass.csv";
+  [ -n "${NCU_SOURCE_NVJET:-}" ] && python3 scripts/device/ncu_stall_regions.py "$OUTDIR/source_nvjet_sass.csv"; }
 echo "== host";     tail -36 "$OUTDIR/host.log" 2>/dev/null
