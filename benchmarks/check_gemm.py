@@ -52,6 +52,15 @@ def _mat(l, r, c, dt, col_major, bcast, dev):
     return t.expand(l, r, c) if bcast else t
 
 
+def poisoned_output(l, m, n, dt, col_major=False, pad=0, dev="cuda"):
+    """(an (l, m, n) output view filled with NaN, its storage): row-major, or column-major (the
+    transpose of a row-major (l, n, m)); ``pad`` elements of NaN after each contiguous storage row."""
+    rows, cols = (n, m) if col_major else (m, n)
+    store = torch.full((l, rows, cols + pad), float("nan"), device=dev, dtype=dt)
+    view = store[:, :, :cols]
+    return (view.transpose(1, 2) if col_major else view), store
+
+
 def run_case(
     m,
     n,
@@ -85,11 +94,8 @@ def run_case(
     if res is not None:
         kw["residual"] = res
     batched = l > 1 if batched_api is None else batched_api
-    c = torch.full((l, m, n) if batched else (m, n), float("nan"), device=dev, dtype=odt)
-    if c_col:  # column-major C: the transpose of a row-major (N, M)
-        c = torch.full((l, n, m) if batched else (n, m), float("nan"), device=dev, dtype=odt).transpose(
-            -1, -2
-        )
+    c3, _ = poisoned_output(l, m, n, odt, c_col, dev=dev)
+    c = c3 if batched else c3[0]
     x = torch.full_like(c, float("nan"), dtype=idt) if aux else None
     if not batched:
         a, b = a[0], b[0]
@@ -102,7 +108,6 @@ def run_case(
                 x.fill_(float("nan"))
         gemm(a, b, c, activation=act, aux=x, knobs=knobs, **kw)
     torch.cuda.synchronize()
-    c3 = c if c.dim() == 3 else c[None]
     err = _relerr(c3, ref)
     xerr = None
     if aux:

@@ -77,7 +77,7 @@ def run_case(
 ):
     """Returns (rel_err, tol, aux_err_or_None). Raises on failure to run (or can_implement refusal)."""
     import torch
-    from check_gemm import DT, _relerr, reference
+    from check_gemm import DT, _relerr, poisoned_output, reference
 
     from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, KernelEpilogue, can_implement
     from pygraph_gemm.kernels.launch import kernel_frame, kernel_layout
@@ -91,12 +91,7 @@ def run_case(
     b = _operand(l, k, n, idt, b_col, b_bc, 0, kp if b_col else 0, dev)
     vecs, res, pre, ref = reference(a, b, idt, row_scale, col_scale, bias, residual, act)
     cp = (-n if not c_col else -m) % 8 if c_pad else 0  # pad C's contiguous rows to 16 bytes
-    if c_col:
-        c_store = torch.full((l, n, m + cp), float("nan"), device=dev, dtype=odt)
-        c = c_store[:, :, :m].transpose(1, 2)
-    else:
-        c_store = torch.full((l, m, n + cp), float("nan"), device=dev, dtype=odt)
-        c = c_store[:, :, :n]
+    c, c_store = poisoned_output(l, m, n, odt, c_col, cp, dev)
     x = torch.full_like(c, float("nan"), dtype=idt) if aux else None  # same strides as C
 
     spec = EpilogueSpec(

@@ -36,20 +36,20 @@ if [ -n "${NCU_MEM_SHAPE:-}" ]; then  # where the L2 and DRAM bytes go, ours aga
     python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } > "$OUTDIR/ncu_mem.log" 2>&1
   ncu --query-metrics --chip gh100 > "$OUTDIR/ncu_metrics.txt" 2>&1
 fi
-if [ -n "${NCU_SOURCE:-}" ]; then  # where the first knob set's warps stall, per SASS instruction
-  PYGRAPH_NCU_SHAPE=$NCU_SOURCE ncu --clock-control none --profile-from-start off --launch-count 1 \
+# ncu_source NAME [filter...]: warp-stall samples per SASS instruction of the first kernel the filter
+# passes (ours with none: it launches first), exported as NAME_sass.csv and NAME_details.txt
+ncu_source() {
+  local name=$1; shift
+  PYGRAPH_NCU_SHAPE=$NCU_SOURCE ncu --clock-control none --profile-from-start off --launch-count 1 "$@" \
     --section WarpStateStats --section SourceCounters --section SchedulerStats --import-source no \
-    -o "$OUTDIR/source" python3 scripts/device/ncu_gemm_target.py "${KNOBS%%,*}" > "$OUTDIR/ncu_source.log" 2>&1
-  ncu -i "$OUTDIR/source.ncu-rep" --page source --csv --print-source sass > "$OUTDIR/source_sass.csv" 2>&1
-  ncu -i "$OUTDIR/source.ncu-rep" --page details > "$OUTDIR/source_details.txt" 2>&1
-  if [ -n "${NCU_SOURCE_NVJET:-}" ]; then  # the same for cuBLASLt's fused kernel (nvjet, built at run time)
-    PYGRAPH_NCU_SHAPE=$NCU_SOURCE ncu --clock-control none --profile-from-start off -k regex:gelubias \
-      --launch-count 1 --section WarpStateStats --section SourceCounters --import-source no \
-      -o "$OUTDIR/source_nvjet" python3 scripts/device/ncu_gemm_target.py "${KNOBS%%,*}" \
-      > "$OUTDIR/ncu_source_nvjet.log" 2>&1
-    ncu -i "$OUTDIR/source_nvjet.ncu-rep" --page source --csv --print-source sass \
-      > "$OUTDIR/source_nvjet_sass.csv" 2>&1
-  fi
+    -o "$OUTDIR/$name" python3 scripts/device/ncu_gemm_target.py "${KNOBS%%,*}" > "$OUTDIR/ncu_$name.log" 2>&1
+  ncu -i "$OUTDIR/$name.ncu-rep" --page source --csv --print-source sass > "$OUTDIR/${name}_sass.csv" 2>&1
+  ncu -i "$OUTDIR/$name.ncu-rep" --page details > "$OUTDIR/${name}_details.txt" 2>&1
+}
+if [ -n "${NCU_SOURCE:-}" ]; then  # where the first knob set's warps stall, per SASS instruction
+  ncu_source source
+  # cuBLASLt's fused kernel too (nvjet: its SASS exists only at run time)
+  [ -n "${NCU_SOURCE_NVJET:-}" ] && ncu_source source_nvjet -k regex:gelubias
 fi
 for epi in ${NCU_EPILOGUES:-bias+gelu}; do
 for shape in ${NCU_SHAPES:-}; do

@@ -39,7 +39,7 @@ def opcode(source: str) -> str:
 
 
 def regions(addresses: list[int], sources: list[str]) -> dict[str, range]:
-    """Main loop and epilogue bounds: the k-loop is the backward branch around the first HGMMA (its
+    """Main loop, epilogue and the rest (what precedes the loop): the k-loop is the backward branch around the first HGMMA (its
     head is the branch's target), the epilogue starts at the wait for the tile's last wgmma batch."""
     first_mma = next((i for i, s in enumerate(sources) if "HGMMA" in s), None)
     if first_mma is None:
@@ -60,7 +60,11 @@ def regions(addresses: list[int], sources: list[str]) -> dict[str, range]:
             if target is not None and target <= first_mma:
                 heads.append(target)
     start = min(heads, default=first_mma)
-    return {"main loop": range(start, drain), "epilogue": range(drain, len(sources))}
+    return {
+        "main loop": range(start, drain),
+        "epilogue": range(drain, len(sources)),
+        "set-up and producer": range(start),
+    }
 
 
 def main(argv=None) -> int:
@@ -69,18 +73,16 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=16, help="opcodes listed for the epilogue")
     args = ap.parse_args(argv)
     header, data = read(args.csv)
-    col = {name: header.index(name) for name in (ALL, EXECUTED, "Source")}
+    col = {name: i for i, name in enumerate(header)}
     reasons = [h for h in header if h.startswith("stall_") and "Not Issued" not in h]
     sources = [row[col["Source"]] for row in data]
-    addresses = [int(row[header.index("Address")], 16) for row in data]
+    addresses = [int(row[col["Address"]], 16) for row in data]
 
     def num(row, name):
-        cell = row[header.index(name)] if name in header else ""
-        return float(cell.replace(",", "") or 0)
+        return float(row[col[name]].replace(",", "") or 0)
 
     total = sum(num(r, ALL) for r in data)
     spans = regions(addresses, sources)
-    spans["set-up and producer"] = [i for i in range(len(data)) if not any(i in s for s in spans.values())]
     # the wait for the tile's last wgmma runs once per consumer warp per tile
     per_tile = num(data[spans["epilogue"][0]], EXECUTED) or 1.0
     print(f"{args.csv}: {int(total)} samples, {len(data)} instructions, {int(per_tile)} consumer warp-tiles")
