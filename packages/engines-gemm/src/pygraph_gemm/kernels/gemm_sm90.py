@@ -482,8 +482,13 @@ class Sm90Gemm(GemmEntry):
                 my_turn = pipeline.NamedBarrier(barrier_id=3 + cwg, num_threads=256)
                 their_turn = pipeline.NamedBarrier(barrier_id=4 - cwg, num_threads=256)
             thr_mma = tiled_mma.get_slice(ctid)
-            tCsA = thr_mma.partition_A(sA)
-            tCsB = thr_mma.partition_B(sB)
+            # A and B are read from shared memory by the whole warpgroup (wgmma descriptors), so their
+            # views depend on the warpgroup alone: slicing at its first thread, a warp-uniform index,
+            # lets the descriptors live in uniform registers instead of being moved there per wgmma
+            wg_first = 0 if const_expr(self.pingpong) else cwg * 128
+            thr_mma_ab = tiled_mma.get_slice(wg_first)
+            tCsA = thr_mma_ab.partition_A(sA)
+            tCsB = thr_mma_ab.partition_B(sB)
             tCrA = tiled_mma.make_fragment_A(tCsA)
             tCrB = tiled_mma.make_fragment_B(tCsB)
             tCgC = thr_mma.partition_C(gC)
