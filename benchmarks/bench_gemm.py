@@ -138,8 +138,7 @@ def bench(fn):
 def knob_label(kn) -> str:
     """Short config name: tile, cluster MxN, s(wap), n (raster), z(swizzle), p(ing-pong), k(split),
     t (split tail, max slices), g (staggered warpgroups, k-blocks apart), a (A/B stages, when not
-    the most that fit), r (store-ring slots, when not the default), e (64-wide epilogue sub-tiles),
-    u (wgmma descriptors in uniform registers)."""
+    the most that fit), r (store-ring slots, when not the default), e (64-wide epilogue sub-tiles)."""
     return (
         f"{kn.tile_m}x{kn.tile_n}c{kn.cga_m}{kn.cga_n}"
         + ("s" if kn.swap_ab else "")
@@ -152,21 +151,20 @@ def knob_label(kn) -> str:
         + (f"a{kn.stages}" if kn.stages else "")
         + (f"r{kn.epi_slots}" if kn.epi_slots else "")
         + ("e" if kn.epi_n == 64 else "")
-        + ("u" if kn.uniform_desc else "")
     )
 
 
 def parse_knob_label(label: str) -> GemmKnobs:
     """The inverse of ``knob_label``: '128x256c21z4e' -> GemmKnobs(128, 256, cga 2x1, swizzle 4, epi_n 64)."""
     m = re.fullmatch(
-        r"(\d+)x(\d+)c(\d)(\d)(s?)(n?)(?:z(\d+))?(p?)(?:k(\d+))?(?:t(\d+))?(?:g(\d+))?(?:a(\d+))?(?:r(\d+))?(e?)(u?)",
+        r"(\d+)x(\d+)c(\d)(\d)(s?)(n?)(?:z(\d+))?(p?)(?:k(\d+))?(?:t(\d+))?(?:g(\d+))?(?:a(\d+))?(?:r(\d+))?(e?)",
         label,
     )
     if m is None:
         raise ValueError(
-            f"knob label {label!r} does not read as tile x tile c<M><N>[s][n][z#][p][k#][t#][g#][a#][r#][e][u]"
+            f"knob label {label!r} does not read as tile x tile c<M><N>[s][n][z#][p][k#][t#][g#][a#][r#][e]"
         )
-    tm, tn, cm, cn, swap, ras, swz, pp, sk, ts, g, st, r, e, u = m.groups()
+    tm, tn, cm, cn, swap, ras, swz, pp, sk, ts, g, st, r, e = m.groups()
     return GemmKnobs(
         tile_m=int(tm),
         tile_n=int(tn),
@@ -182,7 +180,6 @@ def parse_knob_label(label: str) -> GemmKnobs:
         stages=int(st or 0),
         epi_slots=int(r or 0),
         epi_n=64 if e else 32,
-        uniform_desc=bool(u),
     )
 
 

@@ -217,30 +217,42 @@ def cases(quick: bool = False):
         + stagger_cases()
         + ring_cases()
         + pingpong_z8_cases()
-        + uniform_desc_cases()
+        + warpgroup_view_cases()
     )
 
 
-def uniform_desc_cases():
-    """wgmma descriptors in uniform registers (knobs.uniform_desc): the A/B views sliced per
-    warpgroup; always run. The staggered and lockstep 128x256 (two warpgroups on one tile), ping-pong
-    128x128, 64-row tiles (one warpgroup), swapped operands, split-K, fp32 output, every epilogue piece
-    + aux, all four operand majors, batched, 8192^3."""
-
-    def u(**kw):
-        return GemmKnobs(uniform_desc=True, **kw)
-
-    g2 = u(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2)
+def warpgroup_view_cases():
+    """The A/B shared-memory views sliced per warpgroup (wgmma descriptors in uniform registers,
+    kernels/NOTES.md v12) in every arrangement of warpgroups over a tile: staggered and lockstep
+    128x256 (two warpgroups on one tile), ping-pong 128x128, 64-row tiles (one warpgroup), swapped
+    operands, split-K; with fp32 output, every epilogue piece + aux, all four operand majors, batched,
+    8192^3."""
+    g2 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2)
     gt = "gelu_approx_tanh"
     return [
         dict(m=2900, n=3000, k=4104, knobs=g2, bias=True, act=gt, vec="bf16", reps=2),
-        _all_pieces(u(tile_m=128, tile_n=256, cga_m=2), "silu", a_col=True, b_col=True),
+        _all_pieces(GemmKnobs(tile_m=128, tile_n=256, cga_m=2), "silu", a_col=True, b_col=True),
         dict(
-            m=1000, n=1048, k=1288, knobs=u(tile_m=128, tile_n=128, cga_m=2, pingpong=True), bias=True, act=gt
+            m=1000,
+            n=1048,
+            k=1288,
+            knobs=GemmKnobs(tile_m=128, tile_n=128, cga_m=2, pingpong=True),
+            bias=True,
+            act=gt,
         ),
-        dict(m=1000, n=1048, k=520, knobs=u(tile_m=64, tile_n=128, cga_n=2), out="fp32", a_col=True),
-        dict(m=16, n=4096, k=1024, knobs=u(tile_m=64, tile_n=16, swap_ab=True), bias=True, act="relu"),
-        dict(m=128, n=4096, k=4096, knobs=u(tile_m=128, tile_n=64, split_k=2), bias=True, act=gt, reps=2),
+        dict(m=1000, n=1048, k=520, knobs=GemmKnobs(tile_m=64, tile_n=128, cga_n=2), out="fp32", a_col=True),
+        dict(
+            m=16, n=4096, k=1024, knobs=GemmKnobs(tile_m=64, tile_n=16, swap_ab=True), bias=True, act="relu"
+        ),
+        dict(
+            m=128,
+            n=4096,
+            k=4096,
+            knobs=GemmKnobs(tile_m=128, tile_n=64, split_k=2),
+            bias=True,
+            act=gt,
+            reps=2,
+        ),
         dict(m=384, n=520, k=264, l=3, knobs=g2, residual=True, b_col=True, dt="fp16", out="fp16"),
         dict(m=8192, n=8192, k=8192, knobs=g2, bias=True, act=gt, vec="bf16"),
     ]
@@ -545,12 +557,6 @@ _FAMILIES = {
     "2-slot store ring, ragged, twice": lambda c, kn: kn.epi_slots == 2 and c.get("reps"),
     "ping-pong swizzle 8, ragged, twice": lambda c, kn: kn.pingpong and kn.swizzle == 8 and c.get("reps"),
     "ping-pong swizzle 8, column-major C": lambda c, kn: kn.pingpong and kn.swizzle == 8 and c.get("c_col"),
-    "uniform descriptors, stagger, ragged, twice": lambda c, kn: (
-        kn.uniform_desc and kn.stagger and c.get("reps")
-    ),
-    "uniform descriptors, every piece + aux": lambda c, kn: kn.uniform_desc and c.get("aux"),
-    "uniform descriptors, ping-pong": lambda c, kn: kn.uniform_desc and kn.pingpong,
-    "uniform descriptors, split-K": lambda c, kn: kn.uniform_desc and kn.split_k > 1,
 }
 
 
@@ -635,7 +641,7 @@ def main(argv=None) -> int:
             f"{f' sk{kn.split_k}' if kn.split_k > 1 else ''}{' pp' if kn.pingpong else ''}"
             f"{f' t{kn.tail_split}' if kn.tail_split > 1 else ''}{f' g{kn.stagger}' if kn.stagger else ''}"
             f"{f' r{kn.epi_slots}' if kn.epi_slots else ''}{' e64' if kn.epi_n == 64 else ''}"
-            f"{f' z{kn.swizzle}' if kn.swizzle > 1 else ''}{' u' if kn.uniform_desc else ''}"
+            f"{f' z{kn.swizzle}' if kn.swizzle > 1 else ''}"
             if kn
             else "default"
         )

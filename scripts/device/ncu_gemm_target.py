@@ -1,5 +1,5 @@
-"""ncu target: one launch each of gemm_sm90's fused bias+gelu (one per knob label given), cuBLAS's mm
-and cuBLASLt's fused bias+gelu, bf16, inside cudaProfilerStart/Stop (warm-up launches stay outside).
+"""ncu target: one launch each of gemm_sm90's fused bias+gelu (one per knob label given), cuBLAS's mm,
+cuBLASLt's fused bias+gelu and cuBLAS's addmm (bias only), bf16, inside cudaProfilerStart/Stop (warm-up launches stay outside).
 The shape is 8192^3 unless PYGRAPH_NCU_SHAPE says otherwise (e.g. 16384x4096x4096);
 PYGRAPH_NCU_EPILOGUE=plain (or bias) builds ours without the epilogue (or with the bias alone);
 cuBLASLt's fused kernel still runs.
@@ -33,7 +33,11 @@ elif os.environ.get("PYGRAPH_NCU_EPILOGUE") == "bias":
     spec = EpilogueSpec(bias=True, vec_dtype="bf16")
 labels = sys.argv[1:] or ["128x256c21"]
 calls = [make_call(parse_knob_label(lab), spec, a, b, c, bias) for lab in labels]
-calls += [lambda: torch.matmul(a, b, out=c), lambda: torch._addmm_activation(bias, a, b, use_gelu=True)]
+calls += [
+    lambda: torch.matmul(a, b, out=c),
+    lambda: torch._addmm_activation(bias, a, b, use_gelu=True),
+    lambda: torch.addmm(bias, a, b),
+]
 for _ in range(20):  # warm the clocks and every lazy init
     for f in calls:
         f()

@@ -86,9 +86,6 @@ class GemmKnobs:
     # Fewer slots free shared memory for A/B stages: at 128x256 bf16, 2 or 3 slots of 128x32 let a
     # 4th stage fit (4 slots: 3 stages).
     epi_slots: int = 0
-    # slice the MMA's A/B shared-memory views at the warpgroup's first thread (warp-uniform), so the
-    # wgmma descriptors stay in uniform registers (kernels/NOTES.md v12; to be measured sustained)
-    uniform_desc: bool = False
 
     def validate(self) -> str | None:
         if self.tile_m not in (64, 128, 256):
