@@ -5,11 +5,14 @@
 
 On a power-capped part a long job's throughput is FLOPs per joule: every kernel settles at the cap,
 and the clock it settles to is what its energy per FLOP allows (kernels/NOTES.md v11). Each column
-here runs alone for ``--seconds`` of back-to-back launches per round (rotated order, as ab_gemm.py),
-while NVML's total-energy counter (millijoules since the driver loaded) is read at both ends and
-the SM clock and board power are sampled every 10 ms. Printed per column (medians over rounds):
-TFLOP/s, SM clock, board power, millijoules per launch and TFLOP per joule, with the energy ratio
-against the unfused addmm-then-gelu (>1: less energy than it). NVML comes from the driver
+here runs alone for ``--seconds`` of back-to-back launches per round (rotated order, as ab_gemm.py)
+while the SM clock, the board power and the clock-event (throttle) reasons are sampled every 10 ms.
+Printed per column (medians over rounds; the first quarter of each column's samples is left out as
+the settling): TFLOP/s, SM clock, board power, millijoules per launch (steady power x time per
+launch) and TFLOP per joule, the energy ratio against the unfused addmm-then-gelu (>1: less energy
+than it), and the share of samples with the software power cap and with a hardware slowdown
+(thermal, power brake or the slowdown signal). NVML's total-energy counter is not used: at 3 s per
+column it read up to 10% off power x time (it lags). NVML comes from the driver
 (libnvidia-ml.so.1) through ctypes; no Python package is needed.
 """
 
@@ -27,6 +30,9 @@ from ab_gemm import EPILOGUES, columns
 from bench_gemm import tflops
 
 NVML_CLOCK_SM = 1
+# nvmlClocksEventReasons bits
+SW_POWER_CAP = 0x4
+HW_SLOWDOWN = 0x8 | 0x40 | 0x80  # the slowdown signal, hardware thermal, hardware power brake
 
 
 class NvmlError(RuntimeError):
@@ -34,7 +40,7 @@ class NvmlError(RuntimeError):
 
 
 class Nvml:
-    """The three NVML readings this benchmark needs, for the device torch calls cuda:0."""
+    """The NVML readings this benchmark needs, for the device torch calls cuda:0."""
 
     def __init__(self):
         try:
@@ -52,9 +58,9 @@ class Nvml:
         if status != 0:
             raise NvmlError(f"{name} returned NVML status {status}")
 
-    def energy_mj(self) -> int:
+    def clock_event_reasons(self) -> int:
         out = ctypes.c_ulonglong()
-        self._call("nvmlDeviceGetTotalEnergyConsumption", self.handle, ctypes.byref(out))
+        self._call("nvmlDeviceGetCurrentClocksThrottleReasons", self.handle, ctypes.byref(out))
         return out.value
 
     def sm_clock_mhz(self) -> int:
@@ -69,35 +75,38 @@ class Nvml:
 
 
 def run_column(fn, nvml: Nvml, launches: int) -> dict:
-    """``launches`` back-to-back launches of ``fn``: ms per launch, mJ per launch, mean clock and power."""
-    samples: list[tuple[int, float]] = []
+    """``launches`` back-to-back launches of ``fn``: ms and mJ per launch, the steady clock and power,
+    and the shares of samples power-capped and slowed down."""
+    samples: list[tuple[int, float, int]] = []
     done = threading.Event()
 
     def sample():
         while not done.is_set():
-            samples.append((nvml.sm_clock_mhz(), nvml.power_w()))
+            samples.append((nvml.sm_clock_mhz(), nvml.power_w(), nvml.clock_event_reasons()))
             time.sleep(0.01)
 
     torch.cuda.synchronize()
     sampler = threading.Thread(target=sample, daemon=True)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0 = nvml.energy_mj()
     sampler.start()
     start.record()
     for _ in range(launches):
         fn()
     end.record()
     end.synchronize()
-    e1 = nvml.energy_mj()
     done.set()
     sampler.join()
     # the first quarter of the samples is the clock settling; the mean of the rest is the steady state
     steady = samples[len(samples) // 4 :] or samples
+    ms = start.elapsed_time(end) / launches
+    watts = statistics.fmean(s[1] for s in steady)
     return {
-        "ms": start.elapsed_time(end) / launches,
-        "mj": (e1 - e0) / launches,
+        "ms": ms,
+        "mj": watts * ms,
         "mhz": statistics.fmean(s[0] for s in steady),
-        "w": statistics.fmean(s[1] for s in steady),
+        "w": watts,
+        "capped": statistics.fmean(bool(s[2] & SW_POWER_CAP) for s in steady),
+        "slowed": statistics.fmean(bool(s[2] & HW_SLOWDOWN) for s in steady),
     }
 
 
@@ -127,15 +136,17 @@ def main(argv=None) -> int:
             rounds.append({name: run_column(cols[name], nvml, launches) for name in order})
         print(
             f"\n{shape} {args.dtype} {args.epilogue}, {args.rounds} rounds x {launches} launches per column: "
-            "TFLOP/s, SM MHz, W, mJ/launch, TFLOP/J, energy vs unfused (>1: less)"
+            "TFLOP/s, SM MHz, W, mJ/launch, TFLOP/J, energy vs unfused (>1: less), "
+            "share of samples power-capped, slowed down"
         )
         for name in names:
-            med = {key: statistics.median(rt[name][key] for rt in rounds) for key in ("ms", "mj", "mhz", "w")}
+            med = {key: statistics.median(rt[name][key] for rt in rounds) for key in rounds[0][name]}
             vs_unfused = statistics.median(rt["unfused"]["mj"] / rt[name]["mj"] for rt in rounds)
             tflop = 2 * m * n * k / 1e12
             print(
                 f"  {name:24s} {tflops(m, n, k, med['ms']):7.1f} {med['mhz']:6.0f} {med['w']:6.1f} "
-                f"{med['mj']:8.1f} {tflop / (med['mj'] / 1000):7.3f} {vs_unfused:7.3f}"
+                f"{med['mj']:8.1f} {tflop / (med['mj'] / 1000):7.3f} {vs_unfused:7.3f} "
+                f"{med['capped']:5.2f} {med['slowed']:5.2f}"
             )
     print(f"device: {torch.cuda.get_device_name()}")
     return 0
