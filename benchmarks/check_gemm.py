@@ -218,6 +218,7 @@ def cases(quick: bool = False):
         + ring_cases()
         + pingpong_z8_cases()
         + warpgroup_view_cases()
+        + stagger_one_cases()
     )
 
 
@@ -255,6 +256,17 @@ def warpgroup_view_cases():
         ),
         dict(m=384, n=520, k=264, l=3, knobs=g2, residual=True, b_col=True, dt="fp16", out="fp16"),
         dict(m=8192, n=8192, k=8192, knobs=g2, bias=True, act=gt, vec="bf16"),
+    ]
+
+
+def stagger_one_cases():
+    """Stagger 1 (one k-block between the warpgroups: the producer keeps 3 stages of lead); always
+    run. Ragged twice with bias+gelu, every epilogue piece + aux with K of one k-block, 8192^3."""
+    s1 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=1)
+    return [
+        dict(m=2900, n=3000, k=4104, knobs=s1, bias=True, act="gelu_approx_tanh", vec="bf16", reps=2),
+        dict(_all_pieces(s1, "gelu"), k=64),
+        dict(m=8192, n=8192, k=8192, knobs=s1, bias=True, act="gelu_approx_tanh", vec="bf16"),
     ]
 
 
