@@ -138,7 +138,8 @@ def bench(fn):
 def knob_label(kn) -> str:
     """Short config name: tile, cluster MxN, s(wap), n (raster), z(swizzle), p(ing-pong), k(split),
     t (split tail, max slices), g (staggered warpgroups, k-blocks apart), a (A/B stages, when not
-    the most that fit), r (store-ring slots, when not the default), e (64-wide epilogue sub-tiles)."""
+    the most that fit), r (store-ring slots, when not the default), e (64-wide epilogue sub-tiles),
+    w (every k-block's wgmma waited for before the next)."""
     return (
         f"{kn.tile_m}x{kn.tile_n}c{kn.cga_m}{kn.cga_n}"
         + ("s" if kn.swap_ab else "")
@@ -151,20 +152,21 @@ def knob_label(kn) -> str:
         + (f"a{kn.stages}" if kn.stages else "")
         + (f"r{kn.epi_slots}" if kn.epi_slots else "")
         + ("e" if kn.epi_n == 64 else "")
+        + ("w" if kn.wait_all else "")
     )
 
 
 def parse_knob_label(label: str) -> GemmKnobs:
     """The inverse of ``knob_label``: '128x256c21z4e' -> GemmKnobs(128, 256, cga 2x1, swizzle 4, epi_n 64)."""
     m = re.fullmatch(
-        r"(\d+)x(\d+)c(\d)(\d)(s?)(n?)(?:z(\d+))?(p?)(?:k(\d+))?(?:t(\d+))?(?:g(\d+))?(?:a(\d+))?(?:r(\d+))?(e?)",
+        r"(\d+)x(\d+)c(\d)(\d)(s?)(n?)(?:z(\d+))?(p?)(?:k(\d+))?(?:t(\d+))?(?:g(\d+))?(?:a(\d+))?(?:r(\d+))?(e?)(w?)",
         label,
     )
     if m is None:
         raise ValueError(
-            f"knob label {label!r} does not read as tile x tile c<M><N>[s][n][z#][p][k#][t#][g#][a#][r#][e]"
+            f"knob label {label!r} does not read as tile x tile c<M><N>[s][n][z#][p][k#][t#][g#][a#][r#][e][w]"
         )
-    tm, tn, cm, cn, swap, ras, swz, pp, sk, ts, g, st, r, e = m.groups()
+    tm, tn, cm, cn, swap, ras, swz, pp, sk, ts, g, st, r, e, w = m.groups()
     return GemmKnobs(
         tile_m=int(tm),
         tile_n=int(tn),
@@ -180,6 +182,7 @@ def parse_knob_label(label: str) -> GemmKnobs:
         stages=int(st or 0),
         epi_slots=int(r or 0),
         epi_n=64 if e else 32,
+        wait_all=bool(w),
     )
 
 

@@ -219,6 +219,7 @@ def cases(quick: bool = False):
         + pingpong_z8_cases()
         + warpgroup_view_cases()
         + stagger_one_cases()
+        + wait_all_cases()
     )
 
 
@@ -267,6 +268,23 @@ def stagger_one_cases():
         dict(m=2900, n=3000, k=4104, knobs=s1, bias=True, act="gelu_approx_tanh", vec="bf16", reps=2),
         dict(_all_pieces(s1, "gelu"), k=64),
         dict(m=8192, n=8192, k=8192, knobs=s1, bias=True, act="gelu_approx_tanh", vec="bf16"),
+    ]
+
+
+def wait_all_cases():
+    """Every k-block's wgmma waited for before the next (knobs.wait_all); always run. Staggered and
+    lockstep 128x256, 256x128 with a 1x2 cluster; ragged twice, every epilogue piece + aux, fp16
+    batched with a residual, K of one k-block, 8192^3."""
+    g2w = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, wait_all=True)
+    w256 = GemmKnobs(tile_m=256, tile_n=128, cga_n=2, swizzle=8, epi_slots=3, wait_all=True)
+    gt = "gelu_approx_tanh"
+    return [
+        dict(m=2900, n=3000, k=4104, knobs=g2w, bias=True, act=gt, vec="bf16", reps=2),
+        _all_pieces(GemmKnobs(tile_m=128, tile_n=256, cga_m=2, wait_all=True), "silu", a_col=True),
+        dict(m=2900, n=3000, k=4104, knobs=w256, bias=True, act=gt, reps=2),
+        dict(_all_pieces(w256, "gelu"), k=64),
+        dict(m=384, n=520, k=264, l=3, knobs=g2w, residual=True, b_col=True, dt="fp16", out="fp16"),
+        dict(m=8192, n=8192, k=8192, knobs=g2w, bias=True, act=gt, vec="bf16"),
     ]
 
 
@@ -653,7 +671,7 @@ def main(argv=None) -> int:
             f"{f' sk{kn.split_k}' if kn.split_k > 1 else ''}{' pp' if kn.pingpong else ''}"
             f"{f' t{kn.tail_split}' if kn.tail_split > 1 else ''}{f' g{kn.stagger}' if kn.stagger else ''}"
             f"{f' r{kn.epi_slots}' if kn.epi_slots else ''}{' e64' if kn.epi_n == 64 else ''}"
-            f"{f' z{kn.swizzle}' if kn.swizzle > 1 else ''}"
+            f"{f' z{kn.swizzle}' if kn.swizzle > 1 else ''}{' w' if kn.wait_all else ''}"
             if kn
             else "default"
         )

@@ -86,6 +86,11 @@ class GemmKnobs:
     # Fewer slots free shared memory for A/B stages: at 128x256 bf16, 2 or 3 slots of 128x32 let a
     # 4th stage fit (4 slots: 3 stages).
     epi_slots: int = 0
+    # wait for every wgmma of a k-block before the next (depth 0) and release its slot at once, instead
+    # of keeping one k-block in flight (depth 1, which holds each slot about one k-block longer). The
+    # two cooperative warpgroups' wgmma interleave on the tensor cores, so one's queue covers the
+    # other's wait; the producer gains about a stage of lead (kernels/NOTES.md v13).
+    wait_all: bool = False
 
     def validate(self) -> str | None:
         if self.tile_m not in (64, 128, 256):
@@ -119,6 +124,11 @@ class GemmKnobs:
                 f"stagger={self.stagger} needs the cooperative 128-row tile without split-K or a split "
                 f"tail (tile_m={self.tile_m}, pingpong={self.pingpong}, split_k={self.split_k}, "
                 f"tail_split={self.tail_split})"
+            )
+        if self.wait_all and (self.pingpong or self.tile_m == 64):
+            return (
+                "wait_all needs two warpgroups issuing wgmma side by side (cooperative, tile_m 128 or 256), "
+                f"got tile_m={self.tile_m}, pingpong={self.pingpong}"
             )
         if self.epi_n not in (32, 64):
             return f"epi_n={self.epi_n} not in (32, 64)"

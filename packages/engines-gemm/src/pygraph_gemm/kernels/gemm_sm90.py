@@ -579,7 +579,8 @@ class Sm90Gemm(GemmEntry):
                 if const_expr(self.pingpong):
                     if cwg + tiles_done > 0:  # all but the CTA's first tile wait for their turn
                         my_turn.arrive_and_wait()
-                # ---- main loop: keep one wgmma batch in flight, release the slot before it
+                # ---- main loop: keep one wgmma batch in flight, release the slot before it (or, with
+                # wait_all, wait for this batch and release its own slot)
                 acc.fill(0.0)
                 tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
                 cute.nvgpu.warpgroup.fence()
@@ -590,7 +591,11 @@ class Sm90Gemm(GemmEntry):
                         cute.gemm(tiled_mma, acc, tCrA[blk], tCrB[blk], acc)
                     cute.nvgpu.warpgroup.commit_group()
                     read.advance()
-                    if kt > 0:
+                    if const_expr(self.knobs.wait_all):
+                        cute.nvgpu.warpgroup.wait_group(0)
+                        ab_pipe.consumer_release(release)
+                        release.advance()
+                    elif kt > 0:
                         cute.nvgpu.warpgroup.wait_group(1)
                         ab_pipe.consumer_release(release)
                         release.advance()
@@ -604,9 +609,10 @@ class Sm90Gemm(GemmEntry):
                     # if the CTA has a next tile (then it is theirs, and so are its k-blocks)
                     if unit + n_resident < n_units:
                         their_turn.arrive()
-                cute.nvgpu.warpgroup.wait_group(0)
-                ab_pipe.consumer_release(release)
-                release.advance()
+                if const_expr(not self.knobs.wait_all):
+                    cute.nvgpu.warpgroup.wait_group(0)
+                    ab_pipe.consumer_release(release)
+                    release.advance()
                 if const_expr(self.pingpong):
                     for _ in cutlass.range(k_tiles, unroll=1):
                         read.advance()
