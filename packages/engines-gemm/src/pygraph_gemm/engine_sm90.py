@@ -49,9 +49,10 @@ KNOB_DOMAINS: dict[str, tuple[Any, ...]] = {
     "STAGGER": (0, 2),
 }
 # Kernel-only (not in the domain): GemmKnobs.tail_split, the persistent grid's last round cut into
-# K slices, measured no faster on the long-K shapes it targets (kernels/NOTES.md v8); and
+# K slices, measured no faster on the long-K shapes it targets (kernels/NOTES.md v8);
 # GemmKnobs.epi_slots, fewer store-ring slots for a 4th A/B stage in lockstep, which bought less
-# than STAGGER 2 (v10).
+# than STAGGER 2 (v10); and GemmKnobs.wait_all, each k-block's wgmma waited for before the next,
+# level or slower (v13).
 
 _FEATURES = frozenset({"bias", "row_scale", "col_scale", "residual", "activation", "aux_output", "batched"})
 _TMA_ALIGN = 16
