@@ -98,13 +98,19 @@ def quartiles(xs: list[float]) -> tuple[float, float, float]:
     return q[0], statistics.median(xs), q[2]
 
 
-def main(argv=None) -> int:
+def column_parser(rounds: int) -> argparse.ArgumentParser:
+    """The arguments that pick the columns (``columns``) and the rounds, shared with energy_gemm.py."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--knobs", required=True, help="comma-separated knob labels (bench_gemm.knob_label)")
     ap.add_argument("--shapes", default="8192x8192x8192", help="comma-separated MxNxK")
     ap.add_argument("--epilogue", default="bias+gelu", choices=sorted(EPILOGUES))
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
-    ap.add_argument("--rounds", type=int, default=31)
+    ap.add_argument("--rounds", type=int, default=rounds)
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = column_parser(rounds=31)
     ap.add_argument("--reps", type=int, default=10, help="launches timed together per column per round")
     ap.add_argument(
         "--flush", action="store_true", help="time each launch alone from a cold L2 (do_bench's way)"

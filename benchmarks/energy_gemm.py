@@ -18,7 +18,6 @@ column it read up to 10% off power x time (it lags). NVML comes from the driver
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import os
 import statistics
@@ -26,7 +25,7 @@ import threading
 import time
 
 import torch
-from ab_gemm import EPILOGUES, columns
+from ab_gemm import column_parser, columns
 from bench_gemm import tflops
 
 NVML_CLOCK_SM = 1
@@ -111,12 +110,7 @@ def run_column(fn, nvml: Nvml, launches: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--knobs", required=True, help="comma-separated knob labels (bench_gemm.knob_label)")
-    ap.add_argument("--shapes", default="8192x8192x8192", help="comma-separated MxNxK")
-    ap.add_argument("--epilogue", default="bias+gelu", choices=sorted(EPILOGUES))
-    ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
-    ap.add_argument("--rounds", type=int, default=3)
+    ap = column_parser(rounds=3)
     ap.add_argument("--seconds", type=float, default=3.0, help="run time per column per round")
     args = ap.parse_args(argv)
     if args.seconds <= 0 or args.rounds < 1:
