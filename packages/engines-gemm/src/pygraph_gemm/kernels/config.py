@@ -87,9 +87,9 @@ class GemmKnobs:
     # 4th stage fit (4 slots: 3 stages).
     epi_slots: int = 0
     # wait for every wgmma of a k-block before the next (depth 0) and release its slot at once, instead
-    # of keeping one k-block in flight (depth 1, which holds each slot about one k-block longer). The
-    # two cooperative warpgroups' wgmma interleave on the tensor cores, so one's queue covers the
-    # other's wait; the producer gains about a stage of lead (kernels/NOTES.md v13).
+    # of keeping one k-block in flight (depth 1, which holds each slot about one k-block longer); the
+    # two cooperative warpgroups' wgmma interleave, so one's queue covers the other's wait. Measured
+    # level in lockstep and at 256x128, 0.6-0.8% slower staggered (kernels/NOTES.md v13).
     wait_all: bool = False
 
     def validate(self) -> str | None:
