@@ -42,13 +42,18 @@ def _act_ref(x: torch.Tensor, act: str) -> torch.Tensor:
     raise ValueError(act)
 
 
-def _mat(l, r, c, dt, col_major, bcast, dev):
-    """(l, r, c) tensor; col_major stores columns contiguously; bcast gives batch stride 0."""
+def random_operand(l, r, c, dt, col_major, bcast, dev, pad=0):
+    """(l, r, c) random view; col_major stores columns contiguously; bcast gives batch stride 0;
+    ``pad`` elements of NaN after each contiguous storage row (a read past the row shows as NaN)."""
     lb = 1 if bcast else l
+    rows, cols = (c, r) if col_major else (r, c)
+    t = torch.randn(lb, rows, cols, device=dev).to(dt)
+    if pad:
+        store = torch.full((lb, rows, cols + pad), float("nan"), device=dev, dtype=dt)
+        store[:, :, :cols] = t
+        t = store[:, :, :cols]
     if col_major:
-        t = torch.randn(lb, c, r, device=dev).to(dt).transpose(1, 2)
-    else:
-        t = torch.randn(lb, r, c, device=dev).to(dt)
+        t = t.transpose(1, 2)
     return t.expand(l, r, c) if bcast else t
 
 
@@ -88,8 +93,8 @@ def run_case(
     """Returns (rel_err, tol, aux_err_or_None). Raises on failure to run. ``vec``: the dtype of the
     bias and scale vectors; ``c_col``: column-major C."""
     idt, odt = DT[dt], DT[out]
-    a = _mat(l, m, k, idt, a_col, a_bc, dev)
-    b = _mat(l, k, n, idt, b_col, b_bc, dev)
+    a = random_operand(l, m, k, idt, a_col, a_bc, dev)
+    b = random_operand(l, k, n, idt, b_col, b_bc, dev)
     kw, res, pre, ref = reference(a, b, idt, row_scale, col_scale, bias, residual, act, DT[vec])
     if res is not None:
         kw["residual"] = res

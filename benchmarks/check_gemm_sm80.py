@@ -34,23 +34,6 @@ def _compiled(knobs, kepi, lay, arch):
     return _FNS[key]
 
 
-def _operand(l, r, c, dt, col_major, bcast, pad_c, pad_r, dev):
-    """(l, r, c) view; col_major stores columns contiguously; bcast gives batch stride 0; pad_c /
-    pad_r pad the contiguous rows of the storage (NaN in the padding)."""
-    import torch
-
-    lb = 1 if bcast else l
-    if col_major:
-        st = torch.full((lb, c, r + pad_r), float("nan"), device=dev, dtype=dt)
-        st[:, :, :r] = torch.randn(lb, c, r, device=dev).to(dt)
-        t = st[:, :, :r].transpose(1, 2)
-    else:
-        st = torch.full((lb, r, c + pad_c), float("nan"), device=dev, dtype=dt)
-        st[:, :, :c] = torch.randn(lb, r, c, device=dev).to(dt)
-        t = st[:, :, :c]
-    return t.expand(l, r, c) if bcast else t
-
-
 def run_case(
     m,
     n,
@@ -77,7 +60,7 @@ def run_case(
 ):
     """Returns (rel_err, tol, aux_err_or_None). Raises on failure to run (or can_implement refusal)."""
     import torch
-    from check_gemm import DT, _relerr, poisoned_output, reference
+    from check_gemm import DT, _relerr, poisoned_output, random_operand, reference
 
     from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, KernelEpilogue, can_implement
     from pygraph_gemm.kernels.launch import kernel_frame, kernel_layout
@@ -87,8 +70,8 @@ def run_case(
     kp = (-k) % 8 if k_pad else 0
     # A (M, K): K contiguous unless a_col; B (K, N): N contiguous unless b_col (then K contiguous)
     # k_pad: pad (with NaN) the K-contiguous rows: A's when K-major, B's when b_col (K-major)
-    a = _operand(l, m, k, idt, a_col, a_bc, 0 if a_col else kp, 0, dev)
-    b = _operand(l, k, n, idt, b_col, b_bc, 0, kp if b_col else 0, dev)
+    a = random_operand(l, m, k, idt, a_col, a_bc, dev, pad=0 if a_col else kp)
+    b = random_operand(l, k, n, idt, b_col, b_bc, dev, pad=kp if b_col else 0)
     vecs, res, pre, ref = reference(a, b, idt, row_scale, col_scale, bias, residual, act)
     cp = (-n if not c_col else -m) % 8 if c_pad else 0  # pad C's contiguous rows to 16 bytes
     c, c_store = poisoned_output(l, m, n, odt, c_col, cp, dev)
