@@ -225,6 +225,7 @@ def cases(quick: bool = False):
         + warpgroup_view_cases()
         + stagger_one_cases()
         + wait_all_cases()
+        + stagger_256_cases()
     )
 
 
@@ -290,6 +291,23 @@ def wait_all_cases():
         dict(_all_pieces(w256, "gelu"), k=64),
         dict(m=384, n=520, k=264, l=3, knobs=g2w, residual=True, b_col=True, dt="fp16", out="fp16"),
         dict(m=8192, n=8192, k=8192, knobs=g2w, bias=True, act=gt, vec="bf16"),
+    ]
+
+
+def stagger_256_cases():
+    """Staggered warpgroups on 256-row tiles (each stores its two 64-row bands, 2r + its index);
+    always run. 256x128 with a 1x2 cluster: ragged twice with bias+gelu, every epilogue piece + aux
+    with column-major A, fp32 output with column-major C, fp16 batched with a residual, K of one
+    k-block, 8192^3."""
+    s256 = GemmKnobs(tile_m=256, tile_n=128, cga_n=2, swizzle=8, stagger=2)
+    gt = "gelu_approx_tanh"
+    return [
+        dict(m=2900, n=3000, k=4104, knobs=s256, bias=True, act=gt, vec="bf16", reps=2),
+        _all_pieces(s256, "silu", a_col=True),
+        dict(m=1000, n=1048, k=520, knobs=s256, out="fp32", c_col=True, bias=True, act="relu"),
+        dict(m=384, n=520, k=264, l=3, knobs=s256, residual=True, b_col=True, dt="fp16", out="fp16"),
+        dict(m=700, n=1000, k=64, knobs=s256, bias=True, act=gt),
+        dict(m=8192, n=8192, k=8192, knobs=s256, bias=True, act=gt, vec="bf16"),
     ]
 
 
@@ -592,6 +610,10 @@ _FAMILIES = {
     "2-slot store ring, ragged, twice": lambda c, kn: kn.epi_slots == 2 and c.get("reps"),
     "ping-pong swizzle 8, ragged, twice": lambda c, kn: kn.pingpong and kn.swizzle == 8 and c.get("reps"),
     "ping-pong swizzle 8, column-major C": lambda c, kn: kn.pingpong and kn.swizzle == 8 and c.get("c_col"),
+    "stagger 256-row tiles, every piece + aux": lambda c, kn: (
+        kn.stagger and kn.tile_m == 256 and c.get("aux")
+    ),
+    "stagger 256-row tiles, column-major C": lambda c, kn: kn.stagger and kn.tile_m == 256 and c.get("c_col"),
 }
 
 

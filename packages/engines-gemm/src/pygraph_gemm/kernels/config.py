@@ -78,7 +78,7 @@ class GemmKnobs:
     # as up to ``tail_split`` K-slices each (partials reduced like split-K's; `tile_schedule.tail_split`
     # picks the count per launch, 1 where splitting does not pay). 1 = off.
     tail_split: int = 1
-    # staggered cooperative: the two consumer warpgroups share each tile (64 rows each) but run
+    # staggered cooperative: the two consumer warpgroups share each tile (half its rows each) but run
     # ``stagger`` k-blocks apart and each stores its own rows, so one's epilogue runs while the other
     # still issues wgmma. 0 = lockstep (one store of both halves). Needs more A/B stages than this.
     stagger: int = 0
@@ -119,9 +119,9 @@ class GemmKnobs:
             return f"tail_split={self.tail_split} does not combine with {what}"
         if not 0 <= self.stagger <= 3:
             return f"stagger={self.stagger} not in [0, 3]"
-        if self.stagger and (self.tile_m != 128 or self.pingpong or self.split_k > 1 or self.tail_split > 1):
+        if self.stagger and (self.tile_m == 64 or self.pingpong or self.split_k > 1 or self.tail_split > 1):
             return (
-                f"stagger={self.stagger} needs the cooperative 128-row tile without split-K or a split "
+                f"stagger={self.stagger} needs a cooperative tile of 128 or 256 rows without split-K or a split "
                 f"tail (tile_m={self.tile_m}, pingpong={self.pingpong}, split_k={self.split_k}, "
                 f"tail_split={self.tail_split})"
             )

@@ -694,7 +694,7 @@ class Sm90Gemm(GemmEntry):
                     sub_shape = gC_tile.shape[1]
                     sub_layout = cute.make_layout(sub_shape, stride=(sub_shape[1], 1))
                     if const_expr(self.stagger > 0):
-                        n_sub = n_sub // 2  # the sub-tiles of this warpgroup's 64 rows
+                        n_sub = n_sub // 2  # the sub-tiles of this warpgroup's rows (64 per M-repeat)
                     done_before = epi_count
                     for s in cutlass.range_constexpr(n_sub):
                         for v in cutlass.range_constexpr(frag_size):
@@ -712,7 +712,8 @@ class Sm90Gemm(GemmEntry):
                         epi_barrier.arrive_and_wait()
                         gcrd = sub_layout.get_hier_coord(s)
                         if const_expr(self.stagger > 0):
-                            gcrd = (cwg, s)
+                            # M-repeat r of this warpgroup's fragment is the tile's 64-row band 2r + cwg
+                            gcrd = (cwg + 2 * (s // sub_shape[1]), s % sub_shape[1])
                         if is_store_warp:
                             cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, gcrd)])
                             if const_expr(epi.aux_out):
