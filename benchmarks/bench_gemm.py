@@ -136,12 +136,15 @@ def bench(fn):
 
 
 def knob_label(kn) -> str:
-    """Short config name: tile, cluster MxN, s(wap), n (raster), z(swizzle), p(ing-pong), k(split),
-    t (split tail, max slices), g (staggered warpgroups, k-blocks apart), a (A/B stages, when not
-    the most that fit), r (store-ring slots, when not the default), e (64-wide epilogue sub-tiles),
-    w (every k-block's wgmma waited for before the next)."""
+    """Short config name: tile (x K when the k-block is not 64 deep), cluster MxN, s(wap), n (raster),
+    z(swizzle), p(ing-pong), k(split), t (split tail, max slices), g (staggered warpgroups, k-blocks
+    apart), a (A/B stages, when not the most that fit), r (store-ring slots, when not the default),
+    e (64-wide epilogue sub-tiles), w (every k-block's wgmma waited for before the next), l (the bias
+    read with global loads in the epilogue instead of staged in shared memory)."""
     return (
-        f"{kn.tile_m}x{kn.tile_n}c{kn.cga_m}{kn.cga_n}"
+        f"{kn.tile_m}x{kn.tile_n}"
+        + (f"x{kn.tile_k}" if kn.tile_k != 64 else "")
+        + f"c{kn.cga_m}{kn.cga_n}"
         + ("s" if kn.swap_ab else "")
         + ("n" if kn.raster == "n" else "")
         + (f"z{kn.swizzle}" if kn.swizzle > 1 else "")
@@ -153,23 +156,25 @@ def knob_label(kn) -> str:
         + (f"r{kn.epi_slots}" if kn.epi_slots else "")
         + ("e" if kn.epi_n == 64 else "")
         + ("w" if kn.wait_all else "")
+        + ("l" if not kn.bias_smem else "")
     )
 
 
 def parse_knob_label(label: str) -> GemmKnobs:
     """The inverse of ``knob_label``: '128x256c21z4e' -> GemmKnobs(128, 256, cga 2x1, swizzle 4, epi_n 64)."""
     m = re.fullmatch(
-        r"(\d+)x(\d+)c(\d)(\d)(s?)(n?)(?:z(\d+))?(p?)(?:k(\d+))?(?:t(\d+))?(?:g(\d+))?(?:a(\d+))?(?:r(\d+))?(e?)(w?)",
+        r"(\d+)x(\d+)(?:x(\d+))?c(\d)(\d)(s?)(n?)(?:z(\d+))?(p?)(?:k(\d+))?(?:t(\d+))?(?:g(\d+))?(?:a(\d+))?(?:r(\d+))?(e?)(w?)(l?)",
         label,
     )
     if m is None:
         raise ValueError(
-            f"knob label {label!r} does not read as tile x tile c<M><N>[s][n][z#][p][k#][t#][g#][a#][r#][e][w]"
+            f"knob label {label!r} does not read as tile x tile [x tile_k] c<M><N>[s][n][z#][p][k#][t#][g#][a#][r#][e][w][l]"
         )
-    tm, tn, cm, cn, swap, ras, swz, pp, sk, ts, g, st, r, e, w = m.groups()
+    tm, tn, tk, cm, cn, swap, ras, swz, pp, sk, ts, g, st, r, e, w, gl = m.groups()
     return GemmKnobs(
         tile_m=int(tm),
         tile_n=int(tn),
+        tile_k=int(tk or 64),
         cga_m=int(cm),
         cga_n=int(cn),
         swap_ab=bool(swap),
@@ -183,6 +188,7 @@ def parse_knob_label(label: str) -> GemmKnobs:
         epi_slots=int(r or 0),
         epi_n=64 if e else 32,
         wait_all=bool(w),
+        bias_smem=not gl,
     )
 
 

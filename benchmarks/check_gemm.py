@@ -226,6 +226,8 @@ def cases(quick: bool = False):
         + stagger_one_cases()
         + wait_all_cases()
         + stagger_256_cases()
+        + shallow_kblock_cases()
+        + bias_smem_cases()
     )
 
 
@@ -308,6 +310,80 @@ def stagger_256_cases():
         dict(m=384, n=520, k=264, l=3, knobs=s256, residual=True, b_col=True, dt="fp16", out="fp16"),
         dict(m=700, n=1000, k=64, knobs=s256, bias=True, act=gt),
         dict(m=8192, n=8192, k=8192, knobs=s256, bias=True, act=gt, vec="bf16"),
+    ]
+
+
+def shallow_kblock_cases():
+    """k-blocks 32 deep (twice the A/B stages in the same shared memory, 64-byte swizzle) with the
+    rule's staggered 128x256 tile and 2x1 cluster; always run. Ragged M, N and K (K not a multiple
+    of 32) with bias+gelu, every epilogue piece + aux with column-major A and B, fp32 output with
+    column-major C, fp16 batched with a residual, one k-block, 8192^3, and 256x128 with a 1x2
+    cluster in lockstep."""
+    k32 = GemmKnobs(tile_m=128, tile_n=256, tile_k=32, cga_m=2, swizzle=8, stagger=2)
+    gt = "gelu_approx_tanh"
+    return [
+        dict(m=2900, n=3000, k=4104, knobs=k32, bias=True, act=gt, vec="bf16", reps=2),
+        _all_pieces(k32, "silu", a_col=True, b_col=True),
+        dict(m=1000, n=1048, k=520, knobs=k32, out="fp32", c_col=True, bias=True, act="relu"),
+        dict(m=384, n=520, k=264, l=3, knobs=k32, residual=True, b_col=True, dt="fp16", out="fp16"),
+        dict(m=700, n=1000, k=32, knobs=k32, bias=True, act=gt),
+        dict(m=8192, n=8192, k=8192, knobs=k32, bias=True, act=gt, vec="bf16"),
+        dict(
+            m=2900,
+            n=3000,
+            k=4104,
+            knobs=GemmKnobs(tile_m=256, tile_n=128, tile_k=32, cga_n=2, swizzle=8, epi_slots=3),
+            bias=True,
+            act=gt,
+        ),
+    ]
+
+
+def bias_smem_cases():
+    """The bias along N staged in shared memory by a producer warp (GemmKnobs.bias_smem, on by default;
+    named here so the cases keep it); always run, with one case of the global loads it replaced.
+    The rule's staggered 128x256 tile: ragged M and N with a bf16 bias, N narrower than a tile
+    (clamped loads), fp32 bias with fp16 output, every epilogue piece + aux, batched (one bias for
+    every batch), 8192^3; lockstep 128x256, 256x128 with a 1x2 cluster, one consumer warpgroup
+    (64x256), and swap_ab (the bias runs along the kernel's M, so the knob changes nothing)."""
+    rule = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, bias_smem=True)
+    gt = "gelu_approx_tanh"
+    return [
+        dict(m=2900, n=3000, k=4104, knobs=rule, bias=True, act=gt, vec="bf16", reps=2),
+        dict(m=1000, n=104, k=520, knobs=rule, bias=True, act="relu"),
+        dict(m=1000, n=1048, k=520, knobs=rule, bias=True, act=gt, dt="fp16", out="fp16"),
+        _all_pieces(rule, gt, b_col=True),
+        dict(m=384, n=520, k=264, l=3, knobs=rule, bias=True, act="silu", vec="bf16"),
+        dict(m=8192, n=8192, k=8192, knobs=rule, bias=True, act=gt, vec="bf16"),
+        dict(m=2900, n=3000, k=1000, knobs=GemmKnobs(cga_m=2, swizzle=8, bias_smem=True), bias=True, act=gt),
+        dict(
+            m=2900,
+            n=3000,
+            k=4104,
+            knobs=GemmKnobs(tile_m=256, tile_n=128, cga_n=2, swizzle=8, epi_slots=3, bias_smem=True),
+            bias=True,
+            act=gt,
+            vec="bf16",
+        ),
+        dict(
+            m=1000, n=1048, k=520, knobs=GemmKnobs(tile_m=64, tile_n=256, bias_smem=True), bias=True, act=gt
+        ),
+        dict(
+            m=16,
+            n=4096,
+            k=1024,
+            knobs=GemmKnobs(tile_m=64, tile_n=128, swap_ab=True, bias_smem=True),
+            bias=True,
+        ),
+        dict(
+            m=2900,
+            n=3000,
+            k=4104,
+            knobs=GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, bias_smem=False),
+            bias=True,
+            act=gt,
+            vec="bf16",
+        ),
     ]
 
 
@@ -614,6 +690,11 @@ _FAMILIES = {
         kn.stagger and kn.tile_m == 256 and c.get("aux")
     ),
     "stagger 256-row tiles, column-major C": lambda c, kn: kn.stagger and kn.tile_m == 256 and c.get("c_col"),
+    "32-deep k-blocks, every piece + aux": lambda c, kn: kn.tile_k == 32 and c.get("aux"),
+    "staged bias, N narrower than a tile": lambda c, kn: kn.bias_smem and c.get("bias") and c["n"] == 104,
+    "staged bias, one consumer warpgroup": lambda c, kn: (
+        kn.bias_smem and c.get("bias") and kn.tile_m == 64 and kn.tile_n == 256
+    ),
 }
 
 

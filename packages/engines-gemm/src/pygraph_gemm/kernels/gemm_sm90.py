@@ -31,7 +31,7 @@ from cutlass import Int32, Int64, const_expr
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.tensor_utils import LayoutEnum
 
-from .config import GemmKnobs, KernelEpilogue, KernelLayout, epi_ring_depth, pick_stages
+from .config import GemmKnobs, KernelEpilogue, KernelLayout, bias_staged, epi_ring_depth, pick_stages
 from .entry import GemmEntry
 from .epilogue import activate, apply_affine
 from .tile_schedule import schedule_extent, tail_split, unit_coord, unit_work
@@ -46,6 +46,9 @@ def _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout):
     fields = {"mbar": R[cutlass.Int64, self.ab_stage * 2]}
     if self.has_split:
         fields["flag"] = R[cutlass.Int32, 4]  # split-K / split tail: the semaphore's old value, broadcast
+    if self.bias_smem:
+        fields["bias_mbar"] = R[cutlass.Int64, 4]  # full and empty barriers of the two bias buffers
+        fields["sBias"] = A[R[cutlass.Float32, 2 * self.tile_mnk[1]], 16]
     fields["sA"] = A[R[self.ab_dtype, cute.cosize(sA_layout)], 1024]
     fields["sB"] = A[R[self.ab_dtype, cute.cosize(sB_layout)], 1024]
     fields["sC"] = A[R[self.c_dtype, cute.cosize(sC_layout)], 1024]
@@ -86,6 +89,8 @@ class Sm90Gemm(GemmEntry):
         # staggered cooperative (knobs.stagger): the warpgroups share each tile but run k-blocks
         # apart, and each stores its own rows, so one's epilogue runs under the other's main loop
         self.stagger = knobs.stagger
+        # the tile's bias along N staged in shared memory by a spare producer warp (knobs.bias_smem)
+        self.bias_smem = bias_staged(knobs, epi)
         own_rows = knobs.pingpong or knobs.stagger > 0  # each warpgroup stores through its own ring
         self.epi_threads = 128 if own_rows else self.n_mma_threads  # threads that store together
         self.epi_rings = 2 if own_rows else 1  # a store ring per warpgroup storing on its own
@@ -385,6 +390,16 @@ class Sm90Gemm(GemmEntry):
             cta_layout_vmnk=cute.make_layout((1, *cta_layout_mnk.shape)),
             defer_sync=True,
         )
+        if const_expr(self.bias_smem):
+            # one producer warp fills a buffer per tile; every thread of the tile reads it, then releases
+            bias_pipe = pipeline.PipelineAsync.create(
+                barrier_storage=storage.bias_mbar.data_ptr(),
+                num_stages=2,
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32),
+                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.n_mma_threads),
+                defer_sync=True,
+            )
+            sBias = storage.sBias.get_tensor(cute.make_layout((self.tile_mnk[1], 2)))
         pipeline_init_arrive(cluster_shape_mn=self.cluster_mn, is_relaxed=True)
 
         sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)
@@ -455,6 +470,25 @@ class Sm90Gemm(GemmEntry):
                         prod.advance()
                     unit = unit + n_resident
                 ab_pipe.producer_tail(prod)
+            if const_expr(self.bias_smem):
+                if warp_idx == 1:
+                    # the bias of each of the CTA's tiles, a tile ahead of the epilogue that reads it
+                    lane = cute.arch.lane_idx()
+                    n_max = cute.size(mBiasN) - 1
+                    fill = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 2)
+                    unit = first_unit
+                    while unit < n_units:
+                        _, col, _, _, _, _, _, _ = self._work_of(
+                            unit, rows, cols, cta_mn, k_tiles, whole, slices
+                        )
+                        n0 = col * self.tile_mnk[1]
+                        bias_pipe.producer_acquire(fill)
+                        for j in cutlass.range_constexpr(self.tile_mnk[1] // 32):
+                            gn = cute.math.min(n0 + lane + 32 * j, n_max)
+                            sBias[(lane + 32 * j, fill.index)] = cutlass.Float32(mBiasN[gn])
+                        bias_pipe.producer_commit(fill)
+                        fill.advance()
+                        unit = unit + n_resident
         else:
             # ------------------------------------------------ consumer (MMA + epilogue) warpgroups
             cute.arch.setmaxregister_increase(232)
@@ -555,6 +589,8 @@ class Sm90Gemm(GemmEntry):
             release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.ab_stage)
             if const_expr(self.has_split):
                 sFlag = storage.flag.get_tensor(cute.make_layout(4))
+            if const_expr(self.bias_smem):
+                bias_read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 2)
             epi_count = Int32(0)  # sub-tiles stored so far (split-K: only the tiles this CTA finished)
             tiles_done = Int32(0)  # tiles this warpgroup has run
             if const_expr(self.pingpong):
@@ -661,6 +697,10 @@ class Sm90Gemm(GemmEntry):
                             if ctid == 0:
                                 mCnt[slot] = Int32(0)  # leave the semaphore zeroed for the next launch
 
+                bias_tile = mBiasN  # unused unless the bias is staged in shared memory
+                if const_expr(self.bias_smem):
+                    bias_pipe.consumer_wait(bias_read)
+                    bias_tile = sBias[(None, bias_read.index)]
                 if do_epi:
                     # ---- epilogue, in registers
                     if const_expr(epi.has_affine):
@@ -677,9 +717,14 @@ class Sm90Gemm(GemmEntry):
                             mScaleM,
                             mScaleN,
                             mRes,
+                            bias_tile,
                             epi,
+                            self.bias_smem,
                         )
-
+                if const_expr(self.bias_smem):
+                    bias_pipe.consumer_release(bias_read)
+                    bias_read.advance()
+                if do_epi:
                     gC_tile = cute.zipped_divide(gC[(None, None, crd[0], crd[1], batch)], self.epi_tile)
                     bSG_sC, bSG_gC = cute.nvgpu.cpasync.tma_partition(
                         tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC_tile
