@@ -10,6 +10,7 @@ per case and a summary line last.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 import traceback
@@ -348,6 +349,8 @@ def bias_smem_cases():
     (64x256), and swap_ab (the bias runs along the kernel's M, so the knob changes nothing)."""
     rule = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, bias_smem=True)
     gt = "gelu_approx_tanh"
+    ragged = dict(m=2900, n=3000, k=4104, bias=True, act=gt, vec="bf16")
+    swapped = GemmKnobs(tile_m=64, tile_n=128, swap_ab=True, bias_smem=True)
     return [
         dict(m=2900, n=3000, k=4104, knobs=rule, bias=True, act=gt, vec="bf16", reps=2),
         dict(m=1000, n=104, k=520, knobs=rule, bias=True, act="relu"),
@@ -357,33 +360,13 @@ def bias_smem_cases():
         dict(m=8192, n=8192, k=8192, knobs=rule, bias=True, act=gt, vec="bf16"),
         dict(m=2900, n=3000, k=1000, knobs=GemmKnobs(cga_m=2, swizzle=8, bias_smem=True), bias=True, act=gt),
         dict(
-            m=2900,
-            n=3000,
-            k=4104,
-            knobs=GemmKnobs(tile_m=256, tile_n=128, cga_n=2, swizzle=8, epi_slots=3, bias_smem=True),
-            bias=True,
-            act=gt,
-            vec="bf16",
+            ragged, knobs=GemmKnobs(tile_m=256, tile_n=128, cga_n=2, swizzle=8, epi_slots=3, bias_smem=True)
         ),
         dict(
             m=1000, n=1048, k=520, knobs=GemmKnobs(tile_m=64, tile_n=256, bias_smem=True), bias=True, act=gt
         ),
-        dict(
-            m=16,
-            n=4096,
-            k=1024,
-            knobs=GemmKnobs(tile_m=64, tile_n=128, swap_ab=True, bias_smem=True),
-            bias=True,
-        ),
-        dict(
-            m=2900,
-            n=3000,
-            k=4104,
-            knobs=GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, bias_smem=False),
-            bias=True,
-            act=gt,
-            vec="bf16",
-        ),
+        dict(m=16, n=4096, k=1024, knobs=swapped, bias=True),
+        dict(ragged, knobs=dataclasses.replace(rule, bias_smem=False)),
     ]
 
 
