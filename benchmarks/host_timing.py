@@ -13,8 +13,21 @@ from typing import Any
 
 
 def burst_cost(
-    call: Callable[[], Any], n: int, *, reps: int = 25, sync: Callable[[], Any] | None = None
+    call: Callable[[], Any],
+    n: int,
+    *,
+    reps: int = 25,
+    sync: Callable[[], Any] | None = None,
+    warmup_s: float = 0.0,
 ) -> float:
+    """``warmup_s``: seconds of the same calls (in bursts of ``n``) before the timed ones, so that a
+    host CPU that idled through a GPU-bound run before is back at its working clock."""
+    end = time.perf_counter() + warmup_s
+    while time.perf_counter() < end:
+        for _ in range(n):
+            call()
+        if sync is not None:
+            sync()
     best = float("inf")
     for _ in range(reps):
         if sync is not None:
