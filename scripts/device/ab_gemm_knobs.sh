@@ -38,8 +38,7 @@ if [ -n "${NCU_MEM_SHAPE:-}" ]; then  # where the L2 and DRAM bytes go, ours aga
   # The L2 read sectors of every layout come in under its tile arithmetic (81-99%; kernels/NOTES.md
   # v12, v14). If the part's L2 request coalescer merges requests before the L2 slices, its counters
   # say so: whatever lrc__ metrics this ncu knows, in a run of their own (a wrong name fails only it).
-  grep -E '^lrc__' "$OUTDIR/ncu_metrics.txt" | awk '{print $1}' > "$OUTDIR/ncu_lrc_names.txt"
-  LRC=$(grep -E 'sectors|requests' "$OUTDIR/ncu_lrc_names.txt" | head -6 | sed 's/$/.sum/' | paste -sd, -)
+  LRC=$(awk '$1 ~ /^lrc__/ && $1 ~ /sectors|requests/ {print $1 ".sum"}' "$OUTDIR/ncu_metrics.txt" | head -6 | paste -sd, -)
   if [ -n "$LRC" ]; then
     PYGRAPH_NCU_SHAPE=$NCU_MEM_SHAPE ncu --clock-control none --profile-from-start off \
       --metrics "$LRC,lts__t_sectors_srcunit_tex_op_read.sum" \

@@ -95,7 +95,7 @@ class GemmKnobs:
     # producer warpgroup loads each tile's tile_n values (clamped, as fp32) into one of two buffers
     # while the main loop runs, and the epilogue reads them with shared loads instead of clamped
     # global loads (0.9% fewer cycles at 8192^3 bias+gelu, +1.0-1.3% sustained at 16384x4096x4096:
-    # kernels/NOTES.md v15). False keeps the global loads, for A/B runs.
+    # kernels/NOTES.md v16). False keeps the global loads, for A/B runs.
     bias_smem: bool = True
 
     def validate(self) -> str | None:

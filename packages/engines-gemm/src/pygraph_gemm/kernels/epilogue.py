@@ -60,12 +60,11 @@ def apply_affine(
     scale_m: cute.Tensor,
     scale_n: cute.Tensor,
     residual: cute.Tensor,
-    bias_n_tile: cute.Tensor,  # the tile's bias along N in shared memory (fp32, clamped), or unused
     epi: cutlass.Constexpr,
-    bias_in_smem: cutlass.Constexpr = False,
+    bias_n_tile: cute.Tensor | None = None,  # the tile's bias along N in shared memory (fp32, clamped)
 ):
-    """acc = acc * scale_m[m] * scale_n[n] + bias_m[m] + bias_n[n] + residual[m, n, batch]; with
-    ``bias_in_smem`` bias_n comes from ``bias_n_tile`` at the element's column in the tile."""
+    """acc = acc * scale_m[m] * scale_n[n] + bias_m[m] + bias_n[n] + residual[m, n, batch]; given
+    ``bias_n_tile``, bias_n comes from it at the element's column in the tile."""
     for i in cutlass.range_constexpr(cute.size(acc)):
         crd = coords[i]
         gm = cute.math.min(m0 + crd[0], m_max)
@@ -78,7 +77,7 @@ def apply_affine(
         if const_expr(epi.bias_m):
             v = v + Float32(bias_m[gm])
         if const_expr(epi.bias_n):
-            if const_expr(bias_in_smem):
+            if const_expr(bias_n_tile is not None):
                 v = v + bias_n_tile[crd[1]]
             else:
                 v = v + Float32(bias_n[gn])

@@ -411,20 +411,7 @@ class Sm80Gemm(GemmEntry):
             n_blk = cute.size(acc_b)
             if const_expr(epi.has_affine):
                 apply_affine(
-                    acc_b,
-                    crd_b,
-                    m0,
-                    n0,
-                    batch,
-                    M - 1,
-                    N - 1,
-                    mBiasM,
-                    mBiasN,
-                    mScaleM,
-                    mScaleN,
-                    mRes,
-                    mBiasN,
-                    epi,
+                    acc_b, crd_b, m0, n0, batch, M - 1, N - 1, mBiasM, mBiasN, mScaleM, mScaleN, mRes, epi
                 )
             if const_expr(epi.aux_out):
                 rX = cute.make_rmem_tensor(acc_b.shape, self.aux_dtype)

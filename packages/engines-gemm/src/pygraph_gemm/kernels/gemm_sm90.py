@@ -478,10 +478,7 @@ class Sm90Gemm(GemmEntry):
                     fill = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 2)
                     unit = first_unit
                     while unit < n_units:
-                        _, col, _, _, _, _, _, _ = self._work_of(
-                            unit, rows, cols, cta_mn, k_tiles, whole, slices
-                        )
-                        n0 = col * self.tile_mnk[1]
+                        n0 = self._tile_of(unit, rows, cols, cta_mn)[1] * self.tile_mnk[1]  # no K slices here
                         bias_pipe.producer_acquire(fill)
                         for j in cutlass.range_constexpr(self.tile_mnk[1] // 32):
                             gn = cute.math.min(n0 + lane + 32 * j, n_max)
@@ -697,7 +694,7 @@ class Sm90Gemm(GemmEntry):
                             if ctid == 0:
                                 mCnt[slot] = Int32(0)  # leave the semaphore zeroed for the next launch
 
-                bias_tile = mBiasN  # unused unless the bias is staged in shared memory
+                bias_tile = None  # the global loads, unless the bias is staged in shared memory
                 if const_expr(self.bias_smem):
                     bias_pipe.consumer_wait(bias_read)
                     bias_tile = sBias[(None, bias_read.index)]
@@ -717,9 +714,8 @@ class Sm90Gemm(GemmEntry):
                             mScaleM,
                             mScaleN,
                             mRes,
-                            bias_tile,
                             epi,
-                            self.bias_smem,
+                            bias_tile,
                         )
                 if const_expr(self.bias_smem):
                     bias_pipe.consumer_release(bias_read)
