@@ -229,6 +229,7 @@ def cases(quick: bool = False):
         + stagger_256_cases()
         + shallow_kblock_cases()
         + bias_smem_cases()
+        + l2_hint_cases()
     )
 
 
@@ -367,6 +368,18 @@ def bias_smem_cases():
         ),
         dict(m=16, n=4096, k=1024, knobs=swapped, bias=True),
         dict(ragged, knobs=dataclasses.replace(rule, bias_smem=False)),
+    ]
+
+
+def l2_hint_cases():
+    """L2 eviction hints on the A/B loads and C's stores (GemmKnobs.l2_hint, kernel-only): the rule's
+    tile with each hint, raster M and N, ragged twice; a hint changes where lines live in L2, never a
+    value, so these guard the hinted copies' build and addressing."""
+    rule = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2)
+    ragged = dict(m=2900, n=3000, k=4104, bias=True, act="gelu_approx_tanh", vec="bf16", reps=2)
+    return [dict(ragged, knobs=dataclasses.replace(rule, l2_hint=h)) for h in (1, 2, 3, 4)] + [
+        dict(ragged, knobs=dataclasses.replace(rule, raster="n", l2_hint=3)),
+        _all_pieces(dataclasses.replace(rule, l2_hint=3), "gelu"),
     ]
 
 
@@ -675,6 +688,7 @@ _FAMILIES = {
     "stagger 256-row tiles, column-major C": lambda c, kn: kn.stagger and kn.tile_m == 256 and c.get("c_col"),
     "32-deep k-blocks, every piece + aux": lambda c, kn: kn.tile_k == 32 and c.get("aux"),
     "staged bias, N narrower than a tile": lambda c, kn: kn.bias_smem and c.get("bias") and c["n"] == 104,
+    "L2 hints on loads and stores, every piece + aux": lambda c, kn: kn.l2_hint == 3 and c.get("aux"),
     "staged bias, one consumer warpgroup": lambda c, kn: (
         kn.bias_smem and c.get("bias") and kn.tile_m == 64 and kn.tile_n == 256
     ),

@@ -45,6 +45,13 @@ if [ -n "${NCU_MEM_SHAPE:-}" ]; then  # where the L2 and DRAM bytes go, ours aga
       python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } > "$OUTDIR/ncu_lrc.log" 2>&1
   fi
 fi
+if [ -n "${NCU_L2_SHAPES:-}" ]; then  # L2 read sectors, DRAM bytes and the SMs' active spread per knob set
+  for shape in $NCU_L2_SHAPES; do
+    PYGRAPH_NCU_SHAPE=$shape ncu --clock-control none --profile-from-start off \
+      --metrics sm__cycles_elapsed.avg,sm__cycles_active.avg,sm__cycles_active.min,sm__cycles_active.max,lts__t_sectors_srcunit_tex_op_read.sum,dram__bytes_read.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+      python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } > "$OUTDIR/ncu_l2_$shape.log" 2>&1
+  done
+fi
 # ncu_source NAME [filter...]: warp-stall samples per SASS instruction of the first kernel the filter
 # passes (ours with none: it launches first), exported as NAME_sass.csv and NAME_details.txt
 ncu_source() {
@@ -85,4 +92,8 @@ done
 [ -n "${NCU_SOURCE:-}" ] && { echo "== ncu source"; tail -3 "$OUTDIR/ncu_source.log";
   python3 scripts/device/ncu_stall_regions.py "$OUTDIR/source_sass.csv";
   [ -n "${NCU_SOURCE_NVJET:-}" ] && python3 scripts/device/ncu_stall_regions.py "$OUTDIR/source_nvjet_sass.csv"; }
+for shape in ${NCU_L2_SHAPES:-}; do
+  echo "== ncu l2 $shape"
+  grep -E "^  [a-z]|^    [a-z]" "$OUTDIR/ncu_l2_$shape.log" | sed -E 's/ +/ /g' | cut -c1-110
+done
 echo "== host";     tail -36 "$OUTDIR/host.log" 2>/dev/null

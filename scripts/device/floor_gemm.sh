@@ -11,7 +11,7 @@ source scripts/device/env.sh
 KNOBS=${KNOBS:-128x256c21z8g2}
 # shape:reps, about one second of launches each on the H200
 RUNS=${RUNS:-4096x4096x4096:5000 8192x8192x8192:600 4096x14336x4096:1400 16384x4096x4096:1200}
-for dt in bf16 fp16; do
+for dt in ${DTYPES:-bf16 fp16}; do
   for run in $RUNS; do
     python3 benchmarks/ab_gemm.py --knobs "$KNOBS" --shapes "${run%%:*}" --dtype $dt --rounds "${ROUNDS:-3}" \
       --reps "${run##*:}" >> "$OUTDIR/floor_sustained.log" 2>&1

@@ -97,6 +97,12 @@ class GemmKnobs:
     # global loads (0.9% fewer cycles at 8192^3 bias+gelu, +1.0-1.3% sustained at 16384x4096x4096:
     # kernels/NOTES.md v16). False keeps the global loads, for A/B runs.
     bias_smem: bool = True
+    # L2 eviction priority of the A/B loads. A swizzled raster walks the grid in bands: the operand
+    # tiles of the band's own lines (B's columns when rastering along M, A's rows along N) are read
+    # again on every round of the band, the other operand's only by the clusters of one round.
+    # 1: the band's operand loads evict_last and the other evict_first; 2: evict_last on the band's
+    # operand only; 3: as 1, and C's stores evict_first; 4: C's stores evict_first only; 0: no hint.
+    l2_hint: int = 0
 
     def validate(self) -> str | None:
         if self.tile_m not in (64, 128, 256):
@@ -114,6 +120,8 @@ class GemmKnobs:
             return f"raster={self.raster!r} not in ('m', 'n')"
         if self.swizzle not in (1, 2, 4, 8, 16):
             return f"swizzle={self.swizzle} not in (1, 2, 4, 8, 16)"
+        if self.l2_hint not in (0, 1, 2, 3, 4):
+            return f"l2_hint={self.l2_hint} not in (0, 1, 2, 3, 4)"
         if self.stages and not 2 <= self.stages <= 12:
             return f"stages={self.stages} not in [2, 12]"
         if not 1 <= self.split_k <= 16:
@@ -259,6 +267,23 @@ def epi_ring_depth(knobs: GemmKnobs) -> int:
     if knobs.stagger or knobs.epi_n == 64:
         return 2
     return 4
+
+
+# cp.async.bulk.tensor L2 cache-hint operands (createpolicy.fractional with fraction 1.0, the values
+# CUTLASS's CacheHintSm90 uses): every line the copy touches gets this eviction priority
+L2_EVICT_FIRST = 0x12F0000000000000
+L2_EVICT_LAST = 0x14F0000000000000
+
+
+def l2_cache_hints(knobs: GemmKnobs) -> tuple[int | None, int | None, int | None]:
+    """(A's loads, B's loads, C's stores) L2 cache-hint operands of ``knobs.l2_hint``; None: no hint.
+    The band's operand (B when rastering along M, A along N: `tile_schedule.unit_coord`) is the one
+    kept; the other operand and C are the ones streamed."""
+    hint = knobs.l2_hint
+    keep = L2_EVICT_LAST if hint in (1, 2, 3) else None
+    stream = L2_EVICT_FIRST if hint in (1, 3) else None
+    a, b = (stream, keep) if knobs.raster == "m" else (keep, stream)
+    return a, b, L2_EVICT_FIRST if hint in (3, 4) else None
 
 
 def bias_staged(knobs: GemmKnobs, epi: KernelEpilogue) -> bool:

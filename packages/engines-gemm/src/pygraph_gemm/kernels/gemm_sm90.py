@@ -31,7 +31,15 @@ from cutlass import Int32, Int64, const_expr
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.tensor_utils import LayoutEnum
 
-from .config import GemmKnobs, KernelEpilogue, KernelLayout, bias_staged, epi_ring_depth, pick_stages
+from .config import (
+    GemmKnobs,
+    KernelEpilogue,
+    KernelLayout,
+    bias_staged,
+    epi_ring_depth,
+    l2_cache_hints,
+    pick_stages,
+)
 from .entry import GemmEntry
 from .epilogue import activate, apply_affine
 from .tile_schedule import schedule_extent, tail_split, unit_coord, unit_work
@@ -293,6 +301,12 @@ class Sm90Gemm(GemmEntry):
         )
 
     # ------------------------------------------------------------------ device side
+    def _l2_policy(self, operand: int):
+        """The L2 cache policy of operand 0 (A's loads), 1 (B's loads) or 2 (C's stores) under
+        knobs.l2_hint (`config.l2_cache_hints`); None: no hint."""
+        hint = l2_cache_hints(self.knobs)[operand]
+        return None if const_expr(hint is None) else Int64(hint)
+
     def _tile_of(self, unit, rows, cols, cta_mn):
         """(tile row, tile column, batch) of this CTA in work unit ``unit``."""
         row, col, batch = unit_coord(unit, rows, cols, self.knobs.swizzle, self.knobs.raster == "m")
@@ -441,6 +455,7 @@ class Sm90Gemm(GemmEntry):
             if warp_idx == 0:
                 unit = first_unit
                 prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stage)
+                policy_a, policy_b = self._l2_policy(0), self._l2_policy(1)
                 while unit < n_units:
                     row, col, batch, kt0, n_kt, _, _, _ = self._work_of(
                         unit, rows, cols, cta_mn, k_tiles, whole, slices
@@ -458,6 +473,7 @@ class Sm90Gemm(GemmEntry):
                             tAsA[(None, prod.index)],
                             tma_bar_ptr=bar,
                             mcast_mask=a_mask,
+                            cache_policy=policy_a,
                         )
                         cute.copy(
                             tma_b,
@@ -465,6 +481,7 @@ class Sm90Gemm(GemmEntry):
                             tBsB[(None, prod.index)],
                             tma_bar_ptr=bar,
                             mcast_mask=b_mask,
+                            cache_policy=policy_b,
                         )
                         ab_pipe.producer_commit(prod)
                         prod.advance()
@@ -756,7 +773,12 @@ class Sm90Gemm(GemmEntry):
                             # M-repeat r of this warpgroup's fragment is the tile's 64-row band 2r + cwg
                             gcrd = (cwg + 2 * (s // sub_shape[1]), s % sub_shape[1])
                         if is_store_warp:
-                            cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, gcrd)])
+                            cute.copy(
+                                tma_c,
+                                bSG_sC[(None, buf)],
+                                bSG_gC[(None, gcrd)],
+                                cache_policy=self._l2_policy(2),
+                            )
                             if const_expr(epi.aux_out):
                                 cute.copy(tma_x, bSG_sX[(None, buf)], bSG_gX[(None, gcrd)])
                             store_pipe.producer_commit()
