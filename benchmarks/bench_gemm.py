@@ -141,7 +141,7 @@ def knob_label(kn) -> str:
     apart), a (A/B stages, when not the most that fit), r (store-ring slots, when not the default),
     e (64-wide epilogue sub-tiles), w (every k-block's wgmma waited for before the next), l (the bias
     read with global loads in the epilogue instead of staged in shared memory), h (the L2 eviction
-    hint of the A/B loads)."""
+    hints of the A/B loads and C's stores)."""
     return (
         f"{kn.tile_m}x{kn.tile_n}"
         + (f"x{kn.tile_k}" if kn.tile_k != 64 else "")

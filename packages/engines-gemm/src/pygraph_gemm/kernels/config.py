@@ -97,11 +97,13 @@ class GemmKnobs:
     # global loads (0.9% fewer cycles at 8192^3 bias+gelu, +1.0-1.3% sustained at 16384x4096x4096:
     # kernels/NOTES.md v16). False keeps the global loads, for A/B runs.
     bias_smem: bool = True
-    # L2 eviction priority of the A/B loads. A swizzled raster walks the grid in bands: the operand
-    # tiles of the band's own lines (B's columns when rastering along M, A's rows along N) are read
-    # again on every round of the band, the other operand's only by the clusters of one round.
-    # 1: the band's operand loads evict_last and the other evict_first; 2: evict_last on the band's
-    # operand only; 3: as 1, and C's stores evict_first; 4: C's stores evict_first only; 0: no hint.
+    # L2 eviction priority of the A/B loads and C's stores (kernel-only). A swizzled raster walks the
+    # grid in bands: the operand tiles of the band's own lines (B's columns when rastering along M,
+    # A's rows along N) are read again on every round of the band, the other operand's only by the
+    # clusters of one round. 1: the band's operand loads evict_last and the other evict_first; 2:
+    # evict_last on the band's operand only; 3: as 1, and C's stores evict_first; 4: C's stores
+    # evict_first only; 0: no hint. Level or slower on the long-K rows but 3 at 16384x4096x4096
+    # (+0.8%); streaming A doubles 8192^3's DRAM reads (kernels/NOTES.md v18).
     l2_hint: int = 0
 
     def validate(self) -> str | None:
