@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from bench_gemm import anchor_calls, make_call, parse_knob_label, tflops
+from bench_gemm import anchor_calls, make_call, parse_knob_label, rotated, tflops
 
 from pygraph_gemm.kernels.config import EpilogueSpec, dtype_name
 
@@ -127,8 +127,7 @@ def main(argv=None) -> int:
             time_round(cols, names, args.reps, flush)
         rounds = []
         for r in range(args.rounds):
-            shift = r % len(names)
-            rounds.append(time_round(cols, names[shift:] + names[:shift], args.reps, flush))
+            rounds.append(time_round(cols, rotated(names, r), args.reps, flush))
         first = names[0]
         print(
             f"\n{shape} {args.dtype} {args.epilogue}, {args.rounds} rounds x {args.reps} launches"

@@ -195,13 +195,19 @@ def parse_knob_label(label: str) -> GemmKnobs:
     )
 
 
+def rotated(names: list, r: int) -> list:
+    """The column order of round ``r``: ``names`` rotated by ``r``, so each column takes every place
+    in turn and none always runs right after the same neighbour."""
+    shift = r % len(names)
+    return names[shift:] + names[:shift]
+
+
 def interleaved(columns: dict, rounds: int, log: list) -> dict:
     """Median time (ms) per column over ``rounds`` rounds, each timing every column once."""
     names = list(columns)
     times = {name: [] for name in names}
     for r in range(rounds):
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in rotated(names, r):
             try:
                 times[name].append(bench(columns[name]))
             except Exception as e:

@@ -26,7 +26,7 @@ import time
 
 import torch
 from ab_gemm import column_parser, columns
-from bench_gemm import tflops
+from bench_gemm import rotated, tflops
 
 NVML_CLOCK_SM = 1
 # nvmlClocksEventReasons bits
@@ -125,9 +125,7 @@ def main(argv=None) -> int:
         launches = max(20, int(args.seconds * 1000 / probe["ms"]))
         rounds = []
         for r in range(args.rounds):
-            shift = r % len(names)
-            order = names[shift:] + names[:shift]
-            rounds.append({name: run_column(cols[name], nvml, launches) for name in order})
+            rounds.append({name: run_column(cols[name], nvml, launches) for name in rotated(names, r)})
         print(
             f"\n{shape} {args.dtype} {args.epilogue}, {args.rounds} rounds x {launches} launches per column: "
             "TFLOP/s, SM MHz, W, mJ/launch, TFLOP/J, energy vs unfused (>1: less), "

@@ -16,7 +16,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-from bench_gemm import make_call, parse_knob_label
+from bench_gemm import anchor_calls, make_call, parse_knob_label
 
 from pygraph_gemm.kernels.config import EpilogueSpec
 
@@ -33,11 +33,8 @@ elif os.environ.get("PYGRAPH_NCU_EPILOGUE") == "bias":
     spec = EpilogueSpec(bias=True, vec_dtype="bf16")
 labels = sys.argv[1:] or ["128x256c21"]
 calls = [make_call(parse_knob_label(lab), spec, a, b, c, bias) for lab in labels]
-calls += [
-    lambda: torch.matmul(a, b, out=c),
-    lambda: torch._addmm_activation(bias, a, b, use_gelu=True),
-    lambda: torch.addmm(bias, a, b),
-]
+anchors = anchor_calls(a, b, bias, c)
+calls += [anchors["mm"], anchors["lt_fused"], anchors["addmm"]]
 for _ in range(20):  # warm the clocks and every lazy init
     for f in calls:
         f()

@@ -591,6 +591,7 @@ class Sm90Gemm(GemmEntry):
                 num_stages=self.epi_stages,
                 producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.epi_threads),
             )
+            policy_c = self._l2_policy(2)
             is_store_warp = warp_idx == 4
             if const_expr(self.pingpong or self.stagger > 0):
                 is_store_warp = warp_idx == 4 + 4 * cwg
@@ -777,7 +778,7 @@ class Sm90Gemm(GemmEntry):
                                 tma_c,
                                 bSG_sC[(None, buf)],
                                 bSG_gC[(None, gcrd)],
-                                cache_policy=self._l2_policy(2),
+                                cache_policy=policy_c,
                             )
                             if const_expr(epi.aux_out):
                                 cute.copy(tma_x, bSG_sX[(None, buf)], bSG_gX[(None, gcrd)])
