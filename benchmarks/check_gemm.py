@@ -230,6 +230,7 @@ def cases(quick: bool = False):
         + shallow_kblock_cases()
         + bias_smem_cases()
         + l2_hint_cases()
+        + reuse_order_cases()
     )
 
 
@@ -380,6 +381,50 @@ def l2_hint_cases():
     return [dict(ragged, knobs=dataclasses.replace(rule, l2_hint=h)) for h in (1, 2, 3, 4)] + [
         dict(ragged, knobs=dataclasses.replace(rule, raster="n", l2_hint=3)),
         _all_pieces(dataclasses.replace(rule, l2_hint=3), "gelu"),
+    ]
+
+
+def reuse_order_cases():
+    """Serpentine bands and K flipped on every other tile (GemmKnobs.serpentine, k_flip; kernel-only):
+    the rule's tile with both, ragged twice, and with each alone; a K of one k-block (nothing to flip);
+    raster N; unswizzled; batched; fp16 with every epilogue piece + aux; ping-pong (the flip
+    alternates with the warpgroups' tiles); split-K and a split tail (each slice flips its own
+    k-blocks); 8192^3."""
+    gt = "gelu_approx_tanh"
+    rule = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2)
+    both = dataclasses.replace(rule, serpentine=True, k_flip=True)
+    ragged = dict(m=2900, n=3000, k=4104, bias=True, act=gt, vec="bf16")
+    return [
+        dict(ragged, knobs=both, reps=2),
+        dict(ragged, knobs=dataclasses.replace(rule, serpentine=True)),
+        dict(ragged, knobs=dataclasses.replace(rule, k_flip=True)),
+        dict(m=1000, n=1048, k=64, knobs=both, bias=True, act="relu"),
+        dict(ragged, knobs=dataclasses.replace(both, raster="n")),
+        dict(ragged, knobs=GemmKnobs(tile_m=128, tile_n=256, cga_m=2, serpentine=True, k_flip=True)),
+        dict(m=384, n=520, k=264, l=3, knobs=both, bias=True, act="silu"),
+        _all_pieces(both, "gelu", dt="fp16", out="fp16"),
+        dict(
+            ragged,
+            knobs=GemmKnobs(
+                tile_m=128, tile_n=128, cga_m=2, swizzle=8, pingpong=True, serpentine=True, k_flip=True
+            ),
+            reps=2,
+        ),
+        dict(
+            m=128, n=4096, k=4096, knobs=GemmKnobs(tile_m=128, tile_n=64, split_k=2, k_flip=True), bias=True
+        ),
+        dict(
+            m=2900,
+            n=1400,
+            k=1000,
+            bias=True,
+            act=gt,
+            reps=2,
+            knobs=GemmKnobs(
+                tile_m=128, tile_n=256, cga_m=2, swizzle=8, tail_split=4, serpentine=True, k_flip=True
+            ),
+        ),
+        dict(m=8192, n=8192, k=8192, knobs=both, bias=True, act=gt, vec="bf16"),
     ]
 
 
@@ -689,6 +734,10 @@ _FAMILIES = {
     "32-deep k-blocks, every piece + aux": lambda c, kn: kn.tile_k == 32 and c.get("aux"),
     "staged bias, N narrower than a tile": lambda c, kn: kn.bias_smem and c.get("bias") and c["n"] == 104,
     "L2 hints on loads and stores, every piece + aux": lambda c, kn: kn.l2_hint == 3 and c.get("aux"),
+    "serpentine bands, K flipped, every piece + aux": lambda c, kn: (
+        kn.k_flip and kn.serpentine and c.get("aux")
+    ),
+    "K flipped, split-K": lambda c, kn: kn.k_flip and kn.split_k > 1,
     "staged bias, one consumer warpgroup": lambda c, kn: (
         kn.bias_smem and c.get("bias") and kn.tile_m == 64 and kn.tile_n == 256
     ),

@@ -11,20 +11,45 @@ from pygraph_gemm.kernels.config import GemmKnobs, semaphore_words, workspace_by
 from pygraph_gemm.kernels.tile_schedule import schedule_extent, tail_split, unit_coord, unit_work
 
 
-def _order(rows, cols, batches, swizzle, raster_m):
-    return [unit_coord(u, rows, cols, swizzle, raster_m) for u in range(rows * cols * batches)]
+def _order(rows, cols, batches, swizzle, raster_m, serpentine=False):
+    return [unit_coord(u, rows, cols, swizzle, raster_m, serpentine) for u in range(rows * cols * batches)]
 
 
 @pytest.mark.parametrize(
-    ("rows", "cols", "batches", "swizzle", "raster_m"),
+    ("rows", "cols", "batches", "swizzle", "raster_m", "serpentine"),
     [
-        (r, c, b, s, m)
-        for r, c, b, s, m in itertools.product((1, 3, 30), (1, 8, 33), (1, 2), (1, 4, 8), (True, False))
+        (r, c, b, s, m, v)
+        for r, c, b, s, m, v in itertools.product(
+            (1, 3, 30), (1, 8, 33), (1, 2), (1, 4, 8), (True, False), (False, True)
+        )
     ],
 )
-def test_every_cluster_of_the_grid_is_one_unit(rows, cols, batches, swizzle, raster_m):
-    order = _order(rows, cols, batches, swizzle, raster_m)
+def test_every_cluster_of_the_grid_is_one_unit(rows, cols, batches, swizzle, raster_m, serpentine):
+    order = _order(rows, cols, batches, swizzle, raster_m, serpentine)
     assert sorted(order) == sorted(itertools.product(range(rows), range(cols), range(batches)))
+
+
+def test_serpentine_bands_start_where_the_band_before_ended():
+    # 32 x 32 clusters (8192^3 in 128x256 tiles, 2x1 clusters), bands of 8 columns along M: band 1
+    # walks the rows from the bottom, so its first units read the A rows band 0 read last
+    order = _order(32, 32, 1, 8, True, serpentine=True)
+    assert order[:8] == [(0, c, 0) for c in range(8)]
+    assert order[248:256] == [(31, c, 0) for c in range(8)]  # band 0 ends on the last row
+    assert order[256:264] == [(31, c, 0) for c in range(8, 16)]  # band 1 starts there
+    assert order[504:512] == [(0, c, 0) for c in range(8, 16)]
+    # unswizzled, every other line runs backward; along N the same holds for columns
+    assert _order(3, 2, 1, 1, True, serpentine=True) == [
+        (0, 0, 0),
+        (1, 0, 0),
+        (2, 0, 0),
+        (2, 1, 0),
+        (1, 1, 0),
+        (0, 1, 0),
+    ]
+    order_n = _order(32, 32, 1, 8, False, serpentine=True)
+    assert order_n[256:264] == [(r, 31, 0) for r in range(8, 16)]
+    # each batch's grid starts its bands afresh
+    assert _order(2, 2, 2, 1, True, serpentine=True)[4:] == [(0, 0, 1), (1, 0, 1), (1, 1, 1), (0, 1, 1)]
 
 
 def test_plain_raster_walks_rows_first_along_m_and_columns_first_along_n():

@@ -309,7 +309,8 @@ class Sm90Gemm(GemmEntry):
 
     def _tile_of(self, unit, rows, cols, cta_mn):
         """(tile row, tile column, batch) of this CTA in work unit ``unit``."""
-        row, col, batch = unit_coord(unit, rows, cols, self.knobs.swizzle, self.knobs.raster == "m")
+        kn = self.knobs
+        row, col, batch = unit_coord(unit, rows, cols, kn.swizzle, kn.raster == "m", kn.serpentine)
         return (
             row * self.cluster_mn[0] + cta_mn[0],
             col * self.cluster_mn[1] + cta_mn[1],
@@ -456,6 +457,7 @@ class Sm90Gemm(GemmEntry):
                 unit = first_unit
                 prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stage)
                 policy_a, policy_b = self._l2_policy(0), self._l2_policy(1)
+                flip = Int32(0)  # knobs.k_flip: 1 on every other tile, whose k-blocks run last to first
                 while unit < n_units:
                     row, col, batch, kt0, n_kt, _, _, _ = self._work_of(
                         unit, rows, cols, cta_mn, k_tiles, whole, slices
@@ -465,11 +467,14 @@ class Sm90Gemm(GemmEntry):
                     tAg = tAgA[(None, row, None, la)]
                     tBg = tBgB[(None, col, None, lb)]
                     for kt in cutlass.range(n_kt, unroll=1):
+                        k = kt0 + kt
+                        if const_expr(self.knobs.k_flip):
+                            k = k + flip * (n_kt - 1 - 2 * kt)
                         ab_pipe.producer_acquire(prod)
                         bar = ab_pipe.producer_get_barrier(prod)
                         cute.copy(
                             tma_a,
-                            tAg[(None, kt0 + kt)],
+                            tAg[(None, k)],
                             tAsA[(None, prod.index)],
                             tma_bar_ptr=bar,
                             mcast_mask=a_mask,
@@ -477,7 +482,7 @@ class Sm90Gemm(GemmEntry):
                         )
                         cute.copy(
                             tma_b,
-                            tBg[(None, kt0 + kt)],
+                            tBg[(None, k)],
                             tBsB[(None, prod.index)],
                             tma_bar_ptr=bar,
                             mcast_mask=b_mask,
@@ -486,6 +491,8 @@ class Sm90Gemm(GemmEntry):
                         ab_pipe.producer_commit(prod)
                         prod.advance()
                     unit = unit + n_resident
+                    if const_expr(self.knobs.k_flip):
+                        flip = 1 - flip
                 ab_pipe.producer_tail(prod)
             if const_expr(self.bias_smem):
                 if warp_idx == 1:

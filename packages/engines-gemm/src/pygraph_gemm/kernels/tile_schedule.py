@@ -25,6 +25,15 @@ def _min(a, b):
     return cutlass.min(a, b)
 
 
+def _pick(cond, if_true, if_false):
+    """`if_true if cond else if_false` for Python values and for traced Int32 values alike."""
+    if isinstance(cond, bool):
+        return if_true if cond else if_false
+    import cutlass
+
+    return cutlass.Int32(cutlass.select_(cond, if_true, if_false))
+
+
 def schedule_extent(n_tiles_mnl, cluster_mn: tuple[int, int], resident: int):
     """(cluster rows, cluster columns, work units, clusters launched) for a grid of output tiles."""
     rows = (n_tiles_mnl[0] + cluster_mn[0] - 1) // cluster_mn[0]
@@ -33,8 +42,10 @@ def schedule_extent(n_tiles_mnl, cluster_mn: tuple[int, int], resident: int):
     return rows, cols, units, _min(units, resident)
 
 
-def unit_coord(u, rows, cols, swizzle: int, raster_m: bool):
-    """Cluster coordinates (row, column, batch) of work unit ``u``."""
+def unit_coord(u, rows, cols, swizzle: int, raster_m: bool, serpentine: bool = False):
+    """Cluster coordinates (row, column, batch) of work unit ``u``. With ``serpentine`` every other
+    band (every other line, unswizzled) walks the raster axis backward, so a band starts where the
+    one before it ended: the operand tiles of its first round (A's rows along M) were just read."""
     per_batch = rows * cols
     batch = u // per_batch
     r = u - batch * per_batch
@@ -43,6 +54,7 @@ def unit_coord(u, rows, cols, swizzle: int, raster_m: bool):
     if swizzle == 1:  # down the raster axis, then the next line across
         j = r // along
         i = r - j * along
+        band = j
     else:  # bands `swizzle` lines wide: across the band first, then down the raster axis
         band_units = along * swizzle
         band = r // band_units
@@ -50,6 +62,8 @@ def unit_coord(u, rows, cols, swizzle: int, raster_m: bool):
         width = _min(across - band * swizzle, swizzle)
         i = off // width
         j = band * swizzle + off - i * width
+    if serpentine:
+        i = _pick(band % 2 == 1, along - 1 - i, i)
     return (i, j, batch) if raster_m else (j, i, batch)
 
 
@@ -63,15 +77,6 @@ def unit_coord(u, rows, cols, swizzle: int, raster_m: bool):
 # a split tail must save at least 1/8 of a unit's time: below that the partials' round trip and the
 # slices' shorter pipelines eat the gain
 _TAIL_GAIN_NUM, _TAIL_GAIN_DEN = 7, 8
-
-
-def _pick(cond, if_true, if_false):
-    """`if_true if cond else if_false` for Python values and for traced Int32 values alike."""
-    if isinstance(cond, bool):
-        return if_true if cond else if_false
-    import cutlass
-
-    return cutlass.Int32(cutlass.select_(cond, if_true, if_false))
 
 
 def tail_split(units, resident, k_tiles, max_split: int):
