@@ -60,9 +60,9 @@ def candidates(m, n, k):
             GemmKnobs(tile_m=64, tile_n=64, cga_n=4),
         ]
     return [
-        GemmKnobs(
-            tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2
-        ),  # what the heuristics name for K > 1024
+        # what the heuristics name for K > 1024, then the same without the L2 order (NOTES v19)
+        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True),
+        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=3),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=4),

@@ -118,15 +118,36 @@ def test_engine_declines_fp32_inputs_with_the_reason():
         (128, 4096, 4096, "narrow", {"SWAP_AB": False, "TILE_M": 128, "TILE_N": 64, "SPLIT_K": 2}),
         (128, 4096, 2048, "narrow", {"TILE_M": 128, "TILE_N": 64, "SPLIT_K": 1}),  # K below 4096: no split
         (256, 256, 128, "narrow", {"TILE_M": 128, "TILE_N": 64, "SPLIT_K": 1}),
-        (512, 512, 128, "small", {"SWAP_AB": False, "TILE_N": 128, "TILE_CGA_M": 1}),
+        (512, 512, 128, "small", {"SWAP_AB": False, "TILE_N": 128, "TILE_CGA_M": 1, "SERPENTINE": False}),
         (
             4096,
             4096,
             4096,
             "large",
-            {"TILE_N": 256, "TILE_CGA_M": 2, "SWIZZLE": 8, "PINGPONG": False, "STAGGER": 2},
+            {
+                "TILE_N": 256,
+                "TILE_CGA_M": 2,
+                "SWIZZLE": 8,
+                "PINGPONG": False,
+                "STAGGER": 2,
+                "SERPENTINE": True,
+                "K_FLIP": True,
+            },
         ),
-        (8192, 8192, 1024, "large", {"TILE_M": 128, "TILE_N": 128, "TILE_CGA_M": 2, "PINGPONG": True}),
+        (
+            8192,
+            8192,
+            1024,
+            "large",
+            {
+                "TILE_M": 128,
+                "TILE_N": 128,
+                "TILE_CGA_M": 2,
+                "PINGPONG": True,
+                "SERPENTINE": False,
+                "K_FLIP": False,
+            },
+        ),
     ],
 )
 def test_tile_rule_names_one_config_per_bucket(m, n, k, bucket, first):
@@ -160,7 +181,8 @@ def test_plan_list_of_a_gemm_graph_on_cpu():
     c.set_output(True)
     g.create_execution_plans()
     assert g.get_plan_name_at_index(0).startswith(
-        "gemm_sm90[PINGPONG=False,RASTER=m,SPLIT_K=1,STAGES=0,STAGGER=2,SWAP_AB=False,SWIZZLE=8,TILEK=64,TILE_CGA_M=2"
+        "gemm_sm90[K_FLIP=True,PINGPONG=False,RASTER=m,SERPENTINE=True,SPLIT_K=1,STAGES=0,STAGGER=2,"
+        "SWAP_AB=False,SWIZZLE=8,TILEK=64,TILE_CGA_M=2"
     )
     assert g.backend_decline_reason() is not None  # no GPU here: the backend offers nothing, and says why
 
@@ -258,3 +280,19 @@ def test_the_portable_slot_is_offered_only_when_opted_in(monkeypatch):
     assert names[0].startswith("gemm_sm90[")
     sm80 = [i for i, name in enumerate(names) if name.startswith("gemm_sm80[")]
     assert sm80 and names[sm80[0]] == "gemm_sm80[STAGES=0,SWAP_AB=False,TILEK=32,TILE_M=128,TILE_N=128]"
+
+
+def test_the_l2_order_knobs_reach_the_kernel_and_widen_the_domain():
+    from pygraph_gemm.engine_sm90 import knobs_from_config
+    from pygraph_gemm.heuristics import _domain
+
+    g, c = _graph(m=8192, n=8192, k=8192)
+    c.set_output(True)
+    kn = knobs_from_config(tile_rule(analyze(g)))
+    assert kn.serpentine and kn.k_flip
+    assert not knobs_from_config({"TILE_M": 128}).serpentine  # off unless named
+    # every valid point appears once with each of the four orders, and with nothing else changed
+    orders = {(p["SERPENTINE"], p["K_FLIP"]) for p in _domain()}
+    assert orders == {(False, False), (False, True), (True, False), (True, True)}
+    rest = [tuple((a, v) for a, v in p.items() if a not in ("SERPENTINE", "K_FLIP")) for p in _domain()]
+    assert len(rest) == 4 * len(set(rest))
