@@ -3,9 +3,12 @@
 # of the ones named, the 5-round interleaved probe, ncu cycles at one clock, and host cost last.
 #   source /tmp/site/env.sh && CHECK=99,100 MEMCHECK=101 KNOBS=128x256c21z8,128x256c21z8r3 \
 #     NCU_SHAPES=16384x4096x4096 bash scripts/device/ab_gemm_knobs.sh
+# NCU_L2_DETAIL=<shape> splits the L2 read sectors by request, hit and partition fabric per kernel, and
+# the SMs' TMA reads into their own and multicast destinations.
 # NCU_EPILOGUES="plain bias bias+gelu" profiles ours each way; NCU_SOURCE=<shape> samples warp stalls per
 # SASS instruction of the first knob set (source_sass.csv under $OUT), and with NCU_SOURCE_NVJET=1 of
-# cuBLASLt's fused kernel too (its SASS exists only at run time; not yet run on the device).
+# cuBLASLt's fused kernel too (its SASS exists only at run time; ncu_stall_regions.py's split into main
+# loop and epilogue fits our kernel's code, not nvjet's, so read nvjet's CSV per opcode).
 # Each step's log goes under $OUT; the summary lines print at the end.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -52,6 +55,22 @@ if [ -n "${NCU_L2_SHAPES:-}" ]; then  # L2 read sectors, DRAM bytes and the SMs'
       python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } > "$OUTDIR/ncu_l2_$shape.log" 2>&1
   done
 fi
+if [ -n "${NCU_L2_DETAIL:-}" ]; then  # where the L2 read sectors come from: requests, hits, the partition fabric
+  # Only the names this ncu lists for gh100 are asked for (one unknown name fails the whole run).
+  ncu --query-metrics --chip gh100 > "$OUTDIR/ncu_metrics.txt" 2>&1
+  WANT="lts__t_requests_srcunit_tex_op_read lts__t_sectors_srcunit_tex_op_read lts__t_sectors_srcunit_tex_op_read_lookup_hit
+    lts__t_sectors_srcunit_tex_op_read_lookup_miss lts__t_sectors_op_read lts__t_requests_op_read lts__t_sectors_srcunit_ltcfabric
+    lts__t_sectors_srcnode_gpc lts__t_sectors_srcunit_tex lts__t_requests_srcunit_tex lts__ltcfabric2lts_cycles_active
+    lts__t_sectors_lookup_hit lts__t_sectors_lookup_miss
+    l1tex__m_xbar2l1tex_read_sectors_mem_global_op_tma_ld l1tex__m_xbar2l1tex_read_sectors_mem_global_op_tma_ld_dest_self
+    l1tex__m_xbar2l1tex_read_sectors_mem_global_op_tma_ld_dest_multicast
+    l1tex__m_l1tex2xbar_read_requests_mem_global_op_tma_ld_dest_multicast
+    l1tex__m_l1tex2xbar_read_requests_replayed_mem_global_op_tma_ld_dest_multicast"
+  HAVE=$(for m in $WANT; do awk -v m="$m" '$1 == m {print m ".sum"; exit}' "$OUTDIR/ncu_metrics.txt"; done | paste -sd, -)
+  echo "asked: $HAVE" > "$OUTDIR/ncu_l2_detail.log"
+  [ -n "$HAVE" ] && PYGRAPH_NCU_SHAPE=$NCU_L2_DETAIL ncu --clock-control none --profile-from-start off --metrics "$HAVE" \
+    python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } >> "$OUTDIR/ncu_l2_detail.log" 2>&1
+fi
 # ncu_source NAME [filter...]: warp-stall samples per SASS instruction of the first kernel the filter
 # passes (ours with none: it launches first), exported as NAME_sass.csv and NAME_details.txt
 ncu_source() {
@@ -96,4 +115,6 @@ for shape in ${NCU_L2_SHAPES:-}; do
   echo "== ncu l2 $shape"
   grep -E "^  [a-z]|^    [a-z]" "$OUTDIR/ncu_l2_$shape.log" | sed -E 's/ +/ /g' | cut -c1-110
 done
+[ -n "${NCU_L2_DETAIL:-}" ] && { echo "== ncu l2 detail $NCU_L2_DETAIL"; head -1 "$OUTDIR/ncu_l2_detail.log";
+  grep -E "^  [a-z]|^    [a-z]" "$OUTDIR/ncu_l2_detail.log" | sed -E 's/ +/ /g' | cut -c1-110; }
 echo "== host";     tail -36 "$OUTDIR/host.log" 2>/dev/null
