@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from pygraph.engines.base import PlanConfig
+from pygraph.engines.base import PlanConfig, knobs_key
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph.ir.dtypes import heur_mode
 from pygraph_gemm.analyzer import GemmFacts
@@ -139,6 +139,13 @@ def _domain() -> tuple[dict[str, Any], ...]:
     return tuple(dict(sorted({**k, **o}.items())) for k in _points(rest) if _valid(k) for o in orders)
 
 
+@functools.cache
+def _domain_configs(engine_id: int) -> tuple[PlanConfig, ...]:
+    """The domain as plan-list entries of one engine id, built once (6336 of them: building them per
+    plan list cost ~40 ms)."""
+    return tuple(PlanConfig(engine_id, k) for k in _domain())
+
+
 def _points(domains: dict[str, tuple[Any, ...]]) -> list[dict[str, Any]]:
     axes = sorted(domains)
     return [dict(zip(axes, point, strict=True)) for point in itertools.product(*(domains[a] for a in axes))]
@@ -177,7 +184,8 @@ def recommend(
     first = tile_rule(facts)
     epilogue = "fused" if facts.steps else "plain"
     cell = (dtype_short(facts.a.data_type), f"{facts.a_major}{facts.b_major}", shape_bucket(facts), epilogue)
-    behind = [PlanConfig(engine_id, k) for k in _domain() if k != first]
+    first_key = (engine_id, knobs_key(first))
+    behind = [p for p in _domain_configs(engine_id) if p.key != first_key]
 
     def propose(kind: Any) -> list[PlanConfig]:
         if kind is heur_mode.FALLBACK:
