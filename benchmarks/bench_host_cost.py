@@ -29,6 +29,18 @@ from host_timing import burst_cost
 from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, PlanConfig
 
 REPS, BURSTS = 25, (1, 8, 64)
+# Seconds of the same calls before each timed set, so a host CPU that idled runs them at its working
+# clock. Without it this script read execute() at 11.5-12.7 us minutes after bench_gemm.py (0.5 s of
+# warm-up) read 5.2-5.9 us on the same host (tenth session); the next device run says how much of
+# that gap the warm-up closes.
+WARMUP_S = 0.2
+
+
+def costs(call: Any, sync: Any) -> dict[int, float]:
+    """Host microseconds per call at each burst size (min over REPS bursts), after WARMUP_S of warm-up."""
+    return {n: burst_cost(call, n, reps=REPS, sync=sync, warmup_s=WARMUP_S) for n in BURSTS}
+
+
 M, N, K = 256, 256, 128
 
 # One no-op kernel taking the GEMM's launch arguments: the launch is real, the arithmetic is not.
@@ -169,22 +181,19 @@ def main() -> int:
         rows.append(
             (
                 "python plan: execute()",
-                {n: burst_cost(lambda: g.execute(values, ws, handle), n, sync=sync) for n in BURSTS},
+                costs(lambda: g.execute(values, ws, handle), sync),
             )
         )
         rows.append(
             (
                 "  engine call alone",
-                {n: burst_cost(lambda: plan.execute(g, pack, ctx), n, sync=sync) for n in BURSTS},
+                costs(lambda: plan.execute(g, pack, ctx), sync),
             )
         )
         rows.append(
             (
                 "  normalize alone",
-                {
-                    n: burst_cost(lambda: normalize(planner.layout, values, None), n, sync=sync)
-                    for n in BURSTS
-                },
+                costs(lambda: normalize(planner.layout, values, None), sync),
             )
         )
         whole, engine = rows[-3][1], rows[-2][1]
@@ -206,7 +215,7 @@ def main() -> int:
         rows.append(
             (
                 "backend plan: execute()",
-                {n: burst_cost(lambda: g.execute(values, ws, handle), n, sync=sync) for n in BURSTS},
+                costs(lambda: g.execute(values, ws, handle), sync),
             )
         )
 
@@ -291,19 +300,19 @@ def gemm_plan_rows(
     rows = [
         (
             "gemm_sm90: execute()",
-            {n: burst_cost(lambda: g.execute(values, ws, handle), n, sync=sync) for n in BURSTS},
+            costs(lambda: g.execute(values, ws, handle), sync),
         ),
         (
             "  engine call alone",
-            {n: burst_cost(lambda: plan.execute(g, pack, ctx), n, sync=sync) for n in BURSTS},
+            costs(lambda: plan.execute(g, pack, ctx), sync),
         ),
         (
             "  compiled fn, prebuilt args",
-            {n: burst_cost(lambda: kp.fn(*direct), n, sync=sync) for n in BURSTS},
+            costs(lambda: kp.fn(*direct), sync),
         ),
         (
             "  normalize alone",
-            {n: burst_cost(lambda: normalize(planner.layout, values, ws), n, sync=sync) for n in BURSTS},
+            costs(lambda: normalize(planner.layout, values, ws), sync),
         ),
     ]
     whole, engine = rows[0][1], rows[1][1]
@@ -340,9 +349,9 @@ def floor_rows(stream: int, sync: Any, A: Any) -> list:
     return [
         (
             "  24 arguments (gemm's)",
-            {n: burst_cost(lambda: like_gemm(*args24), n, sync=sync) for n in BURSTS},
+            costs(lambda: like_gemm(*args24), sync),
         ),
-        ("  pointer + stream", {n: burst_cost(lambda: bare(*args2), n, sync=sync) for n in BURSTS}),
+        ("  pointer + stream", costs(lambda: bare(*args2), sync)),
     ]
 
 
