@@ -14,6 +14,10 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
 KNOBS=${KNOBS:-128x256c21z8}
+# the metric names this ncu knows for the H200's chip, listed once per call (NCU_MEM_SHAPE, NCU_L2_DETAIL)
+metrics_list() {
+  [ -s "$OUTDIR/ncu_metrics.txt" ] || ncu --query-metrics --chip gh100 > "$OUTDIR/ncu_metrics.txt" 2>&1
+}
 if [ -n "${CHECK:-}" ]; then
   python3 benchmarks/check_gemm.py --only "$CHECK" > "$OUTDIR/check.log" 2>&1
 fi
@@ -37,7 +41,7 @@ if [ -n "${NCU_MEM_SHAPE:-}" ]; then  # where the L2 and DRAM bytes go, ours aga
     --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --print-details all \
     --metrics lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum \
     python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } > "$OUTDIR/ncu_mem.log" 2>&1
-  ncu --query-metrics --chip gh100 > "$OUTDIR/ncu_metrics.txt" 2>&1
+  metrics_list
   # The L2 read sectors of every layout come in under its tile arithmetic (81-99%; kernels/NOTES.md
   # v12, v14). If the part's L2 request coalescer merges requests before the L2 slices, its counters
   # say so: whatever lrc__ metrics this ncu knows, in a run of their own (a wrong name fails only it).
@@ -57,7 +61,7 @@ if [ -n "${NCU_L2_SHAPES:-}" ]; then  # L2 read sectors, DRAM bytes and the SMs'
 fi
 if [ -n "${NCU_L2_DETAIL:-}" ]; then  # where the L2 read sectors come from: requests, hits, the partition fabric
   # Only the names this ncu lists for gh100 are asked for (one unknown name fails the whole run).
-  ncu --query-metrics --chip gh100 > "$OUTDIR/ncu_metrics.txt" 2>&1
+  metrics_list
   WANT="lts__t_requests_srcunit_tex_op_read lts__t_sectors_srcunit_tex_op_read lts__t_sectors_srcunit_tex_op_read_lookup_hit
     lts__t_sectors_srcunit_tex_op_read_lookup_miss lts__t_sectors_op_read lts__t_requests_op_read lts__t_sectors_srcunit_ltcfabric
     lts__t_sectors_srcnode_gpc lts__t_sectors_srcunit_tex lts__t_requests_srcunit_tex lts__ltcfabric2lts_cycles_active

@@ -141,8 +141,8 @@ def _domain() -> tuple[dict[str, Any], ...]:
 
 @functools.cache
 def _domain_configs(engine_id: int) -> tuple[PlanConfig, ...]:
-    """The domain as plan-list entries of one engine id, built once (6336 of them: building them per
-    plan list cost ~40 ms)."""
+    """The domain as plan-list entries of one engine id, built once: building thousands of them per
+    plan list cost ~40 ms a call."""
     return tuple(PlanConfig(engine_id, k) for k in _domain())
 
 

@@ -105,8 +105,8 @@ class GemmKnobs:
     # evict_first only; 0: no hint. Level or slower on the long-K rows but 3 at 16384x4096x4096
     # (+0.8%); streaming A doubles 8192^3's DRAM reads (kernels/NOTES.md v18).
     l2_hint: int = 0
-    # L2 reuse across rounds (unproven on a GPU, kernels/NOTES.md v19). At K = 8192 a round of the
-    # rule's 66 clusters reads ~33 MB of A rows and its band's 32 MB of B columns, so with C's writes
+    # L2 reuse across rounds (kernels/NOTES.md v19; the long-K rule names both). At K = 8192 a round
+    # of the rule's 66 clusters reads ~33 MB of A rows and its band's 32 MB of B columns, so with C's writes
     # a B line is evicted before the band's next round reads it again. ``serpentine``: every other
     # band walks the raster axis backward, so a band's first round reads the rows the band before
     # it read last. ``k_flip``: every other tile of a CTA runs its k-blocks last to first, so a
