@@ -1,7 +1,8 @@
 """ncu target: one launch each of gemm_sm90's fused bias+gelu (one per knob label given), cuBLAS's mm,
 cuBLASLt's fused bias+gelu and cuBLAS's addmm (bias only), bf16, inside cudaProfilerStart/Stop (warm-up launches stay outside).
 The shape is 8192^3 unless PYGRAPH_NCU_SHAPE says otherwise (e.g. 16384x4096x4096);
-PYGRAPH_NCU_EPILOGUE=plain (or bias) builds ours without the epilogue (or with the bias alone);
+PYGRAPH_NCU_EPILOGUE=plain (or bias, bias+relu) builds ours without the epilogue (or with the bias
+alone, or the bias and relu: no MUFU work);
 cuBLASLt's fused kernel still runs.
 
     ncu --clock-control none --profile-from-start off --section SpeedOfLight \
@@ -31,6 +32,8 @@ if os.environ.get("PYGRAPH_NCU_EPILOGUE") == "plain":
     spec = EpilogueSpec()
 elif os.environ.get("PYGRAPH_NCU_EPILOGUE") == "bias":
     spec = EpilogueSpec(bias=True, vec_dtype="bf16")
+elif os.environ.get("PYGRAPH_NCU_EPILOGUE") == "bias+relu":  # an activation without MUFU work
+    spec = EpilogueSpec(bias=True, activation="relu", vec_dtype="bf16")
 labels = sys.argv[1:] or ["128x256c21"]
 calls = [make_call(parse_knob_label(lab), spec, a, b, c, bias) for lab in labels]
 anchors = anchor_calls(a, b, bias, c)
