@@ -231,7 +231,6 @@ def cases(quick: bool = False):
         + bias_smem_cases()
         + l2_hint_cases()
         + reuse_order_cases()
-        + sub_epilogue_cases()
     )
 
 
@@ -426,40 +425,6 @@ def reuse_order_cases():
             ),
         ),
         dict(m=8192, n=8192, k=8192, knobs=both, bias=True, act=gt, vec="bf16"),
-    ]
-
-
-def sub_epilogue_cases():
-    """The epilogue's math per store sub-tile, under the store before it (GemmKnobs.sub_epilogue,
-    kernel-only): the long-K rule with it, ragged twice; every affine piece (both scales, bias,
-    residual) with erf-gelu, fp16; an activation alone; bias alone into fp32; with the aux output
-    (the knob stands down); lockstep 128x256; ping-pong; split-K (the epilogue under a runtime
-    branch); swap_ab (bias along the kernel's M, global loads); batched with a residual; 8192^3."""
-    gt = "gelu_approx_tanh"
-    rule = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True)
-    sub = dataclasses.replace(rule, sub_epilogue=True)
-    pieces = dict(m=1000, n=1048, k=520, bias=True, row_scale=True, col_scale=True, residual=True)
-    return [
-        dict(m=2900, n=3000, k=4104, knobs=sub, bias=True, act=gt, vec="bf16", reps=2),
-        dict(pieces, knobs=sub, act="gelu", dt="fp16", out="fp16"),
-        dict(m=1000, n=1048, k=520, knobs=sub, act="silu"),
-        dict(m=1000, n=1048, k=520, knobs=sub, bias=True, out="fp32"),
-        _all_pieces(sub, gt),
-        dict(pieces, knobs=GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, sub_epilogue=True), act=gt),
-        dict(
-            m=2900, n=3000, k=1000, bias=True, act=gt, reps=2,
-            knobs=GemmKnobs(tile_m=128, tile_n=128, cga_m=2, swizzle=8, pingpong=True, sub_epilogue=True),
-        ),  # fmt: skip
-        dict(
-            m=128, n=4096, k=4096, bias=True, act=gt,
-            knobs=GemmKnobs(tile_m=128, tile_n=64, split_k=2, sub_epilogue=True),
-        ),  # fmt: skip
-        dict(
-            m=16, n=4096, k=1024, bias=True, act=gt,
-            knobs=GemmKnobs(tile_m=64, tile_n=16, swap_ab=True, sub_epilogue=True),
-        ),  # fmt: skip
-        dict(m=384, n=520, k=264, l=3, knobs=sub, bias=True, residual=True, act="tanh"),
-        dict(m=8192, n=8192, k=8192, knobs=sub, bias=True, act=gt, vec="bf16"),
     ]
 
 
@@ -773,10 +738,6 @@ _FAMILIES = {
         kn.k_flip and kn.serpentine and c.get("aux")
     ),
     "K flipped, split-K": lambda c, kn: kn.k_flip and kn.split_k > 1,
-    "sub-tile epilogue, every affine piece": lambda c, kn: (
-        kn.sub_epilogue and c.get("residual") and c.get("row_scale") and not c.get("aux")
-    ),
-    "sub-tile epilogue, split-K": lambda c, kn: kn.sub_epilogue and kn.split_k > 1,
     "staged bias, one consumer warpgroup": lambda c, kn: (
         kn.bias_smem and c.get("bias") and kn.tile_m == 64 and kn.tile_n == 256
     ),

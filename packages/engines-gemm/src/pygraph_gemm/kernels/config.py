@@ -114,12 +114,6 @@ class GemmKnobs:
     # the other order on those tiles: a different rounding, as deterministic).
     serpentine: bool = False
     k_flip: bool = False
-    # the epilogue's math per store sub-tile (kernel-only): each sub-tile's affine pieces and
-    # activation run while the sub-tile before it is stored, instead of over the whole fragment
-    # before the first store (where tanh-gelu's 128 MUFU per thread ran as one block that the other
-    # warpgroup's k-blocks did not cover: 8192^3 bias+gelu took 1.1% more cycles than bias+relu).
-    # Not with the aux output (it stores the pre-activation from the same registers).
-    sub_epilogue: bool = False
 
     def validate(self) -> str | None:
         if self.tile_m not in (64, 128, 256):
@@ -301,12 +295,6 @@ def l2_cache_hints(knobs: GemmKnobs) -> tuple[int | None, int | None, int | None
     stream = L2_EVICT_FIRST if hint in (1, 3) else None
     a, b = (stream, keep) if knobs.raster == "m" else (keep, stream)
     return a, b, L2_EVICT_FIRST if hint in (3, 4) else None
-
-
-def sub_epilogue(knobs: GemmKnobs, epi: KernelEpilogue) -> bool:
-    """Whether the kernel runs its epilogue math per store sub-tile (GemmKnobs.sub_epilogue): an
-    epilogue with math (affine pieces or an activation) and no aux output."""
-    return bool(knobs.sub_epilogue and (epi.has_affine or epi.act != "none") and not epi.aux_out)
 
 
 def bias_staged(knobs: GemmKnobs, epi: KernelEpilogue) -> bool:

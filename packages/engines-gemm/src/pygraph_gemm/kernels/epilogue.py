@@ -62,12 +62,11 @@ def apply_affine(
     residual: cute.Tensor,
     epi: cutlass.Constexpr,
     bias_n_tile: cute.Tensor | None = None,  # the tile's bias along N in shared memory (fp32, clamped)
-    base: cutlass.Constexpr = 0,  # acc[i] sits at coords[base + i] (one sub-tile of the fragment)
 ):
     """acc = acc * scale_m[m] * scale_n[n] + bias_m[m] + bias_n[n] + residual[m, n, batch]; given
     ``bias_n_tile``, bias_n comes from it at the element's column in the tile."""
     for i in cutlass.range_constexpr(cute.size(acc)):
-        crd = coords[base + i]
+        crd = coords[i]
         gm = cute.math.min(m0 + crd[0], m_max)
         gn = cute.math.min(n0 + crd[1], n_max)
         v = acc[i]

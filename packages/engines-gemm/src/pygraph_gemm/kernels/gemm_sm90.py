@@ -39,7 +39,6 @@ from .config import (
     epi_ring_depth,
     l2_cache_hints,
     pick_stages,
-    sub_epilogue,
 )
 from .entry import GemmEntry
 from .epilogue import activate, apply_affine
@@ -100,9 +99,6 @@ class Sm90Gemm(GemmEntry):
         self.stagger = knobs.stagger
         # the tile's bias along N staged in shared memory by a spare producer warp (knobs.bias_smem)
         self.bias_smem = bias_staged(knobs, epi)
-        # each store sub-tile's affine pieces and activation computed while the sub-tile before it
-        # is stored (knobs.sub_epilogue; `sub_epilogue` says where it applies)
-        self.sub_epi = sub_epilogue(knobs, epi)
         own_rows = knobs.pingpong or knobs.stagger > 0  # each warpgroup stores through its own ring
         self.epi_threads = 128 if own_rows else self.n_mma_threads  # threads that store together
         self.epi_rings = 2 if own_rows else 1  # a store ring per warpgroup storing on its own
@@ -583,7 +579,6 @@ class Sm90Gemm(GemmEntry):
             thr_r2s_c = r2s_c.get_slice(etid)
             tRS_sC = thr_r2s_c.partition_D(sC)
             tRS_acc = r2s_c.retile(acc)
-            tRS_cC = r2s_c.retile(tCcC)  # each store-fragment element's (m, n) in the tile
             frag_shape = cute.shape(thr_r2s_c.partition_S(sC))[:3]
             tRS_r = cute.make_rmem_tensor(frag_shape, self.acc_dtype)
             tRS_rC = cute.make_rmem_tensor(frag_shape, self.c_dtype)
@@ -730,7 +725,7 @@ class Sm90Gemm(GemmEntry):
                     bias_tile = sBias[(None, bias_read.index)]
                 if do_epi:
                     # ---- epilogue, in registers
-                    if const_expr(epi.has_affine and not self.sub_epi):
+                    if const_expr(epi.has_affine):
                         apply_affine(
                             acc,
                             tCcC,
@@ -747,7 +742,7 @@ class Sm90Gemm(GemmEntry):
                             epi,
                             bias_tile,
                         )
-                if const_expr(self.bias_smem and not self.sub_epi):
+                if const_expr(self.bias_smem):
                     bias_pipe.consumer_release(bias_read)
                     bias_read.advance()
                 if do_epi:
@@ -767,51 +762,7 @@ class Sm90Gemm(GemmEntry):
                     if const_expr(self.stagger > 0):
                         n_sub = n_sub // 2  # the sub-tiles of this warpgroup's rows (64 per M-repeat)
                     done_before = epi_count
-                    if const_expr(self.sub_epi):
-                        # Sub-tile s + 1's math runs while sub-tile s's TMA store is in flight and the
-                        # warps meet at the ring barrier. Its shared-memory bias loads cannot rise above
-                        # sub-tile s's first barrier, so neither can its MUFU work: computed for the
-                        # whole fragment up front (as below), the tile's 128 tanh per thread ran as one
-                        # MUFU-bound block before the first store (kernels/NOTES.md v20).
-                        m0 = crd[0] * self.tile_mnk[0]
-                        n0 = crd[1] * self.tile_mnk[1]
-                        for v in cutlass.range_constexpr(frag_size):
-                            tRS_r[v] = tRS_acc[v]
-                        if const_expr(epi.has_affine):
-                            apply_affine(
-                                tRS_r, tRS_cC, m0, n0, batch, m_max, n_max, mBiasM, mBiasN, mScaleM,
-                                mScaleN, mRes, epi, bias_tile, 0,
-                            )  # fmt: skip
-                        if const_expr(epi.act != "none"):
-                            for v in cutlass.range_constexpr(frag_size):
-                                tRS_r[v] = activate(tRS_r[v], epi.act)
-                        for s in cutlass.range_constexpr(n_sub):
-                            buf = ring0 + (done_before + s) % self.epi_stages
-                            tRS_rC.store(tRS_r.load().to(self.c_dtype))
-                            cute.copy(r2s_c, tRS_rC, tRS_sC[(None, None, None, buf)])
-                            cute.arch.fence_proxy("async.shared", space="cta")
-                            epi_barrier.arrive_and_wait()
-                            gcrd = sub_layout.get_hier_coord(s)
-                            if const_expr(self.stagger > 0):
-                                gcrd = (cwg + 2 * (s // sub_shape[1]), s % sub_shape[1])
-                            if is_store_warp:
-                                cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, gcrd)], cache_policy=policy_c)
-                                store_pipe.producer_commit()
-                            if const_expr(s + 1 < n_sub):
-                                for v in cutlass.range_constexpr(frag_size):
-                                    tRS_r[v] = tRS_acc[(s + 1) * frag_size + v]
-                                if const_expr(epi.has_affine):
-                                    apply_affine(
-                                        tRS_r, tRS_cC, m0, n0, batch, m_max, n_max, mBiasM, mBiasN,
-                                        mScaleM, mScaleN, mRes, epi, bias_tile, (s + 1) * frag_size,
-                                    )  # fmt: skip
-                                if const_expr(epi.act != "none"):
-                                    for v in cutlass.range_constexpr(frag_size):
-                                        tRS_r[v] = activate(tRS_r[v], epi.act)
-                            if is_store_warp:
-                                store_pipe.producer_acquire()
-                            epi_barrier.arrive_and_wait()
-                    for s in cutlass.range_constexpr(0 if self.sub_epi else n_sub):
+                    for s in cutlass.range_constexpr(n_sub):
                         for v in cutlass.range_constexpr(frag_size):
                             tRS_r[v] = tRS_acc[s * frag_size + v]
                         buf = ring0 + (done_before + s) % self.epi_stages
@@ -842,9 +793,6 @@ class Sm90Gemm(GemmEntry):
                             store_pipe.producer_acquire()
                         epi_barrier.arrive_and_wait()
                     epi_count = epi_count + n_sub
-                if const_expr(self.bias_smem and self.sub_epi):
-                    bias_pipe.consumer_release(bias_read)
-                    bias_read.advance()
 
                 tiles_done = tiles_done + 1
                 unit = unit + step
