@@ -31,8 +31,8 @@ from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, PlanCon
 REPS, BURSTS = 25, (1, 8, 64)
 # Seconds of the same calls before each timed set, so a host CPU that idled runs them at its working
 # clock. Without it this script read execute() at 11.5-12.7 us minutes after bench_gemm.py (0.5 s of
-# warm-up) read 5.2-5.9 us on the same host (tenth session); the next device run says how much of
-# that gap the warm-up closes.
+# warm-up) read 5.2-5.9 us on the same host (tenth session); with it, 7.5-8.5 us for gemm_sm90's
+# 128x64 plan in the session where bench_gemm.py read 6.3-7.2 us (eleventh; RESULTS.md).
 WARMUP_S = 0.2
 
 

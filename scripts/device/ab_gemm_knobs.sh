@@ -5,7 +5,7 @@
 #     NCU_SHAPES=16384x4096x4096 bash scripts/device/ab_gemm_knobs.sh
 # NCU_L2_DETAIL=<shape> splits the L2 read sectors by request, hit and partition fabric per kernel, and
 # the SMs' TMA reads into their own and multicast destinations.
-# NCU_EPILOGUES="plain bias bias+gelu" profiles ours each way; NCU_SOURCE=<shape> samples warp stalls per
+# NCU_EPILOGUES="plain bias bias+relu bias+gelu" profiles ours each way (bias+relu: an activation without MUFU work); NCU_SOURCE=<shape> samples warp stalls per
 # SASS instruction of the first knob set (source_sass.csv under $OUT), and with NCU_SOURCE_NVJET=1 of
 # cuBLASLt's fused kernel too (its SASS exists only at run time; ncu_stall_regions.py's split into main
 # loop and epilogue fits our kernel's code, not nvjet's, so read nvjet's CSV per opcode).
