@@ -231,6 +231,7 @@ def cases(quick: bool = False):
         + bias_smem_cases()
         + l2_hint_cases()
         + reuse_order_cases()
+        + gelu_half_cases()
     )
 
 
@@ -425,6 +426,28 @@ def reuse_order_cases():
             ),
         ),
         dict(m=8192, n=8192, k=8192, knobs=both, bias=True, act=gt, vec="bf16"),
+    ]
+
+
+def gelu_half_cases():
+    """tanh-gelu from half the pre-activation, the staged bias halved (GemmKnobs.gelu_half,
+    kernel-only): the long-K rule with it, ragged twice; fp16 with an fp32 bias; both scales before
+    the bias; N narrower than a tile (clamped bias loads); batched; lockstep 128x256; 8192^3; and
+    where it stands down: a residual after the bias, the aux output."""
+    gt = "gelu_approx_tanh"
+    rule = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True)
+    half = dataclasses.replace(rule, gelu_half=True)
+    lockstep = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, gelu_half=True)
+    return [
+        dict(m=2900, n=3000, k=4104, knobs=half, bias=True, act=gt, vec="bf16", reps=2),
+        dict(m=1000, n=1048, k=520, knobs=half, bias=True, act=gt, dt="fp16", out="fp16"),
+        dict(m=1000, n=1048, k=520, knobs=half, bias=True, row_scale=True, col_scale=True, act=gt),
+        dict(m=1000, n=104, k=520, knobs=half, bias=True, act=gt, vec="bf16"),
+        dict(m=384, n=520, k=264, l=3, knobs=half, bias=True, act=gt),
+        dict(m=2900, n=3000, k=1000, bias=True, act=gt, vec="bf16", knobs=lockstep),
+        dict(m=8192, n=8192, k=8192, knobs=half, bias=True, act=gt, vec="bf16"),
+        dict(m=1000, n=1048, k=520, knobs=half, bias=True, residual=True, act=gt),
+        _all_pieces(half, gt),
     ]
 
 
@@ -738,6 +761,7 @@ _FAMILIES = {
         kn.k_flip and kn.serpentine and c.get("aux")
     ),
     "K flipped, split-K": lambda c, kn: kn.k_flip and kn.split_k > 1,
+    "tanh-gelu from half, scales and a halved bias": lambda c, kn: kn.gelu_half and c.get("col_scale"),
     "staged bias, one consumer warpgroup": lambda c, kn: (
         kn.bias_smem and c.get("bias") and kn.tile_m == 64 and kn.tile_n == 256
     ),

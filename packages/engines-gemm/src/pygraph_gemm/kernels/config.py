@@ -114,6 +114,11 @@ class GemmKnobs:
     # the other order on those tiles: a different rounding, as deterministic).
     serpentine: bool = False
     k_flip: bool = False
+    # tanh-gelu from half the pre-activation (kernel-only; `gelu_from_half` says where it applies):
+    # the staged bias is stored halved, so the bias add and gelu's 0.5 x are one FMA and the gelu
+    # takes 5 fp32 ops per element for 6, bit for bit the same result (every constant moves by a
+    # power of two). tanh-gelu's cost at one clock follows its instruction count (NOTES.md v20).
+    gelu_half: bool = False
 
     def validate(self) -> str | None:
         if self.tile_m not in (64, 128, 256):
@@ -295,6 +300,18 @@ def l2_cache_hints(knobs: GemmKnobs) -> tuple[int | None, int | None, int | None
     stream = L2_EVICT_FIRST if hint in (1, 3) else None
     a, b = (stream, keep) if knobs.raster == "m" else (keep, stream)
     return a, b, L2_EVICT_FIRST if hint in (3, 4) else None
+
+
+def gelu_from_half(knobs: GemmKnobs, epi: KernelEpilogue) -> bool:
+    """Whether the kernel stages bias / 2 and runs tanh-gelu from half the pre-activation
+    (GemmKnobs.gelu_half): a staged bias (`bias_staged`) added last (no bias along M, no residual),
+    tanh-gelu, and no aux output (that stores the whole pre-activation)."""
+    return bool(
+        knobs.gelu_half
+        and bias_staged(knobs, epi)
+        and epi.act == "gelu_approx_tanh"
+        and not (epi.bias_m or epi.residual or epi.aux_out)
+    )
 
 
 def bias_staged(knobs: GemmKnobs, epi: KernelEpilogue) -> bool:

@@ -37,6 +37,12 @@ def activate(x: Float32, act: cutlass.Constexpr) -> Float32:
         u = x * (x * x * Float32(_SQRT_2_OVER_PI * 0.044715) + Float32(_SQRT_2_OVER_PI))
         hx = Float32(0.5) * x
         y = hx * cute.math.tanh(u, fastmath=True) + hx
+    elif const_expr(act == "gelu_approx_tanh_of_half"):
+        # the same gelu of x given h = x / 2 (`config.gelu_from_half`): u = h (2 c0 + 8 c1 h^2), then
+        # h tanh(u) + h. Every constant is the one above times a power of two, so each rounding is
+        # the same and the result is bit for bit the one above, one multiply fewer.
+        u = x * (x * x * Float32(8.0 * _SQRT_2_OVER_PI * 0.044715) + Float32(2.0 * _SQRT_2_OVER_PI))
+        y = x * cute.math.tanh(u, fastmath=True) + x
     elif const_expr(act == "silu"):
         y = x * _sigmoid(x)
     elif const_expr(act == "sigmoid"):
@@ -62,9 +68,11 @@ def apply_affine(
     residual: cute.Tensor,
     epi: cutlass.Constexpr,
     bias_n_tile: cute.Tensor | None = None,  # the tile's bias along N in shared memory (fp32, clamped)
+    halved: cutlass.Constexpr = False,  # bias_n_tile holds bias / 2: produce the pre-activation / 2
 ):
     """acc = acc * scale_m[m] * scale_n[n] + bias_m[m] + bias_n[n] + residual[m, n, batch]; given
-    ``bias_n_tile``, bias_n comes from it at the element's column in the tile."""
+    ``bias_n_tile``, bias_n comes from it at the element's column in the tile, and with ``halved``
+    (the tile holds bias / 2, no bias_m or residual) acc becomes half of that in one FMA."""
     for i in cutlass.range_constexpr(cute.size(acc)):
         crd = coords[i]
         gm = cute.math.min(m0 + crd[0], m_max)
@@ -77,7 +85,9 @@ def apply_affine(
         if const_expr(epi.bias_m):
             v = v + Float32(bias_m[gm])
         if const_expr(epi.bias_n):
-            if const_expr(bias_n_tile is not None):
+            if const_expr(halved):
+                v = v * Float32(0.5) + bias_n_tile[crd[1]]
+            elif const_expr(bias_n_tile is not None):
                 v = v + bias_n_tile[crd[1]]
             else:
                 v = v + Float32(bias_n[gn])

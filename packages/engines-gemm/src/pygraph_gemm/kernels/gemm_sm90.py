@@ -37,6 +37,7 @@ from .config import (
     KernelLayout,
     bias_staged,
     epi_ring_depth,
+    gelu_from_half,
     l2_cache_hints,
     pick_stages,
 )
@@ -99,6 +100,9 @@ class Sm90Gemm(GemmEntry):
         self.stagger = knobs.stagger
         # the tile's bias along N staged in shared memory by a spare producer warp (knobs.bias_smem)
         self.bias_smem = bias_staged(knobs, epi)
+        # bias / 2 staged and tanh-gelu run from half the pre-activation (knobs.gelu_half)
+        self.gelu_half = gelu_from_half(knobs, epi)
+        self.act = "gelu_approx_tanh_of_half" if self.gelu_half else epi.act
         own_rows = knobs.pingpong or knobs.stagger > 0  # each warpgroup stores through its own ring
         self.epi_threads = 128 if own_rows else self.n_mma_threads  # threads that store together
         self.epi_rings = 2 if own_rows else 1  # a store ring per warpgroup storing on its own
@@ -506,7 +510,10 @@ class Sm90Gemm(GemmEntry):
                         bias_pipe.producer_acquire(fill)
                         for j in cutlass.range_constexpr(self.tile_mnk[1] // 32):
                             gn = cute.math.min(n0 + lane + 32 * j, n_max)
-                            sBias[(lane + 32 * j, fill.index)] = cutlass.Float32(mBiasN[gn])
+                            b = cutlass.Float32(mBiasN[gn])
+                            if const_expr(self.gelu_half):
+                                b = b * cutlass.Float32(0.5)
+                            sBias[(lane + 32 * j, fill.index)] = b
                         bias_pipe.producer_commit(fill)
                         fill.advance()
                         unit = unit + n_resident
@@ -741,6 +748,7 @@ class Sm90Gemm(GemmEntry):
                             mRes,
                             epi,
                             bias_tile,
+                            self.gelu_half,
                         )
                 if const_expr(self.bias_smem):
                     bias_pipe.consumer_release(bias_read)
@@ -771,7 +779,7 @@ class Sm90Gemm(GemmEntry):
                             cute.copy(r2s_x, tRS_rX, tRS_sX[(None, None, None, buf)])
                         if const_expr(epi.act != "none"):
                             for v in cutlass.range_constexpr(frag_size):
-                                tRS_r[v] = activate(tRS_r[v], epi.act)
+                                tRS_r[v] = activate(tRS_r[v], self.act)
                         tRS_rC.store(tRS_r.load().to(self.c_dtype))
                         cute.copy(r2s_c, tRS_rC, tRS_sC[(None, None, None, buf)])
                         cute.arch.fence_proxy("async.shared", space="cta")
