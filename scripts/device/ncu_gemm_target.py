@@ -27,13 +27,17 @@ a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
 b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t()
 bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
 c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-spec = EpilogueSpec(bias=True, activation="gelu_approx_tanh", vec_dtype="bf16")
-if os.environ.get("PYGRAPH_NCU_EPILOGUE") == "plain":
-    spec = EpilogueSpec()
-elif os.environ.get("PYGRAPH_NCU_EPILOGUE") == "bias":
-    spec = EpilogueSpec(bias=True, vec_dtype="bf16")
-elif os.environ.get("PYGRAPH_NCU_EPILOGUE") == "bias+relu":  # an activation without MUFU work
-    spec = EpilogueSpec(bias=True, activation="relu", vec_dtype="bf16")
+# PYGRAPH_NCU_EPILOGUE: ours without the epilogue, with the bias alone, or with bias and relu (no
+# MUFU work); bias+gelu otherwise
+EPILOGUES = {
+    "plain": EpilogueSpec(),
+    "bias": EpilogueSpec(bias=True, vec_dtype="bf16"),
+    "bias+relu": EpilogueSpec(bias=True, activation="relu", vec_dtype="bf16"),
+}
+spec = EPILOGUES.get(
+    os.environ.get("PYGRAPH_NCU_EPILOGUE", ""),
+    EpilogueSpec(bias=True, activation="gelu_approx_tanh", vec_dtype="bf16"),
+)
 labels = sys.argv[1:] or ["128x256c21"]
 calls = [make_call(parse_knob_label(lab), spec, a, b, c, bias) for lab in labels]
 anchors = anchor_calls(a, b, bias, c)

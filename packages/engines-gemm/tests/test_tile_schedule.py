@@ -8,7 +8,14 @@ import itertools
 import pytest
 
 from pygraph_gemm.kernels.config import GemmKnobs, semaphore_words, workspace_bytes
-from pygraph_gemm.kernels.tile_schedule import schedule_extent, tail_split, unit_coord, unit_work
+from pygraph_gemm.kernels.tile_schedule import (
+    cta_tile,
+    cta_work,
+    schedule_extent,
+    tail_split,
+    unit_coord,
+    unit_work,
+)
 
 
 def _order(rows, cols, batches, swizzle, raster_m, serpentine=False):
@@ -121,3 +128,26 @@ def test_split_tail_does_not_combine_with_split_k_or_pingpong():
     assert "split_k=2" in GemmKnobs(tile_m=128, tile_n=64, split_k=2, tail_split=4).validate()
     assert "pingpong" in GemmKnobs(tile_m=128, tile_n=128, pingpong=True, tail_split=4).validate()
     assert "tail_split=9" in GemmKnobs(tail_split=9).validate()
+
+
+def test_cta_work_split_k_slices_cover_k_once():
+    # split-K 3 rides on the L mode: units of one tile, in L order, are its three K slices
+    knobs = GemmKnobs(tile_m=128, tile_n=64, split_k=3)
+    rows, cols, k_tiles = 2, 3, 10
+    for tile in range(rows * cols):
+        covered = []
+        for ks in range(3):
+            unit = ks * rows * cols + tile  # L index ks of batch 0
+            _, _, batch, kt0, n_kt, got_ks, slices, _ = cta_work(
+                knobs, unit, rows, cols, (0, 0), k_tiles, 0, 1
+            )
+            assert (batch, got_ks, slices) == (0, ks, 3)
+            covered += range(kt0, kt0 + n_kt)
+        assert covered == list(range(k_tiles))
+
+
+def test_cta_work_whole_tile_without_slices():
+    knobs = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8)
+    row, col, batch, kt0, n_kt, ks, slices, slot = cta_work(knobs, 5, 4, 3, (1, 0), 7, 0, 1)
+    assert (row, col, batch) == cta_tile(knobs, 5, 4, 3, (1, 0))
+    assert (kt0, n_kt, ks, slices, slot) == (0, 7, 0, 1, 0)

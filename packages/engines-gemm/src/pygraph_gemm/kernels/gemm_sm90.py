@@ -43,7 +43,7 @@ from .config import (
 )
 from .entry import GemmEntry
 from .epilogue import activate, apply_affine
-from .tile_schedule import schedule_extent, tail_split, unit_coord, unit_work
+from .tile_schedule import cta_tile, cta_work, schedule_extent, tail_split
 
 _DT = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16, "fp32": cutlass.Float32}
 
@@ -311,40 +311,6 @@ class Sm90Gemm(GemmEntry):
         hint = l2_cache_hints(self.knobs)[operand]
         return None if const_expr(hint is None) else Int64(hint)
 
-    def _tile_of(self, unit, rows, cols, cta_mn):
-        """(tile row, tile column, batch) of this CTA in work unit ``unit``."""
-        kn = self.knobs
-        row, col, batch = unit_coord(unit, rows, cols, kn.swizzle, kn.raster == "m", kn.serpentine)
-        return (
-            row * self.cluster_mn[0] + cta_mn[0],
-            col * self.cluster_mn[1] + cta_mn[1],
-            batch,
-        )
-
-    def _work_of(self, unit, rows, cols, cta_mn, k_tiles, whole, slices):
-        """Work item ``unit`` of this CTA: (tile row, tile column, batch, first k-tile, k-tiles,
-        K slice, slices, semaphore slot). The slot indexes the tile's semaphore and partials (split
-        modes only)."""
-        if const_expr(self.tail_split > 1):
-            sched_unit, ks, n_slices = unit_work(unit, whole, slices)
-            row, col, batch = self._tile_of(sched_unit, rows, cols, cta_mn)
-            kt0 = ks * k_tiles // n_slices
-            n_kt = (ks + 1) * k_tiles // n_slices - kt0
-            cluster_size = self.cluster_mn[0] * self.cluster_mn[1]
-            slot = (sched_unit - whole) * cluster_size + cta_mn[0] + cta_mn[1] * self.cluster_mn[0]
-            return row, col, batch, kt0, n_kt, ks, n_slices, slot
-        row, col, lmode = self._tile_of(unit, rows, cols, cta_mn)
-        if const_expr(self.split_k > 1):
-            S = self.split_k  # the slices ride on the schedule's L mode: l * S + slice
-            batch = lmode // S
-            ks = lmode - batch * S
-            kt0 = ks * k_tiles // S
-            n_kt = (ks + 1) * k_tiles // S - kt0
-            # the cluster-padded tile grid the semaphores are laid out on (the schedule's extent)
-            slot = (batch * (rows * self.cluster_mn[0]) + row) * (cols * self.cluster_mn[1]) + col
-            return row, col, batch, kt0, n_kt, ks, S, slot
-        return row, col, lmode, Int32(0), k_tiles, 0, 1, 0
-
     @cute.kernel
     def kernel(
         self,
@@ -463,8 +429,8 @@ class Sm90Gemm(GemmEntry):
                 policy_a, policy_b = self._l2_policy(0), self._l2_policy(1)
                 flip = Int32(0)  # knobs.k_flip: 1 on every other tile, whose k-blocks run last to first
                 while unit < n_units:
-                    row, col, batch, kt0, n_kt, _, _, _ = self._work_of(
-                        unit, rows, cols, cta_mn, k_tiles, whole, slices
+                    row, col, batch, kt0, n_kt, _, _, _ = cta_work(
+                        self.knobs, unit, rows, cols, cta_mn, k_tiles, whole, slices
                     )
                     la = 0 if const_expr(self.lay.a_bcast) else batch
                     lb = 0 if const_expr(self.lay.b_bcast) else batch
@@ -506,7 +472,9 @@ class Sm90Gemm(GemmEntry):
                     fill = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 2)
                     unit = first_unit
                     while unit < n_units:
-                        n0 = self._tile_of(unit, rows, cols, cta_mn)[1] * self.tile_mnk[1]  # no K slices here
+                        n0 = (
+                            cta_tile(self.knobs, unit, rows, cols, cta_mn)[1] * self.tile_mnk[1]
+                        )  # no K slices here
                         bias_pipe.producer_acquire(fill)
                         for j in cutlass.range_constexpr(self.tile_mnk[1] // 32):
                             gn = cute.math.min(n0 + lane + 32 * j, n_max)
@@ -636,8 +604,8 @@ class Sm90Gemm(GemmEntry):
                     if unit < n_units:
                         wg_gap.arrive_and_wait()
             while unit < n_units:
-                row, col, batch, _, n_kt, ks, n_slices, slot = self._work_of(
-                    unit, rows, cols, cta_mn, k_tiles, whole, slices
+                row, col, batch, _, n_kt, ks, n_slices, slot = cta_work(
+                    self.knobs, unit, rows, cols, cta_mn, k_tiles, whole, slices
                 )
                 crd = (row, col)
                 gap_at = cutlass.min(n_kt, self.stagger) - 1  # the k-block after which warpgroup 1 starts

@@ -9,7 +9,7 @@ cover a compact block whose A rows and B columns stay in L2. The last band is as
 left of the grid: no unit falls outside it, so a grid that s does not divide wastes nothing.
 
 Host side: `schedule_extent` and `tail_split` (traced in the JIT host function). Device side:
-`unit_coord` and `unit_work` (traced in the kernel). Sizes are runtime Int32 values; ``swizzle`` and the raster order are compile-time. Both
+`unit_coord`, `unit_work`, and a CTA's view of them, `cta_tile` and `cta_work` (traced in the kernel). Sizes are runtime Int32 values; ``swizzle`` and the raster order are compile-time. Both
 also run on plain Python ints, which is how the tests check the order.
 """
 
@@ -108,3 +108,46 @@ def unit_work(u, whole, slices):
         _pick(in_tail, t - q * slices, 0),
         _pick(in_tail, slices, 1),
     )
+
+
+# ---------------------------------------------------------------------------- one CTA's work
+def cta_tile(knobs, unit, rows, cols, cta_mn):
+    """(tile row, tile column, L index) of the CTA at ``cta_mn`` in its cluster, in work unit ``unit``
+    (``knobs``: the kernel's GemmKnobs; the L index carries the K slice under split-K)."""
+    row, col, batch = unit_coord(unit, rows, cols, knobs.swizzle, knobs.raster == "m", knobs.serpentine)
+    return row * knobs.cga_m + cta_mn[0], col * knobs.cga_n + cta_mn[1], batch
+
+
+def cta_work(knobs, unit, rows, cols, cta_mn, k_tiles, whole, slices):
+    """Work item ``unit`` of the CTA at ``cta_mn``: (tile row, tile column, batch, first k-tile,
+    k-tiles, K slice, slices, semaphore slot). The slot indexes the tile's semaphore and partials
+    (split modes only); ``whole`` and ``slices`` are `tail_split`'s."""
+    if knobs.tail_split > 1:
+        sched_unit, ks, n_slices = unit_work(unit, whole, slices)
+        row, col, batch = cta_tile(knobs, sched_unit, rows, cols, cta_mn)
+        kt0 = ks * k_tiles // n_slices
+        n_kt = (ks + 1) * k_tiles // n_slices - kt0
+        cluster_size = knobs.cga_m * knobs.cga_n
+        slot = (sched_unit - whole) * cluster_size + cta_mn[0] + cta_mn[1] * knobs.cga_m
+        return row, col, batch, kt0, n_kt, ks, n_slices, slot
+    row, col, lmode = cta_tile(knobs, unit, rows, cols, cta_mn)
+    if knobs.split_k > 1:
+        S = knobs.split_k  # the slices ride on the schedule's L mode: l * S + slice
+        batch = lmode // S
+        ks = lmode - batch * S
+        kt0 = ks * k_tiles // S
+        n_kt = (ks + 1) * k_tiles // S - kt0
+        # the cluster-padded tile grid the semaphores are laid out on (the schedule's extent)
+        slot = (batch * (rows * knobs.cga_m) + row) * (cols * knobs.cga_n) + col
+        return row, col, batch, kt0, n_kt, ks, S, slot
+    return row, col, lmode, _zero_like(k_tiles), k_tiles, 0, 1, 0
+
+
+def _zero_like(x):
+    """0 as a Python int beside Python ints, else as a traced Int32 (the first k-tile of the other
+    branches is a runtime value)."""
+    if isinstance(x, int):
+        return 0
+    import cutlass
+
+    return cutlass.Int32(0)
