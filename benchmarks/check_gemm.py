@@ -232,6 +232,7 @@ def cases(quick: bool = False):
         + l2_hint_cases()
         + reuse_order_cases()
         + gelu_half_cases()
+        + static_ring_cases()
     )
 
 
@@ -430,14 +431,14 @@ def reuse_order_cases():
 
 
 def gelu_half_cases():
-    """tanh-gelu from half the pre-activation, the staged bias halved (GemmKnobs.gelu_half,
-    kernel-only): the long-K rule with it, ragged twice; fp16 with an fp32 bias; both scales before
-    the bias; N narrower than a tile (clamped bias loads); batched; lockstep 128x256; 8192^3; and
-    where it stands down: a residual after the bias, the aux output."""
+    """tanh-gelu from half the pre-activation, the staged bias halved (GemmKnobs.gelu_half, on by
+    default): the long-K rule, ragged twice; fp16 with an fp32 bias; both scales before the bias; N
+    narrower than a tile (clamped bias loads); batched; lockstep 128x256; 8192^3; where it stands
+    down (a residual after the bias, the aux output); and the whole-pre-activation path it replaced
+    (gelu_half=False), ragged."""
     gt = "gelu_approx_tanh"
-    rule = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True)
-    half = dataclasses.replace(rule, gelu_half=True)
-    lockstep = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, gelu_half=True)
+    half = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True)
+    lockstep = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8)
     return [
         dict(m=2900, n=3000, k=4104, knobs=half, bias=True, act=gt, vec="bf16", reps=2),
         dict(m=1000, n=1048, k=520, knobs=half, bias=True, act=gt, dt="fp16", out="fp16"),
@@ -448,7 +449,54 @@ def gelu_half_cases():
         dict(m=8192, n=8192, k=8192, knobs=half, bias=True, act=gt, vec="bf16"),
         dict(m=1000, n=1048, k=520, knobs=half, bias=True, residual=True, act=gt),
         _all_pieces(half, gt),
+        dict(m=2900, n=3000, k=4104, knobs=dataclasses.replace(half, gelu_half=False), bias=True, act=gt, reps=2),
     ]
+
+
+def static_ring_cases():
+    """Whole passes over the A/B ring with constant slot indices (GemmKnobs.static_ring,
+    kernel-only). The long-K rule: K a whole number of passes (every tile takes the static loop),
+    K = 4104 ragged twice (65 k-blocks: the first tile runs 16 passes and one runtime k-block, the
+    next tiles start off slot 0 until the ring comes round again), K below one pass (never static),
+    fp16 batched with a residual, every epilogue piece + aux, 8192^3; lockstep 128x256; ping-pong
+    (each warpgroup skips the other's k-blocks); one consumer warpgroup (64-row tiles); split-K and
+    a split tail (slices of different lengths); 32-deep k-blocks (8 stages)."""
+    gt = "gelu_approx_tanh"
+    rule = GemmKnobs(
+        tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True, static_ring=True
+    )
+    return [
+        dict(m=2900, n=3000, k=4104, knobs=rule, bias=True, act=gt, vec="bf16", reps=2),
+        dict(m=2900, n=3000, k=1024, knobs=rule, bias=True, act=gt, vec="bf16"),
+        dict(m=1000, n=1048, k=136, knobs=rule, bias=True, act=gt),
+        dict(m=384, n=520, k=264, l=3, knobs=rule, residual=True, b_col=True, dt="fp16", out="fp16"),
+        _all_pieces(rule, "gelu", a_col=True),
+        dict(m=8192, n=8192, k=8192, knobs=rule, bias=True, act=gt, vec="bf16"),
+        dict(
+            m=2900, n=3000, k=4104, bias=True, act=gt, reps=2,
+            knobs=GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, static_ring=True),
+        ),
+        dict(
+            m=1000, n=1048, k=1288, bias=True, act=gt, reps=2,
+            knobs=GemmKnobs(tile_m=128, tile_n=128, cga_m=2, swizzle=8, pingpong=True, static_ring=True),
+        ),
+        dict(
+            m=1000, n=1048, k=1032, l=2, bias=True, act="relu",
+            knobs=GemmKnobs(tile_m=64, tile_n=256, static_ring=True),
+        ),
+        dict(
+            m=128, n=4096, k=4104, bias=True, act=gt, reps=2,
+            knobs=GemmKnobs(tile_m=128, tile_n=64, split_k=3, static_ring=True),
+        ),
+        dict(
+            m=2900, n=3000, k=4104, bias=True, act=gt,
+            knobs=GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, tail_split=4, static_ring=True),
+        ),
+        dict(
+            m=2900, n=3000, k=4104, bias=True, act=gt, vec="bf16",
+            knobs=GemmKnobs(tile_m=128, tile_n=256, tile_k=32, cga_m=2, swizzle=8, stagger=2, static_ring=True),
+        ),
+    ]  # fmt: skip
 
 
 def pingpong_z8_cases():
@@ -761,7 +809,12 @@ _FAMILIES = {
         kn.k_flip and kn.serpentine and c.get("aux")
     ),
     "K flipped, split-K": lambda c, kn: kn.k_flip and kn.split_k > 1,
-    "tanh-gelu from half, scales and a halved bias": lambda c, kn: kn.gelu_half and c.get("col_scale"),
+    "tanh-gelu from half, scales and a halved bias": lambda c, kn: (
+        kn.gelu_half and kn.k_flip and c.get("col_scale") and c.get("act") == "gelu_approx_tanh"
+    ),
+    "static ring, ragged, twice": lambda c, kn: kn.static_ring and kn.stagger and c.get("reps"),
+    "static ring, ping-pong": lambda c, kn: kn.static_ring and kn.pingpong,
+    "static ring, split-K": lambda c, kn: kn.static_ring and kn.split_k > 1,
     "staged bias, one consumer warpgroup": lambda c, kn: (
         kn.bias_smem and c.get("bias") and kn.tile_m == 64 and kn.tile_n == 256
     ),

@@ -42,9 +42,10 @@ def test_bias_along_the_kernels_m_is_not_staged():
     assert not gelu_from_half(ON, _epi(swap_ab=True, bias=True, activation=GT))
 
 
-def test_off_by_default():
-    assert not GemmKnobs().gelu_half
-    assert not gelu_from_half(GemmKnobs(), _epi(bias=True, activation=GT))
+def test_on_by_default_and_can_be_turned_off():
+    assert GemmKnobs().gelu_half
+    assert gelu_from_half(GemmKnobs(), _epi(bias=True, activation=GT))
+    assert not gelu_from_half(GemmKnobs(gelu_half=False), _epi(bias=True, activation=GT))
 
 
 def test_constants_move_by_powers_of_two():

@@ -114,11 +114,17 @@ class GemmKnobs:
     # the other order on those tiles: a different rounding, as deterministic).
     serpentine: bool = False
     k_flip: bool = False
-    # tanh-gelu from half the pre-activation (kernel-only; `gelu_from_half` says where it applies):
-    # the staged bias is stored halved, so the bias add and gelu's 0.5 x are one FMA and the gelu
-    # takes 5 fp32 ops per element for 6, bit for bit the same result (every constant moves by a
-    # power of two). tanh-gelu's cost at one clock follows its instruction count (NOTES.md v20).
-    gelu_half: bool = False
+    # tanh-gelu from half the pre-activation (`gelu_from_half` says where it applies): the staged
+    # bias is stored halved, so the bias add and gelu's 0.5 x are one FMA and the gelu takes 5 fp32
+    # ops per element for 6, bit for bit the same result (every constant moves by a power of two).
+    # tanh-gelu's cost at one clock follows its instruction count (NOTES.md v20, v21). False keeps
+    # the whole pre-activation, for A/B runs.
+    gelu_half: bool = True
+    # static ring slots (kernel-only): when a tile starts at the ring's slot 0, its k-blocks run in
+    # whole passes over the ring with every slot index a compile-time constant, so each wgmma's
+    # shared-memory descriptors are a base plus an immediate instead of runtime stage arithmetic;
+    # what is left of K (n_kt % stages) and tiles starting elsewhere take the runtime-slot loop.
+    static_ring: bool = False
 
     def validate(self) -> str | None:
         if self.tile_m not in (64, 128, 256):

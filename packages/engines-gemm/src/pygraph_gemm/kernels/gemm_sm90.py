@@ -22,6 +22,8 @@ dimension of its static layout (majorness, dtypes, epilogue, knobs).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
@@ -46,6 +48,13 @@ from .epilogue import activate, apply_affine
 from .tile_schedule import cta_tile, cta_work, schedule_extent, tail_split
 
 _DT = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16, "fp32": cutlass.Float32}
+
+
+class _Slot(NamedTuple):
+    """A ring position with a compile-time slot index, for the pipeline's wait and release."""
+
+    index: int
+    phase: Int32
 
 
 def _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout):
@@ -107,6 +116,9 @@ class Sm90Gemm(GemmEntry):
         self.epi_threads = 128 if own_rows else self.n_mma_threads  # threads that store together
         self.epi_rings = 2 if own_rows else 1  # a store ring per warpgroup storing on its own
         self.ab_stage = pick_stages(knobs, lay, epi)
+        # whole passes over the ring with constant slot indices (knobs.static_ring); wait_all's
+        # release order is the runtime loop's only
+        self.static_ring = knobs.static_ring and not knobs.wait_all
         if knobs.stagger >= self.ab_stage:
             # warpgroup 0 runs `stagger` k-blocks before warpgroup 1 releases any slot
             raise ValueError(f"stagger={knobs.stagger} needs more than {self.ab_stage} A/B stages")
@@ -617,7 +629,37 @@ class Sm90Gemm(GemmEntry):
                 acc.fill(0.0)
                 tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
                 cute.nvgpu.warpgroup.fence()
-                for kt in cutlass.range(n_kt, unroll=1):
+                kt_first = 0  # the runtime-slot loop's first k-block
+                if const_expr(self.static_ring):
+                    # from slot 0, whole passes over the ring: each slot index is a constant, so the
+                    # wgmma descriptors are the stage base plus an immediate; the rest of K below
+                    n_pass = Int32(0)
+                    if read.index == 0:
+                        n_pass = n_kt // self.ab_stage
+                    phase = read.phase
+                    for p in cutlass.range(n_pass, unroll=1):
+                        for s in cutlass.range_constexpr(self.ab_stage):
+                            ab_pipe.consumer_wait(_Slot(s, phase))
+                            for kb in cutlass.range_constexpr(k_blocks):
+                                cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, s)], tCrB[(None, None, kb, s)], acc)
+                            cute.nvgpu.warpgroup.commit_group()
+                            if const_expr(s > 0):
+                                cute.nvgpu.warpgroup.wait_group(1)
+                                ab_pipe.consumer_release(_Slot(s - 1, phase))
+                            else:
+                                if p > 0:  # the previous pass's last slot
+                                    cute.nvgpu.warpgroup.wait_group(1)
+                                    ab_pipe.consumer_release(_Slot(self.ab_stage - 1, phase))
+                            if const_expr(self.stagger > 0):
+                                if cwg == 0:
+                                    if tiles_done == 0:
+                                        if p * self.ab_stage + s == gap_at:
+                                            wg_gap.arrive()
+                        phase = phase ^ 1
+                    kt_first = n_pass * self.ab_stage
+                    read.advance(kt_first)
+                    release.advance(cutlass.max(kt_first - 1, 0))  # the last slot is released below
+                for kt in cutlass.range(kt_first, n_kt, unroll=1):
                     ab_pipe.consumer_wait(read)
                     for kb in cutlass.range_constexpr(k_blocks):
                         blk = (None, None, kb, read.index)
