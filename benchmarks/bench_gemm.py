@@ -143,7 +143,8 @@ def knob_label(kn) -> str:
     read with global loads in the epilogue instead of staged in shared memory), h (the L2 eviction
     hints of the A/B loads and C's stores), v (serpentine bands), f (every other tile's k-blocks
     last to first), d (tanh-gelu from the whole pre-activation with the bias staged unhalved, instead
-    of from half of it), y (whole passes over the A/B ring with constant slot indices)."""
+    of from half of it), j (the runtime-slot main loop only, instead of whole passes over the A/B
+    ring with constant slot indices)."""
     return (
         f"{kn.tile_m}x{kn.tile_n}"
         + (f"x{kn.tile_k}" if kn.tile_k != 64 else "")
@@ -164,19 +165,19 @@ def knob_label(kn) -> str:
         + ("v" if kn.serpentine else "")
         + ("f" if kn.k_flip else "")
         + ("d" if not kn.gelu_half else "")
-        + ("y" if kn.static_ring else "")
+        + ("j" if not kn.static_ring else "")
     )
 
 
 def parse_knob_label(label: str) -> GemmKnobs:
     """The inverse of ``knob_label``: '128x256c21z4e' -> GemmKnobs(128, 256, cga 2x1, swizzle 4, epi_n 64)."""
     m = re.fullmatch(
-        r"(\d+)x(\d+)(?:x(\d+))?c(\d)(\d)(s?)(n?)(?:z(\d+))?(p?)(?:k(\d+))?(?:t(\d+))?(?:g(\d+))?(?:a(\d+))?(?:r(\d+))?(e?)(w?)(l?)(?:h(\d))?(v?)(f?)(d?)(y?)",
+        r"(\d+)x(\d+)(?:x(\d+))?c(\d)(\d)(s?)(n?)(?:z(\d+))?(p?)(?:k(\d+))?(?:t(\d+))?(?:g(\d+))?(?:a(\d+))?(?:r(\d+))?(e?)(w?)(l?)(?:h(\d))?(v?)(f?)(d?)(j?)",
         label,
     )
     if m is None:
         raise ValueError(
-            f"knob label {label!r} does not read as tile x tile [x tile_k] c<M><N>[s][n][z#][p][k#][t#][g#][a#][r#][e][w][l][h#][v][f][d][y]"
+            f"knob label {label!r} does not read as tile x tile [x tile_k] c<M><N>[s][n][z#][p][k#][t#][g#][a#][r#][e][w][l][h#][v][f][d][j]"
         )
     tm, tn, tk, cm, cn, swap, ras, swz, pp, sk, ts, g, st, r, e, w, gl, h, sv, kf, gh, sr = m.groups()
     return GemmKnobs(
@@ -201,7 +202,7 @@ def parse_knob_label(label: str) -> GemmKnobs:
         serpentine=bool(sv),
         k_flip=bool(kf),
         gelu_half=not gh,
-        static_ring=bool(sr),
+        static_ring=not sr,
     )
 
 

@@ -454,13 +454,14 @@ def gelu_half_cases():
 
 
 def static_ring_cases():
-    """Whole passes over the A/B ring with constant slot indices (GemmKnobs.static_ring,
-    kernel-only). The long-K rule: K a whole number of passes (every tile takes the static loop),
-    K = 4104 ragged twice (65 k-blocks: the first tile runs 16 passes and one runtime k-block, the
+    """Whole passes over the A/B ring with constant slot indices (GemmKnobs.static_ring, on by
+    default; every other case runs it too where a tile starts at slot 0). The long-K rule: K a
+    whole number of passes (every tile takes the static loop), K = 4104 ragged twice (65 k-blocks: the first tile runs 16 passes and one runtime k-block, the
     next tiles start off slot 0 until the ring comes round again), K below one pass (never static),
     fp16 batched with a residual, every epilogue piece + aux, 8192^3; lockstep 128x256; ping-pong
     (each warpgroup skips the other's k-blocks); one consumer warpgroup (64-row tiles); split-K and
-    a split tail (slices of different lengths); 32-deep k-blocks (8 stages)."""
+    a split tail (slices of different lengths); 32-deep k-blocks (8 stages); and the runtime-slot
+    loop alone (static_ring=False), ragged twice."""
     gt = "gelu_approx_tanh"
     rule = GemmKnobs(
         tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True, static_ring=True
@@ -495,6 +496,10 @@ def static_ring_cases():
         dict(
             m=2900, n=3000, k=4104, bias=True, act=gt, vec="bf16",
             knobs=GemmKnobs(tile_m=128, tile_n=256, tile_k=32, cga_m=2, swizzle=8, stagger=2, static_ring=True),
+        ),
+        dict(
+            m=2900, n=3000, k=4104, bias=True, act=gt, vec="bf16", reps=2,
+            knobs=dataclasses.replace(rule, static_ring=False),
         ),
     ]  # fmt: skip
 
