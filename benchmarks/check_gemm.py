@@ -449,7 +449,15 @@ def gelu_half_cases():
         dict(m=8192, n=8192, k=8192, knobs=half, bias=True, act=gt, vec="bf16"),
         dict(m=1000, n=1048, k=520, knobs=half, bias=True, residual=True, act=gt),
         _all_pieces(half, gt),
-        dict(m=2900, n=3000, k=4104, knobs=dataclasses.replace(half, gelu_half=False), bias=True, act=gt, reps=2),
+        dict(
+            m=2900,
+            n=3000,
+            k=4104,
+            knobs=dataclasses.replace(half, gelu_half=False),
+            bias=True,
+            act=gt,
+            reps=2,
+        ),
     ]
 
 

@@ -641,7 +641,9 @@ class Sm90Gemm(GemmEntry):
                         for s in cutlass.range_constexpr(self.ab_stage):
                             ab_pipe.consumer_wait(_Slot(s, phase))
                             for kb in cutlass.range_constexpr(k_blocks):
-                                cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, s)], tCrB[(None, None, kb, s)], acc)
+                                cute.gemm(
+                                    tiled_mma, acc, tCrA[(None, None, kb, s)], tCrB[(None, None, kb, s)], acc
+                                )
                             cute.nvgpu.warpgroup.commit_group()
                             if const_expr(s > 0):
                                 cute.nvgpu.warpgroup.wait_group(1)
