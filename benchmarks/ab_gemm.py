@@ -25,9 +25,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from bench_gemm import anchor_calls, make_call, parse_knob_label, rotated, tflops
+from bench_gemm import anchor_calls, make_call, rotated, tflops
 
 from pygraph_gemm.kernels.config import EpilogueSpec, dtype_name
+from pygraph_gemm.knob_labels import parse_knob_label
 
 EPILOGUES = {"plain": EpilogueSpec(), "bias+gelu": EpilogueSpec(bias=True, activation="gelu_approx_tanh")}
 
@@ -101,7 +102,7 @@ def quartiles(xs: list[float]) -> tuple[float, float, float]:
 def column_parser(rounds: int) -> argparse.ArgumentParser:
     """The arguments that pick the columns (``columns``) and the rounds, shared with energy_gemm.py."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--knobs", required=True, help="comma-separated knob labels (bench_gemm.knob_label)")
+    ap.add_argument("--knobs", required=True, help="comma-separated knob labels (pygraph_gemm.knob_labels)")
     ap.add_argument("--shapes", default="8192x8192x8192", help="comma-separated MxNxK")
     ap.add_argument("--epilogue", default="bias+gelu", choices=sorted(EPILOGUES))
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))

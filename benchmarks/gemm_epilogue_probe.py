@@ -27,15 +27,16 @@ import time
 
 import torch
 import torch.nn.functional as F
-from bench_gemm import anchor_calls, interleaved, make_call, parse_knob_label, tflops
+from bench_gemm import anchor_calls, interleaved, make_call, tflops
 
 from pygraph_gemm.kernels import launch
 from pygraph_gemm.kernels.config import EpilogueSpec
 from pygraph_gemm.kernels.gemm_sm90 import Sm90Gemm
+from pygraph_gemm.knob_labels import parse_knob_label
 
 SHAPES = [(8192, 8192, 8192), (7680, 8448, 8192), (16384, 4096, 4096), (4096, 4096, 4096)]
 # tile x tile, cluster MxN, raster n, swizzle z, split tail t, stagger g, 64-wide epilogue sub-tiles e
-# (bench_gemm.knob_label). Earlier probes compared raster/swizzle/tile shapes and the swizzles that
+# (pygraph_gemm.knob_labels). Earlier probes compared raster/swizzle/tile shapes and the swizzles that
 # cut DRAM traffic; this set compares lockstep with 3 A/B stages (4-slot store ring), with 4 stages (3- and
 # 2-slot rings, r3/r2) and the staggered warpgroups (g2, 4 stages), NOTES.md v9-v10.
 KNOBS = "128x256c21z8,128x256c21z8r3,128x256c21z8r2,128x256c21z8g2"
@@ -82,7 +83,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--shapes", default=None, help="comma-separated indices into SHAPES")
-    ap.add_argument("--knobs", default=KNOBS, help="comma-separated knob labels (bench_gemm.knob_label)")
+    ap.add_argument("--knobs", default=KNOBS, help="comma-separated knob labels (pygraph_gemm.knob_labels)")
     ap.add_argument("--epilogues", default=",".join(EPILOGUES), help=f"comma-separated of {list(EPILOGUES)}")
     ap.add_argument(
         "--skip",

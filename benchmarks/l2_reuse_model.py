@@ -6,7 +6,7 @@ The resident clusters run their i-th work units together (one round), k-block by
 lockstep; each k-block a cluster reads its A rows and B columns of that k-block (one chunk each,
 multicast inside the cluster), and each finished unit writes its C tile through L2. The L2 is one
 LRU pool of ``--l2-mb``. Printed per schedule variant (the knob-label suffixes of
-`bench_gemm.knob_label`: v serpentine bands, f every other tile's k-blocks last to first, n the
+`pygraph_gemm.knob_labels`: v serpentine bands, f every other tile's k-blocks last to first, n the
 raster along N): DRAM bytes read per launch, and the share of the operand reads that miss. It
 ignores the hardware's real replacement policy, the two L2 halves and the clusters' drift out of
 lockstep, so it ranks schedules; the ncu counter (`dram__bytes_read.sum`,

@@ -13,9 +13,10 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-from bench_gemm import make_call, parse_knob_label
+from bench_gemm import make_call
 
 from pygraph_gemm.kernels.config import EpilogueSpec
+from pygraph_gemm.knob_labels import parse_knob_label
 
 SHAPES = ((2900, 3000, 4104), (8192, 8192, 8192))
 

@@ -17,9 +17,10 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-from bench_gemm import anchor_calls, make_call, parse_knob_label
+from bench_gemm import anchor_calls, make_call
 
 from pygraph_gemm.kernels.config import EpilogueSpec
+from pygraph_gemm.knob_labels import parse_knob_label
 
 m, n, k = (int(x) for x in os.environ.get("PYGRAPH_NCU_SHAPE", "8192x8192x8192").split("x"))
 torch.manual_seed(0)

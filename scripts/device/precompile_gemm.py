@@ -44,7 +44,8 @@ def _bench_splitk_kernels():
 
 def _probe_kernels():
     import gemm_epilogue_probe as probe
-    from bench_gemm import parse_knob_label
+
+    from pygraph_gemm.knob_labels import parse_knob_label
 
     for label in probe.KNOBS.split(","):
         for spec in probe.EPILOGUES.values():
@@ -56,7 +57,7 @@ SETS = {"bench": _bench_gemm_kernels, "splitk": _bench_splitk_kernels, "probe": 
 
 def _labelled_kernels(labels: str, dtypes: str):
     """Each knob label, plain and bias+gelu, in each dtype (what ab_gemm.py and the ncu target build)."""
-    from bench_gemm import parse_knob_label
+    from pygraph_gemm.knob_labels import parse_knob_label
 
     for label in labels.split(","):
         for dn in dtypes.split(","):
@@ -69,7 +70,7 @@ def _labelled_kernels(labels: str, dtypes: str):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=",".join(SETS), help=f"comma-separated of {sorted(SETS)}")
-    ap.add_argument("--labels", default="", help="knob labels (bench_gemm.knob_label) to build as well")
+    ap.add_argument("--labels", default="", help="knob labels (pygraph_gemm.knob_labels) to build as well")
     ap.add_argument("--dtypes", default="bf16,fp16", help="dtypes of the --labels builds")
     args = ap.parse_args(argv)
     if not os.environ.get("PYGRAPH_GEMM_CACHE_DIR"):
