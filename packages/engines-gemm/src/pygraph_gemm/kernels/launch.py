@@ -172,23 +172,21 @@ def _disk_path(key: tuple) -> str | None:
 _SOURCE_DIGEST: str | None = None
 
 
+def kernel_sources() -> list[str]:
+    """Every module of this package, by path: what a compiled kernel may be built from. All of them,
+    so a module added later cannot be left out of the cache key."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return sorted(os.path.join(here, name) for name in os.listdir(here) if name.endswith(".py"))
+
+
 def _source_digest() -> str:
     """Hash of the kernel's own source files: an edited kernel never loads a stale cached object."""
     global _SOURCE_DIGEST
     if _SOURCE_DIGEST is None:
-        here = os.path.dirname(os.path.abspath(__file__))
         digest = hashlib.sha256()
-        for name in (
-            "entry.py",
-            "gemm_sm90.py",
-            "gemm_sm90_split.py",
-            "gemm_sm80.py",
-            "epilogue.py",
-            "config.py",
-            "launch.py",
-            "tile_schedule.py",
-        ):
-            with open(os.path.join(here, name), "rb") as f:
+        for path in kernel_sources():
+            digest.update(os.path.basename(path).encode())
+            with open(path, "rb") as f:
                 digest.update(f.read())
         _SOURCE_DIGEST = digest.hexdigest()
     return _SOURCE_DIGEST
