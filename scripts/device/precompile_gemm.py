@@ -1,6 +1,6 @@
 """Compile the SM90 GEMM kernels the device benchmarks use, on any machine (no GPU needed).
 
-    PYGRAPH_GEMM_CACHE_DIR=.gemmcache python scripts/device/precompile_gemm.py [--only splitk,bench]
+    PYGRAPH_GEMM_CACHE_DIR=.gemmcache python scripts/device/precompile_gemm.py [--only splitk,bench,check]
 
 CuTe DSL compiles for sm_90a without a device; the disk cache (keyed by the kernel source's digest,
 see pygraph_gemm.kernels.launch) then travels with the working tree, so device time goes to running
@@ -52,7 +52,44 @@ def _probe_kernels():
             yield parse_knob_label(label), spec, "bf16", 8192, 8192, 8192
 
 
-SETS = {"bench": _bench_gemm_kernels, "splitk": _bench_splitk_kernels, "probe": _probe_kernels}
+def _check_kernels():
+    """Every case of benchmarks/check_gemm.py (the sm90 suite runs them all), in its own layout:
+    operand and output majors, batch broadcasts, dtypes and epilogue."""
+    import check_gemm
+
+    for c in check_gemm.cases():
+        m, n, k, batches = c["m"], c["n"], c["k"], c.get("l", 1)
+        dt, out = c.get("dt", "bf16"), c.get("out", "bf16")
+        spec = EpilogueSpec(
+            bias=c.get("bias", False),
+            row_scale=c.get("row_scale", False),
+            col_scale=c.get("col_scale", False),
+            residual=c.get("residual", False),
+            activation=c.get("act", "none"),
+            aux_out=c.get("aux", False),
+            vec_dtype=c.get("vec", "fp32"),
+            residual_dtype=dt,
+            aux_dtype=dt,
+        )
+        # (batch, row, column) strides; a broadcast operand has batch stride 0
+        a = (0 if c.get("a_bc") else m * k,) + ((1, m) if c.get("a_col") else (k, 1))
+        b = (0 if c.get("b_bc") else k * n,) + ((n, 1) if c.get("b_col") else (1, k))
+        cst = (m * n,) + ((1, m) if c.get("c_col") else (n, 1))
+        yield c.get("knobs") or check_gemm.GemmKnobs(), spec, dt, out, a, b, cst, m, n, k, batches
+
+
+def _row_major(kernels):
+    """A (M, K) row-major, B the transpose of an (N, K) row-major weight, C (M, N) row-major."""
+    for kn, spec, dn, m, n, k in kernels:
+        yield kn, spec, dn, dn, (0, k, 1), (0, 1, k), (0, n, 1), m, n, k, 1
+
+
+SETS = {
+    "bench": lambda: _row_major(_bench_gemm_kernels()),
+    "splitk": lambda: _row_major(_bench_splitk_kernels()),
+    "probe": lambda: _row_major(_probe_kernels()),
+    "check": _check_kernels,
+}
 
 
 def _labelled_kernels(labels: str, dtypes: str):
@@ -79,17 +116,18 @@ def main(argv=None) -> int:
     seen, t0 = set(), time.time()
     sets = [SETS[name]() for name in args.only.split(",") if name]
     if args.labels:
-        sets.append(_labelled_kernels(args.labels, args.dtypes))
+        sets.append(_row_major(_labelled_kernels(args.labels, args.dtypes)))
     for kernels in sets:
-        for kn, spec, dn, m, n, k in kernels:
-            # A (M, K) row-major, B the transpose of an (N, K) row-major weight, C (M, N) row-major
-            key = (kn, spec, dn)
+        for plan_args in kernels:
+            kn, spec, dn, out, a, b, c = plan_args[:7]
+            # one kernel per static layout: majors (unit strides) and broadcasts (zero batch strides)
+            key = (kn, spec, dn, out, tuple(x == 1 for x in a + b + c), a[0] == 0, b[0] == 0)
             if key in seen:
                 continue
             seen.add(key)
             t = time.time()
             try:
-                Plan(kn, spec, dn, dn, (0, k, 1), (0, 1, k), (0, n, 1), m, n, k, 1)
+                Plan(*plan_args)
                 status = "ok"
             except Exception as exc:  # a knob set the kernel declines is reported, not fatal
                 status = f"{type(exc).__name__}: {str(exc)[:120]}"
