@@ -117,7 +117,7 @@ class Sm80Gemm(GemmEntry):
 
     # ------------------------------------------------------------------ host side (traced once)
     def _tensors(self, a_ptr, b_ptr, c_ptr, m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs):
-        """Global views in the kernel frame (as ``Sm90Gemm._tensors``); the A/B strides carry the
+        """Global views in the kernel frame (as ``Sm90Host._tensors``); the A/B strides carry the
         16-byte divisibility that ``config.can_implement`` guarantees, so cp.async can vectorize."""
         lay, d = self.lay, self.align_el
         la = 1 if lay.a_bcast else l
