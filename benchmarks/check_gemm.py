@@ -18,7 +18,7 @@ import traceback
 import torch
 import torch.nn.functional as F
 
-from pygraph_gemm.kernels.config import GemmKnobs
+from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs
 from pygraph_gemm.kernels.launch import gemm
 
 TOL = {torch.bfloat16: 1e-2, torch.float16: 5e-3, torch.float32: 2e-3}
@@ -120,6 +120,29 @@ def run_case(
         x3 = x if x.dim() == 3 else x[None]
         xerr = _relerr(x3, pre)
     return err, TOL[odt], xerr
+
+
+def plan_args(case: dict) -> tuple:
+    """The kernel `run_case` builds for ``case``, as `launch.Plan`'s arguments (what compiling it
+    ahead takes): knobs, epilogue, dtypes, the operands' (batch, row, column) strides in the layout
+    run_case gives them (a broadcast operand has batch stride 0), and the sizes."""
+    m, n, k, batches = case["m"], case["n"], case["k"], case.get("l", 1)
+    dt, out = case.get("dt", "bf16"), case.get("out", "bf16")
+    spec = EpilogueSpec(
+        bias=case.get("bias", False),
+        row_scale=case.get("row_scale", False),
+        col_scale=case.get("col_scale", False),
+        residual=case.get("residual", False),
+        activation=case.get("act", "none"),
+        aux_out=case.get("aux", False),
+        vec_dtype=case.get("vec", "fp32"),
+        residual_dtype=dt,
+        aux_dtype=dt,
+    )
+    a = (0 if case.get("a_bc") else m * k,) + ((1, m) if case.get("a_col") else (k, 1))
+    b = (0 if case.get("b_bc") else k * n,) + ((n, 1) if case.get("b_col") else (1, k))
+    c = (m * n,) + ((1, m) if case.get("c_col") else (n, 1))
+    return case.get("knobs") or GemmKnobs(), spec, dt, out, a, b, c, m, n, k, batches
 
 
 def reference(
@@ -471,9 +494,7 @@ def static_ring_cases():
     a split tail (slices of different lengths); 32-deep k-blocks (8 stages); and the runtime-slot
     loop alone (static_ring=False), ragged twice."""
     gt = "gelu_approx_tanh"
-    rule = GemmKnobs(
-        tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True, static_ring=True
-    )
+    rule = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True)
     return [
         dict(m=2900, n=3000, k=4104, knobs=rule, bias=True, act=gt, vec="bf16", reps=2),
         dict(m=2900, n=3000, k=1024, knobs=rule, bias=True, act=gt, vec="bf16"),
@@ -483,27 +504,27 @@ def static_ring_cases():
         dict(m=8192, n=8192, k=8192, knobs=rule, bias=True, act=gt, vec="bf16"),
         dict(
             m=2900, n=3000, k=4104, bias=True, act=gt, reps=2,
-            knobs=GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, static_ring=True),
+            knobs=GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8),
         ),
         dict(
             m=1000, n=1048, k=1288, bias=True, act=gt, reps=2,
-            knobs=GemmKnobs(tile_m=128, tile_n=128, cga_m=2, swizzle=8, pingpong=True, static_ring=True),
+            knobs=GemmKnobs(tile_m=128, tile_n=128, cga_m=2, swizzle=8, pingpong=True),
         ),
         dict(
             m=1000, n=1048, k=1032, l=2, bias=True, act="relu",
-            knobs=GemmKnobs(tile_m=64, tile_n=256, static_ring=True),
+            knobs=GemmKnobs(tile_m=64, tile_n=256),
         ),
         dict(
             m=128, n=4096, k=4104, bias=True, act=gt, reps=2,
-            knobs=GemmKnobs(tile_m=128, tile_n=64, split_k=3, static_ring=True),
+            knobs=GemmKnobs(tile_m=128, tile_n=64, split_k=3),
         ),
         dict(
             m=2900, n=3000, k=4104, bias=True, act=gt,
-            knobs=GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, tail_split=4, static_ring=True),
+            knobs=GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, tail_split=4),
         ),
         dict(
             m=2900, n=3000, k=4104, bias=True, act=gt, vec="bf16",
-            knobs=GemmKnobs(tile_m=128, tile_n=256, tile_k=32, cga_m=2, swizzle=8, stagger=2, static_ring=True),
+            knobs=GemmKnobs(tile_m=128, tile_n=256, tile_k=32, cga_m=2, swizzle=8, stagger=2),
         ),
         dict(
             m=2900, n=3000, k=4104, bias=True, act=gt, vec="bf16", reps=2,

@@ -53,29 +53,10 @@ def _probe_kernels():
 
 
 def _check_kernels():
-    """Every case of benchmarks/check_gemm.py (the sm90 suite runs them all), in its own layout:
-    operand and output majors, batch broadcasts, dtypes and epilogue."""
+    """Every case of benchmarks/check_gemm.py (the sm90 suite runs them all), in its own layout."""
     import check_gemm
 
-    for c in check_gemm.cases():
-        m, n, k, batches = c["m"], c["n"], c["k"], c.get("l", 1)
-        dt, out = c.get("dt", "bf16"), c.get("out", "bf16")
-        spec = EpilogueSpec(
-            bias=c.get("bias", False),
-            row_scale=c.get("row_scale", False),
-            col_scale=c.get("col_scale", False),
-            residual=c.get("residual", False),
-            activation=c.get("act", "none"),
-            aux_out=c.get("aux", False),
-            vec_dtype=c.get("vec", "fp32"),
-            residual_dtype=dt,
-            aux_dtype=dt,
-        )
-        # (batch, row, column) strides; a broadcast operand has batch stride 0
-        a = (0 if c.get("a_bc") else m * k,) + ((1, m) if c.get("a_col") else (k, 1))
-        b = (0 if c.get("b_bc") else k * n,) + ((n, 1) if c.get("b_col") else (1, k))
-        cst = (m * n,) + ((1, m) if c.get("c_col") else (n, 1))
-        yield c.get("knobs") or check_gemm.GemmKnobs(), spec, dt, out, a, b, cst, m, n, k, batches
+    return map(check_gemm.plan_args, check_gemm.cases())
 
 
 def _row_major(kernels):
