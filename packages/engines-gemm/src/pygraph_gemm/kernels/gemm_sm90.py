@@ -24,8 +24,6 @@ configuration and the device kernel; the host side that builds the TMA atoms and
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
@@ -47,16 +45,10 @@ from .config import (
 )
 from .epilogue import activate, apply_affine
 from .gemm_sm90_host import Sm90Host
+from .mainloop import run_k_blocks
 from .tile_schedule import cta_tile, cta_work
 
 _DT = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16, "fp32": cutlass.Float32}
-
-
-class _Slot(NamedTuple):
-    """A ring position with a compile-time slot index, for the pipeline's wait and release."""
-
-    index: int
-    phase: Int32
 
 
 class Sm90Gemm(Sm90Host):
@@ -322,6 +314,7 @@ class Sm90Gemm(Sm90Host):
             epi_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=self.epi_threads)
             if const_expr(self.pingpong or self.stagger > 0):
                 epi_barrier = pipeline.NamedBarrier(barrier_id=1 + cwg, num_threads=self.epi_threads)
+            wg_gap = None
             if const_expr(self.stagger > 0):
                 # warpgroup 1 starts once warpgroup 0 has issued its first `stagger` k-blocks
                 wg_gap = pipeline.NamedBarrier(barrier_id=5, num_threads=256)
@@ -342,7 +335,6 @@ class Sm90Gemm(Sm90Host):
             tCgC = thr_mma.partition_C(gC)
             acc = cute.make_rmem_tensor(tCgC.shape[:3], self.acc_dtype)
             tCcC = thr_mma.partition_C(cute.make_identity_tensor(tile_mn))
-            k_blocks = cute.size(tCrA, mode=[2])
 
             # register -> smem copies for the epilogue (stmatrix for 16-bit outputs)
             stm_atom = cute.make_copy_atom(
@@ -434,58 +426,23 @@ class Sm90Gemm(Sm90Host):
                 acc.fill(0.0)
                 tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
                 cute.nvgpu.warpgroup.fence()
-                kt_first = 0  # the runtime-slot loop's first k-block
-                if const_expr(self.static_ring):
-                    # from slot 0, whole passes over the ring: each slot index is a constant, so the
-                    # wgmma descriptors are the stage base plus an immediate; the rest of K below
-                    n_pass = Int32(0)
-                    if read.index == 0:
-                        n_pass = n_kt // self.ab_stage
-                    phase = read.phase
-                    for p in cutlass.range(n_pass, unroll=1):
-                        for s in cutlass.range_constexpr(self.ab_stage):
-                            ab_pipe.consumer_wait(_Slot(s, phase))
-                            for kb in cutlass.range_constexpr(k_blocks):
-                                cute.gemm(
-                                    tiled_mma, acc, tCrA[(None, None, kb, s)], tCrB[(None, None, kb, s)], acc
-                                )
-                            cute.nvgpu.warpgroup.commit_group()
-                            if const_expr(s > 0):
-                                cute.nvgpu.warpgroup.wait_group(1)
-                                ab_pipe.consumer_release(_Slot(s - 1, phase))
-                            else:
-                                if p > 0:  # the previous pass's last slot
-                                    cute.nvgpu.warpgroup.wait_group(1)
-                                    ab_pipe.consumer_release(_Slot(self.ab_stage - 1, phase))
-                            if const_expr(self.stagger > 0):
-                                if cwg == 0:
-                                    if tiles_done == 0:
-                                        if p * self.ab_stage + s == gap_at:
-                                            wg_gap.arrive()
-                        phase = phase ^ 1
-                    kt_first = n_pass * self.ab_stage
-                    read.advance(kt_first)
-                    release.advance(cutlass.max(kt_first - 1, 0))  # the last slot is released below
-                for kt in cutlass.range(kt_first, n_kt, unroll=1):
-                    ab_pipe.consumer_wait(read)
-                    for kb in cutlass.range_constexpr(k_blocks):
-                        blk = (None, None, kb, read.index)
-                        cute.gemm(tiled_mma, acc, tCrA[blk], tCrB[blk], acc)
-                    cute.nvgpu.warpgroup.commit_group()
-                    read.advance()
-                    if const_expr(self.knobs.wait_all):
-                        cute.nvgpu.warpgroup.wait_group(0)
-                        ab_pipe.consumer_release(release)
-                        release.advance()
-                    elif kt > 0:
-                        cute.nvgpu.warpgroup.wait_group(1)
-                        ab_pipe.consumer_release(release)
-                        release.advance()
-                    if const_expr(self.stagger > 0):
-                        if cwg == 0:
-                            if tiles_done == 0:
-                                if kt == gap_at:
-                                    wg_gap.arrive()
+                read, release = run_k_blocks(
+                    ab_pipe,
+                    tiled_mma,
+                    acc,
+                    tCrA,
+                    tCrB,
+                    read,
+                    release,
+                    n_kt,
+                    self.ab_stage,
+                    self.static_ring,
+                    self.knobs.wait_all,
+                    wg_gap,
+                    cwg,
+                    tiles_done,
+                    gap_at,
+                )
                 if const_expr(self.pingpong):
                     # every wgmma of this tile is issued: the tensor cores pass to the other warpgroup
                     # if the CTA has a next tile (then it is theirs, and so are its k-blocks)
