@@ -15,25 +15,61 @@ part a column that draws more power borrows headroom from the columns around it.
 as they run in a long job, give every column about a second per round (``--reps 600`` at 8192^3;
 scripts/device/floor_gemm.sh). Ping-pong 128x128 read 1-4% ahead of the cooperative 128x256 in
 bursts and 2-5% behind it sustained (kernels/NOTES.md v11).
+
+A refactor that changes the SASS (not the math) is timed against the kernels it replaces in the same
+process: ``--tree-b DIR`` loads another copy of the ``pygraph_gemm/kernels`` package (e.g. ``git
+archive main packages/engines-gemm/src/pygraph_gemm/kernels | tar -x``), and a label ending in
+``@b`` is built from it (scripts/device/ab_trees.sh).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
+import os
 import statistics
+import sys
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from bench_gemm import anchor_calls, make_call, rotated, tflops
+from bench_gemm import Plan, anchor_calls, make_call, rotated, tflops
 
 from pygraph_gemm.kernels.config import EpilogueSpec, dtype_name
 from pygraph_gemm.knob_labels import parse_knob_label
 
 EPILOGUES = {"plain": EpilogueSpec(), "bias+gelu": EpilogueSpec(bias=True, activation="gelu_approx_tanh")}
+TREE_B = "@b"  # label suffix: the kernel of the --tree-b sources
 
 
-def columns(m: int, n: int, k: int, labels: list[str], epilogue: str, dtype) -> dict:
+def load_tree_b(kernels_dir: str):
+    """``kernels_dir`` (another copy of pygraph_gemm/kernels) imported as ``pygraph_gemm.kernels_b``:
+    its modules import each other relatively and hash their own files into the cache key, so both
+    trees' kernels live in one process and one cache. Returns its Plan class."""
+    init = os.path.join(kernels_dir, "__init__.py")
+    if not os.path.isfile(init):
+        raise FileNotFoundError(
+            f"--tree-b {kernels_dir!r}: no __init__.py (want a pygraph_gemm/kernels copy)"
+        )
+    name = "pygraph_gemm.kernels_b"
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[kernels_dir])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return importlib.import_module(f"{name}.launch").Plan
+
+
+def plan_for(label: str, plan_b) -> tuple[Any, str]:
+    """The Plan class that builds ``label`` and the label without its tree suffix."""
+    if not label.endswith(TREE_B):
+        return Plan, label
+    if plan_b is None:
+        raise ValueError(f"knob label {label!r} names the second tree: pass --tree-b")
+    return plan_b, label[: -len(TREE_B)]
+
+
+def columns(m: int, n: int, k: int, labels: list[str], epilogue: str, dtype, plan_b=None) -> dict:
     torch.manual_seed(0)
     a = torch.randn(m, k, device="cuda", dtype=dtype)
     b = torch.randn(n, k, device="cuda", dtype=dtype).t()  # B = W^T, W row-major (N, K)
@@ -42,7 +78,10 @@ def columns(m: int, n: int, k: int, labels: list[str], epilogue: str, dtype) -> 
     spec = EPILOGUES[epilogue]
     if spec.bias:  # the bias in the operands' dtype
         spec = EpilogueSpec(bias=True, activation=spec.activation, vec_dtype=dtype_name(dtype))
-    cols = {label: make_call(parse_knob_label(label), spec, a, b, c, bias) for label in labels}
+    cols = {}
+    for label in labels:
+        plan_cls, knobs = plan_for(label, plan_b)
+        cols[label] = make_call(parse_knob_label(knobs), spec, a, b, c, bias, plan_cls=plan_cls)
     anchors = anchor_calls(a, b, bias, c)
     if epilogue == "plain":
         cols["cublas mm"] = anchors["mm"]
@@ -116,13 +155,15 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--flush", action="store_true", help="time each launch alone from a cold L2 (do_bench's way)"
     )
+    ap.add_argument("--tree-b", help="another pygraph_gemm/kernels copy: labels ending in @b build from it")
     args = ap.parse_args(argv)
+    plan_b = load_tree_b(args.tree_b) if args.tree_b else None
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     labels = args.knobs.split(",")
     flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda") if args.flush else None
     for shape in args.shapes.split(","):
         m, n, k = (int(x) for x in shape.split("x"))
-        cols = columns(m, n, k, labels, args.epilogue, dtype)
+        cols = columns(m, n, k, labels, args.epilogue, dtype, plan_b)
         names = list(cols)
         for _ in range(3):  # warm the clocks
             time_round(cols, names, args.reps, flush)

@@ -87,13 +87,14 @@ def anchor_calls(a, b, bias, c) -> dict:
     }
 
 
-def make_call(knobs, spec, a, b, c, bias, workspace=None):
+def make_call(knobs, spec, a, b, c, bias, workspace=None, plan_cls=Plan):
     """The kernel called directly on 2-D operands. ``workspace`` (split-K only): a caller-owned
-    buffer for the fp32 partials; None: the plan's own. Semaphores: the stream's engine-owned ones."""
+    buffer for the fp32 partials; None: the plan's own. Semaphores: the stream's engine-owned ones.
+    ``plan_cls``: another source tree's Plan (ab_gemm.py --tree-b)."""
     st = lambda t: (0, t.stride(0), t.stride(1))  # noqa: E731
     m, k = a.shape
     n = b.shape[1]
-    plan = Plan(knobs, spec, a.dtype, c.dtype, st(a), st(b), st(c), m, n, k, 1)
+    plan = plan_cls(knobs, spec, a.dtype, c.dtype, st(a), st(b), st(c), m, n, k, 1)
     args = (
         a.data_ptr(),
         b.data_ptr(),

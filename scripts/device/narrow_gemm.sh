@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The narrow row (M = 128, issue 5's 128x4096x4096) as bench_gemm.py times it: every launch from a
+# cold L2, paired rounds of the knob sets and cuBLAS's columns (benchmarks/ab_gemm.py --flush).
+#   source /tmp/site/env.sh && KNOBS=128x64c11k2,128x64c12k2 bash scripts/device/narrow_gemm.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/device/env.sh
+KNOBS=${KNOBS:-128x64c11k2}
+SHAPES=${SHAPES:-128x4096x4096}
+for epi in ${EPILOGUES:-bias+gelu plain}; do
+  for dt in ${DTYPES:-fp16 bf16}; do
+    python3 benchmarks/ab_gemm.py --knobs "$KNOBS" --shapes "$SHAPES" --dtype $dt --epilogue $epi --flush \
+      --rounds "${ROUNDS:-31}" >> "$OUTDIR/narrow.log" 2>&1
+  done
+done
+grep -hvE "^\s*$|^device" "$OUTDIR/narrow.log" | sed -E 's/ +/ /g' | cut -c1-110
