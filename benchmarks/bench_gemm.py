@@ -53,11 +53,10 @@ def candidates(m, n, k):
         ]
     if m <= 256:
         return [
-            GemmKnobs(tile_m=128, tile_n=64, split_k=2),  # what the heuristics name first at M=128
+            GemmKnobs(tile_m=64, tile_n=64, cga_m=2),  # what the heuristics name first at M=128
+            GemmKnobs(tile_m=128, tile_n=64, split_k=2),  # named before the thirteenth session
+            GemmKnobs(tile_m=128, tile_n=64),
             GemmKnobs(tile_m=64, tile_n=64),
-            GemmKnobs(tile_m=64, tile_n=64, cga_m=2, cga_n=2),
-            GemmKnobs(tile_m=128, tile_n=32, cga_n=4),
-            GemmKnobs(tile_m=64, tile_n=64, cga_n=4),
         ]
     return [
         # what the heuristics name for K > 1024, then the same without the L2 order (NOTES v19)

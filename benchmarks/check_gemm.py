@@ -256,7 +256,24 @@ def cases(quick: bool = False):
         + reuse_order_cases()
         + gelu_half_cases()
         + static_ring_cases()
+        + narrow_cluster_cases()
     )
+
+
+def narrow_cluster_cases():
+    """64x64 tiles in a 2x1 cluster (B multicast to the two row tiles), the narrow rule: the
+    128x4096x4096 row; ragged M and K (a partial second row tile) in fp16; a single row tile (the
+    cluster's second CTA past M) with fp32 output; batched with a residual and B column-major;
+    every epilogue piece + aux with A column-major."""
+    gt = "gelu_approx_tanh"
+    narrow = GemmKnobs(tile_m=64, tile_n=64, cga_m=2)
+    return [
+        dict(m=128, n=4096, k=4096, knobs=narrow, bias=True, act=gt, vec="bf16", reps=2),
+        dict(m=100, n=4096, k=4104, knobs=narrow, bias=True, act=gt, dt="fp16", out="fp16", vec="fp16"),
+        dict(m=40, n=1000, k=1032, knobs=narrow, bias=True, act="relu", out="fp32"),
+        dict(m=256, n=3000, k=520, l=2, knobs=narrow, residual=True, b_col=True),
+        _all_pieces(narrow, "gelu", a_col=True),
+    ]
 
 
 def warpgroup_view_cases():

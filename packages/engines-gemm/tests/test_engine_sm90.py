@@ -109,7 +109,7 @@ CASES = [
     ),
     (136, 248, 136, (2,), dt.HALF, dt.HALF, True, True, ("residual",), "sigmoid", True),
     (512, 512, 512, (), dt.BFLOAT16, dt.BFLOAT16, False, False, ("bias",), "tanh", False),
-    # narrow M with B column-major and an epilogue: the rule names split-K 2 (needs a workspace)
+    # narrow M with B column-major and an epilogue: the rule names 64x64 tiles in a 2x1 cluster
     (128, 4096, 4096, (), dt.BFLOAT16, dt.BFLOAT16, False, True, ("bias",), "gelu_approx_tanh", False),
     (64, 1000, 1000, (), dt.HALF, dt.HALF, False, True, ("bias",), "relu", True),
     # large with short K: the rule names 128x128 ping-pong (ragged tiles, residual and aux)

@@ -115,9 +115,25 @@ def test_engine_declines_fp32_inputs_with_the_reason():
     ("m", "n", "k", "bucket", "first"),
     [
         (16, 4096, 128, "skinny", {"SWAP_AB": True, "TILE_M": 64, "TILE_N": 16}),
-        (128, 4096, 4096, "narrow", {"SWAP_AB": False, "TILE_M": 128, "TILE_N": 64, "SPLIT_K": 2}),
-        (128, 4096, 2048, "narrow", {"TILE_M": 128, "TILE_N": 64, "SPLIT_K": 1}),  # K below 4096: no split
-        (256, 256, 128, "narrow", {"TILE_M": 128, "TILE_N": 64, "SPLIT_K": 1}),
+        # narrow: 64x64 tiles in a 2x1 cluster while they fit one wave of 132 SMs, never split
+        (
+            128,
+            4096,
+            4096,
+            "narrow",
+            {"SWAP_AB": False, "TILE_M": 64, "TILE_N": 64, "TILE_CGA_M": 2, "SPLIT_K": 1},
+        ),
+        (128, 4096, 1024, "narrow", {"TILE_M": 64, "TILE_N": 64, "TILE_CGA_M": 2, "SPLIT_K": 1}),
+        (256, 256, 128, "narrow", {"TILE_M": 64, "TILE_N": 64, "TILE_CGA_M": 2}),
+        (64, 4096, 4096, "narrow", {"TILE_M": 64, "TILE_N": 64, "TILE_CGA_M": 1}),  # one row tile
+        (
+            256,
+            4096,
+            4096,
+            "narrow",
+            {"TILE_M": 128, "TILE_N": 64, "TILE_CGA_M": 1, "SPLIT_K": 1},
+        ),  # 256 tiles
+        (128, 14336, 4096, "narrow", {"TILE_M": 128, "TILE_N": 64, "TILE_CGA_M": 1, "SPLIT_K": 1}),
         (512, 512, 128, "small", {"SWAP_AB": False, "TILE_N": 128, "TILE_CGA_M": 1, "SERPENTINE": False}),
         (
             4096,
@@ -197,15 +213,22 @@ def test_a_row_stride_breaking_tma_alignment_is_a_decline_at_check_support():
         g.create_execution_plans([heur_mode.A])
 
 
-def test_the_backend_leads_the_cells_where_it_was_timed_faster():
+def test_the_backend_leads_the_cells_where_it_was_timed_faster(monkeypatch):
+    from pygraph.engines.base import PlanConfig
+    from pygraph_gemm import heuristics
+
     g, c = _graph(m=128, n=4096, k=4096, b_col_major=True)
     c.set_output(True)
-    from pygraph.engines.base import PlanConfig
-
     backend = [PlanConfig(-1), PlanConfig(7, {}, 0, heur_mode.A)]
+    # The narrow plain cell was measured ours-first with 64x64 tiles in a 2x1 cluster (227-228 vs
+    # cuBLAS's 226 TFLOP/s): ours leads it now.
+    plans = recommend([heur_mode.A], analyze(g), {"gemm_sm90": 20400}, backend)
+    assert plans[0].engine_id == 20400
+    # A cell in the table puts the backend's plans first.
+    monkeypatch.setattr(heuristics, "_BACKEND_LEADS", frozenset({("bf16", "kk", "narrow", "plain")}))
     plans = recommend([heur_mode.A], analyze(g), {"gemm_sm90": 20400}, backend)
     assert [p.engine_id for p in plans[:3]] == [-1, 7, 20400]
-    # Row-major B in the same bucket was never timed: ours keeps the lead.
+    # Row-major B in the same bucket is another cell: ours keeps the lead.
     g2, c2 = _graph(m=128, n=4096, k=4096)
     c2.set_output(True)
     plans = recommend([heur_mode.A], analyze(g2), {"gemm_sm90": 20400}, backend)

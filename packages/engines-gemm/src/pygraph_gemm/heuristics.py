@@ -23,20 +23,15 @@ from pygraph_gemm.support import dtype_short
 __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
 
 # (input dtype, A/B majors, bucket, epilogue) cells where the backend's plan was timed faster than
-# gemm_sm90's on the H200, both through graph.execute() (benchmarks/RESULTS.md, 2026-11-29). Measured
-# layout: A row-major, B column-major ("kk"). narrow = 128x4096x4096: plain, cuDNN 217/224 TFLOP/s
-# (bf16/fp16) vs ours 202/203 with split-K 2 (semaphores zeroed per call); with bias+gelu, cuDNN
-# 192/193 vs ours 196/197: ours leads there. Every other measured cell (large, skinny) had ours
-# ahead or within noise; untimed cells (other layouts, "small") keep the default order, ours first.
-_BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset(
-    {("bf16", "kk", "narrow", "plain"), ("fp16", "kk", "narrow", "plain")}
-)
+# gemm_sm90's on the H200, both through graph.execute() (benchmarks/RESULTS.md). None now: the narrow
+# plain cells (A row-major, B column-major, 128x4096x4096) followed cuDNN while ours ran 128x64 tiles
+# with split-K 2 (202/203 TFLOP/s bf16/fp16 against cuDNN's 217/224, 2026-11-29); with 64x64 tiles in
+# a 2x1 cluster ours reads 227-228 against cuBLAS's 226 in paired cold-L2 rounds (thirteenth
+# session). Untimed cells (other layouts, "small") keep the default order, ours first.
+_BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset()
 
-
-# Narrow shapes split K only from here on (two slices of at least 32 k-blocks of 64). Paired A/B,
-# 128x64 tiles plain bf16, split-K 2 vs none (benchmarks/ab_gemm.py, 21 rounds, H200, 2026-11-29):
-# 128x4096x4096 1.16x; 128x4096x2048 0.95x; 128x4096x1024 0.79x; 256x4096x1024 0.53x; 256x256x128 0.62x.
-SPLIT_K_MIN_K = 4096
+# SMs of the H200 the rules were measured on: a wave of the persistent grid.
+_SMS = 132
 
 
 def shape_bucket(facts: GemmFacts) -> str:
@@ -49,9 +44,33 @@ def shape_bucket(facts: GemmFacts) -> str:
         return "skinny"
     if facts.m <= 256:
         return "narrow"
-    if facts.m * facts.n * batch <= 128 * 256 * 132:
+    if facts.m * facts.n * batch <= 128 * 256 * _SMS:
         return "small"
     return "large"
+
+
+def _narrow_tiles(facts: GemmFacts) -> dict[str, Any]:
+    """M <= 256: the tile that fills one wave of SMs with the fewest A re-reads, K never split.
+
+    Paired cold-L2 rounds (benchmarks/ab_gemm.py --flush via scripts/device/narrow_gemm.sh, H200,
+    thirteenth session; bf16 bias+gelu TFLOP/s, the old rule 128x64 split-K 2 first):
+    - 64x64 tiles, 2x1 cluster (B multicast to both row tiles) while those tiles fit one wave:
+      128x4096x4096 205 -> 224-226 (fp16 and plain alike; cuBLASLt fused 215, cuBLAS mm 226),
+      128x4096x2048 142 -> 175, 128x4096x1024 85 -> 114. 128x64 tiles without the split read 145
+      and 100 there; cuBLAS picks the same shape (nvjet 64x64, 2x1 cluster).
+    - M <= 64 (one row tile: a 2x1 cluster would idle half its CTAs): 64x64 alone, 64x4096x4096
+      81 -> 119 (64x64 2x1 cluster 102).
+    - more 64x64 tiles than SMs: 128x64, no split: 256x4096x4096 275 -> 328 (64x64 cluster 310),
+      128x14336x4096 254 -> 320 (303), 256x8192x2048 230 -> 328 (311), 200x3000x4104 127 -> 139 (138).
+    Split-K lost or tied in every one of these cells; it stays in the domain behind the rule."""
+    batch = 1
+    for d in facts.batch:
+        batch *= d
+    if facts.m <= 64:
+        return {"TILE_M": 64, "TILE_N": 64}
+    if -(-facts.m // 64) * -(-facts.n // 64) * batch <= _SMS:
+        return {"TILE_M": 64, "TILE_N": 64, "TILE_CGA_M": 2}
+    return {"TILE_M": 128, "TILE_N": 64}
 
 
 def tile_rule(facts: GemmFacts) -> dict[str, Any]:
@@ -59,8 +78,8 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
 
     From the kernel's sweeps on the H200 (2026-11-29, kernels/NOTES.md, bf16 and fp16 alike):
     large shapes 128x256 cooperative with a 2x1 cluster, swizzle 8 (v6) and warpgroups 2 k-blocks apart
-    (v10), ping-pong 128x128 when K <= 1024 (v4); M=128 128x64 with split-K 2 when K is long enough
-    (v3, v10); M=16 swapped 64x16 (1.04-1.05x cuBLAS).
+    (v10), ping-pong 128x128 when K <= 1024 (v4); M <= 256 64x64 tiles in a 2x1 cluster while they
+    fit one wave, else 128x64 (`_narrow_tiles`); M=16 swapped 64x16 (1.04-1.05x cuBLAS).
     """
     bucket = shape_bucket(facts)
     base = {
@@ -80,12 +99,7 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     if bucket == "skinny":
         return {**base, "TILE_M": 64, "TILE_N": 16, "SWAP_AB": True}
     if bucket == "narrow":
-        # 128x64 tiles, K in two slices: 189-192 -> 206-212 TFLOP/s at M=128, K=4096 (NOTES.md v3).
-        # Below SPLIT_K_MIN_K the split loses (the fp32 round trip and the reducing CTA's wait cost
-        # more than the second wave of slices buys), and a plan without it needs no workspace.
-        if facts.k < SPLIT_K_MIN_K:
-            return {**base, "TILE_M": 128, "TILE_N": 64}
-        return {**base, "TILE_M": 128, "TILE_N": 64, "SPLIT_K": 2}
+        return {**base, **_narrow_tiles(facts)}
     if bucket == "small":
         return {**base, "TILE_M": 128, "TILE_N": 128}
     if facts.k <= 1024:
