@@ -225,6 +225,30 @@ def test_replay_by_engine_id_and_knobs_runs_another_config():
     assert _rel(y, a.double() @ b.double()) < 1e-2
 
 
+def test_a_split_k_plan_runs_through_the_graph_with_its_workspace():
+    """No rule names split-K since the narrow rule's 64x64 tiles (kernels/NOTES.md v23), so the graph's
+    workspace path is pinned here: the partials go to a poisoned workspace and the second call finds
+    the stream's semaphores ready."""
+    a = _operand((128, 4096), dt.BFLOAT16)
+    b = _operand((4096, 1024), dt.BFLOAT16, col_major=True)
+    side = {"bias": torch.randn(1, 1024, device="cuda")}
+    g, bindings, _pre, out = _build(dt.BFLOAT16, dt.BFLOAT16, a, b, side, "gelu_approx_tanh", False)
+    knobs = {"TILE_M": 128, "TILE_N": 64, "TILEK": 64, "TILE_CGA_M": 1, "TILE_CGA_N": 1, "STAGES": 0,
+             "SWAP_AB": False, "RASTER": "m", "SPLIT_K": 2}  # fmt: skip
+    g.create_execution_plan(20400, knobs)
+    g.build_plans()
+    assert g.get_workspace_size() > 0
+    ws = torch.full((g.get_workspace_size(),), 0xFF, device="cuda", dtype=torch.uint8)
+    _ref_pre, ref = _reference(a, b, side, "gelu_approx_tanh")
+    for _ in range(2):
+        y = torch.full((128, 1024), float("nan"), device="cuda", dtype=torch.bfloat16)
+        bindings[out] = y
+        g.execute(bindings, ws)
+        torch.cuda.synchronize()
+        assert not torch.isnan(y).any()
+        assert _rel(y, ref) < TOL[dt.BFLOAT16]
+
+
 def test_a_plan_built_for_one_size_runs_another_bit_exactly():
     """The per-call path: the plan built for 512x768 runs a 1000x640 problem (same K, layout,
     epilogue and knobs) and writes exactly what the plan built for 1000x640 writes."""
