@@ -213,6 +213,24 @@ def test_a_row_stride_breaking_tma_alignment_is_a_decline_at_check_support():
         g.create_execution_plans([heur_mode.A])
 
 
+@pytest.mark.parametrize(
+    ("m", "n", "batch", "cluster"),
+    [
+        (128, 64 * 66, (), True),  # 132 tiles of 64x64: 66 pairs, one wave
+        (128, 64 * 66 + 1, (), False),  # 134 tiles: 128x64 instead
+        (128, 1024, (4,), True),  # the batch counts: 2 x 16 x 4 = 128 tiles
+        (128, 1024, (5,), False),  # 160
+        (65, 4096, (), True),  # two row tiles, the second of one row
+    ],
+)
+def test_narrow_rule_names_the_2x1_cluster_while_its_tiles_fit_one_wave(m, n, batch, cluster):
+    g, c = _graph(m=m, n=n, k=1024, batch=batch)
+    c.set_output(True)
+    rule = tile_rule(analyze(g))
+    want = (64, 64, 2) if cluster else (128, 64, 1)
+    assert (rule["TILE_M"], rule["TILE_N"], rule["TILE_CGA_M"], rule["SPLIT_K"]) == (*want, 1)
+
+
 def test_the_backend_leads_the_cells_where_it_was_timed_faster(monkeypatch):
     from pygraph.engines.base import PlanConfig
     from pygraph_gemm import heuristics

@@ -18,6 +18,7 @@ from pygraph.ir.dtypes import heur_mode
 from pygraph_gemm.analyzer import GemmFacts
 from pygraph_gemm.engine_sm80 import KNOB_DOMAINS as SM80_KNOB_DOMAINS
 from pygraph_gemm.engine_sm90 import KNOB_DOMAINS, knobs_from_config
+from pygraph_gemm.kernels.config import RESIDENT_132
 from pygraph_gemm.support import dtype_short
 
 __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
@@ -30,8 +31,10 @@ __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
 # session). Untimed cells (other layouts, "small") keep the default order, ours first.
 _BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset()
 
-# SMs of the H200 the rules were measured on: a wave of the persistent grid.
+# SMs of the H200 the rules were measured on: a wave of the persistent grid of single CTAs, and of
+# 2-CTA clusters (the occupancy query placed 66 of them; 4-CTA clusters only 30, kernels/config.py).
 _SMS = 132
+_WAVE_OF_PAIRS = 2 * RESIDENT_132[2]
 
 
 def shape_bucket(facts: GemmFacts) -> str:
@@ -68,7 +71,7 @@ def _narrow_tiles(facts: GemmFacts) -> dict[str, Any]:
         batch *= d
     if facts.m <= 64:
         return {"TILE_M": 64, "TILE_N": 64}
-    if -(-facts.m // 64) * -(-facts.n // 64) * batch <= _SMS:
+    if -(-facts.m // 64) * -(-facts.n // 64) * batch <= _WAVE_OF_PAIRS:
         return {"TILE_M": 64, "TILE_N": 64, "TILE_CGA_M": 2}
     return {"TILE_M": 128, "TILE_N": 64}
 
