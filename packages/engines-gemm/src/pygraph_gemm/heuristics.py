@@ -27,8 +27,9 @@ __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
 # gemm_sm90's on the H200, both through graph.execute() (benchmarks/RESULTS.md). None now: the narrow
 # plain cells (A row-major, B column-major, 128x4096x4096) followed cuDNN while ours ran 128x64 tiles
 # with split-K 2 (202/203 TFLOP/s bf16/fp16 against cuDNN's 217/224, 2026-11-29); with 64x64 tiles in
-# a 2x1 cluster ours reads 227-228 against cuBLAS's 226 in paired cold-L2 rounds (thirteenth
-# session). Untimed cells (other layouts, "small") keep the default order, ours first.
+# a 2x1 cluster, through graph.execute(), ours reads 222 / 222 against cuDNN's 222 / 223 (bench_gemm
+# --graph, thirteenth session; 227-228 against cuBLAS's 226 in paired cold-L2 rounds). Untimed
+# cells (other layouts, "small") keep the default order, ours first.
 _BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset()
 
 # SMs of the H200 the rules were measured on: a wave of the persistent grid of single CTAs, and of
@@ -53,7 +54,7 @@ def shape_bucket(facts: GemmFacts) -> str:
 
 
 def _narrow_tiles(facts: GemmFacts) -> dict[str, Any]:
-    """M <= 256: the tile that fills one wave of SMs with the fewest A re-reads, K never split.
+    """M <= 256: 64x64 tiles in pairs sharing B while they fill at most one wave, K never split.
 
     Paired cold-L2 rounds (benchmarks/ab_gemm.py --flush via scripts/device/narrow_gemm.sh, H200,
     thirteenth session; bf16 bias+gelu TFLOP/s, the old rule 128x64 split-K 2 first):
@@ -63,7 +64,7 @@ def _narrow_tiles(facts: GemmFacts) -> dict[str, Any]:
       and 100 there; cuBLAS picks the same shape (nvjet 64x64, 2x1 cluster).
     - M <= 64 (one row tile: a 2x1 cluster would idle half its CTAs): 64x64 alone, 64x4096x4096
       81 -> 119 (64x64 2x1 cluster 102).
-    - more 64x64 tiles than SMs: 128x64, no split: 256x4096x4096 275 -> 328 (64x64 cluster 310),
+    - more 64x64 tiles than one wave of pairs holds: 128x64, no split: 256x4096x4096 275 -> 328 (64x64 cluster 310),
       128x14336x4096 254 -> 320 (303), 256x8192x2048 230 -> 328 (311), 200x3000x4104 127 -> 139 (138).
     Split-K lost or tied in every one of these cells; it stays in the domain behind the rule."""
     batch = 1
