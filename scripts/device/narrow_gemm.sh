@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The narrow row (M = 128, issue 5's 128x4096x4096) as bench_gemm.py times it: every launch from a
-# cold L2, paired rounds of the knob sets and cuBLAS's columns (benchmarks/ab_gemm.py --flush).
+# cold L2, paired rounds of the knob sets and cuBLAS's columns (benchmarks/ab_gemm.py --flush). SHAPES
+# takes any list (the narrow and small buckets' cells are timed this way too).
 #   source /tmp/site/env.sh && KNOBS=128x64c11k2,128x64c12k2 bash scripts/device/narrow_gemm.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
