@@ -1,8 +1,8 @@
 """The ``gemm`` family's ranking hook: one named config per shape bucket, the rest of the domain behind it.
 
 Rules read the facts only. Placement against the backend is a measurement: a cell where the backend
-was timed faster follows it (`_BACKEND_LEADS`); an untimed cell keeps the default order (ours
-first), and says so below.
+was timed faster follows it (`_BACKEND_LEADS`; benchmarks/placement_gemm.py times every cell); an
+untimed cell keeps the default order (ours first), and says so below.
 """
 
 from __future__ import annotations

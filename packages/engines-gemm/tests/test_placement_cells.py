@@ -1,0 +1,41 @@
+"""benchmarks/placement_gemm.py labels each cell the way `heuristics.recommend` keys
+``_BACKEND_LEADS``: the graph it builds for a cell has those majors, that bucket and that epilogue
+(no GPU: descriptors and facts only)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from pygraph_gemm.analyzer import analyze
+from pygraph_gemm.heuristics import shape_bucket
+from pygraph_gemm.support import dtype_short
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def placement():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("placement_gemm", ROOT / "benchmarks" / "placement_gemm.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_cell_builds_a_graph_with_the_cell_it_is_named(placement):
+    assert len(placement.cells()) == 2 * 4 * 4 * 2
+    for cell in placement.cells():
+        g, roles = placement.graph_of(cell)
+        facts = analyze(g)
+        epilogue = "fused" if facts.steps else "plain"
+        key = (
+            dtype_short(facts.a.data_type),
+            f"{facts.a_major}{facts.b_major}",
+            shape_bucket(facts),
+            epilogue,
+        )
+        assert key == cell
+        assert set(roles) == {"a", "b", "out"} | ({"bias"} if epilogue == "fused" else set())
