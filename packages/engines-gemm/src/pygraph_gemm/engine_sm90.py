@@ -11,6 +11,8 @@ which names the rule and raises before anything runs.
 from __future__ import annotations
 
 import importlib.util
+import logging
+import time
 from math import prod
 from typing import Any
 
@@ -27,6 +29,8 @@ from pygraph_gemm.support import (
     layout_reason,
     strides3,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = ["KNOB_DOMAINS", "GemmSm90Engine", "knobs_from_config"]
 
@@ -345,6 +349,7 @@ class GemmSm90Engine(BaseEngine):
         facts = self._facts(graph)
         from pygraph_gemm.kernels.config import EpilogueSpec
         from pygraph_gemm.kernels.launch import Plan
+        from pygraph_gemm.knob_labels import knob_label
 
         arch_reason = self._arch_reason()
         if arch_reason:
@@ -356,10 +361,18 @@ class GemmSm90Engine(BaseEngine):
         spec = EpilogueSpec(**epilogue_spec_fields(facts))
         strides = declared_geometry(facts)
         batch = prod(facts.batch) if facts.batch else 1
+        started = time.perf_counter()
         kernel_plan = Plan(
             knobs, spec, dtype_short(facts.a.data_type), dtype_short(facts.out.data_type),
             strides["A"], strides["B"], strides["out"], facts.m, facts.n, facts.k, batch,
             **self._kernel_args(),
+        )  # fmt: skip
+        # compiling takes 0.5-3 s a kernel (a cached one loads in milliseconds): say which and how long
+        log.info(
+            "%s: kernel %s (%s -> %s, %s) for %dx%dx%d ready in %.2f s",
+            self.name, knob_label(knobs), dtype_short(facts.a.data_type), dtype_short(facts.out.data_type),
+            spec.activation if spec.activation != "none" else "no activation", facts.m, facts.n, facts.k,
+            time.perf_counter() - started,
         )  # fmt: skip
         layout = planner_of(graph).layout
         roles = {"a": facts.a, "b": facts.b, "out": facts.out, "aux": facts.aux}
