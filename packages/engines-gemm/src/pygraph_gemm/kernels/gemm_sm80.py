@@ -114,24 +114,9 @@ class Sm80Gemm(GemmEntry):
         self.a_kmaj = lay.a_major == "k"
         self.b_kmaj = lay.b_major == "k"
         self.align_el = 16 // dtype_bytes(lay.ab_dtype)  # elements in a 16-byte chunk
+        self.ab_align = self.align_el  # `config.can_implement` guarantees it: cp.async can vectorize
 
     # ------------------------------------------------------------------ host side (traced once)
-    def _tensors(self, a_ptr, b_ptr, c_ptr, m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs):
-        """Global views in the kernel frame (as ``Sm90Host._tensors``); the A/B strides carry the
-        16-byte divisibility that ``config.can_implement`` guarantees, so cp.async can vectorize."""
-        lay, d = self.lay, self.align_el
-        la = 1 if lay.a_bcast else l
-        lb = 1 if lay.b_bcast else l
-        a_ld, b_ld = cute.assume(a_ld, divby=d), cute.assume(b_ld, divby=d)
-        a_bs, b_bs = cute.assume(a_bs, divby=d), cute.assume(b_bs, divby=d)
-        a_st = (a_ld, 1, a_bs) if lay.a_major == "k" else (1, a_ld, a_bs)
-        b_st = (b_ld, 1, b_bs) if lay.b_major == "k" else (1, b_ld, b_bs)
-        c_st = (c_ld, 1, c_bs) if lay.c_major == "n" else (1, c_ld, c_bs)
-        mA = cute.make_tensor(a_ptr, cute.make_layout((m, k, la), stride=a_st))
-        mB = cute.make_tensor(b_ptr, cute.make_layout((n, k, lb), stride=b_st))
-        mC = cute.make_tensor(c_ptr, cute.make_layout((m, n, l), stride=c_st))
-        return mA, mB, mC
-
     def _smem_layout(self, rows: int, k_major: bool):
         """(rows, tile_k, stages) staging layout and the byte swizzle of its 16-byte chunks.
 
@@ -201,8 +186,7 @@ class Sm80Gemm(GemmEntry):
         mA, mB, mC = self._tensors(a_ptr, b_ptr, c_ptr, m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs)
         mX = mC  # placeholder when there is no aux output
         if const_expr(epi.aux_out):
-            x_st = (x_ld, 1, x_bs) if self.lay.c_major == "n" else (1, x_ld, x_bs)
-            mX = cute.make_tensor(aux_ptr, cute.make_layout((m, n, l), stride=x_st))
+            mX = self._c_like(aux_ptr, m, n, l, x_ld, x_bs)
 
         sA_layout, sA_swz = self._smem_layout(self.tile_m, self.a_kmaj)
         sB_layout, sB_swz = self._smem_layout(self.tile_n, self.b_kmaj)
@@ -217,15 +201,9 @@ class Sm80Gemm(GemmEntry):
             permutation_mnk=(wm * 16, wn * 16, 16),
         )
 
-        # epilogue operands (plain loads; unused ones alias a 1-element view)
-        one = cute.make_layout(1)
-        vec_m = cute.make_layout(m)
-        vec_n = cute.make_layout(n)
-        mBiasM = cute.make_tensor(bias_ptr, vec_m if const_expr(epi.bias_m) else one)
-        mBiasN = cute.make_tensor(bias_ptr, vec_n if const_expr(epi.bias_n) else one)
-        mScaleM = cute.make_tensor(scale_m_ptr, vec_m if const_expr(epi.scale_m) else one)
-        mScaleN = cute.make_tensor(scale_n_ptr, vec_n if const_expr(epi.scale_n) else one)
-        mRes = cute.make_tensor(res_ptr, cute.make_layout((m, n, l), stride=(r_sm, r_sn, r_bs)))
+        mBiasM, mBiasN, mScaleM, mScaleN, mRes = self._epilogue_tensors(
+            bias_ptr, scale_m_ptr, scale_n_ptr, res_ptr, m, n, l, r_sm, r_sn, r_bs
+        )
 
         grid = ((m + self.tile_m - 1) // self.tile_m, (n + self.tile_n - 1) // self.tile_n, l)
         self.kernel(

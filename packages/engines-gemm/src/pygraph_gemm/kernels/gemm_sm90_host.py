@@ -36,18 +36,6 @@ class Sm90Host(GemmEntry):
     """The host half of ``Sm90Gemm``: it reads the configuration ``Sm90Gemm.__init__`` derives
     (tile, stages, rings, cluster, layouts, epilogue) and launches its ``kernel``."""
 
-    def _tensors(self, a_ptr, b_ptr, c_ptr, m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs):
-        lay = self.lay
-        la = 1 if lay.a_bcast else l
-        lb = 1 if lay.b_bcast else l
-        a_st = (a_ld, 1, a_bs) if lay.a_major == "k" else (1, a_ld, a_bs)
-        b_st = (b_ld, 1, b_bs) if lay.b_major == "k" else (1, b_ld, b_bs)
-        c_st = (c_ld, 1, c_bs) if lay.c_major == "n" else (1, c_ld, c_bs)
-        mA = cute.make_tensor(a_ptr, cute.make_layout((m, k, la), stride=a_st))
-        mB = cute.make_tensor(b_ptr, cute.make_layout((n, k, lb), stride=b_st))
-        mC = cute.make_tensor(c_ptr, cute.make_layout((m, n, l), stride=c_st))
-        return mA, mB, mC
-
     def _host(
         self,
         a_ptr,
@@ -100,27 +88,16 @@ class Sm90Host(GemmEntry):
         if const_expr(epi.aux_out):
             sX_layout = sm90_utils.make_smem_layout_epi(self.aux_dtype, c_layout, self.epi_tile, epi_stages)
 
-        def g2s_op(mcast):
-            return (
-                cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp()
-                if mcast == 1
-                else cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp()
+        def g2s_atom(mT, s_layout, tile, mcast):
+            op = cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp()
+            if const_expr(mcast > 1):
+                op = cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp()
+            return cute.nvgpu.cpasync.make_tiled_tma_atom(
+                op, mT, cute.slice_(s_layout, (None, None, 0)), tile, num_multicast=mcast
             )
 
-        tma_a, tA = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            g2s_op(self.mcast_a),
-            mA,
-            cute.slice_(sA_layout, (None, None, 0)),
-            (self.tile_mnk[0], self.tile_mnk[2]),
-            num_multicast=self.mcast_a,
-        )
-        tma_b, tB = cute.nvgpu.cpasync.make_tiled_tma_atom(
-            g2s_op(self.mcast_b),
-            mB,
-            cute.slice_(sB_layout, (None, None, 0)),
-            (self.tile_mnk[1], self.tile_mnk[2]),
-            num_multicast=self.mcast_b,
-        )
+        tma_a, tA = g2s_atom(mA, sA_layout, (self.tile_mnk[0], self.tile_mnk[2]), self.mcast_a)
+        tma_b, tB = g2s_atom(mB, sB_layout, (self.tile_mnk[1], self.tile_mnk[2]), self.mcast_b)
         tma_c, tC = cute.nvgpu.cpasync.make_tiled_tma_atom(
             cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(),
             mC,
@@ -129,8 +106,7 @@ class Sm90Host(GemmEntry):
         )
         tma_x, tX = tma_c, tC
         if const_expr(epi.aux_out):
-            x_st = (x_ld, 1, x_bs) if self.lay.c_major == "n" else (1, x_ld, x_bs)
-            mX = cute.make_tensor(aux_ptr, cute.make_layout((m, n, l), stride=x_st))
+            mX = self._c_like(aux_ptr, m, n, l, x_ld, x_bs)
             tma_x, tX = cute.nvgpu.cpasync.make_tiled_tma_atom(
                 cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(),
                 mX,
@@ -138,15 +114,9 @@ class Sm90Host(GemmEntry):
                 self.epi_tile,
             )
 
-        # epilogue operands (plain loads; unused ones alias a 1-element view)
-        one = cute.make_layout(1)
-        vec_m = cute.make_layout(m)
-        vec_n = cute.make_layout(n)
-        mBiasM = cute.make_tensor(bias_ptr, vec_m if const_expr(epi.bias_m) else one)
-        mBiasN = cute.make_tensor(bias_ptr, vec_n if const_expr(epi.bias_n) else one)
-        mScaleM = cute.make_tensor(scale_m_ptr, vec_m if const_expr(epi.scale_m) else one)
-        mScaleN = cute.make_tensor(scale_n_ptr, vec_n if const_expr(epi.scale_n) else one)
-        mRes = cute.make_tensor(res_ptr, cute.make_layout((m, n, l), stride=(r_sm, r_sn, r_bs)))
+        mBiasM, mBiasN, mScaleM, mScaleN, mRes = self._epilogue_tensors(
+            bias_ptr, scale_m_ptr, scale_n_ptr, res_ptr, m, n, l, r_sm, r_sn, r_bs
+        )
 
         # persistent tile schedule over the output tiles
         gc = cute.zipped_divide(mC, tiler=self.tile_mnk[:2])

@@ -26,6 +26,15 @@ class _Slot(NamedTuple):
 
 
 @cute.jit
+def _open_gate(gate, cwg: Int32, tiles_done: Int32, kt: Int32, gate_at: Int32):
+    """Warpgroup 0, on its first tile, past k-block ``gate_at``: let warpgroup 1 start."""
+    if cwg == 0:
+        if tiles_done == 0:
+            if kt == gate_at:
+                gate.arrive()
+
+
+@cute.jit
 def run_k_blocks(
     ab_pipe,  # the A/B ring's PipelineTmaAsync
     tiled_mma: cute.TiledMma,
@@ -69,10 +78,7 @@ def run_k_blocks(
                         cute.nvgpu.warpgroup.wait_group(1)
                         ab_pipe.consumer_release(_Slot(n_stages - 1, phase))
                 if const_expr(gate is not None):
-                    if cwg == 0:
-                        if tiles_done == 0:
-                            if p * n_stages + s == gate_at:
-                                gate.arrive()
+                    _open_gate(gate, cwg, tiles_done, p * n_stages + s, gate_at)
             phase = phase ^ 1
         kt_first = n_pass * n_stages
         read.advance(kt_first)
@@ -93,8 +99,5 @@ def run_k_blocks(
             ab_pipe.consumer_release(release)
             release.advance()
         if const_expr(gate is not None):
-            if cwg == 0:
-                if tiles_done == 0:
-                    if kt == gate_at:
-                        gate.arrive()
+            _open_gate(gate, cwg, tiles_done, kt, gate_at)
     return read, release
