@@ -361,16 +361,16 @@ class GemmSm90Engine(BaseEngine):
         spec = EpilogueSpec(**epilogue_spec_fields(facts))
         strides = declared_geometry(facts)
         batch = prod(facts.batch) if facts.batch else 1
+        in_dt, out_dt = dtype_short(facts.a.data_type), dtype_short(facts.out.data_type)
         started = time.perf_counter()
         kernel_plan = Plan(
-            knobs, spec, dtype_short(facts.a.data_type), dtype_short(facts.out.data_type),
-            strides["A"], strides["B"], strides["out"], facts.m, facts.n, facts.k, batch,
-            **self._kernel_args(),
+            knobs, spec, in_dt, out_dt, strides["A"], strides["B"], strides["out"],
+            facts.m, facts.n, facts.k, batch, **self._kernel_args(),
         )  # fmt: skip
         # compiling takes 0.5-3 s a kernel (a cached one loads in milliseconds): say which and how long
         log.info(
             "%s: kernel %s (%s -> %s, %s) for %dx%dx%d ready in %.2f s",
-            self.name, knob_label(knobs), dtype_short(facts.a.data_type), dtype_short(facts.out.data_type),
+            self.name, knob_label(knobs), in_dt, out_dt,
             spec.activation if spec.activation != "none" else "no activation", facts.m, facts.n, facts.k,
             time.perf_counter() - started,
         )  # fmt: skip

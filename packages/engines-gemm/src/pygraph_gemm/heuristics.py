@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Sequence
+from math import prod
 from typing import Any
 
 from pygraph.engines.base import PlanConfig, knobs_key
@@ -34,16 +35,14 @@ _BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset()
 
 # SMs of the H200 the rules were measured on: a wave of the persistent grid of single CTAs, and of
 # 2-CTA clusters (the occupancy query placed 66 of them; 4-CTA clusters only 30, kernels/config.py).
-_SMS = 132
+_SMS = RESIDENT_132[1]
 _WAVE_OF_PAIRS = 2 * RESIDENT_132[2]
 
 
 def shape_bucket(facts: GemmFacts) -> str:
     """skinny: M <= 32 (swap A and B so N fills the tile's M); narrow: M <= 256; small: under one wave of
     128x256 tiles; large: the rest."""
-    batch = 1
-    for d in facts.batch:
-        batch *= d
+    batch = prod(facts.batch)
     if facts.m <= 32 and facts.n >= 256:
         return "skinny"
     if facts.m <= 256:
@@ -64,12 +63,11 @@ def _narrow_tiles(facts: GemmFacts) -> dict[str, Any]:
       and 100 there; cuBLAS picks the same shape (nvjet 64x64, 2x1 cluster).
     - M <= 64 (one row tile: a 2x1 cluster would idle half its CTAs): 64x64 alone, 64x4096x4096
       81 -> 119 (64x64 2x1 cluster 102).
-    - more 64x64 tiles than one wave of pairs holds: 128x64, no split: 256x4096x4096 275 -> 328 (64x64 cluster 310),
-      128x14336x4096 254 -> 320 (303), 256x8192x2048 230 -> 328 (311), 200x3000x4104 127 -> 139 (138).
+    - more 64x64 tiles than one wave of pairs holds: 128x64, no split: 256x4096x4096 275 -> 328
+      (64x64 cluster 310), 128x14336x4096 254 -> 320 (303), 256x8192x2048 230 -> 328 (311),
+      200x3000x4104 127 -> 139 (138).
     Split-K lost or tied in every one of these cells; it stays in the domain behind the rule."""
-    batch = 1
-    for d in facts.batch:
-        batch *= d
+    batch = prod(facts.batch)
     if facts.m <= 64:
         return {"TILE_M": 64, "TILE_N": 64}
     if -(-facts.m // 64) * -(-facts.n // 64) * batch <= _WAVE_OF_PAIRS:
