@@ -18,6 +18,22 @@ from pygraph import data_type as dt
 _DT = {torch.bfloat16: dt.BFLOAT16, torch.float16: dt.HALF}
 
 
+def build_side(g: Any, *, backend: bool, context: str = "") -> None:
+    """Plan and build ``g`` with one side: the cuDNN backend's plan, or gemm_sm90's first-named config
+    (even in a cell where the backend leads); raises if planning selected the other."""
+    if backend:
+        g.deselect_engines(["gemm_sm90"])
+    g.create_execution_plans()
+    if not backend:
+        names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+        g.select_plan(next(i for i, name in enumerate(names) if name.startswith("gemm_sm90[")))
+    g.build_plans()
+    want = "backend" if backend else "gemm_sm90"
+    got = "backend" if g.selected_engine is None else g.selected_engine.name
+    if got != want:
+        raise RuntimeError(f"{context}expected a {want} plan, planning selected {got}: {g.decline_reasons()}")
+
+
 def _graph(a: Any, b: Any, bias: Any, fused: bool, *, backend: bool):
     import cudnn
 
@@ -35,17 +51,8 @@ def _graph(a: Any, b: Any, bias: Any, fused: bool, *, backend: bool):
         bindings[tbias] = bias3
         x = g.gelu_approx_tanh(input=g.bias(input=x, bias=tbias, name="bias"), name="act")
     x.set_output(True).set_data_type(io)
-    if backend:
-        g.deselect_engines(["gemm_sm90"])
-    g.create_execution_plans()
-    if not backend:  # the engine's first-named config, even in a cell where the backend leads
-        names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-        g.select_plan(next(i for i, name in enumerate(names) if name.startswith("gemm_sm90[")))
-    g.build_plans()
+    build_side(g, backend=backend)
     want = "backend" if backend else "gemm_sm90"
-    got = "backend" if g.selected_engine is None else g.selected_engine.name
-    if got != want:
-        raise RuntimeError(f"expected a {want} plan, planning selected {got}: {g.decline_reasons()}")
     out = torch.full((1, a.shape[0], b.shape[1]), float("nan"), device="cuda", dtype=a.dtype)
     bindings[x] = out
     ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)

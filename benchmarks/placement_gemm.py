@@ -72,20 +72,10 @@ def graph_of(cell: tuple[str, str, str, str], handle: Any = None):
 def build(cell: tuple[str, str, str, str], *, backend: bool, handle: Any = None):
     """The cell's graph, planned and built: gemm_sm90's first-named config, or the backend's plan.
     Returns (graph, {role: tensor})."""
+    from gemm_graph_columns import build_side
+
     g, roles = graph_of(cell, handle)
-    if backend:
-        g.deselect_engines(["gemm_sm90"])
-    g.create_execution_plans()
-    if not backend:  # the engine's first-named config, even where the backend leads today
-        names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-        g.select_plan(next(i for i, name in enumerate(names) if name.startswith("gemm_sm90[")))
-    g.build_plans()
-    got = "backend" if g.selected_engine is None else g.selected_engine.name
-    want = "backend" if backend else "gemm_sm90"
-    if got != want:
-        raise RuntimeError(
-            f"cell {cell}: expected a {want} plan, planning selected {got}: {g.decline_reasons()}"
-        )
+    build_side(g, backend=backend, context=f"cell {cell}: ")
     return g, roles
 
 
