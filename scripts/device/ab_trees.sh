@@ -5,16 +5,9 @@
 #   source /tmp/site/env.sh && KNOBS=128x256c21z8g2vf bash scripts/device/ab_trees.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-source scripts/device/env.sh
 TREE_B=${TREE_B:-.abtree/packages/engines-gemm/src/pygraph_gemm/kernels}
-KNOBS=${KNOBS:-128x256c21z8g2vf}
 labels=""
-for k in ${KNOBS//,/ }; do labels="$labels,$k,$k@b"; done
-RUNS=${RUNS:-8192x8192x8192:600 4096x14336x4096:1400}
-for dt in ${DTYPES:-bf16 fp16}; do
-  for run in $RUNS; do
-    python3 benchmarks/ab_gemm.py --tree-b "$TREE_B" --knobs "${labels#,}" --shapes "${run%%:*}" --dtype $dt \
-      --rounds "${ROUNDS:-5}" --reps "${run##*:}" >> "$OUTDIR/ab_trees.log" 2>&1
-  done
-done
-grep -hvE "^\s*$|^device" "$OUTDIR/ab_trees.log" | sed -E 's/ +/ /g' | cut -c1-110
+knobs=${KNOBS:-128x256c21z8g2vf}
+for k in ${knobs//,/ }; do labels="$labels,$k,$k@b"; done
+KNOBS=${labels#,} AB_ARGS="--tree-b $TREE_B" LOG=ab_trees.log ROUNDS=${ROUNDS:-5} \
+  RUNS=${RUNS:-8192x8192x8192:600 4096x14336x4096:1400} exec bash scripts/device/floor_gemm.sh

@@ -8,3 +8,5 @@ export PYGRAPH_REQUIRE_ARCH=${PYGRAPH_REQUIRE_ARCH:-sm90}
 PYTHONPATH="$PYTHONPATH:$_root/benchmarks"
 OUTDIR=${OUT:-/tmp/out}
 mkdir -p "$OUTDIR"
+# ab_table LOG: the per-column lines benchmarks/ab_gemm.py appended to LOG, one table
+ab_table() { grep -hvE "^\s*$|^device" "$1" | sed -E 's/ +/ /g' | cut -c1-110; }

@@ -11,10 +11,12 @@ source scripts/device/env.sh
 KNOBS=${KNOBS:-128x256c21z8g2}
 # shape:reps, about one second of launches each on the H200
 RUNS=${RUNS:-4096x4096x4096:5000 8192x8192x8192:600 4096x14336x4096:1400 16384x4096x4096:1200}
+# AB_ARGS: more ab_gemm.py arguments (ab_trees.sh passes --tree-b); LOG: the log under $OUT
+LOG="$OUTDIR/${LOG:-floor_sustained.log}"
 for dt in ${DTYPES:-bf16 fp16}; do
   for run in $RUNS; do
-    python3 benchmarks/ab_gemm.py --knobs "$KNOBS" --shapes "${run%%:*}" --dtype $dt --rounds "${ROUNDS:-3}" \
-      --reps "${run##*:}" >> "$OUTDIR/floor_sustained.log" 2>&1
+    python3 benchmarks/ab_gemm.py ${AB_ARGS:-} --knobs "$KNOBS" --shapes "${run%%:*}" --dtype $dt \
+      --rounds "${ROUNDS:-3}" --reps "${run##*:}" >> "$LOG" 2>&1
   done
 done
-grep -hvE "^\s*$|^device" "$OUTDIR/floor_sustained.log" | sed -E 's/ +/ /g' | cut -c1-110
+ab_table "$LOG"

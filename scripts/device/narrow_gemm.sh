@@ -14,4 +14,4 @@ for epi in ${EPILOGUES:-bias+gelu plain}; do
       --rounds "${ROUNDS:-31}" >> "$OUTDIR/narrow.log" 2>&1
   done
 done
-grep -hvE "^\s*$|^device" "$OUTDIR/narrow.log" | sed -E 's/ +/ /g' | cut -c1-110
+ab_table "$OUTDIR/narrow.log"
