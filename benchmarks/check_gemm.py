@@ -257,6 +257,7 @@ def cases(quick: bool = False):
         + gelu_half_cases()
         + static_ring_cases()
         + narrow_cluster_cases()
+        + one_wave_cases()
     )
 
 
@@ -273,6 +274,29 @@ def narrow_cluster_cases():
         dict(m=40, n=1000, k=1032, knobs=narrow, bias=True, act="relu", out="fp32"),
         dict(m=256, n=3000, k=520, l=2, knobs=narrow, residual=True, b_col=True),
         _all_pieces(narrow, "gelu", a_col=True),
+    ]
+
+
+def one_wave_cases():
+    """The tiles the one-wave rule names beside 64x64 (heuristics._wave_tiles): 64x128 in a 2x1
+    cluster on the ragged 200x3000x4104 row and on three row tiles (the cluster's fourth CTA past M)
+    with fp32 output; 128x128 alone on one row tile with a residual and B column-major; 128x128 in a
+    2x1 cluster at 256x8192x2048 and batched with every epilogue piece + aux; the long-K config on a
+    single row tile (no cluster) in fp16."""
+    gt = "gelu_approx_tanh"
+    k64x128 = GemmKnobs(tile_m=64, tile_n=128, cga_m=2)
+    k128 = GemmKnobs(tile_m=128, tile_n=128)
+    k128c = GemmKnobs(tile_m=128, tile_n=128, cga_m=2)
+    long_k_one_row = GemmKnobs(tile_m=128, tile_n=256, swizzle=8, stagger=2, serpentine=True, k_flip=True)
+    return [
+        dict(m=200, n=3000, k=4104, knobs=k64x128, bias=True, act=gt, vec="bf16"),
+        dict(m=130, n=1000, k=520, knobs=k64x128, bias=True, act="relu", out="fp32"),
+        dict(m=100, n=1048, k=520, knobs=k128, residual=True, b_col=True),
+        dict(m=256, n=8192, k=2048, knobs=k128c, bias=True, act=gt, vec="bf16"),
+        _all_pieces(k128c, "silu", l=2, a_col=True),
+        dict(
+            m=120, n=3000, k=1032, knobs=long_k_one_row, bias=True, act=gt, dt="fp16", out="fp16", vec="fp16"
+        ),
     ]
 
 

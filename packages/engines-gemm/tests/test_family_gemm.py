@@ -126,15 +126,21 @@ def test_engine_declines_fp32_inputs_with_the_reason():
         (128, 4096, 1024, "narrow", {"TILE_M": 64, "TILE_N": 64, "TILE_CGA_M": 2, "SPLIT_K": 1}),
         (256, 256, 128, "narrow", {"TILE_M": 64, "TILE_N": 64, "TILE_CGA_M": 2}),
         (64, 4096, 4096, "narrow", {"TILE_M": 64, "TILE_N": 64, "TILE_CGA_M": 1}),  # one row tile
+        # past one wave of 64x64: the biggest tile that still fills one wave (heuristics._wave_tiles)
+        (256, 4096, 4096, "narrow", {"TILE_M": 64, "TILE_N": 128, "TILE_CGA_M": 2, "SPLIT_K": 1}),
+        (128, 14336, 4096, "narrow", {"TILE_M": 128, "TILE_N": 128, "TILE_CGA_M": 1, "SPLIT_K": 1}),
+        (256, 8192, 2048, "narrow", {"TILE_M": 128, "TILE_N": 128, "TILE_CGA_M": 2, "PINGPONG": False}),
+        (256, 16384, 4096, "narrow", {"TILE_M": 128, "TILE_N": 256, "TILE_CGA_M": 2, "STAGGER": 2}),
+        (512, 512, 128, "small", {"SWAP_AB": False, "TILE_N": 64, "TILE_CGA_M": 2, "SERPENTINE": False}),
         (
-            256,
+            1024,
             4096,
             4096,
-            "narrow",
-            {"TILE_M": 128, "TILE_N": 64, "TILE_CGA_M": 1, "SPLIT_K": 1},
-        ),  # 256 tiles
-        (128, 14336, 4096, "narrow", {"TILE_M": 128, "TILE_N": 64, "TILE_CGA_M": 1, "SPLIT_K": 1}),
-        (512, 512, 128, "small", {"SWAP_AB": False, "TILE_N": 128, "TILE_CGA_M": 1, "SERPENTINE": False}),
+            "small",
+            {"TILE_M": 128, "TILE_N": 256, "TILE_CGA_M": 2, "SWIZZLE": 8, "STAGGER": 2, "SERPENTINE": True},
+        ),
+        (1024, 2048, 4096, "small", {"TILE_M": 128, "TILE_N": 128, "TILE_CGA_M": 2, "SWIZZLE": 1}),
+        (1024, 1024, 4096, "small", {"TILE_M": 64, "TILE_N": 128, "TILE_CGA_M": 2}),
         (
             4096,
             4096,
@@ -214,21 +220,24 @@ def test_a_row_stride_breaking_tma_alignment_is_a_decline_at_check_support():
 
 
 @pytest.mark.parametrize(
-    ("m", "n", "batch", "cluster"),
+    ("m", "n", "batch", "tile"),
     [
-        (128, 64 * 66, (), True),  # 132 tiles of 64x64: 66 pairs, one wave
-        (128, 64 * 66 + 1, (), False),  # 134 tiles: 128x64 instead
-        (128, 1024, (4,), True),  # the batch counts: 2 x 16 x 4 = 128 tiles
-        (128, 1024, (5,), False),  # 160
-        (65, 4096, (), True),  # two row tiles, the second of one row
+        (128, 64 * 66, (), (64, 64, 2)),  # 132 tiles of 64x64: 66 pairs, one wave
+        (128, 64 * 66 + 1, (), (64, 128, 2)),  # 134: 64x128 fills 68 of the wave's 132 SMs
+        (128, 1024, (4,), (64, 64, 2)),  # the batch counts: 2 x 16 x 4 = 128 tiles
+        (128, 1024, (5,), (64, 128, 2)),  # 160 of 64x64, 80 of 64x128
+        (65, 4096, (), (64, 64, 2)),  # two row tiles, the second of one row
+        (130, 4096, (), (64, 128, 2)),  # three row tiles padded to four: 4 x 32 = 128
+        (128, 128 * 132, (), (128, 128, 1)),  # one row tile of 128: no cluster to idle a CTA
+        (128, 128 * 132 + 1, (), (128, 256, 1)),  # 133 of 128x128: 67 of 128x256
+        (256, 256 * 200, (), (128, 256, 2)),  # nothing fits a wave: the fewest waves (4 of 128x256)
     ],
 )
-def test_narrow_rule_names_the_2x1_cluster_while_its_tiles_fit_one_wave(m, n, batch, cluster):
+def test_wave_rule_names_the_biggest_tile_that_fills_one_wave(m, n, batch, tile):
     g, c = _graph(m=m, n=n, k=1024, batch=batch)
     c.set_output(True)
     rule = tile_rule(analyze(g))
-    want = (64, 64, 2) if cluster else (128, 64, 1)
-    assert (rule["TILE_M"], rule["TILE_N"], rule["TILE_CGA_M"], rule["SPLIT_K"]) == (*want, 1)
+    assert (rule["TILE_M"], rule["TILE_N"], rule["TILE_CGA_M"], rule["SPLIT_K"]) == (*tile, 1)
 
 
 def test_the_backend_leads_the_cells_where_it_was_timed_faster(monkeypatch):

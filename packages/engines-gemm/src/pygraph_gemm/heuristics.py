@@ -33,10 +33,9 @@ __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
 # cells (other layouts, "small") keep the default order, ours first.
 _BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset()
 
-# SMs of the H200 the rules were measured on: a wave of the persistent grid of single CTAs, and of
-# 2-CTA clusters (the occupancy query placed 66 of them; 4-CTA clusters only 30, kernels/config.py).
+# SMs of the H200 the rules were measured on: one wave of the persistent grid, of single CTAs and of
+# 2-CTA clusters alike (the occupancy query placed 66 pairs; 4-CTA clusters only 30, kernels/config.py).
 _SMS = RESIDENT_132[1]
-_WAVE_OF_PAIRS = 2 * RESIDENT_132[2]
 
 
 def shape_bucket(facts: GemmFacts) -> str:
@@ -52,27 +51,67 @@ def shape_bucket(facts: GemmFacts) -> str:
     return "large"
 
 
-def _narrow_tiles(facts: GemmFacts) -> dict[str, Any]:
-    """M <= 256: 64x64 tiles in pairs sharing B while they fill at most one wave, K never split.
+# Cooperative 128x256 in a 2x1 cluster, swizzle 8, warpgroups 2 k-blocks apart, serpentine bands
+# with every other tile's k-blocks flipped: the long-K rule (tile_rule says what each was measured at).
+_LONG_K: dict[str, Any] = {
+    "TILE_M": 128,
+    "TILE_N": 256,
+    "TILE_CGA_M": 2,
+    "SWIZZLE": 8,
+    "STAGGER": 2,
+    "SERPENTINE": True,
+    "K_FLIP": True,
+}
 
-    Paired cold-L2 rounds (benchmarks/ab_gemm.py --flush via scripts/device/narrow_gemm.sh, H200,
-    thirteenth session; bf16 bias+gelu TFLOP/s, the old rule 128x64 split-K 2 first):
-    - 64x64 tiles, 2x1 cluster (B multicast to both row tiles) while those tiles fit one wave:
-      128x4096x4096 205 -> 224-226 (fp16 and plain alike; cuBLASLt fused 215, cuBLAS mm 226),
-      128x4096x2048 142 -> 175, 128x4096x1024 85 -> 114. 128x64 tiles without the split read 145
-      and 100 there; cuBLAS picks the same shape (nvjet 64x64, 2x1 cluster).
-    - M <= 64 (one row tile: a 2x1 cluster would idle half its CTAs): 64x64 alone, 64x4096x4096
-      81 -> 119 (64x64 2x1 cluster 102).
-    - more 64x64 tiles than one wave of pairs holds: 128x64, no split: 256x4096x4096 275 -> 328
-      (64x64 cluster 310), 128x14336x4096 254 -> 320 (303), 256x8192x2048 230 -> 328 (311),
-      200x3000x4104 127 -> 139 (138).
-    Split-K lost or tied in every one of these cells; it stays in the domain behind the rule."""
-    batch = prod(facts.batch)
+
+# Tiles the one-wave rule picks from, the largest first (ties go to the earlier one): 64-row tiles
+# lose less to a ragged M than 128-row ones, so 64x128 comes before 128x64, which is left out
+# (256x4096x4096: 64x128 in a 2x1 cluster 362 TFLOP/s, 128x64 339, fourteenth session).
+_WAVE_LADDER = ((128, 256), (128, 128), (64, 128), (64, 64))
+
+
+def _launched_ctas(facts: GemmFacts, tile_m: int, tile_n: int) -> tuple[int, int]:
+    """(CTAs the persistent grid runs for one output tile each, the cluster's M extent): pairs of row
+    tiles share B in a 2x1 cluster whenever there are two row tiles, an odd count padded by one."""
+    rows = -(-facts.m // tile_m)
+    cga_m = 2 if rows >= 2 else 1
+    return -(-rows // cga_m) * cga_m * -(-facts.n // tile_n) * prod(facts.batch), cga_m
+
+
+def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
+    """M <= 256, or under one wave of 128x256 tiles: the ladder's tile that puts the most CTAs to
+    work while they all fit one wave of the H200's 132 SMs; K never split.
+
+    A tile's time barely depends on how many SMs run beside it, so one wave of the biggest tile
+    that still fills the SMs beats both a half-empty wave of bigger tiles and two waves of smaller
+    ones. Paired cold-L2 rounds (scripts/device/narrow_gemm.sh, H200, bf16, plain / bias+gelu
+    TFLOP/s, fourteenth session; RESULTS.md "One wave"):
+    - 128x256 (the long-K rule's config): 1024x4096x4096 735 / 714 (128x128 tiles, the old small
+      rule, 575 / 561; cuBLAS 742, cuBLASLt fused 715), 2048x2048x2048 634 / 604, 512x8192x1024
+      478 / 444.
+    - 128x128: 1024x2048x4096 600 / 583 (128x256 384 / 376), 256x8192x2048 383 bias+gelu (128x64,
+      the old narrow rule past a wave, 331), 128x14336x4096 354 / 348 (one row tile: no cluster;
+      128x64 327 / 325).
+    - 64x128: 256x4096x4096 362 (128x64 339), 200x3000x4104 189 (144).
+    - 64x64 (thirteenth session): 128x4096x4096 224-226 bias+gelu, against 205 for 128x64
+      split-K 2 and cuBLASLt's fused 215.
+    M <= 64 runs 64x64 alone (one row tile; 64x4096x4096 119 against 102 in a cluster that would
+    idle its second CTA). With no tile fitting one wave, the fewest waves, ties to the bigger tile."""
     if facts.m <= 64:
         return {"TILE_M": 64, "TILE_N": 64}
-    if -(-facts.m // 64) * -(-facts.n // 64) * batch <= _WAVE_OF_PAIRS:
-        return {"TILE_M": 64, "TILE_N": 64, "TILE_CGA_M": 2}
-    return {"TILE_M": 128, "TILE_N": 64}
+    fits, fewest = None, None
+    for tile_m, tile_n in _WAVE_LADDER:
+        ctas, cga_m = _launched_ctas(facts, tile_m, tile_n)
+        pick = (tile_m, tile_n, cga_m)
+        if ctas <= _SMS and (fits is None or ctas > fits[0]):
+            fits = (ctas, pick)
+        waves = -(-ctas // _SMS)
+        if fewest is None or waves < fewest[0]:
+            fewest = (waves, pick)
+    tile_m, tile_n, cga_m = (fits or fewest)[1]
+    if (tile_m, tile_n) == (128, 256):
+        return {**_LONG_K, "TILE_CGA_M": cga_m}
+    return {"TILE_M": tile_m, "TILE_N": tile_n, "TILE_CGA_M": cga_m}
 
 
 def tile_rule(facts: GemmFacts) -> dict[str, Any]:
@@ -80,8 +119,8 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
 
     From the kernel's sweeps on the H200 (2026-11-29, kernels/NOTES.md, bf16 and fp16 alike):
     large shapes 128x256 cooperative with a 2x1 cluster, swizzle 8 (v6) and warpgroups 2 k-blocks apart
-    (v10), ping-pong 128x128 when K <= 1024 (v4); M <= 256 64x64 tiles in a 2x1 cluster while they
-    fit one wave, else 128x64 (`_narrow_tiles`); M=16 swapped 64x16 (1.04-1.05x cuBLAS).
+    (v10), ping-pong 128x128 when K <= 1024 (v4); M <= 256 or under one wave of 128x256 tiles: the
+    biggest tile that fills one wave (`_wave_tiles`); M=16 swapped 64x16 (1.04-1.05x cuBLAS).
     """
     bucket = shape_bucket(facts)
     base = {
@@ -100,12 +139,8 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     }
     if bucket == "skinny":
         return {**base, "TILE_M": 64, "TILE_N": 16, "SWAP_AB": True}
-    if bucket == "narrow":
-        return {**base, **_narrow_tiles(facts)}
-    if bucket == "small":
-        # Not measured yet (kernels/NOTES.md "Open / next" has the run that decides it): 128x128
-        # fills a wave where 128x256 tiles would leave SMs idle.
-        return {**base, "TILE_M": 128, "TILE_N": 128}
+    if bucket in ("narrow", "small"):
+        return {**base, **_wave_tiles(facts)}
     if facts.k <= 1024:
         # short K: the epilogue is a large share of each tile, and ping-pong runs it under the other
         # warpgroup's main loop. 8192x8192x1024 (NOTES.md v4): 128x128 ping-pong 2x1 cluster plain
@@ -129,16 +164,7 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     # +0.9, +0.7%. DRAM reads under ncu: 8192^3 1.23 -> 1.07 GB, 4096x14336x4096 0.58 -> 0.43 GB.
     # Raster N with the same order: +0.2..+0.6% in 9 of 12 cells (tenth session), 0.998-1.004
     # (eleventh, bf16): level within the runs' spread, so the rule keeps rastering along M.
-    return {
-        **base,
-        "TILE_M": 128,
-        "TILE_N": 256,
-        "TILE_CGA_M": 2,
-        "SWIZZLE": 8,
-        "STAGGER": 2,
-        "SERPENTINE": True,
-        "K_FLIP": True,
-    }
+    return {**base, **_LONG_K}
 
 
 def _valid(knobs: dict[str, Any]) -> bool:
