@@ -282,11 +282,17 @@ def one_wave_cases():
     cluster on the ragged 200x3000x4104 row and on three row tiles (the cluster's fourth CTA past M)
     with fp32 output; 128x128 alone on one row tile with a residual and B column-major; 128x128 in a
     2x1 cluster at 256x8192x2048 and batched with every epilogue piece + aux; the long-K config on a
-    single row tile (no cluster) in fp16."""
+    single row tile (no cluster) in fp16; 192-column tiles (the long-K config at 768x4096x4096, where
+    22 column tiles of 192 fill the wave, the last a third full; every epilogue piece + aux ragged;
+    fp16 N narrower than one tile with B column-major; batched)."""
     gt = "gelu_approx_tanh"
     k64x128 = GemmKnobs(tile_m=64, tile_n=128, cga_m=2)
     k128 = GemmKnobs(tile_m=128, tile_n=128)
     k128c = GemmKnobs(tile_m=128, tile_n=128, cga_m=2)
+    k192 = GemmKnobs(tile_m=128, tile_n=192, cga_m=2)
+    long_k_192 = GemmKnobs(
+        tile_m=128, tile_n=192, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True
+    )
     long_k_one_row = GemmKnobs(tile_m=128, tile_n=256, swizzle=8, stagger=2, serpentine=True, k_flip=True)
     return [
         dict(m=200, n=3000, k=4104, knobs=k64x128, bias=True, act=gt, vec="bf16"),
@@ -297,6 +303,10 @@ def one_wave_cases():
         dict(
             m=120, n=3000, k=1032, knobs=long_k_one_row, bias=True, act=gt, dt="fp16", out="fp16", vec="fp16"
         ),
+        dict(m=768, n=4096, k=4096, knobs=long_k_192, bias=True, act=gt, vec="bf16", reps=2),
+        _all_pieces(long_k_192, "gelu"),
+        dict(m=300, n=176, k=520, knobs=k192, residual=True, b_col=True, dt="fp16", out="fp16"),
+        dict(m=384, n=520, k=264, l=3, knobs=k192, bias=True, act="relu"),
     ]
 
 

@@ -112,6 +112,10 @@ CASES = [
     # narrow M with B column-major and an epilogue: the rule names 64x64 tiles in a 2x1 cluster
     (128, 4096, 4096, (), dt.BFLOAT16, dt.BFLOAT16, False, True, ("bias",), "gelu_approx_tanh", False),
     (64, 1000, 1000, (), dt.HALF, dt.HALF, False, True, ("bias",), "relu", True),
+    # one wave of 128x192 tiles (6 x 22; the last column tile a third full) and, past one wave of
+    # 64x64, 64x128 tiles in a 2x1 cluster with A column-major: the one-wave rule's tiles
+    (768, 4096, 1024, (), dt.BFLOAT16, dt.BFLOAT16, False, True, ("bias",), "gelu_approx_tanh", False),
+    (256, 4096, 1032, (), dt.HALF, dt.HALF, True, False, ("bias",), "relu", True),
     # large with short K: the rule names 128x128 ping-pong (ragged tiles, residual and aux)
     (2304, 2056, 520, (), dt.HALF, dt.HALF, False, True, ("bias", "residual"), "gelu_approx_tanh", True),
 ]

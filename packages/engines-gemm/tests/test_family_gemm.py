@@ -229,7 +229,8 @@ def test_a_row_stride_breaking_tma_alignment_is_a_decline_at_check_support():
         (65, 4096, (), (64, 64, 2)),  # two row tiles, the second of one row
         (130, 4096, (), (64, 128, 2)),  # three row tiles padded to four: 4 x 32 = 128
         (128, 128 * 132, (), (128, 128, 1)),  # one row tile of 128: no cluster to idle a CTA
-        (128, 128 * 132 + 1, (), (128, 256, 1)),  # 133 of 128x128: 67 of 128x256
+        (128, 128 * 132 + 1, (), (128, 192, 1)),  # 133 of 128x128: 89 of 128x192
+        (768, 4096, (), (128, 192, 2)),  # 96 of 128x256, 6 x 22 = 132 of 128x192
         (256, 256 * 200, (), (128, 256, 2)),  # nothing fits a wave: the fewest waves (4 of 128x256)
     ],
 )

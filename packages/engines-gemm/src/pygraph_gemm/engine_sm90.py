@@ -37,7 +37,7 @@ __all__ = ["KNOB_DOMAINS", "GemmSm90Engine", "knobs_from_config"]
 # Knob axes and their domains; the first point of each is the engine's default.
 KNOB_DOMAINS: dict[str, tuple[Any, ...]] = {
     "TILE_M": (128, 64),
-    "TILE_N": (256, 128, 64, 16),
+    "TILE_N": (256, 192, 128, 64, 16),
     "TILEK": (64,),
     "TILE_CGA_M": (1, 2),
     "TILE_CGA_N": (1, 2, 4),

@@ -25,13 +25,28 @@ from pygraph_gemm.support import dtype_short
 __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
 
 # (input dtype, A/B majors, bucket, epilogue) cells where the backend's plan was timed faster than
-# gemm_sm90's on the H200, both through graph.execute() (benchmarks/RESULTS.md). None now: the narrow
-# plain cells (A row-major, B column-major, 128x4096x4096) followed cuDNN while ours ran 128x64 tiles
-# with split-K 2 (202/203 TFLOP/s bf16/fp16 against cuDNN's 217/224, 2026-11-29); with 64x64 tiles in
-# a 2x1 cluster, through graph.execute(), ours reads 222 / 222 against cuDNN's 222 / 223 (bench_gemm
-# --graph, thirteenth session; 227-228 against cuBLAS's 226 in paired cold-L2 rounds). Untimed
-# cells (other layouts, "small") keep the default order, ours first.
-_BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset()
+# gemm_sm90's first config on the H200, both through graph.execute(): benchmarks/placement_gemm.py
+# (cold L2, paired rounds; the backend faster in 3 of 4 of them), fourteenth session, RESULTS.md
+# "Placement". All plain, all by 1-8%: skinny (16x4096x4096) in the layouts with a column-major
+# operand (0.94-0.98x; kk bf16 0.99x stays ours), narrow mn bf16 (0.96x), and small
+# (1024x4096x4096, after the one-wave rule) kn, mk, mn (0.98-0.99x). Every fused cell and every
+# large cell is ours (fused 1.12-1.42x, large plain 1.00x).
+_BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset(
+    {
+        ("bf16", "mk", "skinny", "plain"),
+        ("bf16", "mn", "skinny", "plain"),
+        ("fp16", "kk", "skinny", "plain"),
+        ("fp16", "mk", "skinny", "plain"),
+        ("fp16", "mn", "skinny", "plain"),
+        ("bf16", "mn", "narrow", "plain"),
+        ("bf16", "kn", "small", "plain"),
+        ("bf16", "mk", "small", "plain"),
+        ("bf16", "mn", "small", "plain"),
+        ("fp16", "kn", "small", "plain"),
+        ("fp16", "mk", "small", "plain"),
+        ("fp16", "mn", "small", "plain"),
+    }
+)
 
 # SMs of the H200 the rules were measured on: one wave of the persistent grid, of single CTAs and of
 # 2-CTA clusters alike (the occupancy query placed 66 pairs; 4-CTA clusters only 30, kernels/config.py).
@@ -67,7 +82,7 @@ _LONG_K: dict[str, Any] = {
 # Tiles the one-wave rule picks from, the largest first (ties go to the earlier one): 64-row tiles
 # lose less to a ragged M than 128-row ones, so 64x128 comes before 128x64, which is left out
 # (256x4096x4096: 64x128 in a 2x1 cluster 362 TFLOP/s, 128x64 339, fourteenth session).
-_WAVE_LADDER = ((128, 256), (128, 128), (64, 128), (64, 64))
+_WAVE_LADDER = ((128, 256), (128, 192), (128, 128), (64, 128), (64, 64))
 
 
 def _launched_ctas(facts: GemmFacts, tile_m: int, tile_n: int) -> tuple[int, int]:
@@ -88,11 +103,16 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
     TFLOP/s, fourteenth session; RESULTS.md "One wave"):
     - 128x256 (the long-K rule's config): 1024x4096x4096 735 / 714 (128x128 tiles, the old small
       rule, 575 / 561; cuBLAS 742, cuBLASLt fused 715), 2048x2048x2048 634 / 604, 512x8192x1024
-      478 / 444.
+      478 / 444, 256x16384x4096 650 / 630 (128x128 567 / 552), 1100x3000x4096 (120 CTAs) - / 562.
+    - 128x192 (the same config, 192 columns; the last column tile may run part empty):
+      768x4096x4096 684 / 668 against 571 / 553 for 128x256 (96 CTAs; cuBLAS 687, cuBLASLt fused
+      655), 512x6144x4096 663 / 643, 1536x2048x4096 689 / 672, 256x12288x4096 621 / 611 (all
+      +19-21% over 128x256; cooperative without the order knobs 2-10% behind).
     - 128x128: 1024x2048x4096 600 / 583 (128x256 384 / 376), 256x8192x2048 383 bias+gelu (128x64,
       the old narrow rule past a wave, 331), 128x14336x4096 354 / 348 (one row tile: no cluster;
       128x64 327 / 325).
-    - 64x128: 256x4096x4096 362 (128x64 339), 200x3000x4104 189 (144).
+    - 64x128: 256x4096x4096 362 (128x64 339), 200x3000x4104 189 (144), 1024x1024x4096 411 / 398
+      (128x64 339 / 335, 128x128 split-K 2 377 / 367; cuBLAS 474, cuBLASLt fused 447).
     - 64x64 (thirteenth session): 128x4096x4096 224-226 bias+gelu, against 205 for 128x64
       split-K 2 and cuBLASLt's fused 215.
     M <= 64 runs 64x64 alone (one row tile; 64x4096x4096 119 against 102 in a cluster that would
@@ -109,8 +129,8 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
         if fewest is None or waves < fewest[0]:
             fewest = (waves, pick)
     tile_m, tile_n, cga_m = (fits or fewest)[1]
-    if (tile_m, tile_n) == (128, 256):
-        return {**_LONG_K, "TILE_CGA_M": cga_m}
+    if tile_m == 128 and tile_n >= 192:
+        return {**_LONG_K, "TILE_N": tile_n, "TILE_CGA_M": cga_m}
     return {"TILE_M": tile_m, "TILE_N": tile_n, "TILE_CGA_M": cga_m}
 
 
