@@ -97,22 +97,23 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
     """M <= 256, or under one wave of 128x256 tiles: the ladder's tile that puts the most CTAs to
     work while they all fit one wave of the H200's 132 SMs; K never split.
 
-    A tile's time barely depends on how many SMs run beside it, so one wave of the biggest tile
-    that still fills the SMs beats both a half-empty wave of bigger tiles and two waves of smaller
-    ones. Paired cold-L2 rounds (scripts/device/narrow_gemm.sh, H200, bf16, plain / bias+gelu
-    TFLOP/s, fourteenth session; RESULTS.md "One wave"):
+    The grid takes about (waves x one tile's time), so one wave of the biggest tile that still fills
+    the SMs beats both a half-empty wave of bigger tiles and two waves of smaller ones. Paired
+    cold-L2 rounds (scripts/device/narrow_gemm.sh, H200, bf16, plain / bias+gelu TFLOP/s, fourteenth
+    session; RESULTS.md "The one-wave rule"):
     - 128x256 (the long-K rule's config): 1024x4096x4096 735 / 714 (128x128 tiles, the old small
       rule, 575 / 561; cuBLAS 742, cuBLASLt fused 715), 2048x2048x2048 634 / 604, 512x8192x1024
-      478 / 444, 256x16384x4096 650 / 630 (128x128 567 / 552), 1100x3000x4096 (120 CTAs) - / 562.
+      478 / 444, 256x16384x4096 650 / 630 (128x128 567 / 552), 1100x3000x4096 (120 CTAs) 577 / 562.
     - 128x192 (the same config, 192 columns; the last column tile may run part empty):
       768x4096x4096 684 / 668 against 571 / 553 for 128x256 (96 CTAs; cuBLAS 687, cuBLASLt fused
       655), 512x6144x4096 663 / 643, 1536x2048x4096 689 / 672, 256x12288x4096 621 / 611 (all
-      +19-21% over 128x256; cooperative without the order knobs 2-10% behind).
-    - 128x128: 1024x2048x4096 600 / 583 (128x256 384 / 376), 256x8192x2048 383 bias+gelu (128x64,
-      the old narrow rule past a wave, 331), 128x14336x4096 354 / 348 (one row tile: no cluster;
-      128x64 327 / 325).
-    - 64x128: 256x4096x4096 362 (128x64 339), 200x3000x4104 189 (144), 1024x1024x4096 411 / 398
-      (128x64 339 / 335, 128x128 split-K 2 377 / 367; cuBLAS 474, cuBLASLt fused 447).
+      +19-21% over 128x256; cooperative without the order knobs 2-10% behind). Sustained
+      (~1 s of launches per column) the gain is +12%: 768x4096x4096 bias+gelu 589 against 524.
+    - 128x128: 1024x2048x4096 600 / 583 (128x256 384 / 376), 256x8192x2048 409 / 384 (128x64,
+      the old narrow rule past a wave, 346 / 331), 128x14336x4096 354 / 348 (one row tile: no
+      cluster; 128x64 327 / 325).
+    - 64x128: 256x4096x4096 362 / 355 (128x64 339 / 336), 200x3000x4104 189 / 190 (144 / 142),
+      1024x1024x4096 411 / 398 (128x64 339 / 335, 128x128 split-K 2 377 / 367; cuBLAS 474, cuBLASLt fused 447).
     - 64x64 (thirteenth session): 128x4096x4096 224-226 bias+gelu, against 205 for 128x64
       split-K 2 and cuBLASLt's fused 215.
     M <= 64 runs 64x64 alone (one row tile; 64x4096x4096 119 against 102 in a cluster that would
