@@ -347,3 +347,25 @@ def test_the_l2_order_knobs_reach_the_kernel_and_widen_the_domain():
     assert orders == {(False, False), (False, True), (True, False), (True, True)}
     rest = [tuple((a, v) for a, v in p.items() if a not in ("SERPENTINE", "K_FLIP")) for p in _domain()]
     assert len(rest) == 4 * len(set(rest))
+
+
+def test_every_rule_names_a_config_inside_the_domain_the_kernel_can_build():
+    """Across bucket edges, ragged sizes, wave edges and batches, the named config is a point of the
+    engine's knob domain and GemmKnobs.validate() accepts it (a rule outside either would decline its
+    own first plan)."""
+    from pygraph_gemm.engine_sm90 import KNOB_DOMAINS, knobs_from_config
+
+    sizes = (1, 16, 33, 64, 65, 100, 128, 130, 200, 256, 257, 384, 768, 1000, 1100, 2048, 4096, 16897)
+    seen = set()
+    for m in sizes:
+        for n in sizes:
+            for batch in ((), (3,)):
+                g, c = _graph(m=m, n=n, k=520, batch=batch)
+                c.set_output(True)
+                rule = tile_rule(analyze(g))
+                outside = {a: v for a, v in rule.items() if v not in KNOB_DOMAINS[a]}
+                assert not outside, f"{m}x{n} batch {batch}: {outside}"
+                assert knobs_from_config(rule).validate() is None, f"{m}x{n} batch {batch}: {rule}"
+                seen.add((rule["TILE_M"], rule["TILE_N"], rule["TILE_CGA_M"]))
+    # the sweep reaches every rung of the one-wave ladder, paired and alone
+    assert {(128, 256, 2), (128, 192, 2), (128, 128, 2), (128, 128, 1), (64, 128, 2), (64, 64, 2)} <= seen
