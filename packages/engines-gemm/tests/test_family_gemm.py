@@ -369,3 +369,21 @@ def test_every_rule_names_a_config_inside_the_domain_the_kernel_can_build():
                 seen.add((rule["TILE_M"], rule["TILE_N"], rule["TILE_CGA_M"]))
     # the sweep reaches every rung of the one-wave ladder, paired and alone
     assert {(128, 256, 2), (128, 192, 2), (128, 128, 2), (128, 128, 1), (64, 128, 2), (64, 64, 2)} <= seen
+
+
+def test_the_measured_placement_puts_the_backend_first_only_in_its_plain_cells():
+    # placement_gemm.py (fourteenth session): at 1024x4096x4096 the backend's plain plan led ours by
+    # 1-2% with B row-major (kn), ours led with B column-major (kk), and every fused cell was ours
+    from pygraph.engines.base import PlanConfig
+
+    backend = [PlanConfig(-1), PlanConfig(7, {}, 0, heur_mode.A)]
+
+    def first_engine(b_col_major, fused):
+        g, c = _graph(m=1024, n=4096, k=4096, b_col_major=b_col_major)
+        out = g.relu(input=c, name="act") if fused else c
+        out.set_output(True)
+        return recommend([heur_mode.A], analyze(g), {"gemm_sm90": 20400}, backend)[0].engine_id
+
+    assert first_engine(b_col_major=False, fused=False) == -1
+    assert first_engine(b_col_major=True, fused=False) == 20400
+    assert first_engine(b_col_major=False, fused=True) == 20400

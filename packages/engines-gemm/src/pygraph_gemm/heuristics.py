@@ -33,19 +33,11 @@ __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
 # large cell is ours (fused 1.12-1.42x, large plain 1.00x).
 _BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset(
     {
-        ("bf16", "mk", "skinny", "plain"),
-        ("bf16", "mn", "skinny", "plain"),
-        ("fp16", "kk", "skinny", "plain"),
-        ("fp16", "mk", "skinny", "plain"),
-        ("fp16", "mn", "skinny", "plain"),
-        ("bf16", "mn", "narrow", "plain"),
-        ("bf16", "kn", "small", "plain"),
-        ("bf16", "mk", "small", "plain"),
-        ("bf16", "mn", "small", "plain"),
-        ("fp16", "kn", "small", "plain"),
-        ("fp16", "mk", "small", "plain"),
-        ("fp16", "mn", "small", "plain"),
+        (dt, ab, "skinny", "plain")
+        for dt, ab in (("bf16", "mk"), ("bf16", "mn"), ("fp16", "kk"), ("fp16", "mk"), ("fp16", "mn"))
     }
+    | {("bf16", "mn", "narrow", "plain")}
+    | {(dt, ab, "small", "plain") for dt in ("bf16", "fp16") for ab in ("kn", "mk", "mn")}
 )
 
 # SMs of the H200 the rules were measured on: one wave of the persistent grid, of single CTAs and of
