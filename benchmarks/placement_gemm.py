@@ -12,6 +12,9 @@ are printed last in ``_BACKEND_LEADS``'s own form.
 
 ``--precompile`` (CPU machine, no GPU): builds every cell's gemm_sm90 kernel through the same graphs
 into PYGRAPH_GEMM_CACHE_DIR, so the device run compiles nothing of ours.
+
+``--shape small=768x4096x4096`` (repeatable) times a bucket at another shape; it must fall in that
+bucket. Precompile with the same ``--shape`` and ``--only``: the rule's config depends on the shape.
 """
 
 from __future__ import annotations
@@ -69,6 +72,32 @@ def graph_of(cell: tuple[str, str, str, str], handle: Any = None):
     return g, roles
 
 
+class ShapeError(ValueError):
+    """A --shape that is malformed, names no bucket, or falls in another bucket."""
+
+
+def set_shape(spec: str) -> tuple[int, int, int]:
+    """Time ``BUCKET=MxNxK``'s bucket at that shape (it must fall in that bucket); returns it."""
+    from pygraph_gemm.analyzer import analyze
+    from pygraph_gemm.heuristics import shape_bucket
+
+    bucket, _, dims = spec.partition("=")
+    if bucket not in BUCKETS:
+        raise ShapeError(f"--shape {spec!r}: bucket {bucket!r} is not one of {sorted(BUCKETS)}")
+    try:
+        m, n, k = (int(x) for x in dims.split("x"))
+    except ValueError:
+        raise ShapeError(f"--shape {spec!r}: want BUCKET=MxNxK, e.g. small=768x4096x4096") from None
+    if min(m, n, k) < 1:
+        raise ShapeError(f"--shape {spec!r}: M, N and K must be positive, got {m}x{n}x{k}")
+    old, BUCKETS[bucket] = BUCKETS[bucket], (m, n, k)
+    got = shape_bucket(analyze(graph_of(("bf16", "kk", bucket, "plain"))[0]))
+    if got != bucket:
+        BUCKETS[bucket] = old
+        raise ShapeError(f"--shape {spec!r}: {m}x{n}x{k} falls in bucket {got!r}, not {bucket!r}")
+    return m, n, k
+
+
 def build(cell: tuple[str, str, str, str], *, backend: bool, handle: Any = None):
     """The cell's graph, planned and built: gemm_sm90's first-named config, or the backend's plan.
     Returns (graph, {role: tensor})."""
@@ -83,17 +112,23 @@ def cells() -> list[tuple[str, str, str, str]]:
     return [(d, lay, b, e) for d in DTYPES for lay in LAYOUTS for b in BUCKETS for e in EPILOGUES]
 
 
-def precompile() -> int:
-    """Every cell's gemm_sm90 kernel, built on a machine without a GPU (the arch check skipped)."""
+def selected(only: str) -> list[tuple[str, str, str, str]]:
+    """The cells ``--only``'s comma-separated filters name (every cell when empty)."""
+    wanted = [w for w in only.split(",") if w]
+    return [c for c in cells() if not wanted or any(w in c for w in wanted)]
+
+
+def precompile(chosen: list[tuple[str, str, str, str]]) -> int:
+    """The cells' gemm_sm90 kernels, built on a machine without a GPU (the arch check skipped)."""
     from pygraph_gemm.engine_sm90 import GemmSm90Engine
 
     GemmSm90Engine._arch_reason = lambda self: None
     t0 = time.time()
-    for cell in cells():
+    for cell in chosen:
         t = time.time()
         build(cell, backend=False)
         print(f"{time.time() - t:5.1f}s {' '.join(cell)}", flush=True)
-    print(f"built {len(cells())} cells' kernels in {time.time() - t0:.0f}s")
+    print(f"built {len(chosen)} cells' kernels in {time.time() - t0:.0f}s")
     return 0
 
 
@@ -156,20 +191,30 @@ def main(argv=None) -> int:
         "--precompile", action="store_true", help="CPU only: build every cell's kernel into the cache"
     )
     ap.add_argument("--only", default="", help="comma-separated filters, e.g. 'narrow,small' or 'bf16'")
+    ap.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        help="BUCKET=MxNxK: time that bucket at this shape (repeatable)",
+    )
     args = ap.parse_args(argv)
+    try:
+        for spec in args.shape:
+            set_shape(spec)
+    except ShapeError as exc:
+        ap.error(str(exc))
+    chosen = selected(args.only)
     if args.precompile:
-        return precompile()
+        return precompile(chosen)
     import cudnn
     import torch
 
     handle = cudnn.create_handle()
     flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
-    wanted = [w for w in args.only.split(",") if w]
     leads = []
+    print(f"shapes: {', '.join(f'{b} {m}x{n}x{k}' for b, (m, n, k) in BUCKETS.items())}")
     print("dt   AB  bucket  epi    ours  backend   ours/backend [p25 median p75]  (TFLOP/s, cold L2)")
-    for cell in cells():
-        if wanted and not any(w in cell for w in wanted):
-            continue
+    for cell in chosen:
         try:
             r = measure(cell, args.rounds, flush, torch, handle)
         except Exception as exc:  # a cell either side cannot serve is reported, the rest still run
