@@ -105,7 +105,8 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
       the old narrow rule past a wave, 346 / 331), 128x14336x4096 354 / 348 (one row tile: no
       cluster; 128x64 327 / 325).
     - 64x128: 256x4096x4096 362 / 355 (128x64 339 / 336), 200x3000x4104 189 / 190 (144 / 142),
-      1024x1024x4096 411 / 398 (128x64 339 / 335, 128x128 split-K 2 377 / 367; cuBLAS 474, cuBLASLt fused 447).
+      1024x1024x4096 411 / 398 (128x64 339 / 335, 128x128 split-K 2 377 / 367; cuBLAS 474,
+      cuBLASLt fused 447).
     - 64x64 (thirteenth session): 128x4096x4096 224-226 bias+gelu, against 205 for 128x64
       split-K 2 and cuBLASLt's fused 215.
     M <= 64 runs 64x64 alone (one row tile; 64x4096x4096 119 against 102 in a cluster that would
