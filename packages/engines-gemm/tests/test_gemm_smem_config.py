@@ -56,3 +56,18 @@ def test_staged_bias_costs_no_measured_config_a_stage():
     for knobs in (RULE, GemmKnobs(tile_m=256, tile_n=128, cga_n=2, swizzle=8, epi_slots=3)):
         assert pick_stages(knobs, BF16, BIAS_GELU) == pick_stages(knobs, BF16, PLAIN) == 4
         assert _smem_bytes(knobs, BF16, BIAS_GELU, 4) <= MAX_SMEM_BYTES
+
+
+@pytest.mark.parametrize(("tile_n", "epi_n"), [(48, 32), (240, 32), (96, 64), (160, 64)])
+def test_a_tile_that_does_not_split_into_whole_epilogue_sub_tiles_is_refused(tile_n, epi_n):
+    from pygraph_gemm.kernels.config import GemmKnobs
+
+    why = GemmKnobs(tile_m=128, tile_n=tile_n, epi_n=epi_n).validate()
+    assert why is not None and f"tile_n={tile_n}" in why and f"epi_n={epi_n}" in why
+
+
+@pytest.mark.parametrize(("tile_n", "epi_n"), [(16, 32), (96, 32), (192, 32), (256, 64)])
+def test_tiles_of_whole_epilogue_sub_tiles_or_narrower_are_accepted(tile_n, epi_n):
+    from pygraph_gemm.kernels.config import GemmKnobs
+
+    assert GemmKnobs(tile_m=128, tile_n=tile_n, epi_n=epi_n).validate() is None

@@ -172,8 +172,10 @@ class GemmKnobs:
             return f"epi_n={self.epi_n} not in (32, 64)"
         if self.epi_slots and not 2 <= self.epi_slots <= 4:
             return f"epi_slots={self.epi_slots} not 0 (default) or in [2, 4]"
-        if self.epi_n == 64 and self.tile_n % 64:
-            return f"epi_n=64 needs tile_n a multiple of 64, got {self.tile_n}"
+        if self.tile_n > self.epi_n and self.tile_n % self.epi_n:
+            # the epilogue stores whole epi_n-wide sub-tiles: a last partial one would be left
+            # unwritten or spill into the next tile's columns
+            return f"tile_n={self.tile_n} is not a multiple of epi_n={self.epi_n} (the epilogue's sub-tile width)"
         if self.pingpong:
             if self.tile_m not in (64, 128):
                 return f"pingpong needs tile_m in (64, 128) (one warpgroup per tile), got {self.tile_m}"
