@@ -15,18 +15,12 @@ import sys
 from collections.abc import Iterable
 from functools import partial
 
+from gemm_shapes import parse_shape
+
 
 def parse_shapes(text: str) -> list[tuple[int, int, int]]:
     """``"MxNxK,MxNxK"`` as tuples; a clear error for anything else."""
-    shapes = []
-    for item in (s for s in text.split(",") if s):
-        try:
-            m, n, k = (int(x) for x in item.split("x"))
-        except ValueError:
-            raise ValueError(f"shape {item!r}: want MxNxK, e.g. 1024x1024x4096") from None
-        if min(m, n, k) < 1:
-            raise ValueError(f"shape {item!r}: M, N and K must be positive")
-        shapes.append((m, n, k))
+    shapes = [parse_shape(item) for item in text.split(",") if item]
     if not shapes:
         raise ValueError(f"no shape in {text!r}")
     return shapes

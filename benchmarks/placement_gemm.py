@@ -78,6 +78,8 @@ class ShapeError(ValueError):
 
 def set_shape(spec: str) -> tuple[int, int, int]:
     """Time ``BUCKET=MxNxK``'s bucket at that shape (it must fall in that bucket); returns it."""
+    from gemm_shapes import parse_shape
+
     from pygraph_gemm.analyzer import analyze
     from pygraph_gemm.heuristics import shape_bucket
 
@@ -85,11 +87,9 @@ def set_shape(spec: str) -> tuple[int, int, int]:
     if bucket not in BUCKETS:
         raise ShapeError(f"--shape {spec!r}: bucket {bucket!r} is not one of {sorted(BUCKETS)}")
     try:
-        m, n, k = (int(x) for x in dims.split("x"))
-    except ValueError:
-        raise ShapeError(f"--shape {spec!r}: want BUCKET=MxNxK, e.g. small=768x4096x4096") from None
-    if min(m, n, k) < 1:
-        raise ShapeError(f"--shape {spec!r}: M, N and K must be positive, got {m}x{n}x{k}")
+        m, n, k = parse_shape(dims)
+    except ValueError as exc:
+        raise ShapeError(f"--shape {spec!r} (want BUCKET=MxNxK): {exc}") from None
     old, BUCKETS[bucket] = BUCKETS[bucket], (m, n, k)
     got = shape_bucket(analyze(graph_of(("bf16", "kk", bucket, "plain"))[0]))
     if got != bucket:

@@ -3,22 +3,14 @@ profiler's averages (stand-in rows; the device run prints nvjet's names)."""
 
 from __future__ import annotations
 
-import pathlib
 from types import SimpleNamespace
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
-
 
 @pytest.fixture(scope="module")
-def anchors():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("anchor_kernels", ROOT / "benchmarks" / "anchor_kernels.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def anchors(benchmark_module):
+    return benchmark_module("anchor_kernels")
 
 
 def test_shapes_parse_in_order(anchors):
