@@ -258,6 +258,7 @@ def cases(quick: bool = False):
         + static_ring_cases()
         + narrow_cluster_cases()
         + one_wave_cases()
+        + tile_192_cases()
     )
 
 
@@ -308,6 +309,21 @@ def one_wave_cases():
         dict(m=300, n=176, k=520, knobs=k192, residual=True, b_col=True, dt="fp16", out="fp16"),
         dict(m=384, n=520, k=264, l=3, knobs=k192, bias=True, act="relu"),
     ]
+
+
+def tile_192_cases():
+    """TILE_N 192 in the engine's other arrangements (its domain holds them all since v24): one
+    warpgroup on a 64-row tile in a 2x1 cluster, ping-pong 64x192 with aux, swapped operands at M =
+    16, and a 1x2 cluster rastered along N with a residual."""
+    return [
+        dict(m=200, n=1000, k=520, knobs=GemmKnobs(tile_m=64, tile_n=192, cga_m=2), bias=True, act="gelu_approx_tanh"),
+        dict(
+            m=1000, n=1048, k=520, knobs=GemmKnobs(tile_m=64, tile_n=192, pingpong=True), bias=True, act="relu",
+            aux=True,
+        ),
+        dict(m=16, n=1000, k=1024, knobs=GemmKnobs(tile_m=128, tile_n=192, swap_ab=True), bias=True, act="silu"),
+        dict(m=1000, n=2000, k=520, knobs=GemmKnobs(tile_m=128, tile_n=192, cga_n=2, raster="n"), residual=True),
+    ]  # fmt: skip
 
 
 def warpgroup_view_cases():
@@ -903,6 +919,13 @@ _FAMILIES = {
     "staged bias, one consumer warpgroup": lambda c, kn: (
         kn.bias_smem and c.get("bias") and kn.tile_m == 64 and kn.tile_n == 256
     ),
+    "64x128 in a 2x1 cluster, a padded row tile": lambda c, kn: (
+        (kn.tile_m, kn.tile_n, kn.cga_m) == (64, 128, 2) and c["m"] == 130
+    ),
+    "192 columns, staggered, every piece + aux": lambda c, kn: (
+        kn.tile_n == 192 and kn.stagger and c.get("aux")
+    ),
+    "192 columns, ping-pong + aux": lambda c, kn: kn.tile_n == 192 and kn.pingpong and c.get("aux"),
 }
 
 
