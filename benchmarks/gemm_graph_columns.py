@@ -7,6 +7,7 @@ returns the callable that is timed: one ``graph.execute()``, host path included.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -34,6 +35,19 @@ def build_side(g: Any, *, backend: bool, context: str = "") -> None:
         raise RuntimeError(f"{context}expected a {want} plan, planning selected {got}: {g.decline_reasons()}")
 
 
+def checked_call(g: Any, bindings: dict, out: Any, ref: Any, what: str) -> Callable[[], Any]:
+    """Execute the built ``g`` once into ``out`` (NaN-poisoned by the caller), check it against the
+    fp32 ``ref`` (relative Frobenius error below 2e-2; ``out``'s first batch), and return the call
+    that is timed: one ``graph.execute()`` with its own workspace."""
+    ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
+    g.execute(bindings, ws)
+    torch.cuda.synchronize()
+    err = ((out[0].float() - ref).norm() / ref.norm()).item()
+    if not err < 2e-2:
+        raise RuntimeError(f"{what} output is wrong: relative error {err:.2e}")
+    return lambda: g.execute(bindings, ws)
+
+
 def _graph(a: Any, b: Any, bias: Any, fused: bool, *, backend: bool):
     import cudnn
 
@@ -52,17 +66,10 @@ def _graph(a: Any, b: Any, bias: Any, fused: bool, *, backend: bool):
         x = g.gelu_approx_tanh(input=g.bias(input=x, bias=tbias, name="bias"), name="act")
     x.set_output(True).set_data_type(io)
     build_side(g, backend=backend)
-    want = "backend" if backend else "gemm_sm90"
     out = torch.full((1, a.shape[0], b.shape[1]), float("nan"), device="cuda", dtype=a.dtype)
     bindings[x] = out
-    ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
-    g.execute(bindings, ws)
-    torch.cuda.synchronize()
     ref = F.gelu(torch.addmm(bias, a, b).float(), approximate="tanh") if fused else (a @ b).float()
-    err = ((out[0].float() - ref).norm() / ref.norm()).item()
-    if not err < 2e-2:
-        raise RuntimeError(f"{want} plan output is wrong: relative error {err:.2e}")
-    return lambda: g.execute(bindings, ws)
+    return checked_call(g, bindings, out, ref, f"{'backend' if backend else 'gemm_sm90'} plan")
 
 
 def backend_column(a: Any, b: Any, bias: Any, fused: bool):

@@ -158,6 +158,7 @@ def _operands(cell, torch):
 def measure(cell, rounds: int, flush, torch, handle) -> dict:
     from ab_gemm import quartiles, time_round
     from bench_gemm import rotated, tflops
+    from gemm_graph_columns import checked_call
 
     ops, ref, tdt = _operands(cell, torch)
     m, n, k = BUCKETS[cell[2]]
@@ -167,13 +168,7 @@ def measure(cell, rounds: int, flush, torch, handle) -> dict:
         out = torch.full((1, m, n), float("nan"), device="cuda", dtype=tdt)
         bindings = {roles[r]: ops[r] for r in ops}
         bindings[roles["out"]] = out
-        ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
-        g.execute(bindings, ws)
-        torch.cuda.synchronize()
-        err = ((out[0].float() - ref).norm() / ref.norm()).item()
-        if not err < 2e-2:
-            raise AssertionError(f"cell {cell}, {side} plan: relative error {err:.2e}")
-        calls[side] = lambda g=g, bindings=bindings, ws=ws: g.execute(bindings, ws)
+        calls[side] = checked_call(g, bindings, out, ref, f"cell {cell}, {side} plan")
     names = list(calls)
     for _ in range(2):  # warm the clocks
         time_round(calls, names, 5, flush)

@@ -113,16 +113,13 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
     idle its second CTA). With no tile fitting one wave, the fewest waves, ties to the bigger tile."""
     if facts.m <= 64:
         return {"TILE_M": 64, "TILE_N": 64}
-    fits, fewest = None, None
-    for tile_m, tile_n in _WAVE_LADDER:
-        ctas, cga_m = _launched_ctas(facts, tile_m, tile_n)
-        pick = (tile_m, tile_n, cga_m)
-        if ctas <= _SMS and (fits is None or ctas > fits[0]):
-            fits = (ctas, pick)
-        waves = -(-ctas // _SMS)
-        if fewest is None or waves < fewest[0]:
-            fewest = (waves, pick)
-    tile_m, tile_n, cga_m = (fits or fewest)[1]
+    # (CTAs, cluster M, tile_m, tile_n) per rung; max and min keep the first (bigger) tile on a tie
+    rungs = [(*_launched_ctas(facts, tm, tn), tm, tn) for tm, tn in _WAVE_LADDER]
+    one_wave = [r for r in rungs if r[0] <= _SMS]
+    if one_wave:
+        _, cga_m, tile_m, tile_n = max(one_wave, key=lambda r: r[0])
+    else:
+        _, cga_m, tile_m, tile_n = min(rungs, key=lambda r: -(-r[0] // _SMS))
     if tile_m == 128 and tile_n >= 192:
         return {**_LONG_K, "TILE_N": tile_n, "TILE_CGA_M": cga_m}
     return {"TILE_M": tile_m, "TILE_N": tile_n, "TILE_CGA_M": cga_m}
