@@ -15,15 +15,10 @@ pytest.importorskip("torch")
 
 from pygraph_gemm.kernels import launch
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
-
 
 @pytest.fixture
-def ab_gemm(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    import ab_gemm
-
-    yield ab_gemm
+def ab_gemm(benchmark_module):
+    yield benchmark_module("ab_gemm")
     for name in [n for n in sys.modules if n.startswith("pygraph_gemm.kernels_b")]:
         del sys.modules[name]
 
