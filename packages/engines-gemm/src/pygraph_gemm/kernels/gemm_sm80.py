@@ -38,7 +38,7 @@ import cutlass.utils as utils
 from cutlass import Float32, const_expr
 
 from .config import GemmKnobs, KernelEpilogue, KernelLayout, dtype_bytes
-from .entry import GemmEntry
+from .entry import GemmEntry, HostArgs
 from .epilogue import activate, apply_affine
 
 _DT = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16, "fp32": cutlass.Float32}
@@ -151,42 +151,14 @@ class Sm80Gemm(GemmEntry):
             val = cute.make_layout((v, 1))
         return cute.make_tiled_copy_tv(atom, thr, val)
 
-    def _host(
-        self,
-        a_ptr,
-        b_ptr,
-        c_ptr,
-        bias_ptr,
-        scale_m_ptr,
-        scale_n_ptr,
-        res_ptr,
-        aux_ptr,
-        m,
-        n,
-        k,
-        l,
-        a_ld,
-        a_bs,
-        b_ld,
-        b_bs,
-        c_ld,
-        c_bs,
-        r_sm,
-        r_sn,
-        r_bs,
-        x_ld,
-        x_bs,
-        ws_ptr,
-        sem_ptr,
-        stream,
-    ):
-        """Host-side body of the entry points (`entry.GemmEntry`); no workspace (``ws_ptr``,
-        ``sem_ptr`` unused: this kernel has no split-K)."""
+    def _host(self, args: HostArgs):
+        """Host-side body of the entry points (`entry.GemmEntry`); no workspace (``args.ws_ptr``,
+        ``args.sem_ptr`` unused: this kernel has no split-K)."""
         epi = self.epi
-        mA, mB, mC = self._tensors(a_ptr, b_ptr, c_ptr, m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs)
+        mA, mB, mC = self._tensors(args)
         mX = mC  # placeholder when there is no aux output
         if const_expr(epi.aux_out):
-            mX = self._c_like(aux_ptr, m, n, l, x_ld, x_bs)
+            mX = self._aux(args)
 
         sA_layout, sA_swz = self._smem_layout(self.tile_m, self.a_kmaj)
         sB_layout, sB_swz = self._smem_layout(self.tile_n, self.b_kmaj)
@@ -201,11 +173,9 @@ class Sm80Gemm(GemmEntry):
             permutation_mnk=(wm * 16, wn * 16, 16),
         )
 
-        mBiasM, mBiasN, mScaleM, mScaleN, mRes = self._epilogue_tensors(
-            bias_ptr, scale_m_ptr, scale_n_ptr, res_ptr, m, n, l, r_sm, r_sn, r_bs
-        )
+        mBiasM, mBiasN, mScaleM, mScaleN, mRes = self._epilogue_tensors(args)
 
-        grid = ((m + self.tile_m - 1) // self.tile_m, (n + self.tile_n - 1) // self.tile_n, l)
+        grid = ((args.m + self.tile_m - 1) // self.tile_m, (args.n + self.tile_n - 1) // self.tile_n, args.l)
         self.kernel(
             mA,
             mB,
@@ -223,7 +193,7 @@ class Sm80Gemm(GemmEntry):
             g2s_a,
             g2s_b,
             tiled_mma,
-        ).launch(grid=grid, block=[_THREADS, 1, 1], stream=stream)
+        ).launch(grid=grid, block=[_THREADS, 1, 1], stream=args.stream)
 
     # ------------------------------------------------------------------ device side
     @cute.kernel

@@ -10,7 +10,7 @@ import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import Int32, const_expr
 
-from .entry import GemmEntry
+from .entry import GemmEntry, HostArgs
 from .tile_schedule import schedule_extent, tail_split
 
 
@@ -36,38 +36,10 @@ class Sm90Host(GemmEntry):
     """The host half of ``Sm90Gemm``: it reads the configuration ``Sm90Gemm.__init__`` derives
     (tile, stages, rings, cluster, layouts, epilogue) and launches its ``kernel``."""
 
-    def _host(
-        self,
-        a_ptr,
-        b_ptr,
-        c_ptr,
-        bias_ptr,
-        scale_m_ptr,
-        scale_n_ptr,
-        res_ptr,
-        aux_ptr,
-        m,
-        n,
-        k,
-        l,
-        a_ld,
-        a_bs,
-        b_ld,
-        b_bs,
-        c_ld,
-        c_bs,
-        r_sm,
-        r_sn,
-        r_bs,
-        x_ld,
-        x_bs,
-        ws_ptr,
-        sem_ptr,
-        stream,
-    ):
+    def _host(self, args: HostArgs):
         """Host-side body of every entry point (`entry.GemmEntry`, the split one; traced inside them)."""
         epi = self.epi
-        mA, mB, mC = self._tensors(a_ptr, b_ptr, c_ptr, m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs)
+        mA, mB, mC = self._tensors(args)
         a_layout, b_layout, c_layout = self.a_layout, self.b_layout, self.c_layout
 
         tiled_mma = sm90_utils.make_trivial_tiled_mma(
@@ -106,7 +78,7 @@ class Sm90Host(GemmEntry):
         )
         tma_x, tX = tma_c, tC
         if const_expr(epi.aux_out):
-            mX = self._c_like(aux_ptr, m, n, l, x_ld, x_bs)
+            mX = self._aux(args)
             tma_x, tX = cute.nvgpu.cpasync.make_tiled_tma_atom(
                 cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(),
                 mX,
@@ -114,9 +86,7 @@ class Sm90Host(GemmEntry):
                 self.epi_tile,
             )
 
-        mBiasM, mBiasN, mScaleM, mScaleN, mRes = self._epilogue_tensors(
-            bias_ptr, scale_m_ptr, scale_n_ptr, res_ptr, m, n, l, r_sm, r_sn, r_bs
-        )
+        mBiasM, mBiasN, mScaleM, mScaleN, mRes = self._epilogue_tensors(args)
 
         # persistent tile schedule over the output tiles
         gc = cute.zipped_divide(mC, tiler=self.tile_mnk[:2])
@@ -134,17 +104,17 @@ class Sm90Host(GemmEntry):
         if const_expr(self.split_k > 1):
             # one semaphore per cluster-padded tile: units / S clusters of cluster_m x cluster_n tiles
             n_sem = n_units // self.split_k * cluster_size
-            mCnt = cute.make_tensor(sem_ptr, cute.make_layout(n_sem))
-            mWs = cute.make_tensor(ws_ptr, cute.make_layout(1))
+            mCnt = cute.make_tensor(args.sem_ptr, cute.make_layout(n_sem))
+            mWs = cute.make_tensor(args.ws_ptr, cute.make_layout(1))
         # the work items: units 0 .. whole-1 whole, then `slices` K-slices of each remaining unit
         whole, slices, n_work = n_units, Int32(1), n_units
         if const_expr(self.tail_split > 1):
-            k_tiles = (k + self.tile_mnk[2] - 1) // self.tile_mnk[2]
+            k_tiles = (args.k + self.tile_mnk[2] - 1) // self.tile_mnk[2]
             whole, slices = tail_split(n_units, n_resident, k_tiles, self.tail_split)
             n_work = whole + (n_units - whole) * slices
             # one semaphore and `slices` partial tiles per tail tile (fewer than one round's worth)
-            mCnt = cute.make_tensor(sem_ptr, cute.make_layout(n_resident * cluster_size))
-            mWs = cute.make_tensor(ws_ptr, cute.make_layout(1))
+            mCnt = cute.make_tensor(args.sem_ptr, cute.make_layout(n_resident * cluster_size))
+            mWs = cute.make_tensor(args.ws_ptr, cute.make_layout(1))
         grid = (*self.cluster_mn, n_resident)
 
         self.shared_storage = _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout)
@@ -181,5 +151,5 @@ class Sm90Host(GemmEntry):
             block=[self.threads, 1, 1],
             cluster=(*self.cluster_mn, 1),
             min_blocks_per_mp=1,
-            stream=stream,
+            stream=args.stream,
         )

@@ -8,6 +8,7 @@ import cuda.bindings.driver as cuda
 import cutlass.cute as cute
 from cutlass import Int32, Int64
 
+from .entry import HostArgs
 from .gemm_sm90 import Sm90Gemm
 
 
@@ -47,8 +48,8 @@ class Sm90GemmSplitK(Sm90Gemm):
         sem_ptr: cute.Pointer,
         stream: cuda.CUstream,
     ):
-        self._host(
+        self._host(HostArgs(
             a_ptr, b_ptr, c_ptr, bias_ptr, scale_m_ptr, scale_n_ptr, res_ptr, aux_ptr,
             m, n, k, l, a_ld, a_bs, b_ld, b_bs, c_ld, c_bs, r_sm, r_sn, r_bs, x_ld, x_bs,
             ws_ptr, sem_ptr, stream,
-        )  # fmt: skip
+        ))  # fmt: skip
