@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from host_timing import burst_cost
 
-from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs
+from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, can_implement
 from pygraph_gemm.kernels.launch import Plan
 from pygraph_gemm.knob_labels import knob_label
 
@@ -93,6 +93,13 @@ def make_call(knobs, spec, a, b, c, bias, workspace=None, plan_cls=Plan):
     st = lambda t: (0, t.stride(0), t.stride(1))  # noqa: E731
     m, k = a.shape
     n = b.shape[1]
+    # the raw plan reads pointers and strides as given (the engine checked them at check_support)
+    why = can_implement(
+        m, n, k, 1, a.dtype, b.dtype, c.dtype, st(a), st(b), st(c), a.data_ptr(), b.data_ptr(), c.data_ptr(),
+        knobs, spec,
+    )  # fmt: skip
+    if why:
+        raise ValueError(f"{knob_label(knobs)} at {m}x{n}x{k}: {why}")
     plan = plan_cls(knobs, spec, a.dtype, c.dtype, st(a), st(b), st(c), m, n, k, 1)
     args = (
         a.data_ptr(),

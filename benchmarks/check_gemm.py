@@ -259,6 +259,7 @@ def cases(quick: bool = False):
         + narrow_cluster_cases()
         + one_wave_cases()
         + tile_192_cases()
+        + cluster_four_cases()
     )
 
 
@@ -323,6 +324,26 @@ def tile_192_cases():
         ),
         dict(m=16, n=1000, k=1024, knobs=GemmKnobs(tile_m=128, tile_n=192, swap_ab=True), bias=True, act="silu"),
         dict(m=1000, n=2000, k=520, knobs=GemmKnobs(tile_m=128, tile_n=192, cga_n=2, raster="n"), residual=True),
+    ]  # fmt: skip
+
+
+def cluster_four_cases():
+    """4-CTA clusters. 64x128 tiles in a 4x1 cluster (B multicast to four row tiles), the narrow
+    rule where it fits one wave: the ragged 200x3000x4104 row; three row tiles (the fourth CTA past M)
+    in fp16; one row tile (three CTAs past M) with fp32 output; eight row tiles (two clusters along M)
+    with a residual and B column-major; batched with every epilogue piece + aux. 64x64 in a 4x1
+    cluster, and the domain's other 4-CTA shapes (2x2, 1x4), once each."""
+    gt = "gelu_approx_tanh"
+    k41 = GemmKnobs(tile_m=64, tile_n=128, cga_m=4)
+    return [
+        dict(m=200, n=3000, k=4104, knobs=k41, bias=True, act=gt, vec="bf16"),
+        dict(m=150, n=3000, k=1032, knobs=k41, bias=True, act=gt, dt="fp16", out="fp16", vec="fp16"),
+        dict(m=40, n=1000, k=520, knobs=k41, bias=True, act="relu", out="fp32"),
+        dict(m=512, n=1920, k=264, knobs=k41, residual=True, b_col=True),
+        _all_pieces(k41, "silu", l=2, a_col=True),
+        dict(m=200, n=1536, k=1032, knobs=GemmKnobs(tile_m=64, tile_n=64, cga_m=4), bias=True, act=gt),
+        dict(m=1000, n=1048, k=520, knobs=GemmKnobs(tile_m=128, tile_n=128, cga_m=2, cga_n=2), bias=True, act="relu"),
+        dict(m=300, n=2000, k=520, knobs=GemmKnobs(tile_m=64, tile_n=128, cga_n=4), residual=True, dt="fp16"),
     ]  # fmt: skip
 
 
@@ -926,6 +947,10 @@ _FAMILIES = {
         kn.tile_n == 192 and kn.stagger and c.get("aux")
     ),
     "192 columns, ping-pong + aux": lambda c, kn: kn.tile_n == 192 and kn.pingpong and c.get("aux"),
+    "4x1 cluster, three CTAs past M": lambda c, kn: kn.cga_m == 4 and c["m"] == 40,
+    "4x1 cluster, every piece + aux": lambda c, kn: kn.cga_m == 4 and c.get("aux"),
+    "2x2 cluster": lambda c, kn: (kn.cga_m, kn.cga_n) == (2, 2),
+    "1x4 cluster": lambda c, kn: kn.cga_n == 4 and kn.split_k == 1,
 }
 
 

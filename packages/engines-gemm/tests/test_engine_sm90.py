@@ -116,6 +116,10 @@ CASES = [
     # 64x64, 64x128 tiles in a 2x1 cluster with A column-major: the one-wave rule's tiles
     (768, 4096, 1024, (), dt.BFLOAT16, dt.BFLOAT16, False, True, ("bias",), "gelu_approx_tanh", False),
     (256, 4096, 1032, (), dt.HALF, dt.HALF, True, False, ("bias",), "relu", True),
+    # four 64-row tiles under 24 column tiles: 64x128 in a 4x1 cluster (B multicast to all four)
+    (200, 3000, 1032, (), dt.BFLOAT16, dt.BFLOAT16, False, False, ("bias",), "gelu_approx_tanh", False),
+    # five 128-row tiles: pairing rows would pad to 144 CTAs, so 128x128 in a 1x2 cluster (120 CTAs)
+    (640, 3000, 1032, (), dt.HALF, dt.HALF, False, True, ("bias", "residual"), "relu", True),
     # large with short K: the rule names 128x128 ping-pong (ragged tiles, residual and aux)
     (2304, 2056, 520, (), dt.HALF, dt.HALF, False, True, ("bias", "residual"), "gelu_approx_tanh", True),
 ]

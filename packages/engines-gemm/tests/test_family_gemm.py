@@ -241,26 +241,57 @@ def test_wave_rule_names_the_biggest_tile_that_fills_one_wave(m, n, batch, tile)
     assert (rule["TILE_M"], rule["TILE_N"], rule["TILE_CGA_M"], rule["SPLIT_K"]) == (*tile, 1)
 
 
+@pytest.mark.parametrize(
+    ("m", "n", "batch", "tile", "cluster"),
+    [
+        # 64x128 tiles under one wave of 4-CTA clusters (30 resident): B multicast to four row tiles
+        (200, 3000, (), (64, 128), (4, 1)),  # 4 x 24 = 96 CTAs
+        (150, 3000, (), (64, 128), (4, 1)),  # three row tiles padded to four, as the 2x1 pads them
+        (256, 128 * 30, (), (64, 128), (4, 1)),  # 120 CTAs: 30 clusters
+        (256, 128 * 31, (), (64, 128), (2, 1)),  # 124 CTAs: 31 clusters would take two waves
+        (320, 3000, (), (64, 128), (1, 2)),  # five row tiles: padding to 8 (or 6) breaks the wave
+        # an odd row count whose padding breaks the wave: pair the columns instead, or none
+        (640, 3000, (), (128, 128), (1, 2)),  # 5 x 24 = 120 CTAs, 144 with the rows paired
+        (384, 5120, (), (128, 128), (1, 2)),  # 3 x 40 = 120
+        (640, 128 * 13, (2,), (128, 128), (1, 1)),  # 5 x 13 x 2 = 130; paired rows 156, columns 140
+        (768, 4096, (), (128, 192), (2, 1)),  # 192-column tiles keep the 2x1 cluster
+    ],
+)
+def test_wave_rule_clusters(m, n, batch, tile, cluster):
+    g, c = _graph(m=m, n=n, k=1024, batch=batch)
+    c.set_output(True)
+    rule = tile_rule(analyze(g))
+    assert (rule["TILE_M"], rule["TILE_N"]) == tile
+    assert (rule["TILE_CGA_M"], rule["TILE_CGA_N"]) == cluster
+
+
 def test_the_backend_leads_the_cells_where_it_was_timed_faster(monkeypatch):
     from pygraph.engines.base import PlanConfig
     from pygraph_gemm import heuristics
 
+    backend = [PlanConfig(-1), PlanConfig(7, {}, 0, heur_mode.A)]
+
+    def first_engine(m, n, k, bias=False, **kw):
+        g, c = _graph(m=m, n=n, k=k, **kw)
+        if bias:
+            c = g.gelu_approx_tanh(input=g.bias(input=c, bias=_vec(g, "bias", [1, n])))
+        c.set_output(True)
+        return recommend([heur_mode.A], analyze(g), {"gemm_sm90": 20400}, backend)[0].engine_id
+
+    # The measured table: plain narrow and small cells go to the backend (it led at 256x8192x2048 and
+    # 1024x1024x4096 by 4-15%, was level where ours led), fused and large cells stay ours.
+    assert first_engine(128, 4096, 4096, b_col_major=True) == -1
+    assert first_engine(1024, 1024, 4096) == -1
+    assert first_engine(128, 4096, 4096, bias=True) == 20400
+    assert first_engine(1024, 4096, 4096, bias=True) == 20400
+    assert first_engine(4096, 4096, 4096) == 20400
+    # A cell in the table puts the backend's plans first; the cell next to it keeps ours first.
+    monkeypatch.setattr(heuristics, "_BACKEND_LEADS", frozenset({("bf16", "kk", "narrow", "plain")}))
     g, c = _graph(m=128, n=4096, k=4096, b_col_major=True)
     c.set_output(True)
-    backend = [PlanConfig(-1), PlanConfig(7, {}, 0, heur_mode.A)]
-    # The narrow plain cell was measured ours-first with 64x64 tiles in a 2x1 cluster (227-228 vs
-    # cuBLAS's 226 TFLOP/s): ours leads it now.
-    plans = recommend([heur_mode.A], analyze(g), {"gemm_sm90": 20400}, backend)
-    assert plans[0].engine_id == 20400
-    # A cell in the table puts the backend's plans first.
-    monkeypatch.setattr(heuristics, "_BACKEND_LEADS", frozenset({("bf16", "kk", "narrow", "plain")}))
     plans = recommend([heur_mode.A], analyze(g), {"gemm_sm90": 20400}, backend)
     assert [p.engine_id for p in plans[:3]] == [-1, 7, 20400]
-    # Row-major B in the same bucket is another cell: ours keeps the lead.
-    g2, c2 = _graph(m=128, n=4096, k=4096)
-    c2.set_output(True)
-    plans = recommend([heur_mode.A], analyze(g2), {"gemm_sm90": 20400}, backend)
-    assert plans[0].engine_id == 20400
+    assert first_engine(128, 4096, 4096) == 20400  # row-major B: another cell
 
 
 def test_tall_and_square_long_k_shapes_share_the_swizzled_2x1_rule():
@@ -366,24 +397,15 @@ def test_every_rule_names_a_config_inside_the_domain_the_kernel_can_build():
                 outside = {a: v for a, v in rule.items() if v not in KNOB_DOMAINS[a]}
                 assert not outside, f"{m}x{n} batch {batch}: {outside}"
                 assert knobs_from_config(rule).validate() is None, f"{m}x{n} batch {batch}: {rule}"
-                seen.add((rule["TILE_M"], rule["TILE_N"], rule["TILE_CGA_M"]))
-    # the sweep reaches every rung of the one-wave ladder, paired and alone
-    assert {(128, 256, 2), (128, 192, 2), (128, 128, 2), (128, 128, 1), (64, 128, 2), (64, 64, 2)} <= seen
-
-
-def test_the_measured_placement_puts_the_backend_first_only_in_its_plain_cells():
-    # placement_gemm.py (fourteenth session): at 1024x4096x4096 the backend's plain plan led ours by
-    # 1-2% with B row-major (kn), ours led with B column-major (kk), and every fused cell was ours
-    from pygraph.engines.base import PlanConfig
-
-    backend = [PlanConfig(-1), PlanConfig(7, {}, 0, heur_mode.A)]
-
-    def first_engine(b_col_major, fused):
-        g, c = _graph(m=1024, n=4096, k=4096, b_col_major=b_col_major)
-        out = g.relu(input=c, name="act") if fused else c
-        out.set_output(True)
-        return recommend([heur_mode.A], analyze(g), {"gemm_sm90": 20400}, backend)[0].engine_id
-
-    assert first_engine(b_col_major=False, fused=False) == -1
-    assert first_engine(b_col_major=True, fused=False) == 20400
-    assert first_engine(b_col_major=False, fused=True) == 20400
+                seen.add((rule["TILE_M"], rule["TILE_N"], rule["TILE_CGA_M"], rule["TILE_CGA_N"]))
+    # the sweep reaches every rung of the one-wave ladder, paired along M, along N and alone, and the
+    # 4x1 cluster of 64x128 tiles
+    assert {
+        (128, 256, 2, 1),
+        (128, 192, 2, 1),
+        (128, 128, 2, 1),
+        (128, 128, 1, 1),
+        (64, 128, 2, 1),
+        (64, 128, 4, 1),
+        (64, 64, 2, 1),
+    } <= seen

@@ -39,7 +39,8 @@ KNOB_DOMAINS: dict[str, tuple[Any, ...]] = {
     "TILE_M": (128, 64),
     "TILE_N": (256, 192, 128, 64, 16),
     "TILEK": (64,),
-    "TILE_CGA_M": (1, 2),
+    # 4 x 1: B multicast to four 64-row tiles, where the narrow rule's grid is L2-bound (kernels/NOTES.md v25)
+    "TILE_CGA_M": (1, 2, 4),
     "TILE_CGA_N": (1, 2, 4),
     "STAGES": (0,),  # 0: as many stages as shared memory holds
     "SWAP_AB": (False, True),

@@ -26,18 +26,28 @@ __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
 
 # (input dtype, A/B majors, bucket, epilogue) cells where the backend's plan was timed faster than
 # gemm_sm90's first config on the H200, both through graph.execute(): benchmarks/placement_gemm.py
-# (cold L2, paired rounds; the backend faster in 3 of 4 of them), fourteenth session, RESULTS.md
-# "Placement". All plain, all by 1-8%: skinny (16x4096x4096) in the layouts with a column-major
-# operand (0.94-0.98x; kk bf16 0.99x stays ours), narrow mn bf16 (0.96x), and small
-# (1024x4096x4096, after the one-wave rule) kn, mk, mn (0.98-0.99x). Every fused cell and every
-# large cell is ours (fused 1.12-1.42x, large plain 1.00x).
+# (cold L2, paired rounds; the backend faster in 3 of 4 of them), RESULTS.md "Placement".
+# - skinny (16x4096x4096, fourteenth session): plain in the layouts with a column-major operand
+#   (0.94-0.98x; kk bf16 0.99x stays ours).
+# - narrow and small, plain, every layout and dtype: the backend led at 1024x4096x4096 in kn, mk, mn
+#   (0.98-0.99x) and at 128x4096x4096 in bf16 mn (0.96x), fourteenth session; at 256x8192x2048 in all
+#   eight cells (0.88-0.96x) and at 1024x1024x4096 in all eight (0.85-0.94x), fifteenth session.
+#   The cells ours won were level (1024x4096x4096 kk 1.00x, 768x4096x4096 0.99-1.01x, 128x4096x4096
+#   0.99-1.01x), so the backend goes first in all of them.
+# Every fused cell is ours (1.09-1.42x at those shapes; mk at 1024x1024x4096 0.98x is the one loss,
+# against 1.20-1.39x at the other two small shapes), and every large cell (plain 1.00x, fused
+# 1.12-1.20x).
 _BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset(
     {
         (dt, ab, "skinny", "plain")
         for dt, ab in (("bf16", "mk"), ("bf16", "mn"), ("fp16", "kk"), ("fp16", "mk"), ("fp16", "mn"))
     }
-    | {("bf16", "mn", "narrow", "plain")}
-    | {(dt, ab, "small", "plain") for dt in ("bf16", "fp16") for ab in ("kn", "mk", "mn")}
+    | {
+        (dt, ab, bucket, "plain")
+        for dt in ("bf16", "fp16")
+        for ab in ("kk", "kn", "mk", "mn")
+        for bucket in ("narrow", "small")
+    }
 )
 
 # SMs of the H200 the rules were measured on: one wave of the persistent grid, of single CTAs and of
@@ -77,12 +87,25 @@ _LONG_K: dict[str, Any] = {
 _WAVE_LADDER = ((128, 256), (128, 192), (128, 128), (64, 128), (64, 64))
 
 
-def _launched_ctas(facts: GemmFacts, tile_m: int, tile_n: int) -> tuple[int, int]:
-    """(CTAs the persistent grid runs for one output tile each, the cluster's M extent): pairs of row
-    tiles share B in a 2x1 cluster whenever there are two row tiles, an odd count padded by one."""
-    rows = -(-facts.m // tile_m)
-    cga_m = 2 if rows >= 2 else 1
-    return -(-rows // cga_m) * cga_m * -(-facts.n // tile_n) * prod(facts.batch), cga_m
+def _launched_ctas(facts: GemmFacts, tile_m: int, tile_n: int) -> tuple[int, int, int]:
+    """(CTAs the persistent grid runs for one output tile each, the cluster's M and N extents): pairs
+    of row tiles share B in a 2x1 cluster whenever there are two row tiles, an odd count padded by one.
+    Where that padding alone pushes a tile of up to 128 columns past one wave, pairs of column tiles
+    share A in a 1x2 cluster instead (no cluster when that does not fit either): 640x3000x4096, five
+    row tiles of 128x128, runs 120 CTAs in 1x2 clusters at 493 TFLOP/s bias+gelu, 482 with none,
+    against 419 for the 96 CTAs of 128x192 that padding to six rows left (fifteenth session)."""
+    rows, cols, batch = -(-facts.m // tile_m), -(-facts.n // tile_n), prod(facts.batch)
+    if rows < 2:
+        return cols * batch, 1, 1
+    paired_rows = -(-rows // 2) * 2 * cols * batch
+    if paired_rows <= _SMS or rows % 2 == 0 or tile_n > 128:
+        return paired_rows, 2, 1
+    paired_cols = rows * -(-cols // 2) * 2 * batch
+    if cols >= 2 and paired_cols <= _SMS:
+        return paired_cols, 1, 2
+    if rows * cols * batch <= _SMS:
+        return rows * cols * batch, 1, 1
+    return paired_rows, 2, 1
 
 
 def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
@@ -113,16 +136,37 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
     idle its second CTA). With no tile fitting one wave, the fewest waves, ties to the bigger tile."""
     if facts.m <= 64:
         return {"TILE_M": 64, "TILE_N": 64}
-    # (CTAs, cluster M, tile_m, tile_n) per rung; max and min keep the first (bigger) tile on a tie
+    # (CTAs, cluster M, cluster N, tile_m, tile_n) per rung; max and min keep the first (bigger) tile
+    # on a tie
     rungs = [(*_launched_ctas(facts, tm, tn), tm, tn) for tm, tn in _WAVE_LADDER]
     one_wave = [r for r in rungs if r[0] <= _SMS]
     if one_wave:
-        _, cga_m, tile_m, tile_n = max(one_wave, key=lambda r: r[0])
+        _, cga_m, cga_n, tile_m, tile_n = max(one_wave, key=lambda r: r[0])
     else:
-        _, cga_m, tile_m, tile_n = min(rungs, key=lambda r: -(-r[0] // _SMS))
+        _, cga_m, cga_n, tile_m, tile_n = min(rungs, key=lambda r: -(-r[0] // _SMS))
     if tile_m == 128 and tile_n >= 192:
         return {**_LONG_K, "TILE_N": tile_n, "TILE_CGA_M": cga_m}
-    return {"TILE_M": tile_m, "TILE_N": tile_n, "TILE_CGA_M": cga_m}
+    if (tile_m, tile_n, cga_m) == (64, 128, 2) and _fits_four_row_cluster(facts, tile_n):
+        cga_m = 4
+    return {"TILE_M": tile_m, "TILE_N": tile_n, "TILE_CGA_M": cga_m, "TILE_CGA_N": cga_n}
+
+
+def _fits_four_row_cluster(facts: GemmFacts, tile_n: int) -> bool:
+    """64-row tiles read 1.5x the operand bytes per FLOP of 128-row ones, so their grid waits on the
+    L2; a 4x1 cluster multicasts each B tile to four row tiles instead of two (12 KB instead of 16
+    KB from L2 per CTA per 64x128 k-block). Taken when it pads no more row tiles than the 2x1 cluster
+    does (3, 4, 7, 8.. row tiles) and the grid still fits one wave of 4-CTA clusters (30 resident,
+    120 CTAs). Paired cold-L2 rounds (narrow_gemm.sh, fifteenth session, 64x128 tiles, bias+gelu
+    TFLOP/s, 4x1 against 2x1): 200x3000x4104 218 against 187 bf16 (+16%), 218 against 189 fp16;
+    150x3000x4104 167 against 148 (+13%). 2x2 clusters move the same bytes and read 212 at
+    200x3000x4104; on 128-row tiles (1100x3000x4096 128x256, 640x3000x4096 128x192) they are level.
+    512x1920x4096 (120 CTAs) +1.8%; 256x4096x4096 (128 CTAs, 32 clusters) 0.72: past 30 clusters
+    the grid runs a second wave."""
+    rows = -(-facts.m // 64)
+    if rows < 3 or -(-rows // 4) * 4 != -(-rows // 2) * 2:
+        return False
+    ctas = -(-rows // 4) * 4 * -(-facts.n // tile_n) * prod(facts.batch)
+    return ctas <= RESIDENT_132[4] * 4
 
 
 def tile_rule(facts: GemmFacts) -> dict[str, Any]:
