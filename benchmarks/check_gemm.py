@@ -260,6 +260,7 @@ def cases(quick: bool = False):
         + one_wave_cases()
         + tile_192_cases()
         + cluster_four_cases()
+        + cluster_eight_cases()
     )
 
 
@@ -344,6 +345,21 @@ def cluster_four_cases():
         dict(m=200, n=1536, k=1032, knobs=GemmKnobs(tile_m=64, tile_n=64, cga_m=4), bias=True, act=gt),
         dict(m=1000, n=1048, k=520, knobs=GemmKnobs(tile_m=128, tile_n=128, cga_m=2, cga_n=2), bias=True, act="relu"),
         dict(m=300, n=2000, k=520, knobs=GemmKnobs(tile_m=64, tile_n=128, cga_n=4), residual=True, dt="fp16"),
+    ]  # fmt: skip
+
+
+def cluster_eight_cases():
+    """8-CTA clusters (kernel-only until timed): 64x128 tiles in a 4x2 cluster (B multicast to four
+    row tiles, A to two column tiles) on the ragged 200x3000x4104 row, on three row tiles and a
+    ragged column pair in fp16, batched with every epilogue piece + aux; a 2x4 cluster with a
+    residual and B column-major."""
+    gt = "gelu_approx_tanh"
+    k42 = GemmKnobs(tile_m=64, tile_n=128, cga_m=4, cga_n=2)
+    return [
+        dict(m=200, n=3000, k=4104, knobs=k42, bias=True, act=gt, vec="bf16"),
+        dict(m=150, n=1160, k=520, knobs=k42, bias=True, act=gt, dt="fp16", out="fp16", vec="fp16"),
+        _all_pieces(k42, "gelu", l=2),
+        dict(m=256, n=3000, k=1032, knobs=GemmKnobs(tile_m=64, tile_n=128, cga_m=2, cga_n=4), residual=True, b_col=True),
     ]  # fmt: skip
 
 
@@ -950,7 +966,9 @@ _FAMILIES = {
     "4x1 cluster, three CTAs past M": lambda c, kn: kn.cga_m == 4 and c["m"] == 40,
     "4x1 cluster, every piece + aux": lambda c, kn: kn.cga_m == 4 and c.get("aux"),
     "2x2 cluster": lambda c, kn: (kn.cga_m, kn.cga_n) == (2, 2),
-    "1x4 cluster": lambda c, kn: kn.cga_n == 4 and kn.split_k == 1,
+    "1x4 cluster": lambda c, kn: kn.cga_n == 4 and kn.cga_m == 1 and kn.split_k == 1,
+    "4x2 cluster, every piece + aux": lambda c, kn: (kn.cga_m, kn.cga_n) == (4, 2) and c.get("aux"),
+    "2x4 cluster": lambda c, kn: (kn.cga_m, kn.cga_n) == (2, 4),
 }
 
 

@@ -409,3 +409,15 @@ def test_every_rule_names_a_config_inside_the_domain_the_kernel_can_build():
         (64, 128, 4, 1),
         (64, 64, 2, 1),
     } <= seen
+
+
+def test_eight_cta_clusters_build_but_stay_out_of_the_domain():
+    """GemmKnobs builds clusters of up to 8 CTAs (the portable limit); the engine's domain keeps to
+    4 until 8-CTA clusters are timed, so no plan list offers one."""
+    from pygraph_gemm.heuristics import _domain
+    from pygraph_gemm.kernels.config import GemmKnobs
+
+    assert GemmKnobs(tile_m=64, tile_n=128, cga_m=4, cga_n=2).validate() is None
+    why = GemmKnobs(tile_m=64, tile_n=128, cga_m=4, cga_n=4).validate()
+    assert why is not None and "4x4" in why and "8 CTAs" in why
+    assert max(p["TILE_CGA_M"] * p["TILE_CGA_N"] for p in _domain()) == 4

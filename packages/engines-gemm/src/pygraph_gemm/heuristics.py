@@ -133,7 +133,10 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
     - 64x64 (thirteenth session): 128x4096x4096 224-226 bias+gelu, against 205 for 128x64
       split-K 2 and cuBLASLt's fused 215.
     M <= 64 runs 64x64 alone (one row tile; 64x4096x4096 119 against 102 in a cluster that would
-    idle its second CTA). With no tile fitting one wave, the fewest waves, ties to the bigger tile."""
+    idle its second CTA). Past one wave there (64x16384x4096) 64x128 reads level, 189 against 190:
+    with one row tile the grid streams B from DRAM whatever the tile (fifteenth session). With no
+    tile fitting one wave, the fewest waves, ties to the bigger tile. Clusters: `_launched_ctas`
+    (rows paired, else columns) and `_fits_four_row_cluster` (64x128 in a 4x1 cluster)."""
     if facts.m <= 64:
         return {"TILE_M": 64, "TILE_N": 64}
     # (CTAs, cluster M, cluster N, tile_m, tile_n) per rung; max and min keep the first (bigger) tile
@@ -225,6 +228,8 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
 def _valid(knobs: dict[str, Any]) -> bool:
     if knobs_from_config(knobs).validate() is not None:
         return False  # a combination the kernel cannot build (GemmKnobs.validate says which)
+    if knobs["TILE_CGA_M"] * knobs["TILE_CGA_N"] > 4:
+        return False  # 8-CTA clusters build (kernel-only) but were never timed (kernels/NOTES.md v25)
     # Split-K pays where few output tiles leave SMs idle: clusters and swapped operands only dilute it.
     return knobs["SPLIT_K"] == 1 or (knobs["TILE_CGA_M"] == knobs["TILE_CGA_N"] == 1 and not knobs["SWAP_AB"])
 
