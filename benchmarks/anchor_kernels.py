@@ -3,7 +3,9 @@ shape and dtype, with each kernel's mean time under the profiler.
 
 nvjet's kernel names spell its tile, stage count and cluster (``nvjet_sm90_tst_64x64_64x13_2x1_v_bz``:
 64x64 tiles, 64-deep k-blocks, 13 stages, a 2x1 cluster), so this is the quickest way to learn what
-the anchor does in a cell where our rule trails it.
+the anchor does in a cell where our rule trails it. The names are in cuBLAS's column-major frame,
+where torch's C = A B runs as C^T = B^T A^T: nvjet's M is our N (its ``128x64 ... 1x2`` at
+1024x1024x4096 is our 64x128 tile in a 2x1 cluster).
 
     PYTHONPATH=benchmarks python benchmarks/anchor_kernels.py --shapes 1024x1024x4096,200x3000x4104
 """
@@ -42,7 +44,11 @@ def device_kernels(events: Iterable) -> list[tuple[str, float]]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shapes", default="1024x1024x4096,200x3000x4104,256x8192x2048,1100x3000x4096")
+    # the cells where our rule trails cuBLAS most (kernels/NOTES.md "Open / next")
+    ap.add_argument(
+        "--shapes",
+        default="1024x1024x4096,200x3000x4104,256x8192x2048,1100x3000x4096,320x3000x4096,640x3000x4096,384x5120x4096",
+    )
     ap.add_argument("--dtypes", default="bf16")
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args(argv)
