@@ -35,6 +35,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from bench_gemm import Plan, anchor_calls, make_call, rotated, tflops
+from gemm_shapes import parse_shape
 
 from pygraph_gemm.kernels.config import EpilogueSpec, dtype_name
 from pygraph_gemm.knob_labels import parse_knob_label
@@ -162,7 +163,7 @@ def main(argv=None) -> int:
     labels = args.knobs.split(",")
     flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda") if args.flush else None
     for shape in args.shapes.split(","):
-        m, n, k = (int(x) for x in shape.split("x"))
+        m, n, k = parse_shape(shape)
         cols = columns(m, n, k, labels, args.epilogue, dtype, plan_b)
         names = list(cols)
         for _ in range(3):  # warm the clocks

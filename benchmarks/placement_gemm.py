@@ -34,12 +34,8 @@ BUCKETS = {  # one shape per heuristics bucket (heuristics.shape_bucket)
     "small": (1024, 4096, 4096),
     "large": (4096, 4096, 4096),
 }
-LAYOUTS = (
-    "kk",
-    "kn",
-    "mk",
-    "mn",
-)  # A's contiguous dim (k: row-major, m: column-major), then B's (n: row-major)
+# A's contiguous dim (k: row-major, m: column-major), then B's (n: row-major)
+LAYOUTS = ("kk", "kn", "mk", "mn")
 DTYPES = {"bf16": dt.BFLOAT16, "fp16": dt.HALF}
 EPILOGUES = ("plain", "fused")  # fused: + bias along N, then gelu_approx_tanh
 
@@ -136,17 +132,14 @@ def _operands(cell, torch):
     dname, layout, bucket, epilogue = cell
     m, n, k = BUCKETS[bucket]
     tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dname]
-    a = (
-        torch.randn(1, m, k, device="cuda")
-        if layout[0] == "k"
-        else torch.randn(1, k, m, device="cuda").transpose(1, 2)
-    )
-    b = (
-        torch.randn(1, k, n, device="cuda")
-        if layout[1] == "n"
-        else torch.randn(1, n, k, device="cuda").transpose(1, 2)
-    )
-    ops = {"a": a.to(tdt), "b": b.to(tdt)}
+    sa, sb = strides(layout, m, n, k)  # the strides the cell's graph declares
+
+    def randn(shape, stride):
+        return torch.empty_strided(shape, stride, device="cuda", dtype=tdt).copy_(
+            torch.randn(shape, device="cuda")
+        )
+
+    ops = {"a": randn((1, m, k), sa), "b": randn((1, k, n), sb)}
     if epilogue == "fused":
         ops["bias"] = torch.randn(1, 1, n, device="cuda").to(tdt)
     ref = ops["a"][0].float() @ ops["b"][0].float()

@@ -19,7 +19,7 @@ from pygraph.ir.dtypes import heur_mode
 from pygraph_gemm.analyzer import GemmFacts
 from pygraph_gemm.engine_sm80 import KNOB_DOMAINS as SM80_KNOB_DOMAINS
 from pygraph_gemm.engine_sm90 import KNOB_DOMAINS, knobs_from_config
-from pygraph_gemm.kernels.config import RESIDENT_132
+from pygraph_gemm.kernels.config import RESIDENT_132, _ceil
 from pygraph_gemm.support import dtype_short
 
 __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
@@ -87,6 +87,11 @@ _LONG_K: dict[str, Any] = {
 _WAVE_LADDER = ((128, 256), (128, 192), (128, 128), (64, 128), (64, 64))
 
 
+def _whole(count: int, group: int) -> int:
+    """``count`` rounded up to whole groups of ``group`` (tiles padded to whole clusters)."""
+    return _ceil(count, group) * group
+
+
 def _launched_ctas(facts: GemmFacts, tile_m: int, tile_n: int) -> tuple[int, int, int]:
     """(CTAs the persistent grid runs for one output tile each, the cluster's M and N extents): pairs
     of row tiles share B in a 2x1 cluster whenever there are two row tiles, an odd count padded by one.
@@ -94,13 +99,13 @@ def _launched_ctas(facts: GemmFacts, tile_m: int, tile_n: int) -> tuple[int, int
     share A in a 1x2 cluster instead (no cluster when that does not fit either): 640x3000x4096, five
     row tiles of 128x128, runs 120 CTAs in 1x2 clusters at 493 TFLOP/s bias+gelu, 482 with none,
     against 419 for the 96 CTAs of 128x192 that padding to six rows left (fifteenth session)."""
-    rows, cols, batch = -(-facts.m // tile_m), -(-facts.n // tile_n), prod(facts.batch)
+    rows, cols, batch = _ceil(facts.m, tile_m), _ceil(facts.n, tile_n), prod(facts.batch)
     if rows < 2:
         return cols * batch, 1, 1
-    paired_rows = -(-rows // 2) * 2 * cols * batch
+    paired_rows = _whole(rows, 2) * cols * batch
     if paired_rows <= _SMS or rows % 2 == 0 or tile_n > 128:
         return paired_rows, 2, 1
-    paired_cols = rows * -(-cols // 2) * 2 * batch
+    paired_cols = rows * _whole(cols, 2) * batch
     if cols >= 2 and paired_cols <= _SMS:
         return paired_cols, 1, 2
     if rows * cols * batch <= _SMS:
@@ -146,7 +151,7 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
     if one_wave:
         _, cga_m, cga_n, tile_m, tile_n = max(one_wave, key=lambda r: r[0])
     else:
-        _, cga_m, cga_n, tile_m, tile_n = min(rungs, key=lambda r: -(-r[0] // _SMS))
+        _, cga_m, cga_n, tile_m, tile_n = min(rungs, key=lambda r: _ceil(r[0], _SMS))
     if tile_m == 128 and tile_n >= 192:
         return {**_LONG_K, "TILE_N": tile_n, "TILE_CGA_M": cga_m}
     if (tile_m, tile_n, cga_m) == (64, 128, 2) and _fits_four_row_cluster(facts, tile_n):
@@ -165,10 +170,10 @@ def _fits_four_row_cluster(facts: GemmFacts, tile_n: int) -> bool:
     200x3000x4104; on 128-row tiles (1100x3000x4096 128x256, 640x3000x4096 128x192) they are level.
     512x1920x4096 (120 CTAs) +1.8%; 256x4096x4096 (128 CTAs, 32 clusters) 0.72: past 30 clusters
     the grid runs a second wave."""
-    rows = -(-facts.m // 64)
-    if rows < 3 or -(-rows // 4) * 4 != -(-rows // 2) * 2:
+    rows = _ceil(facts.m, 64)
+    if rows < 3 or _whole(rows, 4) != _whole(rows, 2):
         return False
-    ctas = -(-rows // 4) * 4 * -(-facts.n // tile_n) * prod(facts.batch)
+    ctas = _whole(rows, 4) * _ceil(facts.n, tile_n) * prod(facts.batch)
     return ctas <= RESIDENT_132[4] * 4
 
 
