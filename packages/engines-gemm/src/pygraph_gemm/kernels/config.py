@@ -102,11 +102,8 @@ class GemmKnobs:
     # A's rows along N) are read again on every round of the band, the other operand's only by the
     # clusters of one round. 1: the band's operand loads evict_last and the other evict_first; 2:
     # evict_last on the band's operand only; 3: as 1, and C's stores evict_first; 4: C's stores
-    # evict_first only; 5: as 2, and the band's last line loads them evict_normal, so the lines
-    # the band kept leave the priority with it and nothing stays pinned after the launch; 0: no
-    # hint. evict_last only acts inside the L2 set-aside for persisting accesses
-    # (cudaLimitPersistingL2CacheSize, 0 by default): without one 2 and 5 change nothing
-    # (kernels/NOTES.md v18, v26). Streaming A doubles 8192^3's DRAM reads (v18).
+    # evict_first only; 0: no hint. Level or slower on the long-K rows but 3 at 16384x4096x4096
+    # (+0.8%); streaming A doubles 8192^3's DRAM reads (kernels/NOTES.md v18).
     l2_hint: int = 0
     # L2 reuse across rounds (kernels/NOTES.md v19; the long-K rule names both). At K = 8192 a round
     # of the rule's 66 clusters reads ~33 MB of A rows and its band's 32 MB of B columns, so with C's writes
@@ -147,8 +144,8 @@ class GemmKnobs:
             return f"raster={self.raster!r} not in ('m', 'n')"
         if self.swizzle not in (1, 2, 4, 8, 16):
             return f"swizzle={self.swizzle} not in (1, 2, 4, 8, 16)"
-        if self.l2_hint not in (0, 1, 2, 3, 4, 5):
-            return f"l2_hint={self.l2_hint} not in (0, 1, 2, 3, 4, 5)"
+        if self.l2_hint not in (0, 1, 2, 3, 4):
+            return f"l2_hint={self.l2_hint} not in (0, 1, 2, 3, 4)"
         if self.stages and not 2 <= self.stages <= 12:
             return f"stages={self.stages} not in [2, 12]"
         if not 1 <= self.split_k <= 16:
@@ -302,7 +299,6 @@ def epi_ring_depth(knobs: GemmKnobs) -> int:
 # CUTLASS's CacheHintSm90 uses): every line the copy touches gets this eviction priority
 L2_EVICT_FIRST = 0x12F0000000000000
 L2_EVICT_LAST = 0x14F0000000000000
-L2_EVICT_NORMAL = 0x1000000000000000
 
 
 def l2_cache_hints(knobs: GemmKnobs) -> tuple[int | None, int | None, int | None]:
@@ -310,18 +306,10 @@ def l2_cache_hints(knobs: GemmKnobs) -> tuple[int | None, int | None, int | None
     The band's operand (B when rastering along M, A along N: `tile_schedule.unit_coord`) is the one
     kept; the other operand and C are the ones streamed."""
     hint = knobs.l2_hint
-    keep = L2_EVICT_LAST if hint in (1, 2, 3, 5) else None
+    keep = L2_EVICT_LAST if hint in (1, 2, 3) else None
     stream = L2_EVICT_FIRST if hint in (1, 3) else None
     a, b = (stream, keep) if knobs.raster == "m" else (keep, stream)
     return a, b, L2_EVICT_FIRST if hint in (3, 4) else None
-
-
-def l2_band_operand(knobs: GemmKnobs) -> int | None:
-    """The operand (0: A, 1: B) whose loads drop back to evict_normal on the band's last line
-    (l2_hint 5: `tile_schedule.band_last_line`); None when the hint keeps nothing that way."""
-    if knobs.l2_hint != 5:
-        return None
-    return 1 if knobs.raster == "m" else 0
 
 
 def gelu_from_half(knobs: GemmKnobs, epi: KernelEpilogue) -> bool:

@@ -39,17 +39,14 @@ from .config import (
     KernelLayout,
     bias_staged,
     epi_ring_depth,
-    L2_EVICT_LAST,
-    L2_EVICT_NORMAL,
     gelu_from_half,
-    l2_band_operand,
     l2_cache_hints,
     pick_stages,
 )
 from .epilogue import activate, apply_affine
 from .gemm_sm90_host import Sm90Host
 from .mainloop import run_k_blocks
-from .tile_schedule import band_last_line, cta_tile, cta_work, unit_work
+from .tile_schedule import cta_tile, cta_work
 
 _DT = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16, "fp32": cutlass.Float32}
 
@@ -122,15 +119,6 @@ class Sm90Gemm(Sm90Host):
         knobs.l2_hint (`config.l2_cache_hints`); None: no hint."""
         hint = l2_cache_hints(self.knobs)[operand]
         return None if const_expr(hint is None) else Int64(hint)
-
-    def _band_policy(self, unit, rows, cols, whole, slices):
-        """l2_hint 5: the band operand's policy for work item ``unit``: evict_last, or evict_normal on
-        the band's last line (its last readers), so the band's lines leave the L2 set-aside with it."""
-        sched = unit
-        if const_expr(self.knobs.tail_split > 1):
-            sched = unit_work(unit, whole, slices)[0]
-        last = band_last_line(sched, rows, cols, self.knobs.swizzle, self.knobs.raster == "m")
-        return Int64(cutlass.select_(last, Int64(L2_EVICT_NORMAL), Int64(L2_EVICT_LAST)))
 
     @cute.kernel
     def kernel(
@@ -248,7 +236,6 @@ class Sm90Gemm(Sm90Host):
                 unit = first_unit
                 prod = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.ab_stage)
                 policy_a, policy_b = self._l2_policy(0), self._l2_policy(1)
-                demote = l2_band_operand(self.knobs)  # l2_hint 5: the band's operand, else None
                 flip = Int32(0)  # knobs.k_flip: 1 on every other tile, whose k-blocks run last to first
                 while unit < n_units:
                     row, col, batch, kt0, n_kt, _, _, _ = cta_work(
@@ -256,13 +243,6 @@ class Sm90Gemm(Sm90Host):
                     )
                     la = 0 if const_expr(self.lay.a_bcast) else batch
                     lb = 0 if const_expr(self.lay.b_bcast) else batch
-                    tile_policy_a, tile_policy_b = policy_a, policy_b
-                    if const_expr(demote is not None):
-                        keep = self._band_policy(unit, rows, cols, whole, slices)
-                        if const_expr(demote == 0):
-                            tile_policy_a = keep
-                        else:
-                            tile_policy_b = keep
                     tAg = tAgA[(None, row, None, la)]
                     tBg = tBgB[(None, col, None, lb)]
                     for kt in cutlass.range(n_kt, unroll=1):
@@ -277,7 +257,7 @@ class Sm90Gemm(Sm90Host):
                             tAsA[(None, prod.index)],
                             tma_bar_ptr=bar,
                             mcast_mask=a_mask,
-                            cache_policy=tile_policy_a,
+                            cache_policy=policy_a,
                         )
                         cute.copy(
                             tma_b,
@@ -285,7 +265,7 @@ class Sm90Gemm(Sm90Host):
                             tBsB[(None, prod.index)],
                             tma_bar_ptr=bar,
                             mcast_mask=b_mask,
-                            cache_policy=tile_policy_b,
+                            cache_policy=policy_b,
                         )
                         ab_pipe.producer_commit(prod)
                         prod.advance()

@@ -42,9 +42,10 @@ def schedule_extent(n_tiles_mnl, cluster_mn: tuple[int, int], resident: int):
     return rows, cols, units, _min(units, resident)
 
 
-def _walk(u, rows, cols, swizzle: int, raster_m: bool):
-    """(i, j, band, batch) of work unit ``u``: its step ``i`` down the raster axis (before a
-    serpentine band reverses it), its line ``j`` across, its band, and its batch."""
+def unit_coord(u, rows, cols, swizzle: int, raster_m: bool, serpentine: bool = False):
+    """Cluster coordinates (row, column, batch) of work unit ``u``. With ``serpentine`` every other
+    band (every other line, unswizzled) walks the raster axis backward, so a band starts where the
+    one before it ended: the operand tiles of its first round (A's rows along M) were just read."""
     per_batch = rows * cols
     batch = u // per_batch
     r = u - batch * per_batch
@@ -52,30 +53,15 @@ def _walk(u, rows, cols, swizzle: int, raster_m: bool):
     along, across = (rows, cols) if raster_m else (cols, rows)
     if swizzle == 1:  # down the raster axis, then the next line across
         j = r // along
-        return r - j * along, j, j, batch
-    # bands `swizzle` lines wide: across the band first, then down the raster axis
-    band_units = along * swizzle
-    band = r // band_units
-    off = r - band * band_units
-    width = _min(across - band * swizzle, swizzle)
-    i = off // width
-    return i, band * swizzle + off - i * width, band, batch
-
-
-def band_last_line(u, rows, cols, swizzle: int, raster_m: bool):
-    """Whether work unit ``u`` is on the last step of its band's walk down the raster axis: the last
-    units to read the band's own operand tiles (B's columns when rastering along M), forward or
-    serpentine alike."""
-    i = _walk(u, rows, cols, swizzle, raster_m)[0]
-    return i == (rows if raster_m else cols) - 1
-
-
-def unit_coord(u, rows, cols, swizzle: int, raster_m: bool, serpentine: bool = False):
-    """Cluster coordinates (row, column, batch) of work unit ``u``. With ``serpentine`` every other
-    band (every other line, unswizzled) walks the raster axis backward, so a band starts where the
-    one before it ended: the operand tiles of its first round (A's rows along M) were just read."""
-    i, j, band, batch = _walk(u, rows, cols, swizzle, raster_m)
-    along = rows if raster_m else cols
+        i = r - j * along
+        band = j
+    else:  # bands `swizzle` lines wide: across the band first, then down the raster axis
+        band_units = along * swizzle
+        band = r // band_units
+        off = r - band * band_units
+        width = _min(across - band * swizzle, swizzle)
+        i = off // width
+        j = band * swizzle + off - i * width
     if serpentine:
         i = _pick(band % 2 == 1, along - 1 - i, i)
     return (i, j, batch) if raster_m else (j, i, batch)
