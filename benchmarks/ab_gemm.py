@@ -32,6 +32,7 @@ import statistics
 import sys
 from typing import Any
 
+import l2_set_aside
 import torch
 import torch.nn.functional as F
 from bench_gemm import Plan, anchor_calls, make_call, rotated, tflops
@@ -157,7 +158,13 @@ def main(argv=None) -> int:
         "--flush", action="store_true", help="time each launch alone from a cold L2 (do_bench's way)"
     )
     ap.add_argument("--tree-b", help="another pygraph_gemm/kernels copy: labels ending in @b build from it")
+    ap.add_argument(
+        "--l2-set-aside", type=float, default=None, metavar="MB",
+        help="set the L2 set-aside for persisting (evict_last) accesses first (l2_set_aside.py)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
+    if args.l2_set_aside is not None:
+        print(l2_set_aside.describe(*l2_set_aside.set_aside(args.l2_set_aside)))
     plan_b = load_tree_b(args.tree_b) if args.tree_b else None
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     labels = args.knobs.split(",")

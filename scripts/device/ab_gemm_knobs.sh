@@ -59,7 +59,9 @@ if [ -n "${NCU_L2_SHAPES:-}" ]; then  # L2 read sectors, DRAM bytes and the SMs'
       python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } > "$OUTDIR/ncu_l2_$shape.log" 2>&1
   done
 fi
-if [ -n "${NCU_L2_DETAIL:-}" ]; then  # where the L2 read sectors come from: requests, hits, the partition fabric
+if [ -n "${NCU_L2_DETAIL:-}" ]; then  # where the L2 read sectors come from: requests, hits, the partition fabric,
+  # and what the L2 request coalescer (lrc__) merged: multicast ("programmatic") and identical
+  # requests of different SMs ("hardware")
   # Only the names this ncu lists for gh100 are asked for (one unknown name fails the whole run).
   metrics_list
   WANT="lts__t_requests_srcunit_tex_op_read lts__t_sectors_srcunit_tex_op_read lts__t_sectors_srcunit_tex_op_read_lookup_hit
@@ -69,7 +71,11 @@ if [ -n "${NCU_L2_DETAIL:-}" ]; then  # where the L2 read sectors come from: req
     l1tex__m_xbar2l1tex_read_sectors_mem_global_op_tma_ld l1tex__m_xbar2l1tex_read_sectors_mem_global_op_tma_ld_dest_self
     l1tex__m_xbar2l1tex_read_sectors_mem_global_op_tma_ld_dest_multicast
     l1tex__m_l1tex2xbar_read_requests_mem_global_op_tma_ld_dest_multicast
-    l1tex__m_l1tex2xbar_read_requests_replayed_mem_global_op_tma_ld_dest_multicast"
+    l1tex__m_l1tex2xbar_read_requests_replayed_mem_global_op_tma_ld_dest_multicast
+    lrc__xbar2lrc_requests_op_read lrc__request_sectors_op_read_coalescable
+    lrc__request_sectors_op_read_coalescing_achieved_type_hardware
+    lrc__request_sectors_op_read_coalescing_achieved_type_programmatic lrc__lrc2xbar_sectors_op_read
+    lrc__lts2lrc_sectors_op_read lrc__xbar2gpc_sectors_op_read"
   HAVE=$(for m in $WANT; do awk -v m="$m" '$1 == m {print m ".sum"; exit}' "$OUTDIR/ncu_metrics.txt"; done | paste -sd, -)
   echo "asked: $HAVE" > "$OUTDIR/ncu_l2_detail.log"
   [ -n "$HAVE" ] && PYGRAPH_NCU_SHAPE=$NCU_L2_DETAIL ncu --clock-control none --profile-from-start off --metrics "$HAVE" \
