@@ -1,0 +1,147 @@
+"""Where the H200 puts a persistent GEMM grid's clusters, and when each one starts.
+
+    source /tmp/site/env.sh && source scripts/device/env.sh && \
+      python3 scripts/device/cluster_placement.py --knobs 64x128c21 --shape 1024x1024x4096
+
+Why (kernels/NOTES.md v26): nvjet's kernels get 5-10x more of their identical L2 requests merged by
+the L2 request coalescer than ours, for the same TMA traffic. Merging needs the CTAs that share an
+operand tile to ask for it close together: close in time, and perhaps close in place (one GPC). This
+probe reads both for the grid gemm_sm90 launches.
+
+1. A kernel shaped like gemm_sm90's grid: grid (cm, cn, clusters), clusters (cm, cn, 1), one CTA
+   per SM (200 KB of shared memory each), `clusters` from the occupancy query the GEMM uses
+   (launch.resident_clusters). Thread 0 of each CTA records %smid and %globaltimer on entry.
+2. The same kernel with 8-CTA clusters, several launches. A cluster never spans GPCs, so SMs seen
+   together in one cluster share a GPC. The union of those pairs groups the SMs by GPC.
+3. The GEMM's first round (`tile_schedule.unit_coord`: cluster c runs unit c first). For each A row
+   panel and each B column panel, the clusters that read it, how many GPC groups they span, and
+   how far apart they start.
+"""
+
+# No `from __future__ import annotations`: the DSL reads the jit functions' annotations as objects.
+import argparse
+import functools
+import os
+import sys
+from collections import defaultdict
+
+SMEM_BYTES = 200 * 1024  # > half an SM's 228 KB: one CTA per SM, as the GEMM's shared memory makes it
+THREADS = 128
+
+
+@functools.cache
+def build(cm: int, cn: int, clusters: int):
+    """The compiled recorder for grid (cm, cn, clusters) in clusters of (cm, cn): it takes an
+    int64 tensor of (cm * cn * clusters, 2) and writes each CTA's (SM, entry time in ns)."""
+    import cutlass.cute as cute
+    import torch
+    from cutlass import Int64
+    from cutlass.cute.runtime import from_dlpack
+
+    @cute.kernel
+    def record(out: cute.Tensor):
+        tidx, _, _ = cute.arch.thread_idx()
+        bx, by, bz = cute.arch.block_idx()
+        if tidx == 0:
+            cta = (bz * cn + by) * cm + bx
+            out[cta, 0] = Int64(cute.arch.smid())
+            out[cta, 1] = cute.arch.globaltimer()
+
+    @cute.jit
+    def launch(out: cute.Tensor):
+        record(out).launch(
+            grid=(cm, cn, clusters), block=(THREADS, 1, 1), cluster=(cm, cn, 1), smem=SMEM_BYTES
+        )
+
+    probe = torch.zeros(cm * cn * clusters, 2, dtype=torch.int64)
+    return cute.compile(launch, from_dlpack(probe))
+
+
+def run(cm: int, cn: int, clusters: int):
+    """[(SM, start ns relative to the first CTA)] per CTA, CTA index = (z * cn + y) * cm + x."""
+    import torch
+    from cutlass.cute.runtime import from_dlpack
+
+    fn = build(cm, cn, clusters)
+    out = torch.full((cm * cn * clusters, 2), -1, dtype=torch.int64, device="cuda")
+    fn(from_dlpack(out))
+    torch.cuda.synchronize()
+    rows = out.cpu().tolist()
+    if any(sm < 0 for sm, _ in rows):
+        raise RuntimeError(f"cluster_placement: a CTA of the {cm}x{cn} x {clusters} grid did not record")
+    t0 = min(t for _, t in rows)
+    return [(sm, t - t0) for sm, t in rows]
+
+
+def gpc_groups(launches: list[list[tuple[int, int]]], size: int = 8) -> dict[int, int]:
+    """SM -> group index from the records of launches in ``size``-CTA clusters (`run`): the SMs one
+    cluster held together share a GPC, and the union of those pairs groups the SMs."""
+    parent: dict[int, int] = {}
+
+    def find(x):
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for rec in launches:
+        if len(rec) % size:
+            raise ValueError(f"a launch of {len(rec)} CTAs is not whole {size}-CTA clusters")
+        for c in range(len(rec) // size):
+            sms = [sm for sm, _ in rec[c * size : (c + 1) * size]]
+            for sm in sms[1:]:
+                parent[find(sm)] = find(sms[0])
+    roots = sorted({find(sm) for sm in parent})
+    return {sm: roots.index(find(sm)) for sm in parent}
+
+
+def main(argv=None) -> int:
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    from gemm_shapes import parse_shape
+
+    from pygraph_gemm.kernels.launch import resident_clusters
+    from pygraph_gemm.kernels.tile_schedule import schedule_extent, unit_coord
+    from pygraph_gemm.knob_labels import parse_knob_label
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--knobs", default="64x128c21", help="the GEMM's knob label (its tile, cluster, order)")
+    ap.add_argument("--shape", default="1024x1024x4096", help="MxNxK of the grid to place")
+    ap.add_argument("--group-launches", type=int, default=6, help="8-CTA launches to group SMs by GPC")
+    args = ap.parse_args(argv)
+    kn = parse_knob_label(args.knobs)
+    m, n, _ = parse_shape(args.shape)
+    cm, cn = kn.cga_m, kn.cga_n
+    resident = resident_clusters(cm * cn)
+    tiles = (-(-m // kn.tile_m), -(-n // kn.tile_n), 1)
+    rows, cols, units, launched = schedule_extent(tiles, (cm, cn), resident)
+    rec = run(cm, cn, launched)
+    groups = gpc_groups([run(8, 1, resident_clusters(8)) for _ in range(args.group_launches)])
+    print(f"{args.knobs} at {args.shape}: {launched} clusters of {cm}x{cn} ({resident} resident), "
+          f"{len(set(groups.values()))} SM groups from 8-CTA clusters")  # fmt: skip
+    print("cluster  SMs            group  start ns")
+    size = cm * cn
+    for c in range(launched):
+        ctas = rec[c * size : (c + 1) * size]
+        sms = [sm for sm, _ in ctas]
+        print(
+            f"{c:7d}  {sms!s:14s} {sorted({groups.get(s, -1) for s in sms})!s:6s} {min(t for _, t in ctas):8d}"
+        )
+    # who shares what in the first round (cluster c runs unit c)
+    sharers = defaultdict(list)
+    for c in range(min(launched, units)):
+        i, j, _ = unit_coord(c, rows, cols, kn.swizzle, kn.raster == "m", kn.serpentine)
+        sharers[("A rows", i)].append(c)
+        sharers[("B cols", j)].append(c)
+    print("\npanel        clusters  groups spanned  start spread ns")
+    for (what, idx), cs in sorted(sharers.items()):
+        if len(cs) < 2:
+            continue
+        spanned = {groups.get(rec[c * size][0], -1) for c in cs}
+        starts = [min(t for _, t in rec[c * size : (c + 1) * size]) for c in cs]
+        print(f"{what} {idx:3d}  {len(cs):8d}  {len(spanned):14d}  {max(starts) - min(starts):15d}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
