@@ -53,7 +53,10 @@ def build(cm: int, cn: int, clusters: int):
             grid=(cm, cn, clusters), block=(THREADS, 1, 1), cluster=(cm, cn, 1), smem=SMEM_BYTES
         )
 
-    probe = torch.zeros(cm * cn * clusters, 2, dtype=torch.int64)
+    # compiled against a tensor like the one it will get: on the GPU when there is one (a CPU-only
+    # machine compiles it for the tests)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    probe = torch.zeros(cm * cn * clusters, 2, dtype=torch.int64, device=device)
     return cute.compile(launch, from_dlpack(probe))
 
 
