@@ -99,12 +99,49 @@ def gpc_groups(launches: list[list[tuple[int, int]]], size: int = 8) -> dict[int
     return {sm: roots.index(find(sm)) for sm in parent}
 
 
+def report(kn, m: int, n: int, rec, groups: dict[int, int], resident: int) -> list[str]:
+    """The printed lines for knob set ``kn`` at M x N: per cluster its SMs, their groups and its
+    start; then per A row panel and B column panel of the first round (cluster c runs unit c), the
+    clusters that read it, the groups they span and how far apart they start. ``rec``: `run`'s
+    records of the grid; ``groups``: `gpc_groups`."""
+    from pygraph_gemm.kernels.tile_schedule import schedule_extent, unit_coord
+
+    cm, cn = kn.cga_m, kn.cga_n
+    size = cm * cn
+    tiles = (-(-m // kn.tile_m), -(-n // kn.tile_n), 1)
+    rows, cols, units, launched = schedule_extent(tiles, (cm, cn), resident)
+    if len(rec) != launched * size:
+        raise ValueError(f"{len(rec)} CTA records for {launched} clusters of {size}")
+    start = [min(t for _, t in rec[c * size : (c + 1) * size]) for c in range(launched)]
+    lines = [
+        f"{launched} clusters of {cm}x{cn} ({resident} resident), {len(set(groups.values()))} SM groups",
+        "cluster  SMs            groups  start ns",
+    ]
+    for c in range(launched):
+        sms = [sm for sm, _ in rec[c * size : (c + 1) * size]]
+        in_groups = sorted({groups.get(sm, -1) for sm in sms})
+        lines.append(f"{c:7d}  {sms!s:14s} {in_groups!s:7s} {start[c]:8d}")
+    sharers = defaultdict(list)
+    for c in range(min(launched, units)):
+        row, col, _ = unit_coord(c, rows, cols, kn.swizzle, kn.raster == "m", kn.serpentine)
+        sharers[("A rows", row)].append(c)
+        sharers[("B cols", col)].append(c)
+    lines += ["", "panel        clusters  groups spanned  start spread ns"]
+    for (what, idx), cs in sorted(sharers.items()):
+        if len(cs) < 2:
+            continue
+        spanned = {groups.get(rec[c * size][0], -1) for c in cs}
+        spread = max(start[c] for c in cs) - min(start[c] for c in cs)
+        lines.append(f"{what} {idx:3d}  {len(cs):8d}  {len(spanned):14d}  {spread:15d}")
+    return lines
+
+
 def main(argv=None) -> int:
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
     from gemm_shapes import parse_shape
 
     from pygraph_gemm.kernels.launch import resident_clusters
-    from pygraph_gemm.kernels.tile_schedule import schedule_extent, unit_coord
+    from pygraph_gemm.kernels.tile_schedule import schedule_extent
     from pygraph_gemm.knob_labels import parse_knob_label
 
     ap = argparse.ArgumentParser()
@@ -114,35 +151,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     kn = parse_knob_label(args.knobs)
     m, n, _ = parse_shape(args.shape)
-    cm, cn = kn.cga_m, kn.cga_n
-    resident = resident_clusters(cm * cn)
+    resident = resident_clusters(kn.cga_m * kn.cga_n)
     tiles = (-(-m // kn.tile_m), -(-n // kn.tile_n), 1)
-    rows, cols, units, launched = schedule_extent(tiles, (cm, cn), resident)
-    rec = run(cm, cn, launched)
+    launched = schedule_extent(tiles, (kn.cga_m, kn.cga_n), resident)[3]
+    rec = run(kn.cga_m, kn.cga_n, launched)
     groups = gpc_groups([run(8, 1, resident_clusters(8)) for _ in range(args.group_launches)])
-    print(f"{args.knobs} at {args.shape}: {launched} clusters of {cm}x{cn} ({resident} resident), "
-          f"{len(set(groups.values()))} SM groups from 8-CTA clusters")  # fmt: skip
-    print("cluster  SMs            group  start ns")
-    size = cm * cn
-    for c in range(launched):
-        ctas = rec[c * size : (c + 1) * size]
-        sms = [sm for sm, _ in ctas]
-        print(
-            f"{c:7d}  {sms!s:14s} {sorted({groups.get(s, -1) for s in sms})!s:6s} {min(t for _, t in ctas):8d}"
-        )
-    # who shares what in the first round (cluster c runs unit c)
-    sharers = defaultdict(list)
-    for c in range(min(launched, units)):
-        i, j, _ = unit_coord(c, rows, cols, kn.swizzle, kn.raster == "m", kn.serpentine)
-        sharers[("A rows", i)].append(c)
-        sharers[("B cols", j)].append(c)
-    print("\npanel        clusters  groups spanned  start spread ns")
-    for (what, idx), cs in sorted(sharers.items()):
-        if len(cs) < 2:
-            continue
-        spanned = {groups.get(rec[c * size][0], -1) for c in cs}
-        starts = [min(t for _, t in rec[c * size : (c + 1) * size]) for c in cs]
-        print(f"{what} {idx:3d}  {len(cs):8d}  {len(spanned):14d}  {max(starts) - min(starts):15d}")
+    print(f"{args.knobs} at {args.shape}")
+    print("\n".join(report(kn, m, n, rec, groups, resident)))
     return 0
 
 
