@@ -31,8 +31,7 @@ def set_aside(mb: float) -> tuple[int, int]:
     import torch
     from cuda.bindings import runtime as rt
 
-    device = torch.cuda.current_device()
-    torch.cuda.init()  # the runtime calls below act on the context torch uses
+    device = torch.cuda.current_device()  # the runtime's calls act on this device's primary context, torch's
     most = _check(rt.cudaDeviceGetAttribute(rt.cudaDeviceAttr.cudaDevAttrMaxPersistingL2CacheSize, device),
                   "cudaDeviceGetAttribute(MaxPersistingL2CacheSize)")  # fmt: skip
     want = min(int(mb * 2**20), int(most))

@@ -99,17 +99,25 @@ def gpc_groups(launches: list[list[tuple[int, int]]], size: int = 8) -> dict[int
     return {sm: roots.index(find(sm)) for sm in parent}
 
 
+def grid_extent(kn, m: int, n: int, resident: int):
+    """`tile_schedule.schedule_extent` of knob set ``kn``'s grid at M x N (kernel frame, batch 1):
+    (cluster rows, cluster columns, work units, clusters launched)."""
+    from pygraph_gemm.kernels.tile_schedule import schedule_extent
+
+    tiles = (-(-m // kn.tile_m), -(-n // kn.tile_n), 1)
+    return schedule_extent(tiles, (kn.cga_m, kn.cga_n), resident)
+
+
 def report(kn, m: int, n: int, rec, groups: dict[int, int], resident: int) -> list[str]:
     """The printed lines for knob set ``kn`` at M x N: per cluster its SMs, their groups and its
     start; then per A row panel and B column panel of the first round (cluster c runs unit c), the
     clusters that read it, the groups they span and how far apart they start. ``rec``: `run`'s
     records of the grid; ``groups``: `gpc_groups`."""
-    from pygraph_gemm.kernels.tile_schedule import schedule_extent, unit_coord
+    from pygraph_gemm.kernels.tile_schedule import unit_coord
 
     cm, cn = kn.cga_m, kn.cga_n
     size = cm * cn
-    tiles = (-(-m // kn.tile_m), -(-n // kn.tile_n), 1)
-    rows, cols, units, launched = schedule_extent(tiles, (cm, cn), resident)
+    rows, cols, units, launched = grid_extent(kn, m, n, resident)
     if len(rec) != launched * size:
         raise ValueError(f"{len(rec)} CTA records for {launched} clusters of {size}")
     start = [min(t for _, t in rec[c * size : (c + 1) * size]) for c in range(launched)]
@@ -141,7 +149,6 @@ def main(argv=None) -> int:
     from gemm_shapes import parse_shape
 
     from pygraph_gemm.kernels.launch import resident_clusters
-    from pygraph_gemm.kernels.tile_schedule import schedule_extent
     from pygraph_gemm.knob_labels import parse_knob_label
 
     ap = argparse.ArgumentParser()
@@ -152,8 +159,7 @@ def main(argv=None) -> int:
     kn = parse_knob_label(args.knobs)
     m, n, _ = parse_shape(args.shape)
     resident = resident_clusters(kn.cga_m * kn.cga_n)
-    tiles = (-(-m // kn.tile_m), -(-n // kn.tile_n), 1)
-    launched = schedule_extent(tiles, (kn.cga_m, kn.cga_n), resident)[3]
+    launched = grid_extent(kn, m, n, resident)[3]
     rec = run(kn.cga_m, kn.cga_n, launched)
     groups = gpc_groups([run(8, 1, resident_clusters(8)) for _ in range(args.group_launches)])
     print(f"{args.knobs} at {args.shape}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # evict_last hints with and without an L2 set-aside for persisting accesses (benchmarks/l2_set_aside.py):
 # DRAM reads and L2 sectors under ncu at each SET_ASIDE (MB; 0 = none), then sustained paired rounds
-# (benchmarks/ab_gemm.py, ~1 s per column) with the last one in force.
+# (floor_gemm.sh: benchmarks/ab_gemm.py, ~1 s per column) with the last one in force.
 #   source /tmp/site/env.sh && KNOBS=128x256c21z8g2vf,128x256c21z8g2h2vf SET_ASIDE="0 64" \
 #     RUNS="8192x8192x8192:600" bash scripts/device/l2_set_aside.sh
 set -uo pipefail
@@ -16,20 +16,11 @@ for mb in $SET_ASIDE; do
     shape=${run%%:*}
     PYGRAPH_L2_SET_ASIDE_MB=$mb PYGRAPH_NCU_SHAPE=$shape ncu --clock-control none --profile-from-start off \
       --metrics $METRICS python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } > "$OUTDIR/ncu_setaside${mb}_$shape.log" 2>&1
+    echo "== ncu, set-aside $mb MB, $shape"
+    grep -E "set-aside|^  [a-z]|^    [a-z]" "$OUTDIR/ncu_setaside${mb}_$shape.log" | sed -E 's/ +/ /g' | cut -c1-110
   done
 done
 last=${SET_ASIDE##* }
-for dt in ${DTYPES:-bf16}; do
-  for run in $RUNS; do
-    python3 benchmarks/ab_gemm.py --knobs "$KNOBS" --shapes "${run%%:*}" --dtype $dt --rounds "${ROUNDS:-3}" \
-      --reps "${run##*:}" --l2-set-aside "$last" >> "$OUTDIR/ab_setaside.log" 2>&1
-  done
-done
-for mb in $SET_ASIDE; do
-  for run in $RUNS; do
-    echo "== ncu, set-aside $mb MB, ${run%%:*}"
-    grep -E "set-aside|^  [a-z]|^    [a-z]" "$OUTDIR/ncu_setaside${mb}_${run%%:*}.log" | sed -E 's/ +/ /g' | cut -c1-110
-  done
-done
 echo "== sustained, set-aside $last MB"
-ab_table "$OUTDIR/ab_setaside.log"
+KNOBS=$KNOBS RUNS=$RUNS DTYPES=${DTYPES:-bf16} AB_ARGS="--l2-set-aside $last" LOG=ab_setaside.log \
+  exec bash scripts/device/floor_gemm.sh

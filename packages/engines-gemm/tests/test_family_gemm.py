@@ -413,7 +413,7 @@ def test_every_rule_names_a_config_inside_the_domain_the_kernel_can_build():
 
 def test_eight_cta_clusters_build_but_stay_out_of_the_domain():
     """GemmKnobs builds clusters of up to 8 CTAs (the portable limit); the engine's domain keeps to
-    4 until 8-CTA clusters are timed, so no plan list offers one."""
+    4 (8-CTA clusters timed level to +3%, kernels/NOTES.md v26), so no plan list offers one."""
     from pygraph_gemm.heuristics import _domain
     from pygraph_gemm.kernels.config import GemmKnobs
 
