@@ -59,7 +59,11 @@ def candidates(m, n, k):
             GemmKnobs(tile_m=64, tile_n=64),
         ]
     return [
-        # what the heuristics name for K > 1024, then the same without the L2 order (NOTES v19)
+        # what the heuristics name for K > 1024, then without the GPC order (NOTES v27), then
+        # without the L2 order (v19)
+        GemmKnobs(
+            tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True, place_order=True
+        ),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8),

@@ -261,6 +261,7 @@ def cases(quick: bool = False):
         + tile_192_cases()
         + cluster_four_cases()
         + cluster_eight_cases()
+        + place_order_cases()
     )
 
 
@@ -361,6 +362,26 @@ def cluster_eight_cases():
         _all_pieces(k42, "gelu", l=2),
         dict(m=256, n=3000, k=1032, knobs=GemmKnobs(tile_m=64, tile_n=128, cga_m=2, cga_n=4), residual=True, b_col=True),
     ]  # fmt: skip
+
+
+def place_order_cases():
+    """Clusters numbered GPC by GPC (GemmKnobs.place_order, tile_schedule.placed_rank), which
+    permutes the clusters only at 64 and 66 resident: the long-K rule on a ragged grid of 144 units
+    (66 resident, three rounds), twice; 64x128 tiles rastered along N at 1024x1024x4096 (64 units,
+    one wave); ragged with every epilogue piece + aux at 66 resident; batched at 66 resident in fp16;
+    48 units (the identity order)."""
+    gt = "gelu_approx_tanh"
+    long_k = GemmKnobs(
+        tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True, place_order=True
+    )
+    wave = GemmKnobs(tile_m=64, tile_n=128, cga_m=2, raster="n", place_order=True)
+    return [
+        dict(m=2900, n=3000, k=4104, knobs=long_k, bias=True, act=gt, vec="bf16", reps=2),
+        dict(m=1024, n=1024, k=4096, knobs=wave, bias=True, act=gt, vec="bf16", reps=2),
+        {**_all_pieces(wave, "gelu"), "n": 2104},
+        dict(m=1024, n=1024, k=520, l=2, knobs=wave, residual=True, dt="fp16", out="fp16"),
+        dict(m=200, n=3000, k=4104, knobs=wave, bias=True, act="relu"),
+    ]
 
 
 def warpgroup_view_cases():
@@ -969,6 +990,7 @@ _FAMILIES = {
     "1x4 cluster": lambda c, kn: kn.cga_n == 4 and kn.cga_m == 1 and kn.split_k == 1,
     "4x2 cluster, every piece + aux": lambda c, kn: (kn.cga_m, kn.cga_n) == (4, 2) and c.get("aux"),
     "2x4 cluster": lambda c, kn: (kn.cga_m, kn.cga_n) == (2, 4),
+    "clusters by GPC, every piece + aux": lambda c, kn: kn.place_order and c.get("aux"),
 }
 
 

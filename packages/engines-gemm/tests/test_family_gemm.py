@@ -140,7 +140,23 @@ def test_engine_declines_fp32_inputs_with_the_reason():
             {"TILE_M": 128, "TILE_N": 256, "TILE_CGA_M": 2, "SWIZZLE": 8, "STAGGER": 2, "SERPENTINE": True},
         ),
         (1024, 2048, 4096, "small", {"TILE_M": 128, "TILE_N": 128, "TILE_CGA_M": 2, "SWIZZLE": 1}),
-        (1024, 1024, 4096, "small", {"TILE_M": 64, "TILE_N": 128, "TILE_CGA_M": 2}),
+        # one wave of 64 2x1 clusters: numbered GPC by GPC, rastered along N (kernels/NOTES.md v27)
+        (
+            1024,
+            1024,
+            4096,
+            "small",
+            {"TILE_M": 64, "TILE_N": 128, "TILE_CGA_M": 2, "RASTER": "n", "PLACE_ORDER": True},
+        ),
+        # two cluster rows (64 clusters) read 0.99 in GPC order; 62 clusters stay in order anyway
+        (256, 4096, 4096, "narrow", {"TILE_M": 64, "TILE_N": 128, "TILE_CGA_M": 2, "PLACE_ORDER": False}),
+        (
+            256,
+            128 * 31,
+            4096,
+            "narrow",
+            {"TILE_M": 64, "TILE_N": 128, "TILE_CGA_M": 2, "RASTER": "m", "PLACE_ORDER": False},
+        ),
         (
             4096,
             4096,
@@ -154,6 +170,7 @@ def test_engine_declines_fp32_inputs_with_the_reason():
                 "STAGGER": 2,
                 "SERPENTINE": True,
                 "K_FLIP": True,
+                "PLACE_ORDER": True,
             },
         ),
         (
@@ -168,6 +185,7 @@ def test_engine_declines_fp32_inputs_with_the_reason():
                 "PINGPONG": True,
                 "SERPENTINE": False,
                 "K_FLIP": False,
+                "PLACE_ORDER": False,
             },
         ),
     ],
@@ -203,8 +221,8 @@ def test_plan_list_of_a_gemm_graph_on_cpu():
     c.set_output(True)
     g.create_execution_plans()
     assert g.get_plan_name_at_index(0).startswith(
-        "gemm_sm90[K_FLIP=True,PINGPONG=False,RASTER=m,SERPENTINE=True,SPLIT_K=1,STAGES=0,STAGGER=2,"
-        "SWAP_AB=False,SWIZZLE=8,TILEK=64,TILE_CGA_M=2"
+        "gemm_sm90[K_FLIP=True,PINGPONG=False,PLACE_ORDER=True,RASTER=m,SERPENTINE=True,SPLIT_K=1,STAGES=0,"
+        "STAGGER=2,SWAP_AB=False,SWIZZLE=8,TILEK=64,TILE_CGA_M=2"
     )
     assert g.backend_decline_reason() is not None  # no GPU here: the backend offers nothing, and says why
 

@@ -31,6 +31,7 @@ _NON_DEFAULT = dict(
     k_flip=True,
     gelu_half=False,
     static_ring=False,
+    place_order=True,
 )
 
 
@@ -58,12 +59,13 @@ def test_pairs_of_fields_read_back():
 def test_the_long_k_rule_reads_as_written_in_the_notes():
     rule = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True)
     assert knob_label(rule) == "128x256c21z8g2vf"
+    assert parse_knob_label("128x256c21z8g2vfo") == dataclasses.replace(rule, place_order=True)
     assert parse_knob_label("128x256c21z8g2vfdj") == dataclasses.replace(
         rule, gelu_half=False, static_ring=False
     )
 
 
-@pytest.mark.parametrize("bad", ["", "128x256", "128x256c2", "128x256c21q", "128x256c21z8g2vfo"])
+@pytest.mark.parametrize("bad", ["", "128x256", "128x256c2", "128x256c21q", "128x256c21z8g2ov"])
 def test_a_label_that_does_not_read_names_itself(bad):
     with pytest.raises(ValueError, match=repr(bad).replace("[", r"\[")):
         parse_knob_label(bad)

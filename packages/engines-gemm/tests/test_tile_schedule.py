@@ -11,6 +11,7 @@ from pygraph_gemm.kernels.config import GemmKnobs, semaphore_words, workspace_by
 from pygraph_gemm.kernels.tile_schedule import (
     cta_tile,
     cta_work,
+    placed_rank,
     schedule_extent,
     tail_split,
     unit_coord,
@@ -151,3 +152,55 @@ def test_cta_work_whole_tile_without_slices():
     row, col, batch, kt0, n_kt, ks, slices, slot = cta_work(knobs, 5, 4, 3, (1, 0), 7, 0, 1)
     assert (row, col, batch) == cta_tile(knobs, 5, 4, 3, (1, 0))
     assert (kt0, n_kt, ks, slices, slot) == (0, 7, 0, 1, 0)
+
+
+# The H200's GPCs as scripts/device/gpc_map.cu read them (seventeenth session): the SMs each 16-CTA
+# cluster held, by GPC; GPC 0 (SMs 0, 1, 16, 17, 32, 33, 48, 49) and SMs 120-131 never held one.
+_GPC_OF_SM = {
+    sm: gpc
+    for gpc, sms in enumerate(
+        [
+            (0, 1, 16, 17, 32, 33, 48, 49),
+            (2, 3, 18, 19, 34, 35, 50, 51, 64, 65, 78, 79, 92, 93, 106, 107),
+            (4, 5, 20, 21, 36, 37, 52, 53, 66, 67, 80, 81, 94, 95, 108, 109),
+            (6, 7, 22, 23, 38, 39, 54, 55, 68, 69, 82, 83, 96, 97, 110, 111),
+            (8, 9, 24, 25, 40, 41, 56, 57, 70, 71, 84, 85, 98, 99, 112, 113),
+            (10, 11, 26, 27, 42, 43, 58, 59, 72, 73, 86, 87, 100, 101, 114, 115),
+            (12, 13, 28, 29, 44, 45, 60, 61, 74, 75, 88, 89, 102, 103, 116, 117),
+            (14, 15, 30, 31, 46, 47, 62, 63, 76, 77, 90, 91, 104, 105, 118, 119),
+        ]
+    )
+    for sm in sms
+}
+
+
+def _first_sm(c):
+    """SM of cluster c's first CTA as scripts/device/cluster_placement.py saw a full grid placed."""
+    return 2 * (c - 4) if c >= 4 else 124 + 2 * c
+
+
+@pytest.mark.parametrize("resident", range(1, 67))
+def test_placed_rank_is_a_permutation_of_the_resident_clusters(resident):
+    assert sorted(placed_rank(c, resident) for c in range(resident)) == list(range(resident))
+
+
+@pytest.mark.parametrize("resident", [64, 66])
+def test_placed_rank_runs_eight_consecutive_units_on_one_gpc(resident):
+    cluster_of = {placed_rank(c, resident): c for c in range(resident)}
+    for run in range(7):
+        gpcs = {_GPC_OF_SM[_first_sm(cluster_of[u])] for u in range(8 * run, 8 * run + 8)}
+        assert gpcs == {run + 1}
+    assert {_GPC_OF_SM[_first_sm(cluster_of[u])] for u in range(56, 60)} == {0}
+
+
+@pytest.mark.parametrize("resident", [1, 30, 48, 63, 65])
+def test_placed_rank_leaves_other_grids_in_order(resident):
+    assert [placed_rank(c, resident) for c in range(resident)] == list(range(resident))
+
+
+def test_place_order_needs_a_two_cta_cluster():
+    assert GemmKnobs(tile_m=64, tile_n=128, cga_m=2, place_order=True).validate() is None
+    assert GemmKnobs(tile_m=64, tile_n=128, cga_n=2, place_order=True).validate() is None
+    for cm, cn in ((1, 1), (4, 1), (2, 2)):
+        reason = GemmKnobs(tile_m=64, tile_n=128, cga_m=cm, cga_n=cn, place_order=True).validate()
+        assert reason is not None and f"{cm}x{cn}" in reason

@@ -57,6 +57,10 @@ KNOB_DOMAINS: dict[str, tuple[Any, ...]] = {
     # the round before it read last. 8192^3 DRAM reads 1.23 -> 1.07 GB, +0.4..+1.0% sustained.
     "SERPENTINE": (False, True),
     "K_FLIP": (False, True),
+    # clusters numbered GPC by GPC (2-CTA clusters; kernels/NOTES.md v27): the CTAs that share an A
+    # tile read it from one GPC, where the L2 merges their requests. +0.4..+1.0% sustained on the
+    # long-K rows, +14% at 1024x1024x4096 rastered along N.
+    "PLACE_ORDER": (False, True),
 }
 # Kernel-only (not in the domain): GemmKnobs.tail_split, the persistent grid's last round cut into
 # K slices, measured no faster on the long-K shapes it targets (kernels/NOTES.md v8);
@@ -88,6 +92,7 @@ def knobs_from_config(knobs: Any) -> Any:
         stagger=k.get("STAGGER", 0),
         serpentine=bool(k.get("SERPENTINE", False)),
         k_flip=bool(k.get("K_FLIP", False)),
+        place_order=bool(k.get("PLACE_ORDER", False)),
     )
 
 

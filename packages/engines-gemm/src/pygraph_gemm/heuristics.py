@@ -19,7 +19,7 @@ from pygraph.ir.dtypes import heur_mode
 from pygraph_gemm.analyzer import GemmFacts
 from pygraph_gemm.engine_sm80 import KNOB_DOMAINS as SM80_KNOB_DOMAINS
 from pygraph_gemm.engine_sm90 import KNOB_DOMAINS, knobs_from_config
-from pygraph_gemm.kernels.config import RESIDENT_132, _ceil
+from pygraph_gemm.kernels.config import RESIDENT_132, ceil_div, padded
 from pygraph_gemm.support import dtype_short
 
 __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
@@ -53,6 +53,8 @@ _BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset(
 # SMs of the H200 the rules were measured on: one wave of the persistent grid, of single CTAs and of
 # 2-CTA clusters alike (the occupancy query placed 66 pairs; 4-CTA clusters only 30, kernels/config.py).
 _SMS = RESIDENT_132[1]
+# CTAs of the 2-CTA cluster grids `tile_schedule.placed_rank` orders (64 and 66 clusters)
+_PLACED_WAVES = (128, 132)
 
 
 def shape_bucket(facts: GemmFacts) -> str:
@@ -87,11 +89,6 @@ _LONG_K: dict[str, Any] = {
 _WAVE_LADDER = ((128, 256), (128, 192), (128, 128), (64, 128), (64, 64))
 
 
-def _whole(count: int, group: int) -> int:
-    """``count`` rounded up to whole groups of ``group`` (tiles padded to whole clusters)."""
-    return _ceil(count, group) * group
-
-
 def _launched_ctas(facts: GemmFacts, tile_m: int, tile_n: int) -> tuple[int, int, int]:
     """(CTAs the persistent grid runs for one output tile each, the cluster's M and N extents): pairs
     of row tiles share B in a 2x1 cluster whenever there are two row tiles, an odd count padded by one.
@@ -99,13 +96,13 @@ def _launched_ctas(facts: GemmFacts, tile_m: int, tile_n: int) -> tuple[int, int
     share A in a 1x2 cluster instead (no cluster when that does not fit either): 640x3000x4096, five
     row tiles of 128x128, runs 120 CTAs in 1x2 clusters at 493 TFLOP/s bias+gelu, 482 with none,
     against 419 for the 96 CTAs of 128x192 that padding to six rows left (fifteenth session)."""
-    rows, cols, batch = _ceil(facts.m, tile_m), _ceil(facts.n, tile_n), prod(facts.batch)
+    rows, cols, batch = ceil_div(facts.m, tile_m), ceil_div(facts.n, tile_n), prod(facts.batch)
     if rows < 2:
         return cols * batch, 1, 1
-    paired_rows = _whole(rows, 2) * cols * batch
+    paired_rows = padded(rows, 2) * cols * batch
     if paired_rows <= _SMS or rows % 2 == 0 or tile_n > 128:
         return paired_rows, 2, 1
-    paired_cols = rows * _whole(cols, 2) * batch
+    paired_cols = rows * padded(cols, 2) * batch
     if cols >= 2 and paired_cols <= _SMS:
         return paired_cols, 1, 2
     if rows * cols * batch <= _SMS:
@@ -149,13 +146,21 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
     rungs = [(*_launched_ctas(facts, tm, tn), tm, tn) for tm, tn in _WAVE_LADDER]
     one_wave = [r for r in rungs if r[0] <= _SMS]
     if one_wave:
-        _, cga_m, cga_n, tile_m, tile_n = max(one_wave, key=lambda r: r[0])
+        ctas, cga_m, cga_n, tile_m, tile_n = max(one_wave, key=lambda r: r[0])
     else:
-        _, cga_m, cga_n, tile_m, tile_n = min(rungs, key=lambda r: _ceil(r[0], _SMS))
+        ctas, cga_m, cga_n, tile_m, tile_n = min(rungs, key=lambda r: ceil_div(r[0], _SMS))
     if tile_m == 128 and tile_n >= 192:
         return {**_LONG_K, "TILE_N": tile_n, "TILE_CGA_M": cga_m}
     if (tile_m, tile_n, cga_m) == (64, 128, 2) and _fits_four_row_cluster(facts, tile_n):
         cga_m = 4
+    if (tile_m, tile_n, cga_m, cga_n) == (64, 128, 2, 1) and ctas in _PLACED_WAVES and facts.m > 896:
+        # one wave of 64 or 66 clusters, at least eight cluster rows: numbered GPC by GPC and
+        # rastered along N, each GPC's eight clusters run one row of tiles and share its A tiles
+        # (PLACE_ORDER, kernels/NOTES.md v27). 1024x1024x4096 bf16 plain 476-478 TFLOP/s against
+        # 417-418, bias+gelu 468-469 against 408-410 (cuBLAS mm 489-493, cuBLASLt fused 467); two
+        # cluster rows (256x4096x4096) read 0.99 and keep the plain order (narrow_gemm.sh,
+        # seventeenth session).
+        return {"TILE_M": 64, "TILE_N": 128, "TILE_CGA_M": 2, "TILE_CGA_N": 1, "RASTER": "n", "PLACE_ORDER": True}
     return {"TILE_M": tile_m, "TILE_N": tile_n, "TILE_CGA_M": cga_m, "TILE_CGA_N": cga_n}
 
 
@@ -170,10 +175,10 @@ def _fits_four_row_cluster(facts: GemmFacts, tile_n: int) -> bool:
     200x3000x4104; on 128-row tiles (1100x3000x4096 128x256, 640x3000x4096 128x192) they are level.
     512x1920x4096 (120 CTAs) +1.8%; 256x4096x4096 (128 CTAs, 32 clusters) 0.72: past 30 clusters
     the grid runs a second wave."""
-    rows = _ceil(facts.m, 64)
-    if rows < 3 or _whole(rows, 4) != _whole(rows, 2):
+    rows = ceil_div(facts.m, 64)
+    if rows < 3 or padded(rows, 4) != padded(rows, 2):
         return False
-    ctas = _whole(rows, 4) * _ceil(facts.n, tile_n) * prod(facts.batch)
+    ctas = padded(rows, 4) * ceil_div(facts.n, tile_n) * prod(facts.batch)
     return ctas <= RESIDENT_132[4] * 4
 
 
@@ -199,6 +204,7 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
         "STAGGER": 0,
         "SERPENTINE": False,
         "K_FLIP": False,
+        "PLACE_ORDER": False,
     }
     if bucket == "skinny":
         return {**base, "TILE_M": 64, "TILE_N": 16, "SWAP_AB": True}
@@ -227,7 +233,14 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     # +0.9, +0.7%. DRAM reads under ncu: 8192^3 1.23 -> 1.07 GB, 4096x14336x4096 0.58 -> 0.43 GB.
     # Raster N with the same order: +0.2..+0.6% in 9 of 12 cells (tenth session), 0.998-1.004
     # (eleventh, bf16): level within the runs' spread, so the rule keeps rastering along M.
-    return {**base, **_LONG_K}
+    # Clusters numbered GPC by GPC (PLACE_ORDER, v27): with swizzle 8 along M, eight consecutive
+    # units are one row of the band, so each GPC's clusters share their A tiles and the L2 request
+    # coalescer merges those reads (8192^3, numbered by 4-TPC SM groups: 4.0 M -> 24.8 M merged
+    # sectors, 265 -> 239 M L2 reads). Sustained bias+gelu against the same config without it
+    # (floor_gemm.sh, seventeenth session): SM groups bf16 +0.6% 4096^3, +0.7% 8192^3, +0.5%
+    # 4096x14336x4096, +0.4% 16384x4096x4096, fp16 +1.0, +0.7, +0.7, +0.6%; whole GPCs at 8192^3
+    # +1.2% bf16 (1.054 x unfused) and +1.0% fp16 (1.053).
+    return {**base, **_LONG_K, "PLACE_ORDER": True}
 
 
 def _valid(knobs: dict[str, Any]) -> bool:
@@ -242,12 +255,18 @@ def _valid(knobs: dict[str, Any]) -> bool:
 @functools.cache
 def _domain() -> tuple[dict[str, Any], ...]:
     """Every valid point of the knob domain (fixed per process: built once)."""
-    # The L2-order knobs are valid with every point (they only reorder the same work): validate the
-    # rest once, then take each valid point with every setting of theirs.
-    order_axes = ("SERPENTINE", "K_FLIP")
+    # The L2-order knobs only reorder the same work: validate the rest once, then take each valid
+    # point with every setting of theirs (PLACE_ORDER only where the cluster has two CTAs).
+    order_axes = ("SERPENTINE", "K_FLIP", "PLACE_ORDER")
     rest = {a: d for a, d in KNOB_DOMAINS.items() if a not in order_axes}
     orders = _points({a: KNOB_DOMAINS[a] for a in order_axes})
-    return tuple(dict(sorted({**k, **o}.items())) for k in _points(rest) if _valid(k) for o in orders)
+    return tuple(
+        dict(sorted({**k, **o}.items()))
+        for k in _points(rest)
+        if _valid(k)
+        for o in orders
+        if not o["PLACE_ORDER"] or k["TILE_CGA_M"] * k["TILE_CGA_N"] == 2
+    )
 
 
 @functools.cache
@@ -309,6 +328,7 @@ def recommend(
                 "STAGGER": 0,
                 "SERPENTINE": False,
                 "K_FLIP": False,
+                "PLACE_ORDER": False,
             }
             return [PlanConfig(engine_id, safe), PLACE_BACKEND, *sm80[:1]]
         ours = [PlanConfig(engine_id, first)]

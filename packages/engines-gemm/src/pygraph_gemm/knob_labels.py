@@ -11,7 +11,7 @@ from .kernels.config import GemmKnobs
 
 _LABEL = re.compile(
     r"(\d+)x(\d+)(?:x(\d+))?c(\d)(\d)(s?)(n?)(?:z(\d+))?(p?)(?:k(\d+))?(?:t(\d+))?(?:g(\d+))?(?:a(\d+))?"
-    r"(?:r(\d+))?(e?)(w?)(l?)(?:h(\d))?(v?)(f?)(d?)(j?)"
+    r"(?:r(\d+))?(e?)(w?)(l?)(?:h(\d))?(v?)(f?)(d?)(j?)(o?)"
 )
 
 
@@ -24,7 +24,7 @@ def knob_label(kn: GemmKnobs) -> str:
     hints of the A/B loads and C's stores), v (serpentine bands), f (every other tile's k-blocks
     last to first), d (tanh-gelu from the whole pre-activation with the bias staged unhalved, instead
     of from half of it), j (the runtime-slot main loop only, instead of whole passes over the A/B
-    ring with constant slot indices)."""
+    ring with constant slot indices), o (clusters numbered by SM group)."""
     return (
         f"{kn.tile_m}x{kn.tile_n}"
         + (f"x{kn.tile_k}" if kn.tile_k != 64 else "")
@@ -46,6 +46,7 @@ def knob_label(kn: GemmKnobs) -> str:
         + ("f" if kn.k_flip else "")
         + ("d" if not kn.gelu_half else "")
         + ("j" if not kn.static_ring else "")
+        + ("o" if kn.place_order else "")
     )
 
 
@@ -54,9 +55,9 @@ def parse_knob_label(label: str) -> GemmKnobs:
     m = _LABEL.fullmatch(label)
     if m is None:
         raise ValueError(
-            f"knob label {label!r} does not read as tile x tile [x tile_k] c<M><N>[s][n][z#][p][k#][t#][g#][a#][r#][e][w][l][h#][v][f][d][j]"
+            f"knob label {label!r} does not read as tile x tile [x tile_k] c<M><N>[s][n][z#][p][k#][t#][g#][a#][r#][e][w][l][h#][v][f][d][j][o]"
         )
-    tm, tn, tk, cm, cn, swap, ras, swz, pp, sk, ts, g, st, r, e, w, gl, h, sv, kf, gh, sr = m.groups()
+    tm, tn, tk, cm, cn, swap, ras, swz, pp, sk, ts, g, st, r, e, w, gl, h, sv, kf, gh, sr, po = m.groups()
     return GemmKnobs(
         tile_m=int(tm),
         tile_n=int(tn),
@@ -80,4 +81,5 @@ def parse_knob_label(label: str) -> GemmKnobs:
         k_flip=bool(kf),
         gelu_half=not gh,
         static_ring=not sr,
+        place_order=bool(po),
     )

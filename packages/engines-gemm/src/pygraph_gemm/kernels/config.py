@@ -127,6 +127,12 @@ class GemmKnobs:
     # same order (bit-identical outputs); at 8192^3 bias+gelu 154 -> 94 M instructions, -0.2..-0.6%
     # cycles, +0.3..+0.6% sustained (NOTES.md v22). False keeps the runtime-slot loop only, for A/B.
     static_ring: bool = True
+    # clusters numbered GPC by GPC: cluster c starts at unit `tile_schedule.placed_rank(c)` instead
+    # of c, so eight consecutive units run on one GPC and the CTAs that share an A tile read it from
+    # one GPC, where the L2 request coalescer merges their requests (kernels/NOTES.md v27 has the
+    # merges, L2 reads and times). A permutation of the grid's clusters, so any placement stays
+    # correct; it needs 2-CTA clusters (one per TPC).
+    place_order: bool = False
 
     def validate(self) -> str | None:
         if self.tile_m not in (64, 128, 256):
@@ -168,6 +174,8 @@ class GemmKnobs:
                 "wait_all needs two warpgroups issuing wgmma side by side (cooperative, tile_m 128 or 256), "
                 f"got tile_m={self.tile_m}, pingpong={self.pingpong}"
             )
+        if self.place_order and self.cga_m * self.cga_n != 2:
+            return f"place_order orders 2-CTA clusters (one per TPC), got a {self.cga_m}x{self.cga_n} cluster"
         if self.epi_n not in (32, 64):
             return f"epi_n={self.epi_n} not in (32, 64)"
         if self.epi_slots and not 2 <= self.epi_slots <= 4:
@@ -363,8 +371,13 @@ def pick_stages(knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue) -> int
     return s
 
 
-def _ceil(a: int, b: int) -> int:
+def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def padded(count: int, group: int) -> int:
+    """``count`` rounded up to whole groups of ``group`` (tiles padded to whole clusters)."""
+    return ceil_div(count, group) * group
 
 
 # Clusters of each size resident at once on a 132-SM H100 SXM / H200 (what the occupancy query gave
@@ -388,8 +401,8 @@ def tail_tiles(m: int, n: int, k: int, l: int, knobs: GemmKnobs, resident: int =
         m, n = n, m
     cluster = knobs.cga_m * knobs.cga_n
     resident = resident or resident_fallback(cluster)
-    units = _ceil(_ceil(m, knobs.tile_m), knobs.cga_m) * _ceil(_ceil(n, knobs.tile_n), knobs.cga_n) * l
-    whole, slices = tail_split(units, min(units, resident), _ceil(k, knobs.tile_k), knobs.tail_split)
+    units = ceil_div(ceil_div(m, knobs.tile_m), knobs.cga_m) * ceil_div(ceil_div(n, knobs.tile_n), knobs.cga_n) * l
+    whole, slices = tail_split(units, min(units, resident), ceil_div(k, knobs.tile_k), knobs.tail_split)
     return (units - whole) * cluster, slices
 
 
@@ -398,8 +411,8 @@ def splitk_tiles(m: int, n: int, l: int, knobs: GemmKnobs) -> int:
     fp32 partial tiles each. The semaphores live apart from the partials (`launch.semaphores`)."""
     if knobs.swap_ab:
         m, n = n, m
-    mt = _ceil(_ceil(m, knobs.tile_m), knobs.cga_m) * knobs.cga_m
-    nt = _ceil(_ceil(n, knobs.tile_n), knobs.cga_n) * knobs.cga_n
+    mt = padded(ceil_div(m, knobs.tile_m), knobs.cga_m)
+    nt = padded(ceil_div(n, knobs.tile_n), knobs.cga_n)
     return mt * nt * l
 
 
@@ -481,7 +494,7 @@ def can_implement(
         if spec is not None and (r := spec.validate()):
             return r
         if knobs is not None and knobs.split_k > 1:
-            k_tiles = _ceil(int(k), knobs.tile_k)
+            k_tiles = ceil_div(int(k), knobs.tile_k)
             if k_tiles < knobs.split_k:
                 return (
                     f"split_k={knobs.split_k} needs at least that many K tiles; K={k} gives "

@@ -46,7 +46,7 @@ from .config import (
 from .epilogue import activate, apply_affine
 from .gemm_sm90_host import Sm90Host
 from .mainloop import run_k_blocks
-from .tile_schedule import cta_tile, cta_work
+from .tile_schedule import cta_tile, cta_work, placed_rank
 
 _DT = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16, "fp32": cutlass.Float32}
 
@@ -226,6 +226,8 @@ class Sm90Gemm(Sm90Host):
         bidx, bidy, bidz = cute.arch.block_idx()
         _, _, n_resident = cute.arch.grid_dim()
         first_unit = Int32(bidz)
+        if const_expr(self.knobs.place_order):
+            first_unit = placed_rank(first_unit, n_resident)
         cta_mn = (Int32(bidx), Int32(bidy))  # the CTA's place in its cluster (grid x, y = cluster shape)
         pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
 

@@ -67,6 +67,37 @@ def unit_coord(u, rows, cols, swizzle: int, raster_m: bool, serpentine: bool = F
     return (i, j, batch) if raster_m else (j, i, batch)
 
 
+# ---------------------------------------------------------------------------- placement order
+# Where the H200 puts a full persistent grid of 2-CTA clusters (NOTES.md v27; probes:
+# scripts/device/cluster_placement.py for the clusters, scripts/device/gpc_map.cu for the GPCs):
+# clusters 0-3 go to TPCs 62-65 (SMs 124-131) and cluster c >= 4 to TPC c - 4 (SMs 2t, 2t + 1).
+# TPCs are numbered across the GPCs: TPC t < 32 sits in GPC t % 8, TPC 32 <= t < 60 in GPC
+# (t - 32) % 7 + 1, so GPCs 1-7 hold eight TPCs each below 60 and GPC 0 four. `placed_rank`
+# numbers the clusters GPC by GPC (GPCs 1-7, eight each; then GPC 0's four; then TPCs 60-65), so
+# eight consecutive units run on one GPC, and the L2 request coalescer merges the operand reads of
+# CTAs that share a tile there. It is a permutation of 0 .. resident-1 whatever the placement is:
+# only its locality rests on the placement seen. Applied at 64 and 66 resident clusters (the full
+# grid and the one-wave 8x8 grid of 2-CTA clusters), the identity elsewhere.
+_PLACED_FRONT = 4  # clusters the hardware puts on the last TPCs first
+_PLACED_FULL = 66  # TPCs of the H200 (132 SMs)
+_PLACED_LOW = 32  # TPCs 0..31: four in each of 8 GPCs
+_PLACED_HIGH = 60  # TPCs 32..59: four in each of GPCs 1..7
+_PLACED_GPC = 8  # clusters per GPC run (GPCs 1..7)
+
+
+def placed_rank(c, resident):
+    """The unit cluster ``c`` of ``resident`` starts at under `GemmKnobs.place_order`."""
+    t = _pick(c >= _PLACED_FRONT, c - _PLACED_FRONT, c + _PLACED_FULL - _PLACED_FRONT)
+    gpc, j = t % 8, t // 8  # below TPC 32: GPC t % 8, the j-th of its four there
+    low = _pick(gpc >= 1, (gpc - 1) * _PLACED_GPC + j, 7 * _PLACED_GPC + j)
+    hi = t - _PLACED_LOW  # TPCs 32..59: GPC hi % 7 + 1, the (4 + j)-th of its eight
+    high = (hi % 7) * _PLACED_GPC + 4 + hi // 7
+    rest = t - (_PLACED_FULL - resident)  # TPCs 60..65 last, in order (60, 61 idle at 64)
+    v = _pick(t < _PLACED_LOW, low, _pick(t < _PLACED_HIGH, high, rest))
+    full = _pick(resident == _PLACED_FULL, 1, 0) + _pick(resident == _PLACED_FULL - 2, 1, 0)
+    return _pick(full > 0, v, c)
+
+
 # ---------------------------------------------------------------------------- the split tail
 # A persistent grid of R resident clusters runs U units in ceil(U / R) rounds; when U is not a
 # multiple of R the last round is partly idle (8192^3 in 128x256 tiles, 2x1 clusters: 1024 units on
