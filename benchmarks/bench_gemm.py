@@ -62,7 +62,14 @@ def candidates(m, n, k):
         # what the heuristics name for K > 1024, then without the GPC order (NOTES v27), then
         # without the L2 order (v19)
         GemmKnobs(
-            tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True, place_order=True
+            tile_m=128,
+            tile_n=256,
+            cga_m=2,
+            swizzle=8,
+            stagger=2,
+            serpentine=True,
+            k_flip=True,
+            place_order=True,
         ),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2),

@@ -160,7 +160,14 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
         # 417-418, bias+gelu 468-469 against 408-410 (cuBLAS mm 489-493, cuBLASLt fused 467); two
         # cluster rows (256x4096x4096) read 0.99 and keep the plain order (narrow_gemm.sh,
         # seventeenth session).
-        return {"TILE_M": 64, "TILE_N": 128, "TILE_CGA_M": 2, "TILE_CGA_N": 1, "RASTER": "n", "PLACE_ORDER": True}
+        return {
+            "TILE_M": 64,
+            "TILE_N": 128,
+            "TILE_CGA_M": 2,
+            "TILE_CGA_N": 1,
+            "RASTER": "n",
+            "PLACE_ORDER": True,
+        }
     return {"TILE_M": tile_m, "TILE_N": tile_n, "TILE_CGA_M": cga_m, "TILE_CGA_N": cga_n}
 
 

@@ -401,7 +401,11 @@ def tail_tiles(m: int, n: int, k: int, l: int, knobs: GemmKnobs, resident: int =
         m, n = n, m
     cluster = knobs.cga_m * knobs.cga_n
     resident = resident or resident_fallback(cluster)
-    units = ceil_div(ceil_div(m, knobs.tile_m), knobs.cga_m) * ceil_div(ceil_div(n, knobs.tile_n), knobs.cga_n) * l
+    units = (
+        ceil_div(ceil_div(m, knobs.tile_m), knobs.cga_m)
+        * ceil_div(ceil_div(n, knobs.tile_n), knobs.cga_n)
+        * l
+    )
     whole, slices = tail_split(units, min(units, resident), ceil_div(k, knobs.tile_k), knobs.tail_split)
     return (units - whole) * cluster, slices
 
