@@ -16,6 +16,7 @@ EXTRA_COLUMNS: name -> fn(a, b, bias, fused) -> callable, for other backends (e.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 import statistics
@@ -43,6 +44,10 @@ SHAPES = [
 ]
 
 
+# the long-K rule's config before v27's place order
+_LONG_K = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True)
+
+
 def candidates(m, n, k):
     if m <= 64:
         return [
@@ -61,17 +66,8 @@ def candidates(m, n, k):
     return [
         # what the heuristics name for K > 1024, then without the GPC order (NOTES v27), then
         # without the L2 order (v19)
-        GemmKnobs(
-            tile_m=128,
-            tile_n=256,
-            cga_m=2,
-            swizzle=8,
-            stagger=2,
-            serpentine=True,
-            k_flip=True,
-            place_order=True,
-        ),
-        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True),
+        dataclasses.replace(_LONG_K, place_order=True),
+        _LONG_K,
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=3),

@@ -19,11 +19,12 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
 import l2_set_aside
 from bench_gemm import anchor_calls, make_call
+from gemm_shapes import parse_shape
 
 from pygraph_gemm.kernels.config import EpilogueSpec
 from pygraph_gemm.knob_labels import parse_knob_label
 
-m, n, k = (int(x) for x in os.environ.get("PYGRAPH_NCU_SHAPE", "8192x8192x8192").split("x"))
+m, n, k = parse_shape(os.environ.get("PYGRAPH_NCU_SHAPE", "8192x8192x8192"))
 torch.manual_seed(0)
 a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
 b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t()

@@ -20,6 +20,7 @@ from pygraph_gemm.analyzer import GemmFacts
 from pygraph_gemm.engine_sm80 import KNOB_DOMAINS as SM80_KNOB_DOMAINS
 from pygraph_gemm.engine_sm90 import KNOB_DOMAINS, knobs_from_config
 from pygraph_gemm.kernels.config import RESIDENT_132, ceil_div, padded
+from pygraph_gemm.kernels.tile_schedule import placed_rank
 from pygraph_gemm.support import dtype_short
 
 __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
@@ -53,8 +54,8 @@ _BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset(
 # SMs of the H200 the rules were measured on: one wave of the persistent grid, of single CTAs and of
 # 2-CTA clusters alike (the occupancy query placed 66 pairs; 4-CTA clusters only 30, kernels/config.py).
 _SMS = RESIDENT_132[1]
-# CTAs of the 2-CTA cluster grids `tile_schedule.placed_rank` orders (64 and 66 clusters)
-_PLACED_WAVES = (128, 132)
+# cluster rows a one-wave 64x128 grid needs before the wave rule numbers it GPC by GPC (v27)
+_PLACED_MIN_ROWS = 8
 
 
 def shape_bucket(facts: GemmFacts) -> str:
@@ -153,22 +154,26 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
         return {**_LONG_K, "TILE_N": tile_n, "TILE_CGA_M": cga_m}
     if (tile_m, tile_n, cga_m) == (64, 128, 2) and _fits_four_row_cluster(facts, tile_n):
         cga_m = 4
-    if (tile_m, tile_n, cga_m, cga_n) == (64, 128, 2, 1) and ctas in _PLACED_WAVES and facts.m > 896:
-        # one wave of 64 or 66 clusters, at least eight cluster rows: numbered GPC by GPC and
-        # rastered along N, each GPC's eight clusters run one row of tiles and share its A tiles
-        # (PLACE_ORDER, kernels/NOTES.md v27). 1024x1024x4096 bf16 plain 476-478 TFLOP/s against
-        # 417-418, bias+gelu 468-469 against 408-410 (cuBLAS mm 489-493, cuBLASLt fused 467); two
-        # cluster rows (256x4096x4096) read 0.99 and keep the plain order (narrow_gemm.sh,
-        # seventeenth session).
-        return {
-            "TILE_M": 64,
-            "TILE_N": 128,
-            "TILE_CGA_M": 2,
-            "TILE_CGA_N": 1,
-            "RASTER": "n",
-            "PLACE_ORDER": True,
-        }
-    return {"TILE_M": tile_m, "TILE_N": tile_n, "TILE_CGA_M": cga_m, "TILE_CGA_N": cga_n}
+    wave = {"TILE_M": tile_m, "TILE_N": tile_n, "TILE_CGA_M": cga_m, "TILE_CGA_N": cga_n}
+    if (
+        (tile_m, tile_n, cga_m, cga_n) == (64, 128, 2, 1)
+        and ceil_div(facts.m, tile_m * cga_m) >= _PLACED_MIN_ROWS
+        and _reordered(ctas // 2)
+    ):
+        # one wave of clusters `placed_rank` numbers GPC by GPC, eight cluster rows or more: rastered
+        # along N, each GPC's eight clusters run one row of tiles and share its A tiles (PLACE_ORDER,
+        # kernels/NOTES.md v27). 1024x1024x4096 bf16 plain 476-478 TFLOP/s against 417-418,
+        # bias+gelu 468-469 against 408-410 (cuBLAS mm 489-493, cuBLASLt fused 467); two cluster
+        # rows (256x4096x4096) read 0.99 and keep the plain order (narrow_gemm.sh, seventeenth
+        # session).
+        return {**wave, "RASTER": "n", "PLACE_ORDER": True}
+    return wave
+
+
+def _reordered(clusters: int) -> bool:
+    """Whether `tile_schedule.placed_rank` renumbers a grid of ``clusters`` resident clusters (it is
+    the identity on grids whose placement was not read)."""
+    return any(placed_rank(c, clusters) != c for c in range(clusters))
 
 
 def _fits_four_row_cluster(facts: GemmFacts, tile_n: int) -> bool:
@@ -263,7 +268,7 @@ def _valid(knobs: dict[str, Any]) -> bool:
 def _domain() -> tuple[dict[str, Any], ...]:
     """Every valid point of the knob domain (fixed per process: built once)."""
     # The L2-order knobs only reorder the same work: validate the rest once, then take each valid
-    # point with every setting of theirs (PLACE_ORDER only where the cluster has two CTAs).
+    # point with every setting of theirs; PLACE_ORDER needs its own check (2-CTA clusters only).
     order_axes = ("SERPENTINE", "K_FLIP", "PLACE_ORDER")
     rest = {a: d for a, d in KNOB_DOMAINS.items() if a not in order_axes}
     orders = _points({a: KNOB_DOMAINS[a] for a in order_axes})
@@ -272,7 +277,7 @@ def _domain() -> tuple[dict[str, Any], ...]:
         for k in _points(rest)
         if _valid(k)
         for o in orders
-        if not o["PLACE_ORDER"] or k["TILE_CGA_M"] * k["TILE_CGA_N"] == 2
+        if not o["PLACE_ORDER"] or _valid({**k, **o})
     )
 
 
