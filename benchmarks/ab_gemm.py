@@ -59,7 +59,7 @@ def load_tree_b(kernels_dir: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    return importlib.import_module(f"{name}.launch").Plan
+    return importlib.import_module(f"{name}.plan").Plan
 
 
 def plan_for(label: str, plan_b) -> tuple[Any, str]:

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from host_timing import burst_cost
 
 from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, can_implement
-from pygraph_gemm.kernels.launch import Plan
+from pygraph_gemm.kernels.plan import Plan
 from pygraph_gemm.knob_labels import knob_label
 
 EXTRA_COLUMNS: dict = {}  # hook: the engine layer may register e.g. a cuDNN column here

@@ -21,7 +21,7 @@ from bench_gemm import interleaved, make_call, tflops, unfused_bias_gelu
 from check_gemm_sm80 import _compiled, _default_arch
 
 from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, KernelEpilogue
-from pygraph_gemm.kernels.launch import kernel_frame, kernel_layout
+from pygraph_gemm.kernels.frame import kernel_frame, kernel_layout
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (128, 4096, 4096), (16, 4096, 4096)]
 SM80_KNOBS = {

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs
-from pygraph_gemm.kernels.launch import gemm
+from pygraph_gemm.kernels.torch_gemm import gemm
 
 TOL = {torch.bfloat16: 1e-2, torch.float16: 5e-3, torch.float32: 2e-3}
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}

@@ -63,7 +63,7 @@ def run_case(
     from check_gemm import DT, _relerr, poisoned_output, random_operand, reference
 
     from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, KernelEpilogue, can_implement
-    from pygraph_gemm.kernels.launch import kernel_frame, kernel_layout
+    from pygraph_gemm.kernels.frame import kernel_frame, kernel_layout
 
     knobs = knobs or GemmKnobs(tile_m=128, tile_n=128, tile_k=32)
     idt, odt = DT[dt], DT[out]

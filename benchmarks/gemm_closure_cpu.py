@@ -16,8 +16,8 @@ from host_timing import burst_cost
 
 from pygraph.execution.variant_pack import OperandBuffer
 from pygraph.ir.dtypes import data_type
-from pygraph_gemm import engine_sm90
-from pygraph_gemm.kernels import launch
+from pygraph_gemm.engines import sm90 as engine_sm90
+from pygraph_gemm.kernels import plan as launch_plan
 from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs
 
 M, N, K = 256, 256, 128
@@ -25,7 +25,7 @@ M, N, K = 256, 256, 128
 
 def _plan(epilogue: bool) -> tuple[engine_sm90.GemmSm90Plan, SimpleNamespace]:
     """A gemm_sm90 plan for A (M, K) row-major, B (K, N) column-major, C (M, N), [bias (1, N)]."""
-    launch.get_compiled = lambda *args, **kwargs: lambda *a: None  # the stand-in kernel
+    launch_plan.get_compiled = lambda *args, **kwargs: lambda *a: None  # the stand-in kernel
     bf16 = data_type.BFLOAT16
     declared = {
         "a": OperandBuffer(0x10000, (M, K), (K, 1), bf16, 0),
@@ -35,7 +35,7 @@ def _plan(epilogue: bool) -> tuple[engine_sm90.GemmSm90Plan, SimpleNamespace]:
     if epilogue:
         declared["bias"] = OperandBuffer(0x40000, (1, N), (N, 1), data_type.FLOAT, 0)
     spec = EpilogueSpec(bias=epilogue, activation="gelu_approx_tanh" if epilogue else "none")
-    kp = launch.Plan(GemmKnobs(), spec, "bf16", "bf16", (0, K, 1), (0, 1, K), (0, N, 1), M, N, K, 1)
+    kp = launch_plan.Plan(GemmKnobs(), spec, "bf16", "bf16", (0, K, 1), (0, 1, K), (0, N, 1), M, N, K, 1)
     tensor = SimpleNamespace(data_type=bf16)
     facts = SimpleNamespace(m=M, n=N, k=K, a=tensor, b=tensor, out=tensor)
     positions = {role: i for i, role in enumerate(declared)}

@@ -116,7 +116,7 @@ def selected(only: str) -> list[tuple[str, str, str, str]]:
 
 def precompile(chosen: list[tuple[str, str, str, str]]) -> int:
     """The cells' gemm_sm90 kernels, built on a machine without a GPU (the arch check skipped)."""
-    from pygraph_gemm.engine_sm90 import GemmSm90Engine
+    from pygraph_gemm.engines.sm90 import GemmSm90Engine
 
     GemmSm90Engine._arch_reason = lambda self: None
     t0 = time.time()

@@ -16,10 +16,10 @@ import dataclasses
 import random
 import time
 
-from pygraph_gemm.engine_sm90 import knobs_from_config
+from pygraph_gemm.engines.sm90 import knobs_from_config
 from pygraph_gemm.heuristics import _domain
 from pygraph_gemm.kernels.config import ACTIVATIONS, EpilogueSpec, can_implement
-from pygraph_gemm.kernels.launch import Plan
+from pygraph_gemm.kernels.plan import Plan
 
 PROBLEMS = [(128, 4096, 4096), (1000, 1048, 520), (16, 4096, 1024), (4096, 4096, 256)]
 DTYPES_IN, DTYPES_OUT = ("bf16", "fp16"), ("bf16", "fp16", "fp32")

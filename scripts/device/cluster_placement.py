@@ -149,7 +149,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
     from gemm_shapes import parse_shape
 
-    from pygraph_gemm.kernels.launch import resident_clusters
+    from pygraph_gemm.kernels.compile_cache import resident_clusters
     from pygraph_gemm.knob_labels import parse_knob_label
 
     ap = argparse.ArgumentParser()

@@ -17,7 +17,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
 
 from pygraph_gemm.kernels.config import EpilogueSpec
-from pygraph_gemm.kernels.launch import Plan
+from pygraph_gemm.kernels.plan import Plan
 
 
 def _bench_gemm_kernels():

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("cutlass")
 pytest.importorskip("torch")
 
-from pygraph_gemm.kernels import launch
+from pygraph_gemm.kernels import compile_cache, plan
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def ab_gemm(benchmark_module):
 
 
 def _copy_of_kernels(tmp_path) -> pathlib.Path:
-    here = pathlib.Path(launch.__file__).parent
+    here = pathlib.Path(compile_cache.__file__).parent
     dest = tmp_path / "kernels"
     shutil.copytree(here, dest, ignore=shutil.ignore_patterns("__pycache__"))
     return dest
@@ -34,15 +34,15 @@ def test_the_second_tree_loads_beside_the_first_with_its_own_cache_key(ab_gemm, 
     copy = _copy_of_kernels(tmp_path)
     (copy / "mainloop.py").write_text((copy / "mainloop.py").read_text() + "# edited\n")
     plan_b = ab_gemm.load_tree_b(str(copy))
-    assert plan_b.__module__ == "pygraph_gemm.kernels_b.launch"
-    assert plan_b is not launch.Plan
-    launch_b = sys.modules["pygraph_gemm.kernels_b.launch"]
+    assert plan_b.__module__ == "pygraph_gemm.kernels_b.plan"
+    assert plan_b is not plan.Plan
+    launch_b = sys.modules["pygraph_gemm.kernels_b.compile_cache"]
     assert launch_b.kernel_sources()[0].startswith(str(copy))
-    assert launch_b._source_digest() != launch._source_digest()
+    assert launch_b._source_digest() != compile_cache._source_digest()
 
 
 def test_labels_pick_their_tree(ab_gemm):
-    assert ab_gemm.plan_for("128x256c21z8g2vf", None) == (launch.Plan, "128x256c21z8g2vf")
+    assert ab_gemm.plan_for("128x256c21z8g2vf", None) == (plan.Plan, "128x256c21z8g2vf")
     assert ab_gemm.plan_for("64x64c21@b", "PlanB") == ("PlanB", "64x64c21")
     with pytest.raises(ValueError, match="'64x64c21@b' names the second tree: pass --tree-b"):
         ab_gemm.plan_for("64x64c21@b", None)

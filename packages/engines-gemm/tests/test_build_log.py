@@ -11,12 +11,12 @@ pytest.importorskip("cutlass")
 
 import pygraph
 from pygraph import data_type as dt
-from pygraph_gemm import engine_sm90
-from pygraph_gemm.kernels import launch
+from pygraph_gemm.engines import sm90 as engine_sm90
+from pygraph_gemm.kernels import plan as launch_plan
 
 
 def test_build_plans_logs_the_kernel_it_made_ready(monkeypatch, caplog):
-    monkeypatch.setattr(launch, "get_compiled", lambda *a, **k: lambda *args: None)
+    monkeypatch.setattr(launch_plan, "get_compiled", lambda *a, **k: lambda *args: None)
     monkeypatch.setattr(engine_sm90.GemmSm90Engine, "_arch_reason", lambda self: None)
     g = pygraph.Graph(name="mm", io_data_type=dt.BFLOAT16, compute_data_type=dt.FLOAT)
     a = g.tensor(name="A", dim=[1, 128, 4096], data_type=dt.BFLOAT16)

@@ -383,7 +383,7 @@ def test_the_portable_slot_is_offered_only_when_opted_in(monkeypatch):
 
 
 def test_the_l2_order_knobs_reach_the_kernel_and_widen_the_domain():
-    from pygraph_gemm.engine_sm90 import knobs_from_config
+    from pygraph_gemm.engines.sm90 import knobs_from_config
     from pygraph_gemm.heuristics import _domain
 
     g, c = _graph(m=8192, n=8192, k=8192)
@@ -402,7 +402,7 @@ def test_every_rule_names_a_config_inside_the_domain_the_kernel_can_build():
     """Across bucket edges, ragged sizes, wave edges and batches, the named config is a point of the
     engine's knob domain and GemmKnobs.validate() accepts it (a rule outside either would decline its
     own first plan)."""
-    from pygraph_gemm.engine_sm90 import KNOB_DOMAINS, knobs_from_config
+    from pygraph_gemm.engines.sm90 import KNOB_DOMAINS, knobs_from_config
 
     sizes = (1, 16, 33, 64, 65, 100, 128, 130, 200, 256, 257, 384, 768, 1000, 1100, 2048, 4096, 16897)
     seen = set()

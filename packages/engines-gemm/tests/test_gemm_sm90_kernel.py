@@ -64,7 +64,7 @@ def test_split_k_plan_runs_concurrently_on_two_streams():
     two streams (no ordering between them) gives both outputs right, many times over."""
     import torch
 
-    from pygraph_gemm.kernels.launch import Plan
+    from pygraph_gemm.kernels.plan import Plan
     from pygraph_gemm.kernels.semaphores import stream_semaphores
 
     m, n, k = 128, 2048, 2048

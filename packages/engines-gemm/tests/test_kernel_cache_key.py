@@ -9,20 +9,20 @@ import pytest
 
 pytest.importorskip("cutlass")
 
-from pygraph_gemm.kernels import launch
+from pygraph_gemm.kernels import compile_cache
 
 
 def test_every_kernel_module_is_hashed():
-    names = {os.path.basename(p) for p in launch.kernel_sources()}
-    here = os.path.dirname(launch.__file__)
+    names = {os.path.basename(p) for p in compile_cache.kernel_sources()}
+    here = os.path.dirname(compile_cache.__file__)
     assert names == {n for n in os.listdir(here) if n.endswith(".py")}
     assert {"gemm_sm90.py", "epilogue.py", "config.py", "tile_schedule.py", "entry.py"} <= names
 
 
 def _digest_of(paths, monkeypatch) -> str:
-    monkeypatch.setattr(launch, "kernel_sources", lambda: sorted(str(p) for p in paths))
-    monkeypatch.setattr(launch, "_SOURCE_DIGEST", None)
-    return launch._source_digest()
+    monkeypatch.setattr(compile_cache, "kernel_sources", lambda: sorted(str(p) for p in paths))
+    monkeypatch.setattr(compile_cache, "_SOURCE_DIGEST", None)
+    return compile_cache._source_digest()
 
 
 def test_an_edited_or_added_module_changes_the_digest(tmp_path, monkeypatch):

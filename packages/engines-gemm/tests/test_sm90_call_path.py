@@ -16,8 +16,8 @@ import pytest
 
 from pygraph.execution.variant_pack import OperandBuffer
 from pygraph.ir.dtypes import data_type
-from pygraph_gemm import engine_sm90
-from pygraph_gemm.kernels import launch
+from pygraph_gemm.engines import sm90 as engine_sm90
+from pygraph_gemm.kernels import plan as launch_plan
 from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs
 
 M, N, K = 64, 48, 32
@@ -111,7 +111,7 @@ class _Recorder:
 
 def _setup(monkeypatch, a_col, b_col, c_col, swap, batching, epilogue, split_k=1):
     fn = _Recorder()
-    monkeypatch.setattr(launch, "get_compiled", lambda *a, **k: fn)
+    monkeypatch.setattr(launch_plan, "get_compiled", lambda *a, **k: fn)
     ab, asb, bb, bsb, ob = BATCHING[batching]
     geo = {
         "a": _matrix(ab, M, K, a_col, asb),
@@ -140,7 +140,7 @@ def _setup(monkeypatch, a_col, b_col, c_col, swap, batching, epilogue, split_k=1
     )
     l = prod(ob) if ob else 1
     s3 = {r: engine_sm90._strides3(declared[r]) for r in ("a", "b", "out")}
-    kp = launch.Plan(
+    kp = launch_plan.Plan(
         GemmKnobs(swap_ab=swap, split_k=split_k),
         spec,
         "bf16",
@@ -354,7 +354,7 @@ def test_split_k_closure_passes_partials_then_stream_semaphores_before_the_strea
         plan.execute(None, pack, SimpleNamespace(stream=STREAM, workspace=0x900000))
     assert pool.asked == [(pack.device, STREAM, splitk_tiles(M, N, batch, kp.knobs))] * 2
     assert memsets == []  # the kernel leaves its semaphores zero: nothing is reset per call
-    kp1 = launch.Plan(
+    kp1 = launch_plan.Plan(
         GemmKnobs(),
         plan._spec,
         "bf16",

@@ -17,8 +17,8 @@ from pygraph.engines.base import PlanConfig, knobs_key
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph.ir.dtypes import heur_mode
 from pygraph_gemm.analyzer import GemmFacts
-from pygraph_gemm.engine_sm80 import KNOB_DOMAINS as SM80_KNOB_DOMAINS
-from pygraph_gemm.engine_sm90 import KNOB_DOMAINS, knobs_from_config
+from pygraph_gemm.engines.sm80 import KNOB_DOMAINS as SM80_KNOB_DOMAINS
+from pygraph_gemm.engines.sm90 import KNOB_DOMAINS, knobs_from_config
 from pygraph_gemm.kernels.config import RESIDENT_132, ceil_div, padded
 from pygraph_gemm.kernels.tile_schedule import placed_rank
 from pygraph_gemm.support import dtype_short

@@ -419,6 +419,6 @@ def compile_sm80(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch:
     """Compile ``Sm80Gemm`` for ``arch`` with placeholder pointers/stream (`launch.compile_kernel`);
     returns the TVM-FFI function taking (8 pointers, m, n, k, l, 11 strides, stream). Its outputs are
     stored per element, so their pointers need only element alignment."""
-    from .launch import compile_kernel
+    from .compile_cache import compile_kernel
 
     return compile_kernel(Sm80Gemm(knobs, lay, epi), lay, epi, arch, tma_outputs=False)

@@ -136,7 +136,7 @@ class GemmSm90Plan(CompiledPlan):
         declared: dict[str, Any],
         engine: str = "gemm_sm90",
     ) -> None:
-        from pygraph_gemm.kernels.launch import user_majors
+        from pygraph_gemm.kernels.frame import user_majors
 
         self._engine = engine  # the engine name errors are reported under
         self._kernel = kernel_plan
@@ -163,7 +163,7 @@ class GemmSm90Plan(CompiledPlan):
     # --- build: the table, lowered into one closure -----------------------------------------------
 
     def _lower(self, kp: Any, positions: dict[str, int], declared: dict[str, Any]) -> Any:
-        from pygraph_gemm.kernels.launch import POINTER_ROLES
+        from pygraph_gemm.kernels.frame import POINTER_ROLES
 
         fn = kp.fn
         order = kp.pointer_order
@@ -231,7 +231,7 @@ class GemmSm90Plan(CompiledPlan):
     def _geometry(self, ops: dict[str, Any]) -> tuple | str:
         """The kernel-frame sizes/strides for these tensors' geometry, or the rule it breaks."""
         from pygraph_gemm.kernels.config import can_implement
-        from pygraph_gemm.kernels.launch import user_majors
+        from pygraph_gemm.kernels.frame import user_majors
 
         kp = self._kernel
         s3 = {}
@@ -302,7 +302,7 @@ class GemmSm90Plan(CompiledPlan):
                 if why:
                     self._refuse(f"operand {role}: {why}")
         kp = self._kernel
-        from pygraph_gemm.kernels.launch import POINTER_ROLES
+        from pygraph_gemm.kernels.frame import POINTER_ROLES
 
         user = {_POINTER_ROLE[r]: buf[0] for r, buf in ops.items()}
         pointers = tuple(user.get(POINTER_ROLES[i], 0) for i in kp.pointer_order)
@@ -341,8 +341,8 @@ class GemmSm90Engine(BaseEngine):
     def get_workspace_size(self, graph: Any, plan: PlanConfig) -> int:
         """The fp32 partials of split-K or a split tail (their semaphores are engine-owned); 0 for
         every other config."""
+        from pygraph_gemm.kernels.compile_cache import resident_clusters
         from pygraph_gemm.kernels.config import workspace_bytes
-        from pygraph_gemm.kernels.launch import resident_clusters
 
         facts = self._facts(graph)
         batch = prod(facts.batch) if facts.batch else 1
@@ -354,7 +354,7 @@ class GemmSm90Engine(BaseEngine):
         self.check_support(graph)
         facts = self._facts(graph)
         from pygraph_gemm.kernels.config import EpilogueSpec
-        from pygraph_gemm.kernels.launch import Plan
+        from pygraph_gemm.kernels.plan import Plan
         from pygraph_gemm.knob_labels import knob_label
 
         arch_reason = self._arch_reason()

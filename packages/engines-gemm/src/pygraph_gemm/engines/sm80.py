@@ -14,7 +14,7 @@ from typing import Any
 
 from pygraph.engines.base import Capabilities
 from pygraph.ir.dtypes import data_type
-from pygraph_gemm.engine_sm90 import _FEATURES, GemmSm90Engine, device_sm
+from pygraph_gemm.engines.sm90 import _FEATURES, GemmSm90Engine, device_sm
 
 __all__ = ["KNOB_DOMAINS", "GemmSm80Engine"]
 

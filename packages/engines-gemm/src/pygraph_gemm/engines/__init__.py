@@ -8,8 +8,8 @@ from pygraph.engines.factory import engines_from_table
 
 # engine name -> ("module", "class"); a slot absent here ships no engine yet.
 IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
-    "gemm_sm90": ("pygraph_gemm.engine_sm90", "GemmSm90Engine"),
-    "gemm_sm80": ("pygraph_gemm.engine_sm80", "GemmSm80Engine"),
+    "gemm_sm90": ("pygraph_gemm.engines.sm90", "GemmSm90Engine"),
+    "gemm_sm80": ("pygraph_gemm.engines.sm80", "GemmSm80Engine"),
 }
 
 

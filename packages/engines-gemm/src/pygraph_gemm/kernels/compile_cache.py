@@ -1,0 +1,215 @@
+"""The compile cache of the GEMM kernels: in-process, then on disk, then CuTe DSL.
+
+Compile once per (knobs, kernel epilogue, kernel layout, arch); the compiled function is a TVM-FFI
+function whose arguments are raw device addresses (Python ints), 32-bit sizes and 64-bit strides
+and the CUDA stream, so the per-call path does no DLPack conversion.
+
+Disk cache: ``export_to_c`` writes the compiled host+device object; ``load_module`` maps it back
+(enabled when PYGRAPH_GEMM_CACHE_DIR is set; any failure falls back to compiling). Its key holds
+the digest of every module of this package, so an edited kernel never loads a stale object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import astuple
+
+from .config import GemmKnobs, KernelEpilogue, KernelLayout, dtype_bytes, needs_workspace, resident_fallback
+
+_CACHE: dict[tuple, Callable] = {}
+_LOCK = threading.Lock()
+ARCH = "sm_90a"
+FN_NAME = "pygraph_gemm_sm90"
+
+ARCH = "sm_90a"
+FN_NAME = "pygraph_gemm_sm90"
+
+
+def cache_key(
+    knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH, kernel: str = "sm90"
+) -> tuple:
+    clusters = resident_clusters(knobs.cga_m * knobs.cga_n)
+    return (f"{kernel}_gemm_v1", astuple(knobs), astuple(epi), astuple(lay), arch, clusters)
+
+
+_RESIDENT: dict[int, int] = {}
+
+
+def resident_clusters(cluster_size: int) -> int:
+    """How many clusters of ``cluster_size`` CTAs (one per SM) the current GPU runs at once.
+
+    The persistent grid must not exceed it: a cluster that cannot be placed waits for a whole
+    other cluster's share of tiles to finish. 4-CTA clusters do not tile every GPC exactly, so
+    this is the occupancy query's answer, not SMs / 4.
+    """
+    hit = _RESIDENT.get(cluster_size)
+    if hit is not None:
+        return hit
+    n = None
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            from cutlass.utils import HardwareInfo
+
+            torch.empty(1, device="cuda")  # the occupancy query needs the device's context current
+
+            n = int(HardwareInfo().get_max_active_clusters(cluster_size))
+    except Exception:
+        n = None
+    if not n:
+        n = resident_fallback(cluster_size)  # no GPU to ask, e.g. compiling ahead on a CPU
+    _RESIDENT[cluster_size] = n
+    return n
+
+
+def compile_uncached(
+    knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str, kernel: str = "sm90"
+) -> Callable:
+    if kernel == "sm80":
+        from .gemm_sm80 import compile_sm80
+
+        return compile_sm80(knobs, epi, lay, arch=arch)
+    from .gemm_sm90 import Sm90Gemm
+    from .gemm_sm90_split import Sm90GemmSplitK
+
+    cls = Sm90GemmSplitK if needs_workspace(knobs) else Sm90Gemm
+    kern = cls(knobs, lay, epi, max_active_clusters=resident_clusters(knobs.cga_m * knobs.cga_n))
+    lean = is_lean(knobs, epi)
+    return compile_kernel(kern, lay, epi, arch, with_workspace=needs_workspace(knobs), lean=lean)
+
+
+def is_lean(knobs: GemmKnobs, epi: KernelEpilogue, kernel: str = "sm90") -> bool:
+    """The compiled function takes only A, B, C, the sizes, their strides and the stream (14
+    arguments, `entry.GemmEntry.call_lean`): the SM90 kernel without a workspace, with an epilogue
+    that reads no other tensor. Otherwise the full 24 (+ workspace and semaphores). The SM80 kernel
+    keeps the full signature, which its check and bench runners call directly."""
+    return kernel == "sm90" and not needs_workspace(knobs) and not epi.has_operands
+
+
+def compile_kernel(
+    kern,
+    lay: KernelLayout,
+    epi: KernelEpilogue,
+    arch: str,
+    with_workspace: bool = False,
+    tma_outputs: bool = True,
+    lean: bool = False,
+) -> Callable:
+    """Compile a GEMM kernel object (Sm90Gemm, Sm80Gemm) for ``arch`` with placeholder arguments:
+    8 pointers, 4 sizes, 11 strides, [workspace, semaphores,] stream; ``lean`` (`is_lean`): the
+    kernel's ``call_lean`` with 3 pointers, 4 sizes, 6 strides, stream. Output pointers are assumed
+    16-byte aligned when TMA stores them (``tma_outputs``), else element-aligned."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    from .gemm_sm90 import _DT
+
+    g = cute.AddressSpace.gmem
+
+    def p(dt, align=16):
+        return make_ptr(_DT[dt], 0, g, assumed_align=align)
+
+    def out(dt):
+        return p(dt, 16 if tma_outputs else dtype_bytes(dt))
+
+    vec_align = 4 if epi.vec_dtype == "fp32" else 2
+    res_align = 4 if epi.residual_dtype == "fp32" else 2
+    args = [
+        p(lay.ab_dtype),
+        p(lay.ab_dtype),
+        out(lay.c_dtype),
+        p(epi.vec_dtype, vec_align),
+        p(epi.vec_dtype, vec_align),
+        p(epi.vec_dtype, vec_align),
+        p(epi.residual_dtype, res_align),
+        out(epi.aux_dtype),
+    ]
+    if lean:
+        args = args[:3]  # A, B, C
+    args += [cutlass.Int32(1)] * 4 + [cutlass.Int64(8)] * (6 if lean else 11)
+    if with_workspace:
+        args.append(p("fp32", 16))  # workspace: the fp32 partials
+        args.append(make_ptr(cutlass.Int32, 0, g, assumed_align=4))  # the tile semaphores
+    args.append(make_fake_stream())
+    with warnings.catch_warnings():
+        # Trace-time advisories only: DSLOptimizationWarning flags our fully unrolled 64/128-element
+        # epilogue loops, which are intended. Under warnings-as-errors the DSL would turn it into a
+        # misleading ARG_NON_CONSTANT error.
+        warnings.simplefilter("ignore")
+        entry = kern.call_lean if lean else kern
+        return cute.compile(entry, *args, options=f"--enable-tvm-ffi --gpu-arch {arch}")
+
+
+def _disk_path(key: tuple) -> str | None:
+    root = os.environ.get("PYGRAPH_GEMM_CACHE_DIR")
+    if not root:
+        return None
+    import cutlass
+
+    h = hashlib.sha256(
+        repr((key, getattr(cutlass, "__version__", "?"), _source_digest())).encode()
+    ).hexdigest()[:24]
+    return os.path.join(root, f"{h}.o")
+
+
+_SOURCE_DIGEST: str | None = None
+
+
+def kernel_sources() -> list[str]:
+    """Every module of this package, by path: what a compiled kernel may be built from. All of them,
+    so a module added later cannot be left out of the cache key."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return sorted(os.path.join(here, name) for name in os.listdir(here) if name.endswith(".py"))
+
+
+def _source_digest() -> str:
+    """Hash of the kernel's own source files: an edited kernel never loads a stale cached object."""
+    global _SOURCE_DIGEST
+    if _SOURCE_DIGEST is None:
+        digest = hashlib.sha256()
+        for path in kernel_sources():
+            digest.update(os.path.basename(path).encode())
+            with open(path, "rb") as f:
+                digest.update(f.read())
+        _SOURCE_DIGEST = digest.hexdigest()
+    return _SOURCE_DIGEST
+
+
+def get_compiled(
+    knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH, kernel: str = "sm90"
+) -> Callable:
+    """The compiled function for this static configuration (in-process dict, then disk, then compile).
+    ``kernel``: "sm90" (TMA + wgmma, ``arch`` sm_90a) or "sm80" (portable mma.sync, built for ``arch``,
+    the GPU's own: a cubin loads only on its own major architecture); both take the same arguments."""
+    key = cache_key(knobs, epi, lay, arch, kernel)
+    fn = _CACHE.get(key)
+    if fn is not None:
+        return fn
+    with _LOCK:
+        fn = _CACHE.get(key)
+        if fn is not None:
+            return fn
+        path = _disk_path(key)
+        if path and os.path.exists(path):
+            try:
+                import cutlass.cute as cute
+
+                fn = getattr(cute.runtime.load_module(path, enable_tvm_ffi=True), FN_NAME)
+            except Exception:
+                fn = None
+        if fn is None:
+            fn = compile_uncached(knobs, epi, lay, arch, kernel)
+            if path:
+                try:
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    fn.export_to_c(path, function_name=FN_NAME)
+                except Exception:
+                    pass
+        _CACHE[key] = fn
+        return fn
