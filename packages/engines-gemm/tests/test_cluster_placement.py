@@ -1,5 +1,6 @@
 """scripts/device/cluster_placement.py on the CPU: the recorder compiles for sm_90a, and SMs seen
-together in clusters group into GPCs. Recording needs the H200 (kernels/NOTES.md v26)."""
+together in clusters group into GPCs. Recording needs the H200, where it showed
+the CTAs sharing an A tile start together but sit on different GPCs."""
 
 from __future__ import annotations
 

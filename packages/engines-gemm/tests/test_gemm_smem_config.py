@@ -52,7 +52,7 @@ def test_no_bias_no_buffers():
 
 
 def test_staged_bias_costs_no_measured_config_a_stage():
-    # the configs the long-K measurements rest on keep 4 A/B stages with the bias buffers (NOTES v16)
+    # the configs the long-K measurements rest on keep 4 A/B stages with the bias buffers (2 KB each)
     for knobs in (RULE, GemmKnobs(tile_m=256, tile_n=128, cga_n=2, swizzle=8, epi_slots=3)):
         assert pick_stages(knobs, BF16, BIAS_GELU) == pick_stages(knobs, BF16, PLAIN) == 4
         assert _smem_bytes(knobs, BF16, BIAS_GELU, 4) <= MAX_SMEM_BYTES

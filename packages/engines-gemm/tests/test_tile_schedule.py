@@ -154,7 +154,7 @@ def test_cta_work_whole_tile_without_slices():
     assert (kt0, n_kt, ks, slices, slot) == (0, 7, 0, 1, 0)
 
 
-# The H200's GPCs as scripts/device/gpc_map.cu read them (seventeenth session): the SMs each 16-CTA
+# The H200's GPCs as scripts/device/gpc_map.cu read them: the SMs each 16-CTA
 # cluster held, by GPC; GPC 0 (SMs 0, 1, 16, 17, 32, 33, 48, 49) and SMs 120-131 never held one.
 _GPC_OF_SM = {
     sm: gpc

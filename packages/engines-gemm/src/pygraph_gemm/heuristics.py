@@ -27,12 +27,12 @@ __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
 
 # (input dtype, A/B majors, bucket, epilogue) cells where the backend's plan was timed faster than
 # gemm_sm90's first config on the H200, both through graph.execute(): benchmarks/placement_gemm.py
-# (cold L2, paired rounds; the backend faster in 3 of 4 of them), RESULTS.md "Placement".
-# - skinny (16x4096x4096, fourteenth session): plain in the layouts with a column-major operand
+# (cold L2, paired rounds; the backend faster in 3 of 4 of them), 2026-11-30.
+# - skinny (16x4096x4096): plain in the layouts with a column-major operand
 #   (0.94-0.98x; kk bf16 0.99x stays ours).
 # - narrow and small, plain, every layout and dtype: the backend led at 1024x4096x4096 in kn, mk, mn
-#   (0.98-0.99x) and at 128x4096x4096 in bf16 mn (0.96x), fourteenth session; at 256x8192x2048 in all
-#   eight cells (0.88-0.96x) and at 1024x1024x4096 in all eight (0.85-0.94x), fifteenth session.
+#   (0.98-0.99x) and at 128x4096x4096 in bf16 mn (0.96x); at 256x8192x2048 in all
+#   eight cells (0.88-0.96x) and at 1024x1024x4096 in all eight (0.85-0.94x).
 #   The cells ours won were level (1024x4096x4096 kk 1.00x, 768x4096x4096 0.99-1.01x, 128x4096x4096
 #   0.99-1.01x), so the backend goes first in all of them.
 # Every fused cell is ours (1.09-1.42x at those shapes; mk at 1024x1024x4096 0.98x is the one loss,
@@ -54,7 +54,8 @@ _BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset(
 # SMs of the H200 the rules were measured on: one wave of the persistent grid, of single CTAs and of
 # 2-CTA clusters alike (the occupancy query placed 66 pairs; 4-CTA clusters only 30, kernels/config.py).
 _SMS = RESIDENT_132[1]
-# cluster rows a one-wave 64x128 grid needs before the wave rule numbers it GPC by GPC (v27)
+# cluster rows a one-wave 64x128 grid needs before the wave rule numbers it GPC by GPC: eight rows
+# (1024x1024x4096) ran +14% numbered, two (256x4096x4096) 0.99
 _PLACED_MIN_ROWS = 8
 
 
@@ -86,7 +87,7 @@ _LONG_K: dict[str, Any] = {
 
 # Tiles the one-wave rule picks from, the largest first (ties go to the earlier one): 64-row tiles
 # lose less to a ragged M than 128-row ones, so 64x128 comes before 128x64, which is left out
-# (256x4096x4096: 64x128 in a 2x1 cluster 362 TFLOP/s, 128x64 339, fourteenth session).
+# (256x4096x4096 bf16: 64x128 in a 2x1 cluster 362 TFLOP/s, 128x64 339).
 _WAVE_LADDER = ((128, 256), (128, 192), (128, 128), (64, 128), (64, 64))
 
 
@@ -96,7 +97,7 @@ def _launched_ctas(facts: GemmFacts, tile_m: int, tile_n: int) -> tuple[int, int
     Where that padding alone pushes a tile of up to 128 columns past one wave, pairs of column tiles
     share A in a 1x2 cluster instead (no cluster when that does not fit either): 640x3000x4096, five
     row tiles of 128x128, runs 120 CTAs in 1x2 clusters at 493 TFLOP/s bias+gelu, 482 with none,
-    against 419 for the 96 CTAs of 128x192 that padding to six rows left (fifteenth session)."""
+    against 419 for the 96 CTAs of 128x192 that padding to six rows left (bf16, H200)."""
     rows, cols, batch = ceil_div(facts.m, tile_m), ceil_div(facts.n, tile_n), prod(facts.batch)
     if rows < 2:
         return cols * batch, 1, 1
@@ -117,8 +118,8 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
 
     The grid takes about (waves x one tile's time), so one wave of the biggest tile that still fills
     the SMs beats both a half-empty wave of bigger tiles and two waves of smaller ones. Paired
-    cold-L2 rounds (scripts/device/narrow_gemm.sh, H200, bf16, plain / bias+gelu TFLOP/s, fourteenth
-    session; RESULTS.md "The one-wave rule"):
+    cold-L2 rounds (scripts/device/narrow_gemm.sh, H200, bf16, plain / bias+gelu TFLOP/s,
+    2026-11-30):
     - 128x256 (the long-K rule's config): 1024x4096x4096 735 / 714 (128x128 tiles, the old small
       rule, 575 / 561; cuBLAS 742, cuBLASLt fused 715), 2048x2048x2048 634 / 604, 512x8192x1024
       478 / 444, 256x16384x4096 650 / 630 (128x128 567 / 552), 1100x3000x4096 (120 CTAs) 577 / 562.
@@ -133,11 +134,11 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
     - 64x128: 256x4096x4096 362 / 355 (128x64 339 / 336), 200x3000x4104 189 / 190 (144 / 142),
       1024x1024x4096 411 / 398 (128x64 339 / 335, 128x128 split-K 2 377 / 367; cuBLAS 474,
       cuBLASLt fused 447).
-    - 64x64 (thirteenth session): 128x4096x4096 224-226 bias+gelu, against 205 for 128x64
+    - 64x64: 128x4096x4096 224-226 bias+gelu, against 205 for 128x64
       split-K 2 and cuBLASLt's fused 215.
     M <= 64 runs 64x64 alone (one row tile; 64x4096x4096 119 against 102 in a cluster that would
     idle its second CTA). Past one wave there (64x16384x4096) 64x128 reads level, 189 against 190:
-    with one row tile the grid streams B from DRAM whatever the tile (fifteenth session). With no
+    with one row tile the grid streams B from DRAM whatever the tile. With no
     tile fitting one wave, the fewest waves, ties to the bigger tile. Clusters: `_launched_ctas`
     (rows paired, else columns) and `_fits_four_row_cluster` (64x128 in a 4x1 cluster)."""
     if facts.m <= 64:
@@ -161,11 +162,10 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
         and _reordered(ctas // 2)
     ):
         # one wave of clusters `placed_rank` numbers GPC by GPC, eight cluster rows or more: rastered
-        # along N, each GPC's eight clusters run one row of tiles and share its A tiles (PLACE_ORDER,
-        # kernels/NOTES.md v27). 1024x1024x4096 bf16 plain 476-478 TFLOP/s against 417-418,
-        # bias+gelu 468-469 against 408-410 (cuBLAS mm 489-493, cuBLASLt fused 467); two cluster
-        # rows (256x4096x4096) read 0.99 and keep the plain order (narrow_gemm.sh, seventeenth
-        # session).
+        # along N, each GPC's eight clusters run one row of tiles and share its A tiles (PLACE_ORDER).
+        # 1024x1024x4096 bf16 plain 476-478 TFLOP/s against 417-418, bias+gelu 468-469 against
+        # 408-410 (cuBLAS mm 489-493, cuBLASLt fused 467); two cluster rows (256x4096x4096) read
+        # 0.99 and keep the plain order (narrow_gemm.sh, 15 cold-L2 rounds).
         return {**wave, "RASTER": "n", "PLACE_ORDER": True}
     return wave
 
@@ -181,7 +181,7 @@ def _fits_four_row_cluster(facts: GemmFacts, tile_n: int) -> bool:
     L2; a 4x1 cluster multicasts each B tile to four row tiles instead of two (12 KB instead of 16
     KB from L2 per CTA per 64x128 k-block). Taken when it pads no more row tiles than the 2x1 cluster
     does (3, 4, 7, 8.. row tiles) and the grid still fits one wave of 4-CTA clusters (30 resident,
-    120 CTAs). Paired cold-L2 rounds (narrow_gemm.sh, fifteenth session, 64x128 tiles, bias+gelu
+    120 CTAs). Paired cold-L2 rounds (narrow_gemm.sh, 64x128 tiles, bias+gelu
     TFLOP/s, 4x1 against 2x1): 200x3000x4104 218 against 187 bf16 (+16%), 218 against 189 fp16;
     150x3000x4104 167 against 148 (+13%). 2x2 clusters move the same bytes and read 212 at
     200x3000x4104; on 128-row tiles (1100x3000x4096 128x256, 640x3000x4096 128x192) they are level.
@@ -197,10 +197,10 @@ def _fits_four_row_cluster(facts: GemmFacts, tile_n: int) -> bool:
 def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     """The config named first for the graph's bucket.
 
-    From the kernel's sweeps on the H200 (2026-11-29, kernels/NOTES.md, bf16 and fp16 alike):
-    large shapes 128x256 cooperative with a 2x1 cluster, swizzle 8 (v6) and warpgroups 2 k-blocks apart
-    (v10), ping-pong 128x128 when K <= 1024 (v4); M <= 256 or under one wave of 128x256 tiles: the
-    biggest tile that fills one wave (`_wave_tiles`); M=16 swapped 64x16 (1.04-1.05x cuBLAS).
+    From the kernel's sweeps on the H200 (bf16 and fp16 alike; docs/gemm.md has the measurements):
+    large shapes 128x256 cooperative with a 2x1 cluster, swizzle 8 and warpgroups 2 k-blocks apart,
+    ping-pong 128x128 when K <= 1024; M <= 256 or under one wave of 128x256 tiles: the biggest tile
+    that fills one wave (`_wave_tiles`); M=16 swapped 64x16 (1.04-1.05x cuBLAS).
     """
     bucket = shape_bucket(facts)
     base = {
@@ -224,32 +224,32 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
         return {**base, **_wave_tiles(facts)}
     if facts.k <= 1024:
         # short K: the epilogue is a large share of each tile, and ping-pong runs it under the other
-        # warpgroup's main loop. 8192x8192x1024 (NOTES.md v4): 128x128 ping-pong 2x1 cluster plain
+        # warpgroup's main loop. 8192x8192x1024: 128x128 ping-pong 2x1 cluster plain
         # 654/644 vs 644/613 cooperative 128x256 (bf16/fp16 TFLOP/s), bias+gelu 644/597 vs 582/558.
         return {**base, "TILE_M": 128, "TILE_N": 128, "TILE_CGA_M": 2, "PINGPONG": True}
-    # long K: cooperative 128x256, 2x1 cluster, swizzle 8 (kernels/NOTES.md v6, 2026-11-29, bf16, 5
+    # long K: cooperative 128x256, 2x1 cluster, swizzle 8 (2026-11-29, bf16, 5
     # interleaved rounds): 8192^3 plain 682 / bias+gelu 667 TFLOP/s vs 667 / 652 with swizzle 4 and
     # 637 / 651 without (DRAM reads 1.22 vs 2.34 GB, SM clock 1.55 vs 1.50 GHz under ncu);
     # 16384x4096x4096 660 / 649, ahead of the 1x2 cluster rastered along N named before for tall
     # shapes (638 / 619 with swizzle 8 in the same run; 661 / 637 without, in the run before).
-    # Warpgroups 2 k-blocks apart (STAGGER, v9-v10): in paired A/Bs of 41 rounds (benchmarks/ab_gemm.py,
+    # Warpgroups 2 k-blocks apart (STAGGER): in paired A/Bs of 41 rounds (benchmarks/ab_gemm.py,
     # bf16) bias+gelu +0.6% at 8192^3 and 16384x4096x4096, +0.9% at 4096x14336x4096, plain +0.1-0.6%;
     # under ncu at one clock 0.9-1.8% fewer cycles. The sweep losses that had kept it behind were noise
-    # of single timings. Sustained (~1 s per column per round, v11) it is level with lockstep (+0.0-0.6%).
+    # of single timings. Sustained (~1 s per column per round) it is level with lockstep (+0.0-0.6%).
     # Ping-pong 128x128 z8 won bursts of 10 launches here by 1-4% and lost sustained runs by 2-5%
-    # (v11): a rule is decided from sustained runs (scripts/device/floor_gemm.sh).
-    # Serpentine bands and every other tile's k-blocks flipped (v19): the same work ordered so each
+    # (the H200 is power-capped): a rule is decided from sustained runs (scripts/device/floor_gemm.sh).
+    # Serpentine bands and every other tile's k-blocks flipped: the same work ordered so each
     # round of the persistent grid starts on the L2 lines the round before it read last. Sustained
-    # bias+gelu, 3 rounds of ~1 s per column (scripts/device/floor_gemm.sh, tenth session): bf16
+    # bias+gelu, 3 rounds of ~1 s per column (scripts/device/floor_gemm.sh): bf16
     # +0.6% 4096^3, +0.6% 8192^3, +0.7% 4096x14336x4096, +1.0% 16384x4096x4096; fp16 +0.6, +0.5,
     # +0.9, +0.7%. DRAM reads under ncu: 8192^3 1.23 -> 1.07 GB, 4096x14336x4096 0.58 -> 0.43 GB.
-    # Raster N with the same order: +0.2..+0.6% in 9 of 12 cells (tenth session), 0.998-1.004
-    # (eleventh, bf16): level within the runs' spread, so the rule keeps rastering along M.
-    # Clusters numbered GPC by GPC (PLACE_ORDER, v27): with swizzle 8 along M, eight consecutive
+    # Raster N with the same order: +0.2..+0.6% in 9 of 12 cells of one run, 0.998-1.004
+    # in another (bf16): level within the runs' spread, so the rule keeps rastering along M.
+    # Clusters numbered GPC by GPC (PLACE_ORDER): with swizzle 8 along M, eight consecutive
     # units are one row of the band, so each GPC's clusters share their A tiles and the L2 request
     # coalescer merges those reads (8192^3, numbered by 4-TPC SM groups: 4.0 M -> 24.8 M merged
     # sectors, 265 -> 239 M L2 reads). Sustained bias+gelu against the same config without it
-    # (floor_gemm.sh, seventeenth session): SM groups bf16 +0.6% 4096^3, +0.7% 8192^3, +0.5%
+    # (floor_gemm.sh): SM groups bf16 +0.6% 4096^3, +0.7% 8192^3, +0.5%
     # 4096x14336x4096, +0.4% 16384x4096x4096, fp16 +1.0, +0.7, +0.7, +0.6%; whole GPCs at 8192^3
     # +1.2% bf16 (1.054 x unfused) and +1.0% fp16 (1.053).
     return {**base, **_LONG_K, "PLACE_ORDER": True}
@@ -259,7 +259,8 @@ def _valid(knobs: dict[str, Any]) -> bool:
     if knobs_from_config(knobs).validate() is not None:
         return False  # a combination the kernel cannot build (GemmKnobs.validate says which)
     if knobs["TILE_CGA_M"] * knobs["TILE_CGA_N"] > 4:
-        return False  # 8-CTA clusters build (kernel-only) and timed level to +3%: not in the domain (kernels/NOTES.md v26)
+        # 8-CTA clusters build (kernel-only) but timed level to +3% against 4x1: not in the domain
+        return False
     # Split-K pays where few output tiles leave SMs idle: clusters and swapped operands only dilute it.
     return knobs["SPLIT_K"] == 1 or (knobs["TILE_CGA_M"] == knobs["TILE_CGA_N"] == 1 and not knobs["SWAP_AB"])
 

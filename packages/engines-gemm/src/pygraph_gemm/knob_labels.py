@@ -1,5 +1,5 @@
 """Short names of gemm_sm90 knob sets (``GemmKnobs``), as benchmark tables, device scripts and
-kernels/NOTES.md write them: ``128x256c21z8g2vf`` is a 128x256 tile, a 2x1 cluster, swizzle 8,
+docs/gemm.md write them: ``128x256c21z8g2vf`` is a 128x256 tile, a 2x1 cluster, swizzle 8,
 warpgroups two k-blocks apart, serpentine bands and every other tile's K flipped. Each knob at its
 default leaves no mark, so a label stays short and reads back to the same knobs."""
 

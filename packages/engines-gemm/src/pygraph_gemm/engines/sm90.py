@@ -39,34 +39,35 @@ KNOB_DOMAINS: dict[str, tuple[Any, ...]] = {
     "TILE_M": (128, 64),
     "TILE_N": (256, 192, 128, 64, 16),
     "TILEK": (64,),
-    # 4 x 1: B multicast to four 64-row tiles, where the narrow rule's grid is L2-bound (kernels/NOTES.md v25)
+    # 4 x 1: B multicast to four 64-row tiles, where the wave rule's 64x128 grids wait on the L2
+    # (200x3000x4104 bf16 bias+gelu, H200: 218 TFLOP/s against 187 in a 2x1 cluster)
     "TILE_CGA_M": (1, 2, 4),
     "TILE_CGA_N": (1, 2, 4),
     "STAGES": (0,),  # 0: as many stages as shared memory holds
     "SWAP_AB": (False, True),
     "RASTER": ("m", "n"),
     # group width (in clusters) of the raster swizzle: tiles resident together share A and B in L2;
-    # 8 cut 8192^3's DRAM reads from 2.34 to 1.22 GB and ran 2-4% faster (kernels/NOTES.md v6)
+    # 8 cut 8192^3's DRAM reads from 2.34 to 1.22 GB and ran 2-4% faster (bf16, H200)
     "SWIZZLE": (1, 2, 4, 8),
     "SPLIT_K": (1, 2),  # K slices reduced in the kernel (fp32 partials in the workspace)
     "PINGPONG": (False, True),  # consumer warpgroups on alternate tiles (epilogue under the main loop)
-    # cooperative warpgroups k-blocks apart, each storing its own rows (kernels/NOTES.md v9)
+    # cooperative warpgroups k-blocks apart, each storing its own rows, so one's epilogue runs under
+    # the other's last k-blocks (2: 0.9-1.8% fewer cycles at one clock, +0.0-0.6% sustained)
     "STAGGER": (0, 2),
-    # L2 reuse across the persistent grid's rounds (kernels/NOTES.md v19): every other band walks
+    # L2 reuse across the persistent grid's rounds: every other band walks
     # backward, and every other tile loads its k-blocks last to first, so a round starts on the lines
     # the round before it read last. 8192^3 DRAM reads 1.23 -> 1.07 GB, +0.4..+1.0% sustained.
     "SERPENTINE": (False, True),
     "K_FLIP": (False, True),
-    # clusters numbered GPC by GPC (2-CTA clusters; kernels/NOTES.md v27): the CTAs that share an A
+    # clusters numbered GPC by GPC (2-CTA clusters only): the CTAs that share an A
     # tile read it from one GPC, where the L2 merges their requests. +0.4..+1.0% sustained on the
     # long-K rows, +14% at 1024x1024x4096 rastered along N.
     "PLACE_ORDER": (False, True),
 }
 # Kernel-only (not in the domain): GemmKnobs.tail_split, the persistent grid's last round cut into
-# K slices, measured no faster on the long-K shapes it targets (kernels/NOTES.md v8);
-# GemmKnobs.epi_slots, fewer store-ring slots for a 4th A/B stage in lockstep, which bought less
-# than STAGGER 2 (v10); and GemmKnobs.wait_all, each k-block's wgmma waited for before the next,
-# level or slower (v13).
+# K slices (8192^3 plain level, bias+gelu 1-2.5% slower); GemmKnobs.epi_slots, fewer store-ring
+# slots for a 4th A/B stage in lockstep (0.4-1.0% fewer cycles, less than STAGGER 2's 0.9-1.8%);
+# and GemmKnobs.wait_all, each k-block's wgmma waited for before the next (level to 0.8% slower).
 
 _FEATURES = frozenset({"bias", "row_scale", "col_scale", "residual", "activation", "aux_output", "batched"})
 _TMA_ALIGN = 16
