@@ -30,6 +30,7 @@ def _compile_keys():
     """(kernel, arch, knobs, kernel epilogue, kernel layout) of every case of the SM90 and SM80 suites."""
     spec = importlib.util.spec_from_file_location("gemm_cases", CASES)
     cases = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = cases  # dataclasses resolve their module's annotations through it
     spec.loader.exec_module(cases)
     yield from cases.compile_keys()
 
