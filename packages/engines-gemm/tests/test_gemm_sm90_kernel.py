@@ -1,64 +1,16 @@
-"""Correctness of the SM90 CuTe DSL GEMM against a float64 reference (needs an SM90 GPU).
+"""The SM90 GEMM's plans on two streams (needs an SM90 GPU) and `can_implement`'s reasons.
 
-The cases are the ones of benchmarks/check_gemm.py (the standalone device runner); the CPU-only
-tests at the bottom check can_implement and the config dataclasses.
+The numerics, case by case, are test_gemm_sm90_numerics.py's (cases in gemm_cases.py).
 """
 
 from __future__ import annotations
-
-import importlib.util
-import pathlib
 
 import pytest
 
 from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, can_implement
 
 
-def _has_sm90() -> str | None:
-    try:
-        import torch
-    except Exception:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "no CUDA GPU"
-    if torch.cuda.get_device_capability() != (9, 0):
-        return f"GPU is sm_{''.join(map(str, torch.cuda.get_device_capability()))}, not sm_90"
-    try:
-        import cutlass
-        import cutlass.cute  # noqa: F401
-    except Exception:
-        return "nvidia-cutlass-dsl is not installed"
-    return None
-
-
-_SKIP = _has_sm90()
-
-
-def _runner():
-    root = pathlib.Path(__file__).resolve().parents[3]
-    spec = importlib.util.spec_from_file_location("check_gemm", root / "benchmarks" / "check_gemm.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_CASES = []
-if _SKIP is None:
-    _CASES = _runner().cases()
-
-
 @pytest.mark.sm90
-@pytest.mark.skipif(_SKIP is not None, reason=str(_SKIP))
-@pytest.mark.parametrize("case", _CASES, ids=[str(i) for i in range(len(_CASES))])
-def test_gemm_matches_float64_reference(case):
-    err, tol, xerr = _runner().run_case(**case)
-    assert err == err and err < tol, f"rel err {err} >= {tol} for {case}"
-    if xerr is not None:
-        assert xerr == xerr and xerr < tol, f"aux rel err {xerr} >= {tol} for {case}"
-
-
-@pytest.mark.sm90
-@pytest.mark.skipif(_SKIP is not None, reason=str(_SKIP))
 def test_split_k_plan_runs_concurrently_on_two_streams():
     """Each stream gets its own engine-owned semaphores: one split-K plan launched back to back on
     two streams (no ordering between them) gives both outputs right, many times over."""
@@ -95,7 +47,6 @@ def test_split_k_plan_runs_concurrently_on_two_streams():
         assert ((c.double() - ref).norm() / ref.norm()).item() < 1e-2
 
 
-@pytest.mark.sm90
 def test_can_implement_declines_with_reasons():
     ok = can_implement(256, 256, 256, 1, "bf16", "bf16", "bf16", (0, 256, 1), (0, 256, 1), (0, 256, 1))
     assert ok is None
