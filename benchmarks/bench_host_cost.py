@@ -26,7 +26,7 @@ from typing import Any
 
 from host_timing import burst_cost
 
-from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, PlanConfig
+from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, EngineRequest, PlanConfig
 
 REPS, BURSTS = 25, (1, 8, 64)
 # Seconds of the same calls before each timed set, so a host CPU that idled runs them at its working
@@ -74,10 +74,10 @@ class _Plan(CompiledPlan):
     names the rule and raises before anything launches.
     """
 
-    def __init__(self, graph: Any, driver: _Driver) -> None:
-        a, b = graph.nodes[0].inputs["A"], graph.nodes[0].inputs["B"]
-        c = graph.nodes[0].outputs["C"]
-        layout = graph._planner.layout
+    def __init__(self, request: EngineRequest, driver: _Driver) -> None:
+        node = request.graph.nodes[0]
+        a, b, c = node.inputs["A"], node.inputs["B"], node.outputs["C"]
+        layout = request.layout
         positions = (layout.position(a), layout.position(b), layout.position(c))
         built_for = (tuple(a.dim), tuple(b.dim))
         launch, func = driver.launch, driver.func
@@ -111,13 +111,13 @@ class NoopGemm(BaseEngine):
     capabilities = Capabilities(sm_lo=90, sm_hi=90)
     driver: _Driver | None = None
 
-    def check_support(self, graph: Any) -> None:
+    def check_support(self, request: EngineRequest) -> None:
         return None
 
-    def build_plan(self, graph: Any, plan: PlanConfig, ctx: Any) -> CompiledPlan:
+    def build_plan(self, request: EngineRequest, plan: PlanConfig, ctx: Any) -> CompiledPlan:
         if NoopGemm.driver is None:
             NoopGemm.driver = _Driver()
-        return _Plan(graph, NoopGemm.driver)
+        return _Plan(request, NoopGemm.driver)
 
 
 def make_engines(ids: dict[str, int]) -> list[BaseEngine]:

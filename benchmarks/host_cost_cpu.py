@@ -17,7 +17,7 @@ from typing import Any
 from bench_host_cost import matmul_graph
 from host_timing import burst_cost
 
-from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, PlanConfig
+from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, EngineRequest, PlanConfig
 
 REPS, BURSTS = 25, (1, 8, 64)
 M, N, K = 256, 256, 128
@@ -28,9 +28,9 @@ class _Plan(CompiledPlan):
 
     reads_stream = False
 
-    def __init__(self, graph: Any) -> None:
-        node = graph.nodes[0]
-        layout = graph._planner.layout
+    def __init__(self, request: EngineRequest) -> None:
+        node = request.graph.nodes[0]
+        layout = request.layout
         pa, pb, pc = (layout.position(t) for t in (node.inputs["A"], node.inputs["B"], node.outputs["C"]))
 
         def run(pack: Any) -> None:
@@ -47,11 +47,11 @@ class NoopPlanEngine(BaseEngine):
     name = "noop_plan"
     capabilities = Capabilities(sm_lo=0, sm_hi=1000)
 
-    def check_support(self, graph: Any) -> None:
+    def check_support(self, request: EngineRequest) -> None:
         return None
 
-    def build_plan(self, graph: Any, plan: PlanConfig, ctx: Any) -> CompiledPlan:
-        return _Plan(graph)
+    def build_plan(self, request: EngineRequest, plan: PlanConfig, ctx: Any) -> CompiledPlan:
+        return _Plan(request)
 
 
 def make_engines(ids: dict[str, int]) -> list[BaseEngine]:

@@ -326,14 +326,12 @@ def test_tall_and_square_long_k_shapes_share_the_swizzled_2x1_rule():
 
 def test_operands_of_a_graph_the_backend_refused_exclude_virtual_intermediates():
     # No GPU here, so the backend refuses the graph and the layout comes from the IR's ports.
-    from pygraph.planning.planner import planner_of
-
     g, c = _graph()
     y = g.relu(input=g.bias(input=c, bias=_vec(g, "bias", [1, 512]), name="add_bias"), name="act")
     y.set_output(True)
     g.create_execution_plans()
     assert g.backend_decline_reason() is not None
-    assert [t.name for t in planner_of(g).layout.tensors] == ["A", "B", "bias", "act::OUT_0"]
+    assert [t.name for t in g.engine_request().layout.tensors] == ["A", "B", "bias", "act::OUT_0"]
 
 
 def test_the_portable_slot_goes_behind_the_backend_and_every_sm90_config():

@@ -32,3 +32,42 @@ def test_planning_a_standin_family_imports_no_framework_or_dsl():
     loaded = json.loads(out.strip().splitlines()[-1])
     bad = [m for m in loaded if m.split(".")[0] in FORBIDDEN]
     assert bad == [], f"planning imported {bad}"
+
+
+# --- the engine contract's boundary: engines get what they need from the request ----------------
+
+PACKAGES = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _planning_imports(path: pathlib.Path) -> list[str]:
+    """``module:line`` for every import of ``pygraph.planning`` (or a module under it) in ``path``."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        if any(n == "pygraph.planning" or n.startswith("pygraph.planning.") for n in names):
+            found.append(f"{path.relative_to(PACKAGES)}:{node.lineno}")
+    return found
+
+
+def test_no_family_package_imports_the_planner():
+    sources = sorted(PACKAGES.glob("engines-*/src/**/*.py"))
+    assert any(p.name == "sm90.py" for p in sources), "the gemm engines were not found"
+    offenders = [hit for path in sources for hit in _planning_imports(path)]
+    assert offenders == [], f"engines reach into pygraph.planning: {offenders}"
+
+
+def test_importing_the_gemm_engines_loads_no_planning_module():
+    script = (
+        "import json, sys\n"
+        "import pygraph_gemm.engines.sm90, pygraph_gemm.engines.sm80\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pygraph.planning'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == []

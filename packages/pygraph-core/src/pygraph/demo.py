@@ -114,15 +114,28 @@ def run_demo(families: Iterable[str] | None = None) -> int:
         print(
             f"    example graph {graph.name!r}: family_for -> {getattr(engines.family_for(graph), 'name', None)}"
         )
-        for engine in built.engines:
-            try:
-                engine.check_support(graph)
-                print(f"      {engine.name}: accepts")
-            except (NotImplementedError, pg.GraphNotSupportedError, ImportError) as exc:
-                print(f"      {engine.name}: declines: {exc}")
+        if built.engines:
+            _show_verdicts(graph, built.engines)
         if _show_plans(graph):
             _execute_on_gpu(graph)
     return 0
+
+
+def _show_verdicts(graph: Any, engines: Iterable[Any]) -> None:
+    """Ask each engine, as planning will, whether it serves the graph."""
+    from pygraph.engines.base import DECLINE_TYPES
+
+    try:
+        request = graph.engine_request()
+    except DECLINE_TYPES as exc:
+        print(f"      engines not asked: {type(exc).__name__}: {exc}")
+        return
+    for engine in engines:
+        try:
+            engine.check_support(request)
+            print(f"      {engine.name}: accepts")
+        except DECLINE_TYPES as exc:
+            print(f"      {engine.name}: declines: {exc}")
 
 
 def _execute_on_gpu(graph: Any, reps: int = 20) -> None:

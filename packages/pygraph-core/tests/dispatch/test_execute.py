@@ -13,6 +13,7 @@ from pygraph.execution import (
     OperandDeviceError,
     OperandDtypeError,
     OperandMissingError,
+    ShapeOverrideError,
     UnknownOperandError,
     VariantPack,
     WorkspaceTooSmallError,
@@ -146,11 +147,34 @@ def test_torch_workspace_is_read_by_its_true_span(standins, planned):
         g.execute({a: A, b: B, c: C}, workspace=CudaArray(0x10, (256,), "|u1"))
 
 
-def test_python_plan_refuses_overrides(planned):
+def test_python_plan_refuses_overrides(standins, planned):
     g, a, b, c = planned
     A, B, C = buffers()
-    with pytest.raises(ValueError, match="compiled for the shapes the graph declared"):
+    before = len(standins.CALLS)
+    with pytest.raises(ShapeOverrideError, match="compiled for the shapes the graph declared") as info:
         g.execute({a: A, b: B, c: C}, override_uids=[a.uid], override_shapes=[[1, 8, 32]])
+    assert isinstance(info.value, ValueError) and info.value.plan == "alpha[TILE=128]"
+    assert "alpha[TILE=128]" in str(info.value)
+    assert all(call[0] == "build" for call in standins.CALLS[before:])  # nothing ran
+
+
+def test_backend_plan_takes_overrides(standins, fake_backend):
+    fake = fake_backend({"A": [(7, {})]})
+    overridden = []
+    fake._execute_plan_at_index = lambda *args: overridden.append(args)
+    standins.HOOK["style"] = "backend_first"
+    g, a, b, c = matmul_graph()
+    g.create_execution_plans()
+    A, B, C = buffers()
+    g.execute(
+        {a: A, b: B, c: C},
+        override_uids=[a.uid],
+        override_shapes=[[1, 8, 32]],
+        override_strides=[[256, 32, 1]],
+    )
+    ((ptrs, _workspace, index, _handle, uids, shapes, strides),) = overridden
+    assert ptrs == {a.uid: A.ctypes.data, b.uid: B.ctypes.data, c.uid: C.ctypes.data}
+    assert (index, uids, shapes, strides) == (0, [a.uid], [[1, 8, 32]], [[256, 32, 1]])
 
 
 def test_backend_plan_runs_the_same_pack(standins, fake_backend):

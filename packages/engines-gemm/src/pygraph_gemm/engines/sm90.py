@@ -16,11 +16,17 @@ import time
 from math import prod
 from typing import Any
 
-from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, ExecutionContext, PlanConfig
+from pygraph.engines.base import (
+    BaseEngine,
+    Capabilities,
+    CompiledPlan,
+    EngineRequest,
+    ExecutionContext,
+    PlanConfig,
+)
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
-from pygraph.planning.planner import planner_of
-from pygraph_gemm.analyzer import GemmFacts, analyze
+from pygraph_gemm.analyzer import GemmFacts
 from pygraph_gemm.support import (
     chain_reason,
     declared_geometry,
@@ -324,12 +330,18 @@ class GemmSm90Engine(BaseEngine):
         knob_domains=KNOB_DOMAINS,
     )
 
-    def _facts(self, graph: Any) -> GemmFacts:
-        return planner_of(graph).facts_for(analyze)
+    def _facts(self, request: EngineRequest) -> GemmFacts:
+        facts = request.facts
+        if not isinstance(facts, GemmFacts):
+            raise GraphNotSupportedError(
+                f"{self.name}: graph {request.graph.name!r} came with no gemm facts (got {type(facts).__name__}); "
+                "it is not planned as a gemm graph"
+            )
+        return facts
 
-    def check_support(self, graph: Any) -> None:
-        facts = self._facts(graph)
-        reason = chain_reason(facts) or self.capabilities.mismatch(facts)
+    def check_support(self, request: EngineRequest) -> None:
+        facts = self._facts(request)
+        reason = chain_reason(facts) or self.capabilities.mismatch(facts, device=request.device)
         if reason is None and dtype_short(facts.a.data_type) not in ("bf16", "fp16"):
             reason = f"inputs must be BFLOAT16 or HALF, A is {facts.a.data_type.name}"
         if reason is None:
@@ -339,21 +351,23 @@ class GemmSm90Engine(BaseEngine):
         if importlib.util.find_spec("cutlass") is None:
             raise ImportError(f"{self.name}: needs the CuTe DSL (pip install nvidia-cutlass-dsl)")
 
-    def get_workspace_size(self, graph: Any, plan: PlanConfig) -> int:
+    def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         """The fp32 partials of split-K or a split tail (their semaphores are engine-owned); 0 for
         every other config."""
         from pygraph_gemm.kernels.compile_cache import resident_clusters
         from pygraph_gemm.kernels.config import workspace_bytes
 
-        facts = self._facts(graph)
+        facts = self._facts(request)
         batch = prod(facts.batch) if facts.batch else 1
         knobs = knobs_from_config(plan.knobs)
         resident = resident_clusters(knobs.cga_m * knobs.cga_n)
         return workspace_bytes(facts.m, facts.n, batch, knobs, facts.k, resident)
 
-    def build_plan(self, graph: Any, plan: PlanConfig, ctx: ExecutionContext | None) -> CompiledPlan:
-        self.check_support(graph)
-        facts = self._facts(graph)
+    def build_plan(
+        self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
+    ) -> CompiledPlan:
+        self.check_support(request)
+        facts = self._facts(request)
         from pygraph_gemm.kernels.config import EpilogueSpec
         from pygraph_gemm.kernels.plan import Plan
         from pygraph_gemm.knob_labels import knob_label
@@ -381,14 +395,14 @@ class GemmSm90Engine(BaseEngine):
             spec.activation if spec.activation != "none" else "no activation", facts.m, facts.n, facts.k,
             time.perf_counter() - started,
         )  # fmt: skip
-        layout = planner_of(graph).layout
+        layout = request.layout
         roles = {"a": facts.a, "b": facts.b, "out": facts.out, "aux": facts.aux}
         for step in facts.steps:
             if step.operand is not None:
                 roles[step.kind] = step.operand
         positions = {role: layout.position(t) for role, t in roles.items() if t is not None}
         declared = {role: layout.declared[p] for role, p in positions.items()}
-        return GemmSm90Plan(graph, facts, kernel_plan, positions, spec, declared, self.name)
+        return GemmSm90Plan(request.graph, facts, kernel_plan, positions, spec, declared, self.name)
 
     # --- what the SM80 slot (engine_sm80) overrides ------------------------------------------------
 

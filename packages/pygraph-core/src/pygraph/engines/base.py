@@ -1,34 +1,69 @@
-"""The engine contract: what a python engine implements and what the planner hands it.
+"""The engine contract: the page an engine author reads first.
 
-An engine answers two questions: can it serve this graph (`BaseEngine.check_support`) and compile
-one config for it (`BaseEngine.build_plan`). It does not choose its id (the manifest hands it one)
-and does not propose its plans (its family's heuristics hook ranks them).
+An engine is one way to run one family's graphs (``gemm_sm90`` runs ``gemm`` graphs on Hopper).
+It answers two questions, and the planner asks them in this order:
 
-Declining is raising one of `DECLINE_TYPES`; any other exception from an engine is a bug in the
-engine and propagates unchanged.
+1. ``check_support(request)``: can you serve this graph? Return to accept; decline by raising one
+   of `DECLINE_TYPES` (``GraphNotSupportedError`` with the rule and the value it saw,
+   ``NotImplementedError``, or ``ImportError`` for a missing DSL, probed with
+   ``importlib.util.find_spec`` and never imported here). Any other exception is a bug in the
+   engine and propagates unchanged.
+2. ``build_plan(request, plan, ctx) -> CompiledPlan``: compile ``plan.knobs`` for this graph (the
+   expensive step: import the DSL here, compile, cache). The planner calls it once per graph and
+   config and keeps the result. ``get_workspace_size(request, plan)`` says what the plan will need
+   before it is built.
+
+Everything an engine needs arrives in the `EngineRequest`; an engine imports nothing from
+``pygraph.planning``:
+
+- ``request.graph``: the frozen graph (read-only; nodes, tensors, attributes).
+- ``request.facts``: the family analyzer's parse of the graph, computed once per graph (None
+  when the family declares no analyzer). Facts describe; `Capabilities.mismatch` judges.
+- ``request.layout``: the operand layout, the one source of operand order. Resolve positions at
+  build (``layout.position(tensor)``) and read ``pack.buffers[position]`` per call;
+  ``layout.declared[position]`` is the geometry the graph declared for it.
+- ``request.device``: the `DeviceInfo` the graph is planned for (``sm`` = major*10+minor,
+  ``name``, ``sm_count``; None where the caller did not say). It is an input, never ambient
+  state: capabilities judge it through ``capabilities.mismatch(facts, device=request.device)``.
+
+A `CompiledPlan` runs per call: ``execute(graph, pack, ctx)`` receives the call's `VariantPack`
+(operands in ascending uid order, each with its own pointer, shape, stride, dtype) and the explicit
+`ExecutionContext` (handle, stream, workspace). Settle at build everything the build can know, so
+a call reads pointers and launches; what a call may not run raises naming the rule, launching
+nothing. A python plan is compiled for the shapes the graph declared, so the inherited
+``execute_with_overrides`` refuses shape overrides (`ShapeOverrideError`).
+
+An engine does not choose its id (the manifest hands it one) and does not propose its plans (its
+family's heuristics hook ranks them). ``docs/engines.md`` walks through a complete engine that
+runs on the CPU.
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pygraph.errors import GraphNotSupportedError
 from pygraph.execution.context import ExecutionContext
+from pygraph.execution.errors import ShapeOverrideError
 
 if TYPE_CHECKING:
-    from pygraph.execution.variant_pack import VariantPack
+    from pygraph.execution.variant_pack import OperandLayout, VariantPack
 
 __all__ = [
     "DECLINE_TYPES",
     "BaseEngine",
     "Capabilities",
     "CompiledPlan",
+    "DeviceInfo",
+    "EngineRequest",
     "ExecutionContext",
     "PlanConfig",
+    "ShapeOverrideError",
+    "ShapeOverrides",
     "knobs_key",
     "mismatch",
 ]
@@ -96,12 +131,56 @@ class PlanConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class DeviceInfo:
+    """The device a graph is planned for, as the caller declared it on the graph.
+
+    ``sm`` is major*10+minor (90 for Hopper); ``name`` and ``sm_count`` where the caller gave them.
+    None means "not declared": planning never asks the current CUDA device, so the same graph
+    plans the same way on any machine.
+    """
+
+    sm: int | None = None
+    name: str | None = None
+    sm_count: int | None = None
+
+    @classmethod
+    def of_graph(cls, graph: Any) -> DeviceInfo:
+        """What ``graph`` declares: ``Graph(sm_version=..., sm_count=...)`` (0 or None: not declared)."""
+        return cls(
+            sm=getattr(graph, "sm_version", None) or None,
+            sm_count=getattr(graph, "sm_count", None) or None,
+        )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class EngineRequest:
+    """Everything the planner hands an engine about one graph; built once per graph.
+
+    ``graph`` is frozen; ``facts`` is the family analyzer's parse (None when the family declares no
+    analyzer, or its analyzer could not be imported); ``device`` what the graph is planned for;
+    ``layout`` the operand layout (positions and declared geometry of the variant pack).
+    ``layout_of`` supplies the layout on first read, so an engine that reads it only at build
+    costs planning nothing (pass ``lambda: layout`` to build a request by hand).
+    """
+
+    graph: Any
+    facts: Any
+    device: DeviceInfo
+    layout_of: Callable[[], OperandLayout] = dataclasses.field(repr=False)
+
+    @property
+    def layout(self) -> OperandLayout:
+        return self.layout_of()
+
+
+@dataclasses.dataclass(frozen=True)
 class Capabilities:
     """What an engine can serve: an arch range, dtypes, features and a domain per knob axis.
 
     ``sm_lo``/``sm_hi`` are major*10+minor, inclusive. Facts describe a graph, capabilities judge
-    it: `mismatch` reads the facts' ``sm``, ``dtypes`` and ``features`` (whichever it has) and
-    returns the first reason it finds, or None.
+    it: `mismatch` reads the device's ``sm`` (the facts' ``sm`` when no device is given or it
+    declares none), the facts' ``dtypes`` and ``features`` (whichever they have) and returns the
+    first reason it finds, or None.
     """
 
     sm_lo: int
@@ -121,13 +200,21 @@ class Capabilities:
         """A concrete config: the first point of every declared axis."""
         return {axis: domain[0] for axis, domain in self.knob_domains.items() if domain}
 
-    def mismatch(self, facts: Any, knobs: Mapping[Any, Any] | None = None) -> str | None:
-        return mismatch(self, facts, knobs)
+    def mismatch(
+        self, facts: Any, knobs: Mapping[Any, Any] | None = None, *, device: DeviceInfo | None = None
+    ) -> str | None:
+        return mismatch(self, facts, knobs, device=device)
 
 
-def mismatch(caps: Capabilities, facts: Any, knobs: Mapping[Any, Any] | None = None) -> str | None:
-    """Why ``caps`` cannot serve ``facts`` with ``knobs``, or None when they can."""
-    sm = getattr(facts, "sm", None)
+def mismatch(
+    caps: Capabilities,
+    facts: Any,
+    knobs: Mapping[Any, Any] | None = None,
+    *,
+    device: DeviceInfo | None = None,
+) -> str | None:
+    """Why ``caps`` cannot serve ``facts`` (on ``device``) with ``knobs``, or None when they can."""
+    sm = device.sm if device is not None and device.sm is not None else getattr(facts, "sm", None)
     if sm is not None and not caps.sm_lo <= sm <= caps.sm_hi:
         return f"requires SM{caps.sm_lo}..SM{caps.sm_hi}, found SM{sm}"
     for dtype in getattr(facts, "dtypes", None) or ():
@@ -148,20 +235,41 @@ def mismatch(caps: Capabilities, facts: Any, knobs: Mapping[Any, Any] | None = N
     return None
 
 
+class ShapeOverrides(NamedTuple):
+    """Execute-time overrides of declared geometry (the backend's dynamic shapes): parallel lists."""
+
+    uids: Any
+    shapes: Any
+    strides: Any
+
+
 class CompiledPlan(abc.ABC):
     """One built (graph, config): what runs per call.
 
     ``execute`` receives the call's `VariantPack` (operands in ascending uid order, each with its
     own geometry) and the explicit `ExecutionContext`. ``takes_variant_pack`` False means the plan
-    wants ``{uid: OperandBuffer}`` instead; it is read once, when the plan is bound, not per call.
+    wants ``{uid: OperandBuffer}`` instead; ``reads_stream`` False means ``ctx.stream`` is not read
+    (the per-call path then skips reading the handle's stream). Both are read once, when the plan
+    is bound, not per call.
     """
 
     takes_variant_pack: bool = True
-    # A python plan is compiled for the shapes the graph declared; only the backend honours overrides.
-    accepts_shape_overrides: bool = False
+    reads_stream: bool = True
 
     @abc.abstractmethod
     def execute(self, graph: Any, pack: VariantPack, ctx: ExecutionContext) -> None: ...
+
+    def execute_with_overrides(
+        self, graph: Any, pack: VariantPack, ctx: ExecutionContext, overrides: ShapeOverrides, plan_name: str
+    ) -> None:
+        """Run with execute-time shape overrides. A python plan is compiled for the shapes the graph
+        declared, so it refuses them rather than run a different problem; ``plan_name`` (the plan
+        list's name for this plan) is what the refusal names."""
+        raise ShapeOverrideError(
+            f"plan {plan_name} is compiled for the shapes the graph declared; execute-time "
+            "override_uids/override_shapes/override_strides are a backend-plan feature",
+            plan=plan_name,
+        )
 
     def get_workspace_size(self) -> int:
         return 0
@@ -170,9 +278,9 @@ class CompiledPlan(abc.ABC):
 class BaseEngine(abc.ABC):
     """A python engine. Subclasses set ``name`` and usually ``capabilities``.
 
-    ``engine_id`` is handed in by the manifest (through the family's factory). Declines raise one
-    of `DECLINE_TYPES` only. Deciding support must not import the engine's DSL: DSL imports belong
-    in `build_plan`, where an ImportError is still a decline.
+    ``engine_id`` is handed in by the manifest. Declines raise one of `DECLINE_TYPES` only.
+    Deciding support must not import the engine's DSL: DSL imports belong in `build_plan`, where an
+    ImportError is still a decline.
     """
 
     name: str = ""
@@ -190,15 +298,17 @@ class BaseEngine(abc.ABC):
             self.name = type(self).__name__
 
     @abc.abstractmethod
-    def check_support(self, graph: Any) -> None:
-        """Return to accept ``graph``; raise a decline type naming the reason otherwise."""
+    def check_support(self, request: EngineRequest) -> None:
+        """Return to accept ``request.graph``; raise a decline type naming the reason otherwise."""
 
     @abc.abstractmethod
-    def build_plan(self, graph: Any, plan: PlanConfig, ctx: ExecutionContext | None) -> CompiledPlan:
-        """Compile ``plan`` for ``graph`` (the expensive step, once per graph and plan)."""
+    def build_plan(
+        self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
+    ) -> CompiledPlan:
+        """Compile ``plan`` for ``request.graph`` (the expensive step, once per graph and plan)."""
 
-    def get_workspace_size(self, graph: Any, plan: PlanConfig) -> int:
-        """Workspace the plan will need, answerable before it is built."""
+    def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
+        """Workspace bytes the plan will need, answerable before it is built."""
         return 0
 
     def default_knobs(self) -> dict[str, Any]:

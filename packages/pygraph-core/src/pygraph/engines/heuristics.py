@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from pygraph.engines.base import DECLINE_TYPES, BaseEngine, PlanConfig
+from pygraph.engines.base import DECLINE_TYPES, BaseEngine, EngineRequest, PlanConfig
 from pygraph.engines.engine_ids import BACKEND_HEURISTIC_ENGINE_ID, BACKEND_PLACEMENT_MARKER, is_python_engine
 from pygraph.ir.dtypes import convert_enum, heur_mode
 
@@ -54,15 +54,17 @@ def normalize_modes(modes: Iterable[Any] | None) -> list[Any]:
     return [convert_enum(m, heur_mode) for m in modes]
 
 
-def decline_reasons(engines: Iterable[BaseEngine], graph: Any) -> tuple[list[BaseEngine], dict[str, str]]:
-    """(the engines that accept ``graph``, {engine name: reason} for those that decline).
+def decline_reasons(
+    engines: Iterable[BaseEngine], request: EngineRequest
+) -> tuple[list[BaseEngine], dict[str, str]]:
+    """(the engines that accept ``request.graph``, {engine name: reason} for those that decline).
 
     Only the decline types count; any other exception is the engine's bug and propagates.
     """
     accepted, declined = [], {}
     for engine in engines:
         try:
-            engine.check_support(graph)
+            engine.check_support(request)
         except DECLINE_TYPES as exc:
             declined[engine.name] = f"{type(exc).__name__}: {exc}"
             log.debug("engine %s declined the graph: %s", engine.name, exc)

@@ -9,6 +9,7 @@ from pygraph.execution.errors import (
     OperandDtypeError,
     OperandError,
     OperandMissingError,
+    ShapeOverrideError,
     UnknownOperandError,
     WorkspaceTooSmallError,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "OperandDtypeError",
     "OperandError",
     "OperandMissingError",
+    "ShapeOverrideError",
     "UnknownOperandError",
     "VariantPack",
     "WorkspaceTooSmallError",

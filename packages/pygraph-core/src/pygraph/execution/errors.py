@@ -1,4 +1,5 @@
-"""Typed refusals of one execute() call. Each names the operand it is about; nothing has launched."""
+"""Typed refusals of one execute() call. Each names the operand (or the plan) it is about; nothing
+has launched."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ __all__ = [
     "OperandDtypeError",
     "OperandError",
     "OperandMissingError",
+    "ShapeOverrideError",
     "UnknownOperandError",
     "WorkspaceTooSmallError",
 ]
@@ -49,3 +51,15 @@ class WorkspaceTooSmallError(OperandError):
 
 class HandleError(ValueError):
     """A supplied handle whose stream cannot be read."""
+
+
+class ShapeOverrideError(ValueError):
+    """A plan that runs only the shapes the graph declared was given execute-time shape overrides.
+
+    ``plan`` names the plan (as the plan list names it). Overrides are a backend-plan feature: a
+    python plan is compiled for the declared shapes and refuses rather than run another problem.
+    """
+
+    def __init__(self, message: str, plan: str | None = None) -> None:
+        super().__init__(message)
+        self.plan = plan

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pygraph.engines.base import PlanConfig
+from pygraph.engines.base import EngineRequest, PlanConfig
 from pygraph.planning.planner import planner_of
 
 __all__ = ["PlanningMixin"]
@@ -27,6 +27,12 @@ class PlanningMixin:
         """Replay ``(engine_id, knobs)`` (a python or backend id) and pin it."""
         planner_of(self).create_execution_plan(engine_id, knobs)
         return self
+
+    def engine_request(self) -> EngineRequest:
+        """What planning hands this graph's engines (the graph, its family's facts, the operand
+        layout, the declared device). Validates and freezes the graph as planning does; for trying
+        an engine on a graph directly: ``engine.check_support(graph.engine_request())``."""
+        return planner_of(self).request
 
     @property
     def plans(self) -> tuple[PlanConfig, ...]:

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pygraph.engines.base import DECLINE_TYPES, CompiledPlan, PlanConfig
+from pygraph.engines.base import DECLINE_TYPES, CompiledPlan, EngineRequest, PlanConfig, ShapeOverrides
 from pygraph.engines.engine_ids import BACKEND_HEURISTIC_ENGINE_ID
 from pygraph.errors import GraphNotSupportedError
 from pygraph.execution.context import ExecutionContext
@@ -128,9 +128,9 @@ class BackendPlans:
 
 
 class BackendPlan(CompiledPlan):
-    """A built backend plan: executes the lowered graph with the same variant pack."""
+    """A built backend plan: executes the lowered graph with the same variant pack, and honours
+    execute-time shape overrides (the backend's dynamic shapes)."""
 
-    accepts_shape_overrides = True
     reads_stream = False
 
     def __init__(self, backend: Any, cpp_index: int, workspace: int) -> None:
@@ -149,8 +149,9 @@ class BackendPlan(CompiledPlan):
         self._run(pack.address, len(pack.buffers), ctx.workspace, handle or 0, self.cpp_index)
 
     def execute_with_overrides(
-        self, graph: Any, pack: Any, ctx: ExecutionContext, uids, shapes, strides
+        self, graph: Any, pack: Any, ctx: ExecutionContext, overrides: ShapeOverrides, plan_name: str
     ) -> None:
+        uids, shapes, strides = overrides
         ptrs = dict(zip(pack.uids, pack.pointers()))
         ctx = ctx._replace(handle=backend_handle(ctx.handle))
         if self.cpp_index < 0:
@@ -187,11 +188,11 @@ class BackendKind:
             return DELEGATING_NAME
         return self._graph(cfg).get_plan_name_at_index(cfg.cpp_index)
 
-    def check_support(self, graph: Any, cfg: PlanConfig) -> None:
+    def check_support(self, request: EngineRequest, cfg: PlanConfig) -> None:
         g = self._graph(cfg)
         self._declined(cfg, g.check_support)
 
-    def build(self, graph: Any, cfg: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
+    def build(self, request: EngineRequest, cfg: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
         g = self._graph(cfg)
         if cfg.engine_id == BACKEND_HEURISTIC_ENGINE_ID:
             import cudnn
@@ -201,7 +202,7 @@ class BackendKind:
         self._declined(cfg, lambda: g.build_plan_at_index(cfg.cpp_index))
         return BackendPlan(g, cfg.cpp_index, g.get_workspace_size_plan_at_index(cfg.cpp_index))
 
-    def workspace(self, graph: Any, cfg: PlanConfig) -> int:
+    def workspace(self, request: EngineRequest, cfg: PlanConfig) -> int:
         g = self._graph(cfg)
         if cfg.engine_id == BACKEND_HEURISTIC_ENGINE_ID:
             return g.get_workspace_size()

@@ -12,7 +12,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pygraph.engines import heuristics
-from pygraph.engines.base import DECLINE_TYPES, BaseEngine, CompiledPlan, PlanConfig
+from pygraph.engines.base import (
+    DECLINE_TYPES,
+    BaseEngine,
+    CompiledPlan,
+    DeviceInfo,
+    EngineRequest,
+    PlanConfig,
+    ShapeOverrides,
+)
 from pygraph.engines.engine_ids import is_python_engine
 from pygraph.engines.manifest import engine_for_id, family_for, instantiate, resolve_hook
 from pygraph.errors import GraphNotSupportedError
@@ -39,14 +47,14 @@ class EngineKind:
     def name(self, cfg: PlanConfig) -> str:
         return self.engine.plan_name(cfg)
 
-    def check_support(self, graph: Any, cfg: PlanConfig) -> None:
-        self.engine.check_support(graph)
+    def check_support(self, request: EngineRequest, cfg: PlanConfig) -> None:
+        self.engine.check_support(request)
 
-    def build(self, graph: Any, cfg: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
-        return self.engine.build_plan(graph, cfg, ctx)
+    def build(self, request: EngineRequest, cfg: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
+        return self.engine.build_plan(request, cfg, ctx)
 
-    def workspace(self, graph: Any, cfg: PlanConfig) -> int:
-        return self.engine.get_workspace_size(graph, cfg)
+    def workspace(self, request: EngineRequest, cfg: PlanConfig) -> int:
+        return self.engine.get_workspace_size(request, cfg)
 
 
 def planner_of(graph: Any) -> Planner:
@@ -79,6 +87,7 @@ class Planner:
         self.deselected: set[str] = set()
         self.workspace_limit: int | None = None
         self._layout: OperandLayout | None = None
+        self._request: EngineRequest | None = None
         self.family: Any = None
         self.analyzed = True
         self.facts_value: Any = None
@@ -154,7 +163,7 @@ class Planner:
                 )
             modes = heuristics.normalize_modes(modes)
             self._prepare()
-            accepted, declined = heuristics.decline_reasons(self.engines, self.graph)
+            accepted, declined = heuristics.decline_reasons(self.engines, self.request)
             self.declines.update(declined)
             entries = self.backend.query(modes)
             hook = None
@@ -203,7 +212,7 @@ class Planner:
                         f"this graph (its family: {getattr(self.family, 'name', None)!r}): "
                         f"{self.declines.get(ref.engine_name, 'not instantiated')}"
                     )
-                kind.engine.check_support(self.graph)
+                kind.engine.check_support(self.request)
                 cfg = PlanConfig(engine_id, knobs)
             else:
                 cfg = PlanConfig(engine_id, knobs, cpp_index=self.backend.append(engine_id, knobs))
@@ -283,12 +292,12 @@ class Planner:
             cfg = self.plans[index]
             kind = self.kind_of(cfg)
             if self.workspace_limit is not None and is_python_engine(cfg.engine_id):
-                needed = kind.workspace(self.graph, cfg)
+                needed = kind.workspace(self.request, cfg)
                 if needed > self.workspace_limit:
                     raise GraphNotSupportedError(
                         f"{kind.name(cfg)} needs {needed} bytes of workspace, over the limit {self.workspace_limit}"
                     )
-            compiled = kind.build(self.graph, cfg, ctx if ctx is not None else self.context())
+            compiled = kind.build(self.request, cfg, ctx if ctx is not None else self.context())
             self.compiled[index] = compiled
             if self.graph.state < GraphState.BUILT:
                 self.graph._advance(GraphState.BUILT)
@@ -333,7 +342,7 @@ class Planner:
             self.require_planned()
             cfg = self.plans[self.index]
             try:
-                self.kind_of(cfg).check_support(self.graph, cfg)
+                self.kind_of(cfg).check_support(self.request, cfg)
             except DECLINE_TYPES:
                 others = len(self.plans) - self.index - 1
                 if self.pinned or not others:
@@ -344,7 +353,7 @@ class Planner:
         compiled = self.compiled.get(index)
         if compiled is not None:
             return compiled.get_workspace_size()
-        return self.kind_of(cfg).workspace(self.graph, cfg)
+        return self.kind_of(cfg).workspace(self.request, cfg)
 
     # --- executing ----------------------------------------------------------------------------------------
 
@@ -356,6 +365,18 @@ class Planner:
                     usable = self.backend is not None and self.backend.source is not None
                     self._layout = layout_for(self.graph, backend_usable=usable)
         return self._layout
+
+    @property
+    def request(self) -> EngineRequest:
+        """What every engine is handed for this graph (built once, after the graph is prepared)."""
+        if self._request is None:
+            with self.lock:
+                self._prepare()
+                if self._request is None:
+                    self._request = EngineRequest(
+                        self.graph, self.facts_value, DeviceInfo.of_graph(self.graph), lambda: self.layout
+                    )
+        return self._request
 
     def _runner(self, index: int) -> Any:
         runner = self.runners.get(index)
@@ -388,18 +409,12 @@ class Planner:
         if all(o is None for o in overrides):
             run(values, workspace, handle)
             return
-        plan = self.compiled[index]
-        if not plan.accepts_shape_overrides:
-            raise ValueError(
-                f"plan {self.name_at(index)} is compiled for the shapes the graph declared; execute-time "
-                "override_uids/override_shapes/override_strides are a backend-plan feature"
-            )
+        plan, name = self.compiled[index], self.name_at(index)
         pack = normalize(self.layout, values, workspace)
-        refuse_workspace(self.name_at(index), plan.get_workspace_size(), pack)
+        refuse_workspace(name, plan.get_workspace_size(), pack)
         handle = self.graph.handle if handle is None else handle
-        plan.execute_with_overrides(
-            self.graph, pack, ExecutionContext(handle, None, pack.workspace), *overrides
-        )
+        ctx = ExecutionContext(handle, None, pack.workspace)
+        plan.execute_with_overrides(self.graph, pack, ctx, ShapeOverrides(*overrides), name)
 
 
 def _group_failures(failures: Mapping[str, str]) -> str:

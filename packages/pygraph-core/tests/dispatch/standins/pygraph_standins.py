@@ -11,7 +11,7 @@ import dataclasses
 import threading
 from typing import Any
 
-from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, PlanConfig
+from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, EngineRequest, PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import heur_mode
@@ -22,6 +22,7 @@ BEHAVIOUR: dict[str, str] = {}
 HOOK: dict[str, Any] = {"style": "place_first"}
 CALLS: list[tuple[Any, ...]] = []
 ANALYZED: list[Any] = []
+REQUESTS: list[tuple[str, EngineRequest]] = []  # (engine name, what check_support was handed)
 _lock = threading.Lock()
 
 
@@ -31,6 +32,7 @@ def reset() -> None:
     HOOK["style"] = "place_first"
     CALLS.clear()
     ANALYZED.clear()
+    REQUESTS.clear()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +71,8 @@ class _StandIn(BaseEngine):
     capabilities = Capabilities(sm_lo=80, sm_hi=120, knob_domains={"TILE": (128, 64)})
     workspace = 0
 
-    def check_support(self, graph: Any) -> None:
+    def check_support(self, request: EngineRequest) -> None:
+        REQUESTS.append((self.name, request))
         what = BEHAVIOUR.get(self.name, "accept")
         if what == "decline":
             raise GraphNotSupportedError(f"{self.name}: told to decline")
@@ -78,7 +81,7 @@ class _StandIn(BaseEngine):
         if what == "bug":
             raise KeyError(f"{self.name}: a bug, not a decline")
 
-    def build_plan(self, graph: Any, plan: PlanConfig, ctx: Any) -> CompiledPlan:
+    def build_plan(self, request: EngineRequest, plan: PlanConfig, ctx: Any) -> CompiledPlan:
         what = BEHAVIOUR.get(self.name, "accept")
         with _lock:
             CALLS.append(("build", self.name, dict(plan.knobs or {}), ctx))
@@ -90,7 +93,7 @@ class _StandIn(BaseEngine):
             raise ZeroDivisionError(f"{self.name}: a bug in build")
         return _Plan(self, plan, self.workspace)
 
-    def get_workspace_size(self, graph: Any, plan: PlanConfig) -> int:
+    def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         return self.workspace
 
 

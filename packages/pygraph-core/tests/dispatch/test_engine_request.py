@@ -1,0 +1,59 @@
+"""What the planner hands an engine: one EngineRequest per graph (facts, layout, declared device)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from dispatch_helpers import matmul_graph
+
+from pygraph.engines.base import Capabilities, DeviceInfo, EngineRequest
+
+
+def test_every_engine_is_handed_the_same_request_with_the_facts_and_the_layout(standins):
+    g, a, b, c = matmul_graph()
+    g.create_execution_plans()
+    seen = {name: request for name, request in standins.REQUESTS}
+    assert set(seen) == {"alpha", "beta", "gamma"}
+    request = seen["alpha"]
+    assert all(r is request for r in seen.values())  # built once per graph
+    assert request.graph is g and request.facts == standins.Facts(node_count=1)
+    assert len(standins.ANALYZED) == 1  # the facts the hook ranked on, parsed once
+    assert [request.layout.position(t) for t in (a, b, c)] == [0, 1, 2]
+    assert request.layout.declared[0].shape == (1, 16, 32)
+    assert g.engine_request() is request
+
+
+def test_the_device_is_what_the_graph_declares(standins):
+    g, *_ = matmul_graph()
+    assert g.engine_request().device == DeviceInfo()  # nothing declared: nothing assumed
+    g2, *_ = matmul_graph("mm2")
+    g2.sm_version, g2.sm_count = 90, 132
+    assert g2.engine_request().device == DeviceInfo(sm=90, sm_count=132)
+
+
+def test_the_request_is_frozen(standins):
+    g, *_ = matmul_graph()
+    request = g.engine_request()
+    assert g.state.frozen  # the request describes a graph that can no longer change
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.facts = None
+
+
+def test_capabilities_judge_the_declared_device_before_the_facts():
+    caps = Capabilities(sm_lo=90, sm_hi=90)
+    facts = type("Facts", (), {"sm": None})()
+    assert caps.mismatch(facts) is None  # no arch known: not a reason
+    assert caps.mismatch(facts, device=DeviceInfo(sm=80)) == "requires SM90..SM90, found SM80"
+    facts.sm = 80
+    assert caps.mismatch(facts, device=DeviceInfo(sm=90)) is None
+    assert caps.mismatch(facts, device=DeviceInfo()) == "requires SM90..SM90, found SM80"
+
+
+def test_a_request_built_by_hand_reads_its_layout_on_demand():
+    reads = []
+    request = EngineRequest(
+        graph=None, facts=None, device=DeviceInfo(), layout_of=lambda: reads.append(1) or "L"
+    )
+    assert reads == []
+    assert request.layout == "L" and reads == [1]
