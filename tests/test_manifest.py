@@ -22,13 +22,16 @@ GENERATE = ROOT / "packages" / "manifest" / "src" / "pygraph_manifest" / "genera
 ROADMAP = {"gdn": 20100, "kda": 20200, "gdn2": 20300, "gemm": 20400, "sdpa_fwd": 20500, "sdpa_bwd": 20600}
 
 
+def _slot(slot: int, **kw) -> EngineSlot:
+    return EngineSlot(slot, impl=("absent_family_pkg.engines", "Engine"), **kw)
+
+
 def _family(name="fam", engine_id=29000, slots=None, anchors=("MATMUL",), **kw) -> EngineFamily:
     return EngineFamily(
         name=name,
         engine_id=engine_id,
-        module="absent_family_pkg.engines",
-        factory="make_engines",
-        slots=slots or {"a": EngineSlot(0)},
+        package="absent_family_pkg",
+        slots=slots or {"a": _slot(0)},
         anchors=anchors,
         **kw,
     )
@@ -96,16 +99,16 @@ def test_restored_declaration_passes(tmp_path):
 
 
 def test_reusing_a_shipped_id_fails():
-    lock = lock_entries([_family(slots={"old": EngineSlot(0)})])
+    lock = lock_entries([_family(slots={"old": _slot(0)})])
     with pytest.raises(
         ManifestError, match="slot 'new': id 29000 reuses the shipped id of family 'fam' slot 'old'"
     ):
-        check_against_lock([_family(slots={"new": EngineSlot(0)})], lock)
+        check_against_lock([_family(slots={"new": _slot(0)})], lock)
 
 
 def test_removed_engine_keeps_its_id_reserved():
-    lock = lock_entries([_family(slots={"old": EngineSlot(0)})])
-    merged = check_against_lock([_family(slots={"other": EngineSlot(1)})], lock)
+    lock = lock_entries([_family(slots={"old": _slot(0)})])
+    merged = check_against_lock([_family(slots={"other": _slot(1)})], lock)
     assert merged["fam"]["engines"] == {"old": 29000, "other": 29001}
 
 
@@ -133,7 +136,7 @@ def test_two_families_claiming_one_anchor_fail():
 
 def test_slot_outside_block_fails():
     with pytest.raises(ManifestError, match="slot 'a': slot 100 is outside"):
-        check_families([_family(slots={"a": EngineSlot(100)})])
+        check_families([_family(slots={"a": _slot(100)})])
 
 
 def test_unknown_anchor_fails():
@@ -183,7 +186,7 @@ def test_id_helpers():
 
 
 def test_offered_ids_honour_opt_in_and_the_env(monkeypatch):
-    fam = _family(slots={"stable": EngineSlot(0), "young": EngineSlot(1, opt_in=True)})
+    fam = _family(slots={"stable": _slot(0), "young": _slot(1, opt_in=True)})
     monkeypatch.delenv(mf.OPT_IN_ENV, raising=False)
     assert pygraph.engines.offered_ids(fam) == {"stable": 29000}
     monkeypatch.setenv(mf.OPT_IN_ENV, "young")
@@ -225,31 +228,119 @@ def test_instantiate_tolerates_an_absent_package():
     with manifest_override([_family()]):
         result = pygraph.engines.instantiate(pygraph.engines.families()[0])
     assert result.engines == ()
-    assert "package for family 'fam' is not installed" in result.unavailable["a"]
-
-
-def test_instantiate_hands_each_engine_its_id(tmp_path, monkeypatch):
-    (tmp_path / "standin_family_pkg.py").write_text(
-        "class E:\n"
-        "    def __init__(self, engine_id):\n"
-        "        self.engine_id = engine_id\n"
-        "        self.name = 'a'\n"
-        "def make(ids):\n"
-        "    return [E(ids['a'])]\n"
-        "def make_wrong(ids):\n"
-        "    return [E(12345)]\n"
+    assert result.unavailable["a"].startswith(
+        "package for family 'fam' is not installed (no module 'absent_family_pkg'; pip install 'pygraph-core[fam]')"
     )
+
+
+_STANDIN_PACKAGE = """
+class _Engine:
+    def __init__(self, engine_id):
+        self.engine_id = engine_id
+
+class A(_Engine):
+    name = "a"
+
+class Misnamed(_Engine):
+    name = "not_a"
+
+class Misnumbered(_Engine):
+    name = "a"
+    def __init__(self, engine_id):
+        self.engine_id = 12345
+"""
+
+
+@pytest.fixture
+def standin_package(tmp_path, monkeypatch):
+    """A family package ``standin_family_pkg`` with engine classes and one module that cannot import."""
+    pkg = tmp_path / "standin_family_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "engines.py").write_text(_STANDIN_PACKAGE)
+    (pkg / "needs_dsl.py").write_text("import a_dsl_that_is_not_installed\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    return "standin_family_pkg"
+
+
+def _standin(**slots: EngineSlot) -> EngineFamily:
+    return EngineFamily("fam", 29000, "standin_family_pkg", slots, ("MATMUL",))
+
+
+def test_core_builds_each_offered_slot_from_its_class_with_the_slot_id(standin_package):
+    fam = _standin(
+        a=EngineSlot(0, impl=("standin_family_pkg.engines", "A")),
+        b=EngineSlot(1, impl=("standin_family_pkg.needs_dsl", "B")),
+        c=EngineSlot(2, planned="its kernel is not written yet"),
+        d=EngineSlot(3, impl=("standin_family_pkg.engines", "D"), opt_in=True),
+    )
+    with manifest_override([fam]):
+        assert pygraph.engines.offered_ids(fam) == {"a": 29000, "b": 29001}
+        result = pygraph.engines.instantiate(fam)
+    assert [(e.name, e.engine_id) for e in result.engines] == [("a", 29000)]
+    assert result.unavailable == {
+        "b": "engine 'b' could not be imported: No module named 'a_dsl_that_is_not_installed'",
+        "c": "planned: its kernel is not written yet",
+    }
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [("Misnamed", "with id 29000 and name 'not_a'"), ("Misnumbered", "with id 12345 and name 'a'")],
+    ids=["name", "id"],
+)
+def test_an_engine_that_does_not_carry_its_slots_id_and_name_is_a_bug(standin_package, cls, message):
+    fam = _standin(a=EngineSlot(0, impl=("standin_family_pkg.engines", cls)))
+    with manifest_override([fam]), pytest.raises(ValueError, match=f"family 'fam' slot 'a': .*{message}"):
+        pygraph.engines.instantiate(fam)
+
+
+def test_a_family_of_planned_slots_imports_nothing_and_says_why(standin_package):
     fam = EngineFamily(
-        "fam", 29000, "standin_family_pkg", "make", {"a": EngineSlot(0), "b": EngineSlot(1)}, ("MATMUL",)
+        "fam", 29000, "not_installed_anywhere", {"a": EngineSlot(0, planned="soon")}, ("MATMUL",)
     )
     with manifest_override([fam]):
         result = pygraph.engines.instantiate(fam)
-    assert [e.engine_id for e in result.engines] == [29000]
-    assert result.unavailable == {"b": "family 'fam' ships no engine for slot 'b' yet"}
-    wrong = EngineFamily("fam", 29000, "standin_family_pkg", "make_wrong", {"a": EngineSlot(0)}, ("MATMUL",))
-    with (
-        manifest_override([wrong]),
-        pytest.raises(ValueError, match="with id 12345; it was handed \\[29000\\]"),
+    assert result.engines == () and result.unavailable == {"a": "planned: soon"}
+    assert repr(fam) == "EngineFamily(fam: block 29000..29099; a=29000 (planned: soon))"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "give exactly one of impl=\\('module', 'Class'\\) or planned='why not yet'"),
+        ({"impl": ("m", "C"), "planned": "why"}, "give exactly one of"),
+        ({"impl": ("only_module",)}, "EngineSlot\\(0\\) impl must be a \\('module', 'callable'\\) pair"),
+        ({"planned": "  "}, "planned must say why"),
+        ({"planned": "why", "opt_in": True}, "a planned slot is never offered"),
+    ],
+    ids=["neither", "both", "bad-impl", "empty-reason", "planned-opt-in"],
+)
+def test_a_slot_names_its_class_or_why_it_is_planned(kwargs, message):
+    with pytest.raises(TypeError, match=message):
+        EngineSlot(0, **kwargs)
+
+
+def test_every_module_a_family_names_lives_in_its_package():
+    stray = _family(slots={"a": EngineSlot(0, impl=("other_pkg.engines", "E"))})
+    with pytest.raises(
+        ManifestError, match="slot 'a' impl: module 'other_pkg.engines' is outside the family's package"
     ):
-        pygraph.engines.instantiate(wrong)
+        check_families([stray])
+    with pytest.raises(
+        ManifestError, match="family 'fam' analyzer: module 'absent_family_pkgx.analyzer' is outside"
+    ):
+        check_families([_family(analyzer=("absent_family_pkgx.analyzer", "analyze"))])
+    check_families([_family(analyzer=("absent_family_pkg", "analyze"))])
+
+
+def test_records_round_trip_through_the_table_rows():
+    fam = _family(
+        slots={"a": _slot(0), "b": _slot(1, opt_in=True), "c": EngineSlot(2, planned="not yet")},
+        analyzer=("absent_family_pkg.analyzer", "analyze"),
+        distribution="pygraph-engines-fam",
+    )
+    assert EngineFamily.from_row(fam.to_row()) == fam
+    assert fam.planned == {"c": "not yet"}
+    for shipped in pygraph.engines.families():
+        assert EngineFamily.from_row(shipped.to_row()) == shipped

@@ -1,11 +1,26 @@
-"""The linear-attention families' declarations, as the manifest ships them."""
+"""The linear-attention families as the manifest ships them: blocks, planned slots, planning on CPU."""
 
 from __future__ import annotations
 
 import pytest
 
 import pygraph
-from pygraph_linear_attention.engines import make_engines
+from pygraph import data_type as dt
+from pygraph import heur_mode
+from pygraph.engines.base import PlanConfig
+from pygraph_linear_attention.analyzer import analyze
+from pygraph_linear_attention.heuristics import recommend
+
+
+def _gdn_graph(t=64, h=2, d=16):
+    g = pygraph.Graph(name="gdn", io_data_type=dt.BFLOAT16)
+    q, k, v = (g.tensor(name=n, dim=[t, h, d], data_type=dt.BFLOAT16) for n in "qkv")
+    gate = g.tensor(name="g", dim=[t, h], data_type=dt.FLOAT)
+    beta = g.tensor(name="beta", dim=[t, h], data_type=dt.BFLOAT16)
+    cu = g.tensor(name="cu_seqlens", dim=[2], data_type=dt.INT32)
+    o, final = g.gdn(q=q, k=k, v=v, g=gate, beta=beta, cu_seqlens=cu)
+    o.set_output(True)
+    return g, o, final
 
 
 @pytest.mark.parametrize(
@@ -16,7 +31,7 @@ from pygraph_linear_attention.engines import make_engines
         ("gdn2", 20300, ("GDN2", "GDN2_BWD")),
     ],
 )
-def test_family_blocks_and_anchors(name, block, anchors):
+def test_family_blocks_anchors_and_hooks(name, block, anchors):
     fam = pygraph.engines.family_by_name(name)
     assert (fam.engine_id, fam.anchors, fam.distribution) == (
         block,
@@ -24,22 +39,46 @@ def test_family_blocks_and_anchors(name, block, anchors):
         "pygraph-engines-linear-attention",
     )
     assert fam.ids == {f"{name}_sm90": block, f"{name}_cutile": block + 1}
+    assert fam.package == "pygraph_linear_attention"
+    assert fam.analyzer == ("pygraph_linear_attention.analyzer", "analyze")
+    assert fam.heuristics == ("pygraph_linear_attention.heuristics", "recommend")
 
 
-def test_unwritten_engines_are_opt_in_and_build_nothing():
-    for name in ("gdn", "kda", "gdn2"):
-        fam = pygraph.engines.family_by_name(name)
-        assert all(slot.opt_in for slot in fam.slots.values())
-        assert make_engines(fam.ids) == []
+@pytest.mark.parametrize("name", ["gdn", "kda", "gdn2"])
+def test_unwritten_engines_are_planned_not_offered_and_say_why(name):
+    fam = pygraph.engines.family_by_name(name)
+    assert all(slot.is_planned for slot in fam.slots.values())
+    assert pygraph.engines.offered_ids(fam) == {}
+    built = pygraph.engines.instantiate(fam)
+    assert built.engines == ()
+    assert built.unavailable == {
+        f"{name}_sm90": f"planned: the chunked CuTe DSL kernels for Hopper are not written yet; "
+        f"no backend lowers {name} graphs",
+        f"{name}_cutile": f"planned: the portable cuTile kernels (sm80 and up) are not written yet; "
+        f"no backend lowers {name} graphs",
+    }
 
 
 def test_a_gdn_graph_names_its_family():
-    g = pygraph.Graph(name="gdn", io_data_type=pygraph.data_type.BFLOAT16)
-    t, h, d = 64, 2, 16
-    q, k, v = (g.tensor(name=n, dim=[t, h, d], data_type=pygraph.data_type.BFLOAT16) for n in "qkv")
-    gate = g.tensor(name="g", dim=[t, h], data_type=pygraph.data_type.FLOAT)
-    beta = g.tensor(name="beta", dim=[t, h], data_type=pygraph.data_type.BFLOAT16)
-    cu = g.tensor(name="cu_seqlens", dim=[2], data_type=pygraph.data_type.INT32)
-    o, final = g.gdn(q=q, k=k, v=v, g=gate, beta=beta, cu_seqlens=cu)
-    assert final is None and o.dim == (t, h, d)
+    g, o, final = _gdn_graph()
+    assert final is None and o.dim == (64, 2, 16)
     assert pygraph.engines.family_for(g).name == "gdn"
+
+
+def test_the_hook_proposes_nothing_of_ours_and_keeps_the_backend_block():
+    g, _, _ = _gdn_graph()
+    facts = analyze(g)
+    assert recommend([heur_mode.A, heur_mode.FALLBACK], facts, {}, []) == []
+    entries = [PlanConfig(-1), PlanConfig(5, {}, mode=heur_mode.A)]
+    assert [c.engine_id for c in recommend([heur_mode.A], facts, {}, entries)] == [-1, 5, -1]
+
+
+def test_planning_a_gdn_graph_raises_naming_the_backend_and_every_planned_engine():
+    g, _, _ = _gdn_graph()
+    with pytest.raises(pygraph.GraphNotSupportedError) as err:
+        g.create_execution_plans([heur_mode.A, heur_mode.FALLBACK])
+    message = str(err.value)
+    assert "no plan serves graph 'gdn'" in message
+    assert "python-only op(s) GDN have no backend lowering" in message
+    assert "gdn_sm90: planned: the chunked CuTe DSL kernels for Hopper are not written yet" in message
+    assert "gdn_cutile: planned: the portable cuTile kernels" in message

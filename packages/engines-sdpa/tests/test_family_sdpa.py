@@ -1,19 +1,70 @@
-"""The sdpa families' declarations, as the manifest ships them."""
+"""The sdpa families as the manifest ships them: blocks, planned slots, the hook, planning on CPU."""
 
 from __future__ import annotations
 
+import pytest
+
 import pygraph
-from pygraph_sdpa.engines import make_engines
+from pygraph import data_type as dt
+from pygraph import heur_mode
+from pygraph.engines.base import PlanConfig
+from pygraph.engines.heuristics import assemble
+from pygraph_sdpa.analyzer import analyze
+from pygraph_sdpa.heuristics import recommend
+
+
+def _attention_graph(name="attn"):
+    g = pygraph.Graph(name=name, io_data_type=dt.BFLOAT16, compute_data_type=dt.FLOAT)
+    q, k, v = (g.tensor(name=n, dim=[2, 4, 128, 64], data_type=dt.BFLOAT16) for n in "qkv")
+    o, _stats = g.sdpa(q=q, k=k, v=v, attn_scale=0.125, use_causal_mask=True, name="sdpa")
+    o.set_output(True)
+    return g
 
 
 def test_forward_and_backward_are_separate_families_with_their_own_blocks():
     fwd, bwd = pygraph.engines.family_by_name("sdpa_fwd"), pygraph.engines.family_by_name("sdpa_bwd")
     assert (fwd.engine_id, fwd.anchors, fwd.distribution) == (20500, ("SDPA",), "pygraph-engines-sdpa")
     assert (bwd.engine_id, bwd.anchors) == (20600, ("SDPA_BWD",))
+    for fam in (fwd, bwd):
+        assert fam.package == "pygraph_sdpa"
+        assert fam.analyzer == ("pygraph_sdpa.analyzer", "analyze")
+        assert fam.heuristics == ("pygraph_sdpa.heuristics", "recommend")
 
 
-def test_unwritten_engines_are_opt_in_and_build_nothing():
-    for name in ("sdpa_fwd", "sdpa_bwd"):
-        fam = pygraph.engines.family_by_name(name)
-        assert all(slot.opt_in for slot in fam.slots.values())
-        assert make_engines(fam.ids) == []
+@pytest.mark.parametrize(("family", "engine"), [("sdpa_fwd", "sdpa_fwd_sm90"), ("sdpa_bwd", "sdpa_bwd_sm90")])
+def test_unwritten_engines_are_planned_not_offered_and_say_why(family, engine):
+    fam = pygraph.engines.family_by_name(family)
+    assert fam.slots[engine].is_planned and fam.slots[engine].impl is None
+    assert pygraph.engines.offered_ids(fam) == {}
+    built = pygraph.engines.instantiate(fam)
+    assert built.engines == ()
+    assert built.unavailable[engine].startswith("planned: the CuTe DSL ")
+    assert "the cuDNN backend serves these graphs" in built.unavailable[engine]
+    assert f"{engine}={fam.engine_id} (planned: " in repr(fam)
+
+
+def test_the_hook_keeps_the_backend_block_exactly_as_a_family_without_a_hook():
+    a1, a2, fb = (
+        PlanConfig(3, {}, mode=heur_mode.A),
+        PlanConfig(7, {}, mode=heur_mode.A),
+        PlanConfig(1, {}, mode=heur_mode.FALLBACK),
+    )
+    delegating = PlanConfig(-1)
+    entries = [delegating, a1, a2, fb]
+    for modes in ([heur_mode.A, heur_mode.FALLBACK], [heur_mode.OPENSOURCE, heur_mode.A]):
+        ranked = recommend(modes, analyze(_attention_graph()), {}, entries)
+        assert ranked == assemble(modes, lambda kind: [], entries)
+    ranked = recommend([heur_mode.A, heur_mode.FALLBACK], analyze(_attention_graph()), {}, entries)
+    assert [c.engine_id for c in ranked] == [-1, 3, 7, -1, 1, -1]
+
+
+def test_planning_reports_the_planned_engine_when_the_backend_declines():
+    # No cuDNN runtime on the CPU machine: the backend declines, nothing else serves the graph.
+    graph = _attention_graph()
+    try:
+        graph.create_execution_plans([heur_mode.A, heur_mode.FALLBACK])
+    except pygraph.GraphNotSupportedError as exc:
+        assert "sdpa_fwd_sm90: planned: the CuTe DSL forward for Hopper is not written yet" in str(exc)
+    else:  # a machine with a cuDNN runtime: the backend's plans, none of ours
+        assert graph.get_execution_plan_count() > 0
+        assert all(not pygraph.engines.is_python_engine(c.engine_id) for c in graph.plans)

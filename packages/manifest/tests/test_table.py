@@ -9,14 +9,14 @@ KEYS = {
     "name",
     "engine_id",
     "distribution",
-    "module",
-    "factory",
+    "package",
     "slots",
     "anchors",
     "analyzer",
     "heuristics",
     "validator",
 }
+SLOT_KEYS = {"name", "slot", "impl", "opt_in", "planned"}
 
 
 def test_rows_are_plain_data():
@@ -24,8 +24,15 @@ def test_rows_are_plain_data():
 
     assert FAMILIES and all(set(row) == KEYS for row in FAMILIES)
     for row in FAMILIES:
-        for engine_name, slot, opt_in in row["slots"]:
-            assert isinstance(engine_name, str) and 0 <= slot < 100 and isinstance(opt_in, bool)
+        for slot in row["slots"]:
+            assert set(slot) == SLOT_KEYS
+            assert (
+                isinstance(slot["name"], str) and 0 <= slot["slot"] < 100 and isinstance(slot["opt_in"], bool)
+            )
+            # a slot names its engine class as ("module", "Class") or says why it is planned
+            assert (slot["impl"] is None) != (slot["planned"] is None)
+            if slot["impl"] is not None:
+                assert slot["impl"][0].startswith(row["package"] + ".")
 
 
 def test_reading_the_table_imports_nothing_but_the_standard_library():

@@ -12,11 +12,12 @@ def pygraph_families() -> list[EngineFamily]:
         EngineFamily(
             name="gemm",
             engine_id=20400,
-            module="pygraph_gemm.engines",
-            factory="make_engines",
+            package="pygraph_gemm",
             slots={
-                "gemm_sm90": EngineSlot(0),  # CuTe DSL, TMA + wgmma
-                "gemm_sm80": EngineSlot(1, opt_in=True),  # CuTe DSL, portable cp.async + mma.sync
+                # CuTe DSL, TMA + wgmma
+                "gemm_sm90": EngineSlot(0, impl=("pygraph_gemm.engines.sm90", "GemmSm90Engine")),
+                # CuTe DSL, portable cp.async + mma.sync
+                "gemm_sm80": EngineSlot(1, impl=("pygraph_gemm.engines.sm80", "GemmSm80Engine"), opt_in=True),
             },
             anchors=("MATMUL",),
             analyzer=("pygraph_gemm.analyzer", "analyze"),

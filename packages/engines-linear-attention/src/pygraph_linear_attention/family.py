@@ -1,24 +1,28 @@
-"""Declarations of the ``gdn``, ``kda`` and ``gdn2`` families (read at build time)."""
+"""Declarations of the ``gdn``, ``kda`` and ``gdn2`` families (read by the manifest generator at build time)."""
 
 from __future__ import annotations
 
 from pygraph.engines.hookspec import hookimpl
 from pygraph.engines.manifest import EngineFamily, EngineSlot
 
-_MODULE = "pygraph_linear_attention.engines"
-
 
 def _family(name: str, engine_id: int, anchors: tuple[str, ...]) -> EngineFamily:
+    no_backend = f"no backend lowers {name} graphs"
     return EngineFamily(
         name=name,
         engine_id=engine_id,
-        module=_MODULE,
-        factory="make_engines",
+        package="pygraph_linear_attention",
         slots={
-            f"{name}_sm90": EngineSlot(0, opt_in=True),  # CuTe DSL, Hopper (planned)
-            f"{name}_cutile": EngineSlot(1, opt_in=True),  # cuTile, portable (planned)
+            f"{name}_sm90": EngineSlot(
+                0, planned=f"the chunked CuTe DSL kernels for Hopper are not written yet; {no_backend}"
+            ),
+            f"{name}_cutile": EngineSlot(
+                1, planned=f"the portable cuTile kernels (sm80 and up) are not written yet; {no_backend}"
+            ),
         },
         anchors=anchors,
+        analyzer=("pygraph_linear_attention.analyzer", "analyze"),
+        heuristics=("pygraph_linear_attention.heuristics", "recommend"),
     )
 
 

@@ -1,9 +1,11 @@
-"""Declarations of the ``sdpa_fwd`` and ``sdpa_bwd`` families (read at build time)."""
+"""Declarations of the ``sdpa_fwd`` and ``sdpa_bwd`` families (read by the manifest generator at build time)."""
 
 from __future__ import annotations
 
 from pygraph.engines.hookspec import hookimpl
 from pygraph.engines.manifest import EngineFamily, EngineSlot
+
+_BACKEND_SERVES = "the cuDNN backend serves these graphs"
 
 
 @hookimpl
@@ -12,17 +14,27 @@ def pygraph_families() -> list[EngineFamily]:
         EngineFamily(
             name="sdpa_fwd",
             engine_id=20500,
-            module="pygraph_sdpa.engines",
-            factory="make_engines",
-            slots={"sdpa_fwd_sm90": EngineSlot(0, opt_in=True)},  # planned
+            package="pygraph_sdpa",
+            slots={
+                "sdpa_fwd_sm90": EngineSlot(
+                    0, planned=f"the CuTe DSL forward for Hopper is not written yet; {_BACKEND_SERVES}"
+                ),
+            },
             anchors=("SDPA",),
+            analyzer=("pygraph_sdpa.analyzer", "analyze"),
+            heuristics=("pygraph_sdpa.heuristics", "recommend"),
         ),
         EngineFamily(
             name="sdpa_bwd",
             engine_id=20600,
-            module="pygraph_sdpa.engines",
-            factory="make_engines",
-            slots={"sdpa_bwd_sm90": EngineSlot(0, opt_in=True)},  # planned
+            package="pygraph_sdpa",
+            slots={
+                "sdpa_bwd_sm90": EngineSlot(
+                    0, planned=f"the CuTe DSL backward for Hopper is not written yet; {_BACKEND_SERVES}"
+                ),
+            },
             anchors=("SDPA_BWD",),
+            analyzer=("pygraph_sdpa.analyzer", "analyze"),
+            heuristics=("pygraph_sdpa.heuristics", "recommend"),
         ),
     ]

@@ -56,7 +56,7 @@ EXAMPLES: dict[str, Callable[[Any], Any]] = {
 
 
 def _installed(family: engines.EngineFamily) -> bool:
-    return importlib.util.find_spec(family.module.split(".")[0]) is not None
+    return importlib.util.find_spec(family.package.split(".")[0]) is not None
 
 
 def _show_plans(graph: Any, head: int = 6, tail: int = 3) -> bool:

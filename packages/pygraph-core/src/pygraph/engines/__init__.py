@@ -1,7 +1,7 @@
 """Engines: the id space, the manifest accessors, and (lazily) the engine contract.
 
-Nothing here imports a family package or a DSL; families are imported through the manifest's
-("module", "callable") strings when a graph needs them.
+Nothing here imports a family package or a DSL; a family's engines are built by core from the
+("module", "Class") its slots name, when a graph of the family is planned (`instantiate`).
 """
 
 from __future__ import annotations

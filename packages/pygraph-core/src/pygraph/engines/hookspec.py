@@ -6,6 +6,16 @@ A family package names its implementation module under the entry-point group
 
     [project.entry-points."pygraph.families"]
     gemm = "pygraph_gemm.family"
+
+and that module returns its `EngineFamily` records, each slot naming its engine class or saying
+why it is planned::
+
+    @hookimpl
+    def pygraph_families() -> list[EngineFamily]:
+        return [EngineFamily(name="gemm", engine_id=20400, package="pygraph_gemm", anchors=("MATMUL",),
+                             slots={"gemm_sm90": EngineSlot(0, impl=("pygraph_gemm.engines.sm90", "GemmSm90Engine"))},
+                             analyzer=("pygraph_gemm.analyzer", "analyze"),
+                             heuristics=("pygraph_gemm.heuristics", "recommend"))]
 """
 
 from __future__ import annotations

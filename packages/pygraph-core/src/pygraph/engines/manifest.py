@@ -1,23 +1,23 @@
-"""Engine families: the record types and the run-time accessors over the generated table.
+"""Engine families: the declaration records and the run-time accessors over the generated table.
 
-The table itself lives in the ``pygraph_manifest`` distribution and is generated at build time
-from the families' pluggy declarations. At run time nothing registers: every answer here is a
-lookup in that table (or in the records a test installed with
-:func:`pygraph.testing.manifest_override`).
+A family package declares `EngineFamily` records (its ``family.py``); the manifest's build hook
+turns them into the ``pygraph_manifest`` table. At run time nothing registers: every answer here
+is a lookup in that table (or in the records a test installed with
+:func:`pygraph.testing.manifest_override`), and `instantiate` builds a family's engines from the
+classes its slots name.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from pygraph.engines.engine_ids import FAMILY_BLOCK, is_python_engine
+from pygraph.engines.factory import FamilyEngines, HookRef, build_engines, resolve_hook
 
 __all__ = [
     "OPT_IN_ENV",
@@ -34,34 +34,86 @@ __all__ = [
     "resolve_hook",
 ]
 
-log = logging.getLogger(__name__)
-
 OPT_IN_ENV = "PYGRAPH_ENABLE_OPT_IN_ENGINES"
 
-HookRef = tuple[str, str]
+
+def _check_ref(ref: Any, what: str) -> HookRef:
+    """``ref`` as a ("module", "attribute") tuple, or TypeError naming ``what`` and the value."""
+    if not isinstance(ref, (tuple, list)) or len(ref) != 2 or not all(isinstance(p, str) and p for p in ref):
+        raise TypeError(f"{what} must be a ('module', 'callable') pair of strings, got {ref!r}")
+    return (ref[0], ref[1])
 
 
 @dataclasses.dataclass(frozen=True)
 class EngineSlot:
-    """An engine's place in its family's block: ``id = family.engine_id + slot``."""
+    """An engine's place in its family's block (``id = family.engine_id + slot``) and what fills it.
+
+    Exactly one of:
+
+    - ``impl``: the engine class as ("module", "Class"). Core imports it when a graph of the family
+      is planned and the slot is offered, and constructs it with the slot's id
+      (``Class(engine_id=...)``); the engine's ``name`` is the slot's name.
+    - ``planned``: why no engine fills the slot yet, in words a user reads (the planner's declines,
+      ``pygraph families``). A planned slot holds its id in the lock and is never offered.
+
+    ``opt_in`` slots ship but are offered only when ``PYGRAPH_ENABLE_OPT_IN_ENGINES`` names them.
+    """
 
     slot: int
+    impl: HookRef | None = None
     opt_in: bool = False
+    planned: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.impl is None) == (self.planned is None):
+            raise TypeError(
+                f"EngineSlot({self.slot}): give exactly one of impl=('module', 'Class') or planned='why not "
+                f"yet'; got impl={self.impl!r}, planned={self.planned!r}"
+            )
+        if self.impl is not None:
+            object.__setattr__(self, "impl", _check_ref(self.impl, f"EngineSlot({self.slot}) impl"))
+        elif not isinstance(self.planned, str) or not self.planned.strip():
+            raise TypeError(f"EngineSlot({self.slot}): planned must say why, got {self.planned!r}")
+        elif self.opt_in:
+            raise TypeError(
+                f"EngineSlot({self.slot}): a planned slot is never offered, so opt_in=True means nothing; "
+                "mark the engine opt-in when it ships"
+            )
+
+    @property
+    def is_planned(self) -> bool:
+        return self.planned is not None
+
+    def describe(self) -> str:
+        """`` (opt-in)``, `` (planned: why)`` or nothing: how the slot reads in a family's repr."""
+        if self.planned is not None:
+            return f" (planned: {self.planned})"
+        return " (opt-in)" if self.opt_in else ""
+
+    def to_row(self, name: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "slot": self.slot,
+            "impl": self.impl,
+            "opt_in": self.opt_in,
+            "planned": self.planned,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
 class EngineFamily:
     """One kind of graph and the engines that compete to serve it.
 
-    ``module``/``factory`` name the callable that builds the engines; ``analyzer``,
-    ``heuristics`` and ``validator`` are ("module", "callable") pairs, kept as strings so that
-    reading the table imports nothing. ``anchors`` are `NodeType` member names.
+    ``package`` is the family's import package (one distribution may ship several families);
+    ``slots`` map engine name -> `EngineSlot`, each naming its engine class or saying it is planned.
+    ``analyzer``, ``heuristics`` and ``validator`` are ("module", "callable") pairs inside the
+    package, kept as strings so that reading the table imports nothing. ``anchors`` are `NodeType`
+    member names.
     """
 
     name: str
     engine_id: int
-    module: str
-    factory: str
+    package: str
     slots: Mapping[str, EngineSlot]
     anchors: tuple[str, ...]
     analyzer: HookRef | None = None
@@ -72,26 +124,31 @@ class EngineFamily:
     def __post_init__(self) -> None:
         object.__setattr__(self, "slots", MappingProxyType(dict(self.slots)))
         object.__setattr__(self, "anchors", tuple(self.anchors))
+        if not isinstance(self.package, str) or not self.package:
+            raise TypeError(
+                f"family {self.name!r}: package must be the family's import package, got {self.package!r}"
+            )
+        for engine_name, slot in self.slots.items():
+            if not isinstance(slot, EngineSlot):
+                raise TypeError(
+                    f"family {self.name!r} slot {engine_name!r}: expected an EngineSlot, got {slot!r}"
+                )
         for field in ("analyzer", "heuristics", "validator"):
             ref = getattr(self, field)
             if ref is not None:
-                if len(ref) != 2 or not all(isinstance(part, str) for part in ref):
-                    raise TypeError(
-                        f"family {self.name!r}: {field} must be a ('module', 'callable') pair of strings, got {ref!r}"
-                    )
-                object.__setattr__(self, field, tuple(ref))
+                object.__setattr__(self, field, _check_ref(ref, f"family {self.name!r}: {field}"))
 
     def __hash__(self) -> int:
         return hash((self.name, self.engine_id))
 
     def __repr__(self) -> str:
-        slots = ", ".join(
-            f"{n}={self.engine_id + s.slot}{' (opt-in)' if s.opt_in else ''}"
-            for n, s in sorted(self.slots.items(), key=lambda kv: kv[1].slot)
-        )
+        slots = ", ".join(f"{n}={self.engine_id + s.slot}{s.describe()}" for n, s in self._by_slot())
         return (
             f"EngineFamily({self.name}: block {self.engine_id}..{self.engine_id + FAMILY_BLOCK - 1}; {slots})"
         )
+
+    def _by_slot(self) -> list[tuple[str, EngineSlot]]:
+        return sorted(self.slots.items(), key=lambda kv: kv[1].slot)
 
     @property
     def block(self) -> range:
@@ -107,8 +164,13 @@ class EngineFamily:
 
     @property
     def ids(self) -> dict[str, int]:
-        """Every declared engine name -> id, opt-in ones included."""
+        """Every declared engine name -> id, opt-in and planned ones included."""
         return {name: self.engine_id + s.slot for name, s in self.slots.items()}
+
+    @property
+    def planned(self) -> dict[str, str]:
+        """Engine name -> why it is not shipped yet, for the planned slots."""
+        return {name: s.planned for name, s in self._by_slot() if s.planned is not None}
 
     def to_row(self) -> dict[str, Any]:
         """Plain data, as the generated table stores it."""
@@ -116,11 +178,8 @@ class EngineFamily:
             "name": self.name,
             "engine_id": self.engine_id,
             "distribution": self.distribution,
-            "module": self.module,
-            "factory": self.factory,
-            "slots": tuple(
-                (n, s.slot, s.opt_in) for n, s in sorted(self.slots.items(), key=lambda kv: kv[1].slot)
-            ),
+            "package": self.package,
+            "slots": tuple(s.to_row(n) for n, s in self._by_slot()),
             "anchors": tuple(self.anchors),
             "analyzer": self.analyzer,
             "heuristics": self.heuristics,
@@ -132,9 +191,11 @@ class EngineFamily:
         return cls(
             name=row["name"],
             engine_id=row["engine_id"],
-            module=row["module"],
-            factory=row["factory"],
-            slots={n: EngineSlot(slot, opt_in) for n, slot, opt_in in row["slots"]},
+            package=row["package"],
+            slots={
+                s["name"]: EngineSlot(s["slot"], impl=s["impl"], opt_in=s["opt_in"], planned=s["planned"])
+                for s in row["slots"]
+            },
             anchors=tuple(row["anchors"]),
             analyzer=row.get("analyzer"),
             heuristics=row.get("heuristics"),
@@ -149,15 +210,6 @@ class EngineRef(NamedTuple):
     family: EngineFamily
     slot: int
     engine_name: str
-
-
-@dataclasses.dataclass(frozen=True)
-class FamilyEngines:
-    """The engines a family's factory built for its offered slots, and why any are missing."""
-
-    family: EngineFamily
-    engines: tuple[Any, ...]
-    unavailable: Mapping[str, str]  # engine name -> reason
 
 
 # --- the table in use ---------------------------------------------------------------------------
@@ -252,13 +304,14 @@ def _opt_in_enabled(family: EngineFamily, engine_name: str) -> bool:
 def offered_ids(family: EngineFamily) -> dict[str, int]:
     """Engine name -> id for the slots this process may use.
 
-    Opt-in slots are offered only when ``PYGRAPH_ENABLE_OPT_IN_ENGINES`` is ``1``/``all`` or lists
-    the engine's (or the family's) name, comma-separated.
+    Planned slots are never offered. Opt-in slots are offered only when
+    ``PYGRAPH_ENABLE_OPT_IN_ENGINES`` is ``1``/``all`` or lists the engine's (or the family's) name,
+    comma-separated.
     """
     return {
         name: family.engine_id + slot.slot
         for name, slot in sorted(family.slots.items(), key=lambda kv: kv[1].slot)
-        if not slot.opt_in or _opt_in_enabled(family, name)
+        if not slot.is_planned and (not slot.opt_in or _opt_in_enabled(family, name))
     }
 
 
@@ -279,52 +332,15 @@ def engine_for_id(engine_id: int) -> EngineRef:
     raise KeyError(f"engine id {engine_id} belongs to no family in the manifest")
 
 
-# --- lazy loading ------------------------------------------------------------------------------------
-
-
-def resolve_hook(ref: HookRef, *, what: str = "hook") -> Callable[..., Any]:
-    """Import ``module`` and return its ``callable`` (ImportError propagates: a missing package)."""
-    module_name, attr = ref
-    module = importlib.import_module(module_name)
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ImportError(
-            f"{what} {module_name}:{attr} does not exist (module {module_name!r} has no {attr!r})"
-        ) from None
-
-
-def _core_contract_reason(family: EngineFamily) -> str | None:
-    """Why the installed family package is outside this core's contract, or None."""
-    if not family.distribution:
-        return None
-    from importlib import metadata
-
-    from packaging.requirements import Requirement
-
-    from pygraph._version import __version__ as core_version
-
-    try:
-        requires = metadata.requires(family.distribution) or []
-    except metadata.PackageNotFoundError:
-        return None  # source tree on sys.path (tests, device runs): nothing to compare
-    for line in requires:
-        req = Requirement(line)
-        if (
-            req.name == "pygraph-core"
-            and req.marker is None
-            and not req.specifier.contains(core_version, prereleases=True)
-        ):
-            return f"{family.distribution} requires pygraph-core{req.specifier}, this is {core_version}"
-    return None
+# --- engines ------------------------------------------------------------------------------------------
 
 
 def instantiate(family: EngineFamily) -> FamilyEngines:
-    """Build the family's engines for its offered slots, importing its package lazily.
+    """The family's engines for its offered slots (built once per offered set), and why any are missing.
 
-    A family whose package is absent (or outside this core's contract) offers nothing and says why.
-    Each engine carries the id it was handed; a factory that returns an engine with an id it was
-    not handed is a bug and raises.
+    Core builds them from the slots' ``impl`` classes (`pygraph.engines.factory.build_engines`),
+    importing the family's package only here. A family whose package is absent (or outside this
+    core's contract) offers nothing and says why; a planned slot says it is planned.
     """
     offered = offered_ids(family)
     key = (family.name, tuple(offered.items()))
@@ -332,38 +348,7 @@ def instantiate(family: EngineFamily) -> FamilyEngines:
         cached = _instances.get(key)
     if cached is not None:
         return cached
-    result = _build_engines(family, offered)
+    result = build_engines(family, offered)
     with _lock:
         _instances[key] = result
     return result
-
-
-def _build_engines(family: EngineFamily, offered: dict[str, int]) -> FamilyEngines:
-    if not offered:
-        return FamilyEngines(family, (), {})
-    reason = _core_contract_reason(family)
-    if reason is None:
-        try:
-            factory = resolve_hook((family.module, family.factory), what=f"family {family.name!r} factory")
-        except ImportError as exc:
-            log.debug("family %s unavailable: %s", family.name, exc)
-            reason = f"package for family {family.name!r} is not installed ({exc})"
-    if reason is not None:
-        return FamilyEngines(family, (), dict.fromkeys(offered, reason))
-    engines = tuple(factory(dict(offered)))
-    handed = set(offered.values())
-    built = {}
-    for engine in engines:
-        engine_id = getattr(engine, "engine_id", None)
-        if engine_id not in handed:
-            raise ValueError(
-                f"family {family.name!r} factory returned engine {getattr(engine, 'name', engine)!r} "
-                f"with id {engine_id!r}; it was handed {sorted(handed)}"
-            )
-        built[engine_id] = engine
-    unavailable = {
-        name: f"family {family.name!r} ships no engine for slot {name!r} yet"
-        for name, engine_id in offered.items()
-        if engine_id not in built
-    }
-    return FamilyEngines(family, engines, unavailable)

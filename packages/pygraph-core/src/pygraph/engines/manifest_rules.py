@@ -49,6 +49,7 @@ def check_families(families: Iterable[EngineFamily]) -> None:
                     f"both claim id {fam.engine_id + slot.slot}"
                 )
             slot_owner[slot.slot] = engine_name
+        _check_refs_inside_package(fam)
         if not fam.anchors:
             raise ManifestError(f"family {fam.name!r} names no anchor node type")
         for anchor in fam.anchors:
@@ -61,6 +62,17 @@ def check_families(families: Iterable[EngineFamily]) -> None:
                     f"families {anchor_owner[anchor]!r} and {fam.name!r} both claim anchor node type {anchor}"
                 )
             anchor_owner[anchor] = fam.name
+
+
+def _check_refs_inside_package(fam: EngineFamily) -> None:
+    """Every module a family names lives in its package: "installed" means one import path."""
+    refs = [(field, getattr(fam, field)) for field in ("analyzer", "heuristics", "validator")]
+    refs += [(f"slot {name!r} impl", slot.impl) for name, slot in fam.slots.items()]
+    for what, ref in refs:
+        if ref is not None and ref[0] != fam.package and not ref[0].startswith(fam.package + "."):
+            raise ManifestError(
+                f"family {fam.name!r} {what}: module {ref[0]!r} is outside the family's package {fam.package!r}"
+            )
 
 
 def lock_entries(families: Iterable[EngineFamily]) -> dict[str, dict[str, Any]]:

@@ -15,9 +15,13 @@ def standin_family(*, heuristics: bool = True, analyzer: bool = True, anchors=("
     return EngineFamily(
         name="standin",
         engine_id=BLOCK,
-        module="pygraph_standins",
-        factory="make_engines",
-        slots=slots or {"alpha": EngineSlot(0), "beta": EngineSlot(1), "gamma": EngineSlot(2)},
+        package="pygraph_standins",
+        slots=slots
+        or {
+            "alpha": EngineSlot(0, impl=("pygraph_standins", "Alpha")),
+            "beta": EngineSlot(1, impl=("pygraph_standins", "Beta")),
+            "gamma": EngineSlot(2, impl=("pygraph_standins", "Gamma")),
+        },
         anchors=anchors,
         analyzer=("pygraph_standins", "analyze") if analyzer else None,
         heuristics=("pygraph_standins", "recommend") if heuristics else None,

@@ -1,0 +1,223 @@
+"""Plain-torch references of the linear-attention families: the Gated DeltaNet recurrence, token by token.
+
+Per sequence of ``cu_seqlens`` and per head, with the state ``S`` [V, K] starting at
+``initial_state`` (or 0), for each token ``t``::
+
+    S = exp(g_t) * S                          # decay (g is log-space)
+    S = S + beta_t * (v_t - S k_t) k_t^T      # delta-rule write
+    o_t = scale * S q_t                       # read (scale defaults to K ** -0.5)
+
+computed in ``dtype`` (float64 by default; any floating dtype runs) from the inputs converted to
+it. The backward is autograd through the same loop (`gated_delta_net_backward_reference`). The
+family's correctness suites check the engines against these, and a user can check a graph's
+``gdn`` the same way::
+
+    from pygraph_linear_attention.reference import gated_delta_net_reference
+    o, final_state = gated_delta_net_reference(q, k, v, g, beta, cu_seqlens, output_final_state=True)
+
+Layout (THD, as the graph's ``gdn`` op): q, k [T, H, K]; v [T, HV, V]; g, beta [T, HG] with HG
+dividing HO = max(H, HV) (the graph declares HV); ``cu_seqlens`` [N + 1] prefix sums (int32 or
+int64; a dense batch of B sequences of length L is [0, L, 2L, ...]). GQA/GVA: output head ``h``
+reads q/k head ``h // (HO // H)``, v head ``h // (HO // HV)``, and the same for every per-head
+input. O is [T, HO, V]; states are [N, HO, V, K].
+
+Options:
+
+- ``use_qk_l2norm``: q and k rows are L2-normalised (over K) inside.
+- ``use_beta_sigmoid``: beta is given as logits; ``beta = sigmoid(beta)``.
+- ``allow_neg_eigval``: beta is scaled to [0, 2) (``beta = 2 * beta``, after the sigmoid), so the
+  write ``I - beta k k^T`` may have a negative eigenvalue.
+- ``safe_gate``: g is given as raw logits with per-head ``a_log`` and ``dt_bias`` [HG]; the decay
+  is ``-exp(a_log) * softplus(g + dt_bias)``.
+
+The KDA (per-key-channel gate) and GDN-2 (channel-wise gates and a write gate) references come with
+their engines; this module holds Gated DeltaNet's.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["gated_delta_net_backward_reference", "gated_delta_net_reference"]
+
+_CALL = "pygraph_linear_attention.reference.gated_delta_net_reference"
+
+
+def _fail(message: str) -> ValueError:
+    return ValueError(f"{_CALL}: {message}")
+
+
+def _boundaries(cu_seqlens: torch.Tensor, tokens: int) -> list[int]:
+    if cu_seqlens.dtype not in (torch.int32, torch.int64) or cu_seqlens.dim() != 1:
+        raise _fail(
+            f"cu_seqlens must be a 1-d int32 or int64 tensor, got {cu_seqlens.dtype} {list(cu_seqlens.shape)}"
+        )
+    values = [int(x) for x in cu_seqlens.tolist()]
+    if not values or values[0] != 0 or values[-1] != tokens:
+        raise _fail(f"cu_seqlens must run from 0 to the token count {tokens}, got {values}")
+    if any(b < a for a, b in itertools.pairwise(values)):
+        raise _fail(f"cu_seqlens must not decrease, got {values}")
+    return values
+
+
+def _per_head(t: torch.Tensor, heads: int, name: str, axis: int) -> torch.Tensor:
+    """``t`` with its head axis repeated to ``heads`` (each head serving ``heads // H_t`` outputs)."""
+    have = t.shape[axis]
+    if have == 0 or heads % have:
+        raise _fail(f"{name} has {have} heads, which does not divide the output's {heads}")
+    return t.repeat_interleave(heads // have, dim=axis)
+
+
+def _gates(
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    heads: int,
+    *,
+    use_beta_sigmoid: bool,
+    allow_neg_eigval: bool,
+    safe_gate: bool,
+    a_log: torch.Tensor | None,
+    dt_bias: torch.Tensor | None,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log decay [T, HO], write strength [T, HO]) after the options are applied."""
+    g, beta = _per_head(g.to(dtype), heads, "g", 1), _per_head(beta.to(dtype), heads, "beta", 1)
+    if safe_gate:
+        if a_log is None:
+            raise _fail("safe_gate needs a_log (the per-head log decay rate)")
+        rate = _per_head(a_log.to(dtype).reshape(-1), heads, "a_log", 0)
+        bias = 0.0 if dt_bias is None else _per_head(dt_bias.to(dtype).reshape(-1), heads, "dt_bias", 0)
+        g = -torch.exp(rate) * F.softplus(g + bias)
+    elif a_log is not None or dt_bias is not None:
+        raise _fail("a_log and dt_bias are read only with safe_gate=True")
+    if use_beta_sigmoid:
+        beta = torch.sigmoid(beta)
+    if allow_neg_eigval:
+        beta = 2 * beta
+    return g, beta
+
+
+def gated_delta_net_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    *,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm: bool = False,
+    use_beta_sigmoid: bool = False,
+    allow_neg_eigval: bool = False,
+    safe_gate: bool = False,
+    a_log: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None,
+    dtype: torch.dtype = torch.float64,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(O [T, HO, V], final state [N, HO, V, K] or None) in ``dtype``; the module docstring has the math.
+
+    Differentiable in every tensor input (autograd through the loop).
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 3:
+            raise _fail(f"{name} must be [T, heads, dim], got shape {list(t.shape)}")
+    tokens = q.shape[0]
+    for name, t in (("k", k), ("v", v), ("g", g), ("beta", beta)):
+        if t.shape[0] != tokens:
+            raise _fail(f"{name} has {t.shape[0]} tokens, q has {tokens}")
+    if q.shape[1:] != k.shape[1:]:
+        raise _fail(f"q {list(q.shape)} and k {list(k.shape)} must have the same heads and head dim")
+    for name, t in (("g", g), ("beta", beta)):
+        if t.dim() != 2:
+            raise _fail(
+                f"{name} must be [T, heads] (one value per token and head), got shape {list(t.shape)}"
+            )
+    heads = max(q.shape[1], v.shape[1])
+    key_dim, value_dim = q.shape[2], v.shape[2]
+    bounds = _boundaries(cu_seqlens, tokens)
+    sequences = len(bounds) - 1
+    scale = key_dim**-0.5 if scale is None else float(scale)
+
+    q, k = _per_head(q.to(dtype), heads, "q", 1), _per_head(k.to(dtype), heads, "k", 1)
+    v = _per_head(v.to(dtype), heads, "v", 1)
+    if use_qk_l2norm:
+        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+    decay, write = _gates(
+        g, beta, heads, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
+        safe_gate=safe_gate, a_log=a_log, dt_bias=dt_bias, dtype=dtype,
+    )  # fmt: skip
+    state_shape = (sequences, heads, value_dim, key_dim)
+    if initial_state is not None and tuple(initial_state.shape) != state_shape:
+        raise _fail(
+            f"initial_state must be [N, HO, V, K] = {list(state_shape)}, got {list(initial_state.shape)}"
+        )
+
+    outputs, finals = [], []
+    for n in range(sequences):
+        state = (
+            initial_state[n].to(dtype)
+            if initial_state is not None
+            else q.new_zeros((heads, value_dim, key_dim))
+        )
+        for t in range(bounds[n], bounds[n + 1]):
+            state = torch.exp(decay[t]).reshape(heads, 1, 1) * state
+            recalled = torch.einsum("hvk,hk->hv", state, k[t])
+            state = state + torch.einsum("h,hv,hk->hvk", write[t], v[t] - recalled, k[t])
+            outputs.append(scale * torch.einsum("hvk,hk->hv", state, q[t]))
+        finals.append(state)
+    out = torch.stack(outputs) if outputs else q.new_zeros((0, heads, value_dim))
+    if not output_final_state:
+        return out, None
+    final = torch.stack(finals) if finals else q.new_zeros(state_shape)
+    return out, final.to(initial_state.dtype) if initial_state is not None else final
+
+
+def gated_delta_net_backward_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    grad_out: torch.Tensor,
+    *,
+    grad_final_state: torch.Tensor | None = None,
+    initial_state: torch.Tensor | None = None,
+    a_log: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None,
+    dtype: torch.dtype = torch.float64,
+    **options: object,
+) -> dict[str, torch.Tensor]:
+    """The graph's ``gdn_bwd`` outputs in ``dtype``, by autograd through `gated_delta_net_reference`.
+
+    Keys: ``dQ dK dV dG dBeta``, plus ``d_initial_state`` when ``initial_state`` is given and
+    ``d_a_log`` / ``d_dt_bias`` when ``safe_gate`` is set and they are given. ``grad_out`` is dO;
+    ``grad_final_state`` the gradient flowing into the final state (0 when None).
+    """
+    named = {"dQ": q, "dK": k, "dV": v, "dG": g, "dBeta": beta}
+    if initial_state is not None:
+        named["d_initial_state"] = initial_state
+    if options.get("safe_gate"):
+        named.update({n: t for n, t in (("d_a_log", a_log), ("d_dt_bias", dt_bias)) if t is not None})
+    leaves = {name: t.detach().to(dtype).requires_grad_(True) for name, t in named.items()}
+    with torch.enable_grad():
+        out, final = gated_delta_net_reference(
+            leaves["dQ"], leaves["dK"], leaves["dV"], leaves["dG"], leaves["dBeta"], cu_seqlens,
+            initial_state=leaves.get("d_initial_state"),
+            a_log=leaves.get("d_a_log", a_log), dt_bias=leaves.get("d_dt_bias", dt_bias),
+            output_final_state=grad_final_state is not None, dtype=dtype, **options,
+        )  # fmt: skip
+        results, grads = [out], [grad_out.to(dtype)]
+        if grad_final_state is not None:
+            results.append(final)
+            grads.append(grad_final_state.to(final.dtype))
+        values = torch.autograd.grad(results, list(leaves.values()), grads, allow_unused=True)
+    return {
+        name: grad if grad is not None else torch.zeros_like(leaf)
+        for (name, leaf), grad in zip(leaves.items(), values)
+    }
