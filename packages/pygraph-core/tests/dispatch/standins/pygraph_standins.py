@@ -1,6 +1,6 @@
 """Stand-in engines for the dispatch suite: no arithmetic, they record what they were handed.
 
-Reached only through manifest records ("pygraph_standins", "make_engines") given to
+Reached only through manifest records naming ("pygraph_standins", "Alpha") etc., given to
 `pygraph.testing.manifest_override`. Behaviour is steered through `BEHAVIOUR` / `HOOK`.
 Imports nothing but pygraph (the import-boundary test plans with it in a fresh interpreter).
 """
@@ -108,13 +108,6 @@ class Beta(_StandIn):
 class Gamma(_StandIn):
     name = "gamma"
     workspace = 256
-
-
-_CLASSES = {"alpha": Alpha, "beta": Beta, "gamma": Gamma}
-
-
-def make_engines(ids: dict[str, int]) -> list[BaseEngine]:
-    return [_CLASSES[name](engine_id=engine_id) for name, engine_id in ids.items() if name in _CLASSES]
 
 
 def recommend(
