@@ -95,6 +95,17 @@ def test_users_install_from_the_wheels_in_a_fresh_venv(wheelhouse, tmp_path):
         "gdn2": 20300,
     }.items():
         assert f"EngineFamily({name}: block {block}..{block + 99}" in out, out
+    # Families declare only the dependencies they use: no kernel ships for sdpa or linear
+    # attention yet, so installing them brings no DSL; their planned engines say why they are absent.
+    out = _run(
+        python,
+        "-c",
+        "import importlib.util as u, pygraph; "
+        "print([m for m in ('cutlass', 'cuda.tile', 'torch') if u.find_spec(m.split('.')[0])]); "
+        "print(pygraph.engines.instantiate(pygraph.engines.family_by_name('gdn')).unavailable)",
+    )
+    assert out.splitlines()[0] == "[]", out
+    assert "'gdn_sm90': 'planned: " in out, out
     # The gemm family's package was not asked for: it offers nothing and says why.
     out = _run(
         python,
