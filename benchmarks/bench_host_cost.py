@@ -120,10 +120,6 @@ class NoopGemm(BaseEngine):
         return _Plan(request, NoopGemm.driver)
 
 
-def make_engines(ids: dict[str, int]) -> list[BaseEngine]:
-    return [NoopGemm(engine_id=ids["noop_gemm"])]
-
-
 # --- measurement -----------------------------------------------------------------------------------
 
 
@@ -160,9 +156,8 @@ def main() -> int:
     family = EngineFamily(
         name="bench_gemm",
         engine_id=20900,
-        module="bench_host_cost",
-        factory="make_engines",
-        slots={"noop_gemm": EngineSlot(0)},
+        package="bench_host_cost",
+        slots={"noop_gemm": EngineSlot(0, impl=("bench_host_cost", "NoopGemm"))},
         anchors=("MATMUL",),
     )
     with manifest_override([family]):

@@ -54,10 +54,6 @@ class NoopPlanEngine(BaseEngine):
         return _Plan(request)
 
 
-def make_engines(ids: dict[str, int]) -> list[BaseEngine]:
-    return [NoopPlanEngine(engine_id=ids["noop_plan"])]
-
-
 def main() -> int:
     import torch
 
@@ -75,9 +71,8 @@ def main() -> int:
     family = EngineFamily(
         name="bench_cpu",
         engine_id=20900,
-        module="host_cost_cpu",
-        factory="make_engines",
-        slots={"noop_plan": EngineSlot(0)},
+        package="host_cost_cpu",
+        slots={"noop_plan": EngineSlot(0, impl=("host_cost_cpu", "NoopPlanEngine"))},
         anchors=("MATMUL",),
     )
     rows: list[tuple[str, dict[int, float]]] = []

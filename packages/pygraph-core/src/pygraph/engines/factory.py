@@ -16,6 +16,7 @@ import dataclasses
 import importlib
 import importlib.util
 import logging
+import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +61,9 @@ def _extra_of(family: EngineFamily) -> str:
 
 def _absent_reason(family: EngineFamily) -> str | None:
     """Why the family's package cannot be imported at all, or None (asked without importing it)."""
-    if importlib.util.find_spec(family.package.partition(".")[0]) is not None:
+    top = family.package.partition(".")[0]
+    # already imported (a script that registered itself under the package's name counts too)
+    if top in sys.modules or importlib.util.find_spec(top) is not None:
         return None
     return (
         f"package for family {family.name!r} is not installed (no module {family.package!r}; "
