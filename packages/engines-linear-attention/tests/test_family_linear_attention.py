@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 import pygraph
@@ -82,3 +86,14 @@ def test_planning_a_gdn_graph_raises_naming_the_backend_and_every_planned_engine
     assert "python-only op(s) GDN have no backend lowering" in message
     assert "gdn_sm90: planned: the chunked CuTe DSL kernels for Hopper are not written yet" in message
     assert "gdn_cutile: planned: the portable cuTile kernels" in message
+
+
+def test_the_planning_path_imports_no_framework():
+    code = (
+        "import json, sys; import pygraph_linear_attention, pygraph_linear_attention.family, "
+        "pygraph_linear_attention.analyzer, pygraph_linear_attention.heuristics; print(json.dumps(sorted(sys.modules)))"
+    )
+    loaded = json.loads(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    )
+    assert [m for m in loaded if m.split(".")[0] in ("torch", "cutlass", "cuda", "cudnn", "numpy")] == []

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 import pygraph
@@ -68,3 +72,14 @@ def test_planning_reports_the_planned_engine_when_the_backend_declines():
     else:  # a machine with a cuDNN runtime: the backend's plans, none of ours
         assert graph.get_execution_plan_count() > 0
         assert all(not pygraph.engines.is_python_engine(c.engine_id) for c in graph.plans)
+
+
+def test_the_planning_path_imports_no_framework():
+    code = (
+        "import json, sys; import pygraph_sdpa, pygraph_sdpa.family, pygraph_sdpa.analyzer, "
+        "pygraph_sdpa.heuristics; print(json.dumps(sorted(sys.modules)))"
+    )
+    loaded = json.loads(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    )
+    assert [m for m in loaded if m.split(".")[0] in ("torch", "cutlass", "cudnn", "numpy")] == []
