@@ -7,10 +7,8 @@ A test marked ``sm90`` (``sm100``, ``sm120``) runs only where the first visible 
 from __future__ import annotations
 
 import functools
-import importlib
 import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -39,13 +37,3 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             if arch in required:
                 pytest.fail(f"{reason}, and PYGRAPH_REQUIRE_ARCH requires {arch}", pytrace=False)
             pytest.skip(reason)
-
-
-@pytest.fixture(scope="session")
-def benchmark_module():
-    """``load(name)`` imports ``benchmarks/<name>.py``. The scripts are not a package: they import
-    each other with the benchmarks folder on the path, as their commands set PYTHONPATH."""
-    bench = str(Path(__file__).parent / "benchmarks")
-    if bench not in sys.path:
-        sys.path.insert(0, bench)
-    return importlib.import_module

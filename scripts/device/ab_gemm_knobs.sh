@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# One device call comparing gemm_sm90 knob sets: correctness of the check_gemm cases named, memcheck
-# of the ones named, the 5-round interleaved probe, ncu cycles at one clock, and host cost last.
-#   source /tmp/site/env.sh && CHECK=99,100 MEMCHECK=101 KNOBS=128x256c21z8,128x256c21z8r3 \
-#     NCU_SHAPES=16384x4096x4096 bash scripts/device/ab_gemm_knobs.sh
+# One device call comparing gemm_sm90 knob sets: the SM90 numerics cases CHECK selects (a pytest -k
+# expression over the cases' ids, e.g. a knob label), memcheck of those MEMCHECK selects, paired A/B
+# rounds (AB_SHAPES), ncu cycles at one clock, and host cost last.
+#   source /tmp/site/env.sh && CHECK=128x256c21z8g2 MEMCHECK="128x256c21z8g2 and aux" \
+#     KNOBS=128x256c21z8g2vf,128x256c21z8g2vfo NCU_SHAPES=16384x4096x4096 bash scripts/device/ab_gemm_knobs.sh
 # NCU_L2_DETAIL=<shape> splits the L2 read sectors by request, hit and partition fabric per kernel, and
 # the SMs' TMA reads into their own and multicast destinations.
-# NCU_EPILOGUES="plain bias bias+relu bias+gelu" profiles ours each way (bias+relu: an activation without MUFU work); NCU_SOURCE=<shape> samples warp stalls per
-# SASS instruction of the first knob set (source_sass.csv under $OUT), and with NCU_SOURCE_NVJET=1 of
-# cuBLASLt's fused kernel too (its SASS exists only at run time; ncu_stall_regions.py's split into main
-# loop and epilogue fits our kernel's code, not nvjet's, so read nvjet's CSV per opcode).
+# NCU_EPILOGUES="plain bias bias+relu bias+gelu" profiles ours each way (bias+relu: an activation
+# without MUFU work).
 # Each step's log goes under $OUT; the summary lines print at the end.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,21 +17,18 @@ KNOBS=${KNOBS:-128x256c21z8}
 metrics_list() {
   [ -s "$OUTDIR/ncu_metrics.txt" ] || ncu --query-metrics --chip gh100 > "$OUTDIR/ncu_metrics.txt" 2>&1
 }
+NUMERICS=packages/engines-gemm/tests/test_gemm_sm90_numerics.py
 if [ -n "${CHECK:-}" ]; then
-  python3 benchmarks/check_gemm.py --only "$CHECK" > "$OUTDIR/check.log" 2>&1
+  python3 -m pytest -p no:cacheprovider -q "$NUMERICS" -k "$CHECK" > "$OUTDIR/check.log" 2>&1
 fi
 if [ -n "${MEMCHECK:-}" ]; then
   compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
-    python3 benchmarks/check_gemm.py --only "$MEMCHECK" > "$OUTDIR/memcheck.log" 2>&1
+    python3 -m pytest -p no:cacheprovider -q "$NUMERICS" -k "$MEMCHECK" > "$OUTDIR/memcheck.log" 2>&1
   echo "memcheck exit status: $?" >> "$OUTDIR/memcheck.log"
 fi
-if [ -n "${PROBE_SHAPES:-}" ]; then
-  python3 benchmarks/gemm_epilogue_probe.py --knobs "$KNOBS" --epilogues plain,bias+gelu --skip '' \
-    --rounds "${ROUNDS:-5}" --shapes "$PROBE_SHAPES" --no-names > "$OUTDIR/probe.log" 2>&1
-fi
-if [ -n "${AB_SHAPES:-}" ]; then  # paired rounds (benchmarks/ab_gemm.py), each epilogue named
+if [ -n "${AB_SHAPES:-}" ]; then  # paired rounds (benchmarks.gemm.ab_gemm), each epilogue named
   for epi in ${AB_EPILOGUES:-bias+gelu}; do
-    python3 benchmarks/ab_gemm.py --knobs "$KNOBS" --shapes "$AB_SHAPES" --epilogue "$epi" \
+    python3 -m benchmarks.gemm.ab_gemm --knobs "$KNOBS" --shapes "$AB_SHAPES" --epilogue "$epi" \
       --rounds "${AB_ROUNDS:-31}" >> "$OUTDIR/ab.log" 2>&1
   done
 fi
@@ -42,9 +38,8 @@ if [ -n "${NCU_MEM_SHAPE:-}" ]; then  # where the L2 and DRAM bytes go, ours aga
     --metrics lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum \
     python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } > "$OUTDIR/ncu_mem.log" 2>&1
   metrics_list
-  # The L2 read sectors of every layout come in under its tile arithmetic (81-99%; kernels/NOTES.md
-  # v12, v14). If the part's L2 request coalescer merges requests before the L2 slices, its counters
-  # say so: whatever lrc__ metrics this ncu knows, in a run of their own (a wrong name fails only it).
+  # The L2 read sectors of every layout come in under its tile arithmetic (81-99% of what the tiles
+  # read). If the part's L2 request coalescer merges requests before the L2 slices, its counters say so: whatever lrc__ metrics this ncu knows, in a run of their own (a wrong name fails only it).
   LRC=$(awk '$1 ~ /^lrc__/ && $1 ~ /sectors|requests/ {print $1 ".sum"}' "$OUTDIR/ncu_metrics.txt" | head -6 | paste -sd, -)
   if [ -n "$LRC" ]; then
     PYGRAPH_NCU_SHAPE=$NCU_MEM_SHAPE ncu --clock-control none --profile-from-start off \
@@ -81,21 +76,6 @@ if [ -n "${NCU_L2_DETAIL:-}" ]; then  # where the L2 read sectors come from: req
   [ -n "$HAVE" ] && PYGRAPH_NCU_SHAPE=$NCU_L2_DETAIL ncu --clock-control none --profile-from-start off --metrics "$HAVE" \
     python3 scripts/device/ncu_gemm_target.py ${KNOBS//,/ } >> "$OUTDIR/ncu_l2_detail.log" 2>&1
 fi
-# ncu_source NAME [filter...]: warp-stall samples per SASS instruction of the first kernel the filter
-# passes (ours with none: it launches first), exported as NAME_sass.csv and NAME_details.txt
-ncu_source() {
-  local name=$1; shift
-  PYGRAPH_NCU_SHAPE=$NCU_SOURCE ncu --clock-control none --profile-from-start off --launch-count 1 "$@" \
-    --section WarpStateStats --section SourceCounters --section SchedulerStats --import-source no \
-    -o "$OUTDIR/$name" python3 scripts/device/ncu_gemm_target.py "${KNOBS%%,*}" > "$OUTDIR/ncu_$name.log" 2>&1
-  ncu -i "$OUTDIR/$name.ncu-rep" --page source --csv --print-source sass > "$OUTDIR/${name}_sass.csv" 2>&1
-  ncu -i "$OUTDIR/$name.ncu-rep" --page details > "$OUTDIR/${name}_details.txt" 2>&1
-}
-if [ -n "${NCU_SOURCE:-}" ]; then  # where the first knob set's warps stall, per SASS instruction
-  ncu_source source
-  # cuBLASLt's fused kernel too (nvjet: its SASS exists only at run time)
-  [ -n "${NCU_SOURCE_NVJET:-}" ] && ncu_source source_nvjet -k regex:gelubias
-fi
 for epi in ${NCU_EPILOGUES:-bias+gelu}; do
 for shape in ${NCU_SHAPES:-}; do
   [ "$epi" = bias+gelu ] && unset PYGRAPH_NCU_EPILOGUE || export PYGRAPH_NCU_EPILOGUE=$epi
@@ -105,11 +85,10 @@ for shape in ${NCU_SHAPES:-}; do
 done
 done
 if [ -n "${HOST:-}" ]; then
-  python3 benchmarks/bench_host_cost.py > "$OUTDIR/host.log" 2>&1
+  python3 -m benchmarks.gemm.bench_host_cost > "$OUTDIR/host.log" 2>&1
 fi
-echo "== check";    grep -E "passed|failed|FAIL|ERR" "$OUTDIR/check.log" 2>/dev/null | tail -12
-echo "== memcheck"; grep -E "ERROR SUMMARY|exit status" "$OUTDIR/memcheck.log" 2>/dev/null
-echo "== probe";    tail -14 "$OUTDIR/probe.log" 2>/dev/null
+echo "== check";    grep -E "passed|failed|FAILED|ERROR" "$OUTDIR/check.log" 2>/dev/null | tail -12
+echo "== memcheck"; grep -E "ERROR SUMMARY|exit status|passed|failed" "$OUTDIR/memcheck.log" 2>/dev/null
 echo "== a/b";      grep -vE "^\s*$" "$OUTDIR/ab.log" 2>/dev/null | tail -40
 for epi in ${NCU_EPILOGUES:-bias+gelu}; do
 for shape in ${NCU_SHAPES:-}; do
@@ -118,9 +97,6 @@ for shape in ${NCU_SHAPES:-}; do
     | sed -E 's/ +/ /g' | cut -c1-110
 done
 done
-[ -n "${NCU_SOURCE:-}" ] && { echo "== ncu source"; tail -3 "$OUTDIR/ncu_source.log";
-  python3 scripts/device/ncu_stall_regions.py "$OUTDIR/source_sass.csv";
-  [ -n "${NCU_SOURCE_NVJET:-}" ] && python3 scripts/device/ncu_stall_regions.py "$OUTDIR/source_nvjet_sass.csv"; }
 for shape in ${NCU_L2_SHAPES:-}; do
   echo "== ncu l2 $shape"
   grep -E "^  [a-z]|^    [a-z]" "$OUTDIR/ncu_l2_$shape.log" | sed -E 's/ +/ /g' | cut -c1-110

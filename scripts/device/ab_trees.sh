@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A refactor's kernels against the ones they replace, in one process (benchmarks/ab_gemm.py --tree-b),
+# A refactor's kernels against the ones they replace, in one process (benchmarks.gemm.ab_gemm --tree-b),
 # sustained as floor_gemm.sh times them: each knob set from this tree and from TREE_B.
 #   mkdir -p .abtree && git archive main packages/engines-gemm/src/pygraph_gemm/kernels | tar -x -C .abtree
 #   source /tmp/site/env.sh && KNOBS=128x256c21z8g2vf bash scripts/device/ab_trees.sh

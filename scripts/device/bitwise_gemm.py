@@ -2,19 +2,16 @@
 instruction rewrite, a reordering that keeps every sum's order): bias+gelu_tanh, both dtypes, a
 ragged shape and 8192^3, fresh random inputs, each output poisoned with NaN first.
 
-    python3 scripts/device/bitwise_gemm.py 128x256c21z8g2vfd 128x256c21z8g2vf
+    source scripts/device/env.sh && python3 scripts/device/bitwise_gemm.py 128x256c21z8g2vfd 128x256c21z8g2vf
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-from bench_gemm import make_call
-
+from benchmarks.gemm.bench_gemm import make_call
 from pygraph_gemm.kernels.config import EpilogueSpec
 from pygraph_gemm.knob_labels import parse_knob_label
 

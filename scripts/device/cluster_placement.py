@@ -3,7 +3,7 @@
     source /tmp/site/env.sh && source scripts/device/env.sh && \
       python3 scripts/device/cluster_placement.py --knobs 64x128c21 --shape 1024x1024x4096
 
-Why (kernels/NOTES.md v26): nvjet's kernels get 5-10x more of their identical L2 requests merged by
+Why: nvjet's kernels get 5-10x more of their identical L2 requests merged by
 the L2 request coalescer than ours, for the same TMA traffic. Merging needs the CTAs that share an
 operand tile to ask for it close together: close in time, and perhaps close in place (one GPC). This
 probe reads both for the grid gemm_sm90 launches.
@@ -22,8 +22,6 @@ probe reads both for the grid gemm_sm90 launches.
 # No `from __future__ import annotations`: the DSL reads the jit functions' annotations as objects.
 import argparse
 import functools
-import os
-import sys
 from collections import defaultdict
 
 SMEM_BYTES = 200 * 1024  # > half an SM's 228 KB: one CTA per SM, as the GEMM's shared memory makes it
@@ -146,9 +144,7 @@ def report(kn, m: int, n: int, rec, groups: dict[int, int], resident: int) -> li
 
 
 def main(argv=None) -> int:
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-    from gemm_shapes import parse_shape
-
+    from benchmarks.gemm.shapes import parse_shape
     from pygraph_gemm.kernels.compile_cache import resident_clusters
     from pygraph_gemm.knob_labels import parse_knob_label
 

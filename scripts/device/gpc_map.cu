@@ -6,7 +6,7 @@
 // portable size) split a GPC of 16-18 SMs into two groups of 8; 16-CTA clusters (non-portable, Hopper)
 // hold a whole GPC of 16 or more. The program launches both, one CTA per SM (shared memory past half
 // an SM), unions the SM sets each cluster held, and prints one line per group: size 8, then size 16.
-// kernels/NOTES.md v27 reads it to order the GEMM's clusters by GPC (tile_schedule.placed_rank).
+// The GEMM's cluster order by GPC (GemmKnobs.place_order, tile_schedule.placed_rank) rests on this map.
 #include <cuda_runtime.h>
 
 #include <cstdio>

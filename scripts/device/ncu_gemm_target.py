@@ -16,11 +16,8 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-import l2_set_aside
-from bench_gemm import anchor_calls, make_call
-from gemm_shapes import parse_shape
-
+from benchmarks.gemm.bench_gemm import anchor_calls, make_call
+from benchmarks.gemm.shapes import parse_shape
 from pygraph_gemm.kernels.config import EpilogueSpec
 from pygraph_gemm.knob_labels import parse_knob_label
 
@@ -42,9 +39,6 @@ spec = EPILOGUES.get(
     EpilogueSpec(bias=True, activation="gelu_approx_tanh", vec_dtype="bf16"),
 )
 labels = sys.argv[1:] or ["128x256c21"]
-in_force = l2_set_aside.from_env()  # PYGRAPH_L2_SET_ASIDE_MB: evict_last hints have room to act
-if in_force:
-    print(in_force)
 calls = [make_call(parse_knob_label(lab), spec, a, b, c, bias) for lab in labels]
 anchors = anchor_calls(a, b, bias, c)
 calls += [anchors["mm"], anchors["lt_fused"], anchors["addmm"]]

@@ -5,5 +5,5 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
-# --durations: the suite ran 324-420 s in the twelfth and thirteenth sessions; name what grows
+# --durations: the suite runs 324-420 s on the H200; name what grows
 python3 -m pytest -m sm90 -p no:cacheprovider -q --durations=15 "$@" 2>&1 | tee "$OUTDIR/sm90_pytest.log" | tail -40

@@ -1,4 +1,4 @@
-"""benchmarks/ab_gemm.py --tree-b: a second copy of the kernels package in the same process, so a
+"""benchmarks.gemm.ab_gemm --tree-b: a second copy of the kernels package in the same process, so a
 refactor's kernels are timed against the ones they replace in one run (no GPU: loading and the
 cache key only)."""
 
@@ -17,8 +17,10 @@ from pygraph_gemm.kernels import compile_cache, plan
 
 
 @pytest.fixture
-def ab_gemm(benchmark_module):
-    yield benchmark_module("ab_gemm")
+def ab_gemm():
+    from benchmarks.gemm import ab_gemm
+
+    yield ab_gemm
     for name in [n for n in sys.modules if n.startswith("pygraph_gemm.kernels_b")]:
         del sys.modules[name]
 

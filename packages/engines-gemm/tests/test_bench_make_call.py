@@ -1,4 +1,4 @@
-"""benchmarks/bench_gemm.make_call (the raw kernel call every timing script uses) refuses a problem
+"""benchmarks.gemm.bench_gemm.make_call (the raw kernel call every timing script uses) refuses a problem
 the kernel cannot serve, with the product's own reason, before any plan is built (no GPU: the check
 reads shapes, strides and pointers only)."""
 
@@ -14,8 +14,9 @@ import torch
 from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs
 
 
-def test_an_output_row_breaking_tma_alignment_is_refused_with_the_reason(benchmark_module):
-    bench = benchmark_module("bench_gemm")
+def test_an_output_row_breaking_tma_alignment_is_refused_with_the_reason():
+    from benchmarks.gemm import bench_gemm as bench
+
     a = torch.empty(200, 4096, dtype=torch.bfloat16)
     b = torch.empty(1500, 4096, dtype=torch.bfloat16).t()  # K-major B: aligned
     c = torch.empty(200, 1500, dtype=torch.bfloat16)  # rows of 3000 bytes

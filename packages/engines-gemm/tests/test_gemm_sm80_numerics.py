@@ -10,8 +10,6 @@ run on; one case per config family is marked ``memcheck`` too.
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 from gemm_cases import SM80_CASES, SM80_KNOBS, SM80_MEMCHECK, Case, sm80_key
 
@@ -25,18 +23,12 @@ def _params():
     ]
 
 
-@functools.cache
-def _compiled(knobs, kepi, lay, arch):
-    from pygraph_gemm.kernels.gemm_sm80 import compile_sm80
-
-    return compile_sm80(knobs, kepi, lay, arch=arch)
-
-
 @pytest.mark.parametrize("case", _params())
 def test_sm80_gemm_matches_the_float64_reference(case: Case):
     import torch
     from gemm_operands import assert_close, operands
 
+    from pygraph_gemm.kernels.compile_cache import get_compiled
     from pygraph_gemm.kernels.config import can_implement
     from pygraph_gemm.kernels.frame import kernel_frame
 
@@ -55,7 +47,8 @@ def test_sm80_gemm_matches_the_float64_reference(case: Case):
     assert why is None, f"{case.id}: can_implement refused: {why}"
     knobs, kepi, lay = sm80_key(case)
     major, minor = torch.cuda.get_device_capability()
-    fn = _compiled(knobs, kepi, lay, f"sm_{major}{minor}")
+    # the compile cache's memory and disk layers (scripts/device/precompile_gemm.py fills the disk one)
+    fn = get_compiled(knobs, kepi, lay, f"sm_{major}{minor}", kernel="sm80")
     order, geometry = kernel_frame(lay, knobs.swap_ab)
     ptrs = (
         a.data_ptr(),

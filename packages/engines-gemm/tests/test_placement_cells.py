@@ -1,4 +1,4 @@
-"""benchmarks/placement_gemm.py labels each cell the way `heuristics.recommend` keys
+"""benchmarks.gemm.placement_gemm labels each cell the way `heuristics.recommend` keys
 ``_BACKEND_LEADS``: the graph it builds for a cell has those majors, that bucket and that epilogue
 (no GPU: descriptors and facts only)."""
 
@@ -12,8 +12,10 @@ from pygraph_gemm.support import dtype_short
 
 
 @pytest.fixture(scope="module")
-def placement(benchmark_module):
-    return benchmark_module("placement_gemm")
+def placement():
+    from benchmarks.gemm import placement_gemm
+
+    return placement_gemm
 
 
 def test_every_cell_builds_a_graph_with_the_cell_it_is_named(placement):

@@ -1,8 +1,9 @@
 """Split-K timing for the SM90 CuTe DSL GEMM on the small-M shape (128x4096x4096 by default).
 
-    PYTHONPATH=packages/engines-gemm/src python benchmarks/bench_splitk.py [--m 128 --n 4096 --k 4096]
+    python -m benchmarks.gemm.bench_splitk [--m 128 --n 4096 --k 4096]
 
-Same harness as bench_gemm.py (do_bench: CUDA events, warm-up, L2 flushed between reps, median).
+Timed as bench_gemm times (`benchmarks.harness.device_time`: CUDA events, warm-up, L2 flushed
+between reps, median).
 A is (M, K) row-major, B the transpose of an (N, K) row-major weight (nn.Linear layout). Rows are
 knob sets (split_k 1/2/4/8); 'ours' = the plan's own workspace, 'caller ws' = a caller workspace
 filled with garbage once (the partials are written before they are read; nothing is reset per
@@ -15,8 +16,9 @@ from __future__ import annotations
 import argparse
 
 import torch
-from bench_gemm import bench, make_call, tflops, unfused_bias_gelu
 
+from benchmarks.gemm.bench_gemm import make_call, unfused_bias_gelu
+from benchmarks.harness import device_time, tflops
 from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, workspace_bytes
 
 G = GemmKnobs
@@ -70,11 +72,13 @@ def main(argv=None) -> int:
         bd = bias
         ref_fused = unfused_bias_gelu(bd, a, b)
         base = {
-            "plain": {"cublas": bench(lambda a=a, b=b: torch.matmul(a, b))},
+            "plain": {"cublas": device_time(lambda a=a, b=b: torch.matmul(a, b))},
             "bias+gelu": {
-                "addmm": bench(lambda a=a, b=b, bd=bd: torch.addmm(bd, a, b)),
-                "lt_fused": bench(lambda a=a, b=b, bd=bd: torch._addmm_activation(bd, a, b, use_gelu=True)),
-                "unfused": bench(lambda a=a, b=b, bd=bd: unfused_bias_gelu(bd, a, b)),
+                "addmm": device_time(lambda a=a, b=b, bd=bd: torch.addmm(bd, a, b)),
+                "lt_fused": device_time(
+                    lambda a=a, b=b, bd=bd: torch._addmm_activation(bd, a, b, use_gelu=True)
+                ),
+                "unfused": device_time(lambda a=a, b=b, bd=bd: unfused_bias_gelu(bd, a, b)),
             },
         }
         for op, spec in specs(dn).items():
@@ -82,13 +86,13 @@ def main(argv=None) -> int:
             for name, kn in CONFIGS:
                 c.fill_(float("nan"))
                 call = make_call(kn, spec, a, b, c, bias)
-                t = bench(call)
+                t = device_time(call)
                 err = ((c.float() - ref.float()).norm() / ref.float().norm()).item()
                 tm = float("nan")
                 if kn.split_k > 1:
                     c.fill_(float("nan"))
                     mc = caller_ws_call(kn, spec, a, b, c, bias)
-                    tm = bench(mc)
+                    tm = device_time(mc)
                     err = max(err, ((c.float() - ref.float()).norm() / ref.float().norm()).item())
                 rows.append((dn, op, name, t, tm, err, base[op]))
                 print(
@@ -96,7 +100,7 @@ def main(argv=None) -> int:
                     f"err vs torch {err:.1e}",
                     flush=True,
                 )
-    print(f"\nTABLE split-K {m}x{n}x{k} (TFLOP/s; do_bench median, L2 flushed; us in brackets)")
+    print(f"\nTABLE split-K {m}x{n}x{k} (TFLOP/s; median of CUDA-event reps, L2 flushed; us in brackets)")
     print(
         f"{'dt':4s} {'op':9s} {'cfg':12s} {'ours':>14s} {'caller ws':>9s} {'cuBLAS':>7s} {'LtFuse':>7s} "
         f"{'unfus':>7s} {'/cuBLAS':>7s} {'/unf':>5s}  err"

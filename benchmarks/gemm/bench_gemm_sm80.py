@@ -1,6 +1,6 @@
 """Timing of the portable SM80 GEMM (kernels/gemm_sm80.py) next to cuBLAS and gemm_sm90, one run.
 
-    PYTHONPATH=packages/engines-gemm/src:benchmarks python benchmarks/bench_gemm_sm80.py [--rounds 3]
+    python -m benchmarks.gemm.bench_gemm_sm80 [--rounds 3]
 
 bf16, A row-major, B = W^T (column-major), C row-major; plain and +bias+gelu_approx_tanh. Every
 column of a row is timed in interleaved rounds (median of do_bench medians), each output checked
@@ -13,13 +13,12 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
-from bench_gemm import interleaved, make_call, tflops, unfused_bias_gelu
-from check_gemm_sm80 import _compiled, _default_arch
 
+from benchmarks.gemm.bench_gemm import make_call, unfused_bias_gelu
+from benchmarks.harness import interleaved, run_footer, tflops
 from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, KernelEpilogue
 from pygraph_gemm.kernels.frame import kernel_frame, kernel_layout
 
@@ -31,6 +30,19 @@ SM80_KNOBS = {
     "64x64x32": GemmKnobs(tile_m=64, tile_n=64, tile_k=32),
 }
 SM90_KNOBS = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8)
+
+
+@functools.cache
+def _compiled(knobs, kepi, lay, arch):
+    from pygraph_gemm.kernels.gemm_sm80 import compile_sm80
+
+    return compile_sm80(knobs, kepi, lay, arch=arch)
+
+
+def _default_arch() -> str:
+    """The GPU's own architecture: a cubin loads only on its own major (sm_90 on the H200)."""
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}"
 
 
 def sm80_call(knobs, spec, a, b, c, bias, arch):
@@ -94,9 +106,7 @@ def main(argv=None) -> int:
                 )
             print("\n".join(lines[-len(times) :]), flush=True)
     print("\n".join(log))
-    print(
-        f"\nSM80 kernel compiled for {arch}; {torch.cuda.get_device_name()}; {time.strftime('%Y-%m-%d %H:%M')}"
-    )
+    print(f"\nSM80 kernel compiled for {arch}; {run_footer()}")
     print("\n".join(lines))
     return 0
 

@@ -1,10 +1,10 @@
 """Benchmark: SM90 CuTe DSL GEMM (pygraph_gemm.kernels) against cuBLAS / cuBLASLt in the same run.
 
-    PYTHONPATH=packages/engines-gemm/src python benchmarks/bench_gemm.py [--quick] [--out DIR]
+    python -m benchmarks.gemm.bench_gemm [--quick] [--graph] [--out DIR]
 
-Timing: triton.testing.do_bench (CUDA events, L2 flushed between reps, median). The knob sets are
-swept once to pick ours; then every column is timed again in --rounds interleaved rounds (order
-rotated each round) and the median per column is reported. A is (M, K) row-major, B is the
+Timing: `benchmarks.harness.device_time` (CUDA events, L2 flushed between reps, median). The knob
+sets are swept once to pick ours; then every column is timed again in --rounds interleaved rounds
+(order rotated each round) and the median per column is reported. A is (M, K) row-major, B is the
 transpose of an (N, K) row-major weight (the nn.Linear layout). Columns:
   ours       best of a few knob sets (named in the 'cfg' column), plain or fused bias+gelu(tanh)
   cublas     torch.matmul (plain rows) / torch.addmm (bias rows, reference only)
@@ -19,14 +19,12 @@ import argparse
 import dataclasses
 import functools
 import os
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
-from host_timing import burst_cost
 
+from benchmarks.harness import burst_cost, device_time, interleaved, run_footer, tflops
 from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, can_implement
 from pygraph_gemm.kernels.plan import Plan
 from pygraph_gemm.knob_labels import knob_label
@@ -44,7 +42,7 @@ SHAPES = [
 ]
 
 
-# the long-K rule's config before v27's place order
+# the long-K rule's config without the GPC order of its clusters
 _LONG_K = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True)
 
 
@@ -59,13 +57,15 @@ def candidates(m, n, k):
     if m <= 256:
         return [
             GemmKnobs(tile_m=64, tile_n=64, cga_m=2),  # what the heuristics name first at M=128
-            GemmKnobs(tile_m=128, tile_n=64, split_k=2),  # named before the thirteenth session
+            GemmKnobs(
+                tile_m=128, tile_n=64, split_k=2
+            ),  # the heuristics named it at M = 128 before 64x64 in a 2x1 cluster
             GemmKnobs(tile_m=128, tile_n=64),
             GemmKnobs(tile_m=64, tile_n=64),
         ]
     return [
-        # what the heuristics name for K > 1024, then without the GPC order (NOTES v27), then
-        # without the L2 order (v19)
+        # what the heuristics name for K > 1024, then without the GPC order of its clusters, then
+        # without the L2 order (serpentine bands, K flipped)
         dataclasses.replace(_LONG_K, place_order=True),
         _LONG_K,
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2),
@@ -137,38 +137,6 @@ def make_call(knobs, spec, a, b, c, bias, workspace=None, plan_cls=Plan):
     return call
 
 
-def tflops(m, n, k, ms):
-    return 2.0 * m * n * k / (ms * 1e-3) / 1e12
-
-
-def bench(fn):
-    from triton.testing import do_bench  # device-only dependency; the knob lists import without it
-
-    fn()
-    torch.cuda.synchronize()
-    return do_bench(fn, warmup=25, rep=100, return_mode="median")
-
-
-def rotated(names: list, r: int) -> list:
-    """The column order of round ``r``: ``names`` rotated by ``r``, so each column takes every place
-    in turn and none always runs right after the same neighbour."""
-    shift = r % len(names)
-    return names[shift:] + names[:shift]
-
-
-def interleaved(columns: dict, rounds: int, log: list) -> dict:
-    """Median time (ms) per column over ``rounds`` rounds, each timing every column once."""
-    names = list(columns)
-    times = {name: [] for name in names}
-    for r in range(rounds):
-        for name in rotated(names, r):
-            try:
-                times[name].append(bench(columns[name]))
-            except Exception as e:
-                log.append(f"ERR column {name}: {type(e).__name__}: {e}")
-    return {name: statistics.median(ts) for name, ts in times.items() if ts}
-
-
 def host_cost(fn, burst=64):
     # measured after the GPU-bound columns, during which the host CPU mostly waited: half a second of
     # the same calls first (one first reading of a session, 11.1 us against 7.2 us, had no warm-up)
@@ -189,7 +157,7 @@ def main(argv=None) -> int:
     )
     args = ap.parse_args(argv)
     if args.graph:
-        from gemm_graph_columns import register
+        from benchmarks.gemm.graph_columns import register
 
         register(EXTRA_COLUMNS)
     dts = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -222,7 +190,7 @@ def main(argv=None) -> int:
                         if not err < 2e-2:
                             log.append(f"BAD {dname} {m}x{n}x{k} fused={fused} {kn}: err={err}")
                             continue
-                        t = bench(call)
+                        t = device_time(call)
                         log.append(
                             f"{dname} {m}x{n}x{k} fused={fused} {kn}: {t * 1e3:.1f} us "
                             f"{tflops(m, n, k, t):.0f} TF err={err:.1e}"
@@ -284,7 +252,7 @@ def main(argv=None) -> int:
         f"host cost per launch (256x256x128 bf16, min of 25 x 64-call bursts): ours {hc:.2f} us "
         f"(compiled fn alone, args prebuilt: {hc_raw:.2f} us), torch.matmul {hc_torch:.2f} us"
     )
-    text.append(f"device: {torch.cuda.get_device_name()}  date: {time.strftime('%Y-%m-%d %H:%M')}")
+    text.append(run_footer())
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "bench_gemm_log.txt"), "w") as f:

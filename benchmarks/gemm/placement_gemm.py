@@ -3,12 +3,12 @@ plan of the same graph, both through ``graph.execute()``, per (dtype, A/B majors
 epilogue) cell of `pygraph_gemm.heuristics` (its ``_BACKEND_LEADS`` table).
 
 Each cell: one representative shape per bucket, both plans built and checked against fp32 on a
-NaN-poisoned output, then paired rounds, each launch timed alone from a cold L2 as bench_gemm.py
-times it (benchmarks/ab_gemm.py). Printed per cell: TFLOP/s of each and the per-round ratio ours /
+NaN-poisoned output, then paired rounds, each launch timed alone from a cold L2 as bench_gemm
+times it (`benchmarks.harness.paired_rounds`). Printed per cell: TFLOP/s of each and the per-round ratio ours /
 backend [p25 median p75]; the cells where the backend was faster in three rounds of four (p75 < 1)
 are printed last in ``_BACKEND_LEADS``'s own form.
 
-    PYTHONPATH=packages/engines-gemm/src:benchmarks python benchmarks/placement_gemm.py --rounds 11
+    python -m benchmarks.gemm.placement_gemm --rounds 11
 
 ``--precompile`` (CPU machine, no GPU): builds every cell's gemm_sm90 kernel through the same graphs
 into PYGRAPH_GEMM_CACHE_DIR, so the device run compiles nothing of ours.
@@ -74,8 +74,7 @@ class ShapeError(ValueError):
 
 def set_shape(spec: str) -> tuple[int, int, int]:
     """Time ``BUCKET=MxNxK``'s bucket at that shape (it must fall in that bucket); returns it."""
-    from gemm_shapes import parse_shape
-
+    from benchmarks.gemm.shapes import parse_shape
     from pygraph_gemm.analyzer import analyze
     from pygraph_gemm.heuristics import shape_bucket
 
@@ -97,7 +96,7 @@ def set_shape(spec: str) -> tuple[int, int, int]:
 def build(cell: tuple[str, str, str, str], *, backend: bool, handle: Any = None):
     """The cell's graph, planned and built: gemm_sm90's first-named config, or the backend's plan.
     Returns (graph, {role: tensor})."""
-    from gemm_graph_columns import build_side
+    from benchmarks.gemm.graph_columns import build_side
 
     g, roles = graph_of(cell, handle)
     build_side(g, backend=backend, context=f"cell {cell}: ")
@@ -149,9 +148,8 @@ def _operands(cell, torch):
 
 
 def measure(cell, rounds: int, flush, torch, handle) -> dict:
-    from ab_gemm import quartiles, time_round
-    from bench_gemm import rotated, tflops
-    from gemm_graph_columns import checked_call
+    from benchmarks.gemm.graph_columns import checked_call
+    from benchmarks.harness import paired_rounds, quartiles, tflops
 
     ops, ref, tdt = _operands(cell, torch)
     m, n, k = BUCKETS[cell[2]]
@@ -162,10 +160,7 @@ def measure(cell, rounds: int, flush, torch, handle) -> dict:
         bindings = {roles[r]: ops[r] for r in ops}
         bindings[roles["out"]] = out
         calls[side] = checked_call(g, bindings, out, ref, f"cell {cell}, {side} plan")
-    names = list(calls)
-    for _ in range(2):  # warm the clocks
-        time_round(calls, names, 5, flush)
-    per_round = [time_round(calls, rotated(names, r), 5, flush) for r in range(rounds)]
+    per_round = paired_rounds(calls, rounds, 5, flush, warm_rounds=2)
     ours = statistics.median(rt["ours"] for rt in per_round)
     back = statistics.median(rt["backend"] for rt in per_round)
     ratio = quartiles([rt["backend"] / rt["ours"] for rt in per_round])  # > 1: ours faster
@@ -198,7 +193,9 @@ def main(argv=None) -> int:
     import torch
 
     handle = cudnn.create_handle()
-    flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
+    from benchmarks.harness import l2_flush_buffer, run_footer
+
+    flush = l2_flush_buffer()
     leads = []
     print(f"shapes: {', '.join(f'{b} {m}x{n}x{k}' for b, (m, n, k) in BUCKETS.items())}")
     print("dt   AB  bucket  epi    ours  backend   ours/backend [p25 median p75]  (TFLOP/s, cold L2)")
@@ -216,7 +213,7 @@ def main(argv=None) -> int:
         print(f"{cell[0]} {cell[1]} {cell[2]:6s} {cell[3]:5s} {r['ours']:6.1f} {r['backend']:8.1f}   "
               f"{p25:.3f} {med:.3f} {p75:.3f}{'   backend leads' if p75 < 1.0 else ''}", flush=True)  # fmt: skip
     print(f"_BACKEND_LEADS cells (backend faster in 3 of 4 rounds): {set(leads) or 'none'}")
-    print(f"device: {torch.cuda.get_device_name()}")
+    print(run_footer())
     return 0
 
 

@@ -1,7 +1,6 @@
 """Paired A/B of gemm_sm90 knob sets (and the cuBLAS anchors) over many short interleaved rounds.
 
-    PYTHONPATH=packages/engines-gemm/src:benchmarks python benchmarks/ab_gemm.py \
-        --knobs 128x256c21z8,128x256c21z8g2 --shapes 8192x8192x8192 --epilogue bias+gelu --rounds 31
+    python -m benchmarks.gemm.ab_gemm --knobs 128x256c21z8,128x256c21z8g2 --shapes 8192x8192x8192 --epilogue bias+gelu --rounds 31
 
 Single sweeps and even 5-round medians moved by +-2% on the H200 (the part is power-capped, so its
 clock drifts with what ran just before). Here every round times each column once, ``--reps``
@@ -14,7 +13,7 @@ Bursts of 10 launches do not reach the clock a kernel settles to on its own: on 
 part a column that draws more power borrows headroom from the columns around it. To compare kernels
 as they run in a long job, give every column about a second per round (``--reps 600`` at 8192^3;
 scripts/device/floor_gemm.sh). Ping-pong 128x128 read 1-4% ahead of the cooperative 128x256 in
-bursts and 2-5% behind it sustained (kernels/NOTES.md v11).
+bursts and 2-5% behind it sustained.
 
 A refactor that changes the SASS (not the math) is timed against the kernels it replaces in the same
 process: ``--tree-b DIR`` loads another copy of the ``pygraph_gemm/kernels`` package (e.g. ``git
@@ -28,16 +27,15 @@ import argparse
 import importlib
 import importlib.util
 import os
-import statistics
 import sys
 from typing import Any
 
-import l2_set_aside
 import torch
 import torch.nn.functional as F
-from bench_gemm import Plan, anchor_calls, make_call, rotated, tflops
-from gemm_shapes import parse_shape
 
+from benchmarks.gemm.bench_gemm import Plan, anchor_calls, make_call
+from benchmarks.gemm.shapes import parse_shape
+from benchmarks.harness import l2_flush_buffer, paired_rounds, ratio_lines, run_footer
 from pygraph_gemm.kernels.config import EpilogueSpec, dtype_name
 from pygraph_gemm.knob_labels import parse_knob_label
 
@@ -102,100 +100,35 @@ def columns(m: int, n: int, k: int, labels: list[str], epilogue: str, dtype, pla
     return cols
 
 
-def time_round(cols: dict, order: list[str], reps: int, flush: Any = None) -> dict:
-    """Per column, ms per launch: ``reps`` launches back to back between two events; with ``flush``
-    (a 256 MB buffer) each launch is timed alone after zeroing it, so it starts from a cold L2 the
-    way triton's do_bench (bench_gemm.py) times it."""
-    out = {}
-    for name in order:
-        fn = cols[name]
-        if flush is not None:
-            times = []
-            for _ in range(reps):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                flush.zero_()
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
-            out[name] = statistics.median(times)
-            continue
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        fn()
-        torch.cuda._sleep(
-            1_000_000
-        )  # the launches queue behind it: small shapes time the device, not the host
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        end.synchronize()
-        out[name] = start.elapsed_time(end) / reps
-    return out
-
-
-def quartiles(xs: list[float]) -> tuple[float, float, float]:
-    q = statistics.quantiles(xs, n=4)
-    return q[0], statistics.median(xs), q[2]
-
-
-def column_parser(rounds: int) -> argparse.ArgumentParser:
-    """The arguments that pick the columns (``columns``) and the rounds, shared with energy_gemm.py."""
-    ap = argparse.ArgumentParser()
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--knobs", required=True, help="comma-separated knob labels (pygraph_gemm.knob_labels)")
     ap.add_argument("--shapes", default="8192x8192x8192", help="comma-separated MxNxK")
     ap.add_argument("--epilogue", default="bias+gelu", choices=sorted(EPILOGUES))
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
-    ap.add_argument("--rounds", type=int, default=rounds)
-    return ap
-
-
-def main(argv=None) -> int:
-    ap = column_parser(rounds=31)
+    ap.add_argument("--rounds", type=int, default=31)
     ap.add_argument("--reps", type=int, default=10, help="launches timed together per column per round")
     ap.add_argument(
-        "--flush", action="store_true", help="time each launch alone from a cold L2 (do_bench's way)"
+        "--flush", action="store_true", help="time each launch alone from a cold L2 (the tables' way)"
     )
     ap.add_argument("--tree-b", help="another pygraph_gemm/kernels copy: labels ending in @b build from it")
-    ap.add_argument(
-        "--l2-set-aside", type=float, default=None, metavar="MB",
-        help="set the L2 set-aside for persisting (evict_last) accesses first (l2_set_aside.py)",
-    )  # fmt: skip
     args = ap.parse_args(argv)
-    if args.l2_set_aside is not None:
-        print(l2_set_aside.describe(*l2_set_aside.set_aside(args.l2_set_aside)))
     plan_b = load_tree_b(args.tree_b) if args.tree_b else None
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     labels = args.knobs.split(",")
-    flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda") if args.flush else None
+    flush = l2_flush_buffer() if args.flush else None
     for shape in args.shapes.split(","):
         m, n, k = parse_shape(shape)
         cols = columns(m, n, k, labels, args.epilogue, dtype, plan_b)
-        names = list(cols)
-        for _ in range(3):  # warm the clocks
-            time_round(cols, names, args.reps, flush)
-        rounds = []
-        for r in range(args.rounds):
-            rounds.append(time_round(cols, rotated(names, r), args.reps, flush))
-        first = names[0]
+        rounds = paired_rounds(cols, args.rounds, args.reps, flush)
+        first = next(iter(cols))
         print(
             f"\n{shape} {args.dtype} {args.epilogue}, {args.rounds} rounds x {args.reps} launches"
             + (" (each from a cold L2)" if args.flush else "")
-            + ": "
-            f"TFLOP/s, then per-round ratio [p25 median p75] vs {first} and vs unfused"
+            + f": TFLOP/s, then per-round ratio [p25 median p75] vs {first} and vs unfused"
         )
-        for name in names:
-            ms = statistics.median(rt[name] for rt in rounds)
-            vs_first = quartiles([rt[first] / rt[name] for rt in rounds])
-            vs_unfused = quartiles([rt["unfused"] / rt[name] for rt in rounds])
-            print(
-                f"  {name:24s} {tflops(m, n, k, ms):7.1f}   "
-                + " ".join(f"{x:.3f}" for x in vs_first)
-                + "   "
-                + " ".join(f"{x:.3f}" for x in vs_unfused)
-            )
-    print(f"device: {torch.cuda.get_device_name()}")
+        print("\n".join(ratio_lines(rounds, [first, "unfused"], (m, n, k))))
+    print(run_footer())
     return 0
 
 
