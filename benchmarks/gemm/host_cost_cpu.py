@@ -1,12 +1,12 @@
 """Host cost of one ``Graph.execute()`` on the CPU: a proxy for the entry + normalization budget.
 
-Same method as bench_host_cost.py (min over 25 reps of a burst of N back-to-back calls, divided
+Same method as bench_host_cost (min over 25 reps of a burst of N back-to-back calls, divided
 by N; bursts 1, 8, 64), with torch CPU tensors and a stand-in python plan that reads its three
 operands from the pack and launches nothing. So ``execute()`` minus the plan's own call is what
 the graph API costs per call: entry (Graph.execute -> planner -> runner) plus `normalize`.
 
 No GPU needed (host tensors are one device, so the device rule passes as it would on CUDA):
-    .venv/bin/python benchmarks/host_cost_cpu.py
+    .venv/bin/python -m benchmarks.gemm.host_cost_cpu
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from bench_host_cost import matmul_graph
-from host_timing import burst_cost
-
+from benchmarks.gemm.bench_host_cost import matmul_graph
+from benchmarks.harness import burst_cost
 from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, EngineRequest, PlanConfig
 
 REPS, BURSTS = 25, (1, 8, 64)

@@ -1,6 +1,6 @@
 """Host cost of one ``Graph.execute()``: a single-kernel python plan and a backend plan (H200).
 
-Measured the seed's way: drain the queue, time a burst of N back-to-back execute() calls, take the
+Measured with `benchmarks.harness.burst_cost`: drain the queue, time a burst of N back-to-back execute() calls, take the
 min over 25 reps, divide by N; bursts 1, 8 and 64. A number flat in the burst size is host-bound.
 The python plan is split into entry + normalization vs the engine's own call.
 
@@ -10,12 +10,11 @@ When the gemm_sm90 engine can build here (the CuTe DSL importable, an SM90 devic
 gemm_sm90 plans are measured too, selected through the graph API, and printed last: execute(), the
 engine's own call, the compiled function called with prebuilt arguments, the split, and the
 device time per launch. The first plan offered is measured, and the first that differs from it in
-splitting K. Last, two no-op CuTe DSL functions (cute_call_floor.py) place the compiled
+splitting K. Last, two no-op CuTe DSL functions (cute_call_floor) place the compiled
 function's own cost: argument conversion and launch vs what gemm's host code adds.
 
-Run (needs torch, nvidia-cudnn-frontend and our sources; nvidia-cutlass-dsl for the gemm_sm90 rows):
-    PYTHONPATH=packages/pygraph-core/src:packages/manifest/src:packages/engines-gemm/src:benchmarks \
-        python benchmarks/bench_host_cost.py
+Run (needs torch, nvidia-cudnn-frontend and our packages; nvidia-cutlass-dsl for the gemm_sm90 rows):
+    python -m benchmarks.gemm.bench_host_cost
 """
 
 from __future__ import annotations
@@ -24,15 +23,14 @@ import ctypes
 import sys
 from typing import Any
 
-from host_timing import burst_cost
-
+from benchmarks.harness import burst_cost
 from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, EngineRequest, PlanConfig
 
 REPS, BURSTS = 25, (1, 8, 64)
 # Seconds of the same calls before each timed set, so a host CPU that idled runs them at its working
-# clock. Without it this script read execute() at 11.5-12.7 us minutes after bench_gemm.py (0.5 s of
-# warm-up) read 5.2-5.9 us on the same host (tenth session); with it, 7.5-8.5 us for gemm_sm90's
-# 128x64 plan in the session where bench_gemm.py read 6.3-7.2 us (eleventh; RESULTS.md).
+# clock. Without it this script read execute() at 11.5-12.7 us minutes after bench_gemm (0.5 s of
+# warm-up) read 5.2-5.9 us on the same host; with it, 7.5-8.5 us for gemm_sm90's 128x64 plan in a
+# run where bench_gemm read 6.3-7.2 us (H200).
 WARMUP_S = 0.2
 
 
@@ -253,7 +251,7 @@ def gemm_sm90_rows(Graph: Any, data_type: Any, handle: Any, stream: int, sync: A
     split = "SPLIT_K=2" in names[ours[0]]
     picks = [ours[0], *[i for i in ours if ("SPLIT_K=2" in names[i]) != split][:1]]
     out = [gemm_plan_rows(Graph, data_type, handle, stream, sync, A, B, C, i) for i in picks]
-    out.append(("no-op CuTe DSL functions (cute_call_floor.py)", floor_rows(stream, sync, A)))
+    out.append(("no-op CuTe DSL functions (cute_call_floor)", floor_rows(stream, sync, A)))
     return out
 
 
@@ -337,7 +335,7 @@ def device_us(call: Any, n: int, reps: int = 25) -> float:
 
 
 def floor_rows(stream: int, sync: Any, A: Any) -> list:
-    from cute_call_floor import compile_floor, floor_args
+    from benchmarks.gemm.cute_call_floor import compile_floor, floor_args
 
     like_gemm, bare = compile_floor()
     args24, args2 = floor_args(A.data_ptr(), stream)

@@ -1,19 +1,18 @@
 """Host cost of gemm_sm90's per-call closure on the CPU, with the compiled kernel stood in for.
 
-The real `launch.Plan` and `GemmSm90Plan` are built; only the compiled CuTe function is replaced
+The real `kernels.plan.Plan` and `GemmSm90Plan` are built; only the compiled CuTe function is replaced
 by a no-op Python function, so the number is what the engine's own Python costs per call (the
 operand checks and the argument list), not the TVM-FFI call or the launch. Method as
-host_cost_cpu.py (min over 25 reps of bursts of 1, 8 and 64 calls).
+host_cost_cpu (min over 25 reps of bursts of 1, 8 and 64 calls).
 
-    PYTHONPATH=packages/engines-gemm/src:benchmarks .venv/bin/python benchmarks/gemm_closure_cpu.py
+    .venv/bin/python -m benchmarks.gemm.closure_cpu
 """
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from host_timing import burst_cost
-
+from benchmarks.harness import burst_cost
 from pygraph.execution.variant_pack import OperandBuffer
 from pygraph.ir.dtypes import data_type
 from pygraph_gemm.engines import sm90 as engine_sm90
