@@ -1,6 +1,6 @@
 """Every gemm_sm90 configuration that `can_implement` accepts must compile: a random sweep, on the CPU.
 
-    PYTHONPATH=packages/engines-gemm/src .venv/bin/python scripts/compile_sweep_gemm.py [--seconds 300]
+    .venv/bin/python scripts/compile_sweep_gemm.py [--seconds 300]
 
 Draws knobs from the engine's domain (`heuristics._domain`, optionally with 64-wide epilogue
 sub-tiles) and problems over input/output dtypes, operand majors, batching and every epilogue piece

@@ -1,6 +1,6 @@
 """The portable SM80 GEMM (kernels/gemm_sm80.py) compiles for sm_80 on a CPU-only machine.
 
-Numerics need a GPU: benchmarks/check_gemm_sm80.py is the device runner.
+Numerics need a GPU: test_gemm_sm80_numerics.py runs them on the device.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``gemm`` family's ranking hook: one named config per shape bucket, the rest of the domain behind it.
 
 Rules read the facts only. Placement against the backend is a measurement: a cell where the backend
-was timed faster follows it (`_BACKEND_LEADS`; benchmarks/placement_gemm.py times every cell); an
+was timed faster follows it (`_BACKEND_LEADS`; benchmarks.gemm.placement_gemm times every cell); an
 untimed cell keeps the default order (ours first), and says so below.
 """
 
@@ -26,7 +26,7 @@ from pygraph_gemm.support import dtype_short
 __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
 
 # (input dtype, A/B majors, bucket, epilogue) cells where the backend's plan was timed faster than
-# gemm_sm90's first config on the H200, both through graph.execute(): benchmarks/placement_gemm.py
+# gemm_sm90's first config on the H200, both through graph.execute(): benchmarks.gemm.placement_gemm
 # (cold L2, paired rounds; the backend faster in 3 of 4 of them), 2026-11-30.
 # - skinny (16x4096x4096): plain in the layouts with a column-major operand
 #   (0.94-0.98x; kk bf16 0.99x stays ours).
@@ -232,7 +232,7 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     # 637 / 651 without (DRAM reads 1.22 vs 2.34 GB, SM clock 1.55 vs 1.50 GHz under ncu);
     # 16384x4096x4096 660 / 649, ahead of the 1x2 cluster rastered along N named before for tall
     # shapes (638 / 619 with swizzle 8 in the same run; 661 / 637 without, in the run before).
-    # Warpgroups 2 k-blocks apart (STAGGER): in paired A/Bs of 41 rounds (benchmarks/ab_gemm.py,
+    # Warpgroups 2 k-blocks apart (STAGGER): in paired A/Bs of 41 rounds (benchmarks.gemm.ab_gemm,
     # bf16) bias+gelu +0.6% at 8192^3 and 16384x4096x4096, +0.9% at 4096x14336x4096, plain +0.1-0.6%;
     # under ncu at one clock 0.9-1.8% fewer cycles. The sweep losses that had kept it behind were noise
     # of single timings. Sustained (~1 s per column per round) it is level with lockstep (+0.0-0.6%).
