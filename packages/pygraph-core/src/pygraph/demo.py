@@ -149,7 +149,6 @@ def _execute_on_gpu(graph: Any, reps: int = 20) -> None:
         print("    execution: skipped: no CUDA device visible; a GPU run walks the plan list above")
         return
     from pygraph.ir.dtypes import _TORCH_NAMES
-    from pygraph.planning.planner import planner_of
 
     torch_dtype = {
         dt: getattr(torch, name) for name, dt in reversed(_TORCH_NAMES.items()) if hasattr(torch, name)
@@ -158,7 +157,7 @@ def _execute_on_gpu(graph: Any, reps: int = 20) -> None:
     try:
         graph.build_plans()
         bindings = {}
-        for t in planner_of(graph).layout.tensors:
+        for t in graph.engine_request().layout.tensors:
             buf = torch.empty_strided(
                 tuple(t.dim), tuple(t.stride), dtype=torch_dtype[t.data_type], device="cuda"
             )
@@ -176,10 +175,10 @@ def _execute_on_gpu(graph: Any, reps: int = 20) -> None:
     except Exception as exc:  # the demo reports what it could not do
         print(f"    execution: failed: {type(exc).__name__}: {exc}")
         return
-    engine = graph.selected_engine
-    chosen = "the cuDNN backend" if engine is None else engine.name
+    plan = graph.selected_plan
     print(
-        f"    executed on {torch.cuda.get_device_name()} by {chosen}: {sorted(times)[reps // 2]:.3f} ms (median of {reps})"
+        f"    executed on {torch.cuda.get_device_name()} by the {plan.kind} plan {plan.name}: "
+        f"{sorted(times)[reps // 2]:.3f} ms (median of {reps})"
     )
 
 

@@ -14,7 +14,7 @@ from pygraph.ir.node import Node
 from pygraph.ir.shapes import row_major_stride, to_dims
 from pygraph.ir.tensor import Tensor
 from pygraph.ir.validate import validate_ir
-from pygraph.lifecycle import GraphState
+from pygraph.lifecycle import VALIDATED, GraphState, require
 from pygraph.lowering.backend import LoweredGraph, import_backend, lower
 from pygraph.ops.build import make_builder
 from pygraph.ops.registry import OPS
@@ -308,10 +308,7 @@ class Graph(PlanningMixin):
     def build_operation_graph(self) -> None:
         """Classic step after validate(): the backend builds its operation graph, and its inferred
         dims/strides are copied back onto tensors whose dims/strides the user did not set."""
-        if self._ir.state is GraphState.BUILDING:
-            raise GraphStateError(
-                f"build_operation_graph(): graph {self.name!r} is not validated; call validate() first"
-            )
+        require(self, "build_operation_graph()", VALIDATED, "call validate() first")
         if self.is_python_only:
             return
         lowered = self._lower()

@@ -1,7 +1,8 @@
-"""The graph's lifecycle as explicit state.
+"""The graph's lifecycle as explicit state, and the one check every public call makes against it.
 
 BUILDING -> VALIDATED -> FROZEN -> PLANNED -> BUILT. Each transition is one method of the graph;
-each public call checks the state it needs with one clear error.
+each public call names the state it needs with `require`, which raises `GraphStateError` naming
+the call, the state it needs and the state the graph is in.
 
 - BUILDING: builders and setters allowed.
 - VALIDATED: a python-only graph passed validation and is still mutable; any mutation drops it
@@ -9,13 +10,19 @@ each public call checks the state it needs with one clear error.
 - FROZEN: lowered to the backend (or sealed by planning); the whole public surface is read-only.
 - PLANNED: the one plan list exists.
 - BUILT: at least one plan has been built.
+
+Which plan is selected, and whether the caller pinned it, is selection data of the plan list, not
+a state of the graph.
 """
 
 from __future__ import annotations
 
 import enum
+from typing import Any, NamedTuple
 
-__all__ = ["GraphState"]
+from pygraph.errors import GraphStateError
+
+__all__ = ["MUTABLE", "NOT_PLANNED", "PLANNED", "VALIDATED", "GraphState", "Needs", "require"]
 
 
 class GraphState(enum.IntEnum):
@@ -28,3 +35,32 @@ class GraphState(enum.IntEnum):
     @property
     def frozen(self) -> bool:
         return self >= GraphState.FROZEN
+
+    @property
+    def planned(self) -> bool:
+        return self >= GraphState.PLANNED
+
+
+class Needs(NamedTuple):
+    """The states a call accepts (a contiguous range: the states are ordered), and how its error
+    says so (``graph 'g' <says>``)."""
+
+    lowest: GraphState
+    highest: GraphState
+    says: str
+
+
+MUTABLE = Needs(GraphState.BUILDING, GraphState.VALIDATED, "not yet frozen (BUILDING or VALIDATED)")
+VALIDATED = Needs(GraphState.VALIDATED, GraphState.BUILT, "validated (VALIDATED or later)")
+NOT_PLANNED = Needs(GraphState.BUILDING, GraphState.FROZEN, "not yet planned (FROZEN or earlier)")
+PLANNED = Needs(GraphState.PLANNED, GraphState.BUILT, "planned (PLANNED or BUILT)")
+
+
+def require(graph: Any, call: str, needs: Needs, hint: str = "") -> None:
+    """Raise `GraphStateError` unless ``graph`` (anything with ``name`` and ``state``) is in a state
+    ``call`` accepts; ``hint`` says what to do about it."""
+    state = graph.state
+    if needs.lowest <= state <= needs.highest:
+        return
+    message = f"{call}: needs graph {graph.name!r} {needs.says}; it is {state.name}"
+    raise GraphStateError(f"{message}; {hint}" if hint else message)

@@ -7,7 +7,7 @@ from dispatch_helpers import ALPHA, BETA, GAMMA, matmul_graph, standin_family
 
 from pygraph.engines.base import PlanConfig
 from pygraph.engines.engine_ids import BACKEND_HEURISTIC_ENGINE_ID
-from pygraph.errors import GraphNotSupportedError
+from pygraph.errors import GraphNotSupportedError, GraphStateError
 from pygraph.ir.dtypes import heur_mode
 from pygraph.testing import manifest_override
 
@@ -127,8 +127,11 @@ def test_empty_list_names_every_reason(standins):
 def test_planning_is_one_shot_and_facts_computed_once(standins):
     g, *_ = matmul_graph()
     g.create_execution_plans()
-    with pytest.raises(RuntimeError, match="already ran"):
+    with pytest.raises(GraphStateError, match="runs once per graph") as info:
         g.create_execution_plans()
+    assert isinstance(info.value, RuntimeError)  # classic parity
+    assert str(info.value).startswith("create_execution_plans(): needs graph 'mm' not yet planned")
+    assert "it is PLANNED" in str(info.value)
     assert len(standins.ANALYZED) == 1
     assert g.state.frozen
 
@@ -169,7 +172,9 @@ def test_pinned_decline_raises(standins):
 
 def test_select_plan_errors(standins):
     g, *_ = matmul_graph()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(
+        GraphStateError, match=r"select_plan\(\): needs graph 'mm' planned .*; it is BUILDING"
+    ):
         g.select_plan(0)
     g.create_execution_plans()
     for bad in (-1, len(g.plans), 99):

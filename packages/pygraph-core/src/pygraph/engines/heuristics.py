@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pygraph.engines.base import DECLINE_TYPES, BaseEngine, EngineRequest, PlanConfig
-from pygraph.engines.engine_ids import BACKEND_HEURISTIC_ENGINE_ID, BACKEND_PLACEMENT_MARKER, is_python_engine
+from pygraph.engines.engine_ids import BACKEND_PLACEMENT_MARKER, EntryKind, entry_kind
 from pygraph.ir.dtypes import convert_enum, heur_mode
 
 __all__ = [
@@ -112,7 +112,7 @@ def assemble(
       declines, that entry falls through to native configs).
     - The delegating entry once more at the end, so one the backend earned is never lost.
     """
-    delegating = [c for c in backend_entries if c.engine_id == BACKEND_HEURISTIC_ENGINE_ID]
+    delegating = [c for c in backend_entries if entry_kind(c.engine_id) is EntryKind.DELEGATING]
     out: list[PlanConfig] = []
     for mode in normalize_modes(modes):
         if mode is heur_mode.OPENSOURCE:
@@ -193,7 +193,13 @@ def _check_hook_result(
                 f"heuristics hook of family {name!r} left the placement marker at position {i}; "
                 "splice the backend block with pygraph.engines.heuristics.splice/assemble"
             )
-        if is_python_engine(cfg.engine_id):
+        try:
+            kind = entry_kind(cfg.engine_id)
+        except ValueError as exc:
+            raise ValueError(
+                f"heuristics hook of family {name!r} returned {cfg!r} at position {i}: {exc}"
+            ) from None
+        if kind is EntryKind.PYTHON:
             engine = by_id.get(cfg.engine_id)
             if engine is None:
                 raise ValueError(

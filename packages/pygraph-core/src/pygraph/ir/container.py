@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pygraph.errors import GraphStateError, OpInputError
+from pygraph.errors import OpInputError
 from pygraph.ir.dtypes import data_type, to_data_type
 from pygraph.ir.tensor import Tensor
-from pygraph.lifecycle import GraphState
+from pygraph.lifecycle import MUTABLE, GraphState, require
 
 if TYPE_CHECKING:
     from pygraph.ir.node import Node
@@ -73,11 +73,7 @@ class GraphIR:
     # -- lifecycle guard ------------------------------------------------------------------------
     def before_mutation(self, what: str) -> None:
         """Every public mutation calls this first: frozen -> raise; validated -> invalidated."""
-        if self.state.frozen:
-            raise GraphStateError(
-                f"{what}: graph {self.name!r} is frozen (state {self.state.name}); "
-                "it stays readable, but build a new graph to change it"
-            )
+        require(self, what, MUTABLE, "it stays readable, but build a new graph to change it")
         if self.state is GraphState.VALIDATED:
             self.state = GraphState.BUILDING
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pygraph.engines.base import EngineRequest, PlanConfig
-from pygraph.planning.planner import planner_of
+from pygraph.planning.planner import SelectedPlan, planner_of
 
 __all__ = ["PlanningMixin"]
 
@@ -39,22 +39,23 @@ class PlanningMixin:
         return tuple(planner_of(self).plans)
 
     @property
+    def selected_plan(self) -> SelectedPlan:
+        """The selected plan: its name, engine id, knobs, kind ("python" or "backend") and python
+        engine (None for a backend plan), whichever kind serves it. Needs the plan list."""
+        return planner_of(self).selected("selected_plan")
+
+    @property
     def selected_engine(self) -> Any:
-        """The python engine of the selected plan; None for a backend plan or before planning."""
-        p = planner_of(self)
-        if not p.planned or not p.plans:
-            return None
-        return p.kind_of(p.plans[p.index]).engine
+        """The python engine of the selected plan; None for a backend plan or before planning
+        (classic parity; `selected_plan` describes either kind)."""
+        return planner_of(self).selected_engine()
 
     def backend_plan_entries(self) -> list[PlanConfig]:
         """The backend's own entries (mode-tagged, the delegating one untagged); [] when it declined."""
-        p = planner_of(self)
-        p.require_planned()
-        return list(p.backend.entries or [])
+        return planner_of(self).backend_entries()
 
     def backend_decline_reason(self) -> str | None:
-        p = planner_of(self)
-        return None if p.backend is None else p.backend.declined
+        return planner_of(self).backend_declined()
 
     def decline_reasons(self) -> dict[str, str]:
         """Engine name -> why it does not serve this graph (after planning)."""
@@ -71,7 +72,7 @@ class PlanningMixin:
     def build(self, modes: Iterable[Any] | None = None, policy: Any = None) -> Any:
         """Plan (if not yet), check support, build: the classic one-call path."""
         p = planner_of(self)
-        if not p.planned:
+        if not self.state.planned:
             p.create_execution_plans(modes)
         p.check_support()
         p.build_plans(policy)
@@ -99,12 +100,12 @@ class PlanningMixin:
 
     def get_engine_and_knobs_at_index(self, index: int) -> tuple[int, dict[Any, Any]]:
         p = planner_of(self)
-        cfg = p.plans[p.check_index(index)]
+        cfg = p.plans[p.check_index(index, "get_engine_and_knobs_at_index()")]
         return cfg.engine_id, dict(cfg.knobs or {})
 
     def build_plan_at_index(self, index: int) -> Any:
         p = planner_of(self)
-        p.build_at(p.check_index(index))
+        p.build_at(p.check_index(index, "build_plan_at_index()"))
         return self
 
     def get_workspace_size_plan_at_index(self, index: int) -> int:
@@ -112,8 +113,8 @@ class PlanningMixin:
 
     def get_workspace_size(self) -> int:
         p = planner_of(self)
-        p.require_planned()
-        return p.workspace_at(p.index)
+        p.require_planned("get_workspace_size()")
+        return p.workspace_at(p.index, "get_workspace_size()")
 
     # --- execution ---------------------------------------------------------------------------------
 

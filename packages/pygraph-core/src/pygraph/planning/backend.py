@@ -17,7 +17,15 @@ from pygraph.execution.context import ExecutionContext
 from pygraph.ir.dtypes import heur_mode
 from pygraph.lowering.backend import backend_handle
 
-__all__ = ["BackendKind", "BackendPlan", "BackendPlans", "BackendSource", "open_backend"]
+__all__ = [
+    "BackendKind",
+    "BackendPlan",
+    "BackendPlans",
+    "BackendSource",
+    "DelegatingKind",
+    "DelegatingPlan",
+    "open_backend",
+]
 
 DELEGATING_NAME = "backend_heuristics"
 
@@ -128,8 +136,8 @@ class BackendPlans:
 
 
 class BackendPlan(CompiledPlan):
-    """A built backend plan: executes the lowered graph with the same variant pack, and honours
-    execute-time shape overrides (the backend's dynamic shapes)."""
+    """A built backend config: executes the lowered graph's plan at ``cpp_index`` with the same
+    variant pack, and honours execute-time shape overrides (the backend's dynamic shapes)."""
 
     reads_stream = False
 
@@ -151,23 +159,35 @@ class BackendPlan(CompiledPlan):
     def execute_with_overrides(
         self, graph: Any, pack: Any, ctx: ExecutionContext, overrides: ShapeOverrides, plan_name: str
     ) -> None:
-        uids, shapes, strides = overrides
         ptrs = dict(zip(pack.uids, pack.pointers()))
-        ctx = ctx._replace(handle=backend_handle(ctx.handle))
-        if self.cpp_index < 0:
-            self._backend._execute(ptrs, ctx.workspace, ctx.handle, uids, shapes, strides)
-        else:
-            self._backend._execute_plan_at_index(
-                ptrs, ctx.workspace, self.cpp_index, ctx.handle, uids, shapes, strides
-            )
+        handle = backend_handle(ctx.handle)
+        self._backend._execute_plan_at_index(ptrs, ctx.workspace, self.cpp_index, handle, *overrides)
+
+
+class DelegatingPlan(BackendPlan):
+    """The delegating entry, built: runs the plan the backend's own ``build_plans`` chose."""
+
+    # The raw-pointer execute reads index -1 as "the plan build_plans chose".
+    CHOSEN_INDEX = -1
+
+    def __init__(self, backend: Any, workspace: int) -> None:
+        super().__init__(backend, self.CHOSEN_INDEX, workspace)
+
+    def execute_with_overrides(
+        self, graph: Any, pack: Any, ctx: ExecutionContext, overrides: ShapeOverrides, plan_name: str
+    ) -> None:
+        ptrs = dict(zip(pack.uids, pack.pointers()))
+        self._backend._execute(ptrs, ctx.workspace, backend_handle(ctx.handle), *overrides)
 
 
 class BackendKind:
-    """The plan kind of every backend entry (concrete configs and the delegating one)."""
+    """The plan kind of the backend's concrete configs: each addressed by its index in the lowered
+    graph's own list (``cfg.cpp_index``)."""
 
+    label = "backend"
     engine = None
 
-    def __init__(self, plans: BackendPlans, policy: Callable[[], Any] | None = None) -> None:
+    def __init__(self, plans: BackendPlans) -> None:
         self.plans = plans
 
     def _graph(self, cfg: PlanConfig) -> Any:
@@ -184,8 +204,6 @@ class BackendKind:
             raise GraphNotSupportedError(f"backend plan {cfg!r}: {exc}") from exc
 
     def name(self, cfg: PlanConfig) -> str:
-        if cfg.engine_id == BACKEND_HEURISTIC_ENGINE_ID:
-            return DELEGATING_NAME
         return self._graph(cfg).get_plan_name_at_index(cfg.cpp_index)
 
     def check_support(self, request: EngineRequest, cfg: PlanConfig) -> None:
@@ -194,16 +212,36 @@ class BackendKind:
 
     def build(self, request: EngineRequest, cfg: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
         g = self._graph(cfg)
-        if cfg.engine_id == BACKEND_HEURISTIC_ENGINE_ID:
-            import cudnn
-
-            self._declined(cfg, lambda: g.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE))
-            return BackendPlan(g, -1, g.get_workspace_size())
         self._declined(cfg, lambda: g.build_plan_at_index(cfg.cpp_index))
         return BackendPlan(g, cfg.cpp_index, g.get_workspace_size_plan_at_index(cfg.cpp_index))
 
     def workspace(self, request: EngineRequest, cfg: PlanConfig) -> int:
+        return self._graph(cfg).get_workspace_size_plan_at_index(cfg.cpp_index)
+
+    def refuse_workspace_over(self, request: EngineRequest, cfg: PlanConfig, limit: int) -> None:
+        """Nothing to refuse: deselect_workspace_greater_than() is applied by the backend itself."""
+
+    def deselected_by(self, names: set[str]) -> bool:
+        """False: the backend applies deselect_engines() to its own list."""
+        return False
+
+    def replay(self, request: EngineRequest, engine_id: int, knobs: Mapping[Any, Any] | None) -> PlanConfig:
+        """The entry for a replayed ``(engine_id, knobs)``, appended to the backend's own list."""
+        return PlanConfig(engine_id, knobs, cpp_index=self.plans.append(engine_id, knobs))
+
+
+class DelegatingKind(BackendKind):
+    """The plan kind of the delegating entry: the backend picks among candidates it does not expose."""
+
+    def name(self, cfg: PlanConfig) -> str:
+        return DELEGATING_NAME
+
+    def build(self, request: EngineRequest, cfg: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
+        import cudnn
+
         g = self._graph(cfg)
-        if cfg.engine_id == BACKEND_HEURISTIC_ENGINE_ID:
-            return g.get_workspace_size()
-        return g.get_workspace_size_plan_at_index(cfg.cpp_index)
+        self._declined(cfg, lambda: g.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE))
+        return DelegatingPlan(g, g.get_workspace_size())
+
+    def workspace(self, request: EngineRequest, cfg: PlanConfig) -> int:
+        return self._graph(cfg).get_workspace_size()

@@ -1,15 +1,19 @@
-"""One graph's planning state: the plan list, the selection, the built plans, the declines.
+"""One graph's planning: the plan list, the selection, the built plans, the declines.
 
 The `Planner` hangs on the graph (``graph._planner``); `PlanningMixin` is a thin façade over it.
-Every plan entry resolves to a plan KIND (`EngineKind` for a python engine, `BackendKind` for the
-backend) with the same four operations, so nothing branches on which side an entry is.
+The graph's lifecycle lives in the graph's `GraphState` alone: each public call checks the state
+it needs with `pygraph.lifecycle.require`. Every entry of the plan list resolves to its plan kind
+through `PlanKinds` (python engines, the backend's configs and its delegating entry alike), so
+nothing here branches on which side an entry is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from pygraph.engines import heuristics
 from pygraph.engines.base import (
@@ -21,40 +25,52 @@ from pygraph.engines.base import (
     PlanConfig,
     ShapeOverrides,
 )
-from pygraph.engines.engine_ids import is_python_engine
-from pygraph.engines.manifest import engine_for_id, family_for, instantiate, resolve_hook
+from pygraph.engines.manifest import family_for, instantiate, resolve_hook
 from pygraph.errors import GraphNotSupportedError
 from pygraph.execution.context import ExecutionContext, stream_of
 from pygraph.execution.normalize import normalize
 from pygraph.execution.variant_pack import OperandLayout
 from pygraph.ir.dtypes import build_plan_policy, convert_enum
-from pygraph.lifecycle import GraphState
+from pygraph.lifecycle import NOT_PLANNED, PLANNED, GraphState, require
 from pygraph.planning import backend as _backend
+from pygraph.planning.kinds import PlanKinds
 from pygraph.planning.layout import layout_for
 from pygraph.planning.runner import make_runner, refuse_workspace
 
-__all__ = ["EngineKind", "Planner", "planner_of"]
-
-_NOT_PLANNED = "the graph has no plan list yet: call create_execution_plans() first"
+__all__ = ["Planner", "Prepared", "SelectedPlan", "planner_of"]
 
 
-class EngineKind:
-    """The plan kind of one python engine's entries."""
+@dataclasses.dataclass(frozen=True)
+class SelectedPlan:
+    """The selected entry of a graph's plan list, whichever kind serves it.
 
-    def __init__(self, engine: BaseEngine) -> None:
-        self.engine = engine
+    ``kind`` is "python" or "backend"; ``engine`` the python engine (None for a backend plan);
+    ``index`` its position in the plan list.
+    """
 
-    def name(self, cfg: PlanConfig) -> str:
-        return self.engine.plan_name(cfg)
+    name: str
+    engine_id: int
+    knobs: Mapping[Any, Any]
+    kind: str
+    engine: BaseEngine | None
+    index: int
 
-    def check_support(self, request: EngineRequest, cfg: PlanConfig) -> None:
-        self.engine.check_support(request)
 
-    def build(self, request: EngineRequest, cfg: PlanConfig, ctx: ExecutionContext) -> CompiledPlan:
-        return self.engine.build_plan(request, cfg, ctx)
+class Prepared(NamedTuple):
+    """What preparing the graph settled, once: the backend's side, the family, its facts, the
+    kinds its entries resolve to, and the request every engine is handed."""
 
-    def workspace(self, request: EngineRequest, cfg: PlanConfig) -> int:
-        return self.engine.get_workspace_size(request, cfg)
+    backend: _backend.BackendPlans
+    family: Any
+    facts: Any
+    kinds: PlanKinds
+    request: EngineRequest
+
+    @property
+    def analyzed(self) -> bool:
+        """False when the family's analyzer could not express the graph (or could not be imported):
+        nothing to rank on, the backend serves it."""
+        return self.family is None or self.family.analyzer is None or self.facts is not None
 
 
 def planner_of(graph: Any) -> Planner:
@@ -71,35 +87,35 @@ class Planner:
     def __init__(self, graph: Any) -> None:
         self.graph = graph
         self.lock = threading.RLock()
-        self.planned = False
         self.modes: list[Any] = []
         self.plans: list[PlanConfig] = []
+        # the selection: which entry, and whether the caller pinned it (select_plan, a replay)
         self.index = 0
         self.pinned = False
         self.compiled: dict[int, CompiledPlan] = {}
         self.runners: dict[int, Any] = {}
         self.run: Any = None  # the selected plan's runner, once built
         self.declines: dict[str, str] = {}
-        self.facts: dict[Any, Any] = {}
-        self.kinds: dict[int, Any] = {}  # python engine id -> EngineKind
-        self.backend: _backend.BackendPlans | None = None
-        self.backend_kind: _backend.BackendKind | None = None
+        self.facts: dict[Any, Any] = {}  # analyzer -> its parse of this graph
+        self.engines: list[BaseEngine] = []  # the family's engines still candidates
         self.deselected: set[str] = set()
         self.workspace_limit: int | None = None
         self._layout: OperandLayout | None = None
-        self._request: EngineRequest | None = None
-        self.family: Any = None
-        self.analyzed = True
-        self.facts_value: Any = None
-        self.engines: list[BaseEngine] = []
-        self.prepared = False
+        self._prepared: Prepared | None = None
 
     # --- planning ----------------------------------------------------------------------------------
 
-    def _prepare(self) -> None:
-        """validate -> backend layout -> freeze -> facts -> candidates -> backend entries (once)."""
-        if self.prepared:
-            return
+    def prepare(self) -> Prepared:
+        """validate -> backend layout -> freeze -> facts -> the family's engines (once per graph)."""
+        prepared = self._prepared
+        if prepared is None:
+            with self.lock:
+                if self._prepared is None:
+                    self._prepared = self._prepare()
+                prepared = self._prepared
+        return prepared
+
+    def _prepare(self) -> Prepared:
         graph = self.graph
         refused = None
         try:
@@ -115,8 +131,7 @@ class Planner:
                 graph.build_operation_graph()
             except (GraphNotSupportedError, ImportError) as exc:
                 source, reason = None, f"the backend could not finalize its layout: {exc}"
-        self.backend = _backend.BackendPlans(source, reason)
-        self.backend_kind = _backend.BackendKind(self.backend)
+        backend = _backend.BackendPlans(source, reason)
         if source is not None:
             if self.deselected:
                 source.graph.deselect_engines(sorted(self.deselected))
@@ -124,28 +139,29 @@ class Planner:
                 source.graph.deselect_workspace_greater_than(self.workspace_limit)
         if not graph.state.frozen:
             graph._freeze()
-        self.family = family_for(graph)
-        self.analyzed = True
-        self.facts_value = None
-        if self.family is not None and self.family.analyzer is not None:
+        family = family_for(graph)
+        facts = None
+        if family is not None and family.analyzer is not None:
             try:
-                analyzer = resolve_hook(self.family.analyzer, what=f"family {self.family.name!r} analyzer")
+                analyzer = resolve_hook(family.analyzer, what=f"family {family.name!r} analyzer")
             except ImportError as exc:
-                self.declines[f"family {self.family.name}"] = f"analyzer unavailable: {exc}"
-                self.analyzed = False
+                self.declines[f"family {family.name}"] = f"analyzer unavailable: {exc}"
             else:
-                self.facts_value = self.facts_for(analyzer)
-                self.analyzed = self.facts_value is not None
-        if self.family is not None:
-            built = instantiate(self.family)
+                facts = self.facts_for(analyzer)
+        engines: tuple[BaseEngine, ...] = ()
+        if family is not None:
+            built = instantiate(family)
             self.declines.update(built.unavailable)
-            for engine in built.engines:
-                self.kinds[engine.engine_id] = EngineKind(engine)
+            engines = built.engines
+            for engine in engines:
                 if engine.name in self.deselected:
                     self.declines[engine.name] = "deselected by deselect_engines()"
                 else:
                     self.engines.append(engine)
-        self.prepared = True
+        kinds = PlanKinds(backend, engines, family, lambda name: self.declines.get(name, "not instantiated"))
+        # the layout is read on demand: an engine that reads it only at build costs planning nothing
+        request = EngineRequest(graph, facts, DeviceInfo.of_graph(graph), lambda: self.layout)
+        return Prepared(backend, family, facts, kinds, request)
 
     def facts_for(self, analyzer: Any) -> Any:
         """The analyzer's parse of the (frozen) graph, computed once per analyzer."""
@@ -154,42 +170,51 @@ class Planner:
                 self.facts[analyzer] = analyzer(self.graph)
             return self.facts[analyzer]
 
+    @property
+    def request(self) -> EngineRequest:
+        """What every engine is handed for this graph (prepares the graph on first use)."""
+        return self.prepare().request
+
     def create_execution_plans(self, modes: Iterable[Any] | None) -> None:
         with self.lock:
-            if self.planned:
-                raise RuntimeError(
-                    "create_execution_plans() already ran for this graph; switch plans with select_plan() "
-                    "or plan differently by building a new graph"
-                )
+            require(
+                self.graph,
+                "create_execution_plans()",
+                NOT_PLANNED,
+                "planning runs once per graph: switch plans with select_plan(), or build a new graph to "
+                "plan differently",
+            )
             modes = heuristics.normalize_modes(modes)
-            self._prepare()
-            accepted, declined = heuristics.decline_reasons(self.engines, self.request)
+            prep = self.prepare()
+            accepted, declined = heuristics.decline_reasons(self.engines, prep.request)
             self.declines.update(declined)
-            entries = self.backend.query(modes)
+            entries = prep.backend.query(modes)
+            family = prep.family
             hook = None
-            if self.family is not None and self.family.heuristics is not None and self.analyzed:
-                hook = resolve_hook(self.family.heuristics, what=f"family {self.family.name!r} heuristics")
+            if family is not None and family.heuristics is not None and prep.analyzed:
+                hook = resolve_hook(family.heuristics, what=f"family {family.name!r} heuristics")
             plans = heuristics.rank(
                 self.graph,
                 accepted,
                 entries,
                 modes,
-                family=self.family,
+                family=family,
                 hook=hook,
-                facts=self.facts_value,
-                analyzed=self.analyzed,
+                facts=prep.facts,
+                analyzed=prep.analyzed,
             )
             if not plans:
                 raise GraphNotSupportedError(self.why_nothing())
-            self._install(plans, modes)
+            self._install(plans, modes, 0)
 
-    def _install(self, plans: list[PlanConfig], modes: list[Any]) -> None:
-        self.plans, self.modes, self.index, self.planned = plans, modes, 0, True
+    def _install(self, plans: list[PlanConfig], modes: list[Any], index: int) -> None:
+        self.plans, self.modes, self.index = plans, modes, index
         self.graph._advance(GraphState.PLANNED)
 
     def why_nothing(self) -> str:
-        parts = [f"backend: {self.backend.declined or 'offered no plan'}"]
-        if self.family is None:
+        prep = self.prepare()
+        parts = [f"backend: {prep.backend.declined or 'offered no plan'}"]
+        if prep.family is None:
             parts.append("no engine family claims this graph")
         parts += [f"{name}: {reason}" for name, reason in sorted(self.declines.items())]
         return "no plan serves graph " + repr(getattr(self.graph, "name", "")) + " -- " + "; ".join(parts)
@@ -197,73 +222,82 @@ class Planner:
     def create_execution_plan(self, engine_id: int, knobs: Mapping[Any, Any] | None) -> None:
         """Replay one ``(engine_id, knobs)`` (an autotune result) and pin it."""
         with self.lock:
-            self._prepare()
+            prep = self.prepare()
             key = PlanConfig(engine_id, knobs).key
             for i, cfg in enumerate(self.plans):
                 if cfg.key == key:
                     self.index, self.pinned = i, True
                     return
-            if is_python_engine(engine_id):
-                ref = engine_for_id(engine_id)
-                kind = self.kinds.get(engine_id)
-                if kind is None or self.family is None or ref.family.name != self.family.name:
-                    raise GraphNotSupportedError(
-                        f"engine {ref.engine_name} ({engine_id}) of family {ref.family.name!r} is not offered for "
-                        f"this graph (its family: {getattr(self.family, 'name', None)!r}): "
-                        f"{self.declines.get(ref.engine_name, 'not instantiated')}"
-                    )
-                kind.engine.check_support(self.request)
-                cfg = PlanConfig(engine_id, knobs)
-            else:
-                cfg = PlanConfig(engine_id, knobs, cpp_index=self.backend.append(engine_id, knobs))
-            self.plans.append(cfg)
+            self.plans.append(prep.kinds.of(engine_id).replay(prep.request, engine_id, knobs))
             self.index, self.pinned = len(self.plans) - 1, True
-            if not self.planned:
-                self._install(self.plans, self.modes)
-                self.index = len(self.plans) - 1
+            if not self.graph.state.planned:
+                self._install(self.plans, self.modes, self.index)
 
     # --- addressing the list ---------------------------------------------------------------------------
 
-    def require_planned(self) -> None:
-        if not self.planned:
-            raise RuntimeError(_NOT_PLANNED)
+    def require_planned(self, call: str) -> None:
+        require(self.graph, call, PLANNED, "call create_execution_plans() first")
 
-    def check_index(self, index: int) -> int:
-        self.require_planned()
+    def check_index(self, index: int, call: str) -> int:
+        self.require_planned(call)
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(self.plans):
-            raise IndexError(f"plan index {index!r} out of range for {len(self.plans)} plan(s)")
+            raise IndexError(f"{call}: plan index {index!r} out of range for {len(self.plans)} plan(s)")
         return index
 
     def kind_of(self, cfg: PlanConfig) -> Any:
-        if is_python_engine(cfg.engine_id):
-            return self.kinds[cfg.engine_id]
-        return self.backend_kind
+        return self.prepare().kinds.of(cfg.engine_id)
 
-    def name_at(self, index: int) -> str:
-        cfg = self.plans[self.check_index(index)]
+    def name_at(self, index: int, call: str = "get_plan_name_at_index()") -> str:
+        cfg = self.plans[self.check_index(index, call)]
         return self.kind_of(cfg).name(cfg)
+
+    def selected(self, call: str) -> SelectedPlan:
+        """The selected entry, described the same way whichever kind serves it."""
+        self.require_planned(call)
+        if not self.plans:
+            raise GraphNotSupportedError(
+                f"{call}: graph {self.graph.name!r} has no plan left (deselect_engines() removed them all)"
+            )
+        cfg = self.plans[self.index]
+        kind = self.kind_of(cfg)
+        return SelectedPlan(
+            kind.name(cfg),
+            cfg.engine_id,
+            MappingProxyType(dict(cfg.knobs or {})),
+            kind.label,
+            kind.engine,
+            self.index,
+        )
+
+    def selected_engine(self) -> BaseEngine | None:
+        """The selected entry's python engine; None for a backend entry or before planning."""
+        if not self.graph.state.planned or not self.plans:
+            return None
+        return self.kind_of(self.plans[self.index]).engine
+
+    def backend_entries(self) -> list[PlanConfig]:
+        self.require_planned("backend_plan_entries()")
+        return list(self.prepare().backend.entries or [])
+
+    def backend_declined(self) -> str | None:
+        """Why the backend offers nothing; None when it does, or before the graph was prepared."""
+        return None if self._prepared is None else self._prepared.backend.declined
 
     def select(self, index: int) -> None:
         with self.lock:
-            self.index, self.pinned = self.check_index(index), True
+            self.index, self.pinned = self.check_index(index, "select_plan()"), True
             self.run = self.runners.get(self.index)
 
     def deselect_engines(self, names: Iterable[str]) -> None:
         with self.lock:
             names = set(names)
             self.deselected |= names
-            if self.backend is not None and self.backend.source is not None:
-                self.backend.source.graph.deselect_engines(sorted(names))
+            if self._prepared is not None and self._prepared.backend.source is not None:
+                self._prepared.backend.source.graph.deselect_engines(sorted(names))
             if self.engines:
                 self.engines = [e for e in self.engines if e.name not in names]
-            if self.planned:
-                keep = [
-                    i
-                    for i, cfg in enumerate(self.plans)
-                    if not (
-                        is_python_engine(cfg.engine_id) and self.kinds[cfg.engine_id].engine.name in names
-                    )
-                ]
+            if self.graph.state.planned:
+                keep = [i for i, cfg in enumerate(self.plans) if not self.kind_of(cfg).deselected_by(names)]
                 current = self.plans[self.index] if self.plans else None
                 self.plans = [self.plans[i] for i in keep]
                 self.compiled = {keep.index(i): p for i, p in self.compiled.items() if i in keep}
@@ -274,8 +308,8 @@ class Planner:
     def deselect_workspace_greater_than(self, limit: int) -> None:
         with self.lock:
             self.workspace_limit = int(limit)
-            if self.backend is not None and self.backend.source is not None:
-                self.backend.source.graph.deselect_workspace_greater_than(self.workspace_limit)
+            if self._prepared is not None and self._prepared.backend.source is not None:
+                self._prepared.backend.source.graph.deselect_workspace_greater_than(self.workspace_limit)
 
     # --- building -----------------------------------------------------------------------------------------
 
@@ -291,13 +325,10 @@ class Planner:
                 return compiled
             cfg = self.plans[index]
             kind = self.kind_of(cfg)
-            if self.workspace_limit is not None and is_python_engine(cfg.engine_id):
-                needed = kind.workspace(self.request, cfg)
-                if needed > self.workspace_limit:
-                    raise GraphNotSupportedError(
-                        f"{kind.name(cfg)} needs {needed} bytes of workspace, over the limit {self.workspace_limit}"
-                    )
-            compiled = kind.build(self.request, cfg, ctx if ctx is not None else self.context())
+            request = self.request
+            if self.workspace_limit is not None:
+                kind.refuse_workspace_over(request, cfg, self.workspace_limit)
+            compiled = kind.build(request, cfg, ctx if ctx is not None else self.context())
             self.compiled[index] = compiled
             if self.graph.state < GraphState.BUILT:
                 self.graph._advance(GraphState.BUILT)
@@ -306,7 +337,7 @@ class Planner:
     def build_plans(self, policy: Any = None, ctx: ExecutionContext | None = None) -> None:
         """Walk from the selected index; the first entry that builds is selected (ALL: build every one)."""
         with self.lock:
-            self.require_planned()
+            self.require_planned("build_plans()")
             policy = convert_enum(
                 policy if policy is not None else build_plan_policy.HEURISTICS_CHOICE, build_plan_policy
             )
@@ -339,7 +370,7 @@ class Planner:
 
     def check_support(self) -> None:
         with self.lock:
-            self.require_planned()
+            self.require_planned("check_support()")
             cfg = self.plans[self.index]
             try:
                 self.kind_of(cfg).check_support(self.request, cfg)
@@ -348,8 +379,8 @@ class Planner:
                 if self.pinned or not others:
                     raise
 
-    def workspace_at(self, index: int) -> int:
-        cfg = self.plans[self.check_index(index)]
+    def workspace_at(self, index: int, call: str = "get_workspace_size_plan_at_index()") -> int:
+        cfg = self.plans[self.check_index(index, call)]
         compiled = self.compiled.get(index)
         if compiled is not None:
             return compiled.get_workspace_size()
@@ -362,21 +393,9 @@ class Planner:
         if self._layout is None:
             with self.lock:
                 if self._layout is None:
-                    usable = self.backend is not None and self.backend.source is not None
+                    usable = self.prepare().backend.source is not None
                     self._layout = layout_for(self.graph, backend_usable=usable)
         return self._layout
-
-    @property
-    def request(self) -> EngineRequest:
-        """What every engine is handed for this graph (built once, after the graph is prepared)."""
-        if self._request is None:
-            with self.lock:
-                self._prepare()
-                if self._request is None:
-                    self._request = EngineRequest(
-                        self.graph, self.facts_value, DeviceInfo.of_graph(self.graph), lambda: self.layout
-                    )
-        return self._request
 
     def _runner(self, index: int) -> Any:
         runner = self.runners.get(index)
@@ -389,7 +408,7 @@ class Planner:
 
     def ensure_built(self, ctx_handle: Any = None) -> Any:
         with self.lock:
-            if not self.planned:
+            if not self.graph.state.planned:
                 self.create_execution_plans(None)
             if self.run is None:
                 ctx = self.context(ctx_handle) if ctx_handle is not None else None
@@ -403,7 +422,7 @@ class Planner:
             run = self.ensure_built(handle)
             index = self.index
         else:
-            self.check_index(index)
+            self.check_index(index, "execute_plan_at_index()")
             self.build_at(index)
             run = self._runner(index)
         if all(o is None for o in overrides):
