@@ -154,8 +154,8 @@ def main() -> int:
     family = EngineFamily(
         name="bench_gemm",
         engine_id=20900,
-        package="bench_host_cost",
-        slots={"noop_gemm": EngineSlot(0, impl=("bench_host_cost", "NoopGemm"))},
+        package="benchmarks.gemm.bench_host_cost",
+        slots={"noop_gemm": EngineSlot(0, impl=("benchmarks.gemm.bench_host_cost", "NoopGemm"))},
         anchors=("MATMUL",),
     )
     with manifest_override([family]):

@@ -63,15 +63,14 @@ def main() -> int:
     from pygraph.ir.dtypes import data_type
     from pygraph.testing import manifest_override
 
-    sys.modules.setdefault("host_cost_cpu", sys.modules[__name__])
     A = torch.randn(1, M, K, dtype=torch.bfloat16)
     B = torch.randn(1, K, N, dtype=torch.bfloat16)
     C = torch.empty(1, M, N, dtype=torch.bfloat16)
     family = EngineFamily(
         name="bench_cpu",
         engine_id=20900,
-        package="host_cost_cpu",
-        slots={"noop_plan": EngineSlot(0, impl=("host_cost_cpu", "NoopPlanEngine"))},
+        package="benchmarks.gemm.host_cost_cpu",
+        slots={"noop_plan": EngineSlot(0, impl=("benchmarks.gemm.host_cost_cpu", "NoopPlanEngine"))},
         anchors=("MATMUL",),
     )
     rows: list[tuple[str, dict[int, float]]] = []
