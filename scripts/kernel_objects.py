@@ -13,6 +13,7 @@ key list taken from one tree can be compiled by another.
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import hashlib
 import importlib.util
@@ -104,12 +105,26 @@ def digest(args) -> int:
     return 0
 
 
+def _removed(digest: str) -> bool:
+    """A key whose knob, epilogue or layout field the tree no longer has (`_build` refused it)."""
+    return digest.startswith("error: KeyError") and "has no field" in digest
+
+
 def compare(args) -> int:
+    """Identical, differing, removed (a field of the key is gone from the tree: its kernel went with
+    it) and not compiled keys; fails on any differing or missing key."""
     before, after = json.load(open(args.before)), json.load(open(args.after))
     same = [k for k in before if after.get(k) == before[k]]
-    differ = [k for k in before if k in after and after[k] != before[k]]
+    removed = [k for k in before if k in after and after[k] != before[k] and _removed(after[k])]
+    differ = [k for k in before if k in after and after[k] != before[k] and not _removed(after[k])]
     missing = [k for k in before if k not in after]
-    print(f"{len(before)} keys: {len(same)} identical, {len(differ)} differ, {len(missing)} not compiled")
+    print(
+        f"{len(before)} keys: {len(same)} identical, {len(differ)} differ, {len(removed)} removed "
+        f"(a field the tree no longer has), {len(missing)} not compiled"
+    )
+    gone = collections.Counter(after[k].split("has no field ", 1)[1] for k in removed)
+    for fields, count in sorted(gone.items()):
+        print(f"REMOVED {count} with {fields}")
     for k in differ:
         print(f"DIFFER {k}\n  {before[k][:64]}\n  {after[k][:64]}")
     return 0 if not differ and not missing else 1

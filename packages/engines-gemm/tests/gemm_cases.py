@@ -283,48 +283,6 @@ def pingpong() -> list[dict]:
     ]
 
 
-def wide_epilogue() -> list[dict]:
-    """Epilogue sub-tiles 64 columns wide (knobs.epi_n=64, a 2-deep store ring)."""
-    e64 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, epi_n=64)
-    return [
-        _all_pieces(e64, "gelu_approx_tanh"),
-        dict(
-            m=1000,
-            n=1048,
-            k=520,
-            dt="fp16",
-            out="fp16",
-            a_col=True,
-            b_col=True,
-            knobs=e64,
-            bias=True,
-            act="gelu",
-        ),
-        dict(m=2048, n=2048, k=4096, knobs=GemmKnobs(tile_m=128, tile_n=256, cga_n=2, raster="n", epi_n=64)),
-        dict(m=264, n=392, k=1000, out="fp32", knobs=GemmKnobs(tile_m=128, tile_n=128, epi_n=64)),
-        dict(
-            m=384,
-            n=520,
-            k=264,
-            l=3,
-            b_bc=True,
-            knobs=GemmKnobs(tile_m=64, tile_n=128, epi_n=64),
-            residual=True,
-        ),
-        dict(m=16, n=4096, k=1024, knobs=GemmKnobs(tile_m=128, tile_n=64, swap_ab=True, epi_n=64), bias=True),
-        _all_pieces(GemmKnobs(tile_m=128, tile_n=128, pingpong=True, epi_n=64), "silu"),
-        dict(
-            m=128,
-            n=4096,
-            k=4096,
-            knobs=GemmKnobs(tile_m=128, tile_n=64, split_k=2, epi_n=64),
-            bias=True,
-            act="gelu_approx_tanh",
-            reps=2,
-        ),
-    ]
-
-
 def swizzle() -> list[dict]:
     """Swizzled rasters (knobs.swizzle, the long-K rule's 8): tile grids that the swizzle band does
     not divide, batched, along N, with ping-pong. Column-major operands keep their
@@ -353,43 +311,6 @@ def swizzle() -> list[dict]:
     ]
 
 
-def split_tail() -> list[dict]:
-    """Split tails (knobs.tail_split): grids whose last round of clusters is short, so its tiles run
-    as K slices. With 2x1 clusters 66 are resident (H200): 72 units leave 6 for the last
-    round, split 4 ways (3 when K has only 3 k-tiles)."""
-    t4 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, tail_split=4)
-    t4_1x1 = GemmKnobs(tile_m=128, tile_n=128, tail_split=4)
-    return [
-        # 12 x 6 clusters (ragged M and N): 66 whole units, then 6 in 4 slices of 4 k-tiles
-        dict(m=2900, n=1400, k=1000, knobs=t4, bias=True, act="gelu_approx_tanh", reps=2),
-        # K of 3 k-tiles: at most 3 slices
-        dict(m=2900, n=1400, k=136, knobs=t4, bias=True, act="relu"),
-        dict(
-            m=2904,
-            n=1400,
-            k=1000,
-            dt="fp16",
-            out="fp16",
-            a_col=True,
-            knobs=t4,
-            bias=True,
-            row_scale=True,
-            col_scale=True,
-            residual=True,
-            act="gelu",
-            aux=True,
-        ),
-        dict(m=1000, n=2104, k=520, l=2, knobs=t4, residual=True, act="silu"),
-        dict(m=2900, n=1400, k=1000, out="fp32", knobs=t4, bias=True),
-        # 1x1 clusters, 128x128: 133 units on 132 resident CTAs
-        dict(m=896, n=2432, k=2048, knobs=t4_1x1, bias=True, act="gelu_approx_tanh"),
-        # a grid the tail does not pay for (256 units, 58 in the last round): runs unsplit
-        dict(m=4096, n=4096, k=512, knobs=t4, bias=True, act="gelu_approx_tanh"),
-        # the benchmark's long-K shape (1024 units: 34 in the last round, 3 slices)
-        dict(m=8192, n=8192, k=8192, knobs=t4, bias=True, act="gelu_approx_tanh"),
-    ]
-
-
 def stagger() -> list[dict]:
     """Staggered cooperative warpgroups (knobs.stagger): each stores its own 64 rows of a tile, k-blocks
     apart. Ragged tiles, every epilogue piece + aux, fp32 and column-major C, batched,
@@ -407,28 +328,6 @@ def stagger() -> list[dict]:
         dict(
             m=384, n=520, k=1024, knobs=GemmKnobs(tile_m=128, tile_n=128, stagger=3), bias=True, act="sigmoid"
         ),
-    ]
-
-
-def store_ring() -> list[dict]:
-    """Store rings of 2 or 3 slots (knobs.epi_slots), which let a 4th A/B stage fit at 128x256.
-    Ragged tiles, long K, every epilogue piece + aux, fp32 output, the staggered kernel's
-    per-warpgroup rings, repeated launches."""
-    r2 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, epi_slots=2)
-    r3 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, epi_slots=3)
-    return [
-        dict(m=2900, n=3000, k=4104, knobs=r2, bias=True, act="gelu_approx_tanh", reps=2),
-        dict(m=2900, n=3000, k=4104, knobs=r3),
-        _all_pieces(r3, "gelu", dt="fp16", out="fp16", b_col=True),
-        dict(m=1000, n=1048, k=520, out="fp32", knobs=r2, bias=True, act="silu"),
-        dict(
-            m=1000,
-            n=1048,
-            k=264,
-            l=3,
-            knobs=GemmKnobs(tile_m=128, tile_n=256, cga_m=2, stagger=2, epi_slots=3),
-        ),
-        dict(m=8192, n=8192, k=8192, knobs=r3, bias=True, act="gelu_approx_tanh"),
     ]
 
 
@@ -506,23 +405,6 @@ def stagger1() -> list[dict]:
     ]
 
 
-def wait_all() -> list[dict]:
-    """Every k-block's wgmma waited for before the next (knobs.wait_all). Staggered and
-    lockstep 128x256, 256x128 with a 1x2 cluster; ragged twice, every epilogue piece + aux, fp16
-    batched with a residual, K of one k-block, 8192^3."""
-    g2w = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, wait_all=True)
-    w256 = GemmKnobs(tile_m=256, tile_n=128, cga_n=2, swizzle=8, epi_slots=3, wait_all=True)
-    gt = "gelu_approx_tanh"
-    return [
-        dict(m=2900, n=3000, k=4104, knobs=g2w, bias=True, act=gt, vec="bf16", reps=2),
-        _all_pieces(GemmKnobs(tile_m=128, tile_n=256, cga_m=2, wait_all=True), "silu", a_col=True),
-        dict(m=2900, n=3000, k=4104, knobs=w256, bias=True, act=gt, reps=2),
-        dict(_all_pieces(w256, "gelu"), k=64),
-        dict(m=384, n=520, k=264, l=3, knobs=g2w, residual=True, b_col=True, dt="fp16", out="fp16"),
-        dict(m=8192, n=8192, k=8192, knobs=g2w, bias=True, act=gt, vec="bf16"),
-    ]
-
-
 def stagger_256_rows() -> list[dict]:
     """Staggered warpgroups on 256-row tiles (each stores its two 64-row bands, 2r + its index).
     256x128 with a 1x2 cluster: ragged twice with bias+gelu, every epilogue piece + aux
@@ -559,7 +441,7 @@ def k_blocks_32_deep() -> list[dict]:
             m=2900,
             n=3000,
             k=4104,
-            knobs=GemmKnobs(tile_m=256, tile_n=128, tile_k=32, cga_n=2, swizzle=8, epi_slots=3),
+            knobs=GemmKnobs(tile_m=256, tile_n=128, tile_k=32, cga_n=2, swizzle=8),
             bias=True,
             act=gt,
         ),
@@ -567,16 +449,15 @@ def k_blocks_32_deep() -> list[dict]:
 
 
 def staged_bias() -> list[dict]:
-    """The bias along N staged in shared memory by a producer warp (GemmKnobs.bias_smem, on by default;
-    named here so the cases keep it), with one case of the global loads it replaced.
+    """The bias along N staged in shared memory by a producer warp (`config.bias_staged`).
     The rule's staggered 128x256 tile: ragged M and N with a bf16 bias, N narrower than a tile
     (clamped loads), fp32 bias with fp16 output, every epilogue piece + aux, batched (one bias for
     every batch), 8192^3; lockstep 128x256, 256x128 with a 1x2 cluster, one consumer warpgroup
-    (64x256), and swap_ab (the bias runs along the kernel's M, so the knob changes nothing)."""
-    rule = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, bias_smem=True)
+    (64x256), and swap_ab (the bias runs along the kernel's M and is loaded, not staged)."""
+    rule = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2)
     gt = "gelu_approx_tanh"
     ragged = dict(m=2900, n=3000, k=4104, bias=True, act=gt, vec="bf16")
-    swapped = GemmKnobs(tile_m=64, tile_n=128, swap_ab=True, bias_smem=True)
+    swapped = GemmKnobs(tile_m=64, tile_n=128, swap_ab=True)
     return [
         dict(m=2900, n=3000, k=4104, knobs=rule, bias=True, act=gt, vec="bf16", reps=2),
         dict(m=1000, n=104, k=520, knobs=rule, bias=True, act="relu"),
@@ -584,36 +465,18 @@ def staged_bias() -> list[dict]:
         _all_pieces(rule, gt, b_col=True),
         dict(m=384, n=520, k=264, l=3, knobs=rule, bias=True, act="silu", vec="bf16"),
         dict(m=8192, n=8192, k=8192, knobs=rule, bias=True, act=gt, vec="bf16"),
-        dict(m=2900, n=3000, k=1000, knobs=GemmKnobs(cga_m=2, swizzle=8, bias_smem=True), bias=True, act=gt),
-        dict(
-            ragged, knobs=GemmKnobs(tile_m=256, tile_n=128, cga_n=2, swizzle=8, epi_slots=3, bias_smem=True)
-        ),
-        dict(
-            m=1000, n=1048, k=520, knobs=GemmKnobs(tile_m=64, tile_n=256, bias_smem=True), bias=True, act=gt
-        ),
+        dict(m=2900, n=3000, k=1000, knobs=GemmKnobs(cga_m=2, swizzle=8), bias=True, act=gt),
+        dict(ragged, knobs=GemmKnobs(tile_m=256, tile_n=128, cga_n=2, swizzle=8)),
+        dict(m=1000, n=1048, k=520, knobs=GemmKnobs(tile_m=64, tile_n=256), bias=True, act=gt),
         dict(m=16, n=4096, k=1024, knobs=swapped, bias=True),
-        dict(ragged, knobs=dataclasses.replace(rule, bias_smem=False)),
-    ]
-
-
-def l2_hints() -> list[dict]:
-    """L2 eviction hints on the A/B loads and C's stores (GemmKnobs.l2_hint, kernel-only): the rule's
-    tile with each hint, raster M and N, ragged twice; a hint changes where lines live in L2, never a
-    value, so these guard the hinted copies' build and addressing."""
-    rule = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2)
-    ragged = dict(m=2900, n=3000, k=4104, bias=True, act="gelu_approx_tanh", vec="bf16", reps=2)
-    return [dict(ragged, knobs=dataclasses.replace(rule, l2_hint=h)) for h in (1, 2, 3, 4)] + [
-        dict(ragged, knobs=dataclasses.replace(rule, raster="n", l2_hint=3)),
-        _all_pieces(dataclasses.replace(rule, l2_hint=3), "gelu"),
     ]
 
 
 def serpentine_and_k_flip() -> list[dict]:
-    """Serpentine bands and K flipped on every other tile (GemmKnobs.serpentine, k_flip; kernel-only):
+    """Serpentine bands and K flipped on every other tile (GemmKnobs.serpentine, k_flip):
     the rule's tile with both, ragged twice, and with each alone; a K of one k-block (nothing to flip);
     raster N; unswizzled; batched; fp16 with every epilogue piece + aux; ping-pong (the flip
-    alternates with the warpgroups' tiles); split-K and a split tail (each slice flips its own
-    k-blocks); 8192^3."""
+    alternates with the warpgroups' tiles); split-K (each slice flips its own k-blocks); 8192^3."""
     gt = "gelu_approx_tanh"
     rule = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2)
     both = dataclasses.replace(rule, serpentine=True, k_flip=True)
@@ -637,27 +500,15 @@ def serpentine_and_k_flip() -> list[dict]:
         dict(
             m=128, n=4096, k=4096, knobs=GemmKnobs(tile_m=128, tile_n=64, split_k=2, k_flip=True), bias=True
         ),
-        dict(
-            m=2900,
-            n=1400,
-            k=1000,
-            bias=True,
-            act=gt,
-            reps=2,
-            knobs=GemmKnobs(
-                tile_m=128, tile_n=256, cga_m=2, swizzle=8, tail_split=4, serpentine=True, k_flip=True
-            ),
-        ),
         dict(m=8192, n=8192, k=8192, knobs=both, bias=True, act=gt, vec="bf16"),
     ]
 
 
 def gelu_from_half() -> list[dict]:
-    """tanh-gelu from half the pre-activation, the staged bias halved (GemmKnobs.gelu_half, on by
-    default): the long-K rule, ragged twice; fp16 with an fp32 bias; both scales before the bias; N
-    narrower than a tile (clamped bias loads); batched; lockstep 128x256; 8192^3; where it stands
-    down (a residual after the bias, the aux output); and the whole-pre-activation path it replaced
-    (gelu_half=False), ragged."""
+    """tanh-gelu from half the pre-activation, the staged bias halved (`config.gelu_from_half`): the
+    long-K rule, ragged twice; fp16 with an fp32 bias; both scales before the bias; N narrower than a
+    tile (clamped bias loads); batched; lockstep 128x256; 8192^3; and where it stands down (a
+    residual after the bias, the aux output)."""
     gt = "gelu_approx_tanh"
     half = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True)
     lockstep = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8)
@@ -671,27 +522,18 @@ def gelu_from_half() -> list[dict]:
         dict(m=8192, n=8192, k=8192, knobs=half, bias=True, act=gt, vec="bf16"),
         dict(m=1000, n=1048, k=520, knobs=half, bias=True, residual=True, act=gt),
         _all_pieces(half, gt),
-        dict(
-            m=2900,
-            n=3000,
-            k=4104,
-            knobs=dataclasses.replace(half, gelu_half=False),
-            bias=True,
-            act=gt,
-            reps=2,
-        ),
     ]
 
 
 def static_ring() -> list[dict]:
-    """Whole passes over the A/B ring with constant slot indices (GemmKnobs.static_ring, on by
-    default; every other case runs it too where a tile starts at slot 0). The long-K rule: K a
-    whole number of passes (every tile takes the static loop), K = 4104 ragged twice (65 k-blocks: the first tile runs 16 passes and one runtime k-block, the
-    next tiles start off slot 0 until the ring comes round again), K below one pass (never static),
-    fp16 batched with a residual, every epilogue piece + aux, 8192^3; lockstep 128x256; ping-pong
-    (each warpgroup skips the other's k-blocks); one consumer warpgroup (64-row tiles); split-K and
-    a split tail (slices of different lengths); 32-deep k-blocks (8 stages); and the runtime-slot
-    loop alone (static_ring=False), ragged twice."""
+    """Whole passes over the A/B ring with constant slot indices and the runtime-slot loop beside
+    them (`mainloop.run_k_blocks`; every other case runs them too). The long-K rule: K a whole
+    number of passes (every tile takes the static loop), K = 4104 ragged twice (65 k-blocks: the
+    first tile runs 16 passes and one runtime k-block, the next tiles start off slot 0 until the
+    ring comes round again), K below one pass (never static), fp16 batched with a residual, every
+    epilogue piece + aux, 8192^3; lockstep 128x256; ping-pong (each warpgroup skips the other's
+    k-blocks); one consumer warpgroup (64-row tiles); split-K (slices of different lengths);
+    32-deep k-blocks (8 stages)."""
     gt = "gelu_approx_tanh"
     rule = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, serpentine=True, k_flip=True)
     return [
@@ -718,16 +560,8 @@ def static_ring() -> list[dict]:
             knobs=GemmKnobs(tile_m=128, tile_n=64, split_k=3),
         ),
         dict(
-            m=2900, n=3000, k=4104, bias=True, act=gt,
-            knobs=GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, tail_split=4),
-        ),
-        dict(
             m=2900, n=3000, k=4104, bias=True, act=gt, vec="bf16",
             knobs=GemmKnobs(tile_m=128, tile_n=256, tile_k=32, cga_m=2, swizzle=8, stagger=2),
-        ),
-        dict(
-            m=2900, n=3000, k=4104, bias=True, act=gt, vec="bf16", reps=2,
-            knobs=dataclasses.replace(rule, static_ring=False),
         ),
     ]  # fmt: skip
 
@@ -856,19 +690,14 @@ SM90_TABLES: tuple[Callable[[], list[dict]], ...] = (
     basics,
     split_k,
     pingpong,
-    wide_epilogue,
     swizzle,
-    split_tail,
     stagger,
-    store_ring,
     pingpong_swizzle8,
     warpgroup_views,
     stagger1,
-    wait_all,
     stagger_256_rows,
     k_blocks_32_deep,
     staged_bias,
-    l2_hints,
     serpentine_and_k_flip,
     gelu_from_half,
     static_ring,
@@ -906,35 +735,24 @@ _SM90_FAMILIES: dict[str, Callable[[Case, GemmKnobs], bool]] = {
     "ping-pong, every epilogue piece + aux": lambda c, kn: kn.pingpong and c.aux,
     "ping-pong, cluster 1x2, 64x256": lambda c, kn: kn.pingpong and kn.cga_n > 1,
     "ping-pong, one tile per CTA": lambda c, kn: kn.pingpong and c.m == 264 and c.reps > 1,
-    "64-wide epilogue sub-tiles, every piece + aux": lambda c, kn: kn.epi_n == 64 and c.aux,
-    "64-wide epilogue sub-tiles, split-K": lambda c, kn: kn.epi_n == 64 and kn.split_k > 1,
     "swizzle 8, ragged swizzle group": lambda c, kn: kn.swizzle == 8 and c.m == 2900,
     "swizzle 4, ping-pong": lambda c, kn: kn.swizzle == 4 and kn.pingpong,
-    "split tail, every epilogue piece + aux": lambda c, kn: kn.tail_split > 1 and c.aux,
-    "split tail, batched": lambda c, kn: kn.tail_split > 1 and c.l > 1,
     "stagger, every epilogue piece + aux": lambda c, kn: kn.stagger > 0 and c.aux,
     "stagger 3, batched": lambda c, kn: kn.stagger == 3 and c.l > 1,
     "stagger 3, ragged, twice": lambda c, kn: kn.stagger == 3 and c.reps > 1,
-    "3-slot store ring, every epilogue piece + aux": lambda c, kn: kn.epi_slots == 3 and c.aux,
-    "2-slot store ring, ragged, twice": lambda c, kn: kn.epi_slots == 2 and c.reps > 1,
     "ping-pong swizzle 8, ragged, twice": lambda c, kn: kn.pingpong and kn.swizzle == 8 and c.reps > 1,
     "ping-pong swizzle 8, column-major C": lambda c, kn: kn.pingpong and kn.swizzle == 8 and c.c_col,
     "stagger 256-row tiles, every piece + aux": lambda c, kn: bool(kn.stagger) and kn.tile_m == 256 and c.aux,
     "stagger 256-row tiles, column-major C": lambda c, kn: bool(kn.stagger) and kn.tile_m == 256 and c.c_col,
     "32-deep k-blocks, every piece + aux": lambda c, kn: kn.tile_k == 32 and c.aux,
-    "staged bias, N narrower than a tile": lambda c, kn: kn.bias_smem and c.bias and c.n == 104,
-    "L2 hints on loads and stores, every piece + aux": lambda c, kn: kn.l2_hint == 3 and c.aux,
+    "staged bias, N narrower than a tile": lambda c, kn: c.bias and c.n == 104,
     "serpentine bands, K flipped, every piece + aux": lambda c, kn: kn.k_flip and kn.serpentine and c.aux,
     "K flipped, split-K": lambda c, kn: kn.k_flip and kn.split_k > 1,
-    "tanh-gelu from half, scales and a halved bias": lambda c, kn: (
-        kn.gelu_half and kn.k_flip and c.col_scale and c.act == GT
-    ),
-    "static ring, ragged, twice": lambda c, kn: kn.static_ring and bool(kn.stagger) and c.reps > 1,
-    "static ring, ping-pong": lambda c, kn: kn.static_ring and kn.pingpong,
-    "static ring, split-K": lambda c, kn: kn.static_ring and kn.split_k > 1,
-    "staged bias, one consumer warpgroup": lambda c, kn: (
-        kn.bias_smem and c.bias and kn.tile_m == 64 and kn.tile_n == 256
-    ),
+    "tanh-gelu from half, scales and a halved bias": lambda c, kn: kn.k_flip and c.col_scale and c.act == GT,
+    "static ring, ragged, twice": lambda c, kn: bool(kn.stagger) and c.reps > 1,
+    "static ring, ping-pong": lambda c, kn: kn.pingpong,
+    "static ring, split-K": lambda c, kn: kn.split_k > 1,
+    "staged bias, one consumer warpgroup": lambda c, kn: c.bias and kn.tile_m == 64 and kn.tile_n == 256,
     "64x128 in a 2x1 cluster, a padded row tile": lambda c, kn: (
         (kn.tile_m, kn.tile_n, kn.cga_m) == (64, 128, 2) and c.m == 130
     ),

@@ -1,6 +1,6 @@
-"""tanh-gelu from half the pre-activation (GemmKnobs.gelu_half): where the kernel takes it (config
-level; no GPU, no DSL import) and why it changes no value. The device runs are check_gemm's
-gelu_half cases."""
+"""tanh-gelu from half the pre-activation (`config.gelu_from_half`): where the kernel takes it
+(config level; no GPU, no DSL import) and why it changes no value. The device runs are
+gemm_cases.gelu_from_half's cases."""
 
 import math
 
@@ -8,7 +8,7 @@ import pytest
 
 from pygraph_gemm.kernels.config import EpilogueSpec, GemmKnobs, KernelEpilogue, gelu_from_half
 
-ON = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2, gelu_half=True)
+ON = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=2)
 GT = "gelu_approx_tanh"
 
 
@@ -42,10 +42,13 @@ def test_bias_along_the_kernels_m_is_not_staged():
     assert not gelu_from_half(ON, _epi(swap_ab=True, bias=True, activation=GT))
 
 
-def test_on_by_default_and_can_be_turned_off():
-    assert GemmKnobs().gelu_half
+def test_it_follows_the_staged_bias():
+    # wherever the bias is not staged (ping-pong tiles, split-K) the plain path runs
     assert gelu_from_half(GemmKnobs(), _epi(bias=True, activation=GT))
-    assert not gelu_from_half(GemmKnobs(gelu_half=False), _epi(bias=True, activation=GT))
+    assert not gelu_from_half(
+        GemmKnobs(tile_m=128, tile_n=128, pingpong=True), _epi(bias=True, activation=GT)
+    )
+    assert not gelu_from_half(GemmKnobs(tile_m=128, tile_n=64, split_k=2), _epi(bias=True, activation=GT))
 
 
 def test_constants_move_by_powers_of_two():

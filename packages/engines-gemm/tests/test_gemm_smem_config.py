@@ -3,6 +3,7 @@
 import pytest
 
 from pygraph_gemm.kernels.config import (
+    EPI_N,
     MAX_SMEM_BYTES,
     EpilogueSpec,
     GemmKnobs,
@@ -19,8 +20,8 @@ BIAS_GELU = KernelEpilogue.from_spec(EpilogueSpec(bias=True, activation="gelu_ap
 PLAIN = KernelEpilogue.from_spec(EpilogueSpec(), swap_ab=False)
 
 
-def test_bias_is_staged_on_cooperative_tiles_by_default():
-    assert GemmKnobs().bias_smem
+def test_bias_is_staged_on_cooperative_tiles():
+    assert bias_staged(GemmKnobs(), BIAS_GELU)
     assert bias_staged(RULE, BIAS_GELU)
     assert bias_staged(GemmKnobs(tile_m=256, tile_n=128, cga_n=2), BIAS_GELU)
     assert bias_staged(GemmKnobs(tile_m=64, tile_n=64), BIAS_GELU)
@@ -29,10 +30,8 @@ def test_bias_is_staged_on_cooperative_tiles_by_default():
 @pytest.mark.parametrize(
     "knobs, why",
     [
-        (GemmKnobs(tile_m=128, tile_n=256, bias_smem=False), "turned off"),
         (GemmKnobs(tile_m=128, tile_n=128, pingpong=True), "ping-pong: a warpgroup per tile"),
         (GemmKnobs(tile_m=128, tile_n=64, split_k=2), "split-K: the last slice runs the epilogue"),
-        (GemmKnobs(tile_m=128, tile_n=256, tail_split=3), "split tail"),
         (GemmKnobs(tile_m=128, tile_n=16), "tile_n below one warp's 32 lanes"),
     ],
 )
@@ -52,22 +51,20 @@ def test_no_bias_no_buffers():
 
 
 def test_staged_bias_costs_no_measured_config_a_stage():
-    # the configs the long-K measurements rest on keep 4 A/B stages with the bias buffers (2 KB each)
-    for knobs in (RULE, GemmKnobs(tile_m=256, tile_n=128, cga_n=2, swizzle=8, epi_slots=3)):
-        assert pick_stages(knobs, BF16, BIAS_GELU) == pick_stages(knobs, BF16, PLAIN) == 4
-        assert _smem_bytes(knobs, BF16, BIAS_GELU, 4) <= MAX_SMEM_BYTES
+    # the long-K rule keeps its 4 A/B stages with the bias buffers (2 KB each), and so does its
+    # 192-column tile (the one-wave rule's) its 5
+    assert pick_stages(RULE, BF16, BIAS_GELU) == pick_stages(RULE, BF16, PLAIN) == 4
+    assert _smem_bytes(RULE, BF16, BIAS_GELU, 4) <= MAX_SMEM_BYTES
+    wave = GemmKnobs(tile_m=128, tile_n=192, cga_m=2, swizzle=8, stagger=2)
+    assert pick_stages(wave, BF16, BIAS_GELU) == pick_stages(wave, BF16, PLAIN) == 5
 
 
-@pytest.mark.parametrize(("tile_n", "epi_n"), [(48, 32), (240, 32), (96, 64), (160, 64)])
-def test_a_tile_that_does_not_split_into_whole_epilogue_sub_tiles_is_refused(tile_n, epi_n):
-    from pygraph_gemm.kernels.config import GemmKnobs
-
-    why = GemmKnobs(tile_m=128, tile_n=tile_n, epi_n=epi_n).validate()
-    assert why is not None and f"tile_n={tile_n}" in why and f"epi_n={epi_n}" in why
+@pytest.mark.parametrize("tile_n", [48, 80, 240])
+def test_a_tile_that_does_not_split_into_whole_epilogue_sub_tiles_is_refused(tile_n):
+    why = GemmKnobs(tile_m=128, tile_n=tile_n).validate()
+    assert why is not None and f"tile_n={tile_n}" in why and f"multiple of {EPI_N}" in why
 
 
-@pytest.mark.parametrize(("tile_n", "epi_n"), [(16, 32), (96, 32), (192, 32), (256, 64)])
-def test_tiles_of_whole_epilogue_sub_tiles_or_narrower_are_accepted(tile_n, epi_n):
-    from pygraph_gemm.kernels.config import GemmKnobs
-
-    assert GemmKnobs(tile_m=128, tile_n=tile_n, epi_n=epi_n).validate() is None
+@pytest.mark.parametrize("tile_n", [16, 32, 96, 192, 256])
+def test_tiles_of_whole_epilogue_sub_tiles_or_narrower_are_accepted(tile_n):
+    assert GemmKnobs(tile_m=128, tile_n=tile_n).validate() is None

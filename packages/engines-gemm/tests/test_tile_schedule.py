@@ -7,16 +7,8 @@ import itertools
 
 import pytest
 
-from pygraph_gemm.kernels.config import GemmKnobs, semaphore_words, workspace_bytes
-from pygraph_gemm.kernels.tile_schedule import (
-    cta_tile,
-    cta_work,
-    placed_rank,
-    schedule_extent,
-    tail_split,
-    unit_coord,
-    unit_work,
-)
+from pygraph_gemm.kernels.config import GemmKnobs
+from pygraph_gemm.kernels.tile_schedule import cta_tile, cta_work, placed_rank, schedule_extent, unit_coord
 
 
 def _order(rows, cols, batches, swizzle, raster_m, serpentine=False):
@@ -88,49 +80,6 @@ def test_extent_counts_clusters_and_caps_the_grid_at_the_resident_count():
     assert schedule_extent((3, 2, 2), (1, 2), 66) == (3, 1, 6, 6)
 
 
-def test_tail_split_cuts_a_short_last_round_into_k_slices():
-    # 8192^3 in 128x256 tiles, 2x1 clusters: 1024 units on 66 clusters, 34 in the 16th round; 3
-    # slices make that round 2/3 of a unit (2 is no shorter: 68 slices still take 2 rounds)
-    assert tail_split(1024, 66, 128, 4) == (990, 3)
-    assert tail_split(1024, 66, 128, 2) == (1024, 1)
-    # 2 units left over: 4 slices take one round of quarter units
-    assert tail_split(2048, 66, 16, 4) == (2046, 4)
-
-
-def test_tail_split_leaves_grids_it_cannot_shorten_whole():
-    assert tail_split(990, 66, 64, 4) == (990, 1)  # whole rounds only
-    assert tail_split(256, 66, 64, 4) == (256, 1)  # 58 of 66 in the last round: no split pays 1/8
-    assert tail_split(60, 60, 8, 4) == (60, 1)  # a single round
-    assert tail_split(1024, 66, 2, 4) == (1024, 1)  # 2 k-tiles cannot make 3 slices
-    assert tail_split(72, 66, 3, 4) == (66, 3)  # K caps the slices at its 3 k-tiles
-
-
-@pytest.mark.parametrize(("units", "resident", "k_tiles"), [(1024, 66, 128), (72, 66, 16), (133, 132, 32)])
-def test_every_tail_slice_is_one_work_item(units, resident, k_tiles):
-    whole, slices = tail_split(units, resident, k_tiles, 4)
-    items = [unit_work(u, whole, slices) for u in range(whole + (units - whole) * slices)]
-    assert items[:whole] == [(u, 0, 1) for u in range(whole)]
-    tail = items[whole:]
-    assert sorted(tail) == [(u, s, slices) for u in range(whole, units) for s in range(slices)]
-    # the slices of one unit are consecutive items, so they run in the same or the next round
-    assert [u for u, _, _ in tail] == sorted(u for u, _, _ in tail)
-
-
-def test_split_tail_workspace_holds_the_slices_of_the_tail_tiles():
-    t4 = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, tail_split=4)
-    # 34 tail clusters of 2 tiles, 3 slices each, fp32 128x256 partials
-    assert workspace_bytes(8192, 8192, 1, t4, k=8192, resident=66) == 68 * 3 * 128 * 256 * 4
-    assert semaphore_words(8192, 8192, 1, t4, k=8192, resident=66) == 68
-    assert workspace_bytes(4096, 4096, 1, t4, k=4096, resident=66) == 0  # the tail stays whole
-    assert workspace_bytes(8192, 8192, 1, GemmKnobs(tile_m=128, tile_n=256, cga_m=2), k=8192) == 0
-
-
-def test_split_tail_does_not_combine_with_split_k_or_pingpong():
-    assert "split_k=2" in GemmKnobs(tile_m=128, tile_n=64, split_k=2, tail_split=4).validate()
-    assert "pingpong" in GemmKnobs(tile_m=128, tile_n=128, pingpong=True, tail_split=4).validate()
-    assert "tail_split=9" in GemmKnobs(tail_split=9).validate()
-
-
 def test_cta_work_split_k_slices_cover_k_once():
     # split-K 3 rides on the L mode: units of one tile, in L order, are its three K slices
     knobs = GemmKnobs(tile_m=128, tile_n=64, split_k=3)
@@ -139,9 +88,7 @@ def test_cta_work_split_k_slices_cover_k_once():
         covered = []
         for ks in range(3):
             unit = ks * rows * cols + tile  # L index ks of batch 0
-            _, _, batch, kt0, n_kt, got_ks, slices, _ = cta_work(
-                knobs, unit, rows, cols, (0, 0), k_tiles, 0, 1
-            )
+            _, _, batch, kt0, n_kt, got_ks, slices, _ = cta_work(knobs, unit, rows, cols, (0, 0), k_tiles)
             assert (batch, got_ks, slices) == (0, ks, 3)
             covered += range(kt0, kt0 + n_kt)
         assert covered == list(range(k_tiles))
@@ -149,7 +96,7 @@ def test_cta_work_split_k_slices_cover_k_once():
 
 def test_cta_work_whole_tile_without_slices():
     knobs = GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8)
-    row, col, batch, kt0, n_kt, ks, slices, slot = cta_work(knobs, 5, 4, 3, (1, 0), 7, 0, 1)
+    row, col, batch, kt0, n_kt, ks, slices, slot = cta_work(knobs, 5, 4, 3, (1, 0), 7)
     assert (row, col, batch) == cta_tile(knobs, 5, 4, 3, (1, 0))
     assert (kt0, n_kt, ks, slices, slot) == (0, 7, 0, 1, 0)
 

@@ -70,10 +70,6 @@ KNOB_DOMAINS: dict[str, tuple[Any, ...]] = {
     # long-K rows, +14% at 1024x1024x4096 rastered along N.
     "PLACE_ORDER": (False, True),
 }
-# Kernel-only (not in the domain): GemmKnobs.tail_split, the persistent grid's last round cut into
-# K slices (8192^3 plain level, bias+gelu 1-2.5% slower); GemmKnobs.epi_slots, fewer store-ring
-# slots for a 4th A/B stage in lockstep (0.4-1.0% fewer cycles, less than STAGGER 2's 0.9-1.8%);
-# and GemmKnobs.wait_all, each k-block's wgmma waited for before the next (level to 0.8% slower).
 
 _FEATURES = frozenset({"bias", "row_scale", "col_scale", "residual", "activation", "aux_output", "batched"})
 _TMA_ALIGN = 16
@@ -161,7 +157,7 @@ class GemmSm90Plan(CompiledPlan):
             facts.k,
         )
         self._batch = prod(declared["out"][1][:-2])
-        self._workspace = kernel_plan.workspace_bytes(facts.m, facts.n, self._batch, facts.k)
+        self._workspace = kernel_plan.workspace_bytes(facts.m, facts.n, self._batch)
         self._launch = self._lower(kernel_plan, self._positions, declared)
         # The lowered closure takes execute's own arguments: bound on the instance, a call runs it
         # with no method frame in between.
@@ -198,7 +194,7 @@ class GemmSm90Plan(CompiledPlan):
         return _straight_line_launch(fn, self._per_call, checks, pointer_rows, len(order), geometry)
 
     def _lower_split(self, kp: Any, checks: tuple, pointer_rows: tuple, geometry: tuple) -> Any:
-        """The closure of split-K and split-tail plans: the caller's workspace takes the fp32
+        """The closure of split-K plans: the caller's workspace takes the fp32
         partials, the engine's per-stream semaphores (`kernels.semaphores`) the tile counts; no
         per-call memset runs. It runs only the declared geometry: any other call is refused, naming
         the rule it breaks."""
@@ -221,7 +217,7 @@ class GemmSm90Plan(CompiledPlan):
         def refuse_workspace(workspace: int) -> None:
             refuse(f"workspace pointer {workspace:#x} is not 16-byte aligned")
 
-        words = kp.semaphore_words(self._facts.m, self._facts.n, self._batch, self._facts.k)
+        words = kp.semaphore_words(self._facts.m, self._facts.n, self._batch)
         split = (stream_semaphores().address, words, refuse_workspace)
         return _straight_line_launch(
             kp.fn, refuse_call, checks, pointer_rows, len(kp.pointer_order), geometry, split
@@ -352,16 +348,12 @@ class GemmSm90Engine(BaseEngine):
             raise ImportError(f"{self.name}: needs the CuTe DSL (pip install nvidia-cutlass-dsl)")
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
-        """The fp32 partials of split-K or a split tail (their semaphores are engine-owned); 0 for
-        every other config."""
-        from pygraph_gemm.kernels.compile_cache import resident_clusters
+        """The fp32 partials of split-K (their semaphores are engine-owned); 0 for every other config."""
         from pygraph_gemm.kernels.config import workspace_bytes
 
         facts = self._facts(request)
         batch = prod(facts.batch) if facts.batch else 1
-        knobs = knobs_from_config(plan.knobs)
-        resident = resident_clusters(knobs.cga_m * knobs.cga_n)
-        return workspace_bytes(facts.m, facts.n, batch, knobs, facts.k, resident)
+        return workspace_bytes(facts.m, facts.n, batch, knobs_from_config(plan.knobs))
 
     def build_plan(
         self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None

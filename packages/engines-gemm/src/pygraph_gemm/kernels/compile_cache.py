@@ -25,9 +25,6 @@ _LOCK = threading.Lock()
 ARCH = "sm_90a"
 FN_NAME = "pygraph_gemm_sm90"
 
-ARCH = "sm_90a"
-FN_NAME = "pygraph_gemm_sm90"
-
 
 def cache_key(
     knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH, kernel: str = "sm90"

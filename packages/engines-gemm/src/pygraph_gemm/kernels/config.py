@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .tile_schedule import tail_split
-
 ACTIVATIONS = ("none", "relu", "gelu", "gelu_approx_tanh", "silu", "sigmoid", "tanh")
 _ACT_ALIASES = {"swish": "silu", "gelu_erf": "gelu", "gelu_tanh": "gelu_approx_tanh", "identity": "none"}
 IN_DTYPES = ("bf16", "fp16")
@@ -29,6 +27,11 @@ _TORCH_NAMES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32"
 
 TMA_ALIGN_BYTES = 16
 MAX_SMEM_BYTES = 227 * 1024  # opt-in dynamic shared memory per block on SM90
+# Width (columns) of the epilogue's sub-tiles, each one slot of the store ring. 64-wide sub-tiles in
+# a 2-deep ring (half the epilogue's barriers and TMA stores per tile, the same shared memory) were
+# measured level: bf16 plain / bias+gelu 677 / 666 against 682 / 667 TFLOP/s at 8192^3, 658 / 647
+# against 660 / 649 at 16384x4096x4096 (H200, swizzle 8).
+EPI_N = 32
 
 
 def dtype_name(dt) -> str:
@@ -71,67 +74,25 @@ class GemmKnobs:
     # tile) and take turns on the tensor cores, so one's epilogue runs under the other's main loop.
     # False = cooperative: both warpgroups share each tile (half its rows each).
     pingpong: bool = False
-    # epilogue sub-tile width along N: 32 (a 4-deep store ring) or 64 (2-deep, the same shared
-    # memory; half the sub-tiles, so half the epilogue barriers and TMA stores per tile)
-    epi_n: int = 32
-    # split tail: when the persistent grid's last round of tiles would leave SMs idle, its tiles run
-    # as up to ``tail_split`` K-slices each (partials reduced like split-K's; `tile_schedule.tail_split`
-    # picks the count per launch, 1 where splitting does not pay). 1 = off.
-    tail_split: int = 1
     # staggered cooperative: the two consumer warpgroups share each tile (half its rows each) but run
     # ``stagger`` k-blocks apart and each stores its own rows, so one's epilogue runs while the other
     # still issues wgmma. 0 = lockstep (one store of both halves). Needs more A/B stages than this.
     stagger: int = 0
-    # slots of the epilogue's store ring (each one sub-tile); 0 = the default of ``epi_ring_depth``.
-    # Fewer slots free shared memory for A/B stages: at 128x256 bf16, 2 or 3 slots of 128x32 let a
-    # 4th stage fit (4 slots: 3 stages).
-    epi_slots: int = 0
-    # wait for every wgmma of a k-block before the next (depth 0) and release its slot at once, instead
-    # of keeping one k-block in flight (depth 1, which holds each slot about one k-block longer); the
-    # two cooperative warpgroups' wgmma interleave, so one's queue covers the other's wait. Measured
-    # level in lockstep and at 256x128, 0.6-0.8% slower staggered (kernels/NOTES.md v13).
-    wait_all: bool = False
-    # a bias along N staged in shared memory (`bias_staged` says where it applies): a spare warp of the
-    # producer warpgroup loads each tile's tile_n values (clamped, as fp32) into one of two buffers
-    # while the main loop runs, and the epilogue reads them with shared loads instead of clamped
-    # global loads (0.9% fewer cycles at 8192^3 bias+gelu, +1.0-1.3% sustained at 16384x4096x4096:
-    # kernels/NOTES.md v16). False keeps the global loads, for A/B runs.
-    bias_smem: bool = True
-    # L2 eviction priority of the A/B loads and C's stores (kernel-only). A swizzled raster walks the
-    # grid in bands: the operand tiles of the band's own lines (B's columns when rastering along M,
-    # A's rows along N) are read again on every round of the band, the other operand's only by the
-    # clusters of one round. 1: the band's operand loads evict_last and the other evict_first; 2:
-    # evict_last on the band's operand only; 3: as 1, and C's stores evict_first; 4: C's stores
-    # evict_first only; 0: no hint. Level or slower on the long-K rows but 3 at 16384x4096x4096
-    # (+0.8%); streaming A doubles 8192^3's DRAM reads (kernels/NOTES.md v18).
-    l2_hint: int = 0
-    # L2 reuse across rounds (kernels/NOTES.md v19; the long-K rule names both). At K = 8192 a round
-    # of the rule's 66 clusters reads ~33 MB of A rows and its band's 32 MB of B columns, so with C's writes
-    # a B line is evicted before the band's next round reads it again. ``serpentine``: every other
-    # band walks the raster axis backward, so a band's first round reads the rows the band before
-    # it read last. ``k_flip``: every other tile of a CTA runs its k-blocks last to first, so a
-    # round starts on the k-blocks the round before it read last (the fp32 sum over K then runs in
-    # the other order on those tiles: a different rounding, as deterministic).
+    # L2 reuse across the persistent grid's rounds (the long-K rule names both). At K = 8192 a round
+    # of the rule's 66 clusters reads ~33 MB of A rows and its band's 32 MB of B columns, so with C's
+    # writes a B line is evicted before the band's next round reads it again. ``serpentine``: every
+    # other band walks the raster axis backward, so a band's first round reads the rows the band
+    # before it read last. ``k_flip``: every other tile of a CTA runs its k-blocks last to first, so
+    # a round starts on the k-blocks the round before it read last (the fp32 sum over K then runs in
+    # the other order on those tiles: a different rounding, as deterministic). Both: 8192^3 DRAM
+    # reads 1.23 -> 1.07 GB, sustained bias+gelu +0.5..+1.0% on the long-K rows (H200).
     serpentine: bool = False
     k_flip: bool = False
-    # tanh-gelu from half the pre-activation (`gelu_from_half` says where it applies): the staged
-    # bias is stored halved, so the bias add and gelu's 0.5 x are one FMA and the gelu takes 5 fp32
-    # ops per element for 6, bit for bit the same result (every constant moves by a power of two).
-    # tanh-gelu's cost at one clock follows its instruction count (NOTES.md v20, v21). False keeps
-    # the whole pre-activation, for A/B runs.
-    gelu_half: bool = True
-    # static ring slots: when a tile starts at the ring's slot 0, its k-blocks run in whole passes
-    # over the ring with every slot index a compile-time constant, so each wgmma's shared-memory
-    # descriptors are a base plus an immediate instead of runtime stage arithmetic; what is left of
-    # K (n_kt % stages) and tiles starting elsewhere take the runtime-slot loop. Same wgmma in the
-    # same order (bit-identical outputs); at 8192^3 bias+gelu 154 -> 94 M instructions, -0.2..-0.6%
-    # cycles, +0.3..+0.6% sustained (NOTES.md v22). False keeps the runtime-slot loop only, for A/B.
-    static_ring: bool = True
     # clusters numbered GPC by GPC: cluster c starts at unit `tile_schedule.placed_rank(c)` instead
     # of c, so eight consecutive units run on one GPC and the CTAs that share an A tile read it from
-    # one GPC, where the L2 request coalescer merges their requests (kernels/NOTES.md v27 has the
-    # merges, L2 reads and times). A permutation of the grid's clusters, so any placement stays
-    # correct; it needs 2-CTA clusters (one per TPC).
+    # one GPC, where the L2 request coalescer merges their requests (8192^3: 4.0 -> 24.8 M merged
+    # sectors, 265 -> 239 M L2 reads, sustained +0.4..+1.2% on the long-K rows). A permutation of
+    # the grid's clusters, so any placement stays correct; it needs 2-CTA clusters (one per TPC).
     place_order: bool = False
 
     def validate(self) -> str | None:
@@ -150,40 +111,23 @@ class GemmKnobs:
             return f"raster={self.raster!r} not in ('m', 'n')"
         if self.swizzle not in (1, 2, 4, 8, 16):
             return f"swizzle={self.swizzle} not in (1, 2, 4, 8, 16)"
-        if self.l2_hint not in (0, 1, 2, 3, 4):
-            return f"l2_hint={self.l2_hint} not in (0, 1, 2, 3, 4)"
         if self.stages and not 2 <= self.stages <= 12:
             return f"stages={self.stages} not in [2, 12]"
         if not 1 <= self.split_k <= 16:
             return f"split_k={self.split_k} not in [1, 16]"
-        if not 1 <= self.tail_split <= 8:
-            return f"tail_split={self.tail_split} not in [1, 8]"
-        if self.tail_split > 1 and (self.split_k > 1 or self.pingpong):
-            what = f"split_k={self.split_k}" if self.split_k > 1 else "pingpong"
-            return f"tail_split={self.tail_split} does not combine with {what}"
         if not 0 <= self.stagger <= 3:
             return f"stagger={self.stagger} not in [0, 3]"
-        if self.stagger and (self.tile_m == 64 or self.pingpong or self.split_k > 1 or self.tail_split > 1):
+        if self.stagger and (self.tile_m == 64 or self.pingpong or self.split_k > 1):
             return (
-                f"stagger={self.stagger} needs a cooperative tile of 128 or 256 rows without split-K or a split "
-                f"tail (tile_m={self.tile_m}, pingpong={self.pingpong}, split_k={self.split_k}, "
-                f"tail_split={self.tail_split})"
-            )
-        if self.wait_all and (self.pingpong or self.tile_m == 64):
-            return (
-                "wait_all needs two warpgroups issuing wgmma side by side (cooperative, tile_m 128 or 256), "
-                f"got tile_m={self.tile_m}, pingpong={self.pingpong}"
+                f"stagger={self.stagger} needs a cooperative tile of 128 or 256 rows without split-K "
+                f"(tile_m={self.tile_m}, pingpong={self.pingpong}, split_k={self.split_k})"
             )
         if self.place_order and self.cga_m * self.cga_n != 2:
             return f"place_order orders 2-CTA clusters (one per TPC), got a {self.cga_m}x{self.cga_n} cluster"
-        if self.epi_n not in (32, 64):
-            return f"epi_n={self.epi_n} not in (32, 64)"
-        if self.epi_slots and not 2 <= self.epi_slots <= 4:
-            return f"epi_slots={self.epi_slots} not 0 (default) or in [2, 4]"
-        if self.tile_n > self.epi_n and self.tile_n % self.epi_n:
-            # the epilogue stores whole epi_n-wide sub-tiles: a last partial one would be left
+        if self.tile_n > EPI_N and self.tile_n % EPI_N:
+            # the epilogue stores whole EPI_N-wide sub-tiles: a last partial one would be left
             # unwritten or spill into the next tile's columns
-            return f"tile_n={self.tile_n} is not a multiple of epi_n={self.epi_n} (the epilogue's sub-tile width)"
+            return f"tile_n={self.tile_n} is not a multiple of {EPI_N} (the epilogue's sub-tile width)"
         if self.pingpong:
             if self.tile_m not in (64, 128):
                 return f"pingpong needs tile_m in (64, 128) (one warpgroup per tile), got {self.tile_m}"
@@ -293,62 +237,38 @@ class KernelLayout:
 
 def epi_ring_depth(knobs: GemmKnobs) -> int:
     """Slots of the epilogue's store ring (per consumer warpgroup in ping-pong and when staggered):
-    4 sub-tiles of 32 columns or 2 of 64, the same shared memory. Staggered warpgroups keep 2 slots
-    each whatever the width: at 128x256 (bf16) that leaves room for a 4th A/B stage, which a
-    stagger of 3 k-blocks needs. ``knobs.epi_slots`` overrides the count."""
-    if knobs.epi_slots:
-        return knobs.epi_slots
-    if knobs.stagger or knobs.epi_n == 64:
-        return 2
-    return 4
+    4 sub-tiles, or 2 each for staggered warpgroups: at 128x256 (bf16) that leaves room for a 4th
+    A/B stage, which a stagger of 3 k-blocks needs."""
+    return 2 if knobs.stagger else 4
 
 
-# cp.async.bulk.tensor L2 cache-hint operands (createpolicy.fractional with fraction 1.0, the values
-# CUTLASS's CacheHintSm90 uses): every line the copy touches gets this eviction priority
-L2_EVICT_FIRST = 0x12F0000000000000
-L2_EVICT_LAST = 0x14F0000000000000
-
-
-def l2_cache_hints(knobs: GemmKnobs) -> tuple[int | None, int | None, int | None]:
-    """(A's loads, B's loads, C's stores) L2 cache-hint operands of ``knobs.l2_hint``; None: no hint.
-    The band's operand (B when rastering along M, A along N: `tile_schedule.unit_coord`) is the one
-    kept; the other operand and C are the ones streamed."""
-    hint = knobs.l2_hint
-    keep = L2_EVICT_LAST if hint in (1, 2, 3) else None
-    stream = L2_EVICT_FIRST if hint in (1, 3) else None
-    a, b = (stream, keep) if knobs.raster == "m" else (keep, stream)
-    return a, b, L2_EVICT_FIRST if hint in (3, 4) else None
+def bias_staged(knobs: GemmKnobs, epi: KernelEpilogue) -> bool:
+    """Whether the kernel stages its bias along N in shared memory: a spare warp of the producer
+    warpgroup loads each tile's tile_n values (clamped, as fp32) into one of two buffers while the
+    main loop runs, and the epilogue reads them with shared loads instead of clamped global loads
+    (8192^3 bias+gelu 0.9% fewer cycles, sustained +1.0..+1.3% at 16384x4096x4096, H200). It needs
+    a bias along the kernel's N, cooperative tiles (one buffer per tile, read by all its threads), no
+    K slices (each tile's epilogue runs once, in order) and tile_n a multiple of the loading warp's
+    32 lanes; elsewhere the epilogue loads the bias from global memory."""
+    return bool(epi.bias_n and not knobs.pingpong and knobs.split_k == 1 and knobs.tile_n % 32 == 0)
 
 
 def gelu_from_half(knobs: GemmKnobs, epi: KernelEpilogue) -> bool:
-    """Whether the kernel stages bias / 2 and runs tanh-gelu from half the pre-activation
-    (GemmKnobs.gelu_half): a staged bias (`bias_staged`) added last (no bias along M, no residual),
-    tanh-gelu, and no aux output (that stores the whole pre-activation)."""
+    """Whether the kernel stages bias / 2 and runs tanh-gelu from half the pre-activation: the bias
+    add and gelu's 0.5 x become one FMA and the gelu takes 5 fp32 ops per element for 6, bit for bit
+    the same result (every constant moves by a power of two; 8192^3 bf16 bias+gelu 156.2 -> 154.1 M
+    instructions, -0.12% cycles). It needs a staged bias (`bias_staged`) added last (no bias along
+    M, no residual), tanh-gelu, and no aux output (that stores the whole pre-activation)."""
     return bool(
-        knobs.gelu_half
-        and bias_staged(knobs, epi)
+        bias_staged(knobs, epi)
         and epi.act == "gelu_approx_tanh"
         and not (epi.bias_m or epi.residual or epi.aux_out)
     )
 
 
-def bias_staged(knobs: GemmKnobs, epi: KernelEpilogue) -> bool:
-    """Whether the kernel stages its bias along N in shared memory (GemmKnobs.bias_smem): a bias along
-    the kernel's N, cooperative tiles (one buffer per tile, read by all its threads), no K slices (each
-    tile's epilogue runs once, in order) and tile_n a multiple of the loading warp's 32 lanes."""
-    return bool(
-        knobs.bias_smem
-        and epi.bias_n
-        and not knobs.pingpong
-        and knobs.split_k == 1
-        and knobs.tail_split == 1
-        and knobs.tile_n % 32 == 0
-    )
-
-
 def _smem_bytes(knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue, stages: int) -> int:
     ab = (knobs.tile_m + knobs.tile_n) * knobs.tile_k * dtype_bytes(lay.ab_dtype) * stages
-    epi_n = min(knobs.epi_n, knobs.tile_n)
+    epi_n = min(EPI_N, knobs.tile_n)
     own_rows = knobs.pingpong or knobs.stagger > 0  # each consumer warpgroup stores on its own
     epi_m = 64 if own_rows else min(128, knobs.tile_m)  # the kernel's epilogue sub-tile
     ring = epi_ring_depth(knobs)
@@ -391,28 +311,9 @@ def resident_fallback(cluster_size: int) -> int:
     return RESIDENT_132.get(cluster_size, 132 // cluster_size)
 
 
-def tail_tiles(m: int, n: int, k: int, l: int, knobs: GemmKnobs, resident: int = 0) -> tuple[int, int]:
-    """(output tiles in the split tail, K-slices per tile) of a launch of (M, N, K, L) in the USER
-    frame on a GPU running ``resident`` clusters at once (0: the H200's count); (0, 1) when the tail
-    is not split."""
-    if knobs.tail_split <= 1:
-        return 0, 1
-    if knobs.swap_ab:
-        m, n = n, m
-    cluster = knobs.cga_m * knobs.cga_n
-    resident = resident or resident_fallback(cluster)
-    units = (
-        ceil_div(ceil_div(m, knobs.tile_m), knobs.cga_m)
-        * ceil_div(ceil_div(n, knobs.tile_n), knobs.cga_n)
-        * l
-    )
-    whole, slices = tail_split(units, min(units, resident), ceil_div(k, knobs.tile_k), knobs.tail_split)
-    return (units - whole) * cluster, slices
-
-
 def splitk_tiles(m: int, n: int, l: int, knobs: GemmKnobs) -> int:
     """Output tiles (kernel frame, padded to whole clusters): one int32 semaphore and ``split_k``
-    fp32 partial tiles each. The semaphores live apart from the partials (`launch.semaphores`)."""
+    fp32 partial tiles each. The semaphores live apart from the partials (`semaphores`)."""
     if knobs.swap_ab:
         m, n = n, m
     mt = padded(ceil_div(m, knobs.tile_m), knobs.cga_m)
@@ -421,36 +322,25 @@ def splitk_tiles(m: int, n: int, l: int, knobs: GemmKnobs) -> int:
 
 
 def needs_workspace(knobs: GemmKnobs) -> bool:
-    """Whether launches take a workspace and semaphores (split-K, or a split tail)."""
-    return knobs.split_k > 1 or knobs.tail_split > 1
+    """Whether launches take a workspace and semaphores (split-K)."""
+    return knobs.split_k > 1
 
 
-def workspace_bytes(m: int, n: int, l: int, knobs: GemmKnobs, k: int = 0, resident: int = 0) -> int:
-    """Caller workspace the kernel needs for (M, N, L) in the USER frame; 0 without split-K or a
-    split tail. A split tail's size also depends on K and on the clusters resident at once
-    (``resident``; 0 = the H200's count).
+def workspace_bytes(m: int, n: int, l: int, knobs: GemmKnobs) -> int:
+    """Caller workspace the kernel needs for (M, N, L) in the USER frame; 0 without split-K.
 
-    It holds only the fp32 partials (``split_k`` tiles per output tile, or the slices of each tail
-    tile) and may hold anything at launch: every partial is written before it is read. The per-tile
-    semaphores, which must be zero at launch and which the kernel leaves zero, are engine-owned
-    (`launch.semaphores`).
+    It holds only the fp32 partials (``split_k`` tiles per output tile) and may hold anything at
+    launch: every partial is written before it is read. The per-tile semaphores, which must be zero
+    at launch and which the kernel leaves zero, are engine-owned (`semaphores.stream_semaphores`).
     """
-    tile_bytes = knobs.tile_m * knobs.tile_n * 4
     if knobs.split_k > 1:
-        return splitk_tiles(m, n, l, knobs) * knobs.split_k * tile_bytes
-    if knobs.tail_split > 1:
-        tiles, slices = tail_tiles(m, n, k, l, knobs, resident)
-        return tiles * slices * tile_bytes
+        return splitk_tiles(m, n, l, knobs) * knobs.split_k * knobs.tile_m * knobs.tile_n * 4
     return 0
 
 
-def semaphore_words(m: int, n: int, l: int, knobs: GemmKnobs, k: int = 0, resident: int = 0) -> int:
-    """Zeroed int32 tile semaphores a launch needs (engine-owned, `launch.semaphores`)."""
-    if knobs.split_k > 1:
-        return splitk_tiles(m, n, l, knobs)
-    if knobs.tail_split > 1:
-        return max(1, tail_tiles(m, n, k, l, knobs, resident)[0])
-    return 0
+def semaphore_words(m: int, n: int, l: int, knobs: GemmKnobs) -> int:
+    """Zeroed int32 tile semaphores a launch needs (engine-owned, `semaphores.stream_semaphores`)."""
+    return splitk_tiles(m, n, l, knobs) if knobs.split_k > 1 else 0
 
 
 def can_implement(

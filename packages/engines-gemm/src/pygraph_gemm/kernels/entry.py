@@ -4,7 +4,7 @@ The compiled function is a TVM-FFI function of raw device addresses, 32-bit size
 and the stream (no DLPack), and its host cost per call grows with each argument converted. So
 there are two signatures: ``__call__`` takes every operand (8 pointers, 4 sizes, 11 strides,
 stream); ``call_lean`` only A, B, C and their geometry (3 pointers, 4 sizes, 6 strides, stream),
-for an epilogue that reads no other tensor (`launch.is_lean`). Both hand over to the kernel
+for an epilogue that reads no other tensor (`compile_cache.is_lean`). Both hand over to the kernel
 class's ``_host`` as one `HostArgs`, with the workspace and semaphore pointers too (None here; the
 split entry point, `gemm_sm90_split`, passes them). The global views both kernels' ``_host`` build
 from those arguments are here too.

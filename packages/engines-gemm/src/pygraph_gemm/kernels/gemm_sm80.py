@@ -24,7 +24,7 @@ fragment to C (row- or column-major). Uncoalesced but exact for every M/N tail; 
 staged store is a later optimisation.
 
 The compiled function has exactly ``Sm90Gemm.__call__``'s signature and kernel frame, so
-``launch.kernel_frame`` maps user arguments to it unchanged.
+``frame.kernel_frame`` maps user arguments to it unchanged.
 """
 
 from __future__ import annotations
@@ -416,7 +416,7 @@ def _mma_k_block(tiled_mma, acc, s2r_a, sA, rA_view, rA, cA, s2r_b, sB, rB_view,
 
 
 def compile_sm80(knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = "sm_80") -> Callable:
-    """Compile ``Sm80Gemm`` for ``arch`` with placeholder pointers/stream (`launch.compile_kernel`);
+    """Compile ``Sm80Gemm`` for ``arch`` with placeholder pointers/stream (`compile_cache.compile_kernel`);
     returns the TVM-FFI function taking (8 pointers, m, n, k, l, 11 strides, stream). Its outputs are
     stored per element, so their pointers need only element alignment."""
     from .compile_cache import compile_kernel

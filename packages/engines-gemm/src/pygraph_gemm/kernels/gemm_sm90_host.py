@@ -1,6 +1,6 @@
 """Host side of the SM90 GEMM (`gemm_sm90.Sm90Gemm`), traced once inside each compiled entry point:
 global tensor views in the kernel frame, the TMA atoms, the epilogue's operand views, the persistent
-tile schedule's extent (and the split modes' semaphores and workspace), the CTA's shared-memory
+tile schedule's extent (and split-K's semaphores and workspace), the CTA's shared-memory
 struct, and the launch of ``self.kernel``."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import Int32, const_expr
 
 from .entry import GemmEntry, HostArgs
-from .tile_schedule import schedule_extent, tail_split
+from .tile_schedule import schedule_extent
 
 
 def _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout):
@@ -20,8 +20,8 @@ def _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout):
     R, A = cute.struct.MemRange, cute.struct.Align
     fields = {"mbar": R[cutlass.Int64, self.ab_stage * 2]}
     if self.has_split:
-        fields["flag"] = R[cutlass.Int32, 4]  # split-K / split tail: the semaphore's old value, broadcast
-    if self.bias_smem:
+        fields["flag"] = R[cutlass.Int32, 4]  # split-K: the semaphore's old value, broadcast
+    if self.bias_staged:
         fields["bias_mbar"] = R[cutlass.Int64, 4]  # full and empty barriers of the two bias buffers
         fields["sBias"] = A[R[cutlass.Float32, 2 * self.tile_mnk[1]], 16]
     fields["sA"] = A[R[self.ab_dtype, cute.cosize(sA_layout)], 1024]
@@ -106,15 +106,7 @@ class Sm90Host(GemmEntry):
             n_sem = n_units // self.split_k * cluster_size
             mCnt = cute.make_tensor(args.sem_ptr, cute.make_layout(n_sem))
             mWs = cute.make_tensor(args.ws_ptr, cute.make_layout(1))
-        # the work items: units 0 .. whole-1 whole, then `slices` K-slices of each remaining unit
         whole, slices, n_work = n_units, Int32(1), n_units
-        if const_expr(self.tail_split > 1):
-            k_tiles = (args.k + self.tile_mnk[2] - 1) // self.tile_mnk[2]
-            whole, slices = tail_split(n_units, n_resident, k_tiles, self.tail_split)
-            n_work = whole + (n_units - whole) * slices
-            # one semaphore and `slices` partial tiles per tail tile (fewer than one round's worth)
-            mCnt = cute.make_tensor(args.sem_ptr, cute.make_layout(n_resident * cluster_size))
-            mWs = cute.make_tensor(args.ws_ptr, cute.make_layout(1))
         grid = (*self.cluster_mn, n_resident)
 
         self.shared_storage = _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout)

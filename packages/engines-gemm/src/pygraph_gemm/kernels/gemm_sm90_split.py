@@ -1,6 +1,6 @@
-"""The SM90 GEMM's entry point for launches whose K slices meet in a workspace (split-K, or a
-split tail): `Sm90Gemm` with two more pointers, the fp32 partials and the tile semaphores. The
-kernel is `Sm90Gemm.kernel`; this class only changes the compiled function's signature."""
+"""The SM90 GEMM's entry point for split-K launches, whose K slices meet in a workspace: `Sm90Gemm`
+with two more pointers, the fp32 partials and the tile semaphores. The kernel is `Sm90Gemm.kernel`
+(its reduction `split_k.reduce_slices`); this class only changes the compiled function's signature."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .compile_cache import ARCH, get_compiled, is_lean, resident_clusters
+from .compile_cache import ARCH, get_compiled, is_lean
 from .config import EpilogueSpec, GemmKnobs, KernelEpilogue, needs_workspace, semaphore_words, workspace_bytes
 from .frame import kernel_frame, kernel_layout
 from .semaphores import stream_semaphores
@@ -21,7 +21,6 @@ class Plan:
         "b_bcast",
         "fn",
         "geometry",
-        "k",
         "kepi",
         "klay",
         "knobs",
@@ -51,7 +50,6 @@ class Plan:
         lay = kernel_layout(knobs.swap_ab, ab_dtype, c_dtype, a_strides, b_strides, c_strides, m, n, k, l)
         self.kepi = KernelEpilogue.from_spec(spec, knobs.swap_ab)
         self.klay, self.knobs, self.swap = lay, knobs, knobs.swap_ab
-        self.k = k  # the K the plan was built for (a split tail's workspace depends on K)
         # user-frame broadcast flags (the kernel frame exchanges A and B when swapped)
         self.a_bcast, self.b_bcast = (
             (lay.b_bcast, lay.a_bcast) if knobs.swap_ab else (lay.a_bcast, lay.b_bcast)
@@ -67,40 +65,34 @@ class Plan:
 
     @property
     def needs_workspace(self) -> bool:
-        """Launches take a workspace and semaphores (split-K or a split tail)."""
+        """Launches take a workspace and semaphores (split-K)."""
         return needs_workspace(self.knobs)
 
-    def _resident(self) -> int:
-        return resident_clusters(self.knobs.cga_m * self.knobs.cga_n)
+    def workspace_bytes(self, m: int, n: int, l: int) -> int:
+        """Workspace (bytes) a launch of (M, N, L) needs; 0 without split-K."""
+        return workspace_bytes(m, n, l, self.knobs)
 
-    def workspace_bytes(self, m: int, n: int, l: int, k: int = 0) -> int:
-        """Workspace (bytes) a launch of (M, N, K, L) needs; 0 without split-K or a split tail
-        (whose size depends on K: 0 means the K the plan was built for)."""
-        return workspace_bytes(m, n, l, self.knobs, k or self.k, self._resident())
+    def semaphore_words(self, m: int, n: int, l: int) -> int:
+        """Engine-owned tile semaphores a launch of (M, N, L) needs."""
+        return semaphore_words(m, n, l, self.knobs)
 
-    def semaphore_words(self, m: int, n: int, l: int, k: int = 0) -> int:
-        """Engine-owned tile semaphores a launch of (M, N, K, L) needs."""
-        return semaphore_words(m, n, l, self.knobs, k or self.k, self._resident())
-
-    def own_workspace(self, m: int, n: int, l: int, device=None, k: int = 0) -> int:
-        """Address of a plan-owned workspace for (M, N, K, L) (the partials need no initialization).
+    def own_workspace(self, m: int, n: int, l: int, device=None) -> int:
+        """Address of a plan-owned workspace for (M, N, L) (the partials need no initialization).
         Not for concurrent launches of one plan on two streams."""
-        need = self.workspace_bytes(m, n, l, k)
+        need = self.workspace_bytes(m, n, l)
         if self._ws is None or self._ws.numel() < need:
             import torch
 
             self._ws = torch.empty(max(need, 256), dtype=torch.uint8, device=device or "cuda")
         return self._ws.data_ptr()
 
-    def semaphores(
-        self, m: int, n: int, l: int, stream: int = 0, device: int | None = None, k: int = 0
-    ) -> int:
-        """Address of the engine-owned tile semaphores for a launch of (M, N, K, L) on ``stream``."""
+    def semaphores(self, m: int, n: int, l: int, stream: int = 0, device: int | None = None) -> int:
+        """Address of the engine-owned tile semaphores for a launch of (M, N, L) on ``stream``."""
         if device is None:
             import torch
 
             device = torch.cuda.current_device()
-        return stream_semaphores().address(device, stream, self.semaphore_words(m, n, l, k))
+        return stream_semaphores().address(device, stream, self.semaphore_words(m, n, l))
 
     def kernel_args(
         self,
@@ -129,8 +121,8 @@ class Plan:
 
         Pointers are raw device addresses (ints); strides are user-frame (batch, row, col) in
         elements for A (M, K), B (K, N), C (M, N), residual and aux (M, N); ``stream`` is a raw
-        cudaStream_t (0 = legacy default stream). Split-K or a split tail only (``needs_workspace``):
-        ``workspace`` is the device address of ``workspace_bytes(m, n, l, k)`` bytes (any contents)
+        cudaStream_t (0 = legacy default stream). Split-K only (``needs_workspace``): ``workspace``
+        is the device address of ``workspace_bytes(m, n, l)`` bytes (any contents)
         and ``semaphores`` that of ``semaphore_words`` zeroed int32 words (see ``semaphores``); they
         go after the sizes/strides, before the stream. A lean plan (`is_lean`) passes only A, B, C,
         the sizes and their strides (``pointer_order`` and ``geometry`` are cut to those).
@@ -142,19 +134,18 @@ class Plan:
         return tuple(ptrs[i] for i in self.pointer_order) + geo + (stream,)
 
     def __call__(self, *args, **kwargs) -> None:
-        """Launch; same arguments as ``kernel_args``. With split-K or a split tail, a missing
-        ``workspace`` is the plan's own and missing ``semaphores`` the engine-owned ones of the stream."""
+        """Launch; same arguments as ``kernel_args``. With split-K, a missing ``workspace`` is the
+        plan's own and missing ``semaphores`` the engine-owned ones of the stream."""
         if self.needs_workspace:
             m = args[3] if len(args) > 3 else kwargs["m"]
             n = args[4] if len(args) > 4 else kwargs["n"]
-            k = args[5] if len(args) > 5 else kwargs["k"]
             l = args[6] if len(args) > 6 else kwargs["l"]
             st = args[17] if len(args) > 17 else kwargs.get("stream", 0)
             extra = dict(zip(("workspace", "semaphores"), args[18:]))
             args = args[:18]
             kwargs = {**kwargs, **extra}
             if not kwargs.get("workspace"):
-                kwargs["workspace"] = self.own_workspace(m, n, l, k=k)
+                kwargs["workspace"] = self.own_workspace(m, n, l)
             if not kwargs.get("semaphores"):
-                kwargs["semaphores"] = self.semaphores(m, n, l, st, k=k)
+                kwargs["semaphores"] = self.semaphores(m, n, l, st)
         self.fn(*self.kernel_args(*args, **kwargs))

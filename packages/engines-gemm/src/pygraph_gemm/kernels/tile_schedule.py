@@ -8,9 +8,10 @@ c, c + resident, c + 2 * resident, ... Units map to cluster coordinates in raste
 cover a compact block whose A rows and B columns stay in L2. The last band is as wide as what is
 left of the grid: no unit falls outside it, so a grid that s does not divide wastes nothing.
 
-Host side: `schedule_extent` and `tail_split` (traced in the JIT host function). Device side:
-`unit_coord`, `unit_work`, and a CTA's view of them, `cta_tile` and `cta_work` (traced in the kernel). Sizes are runtime Int32 values; ``swizzle`` and the raster order are compile-time. Both
-also run on plain Python ints, which is how the tests check the order.
+Host side: `schedule_extent` (traced in the JIT host function). Device side: `unit_coord`,
+`placed_rank`, and a CTA's view of them, `cta_tile` and `cta_work` (traced in the kernel). Sizes are
+runtime Int32 values; ``swizzle`` and the raster order are compile-time. All of them also run on
+plain Python ints, which is how the tests check the order.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def unit_coord(u, rows, cols, swizzle: int, raster_m: bool, serpentine: bool = F
 
 
 # ---------------------------------------------------------------------------- placement order
-# Where the H200 puts a full persistent grid of 2-CTA clusters (NOTES.md v27; probes:
+# Where the H200 puts a full persistent grid of 2-CTA clusters (probes:
 # scripts/device/cluster_placement.py for the clusters, scripts/device/gpc_map.cu for the GPCs):
 # clusters 0-3 go to TPCs 62-65 (SMs 124-131) and cluster c >= 4 to TPC c - 4 (SMs 2t, 2t + 1).
 # TPCs are numbered across the GPCs: TPC t < 32 sits in GPC t % 8, TPC 32 <= t < 60 in GPC
@@ -98,49 +99,6 @@ def placed_rank(c, resident):
     return _pick(full > 0, v, c)
 
 
-# ---------------------------------------------------------------------------- the split tail
-# A persistent grid of R resident clusters runs U units in ceil(U / R) rounds; when U is not a
-# multiple of R the last round is partly idle (8192^3 in 128x256 tiles, 2x1 clusters: 1024 units on
-# 66 clusters, the 16th round runs 34 of 66). Splitting each of those `rem` last units into S K-slices
-# (partials reduced in the kernel, as split-K does) turns the last round's time from one unit into
-# ceil(rem * S / R) / S of one: 2/3 for 34 units split 3 ways on 66 clusters.
-
-# a split tail must save at least 1/8 of a unit's time: below that the partials' round trip and the
-# slices' shorter pipelines eat the gain
-_TAIL_GAIN_NUM, _TAIL_GAIN_DEN = 7, 8
-
-
-def tail_split(units, resident, k_tiles, max_split: int):
-    """(whole units, slices per tail unit): units 0 .. whole-1 run whole; the ``units - whole`` last
-    ones run as ``slices`` K-slices each, unit ``whole + t`` being slice ``t % slices`` of tail unit
-    ``t // slices``. ``slices`` is the S in 1..max_split (and at most ``k_tiles``) that shortens the
-    last round most, by at least 1/8 of a unit; 1 when nothing qualifies (then ``whole = units``)."""
-    rem = units - units // resident * resident
-    best_s, best_rounds = 1, 1  # the last round, unsplit: one unit's time
-    for s in range(2, max_split + 1):
-        rounds = (rem * s + resident - 1) // resident  # rounds of 1/s-unit slices the tail takes
-        # rounds / s < (7/8) * best_rounds / best_s, in integers
-        better = rounds * best_s * _TAIL_GAIN_DEN < best_rounds * s * _TAIL_GAIN_NUM
-        take = _pick(s <= k_tiles, 1, 0) * _pick(better, 1, 0) > 0  # `and` for traced values too
-        best_s = _pick(take, s, best_s)
-        best_rounds = _pick(take, rounds, best_rounds)
-    slices = _pick(rem > 0, best_s, 1)
-    whole = units - _pick(slices > 1, rem, 0)
-    return whole, slices
-
-
-def unit_work(u, whole, slices):
-    """(schedule unit, K slice, slices) of grid work item ``u`` under `tail_split`'s (whole, slices)."""
-    t = u - whole
-    in_tail = u >= whole
-    q = t // slices
-    return (
-        _pick(in_tail, whole + q, u),
-        _pick(in_tail, t - q * slices, 0),
-        _pick(in_tail, slices, 1),
-    )
-
-
 # ---------------------------------------------------------------------------- one CTA's work
 def cta_tile(knobs, unit, rows, cols, cta_mn):
     """(tile row, tile column, L index) of the CTA at ``cta_mn`` in its cluster, in work unit ``unit``
@@ -149,18 +107,10 @@ def cta_tile(knobs, unit, rows, cols, cta_mn):
     return row * knobs.cga_m + cta_mn[0], col * knobs.cga_n + cta_mn[1], batch
 
 
-def cta_work(knobs, unit, rows, cols, cta_mn, k_tiles, whole, slices):
+def cta_work(knobs, unit, rows, cols, cta_mn, k_tiles):
     """Work item ``unit`` of the CTA at ``cta_mn``: (tile row, tile column, batch, first k-tile,
     k-tiles, K slice, slices, semaphore slot). The slot indexes the tile's semaphore and partials
-    (split modes only); ``whole`` and ``slices`` are `tail_split`'s."""
-    if knobs.tail_split > 1:
-        sched_unit, ks, n_slices = unit_work(unit, whole, slices)
-        row, col, batch = cta_tile(knobs, sched_unit, rows, cols, cta_mn)
-        kt0 = ks * k_tiles // n_slices
-        n_kt = (ks + 1) * k_tiles // n_slices - kt0
-        cluster_size = knobs.cga_m * knobs.cga_n
-        slot = (sched_unit - whole) * cluster_size + cta_mn[0] + cta_mn[1] * knobs.cga_m
-        return row, col, batch, kt0, n_kt, ks, n_slices, slot
+    (split-K only)."""
     row, col, lmode = cta_tile(knobs, unit, rows, cols, cta_mn)
     if knobs.split_k > 1:
         S = knobs.split_k  # the slices ride on the schedule's L mode: l * S + slice
