@@ -295,7 +295,7 @@ def _points(domains: dict[str, tuple[Any, ...]]) -> list[dict[str, Any]]:
 
 
 def sm80_tile_rule(facts: GemmFacts) -> dict[str, Any]:
-    """gemm_sm80's first config: from benchmarks/bench_gemm_sm80.py on the H200 (2026-11-29, bf16,
+    """gemm_sm80's first config: from benchmarks.gemm.bench_gemm_sm80 on the H200 (2026-11-29, bf16,
     kernel built for sm_90): 128x128x32 on the large shapes (372-376 TFLOP/s at 8192^3, 0.53-0.55x
     cuBLAS; 128x128x64 362, 64x128x64 289-306, 64x64x32 214); 64x128x64 when M <= 256 (98-103 TFLOP/s
     at 128x4096x4096 vs 68-81 for 128x128 tiles; 13-14 at M=16)."""
