@@ -19,7 +19,7 @@ def knob_label(kn: GemmKnobs) -> str:
     """Short config name: tile (x K when the k-block is not 64 deep), cluster MxN, s(wap), n (raster),
     z(swizzle), p(ing-pong), k(split), g (staggered warpgroups, k-blocks apart), a (A/B stages, when
     not the most that fit), v (serpentine bands), f (every other tile's k-blocks last to first), o
-    (clusters numbered by SM group)."""
+    (clusters numbered GPC by GPC)."""
     return (
         f"{kn.tile_m}x{kn.tile_n}"
         + (f"x{kn.tile_k}" if kn.tile_k != 64 else "")
