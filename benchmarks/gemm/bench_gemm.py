@@ -139,7 +139,7 @@ def make_call(knobs, spec, a, b, c, bias, workspace=None, plan_cls=Plan):
 
 def host_cost(fn, burst=64):
     # measured after the GPU-bound columns, during which the host CPU mostly waited: half a second of
-    # the same calls first (one first reading of a session, 11.1 us against 7.2 us, had no warm-up)
+    # the same calls first (a first reading without it was 11.1 us against 7.2 us)
     return burst_cost(fn, burst, sync=torch.cuda.synchronize, warmup_s=0.5)
 
 

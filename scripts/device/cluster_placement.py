@@ -10,7 +10,7 @@ probe reads both for the grid gemm_sm90 launches.
 
 1. A kernel shaped like gemm_sm90's grid: grid (cm, cn, clusters), clusters (cm, cn, 1), one CTA
    per SM (200 KB of shared memory each), `clusters` from the occupancy query the GEMM uses
-   (launch.resident_clusters). Thread 0 of each CTA records %smid and %globaltimer on entry.
+   (compile_cache.resident_clusters). Thread 0 of each CTA records %smid and %globaltimer on entry.
 2. The same kernel with 8-CTA clusters, several launches. A cluster never spans GPCs, so SMs seen
    together in one cluster share a GPC. The union of those pairs groups the SMs; on the H200 a GPC
    of 16-18 SMs comes out as two groups of 8 (gpc_map.cu's 16-CTA clusters join them).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fused floor, sustained (benchmarks.gemm.ab_gemm): bias+gelu of the long-K rule's config
-# against cuBLASLt's fused kernel, cuBLAS addmm and the unfused addmm-then-gelu on the four
+# against cuBLASLt's fused kernel, cuBLAS addmm and the unfused addmm-then-gelu on the four
 # large shapes, bf16 and fp16. Each column runs about one second of back-to-back launches per round
 # (the reps below), so every kernel is timed at the clock its own power draw settles to; bursts of
 # 10 launches flatter kernels that draw more power (ping-pong 128x128 led bursts by 1-4% and trailed
