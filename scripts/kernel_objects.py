@@ -122,7 +122,7 @@ def compare(args) -> int:
         f"{len(before)} keys: {len(same)} identical, {len(differ)} differ, {len(removed)} removed "
         f"(a field the tree no longer has), {len(missing)} not compiled"
     )
-    gone = collections.Counter(after[k].split("has no field ", 1)[1] for k in removed)
+    gone = collections.Counter(after[k].split("has no field ", 1)[1].strip("\"'") for k in removed)
     for fields, count in sorted(gone.items()):
         print(f"REMOVED {count} with {fields}")
     for k in differ:

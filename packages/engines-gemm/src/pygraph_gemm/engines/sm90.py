@@ -194,10 +194,10 @@ class GemmSm90Plan(CompiledPlan):
         return _straight_line_launch(fn, self._per_call, checks, pointer_rows, len(order), geometry)
 
     def _lower_split(self, kp: Any, checks: tuple, pointer_rows: tuple, geometry: tuple) -> Any:
-        """The closure of split-K plans: the caller's workspace takes the fp32
-        partials, the engine's per-stream semaphores (`kernels.semaphores`) the tile counts; no
-        per-call memset runs. It runs only the declared geometry: any other call is refused, naming
-        the rule it breaks."""
+        """The closure of split-K plans: the caller's workspace takes the fp32 partials, the
+        engine's per-stream semaphores (`kernels.semaphores`) the tile counts; no per-call memset
+        runs. It runs only the declared geometry: any other call is refused, naming the rule it
+        breaks."""
         from pygraph_gemm.kernels.semaphores import stream_semaphores
 
         refuse = self._refuse

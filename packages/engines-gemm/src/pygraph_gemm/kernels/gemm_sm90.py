@@ -23,7 +23,9 @@ dtypes, epilogue, knobs). This module holds the configuration and the device ker
 that builds the TMA atoms and launches it is `gemm_sm90_host.Sm90Host`.
 
 CuTe DSL traces Python: the helpers the kernel calls (`cute.jit` ones included) are inlined at
-trace time, so cutting the kernel into them changes no compiled object.
+trace time, so cutting the kernel into them left every compiled object of the suites byte-identical.
+A runtime loop or branch carries only the names its own body assigns or calls methods on, so a
+helper that advances a pipeline state under one returns it and the caller rebinds it.
 """
 
 from __future__ import annotations
@@ -180,8 +182,6 @@ class Sm90Gemm(Sm90Epilogue, Sm90Host):
         rows: Int32,
         cols: Int32,
         n_units: Int32,
-        whole: Int32,
-        slices: Int32,
     ):
         """Set up the CTA (descriptors, shared memory and its pipelines, the TMA views of A and B,
         the tile schedule) and run each warp's role."""

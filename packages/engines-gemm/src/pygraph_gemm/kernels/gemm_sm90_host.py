@@ -8,7 +8,7 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90_utils
-from cutlass import Int32, const_expr
+from cutlass import const_expr
 
 from .entry import GemmEntry, HostArgs
 from .tile_schedule import schedule_extent
@@ -106,7 +106,6 @@ class Sm90Host(GemmEntry):
             n_sem = n_units // self.split_k * cluster_size
             mCnt = cute.make_tensor(args.sem_ptr, cute.make_layout(n_sem))
             mWs = cute.make_tensor(args.ws_ptr, cute.make_layout(1))
-        whole, slices, n_work = n_units, Int32(1), n_units
         grid = (*self.cluster_mn, n_resident)
 
         self.shared_storage = _shared_storage(self, sA_layout, sB_layout, sC_layout, sX_layout)
@@ -135,9 +134,7 @@ class Sm90Host(GemmEntry):
             sX_layout,
             rows,
             cols,
-            n_work,
-            whole,
-            slices,
+            n_units,
         ).launch(
             grid=grid,
             block=[self.threads, 1, 1],
