@@ -37,11 +37,17 @@ their engines; this module holds Gated DeltaNet's.
 from __future__ import annotations
 
 import itertools
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["gated_delta_net_backward_reference", "gated_delta_net_reference"]
+__all__ = [
+    "PreparedInputs",
+    "gated_delta_net_backward_reference",
+    "gated_delta_net_reference",
+    "prepare_inputs",
+]
 
 _CALL = "pygraph_linear_attention.reference.gated_delta_net_reference"
 
@@ -100,6 +106,75 @@ def _gates(
     return g, beta
 
 
+class PreparedInputs(NamedTuple):
+    """The inputs after validation, the head mapping and the options, in the compute dtype."""
+
+    q: torch.Tensor  # [T, HO, K] (L2-normalised under use_qk_l2norm)
+    k: torch.Tensor  # [T, HO, K]
+    v: torch.Tensor  # [T, HO, V]
+    decay: torch.Tensor  # [T, HO]: the log decay g after safe_gate
+    write: torch.Tensor  # [T, HO]: beta after the sigmoid and the negative-eigenvalue scaling
+    bounds: list[int]  # cu_seqlens as ints
+    heads: int  # HO
+    scale: float
+    state_shape: tuple[int, int, int, int]  # [N, HO, V, K]
+
+
+def prepare_inputs(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    *,
+    scale: float | None,
+    initial_state: torch.Tensor | None,
+    use_qk_l2norm: bool,
+    use_beta_sigmoid: bool,
+    allow_neg_eigval: bool,
+    safe_gate: bool,
+    a_log: torch.Tensor | None,
+    dt_bias: torch.Tensor | None,
+    dtype: torch.dtype,
+) -> PreparedInputs:
+    """Check the arguments (raising `ValueError` naming the call, the argument and the value) and
+    apply the head mapping and the options; shared by the token loop and `chunked`."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 3:
+            raise _fail(f"{name} must be [T, heads, dim], got shape {list(t.shape)}")
+    tokens = q.shape[0]
+    for name, t in (("k", k), ("v", v), ("g", g), ("beta", beta)):
+        if t.shape[0] != tokens:
+            raise _fail(f"{name} has {t.shape[0]} tokens, q has {tokens}")
+    if q.shape[1:] != k.shape[1:]:
+        raise _fail(f"q {list(q.shape)} and k {list(k.shape)} must have the same heads and head dim")
+    for name, t in (("g", g), ("beta", beta)):
+        if t.dim() != 2:
+            raise _fail(
+                f"{name} must be [T, heads] (one value per token and head), got shape {list(t.shape)}"
+            )
+    heads = max(q.shape[1], v.shape[1])
+    key_dim, value_dim = q.shape[2], v.shape[2]
+    bounds = _boundaries(cu_seqlens, tokens)
+    scale = key_dim**-0.5 if scale is None else float(scale)
+
+    q, k = _per_head(q.to(dtype), heads, "q", 1), _per_head(k.to(dtype), heads, "k", 1)
+    v = _per_head(v.to(dtype), heads, "v", 1)
+    if use_qk_l2norm:
+        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+    decay, write = _gates(
+        g, beta, heads, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
+        safe_gate=safe_gate, a_log=a_log, dt_bias=dt_bias, dtype=dtype,
+    )  # fmt: skip
+    state_shape = (len(bounds) - 1, heads, value_dim, key_dim)
+    if initial_state is not None and tuple(initial_state.shape) != state_shape:
+        raise _fail(
+            f"initial_state must be [N, HO, V, K] = {list(state_shape)}, got {list(initial_state.shape)}"
+        )
+    return PreparedInputs(q, k, v, decay, write, bounds, heads, scale, state_shape)
+
+
 def gated_delta_net_reference(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -123,39 +198,15 @@ def gated_delta_net_reference(
 
     Differentiable in every tensor input (autograd through the loop).
     """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() != 3:
-            raise _fail(f"{name} must be [T, heads, dim], got shape {list(t.shape)}")
-    tokens = q.shape[0]
-    for name, t in (("k", k), ("v", v), ("g", g), ("beta", beta)):
-        if t.shape[0] != tokens:
-            raise _fail(f"{name} has {t.shape[0]} tokens, q has {tokens}")
-    if q.shape[1:] != k.shape[1:]:
-        raise _fail(f"q {list(q.shape)} and k {list(k.shape)} must have the same heads and head dim")
-    for name, t in (("g", g), ("beta", beta)):
-        if t.dim() != 2:
-            raise _fail(
-                f"{name} must be [T, heads] (one value per token and head), got shape {list(t.shape)}"
-            )
-    heads = max(q.shape[1], v.shape[1])
-    key_dim, value_dim = q.shape[2], v.shape[2]
-    bounds = _boundaries(cu_seqlens, tokens)
-    sequences = len(bounds) - 1
-    scale = key_dim**-0.5 if scale is None else float(scale)
-
-    q, k = _per_head(q.to(dtype), heads, "q", 1), _per_head(k.to(dtype), heads, "k", 1)
-    v = _per_head(v.to(dtype), heads, "v", 1)
-    if use_qk_l2norm:
-        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
-    decay, write = _gates(
-        g, beta, heads, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
+    prepared = prepare_inputs(
+        q, k, v, g, beta, cu_seqlens, scale=scale, initial_state=initial_state,
+        use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
         safe_gate=safe_gate, a_log=a_log, dt_bias=dt_bias, dtype=dtype,
     )  # fmt: skip
-    state_shape = (sequences, heads, value_dim, key_dim)
-    if initial_state is not None and tuple(initial_state.shape) != state_shape:
-        raise _fail(
-            f"initial_state must be [N, HO, V, K] = {list(state_shape)}, got {list(initial_state.shape)}"
-        )
+    q, k, v, decay, write = prepared.q, prepared.k, prepared.v, prepared.decay, prepared.write
+    bounds, heads, scale = prepared.bounds, prepared.heads, prepared.scale
+    sequences, state_shape = len(bounds) - 1, prepared.state_shape
+    value_dim, key_dim = state_shape[2], state_shape[3]
 
     outputs, finals = [], []
     for n in range(sequences):

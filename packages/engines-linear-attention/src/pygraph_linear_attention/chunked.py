@@ -1,0 +1,142 @@
+"""The chunked Gated DeltaNet algorithm in plain torch: the executable spec of what the kernels compute.
+
+`reference.py` runs the recurrence token by token; this module computes the same outputs the way
+the engines do, a chunk of ``C`` tokens at a time, and is tested against the reference in float64.
+Per sequence, head and chunk (tokens r = 0..C-1 of the chunk, state ``S`` [V, K] entering it):
+
+1. ``gamma = cumsum(g)`` within the chunk: the log decay from the chunk's start through token r.
+2. The delta rule's writes inside the chunk solve one triangular system. With
+   ``A[r, j] = beta_r * exp(gamma_r - gamma_j) * (k_r . k_j)`` for j < r (strictly lower) and
+   ``T = (I + A)^-1`` (the WY/UT transform), the chunk's new values are
+   ``v_new = u - w S^T`` with ``u = T (beta v)`` and ``w = T (beta exp(gamma) k)``: what each token
+   writes once the earlier tokens of the chunk and the entering state are accounted for.
+3. Output: ``o = scale * (exp(gamma) * (q S^T) + (q k^T * exp(gamma_r - gamma_j), j <= r) v_new)``.
+4. State passing: ``S = exp(gamma_last) S + (v_new * exp(gamma_last - gamma))^T k``.
+
+A chunk shorter than ``C`` (a sequence's tail) is padded with zero tokens: zero k, v and beta
+write nothing and zero g decays nothing, so the padded chunk's last gamma is its last real
+token's, and the padding needs no other care. Steps 1-2 are independent per chunk (the engines run
+them in parallel); steps 3-4 run chunk after chunk per sequence. The options (`use_qk_l2norm`,
+`use_beta_sigmoid`, `allow_neg_eigval`, `safe_gate`) transform the inputs exactly as in
+`reference.py`, whose checks, layout and GQA/GVA head mapping this module shares (`prepare_inputs`). Autograd through
+it is a backward (the engines' backward will recompute the same quantities).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from pygraph_linear_attention.reference import _fail, prepare_inputs
+
+__all__ = ["CHUNK", "chunk_prepare", "chunked_gated_delta_net"]
+
+CHUNK = 64  # the engines' chunk: the tokens one triangular solve covers
+
+
+def chunk_prepare(
+    k: torch.Tensor, v: torch.Tensor, decay: torch.Tensor, write: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Steps 1-2 for a batch of padded chunks: (gamma, w, u).
+
+    ``k`` [..., C, K], ``v`` [..., C, V], ``decay`` (log, g after the options) and ``write`` (beta
+    after the options) [..., C]; returns gamma [..., C], w [..., C, K], u [..., C, V].
+    """
+    gamma = decay.cumsum(-1)
+    size = k.shape[-2]
+    below = torch.ones(size, size, dtype=torch.bool, device=k.device).tril(-1)
+    gap = gamma[..., :, None] - gamma[..., None, :]
+    # masked before the exp: above the diagonal gap is a growth, which may overflow
+    attenuation = torch.exp(torch.where(below, gap, torch.full_like(gap, -torch.inf)))
+    a = write[..., :, None] * (k @ k.transpose(-1, -2)) * attenuation
+    # the solve in float32 at least, as the kernels invert in fp32 (torch has no half-precision solve)
+    solve_dtype = torch.promote_types(a.dtype, torch.float32)
+    eye = torch.eye(size, dtype=solve_dtype, device=k.device).expand(a.shape)
+    t = torch.linalg.solve_triangular(eye + a.to(solve_dtype), eye, upper=False, unitriangular=True).to(
+        a.dtype
+    )
+    w = t @ (write * torch.exp(gamma))[..., None].mul(k)
+    u = t @ (write[..., None] * v)
+    return gamma, w, u
+
+
+def _chunks(x: torch.Tensor, count: int, size: int) -> torch.Tensor:
+    """[L, HO, ...] tokens -> [HO, count, size, ...] chunks, zero-padded at the end."""
+    pad = count * size - x.shape[0]
+    if pad:
+        x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))])
+    x = x.reshape(count, size, *x.shape[1:])
+    return x.movedim(2, 0)
+
+
+def chunked_gated_delta_net(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    *,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm: bool = False,
+    use_beta_sigmoid: bool = False,
+    allow_neg_eigval: bool = False,
+    safe_gate: bool = False,
+    a_log: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None,
+    chunk_size: int = CHUNK,
+    dtype: torch.dtype = torch.float64,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(O [T, HO, V], final state [N, HO, V, K] or None) in ``dtype``, chunk by chunk.
+
+    Same arguments, layout and result as `reference.gated_delta_net_reference`, plus
+    ``chunk_size`` (any positive size gives the same result; the engines use `CHUNK`).
+    """
+    if chunk_size < 1:
+        raise _fail(f"chunk_size must be positive, got {chunk_size}")
+    prepared = prepare_inputs(
+        q, k, v, g, beta, cu_seqlens, scale=scale, initial_state=initial_state,
+        use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
+        safe_gate=safe_gate, a_log=a_log, dt_bias=dt_bias, dtype=dtype,
+    )  # fmt: skip
+    q, k, v, decay, write = prepared.q, prepared.k, prepared.v, prepared.decay, prepared.write
+    bounds, heads, scale = prepared.bounds, prepared.heads, prepared.scale
+    sequences, state_shape = len(bounds) - 1, prepared.state_shape
+    value_dim, key_dim = state_shape[2], state_shape[3]
+
+    outputs, finals = [], []
+    for n in range(sequences):
+        lo, hi = bounds[n], bounds[n + 1]
+        state = (
+            initial_state[n].to(dtype)
+            if initial_state is not None
+            else q.new_zeros((heads, value_dim, key_dim))
+        )
+        count = -(-(hi - lo) // chunk_size)
+        if count:
+            cq, ck, cv = (_chunks(x[lo:hi], count, chunk_size) for x in (q, k, v))  # [HO, NC, C, D]
+            cg, cb = (_chunks(x[lo:hi], count, chunk_size) for x in (decay, write))  # [HO, NC, C]
+            gamma, w, u = chunk_prepare(ck, cv, cg, cb)
+            size = chunk_size
+            causal = torch.ones(size, size, dtype=torch.bool, device=q.device).tril()
+            chunk_out = []
+            for c in range(count):
+                qc, kc, gc = cq[:, c], ck[:, c], gamma[:, c]  # [HO, C, K], [HO, C]
+                v_new = u[:, c] - w[:, c] @ state.transpose(-1, -2)  # [HO, C, V]
+                gap = gc[:, :, None] - gc[:, None, :]
+                attenuation = torch.exp(torch.where(causal, gap, torch.full_like(gap, -torch.inf)))
+                scores = (qc @ kc.transpose(-1, -2)) * attenuation
+                inter = torch.exp(gc)[..., None] * (qc @ state.transpose(-1, -2))
+                chunk_out.append(scale * (inter + scores @ v_new))
+                last = gc[:, -1:]  # [HO, 1]: the padding decays nothing, so this is the last real token's
+                carried = v_new * torch.exp(last - gc)[..., None]
+                state = torch.exp(last)[..., None] * state + carried.transpose(-1, -2) @ kc
+            o = torch.stack(chunk_out, 1).reshape(heads, count * size, value_dim)[:, : hi - lo]
+            outputs.append(o.transpose(0, 1))
+        finals.append(state)
+    out = torch.cat(outputs) if outputs else q.new_zeros((0, heads, value_dim))
+    if not output_final_state:
+        return out, None
+    final = torch.stack(finals) if finals else q.new_zeros(state_shape)
+    return out, final.to(initial_state.dtype) if initial_state is not None else final
