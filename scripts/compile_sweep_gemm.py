@@ -2,17 +2,15 @@
 
     .venv/bin/python scripts/compile_sweep_gemm.py [--seconds 300]
 
-Draws knobs from the engine's domain (`heuristics._domain`, optionally with 64-wide epilogue
-sub-tiles) and problems over input/output dtypes, operand majors, batching and every epilogue piece
-and activation. A configuration the kernel's rules decline is counted, not compiled; one they
-accept and the DSL then fails to compile is printed as FAIL (the engine would crash at
-build_plans instead of declining). No GPU needed: CuTe DSL compiles for sm_90a anywhere.
+Draws knobs from the engine's domain (`heuristics._domain`) and problems over input/output dtypes,
+operand majors, batching and every epilogue piece and activation. A configuration the kernel's
+rules decline is counted, not compiled; one they accept and the DSL then fails to compile is
+printed as FAIL (the engine would crash at build_plans instead of declining). No GPU needed: CuTe DSL compiles for sm_90a anywhere.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import random
 import time
 
@@ -30,10 +28,8 @@ def _strides(rows: int, cols: int, col_major: bool, batch: int) -> tuple[int, in
     return (step, 1, rows) if col_major else (step, cols, 1)
 
 
-def draw(rng: random.Random, domain: list, wide_epilogue: bool):
+def draw(rng: random.Random, domain: list):
     kn = knobs_from_config(rng.choice(domain))
-    if wide_epilogue and kn.tile_n % 64 == 0:
-        kn = dataclasses.replace(kn, epi_n=64)
     ind, out = rng.choice(DTYPES_IN), rng.choice(DTYPES_OUT)
     m, n, k = rng.choice(PROBLEMS)
     batch = rng.choice([1, 1, 3])
@@ -58,13 +54,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=300)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--wide-epilogue", action="store_true", help="epi_n=64 wherever tile_n allows")
     args = ap.parse_args(argv)
     rng, domain = random.Random(args.seed), _domain()
     compiled = failed = declined = 0
     t0 = time.time()
     while time.time() - t0 < args.seconds:
-        kn, spec, ind, out, (m, n, k, batch), (a_st, b_st, c_st) = draw(rng, domain, args.wide_epilogue)
+        kn, spec, ind, out, (m, n, k, batch), (a_st, b_st, c_st) = draw(rng, domain)
         res_st = (m * n if batch > 1 else 0, n, 1) if spec.residual else None
         why = can_implement(
             m, n, k, batch, ind, ind, out, a_st, b_st, c_st, knobs=kn, spec=spec,

@@ -72,7 +72,6 @@ def candidates(m, n, k):
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, stagger=3),
         GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=4),
-        GemmKnobs(tile_m=128, tile_n=256, cga_m=2, swizzle=8, epi_n=64),
         GemmKnobs(tile_m=128, tile_n=128, cga_m=2, pingpong=True),  # named for K <= 1024
         GemmKnobs(tile_m=128, tile_n=128, cga_m=2, swizzle=8, pingpong=True),
     ]
@@ -125,8 +124,8 @@ def make_call(knobs, spec, a, b, c, bias, workspace=None, plan_cls=Plan):
     extra = {} if workspace is None else {"workspace": workspace.data_ptr()}
     if plan.needs_workspace:  # resolved once, so the raw call below is launchable as is
         extra = {
-            "workspace": extra.get("workspace") or plan.own_workspace(m, n, 1, k=k),
-            "semaphores": plan.semaphores(m, n, 1, s, k=k),
+            "workspace": extra.get("workspace") or plan.own_workspace(m, n, 1),
+            "semaphores": plan.semaphores(m, n, 1, s),
         }
 
     def call():

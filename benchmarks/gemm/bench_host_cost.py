@@ -285,7 +285,7 @@ def gemm_plan_rows(
     kp = plan._kernel
     split = {}
     if kp.needs_workspace:
-        split = {"workspace": ws.data_ptr(), "semaphores": kp.semaphores(M, N, 1, stream, k=K)}
+        split = {"workspace": ws.data_ptr(), "semaphores": kp.semaphores(M, N, 1, stream)}
     direct = kp.kernel_args(
         A.data_ptr(), B.data_ptr(), C.data_ptr(), M, N, K, 1,
         (0, K, 1), (0, N, 1), (0, N, 1), stream=stream, **split,

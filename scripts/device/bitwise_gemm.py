@@ -2,7 +2,7 @@
 instruction rewrite, a reordering that keeps every sum's order): bias+gelu_tanh, both dtypes, a
 ragged shape and 8192^3, fresh random inputs, each output poisoned with NaN first.
 
-    source scripts/device/env.sh && python3 scripts/device/bitwise_gemm.py 128x256c21z8g2vfd 128x256c21z8g2vf
+    source scripts/device/env.sh && python3 scripts/device/bitwise_gemm.py 128x256c21z8g2vf 128x256c21z8g2vfo
 """
 
 from __future__ import annotations
