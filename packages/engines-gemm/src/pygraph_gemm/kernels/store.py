@@ -105,14 +105,12 @@ class Sm90Epilogue:
         issues the slot's TMA store; returns ``epi_count`` plus the sub-tiles stored (the ring's
         position). A staggered warpgroup stores its own 64-row bands only."""
         epi = self.epi
+        # unpacked: the runtime branch below carries the names it calls methods on (the pipe, not
+        # the whole record)
         r2s_c, tRS_sC, tRS_acc, tRS_r, tRS_rC, frag_size = views[:6]
         r2s_x, tRS_sX, tRS_rX = views.r2s_x, views.tRS_sX, views.tRS_rX
-        store_pipe, is_store_warp, epi_barrier, cwg = (
-            views.pipe,
-            views.is_store_warp,
-            roles.epi_barrier,
-            roles.cwg,
-        )
+        store_pipe, is_store_warp = views.pipe, views.is_store_warp
+        epi_barrier, cwg = roles.epi_barrier, roles.cwg
         gC_tile = cute.zipped_divide(gC[(None, None, crd[0], crd[1], batch)], self.epi_tile)
         bSG_sC, bSG_gC = cute.nvgpu.cpasync.tma_partition(
             tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC_tile
