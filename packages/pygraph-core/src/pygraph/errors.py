@@ -1,11 +1,31 @@
-"""Public exception types."""
+"""Public exception and warning types: the one error vocabulary of pygraph.
+
+Each is a subclass of the builtin a classic caller already catches (``ValueError``, ``TypeError``,
+``RuntimeError``, ``KeyError``, ``ImportError``), and each message names the call, the thing (tensor,
+node, knob, env var, file), the value seen and what would be accepted. ``docs/errors.md`` lists them
+with an example each; the refusals of one ``execute()`` call are in `pygraph.execution.errors`.
+"""
 
 from __future__ import annotations
 
-__all__ = ["GraphNotSupportedError", "GraphStateError", "ManifestError", "OpInputError"]
+__all__ = [
+    "BackendPayloadError",
+    "CacheWarning",
+    "ConfigurationWarning",
+    "DeserializationError",
+    "GraphNotSupportedError",
+    "GraphStateError",
+    "InvalidGraphError",
+    "KnobError",
+    "KnobTypeError",
+    "ManifestError",
+    "OpInputError",
+    "UnknownEngineError",
+    "UnknownKnobError",
+]
 
 
-class GraphNotSupportedError(Exception):
+class GraphNotSupportedError(RuntimeError):
     """The graph (or a plan for it) cannot be served: by the backend, by an engine, or by any plan."""
 
 
@@ -18,4 +38,68 @@ class ManifestError(RuntimeError):
 
 
 class OpInputError(TypeError, ValueError):
-    """A builder got bad input: the message names the op, the port (or attribute) and the value."""
+    """A builder or setter got bad input: the message names the op (or the setter), the port,
+    attribute or tensor, and the value."""
+
+
+class InvalidGraphError(ValueError):
+    """``validate()`` (or planning, which validates) found a graph that means nothing: no node, no
+    output, a cycle, a virtual tensor read as a graph input, a tensor of another graph wired in, or a
+    dim/stride no kernel can run. The message names the node or tensor and the value."""
+
+
+class UnknownEngineError(KeyError):
+    """An engine id that names no engine: outside the backend's range, or in no family's block, or a
+    slot no family declares."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class KnobError(ValueError):
+    """A knob handed to ``create_execution_plan`` (or replayed from a plan cache) is outside the
+    engine's declared domain. ``engine`` and ``knob`` name them (``knob`` None when the whole
+    assignment is refused)."""
+
+    def __init__(self, message: str, engine: str | None = None, knob: str | None = None) -> None:
+        super().__init__(message)
+        self.engine = engine
+        self.knob = knob
+
+
+class UnknownKnobError(KnobError, KeyError):
+    """A knob name the engine does not declare."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class KnobTypeError(KnobError, TypeError):
+    """The knobs are not a mapping of knob name to value."""
+
+
+class DeserializationError(TypeError, ValueError):
+    """``deserialize()`` refused a payload; nothing was added to the graph. ``path`` names the first
+    bad field (``$.tensors[2].dim[0]``; ``$`` for the payload as a whole)."""
+
+    def __init__(self, message: str, path: str = "$") -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class BackendPayloadError(DeserializationError, ImportError):
+    """A payload that is not pygraph IR, on a machine without the cuDNN backend that reads every other
+    payload: it cannot be told apart from garbage here. An ``ImportError`` as well, for the caller
+    who handed a real backend payload and catches the missing backend."""
+
+
+class ConfigurationWarning(UserWarning):
+    """An environment variable pygraph reads holds a value it cannot use (an unknown engine name, an
+    unparsable value); the message names the variable, the value and what is accepted. Warned once
+    per process and value."""
+
+
+class CacheWarning(UserWarning):
+    """A disk cache cannot be used (its directory is a file, or unwritable), or one of its entries
+    failed its integrity check and is rebuilt. Execution goes on without the cache; warned once per
+    process and directory (or entry)."""

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from pygraph.engines.engine_ids import FAMILY_BLOCK, is_python_engine
 from pygraph.engines.factory import FamilyEngines, HookRef, build_engines, resolve_hook
+from pygraph.errors import UnknownEngineError
 
 __all__ = [
     "OPT_IN_ENV",
@@ -326,10 +327,14 @@ def engine_for_id(engine_id: int) -> EngineRef:
             for name, slot in fam.slots.items():
                 if fam.engine_id + slot.slot == engine_id:
                     return EngineRef(fam, slot.slot, name)
-            raise KeyError(
-                f"engine id {engine_id} is in family {fam.name!r}'s block but names no declared slot"
+            raise UnknownEngineError(
+                f"engine id {engine_id} is in family {fam.name!r}'s block but names no declared slot "
+                f"(its engines: {fam.ids})"
             )
-    raise KeyError(f"engine id {engine_id} belongs to no family in the manifest")
+    raise UnknownEngineError(
+        f"engine id {engine_id} belongs to no family in the manifest (blocks: "
+        f"{', '.join(f'{f.name} {f.engine_id}' for f in families())})"
+    )
 
 
 # --- engines ------------------------------------------------------------------------------------------

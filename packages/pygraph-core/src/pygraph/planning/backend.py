@@ -12,7 +12,7 @@ from typing import Any
 
 from pygraph.engines.base import DECLINE_TYPES, CompiledPlan, EngineRequest, PlanConfig, ShapeOverrides
 from pygraph.engines.engine_ids import BACKEND_HEURISTIC_ENGINE_ID
-from pygraph.errors import GraphNotSupportedError
+from pygraph.errors import GraphNotSupportedError, UnknownKnobError
 from pygraph.execution.context import ExecutionContext
 from pygraph.ir.dtypes import heur_mode
 from pygraph.lowering.backend import backend_handle
@@ -127,7 +127,17 @@ class BackendPlans:
             raise GraphNotSupportedError(f"backend engine {engine_id} cannot be replayed: {self.declined}")
         g = self.source.graph
         at = g.get_execution_plan_count()
-        native = {self.source.to_knob(k): v for k, v in (knobs or {}).items()}
+        native = {}
+        for knob, value in (knobs or {}).items():
+            try:
+                native[self.source.to_knob(knob)] = value
+            except (KeyError, AttributeError):
+                raise UnknownKnobError(
+                    f"create_execution_plan(): backend engine {engine_id} has no knob {knob!r} (given the "
+                    f"value {value!r}); backend knobs are knob_type names (TILE_SIZE, STAGES, SPLIT_K_SLC, ...)",
+                    engine=f"backend engine {engine_id}",
+                    knob=str(getattr(knob, "name", knob)),
+                ) from None
         try:
             g.create_execution_plan(engine_id, native)
         except self.source.declines as exc:

@@ -25,6 +25,7 @@ from pygraph.engines.base import (
     PlanConfig,
     ShapeOverrides,
 )
+from pygraph.engines.knobs import validate_knobs
 from pygraph.engines.manifest import family_for, instantiate, resolve_hook
 from pygraph.errors import GraphNotSupportedError
 from pygraph.execution.context import ExecutionContext, stream_of
@@ -220,7 +221,9 @@ class Planner:
         return "no plan serves graph " + repr(getattr(self.graph, "name", "")) + " -- " + "; ".join(parts)
 
     def create_execution_plan(self, engine_id: int, knobs: Mapping[Any, Any] | None) -> None:
-        """Replay one ``(engine_id, knobs)`` (an autotune result) and pin it."""
+        """Replay one ``(engine_id, knobs)`` (an autotune result) and pin it; knobs outside the engine's
+        domain are refused here, before the graph is prepared or anything built."""
+        validate_knobs(engine_id, knobs, call="create_execution_plan()")
         with self.lock:
             prep = self.prepare()
             key = PlanConfig(engine_id, knobs).key
