@@ -71,11 +71,7 @@ class PlanningMixin:
 
     def build(self, modes: Iterable[Any] | None = None, policy: Any = None) -> Any:
         """Plan (if not yet), check support, build: the classic one-call path."""
-        p = planner_of(self)
-        if not self.state.planned:
-            p.create_execution_plans(modes)
-        p.check_support()
-        p.build_plans(policy)
+        planner_of(self).build(modes, policy)
         return self
 
     def select_plan(self, index: int) -> Any:

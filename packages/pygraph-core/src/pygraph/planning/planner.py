@@ -74,14 +74,23 @@ class Prepared(NamedTuple):
         return self.family is None or self.family.analyzer is None or self.facts is not None
 
 
+# Guards only the creation of a graph's planner: threads making a graph's first call at once must
+# share one planner (two would both plan the graph). Once it exists the lookup takes no lock.
+_CREATING = threading.Lock()
+
+
 def planner_of(graph: Any) -> Planner:
     try:
         return graph._planner
     except AttributeError:
         pass
-    planner = Planner(graph)
-    object.__setattr__(graph, "_planner", planner)
-    return planner
+    with _CREATING:
+        try:
+            return graph._planner
+        except AttributeError:
+            planner = Planner(graph)
+            object.__setattr__(graph, "_planner", planner)
+            return planner
 
 
 class Planner:
@@ -409,6 +418,15 @@ class Planner:
             self.runners[index] = runner
         return runner
 
+    def build(self, modes: Iterable[Any] | None, policy: Any) -> None:
+        """Plan (if not yet), check support, build: the classic one-call path, as one step under the
+        lock, so concurrent first calls plan once."""
+        with self.lock:
+            if not self.graph.state.planned:
+                self.create_execution_plans(modes)
+            self.check_support()
+            self.build_plans(policy)
+
     def ensure_built(self, ctx_handle: Any = None) -> Any:
         with self.lock:
             if not self.graph.state.planned:
@@ -426,8 +444,9 @@ class Planner:
             index = self.index
         else:
             self.check_index(index, "execute_plan_at_index()")
-            self.build_at(index)
-            run = self._runner(index)
+            with self.lock:
+                self.build_at(index)
+                run = self._runner(index)
         if all(o is None for o in overrides):
             run(values, workspace, handle)
             return
