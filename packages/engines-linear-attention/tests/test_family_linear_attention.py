@@ -48,7 +48,7 @@ def test_family_blocks_anchors_and_hooks(name, block, anchors):
     assert fam.heuristics == ("pygraph_linear_attention.heuristics", "recommend")
 
 
-@pytest.mark.parametrize("name", ["gdn", "kda", "gdn2"])
+@pytest.mark.parametrize("name", ["kda", "gdn2"])
 def test_unwritten_engines_are_planned_not_offered_and_say_why(name):
     fam = pygraph.engines.family_by_name(name)
     assert all(slot.is_planned for slot in fam.slots.values())
@@ -63,13 +63,29 @@ def test_unwritten_engines_are_planned_not_offered_and_say_why(name):
     }
 
 
+def test_gdn_ships_its_cutile_engine_opt_in_and_plans_the_hopper_one(monkeypatch):
+    fam = pygraph.engines.family_by_name("gdn")
+    assert fam.slots["gdn_sm90"].is_planned
+    cutile = fam.slots["gdn_cutile"]
+    assert (cutile.impl, cutile.opt_in) == (
+        ("pygraph_linear_attention.engines.cutile", "GdnCutileEngine"),
+        True,
+    )
+    monkeypatch.delenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", raising=False)
+    assert pygraph.engines.offered_ids(fam) == {}
+    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile")
+    assert pygraph.engines.offered_ids(fam) == {"gdn_cutile": 20101}
+    built = pygraph.engines.instantiate(fam)
+    assert [(e.name, e.engine_id) for e in built.engines] == [("gdn_cutile", 20101)]
+
+
 def test_a_gdn_graph_names_its_family():
     g, o, final = _gdn_graph()
     assert final is None and o.dim == (64, 2, 16)
     assert pygraph.engines.family_for(g).name == "gdn"
 
 
-def test_the_hook_proposes_nothing_of_ours_and_keeps_the_backend_block():
+def test_without_an_accepting_engine_the_hook_keeps_only_the_backend_block():
     g, _, _ = _gdn_graph()
     facts = analyze(g)
     assert recommend([heur_mode.A, heur_mode.FALLBACK], facts, {}, []) == []
@@ -77,7 +93,8 @@ def test_the_hook_proposes_nothing_of_ours_and_keeps_the_backend_block():
     assert [c.engine_id for c in recommend([heur_mode.A], facts, {}, entries)] == [-1, 5, -1]
 
 
-def test_planning_a_gdn_graph_raises_naming_the_backend_and_every_planned_engine():
+def test_planning_a_gdn_graph_raises_naming_the_backend_and_every_planned_engine(monkeypatch):
+    monkeypatch.delenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", raising=False)
     g, _, _ = _gdn_graph()
     with pytest.raises(pygraph.GraphNotSupportedError) as err:
         g.create_execution_plans([heur_mode.A, heur_mode.FALLBACK])
@@ -85,7 +102,6 @@ def test_planning_a_gdn_graph_raises_naming_the_backend_and_every_planned_engine
     assert "no plan serves graph 'gdn'" in message
     assert "python-only op(s) GDN have no backend lowering" in message
     assert "gdn_sm90: planned: the chunked CuTe DSL kernels for Hopper are not written yet" in message
-    assert "gdn_cutile: planned: the portable cuTile kernels" in message
 
 
 def test_the_planning_path_imports_no_framework():

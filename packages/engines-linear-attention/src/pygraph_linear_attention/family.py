@@ -6,7 +6,9 @@ from pygraph.engines.hookspec import hookimpl
 from pygraph.engines.manifest import EngineFamily, EngineSlot
 
 
-def _family(name: str, engine_id: int, anchors: tuple[str, ...]) -> EngineFamily:
+def _family(
+    name: str, engine_id: int, anchors: tuple[str, ...], cutile: EngineSlot | None = None
+) -> EngineFamily:
     no_backend = f"no backend lowers {name} graphs"
     return EngineFamily(
         name=name,
@@ -16,7 +18,8 @@ def _family(name: str, engine_id: int, anchors: tuple[str, ...]) -> EngineFamily
             f"{name}_sm90": EngineSlot(
                 0, planned=f"the chunked CuTe DSL kernels for Hopper are not written yet; {no_backend}"
             ),
-            f"{name}_cutile": EngineSlot(
+            f"{name}_cutile": cutile
+            or EngineSlot(
                 1, planned=f"the portable cuTile kernels (sm80 and up) are not written yet; {no_backend}"
             ),
         },
@@ -29,7 +32,15 @@ def _family(name: str, engine_id: int, anchors: tuple[str, ...]) -> EngineFamily
 @hookimpl
 def pygraph_families() -> list[EngineFamily]:
     return [
-        _family("gdn", 20100, ("GDN", "GDN_BWD")),
+        # cuTile, the forward (gdn); it declines gdn_bwd graphs until the backward is written
+        _family(
+            "gdn",
+            20100,
+            ("GDN", "GDN_BWD"),
+            cutile=EngineSlot(
+                1, impl=("pygraph_linear_attention.engines.cutile", "GdnCutileEngine"), opt_in=True
+            ),
+        ),
         _family("kda", 20200, ("KDA", "KDA_BWD")),
         _family("gdn2", 20300, ("GDN2", "GDN2_BWD")),
     ]

@@ -1,0 +1,246 @@
+"""The Gated DeltaNet forward in cuTile: three kernels, the steps of `chunked.py` on the device.
+
+1. `chunk_table_kernel` (grid: blocks of chunk slots): the chunk index table, built on the device
+   from ``cu_seqlens``, so nothing reads the sequence lengths on the host. Slot ``j`` of the table
+   (``[chunk_slots, 2]`` int32) names (sequence, chunk of that sequence), or (-1, -1) past the
+   last chunk; ``chunk_slots = cdiv(T, CHUNK) + N`` bounds the count for any lengths.
+2. `chunk_prepare_kernel` (grid: chunk slots x output heads): per chunk, the options applied to
+   g, beta and k, the cumulative log decay gamma, ``A`` (strictly lower, decay-weighted
+   ``beta k k^T``), ``T = (I + A)^-1`` and from it ``w = T (beta exp(gamma) k)`` and
+   ``u = T (beta v)``. gamma (fp32), w and u (the io dtype) go to the workspace.
+3. `chunk_scan_kernel` (grid: sequences x output heads x value blocks of ``BV``): the state
+   ``S`` [BV, K] (fp32, in registers) carried chunk after chunk; per chunk the new values
+   ``v_new = u - w S^T``, the output ``o`` and the state update. The output is computed here,
+   beside the state it reads, so no per-chunk state is ever stored.
+
+Every tile is CHUNK = 64 tokens of one sequence: a sequence's slice of each [T, ...] array
+(``Array.slice``) is loaded in tiles of 64 rows with zero padding past its end, and stores past
+its end are dropped, which is the zero-token padding `chunked.py` relies on. The inverse of the
+64 x 64 unit lower-triangular ``I + A`` is blocked: its four 16 x 16 diagonal blocks by forward
+substitution (the four at once, 15 row steps on a [4, 16, 16] tile), then merged pairwise,
+``inv([[P, 0], [B, Q]]) = [[P^-1, 0], [-Q^-1 B P^-1, Q^-1]]``, into 32 x 32 and then 64 x 64.
+Matrix products take io-dtype operands with fp32 accumulation, except the inverse's (fp32).
+"""
+
+from __future__ import annotations
+
+import cuda.tile as ct
+
+__all__ = ["KERNELS", "SUB", "chunk_prepare_kernel", "chunk_scan_kernel", "chunk_table_kernel"]
+
+ConstInt = ct.Constant[int]
+ConstBool = ct.Constant[bool]
+ConstFloat = ct.Constant[float]
+
+SUB = 16  # the diagonal blocks the inverse starts from
+_ZERO = ct.PaddingMode.ZERO
+
+
+@ct.kernel
+def chunk_table_kernel(cu_seqlens, table, N: ConstInt, C: ConstInt, BJ: ConstInt, BN: ConstInt):
+    """table[j] = (sequence, chunk within it) for the chunk slots j of this program; (-1, -1) past the last."""
+    slot = ct.bid(0) * BJ + ct.arange(BJ, dtype=ct.int32)
+    seq = ct.zeros((BJ,), dtype=ct.int32)  # sequences that end at or before the slot
+    before = ct.zeros((BJ,), dtype=ct.int32)  # their chunks
+    carry = ct.zeros((), dtype=ct.int32)  # chunks of the sequences of earlier steps
+    for step in range(ct.cdiv(N, BN)):
+        m = step * BN + ct.arange(BN, dtype=ct.int32)
+        inside = m < N
+        lo = ct.astype(ct.gather(cu_seqlens, m, mask=inside, padding_value=0), ct.int32)
+        hi = ct.astype(ct.gather(cu_seqlens, m + 1, mask=inside, padding_value=0), ct.int32)
+        counts = ct.cdiv(hi - lo, C)
+        ends = ct.cumsum(counts, 0) + carry
+        done = ct.expand_dims(ends, 0) <= ct.expand_dims(slot, 1)  # [BJ, BN]
+        seq = seq + ct.sum(ct.astype(done, ct.int32), axis=1)
+        before = before + ct.sum(ct.where(done, ct.expand_dims(counts, 0), 0), axis=1)
+        carry = carry + ct.sum(counts)
+    used = seq < N
+    ct.store(table, (ct.bid(0), 0), ct.reshape(ct.where(used, seq, -1), (BJ, 1)))
+    ct.store(table, (ct.bid(0), 1), ct.reshape(ct.where(used, slot - before, -1), (BJ, 1)))
+
+
+def _l2_normalized(x):
+    """Rows of ``x`` [R, D] over their norm (as torch's F.normalize: the norm floored at 1e-12)."""
+    xf = ct.astype(x, ct.float32)
+    norm = ct.sqrt(ct.sum(xf * xf, axis=1, keepdims=True))
+    return ct.astype(xf / ct.maximum(norm, 1e-12), x.dtype)
+
+
+def _softplus(x):
+    """log(1 + exp(x)) without overflow."""
+    return ct.maximum(x, 0.0) + ct.log(1.0 + ct.exp(-ct.abs(x)))
+
+
+def _unit_lower_inverse(a):
+    """(I + a)^-1 for ``a`` [64, 64] fp32, strictly lower triangular (see the module docstring)."""
+    r = ct.arange(SUB, dtype=ct.int32)
+    rows = ct.reshape(r, (1, SUB, 1))
+    cols = ct.reshape(r, (1, 1, SUB))
+    # the four diagonal blocks as one [4, SUB, SUB] tile: block (b, b) of a [4, SUB, 4, SUB] view
+    blocks = ct.permute(ct.reshape(a, (4, SUB, 4, SUB)), (0, 2, 1, 3))
+    b4 = ct.arange(4, dtype=ct.int32)
+    same = ct.reshape(ct.expand_dims(b4, 1) == ct.expand_dims(b4, 0), (4, 4, 1, 1))
+    diag = ct.sum(ct.where(same, blocks, 0.0), axis=1)
+    inv = ct.broadcast_to(ct.astype(rows == cols, ct.float32), (4, SUB, SUB))
+    # row i of the inverse is e_i - sum_{m < i} a[i, m] inv[m, :]; rows before i are final
+    for i in range(1, SUB):
+        a_row = ct.sum(ct.where(rows == i, diag, 0.0), axis=1)  # [4, SUB]: a[i, m]
+        step = ct.sum(ct.expand_dims(a_row, 2) * inv, axis=1)  # [4, SUB]
+        inv = ct.where(rows == i, inv - ct.expand_dims(step, 1), inv)
+    zero16 = ct.zeros((SUB, SUB), dtype=ct.float32)
+    d0 = ct.reshape(ct.extract(inv, (0, 0, 0), (1, SUB, SUB)), (SUB, SUB))
+    d1 = ct.reshape(ct.extract(inv, (1, 0, 0), (1, SUB, SUB)), (SUB, SUB))
+    d2 = ct.reshape(ct.extract(inv, (2, 0, 0), (1, SUB, SUB)), (SUB, SUB))
+    d3 = ct.reshape(ct.extract(inv, (3, 0, 0), (1, SUB, SUB)), (SUB, SUB))
+    x10 = -ct.mma(d1, ct.mma(ct.extract(a, (1, 0), (SUB, SUB)), d0, zero16), zero16)
+    x32 = -ct.mma(d3, ct.mma(ct.extract(a, (3, 2), (SUB, SUB)), d2, zero16), zero16)
+    p0 = ct.cat((ct.cat((d0, zero16), 1), ct.cat((x10, d1), 1)), 0)  # [32, 32]
+    p1 = ct.cat((ct.cat((d2, zero16), 1), ct.cat((x32, d3), 1)), 0)
+    zero32 = ct.zeros((2 * SUB, 2 * SUB), dtype=ct.float32)
+    y = -ct.mma(p1, ct.mma(ct.extract(a, (1, 0), (2 * SUB, 2 * SUB)), p0, zero32), zero32)
+    return ct.cat((ct.cat((p0, zero32), 1), ct.cat((y, p1), 1)), 0)
+
+
+@ct.kernel
+def chunk_prepare_kernel(
+    k,  # [T, H, K] io
+    v,  # [T, HV, V] io
+    g,  # [T, HG] fp32: log decay, or safe_gate logits
+    beta,  # [T, HB] fp32 or io
+    a_log,  # [HA] (read under SAFE_GATE)
+    dt_bias,  # [HD] (read under SAFE_GATE and HAS_DT_BIAS)
+    cu_seqlens,  # [N + 1] int32 or int64
+    table,  # [slots, 2] int32, from chunk_table_kernel
+    gamma_out,  # [T, HO] fp32
+    w_out,  # [T, HO, K] io
+    u_out,  # [T, HO, V] io
+    K_GROUP: ConstInt,  # output heads per k head (HO // H)
+    V_GROUP: ConstInt,  # HO // HV
+    G_GROUP: ConstInt,  # HO // HG
+    B_GROUP: ConstInt,  # HO // HB
+    A_GROUP: ConstInt,  # HO // HA
+    D_GROUP: ConstInt,  # HO // HD
+    K: ConstInt,
+    V: ConstInt,
+    C: ConstInt,
+    L2NORM: ConstBool,
+    BETA_SIGMOID: ConstBool,
+    NEG_EIGVAL: ConstBool,
+    SAFE_GATE: ConstBool,
+    HAS_DT_BIAS: ConstBool,
+):
+    h = ct.bid(1)
+    n = ct.load(table, (ct.bid(0), 0), shape=())
+    if n < 0:
+        return
+    c = ct.load(table, (ct.bid(0), 1), shape=())
+    bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
+    eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
+    r = ct.arange(C, dtype=ct.int32)
+    valid = r < (eos - bos - c * C)
+
+    gate = ct.load(g.slice(0, bos, eos), (c, h // G_GROUP), shape=(C, 1), padding_mode=_ZERO)
+    gate = ct.astype(ct.reshape(gate, (C,)), ct.float32)
+    if SAFE_GATE:
+        rate = ct.exp(ct.astype(ct.load(a_log, (h // A_GROUP,), shape=()), ct.float32))
+        if HAS_DT_BIAS:
+            gate = gate + ct.astype(ct.load(dt_bias, (h // D_GROUP,), shape=()), ct.float32)
+        gate = ct.where(valid, -rate * _softplus(gate), 0.0)
+    wr = ct.load(beta.slice(0, bos, eos), (c, h // B_GROUP), shape=(C, 1), padding_mode=_ZERO)
+    wr = ct.astype(ct.reshape(wr, (C,)), ct.float32)
+    if BETA_SIGMOID:
+        wr = ct.where(valid, 1.0 / (1.0 + ct.exp(-wr)), 0.0)
+    if NEG_EIGVAL:
+        wr = wr * 2.0
+    gamma = ct.cumsum(gate, 0)
+
+    kt = ct.load(k.slice(0, bos, eos), (c, h // K_GROUP, 0), shape=(C, 1, K), padding_mode=_ZERO)
+    kt = ct.reshape(kt, (C, K))
+    if L2NORM:
+        kt = _l2_normalized(kt)
+    gram = ct.mma(kt, ct.transpose(kt), ct.zeros((C, C), dtype=ct.float32))
+    below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
+    gap = ct.expand_dims(gamma, 1) - ct.expand_dims(gamma, 0)
+    # the exp only where it is used: above the diagonal the gap is a growth and may overflow
+    a = ct.where(below, gram * ct.exp(ct.where(below, gap, 0.0)), 0.0) * ct.expand_dims(wr, 1)
+    t = ct.astype(_unit_lower_inverse(a), kt.dtype)
+
+    kw = ct.astype(ct.astype(kt, ct.float32) * ct.expand_dims(wr * ct.exp(gamma), 1), kt.dtype)
+    w = ct.mma(t, kw, ct.zeros((C, K), dtype=ct.float32))
+    ct.store(w_out.slice(0, bos, eos), (c, h, 0), ct.reshape(ct.astype(w, w_out.dtype), (C, 1, K)))
+    vt = ct.load(v.slice(0, bos, eos), (c, h // V_GROUP, 0), shape=(C, 1, V), padding_mode=_ZERO)
+    vw = ct.astype(ct.astype(ct.reshape(vt, (C, V)), ct.float32) * ct.expand_dims(wr, 1), kt.dtype)
+    u = ct.mma(t, vw, ct.zeros((C, V), dtype=ct.float32))
+    ct.store(u_out.slice(0, bos, eos), (c, h, 0), ct.reshape(ct.astype(u, u_out.dtype), (C, 1, V)))
+    ct.store(gamma_out.slice(0, bos, eos), (c, h), ct.reshape(gamma, (C, 1)))
+
+
+@ct.kernel
+def chunk_scan_kernel(
+    q,  # [T, H, K] io
+    k,  # [T, H, K] io
+    w,  # [T, HO, K] io, from chunk_prepare_kernel
+    u,  # [T, HO, V] io
+    gamma,  # [T, HO] fp32
+    cu_seqlens,  # [N + 1]
+    h0,  # [N, HO, V, K] fp32 or bf16 (read under HAS_H0)
+    o,  # [T, HO, V] out
+    ht,  # [N, HO, V, K] out (written under STORE_HT)
+    K_GROUP: ConstInt,
+    K: ConstInt,
+    BV: ConstInt,
+    C: ConstInt,
+    SCALE: ConstFloat,
+    L2NORM: ConstBool,
+    HAS_H0: ConstBool,
+    STORE_HT: ConstBool,
+):
+    n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
+    bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
+    eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
+    length = eos - bos
+    state = ct.zeros((BV, K), dtype=ct.float32)
+    if HAS_H0:
+        state = ct.astype(ct.reshape(ct.load(h0, (n, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), ct.float32)
+    q_seq, k_seq = q.slice(0, bos, eos), k.slice(0, bos, eos)
+    w_seq, u_seq, g_seq, o_seq = (
+        w.slice(0, bos, eos),
+        u.slice(0, bos, eos),
+        gamma.slice(0, bos, eos),
+        o.slice(0, bos, eos),
+    )
+    r = ct.arange(C, dtype=ct.int32)
+    causal = ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)
+    hk = h // K_GROUP
+    for c in range(ct.cdiv(length, C)):
+        rows = length - c * C
+        valid = r < rows
+        qt = ct.reshape(ct.load(q_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
+        kt = ct.reshape(ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
+        if L2NORM:
+            qt = _l2_normalized(qt)
+            kt = _l2_normalized(kt)
+        wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
+        ut = ct.reshape(ct.load(u_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO), (C, BV))
+        gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO), (C,))
+        state_t = ct.transpose(ct.astype(state, kt.dtype))  # [K, BV]
+        v_new = ct.astype(ut, ct.float32) - ct.mma(wt, state_t, ct.zeros((C, BV), dtype=ct.float32))
+        v_new_io = ct.astype(v_new, kt.dtype)
+
+        live = causal & ct.expand_dims(valid, 0)
+        gap = ct.expand_dims(gam, 1) - ct.expand_dims(gam, 0)
+        scores = ct.mma(qt, ct.transpose(kt), ct.zeros((C, C), dtype=ct.float32))
+        scores = ct.where(live, scores * ct.exp(ct.where(live, gap, 0.0)), 0.0)
+        inter = ct.mma(qt, state_t, ct.zeros((C, BV), dtype=ct.float32)) * ct.expand_dims(ct.exp(gam), 1)
+        out = ct.mma(ct.astype(scores, kt.dtype), v_new_io, inter) * SCALE
+        ct.store(o_seq, (c, h, vb), ct.reshape(ct.astype(out, o.dtype), (C, 1, BV)))
+
+        last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
+        carried = ct.astype(v_new * ct.expand_dims(ct.where(valid, ct.exp(last - gam), 0.0), 1), kt.dtype)
+        state = ct.mma(ct.transpose(carried), kt, state * ct.exp(last))
+    if STORE_HT:
+        ct.store(ht, (n, h, vb, 0), ct.reshape(ct.astype(state, ht.dtype), (1, 1, BV, K)))
+
+
+# the kernels by the names the host side (`gdn_cutile_host`) launches them under
+KERNELS = {"table": chunk_table_kernel, "prepare": chunk_prepare_kernel, "scan": chunk_scan_kernel}

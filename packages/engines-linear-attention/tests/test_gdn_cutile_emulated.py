@@ -1,0 +1,283 @@
+"""The gdn_cutile kernels' logic on the CPU: their source run block by block on a numpy stand-in of cuTile.
+
+No GPU, no cuTile compiler: the kernel module's own source is executed with ``ct`` bound to
+`_Emulated`, which implements the part of the cuda.tile API the kernels use with numpy in float64
+(tile-space loads and stores with zero padding and dropped out-of-bounds rows, array slices,
+gathers, reductions, scans, mma), and the kernels are launched through the module's own
+`gdn_cutile_host.launch_forward`, so the grids, the argument order and the chunk table are the real ones. A load
+without ``padding_mode=ZERO`` that reads past an array's end returns NaN, so reliance on
+undetermined padding shows. The outputs are checked against `chunked.py` in float64; what this
+cannot see (rounding to bf16, the compiler's own semantics) the sm90 tests and the compile check
+cover.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import pathlib
+import types
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pygraph_linear_attention.chunked import chunked_gated_delta_net  # noqa: E402
+from pygraph_linear_attention.kernels import gdn_cutile_host  # noqa: E402
+from pygraph_linear_attention.kernels.gdn_cutile_host import GdnCutileConfig, launch_forward  # noqa: E402
+
+KERNEL_SOURCE = pathlib.Path(gdn_cutile_host.__file__).with_name("gdn_cutile_fwd.py")
+
+
+class _DType:
+    def __init__(self, name: str, storage) -> None:
+        self.name, self.storage = name, np.dtype(storage)
+
+
+class _Array:
+    """A global array: a numpy view with the cuTile dtype it stands for."""
+
+    def __init__(self, data: np.ndarray, dtype: _DType) -> None:
+        self.data, self.ct_dtype = data, dtype
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    def slice(self, axis, start, stop):
+        index = [slice(None)] * self.data.ndim
+        index[axis] = slice(int(start), int(stop))
+        return _Array(self.data[tuple(index)], self.ct_dtype)
+
+
+class _Constant:
+    def __class_getitem__(cls, item):
+        return item
+
+
+class _Emulated(types.SimpleNamespace):
+    """numpy stand-ins for the cuda.tile calls the kernels make."""
+
+    def __init__(self) -> None:
+        f = _DType
+        super().__init__(
+            int32=f("int32", np.int32), int64=f("int64", np.int64), float32=f("float32", np.float64),
+            float16=f("float16", np.float64), bfloat16=f("bfloat16", np.float64), bool_=f("bool", np.bool_),
+            Constant=_Constant, PaddingMode=types.SimpleNamespace(ZERO="zero", UNDETERMINED="undetermined"),
+            block=(0, 0, 0),
+        )  # fmt: skip
+
+    # -- kernels and launch ---------------------------------------------------------------------
+    @staticmethod
+    def kernel(fn=None, **_):
+        return fn if fn is not None else (lambda f: f)
+
+    def launch(self, grid, kernel, args):
+        grid = tuple(grid) + (1,) * (3 - len(grid))
+        for block in itertools.product(*(range(g) for g in grid)):
+            self.block = block
+            kernel(*args)
+
+    def bid(self, axis):
+        return np.int32(self.block[axis])
+
+    # -- creation and casts ----------------------------------------------------------------------
+    @staticmethod
+    def _np(dtype):
+        return dtype.storage if isinstance(dtype, _DType) else np.dtype(dtype)
+
+    def arange(self, n, dtype):
+        return np.arange(n, dtype=self._np(dtype))
+
+    def zeros(self, shape, dtype):
+        return np.zeros(shape, dtype=self._np(dtype))
+
+    def astype(self, x, dtype):
+        return np.asarray(x).astype(self._np(dtype))
+
+    # -- memory ----------------------------------------------------------------------------------
+    def load(self, array, index, shape, padding_mode="undetermined"):
+        data = array.data
+        if shape == ():
+            return data[tuple(int(i) for i in index)]
+        start = [int(i) * s for i, s in zip(index, shape)]
+        fill = 0 if padding_mode == "zero" else np.nan
+        out = np.full(shape, fill, dtype=np.float64 if data.dtype.kind == "f" else data.dtype)
+        src = tuple(slice(b, min(b + s, d)) for b, s, d in zip(start, shape, data.shape))
+        dst = tuple(slice(0, x.stop - x.start) for x in src)
+        if all(x.stop > x.start for x in src):
+            out[dst] = data[src]
+        return out
+
+    def store(self, array, index, tile):
+        data, tile = array.data, np.asarray(tile)
+        start = [int(i) * s for i, s in zip(index, tile.shape)]
+        dst = tuple(slice(b, min(b + s, d)) for b, s, d in zip(start, tile.shape, data.shape))
+        src = tuple(slice(0, max(x.stop - x.start, 0)) for x in dst)
+        data[dst] = tile[src]
+
+    def gather(self, array, indices, mask=None, padding_value=0):
+        data = array.data
+        inside = (indices >= 0) & (indices < data.shape[0])
+        if mask is not None:
+            inside &= mask
+        out = np.full(indices.shape, padding_value, dtype=data.dtype)
+        out[inside] = data[indices[inside]]
+        return out
+
+    # -- tile math -------------------------------------------------------------------------------
+    @staticmethod
+    def cdiv(a, b):
+        return -(-np.asarray(a) // b)
+
+    @staticmethod
+    def sum(x, axis=None, keepdims=False):
+        return np.sum(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def cumsum(x, axis=0):
+        return np.cumsum(x, axis=axis)
+
+    @staticmethod
+    def mma(x, y, acc):
+        return np.matmul(np.asarray(x, np.float64), np.asarray(y, np.float64)) + acc
+
+    @staticmethod
+    def transpose(x, axis0=None, axis1=None):
+        return np.swapaxes(x, -1, -2) if axis0 is None else np.swapaxes(x, axis0, axis1)
+
+    @staticmethod
+    def extract(x, index, shape):
+        return x[tuple(slice(i * s, (i + 1) * s) for i, s in zip(index, shape))]
+
+    @staticmethod
+    def cat(tiles, axis):
+        return np.concatenate(tiles, axis=axis)
+
+    where = staticmethod(np.where)
+    reshape = staticmethod(np.reshape)
+    permute = staticmethod(np.transpose)
+    expand_dims = staticmethod(np.expand_dims)
+    broadcast_to = staticmethod(np.broadcast_to)
+    exp, log, sqrt, abs = (staticmethod(f) for f in (np.exp, np.log, np.sqrt, np.abs))
+    maximum, minimum = staticmethod(np.maximum), staticmethod(np.minimum)
+
+
+def _emulated_module():
+    emu = _Emulated()
+    source = KERNEL_SOURCE.read_text().replace("import cuda.tile as ct\n", "")
+    namespace = {"ct": emu, "__name__": "gdn_cutile_fwd_emulated"}
+    exec(compile(source, str(KERNEL_SOURCE), "exec"), namespace)
+    return emu, types.SimpleNamespace(**namespace)
+
+
+EMU, KERNELS = _emulated_module()
+F64 = torch.float64
+
+
+def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, options=(), seed=0):
+    """(kernels' O, final state), (chunked.py's O, final state) on the same fresh inputs."""
+    gen = torch.Generator().manual_seed(seed)
+    t, ho, n = sum(lengths), max(h, hv), len(lengths)
+
+    def rand(*shape):
+        return torch.randn(*shape, dtype=F64, generator=gen)
+
+    cu = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int64)
+    inputs = {
+        "q": rand(t, h, dk), "k": rand(t, h, dk) / math.sqrt(dk), "v": rand(t, hv, dv),
+        "g": -torch.rand(t, hv, dtype=F64, generator=gen) * 0.3, "beta": torch.rand(t, hv, dtype=F64, generator=gen),
+    }  # fmt: skip
+    kwargs = {"output_final_state": "final_state" in options, "scale": 0.3 if "scale" in options else None}
+    if "initial_state" in options:
+        kwargs["initial_state"] = rand(n, ho, dv, dk)
+    if "qk_l2norm" in options:
+        kwargs["use_qk_l2norm"] = True
+    if "beta_sigmoid" in options:
+        kwargs["use_beta_sigmoid"], inputs["beta"] = True, rand(t, hv)
+    if "neg_eigval" in options:
+        kwargs["allow_neg_eigval"] = True
+    if "safe_gate" in options:
+        kwargs.update(safe_gate=True, a_log=rand(hv) * 0.5 - 1, dt_bias=rand(hv))
+        inputs["g"] = rand(t, hv)
+    want = chunked_gated_delta_net(**inputs, cu_seqlens=cu, **kwargs)
+
+    cfg = GdnCutileConfig(
+        tokens=t, sequences=n, heads_qk=h, heads_v=hv, heads_g=hv, heads_beta=hv,
+        heads_a_log=hv, heads_dt_bias=hv, key_dim=dk, value_dim=dv, io_dtype="bfloat16",
+        scale=kwargs["scale"] or dk**-0.5, use_qk_l2norm="qk_l2norm" in options,
+        use_beta_sigmoid="beta_sigmoid" in options, allow_neg_eigval="neg_eigval" in options,
+        safe_gate="safe_gate" in options, has_dt_bias="safe_gate" in options,
+        has_initial_state="initial_state" in options, output_final_state="final_state" in options,
+        block_v=block_v,
+    )  # fmt: skip
+    f32, i64 = EMU.float32, EMU.int64
+    arrays = {name: _Array(x.numpy().copy(), f32) for name, x in inputs.items()}
+    arrays["cu_seqlens"] = _Array(cu.numpy().copy(), i64)
+    arrays["o"] = _Array(np.full((t, ho, dv), np.nan), f32)
+    if "initial_state" in options:
+        arrays["h0"] = _Array(kwargs["initial_state"].numpy().copy(), f32)
+    if "final_state" in options:
+        arrays["ht"] = _Array(np.full((n, ho, dv, dk), np.nan), f32)
+    if "safe_gate" in options:
+        arrays["a_log"] = _Array(kwargs["a_log"].numpy().copy(), f32)
+        arrays["dt_bias"] = _Array(kwargs["dt_bias"].numpy().copy(), f32)
+    for region in cfg.workspace_regions():  # poisoned: a read of what no kernel wrote shows as NaN
+        dtype = EMU.int32 if region.dtype == "int32" else f32
+        fill = -7 if region.dtype == "int32" else np.nan
+        arrays[region.name] = _Array(np.full(region.shape, fill, dtype=dtype.storage), dtype)
+    launch_forward(EMU.launch, KERNELS.KERNELS, cfg, arrays)
+    got_final = torch.from_numpy(arrays["ht"].data) if "final_state" in options else None
+    return (torch.from_numpy(arrays["o"].data), got_final), want, arrays
+
+
+def _check(lengths, **kw):
+    (o, s), (want_o, want_s), _ = _run(lengths, **kw)
+    torch.testing.assert_close(o, want_o, rtol=1e-9, atol=1e-9)
+    if want_s is not None:
+        torch.testing.assert_close(s, want_s, rtol=1e-9, atol=1e-9)
+
+
+def test_the_chunk_table_names_every_chunk_once_and_marks_the_rest():
+    lengths = (65, 0, 1, 128, 63, 64)
+    _, _, arrays = _run(lengths, options=("final_state",))
+    table = arrays["table"].data
+    want = [(n, c) for n, length in enumerate(lengths) for c in range(-(-length // 64))]
+    assert [tuple(r) for r in table[: len(want)]] == want
+    assert (table[len(want) :] == -1).all()
+
+
+@pytest.mark.parametrize("length", [1, 63, 64, 65, 130])
+def test_one_sequence_around_the_chunk_length(length):
+    _check((length,), options=("final_state",))
+
+
+def test_a_varlen_batch_with_an_initial_state_and_an_empty_sequence():
+    _check((65, 0, 1, 130, 63), options=("initial_state", "final_state"))
+
+
+@pytest.mark.parametrize(
+    "option", ["initial_state", "qk_l2norm", "beta_sigmoid", "neg_eigval", "safe_gate", "scale"]
+)
+def test_each_option(option):
+    _check((70, 9), options=(option, "final_state"))
+
+
+def test_every_option_together_with_gva():
+    options = ("initial_state", "final_state", "qk_l2norm", "beta_sigmoid", "neg_eigval", "safe_gate")
+    _check((65, 3), h=1, hv=2, options=options)
+
+
+@pytest.mark.parametrize(("h", "hv"), [(1, 4), (4, 2)], ids=["gva", "gqa"])
+def test_grouped_heads(h, hv):
+    _check((40, 70), h=h, hv=hv, options=("final_state",))
+
+
+def test_the_value_blocks_tile_the_state():
+    _check((130,), dv=32, block_v=8, options=("initial_state", "final_state"))
+    _check((130,), dv=32, block_v=32, options=("initial_state", "final_state"))

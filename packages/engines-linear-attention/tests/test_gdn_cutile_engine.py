@@ -1,0 +1,256 @@
+"""gdn_cutile on the CPU: its support rules, its ranking, and a gdn graph planned, built and executed
+through the chosen plan with the kernels replaced by stand-ins.
+
+The stand-ins: the kernel module (``kernels/gdn_cutile_fwd``, which imports cuTile) is replaced in
+``sys.modules`` by one naming three sentinel kernels, and ``cuda.tile.launch`` by a recorder, so the
+plan's real call path (operand positions, device arrays over the call's addresses, the workspace
+carve, `gdn_cutile_host.launch_forward`'s grids and argument tuples) runs without cuTile or a GPU.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+
+import pytest
+
+import pygraph
+from pygraph import data_type as dt
+from pygraph import heur_mode
+from pygraph_linear_attention.engines import cutile as engine_mod
+from pygraph_linear_attention.engines.cutile import GdnCutileEngine
+from pygraph_linear_attention.heuristics import block_v_order
+from pygraph_linear_attention.kernels.device_arrays import DeviceArray
+from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK
+
+ENGINE_ID = 20101
+
+
+@pytest.fixture(autouse=True)
+def _opt_in(monkeypatch):
+    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile")
+
+
+def _graph(t=130, n=3, h=2, hv=2, d=128, dv=None, io=dt.BFLOAT16, beta=None, *, state=False, final=False,
+           safe_gate=False, dt_bias=True, a_log=True, name="gdn", **attrs):  # fmt: skip
+    dv = dv or d
+    g = pygraph.Graph(name=name, io_data_type=io)
+    q = g.tensor(name="q", dim=[t, h, d], data_type=io)
+    k = g.tensor(name="k", dim=[t, h, d], data_type=io)
+    v = g.tensor(name="v", dim=[t, hv, dv], data_type=io)
+    ho = max(h, hv)
+    gate = g.tensor(name="g", dim=[t, hv], data_type=dt.FLOAT)
+    b = g.tensor(name="beta", dim=[t, hv], data_type=beta or io)
+    cu = g.tensor(name="cu_seqlens", dim=[n + 1], data_type=dt.INT32)
+    extra = {}
+    if state:
+        extra["initial_state"] = g.tensor(name="h0", dim=[n, ho, dv, d], data_type=dt.FLOAT)
+    if safe_gate and a_log:
+        extra["a_log"] = g.tensor(name="a_log", dim=[hv], data_type=dt.FLOAT)
+    if safe_gate and dt_bias:
+        extra["dt_bias"] = g.tensor(name="dt_bias", dim=[hv], data_type=dt.FLOAT)
+    o, fs = g.gdn(q=q, k=k, v=v, g=gate, beta=b, cu_seqlens=cu, output_final_state=final, safe_gate=safe_gate,
+                  **extra, **attrs)  # fmt: skip
+    o.set_output(True)
+    if fs is not None:  # an unassigned output takes the io dtype; the state is kept in fp32 here
+        fs.set_output(True).set_data_type(dt.FLOAT)
+    g.outputs_for_test = (o, fs)
+    return g
+
+
+def _decline(graph) -> str:
+    with pytest.raises(pygraph.GraphNotSupportedError) as err:
+        GdnCutileEngine(ENGINE_ID).check_support(graph.engine_request())
+    return str(err.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"io": dt.HALF, "beta": dt.FLOAT},
+        {"d": 64},
+        {"d": 256, "dv": 128},
+        {"h": 1, "hv": 4},
+        {"h": 4, "hv": 2},
+        {
+            "state": True,
+            "final": True,
+            "use_qk_l2norm": True,
+            "use_beta_sigmoid": True,
+            "allow_neg_eigval": True,
+        },
+        {"safe_gate": True},
+        {"safe_gate": True, "dt_bias": False, "scale": 0.5},
+        {"t": 1, "n": 1},
+    ],
+    ids=[
+        "bf16",
+        "fp16-fp32beta",
+        "d64",
+        "k256-v128",
+        "gva",
+        "gqa",
+        "options",
+        "safe-gate",
+        "no-dt-bias",
+        "t1",
+    ],
+)
+def test_accepts_what_the_kernels_serve(kwargs):
+    GdnCutileEngine(ENGINE_ID).check_support(_graph(**kwargs).engine_request())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"io": dt.FLOAT}, r"q, k and v must all be BFLOAT16 or all HALF, got \['FLOAT', 'FLOAT', 'FLOAT'\]"),
+        ({"d": 96}, r"head dims K=96, V=96: each must be one of \(64, 128, 256\)"),
+        ({"io": dt.HALF, "beta": dt.BFLOAT16}, "beta must be FLOAT or the io dtype HALF, got BFLOAT16"),
+        ({"gate_domain": "linear"}, "gate_domain='linear' is not served"),
+        ({"safe_gate": True, "a_log": False}, "safe_gate needs a_log"),
+        ({"h": 3, "hv": 2}, "q/k heads 3 and v heads 2 must both divide the output's 3"),
+    ],
+    ids=["fp32-io", "head-dim", "beta-dtype", "gate-domain", "no-a-log", "heads"],
+)
+def test_declines_naming_the_rule_and_the_value(kwargs, reason):
+    message = _decline(_graph(**kwargs))
+    assert message.startswith("gdn_cutile: ")
+    assert re.search(reason, message), message
+
+
+def test_declines_the_backward_for_now():
+    g = pygraph.Graph(name="gdn_bwd", io_data_type=dt.BFLOAT16)
+    q, k, v, d_o = (g.tensor(name=n, dim=[64, 2, 128], data_type=dt.BFLOAT16) for n in ("q", "k", "v", "dO"))
+    gate, beta = (g.tensor(name=n, dim=[64, 2], data_type=dt.FLOAT) for n in ("g", "beta"))
+    cu = g.tensor(name="cu_seqlens", dim=[2], data_type=dt.INT32)
+    for out in g.gdn_bwd(q=q, k=k, v=v, g=gate, beta=beta, cu_seqlens=cu, dO=d_o):
+        if out is not None:
+            out.set_output(True)
+    assert "the backward (gdn_bwd) is not written yet" in _decline(g)
+
+
+def test_declines_a_strided_last_dim():
+    g = _graph()
+    g.find_tensor("q").stride = (2 * 2 * 128, 2 * 128, 2)  # still mutable: planning has not frozen it
+    assert "operand q (q) must have a contiguous last dim, got stride [512, 256, 2]" in _decline(g)
+
+
+def test_declines_a_device_outside_its_arch_range():
+    g = _graph()
+    g.sm_version = 75
+    assert "requires SM80..SM121, found SM75" in _decline(g)
+
+
+def test_a_missing_cutile_is_an_import_decline(monkeypatch):
+    real = engine_mod.importlib.util.find_spec
+    monkeypatch.setattr(
+        engine_mod.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.startswith("cuda") else real(name, *a),
+    )
+    with pytest.raises(
+        ImportError,
+        match=r"gdn_cutile: needs cuTile \(pip install 'pygraph-engines-linear-attention\[cutile\]'\)",
+    ):
+        GdnCutileEngine(ENGINE_ID).check_support(_graph().engine_request())
+
+
+def test_the_hook_ranks_every_block_v_that_tiles_v_the_rule_first():
+    facts = _graph(n=3).engine_request().facts
+    assert block_v_order(facts) == [32, 64, 128]  # 3 sequences x 2 heads x 2 = 12 programs at 64: few
+    wide = _graph(t=4096, n=64, h=2).engine_request().facts
+    assert block_v_order(wide) == [64, 32, 128]  # 256 programs at 64 cover the SMs
+    assert block_v_order(_graph(d=64, n=128).engine_request().facts) == [64, 32]
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, stream, grid, kernel, args):
+        self.calls.append((stream, tuple(grid), kernel, args))
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    """The kernel module and cuda.tile.launch replaced: (recorder, the sentinel kernels)."""
+    kernels = {"table": object(), "prepare": object(), "scan": object()}
+    module = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_fwd")
+    module.KERNELS = kernels
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    recorder = _Recorder()
+    monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: recorder)
+    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name, *a: object())
+    return recorder, kernels
+
+
+def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand_in):
+    recorder, kernels = stand_in
+    t, n, h, d = 130, 3, 2, 128
+    g = _graph(t=t, n=n, h=h, d=d, state=True, final=True, use_qk_l2norm=True)
+    g.create_execution_plans([heur_mode.A, heur_mode.FALLBACK])
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    assert names == ["gdn_cutile[BLOCK_V=32]", "gdn_cutile[BLOCK_V=64]", "gdn_cutile[BLOCK_V=128]"]
+    g.build_plans()
+    plan = g.selected_plan
+    assert (plan.name, plan.kind, plan.engine.name) == ("gdn_cutile[BLOCK_V=32]", "python", "gdn_cutile")
+    workspace_bytes = g.get_workspace_size()
+    slots = -(-t // CHUNK) + n
+    assert workspace_bytes >= slots * 2 * 4 + t * h * 4 + 2 * t * h * d * 2
+
+    names = ("q", "k", "v", "g", "beta", "cu_seqlens", "h0")
+    addresses = {name: 0x100000 * (i + 1) for i, name in enumerate(names)}
+    tensors = {g.find_tensor(name): addr for name, addr in addresses.items()}
+    o, final = g.outputs_for_test
+    tensors[o], tensors[final] = 0xA00000, 0xB00000
+    workspace = 0xC00000
+    g.execute(tensors, workspace=workspace)
+
+    assert [(grid, kernel) for _, grid, kernel, _ in recorder.calls] == [
+        ((-(-slots // 128),), kernels["table"]),
+        ((slots, h), kernels["prepare"]),
+        ((n, h, d // 32), kernels["scan"]),
+    ]
+    assert all(stream == 0 for stream, *_ in recorder.calls)
+    table_args, prepare_args, scan_args = (args for *_, args in recorder.calls)
+
+    def described(x):
+        return (x.pointer, x.shape, x.dtype) if isinstance(x, DeviceArray) else x
+
+    cu, table = table_args[:2]
+    assert described(cu) == (addresses["cu_seqlens"], (n + 1,), "int32")
+    assert described(table) == (workspace, (slots, 2), "int32")
+    assert table_args[2:] == (n, CHUNK, 128, 64)
+    assert described(prepare_args[0]) == (addresses["k"], (t, h, d), "bfloat16")
+    assert described(prepare_args[2]) == (addresses["g"], (t, h), "float32")
+    assert prepare_args[7] is table
+    # head groups of k, v, g, beta, then a_log and dt_bias (absent: one value for all h heads)
+    assert prepare_args[11:] == (1, 1, 1, 1, h, h, d, d, CHUNK, True, False, False, False, False)
+    assert described(scan_args[0]) == (addresses["q"], (t, h, d), "bfloat16")
+    assert described(scan_args[6]) == (addresses["h0"], (n, h, d, d), "float32")
+    assert described(scan_args[7]) == (0xA00000, (t, h, d), "bfloat16")
+    assert described(scan_args[8]) == (0xB00000, (n, h, d, d), "float32")
+    assert scan_args[9:] == (1, d, 32, CHUNK, pytest.approx(d**-0.5), True, True, True)
+    regions = {described(x)[0] - workspace for x in prepare_args[8:11]}
+    assert all(offset % 256 == 0 for offset in regions)
+
+    g.execute(tensors, workspace=workspace)  # the same buffers: the same device arrays
+    assert recorder.calls[3][3][0] is recorder.calls[0][3][0]
+
+
+def test_a_call_with_a_misaligned_workspace_is_refused_and_launches_nothing(stand_in):
+    recorder, _ = stand_in
+    g = _graph(t=64, n=1, h=1)
+    g.create_execution_plans()
+    g.build_plans()
+    o, _ = g.outputs_for_test
+    names = ("q", "k", "v", "g", "beta", "cu_seqlens")
+    tensors = {g.find_tensor(name): 0x10000 * (i + 1) for i, name in enumerate(names)}
+    tensors[o] = 0x900000
+    with pytest.raises(
+        ValueError, match=r"gdn_cutile \(graph 'gdn'\): workspace pointer 0xc00010 is not 256-byte aligned"
+    ):
+        g.execute(tensors, workspace=0xC00010)
+    assert recorder.calls == []
