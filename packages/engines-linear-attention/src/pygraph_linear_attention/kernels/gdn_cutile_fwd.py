@@ -24,9 +24,18 @@ Matrix products take io-dtype operands with fp32 accumulation, except the invers
 
 from __future__ import annotations
 
+from typing import Any
+
 import cuda.tile as ct
 
-__all__ = ["KERNELS", "SUB", "chunk_prepare_kernel", "chunk_scan_kernel", "chunk_table_kernel"]
+__all__ = [
+    "KERNELS",
+    "SUB",
+    "chunk_prepare_kernel",
+    "chunk_scan_kernel",
+    "chunk_table_kernel",
+    "export_signatures",
+]
 
 ConstInt = ct.Constant[int]
 ConstBool = ct.Constant[bool]
@@ -244,3 +253,49 @@ def chunk_scan_kernel(
 
 # the kernels by the names the host side (`gdn_cutile_host`) launches them under
 KERNELS = {"table": chunk_table_kernel, "prepare": chunk_prepare_kernel, "scan": chunk_scan_kernel}
+
+
+def export_signatures(cfg: Any, *, cu_seqlens: str = "int32", beta: str = "float32", state: str = "float32") -> dict:
+    """One `KernelSignature` per kernel for ``cfg`` (a `GdnCutileConfig`), for
+    ``cuda.tile.compilation.export_kernel``: compiling for a named target without a GPU.
+
+    Arrays are described as the engine passes them (last dim contiguous, int32 indexing, no
+    aliasing); the constants are the ones `gdn_cutile_host.kernel_arguments` passes, so the
+    compiled code is the code a launch runs.
+    """
+    from cuda.tile.compilation import ArrayConstraint, CallingConvention, KernelSignature
+
+    from pygraph_linear_attention.kernels.gdn_cutile_host import kernel_arguments
+
+    class Param:
+        def __init__(self, dtype: str, ndim: int) -> None:
+            self.dtype, self.ndim = dtype, ndim
+
+    io = cfg.io_dtype
+    params = {
+        "q": Param(io, 3), "k": Param(io, 3), "v": Param(io, 3), "g": Param("float32", 2), "beta": Param(beta, 2),
+        "cu_seqlens": Param(cu_seqlens, 1), "o": Param(io, 3), "table": Param("int32", 2),
+        "gamma": Param("float32", 2), "w": Param(io, 3), "u": Param(io, 3), "spare": Param("float32", 1),
+    }  # fmt: skip
+    if cfg.safe_gate:
+        params["a_log"] = Param("float32", 1)
+        if cfg.has_dt_bias:
+            params["dt_bias"] = Param("float32", 1)
+    if cfg.has_initial_state:
+        params["h0"] = Param(state, 4)
+    if cfg.output_final_state:
+        params["ht"] = Param(state, 4)
+
+    def constraint(x: Any) -> Any:
+        if not isinstance(x, Param):
+            return x
+        return ArrayConstraint(
+            getattr(ct, x.dtype), x.ndim, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
+            may_alias_internally=False, stride_constant=(None,) * (x.ndim - 1) + (1,),
+        )  # fmt: skip
+
+    convention = CallingConvention.cutile_python_v1()
+    return {
+        name: KernelSignature([constraint(x) for x in args], convention)
+        for name, args in kernel_arguments(cfg, params).items()
+    }
