@@ -11,7 +11,7 @@ from pygraph.ir import serialize as _serialize
 from pygraph.ir.container import GraphContext, GraphIR
 from pygraph.ir.dtypes import data_type, scalar_type, to_data_type
 from pygraph.ir.node import Node
-from pygraph.ir.shapes import row_major_stride, to_dims
+from pygraph.ir.shapes import bad_dims, bad_strides, row_major_stride, to_dims
 from pygraph.ir.tensor import Tensor
 from pygraph.ir.validate import validate_ir
 from pygraph.lifecycle import VALIDATED, GraphState, require
@@ -152,10 +152,17 @@ class Graph(PlanningMixin):
     ) -> Tensor:
         """A new tensor; ``stride`` defaults to row-major."""
         self._ir.before_mutation("graph.tensor()")
-        dims = to_dims(dim, "tensor(): dim")
-        strides = to_dims(stride, "tensor(): stride") if stride is not None else row_major_stride(dims)
+        label = f"tensor({name!r})" if name else "tensor()"
+        dims = to_dims(dim, f"{label}: dim")
+        reason = bad_dims(dims)
+        if reason is not None:
+            raise OpInputError(f"{label}: dim {list(dims)}: {reason}")
+        strides = to_dims(stride, f"{label}: stride") if stride is not None else row_major_stride(dims)
+        reason = bad_strides(strides)
+        if reason is not None:
+            raise OpInputError(f"{label}: stride {list(strides)}: {reason}")
         if len(strides) != len(dims):
-            raise OpInputError(f"tensor(): stride {list(strides)} has a different rank than dim {list(dims)}")
+            raise OpInputError(f"{label}: stride {list(strides)} has a different rank than dim {list(dims)}")
         dt = to_data_type(data_type)
         if ragged_offset is not None:
             self._ir.check_member(ragged_offset, "ragged_offset", "tensor()")
@@ -165,6 +172,7 @@ class Graph(PlanningMixin):
         raw("_stride", strides)
         raw("_dim_assigned", True)
         raw("_stride_assigned", True)
+        raw("_stride_default", stride is None)
         raw("_data_type", dt)
         raw("_dtype_assigned", dt.is_set)
         raw("_is_virtual", bool(is_virtual))
@@ -187,6 +195,12 @@ class Graph(PlanningMixin):
         if shape is None or not hasattr(template, "dtype"):
             raise OpInputError(
                 f"tensor_like(): expected a pygraph.Tensor or a framework tensor, got {template!r}"
+            )
+        reason = bad_dims(tuple(shape))
+        if reason is not None:
+            raise OpInputError(
+                f"tensor_like(): the template's shape {list(shape)} cannot be a tensor's dim: {reason} "
+                "(reshape a 0-d tensor to shape (1,))"
             )
         stride_attr = getattr(template, "stride", None)
         if callable(stride_attr):

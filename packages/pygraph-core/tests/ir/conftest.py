@@ -193,7 +193,11 @@ def build_op(name: str, graph: pygraph.Graph | None = None) -> tuple[pygraph.Gra
         else pygraph.Graph(f"g_{name}", io_data_type=dt.HALF, compute_data_type=dt.FLOAT)
     )
     args, kwargs = RECIPES[name](g)
-    return g, getattr(g, name)(*args, **kwargs)
+    result = getattr(g, name)(*args, **kwargs)
+    # a graph has at least one output (validate() refuses one whose results are all virtual)
+    first = next(t for t in (result if isinstance(result, list) else [result]) if t is not None)
+    first.set_output(True)
+    return g, result
 
 
 # -- the recording backend stand-in ---------------------------------------------------------------

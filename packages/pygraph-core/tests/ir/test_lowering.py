@@ -68,7 +68,7 @@ def test_tensor_attributes_and_output_layout(fake_backend) -> None:
 def test_dims_layout_ops_push_ir_dims(fake_backend) -> None:
     g = pygraph.Graph("r", io_data_type=dt.HALF)
     out = g.reshape(g.tensor([2, 3, 4]))
-    out.set_dim([6, 4])
+    out.set_dim([6, 4]).set_output(True)
     lowered = g._lower()
     calls = dict(lowered.backend_tensors[out.uid].calls)
     assert calls["set_dim"] == [6, 4] and "set_stride" not in calls
@@ -79,6 +79,7 @@ def test_sdpa_pushes_layout_and_dropout(fake_backend) -> None:
     q, k, v = g.tensor([1, 2, 8, 16]), g.tensor([1, 2, 8, 16]), g.tensor([1, 2, 8, 16])
     seed, offset = g.tensor([1, 1, 1, 1], data_type=dt.INT64), g.tensor([1, 1, 1, 1], data_type=dt.INT64)
     o, _stats = g.sdpa(q, k, v, generate_stats=True, dropout=(0.1, seed, offset), use_causal_mask=True)
+    o.set_output(True)
     lowered = g._lower()
     kwargs = next(kw for m, kw in lowered.backend.calls if m == "sdpa")
     assert kwargs["dropout"][0] == 0.1 and kwargs["dropout"][1].uid == seed.uid

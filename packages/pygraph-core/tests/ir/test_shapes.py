@@ -66,7 +66,7 @@ def test_torch_dtype_and_size_accepted() -> None:
 def test_user_dim_overrides_inferred(g: pygraph.Graph) -> None:
     c = g.matmul(g.tensor([4, 8]), g.tensor([8, 16]))
     assert not c.dim_assigned and not c.stride_assigned
-    c.set_dim([1, 4, 16]).set_stride([64, 1, 4])
+    c.set_dim([1, 4, 16]).set_stride([64, 1, 4]).set_output(True)
     assert c.dim == (1, 4, 16) and c.stride == (64, 1, 4) and c.dim_assigned and c.stride_assigned
     validate_ir(g._ir)  # re-inference keeps user values
     assert c.dim == (1, 4, 16) and c.stride == (64, 1, 4)
@@ -74,7 +74,7 @@ def test_user_dim_overrides_inferred(g: pygraph.Graph) -> None:
 
 def test_validate_reinfers_from_late_input_dims(g: pygraph.Graph) -> None:
     a = g.tensor([4, 8])
-    c = g.relu(a)
+    c = g.relu(a).set_output(True)
     a.set_dim([5, 8]).set_stride([8, 1])
     validate_ir(g._ir)
     assert c.dim == (5, 8)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["broadcast", "row_major_stride", "to_dims"]
+from pygraph.errors import OpInputError
+
+__all__ = ["bad_dims", "bad_strides", "broadcast", "row_major_stride", "to_dims"]
 
 
 def to_dims(value: Any, what: str) -> tuple[int, ...]:
@@ -13,13 +15,36 @@ def to_dims(value: Any, what: str) -> tuple[int, ...]:
     if value is None:
         return ()
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise TypeError(f"{what}: expected a sequence of ints, got {value!r}")
+        raise OpInputError(f"{what}: expected a sequence of ints, got {value!r}")
     out = []
     for x in value:
         if isinstance(x, bool) or not hasattr(x, "__index__"):
-            raise TypeError(f"{what}: expected a sequence of ints, got {value!r}")
+            raise OpInputError(f"{what}: expected a sequence of ints, got {value!r}")
         out.append(int(x))
     return tuple(out)
+
+
+def bad_dims(dims: Sequence[int]) -> str | None:
+    """Why ``dims`` cannot be a tensor's extents, or None: a rank of at least 1, every extent >= 1.
+
+    There is no zero-extent tensor: a ragged batch whose sequence is empty says so in its offsets
+    (the values of a ragged-offset or cu_seqlens tensor), never in a declared dim."""
+    if not dims:
+        return "a tensor has rank >= 1 (a scalar is dim [1])"
+    for axis, extent in enumerate(dims):
+        if extent < 1:
+            return f"extent {extent} at axis {axis}; every extent is >= 1"
+    return None
+
+
+def bad_strides(strides: Sequence[int]) -> str | None:
+    """Why ``strides`` cannot be a tensor's strides, or None: every stride >= 0 (0 broadcasts)."""
+    if not strides:
+        return "a tensor has rank >= 1, so at least one stride"
+    for axis, stride in enumerate(strides):
+        if stride < 0:
+            return f"stride {stride} at axis {axis}; every stride is >= 0 (0 broadcasts the axis)"
+    return None
 
 
 def row_major_stride(dim: Sequence[int]) -> tuple[int, ...]:

@@ -2,15 +2,18 @@
 
 Every public write goes through the owning graph's mutation guard: after the freeze it raises
 `GraphStateError`; before it, it invalidates an earlier validate(). dims and strides are tuples, so
-they cannot be edited in place.
+they cannot be edited in place. Every extent is >= 1 and every stride >= 0, refused at the setter;
+whether dim and stride have one rank is checked where the tensor is read (the builder that wires
+it, and validate()), since the classic ``set_dim(...).set_stride(...)`` passes through a mismatch.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pygraph.errors import OpInputError
 from pygraph.ir.dtypes import convert_enum, data_type, tensor_reordering, to_data_type
-from pygraph.ir.shapes import to_dims
+from pygraph.ir.shapes import bad_dims, bad_strides, row_major_stride, to_dims
 
 if TYPE_CHECKING:
     from pygraph.ir.container import GraphIR
@@ -39,6 +42,7 @@ class Tensor:
         "_scalar_type",
         "_stride",
         "_stride_assigned",
+        "_stride_default",
         "_uid",
         "_uid_assigned",
         "_value",
@@ -54,6 +58,7 @@ class Tensor:
         s(self, "_stride", ())
         s(self, "_dim_assigned", False)
         s(self, "_stride_assigned", False)
+        s(self, "_stride_default", False)  # the row-major default Graph.tensor() derived from dim
         s(self, "_data_type", data_type.NOT_SET)
         s(self, "_dtype_assigned", False)
         s(self, "_inferred_dtype", data_type.NOT_SET)
@@ -119,8 +124,14 @@ class Tensor:
 
     @dim.setter
     def dim(self, value: Any) -> None:
-        object.__setattr__(self, "_dim", to_dims(value, f"Tensor.dim of {self._name!r}"))
+        dims = to_dims(value, f"Tensor.set_dim() on {self._name!r}")
+        reason = bad_dims(dims)
+        if reason is not None:
+            raise OpInputError(f"Tensor.set_dim() on {self._name!r}: dim {list(dims)}: {reason}")
+        object.__setattr__(self, "_dim", dims)
         object.__setattr__(self, "_dim_assigned", True)
+        if self._stride_default:  # a default follows the dims it was derived from
+            object.__setattr__(self, "_stride", row_major_stride(dims))
 
     @property
     def stride(self) -> tuple[int, ...]:
@@ -128,8 +139,13 @@ class Tensor:
 
     @stride.setter
     def stride(self, value: Any) -> None:
-        object.__setattr__(self, "_stride", to_dims(value, f"Tensor.stride of {self._name!r}"))
+        strides = to_dims(value, f"Tensor.set_stride() on {self._name!r}")
+        reason = bad_strides(strides)
+        if reason is not None:
+            raise OpInputError(f"Tensor.set_stride() on {self._name!r}: stride {list(strides)}: {reason}")
+        object.__setattr__(self, "_stride", strides)
         object.__setattr__(self, "_stride_assigned", True)
+        object.__setattr__(self, "_stride_default", False)
 
     @property
     def dim_assigned(self) -> bool:

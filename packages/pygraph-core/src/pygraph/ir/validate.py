@@ -1,23 +1,39 @@
-"""IR-side validation (run by `Graph.validate()` before any lowering)."""
+"""IR-side validation (run by `Graph.validate()` before any lowering, and so by planning).
+
+Two layers: each node against its op (re-inferred outputs, the op's own checks, dims on what it
+reads), then the graph as a whole (`InvalidGraphError`): at least one node and one output, every
+wired tensor of this graph with dims and strides a kernel can run, no tensor written by two nodes,
+no cycle, and no virtual tensor read as a graph input.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-from pygraph.errors import OpInputError
+from pygraph.errors import InvalidGraphError, OpInputError
+from pygraph.ir.shapes import bad_dims, bad_strides
 
 if TYPE_CHECKING:
     from pygraph.ir.container import GraphIR
+    from pygraph.ir.node import Node
 
-__all__ = ["validate_ir"]
+__all__ = ["check_graph", "find_cycle", "validate_ir"]
 
 
 def validate_ir(ir: GraphIR) -> None:
     """Re-infer outputs (inputs may have changed since the builder ran), re-run each op's checks,
     and require dims on every tensor a node reads — and, for a python-only graph, on every output
-    (no backend will infer them)."""
+    (no backend will infer them); then `check_graph`."""
     from pygraph.ops.build import infer_outputs
 
+    if not ir.nodes:
+        raise InvalidGraphError(
+            f"validate(): graph {ir.name!r} has no node; add an op (graph.matmul(...), ...) before "
+            "validating or planning"
+        )
+    for node in ir.nodes:
+        _check_members(ir, node)
     for node in ir.nodes:
         infer_outputs(node)
         if node.spec.check is not None:
@@ -40,3 +56,128 @@ def validate_ir(ir: GraphIR) -> None:
                     f"{node.op}(): output {port!r} ({t.name!r}) has dim {list(t.dim)} but stride "
                     f"{list(t.stride)} of another rank"
                 )
+    check_graph(ir)
+
+
+def _wired(node: Node) -> Iterator[tuple[str, Any]]:
+    """(port, tensor) for every tensor a node reads or writes, ragged offsets included."""
+    for port, value in (*node.inputs.items(), *node.outputs.items()):
+        for t in value if isinstance(value, tuple) else (value,):
+            if t is not None:
+                yield port, t
+                if getattr(t, "ragged_offset", None) is not None:
+                    yield f"{port}.ragged_offset", t.ragged_offset
+    for port, value in node.params.items():
+        if isinstance(value, tuple):
+            for t in value:
+                if hasattr(t, "_ir"):
+                    yield port, t
+
+
+def _check_members(ir: GraphIR, node: Node) -> None:
+    """Ports written after the builder ran (``node.inputs[...] = ...``) are not checked there."""
+    from pygraph.ir.tensor import Tensor
+
+    for port, t in _wired(node):
+        if not isinstance(t, Tensor):
+            raise InvalidGraphError(
+                f"validate(): port {port!r} of node {node.name!r} holds {t!r}, not a pygraph.Tensor"
+            )
+        if t._ir is not ir:
+            raise InvalidGraphError(
+                f"validate(): port {port!r} of node {node.name!r} holds tensor {t.name!r} (uid {t.uid}) of "
+                f"graph {t._ir.name!r}; tensors cannot cross graphs"
+            )
+
+
+def _check_geometry(node: Node, port: str, t: Any) -> None:
+    where = f"validate(): tensor {t.name!r} (port {port!r} of node {node.name!r})"
+    if t.dim:
+        reason = bad_dims(t.dim)
+        if reason is not None:
+            raise InvalidGraphError(f"{where}: dim {list(t.dim)}: {reason}")
+    if t.stride:
+        reason = bad_strides(t.stride)
+        if reason is not None:
+            raise InvalidGraphError(f"{where}: stride {list(t.stride)}: {reason}")
+        if t.dim and len(t.stride) != len(t.dim):
+            raise InvalidGraphError(
+                f"{where}: dim {list(t.dim)} and stride {list(t.stride)} differ in rank; give it a stride "
+                f"of rank {len(t.dim)} with set_stride()"
+            )
+
+
+def find_cycle(nodes: list[Any], producers: dict[int, Any]) -> list[Any] | None:
+    """A cycle of ``nodes`` (each reading an output of the one before; the first repeated at the end)
+    or None. ``producers`` maps a tensor uid to the node writing it."""
+    state: dict[int, int] = {}  # id(node) -> 1 on the current path, 2 done
+    for root in nodes:
+        if state.get(id(root)):
+            continue
+        path: list[Any] = []
+        stack: list[tuple[Any, Iterator[Any]]] = [(root, _predecessors(root, producers))]
+        state[id(root)] = 1
+        path.append(root)
+        while stack:
+            node, preds = stack[-1]
+            for pred in preds:
+                mark = state.get(id(pred))
+                if mark == 1:
+                    cycle = path[path.index(pred) :]
+                    return [*reversed(cycle), cycle[-1]]
+                if mark is None:
+                    state[id(pred)] = 1
+                    path.append(pred)
+                    stack.append((pred, _predecessors(pred, producers)))
+                    break
+            else:
+                state[id(node)] = 2
+                path.pop()
+                stack.pop()
+    return None
+
+
+def _predecessors(node: Any, producers: dict[int, Any]) -> Iterator[Any]:
+    for t in node.input_tensors():
+        producer = producers.get(t.uid)
+        if producer is not None:
+            yield producer
+
+
+def check_graph(ir: GraphIR) -> None:
+    """The graph as a whole: raise `InvalidGraphError` naming the first node or tensor that makes it
+    mean nothing."""
+    producers: dict[int, Any] = {}
+    for node in ir.nodes:
+        for port, t in _wired(node):
+            _check_geometry(node, port, t)
+        for t in node.output_tensors():
+            other = producers.get(t.uid)
+            if other is not None and other is not node:
+                raise InvalidGraphError(
+                    f"validate(): tensor {t.name!r} is an output of node {other.name!r} and of node "
+                    f"{node.name!r}; a tensor has one producer"
+                )
+            producers[t.uid] = node
+    cycle = find_cycle(ir.nodes, producers)
+    if cycle is not None:
+        loop = " -> ".join(repr(n.name) for n in cycle)
+        raise InvalidGraphError(
+            f"validate(): graph {ir.name!r} has a cycle: node {loop} (each reads an output of the one "
+            "before); a graph is acyclic"
+        )
+    outputs = False
+    for node in ir.nodes:
+        for t in node.input_tensors():
+            if t.uid not in producers and t.is_virtual and t.value is None:
+                raise InvalidGraphError(
+                    f"validate(): tensor {t.name!r} is read by node {node.name!r}, produced by no node, and "
+                    "virtual: a virtual tensor is an intermediate, so nothing would fill it; a graph input "
+                    "is non-virtual (set_is_virtual(False), the default of graph.tensor())"
+                )
+        outputs = outputs or any(not t.is_virtual for t in node.output_tensors())
+    if not outputs:
+        raise InvalidGraphError(
+            f"validate(): graph {ir.name!r} has no output: every tensor its nodes produce is virtual; mark "
+            "the results with set_output(True)"
+        )

@@ -58,6 +58,11 @@ def _resolve_tensor(ir: GraphIR, spec: OpSpec, port: Port, value: Any) -> Tensor
 def _check_port(spec: OpSpec, port: Port, t: Tensor) -> None:
     where = f"{spec.name}()"
     rank = len(t.dim)
+    if rank and t.stride and len(t.stride) != rank:
+        raise OpInputError(
+            f"{where}: port {port.name!r} got tensor {t.name!r} whose dim {list(t.dim)} and stride "
+            f"{list(t.stride)} differ in rank; give it a stride of rank {rank} with set_stride()"
+        )
     if rank:
         if port.ranks is not None and rank not in port.ranks:
             want = " or ".join(str(r) for r in port.ranks)
