@@ -13,7 +13,9 @@ import io
 
 import pytest
 
-ct = pytest.importorskip("cuda.tile", reason="cuTile is not installed (pip install 'pygraph-engines-linear-attention[cutile]')")
+ct = pytest.importorskip(
+    "cuda.tile", reason="cuTile is not installed (pip install 'pygraph-engines-linear-attention[cutile]')"
+)
 
 
 def _compiler_reason() -> str | None:

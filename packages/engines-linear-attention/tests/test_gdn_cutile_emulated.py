@@ -231,6 +231,7 @@ def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, options=(), seed=0):
         dtype = EMU.int32 if region.dtype == "int32" else f32
         fill = -7 if region.dtype == "int32" else np.nan
         arrays[region.name] = _Array(np.full(region.shape, fill, dtype=dtype.storage), dtype)
+    arrays["spare4"] = _Array(arrays["spare"].data[:1].reshape(1, 1, 1, 1), f32)
     launch_forward(EMU.launch, KERNELS.KERNELS, cfg, arrays)
     got_final = torch.from_numpy(arrays["ht"].data) if "final_state" in options else None
     return (torch.from_numpy(arrays["o"].data), got_final), want, arrays
@@ -257,8 +258,8 @@ def test_one_sequence_around_the_chunk_length(length):
     _check((length,), options=("final_state",))
 
 
-def test_a_varlen_batch_with_an_initial_state_and_an_empty_sequence():
-    _check((65, 0, 1, 130, 63), options=("initial_state", "final_state"))
+def test_a_varlen_batch_with_an_initial_state_and_empty_sequences_inside_and_last():
+    _check((65, 0, 1, 130, 63, 0), options=("initial_state", "final_state"))
 
 
 @pytest.mark.parametrize(

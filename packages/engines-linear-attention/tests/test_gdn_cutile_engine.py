@@ -227,12 +227,12 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     assert described(prepare_args[2]) == (addresses["g"], (t, h), "float32")
     assert prepare_args[7] is table
     # head groups of k, v, g, beta, then a_log and dt_bias (absent: one value for all h heads)
-    assert prepare_args[11:] == (1, 1, 1, 1, h, h, d, d, CHUNK, True, False, False, False, False)
+    assert prepare_args[11:] == (1, 1, 1, 1, h, h, 1, 0, 0, 0, 0, d, d, CHUNK)  # then the flags, dims, chunk
     assert described(scan_args[0]) == (addresses["q"], (t, h, d), "bfloat16")
     assert described(scan_args[6]) == (addresses["h0"], (n, h, d, d), "float32")
     assert described(scan_args[7]) == (0xA00000, (t, h, d), "bfloat16")
     assert described(scan_args[8]) == (0xB00000, (n, h, d, d), "float32")
-    assert scan_args[9:] == (1, d, 32, CHUNK, pytest.approx(d**-0.5), True, True, True)
+    assert scan_args[9:] == (1, 1, 1, 1, d, 32, CHUNK, pytest.approx(d**-0.5))
     regions = {described(x)[0] - workspace for x in prepare_args[8:11]}
     assert all(offset % 256 == 0 for offset in regions)
 

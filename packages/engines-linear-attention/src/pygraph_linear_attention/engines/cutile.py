@@ -196,6 +196,7 @@ class GdnCutilePlan(CompiledPlan):
             for role, pos in positions.items()
         )
         self._regions = cfg.workspace_regions()
+        self._spare_offset = next(r.offset for r in self._regions if r.name == "spare")
         self._workspace_bytes = cfg.workspace_bytes
         self._cache: dict[tuple, Any] = {}  # (role, pointer, device) -> DeviceArray
         from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS
@@ -236,6 +237,10 @@ class GdnCutilePlan(CompiledPlan):
                 (region.name, workspace, device), workspace + region.offset, region.shape, strides,
                 region.dtype, device,
             )  # fmt: skip
+        spare = self._spare_offset  # the stand-in of an absent state (rank 4), never read
+        arrays["spare4"] = self._view(
+            ("spare4", workspace, device), workspace + spare, (1,) * 4, (1,) * 4, "float32", device
+        )
         stream = ctx.stream or 0
         launch = self._launch_kernel
         launch_forward(

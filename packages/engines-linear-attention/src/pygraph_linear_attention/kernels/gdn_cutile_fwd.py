@@ -38,7 +38,6 @@ __all__ = [
 ]
 
 ConstInt = ct.Constant[int]
-ConstBool = ct.Constant[bool]
 ConstFloat = ct.Constant[float]
 
 SUB = 16  # the diagonal blocks the inverse starts from
@@ -46,7 +45,7 @@ _ZERO = ct.PaddingMode.ZERO
 
 
 @ct.kernel
-def chunk_table_kernel(cu_seqlens, table, N: ConstInt, C: ConstInt, BJ: ConstInt, BN: ConstInt):
+def chunk_table_kernel(cu_seqlens, table, N, C: ConstInt, BJ: ConstInt, BN: ConstInt):
     """table[j] = (sequence, chunk within it) for the chunk slots j of this program; (-1, -1) past the last."""
     slot = ct.bid(0) * BJ + ct.arange(BJ, dtype=ct.int32)
     seq = ct.zeros((BJ,), dtype=ct.int32)  # sequences that end at or before the slot
@@ -116,27 +115,27 @@ def chunk_prepare_kernel(
     v,  # [T, HV, V] io
     g,  # [T, HG] fp32: log decay, or safe_gate logits
     beta,  # [T, HB] fp32 or io
-    a_log,  # [HA] (read under SAFE_GATE)
-    dt_bias,  # [HD] (read under SAFE_GATE and HAS_DT_BIAS)
+    a_log,  # [HA] (read when SAFE_GATE)
+    dt_bias,  # [HD] (read when SAFE_GATE and HAS_DT_BIAS)
     cu_seqlens,  # [N + 1] int32 or int64
     table,  # [slots, 2] int32, from chunk_table_kernel
     gamma_out,  # [T, HO] fp32
     w_out,  # [T, HO, K] io
     u_out,  # [T, HO, V] io
-    K_GROUP: ConstInt,  # output heads per k head (HO // H)
-    V_GROUP: ConstInt,  # HO // HV
-    G_GROUP: ConstInt,  # HO // HG
-    B_GROUP: ConstInt,  # HO // HB
-    A_GROUP: ConstInt,  # HO // HA
-    D_GROUP: ConstInt,  # HO // HD
+    K_GROUP,  # output heads per k head (HO // H)
+    V_GROUP,  # HO // HV
+    G_GROUP,  # HO // HG
+    B_GROUP,  # HO // HB
+    A_GROUP,  # HO // HA
+    D_GROUP,  # HO // HD
+    L2NORM,  # the options, 0 or 1 (runtime: one compiled kernel serves them all)
+    BETA_SIGMOID,
+    NEG_EIGVAL,
+    SAFE_GATE,
+    HAS_DT_BIAS,
     K: ConstInt,
     V: ConstInt,
     C: ConstInt,
-    L2NORM: ConstBool,
-    BETA_SIGMOID: ConstBool,
-    NEG_EIGVAL: ConstBool,
-    SAFE_GATE: ConstBool,
-    HAS_DT_BIAS: ConstBool,
 ):
     h = ct.bid(1)
     n = ct.load(table, (ct.bid(0), 0), shape=())
@@ -150,22 +149,22 @@ def chunk_prepare_kernel(
 
     gate = ct.load(g.slice(0, bos, eos), (c, h // G_GROUP), shape=(C, 1), padding_mode=_ZERO)
     gate = ct.astype(ct.reshape(gate, (C,)), ct.float32)
-    if SAFE_GATE:
+    if SAFE_GATE != 0:
         rate = ct.exp(ct.astype(ct.load(a_log, (h // A_GROUP,), shape=()), ct.float32))
-        if HAS_DT_BIAS:
+        if HAS_DT_BIAS != 0:
             gate = gate + ct.astype(ct.load(dt_bias, (h // D_GROUP,), shape=()), ct.float32)
         gate = ct.where(valid, -rate * _softplus(gate), 0.0)
     wr = ct.load(beta.slice(0, bos, eos), (c, h // B_GROUP), shape=(C, 1), padding_mode=_ZERO)
     wr = ct.astype(ct.reshape(wr, (C,)), ct.float32)
-    if BETA_SIGMOID:
+    if BETA_SIGMOID != 0:
         wr = ct.where(valid, 1.0 / (1.0 + ct.exp(-wr)), 0.0)
-    if NEG_EIGVAL:
+    if NEG_EIGVAL != 0:
         wr = wr * 2.0
     gamma = ct.cumsum(gate, 0)
 
     kt = ct.load(k.slice(0, bos, eos), (c, h // K_GROUP, 0), shape=(C, 1, K), padding_mode=_ZERO)
     kt = ct.reshape(kt, (C, K))
-    if L2NORM:
+    if L2NORM != 0:
         kt = _l2_normalized(kt)
     gram = ct.mma(kt, ct.transpose(kt), ct.zeros((C, C), dtype=ct.float32))
     below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
@@ -192,41 +191,37 @@ def chunk_scan_kernel(
     u,  # [T, HO, V] io
     gamma,  # [T, HO] fp32
     cu_seqlens,  # [N + 1]
-    h0,  # [N, HO, V, K] fp32 or bf16 (read under HAS_H0)
+    h0,  # [N, HO, V, K] fp32 or bf16 (read when HAS_H0)
     o,  # [T, HO, V] out
-    ht,  # [N, HO, V, K] out (written under STORE_HT)
-    K_GROUP: ConstInt,
+    ht,  # [N, HO, V, K] out (written when STORE_HT)
+    K_GROUP,  # output heads per q/k head
+    L2NORM,  # 0 or 1 (runtime)
+    HAS_H0,
+    STORE_HT,
     K: ConstInt,
     BV: ConstInt,
     C: ConstInt,
     SCALE: ConstFloat,
-    L2NORM: ConstBool,
-    HAS_H0: ConstBool,
-    STORE_HT: ConstBool,
 ):
     n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
     bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
     eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
     length = eos - bos
     state = ct.zeros((BV, K), dtype=ct.float32)
-    if HAS_H0:
+    if HAS_H0 != 0:
         state = ct.astype(ct.reshape(ct.load(h0, (n, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), ct.float32)
-    q_seq, k_seq = q.slice(0, bos, eos), k.slice(0, bos, eos)
-    w_seq, u_seq, g_seq, o_seq = (
-        w.slice(0, bos, eos),
-        u.slice(0, bos, eos),
-        gamma.slice(0, bos, eos),
-        o.slice(0, bos, eos),
-    )
     r = ct.arange(C, dtype=ct.int32)
     causal = ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)
     hk = h // K_GROUP
     for c in range(ct.cdiv(length, C)):
+        # sliced inside the loop: an empty last sequence (bos == T) must not slice (start < T is required)
+        q_seq, k_seq, o_seq = q.slice(0, bos, eos), k.slice(0, bos, eos), o.slice(0, bos, eos)
+        w_seq, u_seq, g_seq = w.slice(0, bos, eos), u.slice(0, bos, eos), gamma.slice(0, bos, eos)
         rows = length - c * C
         valid = r < rows
         qt = ct.reshape(ct.load(q_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
         kt = ct.reshape(ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
-        if L2NORM:
+        if L2NORM != 0:
             qt = _l2_normalized(qt)
             kt = _l2_normalized(kt)
         wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
@@ -247,7 +242,7 @@ def chunk_scan_kernel(
         last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
         carried = ct.astype(v_new * ct.expand_dims(ct.where(valid, ct.exp(last - gam), 0.0), 1), kt.dtype)
         state = ct.mma(ct.transpose(carried), kt, state * ct.exp(last))
-    if STORE_HT:
+    if STORE_HT != 0:
         ct.store(ht, (n, h, vb, 0), ct.reshape(ct.astype(state, ht.dtype), (1, 1, BV, K)))
 
 
@@ -255,15 +250,19 @@ def chunk_scan_kernel(
 KERNELS = {"table": chunk_table_kernel, "prepare": chunk_prepare_kernel, "scan": chunk_scan_kernel}
 
 
-def export_signatures(cfg: Any, *, cu_seqlens: str = "int32", beta: str = "float32", state: str = "float32") -> dict:
+def export_signatures(
+    cfg: Any, *, cu_seqlens: str = "int32", beta: str = "float32", state: str = "float32"
+) -> dict:
     """One `KernelSignature` per kernel for ``cfg`` (a `GdnCutileConfig`), for
     ``cuda.tile.compilation.export_kernel``: compiling for a named target without a GPU.
 
     Arrays are described as the engine passes them (last dim contiguous, int32 indexing, no
-    aliasing); the constants are the ones `gdn_cutile_host.kernel_arguments` passes, so the
-    compiled code is the code a launch runs.
+    aliasing), runtime scalars as int32, and the constants are the ones
+    `gdn_cutile_host.kernel_arguments` passes, so the compiled code is the code a launch runs.
     """
-    from cuda.tile.compilation import ArrayConstraint, CallingConvention, KernelSignature
+    import inspect
+
+    from cuda.tile.compilation import ArrayConstraint, CallingConvention, KernelSignature, ScalarConstraint
 
     from pygraph_linear_attention.kernels.gdn_cutile_host import kernel_arguments
 
@@ -276,6 +275,7 @@ def export_signatures(cfg: Any, *, cu_seqlens: str = "int32", beta: str = "float
         "q": Param(io, 3), "k": Param(io, 3), "v": Param(io, 3), "g": Param("float32", 2), "beta": Param(beta, 2),
         "cu_seqlens": Param(cu_seqlens, 1), "o": Param(io, 3), "table": Param("int32", 2),
         "gamma": Param("float32", 2), "w": Param(io, 3), "u": Param(io, 3), "spare": Param("float32", 1),
+        "spare4": Param("float32", 4),
     }  # fmt: skip
     if cfg.safe_gate:
         params["a_log"] = Param("float32", 1)
@@ -286,16 +286,25 @@ def export_signatures(cfg: Any, *, cu_seqlens: str = "int32", beta: str = "float
     if cfg.output_final_state:
         params["ht"] = Param(state, 4)
 
-    def constraint(x: Any) -> Any:
-        if not isinstance(x, Param):
+    def constraint(x: Any, constant: bool) -> Any:
+        if constant:
             return x
+        if not isinstance(x, Param):
+            return ScalarConstraint(ct.int32)
         return ArrayConstraint(
             getattr(ct, x.dtype), x.ndim, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
             may_alias_internally=False, stride_constant=(None,) * (x.ndim - 1) + (1,),
         )  # fmt: skip
 
+    def constants(name: str) -> list[bool]:
+        """Which parameters of the kernel are compile-time constants (annotated ``ct.Constant``)."""
+        function = KERNELS[name]._pyfunc
+        return [
+            str(p.annotation).startswith("Const") for p in inspect.signature(function).parameters.values()
+        ]
+
     convention = CallingConvention.cutile_python_v1()
     return {
-        name: KernelSignature([constraint(x) for x in args], convention)
+        name: KernelSignature([constraint(x, c) for x, c in zip(args, constants(name))], convention)
         for name, args in kernel_arguments(cfg, params).items()
     }

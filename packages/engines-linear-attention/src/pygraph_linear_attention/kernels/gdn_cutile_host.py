@@ -89,7 +89,7 @@ class GdnCutileConfig:
             ("gamma", "float32", (t, ho)),
             ("w", self.io_dtype, (t, ho, self.key_dim)),
             ("u", self.io_dtype, (t, ho, self.value_dim)),
-            ("spare", "float32", (4,)),
+            ("spare", "float32", (16,)),
         )
         regions, offset = [], 0
         for name, dtype, shape in shapes:
@@ -119,29 +119,31 @@ def kernel_arguments(cfg: GdnCutileConfig, arrays: Mapping[str, Any]) -> dict[st
     """Each kernel's argument tuple, from the call's arrays by name.
 
     ``arrays``: q k v g beta cu_seqlens o (the graph's), a_log dt_bias h0 ht where the graph has
-    them, and the workspace's regions (table gamma w u spare: `GdnCutileConfig.workspace_regions`).
-    An absent optional input is the spare region: its branch is compiled out, never read.
+    them, the workspace's regions (table gamma w u spare: `GdnCutileConfig.workspace_regions`)
+    and ``spare4``, the spare region seen as [1, 1, 1, 1]. An absent optional input is the spare
+    region of its rank, never read: its flag is off. Flags and head groups are runtime ints (one
+    compiled kernel serves every option); dims, the chunk and the scale are compile-time.
     """
-    spare = arrays["spare"]
 
-    def get(name: str) -> Any:
+    def get(name: str, spare: str) -> Any:
         found = arrays.get(name)
-        return spare if found is None else found
+        return arrays[spare] if found is None else found
 
     ho = cfg.heads_out
     return {
         "table": (arrays["cu_seqlens"], arrays["table"], cfg.sequences, CHUNK, TABLE_BLOCK, TABLE_SEQ_BLOCK),
         "prepare": (
-            arrays["k"], arrays["v"], arrays["g"], arrays["beta"], get("a_log"), get("dt_bias"),
+            arrays["k"], arrays["v"], arrays["g"], arrays["beta"], get("a_log", "spare"), get("dt_bias", "spare"),
             arrays["cu_seqlens"], arrays["table"], arrays["gamma"], arrays["w"], arrays["u"],
             ho // cfg.heads_qk, ho // cfg.heads_v, ho // cfg.heads_g, ho // cfg.heads_beta,
-            ho // cfg.heads_a_log, ho // cfg.heads_dt_bias, cfg.key_dim, cfg.value_dim, CHUNK,
-            cfg.use_qk_l2norm, cfg.use_beta_sigmoid, cfg.allow_neg_eigval, cfg.safe_gate, cfg.has_dt_bias,
+            ho // cfg.heads_a_log, ho // cfg.heads_dt_bias, int(cfg.use_qk_l2norm), int(cfg.use_beta_sigmoid),
+            int(cfg.allow_neg_eigval), int(cfg.safe_gate), int(cfg.has_dt_bias), cfg.key_dim, cfg.value_dim, CHUNK,
         ),
         "scan": (
             arrays["q"], arrays["k"], arrays["w"], arrays["u"], arrays["gamma"], arrays["cu_seqlens"],
-            get("h0"), arrays["o"], get("ht"), ho // cfg.heads_qk, cfg.key_dim, cfg.block_v, CHUNK,
-            float(cfg.scale), cfg.use_qk_l2norm, cfg.has_initial_state, cfg.output_final_state,
+            get("h0", "spare4"), arrays["o"], get("ht", "spare4"), ho // cfg.heads_qk, int(cfg.use_qk_l2norm),
+            int(cfg.has_initial_state), int(cfg.output_final_state), cfg.key_dim, cfg.block_v, CHUNK,
+            float(cfg.scale),
         ),
     }  # fmt: skip
 
