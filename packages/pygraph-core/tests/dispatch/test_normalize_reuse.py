@@ -11,7 +11,12 @@ import pytest
 import torch
 from dispatch_helpers import matmul_graph
 
-from pygraph.execution import OperandDeviceError, OperandDtypeError, OperandMissingError
+from pygraph.execution import (
+    DuplicateOperandError,
+    OperandDeviceError,
+    OperandDtypeError,
+    OperandMissingError,
+)
 from pygraph.execution.normalize import normalize
 from pygraph.ir.dtypes import data_type
 
@@ -109,4 +114,7 @@ def test_a_missing_operand_after_matching_calls_is_named(layout):
     A, B, C = torch_buffers()
     warm(lay, {a: A, b: B, c: C})
     with pytest.raises(OperandMissingError, match="'C'"):
+        normalize(lay, {a: A, b: B}, None)
+    # as many keys as operands, one of them twice: the duplicate is what the call got wrong
+    with pytest.raises(DuplicateOperandError, match="'B' is given twice, as the Tensor 'B' and as name 'B'"):
         normalize(lay, {a: A, b: B, "B": B}, None)

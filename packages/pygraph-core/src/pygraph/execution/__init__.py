@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pygraph.execution.context import ExecutionContext
 from pygraph.execution.errors import (
+    DuplicateOperandError,
     HandleError,
+    OperandAddressError,
     OperandDeviceError,
     OperandDtypeError,
     OperandError,
     OperandMissingError,
+    OperandTypeError,
     ShapeOverrideError,
     UnknownOperandError,
     WorkspaceTooSmallError,
@@ -16,13 +19,16 @@ from pygraph.execution.errors import (
 from pygraph.execution.variant_pack import OperandBuffer, VariantPack
 
 __all__ = [
+    "DuplicateOperandError",
     "ExecutionContext",
     "HandleError",
+    "OperandAddressError",
     "OperandBuffer",
     "OperandDeviceError",
     "OperandDtypeError",
     "OperandError",
     "OperandMissingError",
+    "OperandTypeError",
     "ShapeOverrideError",
     "UnknownOperandError",
     "VariantPack",

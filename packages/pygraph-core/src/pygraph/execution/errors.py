@@ -4,11 +4,14 @@ has launched."""
 from __future__ import annotations
 
 __all__ = [
+    "DuplicateOperandError",
     "HandleError",
+    "OperandAddressError",
     "OperandDeviceError",
     "OperandDtypeError",
     "OperandError",
     "OperandMissingError",
+    "OperandTypeError",
     "ShapeOverrideError",
     "UnknownOperandError",
     "WorkspaceTooSmallError",
@@ -39,6 +42,18 @@ class UnknownOperandError(OperandError, KeyError):
 
 class OperandDtypeError(OperandError, TypeError):
     """A buffer's dtype differs from its tensor's declared data_type."""
+
+
+class OperandTypeError(OperandError, TypeError):
+    """The operands are not a mapping (of Tensor, name or uid to buffer)."""
+
+
+class OperandAddressError(OperandError):
+    """A bare int address that cannot be a buffer's: 0 (null) or negative."""
+
+
+class DuplicateOperandError(OperandError):
+    """One operand given twice in one call (as its Tensor and by its name or uid)."""
 
 
 class OperandDeviceError(OperandError):

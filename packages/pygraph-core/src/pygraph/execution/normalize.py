@@ -15,7 +15,14 @@ import ctypes
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pygraph.execution.errors import OperandDeviceError, OperandDtypeError, OperandMissingError
+from pygraph.execution.errors import (
+    DuplicateOperandError,
+    OperandAddressError,
+    OperandDeviceError,
+    OperandDtypeError,
+    OperandMissingError,
+    OperandTypeError,
+)
 from pygraph.execution.variant_pack import (
     DEVICE_CUDA_ANY,
     DEVICE_HOST,
@@ -102,7 +109,9 @@ def _is_torch_tensor_type(kind: type) -> bool:
 
 
 def _read_address(address: int, decl: OperandBuffer) -> OperandBuffer:
-    return _new(OperandBuffer, (address, decl.shape, decl.stride, decl.dtype, DEVICE_UNKNOWN))
+    if address > 0:
+        return _new(OperandBuffer, (address, decl.shape, decl.stride, decl.dtype, DEVICE_UNKNOWN))
+    raise ValueError(f"bare address {address} cannot be a buffer's (null or negative); addresses are > 0")
 
 
 # --- __cuda_array_interface__ ---------------------------------------------------------------------
@@ -271,7 +280,9 @@ def normalize(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) 
     (and a plan may recognise the buffer it checked last time by identity). The loop never raises:
     anything it does not accept goes to `_checked`, which re-reads the call with every rule and
     raises a typed error naming the operand (or, for a first-seen buffer type, resolves its reader
-    and returns the pack). Every call builds its own buffer list, so its own pack.
+    and returns the pack). More keys than positions filled means one operand given twice (as its
+    Tensor and by its name), which `_checked` names. Every call builds its own buffer list, so its
+    own pack.
     """
     positions = layout.positions
     expected = layout.expected
@@ -283,6 +294,7 @@ def normalize(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) 
     device: Any = None
     inline = True
     try:
+        count = len(values)
         for key, obj in values.items():
             i = positions[key]
             if type(obj) is tensor_type:
@@ -301,14 +313,16 @@ def normalize(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) 
             else:
                 buffers[i] = READERS[type(obj)](obj, layout.declared[i])
                 inline = False
-    except (KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError, ValueError):
         return _checked(layout, values, workspace)
     if not inline or None in buffers:
         # a non-torch buffer, or a position the values left to the graph's default bindings
         defaults = layout.defaults
         device = None
+        given = layout.size
         for i, buf in enumerate(buffers):
             if buf is None:
+                given -= 1
                 buf = buffers[i] = defaults[i]
                 if buf is None:
                     return _checked(layout, values, workspace)
@@ -319,11 +333,17 @@ def normalize(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) 
                     device = buf[4]
                 elif buf[4] != device:
                     return _checked(layout, values, workspace)
+        if count != given:  # more keys than positions filled: one operand given twice
+            return _checked(layout, values, workspace)
+    elif count != layout.size:  # every position filled by more keys than positions
+        return _checked(layout, values, workspace)
     if device is None:
         device = DEVICE_UNKNOWN
     if workspace is None:
         return VariantPack(layout, buffers, device)
     if type(workspace) is int:
+        if workspace < 0:
+            return _checked(layout, values, workspace)
         return VariantPack(layout, buffers, device, workspace, None)
     if type(workspace) is tensor_type and workspace.is_contiguous():
         # the usual workspace: a contiguous torch tensor spans exactly its nbytes
@@ -343,14 +363,30 @@ _WORKSPACE_DECL = OperandBuffer(0, (), (), data_type.UINT8)
 
 
 def _checked(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) -> VariantPack:
+    items = getattr(values, "items", None)
+    if not callable(items):
+        raise OperandTypeError(
+            "execute(): expected a mapping of operand (Tensor, name or uid) to buffer, got "
+            f"{type(values).__name__} {values!r}"[:300]
+        )
     buffers = layout.defaults.copy()
-    for key, obj in values.items():
+    given: dict[int, Any] = {}
+    for key, obj in items():
         i = layout.position(key)  # raises UnknownOperandError naming the key
+        if i in given:
+            raise DuplicateOperandError(
+                f"execute(): tensor {layout.names[i]!r} is given twice, as {_shown(given[i])} and as "
+                f"{_shown(key)}; give each operand once",
+                tensor=layout.names[i],
+            )
+        given[i] = key
         try:
             reader = reader_for(obj)
             buffers[i] = reader(obj, layout.declared[i])
         except TypeError as exc:
             raise OperandDtypeError(f"tensor {layout.names[i]!r}: {exc}", tensor=layout.names[i]) from exc
+        except ValueError as exc:
+            raise OperandAddressError(f"tensor {layout.names[i]!r}: {exc}", tensor=layout.names[i]) from exc
     missing = [layout.names[i] for i, b in enumerate(buffers) if b is None]
     if missing:
         raise OperandMissingError(
@@ -378,7 +414,12 @@ def _checked(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) -
         elif first is None:
             first = layout.names[i]
     ws_pointer, ws_bytes = 0, 0
-    if workspace is not None:
+    if type(workspace) is int and workspace < 0:
+        raise OperandAddressError(
+            f"workspace: bare address {workspace} is negative; pass a buffer, an address > 0, or 0 for none",
+            tensor="workspace",
+        )
+    if workspace is not None and not (type(workspace) is int and workspace == 0):
         try:
             ws = reader_for(workspace)(workspace, _WORKSPACE_DECL)
         except TypeError as exc:
@@ -390,6 +431,15 @@ def _checked(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) -
             )
         ws_pointer, ws_bytes = ws.pointer, nbytes(ws)
     return VariantPack(layout, buffers, device, ws_pointer, ws_bytes)
+
+
+def _shown(key: Any) -> str:
+    """How a key of the call reads in a message: the Tensor, a name, a uid."""
+    if isinstance(key, str):
+        return f"name {key!r}"
+    if isinstance(key, int):
+        return f"uid {key}"
+    return f"the Tensor {getattr(key, 'name', key)!r}"
 
 
 def _device_name(code: int) -> str:

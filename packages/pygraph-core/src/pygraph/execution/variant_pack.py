@@ -110,7 +110,17 @@ class OperandLayout:
             pass
         uid = getattr(key, "uid", None)
         if uid is not None and uid in self.positions:
-            return self.positions[uid]
+            i = self.positions[uid]
+            owner = getattr(key, "graph", None)
+            if owner is not None and hasattr(key, "_ir") and key is not self.tensors[i]:
+                # a pygraph Tensor of another graph: its uid is a number of that graph, not of this one
+                raise UnknownOperandError(
+                    f"tensor {_key_name(key)} (uid {uid}) is a tensor of graph {getattr(owner, 'name', owner)!r}, "
+                    f"not of this one; pass this graph's Tensor, its name or its uid (operands: "
+                    f"{', '.join(self.names)})",
+                    tensor=_key_name(key),
+                )
+            return i
         raise UnknownOperandError(self.why_unknown(key), tensor=_key_name(key))
 
     def why_unknown(self, key: Any) -> str:
