@@ -342,6 +342,37 @@ class Graph(PlanningMixin):
             if not t.stride_assigned:
                 t._raw_set("_stride", tuple(bt.get_stride()))
 
+    # -- autotuning ---------------------------------------------------------------------------
+    def autotune(
+        self,
+        operands: Any,
+        workspace: Any = None,
+        *,
+        top: int | None = 8,
+        backend_top: int | None = 2,
+        reps: int = 20,
+        warmup: int = 3,
+        timer: Any = None,
+        record: bool = True,
+        progress: Any = None,
+    ) -> Any:
+        """Time the head of the plan list, select the fastest, record it in the plan cache.
+
+        Plans the graph first if needed. Times the first ``top`` plans that build of each python
+        engine and the backend's first ``backend_top`` entries (None: no bound), each ``warmup``
+        times then ``reps`` times, and selects the fastest median. ``operands`` is what
+        `execute` takes; ``workspace`` a buffer, or a callable allocating one for a byte count.
+        ``timer`` defaults to CUDA events (`pygraph.tuning.CudaEventTimer`). Returns a
+        `pygraph.tuning.AutotuneResult`; a later process planning the same graph on the same
+        device builds the winner first (`pygraph.tuning.plan_cache`).
+        """
+        from pygraph.tuning.autotune import autotune
+
+        return autotune(
+            self, operands, workspace, top=top, backend_top=backend_top, reps=reps, warmup=warmup,
+            timer=timer, record=record, progress=progress,
+        )  # fmt: skip
+
     # -- serialization ------------------------------------------------------------------------
     def serialize(self, *args: Any, **kwargs: Any) -> Any:
         """A lowered graph: the backend's serialization. A python-only graph: its IR as JSON bytes."""

@@ -213,9 +213,22 @@ class Planner:
                 facts=prep.facts,
                 analyzed=prep.analyzed,
             )
+            from pygraph.tuning.plan_cache import recorded_first  # sqlite3 loads on first planning
+
+            plans = recorded_first(self.graph, family, plans, self._replay_recorded)
             if not plans:
                 raise GraphNotSupportedError(self.why_nothing())
             self._install(plans, modes, 0)
+
+    def _replay_recorded(self, engine_id: int, knobs: Mapping[Any, Any] | None) -> PlanConfig:
+        """The entry for a plan cache's recorded winner that ranking did not list, through its plan
+        kind as create_execution_plan() replays it (a decline raises); an engine that
+        deselect_engines() removed stays out."""
+        prep = self.prepare()
+        kind = prep.kinds.of(engine_id)
+        if kind.deselected_by(self.deselected):
+            raise GraphNotSupportedError(f"engine {engine_id} was removed by deselect_engines()")
+        return kind.replay(prep.request, engine_id, knobs)
 
     def _install(self, plans: list[PlanConfig], modes: list[Any], index: int) -> None:
         self.plans, self.modes, self.index = plans, modes, index
