@@ -1,187 +1,196 @@
-"""``pygraph demo``: for each family, build its example graph, then show the engines and the plan list.
+"""``pygraph demo``: the main job on the built-in examples, family by family.
 
-It grows as families land. On a machine without a GPU it still runs and says what it could not do.
+For each family of the manifest: the engines offered and why the others are not, its example
+graph (`pygraph.examples`), which engines accept it, the backend's answer, the ranked plan list,
+and on a GPU one timed run of the plan ``build_plans()`` selects. On a machine without a GPU it
+still runs and says what it could not do.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from pygraph import engines
 
-__all__ = ["EXAMPLES", "run_demo"]
+__all__ = ["DEMO_EXAMPLES", "run_demo"]
 
-
-def _example_gemm(pg: Any) -> Any:
-    g = pg.Graph(name="demo_gemm", io_data_type=pg.data_type.BFLOAT16, compute_data_type=pg.data_type.FLOAT)
-    a = g.tensor(name="A", dim=[1, 256, 128], data_type=pg.data_type.BFLOAT16)
-    b = g.tensor(name="B", dim=[1, 128, 512], data_type=pg.data_type.BFLOAT16)
-    bias = g.tensor(name="bias", dim=[1, 1, 512], data_type=pg.data_type.BFLOAT16)
-    c = g.matmul(a, b, compute_data_type=pg.data_type.FLOAT, name="mm")
-    y = g.gelu_approx_tanh(input=g.bias(input=c, bias=bias, name="add_bias"), name="act")
-    y.set_output(True).set_data_type(pg.data_type.BFLOAT16)
-    return g
-
-
-def _example_sdpa(pg: Any) -> Any:
-    g = pg.Graph(name="demo_sdpa", io_data_type=pg.data_type.BFLOAT16, compute_data_type=pg.data_type.FLOAT)
-    shape = [2, 8, 1024, 128]
-    q, k, v = (g.tensor(name=n, dim=shape, data_type=pg.data_type.BFLOAT16) for n in "qkv")
-    o, _stats = g.sdpa(
-        q=q, k=k, v=v, attn_scale=128**-0.5, generate_stats=False, use_causal_mask=True, name="attn"
-    )
-    o.set_output(True)
-    return g
-
-
-def _example_gdn(pg: Any) -> Any:
-    g = pg.Graph(name="demo_gdn", io_data_type=pg.data_type.BFLOAT16, compute_data_type=pg.data_type.FLOAT)
-    t, h, d = 2048, 8, 128
-    q, k, v = (g.tensor(name=n, dim=[t, h, d], data_type=pg.data_type.BFLOAT16) for n in "qkv")
-    gate = g.tensor(name="g", dim=[t, h], data_type=pg.data_type.FLOAT)
-    beta = g.tensor(name="beta", dim=[t, h], data_type=pg.data_type.BFLOAT16)
-    cu = g.tensor(name="cu_seqlens", dim=[3], data_type=pg.data_type.INT32)
-    o, _final = g.gdn(q=q, k=k, v=v, g=gate, beta=beta, cu_seqlens=cu, name="gdn")
-    o.set_output(True)
-    return g
-
-
-EXAMPLES: dict[str, Callable[[Any], Any]] = {
-    "gemm": _example_gemm,
-    "sdpa_fwd": _example_sdpa,
-    "gdn": _example_gdn,
+# family -> (example, --shape): the graph the demo plans for each family, sized to plan and run
+# in a moment.
+DEMO_EXAMPLES: dict[str, tuple[str, tuple[int, ...] | None]] = {
+    "gemm": ("gemm-bias-gelu", (256, 512, 128)),
+    "sdpa_fwd": ("sdpa", None),
+    "sdpa_bwd": ("sdpa-bwd", None),
+    "gdn": ("gdn", None),
+    "kda": ("kda", None),
+    "gdn2": ("gdn2", None),
 }
 
 
+_HEAD, _TAIL = 6, 3  # plan-list entries shown from the start and from the end of a long list
+
+
 def _installed(family: engines.EngineFamily) -> bool:
-    return importlib.util.find_spec(family.package.split(".")[0]) is not None
+    import importlib.util
+    import sys
+
+    top = family.package.partition(".")[0]
+    return top in sys.modules or importlib.util.find_spec(top) is not None
 
 
-def _show_plans(graph: Any, head: int = 6, tail: int = 3) -> bool:
-    """Plan the graph and print the plan list; False when planning failed (and why)."""
-    import pygraph as pg
+def _family_record(fam: engines.EngineFamily) -> dict[str, Any]:
+    from pygraph.examples import EXAMPLES
+    from pygraph.report import explain
 
+    record: dict[str, Any] = {
+        "family": fam.name,
+        "block": fam.engine_id,
+        "anchors": list(fam.anchors),
+        "installed": _installed(fam),
+    }
+    if not record["installed"]:
+        extra = (fam.distribution or "").removeprefix("pygraph-engines-") or fam.name
+        record["install"] = f"pip install 'pygraph-core[{extra}]'"
+        return record
+    built = engines.instantiate(fam)
+    offered = engines.offered_ids(fam)
+    record["offered"] = dict(offered)
+    record["unavailable"] = dict(built.unavailable)
+    record["opt_in"] = [n for n, s in fam.slots.items() if s.opt_in and n not in offered]
+    name, shape = DEMO_EXAMPLES.get(fam.name, (None, None))
+    example = EXAMPLES.get(name) if name else None
+    if example is None:
+        record["example"] = None
+        return record
+    record["example"] = {
+        "name": example.name,
+        "shape": dict(example.dims(shape)),
+        "dtype": example.dtype.name,
+    }
     try:
-        graph.create_execution_plans([pg.heur_mode.A, pg.heur_mode.FALLBACK])
-    except Exception as exc:  # the demo reports; it never hides what went wrong
-        print(f"    planning: {type(exc).__name__}: {exc}")
-        return False
-    backend = graph.backend_decline_reason()
-    print(f"    backend: {'declined: ' + backend if backend else 'offers plans'}")
-    for name, reason in graph.decline_reasons().items():
-        print(f"    declined: {name}: {reason}")
-    count = graph.get_execution_plan_count()
-    print(f"    plan list ({count} entries):")
-    shown = list(range(count)) if count <= head + tail else [*range(head), None, *range(count - tail, count)]
-    for i in shown:
-        if i is None:
-            print(f"      ... {count - head - tail} more ...")
-        else:
-            print(f"      [{i}] {graph.get_plan_name_at_index(i)}")
-    return True
+        graph = example.graph(shape)
+    except Exception as exc:  # the demo reports what it could not do; it never hides it
+        record["example"]["error"] = f"{type(exc).__name__}: {exc}"
+        return record
+    found = engines.family_for(graph)
+    record["example"]["family_for"] = getattr(found, "name", None)
+    record["verdicts"] = _verdicts(graph, built.engines)
+    report = explain(graph, head=None)
+    plans = report["plans"]
+    if len(plans) > _HEAD + _TAIL:  # the head and the tail of a long list, as the text shows them
+        report["plans"] = [*plans[:_HEAD], *plans[-_TAIL:]]
+    record["explain"] = report
+    if record["explain"]["no_plan"] is None:
+        record["execution"] = _execute_on_gpu(graph)
+    return record
 
 
-def run_demo(families: Iterable[str] | None = None) -> int:
-    import pygraph as pg
-
-    wanted = set(families or ())
-    for fam in engines.families():
-        if wanted and fam.name not in wanted:
-            continue
-        print(f"family {fam.name} (block {fam.engine_id}, anchors {', '.join(fam.anchors)})")
-        if not _installed(fam):
-            print(f"    not installed: pip install pygraph-core[{_extra_of(fam)}]")
-            continue
-        built = engines.instantiate(fam)
-        offered = engines.offered_ids(fam)
-        print(f"    engines offered: {', '.join(f'{n}={i}' for n, i in offered.items()) or 'none'}")
-        for name, reason in built.unavailable.items():
-            print(f"      {name}: {reason}")
-        opt_in = [n for n, s in fam.slots.items() if s.opt_in and n not in offered]
-        if opt_in:
-            print(f"    opt-in, not offered ({engines.manifest.OPT_IN_ENV}): {', '.join(opt_in)}")
-        example = EXAMPLES.get(fam.name)
-        if example is None:
-            print("    no example graph for this family yet")
-            continue
-        try:
-            graph = example(pg)
-        except Exception as exc:
-            print(f"    example graph could not be built: {type(exc).__name__}: {exc}")
-            continue
-        print(
-            f"    example graph {graph.name!r}: family_for -> {getattr(engines.family_for(graph), 'name', None)}"
-        )
-        if built.engines:
-            _show_verdicts(graph, built.engines)
-        if _show_plans(graph):
-            _execute_on_gpu(graph)
-    return 0
-
-
-def _show_verdicts(graph: Any, engines: Iterable[Any]) -> None:
+def _verdicts(graph: Any, candidates: Iterable[Any]) -> dict[str, str]:
     """Ask each engine, as planning will, whether it serves the graph."""
     from pygraph.engines.base import DECLINE_TYPES
 
     try:
         request = graph.engine_request()
     except DECLINE_TYPES as exc:
-        print(f"      engines not asked: {type(exc).__name__}: {exc}")
-        return
-    for engine in engines:
+        return {"*": f"engines not asked: {type(exc).__name__}: {exc}"}
+    out = {}
+    for engine in candidates:
         try:
             engine.check_support(request)
-            print(f"      {engine.name}: accepts")
+            out[engine.name] = "accepts"
         except DECLINE_TYPES as exc:
-            print(f"      {engine.name}: declines: {exc}")
+            out[engine.name] = f"declines: {exc}"
+    return out
 
 
-def _execute_on_gpu(graph: Any, reps: int = 20) -> None:
+def _execute_on_gpu(graph: Any, reps: int = 20) -> dict[str, Any]:
     """Build the plan list's first plan that builds, run it on random inputs, time it."""
     try:
         import torch
     except ImportError:
-        print("    execution: skipped: torch is not installed (pip install pygraph-core[torch])")
-        return
+        return {"skipped": "torch is not installed (pip install pygraph-core[torch])"}
     if not torch.cuda.is_available():
-        print("    execution: skipped: no CUDA device visible; a GPU run walks the plan list above")
-        return
-    from pygraph.ir.dtypes import _TORCH_NAMES
-
-    torch_dtype = {
-        dt: getattr(torch, name) for name, dt in reversed(_TORCH_NAMES.items()) if hasattr(torch, name)
-    }
+        return {"skipped": "no CUDA device visible; a GPU run walks the plan list above"}
+    from pygraph.tuning.operands import random_operands, workspace_allocator
+    from pygraph.tuning.timing import CudaEventTimer, median_ms
 
     try:
         graph.build_plans()
-        bindings = {}
-        for t in graph.engine_request().layout.tensors:
-            buf = torch.empty_strided(
-                tuple(t.dim), tuple(t.stride), dtype=torch_dtype[t.data_type], device="cuda"
-            )
-            bindings[t] = buf.normal_() if buf.is_floating_point() else buf.zero_()
-        workspace = torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
-        graph.execute(bindings, workspace)
-        times = []
-        for _ in range(reps):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graph.execute(bindings, workspace)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
+        bindings = random_operands(graph)
+        workspace = workspace_allocator()(graph.get_workspace_size())
+        times = CudaEventTimer("pygraph demo")(
+            lambda: graph.execute(bindings, workspace), warmup=1, reps=reps
+        )
     except Exception as exc:  # the demo reports what it could not do
-        print(f"    execution: failed: {type(exc).__name__}: {exc}")
-        return
+        return {"failed": f"{type(exc).__name__}: {exc}"}
     plan = graph.selected_plan
-    print(
-        f"    executed on {torch.cuda.get_device_name()} by the {plan.kind} plan {plan.name}: "
-        f"{sorted(times)[reps // 2]:.3f} ms (median of {reps})"
-    )
+    return {
+        "device": torch.cuda.get_device_name(),
+        "kind": plan.kind,
+        "plan": plan.name,
+        "ms": median_ms(times),
+    }
 
 
-def _extra_of(family: engines.EngineFamily) -> str:
-    dist = family.distribution or ""
-    return dist.removeprefix("pygraph-engines-") or family.name
+def _lines(record: dict[str, Any]) -> list[str]:
+    """The demo's text for one family."""
+    lines = [f"family {record['family']} (block {record['block']}, anchors {', '.join(record['anchors'])})"]
+    if not record["installed"]:
+        return [*lines, f"    not installed: {record['install']}"]
+    offered = record["offered"]
+    lines.append(f"    engines offered: {', '.join(f'{n}={i}' for n, i in offered.items()) or 'none'}")
+    lines += [f"      {name}: {reason}" for name, reason in record["unavailable"].items()]
+    if record["opt_in"]:
+        lines.append(
+            f"    opt-in, not offered ({engines.manifest.OPT_IN_ENV}): {', '.join(record['opt_in'])}"
+        )
+    example = record["example"]
+    if example is None:
+        return [*lines, "    no example graph for this family yet"]
+    sizes = ",".join(str(v) for v in example["shape"].values())
+    what = f"{example['name']} ({','.join(example['shape'])} = {sizes}, {example['dtype'].lower()})"
+    if "error" in example:
+        return [*lines, f"    example graph {what} could not be built: {example['error']}"]
+    lines.append(f"    example graph {what}: family_for -> {example['family_for']}")
+    lines += [f"      {name}: {verdict}" for name, verdict in record["verdicts"].items()]
+    report = record["explain"]
+    if report["no_plan"] is not None:
+        return [*lines, f"    planning: GraphNotSupportedError: {report['no_plan']}"]
+    backend = report["backend"]["declined"]
+    lines.append(f"    backend: {'declined: ' + backend if backend else 'offers plans'}")
+    count = report["plan_count"]
+    lines.append(f"    plan list ({count} entries):")
+    plans = report["plans"]
+    shown = plans if count <= _HEAD + _TAIL else [*plans[:_HEAD], None, *plans[_HEAD:]]
+    for plan in shown:
+        more = f"      ... {count - _HEAD - _TAIL} more ..."
+        lines.append(more if plan is None else f"      [{plan['index']}] {plan['name']}")
+    run = record["execution"]
+    if "skipped" in run:
+        lines.append(f"    execution: skipped: {run['skipped']}")
+    elif "failed" in run:
+        lines.append(f"    execution: failed: {run['failed']}")
+    else:
+        lines.append(
+            f"    executed on {run['device']} by the {run['kind']} plan {run['plan']}: {run['ms']:.3f} ms "
+            "(median of 20)"
+        )
+    return lines
+
+
+def run_demo(
+    families: Iterable[str] | None = None, echo: Callable[[str], Any] | None = print
+) -> list[dict[str, Any]]:
+    """Walk the manifest's families (or those named), printing each one's lines with ``echo`` as it
+    is done (None: print nothing); returns every family's record."""
+    wanted = set(families or ())
+    records = []
+    for fam in engines.families():
+        if wanted and fam.name not in wanted:
+            continue
+        record = _family_record(fam)
+        records.append(record)
+        if echo is not None:
+            for line in _lines(record):
+                echo(line)
+    return records
