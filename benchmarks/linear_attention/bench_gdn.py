@@ -1,0 +1,205 @@
+"""The gdn forward on the device: the engine's correctness table, then its timing against
+flash-linear-attention and cudnn-frontend.
+
+    python -m benchmarks.linear_attention.bench_gdn [--rounds 3] [--budget-s 420] [--out DIR]
+
+1. Correctness: every case of `gdn_cases.CASES` (varlen odd lengths, T = 1, an empty sequence,
+   initial and final state, each option alone and together, GQA/GVA, fp16, head dims 64 and 256,
+   each BLOCK_V), fresh random inputs, outputs poisoned first, relative error of O and of the final
+   state against the float64 token loop.
+2. Timing at B4 T4096, B1 T32768 and a varlen batch of 8 sequences summing to 32768 (H16, D128,
+   bf16, k unit rows, g = logsigmoid(normal), beta in (0, 1) in bf16): our plans through
+   ``graph.execute()`` (each BLOCK_V), ``fla.ops.gated_delta_rule.chunk_gated_delta_rule`` and
+   ``cudnn.linear_attention.gated_delta_net`` where they import, each timed from a cold L2 in
+   interleaved rounds (`benchmarks.harness.interleaved`); ms, tokens/s and the ratios
+   anchor / ours (> 1: ours is faster). Before timing, ours is compared with each anchor's output
+   on the same inputs (relative difference). The first call of FLA's kernels autotunes (30 s to
+   minutes); ``--budget-s`` skips the anchors still untimed when the run has used that many seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pathlib
+import time
+from typing import Any
+
+from benchmarks.harness import interleaved, run_footer
+from benchmarks.linear_attention.gdn_cases import CASES, GdnCase, build_graph, make_inputs, run_case
+
+SHAPES = {
+    "B4xT4096": (4096,) * 4,
+    "B1xT32768": (32768,),
+    "varlen8": (1024, 8192, 2048, 4096, 512, 7680, 3072, 6144),  # 8 mixed lengths, 32768 tokens
+}
+HEADS, DIM = 16, 128
+
+
+def correctness_table(log: list[str]) -> bool:
+    print(
+        "== correctness: gdn_cutile forward against the float64 reference (rel = ||got - want|| / ||want||)"
+    )
+    ok = True
+    for case in CASES:
+        started = time.perf_counter()
+        try:
+            r = run_case(case)
+        except Exception as exc:  # one broken case must not hide the others
+            ok = False
+            print(f"  {case.name:18s} ERROR {type(exc).__name__}: {exc}")
+            log.append(f"case {case.name}: {type(exc).__name__}: {exc}")
+            continue
+        worst = max(r["o_rel"], r["state_rel"] or 0.0)
+        good = worst <= case.tolerance
+        ok &= good
+        state = f"{r['state_rel']:.2e}" if r["state_rel"] is not None else "    -   "
+        print(
+            f"  {case.name:18s} {r['plan']:24s} O {r['o_rel']:.2e}  state {state}  "
+            f"{'ok' if good else 'FAIL'}  ({time.perf_counter() - started:.1f} s)"
+        )
+    return ok
+
+
+def _timing_case(name: str, lengths: tuple[int, ...]) -> GdnCase:
+    return GdnCase(
+        name, lengths, heads_qk=HEADS, heads_v=HEADS, key_dim=DIM, value_dim=DIM, beta="io", options=()
+    )
+
+
+def _ours(case: GdnCase, tensors: dict, block_v: int) -> tuple[Any, Any]:
+    """(call, output) of our plan at ``block_v``: the graph built once, the call one execute()."""
+    import torch
+
+    case = dataclasses.replace(case, block_v=block_v)
+    g, ports = build_graph(case, tensors, {})
+    out = torch.empty(sum(case.lengths), HEADS, DIM, dtype=torch.bfloat16, device="cuda")
+    workspace = torch.empty(g.get_workspace_size(), dtype=torch.uint8, device="cuda")
+    pack = {ports[n]: x for n, x in tensors.items()}
+    pack[ports["O"]] = out
+
+    def call():
+        g.execute(pack, workspace=workspace)
+
+    return call, out
+
+
+def _fla(tensors: dict, lengths: tuple[int, ...]) -> tuple[Any, Any] | str:
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    except Exception as exc:
+        return f"flash-linear-attention not importable: {type(exc).__name__}: {exc}"
+    q, k, v, g, beta = (tensors[n] for n in ("q", "k", "v", "g", "beta"))
+    if len(set(lengths)) == 1 and len(lengths) > 1:  # a dense batch: FLA's [B, T, H, D] form
+        b, t = len(lengths), lengths[0]
+        args = [x.view(b, t, *x.shape[1:]) for x in (q, k, v, g, beta)]
+        kwargs = {}
+    else:
+        args = [x[None] for x in (q, k, v, g, beta)]
+        kwargs = {"cu_seqlens": tensors["cu_seqlens"].long()}
+    holder = {}
+
+    def call():
+        holder["o"], _ = chunk_gated_delta_rule(*args, **kwargs)
+
+    return call, holder
+
+
+def _cudnn(tensors: dict, lengths: tuple[int, ...]) -> tuple[Any, Any] | str:
+    try:
+        from cudnn.linear_attention import gated_delta_net
+    except Exception as exc:
+        return f"cudnn-frontend gated_delta_net not importable: {type(exc).__name__}: {exc}"
+    holder = {}
+    args = [tensors[n] for n in ("q", "k", "v", "g", "beta", "cu_seqlens")]
+
+    def call():
+        holder["o"], _ = gated_delta_net(*args)
+
+    return call, holder
+
+
+def _rel(a: Any, b: Any) -> float:
+    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
+
+
+def timing(rounds: int, budget_s: float, started: float, log: list[str], skip: set[str]) -> list[dict]:
+    import torch
+
+    rows = []
+    for shape, lengths in SHAPES.items():
+        case = _timing_case(shape, lengths)
+        tensors, _ = make_inputs(case, seed=1)
+        tokens = sum(lengths)
+        columns, outputs = {}, {}
+        for bv in (64, 32, 128):
+            call, out = _ours(case, tensors, bv)
+            t0 = time.perf_counter()
+            call()
+            torch.cuda.synchronize()
+            print(f"  {shape} ours BLOCK_V={bv}: first call {time.perf_counter() - t0:.1f} s")
+            columns[f"ours[BV={bv}]"], outputs[f"ours[BV={bv}]"] = call, out
+        for anchor, make in (("cudnn", _cudnn), ("fla", _fla)):
+            if anchor in skip:
+                continue
+            if time.perf_counter() - started > budget_s:
+                print(f"  {shape} {anchor}: skipped, the run is past --budget-s {budget_s:.0f}")
+                continue
+            made = make(tensors, lengths)
+            if isinstance(made, str):
+                print(f"  {shape} {anchor}: {made}")
+                continue
+            call, holder = made
+            t0 = time.perf_counter()
+            try:
+                call()
+                torch.cuda.synchronize()
+            except Exception as exc:
+                print(f"  {shape} {anchor}: first call failed: {type(exc).__name__}: {exc}")
+                continue
+            print(f"  {shape} {anchor}: first call {time.perf_counter() - t0:.1f} s")
+            columns[anchor] = call
+            o = holder["o"].reshape(tokens, HEADS, DIM)
+            print(f"  {shape} ours[BV=64] vs {anchor}: rel diff of O {_rel(outputs['ours[BV=64]'], o):.2e}")
+        times = interleaved(columns, rounds, log)
+        best = min((n for n in times if n.startswith("ours")), key=times.get)
+        row = {"shape": shape, "tokens": tokens, "ms": times, "ours_best": best}
+        print(f"-- {shape} ({tokens} tokens, H{HEADS} D{DIM} bf16), median of {rounds} cold-L2 rounds")
+        for name, ms in times.items():
+            ratios = "".join(
+                f"  {a}/{name} {times[a] / ms:.2f}x"
+                for a in ("fla", "cudnn")
+                if a in times and name.startswith("ours")
+            )
+            print(f"  {name:14s} {ms:8.3f} ms  {tokens / ms / 1e3:8.2f} Mtok/s{ratios}")
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--budget-s", type=float, default=420.0)
+    parser.add_argument("--out", default=os.environ.get("OUT"))
+    parser.add_argument("--skip", default="", help="comma list: cases, timing, fla, cudnn")
+    args = parser.parse_args()
+    skip = {s for s in args.skip.split(",") if s}
+    started, log = time.perf_counter(), []
+    result: dict[str, Any] = {}
+    if "cases" not in skip:
+        result["correct"] = correctness_table(log)
+    if "timing" not in skip:
+        print("== timing: the gdn forward, ours against the anchors")
+        result["timing"] = timing(args.rounds, args.budget_s, started, log, skip)
+    for line in log:
+        print("LOG", line)
+    print(run_footer(), f" wall {time.perf_counter() - started:.0f} s")
+    if args.out:
+        path = pathlib.Path(args.out) / "bench_gdn.json"
+        path.write_text(json.dumps(result, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

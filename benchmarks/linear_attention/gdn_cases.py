@@ -1,0 +1,184 @@
+"""The gdn forward's correctness cases and the runner the sm90 tests and bench_gdn share.
+
+A case is one gdn graph: sequence lengths (a varlen THD batch), heads, head dims, dtypes and
+options. `run_case` builds the graph, plans it (the ranked plan list, or the config named by
+BLOCK_V), runs it on fresh random inputs with the outputs poisoned (NaN) first, and returns the
+relative error of O and of the final state against the float64 token loop
+(`pygraph_linear_attention.reference`) on the same inputs: ||got - want|| / ||want||.
+
+Inputs are what models feed: q standard normal, k unit rows (raw normal rows when the kernel
+normalizes them, ``qk_l2norm``), v normal, g = logsigmoid(normal) (a log decay), beta in (0, 1)
+(logits when ``beta_sigmoid``); under ``safe_gate`` g is raw logits with a_log = log U(1, 16) and
+dt_bias normal, as Mamba-style gates are initialised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+from typing import Any
+
+__all__ = ["CASES", "GdnCase", "build_graph", "make_inputs", "run_case"]
+
+
+@dataclasses.dataclass(frozen=True)
+class GdnCase:
+    name: str
+    lengths: tuple[int, ...]
+    heads_qk: int = 4
+    heads_v: int = 4
+    key_dim: int = 128
+    value_dim: int = 128
+    io: str = "bfloat16"  # q, k, v, o
+    beta: str = "float32"  # or "io"
+    options: tuple[str, ...] = (
+        "final_state",
+    )  # initial_state final_state qk_l2norm beta_sigmoid neg_eigval safe_gate scale
+    cu_dtype: str = "int32"
+    block_v: int | None = None  # None: the hook's first pick
+    tolerance: float = 1e-2
+
+    @property
+    def heads_out(self) -> int:
+        return max(self.heads_qk, self.heads_v)
+
+
+ALL = ("initial_state", "final_state", "qk_l2norm", "beta_sigmoid", "neg_eigval", "safe_gate")
+CASES: tuple[GdnCase, ...] = (
+    GdnCase("varlen-odd", (1, 63, 64, 65, 130, 7, 200)),
+    GdnCase("t1", (1,)),
+    GdnCase("empty-inside", (65, 0, 33), options=("initial_state", "final_state")),
+    GdnCase("initial-final", (65, 130), options=("initial_state", "final_state")),
+    GdnCase("no-final", (65, 130), options=()),
+    GdnCase("qk-l2norm", (97, 30), options=("qk_l2norm", "final_state")),
+    GdnCase("beta-sigmoid", (97, 30), options=("beta_sigmoid", "final_state")),
+    GdnCase("neg-eigval", (97, 30), options=("beta_sigmoid", "neg_eigval", "final_state")),
+    GdnCase("safe-gate", (97, 30), options=("safe_gate", "final_state")),
+    GdnCase("scale", (97, 30), options=("scale", "final_state")),
+    GdnCase("all-options", (130, 1, 64), options=ALL),
+    GdnCase("all-options-gva", (130, 1, 64), heads_qk=2, heads_v=4, options=ALL),
+    GdnCase("gva4", (100, 65), heads_qk=1, heads_v=4),
+    GdnCase("gqa2", (100, 65), heads_qk=4, heads_v=2),
+    GdnCase("fp16", (100, 65), io="float16", options=("initial_state", "final_state")),
+    GdnCase("beta-io", (100, 65), beta="io"),
+    GdnCase("cu-int64", (100, 65), cu_dtype="int64"),
+    GdnCase("long-4097", (4097,), heads_qk=2, heads_v=2, options=("initial_state", "final_state")),
+    GdnCase("d64", (100, 65), key_dim=64, value_dim=64),
+    GdnCase("d256", (100, 65), key_dim=256, value_dim=256, heads_qk=2, heads_v=2),
+    GdnCase("bv32", (100, 65), block_v=32, options=("initial_state", "final_state")),
+    GdnCase("bv64", (100, 65), block_v=64, options=("initial_state", "final_state")),
+    GdnCase("bv128", (100, 65), block_v=128, options=("initial_state", "final_state")),
+)
+
+
+def _torch_dtype(torch: Any, name: str) -> Any:
+    return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
+
+
+def make_inputs(case: GdnCase, seed: int = 0, device: str = "cuda") -> tuple[dict, dict]:
+    """(tensors, options) of a case: the gdn inputs on ``device`` and the reference's keywords."""
+    import torch
+    import torch.nn.functional as F
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    io = _torch_dtype(torch, case.io)
+    t, n, ho = sum(case.lengths), len(case.lengths), case.heads_out
+    hq, hv, dk, dv = case.heads_qk, case.heads_v, case.key_dim, case.value_dim
+
+    def normal(*shape):
+        return torch.randn(*shape, device=device, generator=gen)
+
+    def uniform(*shape):
+        return torch.rand(*shape, device=device, generator=gen)
+
+    k = normal(t, hq, dk)
+    if "qk_l2norm" not in case.options:
+        k = F.normalize(k, dim=-1)
+    beta_dtype = io if case.beta == "io" else torch.float32
+    tensors = {
+        "q": normal(t, hq, dk).to(io),
+        "k": k.to(io),
+        "v": normal(t, hv, dv).to(io),
+        "g": F.logsigmoid(normal(t, hv)),
+        "beta": (normal(t, hv) if "beta_sigmoid" in case.options else uniform(t, hv)).to(beta_dtype),
+        "cu_seqlens": torch.tensor(
+            [0, *itertools.accumulate(case.lengths)], dtype=getattr(torch, case.cu_dtype), device=device
+        ),
+    }
+    options = {
+        "output_final_state": "final_state" in case.options,
+        "use_qk_l2norm": "qk_l2norm" in case.options,
+        "use_beta_sigmoid": "beta_sigmoid" in case.options,
+        "allow_neg_eigval": "neg_eigval" in case.options,
+        "safe_gate": "safe_gate" in case.options,
+    }
+    if "scale" in case.options:
+        options["scale"] = 0.05
+    if "initial_state" in case.options:
+        tensors["initial_state"] = normal(n, ho, dv, dk) * 0.1
+    if "safe_gate" in case.options:
+        tensors["g"] = normal(t, hv)
+        tensors["a_log"] = torch.log(1 + 15 * uniform(hv))
+        tensors["dt_bias"] = normal(hv)
+    return tensors, options
+
+
+def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]:
+    """The planned and built gdn graph of a case: (graph, {name: pygraph Tensor}) incl. O (and final_state)."""
+    import pygraph
+
+    os.environ.setdefault("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile")
+    g = pygraph.Graph(name=f"gdn-{case.name}", io_data_type=tensors["q"].dtype)
+    ports = {}
+    for name, x in tensors.items():
+        ports[name] = g.tensor(name=name, dim=list(x.shape), stride=list(x.stride()), data_type=x.dtype)
+    o, final = g.gdn(**ports, **options)
+    o.set_output(True)
+    ports["O"] = o
+    if final is not None:
+        state_dtype = tensors["initial_state"].dtype if "initial_state" in tensors else tensors["g"].dtype
+        final.set_output(True).set_data_type(state_dtype)
+        ports["final_state"] = final
+    g.create_execution_plans()
+    if case.block_v is not None:
+        names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+        g.select_plan(names.index(f"gdn_cutile[BLOCK_V={case.block_v}]"))
+    g.build_plans()
+    return g, ports
+
+
+def run_case(case: GdnCase, seed: int = 0) -> dict:
+    """Run a case on the device: {plan, o_rel, state_rel (None without a final state)}."""
+    import torch
+
+    from pygraph_linear_attention.reference import gated_delta_net_reference
+
+    tensors, options = make_inputs(case, seed)
+    g, ports = build_graph(case, tensors, options)
+    t, ho, n = sum(case.lengths), case.heads_out, len(case.lengths)
+    io = _torch_dtype(torch, case.io)
+    out = {"O": torch.full((t, ho, case.value_dim), float("nan"), dtype=io, device="cuda")}
+    if "final_state" in ports:
+        dtype = ports["final_state"].data_type
+        out["final_state"] = torch.full(
+            (n, ho, case.value_dim, case.key_dim), float("nan"),
+            dtype=torch.float32 if dtype.name == "FLOAT" else torch.bfloat16, device="cuda",
+        )  # fmt: skip
+    workspace = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    g.execute({ports[name]: x for name, x in {**tensors, **out}.items()}, workspace=workspace)
+    torch.cuda.synchronize()
+
+    ref_args = {k: v for k, v in tensors.items() if k not in ("q", "k", "v", "g", "beta", "cu_seqlens")}
+    want_o, want_s = gated_delta_net_reference(
+        tensors["q"], tensors["k"], tensors["v"], tensors["g"], tensors["beta"], tensors["cu_seqlens"].cpu(),
+        **ref_args, **options,
+    )  # fmt: skip
+
+    def rel(got: Any, want: Any) -> float:
+        return float((got.double() - want).norm() / want.norm().clamp_min(1e-30))
+
+    result = {"plan": g.selected_plan.name, "o_rel": rel(out["O"], want_o), "state_rel": None}
+    if want_s is not None:
+        result["state_rel"] = rel(out["final_state"], want_s)
+    return result

@@ -1,0 +1,29 @@
+"""gdn_cutile's forward on the H200 against the float64 reference: the correctness table.
+
+Every case of `benchmarks.linear_attention.gdn_cases.CASES` (varlen with odd lengths, T = 1, an
+empty sequence, initial and final state, each option alone and all together, GQA/GVA, fp16, a
+4097-token sequence, head dims 64 and 256, each BLOCK_V): fresh random inputs, outputs poisoned
+(NaN) first, planned and executed through the graph API; the relative error of O and of the final
+state must be within the case's tolerance (1e-2 for bf16 and fp16 io).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from benchmarks.linear_attention.gdn_cases import CASES, run_case  # noqa: E402
+
+pytestmark = pytest.mark.sm90
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_the_forward_matches_the_float64_reference(case, monkeypatch):
+    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile")
+    result = run_case(case)
+    print(f"{case.name}: {result}")
+    assert result["plan"].startswith("gdn_cutile[")
+    assert result["o_rel"] <= case.tolerance, result
+    if "final_state" in case.options:
+        assert result["state_rel"] is not None and result["state_rel"] <= case.tolerance, result
