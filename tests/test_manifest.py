@@ -14,7 +14,7 @@ import pygraph
 from pygraph.engines import manifest as mf
 from pygraph.engines.manifest import EngineFamily, EngineSlot
 from pygraph.engines.manifest_rules import check_against_lock, check_families, lock_entries
-from pygraph.errors import ManifestError
+from pygraph.errors import ConfigurationWarning, ManifestError
 from pygraph.testing import manifest_override
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,7 +194,8 @@ def test_offered_ids_honour_opt_in_and_the_env(monkeypatch):
     monkeypatch.setenv(mf.OPT_IN_ENV, "1")
     assert pygraph.engines.offered_ids(fam) == {"stable": 29000, "young": 29001}
     monkeypatch.setenv(mf.OPT_IN_ENV, "someone_else")
-    assert pygraph.engines.offered_ids(fam) == {"stable": 29000}
+    with pytest.warns(ConfigurationWarning, match="'someone_else' names no engine or family"):
+        assert pygraph.engines.offered_ids(fam) == {"stable": 29000}
 
 
 def test_family_for_is_a_lookup_on_anchor_node_types():

@@ -10,7 +10,6 @@ classes its slots name.
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
@@ -18,6 +17,7 @@ from typing import Any, NamedTuple
 
 from pygraph.engines.engine_ids import FAMILY_BLOCK, is_python_engine
 from pygraph.engines.factory import FamilyEngines, HookRef, build_engines, resolve_hook
+from pygraph.environment import OPT_IN_ENV, opt_in
 from pygraph.errors import UnknownEngineError
 
 __all__ = [
@@ -34,8 +34,6 @@ __all__ = [
     "offered_ids",
     "resolve_hook",
 ]
-
-OPT_IN_ENV = "PYGRAPH_ENABLE_OPT_IN_ENGINES"
 
 
 def _check_ref(ref: Any, what: str) -> HookRef:
@@ -294,12 +292,16 @@ def family_for(graph: Any) -> EngineFamily | None:
 # --- availability -----------------------------------------------------------------------------------
 
 
-def _opt_in_enabled(family: EngineFamily, engine_name: str) -> bool:
-    raw = os.environ.get(OPT_IN_ENV, "").strip()
-    if raw.lower() in ("1", "true", "yes", "all", "*"):
-        return True
-    wanted = {part.strip() for part in raw.split(",") if part.strip()}
-    return engine_name in wanted or family.name in wanted
+def _known_names() -> list[str]:
+    """Every family and engine name an opt-in list may name: the table in use and, under a test's
+    override, the generated one too (a user's setting names real engines)."""
+    tables = [families()]
+    if _override is not None:
+        try:
+            tables.append(_load_generated())
+        except ImportError:
+            pass
+    return [name for table in tables for fam in table for name in (fam.name, *fam.slots)]
 
 
 def offered_ids(family: EngineFamily) -> dict[str, int]:
@@ -307,12 +309,16 @@ def offered_ids(family: EngineFamily) -> dict[str, int]:
 
     Planned slots are never offered. Opt-in slots are offered only when
     ``PYGRAPH_ENABLE_OPT_IN_ENGINES`` is ``1``/``all`` or lists the engine's (or the family's) name,
-    comma-separated.
+    comma-separated (`pygraph.environment.opt_in`: a name that is no engine or family, or a value
+    that cannot be parsed, is warned about once and ignored).
     """
+    wanted = None
+    if any(s.opt_in for s in family.slots.values()):
+        wanted = opt_in(lambda: [*_known_names(), family.name, *family.slots])
     return {
         name: family.engine_id + slot.slot
         for name, slot in sorted(family.slots.items(), key=lambda kv: kv[1].slot)
-        if not slot.is_planned and (not slot.opt_in or _opt_in_enabled(family, name))
+        if not slot.is_planned and (not slot.opt_in or wanted.enables(family.name, name))
     }
 
 

@@ -1,0 +1,74 @@
+"""PYGRAPH_ENABLE_OPT_IN_ENGINES parsed once per value: garbage or a name that is no engine is one
+ConfigurationWarning per process, naming the variable and the value, and is ignored."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from dispatch_helpers import standin_family
+
+from pygraph import environment
+from pygraph.engines.manifest import EngineSlot, family_by_name, offered_ids
+from pygraph.environment import OPT_IN_ENV
+from pygraph.errors import ConfigurationWarning
+from pygraph.testing import manifest_override
+
+
+@pytest.fixture
+def opt_in_family(monkeypatch):
+    monkeypatch.setattr(environment, "_warned", set())
+    environment._parse_opt_in.cache_clear()
+    slots = {
+        "alpha": EngineSlot(0, impl=("pygraph_standins", "Alpha")),
+        "beta": EngineSlot(1, impl=("pygraph_standins", "Beta"), opt_in=True),
+    }
+    with manifest_override([standin_family(**slots)]):
+        yield family_by_name("standin")
+
+
+def _offered(monkeypatch, family, value):
+    monkeypatch.setenv(OPT_IN_ENV, value)
+    return sorted(offered_ids(family))
+
+
+@pytest.mark.parametrize(
+    ("value", "offered"),
+    [("", ["alpha"]), ("0", ["alpha"]), ("off", ["alpha"]), ("1", ["alpha", "beta"]), ("all", ["alpha", "beta"]),
+     ("beta", ["alpha", "beta"]), ("standin", ["alpha", "beta"]), (" beta , ", ["alpha", "beta"])],
+)  # fmt: skip
+def test_accepted_values(monkeypatch, opt_in_family, value, offered):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _offered(monkeypatch, opt_in_family, value) == offered
+
+
+@pytest.mark.parametrize(
+    ("value", "fragments"),
+    [
+        ("bta", ["'bta' names no engine or family", "alpha", "beta", "standin"]),
+        ("beta;rm -rf", ["'beta;rm -rf' cannot be an engine or family name", "comma-separated"]),
+    ],
+)
+def test_an_unknown_name_or_garbage_is_warned_once_and_ignored(monkeypatch, opt_in_family, value, fragments):
+    with pytest.warns(ConfigurationWarning) as caught:
+        assert _offered(monkeypatch, opt_in_family, value) == ["alpha"]
+    (message,) = [str(w.message) for w in caught]
+    assert message.startswith(f"{OPT_IN_ENV}={value!r}: ")
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process and value
+        assert _offered(monkeypatch, opt_in_family, value) == ["alpha"]
+
+
+def test_a_known_name_beside_an_unknown_one_still_counts(monkeypatch, opt_in_family):
+    with pytest.warns(ConfigurationWarning, match="'nope' names no engine"):
+        assert _offered(monkeypatch, opt_in_family, "nope,beta") == ["alpha", "beta"]
+
+
+def test_the_value_is_parsed_once(monkeypatch, opt_in_family):
+    for _ in range(3):
+        _offered(monkeypatch, opt_in_family, "beta")
+    info = environment._parse_opt_in.cache_info()
+    assert info.misses == 1 and info.hits == 2
