@@ -1,0 +1,317 @@
+"""Disk caches that cannot corrupt: where they live, how an entry is written, and how it is trusted.
+
+- Where: `cache_dir(name, env)`, the directory of one cache. ``env`` (``PYGRAPH_GEMM_CACHE_DIR``)
+  relocates that cache, ``PYGRAPH_CACHE_DIR`` relocates every cache (``<it>/<name>``), and the
+  default is ``<the user's cache directory>/pygraph/<name>`` (platformdirs: ``~/.cache/pygraph`` on
+  Linux). Either variable set to ``off`` (``0``, ``false``, ``no``, ``none``, ``disable``) disables it.
+  A directory that cannot be used (a file is in the way, it cannot be created or written) is a
+  `CacheWarning` once per process and directory, and the cache is off: callers go on without it.
+- How: `DiskCache.fetch` serializes one entry's writers with a file lock (filelock, released by the
+  kernel if the holder dies), writes the entry to a temporary file in the same directory and
+  publishes it with ``os.replace``, so a reader sees the whole old entry, the whole new one, or none.
+- Trust: each entry ``<key><suffix>`` has a sidecar ``<key><suffix>.meta`` (JSON: format, kind, key,
+  size, sha256) written after it. An entry is used only when its sidecar is present, names this cache
+  and key, and its size and sha256 match; anything else (torn by a crash, foreign, edited) is removed
+  and rebuilt with a `CacheWarning` once per entry, never loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pygraph.environment import OFF_VALUES, warn_once
+from pygraph.errors import CacheWarning
+
+__all__ = ["CACHE_ENV", "DiskCache", "cache_dir", "usable_dir"]
+
+CACHE_ENV = "PYGRAPH_CACHE_DIR"
+FORMAT = "pygraph-disk-cache"
+VERSION = 1
+# A writer holding an entry's lock longer than this (a compile takes seconds) is taken to be stuck:
+# the waiting process builds its own object and leaves the entry to the holder.
+LOCK_TIMEOUT_S = 600.0
+
+T = TypeVar("T")
+
+_usable: dict[str, bool] = {}
+_usable_lock = threading.Lock()
+
+
+def _setting(env: str) -> tuple[str | None, bool]:
+    """(the path ``env`` names, whether it disables the cache); (None, False) when unset or empty."""
+    raw = os.environ.get(env, "").strip()
+    if not raw:
+        return None, False
+    if raw.lower() in OFF_VALUES:
+        return None, True
+    return os.path.expanduser(raw), False
+
+
+def cache_dir(name: str, env: str | None = None) -> Path | None:
+    """The directory of cache ``name``, created and writable, or None when it is disabled or cannot
+    be used (reported once). ``env`` is the cache's own variable, which wins over ``PYGRAPH_CACHE_DIR``."""
+    if env is not None:
+        path, off = _setting(env)
+        if off:
+            return None
+        if path is not None:
+            return usable_dir(Path(path), f"{env}={path}")
+    root, off = _setting(CACHE_ENV)
+    if off:
+        return None
+    if root is not None:
+        return usable_dir(Path(root) / name, f"{CACHE_ENV}={root}")
+    import platformdirs
+
+    return usable_dir(Path(platformdirs.user_cache_dir("pygraph")) / name, "the user's cache directory")
+
+
+def usable_dir(path: Path, source: str) -> Path | None:
+    """``path`` created if need be, when it is a directory this process can write; otherwise None and
+    a `CacheWarning` (once per process and path) naming the path, where it came from and why."""
+    key = str(path)
+    with _usable_lock:
+        known = _usable.get(key)
+    if known is not None:
+        return path if known else None
+    reason = None
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        reason = "a file is in the way (it is not a directory)"
+    except OSError as exc:
+        reason = f"it cannot be created ({type(exc).__name__}: {exc.strerror or exc})"
+    if reason is None and not path.is_dir():
+        reason = "it is not a directory"
+    if reason is None and not os.access(path, os.W_OK | os.X_OK):
+        reason = "this process cannot write to it"
+    with _usable_lock:
+        _usable[key] = reason is None
+    if reason is not None:
+        warn_once(
+            ("cache-dir", key),
+            f"disk cache directory {key} (from {source}) cannot be used: {reason}; going on without the "
+            "disk cache (point the variable at a writable directory, or set it to 'off')",
+            CacheWarning,
+        )
+        return None
+    return path
+
+
+class DiskCache:
+    """One cache directory of verified entries. ``kind`` names what the entries are (it is recorded in
+    each sidecar, so another cache's file under the same name is foreign); ``suffix`` ends each
+    entry's file name (``.o``). Keys are file-name-safe strings the caller derives (a digest)."""
+
+    def __init__(self, directory: Path | str, *, kind: str, suffix: str = "") -> None:
+        self.directory = Path(directory)
+        self.kind = kind
+        self.suffix = suffix
+        self._write_failed = False
+
+    def path(self, key: str) -> Path:
+        if not key or os.sep in key or key.startswith("."):
+            raise ValueError(f"DiskCache({self.kind}): key {key!r} is not a plain file name")
+        return self.directory / f"{key}{self.suffix}"
+
+    def _meta(self, entry: Path) -> Path:
+        return entry.with_name(entry.name + ".meta")
+
+    # --- reading ------------------------------------------------------------------------------------
+
+    def lookup(self, key: str) -> Path | None:
+        """The path of ``key``'s entry when it is whole and this cache's, else None. A present entry
+        that fails the check is looked at again under the entry's lock (a writer may have been between
+        its two renames), and removed with a notice (once per entry) if it still fails."""
+        entry = self.path(key)
+        problem = self._verify(entry, key)
+        if problem is None:
+            return entry
+        if problem:
+            from filelock import Timeout
+
+            try:
+                with self.lock(key):
+                    return self._checked(key)
+            except Timeout:
+                return None
+        return None
+
+    def _checked(self, key: str) -> Path | None:
+        """`lookup` for a caller holding the entry's lock: a bad entry is discarded at once."""
+        entry = self.path(key)
+        problem = self._verify(entry, key)
+        if problem is None:
+            return entry
+        if problem:
+            self.discard(key, problem)
+        return None
+
+    def _verify(self, entry: Path, key: str) -> str | None:
+        """None when ``entry`` is good; "" when there is no entry at all; otherwise what is wrong."""
+        meta_path = self._meta(entry)
+        has_entry, has_meta = entry.exists(), meta_path.exists()
+        if not has_entry:
+            return "its sidecar has no object" if has_meta else ""
+        if not has_meta:
+            return "it has no sidecar (torn by a crash, or not written by this cache)"
+        try:
+            meta = json.loads(meta_path.read_text())
+            expected = (FORMAT, VERSION, self.kind, key)
+            seen = (meta.get("format"), meta.get("version"), meta.get("kind"), meta.get("key"))
+            if seen != expected:
+                return f"its sidecar names {seen}, not {expected}"
+            data = entry.read_bytes()
+        except (OSError, ValueError, AttributeError) as exc:
+            return f"it cannot be read ({type(exc).__name__}: {exc})"
+        if len(data) != meta.get("size"):
+            return f"it has {len(data)} bytes, its sidecar says {meta.get('size')}"
+        if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+            return "its sha256 differs from its sidecar's"
+        return None
+
+    def discard(self, key: str, why: str) -> None:
+        """Remove ``key``'s entry and sidecar, with a notice (once per entry) saying ``why``."""
+        entry = self.path(key)
+        warn_once(
+            ("cache-entry", str(entry)),
+            f"disk cache entry {entry} is not used: {why}; it is rebuilt",
+            CacheWarning,
+        )
+        for path in (self._meta(entry), entry):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    # --- writing ------------------------------------------------------------------------------------
+
+    def lock(self, key: str, timeout: float = LOCK_TIMEOUT_S) -> Any:
+        """The file lock that serializes the writers of ``key``'s entry (across processes and threads)."""
+        from filelock import FileLock
+
+        return FileLock(str(self.path(key)) + ".lock", timeout=timeout)
+
+    def store(self, key: str, write: Callable[[Path], None]) -> Path | None:
+        """Publish ``key``'s entry: ``write(path)`` fills a temporary file in this directory, which
+        then replaces the entry atomically, its sidecar after it. The caller holds `lock`. None (and
+        a notice once per directory) when the directory refuses the write."""
+        entry = self.path(key)
+        tmp = None
+        try:
+            self._sweep(entry)
+            fd, name = tempfile.mkstemp(prefix=f".{entry.name}.", suffix=".tmp", dir=self.directory)
+            os.close(fd)
+            tmp = Path(name)
+            try:
+                write(tmp)
+            except OSError:
+                raise
+            except Exception as exc:  # the object's own writer failed: the cache goes without it
+                raise OSError(f"writing the entry failed: {type(exc).__name__}: {exc}") from exc
+            data = tmp.read_bytes()
+            meta = {
+                "format": FORMAT,
+                "version": VERSION,
+                "kind": self.kind,
+                "key": key,
+                "size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
+            _fsync(tmp)
+            os.replace(tmp, entry)
+            tmp = None
+            fd, name = tempfile.mkstemp(prefix=f".{entry.name}.meta.", suffix=".tmp", dir=self.directory)
+            with os.fdopen(fd, "w") as f:
+                json.dump(meta, f)
+                f.flush()
+                os.fsync(f.fileno())
+            tmp = Path(name)
+            os.replace(tmp, self._meta(entry))
+            tmp = None
+        except OSError as exc:
+            if not self._write_failed:
+                self._write_failed = True
+                warn_once(
+                    ("cache-write", str(self.directory)),
+                    f"disk cache directory {self.directory} refused a write ({type(exc).__name__}: {exc}); "
+                    "going on without storing to it",
+                    CacheWarning,
+                )
+            return None
+        finally:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+        return entry
+
+    def _sweep(self, entry: Path) -> None:
+        """Remove the temporary files a killed writer of ``entry`` left (the caller holds its lock,
+        so no live writer owns one)."""
+        for stale in self.directory.glob(f".{entry.name}.*.tmp"):
+            with contextlib.suppress(OSError):
+                stale.unlink()
+
+    # --- both ---------------------------------------------------------------------------------------
+
+    def fetch(
+        self,
+        key: str,
+        *,
+        load: Callable[[Path], T],
+        build: Callable[[], T],
+        save: Callable[[T, Path], None],
+    ) -> T:
+        """``key``'s object: loaded from a verified entry, else built and stored.
+
+        ``load(path)`` reads an entry back; ``build()`` makes the object; ``save(obj, path)`` writes
+        it to a path. Builders of one key queue on its lock, and each re-checks the entry first, so
+        concurrent processes build it once. An entry that verifies but fails to load is discarded and
+        rebuilt. A lock held past `LOCK_TIMEOUT_S`, or a directory that refuses writes, costs the
+        cache only: the object is built and returned.
+        """
+        entry = self.path(key)
+        if self._verify(entry, key) is None:
+            found = self._load(key, entry, load)
+            if found is not None:
+                return found[0]
+        from filelock import Timeout
+
+        try:
+            with self.lock(key):
+                entry = self._checked(key)
+                found = None if entry is None else self._load(key, entry, load)
+                if found is not None:
+                    return found[0]
+                obj = build()
+                self.store(key, lambda path: save(obj, path))
+                return obj
+        except Timeout:
+            warn_once(
+                ("cache-lock", str(self.path(key))),
+                f"disk cache entry {self.path(key)} stayed locked for {LOCK_TIMEOUT_S:.0f} s; building it "
+                "without the cache",
+                CacheWarning,
+            )
+            return build()
+
+    def _load(self, key: str, entry: Path, load: Callable[[Path], T]) -> tuple[T] | None:
+        try:
+            return (load(entry),)
+        except Exception as exc:  # a verified file its reader refuses: rebuilt, never trusted
+            self.discard(key, f"it could not be loaded ({type(exc).__name__}: {exc})")
+            return None
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
