@@ -134,10 +134,14 @@ def _command(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _target_help() -> str:
+    """The epilog of the commands that take a TARGET: the examples with their --shape axes."""
     from pygraph.examples import EXAMPLES
 
     rows = "; ".join(f"{e.name} ({e.shape_spec})" for e in EXAMPLES.values())
-    return f"a built-in example ({rows}) or a serialized graph file"
+    return (
+        f"TARGET is a built-in example, with the sizes --shape takes: {rows}; or a serialized graph "
+        "file (the JSON repr(graph) prints)."
+    )
 
 
 def _target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -260,7 +264,7 @@ def families(as_json: bool) -> None:
 _MODES = ("A", "B", "FALLBACK", "OPENSOURCE")
 
 
-@cli.command()
+@cli.command(epilog=_target_help())
 @_target_options
 @click.option("--mode", "modes", multiple=True, type=click.Choice(_MODES, case_sensitive=False),
               help="heuristic mode (repeatable; default A and FALLBACK)")  # fmt: skip
@@ -278,9 +282,7 @@ def explain(
     as_json: bool,
 ) -> None:
     """Plan TARGET and say why: its family, the facts, every candidate engine with its verdict,
-    the backend's entries per mode, and the head of the ranked plan list with names and knobs.
-
-    TARGET: see `pygraph explain --help` for the examples and their --shape."""
+    the backend's entries per mode, and the head of the ranked plan list with names and knobs."""
     from pygraph.report import explain as report
 
     graph, example, sizes = _load(target, shape, dtype)
@@ -420,7 +422,7 @@ def _trial_table(rows: list[dict[str, Any]], anchor_label: str, title: str) -> A
     return table
 
 
-@cli.command()
+@cli.command(epilog=_target_help())
 @_target_options
 @click.option("--top", default=8, show_default=True, help="how many plans of the head of the list to time")
 @_timing_options
@@ -430,9 +432,7 @@ def bench(
     target: str, shape: str | None, dtype: str | None, top: int, reps: int, warmup: int, as_json: bool
 ) -> None:
     """Time the first --top plans of TARGET's plan list on the GPU (CUDA events, median of --reps
-    after --warmup), with throughput and the ratio to the backend's first plan, which is timed too.
-
-    TARGET: see `pygraph explain --help` for the examples and their --shape."""
+    after --warmup), with throughput and the ratio to the backend's first plan, which is timed too."""
     from pygraph.tuning.autotune import head_bound
 
     graph, example, sizes = _load(target, shape, dtype)
@@ -455,7 +455,7 @@ def bench(
         raise CommandError(f"no plan of {target} could be timed (the reasons are in the table)")
 
 
-@cli.command()
+@cli.command(epilog=_target_help())
 @_target_options
 @click.option("--top", default=8, show_default=True, help="plans that build to time, per python engine")
 @click.option("--backend-top", default=2, show_default=True, help="the backend's first entries to time")
@@ -469,9 +469,7 @@ def autotune(
 ) -> None:  # fmt: skip
     """Time the head of TARGET's plan list (the first --top plans that build per python engine and
     the backend's first --backend-top entries), select the fastest and record it in the plan cache,
-    so that planning the same graph on this device builds it first.
-
-    TARGET: see `pygraph explain --help` for the examples and their --shape."""
+    so that planning the same graph on this device builds it first."""
     from pygraph.tuning.autotune import autotune as tune
 
     graph, example, sizes = _load(target, shape, dtype)

@@ -200,7 +200,8 @@ def _backend(planner: Any, modes: Iterable[Any]) -> dict[str, Any]:
     per_mode: dict[str, list[str]] = {}
     for cfg in prep.backend.entries or []:
         kind = planner.kind_of(cfg)
-        mode = "delegating" if entry_kind(cfg.engine_id) is EntryKind.DELEGATING else cfg.mode.name
+        delegating = entry_kind(cfg.engine_id) is EntryKind.DELEGATING
+        mode = "delegating" if delegating else getattr(cfg.mode, "name", "untagged")
         per_mode.setdefault(mode, []).append(kind.name(cfg))
     return {"declined": declined, "modes": [getattr(m, "name", str(m)) for m in modes], "entries": per_mode}
 

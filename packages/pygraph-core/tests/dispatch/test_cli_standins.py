@@ -1,0 +1,227 @@
+"""Every `pygraph` command against the stand-in family (through the manifest override), in process:
+what each prints, that --json parses, the exit codes; bench and autotune time on a host stand-in
+for the GPU session."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from dispatch_helpers import BETA
+
+from pygraph import cli
+from pygraph.tuning import PlanCache, plan_cache
+
+GEMM = ["gemm", "--shape", "16,8,32", "--dtype", "fp16"]  # the stand-ins anchor on MATMUL
+
+
+class HostSession:
+    """The GPU session's stand-in: bare addresses for operands, a timer reading a table."""
+
+    device = "host stand-in"
+
+    def __init__(self, times):
+        self.times = times
+        self.timer = self._time
+
+    def _time(self, run, *, warmup, reps, plan):
+        run()
+        return [self.times.get(plan.name, 4.0)] * reps
+
+    def operands(self, graph):
+        return {t: 0x1000 * (i + 1) for i, t in enumerate(graph.engine_request().layout.tensors)}
+
+    def workspace(self):
+        return lambda nbytes: 0x9000
+
+
+@pytest.fixture
+def run(capsys):
+    def invoke(*argv):
+        code = cli.main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke
+
+
+@pytest.fixture
+def host(monkeypatch, tmp_path):
+    monkeypatch.setenv(plan_cache.CACHE_ENV, str(tmp_path / "plans.sqlite"))
+    session = HostSession({"beta[TILE=64]": 1.0, "alpha[TILE=128]": 2.0, "eng7": 3.0})
+    monkeypatch.setattr(cli, "gpu_session", lambda call: session)
+    return session
+
+
+def test_info_names_the_standin_family_and_its_engines(standins, run):
+    code, out, _ = run("info")
+    assert code == 0 and "device: no GPU" in out
+    assert "standin" in out and "alpha" in out and "offered" in out and "SM80-SM120" in out
+    code, out, _ = run("info", "--json")
+    data = json.loads(out)
+    assert data["device"] is None and data["device_reason"]
+    (fam,) = data["families"]
+    assert fam["name"] == "standin" and fam["block"] == [20900, 20999]
+    assert [(e["name"], e["status"], e["arch"]) for e in fam["engines"]] == [
+        ("alpha", "offered", "SM80-SM120"),
+        ("beta", "offered", "SM80-SM120"),
+        ("gamma", "offered", "SM80-SM120"),
+    ]
+
+
+def test_families_prints_the_overridden_manifest(standins, run):
+    code, out, _ = run("families")
+    assert code == 0 and out.startswith("EngineFamily(standin: block 20900..20999; alpha=20900")
+    code, out, _ = run("families", "--json")
+    assert [row["name"] for row in json.loads(out)] == ["standin"]
+
+
+def test_explain_shows_family_facts_candidates_backend_and_plans(standins, run):
+    standins.BEHAVIOUR["gamma"] = "decline"
+    code, out, _ = run("explain", *GEMM, "--head", "2")
+    assert code == 0
+    assert "gemm (B,M,N,K = 1,16,8,32, half): mm (matmul)" in out
+    assert "family: standin" in out and "node_count" in out  # the stand-in analyzer's one fact
+    assert "gamma: told to decline" in out
+    assert "backend: declined:" in out
+    assert "plan list: 4 entries, the first 2 (--all for all)" in out
+    assert "  [0] python 20900: alpha[TILE=128]\n  [1] python 20901: beta[TILE=128]\n" in out
+    code, out, _ = run("explain", *GEMM, "--json", "--all")
+    data = json.loads(out)
+    assert data["family"] == "standin" and data["facts"] == {"node_count": 1}
+    assert [(c["name"], c["verdict"]) for c in data["candidates"]] == [
+        ("alpha", "accepts"),
+        ("beta", "accepts"),
+        ("gamma", "declines"),
+    ]
+    assert data["plan_count"] == 4 and [p["name"] for p in data["plans"]][-1] == "beta[TILE=64]"
+
+
+def test_explain_lists_the_backends_entries_per_mode(standins, fake_backend, run):
+    fake_backend({"A": [(7, {}), (8, {})], "FALLBACK": [(10, {})]})
+    code, out, _ = run("explain", *GEMM, "--json")
+    backend = json.loads(out)["backend"]
+    assert code == 0 and backend["declined"] is None
+    assert backend["entries"] == {"A": ["eng7", "eng8"], "FALLBACK": ["eng10"]}
+    fake_backend({"A": [(7, {})]})  # a fresh backend per graph: the stand-in keeps one list
+    code, out, _ = run("explain", *GEMM, "--mode", "opensource", "--json")
+    assert json.loads(out)["backend"]["modes"] == ["OPENSOURCE"]
+
+
+def test_explain_of_a_graph_nothing_serves_says_who_declined(standins, run):
+    for name in ("alpha", "beta", "gamma"):
+        standins.BEHAVIOUR[name] = "decline"
+    code, out, _ = run("explain", *GEMM)
+    assert code == 0 and "no plan: no plan serves graph 'gemm'" in out and "alpha: told to decline" in out
+
+
+def test_explain_reads_a_serialized_graph_file(standins, run, tmp_path):
+    from dispatch_helpers import matmul_graph
+
+    g, *_ = matmul_graph()
+    path = tmp_path / "mm.json"
+    path.write_text(repr(g))  # the indented JSON the graph prints
+    code, out, _ = run("explain", str(path), "--json")
+    assert code == 0 and json.loads(out)["plan_count"] == 6
+    code, _, err = run("explain", str(path), "--shape", "1,2,3")
+    assert code == 2 and "apply to the built-in examples" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["explain", "nosuch"], "neither a built-in example (gemm, gemm-bias-gelu, sdpa"),
+        (["explain", "gemm", "--shape", "1,2"], "--shape takes [B,]M,N,K, got 1,2"),
+        (["explain", "gemm", "--shape", "a,b,c"], "is not a comma-separated list"),
+        (["explain", "gemm", "--dtype", "int3"], "--dtype: 'int3' is not one of bf16"),
+        (["demo", "--family", "nosuch"], "no such family; the manifest has standin"),
+        (["cache", "show", "42"], "has no entry '42'"),
+        (["explain"], "Missing argument 'TARGET'"),
+    ],
+)
+def test_usage_errors_exit_2_and_say_why(standins, run, host, argv, says):
+    code, out, err = run(*argv)
+    assert code == 2 and says in err and out == ""
+
+
+def test_bench_times_the_head_and_compares_with_the_backend(standins, fake_backend, host, run):
+    fake_backend({"A": [(7, {})]})
+    code, out, _ = run("bench", *GEMM, "--top", "2", "--reps", "3")
+    assert code == 0 and "bench gemm (B,M,N,K = 1,16,8,32, half) on host stand-in" in out
+    fake_backend({"A": [(7, {})]})  # a fresh backend per graph: the stand-in keeps one list
+    code, out, _ = run("bench", *GEMM, "--top", "2", "--json")
+    data = json.loads(out)
+    rows = {r["name"]: r for r in data["trials"]}
+    assert list(rows) == ["alpha[TILE=128]", "beta[TILE=128]", "eng7"]
+    assert rows["alpha[TILE=128]"]["vs_anchor"] == pytest.approx(1.5)  # the backend's 3 ms over 2 ms
+    assert rows["alpha[TILE=128]"]["tflops"] == pytest.approx(2 * 16 * 8 * 32 / 2e-3 / 1e12)
+    assert data["backend_anchor"] == rows["eng7"]["index"]
+
+
+def test_autotune_records_the_winner_and_cache_commands_show_it(standins, host, run):
+    code, out, _ = run("autotune", *GEMM, "--top", "2")
+    assert code == 0 and "winner: beta[TILE=64] (#4), 1.0000 ms, 2.000x the list's first plan" in out
+    assert "recorded as plan cache entry 1" in out
+    code, out, _ = run("autotune", *GEMM, "--json", "--no-record")
+    data = json.loads(out)
+    assert data["best"]["engine_id"] == BETA and data["not_recorded"] == "record=False"
+    code, out, _ = run("cache", "list")
+    assert code == 0 and "beta[TILE=64]" in out and "2.000x" in out
+    code, out, _ = run("cache", "list", "--json")
+    (entry,) = json.loads(out)["entries"]
+    assert entry["knobs"] == {"TILE": 64} and entry["device"] == "no CUDA device"
+    code, out, _ = run("cache", "show", str(entry["id"]), "--json")
+    assert json.loads(out)["plan_name"] == "beta[TILE=64]"
+    code, out, _ = run("explain", *GEMM)
+    assert "plan cache: entry 1 recorded beta[TILE=64] for this graph: it leads the list" in out
+    assert "  [0] python 20901: beta[TILE=64]" in out
+    code, out, _ = run("cache", "clear", "--json")
+    assert json.loads(out)["removed"] == 1 and PlanCache(host_cache()).entries() == []
+
+
+def host_cache():
+    return plan_cache.cache_path()
+
+
+def test_autotune_when_nothing_builds_exits_1(standins, host, run):
+    for name in ("alpha", "beta", "gamma"):
+        standins.BEHAVIOUR[name] = "decline_build"
+    code, _, err = run("autotune", *GEMM)
+    assert code == 1 and "no plan of graph 'gemm' could be timed" in err
+
+
+def test_bench_and_autotune_without_a_gpu_say_so(standins, run):
+    for command in ("bench", "autotune"):
+        code, out, err = run(command, *GEMM)
+        assert code == 1 and out == ""
+        assert f"pygraph {command} times plans on a CUDA GPU" in err and "`pygraph explain`" in err
+
+
+def test_cache_commands_on_a_corrupt_file_exit_1(run, tmp_path, monkeypatch):
+    path = tmp_path / "plans.sqlite"
+    path.write_bytes(b"garbage" * 200)
+    monkeypatch.setenv(plan_cache.CACHE_ENV, str(path))
+    code, out, err = run("cache", "list")
+    assert out == ""
+    assert code == 1 and "not a SQLite database" in err and "remove or move the file" in err
+    monkeypatch.setenv(plan_cache.CACHE_ENV, "off")
+    code, _, err = run("cache", "clear")
+    assert code == 1 and "the plan cache is off" in err
+
+
+def test_demo_walks_the_standin_family(standins, run):
+    code, out, _ = run("demo")
+    assert code == 0
+    assert out.startswith("family standin (block 20900, anchors MATMUL)\n    engines offered: alpha=20900")
+    assert "no example graph for this family yet" in out  # the demo's examples are the real families'
+    code, out, _ = run("demo", "--json")
+    assert [r["family"] for r in json.loads(out)] == ["standin"]
+
+
+def test_version_and_help(run):
+    code, out, _ = run("--version")
+    assert code == 0 and out.strip() == f"pygraph {cli.__version__}"
+    code, out, _ = run("--help")
+    assert code == 0 and all(c in out for c in ("info", "explain", "bench", "autotune", "cache", "demo"))
+    code, out, _ = run("explain", "--help")
+    assert code == 0 and "gdn2 (T,H,D[,N])" in " ".join(out.split())
