@@ -6,7 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pygraph.errors import GraphNotSupportedError, GraphStateError, OpInputError
+from pygraph.errors import (
+    BackendPayloadError,
+    DeserializationError,
+    GraphNotSupportedError,
+    GraphStateError,
+    OpInputError,
+)
 from pygraph.ir import serialize as _serialize
 from pygraph.ir.container import GraphContext, GraphIR
 from pygraph.ir.dtypes import data_type, scalar_type, to_data_type
@@ -381,23 +387,60 @@ class Graph(PlanningMixin):
         return self._lower().backend.serialize(*args, **kwargs)
 
     def deserialize(self, *args: Any, **kwargs: Any) -> None:
-        """Restore a graph: IR JSON (from a python-only graph) into this empty graph, or any other
-        payload through the backend."""
-        payload = args[-1] if args else kwargs.get("pyobj")
-        if _serialize.is_ir_payload(payload):
-            _serialize.loads_into(self, payload)
-            return
-        if self._ir.nodes or self._lowered is not None:
+        """Restore a graph into this empty one: IR JSON (from a python-only graph), or any other
+        payload through the backend (classic overloads: ``(data)`` and ``(handle, data, ...)``).
+
+        Nothing is added unless the whole payload is accepted: an IR payload is checked field by field
+        first, and a refusal is a `DeserializationError` naming the first bad field by its path."""
+        if self._ir.tensors or self._ir.nodes or self._lowered is not None:
             raise GraphStateError(f"deserialize(): graph {self.name!r} is not empty")
-        module = import_backend()
+        payload = (
+            kwargs["pyobj"]
+            if "pyobj" in kwargs
+            else (args[1] if len(args) >= 2 else args[0] if args else None)
+        )
+        if not isinstance(payload, (bytes, bytearray, memoryview, str, list, tuple)):
+            raise DeserializationError(
+                "deserialize(): expected the payload as bytes, str or a list of byte values (what "
+                f"serialize() returns), got {type(payload).__name__} {payload!r}"[:300]
+            )
+        if len(payload) == 0:
+            raise DeserializationError(
+                f"deserialize(): the payload is empty ({type(payload).__name__} of length 0)"
+            )
+        data = _serialize.parse_ir(payload)
+        if data is not None:
+            _serialize.loads_into(self, data)
+            return
         from pygraph.lowering.backend import _Lowerer
 
-        backend = _Lowerer(self, module).backend
-        backend.deserialize(*args, **kwargs)
+        seen = _describe_payload(payload)
+        try:
+            module = import_backend()
+            backend = _Lowerer(self, module).backend
+        except ImportError as exc:
+            raise BackendPayloadError(
+                f"deserialize(): the payload ({seen}) is not pygraph IR, and any other payload is read by "
+                f"the cuDNN backend, which is unavailable here: {exc}"
+            ) from exc
+        try:
+            backend.deserialize(*args, **kwargs)
+        except (
+            Exception
+        ) as exc:  # the binding's errors are untyped; the caller needs to know it was the payload
+            raise DeserializationError(
+                f"deserialize(): the payload ({seen}) is not pygraph IR, and the cuDNN backend refused it: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
         self._lowered = LoweredGraph(
             backend, {}, {}, module=module, operation_graph_built=True, deserialized=True
         )
         self._ir.state = max(self._ir.state, GraphState.FROZEN)
+
+
+def _describe_payload(payload: Any) -> str:
+    head = bytes(payload[:16]) if isinstance(payload, (bytes, bytearray, memoryview)) else payload[:16]
+    return f"{type(payload).__name__} of length {len(payload)} starting {head!r}"
 
 
 for _spec in OPS.values():

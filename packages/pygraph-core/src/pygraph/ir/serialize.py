@@ -1,20 +1,26 @@
-"""The IR as plain data (`inspect()`, the JSON repr) and its JSON round trip."""
+"""The IR as plain data (`inspect()`, the JSON repr) and its JSON round trip.
+
+Reading back checks the whole payload before anything is built (`check_payload`), naming the first
+bad field by its path (``$.tensors[2].dim[0]``), so a refused payload leaves the graph untouched.
+"""
 
 from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pygraph.errors import GraphStateError
+from pygraph.errors import DeserializationError, GraphStateError
 from pygraph.ir import dtypes as _dtypes
 from pygraph.ir.node import Node
 from pygraph.ir.tensor import Tensor
 
 if TYPE_CHECKING:
     from pygraph.graph import Graph
+    from pygraph.ir.container import GraphIR
 
-__all__ = ["dumps", "is_ir_payload", "loads_into", "to_plain"]
+__all__ = ["check_payload", "dumps", "is_ir_payload", "loads_into", "parse_ir", "to_plain"]
 
 FORMAT = "pygraph_ir"
 VERSION = 1
@@ -37,17 +43,22 @@ def encode(value: Any) -> Any:
     return {"__opaque__": repr(value)}
 
 
-def decode(value: Any) -> Any:
+def decode(value: Any, tensors: Mapping[int, Tensor] | None = None) -> Any:
+    """`encode`'s inverse; ``tensors`` (uid -> Tensor) resolves the tensors a parameter holds."""
     if isinstance(value, list):
-        return tuple(decode(v) for v in value)
+        return tuple(decode(v, tensors) for v in value)
     if isinstance(value, dict):
         if "__enum__" in value:
             return getattr(getattr(_dtypes, value["__enum__"]), value["name"])
         if "__slice__" in value:
             return slice(*value["__slice__"])
+        if "__tensor__" in value and tensors is not None:
+            return tensors[value["__tensor__"]]
         if "__opaque__" in value:
-            raise ValueError(f"cannot deserialize the non-data parameter {value['__opaque__']}")
-        return {k: decode(v) for k, v in value.items()}
+            raise DeserializationError(
+                f"deserialize(): the non-data parameter {value['__opaque__']} cannot be read"
+            )
+        return {k: decode(v, tensors) for k, v in value.items()}
     return value
 
 
@@ -110,24 +121,306 @@ def dumps(graph: Graph) -> bytes:
 
 
 def is_ir_payload(payload: Any) -> bool:
-    if isinstance(payload, (bytes, bytearray)):
+    """True for what `dumps` writes (its exact opening), as bytes or str."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
         return bytes(payload[: len(_PREFIX)]) == _PREFIX.encode()
     return isinstance(payload, str) and payload.startswith(_PREFIX)
 
 
-def loads_into(graph: Graph, payload: bytes | str) -> None:
-    """Rebuild a serialized IR into ``graph`` (which must be empty)."""
-    from pygraph.ops.registry import OPS
+def parse_ir(payload: Any) -> dict[str, Any] | None:
+    """The IR payload's data when ``payload`` is pygraph IR; None when it is some other payload (the
+    backend's). A payload that opens like IR but is not whole JSON raises `DeserializationError`."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        raw = bytes(payload)
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError as exc:
+            if raw.startswith(_PREFIX.encode()):
+                raise DeserializationError(
+                    f"deserialize(): the pygraph IR payload is not UTF-8 at byte {exc.start}"
+                ) from None
+            return None
+    elif isinstance(payload, str):
+        text = payload
+    else:
+        return None
+    opening = text.lstrip()
+    if not opening.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        if is_ir_payload(opening) or '"pygraph_ir"' in opening[:200]:
+            raise DeserializationError(
+                f"deserialize(): the pygraph IR payload is not whole JSON ({exc}); it is truncated or "
+                "corrupted"
+            ) from None
+        return None
+    if isinstance(data, dict) and data.get("format") == FORMAT:
+        return data
+    return None
 
+
+def loads_into(graph: Graph, payload: bytes | str | dict[str, Any]) -> None:
+    """Rebuild a serialized IR into ``graph`` (which must be empty).
+
+    The whole payload is checked first (`check_payload`: every field's type and value, every uid a
+    port names, no cycle), and the graph is built only from a payload that passed, into a fresh IR
+    swapped in at the end: a refused payload leaves ``graph`` as it was.
+    """
     ir = graph._ir
     if ir.tensors or ir.nodes:
         raise GraphStateError(f"deserialize(): graph {graph.name!r} is not empty")
-    data = json.loads(payload)
+    data = payload if isinstance(payload, dict) else parse_ir(payload)
+    if data is None:
+        raise DeserializationError("deserialize(): the payload is not pygraph IR")
+    check_payload(data)
+    graph._ir = _build(graph, data)
+
+
+# --- checking: every field, before anything is built ----------------------------------------------
+
+_TENSOR_FIELDS: dict[str, tuple[type, ...]] = {
+    "uid": (int,),
+    "uid_assigned": (bool,),
+    "name": (str,),
+    "dim": (list,),
+    "stride": (list,),
+    "dim_assigned": (bool,),
+    "stride_assigned": (bool,),
+    "data_type": (str,),
+    "data_type_assigned": (bool,),
+    "inferred_data_type": (str,),
+    "is_virtual": (bool,),
+    "is_pass_by_value": (bool,),
+    "ragged_offset": (int, type(None)),
+    "ragged_offset_multiplier": (int,),
+    "reordering_type": (str,),
+    "value": (int, float, type(None)),
+    "scalar_type": (str, type(None)),
+    "producer": (str, type(None)),
+}
+_NODE_FIELDS: dict[str, tuple[type, ...]] = {
+    "name": (str,),
+    "op": (str,),
+    "compute_data_type": (str,),
+    "inputs": (dict,),
+    "outputs": (dict,),
+    "params": (dict,),
+}
+
+
+def _fail(path: str, message: str) -> DeserializationError:
+    return DeserializationError(f"deserialize(): {path}: {message}", path=path)
+
+
+def _field(record: dict[str, Any], key: str, kinds: tuple[type, ...], path: str) -> Any:
+    if key not in record:
+        raise _fail(f"{path}.{key}", "missing")
+    value = record[key]
+    # JSON true is a Python bool, which isinstance counts as an int: a field of ints takes no bool
+    ok = bool in kinds if isinstance(value, bool) else isinstance(value, kinds)
+    if not ok:
+        want = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+        raise _fail(f"{path}.{key}", f"expected {want}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _member(enum_cls: Any, name: Any, path: str) -> Any:
+    if not isinstance(name, str) or name not in enum_cls.__members__:
+        raise _fail(path, f"{name!r} is not a {enum_cls.__name__} (one of {', '.join(enum_cls.__members__)})")
+    return enum_cls[name]
+
+
+def _ints(values: list[Any], path: str, least: int) -> None:
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise _fail(f"{path}[{i}]", f"expected an int, got {type(v).__name__} {v!r}")
+        if v < least:
+            raise _fail(f"{path}[{i}]", f"{v} is below {least}")
+
+
+def check_payload(data: Any) -> None:
+    """Raise `DeserializationError` naming the first bad field of an IR payload by its path."""
+    from pygraph.ops.registry import OPS
+
+    if not isinstance(data, dict):
+        raise _fail("$", f"expected a JSON object, got {type(data).__name__}")
+    if data.get("format") != FORMAT:
+        raise _fail("$.format", f"{data.get('format')!r} is not {FORMAT!r}")
     if data.get("version") != VERSION:
-        raise ValueError(f"deserialize(): IR format version {data.get('version')!r}, expected {VERSION}")
-    ctx = data["context"]
+        raise _fail("$.version", f"IR format version {data.get('version')!r}, expected {VERSION}")
+    ctx = _field(data, "context", (dict,), "$")
     for key in ("io_data_type", "intermediate_data_type", "compute_data_type"):
-        object.__setattr__(ir.context, "_" + key.split("_")[0], _dtypes.data_type[ctx[key]])
+        _member(_dtypes.data_type, _field(ctx, key, (str,), "$.context"), f"$.context.{key}")
+    tensors = _field(data, "tensors", (list,), "$")
+    uids: dict[int, str] = {}
+    for i, rec in enumerate(tensors):
+        path = f"$.tensors[{i}]"
+        if not isinstance(rec, dict):
+            raise _fail(path, f"expected an object, got {type(rec).__name__}")
+        for key, kinds in _TENSOR_FIELDS.items():
+            _field(rec, key, kinds, path)
+        uid = rec["uid"]
+        if uid <= 0:
+            raise _fail(f"{path}.uid", f"{uid} is not a positive int")
+        if uid in uids:
+            raise _fail(f"{path}.uid", f"uid {uid} is also tensor {uids[uid]!r}'s; uids are unique")
+        uids[uid] = rec["name"]
+        _ints(rec["dim"], f"{path}.dim", 1)
+        _ints(rec["stride"], f"{path}.stride", 0)
+        if rec["dim"] and rec["stride"] and len(rec["dim"]) != len(rec["stride"]):
+            raise _fail(
+                f"{path}.stride", f"rank {len(rec['stride'])}, dim {rec['dim']} has rank {len(rec['dim'])}"
+            )
+        for key in ("data_type", "inferred_data_type"):
+            _member(_dtypes.data_type, rec[key], f"{path}.{key}")
+        _member(_dtypes.tensor_reordering, rec["reordering_type"], f"{path}.reordering_type")
+        if rec["scalar_type"] is not None:
+            _member(_dtypes.scalar_type, rec["scalar_type"], f"{path}.scalar_type")
+        if rec["ragged_offset_multiplier"] < 1:
+            raise _fail(f"{path}.ragged_offset_multiplier", f"{rec['ragged_offset_multiplier']} is below 1")
+    for i, rec in enumerate(tensors):
+        ragged = rec["ragged_offset"]
+        if ragged is not None and ragged not in uids:
+            raise _fail(f"$.tensors[{i}].ragged_offset", f"uid {ragged} names no tensor of the payload")
+    nodes = _field(data, "nodes", (list,), "$")
+    names: set[str] = set()
+    producers: dict[int, str] = {}
+    reads: list[tuple[str, list[int]]] = []
+    for i, rec in enumerate(nodes):
+        path = f"$.nodes[{i}]"
+        if not isinstance(rec, dict):
+            raise _fail(path, f"expected an object, got {type(rec).__name__}")
+        for key, kinds in _NODE_FIELDS.items():
+            _field(rec, key, kinds, path)
+        spec = OPS.get(rec["op"])
+        if spec is None:
+            raise _fail(f"{path}.op", f"{rec['op']!r} is no op of this pygraph")
+        if rec["name"] in names:
+            raise _fail(f"{path}.name", f"node name {rec['name']!r} repeats")
+        names.add(rec["name"])
+        _member(_dtypes.data_type, rec["compute_data_type"], f"{path}.compute_data_type")
+        ports = {p.name for p in spec.inputs} | {a.name for a in spec.attrs if a.tensor_ok}
+        read: list[int] = []
+        for port, value in rec["inputs"].items():
+            where = f"{path}.inputs.{port}"
+            if port not in ports:
+                raise _fail(
+                    where, f"op {spec.name} has no input port {port!r} (ports: {', '.join(sorted(ports))})"
+                )
+            read += _port_uids(value, uids, where)
+        outs = {o.name for o in spec.outputs}
+        for port, value in rec["outputs"].items():
+            where = f"{path}.outputs.{port}"
+            if port not in outs:
+                raise _fail(
+                    where, f"op {spec.name} has no output {port!r} (outputs: {', '.join(sorted(outs))})"
+                )
+            if isinstance(value, list):
+                raise _fail(where, "an output is one tensor uid or null")
+            for uid in _port_uids(value, uids, where):
+                if uid in producers:
+                    raise _fail(where, f"tensor uid {uid} is also an output of node {producers[uid]!r}")
+                producers[uid] = rec["name"]
+        attrs = {a.name for a in spec.attrs} | {"mode"}
+        for key, value in rec["params"].items():
+            where = f"{path}.params.{key}"
+            if key not in attrs:
+                raise _fail(where, f"op {spec.name} has no attribute {key!r}")
+            read += _check_encoded(value, uids, where)
+        reads.append((rec["name"], read))
+    for i, rec in enumerate(tensors):
+        producer = producers.get(rec["uid"])
+        if rec["producer"] != producer:
+            raise _fail(f"$.tensors[{i}].producer", f"{rec['producer']!r}, but the nodes say {producer!r}")
+    _check_acyclic(reads, producers)
+
+
+def _port_uids(value: Any, uids: dict[int, str], where: str) -> list[int]:
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for k, uid in enumerate(items):
+        at = f"{where}[{k}]" if isinstance(value, list) else where
+        if uid is None and not isinstance(value, list):
+            continue
+        if isinstance(uid, bool) or not isinstance(uid, int):
+            raise _fail(at, f"expected a tensor uid, got {type(uid).__name__} {uid!r}")
+        if uid not in uids:
+            raise _fail(at, f"uid {uid} names no tensor of the payload")
+        out.append(uid)
+    return out
+
+
+def _check_encoded(value: Any, uids: dict[int, str], where: str) -> list[int]:
+    """What `decode` would refuse, refused here by path; returns the tensor uids the value holds."""
+    if isinstance(value, list):
+        return [u for k, v in enumerate(value) for u in _check_encoded(v, uids, f"{where}[{k}]")]
+    if not isinstance(value, dict):
+        if value is not None and not isinstance(value, (bool, int, float, str)):
+            raise _fail(where, f"{type(value).__name__} is no parameter value")
+        return []
+    if "__enum__" in value:
+        enum_cls = getattr(_dtypes, str(value["__enum__"]), None)
+        if not isinstance(enum_cls, type) or not issubclass(enum_cls, enum.Enum):
+            raise _fail(where, f"{value['__enum__']!r} is no pygraph enum")
+        _member(enum_cls, value.get("name"), f"{where}.name")
+        return []
+    if "__slice__" in value:
+        bounds = value["__slice__"]
+        if (
+            not isinstance(bounds, list)
+            or len(bounds) != 3
+            or not all(b is None or (isinstance(b, int) and not isinstance(b, bool)) for b in bounds)
+        ):
+            raise _fail(where, f"a slice is [start, stop, step] of ints or nulls, got {bounds!r}")
+        return []
+    if "__tensor__" in value:
+        return _port_uids(value["__tensor__"], uids, f"{where}.__tensor__")
+    if "__opaque__" in value:
+        raise _fail(where, f"the non-data parameter {value['__opaque__']} cannot be deserialized")
+    return [u for k, v in value.items() for u in _check_encoded(v, uids, f"{where}.{k}")]
+
+
+def _check_acyclic(reads: list[tuple[str, list[int]]], producers: dict[int, str]) -> None:
+    from pygraph.ir.validate import find_cycle
+
+    class _Rec:
+        __slots__ = ("name", "reads")
+
+        def __init__(self, name: str, read: list[int]) -> None:
+            self.name, self.reads = name, read
+
+        def input_tensors(self) -> list[Any]:
+            return [_Uid(u) for u in self.reads]
+
+    class _Uid:
+        __slots__ = ("uid",)
+
+        def __init__(self, uid: int) -> None:
+            self.uid = uid
+
+    recs = {name: _Rec(name, read) for name, read in reads}
+    cycle = find_cycle(list(recs.values()), {uid: recs[name] for uid, name in producers.items()})
+    if cycle is not None:
+        loop = " -> ".join(repr(r.name) for r in cycle)
+        raise _fail("$.nodes", f"the nodes form a cycle: {loop} (each reads an output of the one before)")
+
+
+# --- building: from a payload that passed ----------------------------------------------------------
+
+
+def _build(graph: Graph, data: dict[str, Any]) -> GraphIR:
+    from pygraph.ir.container import GraphContext, GraphIR
+    from pygraph.ops.registry import OPS
+
+    old = graph._ir
+    dt = _dtypes.data_type
+    ctx = data["context"]
+    context = GraphContext(dt.NOT_SET, dt.NOT_SET, dt.NOT_SET)
+    for key in ("io_data_type", "intermediate_data_type", "compute_data_type"):
+        object.__setattr__(context, "_" + key.split("_")[0], dt[ctx[key]])
+    ir = GraphIR(graph, old.name, context)
     by_uid: dict[int, Tensor] = {}
     for rec in data["tensors"]:
         t = ir.new_tensor(name=rec["name"], uid=rec["uid"])
@@ -137,9 +430,9 @@ def loads_into(graph: Graph, payload: bytes | str) -> None:
         raw("_stride", tuple(rec["stride"]))
         raw("_dim_assigned", rec["dim_assigned"])
         raw("_stride_assigned", rec["stride_assigned"])
-        raw("_data_type", _dtypes.data_type[rec["data_type"]])
+        raw("_data_type", dt[rec["data_type"]])
         raw("_dtype_assigned", rec["data_type_assigned"])
-        raw("_inferred_dtype", _dtypes.data_type[rec["inferred_data_type"]])
+        raw("_inferred_dtype", dt[rec["inferred_data_type"]])
         raw("_is_virtual", rec["is_virtual"])
         raw("_is_pass_by_value", rec["is_pass_by_value"])
         raw("_ragged_offset_multiplier", rec["ragged_offset_multiplier"])
@@ -160,12 +453,13 @@ def loads_into(graph: Graph, payload: bytes | str) -> None:
     for rec in data["nodes"]:
         spec = OPS[rec["op"]]
         inputs = {k: port(v) for k, v in rec["inputs"].items()}
-        params = {k: decode(v) for k, v in rec["params"].items()}
+        params = {k: decode(v, by_uid) for k, v in rec["params"].items()}
         name = ir.node_name(spec.name, rec["name"])
-        node = Node(ir, spec, name, inputs, params, _dtypes.data_type[rec["compute_data_type"]])
+        node = Node(ir, spec, name, inputs, params, dt[rec["compute_data_type"]])
         for k, v in rec["outputs"].items():
             out = port(v)
             node.outputs._data[k] = out
             if out is not None:
                 out._raw_set("_producer", node)
         ir.add_node(node)
+    return ir
