@@ -26,8 +26,7 @@ STANDINS = Path(__file__).parent / "standins"
 @pytest.fixture
 def cache_file(tmp_path, monkeypatch):
     path = tmp_path / "cache" / "plans.sqlite"
-    monkeypatch.setenv(plan_cache.CACHE_ENV, str(path))
-    plan_cache._reported.clear()  # "reported once" is per process: each test starts afresh
+    monkeypatch.setenv(plan_cache.CACHE_ENV, str(path))  # a path of its own: "reported once" is per path
     return path
 
 
@@ -252,6 +251,11 @@ def test_where_the_cache_lives(tmp_path, monkeypatch):
     monkeypatch.setenv(plan_cache.CACHE_ENV, str(tmp_path / "mine.db"))
     assert plan_cache.cache_path() == tmp_path / "mine.db"
     monkeypatch.setenv(plan_cache.CACHE_ENV, "")
+    monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path / "root"))
+    assert plan_cache.cache_path() == tmp_path / "root" / "plans.sqlite"  # every disk cache's root
+    monkeypatch.setenv("PYGRAPH_CACHE_DIR", "off")
+    assert plan_cache.cache_path() is None
+    monkeypatch.delenv("PYGRAPH_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert plan_cache.cache_path() == tmp_path / "xdg" / "pygraph" / "plans.sqlite"  # platformdirs
 

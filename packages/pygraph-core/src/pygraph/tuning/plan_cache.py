@@ -8,8 +8,9 @@ plans its graph (which replays) and may call ``graph.autotune()`` (which records
 
 One SQLite file (Python's ``sqlite3``): atomic transactions, and concurrent writers are serialized
 by the database's own lock. Where it lives: ``PYGRAPH_PLAN_CACHE=<path>`` (a file, or a folder to
-hold ``plans.sqlite``), ``PYGRAPH_PLAN_CACHE=off`` to disable, else ``plans.sqlite`` in the user's
-cache folder (platformdirs). The cache is never a reason to fail: a file that is not a database,
+hold ``plans.sqlite``), else ``plans.sqlite`` in ``PYGRAPH_CACHE_DIR`` (the root of every pygraph
+disk cache), else in the user's cache folder (platformdirs: ``~/.cache/pygraph`` on Linux); either
+variable set to ``off`` disables it. The cache is never a reason to fail: a file that is not a database,
 or a database of another program or of another schema version, is reported once per process (a
 `PlanCacheWarning`) and ignored; an entry whose engine id or knobs no longer exist is dropped with a
 warning that says why.
@@ -24,7 +25,6 @@ import json
 import logging
 import os
 import sqlite3
-import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -32,6 +32,7 @@ from typing import Any
 
 from pygraph.engines.base import DECLINE_TYPES, PlanConfig, knobs_key
 from pygraph.engines.engine_ids import EntryKind, entry_kind
+from pygraph.environment import OFF_VALUES, warn_once
 from pygraph.errors import CacheWarning, KnobError, UnknownEngineError
 from pygraph.tuning.graph_key import PlanKey, Uncacheable, plan_key
 
@@ -50,10 +51,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CACHE_ENV = "PYGRAPH_PLAN_CACHE"
+ROOT_ENV = "PYGRAPH_CACHE_DIR"  # the root of every pygraph disk cache (pygraph.disk_cache)
 FILE_NAME = "plans.sqlite"
 SCHEMA = "pygraph.plan_cache"
 SCHEMA_VERSION = 1
-_OFF = frozenset({"off", "0", "false", "no", "none"})
 # How long a writer waits for another process's transaction before giving up (seconds).
 _BUSY_TIMEOUT_S = 30.0
 
@@ -115,22 +116,35 @@ class CacheEntry:
 
 
 def _default_folder() -> Path:
-    try:
-        import platformdirs
-    except ImportError:  # a core installed without its dependencies: the XDG default
-        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pygraph"
-    return Path(platformdirs.user_cache_dir("pygraph", appauthor=False))
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("pygraph"))
+
+
+def _setting(env: str) -> tuple[Path | None, bool]:
+    """(the path ``env`` names, whether it says off); (None, False) when unset or empty."""
+    raw = os.environ.get(env, "").strip()
+    if raw.lower() in OFF_VALUES:
+        return None, True
+    return (Path(raw).expanduser() if raw else None), False
 
 
 def cache_path() -> Path | None:
-    """The cache file this process uses, or None when ``PYGRAPH_PLAN_CACHE=off``."""
-    raw = os.environ.get(CACHE_ENV, "").strip()
-    if raw.lower() in _OFF:
+    """The cache file this process uses, or None when it is off.
+
+    ``PYGRAPH_PLAN_CACHE`` (a file, or a folder to hold ``plans.sqlite``) wins; else
+    ``PYGRAPH_CACHE_DIR`` (every disk cache's root: ``<it>/plans.sqlite``); else the user's cache
+    folder. Either set to ``off`` disables the plan cache.
+    """
+    path, off = _setting(CACHE_ENV)
+    if off:
         return None
-    if not raw:
-        return _default_folder() / FILE_NAME
-    path = Path(raw).expanduser()
-    return path / FILE_NAME if path.is_dir() else path
+    if path is not None:
+        return path / FILE_NAME if path.is_dir() else path
+    root, off = _setting(ROOT_ENV)
+    if off:
+        return None
+    return (root if root is not None else _default_folder()) / FILE_NAME
 
 
 def active_cache() -> PlanCache | None:
@@ -141,21 +155,14 @@ def active_cache() -> PlanCache | None:
 
 # --- the database ---------------------------------------------------------------------------------
 
-_reported: set[tuple[str, str]] = set()
-_report_lock = threading.Lock()
-
 
 def _report_once(path: Path, problem: str) -> None:
     """Warn about ``problem`` with the file at ``path`` once per process."""
-    with _report_lock:
-        if (str(path), problem) in _reported:
-            return
-        _reported.add((str(path), problem))
-    warnings.warn(
+    warn_once(
+        ("plan cache", str(path), problem),
         f"plan cache {path}: {problem}; the plan cache is not used (set {CACHE_ENV} to another path, or "
         f"{CACHE_ENV}=off)",
         PlanCacheWarning,
-        stacklevel=4,
     )
 
 
