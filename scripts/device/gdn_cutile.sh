@@ -10,6 +10,6 @@ cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
 python3 -c "import cuda.tile, torch; print('cuda.tile', cuda.tile.__version__, 'torch', torch.__version__)" 2>&1 | tee -a "$OUTDIR/device.txt"
-python3 -m pytest -m sm90 -p no:cacheprovider -q -rs --durations=8 packages/engines-linear-attention/tests 2>&1 \
+python3 -m pytest -m sm90 -p no:cacheprovider -q -rs -s --maxfail=6 --durations=8 packages/engines-linear-attention/tests 2>&1 \
   | tee "$OUTDIR/gdn_sm90_pytest.log" | tail -45
 python3 -m benchmarks.linear_attention.bench_gdn --skip cases "$@" 2>&1 | tee "$OUTDIR/bench_gdn.log"

@@ -5,9 +5,11 @@ pointers, shapes and strides, and cuTile takes array objects.
 ``__dlpack_device__``), the one array protocol that spells bfloat16 (``__cuda_array_interface__``
 has no typestr for it). The DLTensor behind it is built once per array and reused by every
 capsule it hands out, so a call that reuses the same buffers pays one PyCapsule per argument.
-The capsule's deleter is NULL: the memory belongs to the caller, and the struct to this object,
-which the plan keeps alive while the launch reads it (the launch reads pointer, shape and strides
-when it is enqueued; nothing is held past it).
+The managed tensor's deleter is a no-op, never NULL: the memory belongs to the caller and the
+struct to this object, and cuTile 1.7's consumer calls the deleter of every capsule it reads
+without checking it (a NULL one crashed the first launch on the H200). The object must outlive
+the consumer's use: the plan keeps its arrays, and cuTile reads pointer, shape and strides at
+the launch, then calls the deleter.
 """
 
 from __future__ import annotations
@@ -67,6 +69,11 @@ class _DLManagedTensorVersioned(ctypes.Structure):
     )
 
 
+# void (*deleter)(DLManagedTensor*): a no-op the consumer may call (kept referenced for the process)
+_DELETER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_NO_OP_DELETER = _DELETER_TYPE(lambda _managed: None)
+_NO_OP_ADDRESS = ctypes.cast(_NO_OP_DELETER, ctypes.c_void_p).value
+
 _capsule_new = ctypes.pythonapi.PyCapsule_New
 _capsule_new.restype = ctypes.py_object
 _capsule_new.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
@@ -107,8 +114,8 @@ class DeviceArray:
                 self._shape_buf, self._stride_buf, 0,
             )  # fmt: skip
 
-        self._legacy = _DLManagedTensor(tensor(), None, None)
-        self._versioned = _DLManagedTensorVersioned(_DLPackVersion(1, 0), None, None, 0, tensor())
+        self._legacy = _DLManagedTensor(tensor(), None, _NO_OP_ADDRESS)
+        self._versioned = _DLManagedTensorVersioned(_DLPackVersion(1, 0), None, _NO_OP_ADDRESS, 0, tensor())
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return self._legacy.dl_tensor.device.device_type, self._legacy.dl_tensor.device.device_id
