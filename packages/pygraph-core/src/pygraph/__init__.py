@@ -10,13 +10,30 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from pygraph._version import __version__
-from pygraph.errors import GraphNotSupportedError, GraphStateError, ManifestError, OpInputError
+from pygraph.errors import (
+    BackendPayloadError,
+    CacheWarning,
+    ConfigurationWarning,
+    DeserializationError,
+    GraphNotSupportedError,
+    GraphStateError,
+    InvalidGraphError,
+    KnobError,
+    KnobTypeError,
+    ManifestError,
+    NotFoundError,
+    OpInputError,
+    PlanIndexError,
+    UnknownEngineError,
+    UnknownKnobError,
+)
 from pygraph.node_types import NodeType
 
 # Public name -> module that defines it; resolved on first access (PEP 562).
 _LAZY: dict[str, str] = {
     "engines": "pygraph.engines",
     "testing": "pygraph.testing",
+    "tuning": "pygraph.tuning",
     "Graph": "pygraph.graph",
     "pygraph": "pygraph.graph",  # classic spelling: cudnn.pygraph
     "Tensor": "pygraph.ir.tensor",
@@ -46,7 +63,7 @@ _LAZY: dict[str, str] = {
 _ALIASES = {"pygraph": "Graph"}
 
 if TYPE_CHECKING:
-    from pygraph import engines, testing
+    from pygraph import engines, testing, tuning
     from pygraph.engines.base import PlanConfig
     from pygraph.execution.context import ExecutionContext
     from pygraph.execution.variant_pack import OperandBuffer, VariantPack
@@ -74,17 +91,28 @@ if TYPE_CHECKING:
     from pygraph.ir.tensor import Tensor
 
 __all__ = [
+    "BackendPayloadError",
+    "CacheWarning",
+    "ConfigurationWarning",
+    "DeserializationError",
     "ExecutionContext",
     "Graph",
     "GraphNotSupportedError",
     "GraphStateError",
+    "InvalidGraphError",
+    "KnobError",
+    "KnobTypeError",
     "ManifestError",
     "Node",
     "NodeType",
+    "NotFoundError",
     "OpInputError",
     "OperandBuffer",
     "PlanConfig",
+    "PlanIndexError",
     "Tensor",
+    "UnknownEngineError",
+    "UnknownKnobError",
     "VariantPack",
     "__version__",
     "attention_implementation",
@@ -106,6 +134,7 @@ __all__ = [
     "scalar_type",
     "tensor_reordering",
     "testing",
+    "tuning",
 ]
 
 

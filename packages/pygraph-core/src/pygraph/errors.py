@@ -19,7 +19,9 @@ __all__ = [
     "KnobError",
     "KnobTypeError",
     "ManifestError",
+    "NotFoundError",
     "OpInputError",
+    "PlanIndexError",
     "UnknownEngineError",
     "UnknownKnobError",
 ]
@@ -48,12 +50,22 @@ class InvalidGraphError(ValueError):
     dim/stride no kernel can run. The message names the node or tensor and the value."""
 
 
-class UnknownEngineError(KeyError):
-    """An engine id that names no engine: outside the backend's range, or in no family's block, or a
-    slot no family declares."""
+class NotFoundError(KeyError):
+    """A lookup by name or uid found nothing (``find_tensor``, ``get_node``, ``family_by_name``);
+    the message names what was looked for and what there is."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+
+class UnknownEngineError(NotFoundError):
+    """An engine id that names no engine: outside the backend's range, or in no family's block, or a
+    slot no family declares."""
+
+
+class PlanIndexError(IndexError):
+    """A plan-list index out of range (``select_plan``, ``*_at_index``); the message names the call,
+    the index and the list's length."""
 
 
 class KnobError(ValueError):

@@ -11,11 +11,12 @@ from pygraph.errors import (
     DeserializationError,
     GraphNotSupportedError,
     GraphStateError,
+    NotFoundError,
     OpInputError,
 )
 from pygraph.ir import serialize as _serialize
 from pygraph.ir.container import GraphContext, GraphIR
-from pygraph.ir.dtypes import data_type, scalar_type, to_data_type
+from pygraph.ir.dtypes import convert_enum, data_type, scalar_type, tensor_reordering, to_data_type
 from pygraph.ir.node import Node
 from pygraph.ir.shapes import bad_dims, bad_strides, row_major_stride, to_dims
 from pygraph.ir.tensor import Tensor
@@ -64,8 +65,18 @@ class Graph(PlanningMixin):
         is_cuda_graph_replay_expected: bool = False,
     ) -> None:
         super().__init__()
+        if not isinstance(name, str):
+            raise OpInputError(f"Graph(): name must be a str, got {type(name).__name__} {name!r}")
+        for arg, value in (("sm_count", sm_count), ("sm_version", sm_version)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise OpInputError(
+                    f"Graph({name!r}): {arg} must be an int >= 0 (sm_version is major*10+minor, e.g. 90) "
+                    f"or None, got {value!r}"
+                )
         context = GraphContext(
-            to_data_type(io_data_type), to_data_type(intermediate_data_type), to_data_type(compute_data_type)
+            _dtype(io_data_type, f"Graph({name!r}): io_data_type"),
+            _dtype(intermediate_data_type, f"Graph({name!r}): intermediate_data_type"),
+            _dtype(compute_data_type, f"Graph({name!r}): compute_data_type"),
         )
         self._ir = GraphIR(self, name, context)
         self.handle = handle
@@ -169,9 +180,21 @@ class Graph(PlanningMixin):
             raise OpInputError(f"{label}: stride {list(strides)}: {reason}")
         if len(strides) != len(dims):
             raise OpInputError(f"{label}: stride {list(strides)} has a different rank than dim {list(dims)}")
-        dt = to_data_type(data_type)
+        dt = _dtype(data_type, f"{label}: data_type")
+        if not isinstance(name, str):
+            raise OpInputError(f"tensor(): name must be a str, got {type(name).__name__} {name!r}")
+        if (
+            isinstance(ragged_offset_multiplier, bool)
+            or not isinstance(ragged_offset_multiplier, int)
+            or (ragged_offset_multiplier < 1)
+        ):
+            raise OpInputError(
+                f"{label}: ragged_offset_multiplier must be an int >= 1, got {ragged_offset_multiplier!r}"
+            )
+        if reordering_type is not None:
+            reordering_type = _enum(reordering_type, tensor_reordering, f"{label}: reordering_type")
         if ragged_offset is not None:
-            self._ir.check_member(ragged_offset, "ragged_offset", "tensor()")
+            self._ir.check_member(ragged_offset, "ragged_offset", label)
         t = self._ir.new_tensor(name=name, uid=uid)
         raw = t._raw_set
         raw("_dim", dims)
@@ -225,13 +248,15 @@ class Graph(PlanningMixin):
         """A rank-1 pass-by-value constant (FLOAT for a float, INT32 for an int)."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise OpInputError(f"tensor_scalar(): expected an int or a float, got {value!r}")
+        if scalar_type_ is not None:
+            _enum(
+                scalar_type_, scalar_type, "tensor_scalar(): scalar_type"
+            )  # refused before any tensor exists
         dt = data_type.INT32 if isinstance(value, int) else data_type.FLOAT
         t = self.tensor((1,), (1,), dt, is_pass_by_value=True, name=name)
         t._raw_set("_value", value)
         if scalar_type_ is not None:
-            from pygraph.ir.dtypes import convert_enum
-
-            t._raw_set("_scalar_type", convert_enum(scalar_type_, scalar_type))
+            t._raw_set("_scalar_type", _enum(scalar_type_, scalar_type, "tensor_scalar(): scalar_type"))
         return t
 
     # -- introspection ------------------------------------------------------------------------
@@ -248,21 +273,34 @@ class Graph(PlanningMixin):
         if isinstance(name_or_uid, int) and not isinstance(name_or_uid, bool):
             t = self._ir.tensor_by_uid(name_or_uid)
             if t is None:
-                raise KeyError(f"graph {self.name!r} has no tensor with uid {name_or_uid}")
+                raise NotFoundError(
+                    f"find_tensor(): graph {self.name!r} has no tensor with uid {name_or_uid} "
+                    f"(uids: {sorted(t.uid for t in self._ir.tensors)})"
+                )
             return t
+        if not isinstance(name_or_uid, str):
+            raise OpInputError(
+                f"find_tensor(): expected a tensor name (str) or uid (int), got {name_or_uid!r}"
+            )
         found = [t for t in self._ir.tensors if t.name == name_or_uid]
         if not found:
-            raise KeyError(f"graph {self.name!r} has no tensor named {name_or_uid!r}")
+            raise NotFoundError(f"find_tensor(): graph {self.name!r} has no tensor named {name_or_uid!r}")
         if len(found) > 1:
             uids = ", ".join(str(t.uid) for t in found)
-            raise ValueError(f"graph {self.name!r}: tensor name {name_or_uid!r} is ambiguous (uids {uids})")
+            raise OpInputError(
+                f"find_tensor(): graph {self.name!r}: tensor name {name_or_uid!r} is ambiguous (uids {uids}); "
+                "find it by uid"
+            )
         return found[0]
 
     def get_node(self, name: str) -> Node:
         for node in self._ir.nodes:
             if node.name == name:
                 return node
-        raise KeyError(f"graph {self.name!r} has no node named {name!r}")
+        raise NotFoundError(
+            f"get_node(): graph {self.name!r} has no node named {name!r} (nodes: "
+            f"{', '.join(n.name for n in self._ir.nodes) or 'none'})"
+        )
 
     def get_inputs(self) -> list[Tensor]:
         """Tensors some node reads and no node produces, in creation order."""
@@ -436,6 +474,22 @@ class Graph(PlanningMixin):
             backend, {}, {}, module=module, operation_graph_built=True, deserialized=True
         )
         self._ir.state = max(self._ir.state, GraphState.FROZEN)
+
+
+def _dtype(value: Any, what: str) -> data_type:
+    try:
+        return to_data_type(value)
+    except TypeError as exc:
+        raise OpInputError(f"{what}: {exc}") from None
+
+
+def _enum(value: Any, enum_cls: Any, what: str) -> Any:
+    try:
+        return convert_enum(value, enum_cls)
+    except TypeError:
+        raise OpInputError(
+            f"{what}: {value!r} is not a {enum_cls.__name__} (one of {', '.join(enum_cls.__members__)})"
+        ) from None
 
 
 def _describe_payload(payload: Any) -> str:

@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pygraph.errors import GraphNotSupportedError
+from pygraph.errors import GraphNotSupportedError, KnobTypeError, OpInputError
 from pygraph.execution.context import ExecutionContext
 from pygraph.execution.errors import ShapeOverrideError
 
@@ -98,7 +98,11 @@ class PlanConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.engine_id, int) or isinstance(self.engine_id, bool):
-            raise TypeError(f"PlanConfig.engine_id must be an int, got {self.engine_id!r}")
+            raise OpInputError(f"PlanConfig: engine_id must be an int, got {self.engine_id!r}")
+        if self.knobs is not None and not isinstance(self.knobs, Mapping):
+            raise KnobTypeError(
+                f"PlanConfig({self.engine_id}): knobs must be a mapping of knob name to value, got {self.knobs!r}"
+            )
         if self.knobs is not None:
             object.__setattr__(self, "knobs", MappingProxyType(dict(self.knobs)))
         # computed once: plan lists dedup and compare thousands of configs by it

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from pygraph.engines.engine_ids import FAMILY_BLOCK, is_python_engine
 from pygraph.engines.factory import FamilyEngines, HookRef, build_engines, resolve_hook
 from pygraph.environment import OPT_IN_ENV, opt_in
-from pygraph.errors import UnknownEngineError
+from pygraph.errors import NotFoundError, UnknownEngineError
 
 __all__ = [
     "OPT_IN_ENV",
@@ -157,7 +157,7 @@ class EngineFamily:
         try:
             return self.engine_id + self.slots[engine_name].slot
         except KeyError:
-            raise KeyError(
+            raise NotFoundError(
                 f"family {self.name!r} has no engine {engine_name!r}; it has {sorted(self.slots)}"
             ) from None
 
@@ -250,7 +250,7 @@ def family_by_name(name: str) -> EngineFamily:
     for fam in families():
         if fam.name == name:
             return fam
-    raise KeyError(f"no engine family named {name!r}; the manifest has {[f.name for f in families()]}")
+    raise NotFoundError(f"no engine family named {name!r}; the manifest has {[f.name for f in families()]}")
 
 
 # --- classification -------------------------------------------------------------------------------

@@ -35,7 +35,11 @@ class GraphContext:
             self._ir.before_mutation(f"setting GraphContext.{key}")
         if key not in ("io_data_type", "intermediate_data_type", "compute_data_type"):
             raise AttributeError(f"GraphContext has no writable attribute {key!r}")
-        object.__setattr__(self, "_" + key.split("_")[0], to_data_type(value))
+        try:
+            dt = to_data_type(value)
+        except TypeError as exc:
+            raise OpInputError(f"setting GraphContext.{key}: {exc}") from None
+        object.__setattr__(self, "_" + key.split("_")[0], dt)
 
     @property
     def io_data_type(self) -> data_type:
@@ -103,7 +107,7 @@ class GraphIR:
             raise OpInputError(f"Tensor.uid of {who!r}: expected a positive int, got {uid!r}")
         holder = self._by_uid.get(uid)
         if holder is not None and holder is not tensor and holder.uid_assigned:
-            raise ValueError(
+            raise OpInputError(
                 f"uid {uid} requested for tensor {who!r} is already the user uid of tensor {holder.name!r}"
             )
 

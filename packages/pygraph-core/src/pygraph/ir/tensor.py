@@ -115,7 +115,7 @@ class Tensor:
     @name.setter
     def name(self, value: str) -> None:
         if not isinstance(value, str):
-            raise TypeError(f"Tensor.name: expected a str, got {value!r}")
+            raise OpInputError(f"Tensor.set_name() on {self._name!r}: expected a str, got {value!r}")
         object.__setattr__(self, "_name", value)
 
     @property
@@ -169,7 +169,10 @@ class Tensor:
 
     @data_type.setter
     def data_type(self, value: Any) -> None:
-        dt = to_data_type(value)
+        try:
+            dt = to_data_type(value)
+        except TypeError as exc:
+            raise OpInputError(f"Tensor.set_data_type() on {self._name!r}: {exc}") from None
         object.__setattr__(self, "_data_type", dt)
         object.__setattr__(self, "_dtype_assigned", dt.is_set)
 
@@ -209,7 +212,11 @@ class Tensor:
 
     @ragged_offset_multiplier.setter
     def ragged_offset_multiplier(self, value: int) -> None:
-        object.__setattr__(self, "_ragged_offset_multiplier", int(value))
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise OpInputError(
+                f"Tensor.set_ragged_offset_multiplier() on {self._name!r}: expected an int >= 1, got {value!r}"
+            )
+        object.__setattr__(self, "_ragged_offset_multiplier", value)
 
     @property
     def reordering_type(self) -> Any:
@@ -217,7 +224,14 @@ class Tensor:
 
     @reordering_type.setter
     def reordering_type(self, value: Any) -> None:
-        object.__setattr__(self, "_reordering_type", convert_enum(value, tensor_reordering))
+        try:
+            member = convert_enum(value, tensor_reordering)
+        except TypeError:
+            raise OpInputError(
+                f"Tensor.set_reordering_type() on {self._name!r}: {value!r} is not a tensor_reordering "
+                f"(one of {', '.join(tensor_reordering.__members__)})"
+            ) from None
+        object.__setattr__(self, "_reordering_type", member)
 
     @property
     def value(self) -> Any:

@@ -225,7 +225,9 @@ def backend_handle(handle: Any) -> int | None:
         return handle
     raw = getattr(handle, "backend_handle", None)
     if raw is None:
-        raise TypeError(f"handle {handle!r} is neither a cudnn.Handle nor a raw cudnnHandle_t int")
+        from pygraph.execution.errors import HandleError
+
+        raise HandleError(f"handle {handle!r} is neither a cudnn.Handle nor a raw cudnnHandle_t int")
     return int(raw)
 
 

@@ -27,11 +27,11 @@ from pygraph.engines.base import (
 )
 from pygraph.engines.knobs import validate_knobs
 from pygraph.engines.manifest import family_for, instantiate, resolve_hook
-from pygraph.errors import GraphNotSupportedError
+from pygraph.errors import GraphNotSupportedError, OpInputError, PlanIndexError
 from pygraph.execution.context import ExecutionContext, stream_of
 from pygraph.execution.normalize import normalize
 from pygraph.execution.variant_pack import OperandLayout
-from pygraph.ir.dtypes import build_plan_policy, convert_enum
+from pygraph.ir.dtypes import build_plan_policy, convert_enum, heur_mode
 from pygraph.lifecycle import NOT_PLANNED, PLANNED, GraphState, require
 from pygraph.planning import backend as _backend
 from pygraph.planning.kinds import PlanKinds
@@ -194,7 +194,7 @@ class Planner:
                 "planning runs once per graph: switch plans with select_plan(), or build a new graph to "
                 "plan differently",
             )
-            modes = heuristics.normalize_modes(modes)
+            modes = _modes(modes, "create_execution_plans()")
             prep = self.prepare()
             accepted, declined = heuristics.decline_reasons(self.engines, prep.request)
             self.declines.update(declined)
@@ -265,8 +265,12 @@ class Planner:
 
     def check_index(self, index: int, call: str) -> int:
         self.require_planned(call)
-        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(self.plans):
-            raise IndexError(f"{call}: plan index {index!r} out of range for {len(self.plans)} plan(s)")
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise OpInputError(f"{call}: a plan index is an int, got {type(index).__name__} {index!r}")
+        if not 0 <= index < len(self.plans):
+            raise PlanIndexError(
+                f"{call}: plan index {index} out of range for {len(self.plans)} plan(s) (0..{len(self.plans) - 1})"
+            )
         return index
 
     def kind_of(self, cfg: PlanConfig) -> Any:
@@ -314,8 +318,14 @@ class Planner:
             self.run = self.runners.get(self.index)
 
     def deselect_engines(self, names: Iterable[str]) -> None:
-        with self.lock:
+        try:
             names = set(names)
+        except TypeError:
+            names = {names}
+        bad = [n for n in names if not isinstance(n, str)]
+        if bad:
+            raise OpInputError(f"deselect_engines(): expected engine names (str), got {bad[0]!r}")
+        with self.lock:
             self.deselected |= names
             if self._prepared is not None and self._prepared.backend.source is not None:
                 self._prepared.backend.source.graph.deselect_engines(sorted(names))
@@ -331,8 +341,12 @@ class Planner:
                 self.index = self.plans.index(current) if current in self.plans else 0
 
     def deselect_workspace_greater_than(self, limit: int) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise OpInputError(
+                f"deselect_workspace_greater_than(): expected a byte count (an int >= 0), got {limit!r}"
+            )
         with self.lock:
-            self.workspace_limit = int(limit)
+            self.workspace_limit = limit
             if self._prepared is not None and self._prepared.backend.source is not None:
                 self._prepared.backend.source.graph.deselect_workspace_greater_than(self.workspace_limit)
 
@@ -363,9 +377,7 @@ class Planner:
         """Walk from the selected index; the first entry that builds is selected (ALL: build every one)."""
         with self.lock:
             self.require_planned("build_plans()")
-            policy = convert_enum(
-                policy if policy is not None else build_plan_policy.HEURISTICS_CHOICE, build_plan_policy
-            )
+            policy = _policy(policy, "build_plans()")
             if self.pinned:
                 try:
                     self.build_at(self.index, ctx)
@@ -434,6 +446,7 @@ class Planner:
     def build(self, modes: Iterable[Any] | None, policy: Any) -> None:
         """Plan (if not yet), check support, build: the classic one-call path, as one step under the
         lock, so concurrent first calls plan once."""
+        _policy(policy, "build()")  # refused before anything is planned
         with self.lock:
             if not self.graph.state.planned:
                 self.create_execution_plans(modes)
@@ -469,6 +482,37 @@ class Planner:
         handle = self.graph.handle if handle is None else handle
         ctx = ExecutionContext(handle, None, pack.workspace)
         plan.execute_with_overrides(self.graph, pack, ctx, ShapeOverrides(*overrides), name)
+
+
+def _modes(modes: Any, call: str) -> list[Any]:
+    """The heuristic modes a planning call was given, or OpInputError naming the one it cannot read."""
+    try:
+        return heuristics.normalize_modes(modes)
+    except TypeError:
+        pass
+    if isinstance(modes, (str, bytes)) or not isinstance(modes, Iterable):
+        raise OpInputError(
+            f"{call}: modes is a list of heur_mode (A, B, FALLBACK, OPENSOURCE), got {modes!r}"
+        )
+    for mode in modes:
+        try:
+            convert_enum(mode, heur_mode)
+        except TypeError:
+            raise OpInputError(
+                f"{call}: mode {mode!r} is not a heur_mode (one of {', '.join(heur_mode.__members__)})"
+            ) from None
+    raise OpInputError(f"{call}: cannot read the modes {modes!r}")
+
+
+def _policy(policy: Any, call: str) -> Any:
+    try:
+        return convert_enum(
+            policy if policy is not None else build_plan_policy.HEURISTICS_CHOICE, build_plan_policy
+        )
+    except TypeError:
+        raise OpInputError(
+            f"{call}: policy {policy!r} is not a build_plan_policy (one of {', '.join(build_plan_policy.__members__)})"
+        ) from None
 
 
 def _group_failures(failures: Mapping[str, str]) -> str:
