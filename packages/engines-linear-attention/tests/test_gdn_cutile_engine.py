@@ -25,11 +25,14 @@ from pygraph_linear_attention.kernels.device_arrays import DeviceArray
 from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK
 
 ENGINE_ID = 20101
+_REAL_PROBE = engine_mod._cutile_installed
 
 
 @pytest.fixture(autouse=True)
-def _opt_in(monkeypatch):
+def _opt_in_and_cutile_found(monkeypatch):
+    """The engine offered, and cuTile reported installed (CI has none; its absence has its own test)."""
     monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile")
+    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
 
 
 def _graph(t=130, n=3, h=2, hv=2, d=128, dv=None, io=dt.BFLOAT16, beta=None, *, state=False, final=False,
@@ -144,6 +147,7 @@ def test_declines_a_device_outside_its_arch_range():
 
 
 def test_a_missing_cutile_is_an_import_decline(monkeypatch):
+    monkeypatch.setattr(engine_mod, "_cutile_installed", _REAL_PROBE)  # the probe itself, cuda.* not found
     real = engine_mod.importlib.util.find_spec
     monkeypatch.setattr(
         engine_mod.importlib.util,
@@ -182,7 +186,6 @@ def stand_in(monkeypatch):
     monkeypatch.setitem(sys.modules, module.__name__, module)
     recorder = _Recorder()
     monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: recorder)
-    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name, *a: object())
     return recorder, kernels
 
 

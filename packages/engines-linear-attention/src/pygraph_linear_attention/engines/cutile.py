@@ -284,7 +284,7 @@ class GdnCutileEngine(BaseEngine):
         reason = _support_reason(facts) or self.capabilities.mismatch(facts, device=request.device)
         if reason is not None:
             raise GraphNotSupportedError(f"{self.name}: {reason}")
-        if importlib.util.find_spec("cuda") is None or importlib.util.find_spec("cuda.tile") is None:
+        if not _cutile_installed():
             raise ImportError(f"{self.name}: needs cuTile ({_INSTALL})")
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
@@ -316,6 +316,11 @@ class GdnCutileEngine(BaseEngine):
                     f"{self.name}: operand {role} has dtype {d.dtype.name}, not served"
                 )
         return GdnCutilePlan(request.graph.name, config_for(facts, block_v), positions, declared, launch)
+
+
+def _cutile_installed() -> bool:
+    """Whether cuda.tile can be imported, probed without importing it (``cuda`` is a namespace)."""
+    return importlib.util.find_spec("cuda") is not None and importlib.util.find_spec("cuda.tile") is not None
 
 
 def _cutile_launch() -> Any:
