@@ -330,3 +330,11 @@ def test_a_graph_with_a_callable_attribute_has_no_key():
     o.set_output(True)
     with pytest.raises(Uncacheable, match="node 'attn' \\(sdpa\\) has a non-data attribute"):
         structure(g)
+
+
+def test_knobs_json_cannot_hold_are_not_recorded(standins, cache_file):
+    g, *_ = matmul_graph()
+    g.create_execution_plans()
+    entry, why = plan_cache.record(g, g._planner.prepare().family, ALPHA, {"TILE": object()}, plan_name="x")
+    assert entry is None and "are not plain data" in why
+    assert PlanCache(cache_file).entries() == []

@@ -387,7 +387,10 @@ def record(
         key = plan_key(graph, family, device)
     except Uncacheable as exc:
         return None, f"graph {getattr(graph, 'name', '')!r} has no stable key: {exc}"
-    entry = cache.record(key, engine_id, knobs, **info)
+    try:
+        entry = cache.record(key, engine_id, knobs, **info)
+    except TypeError as exc:  # a knob value JSON cannot hold: nothing a later process could replay
+        return None, f"knobs {dict(knobs or {})!r} are not plain data ({exc})"
     if entry is None:
         return (
             None,
