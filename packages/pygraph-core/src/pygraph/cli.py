@@ -353,6 +353,16 @@ class GpuSession:
 
         self.device = torch.cuda.get_device_name()
 
+    def attach(self, graph: Any) -> None:
+        """Give ``graph`` a cuDNN handle before it is planned, so its backend plans run on one (on the
+        default stream, where the timer's events are); without the backend there is nothing to give."""
+        try:
+            import cudnn
+
+            graph.handle = cudnn.create_handle()
+        except (ImportError, RuntimeError):  # no frontend, or no runtime: the backend declines anyway
+            pass
+
     def operands(self, graph: Any) -> Any:
         from pygraph.tuning.operands import random_operands
 
@@ -437,6 +447,7 @@ def bench(
 
     graph, example, sizes = _load(target, shape, dtype)
     session = gpu_session("pygraph bench")
+    session.attach(graph)
     trials = _run_timing(graph, session, head_bound(top), reps, warmup, "bench")
     anchor = next((t for t in trials if t.kind == "backend" and t.time_ms is not None), None)
     flops = example.flop_count(sizes) if example is not None else None
@@ -474,6 +485,7 @@ def autotune(
 
     graph, example, sizes = _load(target, shape, dtype)
     session = gpu_session("pygraph autotune")
+    session.attach(graph)
     graph.create_execution_plans()
     operands = session.operands(graph)
     with _progress(True) as bar:

@@ -28,6 +28,9 @@ class HostSession:
         run()
         return [self.times.get(plan.name, 4.0)] * reps
 
+    def attach(self, graph):
+        self.attached = graph.name
+
     def operands(self, graph):
         return {t: 0x1000 * (i + 1) for i, t in enumerate(graph.engine_request().layout.tensors)}
 
@@ -160,6 +163,7 @@ def test_bench_times_the_head_and_compares_with_the_backend(standins, fake_backe
 
 def test_autotune_records_the_winner_and_cache_commands_show_it(standins, host, run):
     code, out, _ = run("autotune", *GEMM, "--top", "2")
+    assert host.attached == "gemm"  # the graph got the session's handle before it was planned
     assert code == 0 and "winner: beta[TILE=64] (#4), 1.0000 ms, 2.000x the list's first plan" in out
     assert "recorded as plan cache entry 1" in out
     code, out, _ = run("autotune", *GEMM, "--json", "--no-record")
