@@ -169,7 +169,7 @@ def test_engine_for_id_refuses_backend_ids(bad):
 
 
 def test_engine_for_id_unknown_python_id():
-    with pytest.raises(KeyError, match="20499 is in family 'gemm'"):
+    with pytest.raises(KeyError, match="20499 is in the block of family 'gemm'"):
         pygraph.engines.engine_for_id(20499)
     with pytest.raises(KeyError, match="belongs to no family"):
         pygraph.engines.engine_for_id(29999)

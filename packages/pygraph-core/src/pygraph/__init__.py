@@ -32,6 +32,7 @@ from pygraph.node_types import NodeType
 # Public name -> module that defines it; resolved on first access (PEP 562).
 _LAZY: dict[str, str] = {
     "engines": "pygraph.engines",
+    "disk_cache": "pygraph.disk_cache",
     "testing": "pygraph.testing",
     "tuning": "pygraph.tuning",
     "Graph": "pygraph.graph",
@@ -63,7 +64,7 @@ _LAZY: dict[str, str] = {
 _ALIASES = {"pygraph": "Graph"}
 
 if TYPE_CHECKING:
-    from pygraph import engines, testing, tuning
+    from pygraph import disk_cache, engines, testing, tuning
     from pygraph.engines.base import PlanConfig
     from pygraph.execution.context import ExecutionContext
     from pygraph.execution.variant_pack import OperandBuffer, VariantPack
@@ -122,6 +123,7 @@ __all__ = [
     "cuda_graph_retention",
     "data_type",
     "diagonal_alignment",
+    "disk_cache",
     "engines",
     "heur_mode",
     "knob_type",

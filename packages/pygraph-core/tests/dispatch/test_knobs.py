@@ -58,7 +58,7 @@ def test_validate_knobs_takes_an_engine_or_an_id(standins):
     validate_knobs(Beta(engine_id=BETA), {"TILE": 64}, call="plan cache replay")
     with pytest.raises(KnobError, match=r"^plan cache replay: knob TILE=1 "):
         validate_knobs(Beta, {"TILE": 1}, call="plan cache replay")
-    with pytest.raises(UnknownEngineError, match=r"engine id 20950 is in family 'standin'"):
+    with pytest.raises(UnknownEngineError, match=r"engine id 20950 is in the block of family 'standin'"):
         validate_knobs(20950, {})
     with pytest.raises(UnknownEngineError, match=r"engine id -7 names no plan kind"):
         validate_knobs(-7, {})

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from pygraph.engines.engine_ids import FAMILY_BLOCK, is_python_engine
 from pygraph.engines.factory import FamilyEngines, HookRef, build_engines, resolve_hook
 from pygraph.environment import OPT_IN_ENV, opt_in
-from pygraph.errors import NotFoundError, UnknownEngineError
+from pygraph.errors import NotFoundError, OpInputError, UnknownEngineError
 
 __all__ = [
     "OPT_IN_ENV",
@@ -325,16 +325,18 @@ def offered_ids(family: EngineFamily) -> dict[str, int]:
 def engine_for_id(engine_id: int) -> EngineRef:
     """Decode a python engine id to (family, slot, engine name) from the table alone."""
     if not isinstance(engine_id, int) or isinstance(engine_id, bool):
-        raise TypeError(f"engine id must be an int, got {type(engine_id).__name__} {engine_id!r}")
+        raise OpInputError(f"engine id must be an int, got {type(engine_id).__name__} {engine_id!r}")
     if not is_python_engine(engine_id):
-        raise ValueError(f"engine id {engine_id} is a backend id, not a python engine id")
+        raise OpInputError(
+            f"engine id {engine_id} is a backend id, not a python engine id (those start at 20000)"
+        )
     for fam in families():
         if engine_id in fam.block:
             for name, slot in fam.slots.items():
                 if fam.engine_id + slot.slot == engine_id:
                     return EngineRef(fam, slot.slot, name)
             raise UnknownEngineError(
-                f"engine id {engine_id} is in family {fam.name!r}'s block but names no declared slot "
+                f"engine id {engine_id} is in the block of family {fam.name!r} but names no declared slot "
                 f"(its engines: {fam.ids})"
             )
     raise UnknownEngineError(
