@@ -6,6 +6,7 @@ Slow (builds five wheels, creates a venv, downloads the DSL): marked `packaging`
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import venv
@@ -114,3 +115,10 @@ def test_users_install_from_the_wheels_in_a_fresh_venv(wheelhouse, tmp_path):
         "r = pygraph.engines.instantiate(pygraph.engines.family_by_name('gemm')); print(r.unavailable)",
     )
     assert "package for family 'gemm' is not installed" in out, out
+    # The `pygraph` command runs from the installed wheels (its CLI libraries are core's dependencies),
+    # and `info` says, without a GPU and without the gemm package, what is missing and how to add it.
+    pygraph_cli = str(env_dir / "bin" / "pygraph")
+    assert _run(pygraph_cli, "--version").strip().startswith("pygraph ")
+    info = json.loads(_run(pygraph_cli, "info", "--json"))
+    gemm = next(f for f in info["families"] if f["name"] == "gemm")
+    assert not gemm["installed"] and gemm["install"] == "pip install 'pygraph-core[gemm]'", gemm

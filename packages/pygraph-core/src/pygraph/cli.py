@@ -17,11 +17,12 @@ Both are imported here only: ``import pygraph`` loads neither.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -327,7 +328,7 @@ def explain(
         + ("" if shown == data["plan_count"] else f", the first {shown} (--all for all)")
     )
     out.file.flush()
-    for plan in data["plans"]:  # plain lines: fast for 12,096 entries, and names hold [brackets]
+    for plan in data["plans"]:  # plain lines: fast for thousands of entries, and names hold [brackets]
         mode = f" {plan['mode']}" if plan["mode"] else ""
         click.echo(f"  [{plan['index']}] {plan['kind']}{mode} {plan['engine_id']}: {plan['name']}")
 
@@ -384,18 +385,26 @@ def _timing_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--reps", default=20, show_default=True, help="timed runs of each plan (median)")(fn)
 
 
+@contextlib.contextmanager
+def _timing_progress(stage: str) -> Iterator[Callable[[str, Any], None]]:
+    """A progress bar on stderr for one timing run, and the callback that moves it: each build and
+    each timing shows the plan's name; the count is of the plans timed."""
+    with _progress(True) as bar:
+        task = bar.add_task(stage, total=None, plan="")
+
+        def progress(step: str, trial: Any) -> None:
+            bar.update(task, description=f"{stage}: {step}", plan=trial.name[:60], advance=step == "time")
+
+        yield progress
+
+
 def _run_timing(graph: Any, session: GpuSession, bound: Any, reps: int, warmup: int, stage: str) -> list[Any]:
     from pygraph.tuning.autotune import time_plans
 
     if not graph.state.planned:
         graph.create_execution_plans()
     operands = session.operands(graph)
-    with _progress(True) as bar:
-        task = bar.add_task(stage, total=None, plan="")
-
-        def progress(step: str, trial: Any) -> None:
-            bar.update(task, description=f"{step} ", plan=trial.name[:60], advance=1 if step == "time" else 0)
-
+    with _timing_progress(stage) as progress:
         return time_plans(
             graph, operands, session.workspace(), bound=bound, reps=reps, warmup=warmup,
             timer=session.timer, progress=progress, call=f"pygraph {stage}",
@@ -415,6 +424,13 @@ def _trial_rows(
     return rows
 
 
+def _tflops(value: float | None) -> str:
+    """Throughput with three significant digits below 100 TFLOP/s (a small problem reads 0.0421)."""
+    if not value:
+        return "-"
+    return f"{value:.1f}" if value >= 100 else f"{value:.3g}"
+
+
 def _trial_table(rows: list[dict[str, Any]], anchor_label: str, title: str) -> Any:
     table = _table("#", "kind", "plan", "ms", "TFLOP/s", anchor_label, title=title)
     for row in rows:
@@ -426,7 +442,7 @@ def _trial_table(rows: list[dict[str, Any]], anchor_label: str, title: str) -> A
         mark = "[bold green]*[/] " if row["best"] else ""
         table.add_row(
             str(row["index"]), row["kind"], mark + _escape(row["name"]), f"{row['time_ms']:.4f}",
-            f"{row['tflops']:.1f}" if row["tflops"] else "-",
+            _tflops(row["tflops"]),
             f"{row['vs_anchor']:.3f}" if row["vs_anchor"] else "-",
         )  # fmt: skip
     return table
@@ -488,12 +504,7 @@ def autotune(
     session.attach(graph)
     graph.create_execution_plans()
     operands = session.operands(graph)
-    with _progress(True) as bar:
-        task = bar.add_task("autotune", total=None, plan="")
-
-        def progress(step: str, trial: Any) -> None:
-            bar.update(task, description=f"{step} ", plan=trial.name[:60], advance=1 if step == "time" else 0)
-
+    with _timing_progress("autotune") as progress:
         result = tune(
             graph, operands, session.workspace(), top=top, backend_top=backend_top, reps=reps, warmup=warmup,
             timer=session.timer, record=not no_record, progress=progress,
