@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from dispatch_helpers import ALPHA, BETA, GAMMA, matmul_graph
 
-from pygraph.errors import GraphNotSupportedError
+from pygraph.errors import GraphNotSupportedError, OpInputError
 from pygraph.tuning import TimerUnavailableError, head_bound, per_engine_bound, time_plans
 from pygraph.tuning.timing import CudaEventTimer
 
@@ -139,7 +139,7 @@ def test_nothing_timed_names_every_reason(graph, standins):
 @pytest.mark.parametrize("kw", [{"top": 0}, {"top": True}, {"backend_top": -1}, {"reps": 0}, {"warmup": -1}])
 def test_bad_bounds_are_refused(graph, kw):
     g, operands = graph
-    with pytest.raises(ValueError, match="must be an int"):
+    with pytest.raises(OpInputError, match="must be an int"):
         g.autotune(operands, timer=FakeTimer({}), **kw)
 
 
@@ -155,3 +155,11 @@ def test_bounds_describe_themselves():
         == "the first 8 buildable plans per engine and the first 2 of the backend's"
     )
     assert per_engine_bound(None, None).what == "all buildable plans per engine and all of the backend's"
+
+
+def test_a_timer_that_returns_nothing_is_refused(graph):
+    g, operands = graph
+    with pytest.raises(
+        OpInputError, match=r"autotune\(\): the timer returned no times for alpha\[TILE=128\]"
+    ):
+        g.autotune(operands, timer=lambda run, **kw: [], record=False)

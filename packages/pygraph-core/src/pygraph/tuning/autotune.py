@@ -17,7 +17,7 @@ from typing import Any
 
 from pygraph.engines.base import DECLINE_TYPES
 from pygraph.engines.engine_ids import EntryKind, entry_kind
-from pygraph.errors import GraphNotSupportedError
+from pygraph.errors import GraphNotSupportedError, OpInputError
 from pygraph.execution.errors import OperandError, ShapeOverrideError
 from pygraph.tuning.timing import CudaEventTimer, Timer, median_ms
 
@@ -132,7 +132,7 @@ def _check_count(name: str, value: Any, *, allow_zero: bool = False) -> None:
         return
     low = 0 if allow_zero else 1
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"autotune(): {name} must be an int >= {low} or None, got {value!r}")
+        raise OpInputError(f"autotune(): {name} must be an int >= {low} or None, got {value!r}")
 
 
 def _group_of(planner: Any, cfg: Any) -> tuple[str, str]:
@@ -222,7 +222,7 @@ def time_plans(
             trial.skipped = f"refused to run: {type(exc).__name__}: {exc}"
             continue
         if not times:
-            raise ValueError(f"{call}: the timer returned no times for {trial.name}")
+            raise OpInputError(f"{call}: the timer returned no times for {trial.name}")
         trial.times_ms, trial.time_ms = times, median_ms(times)
     return trials
 
