@@ -130,3 +130,18 @@ def test_import_pygraph_loads_no_cli_library():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_corrupt_plan_cache_is_one_warning_line_and_explain_goes_on(tmp_path):
+    bad = tmp_path / "plans.sqlite"
+    bad.write_bytes(b"not a database " * 100)
+    env = {**os.environ, "PYGRAPH_PLAN_CACHE": str(bad)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pygraph", "explain", "gemm", "--head", "1"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "  [0] python 20400: gemm_sm90[" in proc.stdout
+    assert proc.stderr == (
+        f"pygraph: warning: plan cache {bad}: not a SQLite database (or a damaged one); the plan cache is "
+        "not used (set PYGRAPH_PLAN_CACHE to another path, or PYGRAPH_PLAN_CACHE=off)\n"
+    )

@@ -22,6 +22,7 @@ import functools
 import json
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -68,8 +69,7 @@ def _console(stderr: bool = False) -> Any:
 def _table(*columns: str, title: str | None = None) -> Any:
     from rich.table import Table
 
-    table = Table(*columns, title=title, title_justify="left", header_style="bold")
-    return table
+    return Table(*columns, title=title, title_justify="left", header_style="bold")
 
 
 def _print_json(data: Any) -> None:
@@ -82,7 +82,7 @@ def _escape(text: Any) -> str:
     return escape(str(text))
 
 
-def _progress(enabled: bool) -> Any:
+def _progress() -> Any:
     """A transient progress bar on stderr, drawn only where stderr is a terminal."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -95,7 +95,7 @@ def _progress(enabled: bool) -> Any:
         TextColumn("{task.fields[plan]}"),
         console=console,
         transient=True,
-        disable=not (enabled and console.is_terminal),
+        disable=not console.is_terminal,
     )
 
 
@@ -389,7 +389,7 @@ def _timing_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _timing_progress(stage: str) -> Iterator[Callable[[str, Any], None]]:
     """A progress bar on stderr for one timing run, and the callback that moves it: each build and
     each timing shows the plan's name; the count is of the plans timed."""
-    with _progress(True) as bar:
+    with _progress() as bar:
         task = bar.add_task(stage, total=None, plan="")
 
         def progress(step: str, trial: Any) -> None:
@@ -644,8 +644,21 @@ def demo(family_names: tuple[str, ...], as_json: bool) -> None:
 # --- entry point --------------------------------------------------------------------------------------------
 
 
+def _show_warning(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    """A warning as one line a user reads (the plan cache's, the environment's), not a source location."""
+    click.echo(f"pygraph: warning: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    shown, warnings.showwarning = warnings.showwarning, _show_warning
+    try:
+        return _main(argv)
+    finally:
+        warnings.showwarning = shown
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         result = cli.main(args=argv, prog_name="pygraph", standalone_mode=False)
     except click.exceptions.Exit as exc:
