@@ -330,14 +330,15 @@ class Graph(PlanningMixin):
         if self.is_python_only:
             self._ir.state = GraphState.VALIDATED
             return
-        self._lower()
+        self._lower(validated=True)
 
-    def _lower(self) -> LoweredGraph:
+    def _lower(self, validated: bool = False) -> LoweredGraph:
         """Lower to the backend once (built and validated), then freeze. Raises
-        GraphNotSupportedError (python-only op or backend refusal) or ImportError (no backend)."""
+        GraphNotSupportedError (python-only op or backend refusal) or ImportError (no backend).
+        ``validated``: the caller just ran the IR's validation (validate() does), so it is not rerun."""
         if self._lowered is not None:
             return self._lowered
-        if not self._ir.state.frozen:
+        if not validated and not self._ir.state.frozen:
             validate_ir(self._ir)
         try:
             self._lowered = lower(self)
