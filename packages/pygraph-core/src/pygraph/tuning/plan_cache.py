@@ -116,8 +116,10 @@ class CacheEntry:
 
 
 def _default_folder() -> Path:
-    import platformdirs
-
+    try:
+        import platformdirs
+    except ImportError:  # a source tree run without core's dependencies (a device run): XDG's default
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pygraph"
     return Path(platformdirs.user_cache_dir("pygraph"))
 
 
