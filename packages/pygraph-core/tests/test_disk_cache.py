@@ -88,7 +88,7 @@ def test_an_entry_is_built_once_then_loaded_with_its_sidecar(tmp_path):
     assert builds == [b"object-bytes"]
     meta = json.loads((tmp_path / "entries" / "k1.bin.meta").read_text())
     assert meta["kind"] == "test-object" and meta["key"] == "k1" and meta["size"] == 12
-    assert not list((tmp_path / "entries").glob("*.tmp"))
+    assert not list((tmp_path / "entries").glob(".*.tmp*"))
 
 
 @pytest.mark.parametrize(
@@ -143,7 +143,7 @@ def test_a_failing_save_costs_the_cache_only(tmp_path):
 
     with pytest.warns(CacheWarning, match="refused a write .*export failed"):
         assert cache.fetch("k1", load=Path.read_bytes, build=lambda: b"obj", save=save) == b"obj"
-    assert cache.lookup("k1") is None and not list((tmp_path / "entries").glob("*.tmp"))
+    assert cache.lookup("k1") is None and not list((tmp_path / "entries").glob(".*.tmp*"))
 
 
 # --- two processes, and a writer killed mid-write --------------------------------------------------------
@@ -216,11 +216,11 @@ def test_a_writer_killed_mid_write_leaves_no_entry_and_no_lock(tmp_path):
     assert proc.returncode == -signal.SIGKILL
     cache = _cache(tmp_path)
     assert cache.lookup("k1") is None  # the half-written temporary file was never published
-    assert list((tmp_path / "entries").glob(".k1.bin.*.tmp"))
+    assert list((tmp_path / "entries").glob(".k1.bin.*.tmp*"))
     builds: list[bytes] = []
     assert _fetch(cache, "k1", b"whole", builds) == b"whole"  # the dead writer's lock is gone
     assert builds == [b"whole"] and cache.lookup("k1") is not None
-    assert not list((tmp_path / "entries").glob(".k1.bin.*.tmp"))  # its leftovers are swept
+    assert not list((tmp_path / "entries").glob(".k1.bin.*.tmp*"))  # its leftovers are swept
 
 
 def test_keys_are_plain_file_names(tmp_path):

@@ -206,7 +206,10 @@ class DiskCache:
         tmp = None
         try:
             self._sweep(entry)
-            fd, name = tempfile.mkstemp(prefix=f".{entry.name}.", suffix=".tmp", dir=self.directory)
+            # the entry's own suffix last: a writer may pick its format by it (an object file's ".o")
+            fd, name = tempfile.mkstemp(
+                prefix=f".{entry.name}.", suffix=f".tmp{self.suffix}", dir=self.directory
+            )
             os.close(fd)
             tmp = Path(name)
             try:
@@ -254,7 +257,7 @@ class DiskCache:
     def _sweep(self, entry: Path) -> None:
         """Remove the temporary files a killed writer of ``entry`` left (the caller holds its lock,
         so no live writer owns one)."""
-        for stale in self.directory.glob(f".{entry.name}.*.tmp"):
+        for stale in self.directory.glob(f".{entry.name}.*.tmp*"):
             with contextlib.suppress(OSError):
                 stale.unlink()
 
