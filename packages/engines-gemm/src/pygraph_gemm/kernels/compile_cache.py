@@ -4,9 +4,13 @@ Compile once per (knobs, kernel epilogue, kernel layout, arch); the compiled fun
 function whose arguments are raw device addresses (Python ints), 32-bit sizes and 64-bit strides
 and the CUDA stream, so the per-call path does no DLPack conversion.
 
-Disk cache: ``export_to_c`` writes the compiled host+device object; ``load_module`` maps it back
-(enabled when PYGRAPH_GEMM_CACHE_DIR is set; any failure falls back to compiling). Its key holds
-the digest of every module of this package, so an edited kernel never loads a stale object.
+Disk cache (`pygraph.disk_cache`): ``export_to_c`` writes the compiled host+device object and
+``load_module`` maps it back. It lives in ``<the user's cache directory>/pygraph/gemm`` unless
+PYGRAPH_GEMM_CACHE_DIR (or PYGRAPH_CACHE_DIR) moves it; ``off`` disables it. An object is written to
+a temporary file and renamed into place under a file lock (one process compiles a key, the others
+wait and load it), and checked against its sha256 sidecar before it is loaded: a torn or foreign
+file is recompiled, with a notice. Its key holds the digest of every module of this package, so an
+edited kernel never loads a stale object. Where an object is stored does not change its bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import astuple
+from pathlib import Path
+
+from pygraph.disk_cache import DiskCache, cache_dir
 
 from .config import GemmKnobs, KernelEpilogue, KernelLayout, dtype_bytes, needs_workspace, resident_fallback
 
@@ -24,6 +31,7 @@ _CACHE: dict[tuple, Callable] = {}
 _LOCK = threading.Lock()
 ARCH = "sm_90a"
 FN_NAME = "pygraph_gemm_sm90"
+CACHE_ENV = "PYGRAPH_GEMM_CACHE_DIR"
 
 
 def cache_key(
@@ -143,16 +151,29 @@ def compile_kernel(
         return cute.compile(entry, *args, options=f"--enable-tvm-ffi --gpu-arch {arch}")
 
 
-def _disk_path(key: tuple) -> str | None:
-    root = os.environ.get("PYGRAPH_GEMM_CACHE_DIR")
-    if not root:
-        return None
+def _disk() -> DiskCache | None:
+    """The compiled objects' disk cache, or None when it is off or its directory cannot be used."""
+    directory = cache_dir("gemm", CACHE_ENV)
+    return None if directory is None else DiskCache(directory, kind="pygraph_gemm kernel object", suffix=".o")
+
+
+def _disk_key(key: tuple) -> str:
     import cutlass
 
-    h = hashlib.sha256(
-        repr((key, getattr(cutlass, "__version__", "?"), _source_digest())).encode()
-    ).hexdigest()[:24]
-    return os.path.join(root, f"{h}.o")
+    # "sidecar": the entries written with their sha256 sidecar are named apart from the bare objects
+    # an older cache left in the same directory, which are then ignored rather than noticed as foreign
+    ident = (key, getattr(cutlass, "__version__", "?"), _source_digest(), "sidecar")
+    return hashlib.sha256(repr(ident).encode()).hexdigest()[:24]
+
+
+def _load_object(path: Path) -> Callable:
+    import cutlass.cute as cute
+
+    return getattr(cute.runtime.load_module(str(path), enable_tvm_ffi=True), FN_NAME)
+
+
+def _save_object(fn: Callable, path: Path) -> None:
+    fn.export_to_c(str(path), function_name=FN_NAME)
 
 
 _SOURCE_DIGEST: str | None = None
@@ -192,21 +213,15 @@ def get_compiled(
         fn = _CACHE.get(key)
         if fn is not None:
             return fn
-        path = _disk_path(key)
-        if path and os.path.exists(path):
-            try:
-                import cutlass.cute as cute
-
-                fn = getattr(cute.runtime.load_module(path, enable_tvm_ffi=True), FN_NAME)
-            except Exception:
-                fn = None
-        if fn is None:
+        disk = _disk()
+        if disk is None:
             fn = compile_uncached(knobs, epi, lay, arch, kernel)
-            if path:
-                try:
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                    fn.export_to_c(path, function_name=FN_NAME)
-                except Exception:
-                    pass
+        else:
+            fn = disk.fetch(
+                _disk_key(key),
+                load=_load_object,
+                build=lambda: compile_uncached(knobs, epi, lay, arch, kernel),
+                save=_save_object,
+            )
         _CACHE[key] = fn
         return fn
