@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from pygraph.environment import OFF_VALUES, warn_once
 from pygraph.errors import CacheWarning
 
-__all__ = ["CACHE_ENV", "DiskCache", "cache_dir", "usable_dir"]
+__all__ = ["CACHE_ENV", "DiskCache", "cache_dir", "setting", "usable_dir", "user_cache_root"]
 
 CACHE_ENV = "PYGRAPH_CACHE_DIR"
 FORMAT = "pygraph-disk-cache"
@@ -45,33 +45,40 @@ _usable: dict[str, bool] = {}
 _usable_lock = threading.Lock()
 
 
-def _setting(env: str) -> tuple[str | None, bool]:
+def setting(env: str) -> tuple[Path | None, bool]:
     """(the path ``env`` names, whether it disables the cache); (None, False) when unset or empty."""
     raw = os.environ.get(env, "").strip()
     if not raw:
         return None, False
     if raw.lower() in OFF_VALUES:
         return None, True
-    return os.path.expanduser(raw), False
+    return Path(raw).expanduser(), False
+
+
+def user_cache_root() -> Path:
+    """``<the user's cache directory>/pygraph``: every disk cache's default root."""
+    try:
+        import platformdirs
+    except ImportError:  # a source tree run without core's dependencies (a device run): XDG's default
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pygraph"
+    return Path(platformdirs.user_cache_dir("pygraph"))
 
 
 def cache_dir(name: str, env: str | None = None) -> Path | None:
     """The directory of cache ``name``, created and writable, or None when it is disabled or cannot
     be used (reported once). ``env`` is the cache's own variable, which wins over ``PYGRAPH_CACHE_DIR``."""
     if env is not None:
-        path, off = _setting(env)
+        path, off = setting(env)
         if off:
             return None
         if path is not None:
-            return usable_dir(Path(path), f"{env}={path}")
-    root, off = _setting(CACHE_ENV)
+            return usable_dir(path, f"{env}={path}")
+    root, off = setting(CACHE_ENV)
     if off:
         return None
     if root is not None:
-        return usable_dir(Path(root) / name, f"{CACHE_ENV}={root}")
-    import platformdirs
-
-    return usable_dir(Path(platformdirs.user_cache_dir("pygraph")) / name, "the user's cache directory")
+        return usable_dir(root / name, f"{CACHE_ENV}={root}")
+    return usable_dir(user_cache_root() / name, "the user's cache directory")
 
 
 def usable_dir(path: Path, source: str) -> Path | None:

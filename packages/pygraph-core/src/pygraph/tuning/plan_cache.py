@@ -30,9 +30,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pygraph.disk_cache import CACHE_ENV as ROOT_ENV
+from pygraph.disk_cache import setting, user_cache_root
 from pygraph.engines.base import DECLINE_TYPES, PlanConfig, knobs_key
 from pygraph.engines.engine_ids import EntryKind, entry_kind
-from pygraph.environment import OFF_VALUES, warn_once
+from pygraph.environment import warn_once
 from pygraph.errors import CacheWarning, KnobError, UnknownEngineError
 from pygraph.tuning.graph_key import PlanKey, Uncacheable, plan_key
 
@@ -51,7 +53,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CACHE_ENV = "PYGRAPH_PLAN_CACHE"
-ROOT_ENV = "PYGRAPH_CACHE_DIR"  # the root of every pygraph disk cache (pygraph.disk_cache)
 FILE_NAME = "plans.sqlite"
 SCHEMA = "pygraph.plan_cache"
 SCHEMA_VERSION = 1
@@ -115,22 +116,6 @@ class CacheEntry:
 # --- where it lives -------------------------------------------------------------------------------
 
 
-def _default_folder() -> Path:
-    try:
-        import platformdirs
-    except ImportError:  # a source tree run without core's dependencies (a device run): XDG's default
-        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pygraph"
-    return Path(platformdirs.user_cache_dir("pygraph"))
-
-
-def _setting(env: str) -> tuple[Path | None, bool]:
-    """(the path ``env`` names, whether it says off); (None, False) when unset or empty."""
-    raw = os.environ.get(env, "").strip()
-    if raw.lower() in OFF_VALUES:
-        return None, True
-    return (Path(raw).expanduser() if raw else None), False
-
-
 def cache_path() -> Path | None:
     """The cache file this process uses, or None when it is off.
 
@@ -138,15 +123,15 @@ def cache_path() -> Path | None:
     ``PYGRAPH_CACHE_DIR`` (every disk cache's root: ``<it>/plans.sqlite``); else the user's cache
     folder. Either set to ``off`` disables the plan cache.
     """
-    path, off = _setting(CACHE_ENV)
+    path, off = setting(CACHE_ENV)
     if off:
         return None
     if path is not None:
         return path / FILE_NAME if path.is_dir() else path
-    root, off = _setting(ROOT_ENV)
+    root, off = setting(ROOT_ENV)
     if off:
         return None
-    return (root if root is not None else _default_folder()) / FILE_NAME
+    return (root if root is not None else user_cache_root()) / FILE_NAME
 
 
 def active_cache() -> PlanCache | None:
