@@ -118,10 +118,10 @@ class GemmSm90Plan(CompiledPlan):
 
     Built once: a table of which pack position feeds which kernel pointer slot, the alignment each
     pointer needs, and the sizes/strides of the graph's declared geometry already mapped into the
-    kernel frame (`launch.kernel_frame`, the same mapping `launch.Plan.kernel_args` uses). The
-    table is lowered into one closure of straight-line code (`_straight_line_launch`): per call it
-    checks the operands' geometry and alignment, and calls the compiled function with the pointers,
-    the sizes/strides as literals and the stream. A call whose operands are not in the
+    kernel frame (`kernels.frame.kernel_frame`, the same mapping `kernels.plan.Plan.kernel_args`
+    uses). The table is lowered into one closure of straight-line code (`_straight_line_launch`):
+    per call it checks the operands' geometry and alignment, and calls the compiled function with the
+    pointers, the sizes/strides as literals and the stream. A call whose operands are not in the
     declared geometry has its geometry mapped for that call; a call that breaks a rule (misaligned
     pointer, batch dims that do not collapse, a shape or layout the compiled kernel cannot express)
     goes to `_refuse`, which names the rule and raises; nothing launches.
@@ -147,7 +147,7 @@ class GemmSm90Plan(CompiledPlan):
         self._spec = spec
         self._name = graph.name
         self._positions = dict(positions)
-        # the user-frame majors the kernel was compiled for (as launch.Plan read them)
+        # the user-frame majors the kernel was compiled for (as kernels.plan.Plan read them)
         self._majors = user_majors(
             _strides3(declared["a"]),
             _strides3(declared["b"]),
@@ -396,13 +396,13 @@ class GemmSm90Engine(BaseEngine):
         declared = {role: layout.declared[p] for role, p in positions.items()}
         return GemmSm90Plan(request.graph, facts, kernel_plan, positions, spec, declared, self.name)
 
-    # --- what the SM80 slot (engine_sm80) overrides ------------------------------------------------
+    # --- what the SM80 slot (engines/sm80.py) overrides --------------------------------------------
 
     def _arch_reason(self) -> str | None:
         return _device_arch_reason()
 
     def _kernel_args(self) -> dict[str, Any]:
-        """Which kernel `launch.Plan` builds, and for which arch (default: SM90's)."""
+        """Which kernel `kernels.plan.Plan` builds, and for which arch (default: SM90's)."""
         return {}
 
 
