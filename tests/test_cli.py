@@ -4,6 +4,7 @@ The stand-in family's run of every command is packages/pygraph-core/tests/dispat
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -71,6 +72,13 @@ def test_info_without_a_gpu_says_so_and_lists_every_family():
     assert "device: no GPU" in text and "gemm_sm90" in text and "plan cache: off" in text
 
 
+def _has_cutile() -> bool:
+    try:
+        return importlib.util.find_spec("cuda.tile") is not None
+    except ModuleNotFoundError:  # no `cuda` namespace at all
+        return False
+
+
 @pytest.mark.parametrize("name", list(EXAMPLES))
 def test_explain_every_example(name):
     data = json.loads(_pygraph("explain", name, "--json", "--head", "3").stdout)
@@ -79,6 +87,8 @@ def test_explain_every_example(name):
     if name.startswith("gemm"):
         assert data["no_plan"] is None and data["plans"][0]["name"].startswith("gemm_sm90[")
         assert [c["verdict"] for c in data["candidates"]] == ["accepts", "opt-in"]
+    elif name == "gdn" and _has_cutile():  # cuTile installed here: its engine serves the forward
+        assert data["no_plan"] is None and data["plans"][0]["name"].startswith("gdn_cutile[")
     else:  # nothing serves these without the backend or a shipped engine: explain says who declined
         assert data["no_plan"].startswith(f"no plan serves graph '{name.replace('-', '_')}'")
 

@@ -63,17 +63,15 @@ def test_unwritten_engines_are_planned_not_offered_and_say_why(name):
     }
 
 
-def test_gdn_ships_its_cutile_engine_opt_in_and_plans_the_hopper_one(monkeypatch):
+def test_gdn_ships_its_cutile_engine_default_on_and_plans_the_hopper_one(monkeypatch):
     fam = pygraph.engines.family_by_name("gdn")
     assert fam.slots["gdn_sm90"].is_planned
     cutile = fam.slots["gdn_cutile"]
     assert (cutile.impl, cutile.opt_in) == (
         ("pygraph_linear_attention.engines.cutile", "GdnCutileEngine"),
-        True,
+        False,
     )
     monkeypatch.delenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", raising=False)
-    assert pygraph.engines.offered_ids(fam) == {}
-    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile")
     assert pygraph.engines.offered_ids(fam) == {"gdn_cutile": 20101}
     built = pygraph.engines.instantiate(fam)
     assert [(e.name, e.engine_id) for e in built.engines] == [("gdn_cutile", 20101)]

@@ -161,11 +161,9 @@ def test_a_missing_cutile_is_an_import_decline(monkeypatch):
         GdnCutileEngine(ENGINE_ID).check_support(_graph().engine_request())
 
 
-def test_the_hook_ranks_every_block_v_that_tiles_v_the_rule_first():
-    facts = _graph(n=3).engine_request().facts
-    assert block_v_order(facts) == [32, 64, 128]  # 3 sequences x 2 heads x 2 = 12 programs at 64: few
-    wide = _graph(t=4096, n=64, h=2).engine_request().facts
-    assert block_v_order(wide) == [64, 32, 128]  # 256 programs at 64 cover the SMs
+def test_the_hook_ranks_every_block_v_that_tiles_v_the_measured_fastest_first():
+    assert block_v_order(_graph(n=3).engine_request().facts) == [64, 32, 128]
+    assert block_v_order(_graph(t=4096, n=64, h=2).engine_request().facts) == [64, 32, 128]
     assert block_v_order(_graph(d=64, n=128).engine_request().facts) == [64, 32]
 
 
@@ -195,10 +193,10 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     g = _graph(t=t, n=n, h=h, d=d, state=True, final=True, use_qk_l2norm=True)
     g.create_execution_plans([heur_mode.A, heur_mode.FALLBACK])
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-    assert names == ["gdn_cutile[BLOCK_V=32]", "gdn_cutile[BLOCK_V=64]", "gdn_cutile[BLOCK_V=128]"]
+    assert names == ["gdn_cutile[BLOCK_V=64]", "gdn_cutile[BLOCK_V=32]", "gdn_cutile[BLOCK_V=128]"]
     g.build_plans()
     plan = g.selected_plan
-    assert (plan.name, plan.kind, plan.engine.name) == ("gdn_cutile[BLOCK_V=32]", "python", "gdn_cutile")
+    assert (plan.name, plan.kind, plan.engine.name) == ("gdn_cutile[BLOCK_V=64]", "python", "gdn_cutile")
     workspace_bytes = g.get_workspace_size()
     slots = -(-t // CHUNK) + n
     assert workspace_bytes >= slots * 2 * 4 + t * h * 4 + 2 * t * h * d * 2
@@ -214,7 +212,7 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     assert [(grid, kernel) for _, grid, kernel, _ in recorder.calls] == [
         ((-(-slots // 128),), kernels["table"]),
         ((slots, h), kernels["prepare"]),
-        ((n, h, d // 32), kernels["scan"]),
+        ((n, h, d // 64), kernels["scan"]),
     ]
     assert all(stream == 0 for stream, *_ in recorder.calls)
     table_args, prepare_args, scan_args = (args for *_, args in recorder.calls)
@@ -235,7 +233,7 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     assert described(scan_args[6]) == (addresses["h0"], (n, h, d, d), "float32")
     assert described(scan_args[7]) == (0xA00000, (t, h, d), "bfloat16")
     assert described(scan_args[8]) == (0xB00000, (n, h, d, d), "float32")
-    assert scan_args[9:] == (1, 1, 1, 1, d, 32, CHUNK, pytest.approx(d**-0.5))
+    assert scan_args[9:] == (1, 1, 1, 1, d, 64, CHUNK, pytest.approx(d**-0.5))
     regions = {described(x)[0] - workspace for x in prepare_args[8:11]}
     assert all(offset % 256 == 0 for offset in regions)
 

@@ -32,14 +32,13 @@ def _family(
 @hookimpl
 def pygraph_families() -> list[EngineFamily]:
     return [
-        # cuTile, the forward (gdn); it declines gdn_bwd graphs until the backward is written
+        # cuTile, the forward (gdn), default-on: 23 correctness cases passed on the H200 (bf16 relative
+        # error of O 3.3e-3); it declines gdn_bwd graphs until the backward is written
         _family(
             "gdn",
             20100,
             ("GDN", "GDN_BWD"),
-            cutile=EngineSlot(
-                1, impl=("pygraph_linear_attention.engines.cutile", "GdnCutileEngine"), opt_in=True
-            ),
+            cutile=EngineSlot(1, impl=("pygraph_linear_attention.engines.cutile", "GdnCutileEngine")),
         ),
         _family("kda", 20200, ("KDA", "KDA_BWD")),
         _family("gdn2", 20300, ("GDN2", "GDN2_BWD")),
