@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pygraph import engines
+from pygraph.engines.factory import install_command, is_installed
 
 __all__ = ["DEMO_EXAMPLES", "run_demo"]
 
@@ -30,14 +31,6 @@ DEMO_EXAMPLES: dict[str, tuple[str, tuple[int, ...] | None]] = {
 _HEAD, _TAIL = 6, 3  # plan-list entries shown from the start and from the end of a long list
 
 
-def _installed(family: engines.EngineFamily) -> bool:
-    import importlib.util
-    import sys
-
-    top = family.package.partition(".")[0]
-    return top in sys.modules or importlib.util.find_spec(top) is not None
-
-
 def _family_record(fam: engines.EngineFamily) -> dict[str, Any]:
     from pygraph.examples import EXAMPLES
     from pygraph.report import explain
@@ -46,11 +39,10 @@ def _family_record(fam: engines.EngineFamily) -> dict[str, Any]:
         "family": fam.name,
         "block": fam.engine_id,
         "anchors": list(fam.anchors),
-        "installed": _installed(fam),
+        "installed": is_installed(fam),
     }
     if not record["installed"]:
-        extra = (fam.distribution or "").removeprefix("pygraph-engines-") or fam.name
-        record["install"] = f"pip install 'pygraph-core[{extra}]'"
+        record["install"] = install_command(fam)
         return record
     built = engines.instantiate(fam)
     offered = engines.offered_ids(fam)

@@ -19,6 +19,7 @@ from typing import Any
 from pygraph import engines
 from pygraph._version import __version__
 from pygraph.engines.engine_ids import FAMILY_BLOCK, EntryKind, entry_kind
+from pygraph.engines.factory import install_command, is_installed
 from pygraph.engines.manifest import OPT_IN_ENV
 from pygraph.errors import GraphNotSupportedError
 
@@ -104,9 +105,7 @@ def _engine_rows(family: Any, device: Any) -> list[dict[str, Any]]:
 
 
 def _family_row(family: Any, device: Any) -> dict[str, Any]:
-    top = family.package.partition(".")[0]
-    installed = top in sys.modules or importlib.util.find_spec(top) is not None
-    extra = (family.distribution or "").removeprefix("pygraph-engines-") or family.name
+    installed = is_installed(family)
     return {
         "name": family.name,
         "block": [family.engine_id, family.engine_id + FAMILY_BLOCK - 1],
@@ -115,7 +114,7 @@ def _family_row(family: Any, device: Any) -> dict[str, Any]:
         "package": family.package,
         "installed": installed,
         "version": _version(family.distribution) if family.distribution else None,
-        "install": None if installed else f"pip install 'pygraph-core[{extra}]'",
+        "install": None if installed else install_command(family),
         "engines": _engine_rows(family, device) if installed else [],
     }
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pygraph.engines.manifest import EngineFamily
 
-__all__ = ["FamilyEngines", "HookRef", "build_engines", "resolve_hook"]
+__all__ = ["FamilyEngines", "HookRef", "build_engines", "install_command", "is_installed", "resolve_hook"]
 
 log = logging.getLogger(__name__)
 
@@ -55,19 +55,26 @@ def resolve_hook(ref: HookRef, *, what: str = "hook") -> Callable[..., Any]:
         ) from None
 
 
-def _extra_of(family: EngineFamily) -> str:
-    return (family.distribution or "").removeprefix("pygraph-engines-") or family.name
+def install_command(family: EngineFamily) -> str:
+    """The pip command that installs the family's package (core's extra of the family's name)."""
+    extra = (family.distribution or "").removeprefix("pygraph-engines-") or family.name
+    return f"pip install 'pygraph-core[{extra}]'"
+
+
+def is_installed(family: EngineFamily) -> bool:
+    """Whether the family's package can be imported, asked without importing it."""
+    top = family.package.partition(".")[0]
+    # already imported (a script that registered itself under the package's name counts too)
+    return top in sys.modules or importlib.util.find_spec(top) is not None
 
 
 def _absent_reason(family: EngineFamily) -> str | None:
     """Why the family's package cannot be imported at all, or None (asked without importing it)."""
-    top = family.package.partition(".")[0]
-    # already imported (a script that registered itself under the package's name counts too)
-    if top in sys.modules or importlib.util.find_spec(top) is not None:
+    if is_installed(family):
         return None
     return (
         f"package for family {family.name!r} is not installed (no module {family.package!r}; "
-        f"pip install 'pygraph-core[{_extra_of(family)}]')"
+        f"{install_command(family)})"
     )
 
 
