@@ -82,7 +82,7 @@ def _engine_rows(family: Any, device: Any) -> list[dict[str, Any]]:
     built = engines.instantiate(family) if offered else None
     by_name = {e.name: e for e in (built.engines if built is not None else ())}
     rows = []
-    for name, slot in sorted(family.slots.items(), key=lambda kv: kv[1].slot):
+    for name, slot in family.slots_in_order():
         row: dict[str, Any] = {"name": name, "id": family.engine_id + slot.slot, "arch": None}
         engine = by_name.get(name)
         if slot.is_planned:
@@ -178,7 +178,7 @@ def _candidates(planner: Any, family: Any) -> list[dict[str, Any]]:
     accepted = {e.name for e in planner.engines} - set(planner.declines)
     offered = engines.offered_ids(family)
     rows = []
-    for name, slot in sorted(family.slots.items(), key=lambda kv: kv[1].slot):
+    for name, slot in family.slots_in_order():
         row = {"name": name, "id": family.engine_id + slot.slot}
         if name in accepted:
             row.update(verdict="accepts", reason=None)

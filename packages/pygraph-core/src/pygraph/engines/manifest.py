@@ -141,12 +141,13 @@ class EngineFamily:
         return hash((self.name, self.engine_id))
 
     def __repr__(self) -> str:
-        slots = ", ".join(f"{n}={self.engine_id + s.slot}{s.describe()}" for n, s in self._by_slot())
+        slots = ", ".join(f"{n}={self.engine_id + s.slot}{s.describe()}" for n, s in self.slots_in_order())
         return (
             f"EngineFamily({self.name}: block {self.engine_id}..{self.engine_id + FAMILY_BLOCK - 1}; {slots})"
         )
 
-    def _by_slot(self) -> list[tuple[str, EngineSlot]]:
+    def slots_in_order(self) -> list[tuple[str, EngineSlot]]:
+        """(engine name, slot) pairs in slot order (so in id order)."""
         return sorted(self.slots.items(), key=lambda kv: kv[1].slot)
 
     @property
@@ -169,7 +170,7 @@ class EngineFamily:
     @property
     def planned(self) -> dict[str, str]:
         """Engine name -> why it is not shipped yet, for the planned slots."""
-        return {name: s.planned for name, s in self._by_slot() if s.planned is not None}
+        return {name: s.planned for name, s in self.slots_in_order() if s.planned is not None}
 
     def to_row(self) -> dict[str, Any]:
         """Plain data, as the generated table stores it."""
@@ -178,7 +179,7 @@ class EngineFamily:
             "engine_id": self.engine_id,
             "distribution": self.distribution,
             "package": self.package,
-            "slots": tuple(s.to_row(n) for n, s in self._by_slot()),
+            "slots": tuple(s.to_row(n) for n, s in self.slots_in_order()),
             "anchors": tuple(self.anchors),
             "analyzer": self.analyzer,
             "heuristics": self.heuristics,
@@ -317,7 +318,7 @@ def offered_ids(family: EngineFamily) -> dict[str, int]:
         wanted = opt_in(lambda: [*_known_names(), family.name, *family.slots])
     return {
         name: family.engine_id + slot.slot
-        for name, slot in sorted(family.slots.items(), key=lambda kv: kv[1].slot)
+        for name, slot in family.slots_in_order()
         if not slot.is_planned and (not slot.opt_in or wanted.enables(family.name, name))
     }
 
