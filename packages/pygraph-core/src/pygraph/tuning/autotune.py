@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pygraph.engines.base import DECLINE_TYPES
-from pygraph.engines.engine_ids import EntryKind, entry_kind
 from pygraph.errors import GraphNotSupportedError, OpInputError
 from pygraph.execution.errors import OperandError, ShapeOverrideError
 from pygraph.tuning.timing import CudaEventTimer, Timer, median_ms
@@ -136,11 +135,9 @@ def _check_count(name: str, value: Any, *, allow_zero: bool = False) -> None:
 
 
 def _group_of(planner: Any, cfg: Any) -> tuple[str, str]:
-    """(group, kind label) of a plan-list entry."""
-    if entry_kind(cfg.engine_id) is EntryKind.PYTHON:
-        kind = planner.kind_of(cfg)
-        return kind.engine.name, kind.label
-    return BACKEND_GROUP, "backend"
+    """(group, kind label) of a plan-list entry: a python engine's entries group under its name."""
+    kind = planner.kind_of(cfg)
+    return (BACKEND_GROUP if kind.engine is None else kind.engine.name), kind.label
 
 
 def _candidates(
