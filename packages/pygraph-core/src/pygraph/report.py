@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib.util
+import os
 import sys
 from collections.abc import Iterable
 from importlib import metadata
@@ -122,15 +123,16 @@ def _family_row(family: Any, device: Any) -> dict[str, Any]:
 def info() -> dict[str, Any]:
     """The installation: versions, the device, the plan cache and every family's engines."""
     from pygraph.tuning.device import current_device, no_device_reason
-    from pygraph.tuning.plan_cache import active_cache, cache_path
+    from pygraph.tuning.plan_cache import PlanCache, cache_path
 
     device = current_device()
-    cache = active_cache()
+    path = cache_path()
+    cache = None if path is None else PlanCache(path)
     runtime, runtime_reason = _cudnn_runtime()
     own = ["pygraph-core", "pygraph-manifest"]
     own += sorted({f.distribution for f in engines.families() if f.distribution})
     cache_row: dict[str, Any] = {
-        "path": None if cache_path() is None else str(cache_path()),
+        "path": None if path is None else str(path),
         "enabled": cache is not None,
     }
     if cache is not None:
@@ -142,18 +144,12 @@ def info() -> dict[str, Any]:
         "packages": {name: _version(name) for name in (*own, *_THIRD_PARTY)},
         "cudnn_runtime": runtime,
         "cudnn_runtime_reason": runtime_reason,
-        "device": None if device is None else {**dataclasses.asdict(device)},
+        "device": None if device is None else dataclasses.asdict(device),
         "device_reason": no_device_reason(),
-        "opt_in": {"env": OPT_IN_ENV, "value": _env(OPT_IN_ENV)},
+        "opt_in": {"env": OPT_IN_ENV, "value": os.environ.get(OPT_IN_ENV)},
         "plan_cache": cache_row,
         "families": [_family_row(f, device) for f in engines.families()],
     }
-
-
-def _env(name: str) -> str | None:
-    import os
-
-    return os.environ.get(name)
 
 
 # --- explain ------------------------------------------------------------------------------------------
