@@ -106,7 +106,6 @@ class Planner:
         self.runners: dict[int, Any] = {}
         self.run: Any = None  # the selected plan's runner, once built
         self.declines: dict[str, str] = {}
-        self.facts: dict[Any, Any] = {}  # analyzer -> its parse of this graph
         self.engines: list[BaseEngine] = []  # the family's engines still candidates
         self.deselected: set[str] = set()
         self.workspace_limit: int | None = None
@@ -157,7 +156,7 @@ class Planner:
             except ImportError as exc:
                 self.declines[f"family {family.name}"] = f"analyzer unavailable: {exc}"
             else:
-                facts = self.facts_for(analyzer)
+                facts = analyzer(graph)  # once per graph: _prepare runs once
         engines: tuple[BaseEngine, ...] = ()
         if family is not None:
             built = instantiate(family)
@@ -172,13 +171,6 @@ class Planner:
         # the layout is read on demand: an engine that reads it only at build costs planning nothing
         request = EngineRequest(graph, facts, DeviceInfo.of_graph(graph), lambda: self.layout)
         return Prepared(backend, family, facts, kinds, request)
-
-    def facts_for(self, analyzer: Any) -> Any:
-        """The analyzer's parse of the (frozen) graph, computed once per analyzer."""
-        with self.lock:
-            if analyzer not in self.facts:
-                self.facts[analyzer] = analyzer(self.graph)
-            return self.facts[analyzer]
 
     @property
     def request(self) -> EngineRequest:
