@@ -462,9 +462,11 @@ class Planner:
             index = self.index
         else:
             self.check_index(index, "execute_plan_at_index()")
-            with self.lock:
-                self.build_at(index)
-                run = self._runner(index)
+            run = self.runners.get(index)  # built before: no lock, as on execute()'s path
+            if run is None:
+                with self.lock:
+                    self.build_at(index)
+                    run = self._runner(index)
         if all(o is None for o in overrides):
             run(values, workspace, handle)
             return
