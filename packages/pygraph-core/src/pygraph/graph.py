@@ -248,15 +248,14 @@ class Graph(PlanningMixin):
         """A rank-1 pass-by-value constant (FLOAT for a float, INT32 for an int)."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise OpInputError(f"tensor_scalar(): expected an int or a float, got {value!r}")
+        scalar = None  # a bad scalar_type is refused before any tensor exists
         if scalar_type_ is not None:
-            _enum(
-                scalar_type_, scalar_type, "tensor_scalar(): scalar_type"
-            )  # refused before any tensor exists
+            scalar = _enum(scalar_type_, scalar_type, "tensor_scalar(): scalar_type")
         dt = data_type.INT32 if isinstance(value, int) else data_type.FLOAT
         t = self.tensor((1,), (1,), dt, is_pass_by_value=True, name=name)
         t._raw_set("_value", value)
-        if scalar_type_ is not None:
-            t._raw_set("_scalar_type", _enum(scalar_type_, scalar_type, "tensor_scalar(): scalar_type"))
+        if scalar is not None:
+            t._raw_set("_scalar_type", scalar)
         return t
 
     # -- introspection ------------------------------------------------------------------------
@@ -464,9 +463,8 @@ class Graph(PlanningMixin):
             ) from exc
         try:
             backend.deserialize(*args, **kwargs)
-        except (
-            Exception
-        ) as exc:  # the binding's errors are untyped; the caller needs to know it was the payload
+        except Exception as exc:
+            # the binding's errors are untyped; the caller needs to know it was the payload
             raise DeserializationError(
                 f"deserialize(): the payload ({seen}) is not pygraph IR, and the cuDNN backend refused it: "
                 f"{type(exc).__name__}: {exc}"
