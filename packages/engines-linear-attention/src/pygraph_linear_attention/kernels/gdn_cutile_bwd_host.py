@@ -1,0 +1,173 @@
+"""The host side of the cuTile backward (``gdn_cutile_bwd``): the workspace carve, the grids, each
+launch's arguments and the launch order. Pure Python, like `gdn_cutile_host` (whose table and
+prepare launches it reuses): the kernels come in as an argument, so the call path runs, and is
+tested, with stand-ins where cuTile is absent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pygraph_linear_attention.kernels.gdn_cutile_host import (
+    _ALIGN,
+    CHUNK,
+    TABLE_SEQ_BLOCK,
+    GdnCutileConfig,
+    Region,
+    kernel_arguments,
+)
+
+__all__ = ["SUM_BLOCK", "GdnCutileBwdConfig", "backward_arguments", "launch_backward"]
+
+SUM_BLOCK = 64  # tokens per program of the head-group sums
+
+# launch name -> the kernel it runs (the table and prepare kernels are the forward's)
+_KERNEL_OF = {
+    "table": "table", "offsets": "offsets", "prepare": "prepare", "states": "states",
+    "grad_scan": "grad_scan", "chunk_grad": "chunk_grad", "dQ": "group_sum", "dK": "group_sum",
+    "dV": "group_sum", "dG": "gate_sum", "dBeta": "gate_sum", "d_a_log": "param_sum", "d_dt_bias": "param_sum",
+}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class GdnCutileBwdConfig(GdnCutileConfig):
+    """One gdn_bwd problem as the kernels see it: the forward's fields (``has_initial_state``: the
+    graph gives initial_state and wants d_initial_state) plus whether d_final_state is given."""
+
+    has_d_final_state: bool = False
+
+    def workspace_regions(self) -> tuple[Region, ...]:
+        """The forward's table, gamma, w and u; the chunk offsets; the per-chunk states and their
+        gradients (io dtype); v_new and dv_new; the per-output-head fp32 gradients; a spare."""
+        t, ho, kd, vd, io = self.tokens, self.heads_out, self.key_dim, self.value_dim, self.io_dtype
+        slots = self.chunk_slots
+        shapes = (
+            ("table", "int32", (slots, 2)),
+            ("offsets", "int32", (self.sequences,)),
+            ("gamma", "float32", (t, ho)),
+            ("w", io, (t, ho, kd)),
+            ("u", io, (t, ho, vd)),
+            ("h", io, (slots, ho, vd, kd)),
+            ("dh", io, (slots, ho, vd, kd)),
+            ("v_new", io, (t, ho, vd)),
+            ("dv_new", io, (t, ho, vd)),
+            ("dq", "float32", (t, ho, kd)),
+            ("dk", "float32", (t, ho, kd)),
+            ("dv", "float32", (t, ho, vd)),
+            ("dg", "float32", (t, ho)),
+            ("dbeta", "float32", (t, ho)),
+            ("da", "float32", (t, ho)),
+            ("spare", "float32", (16,)),
+        )
+        regions, offset = [], 0
+        for name, dtype, shape in shapes:
+            region = Region(name, offset, dtype, shape)
+            regions.append(region)
+            offset += -(-region.nbytes // _ALIGN) * _ALIGN
+        return tuple(regions)
+
+    def launches(self) -> tuple[str, ...]:
+        """The launches in stream order (the parameter sums only where the graph has those outputs)."""
+        names = [
+            "table",
+            "offsets",
+            "prepare",
+            "states",
+            "grad_scan",
+            "chunk_grad",
+            "dQ",
+            "dK",
+            "dV",
+            "dG",
+            "dBeta",
+        ]
+        if self.safe_gate:
+            names.append("d_a_log")
+            if self.has_dt_bias:
+                names.append("d_dt_bias")
+        return tuple(names)
+
+    def grids(self) -> dict[str, tuple[int, ...]]:
+        forward = super().grids()
+        blocks = -(-self.tokens // SUM_BLOCK)
+        return {
+            "table": forward["table"],
+            "offsets": (1,),
+            "prepare": forward["prepare"],
+            "states": forward["scan"],
+            "grad_scan": forward["scan"],
+            "chunk_grad": (self.chunk_slots, self.heads_out),
+            "dQ": (blocks, self.heads_qk),
+            "dK": (blocks, self.heads_qk),
+            "dV": (blocks, self.heads_v),
+            "dG": (blocks, self.heads_g),
+            "dBeta": (blocks, self.heads_beta),
+            "d_a_log": (self.heads_a_log,),
+            "d_dt_bias": (self.heads_dt_bias,),
+        }
+
+
+def backward_arguments(cfg: GdnCutileBwdConfig, arrays: Mapping[str, Any]) -> dict[str, tuple]:
+    """Each launch's argument tuple, from the call's arrays by name.
+
+    ``arrays``: the graph's q k v g beta cu_seqlens dO and dQ dK dV dG dBeta; a_log dt_bias, h0
+    (initial_state), dht (d_final_state), dh0 (d_initial_state), d_a_log d_dt_bias (1-d views)
+    where the graph has them; the workspace's regions by name (`GdnCutileBwdConfig.workspace_regions`)
+    and ``spare4`` (the spare region as [1, 1, 1, 1]). An absent optional array is a spare, never
+    read or written: its flag is off.
+    """
+
+    def get(name: str, spare: str) -> Any:
+        found = arrays.get(name)
+        return arrays[spare] if found is None else found
+
+    forward = kernel_arguments(cfg, {"o": None, **arrays})  # its scan's tuple is built, never launched
+    ho, a = cfg.heads_out, arrays
+    kg, l2, scale = ho // cfg.heads_qk, int(cfg.use_qk_l2norm), float(cfg.scale)
+    kd, vd, bv = cfg.key_dim, cfg.value_dim, cfg.block_v
+    return {
+        "table": forward["table"],
+        "offsets": (a["cu_seqlens"], a["offsets"], cfg.sequences, CHUNK, TABLE_SEQ_BLOCK),
+        "prepare": forward["prepare"],
+        "states": (
+            a["k"], a["w"], a["u"], a["gamma"], a["cu_seqlens"], a["offsets"], get("h0", "spare4"), a["h"],
+            a["v_new"], kg, l2, int(cfg.has_initial_state), kd, bv, CHUNK,
+        ),
+        "grad_scan": (
+            a["q"], a["k"], a["w"], a["gamma"], a["dO"], a["cu_seqlens"], a["offsets"], get("dht", "spare4"),
+            a["dh"], a["dv_new"], get("dh0", "spare4"), kg, l2, int(cfg.has_d_final_state),
+            int(cfg.has_initial_state), kd, bv, CHUNK, scale,
+        ),
+        "chunk_grad": (
+            a["q"], a["k"], a["v"], a["g"], a["beta"], get("a_log", "spare"), get("dt_bias", "spare"), a["dO"],
+            a["cu_seqlens"], a["table"], a["h"], a["dh"], a["v_new"], a["dv_new"], a["dq"], a["dk"], a["dv"],
+            a["dg"], a["dbeta"], a["da"], kg, ho // cfg.heads_v, ho // cfg.heads_g, ho // cfg.heads_beta,
+            ho // cfg.heads_a_log, ho // cfg.heads_dt_bias, l2, int(cfg.use_beta_sigmoid),
+            int(cfg.allow_neg_eigval), int(cfg.safe_gate), int(cfg.has_dt_bias), kd, vd, bv, CHUNK, scale,
+        ),
+        "dQ": (a["dq"], a["dQ"], kg, kd, SUM_BLOCK),
+        "dK": (a["dk"], a["dK"], kg, kd, SUM_BLOCK),
+        "dV": (a["dv"], a["dV"], ho // cfg.heads_v, vd, SUM_BLOCK),
+        "dG": (a["dg"], a["dG"], ho // cfg.heads_g, SUM_BLOCK),
+        "dBeta": (a["dbeta"], a["dBeta"], ho // cfg.heads_beta, SUM_BLOCK),
+        "d_a_log": (a["da"], get("d_a_log", "spare"), cfg.tokens, ho // cfg.heads_a_log, SUM_BLOCK),
+        "d_dt_bias": (a["dg"], get("d_dt_bias", "spare"), cfg.tokens, ho // cfg.heads_dt_bias, SUM_BLOCK),
+    }  # fmt: skip
+
+
+def launch_backward(
+    launch: Callable[[tuple, Any, tuple], Any],
+    kernels: Mapping[str, Any],
+    cfg: GdnCutileBwdConfig,
+    arrays: Mapping[str, Any],
+) -> None:
+    """The backward's launches in stream order (`GdnCutileBwdConfig.launches`).
+
+    ``launch(grid, kernel, args)`` enqueues one kernel; ``kernels`` maps the forward's table and
+    prepare and the backward's kernels by name (``{**gdn_cutile_fwd.KERNELS, **gdn_cutile_bwd.BWD_KERNELS}``).
+    """
+    args, grids = backward_arguments(cfg, arrays), cfg.grids()
+    for name in cfg.launches():
+        launch(grids[name], kernels[_KERNEL_OF[name]], args[name])

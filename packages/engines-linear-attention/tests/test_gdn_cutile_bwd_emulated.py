@@ -1,0 +1,186 @@
+"""The gdn_cutile backward kernels' logic on the CPU: their source run block by block on the numpy
+stand-in of cuTile that `test_gdn_cutile_emulated.py` defines, against `chunked_bwd.py` in float64.
+
+The kernel modules' own source is executed with ``ct`` bound to the stand-in (the forward's module
+first: the backward reuses its table and prepare kernels and its helpers), and launched through
+`gdn_cutile_bwd_host.launch_backward`, so the grids, the argument order, the chunk table and the
+chunk offsets are the real ones. Outputs and the workspace are poisoned with NaN first. What this
+cannot see (rounding to bf16, the compiler's semantics) the sm90 tests and the compile check cover.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import math
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pygraph_linear_attention.chunked_bwd import chunked_gated_delta_net_backward  # noqa: E402
+from pygraph_linear_attention.kernels import gdn_cutile_host  # noqa: E402
+from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import (  # noqa: E402
+    GdnCutileBwdConfig,
+    launch_backward,
+)
+
+_HERE = pathlib.Path(__file__)
+_spec = importlib.util.spec_from_file_location(
+    "gdn_cutile_emulation", _HERE.with_name("test_gdn_cutile_emulated.py")
+)
+EMULATION = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(EMULATION)  # the forward's emulator (its tests are collected from their own file)
+EMU, _Array = EMULATION.EMU, EMULATION._Array
+
+KERNEL_DIR = pathlib.Path(gdn_cutile_host.__file__).parent
+
+
+def _emulated_kernels():
+    """The forward's and the backward's kernels, their source run against the stand-in."""
+    namespace = {"ct": EMU, "__name__": "gdn_cutile_emulated"}
+    fwd = (KERNEL_DIR / "gdn_cutile_fwd.py").read_text().replace("import cuda.tile as ct\n", "")
+    exec(compile(fwd, "gdn_cutile_fwd.py", "exec"), namespace)
+    bwd = (KERNEL_DIR / "gdn_cutile_bwd.py").read_text().replace("import cuda.tile as ct\n", "")
+    bwd = re.sub(r"from pygraph_linear_attention\.kernels\.gdn_cutile_fwd import [^\n]*\n", "", bwd)
+    exec(compile(bwd, "gdn_cutile_bwd.py", "exec"), namespace)
+    return {**namespace["KERNELS"], **namespace["BWD_KERNELS"]}
+
+
+KERNELS = _emulated_kernels()
+F64 = torch.float64
+
+
+def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, options=(), seed=0):
+    """(the kernels' gradients, chunked_bwd's) on the same fresh inputs, by the graph's output names."""
+    gen = torch.Generator().manual_seed(seed)
+    t, ho, n = sum(lengths), max(h, hv), len(lengths)
+
+    def rand(*shape):
+        return torch.randn(*shape, dtype=F64, generator=gen)
+
+    cu = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int64)
+    inputs = {
+        "q": rand(t, h, dk), "k": rand(t, h, dk) / math.sqrt(dk), "v": rand(t, hv, dv),
+        "g": -torch.rand(t, hv, dtype=F64, generator=gen) * 0.3, "beta": torch.rand(t, hv, dtype=F64, generator=gen),
+    }  # fmt: skip
+    kwargs = {"scale": 0.3 if "scale" in options else None}
+    if "initial_state" in options:
+        kwargs["initial_state"] = rand(n, ho, dv, dk)
+    if "final_state" in options:
+        kwargs["grad_final_state"] = rand(n, ho, dv, dk)
+    if "qk_l2norm" in options:
+        kwargs["use_qk_l2norm"] = True
+    if "beta_sigmoid" in options:
+        kwargs["use_beta_sigmoid"], inputs["beta"] = True, rand(t, hv)
+    if "neg_eigval" in options:
+        kwargs["allow_neg_eigval"] = True
+    if "safe_gate" in options:
+        kwargs.update(safe_gate=True, a_log=rand(hv) * 0.5 - 1, dt_bias=rand(hv))
+        inputs["g"] = rand(t, hv)
+    grad_out = rand(t, ho, dv)
+    want = chunked_gated_delta_net_backward(**inputs, cu_seqlens=cu, grad_out=grad_out, **kwargs)
+
+    cfg = GdnCutileBwdConfig(
+        tokens=t, sequences=n, heads_qk=h, heads_v=hv, heads_g=hv, heads_beta=hv,
+        heads_a_log=hv, heads_dt_bias=hv, key_dim=dk, value_dim=dv, io_dtype="bfloat16",
+        scale=kwargs["scale"] or dk**-0.5, use_qk_l2norm="qk_l2norm" in options,
+        use_beta_sigmoid="beta_sigmoid" in options, allow_neg_eigval="neg_eigval" in options,
+        safe_gate="safe_gate" in options, has_dt_bias="safe_gate" in options,
+        has_initial_state="initial_state" in options, has_d_final_state="final_state" in options,
+        block_v=block_v,
+    )  # fmt: skip
+    f32 = EMU.float32
+    arrays = {name: _Array(x.numpy().copy(), f32) for name, x in inputs.items()}
+    arrays["cu_seqlens"] = _Array(cu.numpy().copy(), EMU.int64)
+    arrays["dO"] = _Array(grad_out.numpy().copy(), f32)
+    for name, x in (
+        ("h0", "initial_state"),
+        ("dht", "grad_final_state"),
+        ("a_log", "a_log"),
+        ("dt_bias", "dt_bias"),
+    ):
+        if kwargs.get(x) is not None:
+            arrays[name] = _Array(kwargs[x].numpy().copy(), f32)
+    outputs = {"dQ": "q", "dK": "k", "dV": "v", "dG": "g", "dBeta": "beta"}
+    for name, like in outputs.items():
+        arrays[name] = _Array(np.full(inputs[like].shape, np.nan), f32)
+    if "initial_state" in options:
+        arrays["dh0"] = _Array(np.full((n, ho, dv, dk), np.nan), f32)
+    if "safe_gate" in options:
+        arrays["d_a_log"], arrays["d_dt_bias"] = (
+            _Array(np.full(hv, np.nan), f32),
+            _Array(np.full(hv, np.nan), f32),
+        )
+    for region in cfg.workspace_regions():  # poisoned: a read of what no kernel wrote shows as NaN
+        dtype = EMU.int32 if region.dtype == "int32" else f32
+        fill = -7 if region.dtype == "int32" else np.nan
+        arrays[region.name] = _Array(np.full(region.shape, fill, dtype=dtype.storage), dtype)
+    arrays["spare4"] = _Array(arrays["spare"].data[:1].reshape(1, 1, 1, 1), f32)
+    launch_backward(EMU.launch, KERNELS, cfg, arrays)
+    names = {"dh0": "d_initial_state"}
+    got = {
+        names.get(k, k): torch.from_numpy(arrays[k].data)
+        for k in (*outputs, "dh0", "d_a_log", "d_dt_bias")
+        if k in arrays
+    }
+    return got, want, arrays
+
+
+def _check(lengths, **kw):
+    got, want, _ = _run(lengths, **kw)
+    assert set(got) == set(want)
+    for name, w in want.items():
+        torch.testing.assert_close(
+            got[name], w, rtol=1e-9, atol=1e-9, msg=lambda m, name=name: f"{name}: {m}"
+        )
+
+
+def test_the_chunk_offsets_name_each_sequences_first_slot():
+    lengths = (65, 0, 1, 128, 63, 64)
+    _, _, arrays = _run(lengths)
+    counts = [-(-length // 64) for length in lengths]
+    assert arrays["offsets"].data.tolist() == [sum(counts[:i]) for i in range(len(lengths))]
+
+
+@pytest.mark.parametrize("length", [1, 63, 64, 65, 130])
+def test_one_sequence_around_the_chunk_length(length):
+    _check((length,), options=("final_state",))
+
+
+def test_a_varlen_batch_with_an_initial_state_and_empty_sequences_inside_and_last():
+    _check((65, 0, 1, 130, 63, 0), options=("initial_state", "final_state"))
+
+
+@pytest.mark.parametrize(
+    "option",
+    ["initial_state", "final_state", "qk_l2norm", "beta_sigmoid", "neg_eigval", "safe_gate", "scale"],
+)
+def test_each_option(option):
+    _check((70, 9), options=(option,))
+
+
+def test_every_option_together_with_gva():
+    options = (
+        "initial_state",
+        "final_state",
+        "qk_l2norm",
+        "beta_sigmoid",
+        "neg_eigval",
+        "safe_gate",
+        "scale",
+    )
+    _check((65, 3), h=1, hv=2, options=options)
+
+
+@pytest.mark.parametrize(("h", "hv"), [(1, 4), (4, 2)], ids=["gva", "gqa"])
+def test_grouped_heads(h, hv):
+    _check((40, 70), h=h, hv=hv, options=("final_state", "safe_gate"))
+
+
+def test_the_value_blocks_tile_the_state():
+    _check((130,), dv=32, block_v=8, options=("initial_state", "final_state"))
+    _check((130,), dv=32, block_v=32, options=("initial_state", "final_state"))
