@@ -16,7 +16,7 @@ from pygraph.errors import (
 )
 from pygraph.ir import serialize as _serialize
 from pygraph.ir.container import GraphContext, GraphIR
-from pygraph.ir.dtypes import convert_enum, data_type, scalar_type, tensor_reordering, to_data_type
+from pygraph.ir.dtypes import data_type, data_type_arg, enum_arg, scalar_type, tensor_reordering
 from pygraph.ir.node import Node
 from pygraph.ir.shapes import bad_dims, bad_strides, row_major_stride, to_dims
 from pygraph.ir.tensor import Tensor
@@ -74,9 +74,9 @@ class Graph(PlanningMixin):
                     f"or None, got {value!r}"
                 )
         context = GraphContext(
-            _dtype(io_data_type, f"Graph({name!r}): io_data_type"),
-            _dtype(intermediate_data_type, f"Graph({name!r}): intermediate_data_type"),
-            _dtype(compute_data_type, f"Graph({name!r}): compute_data_type"),
+            data_type_arg(io_data_type, f"Graph({name!r}): io_data_type"),
+            data_type_arg(intermediate_data_type, f"Graph({name!r}): intermediate_data_type"),
+            data_type_arg(compute_data_type, f"Graph({name!r}): compute_data_type"),
         )
         self._ir = GraphIR(self, name, context)
         self.handle = handle
@@ -180,7 +180,7 @@ class Graph(PlanningMixin):
             raise OpInputError(f"{label}: stride {list(strides)}: {reason}")
         if len(strides) != len(dims):
             raise OpInputError(f"{label}: stride {list(strides)} has a different rank than dim {list(dims)}")
-        dt = _dtype(data_type, f"{label}: data_type")
+        dt = data_type_arg(data_type, f"{label}: data_type")
         if not isinstance(name, str):
             raise OpInputError(f"tensor(): name must be a str, got {type(name).__name__} {name!r}")
         if (
@@ -192,7 +192,7 @@ class Graph(PlanningMixin):
                 f"{label}: ragged_offset_multiplier must be an int >= 1, got {ragged_offset_multiplier!r}"
             )
         if reordering_type is not None:
-            reordering_type = _enum(reordering_type, tensor_reordering, f"{label}: reordering_type")
+            reordering_type = enum_arg(reordering_type, tensor_reordering, f"{label}: reordering_type")
         if ragged_offset is not None:
             self._ir.check_member(ragged_offset, "ragged_offset", label)
         t = self._ir.new_tensor(name=name, uid=uid)
@@ -250,7 +250,7 @@ class Graph(PlanningMixin):
             raise OpInputError(f"tensor_scalar(): expected an int or a float, got {value!r}")
         scalar = None  # a bad scalar_type is refused before any tensor exists
         if scalar_type_ is not None:
-            scalar = _enum(scalar_type_, scalar_type, "tensor_scalar(): scalar_type")
+            scalar = enum_arg(scalar_type_, scalar_type, "tensor_scalar(): scalar_type")
         dt = data_type.INT32 if isinstance(value, int) else data_type.FLOAT
         t = self.tensor((1,), (1,), dt, is_pass_by_value=True, name=name)
         t._raw_set("_value", value)
@@ -473,22 +473,6 @@ class Graph(PlanningMixin):
             backend, {}, {}, module=module, operation_graph_built=True, deserialized=True
         )
         self._ir.state = max(self._ir.state, GraphState.FROZEN)
-
-
-def _dtype(value: Any, what: str) -> data_type:
-    try:
-        return to_data_type(value)
-    except TypeError as exc:
-        raise OpInputError(f"{what}: {exc}") from None
-
-
-def _enum(value: Any, enum_cls: Any, what: str) -> Any:
-    try:
-        return convert_enum(value, enum_cls)
-    except TypeError:
-        raise OpInputError(
-            f"{what}: {value!r} is not a {enum_cls.__name__} (one of {', '.join(enum_cls.__members__)})"
-        ) from None
 
 
 def _describe_payload(payload: Any) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pygraph.errors import OpInputError
-from pygraph.ir.dtypes import data_type, to_data_type
+from pygraph.ir.dtypes import data_type, data_type_arg
 from pygraph.ir.tensor import Tensor
 from pygraph.lifecycle import MUTABLE, GraphState, require
 
@@ -35,10 +35,7 @@ class GraphContext:
             self._ir.before_mutation(f"setting GraphContext.{key}")
         if key not in ("io_data_type", "intermediate_data_type", "compute_data_type"):
             raise AttributeError(f"GraphContext has no writable attribute {key!r}")
-        try:
-            dt = to_data_type(value)
-        except TypeError as exc:
-            raise OpInputError(f"setting GraphContext.{key}: {exc}") from None
+        dt = data_type_arg(value, f"setting GraphContext.{key}")
         object.__setattr__(self, "_" + key.split("_")[0], dt)
 
     @property

@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from pygraph.errors import OpInputError
+
 __all__ = [
     "attention_implementation",
     "behavior_note",
@@ -17,7 +19,9 @@ __all__ = [
     "convolution_mode",
     "cuda_graph_retention",
     "data_type",
+    "data_type_arg",
     "diagonal_alignment",
+    "enum_arg",
     "heur_mode",
     "knob_type",
     "moe_grouped_matmul_mode",
@@ -161,3 +165,23 @@ def convert_enum(value: Any, enum_cls: type[enum.Enum]) -> enum.Enum:
     if isinstance(name, str) and name in enum_cls.__members__:
         return enum_cls[name]
     raise TypeError(f"expected a {enum_cls.__name__} member, got {value!r}")
+
+
+def data_type_arg(value: Any, what: str) -> data_type:
+    """`to_data_type` of a public call's argument: `OpInputError` naming ``what`` (the call and the
+    argument) when the value is no data type."""
+    try:
+        return to_data_type(value)
+    except TypeError as exc:
+        raise OpInputError(f"{what}: {exc}") from None
+
+
+def enum_arg(value: Any, enum_cls: type[enum.Enum], what: str) -> enum.Enum:
+    """`convert_enum` of a public call's argument: `OpInputError` naming ``what`` and the members
+    accepted when the value is none of them."""
+    try:
+        return convert_enum(value, enum_cls)
+    except TypeError:
+        raise OpInputError(
+            f"{what}: {value!r} is not a {enum_cls.__name__} (one of {', '.join(enum_cls.__members__)})"
+        ) from None

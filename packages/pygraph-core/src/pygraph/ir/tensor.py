@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pygraph.errors import OpInputError
-from pygraph.ir.dtypes import convert_enum, data_type, tensor_reordering, to_data_type
+from pygraph.ir.dtypes import data_type, data_type_arg, enum_arg, tensor_reordering
 from pygraph.ir.shapes import bad_dims, bad_strides, row_major_stride, to_dims
 
 if TYPE_CHECKING:
@@ -169,10 +169,7 @@ class Tensor:
 
     @data_type.setter
     def data_type(self, value: Any) -> None:
-        try:
-            dt = to_data_type(value)
-        except TypeError as exc:
-            raise OpInputError(f"Tensor.set_data_type() on {self._name!r}: {exc}") from None
+        dt = data_type_arg(value, f"Tensor.set_data_type() on {self._name!r}")
         object.__setattr__(self, "_data_type", dt)
         object.__setattr__(self, "_dtype_assigned", dt.is_set)
 
@@ -224,13 +221,7 @@ class Tensor:
 
     @reordering_type.setter
     def reordering_type(self, value: Any) -> None:
-        try:
-            member = convert_enum(value, tensor_reordering)
-        except TypeError:
-            raise OpInputError(
-                f"Tensor.set_reordering_type() on {self._name!r}: {value!r} is not a tensor_reordering "
-                f"(one of {', '.join(tensor_reordering.__members__)})"
-            ) from None
+        member = enum_arg(value, tensor_reordering, f"Tensor.set_reordering_type() on {self._name!r}")
         object.__setattr__(self, "_reordering_type", member)
 
     @property
