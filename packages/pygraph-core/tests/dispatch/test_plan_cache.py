@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from dispatch_helpers import ALPHA, BETA, BLOCK, matmul_graph, standin_family
+from dispatch_helpers import ALPHA, BETA, BLOCK, RANKED, matmul_graph, standin_family
 
 from pygraph.engines.manifest import EngineSlot
 from pygraph.testing import manifest_override
@@ -44,16 +44,6 @@ def record_for_graph(engine_id, knobs, plan_name="recorded"):
     entry, why = plan_cache.record(g, family, engine_id, knobs, plan_name=plan_name, time_ms=1.0)
     assert why is None, why
     return entry
-
-
-RANKED = [
-    "alpha[TILE=128]",
-    "beta[TILE=128]",
-    "gamma[TILE=128]",
-    "alpha[TILE=64]",
-    "beta[TILE=64]",
-    "gamma[TILE=64]",
-]
 
 
 def test_a_recorded_winner_leads_the_next_plan_list(standins, cache_file):

@@ -30,6 +30,17 @@ def standin_family(*, heuristics: bool = True, analyzer: bool = True, anchors=("
 
 ALPHA, BETA, GAMMA = BLOCK, BLOCK + 1, BLOCK + 2
 
+# The stand-in hook's plan list for `matmul_graph` in mode A: alpha/beta/gamma at TILE=128, then the
+# same at TILE=64, then (FALLBACK) each at TILE=64 again, deduplicated away.
+RANKED = [
+    "alpha[TILE=128]",
+    "beta[TILE=128]",
+    "gamma[TILE=128]",
+    "alpha[TILE=64]",
+    "beta[TILE=64]",
+    "gamma[TILE=64]",
+]
+
 
 class FakeBackend:
     """A stand-in for the backend builder: per-mode configs, appends like the real one."""
