@@ -124,7 +124,8 @@ def validate_knobs(
     engine). ``call`` is what the messages name. Raises `UnknownKnobError` (a ``KeyError``) for a name
     the engine does not declare, `KnobError` (a ``ValueError``) for a value outside its domain,
     `KnobTypeError` when ``knobs`` is not a mapping, `UnknownEngineError` for an id that names no
-    engine, and `OpInputError` when ``engine`` is neither an id nor an engine. An engine that declares no capabilities has no domain to check against.
+    engine, and `OpInputError` when ``engine`` is neither an id nor an engine. An engine that
+    declares no capabilities has no domain to check against.
     """
     if isinstance(engine, bool) or (not isinstance(engine, int) and not hasattr(engine, "capabilities")):
         raise OpInputError(f"{call}: expected an engine id (int) or a python engine, got {engine!r}")
