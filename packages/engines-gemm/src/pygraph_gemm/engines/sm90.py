@@ -60,14 +60,14 @@ KNOB_DOMAINS: dict[str, tuple[Any, ...]] = {
     # cooperative warpgroups k-blocks apart, each storing its own rows, so one's epilogue runs under
     # the other's last k-blocks (2: 0.9-1.8% fewer cycles at one clock, +0.0-0.6% sustained)
     "STAGGER": (0, 2),
-    # L2 reuse across the persistent grid's rounds: every other band walks
-    # backward, and every other tile loads its k-blocks last to first, so a round starts on the lines
-    # the round before it read last. 8192^3 DRAM reads 1.23 -> 1.07 GB, +0.4..+1.0% sustained.
+    # L2 reuse across the persistent grid's rounds: every other band walks backward, and every other
+    # tile loads its k-blocks last to first, so a round starts on the lines the round before it read
+    # last. 8192^3 DRAM reads 1.23 -> 1.07 GB, +0.4..+1.0% sustained.
     "SERPENTINE": (False, True),
     "K_FLIP": (False, True),
-    # clusters numbered GPC by GPC (2-CTA clusters only): the CTAs that share an A
-    # tile read it from one GPC, where the L2 merges their requests. +0.4..+1.0% sustained on the
-    # long-K rows, +14% at 1024x1024x4096 rastered along N.
+    # clusters numbered GPC by GPC (2-CTA clusters only): the CTAs that share an A tile read it from
+    # one GPC, where the L2 merges their requests. +0.4..+1.0% sustained on the long-K rows, +14% at
+    # 1024x1024x4096 rastered along N.
     "PLACE_ORDER": (False, True),
 }
 
