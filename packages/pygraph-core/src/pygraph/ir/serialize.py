@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pygraph.errors import DeserializationError, GraphStateError
@@ -226,6 +226,18 @@ def _field(record: dict[str, Any], key: str, kinds: tuple[type, ...], path: str)
     return value
 
 
+def _records(records: list[Any], path: str, fields: dict[str, tuple[type, ...]]) -> Iterator[tuple[str, Any]]:
+    """(its path, the record) for each record of a payload list, once the record is an object whose
+    ``fields`` have their types; one at a time, so the first bad field is the first one reported."""
+    for i, rec in enumerate(records):
+        at = f"{path}[{i}]"
+        if not isinstance(rec, dict):
+            raise _fail(at, f"expected an object, got {type(rec).__name__}")
+        for key, kinds in fields.items():
+            _field(rec, key, kinds, at)
+        yield at, rec
+
+
 def _member(enum_cls: Any, name: Any, path: str) -> Any:
     if not isinstance(name, str) or name not in enum_cls.__members__:
         raise _fail(path, f"{name!r} is not a {enum_cls.__name__} (one of {', '.join(enum_cls.__members__)})")
@@ -255,12 +267,7 @@ def check_payload(data: Any) -> None:
         _member(_dtypes.data_type, _field(ctx, key, (str,), "$.context"), f"$.context.{key}")
     tensors = _field(data, "tensors", (list,), "$")
     uids: dict[int, str] = {}
-    for i, rec in enumerate(tensors):
-        path = f"$.tensors[{i}]"
-        if not isinstance(rec, dict):
-            raise _fail(path, f"expected an object, got {type(rec).__name__}")
-        for key, kinds in _TENSOR_FIELDS.items():
-            _field(rec, key, kinds, path)
+    for path, rec in _records(tensors, "$.tensors", _TENSOR_FIELDS):
         uid = rec["uid"]
         if uid <= 0:
             raise _fail(f"{path}.uid", f"{uid} is not a positive int")
@@ -288,12 +295,7 @@ def check_payload(data: Any) -> None:
     names: set[str] = set()
     producers: dict[int, str] = {}
     reads: list[tuple[str, list[int]]] = []
-    for i, rec in enumerate(nodes):
-        path = f"$.nodes[{i}]"
-        if not isinstance(rec, dict):
-            raise _fail(path, f"expected an object, got {type(rec).__name__}")
-        for key, kinds in _NODE_FIELDS.items():
-            _field(rec, key, kinds, path)
+    for path, rec in _records(nodes, "$.nodes", _NODE_FIELDS):
         spec = OPS.get(rec["op"])
         if spec is None:
             raise _fail(f"{path}.op", f"{rec['op']!r} is no op of this pygraph")
