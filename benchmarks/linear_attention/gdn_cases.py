@@ -19,7 +19,17 @@ import itertools
 import os
 from typing import Any
 
-__all__ = ["CASES", "GdnCase", "build_graph", "make_inputs", "run_case"]
+__all__ = [
+    "BWD_CASES",
+    "CASES",
+    "GdnCase",
+    "build_bwd_graph",
+    "build_graph",
+    "make_bwd_inputs",
+    "make_inputs",
+    "run_bwd_case",
+    "run_case",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,3 +192,99 @@ def run_case(case: GdnCase, seed: int = 0) -> dict:
     if want_s is not None:
         result["state_rel"] = rel(out["final_state"], want_s)
     return result
+
+
+# --- the backward (gdn_bwd): the same cases' inputs plus dO and d_final_state -------------------------
+
+# the backward's table: the forward's cases, a shorter long one (the reference's autograd runs the
+# token loop); "final_state" means d_final_state is given
+BWD_CASES: tuple[GdnCase, ...] = (
+    *(c for c in CASES if c.name != "long-4097"),
+    GdnCase("long-1100", (1100,), heads_qk=2, heads_v=2, options=("initial_state", "final_state")),
+)
+
+# the gdn_bwd outputs by name -> the input each is the gradient of
+GRADIENTS = {
+    "dQ": "q", "dK": "k", "dV": "v", "dG": "g", "dBeta": "beta", "d_initial_state": "initial_state",
+    "d_a_log": "a_log", "d_dt_bias": "dt_bias",
+}  # fmt: skip
+
+
+def make_bwd_inputs(case: GdnCase, seed: int = 0, device: str = "cuda") -> tuple[dict, dict]:
+    """(tensors, options) of a case's backward: `make_inputs`' plus dO [T, HO, V] (io dtype) and,
+    with ``final_state``, d_final_state [N, HO, V, K] fp32; options without output_final_state."""
+    import torch
+
+    tensors, options = make_inputs(case, seed, device)
+    gen = torch.Generator(device=device).manual_seed(seed + 1)
+    t, n, ho = sum(case.lengths), len(case.lengths), case.heads_out
+    tensors["dO"] = torch.randn(t, ho, case.value_dim, device=device, generator=gen).to(tensors["q"].dtype)
+    if options.pop("output_final_state"):
+        shape = (n, ho, case.value_dim, case.key_dim)
+        tensors["d_final_state"] = torch.randn(*shape, device=device, generator=gen) * 0.1
+    return tensors, options
+
+
+def build_bwd_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]:
+    """The planned and built gdn_bwd graph of a case: (graph, {name: pygraph Tensor}) incl. its gradients."""
+    import pygraph
+
+    os.environ.setdefault("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile")
+    g = pygraph.Graph(name=f"gdn-bwd-{case.name}", io_data_type=tensors["q"].dtype)
+    ports = {}
+    for name, x in tensors.items():
+        ports[name] = g.tensor(name=name, dim=list(x.shape), stride=list(x.stride()), data_type=x.dtype)
+    outs = g.gdn_bwd(**ports, **options)
+    for name, out in zip(GRADIENTS, outs):  # in the op's output order, None where absent
+        if out is not None:  # each gradient in its input's dtype (unset, it would take the io dtype)
+            out.set_output(True).set_data_type(ports[GRADIENTS[name]].data_type)
+            ports[name] = out
+    g.create_execution_plans()
+    if case.block_v is not None:
+        plans = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+        g.select_plan(plans.index(f"gdn_cutile[BLOCK_V={case.block_v}]"))
+    g.build_plans()
+    return g, ports
+
+
+def execute_bwd(case: GdnCase, tensors: dict, options: dict, device: str = "cuda") -> tuple[Any, dict]:
+    """Plan, build and execute a case's gdn_bwd graph: (graph, {gradient name: tensor}), outputs
+    poisoned (NaN) first, the workspace 256-byte aligned."""
+    import torch
+
+    g, ports = build_bwd_graph(case, tensors, options)
+    out = {
+        name: torch.full_like(tensors[like], float("nan"))
+        for name, like in GRADIENTS.items()
+        if name in ports
+    }
+    raw = torch.empty(g.get_workspace_size() + 256, dtype=torch.uint8, device=device)
+    workspace = raw[(-raw.data_ptr()) % 256 :]
+    g.execute({ports[name]: x for name, x in {**tensors, **out}.items()}, workspace=workspace)
+    return g, out
+
+
+def bwd_reference(tensors: dict, options: dict) -> dict:
+    """The float64 gradients of a case's backward by autograd through the token loop."""
+    from pygraph_linear_attention.reference import gated_delta_net_backward_reference
+
+    extra = {k: v for k, v in tensors.items() if k in ("initial_state", "a_log", "dt_bias")}
+    return gated_delta_net_backward_reference(
+        *(tensors[k] for k in ("q", "k", "v", "g", "beta")), tensors["cu_seqlens"].cpu(), tensors["dO"],
+        grad_final_state=tensors.get("d_final_state"), **extra, **options,
+    )  # fmt: skip
+
+
+def run_bwd_case(case: GdnCase, seed: int = 0) -> dict:
+    """Run a case's backward on the device: {plan, rel: {gradient: ||got - want|| / ||want||}}."""
+    import torch
+
+    tensors, options = make_bwd_inputs(case, seed)
+    g, out = execute_bwd(case, tensors, options)
+    torch.cuda.synchronize()
+    want = bwd_reference(tensors, options)
+
+    def rel(got: Any, ref: Any) -> float:
+        return float((got.double() - ref).norm() / ref.norm().clamp_min(1e-30))
+
+    return {"plan": g.selected_plan.name, "rel": {name: rel(out[name], want[name]) for name in out}}

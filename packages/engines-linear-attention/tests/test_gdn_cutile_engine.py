@@ -123,15 +123,44 @@ def test_declines_naming_the_rule_and_the_value(kwargs, reason):
     assert re.search(reason, message), message
 
 
-def test_declines_the_backward_for_now():
+def _bwd_graph(t=130, n=3, h=2, hv=4, d=128, *, state=True, final=True, d_o=dt.BFLOAT16, dq=None):
     g = pygraph.Graph(name="gdn_bwd", io_data_type=dt.BFLOAT16)
-    q, k, v, d_o = (g.tensor(name=n, dim=[64, 2, 128], data_type=dt.BFLOAT16) for n in ("q", "k", "v", "dO"))
-    gate, beta = (g.tensor(name=n, dim=[64, 2], data_type=dt.FLOAT) for n in ("g", "beta"))
-    cu = g.tensor(name="cu_seqlens", dim=[2], data_type=dt.INT32)
-    for out in g.gdn_bwd(q=q, k=k, v=v, g=gate, beta=beta, cu_seqlens=cu, dO=d_o):
+    q, k = (g.tensor(name=x, dim=[t, h, d], data_type=dt.BFLOAT16) for x in ("q", "k"))
+    v = g.tensor(name="v", dim=[t, hv, d], data_type=dt.BFLOAT16)
+    grad = g.tensor(name="dO", dim=[t, max(h, hv), d], data_type=d_o)
+    gate, beta = (g.tensor(name=x, dim=[t, hv], data_type=dt.FLOAT) for x in ("g", "beta"))
+    cu = g.tensor(name="cu_seqlens", dim=[n + 1], data_type=dt.INT32)
+    extra = {}
+    if state:
+        extra["initial_state"] = g.tensor(name="h0", dim=[n, max(h, hv), d, d], data_type=dt.FLOAT)
+    if final:
+        extra["d_final_state"] = g.tensor(name="dht", dim=[n, max(h, hv), d, d], data_type=dt.FLOAT)
+    outs = g.gdn_bwd(q=q, k=k, v=v, g=gate, beta=beta, cu_seqlens=cu, dO=grad, **extra)
+    likes = (q, k, v, gate, beta, extra.get("initial_state"))
+    for out, like in zip(outs, likes):
         if out is not None:
-            out.set_output(True)
-    assert "the backward (gdn_bwd) is not written yet" in _decline(g)
+            out.set_output(True).set_data_type(like.data_type)
+    if dq is not None:
+        outs[0].set_data_type(dq)
+    g.outputs_for_test = outs
+    return g
+
+
+def test_accepts_a_gdn_bwd_graph():
+    GdnCutileEngine(ENGINE_ID).check_support(_bwd_graph().engine_request())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"d_o": dt.FLOAT}, "dO must be the io dtype BFLOAT16, got FLOAT"),
+        ({"dq": dt.FLOAT}, r"dQ must be one of \['BFLOAT16'\], got FLOAT"),
+    ],
+    ids=["dO-dtype", "dQ-dtype"],
+)
+def test_declines_a_gdn_bwd_graph_naming_the_rule(kwargs, reason):
+    message = _decline(_bwd_graph(**kwargs))
+    assert re.search(reason, message), message
 
 
 def test_declines_a_strided_last_dim():
@@ -177,11 +206,18 @@ class _Recorder:
 
 @pytest.fixture
 def stand_in(monkeypatch):
-    """The kernel module and cuda.tile.launch replaced: (recorder, the sentinel kernels)."""
+    """The kernel modules and cuda.tile.launch replaced: (recorder, the sentinel kernels)."""
     kernels = {"table": object(), "prepare": object(), "scan": object()}
     module = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_fwd")
     module.KERNELS = kernels
     monkeypatch.setitem(sys.modules, module.__name__, module)
+    bwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_bwd")
+    bwd.BWD_KERNELS = {
+        name: object()
+        for name in ("offsets", "states", "grad_scan", "chunk_grad", "group_sum", "gate_sum", "param_sum")
+    }
+    kernels.update(bwd.BWD_KERNELS)
+    monkeypatch.setitem(sys.modules, bwd.__name__, bwd)
     recorder = _Recorder()
     monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: recorder)
     return recorder, kernels
@@ -255,3 +291,31 @@ def test_a_call_with_a_misaligned_workspace_is_refused_and_launches_nothing(stan
     ):
         g.execute(tensors, workspace=0xC00010)
     assert recorder.calls == []
+
+
+def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
+    """The backward's plan: the forward's table and prepare, then the offsets, the two scans, the
+    per-chunk gradient and the head-group sums, with GVA's grids (q/k 2 heads, v 4)."""
+    recorder, kernels = stand_in
+    t, n, h, hv, d = 130, 3, 2, 4, 128
+    g = _bwd_graph(t=t, n=n, h=h, hv=hv, d=d)
+    g.create_execution_plans()
+    assert g.get_plan_name_at_index(0) == "gdn_cutile[BLOCK_V=64]"
+    g.build_plans()
+    slots = -(-t // CHUNK) + n
+    # at least the per-chunk states and their gradients (bf16) and the fp32 per-head dq, dk, dv
+    assert g.get_workspace_size() >= 2 * slots * hv * d * d * 2 + 3 * t * hv * d * 4
+    names = ("q", "k", "v", "dO", "g", "beta", "cu_seqlens", "h0", "dht")
+    tensors = {g.find_tensor(name): 0x100000 * (i + 1) for i, name in enumerate(names)}
+    for i, out in enumerate(o for o in g.outputs_for_test if o is not None):
+        tensors[out] = 0x10000000 * (i + 1)
+    g.execute(tensors, workspace=0xC000000)
+    order = ["table", "offsets", "prepare", "states", "grad_scan", "chunk_grad"]
+    order += ["group_sum"] * 3 + ["gate_sum"] * 2
+    assert [kernel for _, _, kernel, _ in recorder.calls] == [kernels[name] for name in order]
+    grids = [grid for _, grid, _, _ in recorder.calls]
+    assert grids[3] == grids[4] == (n, hv, d // 64)
+    assert grids[5] == (slots, hv)
+    assert grids[6:] == [(3, h), (3, h), (3, hv), (3, hv), (3, hv)]
+    grad_scan_args = recorder.calls[4][3]
+    assert grad_scan_args[11:15] == (hv // h, 0, 1, 1)  # K_GROUP, L2NORM, HAS_DHT, HAS_H0

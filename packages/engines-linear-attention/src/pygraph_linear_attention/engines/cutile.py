@@ -1,11 +1,13 @@
-"""``gdn_cutile``: the ``gdn`` family's portable engine (cuTile; SM80 and up), the forward.
+"""``gdn_cutile``: the ``gdn`` family's portable engine (cuTile; SM80 and up), forward and backward.
 
-Deciding support reads the facts and the graph's declared strides and probes for cuTile without
-importing it. `build_plan` imports the kernels (``kernels/gdn_cutile_fwd.py``) and binds them to
-the graph: operand positions, the declared geometry each call must keep, the workspace carve and
-the kernels' constant arguments are settled once (`GdnCutileConfig`); a call reads the pointers,
-wraps them as device arrays (reused while the pointers repeat) and enqueues the three kernels on
-the call's stream. cuTile compiles a kernel on its first launch for the arguments' types and
+One engine serves both node types of the family's cuTile slot: ``gdn`` (three kernels,
+``kernels/gdn_cutile_fwd.py``) and ``gdn_bwd`` (the forward's table and prepare kernels and those
+of ``kernels/gdn_cutile_bwd.py``, recomputing the forward). Deciding support reads the facts and
+the graph's declared strides and probes for cuTile without importing it. `build_plan` imports the
+kernels and binds them to the graph: operand positions, the declared geometry each call must keep,
+the workspace carve and the kernels' constant arguments are settled once (`GdnCutileConfig`,
+`GdnCutileBwdConfig`); a call reads the pointers, wraps them as device arrays (reused while the
+pointers repeat) and enqueues the kernels on the call's stream. cuTile compiles a kernel on its first launch for the arguments' types and
 keeps it (per process, and in its disk cache), so only the first call of a configuration pays it.
 """
 
@@ -25,6 +27,7 @@ from pygraph.engines.base import (
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
+from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig, launch_backward
 from pygraph_linear_attention.kernels.gdn_cutile_host import BLOCK_V, GdnCutileConfig, launch_forward
 
 __all__ = ["BLOCK_V", "GdnCutileEngine", "GdnCutilePlan", "config_for"]
@@ -53,10 +56,8 @@ def _support_reason(facts: LinearAttentionFacts) -> str | None:
     """Why gdn_cutile cannot serve these facts (the rule and the value), or None."""
     if facts.op != "gdn":
         return f"serves gdn graphs, this is a {facts.op} graph"
-    if facts.backward:
-        return "the backward (gdn_bwd) is not written yet; this engine serves the forward"
     if facts.stray_nodes:
-        return f"serves a lone gdn node; the graph also has {list(facts.stray_nodes)}"
+        return f"serves a lone {facts.node.op} node; the graph also has {list(facts.stray_nodes)}"
     q, k, v = facts.dtypes
     if q not in _IO or k is not q or v is not q:
         names = [getattr(d, "name", d) for d in facts.dtypes]
@@ -96,19 +97,51 @@ def _support_reason(facts: LinearAttentionFacts) -> str | None:
             size *= int(d)
         if facts.heads_out % size:
             return f"{port} has {size} values, which does not divide the output's {facts.heads_out} heads"
-    state = node.outputs.get("final_state")
+    if facts.backward:
+        reason = _backward_reason(facts)
+        if reason is not None:
+            return reason
+    state = node.inputs.get("d_final_state") if facts.backward else node.outputs.get("final_state")
     if (
         facts.output_final_state
         and state is not None
         and state.data_type not in (data_type.FLOAT, data_type.BFLOAT16)
     ):
-        return f"final_state must be FLOAT or BFLOAT16, got {state.data_type.name}"
+        port = "d_final_state" if facts.backward else "final_state"
+        return f"{port} must be FLOAT or BFLOAT16, got {state.data_type.name}"
     return _layout_reason(facts)
+
+
+def _backward_reason(facts: LinearAttentionFacts) -> str | None:
+    """gdn_bwd's own rules: dO and dQ, dK, dV in the io dtype; the other gradients FLOAT, BFLOAT16
+    or HALF (the kernels sum them in fp32 and store them in whatever dtype the graph gives)."""
+    node, io = facts.node, facts.dtypes[0]
+    d_o = node.inputs["dO"]
+    if d_o.data_type is not io:
+        return f"dO must be the io dtype {io.name}, got {d_o.data_type.name}"
+    floats = (data_type.FLOAT, data_type.BFLOAT16, data_type.HALF)
+    for port in ("dQ", "dK", "dV", "dG", "dBeta", "d_initial_state", "d_a_log", "d_dt_bias"):
+        out = node.outputs.get(port)
+        allowed = (io,) if port in ("dQ", "dK", "dV") else floats[:2] if port == "d_initial_state" else floats
+        if out is not None and out.data_type not in allowed:
+            names = [d.name for d in allowed]
+            return f"{port} must be one of {names}, got {out.data_type.name}"
+    return None
 
 
 def _operands(facts: LinearAttentionFacts) -> dict[str, Any]:
     """The node's tensors by kernel role (absent optionals left out)."""
     node = facts.node
+    if facts.backward:
+        roles = {
+            "q": node.inputs["q"], "k": node.inputs["k"], "v": node.inputs["v"], "g": node.inputs["g"],
+            "beta": node.inputs["beta"], "cu_seqlens": node.inputs["cu_seqlens"], "dO": node.inputs["dO"],
+            "a_log": node.inputs.get("a_log"), "dt_bias": node.inputs.get("dt_bias"),
+            "h0": node.inputs.get("initial_state"), "dht": node.inputs.get("d_final_state"),
+            **{port: node.outputs.get(port) for port in ("dQ", "dK", "dV", "dG", "dBeta", "d_a_log", "d_dt_bias")},
+            "dh0": node.outputs.get("d_initial_state"),
+        }  # fmt: skip
+        return {role: t for role, t in roles.items() if t is not None}
     roles = {
         "q": node.inputs["q"], "k": node.inputs["k"], "v": node.inputs["v"], "g": node.inputs["g"],
         "beta": node.inputs["beta"], "cu_seqlens": node.inputs["cu_seqlens"],
@@ -129,7 +162,8 @@ def _layout_reason(facts: LinearAttentionFacts) -> str | None:
 
 
 def config_for(facts: LinearAttentionFacts, block_v: int) -> GdnCutileConfig:
-    """The kernels' view of a supported gdn graph, for ``block_v`` value rows per scan program."""
+    """The kernels' view of a supported gdn or gdn_bwd graph (a `GdnCutileBwdConfig` for the
+    backward), for ``block_v`` value rows per scan program."""
     node = facts.node
     a_log, dt_bias = node.inputs.get("a_log"), node.inputs.get("dt_bias")
 
@@ -139,7 +173,8 @@ def config_for(facts: LinearAttentionFacts, block_v: int) -> GdnCutileConfig:
             size *= int(d)
         return size
 
-    return GdnCutileConfig(
+    extra = {"has_d_final_state": facts.output_final_state} if facts.backward else {}
+    return (GdnCutileBwdConfig if facts.backward else GdnCutileConfig)(
         tokens=facts.tokens, sequences=facts.sequences, heads_qk=facts.heads_qk, heads_v=facts.heads_v,
         heads_g=_heads(node.inputs["g"]), heads_beta=_heads(node.inputs["beta"]),
         heads_a_log=count(a_log) if a_log is not None else 1,
@@ -149,7 +184,7 @@ def config_for(facts: LinearAttentionFacts, block_v: int) -> GdnCutileConfig:
         use_qk_l2norm=facts.use_qk_l2norm, use_beta_sigmoid=facts.use_beta_sigmoid,
         allow_neg_eigval=facts.allow_neg_eigval, safe_gate=facts.safe_gate,
         has_dt_bias=facts.safe_gate and dt_bias is not None, has_initial_state=facts.initial_state,
-        output_final_state=facts.output_final_state, block_v=block_v,
+        output_final_state=facts.output_final_state and not facts.backward, block_v=block_v, **extra,
     )  # fmt: skip
 
 
@@ -163,7 +198,7 @@ def block_v_reason(facts: LinearAttentionFacts, block_v: Any) -> str | None:
 
 
 class GdnCutilePlan(CompiledPlan):
-    """The three kernels bound to one graph: positions, geometry and workspace settled at build.
+    """The kernels bound to one graph (forward or backward): positions, geometry and workspace settled at build.
 
     A call whose operands keep the declared geometry launches; any other is refused by `_refuse`,
     naming the operand and the rule, before anything is enqueued (the kernels' constants were
@@ -179,6 +214,8 @@ class GdnCutilePlan(CompiledPlan):
         positions: dict[str, int],
         declared: dict[str, Any],
         launch: Any,
+        kernels: Any,
+        run: Any,
     ) -> None:
         from pygraph_linear_attention.kernels.device_arrays import DeviceArray
 
@@ -199,9 +236,7 @@ class GdnCutilePlan(CompiledPlan):
         self._spare_offset = next(r.offset for r in self._regions if r.name == "spare")
         self._workspace_bytes = cfg.workspace_bytes
         self._cache: dict[tuple, Any] = {}  # (role, pointer, device) -> DeviceArray
-        from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS
-
-        self._kernels = KERNELS
+        self._kernels, self._run = kernels, run  # launch_forward or launch_backward
 
     def get_workspace_size(self) -> int:
         return self._workspace_bytes
@@ -243,7 +278,7 @@ class GdnCutilePlan(CompiledPlan):
         )
         stream = ctx.stream or 0
         launch = self._launch_kernel
-        launch_forward(
+        self._run(
             lambda grid, kernel, args: launch(stream, grid, kernel, args), self._kernels, self._cfg, arrays
         )
 
@@ -315,7 +350,15 @@ class GdnCutileEngine(BaseEngine):
                 raise GraphNotSupportedError(
                     f"{self.name}: operand {role} has dtype {d.dtype.name}, not served"
                 )
-        return GdnCutilePlan(request.graph.name, config_for(facts, block_v), positions, declared, launch)
+        from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS
+
+        kernels, run = KERNELS, launch_forward
+        if facts.backward:
+            from pygraph_linear_attention.kernels.gdn_cutile_bwd import BWD_KERNELS
+
+            kernels, run = {**KERNELS, **BWD_KERNELS}, launch_backward
+        cfg = config_for(facts, block_v)
+        return GdnCutilePlan(request.graph.name, cfg, positions, declared, launch, kernels, run)
 
 
 def _cutile_installed() -> bool:

@@ -25,6 +25,8 @@ its gradient (fp32), as in the forward.
 
 from __future__ import annotations
 
+from typing import Any
+
 import cuda.tile as ct
 
 from pygraph_linear_attention.kernels.gdn_cutile_fwd import _l2_normalized, _softplus, _unit_lower_inverse
@@ -33,6 +35,7 @@ __all__ = [
     "BWD_KERNELS",
     "chunk_grad_kernel",
     "chunk_offsets_kernel",
+    "export_signatures",
     "gate_sum_kernel",
     "grad_scan_kernel",
     "group_sum_kernel",
@@ -186,9 +189,10 @@ def grad_scan_kernel(
         )
         ct.store(dvn_seq, (c, h, vb), ct.reshape(ct.astype(dv_new, dv_new_out.dtype), (C, 1, BV)))
         decayed_do = dot * ct.expand_dims(ct.where(valid, ct.exp(gam), 0.0), 1)
-        d_state = (
-            d_state * ct.exp(last) + _mm(ct.transpose(decayed_do), qt, io) - _mm(ct.transpose(dv_new), wt, io)
-        )
+        # one accumulator chain (as the forward's state update): the scheduler of tileiras 13.4
+        # rejects the sum of separate products here for sm_80 ("invalid use-def chain in LoopSchedule")
+        d_state = ct.mma(ct.transpose(ct.astype(-dv_new, io)), wt, d_state * ct.exp(last))
+        d_state = ct.mma(ct.transpose(ct.astype(decayed_do, io)), qt, d_state)
     if HAS_H0 != 0:
         ct.store(dh0, (n, h, vb, 0), ct.reshape(ct.astype(d_state, dh0.dtype), (1, 1, BV, K)))
 
@@ -412,3 +416,66 @@ BWD_KERNELS = {
     "gate_sum": gate_sum_kernel,
     "param_sum": param_sum_kernel,
 }
+
+
+def export_signatures(
+    cfg: Any, *, cu_seqlens: str = "int32", beta: str = "float32", state: str = "float32"
+) -> dict:
+    """One `KernelSignature` per launch of the backward for ``cfg`` (a `GdnCutileBwdConfig`), for
+    ``cuda.tile.compilation.export_kernel``, as `gdn_cutile_fwd.export_signatures` describes them:
+    the arrays as the engine passes them, runtime scalars int32, the host side's constants."""
+    import inspect
+
+    from cuda.tile.compilation import ArrayConstraint, CallingConvention, KernelSignature, ScalarConstraint
+
+    from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import _KERNEL_OF, backward_arguments
+    from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS
+
+    class Param:
+        def __init__(self, dtype: str, ndim: int) -> None:
+            self.dtype, self.ndim = dtype, ndim
+
+    io, f32 = cfg.io_dtype, "float32"
+    params = {name: Param(io, 3) for name in ("q", "k", "v", "dO", "dQ", "dK", "dV", "w", "u", "v_new", "dv_new")}
+    params |= {name: Param(f32, 3) for name in ("dq", "dk", "dv")}
+    params |= {name: Param(f32, 2) for name in ("g", "dG", "gamma", "dg", "dbeta", "da")}
+    params |= {name: Param(io, 4) for name in ("h", "dh")}
+    params |= {
+        "beta": Param(beta, 2), "dBeta": Param(beta, 2), "cu_seqlens": Param(cu_seqlens, 1),
+        "table": Param("int32", 2), "offsets": Param("int32", 1), "spare": Param(f32, 1), "spare4": Param(f32, 4),
+    }  # fmt: skip
+    if cfg.safe_gate:
+        params |= {"a_log": Param(f32, 1), "d_a_log": Param(f32, 1)}
+        if cfg.has_dt_bias:
+            params |= {"dt_bias": Param(f32, 1), "d_dt_bias": Param(f32, 1)}
+    if cfg.has_initial_state:
+        params |= {"h0": Param(state, 4), "dh0": Param(state, 4)}
+    if cfg.has_d_final_state:
+        params["dht"] = Param(state, 4)
+    kernels = {**KERNELS, **BWD_KERNELS}
+
+    def constraint(x: Any, constant: bool) -> Any:
+        if constant:
+            return x
+        if not isinstance(x, Param):
+            return ScalarConstraint(ct.int32)
+        return ArrayConstraint(
+            getattr(ct, x.dtype), x.ndim, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
+            may_alias_internally=False, stride_constant=(None,) * (x.ndim - 1) + (1,),
+        )  # fmt: skip
+
+    def constants(kernel: Any) -> list[bool]:
+        """Which parameters of the kernel are compile-time constants (annotated ``ct.Constant``)."""
+        return [
+            str(p.annotation).startswith("Const") for p in inspect.signature(kernel._pyfunc).parameters.values()
+        ]
+
+    convention = CallingConvention.cutile_python_v1()
+    args = backward_arguments(cfg, params)
+    return {
+        name: (
+            kernels[_KERNEL_OF[name]],
+            KernelSignature([constraint(x, c) for x, c in zip(args[name], constants(kernels[_KERNEL_OF[name]]))], convention),
+        )
+        for name in cfg.launches()
+    }

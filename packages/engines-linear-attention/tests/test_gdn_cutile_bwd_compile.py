@@ -1,0 +1,55 @@
+"""The gdn_cutile backward kernels compile for SM80, SM90, SM100 and SM120, on any machine with cuTile's compiler.
+
+As `test_gdn_cutile_compile.py` does for the forward: `cuda.tile.compilation.export_kernel` for a
+named target without a GPU, from the signatures of the backward's launches
+(`gdn_cutile_bwd.export_signatures`); skipped, saying why, where cuTile or its compiler is absent.
+Compiled is all it shows: on SM80, SM100 and SM120 the kernels are compiled, not run.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+ct = pytest.importorskip(
+    "cuda.tile", reason="cuTile is not installed (pip install 'pygraph-engines-linear-attention[cutile]')"
+)
+
+
+def _compiler_reason() -> str | None:
+    try:
+        from cuda.tile._compile import _find_compiler_bin
+    except ImportError as exc:
+        return f"this cuTile release has no compiler lookup to probe: {exc}"
+    try:
+        _find_compiler_bin()
+    except FileNotFoundError as exc:
+        return f"cuTile's compiler is not available: {exc}"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_compiler_reason() is not None, reason=_compiler_reason() or "")
+
+from pygraph_linear_attention.kernels.gdn_cutile_bwd import export_signatures  # noqa: E402
+from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig  # noqa: E402
+
+# every option on (the most code): GVA 2, safe gate with dt_bias, both states, BLOCK_V 64
+CONFIG = GdnCutileBwdConfig(
+    tokens=4096, sequences=4, heads_qk=8, heads_v=16, heads_g=16, heads_beta=16, heads_a_log=16,
+    heads_dt_bias=16, key_dim=128, value_dim=128, io_dtype="bfloat16", scale=128**-0.5,
+    use_qk_l2norm=True, use_beta_sigmoid=True, allow_neg_eigval=True, safe_gate=True, has_dt_bias=True,
+    has_initial_state=True, has_d_final_state=True, block_v=64,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])
+def test_every_backward_kernel_compiles_to_a_cubin_for(target):
+    done = set()
+    for name, (kernel, signature) in export_signatures(CONFIG).items():
+        if kernel in done and name not in ("dQ", "dV", "dG", "d_a_log"):
+            continue
+        out = io.BytesIO()
+        ct.compilation.export_kernel(kernel, [signature], out, gpu_code=target, output_format="cubin")
+        assert out.getvalue()[:4] == b"\x7fELF", f"{name} for {target}: not an ELF cubin"
+        done.add(kernel)
