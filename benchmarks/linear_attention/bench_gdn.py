@@ -1,5 +1,5 @@
-"""The gdn forward on the device: the engine's correctness table, then its timing against
-flash-linear-attention and cudnn-frontend.
+"""The gdn forward and backward on the device: the engine's correctness tables, then its timing
+against flash-linear-attention and cudnn-frontend.
 
     python -m benchmarks.linear_attention.bench_gdn [--rounds 3] [--budget-s 420] [--out DIR]
 
@@ -15,6 +15,12 @@ flash-linear-attention and cudnn-frontend.
    anchor / ours (> 1: ours is faster). Before timing, ours is compared with each anchor's output
    on the same inputs (relative difference). The first call of FLA's kernels autotunes (30 s to
    minutes); ``--budget-s`` skips the anchors still untimed when the run has used that many seconds.
+3. The backward (``--skip bwd`` leaves it out): every case of `gdn_cases.BWD_CASES`, each gradient
+   against autograd through the float64 token loop; then forward+backward at the same shapes: ours
+   is the gdn graph's execute() then the gdn_bwd graph's (BLOCK_V 64), FLA's is
+   ``chunk_gated_delta_rule`` and ``.backward(dO)`` (its Hopper guard lifted for timing only:
+   ``fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True``), cudnn-frontend's its op's autograd
+   where it has one; our gradients are compared with FLA's first.
 """
 
 from __future__ import annotations
@@ -28,7 +34,16 @@ import time
 from typing import Any
 
 from benchmarks.harness import interleaved, run_footer
-from benchmarks.linear_attention.gdn_cases import CASES, GdnCase, build_graph, make_inputs, run_case
+from benchmarks.linear_attention.gdn_cases import (
+    BWD_CASES,
+    CASES,
+    GdnCase,
+    build_bwd_graph,
+    build_graph,
+    make_inputs,
+    run_bwd_case,
+    run_case,
+)
 
 SHAPES = {
     "B4xT4096": (4096,) * 4,
@@ -178,12 +193,153 @@ def timing(rounds: int, budget_s: float, started: float, log: list[str], skip: s
     return rows
 
 
+def bwd_correctness_table(log: list[str]) -> bool:
+    print("== correctness: gdn_cutile backward against autograd through the float64 reference")
+    ok = True
+    for case in BWD_CASES:
+        started = time.perf_counter()
+        try:
+            r = run_bwd_case(case)
+        except Exception as exc:  # one broken case must not hide the others
+            ok = False
+            print(f"  {case.name:18s} ERROR {type(exc).__name__}: {exc}")
+            log.append(f"bwd case {case.name}: {type(exc).__name__}: {exc}")
+            continue
+        good = max(r["rel"].values()) <= case.tolerance
+        ok &= good
+        errors = " ".join(f"{n} {e:.1e}" for n, e in r["rel"].items())
+        print(
+            f"  {case.name:18s} {r['plan']:24s} {errors}  {'ok' if good else 'FAIL'}"
+            f"  ({time.perf_counter() - started:.1f} s)"
+        )
+    return ok
+
+
+_GRADS = ("q", "k", "v", "g", "beta")
+
+
+def _ours_fwd_bwd(case: GdnCase, tensors: dict, d_o: Any) -> tuple[Any, dict]:
+    """(call, gradients) of our forward then backward graphs, BLOCK_V 64, built once."""
+    import torch
+
+    case = dataclasses.replace(case, block_v=64)
+    fwd_call, _ = _ours(case, tensors, 64)
+    bwd_tensors = {**tensors, "dO": d_o}
+    g, ports = build_bwd_graph(case, bwd_tensors, {})
+    grads = {n: torch.empty_like(tensors[n]) for n in _GRADS}
+    names = {"q": "dQ", "k": "dK", "v": "dV", "g": "dG", "beta": "dBeta"}
+    pack = {ports[n]: x for n, x in bwd_tensors.items()}
+    pack |= {ports[names[n]]: x for n, x in grads.items()}
+    workspace = torch.empty(g.get_workspace_size(), dtype=torch.uint8, device="cuda")
+
+    def call():
+        fwd_call()
+        g.execute(pack, workspace=workspace)
+
+    return call, grads
+
+
+def _fla_fwd_bwd(tensors: dict, lengths: tuple[int, ...], d_o: Any) -> tuple[Any, dict] | str:
+    try:
+        import fla.ops.common.chunk_o as chunk_o
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    except Exception as exc:
+        return f"flash-linear-attention not importable: {type(exc).__name__}: {exc}"
+    chunk_o.TRITON_ABOVE_3_7_1 = True  # FLA's Hopper backward guard, lifted for timing only
+    leaves = {n: tensors[n].detach().clone().requires_grad_(True) for n in _GRADS}
+    if len(set(lengths)) == 1 and len(lengths) > 1:
+        b, t = len(lengths), lengths[0]
+        args = [leaves[n].view(b, t, *leaves[n].shape[1:]) for n in _GRADS]
+        kwargs, grad = {}, d_o.view(b, t, *d_o.shape[1:])
+    else:
+        args = [leaves[n][None] for n in _GRADS]
+        kwargs, grad = {"cu_seqlens": tensors["cu_seqlens"].long()}, d_o[None]
+
+    def call():
+        for x in leaves.values():
+            x.grad = None
+        o, _ = chunk_gated_delta_rule(*args, **kwargs)
+        o.backward(grad)
+
+    return call, leaves
+
+
+def _cudnn_fwd_bwd(tensors: dict, lengths: tuple[int, ...], d_o: Any) -> tuple[Any, dict] | str:
+    try:
+        from cudnn.linear_attention import gated_delta_net
+    except Exception as exc:
+        return f"cudnn-frontend gated_delta_net not importable: {type(exc).__name__}: {exc}"
+    leaves = {n: tensors[n].detach().clone().requires_grad_(True) for n in _GRADS}
+
+    def call():
+        for x in leaves.values():
+            x.grad = None
+        o, _ = gated_delta_net(*(leaves[n] for n in _GRADS), tensors["cu_seqlens"])
+        o.backward(d_o)
+
+    return call, leaves
+
+
+def timing_bwd(rounds: int, budget_s: float, started: float, log: list[str], skip: set[str]) -> list[dict]:
+    import torch
+
+    rows = []
+    for shape, lengths in SHAPES.items():
+        case = _timing_case(shape, lengths)
+        tensors, _ = make_inputs(case, seed=1)
+        tokens = sum(lengths)
+        d_o = torch.randn(tokens, HEADS, DIM, device="cuda").to(torch.bfloat16)
+        call, ours = _ours_fwd_bwd(case, tensors, d_o)
+        t0 = time.perf_counter()
+        call()
+        torch.cuda.synchronize()
+        print(f"  {shape} ours fwd+bwd: first call {time.perf_counter() - t0:.1f} s")
+        columns = {"ours[BV=64]": call}
+        for anchor, make in (("cudnn", _cudnn_fwd_bwd), ("fla", _fla_fwd_bwd)):
+            if anchor in skip:
+                continue
+            if time.perf_counter() - started > budget_s:
+                print(f"  {shape} {anchor} fwd+bwd: skipped, the run is past --budget-s {budget_s:.0f}")
+                continue
+            made = make(tensors, lengths, d_o)
+            if isinstance(made, str):
+                print(f"  {shape} {anchor}: {made}")
+                continue
+            anchor_call, leaves = made
+            t0 = time.perf_counter()
+            try:
+                anchor_call()
+                torch.cuda.synchronize()
+            except Exception as exc:
+                print(f"  {shape} {anchor} fwd+bwd: first call failed: {type(exc).__name__}: {exc}")
+                continue
+            print(f"  {shape} {anchor} fwd+bwd: first call {time.perf_counter() - t0:.1f} s")
+            columns[anchor] = anchor_call
+            diffs = " ".join(
+                f"d{n} {_rel(ours[n], leaves[n].grad.reshape(ours[n].shape)):.2e}" for n in _GRADS
+            )
+            print(f"  {shape} ours vs {anchor}: rel diff of the gradients {diffs}")
+        times = interleaved(columns, rounds, log)
+        print(
+            f"-- {shape} fwd+bwd ({tokens} tokens, H{HEADS} D{DIM} bf16), median of {rounds} cold-L2 rounds"
+        )
+        for name, ms in times.items():
+            ratios = "".join(
+                f"  {a}/{name} {times[a] / ms:.2f}x"
+                for a in ("fla", "cudnn")
+                if a in times and name.startswith("ours")
+            )
+            print(f"  {name:14s} {ms:8.3f} ms  {tokens / ms / 1e3:8.2f} Mtok/s{ratios}")
+        rows.append({"shape": shape, "tokens": tokens, "ms": times})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--budget-s", type=float, default=420.0)
     parser.add_argument("--out", default=os.environ.get("OUT"))
-    parser.add_argument("--skip", default="", help="comma list: cases, timing, fla, cudnn")
+    parser.add_argument("--skip", default="", help="comma list: cases, timing, bwd, fla, cudnn")
     args = parser.parse_args()
     skip = {s for s in args.skip.split(",") if s}
     started, log = time.perf_counter(), []
@@ -193,6 +349,12 @@ def main() -> None:
     if "timing" not in skip:
         print("== timing: the gdn forward, ours against the anchors")
         result["timing"] = timing(args.rounds, args.budget_s, started, log, skip)
+    if "bwd" not in skip:
+        if "cases" not in skip:
+            result["bwd_correct"] = bwd_correctness_table(log)
+        if "timing" not in skip:
+            print("== timing: the gdn forward+backward, ours against the anchors")
+            result["timing_bwd"] = timing_bwd(args.rounds, args.budget_s, started, log, skip)
     for line in log:
         print("LOG", line)
     print(run_footer(), f" wall {time.perf_counter() - started:.0f} s")

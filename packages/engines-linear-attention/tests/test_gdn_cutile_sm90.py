@@ -1,10 +1,12 @@
-"""gdn_cutile's forward on the H200 against the float64 reference: the correctness table.
+"""gdn_cutile on the H200 against the float64 reference: the correctness tables of the forward and the backward.
 
 Every case of `benchmarks.linear_attention.gdn_cases.CASES` (varlen with odd lengths, T = 1, an
 empty sequence, initial and final state, each option alone and all together, GQA/GVA, fp16, a
 4097-token sequence, head dims 64 and 256, each BLOCK_V): fresh random inputs, outputs poisoned
 (NaN) first, planned and executed through the graph API; the relative error of O and of the final
-state must be within the case's tolerance (1e-2 for bf16 and fp16 io).
+state must be within the case's tolerance (1e-2 for bf16 and fp16 io). The backward: every case of
+`BWD_CASES` (the same, with a 1100-token sequence for the long one), each gradient of the gdn_bwd
+graph against autograd through the float64 reference, within the same tolerance.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks.linear_attention.gdn_cases import CASES, run_case  # noqa: E402
+from benchmarks.linear_attention.gdn_cases import BWD_CASES, CASES, run_bwd_case, run_case  # noqa: E402
 
 pytestmark = pytest.mark.sm90
 
@@ -27,3 +29,13 @@ def test_the_forward_matches_the_float64_reference(case, monkeypatch):
     assert result["o_rel"] <= case.tolerance, result
     if "final_state" in case.options:
         assert result["state_rel"] is not None and result["state_rel"] <= case.tolerance, result
+
+
+@pytest.mark.parametrize("case", BWD_CASES, ids=[c.name for c in BWD_CASES])
+def test_the_backward_matches_autograd_through_the_float64_reference(case, monkeypatch):
+    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile")
+    result = run_bwd_case(case)
+    print(f"{case.name}: {result}")
+    assert result["plan"].startswith("gdn_cutile[")
+    worst = max(result["rel"].values())
+    assert worst <= case.tolerance, result
