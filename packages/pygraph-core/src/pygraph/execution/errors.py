@@ -64,8 +64,9 @@ class WorkspaceTooSmallError(OperandError):
     """The workspace buffer is smaller than the plan needs."""
 
 
-class HandleError(ValueError):
-    """A supplied handle whose stream cannot be read."""
+class HandleError(ValueError, TypeError):
+    """A supplied handle whose stream cannot be read, or one of the wrong kind. Both builtins: the
+    classic API raised TypeError for a handle of the wrong kind and ValueError for an unreadable one."""
 
 
 class ShapeOverrideError(ValueError):
