@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
 # gdn_cutile on the device: the sm90 correctness tests of the linear-attention family, then the
-# benchmark (correctness table and timing against flash-linear-attention and cudnn-frontend).
-#   source /tmp/site/env.sh && source .dev3/cutile.sh && bash scripts/device/gdn_cutile.sh [bench args...]
-# cuTile needs its compiler (tileiras with a ptxas/libnvvm of CUDA 13.2+: .dev3/cutile.sh). Each
-# kernel compiles on its first launch (2-5 s each) into cuTile's disk cache, so the benchmark,
-# run after the tests, finds them compiled.
+# benchmark (timing against flash-linear-attention and cudnn-frontend).
+#   source /tmp/site/env.sh && source .dev3/cutile.sh && bash scripts/device/gdn_cutile.sh [PART] [bench args...]
+# PART: all (default), fwd (the forward's sm90 tests), bwd (the backward's), bench. Run the parts as
+# separate calls where one call's time is bounded: each kernel compiles on its first launch into
+# cuTile's disk cache (the forward's 2-5 s each; the backward's chunk_grad_kernel about a minute per
+# configuration, and the backward's cases span about ten), so a later part finds them compiled.
+# cuTile needs its compiler (tileiras with a ptxas/libnvvm of CUDA 13.2+: .dev3/cutile.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
+part=all
+case "${1:-}" in all|fwd|bwd|bench) part=$1; shift ;; esac
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
 python3 -c "import cuda.tile, torch; print('cuda.tile', cuda.tile.__version__, 'torch', torch.__version__)" 2>&1 | tee -a "$OUTDIR/device.txt"
-python3 -m pytest -m sm90 -p no:cacheprovider -q -rs -s --maxfail=6 --durations=8 packages/engines-linear-attention/tests 2>&1 \
-  | tee "$OUTDIR/gdn_sm90_pytest.log" | tail -45
-python3 -m benchmarks.linear_attention.bench_gdn --skip cases "$@" 2>&1 | tee "$OUTDIR/bench_gdn.log"
+tests=packages/engines-linear-attention/tests/test_gdn_cutile_sm90.py
+run_tests() {  # $1: pytest -k expression, $2: log name
+  python3 -m pytest -m sm90 -p no:cacheprovider -q -rs -s --maxfail=6 --durations=8 -k "$1" "$tests" 2>&1 \
+    | tee "$OUTDIR/$2" | tail -45
+}
+if [ "$part" = all ] || [ "$part" = fwd ]; then run_tests forward gdn_sm90_fwd_pytest.log; fi
+if [ "$part" = all ] || [ "$part" = bwd ]; then run_tests backward gdn_sm90_bwd_pytest.log; fi
+if [ "$part" = all ] || [ "$part" = bench ]; then
+  python3 -m benchmarks.linear_attention.bench_gdn --skip cases "$@" 2>&1 | tee "$OUTDIR/bench_gdn.log"
+fi
