@@ -1,0 +1,178 @@
+"""The torch op's argument rules: every shape, dtype and device of a ``gated_delta_net`` call,
+checked before anything runs (in eager mode and while ``torch.compile`` traces the fake kernel).
+
+The rules are the op's documented contract (``docs/linear-attention.md``, "The torch op"), stricter
+than the graph's ``gdn`` node: THD layout, q/k heads dividing v heads (GVA, as
+flash-linear-attention's ``chunk_gated_delta_rule``), fp32 gates, states and safe-gate parameters.
+What an engine serves beyond them (head dims, arch) is the planner's to say. Each refusal is an
+`pygraph.errors.OpInputError` naming the call, the tensor and the value it saw. ``cu_seqlens``'
+values are not read: that would wait on the device (the kernels build their chunk tables from it
+on the device); its shape, dtype and device are checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+
+from pygraph.errors import OpInputError
+
+__all__ = ["CALL", "GdnProblem", "check_backward", "check_forward"]
+
+CALL = "pygraph_linear_attention.gated_delta_net()"
+IO_DTYPES = (torch.bfloat16, torch.float16)
+INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class GdnProblem:
+    """What a call's tensors say: the static part of its graphs' key."""
+
+    tokens: int  # T
+    sequences: int  # N = len(cu_seqlens) - 1
+    heads_qk: int  # H
+    heads_v: int  # HV (the output's heads: H divides HV)
+    key_dim: int  # K
+    value_dim: int  # V
+    io_dtype: torch.dtype  # q, k, v, o
+    beta_dtype: torch.dtype  # fp32 or the io dtype
+    cu_dtype: torch.dtype  # int32 or int64
+    device: torch.device
+    has_initial_state: bool
+    has_a_log: bool
+    has_dt_bias: bool
+
+    @property
+    def state_shape(self) -> tuple[int, int, int, int]:
+        return (self.sequences, self.heads_v, self.value_dim, self.key_dim)
+
+
+def _fail(message: str) -> OpInputError:
+    return OpInputError(f"{CALL}: {message}")
+
+
+def _tensor(name: str, t: Any, optional: bool = False) -> None:
+    if t is None and optional:
+        return
+    if not isinstance(t, torch.Tensor):
+        kind = "a torch.Tensor or None" if optional else "a torch.Tensor"
+        raise _fail(f"{name} must be {kind}, got {type(t).__name__}")
+
+
+def _shape(name: str, t: torch.Tensor, want: tuple, layout: str) -> None:
+    if tuple(t.shape) != tuple(want):
+        raise _fail(f"{name} must be {layout} = {list(want)}, got shape {list(t.shape)}")
+
+
+def _dtype(name: str, t: torch.Tensor, allowed: tuple, what: str) -> None:
+    if t.dtype not in allowed:
+        raise _fail(f"{name} must be {what}, got {t.dtype}")
+
+
+def _device(name: str, t: torch.Tensor, device: torch.device) -> None:
+    if t.device != device:
+        raise _fail(f"{name} is on {t.device}, q on {device}: every tensor of one call is on one device")
+
+
+def _flags(flags: dict[str, Any]) -> None:
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise _fail(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+
+
+def check_forward(
+    q: Any,
+    k: Any,
+    v: Any,
+    g: Any,
+    beta: Any,
+    cu_seqlens: Any,
+    scale: Any,
+    initial_state: Any,
+    a_log: Any,
+    dt_bias: Any,
+    **flags: Any,
+) -> GdnProblem:
+    """The call's problem, or the `OpInputError` naming the first bad argument.
+
+    ``flags``: output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel,
+    allow_neg_eigval, safe_gate (each a bool).
+    """
+    for name, t in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("cu_seqlens", cu_seqlens)):
+        _tensor(name, t)
+    for name, t in (("initial_state", initial_state), ("a_log", a_log), ("dt_bias", dt_bias)):
+        _tensor(name, t, optional=True)
+    _flags(flags)
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale)
+    ):
+        raise _fail(f"scale must be a finite float or None (K ** -0.5), got {scale!r}")
+
+    if q.dim() != 3:
+        raise _fail(f"q must be [T, H, K] (rank 3, THD), got shape {list(q.shape)}")
+    tokens, heads_qk, key_dim = q.shape
+    _shape("k", k, q.shape, "[T, H, K] like q")
+    if v.dim() != 3 or v.shape[0] != tokens:
+        raise _fail(f"v must be [T, HV, V] with q's T = {tokens}, got shape {list(v.shape)}")
+    heads_v, value_dim = v.shape[1], v.shape[2]
+    if heads_qk < 1 or heads_v % heads_qk:
+        raise _fail(
+            f"q/k heads H = {heads_qk} must divide v heads HV = {heads_v} (GVA), got v {list(v.shape)}"
+        )
+    _dtype("q", q, IO_DTYPES, "torch.bfloat16 or torch.float16")
+    for name, t in (("k", k), ("v", v)):
+        _dtype(name, t, (q.dtype,), f"q's dtype {q.dtype}")
+    _shape("g", g, (tokens, heads_v), "[T, HV]")
+    _dtype("g", g, (torch.float32,), "torch.float32 (the log decay)")
+    _shape("beta", beta, (tokens, heads_v), "[T, HV]")
+    _dtype("beta", beta, (torch.float32, q.dtype), f"torch.float32 or q's dtype {q.dtype}")
+    if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 1:
+        raise _fail(f"cu_seqlens must be [N + 1] (rank 1, at least [0]), got shape {list(cu_seqlens.shape)}")
+    _dtype("cu_seqlens", cu_seqlens, INDEX_DTYPES, "torch.int32 or torch.int64")
+    sequences = cu_seqlens.shape[0] - 1
+    if sequences == 0 and tokens != 0:
+        raise _fail(f"cu_seqlens {list(cu_seqlens.shape)} holds no sequence for q's T = {tokens} tokens")
+    state = (sequences, heads_v, value_dim, key_dim)
+    if initial_state is not None:
+        _shape("initial_state", initial_state, state, "[N, HV, V, K]")
+        _dtype("initial_state", initial_state, (torch.float32,), "torch.float32")
+    if flags.get("safe_gate"):
+        if a_log is None:
+            raise _fail("safe_gate=True needs a_log ([HV] fp32, the per-head log decay rate)")
+    elif a_log is not None or dt_bias is not None:
+        given = [n for n, t in (("a_log", a_log), ("dt_bias", dt_bias)) if t is not None]
+        raise _fail(
+            f"{' and '.join(given)} given with safe_gate=False: they are read only with safe_gate=True"
+        )
+    for name, t in (("a_log", a_log), ("dt_bias", dt_bias)):
+        if t is not None:
+            _shape(name, t, (heads_v,), "[HV]")
+            _dtype(name, t, (torch.float32,), "torch.float32")
+    device = q.device
+    for name, t in (("k", k), ("v", v), ("g", g), ("beta", beta), ("cu_seqlens", cu_seqlens)):
+        _device(name, t, device)
+    for name, t in (("initial_state", initial_state), ("a_log", a_log), ("dt_bias", dt_bias)):
+        if t is not None:
+            _device(name, t, device)
+    return GdnProblem(
+        tokens=tokens, sequences=sequences, heads_qk=heads_qk, heads_v=heads_v, key_dim=key_dim,
+        value_dim=value_dim, io_dtype=q.dtype, beta_dtype=beta.dtype, cu_dtype=cu_seqlens.dtype,
+        device=device, has_initial_state=initial_state is not None, has_a_log=a_log is not None,
+        has_dt_bias=dt_bias is not None,
+    )  # fmt: skip
+
+
+def check_backward(problem: GdnProblem, d_o: Any, d_final_state: Any) -> None:
+    """The backward's incoming gradients: dO like O, d_final_state like the final state (or None)."""
+    _tensor("grad of o", d_o)
+    _shape("grad of o", d_o, (problem.tokens, problem.heads_v, problem.value_dim), "[T, HV, V]")
+    _dtype("grad of o", d_o, (problem.io_dtype,), f"q's dtype {problem.io_dtype}")
+    _device("grad of o", d_o, problem.device)
+    _tensor("grad of final_state", d_final_state, optional=True)
+    if d_final_state is not None:
+        _shape("grad of final_state", d_final_state, problem.state_shape, "[N, HV, V, K]")
+        _dtype("grad of final_state", d_final_state, (torch.float32,), "torch.float32")
+        _device("grad of final_state", d_final_state, problem.device)

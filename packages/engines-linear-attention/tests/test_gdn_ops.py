@@ -1,0 +1,310 @@
+"""The torch op's execution path on the CPU: graphs built and cached per key, planned to gdn_cutile,
+executed through its plan with the kernels' launch replaced by a stand-in that computes the chunked
+spec (`chunked.py`, `chunked_bwd.py`) in float64 on the host tensors; the op's outputs and autograd
+gradients against the token loop's (`reference.py`); `torch.compile(fullgraph=True)` and
+`torch.library.opcheck` over the same path; a gdn_bwd graph no engine serves surfacing the
+planner's error.
+
+The stand-in: gdn_cutile's kernel modules replaced in ``sys.modules`` by sentinels, cuTile's
+launch by a no-op, and the plan's launch sequences (`launch_forward`, `launch_backward`) by
+functions that read the plan's device arrays (host addresses here) as torch tensors, so the op,
+its graph cache, planning, the variant pack, the plan's operand positions, geometry checks and
+workspace all run as they do on the device.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import pygraph  # noqa: E402
+from pygraph_linear_attention import op_graphs  # noqa: E402
+from pygraph_linear_attention.chunked import chunked_gated_delta_net  # noqa: E402
+from pygraph_linear_attention.chunked_bwd import chunked_gated_delta_net_backward  # noqa: E402
+from pygraph_linear_attention.engines import cutile as engine_mod  # noqa: E402
+from pygraph_linear_attention.ops import gated_delta_net  # noqa: E402
+from pygraph_linear_attention.reference import gated_delta_net_reference  # noqa: E402
+
+OP = torch.ops.pygraph_linear_attention.gated_delta_net
+
+
+def _host(array, dtype=None):
+    """A device array at a host address, as a torch tensor over the same memory."""
+    dtype = dtype or getattr(torch, array.dtype)
+    span = 1 + sum((d - 1) * s for d, s in zip(array.shape, array.strides)) if all(array.shape) else 0
+    size = torch.empty((), dtype=dtype).element_size()
+    memory = (ctypes.c_char * max(span * size, 1)).from_address(array.pointer)
+    return torch.frombuffer(memory, dtype=dtype, count=span).as_strided(array.shape, array.strides)
+
+
+def _options(cfg) -> dict:
+    return {
+        "scale": cfg.scale, "use_qk_l2norm": cfg.use_qk_l2norm, "use_beta_sigmoid": cfg.use_beta_sigmoid,
+        "allow_neg_eigval": cfg.allow_neg_eigval, "safe_gate": cfg.safe_gate,
+    }  # fmt: skip
+
+
+class StandIn:
+    """The plan's launch sequences, computing the chunked spec on the host; records each run."""
+
+    def __init__(self):
+        self.runs = []
+
+    def forward(self, launch, kernels, cfg, arrays):
+        self.runs.append("gdn")
+        x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "o")}
+        extra = {name: _host(arrays[role]) for name, role in (("initial_state", "h0"), ("a_log", "a_log"),
+                 ("dt_bias", "dt_bias")) if role in arrays}  # fmt: skip
+        o, final = chunked_gated_delta_net(
+            x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], **extra,
+            output_final_state=cfg.output_final_state, **_options(cfg),
+        )  # fmt: skip
+        x["o"].copy_(o)
+        if cfg.output_final_state:
+            _host(arrays["ht"]).copy_(final)
+
+    def backward(self, launch, kernels, cfg, arrays):
+        self.runs.append("gdn_bwd")
+        x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "dO")}
+        extra = {name: _host(arrays[role]) for name, role in (("initial_state", "h0"), ("a_log", "a_log"),
+                 ("dt_bias", "dt_bias"), ("grad_final_state", "dht")) if role in arrays}  # fmt: skip
+        grads = chunked_gated_delta_net_backward(
+            x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], x["dO"], **extra, **_options(cfg)
+        )
+        for name, role in (("dQ", "dQ"), ("dK", "dK"), ("dV", "dV"), ("dG", "dG"), ("dBeta", "dBeta"),
+                           ("d_initial_state", "dh0"), ("d_a_log", "d_a_log"), ("d_dt_bias", "d_dt_bias")):  # fmt: skip
+            if role in arrays:
+                _host(arrays[role]).copy_(grads[name])
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    """gdn_cutile offered and built with the stand-in launch sequences; the op's graph cache empty."""
+    monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "off")
+    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
+    monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: lambda *args: None)
+    fwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_fwd")
+    fwd.KERNELS = {}
+    bwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_bwd")
+    bwd.BWD_KERNELS = {}
+    monkeypatch.setitem(sys.modules, fwd.__name__, fwd)
+    monkeypatch.setitem(sys.modules, bwd.__name__, bwd)
+    recorder = StandIn()
+    monkeypatch.setattr(engine_mod, "launch_forward", recorder.forward)
+    monkeypatch.setattr(engine_mod, "launch_backward", recorder.backward)
+    op_graphs.GRAPHS.clear()
+    yield recorder
+    op_graphs.GRAPHS.clear()
+
+
+def _inputs(lengths=(5, 1, 9), h=1, hv=2, d=64, io=torch.bfloat16, *, state=False, safe_gate=False,
+            beta_io=False, seed=0):  # fmt: skip
+    gen = torch.Generator().manual_seed(seed)
+    t, n = sum(lengths), len(lengths)
+
+    def normal(*shape):
+        return torch.randn(*shape, generator=gen)
+
+    x = {
+        "q": normal(t, h, d).to(io),
+        "k": torch.nn.functional.normalize(normal(t, h, d), dim=-1).to(io),
+        "v": normal(t, hv, d).to(io),
+        "g": torch.nn.functional.logsigmoid(normal(t, hv)),
+        "beta": torch.rand(t, hv, generator=gen).to(io if beta_io else torch.float32),
+        "cu_seqlens": torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32),
+    }
+    if state:
+        x["initial_state"] = normal(n, hv, d, d) * 0.1
+    if safe_gate:
+        x["g"] = normal(t, hv)
+        x["a_log"] = torch.log(1 + 15 * torch.rand(hv, generator=gen))
+        x["dt_bias"] = normal(hv)
+    return x
+
+
+def _rel(got, want) -> float:
+    return float((got.double() - want.double()).norm() / want.double().norm().clamp_min(1e-30))
+
+
+CASES = {
+    "plain": ({}, {}),
+    "state-final": ({"state": True}, {"output_final_state": True}),
+    "options": ({"state": True}, {"output_final_state": True, "use_qk_l2norm_in_kernel": True,
+                                  "use_beta_sigmoid_in_kernel": True, "allow_neg_eigval": True, "scale": 0.2}),
+    "safe-gate": ({"safe_gate": True, "beta_io": True}, {"output_final_state": True, "safe_gate": True}),
+    "fp16-mha": ({"io": torch.float16, "h": 2, "hv": 2}, {"output_final_state": True}),
+}  # fmt: skip
+REFERENCE_KEYS = {
+    "use_qk_l2norm_in_kernel": "use_qk_l2norm",
+    "use_beta_sigmoid_in_kernel": "use_beta_sigmoid",
+}
+
+
+def _reference(x, flags, dtype=torch.float64):
+    options = {REFERENCE_KEYS.get(k, k): v for k, v in flags.items()}
+    extra = {k: x[k] for k in ("initial_state", "a_log", "dt_bias") if k in x}
+    return gated_delta_net_reference(
+        x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], **extra, **options, dtype=dtype
+    )
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_forward_values_equal_the_float64_reference(stand_in, case):
+    shape, flags = CASES[case]
+    x = _inputs(**shape)
+    o, final = gated_delta_net(**x, **flags)
+    want_o, want_final = _reference(x, flags)
+    assert stand_in.runs == ["gdn"]
+    assert o.dtype == x["q"].dtype and o.shape == want_o.shape
+    assert _rel(o, want_o) <= 4e-3  # bf16 rounding of O (2 ** -8 relative at most per element)
+    if flags.get("output_final_state"):
+        assert final.dtype == torch.float32 and _rel(final, want_final) <= 1e-6
+    else:
+        assert final is None
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_autograd_gradients_equal_the_float64_reference(stand_in, case):
+    shape, flags = CASES[case]
+    x = _inputs(**shape)
+    leaves = [n for n in ("q", "k", "v", "g", "beta", "initial_state", "a_log", "dt_bias") if n in x]
+    ours = {n: t.clone().requires_grad_(n in leaves) for n, t in x.items()}
+    theirs = {n: t.detach().double().requires_grad_(True) if n in leaves else t for n, t in x.items()}
+    gen = torch.Generator().manual_seed(7)
+    o, final = gated_delta_net(**ours, **flags)
+    # dO in the io dtype exactly (o's gradient arrives rounded to it): only the outputs' rounding differs
+    w_o = torch.randn(o.shape, generator=gen).to(o.dtype).double()
+    loss = (o.double() * w_o).sum()
+    want_o, want_final = _reference(theirs, flags)
+    want_loss = (want_o * w_o).sum()
+    if final is not None:
+        w_s = torch.randn(final.shape, generator=gen, dtype=torch.float64)
+        loss, want_loss = loss + (final.double() * w_s).sum(), want_loss + (want_final * w_s).sum()
+    loss.backward()
+    want_loss.backward()
+    assert stand_in.runs == ["gdn", "gdn_bwd"]
+    for name in leaves:
+        got, want = ours[name].grad, theirs[name].grad
+        assert got is not None and got.dtype == x[name].dtype, name
+        # bf16 gradients of q, k, v (and beta in the io dtype): their rounding; the rest fp32
+        tolerance = 4e-3 if got.dtype in (torch.bfloat16, torch.float16) else 1e-5
+        assert _rel(got, want) <= tolerance, (name, _rel(got, want))
+
+
+def test_one_graph_per_key_reused_across_calls(stand_in):
+    x = _inputs()
+    for seed in (1, 2):  # new values, the same key: the same graph
+        gated_delta_net(**_inputs(seed=seed))
+    assert op_graphs.GRAPHS.builds == 1 and len(op_graphs.GRAPHS.keys()) == 1
+    gated_delta_net(**x, output_final_state=True)  # a flag: a graph of its own
+    gated_delta_net(**_inputs(lengths=(4, 4)))  # another T and N
+    gated_delta_net(**_inputs(io=torch.float16))  # another dtype
+    assert op_graphs.GRAPHS.builds == 4
+    gated_delta_net(**x, output_final_state=True)
+    assert op_graphs.GRAPHS.builds == 4
+    (key,) = [k for k in op_graphs.GRAPHS.keys() if k[0] == "gdn" and dict(k[3])["output_final_state"]]
+    problem = key[1]
+    assert (problem.tokens, problem.sequences, problem.heads_qk, problem.heads_v) == (15, 3, 1, 2)
+    assert problem.device == torch.device("cpu")
+    built = op_graphs.GRAPHS.get(key, lambda: pytest.fail("a cached key built again"))
+    assert built.plan_name == "gdn_cutile[BLOCK_V=64]"
+
+
+def test_a_non_contiguous_input_runs_its_contiguous_copy(stand_in):
+    x = _inputs()
+    v = x["v"]  # [T, HV, V] stored head-major
+    x["v"] = torch.empty(v.shape[1], v.shape[0], v.shape[2], dtype=v.dtype).transpose(0, 1)
+    x["v"].copy_(v)
+    assert not x["v"].is_contiguous()
+    o, _ = gated_delta_net(**x)
+    assert _rel(o, _reference(x, {})[0]) <= 4e-3
+
+
+def test_no_token_runs_nothing(stand_in):
+    x = _inputs(lengths=(0, 0), state=True)
+    o, final = gated_delta_net(**x, output_final_state=True)
+    assert o.shape == (0, 2, 64) and torch.equal(final, x["initial_state"])
+    assert stand_in.runs == [] and op_graphs.GRAPHS.builds == 0
+
+
+def test_a_gdn_bwd_graph_no_engine_serves_raises_the_planners_error(stand_in, monkeypatch):
+    real = engine_mod._support_reason
+
+    def forward_only(facts):
+        return "the backward is switched off for this test" if facts.backward else real(facts)
+
+    monkeypatch.setattr(engine_mod, "_support_reason", forward_only)
+    x = {n: t.requires_grad_(n in ("q", "k", "v")) for n, t in _inputs().items()}
+    o, _ = gated_delta_net(**x)  # the forward is served
+    with pytest.raises(
+        pygraph.GraphNotSupportedError, match="gdn_cutile: the backward is switched off for this test"
+    ):
+        o.float().sum().backward()
+    assert not any(k[0] == "gdn_bwd" for k in op_graphs.GRAPHS.keys())  # a failure is not cached
+
+
+def test_a_forward_graph_no_engine_serves_names_the_engines_reason(stand_in):
+    x = _inputs(d=96)  # head dim 96: gdn_cutile serves 64, 128 and 256
+    with pytest.raises(pygraph.GraphNotSupportedError, match=r"head dims K=96, V=96"):
+        gated_delta_net(**x)
+
+
+def test_torch_compile_fullgraph_traces_the_op_and_its_gradient(stand_in):
+    torch._dynamo.reset()
+    x = _inputs(state=True)
+    leaves = ("q", "k", "v", "g", "beta", "initial_state")
+
+    def step(q, k, v, g, beta, cu_seqlens, initial_state):
+        o, final = gated_delta_net(q, k, v, g, beta, cu_seqlens, initial_state=initial_state,
+                                   output_final_state=True)  # fmt: skip
+        return o.float().square().sum() + final.sum()
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    ours = {n: t.clone().requires_grad_(n in leaves) for n, t in x.items()}
+    compiled(**ours).backward()
+    eager = {n: t.clone().requires_grad_(n in leaves) for n, t in x.items()}
+    step(**eager).backward()
+    assert stand_in.runs == ["gdn", "gdn_bwd", "gdn", "gdn_bwd"]
+    for name in leaves:
+        assert torch.equal(ours[name].grad, eager[name].grad), name
+    torch._dynamo.reset()
+
+
+def test_torch_compile_with_fake_inputs_traces_without_running():
+    """fullgraph tracing on meta tensors: only the fake kernel runs (no graph is built)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    torch._dynamo.reset()
+    builds = op_graphs.GRAPHS.builds
+    captured = []
+
+    def backend(gm, example_inputs):
+        captured.append([n.target for n in gm.graph.nodes if n.op == "call_function"])
+        return gm
+
+    def f(q, k, v, g, beta, cu_seqlens):
+        o, _ = gated_delta_net(q, k, v, g, beta, cu_seqlens)
+        return o
+
+    x = _inputs()
+    with FakeTensorMode(allow_non_fake_inputs=False) as mode:
+        fake = {n: mode.from_tensor(t) for n, t in x.items()}
+        torch._dynamo.explain(f)(**fake)  # no graph break under fullgraph rules
+        out = torch.compile(f, fullgraph=True, backend=backend)(**fake)
+    assert out.shape == (15, 2, 64)
+    assert any(OP.default in targets for targets in captured), captured
+    assert op_graphs.GRAPHS.builds == builds
+    torch._dynamo.reset()
+
+
+def test_opcheck(stand_in):
+    x = _inputs(state=True)
+    x = {n: t.requires_grad_(n in ("q", "k", "v", "g", "beta", "initial_state")) for n, t in x.items()}
+    torch.library.opcheck(
+        OP, tuple(x.values())[:6], {"initial_state": x["initial_state"], "output_final_state": True}
+    )
