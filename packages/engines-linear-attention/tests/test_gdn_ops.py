@@ -3,20 +3,10 @@ executed through its plan with the kernels' launch replaced by a stand-in that c
 spec (`chunked.py`, `chunked_bwd.py`) in float64 on the host tensors; the op's outputs and autograd
 gradients against the token loop's (`reference.py`); `torch.compile(fullgraph=True)` and
 `torch.library.opcheck` over the same path; a gdn_bwd graph no engine serves surfacing the
-planner's error.
-
-The stand-in: gdn_cutile's kernel modules replaced in ``sys.modules`` by sentinels, cuTile's
-launch by a no-op, and the plan's launch sequences (`launch_forward`, `launch_backward`) by
-functions that read the plan's device arrays (host addresses here) as torch tensors, so the op,
-its graph cache, planning, the variant pack, the plan's operand positions, geometry checks and
-workspace all run as they do on the device.
+planner's error. The stand-in is the ``gdn_stand_in`` fixture (``conftest.py``).
 """
 
 from __future__ import annotations
-
-import ctypes
-import sys
-import types
 
 import pytest
 
@@ -24,82 +14,11 @@ torch = pytest.importorskip("torch")
 
 import pygraph  # noqa: E402
 from pygraph_linear_attention import op_graphs  # noqa: E402
-from pygraph_linear_attention.chunked import chunked_gated_delta_net  # noqa: E402
-from pygraph_linear_attention.chunked_bwd import chunked_gated_delta_net_backward  # noqa: E402
 from pygraph_linear_attention.engines import cutile as engine_mod  # noqa: E402
 from pygraph_linear_attention.ops import gated_delta_net  # noqa: E402
 from pygraph_linear_attention.reference import gated_delta_net_reference  # noqa: E402
 
 OP = torch.ops.pygraph_linear_attention.gated_delta_net
-
-
-def _host(array, dtype=None):
-    """A device array at a host address, as a torch tensor over the same memory."""
-    dtype = dtype or getattr(torch, array.dtype)
-    span = 1 + sum((d - 1) * s for d, s in zip(array.shape, array.strides)) if all(array.shape) else 0
-    size = torch.empty((), dtype=dtype).element_size()
-    memory = (ctypes.c_char * max(span * size, 1)).from_address(array.pointer)
-    return torch.frombuffer(memory, dtype=dtype, count=span).as_strided(array.shape, array.strides)
-
-
-def _options(cfg) -> dict:
-    return {
-        "scale": cfg.scale, "use_qk_l2norm": cfg.use_qk_l2norm, "use_beta_sigmoid": cfg.use_beta_sigmoid,
-        "allow_neg_eigval": cfg.allow_neg_eigval, "safe_gate": cfg.safe_gate,
-    }  # fmt: skip
-
-
-class StandIn:
-    """The plan's launch sequences, computing the chunked spec on the host; records each run."""
-
-    def __init__(self):
-        self.runs = []
-
-    def forward(self, launch, kernels, cfg, arrays):
-        self.runs.append("gdn")
-        x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "o")}
-        extra = {name: _host(arrays[role]) for name, role in (("initial_state", "h0"), ("a_log", "a_log"),
-                 ("dt_bias", "dt_bias")) if role in arrays}  # fmt: skip
-        o, final = chunked_gated_delta_net(
-            x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], **extra,
-            output_final_state=cfg.output_final_state, **_options(cfg),
-        )  # fmt: skip
-        x["o"].copy_(o)
-        if cfg.output_final_state:
-            _host(arrays["ht"]).copy_(final)
-
-    def backward(self, launch, kernels, cfg, arrays):
-        self.runs.append("gdn_bwd")
-        x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "dO")}
-        extra = {name: _host(arrays[role]) for name, role in (("initial_state", "h0"), ("a_log", "a_log"),
-                 ("dt_bias", "dt_bias"), ("grad_final_state", "dht")) if role in arrays}  # fmt: skip
-        grads = chunked_gated_delta_net_backward(
-            x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], x["dO"], **extra, **_options(cfg)
-        )
-        for name, role in (("dQ", "dQ"), ("dK", "dK"), ("dV", "dV"), ("dG", "dG"), ("dBeta", "dBeta"),
-                           ("d_initial_state", "dh0"), ("d_a_log", "d_a_log"), ("d_dt_bias", "d_dt_bias")):  # fmt: skip
-            if role in arrays:
-                _host(arrays[role]).copy_(grads[name])
-
-
-@pytest.fixture
-def stand_in(monkeypatch):
-    """gdn_cutile offered and built with the stand-in launch sequences; the op's graph cache empty."""
-    monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "off")
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
-    monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: lambda *args: None)
-    fwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_fwd")
-    fwd.KERNELS = {}
-    bwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_bwd")
-    bwd.BWD_KERNELS = {}
-    monkeypatch.setitem(sys.modules, fwd.__name__, fwd)
-    monkeypatch.setitem(sys.modules, bwd.__name__, bwd)
-    recorder = StandIn()
-    monkeypatch.setattr(engine_mod, "launch_forward", recorder.forward)
-    monkeypatch.setattr(engine_mod, "launch_backward", recorder.backward)
-    op_graphs.GRAPHS.clear()
-    yield recorder
-    op_graphs.GRAPHS.clear()
 
 
 def _inputs(lengths=(5, 1, 9), h=1, hv=2, d=64, io=torch.bfloat16, *, state=False, safe_gate=False,
@@ -154,12 +73,12 @@ def _reference(x, flags, dtype=torch.float64):
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_forward_values_equal_the_float64_reference(stand_in, case):
+def test_forward_values_equal_the_float64_reference(gdn_stand_in, case):
     shape, flags = CASES[case]
     x = _inputs(**shape)
     o, final = gated_delta_net(**x, **flags)
     want_o, want_final = _reference(x, flags)
-    assert stand_in.runs == ["gdn"]
+    assert gdn_stand_in.runs == ["gdn"]
     assert o.dtype == x["q"].dtype and o.shape == want_o.shape
     assert _rel(o, want_o) <= 4e-3  # bf16 rounding of O (2 ** -8 relative at most per element)
     if flags.get("output_final_state"):
@@ -169,7 +88,7 @@ def test_forward_values_equal_the_float64_reference(stand_in, case):
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_autograd_gradients_equal_the_float64_reference(stand_in, case):
+def test_autograd_gradients_equal_the_float64_reference(gdn_stand_in, case):
     shape, flags = CASES[case]
     x = _inputs(**shape)
     leaves = [n for n in ("q", "k", "v", "g", "beta", "initial_state", "a_log", "dt_bias") if n in x]
@@ -187,7 +106,7 @@ def test_autograd_gradients_equal_the_float64_reference(stand_in, case):
         loss, want_loss = loss + (final.double() * w_s).sum(), want_loss + (want_final * w_s).sum()
     loss.backward()
     want_loss.backward()
-    assert stand_in.runs == ["gdn", "gdn_bwd"]
+    assert gdn_stand_in.runs == ["gdn", "gdn_bwd"]
     for name in leaves:
         got, want = ours[name].grad, theirs[name].grad
         assert got is not None and got.dtype == x[name].dtype, name
@@ -196,7 +115,7 @@ def test_autograd_gradients_equal_the_float64_reference(stand_in, case):
         assert _rel(got, want) <= tolerance, (name, _rel(got, want))
 
 
-def test_one_graph_per_key_reused_across_calls(stand_in):
+def test_one_graph_per_key_reused_across_calls(gdn_stand_in):
     x = _inputs()
     for seed in (1, 2):  # new values, the same key: the same graph
         gated_delta_net(**_inputs(seed=seed))
@@ -215,7 +134,7 @@ def test_one_graph_per_key_reused_across_calls(stand_in):
     assert built.plan_name == "gdn_cutile[BLOCK_V=64]"
 
 
-def test_a_non_contiguous_input_runs_its_contiguous_copy(stand_in):
+def test_a_non_contiguous_input_runs_its_contiguous_copy(gdn_stand_in):
     x = _inputs()
     v = x["v"]  # [T, HV, V] stored head-major
     x["v"] = torch.empty(v.shape[1], v.shape[0], v.shape[2], dtype=v.dtype).transpose(0, 1)
@@ -225,14 +144,14 @@ def test_a_non_contiguous_input_runs_its_contiguous_copy(stand_in):
     assert _rel(o, _reference(x, {})[0]) <= 4e-3
 
 
-def test_no_token_runs_nothing(stand_in):
+def test_no_token_runs_nothing(gdn_stand_in):
     x = _inputs(lengths=(0, 0), state=True)
     o, final = gated_delta_net(**x, output_final_state=True)
     assert o.shape == (0, 2, 64) and torch.equal(final, x["initial_state"])
-    assert stand_in.runs == [] and op_graphs.GRAPHS.builds == 0
+    assert gdn_stand_in.runs == [] and op_graphs.GRAPHS.builds == 0
 
 
-def test_a_gdn_bwd_graph_no_engine_serves_raises_the_planners_error(stand_in, monkeypatch):
+def test_a_gdn_bwd_graph_no_engine_serves_raises_the_planners_error(gdn_stand_in, monkeypatch):
     real = engine_mod._support_reason
 
     def forward_only(facts):
@@ -248,13 +167,13 @@ def test_a_gdn_bwd_graph_no_engine_serves_raises_the_planners_error(stand_in, mo
     assert not any(k[0] == "gdn_bwd" for k in op_graphs.GRAPHS.keys())  # a failure is not cached
 
 
-def test_a_forward_graph_no_engine_serves_names_the_engines_reason(stand_in):
+def test_a_forward_graph_no_engine_serves_names_the_engines_reason(gdn_stand_in):
     x = _inputs(d=96)  # head dim 96: gdn_cutile serves 64, 128 and 256
     with pytest.raises(pygraph.GraphNotSupportedError, match=r"head dims K=96, V=96"):
         gated_delta_net(**x)
 
 
-def test_torch_compile_fullgraph_traces_the_op_and_its_gradient(stand_in):
+def test_torch_compile_fullgraph_traces_the_op_and_its_gradient(gdn_stand_in):
     torch._dynamo.reset()
     x = _inputs(state=True)
     leaves = ("q", "k", "v", "g", "beta", "initial_state")
@@ -269,7 +188,7 @@ def test_torch_compile_fullgraph_traces_the_op_and_its_gradient(stand_in):
     compiled(**ours).backward()
     eager = {n: t.clone().requires_grad_(n in leaves) for n, t in x.items()}
     step(**eager).backward()
-    assert stand_in.runs == ["gdn", "gdn_bwd", "gdn", "gdn_bwd"]
+    assert gdn_stand_in.runs == ["gdn", "gdn_bwd", "gdn", "gdn_bwd"]
     for name in leaves:
         assert torch.equal(ours[name].grad, eager[name].grad), name
     torch._dynamo.reset()
@@ -302,7 +221,7 @@ def test_torch_compile_with_fake_inputs_traces_without_running():
     torch._dynamo.reset()
 
 
-def test_opcheck(stand_in):
+def test_opcheck(gdn_stand_in):
     x = _inputs(state=True)
     x = {n: t.requires_grad_(n in ("q", "k", "v", "g", "beta", "initial_state")) for n, t in x.items()}
     torch.library.opcheck(

@@ -1,0 +1,98 @@
+"""Fixtures of the family's tests: ``gdn_stand_in``, gdn_cutile built with its launch sequences
+replaced by the chunked spec computed on the host.
+
+The stand-in: gdn_cutile's kernel modules replaced in ``sys.modules`` by sentinels, cuTile's launch
+by a no-op, and the plan's launch sequences (`launch_forward`, `launch_backward`) by functions that
+read the plan's device arrays (host addresses: CPU tensors) as torch tensors and compute
+`chunked.py` / `chunked_bwd.py` in float64, so a caller of the torch op, its graph cache, planning,
+the variant pack, the plan's operand positions, geometry checks and workspace all run as they do on
+the device.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import types
+
+import pytest
+
+
+def _host(array, dtype=None):
+    """A device array at a host address, as a torch tensor over the same memory."""
+    import torch
+
+    dtype = dtype or getattr(torch, array.dtype)
+    span = 1 + sum((d - 1) * s for d, s in zip(array.shape, array.strides)) if all(array.shape) else 0
+    size = torch.empty((), dtype=dtype).element_size()
+    memory = (ctypes.c_char * max(span * size, 1)).from_address(array.pointer)
+    return torch.frombuffer(memory, dtype=dtype, count=span).as_strided(array.shape, array.strides)
+
+
+def _options(cfg) -> dict:
+    return {
+        "scale": cfg.scale, "use_qk_l2norm": cfg.use_qk_l2norm, "use_beta_sigmoid": cfg.use_beta_sigmoid,
+        "allow_neg_eigval": cfg.allow_neg_eigval, "safe_gate": cfg.safe_gate,
+    }  # fmt: skip
+
+
+class StandIn:
+    """The plan's launch sequences, computing the chunked spec on the host; records each run."""
+
+    def __init__(self):
+        self.runs = []
+
+    def forward(self, launch, kernels, cfg, arrays):
+        from pygraph_linear_attention.chunked import chunked_gated_delta_net
+
+        self.runs.append("gdn")
+        x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "o")}
+        extra = {name: _host(arrays[role]) for name, role in (("initial_state", "h0"), ("a_log", "a_log"),
+                 ("dt_bias", "dt_bias")) if role in arrays}  # fmt: skip
+        o, final = chunked_gated_delta_net(
+            x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], **extra,
+            output_final_state=cfg.output_final_state, **_options(cfg),
+        )  # fmt: skip
+        x["o"].copy_(o)
+        if cfg.output_final_state:
+            _host(arrays["ht"]).copy_(final)
+
+    def backward(self, launch, kernels, cfg, arrays):
+        from pygraph_linear_attention.chunked_bwd import chunked_gated_delta_net_backward
+
+        self.runs.append("gdn_bwd")
+        x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "dO")}
+        extra = {name: _host(arrays[role]) for name, role in (("initial_state", "h0"), ("a_log", "a_log"),
+                 ("dt_bias", "dt_bias"), ("grad_final_state", "dht")) if role in arrays}  # fmt: skip
+        grads = chunked_gated_delta_net_backward(
+            x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], x["dO"], **extra, **_options(cfg)
+        )
+        for name, role in (("dQ", "dQ"), ("dK", "dK"), ("dV", "dV"), ("dG", "dG"), ("dBeta", "dBeta"),
+                           ("d_initial_state", "dh0"), ("d_a_log", "d_a_log"), ("d_dt_bias", "d_dt_bias")):  # fmt: skip
+            if role in arrays:
+                _host(arrays[role]).copy_(grads[name])
+
+
+@pytest.fixture
+def gdn_stand_in(monkeypatch):
+    """gdn_cutile offered and built with the stand-in launch sequences; the op's graph cache empty.
+    Yields the `StandIn` (its ``runs`` list the graphs executed, "gdn" or "gdn_bwd")."""
+    pytest.importorskip("torch")
+    from pygraph_linear_attention import op_graphs
+    from pygraph_linear_attention.engines import cutile as engine_mod
+
+    monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "off")
+    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
+    monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: lambda *args: None)
+    fwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_fwd")
+    fwd.KERNELS = {}
+    bwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_bwd")
+    bwd.BWD_KERNELS = {}
+    monkeypatch.setitem(sys.modules, fwd.__name__, fwd)
+    monkeypatch.setitem(sys.modules, bwd.__name__, bwd)
+    recorder = StandIn()
+    monkeypatch.setattr(engine_mod, "launch_forward", recorder.forward)
+    monkeypatch.setattr(engine_mod, "launch_backward", recorder.backward)
+    op_graphs.GRAPHS.clear()
+    yield recorder
+    op_graphs.GRAPHS.clear()
