@@ -194,6 +194,20 @@ def test_torch_compile_fullgraph_traces_the_op_and_its_gradient(gdn_stand_in):
     torch._dynamo.reset()
 
 
+def test_torch_compile_dynamic_shapes_runs_one_graph_per_token_count(gdn_stand_in):
+    torch._dynamo.reset()
+
+    def f(q, k, v, g, beta, cu_seqlens):
+        return gated_delta_net(q, k, v, g, beta, cu_seqlens)[0]
+
+    compiled = torch.compile(f, fullgraph=True, dynamic=True, backend="aot_eager")
+    for lengths in ((5, 1, 9), (3, 4, 20), (7,)):
+        x = _inputs(lengths=lengths)
+        assert _rel(compiled(**x), _reference(x, {})[0]) <= 4e-3, lengths
+    assert op_graphs.GRAPHS.builds == 3  # one pygraph graph per (T, N)
+    torch._dynamo.reset()
+
+
 def test_torch_compile_with_fake_inputs_traces_without_running():
     """fullgraph tracing on meta tensors: only the fake kernel runs (no graph is built)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
