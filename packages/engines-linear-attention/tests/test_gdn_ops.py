@@ -241,3 +241,11 @@ def test_opcheck(gdn_stand_in):
     torch.library.opcheck(
         OP, tuple(x.values())[:6], {"initial_state": x["initial_state"], "output_final_state": True}
     )
+
+
+def test_the_package_reaches_the_op_on_first_access():
+    import pygraph_linear_attention
+
+    assert pygraph_linear_attention.gated_delta_net is gated_delta_net
+    with pytest.raises(AttributeError, match="has no attribute 'gated_delta_rule'"):
+        pygraph_linear_attention.gated_delta_rule  # noqa: B018

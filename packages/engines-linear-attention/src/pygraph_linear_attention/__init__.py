@@ -6,11 +6,24 @@ recurrence, forward and backward, shipped for users), ``chunked.py`` and ``chunk
 chunked forward and backward the kernels compute, in plain torch); they need
 ``pygraph-engines-linear-attention[torch]``. ``engines/cutile.py`` is ``gdn_cutile``, the gdn
 forward and backward in cuTile (``kernels/``; needs the ``cutile`` extra), default-on; the CuTe
-DSL engines and the torch ops (``ops.py``) are planned. No backend lowers these ops, so a graph no engine serves raises
-`pygraph.GraphNotSupportedError` naming each engine's reason. Importing this package imports no
-framework.
+DSL engines are planned. ``ops.py`` is the torch op ``gated_delta_net`` (a ``torch.library`` custom
+op over gdn and gdn_bwd graphs; needs torch), also reachable as
+``pygraph_linear_attention.gated_delta_net``, imported on first access. No backend lowers these
+ops, so a graph no engine serves raises `pygraph.GraphNotSupportedError` naming each engine's
+reason. Importing this package imports no framework.
 """
+
+from typing import Any
 
 from pygraph_linear_attention._version import __version__
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "gated_delta_net"]
+
+
+def __getattr__(name: str) -> Any:
+    # the torch op is imported on first access, so importing the package imports no framework
+    if name == "gated_delta_net":
+        from pygraph_linear_attention.ops import gated_delta_net
+
+        return gated_delta_net
+    raise AttributeError(f"module 'pygraph_linear_attention' has no attribute {name!r}")
