@@ -13,8 +13,8 @@ stream order (the host side is `gdn_cutile_bwd_host.launch_backward`):
 4. `chunk_grad_kernel` (grid: chunk slots x heads): per chunk, everything else of
    `chunked_bwd.chunk_grads` with A and T recomputed, then the options' chain rules, giving
    per-output-head fp32 gradients of the graph's inputs (dq, dk, dv, dg, dbeta, and per token
-   the a_log term) in the workspace; the value dim is walked in blocks of BV so the state tiles
-   stay [BV, K].
+   the a_log term) in the workspace; the value dim is walked in blocks of BV (two or more
+   blocks) so the state tiles stay [BV, K].
 5. `group_sum_kernel`, `gate_sum_kernel`, `param_sum_kernel`: the per-output-head gradients summed
    over the heads each input head serves (GQA/GVA, per-head gates), and over tokens for a_log
    and dt_bias, cast to the graph's dtypes.
@@ -189,8 +189,8 @@ def grad_scan_kernel(
         )
         ct.store(dvn_seq, (c, h, vb), ct.reshape(ct.astype(dv_new, dv_new_out.dtype), (C, 1, BV)))
         decayed_do = dot * ct.expand_dims(ct.where(valid, ct.exp(gam), 0.0), 1)
-        # one accumulator chain (as the forward's state update): the scheduler of tileiras 13.4
-        # rejects the sum of separate products here for sm_80 ("invalid use-def chain in LoopSchedule")
+        # one accumulator chain (as the forward's state update): tileiras 13.4 rejects the sum of
+        # separate products here for sm_80 ("invalid use-def chain in LoopSchedule")
         d_state = ct.mma(ct.transpose(ct.astype(-dv_new, io)), wt, d_state * ct.exp(last))
         d_state = ct.mma(ct.transpose(ct.astype(decayed_do, io)), qt, d_state)
     if HAS_H0 != 0:
@@ -317,15 +317,18 @@ def chunk_grad_kernel(
         vt = _rows(ct.load(v_seq, (c, hv, vb), shape=(C, 1, BV), padding_mode=_ZERO), C, BV)
         hs = ct.reshape(ct.load(h, (slot, head, vb, 0), shape=(1, 1, BV, K)), (BV, K))
         dhs = ct.reshape(ct.load(dh, (slot, head, vb, 0), shape=(1, 1, BV, K)), (BV, K))
-        dq_inter = dq_inter + _mm(dot, hs, io)
-        dp = dp + _mm(dot, ct.transpose(vn), io)
-        dk_state = dk_state + _mm(vn, dhs, io)
-        dw = dw - _mm(dvn, hs, io)
+        # the sums over value blocks accumulate in the products' own accumulators (the loop runs
+        # at least twice: `GdnCutileBwdConfig.grad_block_v` says why)
+        dot_io, hs_io = ct.astype(dot, io), ct.astype(hs, io)
+        dq_inter = ct.mma(dot_io, hs_io, dq_inter)
+        dp = ct.mma(dot_io, ct.transpose(ct.astype(vn, io)), dp)
+        dk_state = ct.mma(ct.astype(vn, io), ct.astype(dhs, io), dk_state)
+        dw = ct.mma(ct.astype(-dvn, io), hs_io, dw)
         d_last = d_last + ct.sum(ct.astype(dhs, ct.float32) * ct.astype(hs, ct.float32))
         dvw = ct.mma(tr, dvn, ct.zeros((C, BV), dtype=ct.float32))
         ct.store(dv_seq, (c, head, vb), ct.reshape(dvw * ct.expand_dims(wr, 1), (C, 1, BV)))
         d_write = d_write + ct.sum(dvw * vt, axis=1)
-        dt = dt + ct.mma(dvn, ct.transpose(vt * ct.expand_dims(wr, 1)), ct.zeros((C, C), dtype=ct.float32))
+        dt = ct.mma(dvn, ct.transpose(vt * ct.expand_dims(wr, 1)), dt)
 
     # the output: o = e (q h^T) + (q k^T * M) v_new
     dq = dq_inter * ct.expand_dims(e, 1)
@@ -436,7 +439,9 @@ def export_signatures(
             self.dtype, self.ndim = dtype, ndim
 
     io, f32 = cfg.io_dtype, "float32"
-    params = {name: Param(io, 3) for name in ("q", "k", "v", "dO", "dQ", "dK", "dV", "w", "u", "v_new", "dv_new")}
+    params = {
+        name: Param(io, 3) for name in ("q", "k", "v", "dO", "dQ", "dK", "dV", "w", "u", "v_new", "dv_new")
+    }
     params |= {name: Param(f32, 3) for name in ("dq", "dk", "dv")}
     params |= {name: Param(f32, 2) for name in ("g", "dG", "gamma", "dg", "dbeta", "da")}
     params |= {name: Param(io, 4) for name in ("h", "dh")}
@@ -467,7 +472,8 @@ def export_signatures(
     def constants(kernel: Any) -> list[bool]:
         """Which parameters of the kernel are compile-time constants (annotated ``ct.Constant``)."""
         return [
-            str(p.annotation).startswith("Const") for p in inspect.signature(kernel._pyfunc).parameters.values()
+            str(p.annotation).startswith("Const")
+            for p in inspect.signature(kernel._pyfunc).parameters.values()
         ]
 
     convention = CallingConvention.cutile_python_v1()
@@ -475,7 +481,10 @@ def export_signatures(
     return {
         name: (
             kernels[_KERNEL_OF[name]],
-            KernelSignature([constraint(x, c) for x, c in zip(args[name], constants(kernels[_KERNEL_OF[name]]))], convention),
+            KernelSignature(
+                [constraint(x, c) for x, c in zip(args[name], constants(kernels[_KERNEL_OF[name]]))],
+                convention,
+            ),
         )
         for name in cfg.launches()
     }

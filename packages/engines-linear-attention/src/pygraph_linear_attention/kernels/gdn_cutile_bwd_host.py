@@ -68,6 +68,14 @@ class GdnCutileBwdConfig(GdnCutileConfig):
             offset += -(-region.nbytes // _ALIGN) * _ALIGN
         return tuple(regions)
 
+    @property
+    def grad_block_v(self) -> int:
+        """Value rows per step of chunk_grad_kernel's loop over the value dim: min(64, V / 2), so
+        the loop runs at least twice. With one step (BV = V: V = 64 at 64, or V = 128 at 128)
+        tileiras 13.4 fails to schedule the kernel ("invalid use-def chain in schedule"), on
+        sm_90 as on the others; with two or more it compiles (checked for V = 64, 128 and 256)."""
+        return min(64, self.value_dim // 2)
+
     def launches(self) -> tuple[str, ...]:
         """The launches in stream order (the parameter sums only where the graph has those outputs)."""
         names = [
@@ -145,7 +153,8 @@ def backward_arguments(cfg: GdnCutileBwdConfig, arrays: Mapping[str, Any]) -> di
             a["cu_seqlens"], a["table"], a["h"], a["dh"], a["v_new"], a["dv_new"], a["dq"], a["dk"], a["dv"],
             a["dg"], a["dbeta"], a["da"], kg, ho // cfg.heads_v, ho // cfg.heads_g, ho // cfg.heads_beta,
             ho // cfg.heads_a_log, ho // cfg.heads_dt_bias, l2, int(cfg.use_beta_sigmoid),
-            int(cfg.allow_neg_eigval), int(cfg.safe_gate), int(cfg.has_dt_bias), kd, vd, bv, CHUNK, scale,
+            int(cfg.allow_neg_eigval), int(cfg.safe_gate), int(cfg.has_dt_bias), kd, vd, cfg.grad_block_v, CHUNK,
+            scale,
         ),
         "dQ": (a["dq"], a["dQ"], kg, kd, SUM_BLOCK),
         "dK": (a["dk"], a["dK"], kg, kd, SUM_BLOCK),
