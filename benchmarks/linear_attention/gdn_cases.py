@@ -197,10 +197,13 @@ def run_case(case: GdnCase, seed: int = 0) -> dict:
 # --- the backward (gdn_bwd): the same cases' inputs plus dO and d_final_state -------------------------
 
 # the backward's table: the forward's cases, a shorter long one (the reference's autograd runs the
-# token loop); "final_state" means d_final_state is given
+# token loop), and d256 last: its chunk_grad_kernel compiles for about four minutes on a CPU core
+# (258 s measured here; the others 17-60 s), so a time-bounded device run loses only it;
+# "final_state" means d_final_state is given
 BWD_CASES: tuple[GdnCase, ...] = (
-    *(c for c in CASES if c.name != "long-4097"),
+    *(c for c in CASES if c.name not in ("long-4097", "d256")),
     GdnCase("long-1100", (1100,), heads_qk=2, heads_v=2, options=("initial_state", "final_state")),
+    *(c for c in CASES if c.name == "d256"),
 )
 
 # the gdn_bwd outputs by name -> the input each is the gradient of
