@@ -70,7 +70,10 @@ class GraphCache:
     def get(self, key: tuple, build: Any) -> BuiltGraph:
         found = self._graphs.get(key)
         if found is not None:
-            self._graphs.move_to_end(key)
+            try:
+                self._graphs.move_to_end(key)
+            except KeyError:  # dropped by another thread's build meanwhile: still a built graph
+                pass
             return found
         with self._lock:  # two threads' first call of one key build once
             found = self._graphs.get(key)

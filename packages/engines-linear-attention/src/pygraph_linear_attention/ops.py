@@ -35,6 +35,11 @@ _FLAGS = (
 Tensor = torch.Tensor
 
 
+def _flags(*values: bool) -> dict[str, bool]:
+    """The flags by name, in `_FLAGS`' order."""
+    return dict(zip(_FLAGS, values))
+
+
 def _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags) -> GdnProblem:
     return check_forward(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, **flags)
 
@@ -69,8 +74,9 @@ def _forward_op(
     a_log: Tensor | None = None,
     dt_bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    flags = dict(zip(_FLAGS, (output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel,
-                              allow_neg_eigval, safe_gate)))  # fmt: skip
+    flags = _flags(
+        output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate
+    )
     p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
     o = q.new_empty((p.tokens, p.heads_v, p.value_dim))
     final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else _none_state(q)
@@ -96,8 +102,9 @@ def _forward_op(
 def _forward_fake(q, k, v, g, beta, cu_seqlens, scale=None, initial_state=None, output_final_state=False,
                   use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                   safe_gate=False, a_log=None, dt_bias=None):  # fmt: skip
-    flags = dict(zip(_FLAGS, (output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel,
-                              allow_neg_eigval, safe_gate)))  # fmt: skip
+    flags = _flags(
+        output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate
+    )
     p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
     o = q.new_empty((p.tokens, p.heads_v, p.value_dim))
     final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else _none_state(q)
@@ -128,8 +135,13 @@ def _backward_op(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """(dq, dk, dv, dg, dbeta, d_initial_state, d_a_log, d_dt_bias); an absent one is an empty fp32
     tensor (shape [0])."""
-    flags = dict(zip(_FLAGS, (d_final_state is not None, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel,
-                              allow_neg_eigval, safe_gate)))  # fmt: skip
+    flags = _flags(
+        d_final_state is not None,
+        use_qk_l2norm_in_kernel,
+        use_beta_sigmoid_in_kernel,
+        allow_neg_eigval,
+        safe_gate,
+    )
     p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
     check_backward(p, d_o, d_final_state)
     grads = _new_gradients(p, q, g, beta)
@@ -171,8 +183,13 @@ def _new_gradients(p: GdnProblem, q: Tensor, g: Tensor, beta: Tensor) -> dict[st
 def _backward_fake(q, k, v, g, beta, cu_seqlens, d_o, d_final_state=None, scale=None, initial_state=None,
                    use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                    safe_gate=False, a_log=None, dt_bias=None):  # fmt: skip
-    flags = dict(zip(_FLAGS, (d_final_state is not None, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel,
-                              allow_neg_eigval, safe_gate)))  # fmt: skip
+    flags = _flags(
+        d_final_state is not None,
+        use_qk_l2norm_in_kernel,
+        use_beta_sigmoid_in_kernel,
+        allow_neg_eigval,
+        safe_gate,
+    )
     p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
     check_backward(p, d_o, d_final_state)
     grads = _new_gradients(p, q, g, beta)
@@ -180,8 +197,6 @@ def _backward_fake(q, k, v, g, beta, cu_seqlens, d_o, d_final_state=None, scale=
 
 
 # --- autograd: the forward's gradient is the backward op ----------------------------------------------
-
-_SAVED = ("q", "k", "v", "g", "beta", "cu_seqlens", "initial_state", "a_log", "dt_bias")
 
 
 def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
@@ -243,8 +258,13 @@ def gated_delta_net(
     """
     # checked before the dispatcher's own type check reads them; under torch.compile the fake kernel checks
     if not torch.compiler.is_compiling():
-        flags = dict(zip(_FLAGS, (output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel,
-                                  allow_neg_eigval, safe_gate)))  # fmt: skip
+        flags = _flags(
+            output_final_state,
+            use_qk_l2norm_in_kernel,
+            use_beta_sigmoid_in_kernel,
+            allow_neg_eigval,
+            safe_gate,
+        )
         _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
     o, final = _forward_op(
         q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
