@@ -107,3 +107,21 @@ def test_the_fake_backward_checks_the_incoming_gradient():
             torch.ops.pygraph_linear_attention.gated_delta_net_backward(
                 *args.values(), torch.empty(T, 1, V, dtype=torch.bfloat16)
             )
+
+
+def test_under_torch_compile_the_fake_kernel_refuses_while_tracing():
+    """Traced, the check runs in the fake kernel; dynamo wraps the error, whose cause chain holds ours."""
+    torch._dynamo.reset()
+
+    def f(q, k, v, g, beta, cu_seqlens):
+        return gated_delta_net(q, k, v, g, beta, cu_seqlens)[0]
+
+    with pytest.raises(Exception) as err:
+        torch.compile(f, fullgraph=True, backend="eager")(**_args(g=torch.zeros(T, HV, dtype=torch.bfloat16)))
+    chain, cause = [], err.value
+    while cause is not None:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    ours = [c for c in chain if isinstance(c, OpInputError)]
+    assert ours and "g must be torch.float32 (the log decay), got torch.bfloat16" in str(ours[0]), chain
+    torch._dynamo.reset()
