@@ -78,9 +78,12 @@ def gdn_stand_in(monkeypatch):
     """gdn_cutile offered and built with the stand-in launch sequences; the op's graph cache empty.
     Yields the `StandIn` (its ``runs`` list the graphs executed, "gdn" or "gdn_bwd")."""
     pytest.importorskip("torch")
-    from pygraph_linear_attention import op_graphs
+    from pygraph_linear_attention import op_arguments, op_graphs
     from pygraph_linear_attention.engines import cutile as engine_mod
 
+    monkeypatch.setattr(
+        op_arguments, "DEVICE_TYPES", ("cuda", "cpu")
+    )  # host tensors: the stand-in reads them
     monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "off")
     monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
     monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: lambda *args: None)

@@ -58,6 +58,7 @@ BAD = [
     ("flag-type", {"output_final_state": 1}, "output_final_state must be a bool, got int 1"),
     ("scale", {"scale": float("nan")}, "scale must be a finite float or None (K ** -0.5), got nan"),
     ("device", {"g": torch.zeros(T, HV, device="meta")}, "g is on meta, q on cpu: every tensor of one call is on one device"),
+    ("host", {}, "q is on cpu: the op runs on cuda devices"),
 ]  # fmt: skip
 
 
@@ -81,15 +82,15 @@ def test_the_raw_op_checks_the_same_way():
 def test_the_fake_kernel_gives_the_outputs_shapes_and_dtypes(io, final):
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    with FakeTensorMode():
+    with FakeTensorMode():  # fake CUDA tensors: no GPU needed
         args = {name: t.to(io) if t.dtype == torch.bfloat16 else t for name, t in _args().items()}
-        args = {name: torch.empty_like(t) for name, t in args.items()}  # fake tensors
+        args = {name: torch.empty_like(t, device="cuda") for name, t in args.items()}
         o, fs = torch.ops.pygraph_linear_attention.gated_delta_net(**args, output_final_state=final)
         assert (tuple(o.shape), o.dtype) == ((T, HV, V), io)
         assert (tuple(fs.shape), fs.dtype) == (((N, HV, V, K) if final else (0,)), torch.float32)
         grads = torch.ops.pygraph_linear_attention.gated_delta_net_backward(
             args["q"], args["k"], args["v"], args["g"], args["beta"], args["cu_seqlens"], torch.empty_like(o),
-            torch.empty(N, HV, V, K) if final else None,
+            torch.empty(N, HV, V, K, device="cuda") if final else None,
         )  # fmt: skip
         shapes = [(tuple(x.shape), x.dtype) for x in grads]
         assert shapes == [((T, H, K), io), ((T, H, K), io), ((T, HV, V), io), ((T, HV), torch.float32),
@@ -100,12 +101,12 @@ def test_the_fake_backward_checks_the_incoming_gradient():
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():
-        args = {name: torch.empty_like(t) for name, t in _args().items()}
+        args = {name: torch.empty_like(t, device="cuda") for name, t in _args().items()}
         with pytest.raises(
             OpInputError, match=r"grad of o must be \[T, HV, V\] = \[10, 2, 64\], got shape \[10, 1, 64\]"
         ):
             torch.ops.pygraph_linear_attention.gated_delta_net_backward(
-                *args.values(), torch.empty(T, 1, V, dtype=torch.bfloat16)
+                *args.values(), torch.empty(T, 1, V, dtype=torch.bfloat16, device="cuda")
             )
 
 

@@ -20,9 +20,12 @@ import torch
 
 from pygraph.errors import OpInputError
 
-__all__ = ["CALL", "GdnProblem", "check_backward", "check_forward"]
+__all__ = ["CALL", "DEVICE_TYPES", "GdnProblem", "check_backward", "check_forward"]
 
 CALL = "pygraph_linear_attention.gated_delta_net()"
+# where the op's tensors may live: the engines read device memory, and a graph declares no device
+# type the planner could decline a host buffer by (the CPU tests widen this for their host stand-in)
+DEVICE_TYPES = ("cuda",)
 IO_DTYPES = (torch.bfloat16, torch.float16)
 INDEX_DTYPES = (torch.int32, torch.int64)
 
@@ -157,6 +160,8 @@ def check_forward(
     for name, t in (("initial_state", initial_state), ("a_log", a_log), ("dt_bias", dt_bias)):
         if t is not None:
             _device(name, t, device)
+    if device.type not in DEVICE_TYPES:
+        raise _fail(f"q is on {device}: the op runs on {' or '.join(DEVICE_TYPES)} devices")
     return GdnProblem(
         tokens=tokens, sequences=sequences, heads_qk=heads_qk, heads_v=heads_v, key_dim=key_dim,
         value_dim=value_dim, io_dtype=q.dtype, beta_dtype=beta.dtype, cu_dtype=cu_seqlens.dtype,
