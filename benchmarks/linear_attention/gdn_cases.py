@@ -138,7 +138,7 @@ def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]
     """The planned and built gdn graph of a case: (graph, {name: pygraph Tensor}) incl. O (and final_state)."""
     import pygraph
 
-    os.environ.setdefault("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile")
+    os.environ.setdefault("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile_bwd")
     g = pygraph.Graph(name=f"gdn-{case.name}", io_data_type=tensors["q"].dtype)
     ports = {}
     for name, x in tensors.items():
@@ -232,7 +232,7 @@ def build_bwd_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, d
     """The planned and built gdn_bwd graph of a case: (graph, {name: pygraph Tensor}) incl. its gradients."""
     import pygraph
 
-    os.environ.setdefault("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile")
+    os.environ.setdefault("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile_bwd")
     g = pygraph.Graph(name=f"gdn-bwd-{case.name}", io_data_type=tensors["q"].dtype)
     ports = {}
     for name, x in tensors.items():
@@ -245,7 +245,7 @@ def build_bwd_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, d
     g.create_execution_plans()
     if case.block_v is not None:
         plans = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-        g.select_plan(plans.index(f"gdn_cutile[BLOCK_V={case.block_v}]"))
+        g.select_plan(plans.index(f"gdn_cutile_bwd[BLOCK_V={case.block_v}]"))
     g.build_plans()
     return g, ports
 

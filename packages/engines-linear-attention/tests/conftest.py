@@ -99,3 +99,10 @@ def gdn_stand_in(monkeypatch):
     op_graphs.GRAPHS.clear()
     yield recorder
     op_graphs.GRAPHS.clear()
+
+
+@pytest.fixture(autouse=True)
+def bwd_opt_in(monkeypatch):
+    """Offer the opt-in backward engine gdn_cutile_bwd (not default-on until it has run on the H200);
+    a test of the default offer deletes the variable itself."""
+    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile_bwd")

@@ -42,7 +42,8 @@ def test_family_blocks_anchors_and_hooks(name, block, anchors):
         anchors,
         "pygraph-engines-linear-attention",
     )
-    assert fam.ids == {f"{name}_sm90": block, f"{name}_cutile": block + 1}
+    extra = {"gdn_cutile_bwd": block + 2} if name == "gdn" else {}
+    assert fam.ids == {f"{name}_sm90": block, f"{name}_cutile": block + 1, **extra}
     assert fam.package == "pygraph_linear_attention"
     assert fam.analyzer == ("pygraph_linear_attention.analyzer", "analyze")
     assert fam.heuristics == ("pygraph_linear_attention.heuristics", "recommend")

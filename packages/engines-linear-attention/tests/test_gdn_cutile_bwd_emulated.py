@@ -202,7 +202,7 @@ def test_the_engine_serves_a_gdn_bwd_graph_end_to_end(name, monkeypatch):
     from benchmarks.linear_attention import gdn_cases
     from pygraph_linear_attention.engines import cutile as engine_mod
 
-    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile")
+    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile_bwd")
     monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.gdn_cutile_fwd", FWD_MODULE)
     monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.gdn_cutile_bwd", BWD_MODULE)
     monkeypatch.setattr(engine_mod, "_cutile_launch", EMULATION._EmulatedLaunch)
@@ -210,7 +210,7 @@ def test_the_engine_serves_a_gdn_bwd_graph_end_to_end(name, monkeypatch):
     case = next(c for c in gdn_cases.BWD_CASES if c.name == name)
     tensors, options = gdn_cases.make_bwd_inputs(case, device="cpu")
     g, out = gdn_cases.execute_bwd(case, tensors, options, device="cpu")
-    assert g.selected_plan.name.startswith("gdn_cutile[")
+    assert g.selected_plan.name.startswith("gdn_cutile_bwd[")
     want = gdn_cases.bwd_reference(tensors, options)
     assert set(out) == set(want)
     errors = {n: float((out[n].double() - want[n]).norm() / want[n].norm()) for n in want}

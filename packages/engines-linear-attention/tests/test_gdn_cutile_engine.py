@@ -19,7 +19,7 @@ import pygraph
 from pygraph import data_type as dt
 from pygraph import heur_mode
 from pygraph_linear_attention.engines import cutile as engine_mod
-from pygraph_linear_attention.engines.cutile import GdnCutileEngine
+from pygraph_linear_attention.engines.cutile import GdnCutileBwdEngine, GdnCutileEngine
 from pygraph_linear_attention.heuristics import block_v_order
 from pygraph_linear_attention.kernels.device_arrays import DeviceArray
 from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK
@@ -31,7 +31,7 @@ _REAL_PROBE = engine_mod._cutile_installed
 @pytest.fixture(autouse=True)
 def _opt_in_and_cutile_found(monkeypatch):
     """The engine offered, and cuTile reported installed (CI has none; its absence has its own test)."""
-    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile")
+    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile_bwd")
     monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
 
 
@@ -62,9 +62,9 @@ def _graph(t=130, n=3, h=2, hv=2, d=128, dv=None, io=dt.BFLOAT16, beta=None, *, 
     return g
 
 
-def _decline(graph) -> str:
+def _decline(graph, engine=None) -> str:
     with pytest.raises(pygraph.GraphNotSupportedError) as err:
-        GdnCutileEngine(ENGINE_ID).check_support(graph.engine_request())
+        (engine or GdnCutileEngine(ENGINE_ID)).check_support(graph.engine_request())
     return str(err.value)
 
 
@@ -147,7 +147,7 @@ def _bwd_graph(t=130, n=3, h=2, hv=4, d=128, *, state=True, final=True, d_o=dt.B
 
 
 def test_accepts_a_gdn_bwd_graph():
-    GdnCutileEngine(ENGINE_ID).check_support(_bwd_graph().engine_request())
+    GdnCutileBwdEngine(ENGINE_ID + 1).check_support(_bwd_graph().engine_request())
 
 
 @pytest.mark.parametrize(
@@ -159,8 +159,13 @@ def test_accepts_a_gdn_bwd_graph():
     ids=["dO-dtype", "dQ-dtype"],
 )
 def test_declines_a_gdn_bwd_graph_naming_the_rule(kwargs, reason):
-    message = _decline(_bwd_graph(**kwargs))
+    message = _decline(_bwd_graph(**kwargs), GdnCutileBwdEngine(ENGINE_ID + 1))
     assert re.search(reason, message), message
+
+
+def test_each_direction_names_the_engine_of_the_other():
+    assert "gdn_bwd graphs are served by gdn_cutile_bwd (opt-in" in _decline(_bwd_graph())
+    assert "gdn graphs are served by gdn_cutile" in _decline(_graph(), GdnCutileBwdEngine(ENGINE_ID + 1))
 
 
 def test_declines_a_strided_last_dim():
@@ -300,7 +305,7 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
     t, n, h, hv, d = 130, 3, 2, 4, 128
     g = _bwd_graph(t=t, n=n, h=h, hv=hv, d=d)
     g.create_execution_plans()
-    assert g.get_plan_name_at_index(0) == "gdn_cutile[BLOCK_V=64]"
+    assert g.get_plan_name_at_index(0) == "gdn_cutile_bwd[BLOCK_V=64]"
     g.build_plans()
     slots = -(-t // CHUNK) + n
     # at least the per-chunk states and their gradients (bf16) and the fp32 per-head dq, dk, dv

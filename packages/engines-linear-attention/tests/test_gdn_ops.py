@@ -161,7 +161,7 @@ def test_a_gdn_bwd_graph_no_engine_serves_raises_the_planners_error(gdn_stand_in
     x = {n: t.requires_grad_(n in ("q", "k", "v")) for n, t in _inputs().items()}
     o, _ = gated_delta_net(**x)  # the forward is served
     with pytest.raises(
-        pygraph.GraphNotSupportedError, match="gdn_cutile: the backward is switched off for this test"
+        pygraph.GraphNotSupportedError, match="gdn_cutile_bwd: the backward is switched off for this test"
     ):
         o.float().sum().backward()
     assert not any(k[0] == "gdn_bwd" for k in op_graphs.GRAPHS.keys())  # a failure is not cached

@@ -39,7 +39,8 @@ def recommend(
     backend_entries: Sequence[PlanConfig],
 ) -> list[PlanConfig]:
     """The plan list: gdn_cutile's configs (where it accepted the graph), then the backend's block."""
+    engine = "gdn_cutile_bwd" if facts.backward else "gdn_cutile"
     ours = []
-    if "gdn_cutile" in offered:
-        ours = [PlanConfig(offered["gdn_cutile"], {"BLOCK_V": b}) for b in block_v_order(facts)]
+    if engine in offered:
+        ours = [PlanConfig(offered[engine], {"BLOCK_V": b}) for b in block_v_order(facts)]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)

@@ -30,7 +30,7 @@ from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig, launch_backward
 from pygraph_linear_attention.kernels.gdn_cutile_host import BLOCK_V, GdnCutileConfig, launch_forward
 
-__all__ = ["BLOCK_V", "GdnCutileEngine", "GdnCutilePlan", "config_for"]
+__all__ = ["BLOCK_V", "GdnCutileBwdEngine", "GdnCutileEngine", "GdnCutilePlan", "config_for"]
 
 HEAD_DIMS = (64, 128, 256)  # K and V the kernels are written for (tiles are powers of two)
 _FEATURES = frozenset(
@@ -314,8 +314,21 @@ class GdnCutileEngine(BaseEngine):
             )
         return facts
 
+    # which direction this engine serves; the backward is its own (opt-in) slot until proven on the H200
+    serves_backward = False
+
     def check_support(self, request: EngineRequest) -> None:
         facts = self._facts(request)
+        if facts.backward != self.serves_backward:
+            other = (
+                "gdn_cutile_bwd (opt-in: PYGRAPH_ENABLE_OPT_IN_ENGINES=gdn_cutile_bwd)"
+                if facts.backward
+                else "gdn_cutile"
+            )
+            raise GraphNotSupportedError(
+                f"{self.name}: serves {'gdn_bwd' if self.serves_backward else 'gdn'} graphs; "
+                f"{'gdn_bwd' if facts.backward else 'gdn'} graphs are served by {other}"
+            )
         reason = _support_reason(facts) or self.capabilities.mismatch(facts, device=request.device)
         if reason is not None:
             raise GraphNotSupportedError(f"{self.name}: {reason}")
@@ -359,6 +372,13 @@ class GdnCutileEngine(BaseEngine):
             kernels, run = {**KERNELS, **BWD_KERNELS}, launch_backward
         cfg = config_for(facts, block_v)
         return GdnCutilePlan(request.graph.name, cfg, positions, declared, launch, kernels, run)
+
+
+class GdnCutileBwdEngine(GdnCutileEngine):
+    """``gdn_cutile_bwd``: the same kernels' backward (gdn_bwd graphs), opt-in until it has run on the H200."""
+
+    name = "gdn_cutile_bwd"
+    serves_backward = True
 
 
 def _cutile_installed() -> bool:
