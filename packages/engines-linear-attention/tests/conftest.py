@@ -106,3 +106,24 @@ def bwd_opt_in(monkeypatch):
     """Offer the opt-in backward engine gdn_cutile_bwd (not default-on until it has run on the H200);
     a test of the default offer deletes the variable itself."""
     monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile_bwd")
+
+
+def _cutile_compiler_missing() -> str | None:
+    """Why cuTile's compiler (tileiras) cannot be found here, or None where it can."""
+    try:
+        from cuda.tile._compile import _find_compiler_bin
+    except ImportError as exc:
+        return f"this cuTile release has no compiler lookup to probe: {exc}"
+    try:
+        _find_compiler_bin()
+    except FileNotFoundError as exc:
+        return f"cuTile's compiler is not available: {exc}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def cutile_compiler():
+    """Skip, saying why, where cuTile's compiler is absent: the compile tests export kernels with it."""
+    reason = _cutile_compiler_missing()
+    if reason is not None:
+        pytest.skip(reason)

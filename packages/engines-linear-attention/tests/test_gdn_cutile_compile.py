@@ -18,19 +18,7 @@ ct = pytest.importorskip(
 )
 
 
-def _compiler_reason() -> str | None:
-    try:
-        from cuda.tile._compile import _find_compiler_bin
-    except ImportError as exc:
-        return f"this cuTile release has no compiler lookup to probe: {exc}"
-    try:
-        _find_compiler_bin()
-    except FileNotFoundError as exc:
-        return f"cuTile's compiler is not available: {exc}"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_compiler_reason() is not None, reason=_compiler_reason() or "")
+pytestmark = pytest.mark.usefixtures("cutile_compiler")  # skips where cuTile's compiler is absent
 
 from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS, export_signatures  # noqa: E402
 from pygraph_linear_attention.kernels.gdn_cutile_host import GdnCutileConfig  # noqa: E402
