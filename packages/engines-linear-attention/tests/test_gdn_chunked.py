@@ -12,53 +12,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from gdn_inputs import F64, OPTIONS, cu_seqlens, gdn_inputs  # noqa: E402
+
 from pygraph_linear_attention.chunked import CHUNK, chunk_prepare, chunked_gated_delta_net  # noqa: E402
 from pygraph_linear_attention.reference import gated_delta_net_reference  # noqa: E402
 
-F64 = torch.float64
-
-
-def _cu(*lengths):
-    return torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
-
-
-def _inputs(lengths, h=2, hv=2, k=16, v=8, *, options=(), seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    t, ho = sum(lengths), max(h, hv)
-
-    def rand(*shape):
-        return torch.randn(*shape, dtype=F64, generator=gen)
-
-    args = {
-        "q": rand(t, h, k),
-        "k": rand(t, h, k) / k**0.5,  # unit-ish keys keep (I + A) well conditioned, as in real models
-        "v": rand(t, hv, v),
-        "g": -torch.rand(t, hv, dtype=F64, generator=gen) * 0.3,
-        "beta": torch.rand(t, hv, dtype=F64, generator=gen),
-        "cu_seqlens": _cu(*lengths),
-    }
-    kwargs = {}
-    if "initial_state" in options:
-        kwargs["initial_state"] = rand(len(lengths), ho, v, k)
-    if "final_state" in options:
-        kwargs["output_final_state"] = True
-    if "qk_l2norm" in options:
-        kwargs["use_qk_l2norm"] = True
-    if "beta_sigmoid" in options:
-        kwargs["use_beta_sigmoid"] = True
-        args["beta"] = rand(t, hv)
-    if "neg_eigval" in options:
-        kwargs["allow_neg_eigval"] = True
-    if "safe_gate" in options:
-        kwargs.update(safe_gate=True, a_log=rand(hv) * 0.5 - 1.0, dt_bias=rand(hv))
-        args["g"] = rand(t, hv)
-    if "scale" in options:
-        kwargs["scale"] = 0.37
-    return args, kwargs
-
 
 def _check(lengths, options=(), chunk_size=CHUNK, **shape):
-    args, kwargs = _inputs(lengths, options=options, **shape)
+    args, kwargs = gdn_inputs(lengths, options=options, **shape)
     want_o, want_s = gated_delta_net_reference(**args, **kwargs)
     got_o, got_s = chunked_gated_delta_net(**args, **kwargs, chunk_size=chunk_size)
     torch.testing.assert_close(got_o, want_o, rtol=1e-9, atol=1e-10)
@@ -75,9 +36,6 @@ def test_one_sequence_around_the_chunk_length(length):
 
 def test_a_varlen_batch_with_odd_and_empty_sequences():
     _check((65, 1, 0, 130, 63, 64), options=("initial_state", "final_state"))
-
-
-OPTIONS = ["initial_state", "final_state", "qk_l2norm", "beta_sigmoid", "neg_eigval", "safe_gate", "scale"]
 
 
 @pytest.mark.parametrize("option", OPTIONS)
@@ -119,7 +77,7 @@ def test_the_triangular_solve_is_the_delta_rule_inside_the_chunk():
 
 
 def test_gradients_by_autograd_match_the_reference():
-    args, kwargs = _inputs((65, 3), options=("initial_state", "final_state", "qk_l2norm", "safe_gate"))
+    args, kwargs = gdn_inputs((65, 3), options=("initial_state", "final_state", "qk_l2norm", "safe_gate"))
     tensors = {n: t for n, t in {**args, **kwargs}.items() if torch.is_tensor(t) and n != "cu_seqlens"}
     leaves = {n: t.clone().requires_grad_(True) for n, t in tensors.items()}
     leaves["cu_seqlens"] = args["cu_seqlens"]
@@ -138,7 +96,7 @@ def test_gradients_by_autograd_match_the_reference():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_lower_precision_runs_in_the_dtype_asked(dtype):
-    args, kwargs = _inputs((65,), options=("final_state",))
+    args, kwargs = gdn_inputs((65,), options=("final_state",))
     o, s = chunked_gated_delta_net(**args, **kwargs, dtype=dtype)
     assert o.dtype == dtype and s.dtype == dtype
     want, _ = gated_delta_net_reference(**args, **kwargs)
@@ -147,8 +105,8 @@ def test_lower_precision_runs_in_the_dtype_asked(dtype):
 
 
 def test_bad_arguments_raise_the_references_errors():
-    args, _ = _inputs((8,))
+    args, _ = gdn_inputs((8,))
     with pytest.raises(ValueError, match="gated_delta_net_reference: cu_seqlens must run from 0"):
-        chunked_gated_delta_net(**{**args, "cu_seqlens": _cu(5)})
+        chunked_gated_delta_net(**{**args, "cu_seqlens": cu_seqlens(5)})
     with pytest.raises(ValueError, match="chunk_size must be positive, got 0"):
         chunked_gated_delta_net(**args, chunk_size=0)

@@ -11,55 +11,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from gdn_inputs import F64, OPTIONS, gdn_inputs  # noqa: E402
+
 from pygraph_linear_attention.chunked_bwd import chunked_gated_delta_net_backward  # noqa: E402
 from pygraph_linear_attention.reference import gated_delta_net_backward_reference  # noqa: E402
 
-F64 = torch.float64
-OPTIONS = ["initial_state", "final_state", "qk_l2norm", "beta_sigmoid", "neg_eigval", "safe_gate", "scale"]
-
-
-# the inputs of test_gdn_chunked.py (the forward spec's test), fresh per seed
-def _cu(*lengths):
-    return torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
-
-
-def _inputs(lengths, h=2, hv=2, k=16, v=8, *, options=(), seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    t, ho = sum(lengths), max(h, hv)
-
-    def rand(*shape):
-        return torch.randn(*shape, dtype=F64, generator=gen)
-
-    args = {
-        "q": rand(t, h, k),
-        "k": rand(t, h, k) / k**0.5,  # unit-ish keys keep (I + A) well conditioned, as in real models
-        "v": rand(t, hv, v),
-        "g": -torch.rand(t, hv, dtype=F64, generator=gen) * 0.3,
-        "beta": torch.rand(t, hv, dtype=F64, generator=gen),
-        "cu_seqlens": _cu(*lengths),
-    }
-    kwargs = {}
-    if "initial_state" in options:
-        kwargs["initial_state"] = rand(len(lengths), ho, v, k)
-    if "final_state" in options:
-        kwargs["output_final_state"] = True
-    if "qk_l2norm" in options:
-        kwargs["use_qk_l2norm"] = True
-    if "beta_sigmoid" in options:
-        kwargs["use_beta_sigmoid"] = True
-        args["beta"] = rand(t, hv)
-    if "neg_eigval" in options:
-        kwargs["allow_neg_eigval"] = True
-    if "safe_gate" in options:
-        kwargs.update(safe_gate=True, a_log=rand(hv) * 0.5 - 1.0, dt_bias=rand(hv))
-        args["g"] = rand(t, hv)
-    if "scale" in options:
-        kwargs["scale"] = 0.37
-    return args, kwargs
-
 
 def _grads(lengths, options=(), chunk_size=64, **shape):
-    args, kwargs = _inputs(lengths, options=options, **shape)
+    args, kwargs = gdn_inputs(lengths, options=options, **shape)
     gen = torch.Generator().manual_seed(5)
     t, n = sum(lengths), len(lengths)
     ho, dv, dk = max(args["q"].shape[1], args["v"].shape[1]), args["v"].shape[2], args["q"].shape[2]
