@@ -135,16 +135,10 @@ def _backward_op(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """(dq, dk, dv, dg, dbeta, d_initial_state, d_a_log, d_dt_bias); an absent one is an empty fp32
     tensor (shape [0])."""
-    flags = _flags(
-        d_final_state is not None,
-        use_qk_l2norm_in_kernel,
-        use_beta_sigmoid_in_kernel,
-        allow_neg_eigval,
-        safe_gate,
-    )
-    p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
-    check_backward(p, d_o, d_final_state)
-    grads = _new_gradients(p, q, g, beta)
+    p, flags, grads = _checked_backward(
+        q, k, v, g, beta, cu_seqlens, d_o, d_final_state, scale, initial_state,
+        (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate), a_log, dt_bias,
+    )  # fmt: skip
     if p.tokens == 0:  # no token: the initial state reaches the final one untouched
         for name in ("d_initial_state", "d_a_log", "d_dt_bias"):
             if name in grads:
@@ -159,6 +153,30 @@ def _backward_op(
         )  # fmt: skip
         op_graphs.execute(built, {**tensors, **grads}, p.device)
     return tuple(grads.get(name, _none_state(q)) for name, _ in op_graphs.GRADIENTS)
+
+
+def _checked_backward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    cu_seqlens: Tensor,
+    d_o: Tensor,
+    d_final_state: Tensor | None,
+    scale: float | None,
+    initial_state: Tensor | None,
+    options: tuple[bool, bool, bool, bool],
+    a_log: Tensor | None,
+    dt_bias: Tensor | None,
+) -> tuple[GdnProblem, dict[str, bool], dict[str, Tensor]]:
+    """The backward's problem (checked, the output gradients' included), its flags and its new
+    gradients: what the op and its fake kernel both start from. ``options``: (use_qk_l2norm_in_kernel,
+    use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)."""
+    flags = _flags(d_final_state is not None, *options)
+    p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
+    check_backward(p, d_o, d_final_state)
+    return p, flags, _new_gradients(p, q, g, beta)
 
 
 def _new_gradients(p: GdnProblem, q: Tensor, g: Tensor, beta: Tensor) -> dict[str, Tensor]:
@@ -183,16 +201,10 @@ def _new_gradients(p: GdnProblem, q: Tensor, g: Tensor, beta: Tensor) -> dict[st
 def _backward_fake(q, k, v, g, beta, cu_seqlens, d_o, d_final_state=None, scale=None, initial_state=None,
                    use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                    safe_gate=False, a_log=None, dt_bias=None):  # fmt: skip
-    flags = _flags(
-        d_final_state is not None,
-        use_qk_l2norm_in_kernel,
-        use_beta_sigmoid_in_kernel,
-        allow_neg_eigval,
-        safe_gate,
-    )
-    p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
-    check_backward(p, d_o, d_final_state)
-    grads = _new_gradients(p, q, g, beta)
+    _, _, grads = _checked_backward(
+        q, k, v, g, beta, cu_seqlens, d_o, d_final_state, scale, initial_state,
+        (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate), a_log, dt_bias,
+    )  # fmt: skip
     return tuple(grads.get(name, _none_state(q)) for name, _ in op_graphs.GRADIENTS)
 
 
