@@ -11,12 +11,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pygraph_linear_attention.kernels.gdn_cutile_host import (
-    _ALIGN,
     CHUNK,
     TABLE_SEQ_BLOCK,
     GdnCutileConfig,
     Region,
     kernel_arguments,
+    layout_regions,
 )
 
 __all__ = ["SUM_BLOCK", "GdnCutileBwdConfig", "backward_arguments", "launch_backward"]
@@ -61,12 +61,7 @@ class GdnCutileBwdConfig(GdnCutileConfig):
             ("da", "float32", (t, ho)),
             ("spare", "float32", (16,)),
         )
-        regions, offset = [], 0
-        for name, dtype, shape in shapes:
-            region = Region(name, offset, dtype, shape)
-            regions.append(region)
-            offset += -(-region.nbytes // _ALIGN) * _ALIGN
-        return tuple(regions)
+        return layout_regions(shapes)
 
     @property
     def grad_block_v(self) -> int:

@@ -9,10 +9,19 @@ so the call path runs, and is tested, with stand-ins where cuTile is absent.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["BLOCK_V", "CHUNK", "ITEMSIZE", "GdnCutileConfig", "Region", "kernel_arguments", "launch_forward"]
+__all__ = [
+    "BLOCK_V",
+    "CHUNK",
+    "ITEMSIZE",
+    "GdnCutileConfig",
+    "Region",
+    "kernel_arguments",
+    "launch_forward",
+    "layout_regions",
+]
 
 # BLOCK_V: value rows of the state one scan program carries (the scan's grid is sequences x heads x
 # V / BLOCK_V); the first point is the default
@@ -40,6 +49,16 @@ class Region:
         for d in self.shape:
             size *= d
         return size
+
+
+def layout_regions(shapes: Iterable[tuple[str, str, tuple[int, ...]]]) -> tuple[Region, ...]:
+    """The regions of ``(name, dtype, shape)`` rows laid out one after another, each `_ALIGN`-aligned."""
+    regions, offset = [], 0
+    for name, dtype, shape in shapes:
+        region = Region(name, offset, dtype, shape)
+        regions.append(region)
+        offset += -(-region.nbytes // _ALIGN) * _ALIGN
+    return tuple(regions)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,12 +110,7 @@ class GdnCutileConfig:
             ("u", self.io_dtype, (t, ho, self.value_dim)),
             ("spare", "float32", (16,)),
         )
-        regions, offset = [], 0
-        for name, dtype, shape in shapes:
-            region = Region(name, offset, dtype, shape)
-            regions.append(region)
-            offset += -(-region.nbytes // _ALIGN) * _ALIGN
-        return tuple(regions)
+        return layout_regions(shapes)
 
     @property
     def workspace_bytes(self) -> int:
