@@ -427,54 +427,32 @@ def export_signatures(
     """One `KernelSignature` per launch of the backward for ``cfg`` (a `GdnCutileBwdConfig`), for
     ``cuda.tile.compilation.export_kernel``, as `gdn_cutile_fwd.export_signatures` describes them:
     the arrays as the engine passes them, runtime scalars int32, the host side's constants."""
-    import inspect
 
-    from cuda.tile.compilation import ArrayConstraint, CallingConvention, KernelSignature, ScalarConstraint
+    from cuda.tile.compilation import CallingConvention, KernelSignature
 
     from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import _KERNEL_OF, backward_arguments
-    from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS
-
-    class Param:
-        def __init__(self, dtype: str, ndim: int) -> None:
-            self.dtype, self.ndim = dtype, ndim
+    from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS, _constants, _constraint, _Param
 
     io, f32 = cfg.io_dtype, "float32"
     params = {
-        name: Param(io, 3) for name in ("q", "k", "v", "dO", "dQ", "dK", "dV", "w", "u", "v_new", "dv_new")
+        name: _Param(io, 3) for name in ("q", "k", "v", "dO", "dQ", "dK", "dV", "w", "u", "v_new", "dv_new")
     }
-    params |= {name: Param(f32, 3) for name in ("dq", "dk", "dv")}
-    params |= {name: Param(f32, 2) for name in ("g", "dG", "gamma", "dg", "dbeta", "da")}
-    params |= {name: Param(io, 4) for name in ("h", "dh")}
+    params |= {name: _Param(f32, 3) for name in ("dq", "dk", "dv")}
+    params |= {name: _Param(f32, 2) for name in ("g", "dG", "gamma", "dg", "dbeta", "da")}
+    params |= {name: _Param(io, 4) for name in ("h", "dh")}
     params |= {
-        "beta": Param(beta, 2), "dBeta": Param(beta, 2), "cu_seqlens": Param(cu_seqlens, 1),
-        "table": Param("int32", 2), "offsets": Param("int32", 1), "spare": Param(f32, 1), "spare4": Param(f32, 4),
+        "beta": _Param(beta, 2), "dBeta": _Param(beta, 2), "cu_seqlens": _Param(cu_seqlens, 1),
+        "table": _Param("int32", 2), "offsets": _Param("int32", 1), "spare": _Param(f32, 1), "spare4": _Param(f32, 4),
     }  # fmt: skip
     if cfg.safe_gate:
-        params |= {"a_log": Param(f32, 1), "d_a_log": Param(f32, 1)}
+        params |= {"a_log": _Param(f32, 1), "d_a_log": _Param(f32, 1)}
         if cfg.has_dt_bias:
-            params |= {"dt_bias": Param(f32, 1), "d_dt_bias": Param(f32, 1)}
+            params |= {"dt_bias": _Param(f32, 1), "d_dt_bias": _Param(f32, 1)}
     if cfg.has_initial_state:
-        params |= {"h0": Param(state, 4), "dh0": Param(state, 4)}
+        params |= {"h0": _Param(state, 4), "dh0": _Param(state, 4)}
     if cfg.has_d_final_state:
-        params["dht"] = Param(state, 4)
+        params["dht"] = _Param(state, 4)
     kernels = {**KERNELS, **BWD_KERNELS}
-
-    def constraint(x: Any, constant: bool) -> Any:
-        if constant:
-            return x
-        if not isinstance(x, Param):
-            return ScalarConstraint(ct.int32)
-        return ArrayConstraint(
-            getattr(ct, x.dtype), x.ndim, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
-            may_alias_internally=False, stride_constant=(None,) * (x.ndim - 1) + (1,),
-        )  # fmt: skip
-
-    def constants(kernel: Any) -> list[bool]:
-        """Which parameters of the kernel are compile-time constants (annotated ``ct.Constant``)."""
-        return [
-            str(p.annotation).startswith("Const")
-            for p in inspect.signature(kernel._pyfunc).parameters.values()
-        ]
 
     convention = CallingConvention.cutile_python_v1()
     args = backward_arguments(cfg, params)
@@ -482,7 +460,7 @@ def export_signatures(
         name: (
             kernels[_KERNEL_OF[name]],
             KernelSignature(
-                [constraint(x, c) for x, c in zip(args[name], constants(kernels[_KERNEL_OF[name]]))],
+                [_constraint(x, c) for x, c in zip(args[name], _constants(kernels[_KERNEL_OF[name]]))],
                 convention,
             ),
         )

@@ -250,6 +250,37 @@ def chunk_scan_kernel(
 KERNELS = {"table": chunk_table_kernel, "prepare": chunk_prepare_kernel, "scan": chunk_scan_kernel}
 
 
+class _Param:
+    """An array parameter of a kernel, for `export_signatures`: its dtype name and rank."""
+
+    def __init__(self, dtype: str, ndim: int) -> None:
+        self.dtype, self.ndim = dtype, ndim
+
+
+def _constraint(x: Any, constant: bool) -> Any:
+    """A launch argument as `export_kernel` takes it: a constant as itself, a runtime scalar int32, an
+    array as the engine passes it (last dim contiguous, int32 indexing, no aliasing)."""
+    from cuda.tile.compilation import ArrayConstraint, ScalarConstraint
+
+    if constant:
+        return x
+    if not isinstance(x, _Param):
+        return ScalarConstraint(ct.int32)
+    return ArrayConstraint(
+        getattr(ct, x.dtype), x.ndim, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
+        may_alias_internally=False, stride_constant=(None,) * (x.ndim - 1) + (1,),
+    )  # fmt: skip
+
+
+def _constants(kernel: Any) -> list[bool]:
+    """Which parameters of the kernel are compile-time constants (annotated ``ct.Constant``)."""
+    import inspect
+
+    return [
+        str(p.annotation).startswith("Const") for p in inspect.signature(kernel._pyfunc).parameters.values()
+    ]
+
+
 def export_signatures(
     cfg: Any, *, cu_seqlens: str = "int32", beta: str = "float32", state: str = "float32"
 ) -> dict:
@@ -260,51 +291,31 @@ def export_signatures(
     aliasing), runtime scalars as int32, and the constants are the ones
     `gdn_cutile_host.kernel_arguments` passes, so the compiled code is the code a launch runs.
     """
-    import inspect
 
-    from cuda.tile.compilation import ArrayConstraint, CallingConvention, KernelSignature, ScalarConstraint
+    from cuda.tile.compilation import CallingConvention, KernelSignature
 
     from pygraph_linear_attention.kernels.gdn_cutile_host import kernel_arguments
 
-    class Param:
-        def __init__(self, dtype: str, ndim: int) -> None:
-            self.dtype, self.ndim = dtype, ndim
-
     io = cfg.io_dtype
     params = {
-        "q": Param(io, 3), "k": Param(io, 3), "v": Param(io, 3), "g": Param("float32", 2), "beta": Param(beta, 2),
-        "cu_seqlens": Param(cu_seqlens, 1), "o": Param(io, 3), "table": Param("int32", 2),
-        "gamma": Param("float32", 2), "w": Param(io, 3), "u": Param(io, 3), "spare": Param("float32", 1),
-        "spare4": Param("float32", 4),
+        "q": _Param(io, 3), "k": _Param(io, 3), "v": _Param(io, 3), "g": _Param("float32", 2), "beta": _Param(beta, 2),
+        "cu_seqlens": _Param(cu_seqlens, 1), "o": _Param(io, 3), "table": _Param("int32", 2),
+        "gamma": _Param("float32", 2), "w": _Param(io, 3), "u": _Param(io, 3), "spare": _Param("float32", 1),
+        "spare4": _Param("float32", 4),
     }  # fmt: skip
     if cfg.safe_gate:
-        params["a_log"] = Param("float32", 1)
+        params["a_log"] = _Param("float32", 1)
         if cfg.has_dt_bias:
-            params["dt_bias"] = Param("float32", 1)
+            params["dt_bias"] = _Param("float32", 1)
     if cfg.has_initial_state:
-        params["h0"] = Param(state, 4)
+        params["h0"] = _Param(state, 4)
     if cfg.output_final_state:
-        params["ht"] = Param(state, 4)
-
-    def constraint(x: Any, constant: bool) -> Any:
-        if constant:
-            return x
-        if not isinstance(x, Param):
-            return ScalarConstraint(ct.int32)
-        return ArrayConstraint(
-            getattr(ct, x.dtype), x.ndim, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
-            may_alias_internally=False, stride_constant=(None,) * (x.ndim - 1) + (1,),
-        )  # fmt: skip
-
-    def constants(name: str) -> list[bool]:
-        """Which parameters of the kernel are compile-time constants (annotated ``ct.Constant``)."""
-        function = KERNELS[name]._pyfunc
-        return [
-            str(p.annotation).startswith("Const") for p in inspect.signature(function).parameters.values()
-        ]
+        params["ht"] = _Param(state, 4)
 
     convention = CallingConvention.cutile_python_v1()
     return {
-        name: KernelSignature([constraint(x, c) for x, c in zip(args, constants(name))], convention)
+        name: KernelSignature(
+            [_constraint(x, c) for x, c in zip(args, _constants(KERNELS[name]))], convention
+        )
         for name, args in kernel_arguments(cfg, params).items()
     }
