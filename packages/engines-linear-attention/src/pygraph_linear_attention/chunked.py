@@ -102,17 +102,12 @@ def chunked_gated_delta_net(
     )  # fmt: skip
     q, k, v, decay, write = prepared.q, prepared.k, prepared.v, prepared.decay, prepared.write
     bounds, heads, scale = prepared.bounds, prepared.heads, prepared.scale
-    sequences, state_shape = len(bounds) - 1, prepared.state_shape
-    value_dim, key_dim = state_shape[2], state_shape[3]
+    sequences, value_dim = len(bounds) - 1, prepared.state_shape[2]
 
     outputs, finals = [], []
     for n in range(sequences):
         lo, hi = bounds[n], bounds[n + 1]
-        state = (
-            initial_state[n].to(dtype)
-            if initial_state is not None
-            else q.new_zeros((heads, value_dim, key_dim))
-        )
+        state = prepared.start_state(n, initial_state)
         count = -(-(hi - lo) // chunk_size)
         if count:
             cq, ck, cv = (_chunks(x[lo:hi], count, chunk_size) for x in (q, k, v))  # [HO, NC, C, D]
@@ -136,7 +131,4 @@ def chunked_gated_delta_net(
             outputs.append(o.transpose(0, 1))
         finals.append(state)
     out = torch.cat(outputs) if outputs else q.new_zeros((0, heads, value_dim))
-    if not output_final_state:
-        return out, None
-    final = torch.stack(finals) if finals else q.new_zeros(state_shape)
-    return out, final.to(initial_state.dtype) if initial_state is not None else final
+    return prepared.result(out, finals, output_final_state, initial_state)

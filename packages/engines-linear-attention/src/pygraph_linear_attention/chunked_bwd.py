@@ -219,11 +219,7 @@ def chunked_gated_delta_net_backward(
     d_initial = []
     for n in range(sequences):
         lo, hi = bounds[n], bounds[n + 1]
-        state = (
-            initial_state[n].to(dtype)
-            if initial_state is not None
-            else qe.new_zeros((heads, value_dim, key_dim))
-        )
+        state = prepared.start_state(n, initial_state)
         d_state = grad_final_state[n].to(dtype) if grad_final_state is not None else qe.new_zeros(state.shape)
         count = -(-(hi - lo) // chunk_size)
         if count:

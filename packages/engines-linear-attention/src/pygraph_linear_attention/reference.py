@@ -119,6 +119,21 @@ class PreparedInputs(NamedTuple):
     scale: float
     state_shape: tuple[int, int, int, int]  # [N, HO, V, K]
 
+    def start_state(self, n: int, initial_state: torch.Tensor | None) -> torch.Tensor:
+        """Sequence ``n``'s state [HO, V, K] before its first token, in the compute dtype."""
+        if initial_state is not None:
+            return initial_state[n].to(self.q.dtype)
+        return self.q.new_zeros(self.state_shape[1:])
+
+    def result(
+        self, out: torch.Tensor, finals: list[torch.Tensor], output_final_state: bool, initial_state
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(O, the final states stacked in the initial state's dtype, or None when not requested)."""
+        if not output_final_state:
+            return out, None
+        final = torch.stack(finals) if finals else self.q.new_zeros(self.state_shape)
+        return out, final.to(initial_state.dtype) if initial_state is not None else final
+
 
 def prepare_inputs(
     q: torch.Tensor,
@@ -205,16 +220,11 @@ def gated_delta_net_reference(
     )  # fmt: skip
     q, k, v, decay, write = prepared.q, prepared.k, prepared.v, prepared.decay, prepared.write
     bounds, heads, scale = prepared.bounds, prepared.heads, prepared.scale
-    sequences, state_shape = len(bounds) - 1, prepared.state_shape
-    value_dim, key_dim = state_shape[2], state_shape[3]
+    sequences, value_dim = len(bounds) - 1, prepared.state_shape[2]
 
     outputs, finals = [], []
     for n in range(sequences):
-        state = (
-            initial_state[n].to(dtype)
-            if initial_state is not None
-            else q.new_zeros((heads, value_dim, key_dim))
-        )
+        state = prepared.start_state(n, initial_state)
         for t in range(bounds[n], bounds[n + 1]):
             state = torch.exp(decay[t]).reshape(heads, 1, 1) * state
             recalled = torch.einsum("hvk,hk->hv", state, k[t])
@@ -222,10 +232,7 @@ def gated_delta_net_reference(
             outputs.append(scale * torch.einsum("hvk,hk->hv", state, q[t]))
         finals.append(state)
     out = torch.stack(outputs) if outputs else q.new_zeros((0, heads, value_dim))
-    if not output_final_state:
-        return out, None
-    final = torch.stack(finals) if finals else q.new_zeros(state_shape)
-    return out, final.to(initial_state.dtype) if initial_state is not None else final
+    return prepared.result(out, finals, output_final_state, initial_state)
 
 
 def gated_delta_net_backward_reference(
