@@ -84,11 +84,20 @@ def _timing_case(name: str, lengths: tuple[int, ...]) -> GdnCase:
     )
 
 
-def _ours(case: GdnCase, tensors: dict, block_v: int) -> tuple[Any, Any]:
-    """(call, output) of our plan at ``block_v``: the graph built once, the call one execute()."""
+# our forward plans timed per shape: (BLOCK_V, OUTPUT); None, None is the hook's first pick
+FWD_CONFIGS = ((64, "fused"), (32, "fused"), (64, "separate"), (32, "separate"), (16, "separate"))
+BWD_BLOCK_VS = (64, 32)
+
+
+def _label(block_v: Any, output: Any) -> str:
+    return f"ours[{block_v},{output[:3]}]" if block_v else "ours[first]"
+
+
+def _ours(case: GdnCase, tensors: dict, block_v: Any, output: Any = None) -> tuple[Any, Any]:
+    """(call, output) of our plan at (``block_v``, ``output``): the graph built once, the call one execute()."""
     import torch
 
-    case = dataclasses.replace(case, block_v=block_v)
+    case = dataclasses.replace(case, block_v=block_v, output=output)
     g, ports = build_graph(case, tensors, {})
     out = torch.empty(sum(case.lengths), HEADS, DIM, dtype=torch.bfloat16, device="cuda")
     workspace = torch.empty(g.get_workspace_size(), dtype=torch.uint8, device="cuda")
@@ -140,7 +149,31 @@ def _rel(a: Any, b: Any) -> float:
     return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
 
 
-def timing(rounds: int, budget_s: float, started: float, log: list[str], skip: set[str]) -> list[dict]:
+def kernel_breakdown(shape: str, columns: dict) -> None:
+    """Each plan's kernels, their device time per call (torch.profiler over 5 calls after a warm one)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    for label, call in columns.items():
+        call()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                call()
+            torch.cuda.synchronize()
+        rows = [
+            (e.key, e.device_time_total / 5 / 1e3) for e in prof.key_averages() if e.device_time_total > 0
+        ]
+        total = sum(ms for _, ms in rows)
+        parts = "  ".join(
+            f"{name.split('(')[0][:28]} {ms:.3f}" for name, ms in sorted(rows, key=lambda r: -r[1])
+        )
+        print(f"  {shape} {label} kernels (ms/call, sum {total:.3f}): {parts}")
+
+
+def timing(
+    rounds: int, budget_s: float, started: float, log: list[str], skip: set[str], profile: bool = False
+) -> list[dict]:
     import torch
 
     rows = []
@@ -149,13 +182,20 @@ def timing(rounds: int, budget_s: float, started: float, log: list[str], skip: s
         tensors, _ = make_inputs(case, seed=1)
         tokens = sum(lengths)
         columns, outputs = {}, {}
-        for bv in (64, 32, 128):
-            call, out = _ours(case, tensors, bv)
+        for bv, output in FWD_CONFIGS:
+            call, out = _ours(case, tensors, bv, output)
             t0 = time.perf_counter()
             call()
             torch.cuda.synchronize()
-            print(f"  {shape} ours BLOCK_V={bv}: first call {time.perf_counter() - t0:.1f} s")
-            columns[f"ours[BV={bv}]"], outputs[f"ours[BV={bv}]"] = call, out
+            label = _label(bv, output)
+            print(f"  {shape} {label}: first call {time.perf_counter() - t0:.1f} s")
+            columns[label], outputs[label] = call, out
+        first = _label(*FWD_CONFIGS[0])
+        for label, out in outputs.items():
+            if label != first:
+                print(f"  {shape} {label} vs {first}: rel diff of O {_rel(out, outputs[first]):.2e}")
+        if profile:
+            kernel_breakdown(shape, columns)
         for anchor, make in (("cudnn", _cudnn), ("fla", _fla)):
             if anchor in skip:
                 continue
@@ -177,7 +217,7 @@ def timing(rounds: int, budget_s: float, started: float, log: list[str], skip: s
             print(f"  {shape} {anchor}: first call {time.perf_counter() - t0:.1f} s")
             columns[anchor] = call
             o = holder["o"].reshape(tokens, HEADS, DIM)
-            print(f"  {shape} ours[BV=64] vs {anchor}: rel diff of O {_rel(outputs['ours[BV=64]'], o):.2e}")
+            print(f"  {shape} {first} vs {anchor}: rel diff of O {_rel(outputs[first], o):.2e}")
         times = interleaved(columns, rounds, log)
         best = min((n for n in times if n.startswith("ours")), key=times.get)
         row = {"shape": shape, "tokens": tokens, "ms": times, "ours_best": best}
@@ -218,12 +258,12 @@ def bwd_correctness_table(log: list[str]) -> bool:
 _GRADS = ("q", "k", "v", "g", "beta")
 
 
-def _ours_fwd_bwd(case: GdnCase, tensors: dict, d_o: Any) -> tuple[Any, dict]:
-    """(call, gradients) of our forward then backward graphs, BLOCK_V 64, built once."""
+def _ours_fwd_bwd(case: GdnCase, tensors: dict, d_o: Any, block_v: int) -> tuple[Any, dict]:
+    """(call, gradients) of our forward (the hook's first plan) then backward (``block_v``) graphs, built once."""
     import torch
 
-    case = dataclasses.replace(case, block_v=64)
-    fwd_call, _ = _ours(case, tensors, 64)
+    fwd_call, _ = _ours(case, tensors, None)
+    case = dataclasses.replace(case, block_v=block_v)
     bwd_tensors = {**tensors, "dO": d_o}
     g, ports = build_bwd_graph(case, bwd_tensors, {})
     grads = {n: torch.empty_like(tensors[n]) for n in _GRADS}
@@ -280,7 +320,9 @@ def _cudnn_fwd_bwd(tensors: dict, lengths: tuple[int, ...], d_o: Any) -> tuple[A
     return call, leaves
 
 
-def timing_bwd(rounds: int, budget_s: float, started: float, log: list[str], skip: set[str]) -> list[dict]:
+def timing_bwd(
+    rounds: int, budget_s: float, started: float, log: list[str], skip: set[str], profile: bool = False
+) -> list[dict]:
     import torch
 
     rows = []
@@ -289,12 +331,17 @@ def timing_bwd(rounds: int, budget_s: float, started: float, log: list[str], ski
         tensors, _ = make_inputs(case, seed=1)
         tokens = sum(lengths)
         d_o = torch.randn(tokens, HEADS, DIM, device="cuda").to(torch.bfloat16)
-        call, ours = _ours_fwd_bwd(case, tensors, d_o)
-        t0 = time.perf_counter()
-        call()
-        torch.cuda.synchronize()
-        print(f"  {shape} ours fwd+bwd: first call {time.perf_counter() - t0:.1f} s")
-        columns = {"ours[BV=64]": call}
+        columns, ours = {}, None
+        for bv in BWD_BLOCK_VS:
+            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv)
+            t0 = time.perf_counter()
+            call()
+            torch.cuda.synchronize()
+            print(f"  {shape} ours[bwd {bv}] fwd+bwd: first call {time.perf_counter() - t0:.1f} s")
+            columns[f"ours[bwd {bv}]"] = call
+            ours = grads if ours is None else ours  # the first column's gradients meet the anchors
+        if profile:
+            kernel_breakdown(shape + " fwd+bwd", columns)
         for anchor, make in (("cudnn", _cudnn_fwd_bwd), ("fla", _fla_fwd_bwd)):
             if anchor in skip:
                 continue
@@ -340,21 +387,25 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=420.0)
     parser.add_argument("--out", default=os.environ.get("OUT"))
     parser.add_argument("--skip", default="", help="comma list: cases, timing, bwd, fla, cudnn")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {list(SHAPES)}")
+    parser.add_argument("--profile", action="store_true", help="print each plan's kernels' times")
     args = parser.parse_args()
     skip = {s for s in args.skip.split(",") if s}
+    for name in [s for s in SHAPES if s not in args.shapes.split(",")]:
+        del SHAPES[name]
     started, log = time.perf_counter(), []
     result: dict[str, Any] = {}
     if "cases" not in skip:
         result["correct"] = correctness_table(log)
     if "timing" not in skip:
         print("== timing: the gdn forward, ours against the anchors")
-        result["timing"] = timing(args.rounds, args.budget_s, started, log, skip)
+        result["timing"] = timing(args.rounds, args.budget_s, started, log, skip, args.profile)
     if "bwd" not in skip:
         if "cases" not in skip:
             result["bwd_correct"] = bwd_correctness_table(log)
         if "timing" not in skip:
             print("== timing: the gdn forward+backward, ours against the anchors")
-            result["timing_bwd"] = timing_bwd(args.rounds, args.budget_s, started, log, skip)
+            result["timing_bwd"] = timing_bwd(args.rounds, args.budget_s, started, log, skip, args.profile)
     for line in log:
         print("LOG", line)
     print(run_footer(), f" wall {time.perf_counter() - started:.0f} s")

@@ -10,7 +10,7 @@
 # --no-deps -d .dev-cli click platformdirs on a machine with an index), installed below.
 # GEMM kernels compile at build (0.5-3 s each, 8 per autotune): PYGRAPH_GEMM_CACHE_DIR keeps them
 # for the later processes of the run (or carry a cache compiled ahead, scripts/device/precompile_gemm.py).
-# GDN=1 adds the gdn example through the opt-in cuTile engine (needs .dev3/cutile.sh sourced).
+# GDN=1 adds the gdn example (gdn_cutile; needs .dev3/cutile.sh sourced).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
@@ -44,7 +44,7 @@ TUNED=()
 for item in $GEMM_RUNS $ATTN_RUNS; do
   example=${item%%:*} shape=${item##*:}
   extra=()
-  [ "$example" = gdn ] && export PYGRAPH_ENABLE_OPT_IN_ENGINES=gdn_cutile
+
   case "$example" in sdpa*) extra=(--backend-top 8) ;; esac
   run bench "$example" --shape "$shape" --top "${TOP:-8}"
   run autotune "$example" --shape "$shape" "${extra[@]}"
