@@ -180,7 +180,7 @@ EMU, KERNELS = _emulated_module()
 F64 = torch.float64
 
 
-def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, output="fused", options=(), seed=0):
+def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, output="fused", options=(), seed=0, gate=0.3):
     """(kernels' O, final state), (chunked.py's O, final state) on the same fresh inputs."""
     gen = torch.Generator().manual_seed(seed)
     t, ho, n = sum(lengths), max(h, hv), len(lengths)
@@ -191,7 +191,7 @@ def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, output="fused", options
     cu = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int64)
     inputs = {
         "q": rand(t, h, dk), "k": rand(t, h, dk) / math.sqrt(dk), "v": rand(t, hv, dv),
-        "g": -torch.rand(t, hv, dtype=F64, generator=gen) * 0.3, "beta": torch.rand(t, hv, dtype=F64, generator=gen),
+        "g": -torch.rand(t, hv, dtype=F64, generator=gen) * gate, "beta": torch.rand(t, hv, dtype=F64, generator=gen),
     }  # fmt: skip
     kwargs = {"output_final_state": "final_state" in options, "scale": 0.3 if "scale" in options else None}
     if "initial_state" in options:
@@ -286,6 +286,12 @@ def test_the_separate_output_pass_matches_the_spec(options):
     """The states scan storing each chunk's entering state, then every chunk's output at once."""
     _check((1, 63, 64, 65, 130, 0, 7), output="separate", options=options)
     _check((200,), h=1, hv=2, output="separate", block_v=16, options=options)
+
+
+@pytest.mark.parametrize("output", ["fused", "separate"])
+def test_strong_gates_in_a_partial_chunk_stay_finite(output):
+    """Up to -60 per token over a 33-token partial chunk (see the backward's test of the same name)."""
+    _check((97,), gate=60.0, output=output, options=("final_state",))
 
 
 def test_the_value_blocks_tile_the_state():

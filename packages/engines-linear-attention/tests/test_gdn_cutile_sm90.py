@@ -37,5 +37,5 @@ def test_the_backward_matches_autograd_through_the_float64_reference(case, monke
     result = run_bwd_case(case)
     print(f"{case.name}: {result}")
     assert result["plan"].startswith("gdn_cutile_bwd[")
-    worst = max(result["rel"].values())
-    assert worst <= case.tolerance, result
+    # every gradient within the tolerance (a NaN compares False, so it fails here, not in a max)
+    assert all(err <= case.tolerance for err in result["rel"].values()), result

@@ -117,7 +117,9 @@ def grad_scan_kernel(
         ct.store(dh_out, (base + c, h, vb, 0), ct.reshape(ct.astype(d_state, dh_out.dtype), (1, 1, BV, K)))
 
         last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
-        live = causal & ct.expand_dims(valid, 0)
+        # rows and columns both real: a padded row's gamma reads 0, so its gap to a real
+        # column is a growth that overflows under strong gates (inf * 0 = NaN in the products)
+        live = causal & ct.expand_dims(valid, 0) & ct.expand_dims(valid, 1)
         gap = ct.expand_dims(gam, 1) - ct.expand_dims(gam, 0)
         scores = ct.mma(qt, ct.transpose(kt), ct.zeros((C, C), dtype=ct.float32))
         scores = ct.where(live, scores * ct.exp(ct.where(live, gap, 0.0)), 0.0)

@@ -244,7 +244,9 @@ def chunk_scan_kernel(
         v_new = ct.astype(ut, ct.float32) - ct.mma(wt, state_t, ct.zeros((C, BV), dtype=ct.float32))
         v_new_io = ct.astype(v_new, kt.dtype)
 
-        live = causal & ct.expand_dims(valid, 0)
+        # rows and columns both real: a padded row's gamma reads 0, so its gap to a real
+        # column is a growth that overflows under strong gates (inf * 0 = NaN in the products)
+        live = causal & ct.expand_dims(valid, 0) & ct.expand_dims(valid, 1)
         gap = ct.expand_dims(gam, 1) - ct.expand_dims(gam, 0)
         scores = ct.mma(qt, ct.transpose(kt), ct.zeros((C, C), dtype=ct.float32))
         scores = ct.where(live, scores * ct.exp(ct.where(live, gap, 0.0)), 0.0)
@@ -367,7 +369,10 @@ def chunk_output_kernel(
         ct.load(v_new.slice(0, bos, eos), (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO), (C, BV)
     )
     state = ct.astype(ct.reshape(ct.load(h_in, (slot, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), qt.dtype)
-    live = (ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)) & ct.expand_dims(valid, 0)
+    # rows and columns both real (see chunk_scan_kernel)
+    live = (
+        (ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)) & ct.expand_dims(valid, 0) & ct.expand_dims(valid, 1)
+    )
     gap = ct.expand_dims(gam, 1) - ct.expand_dims(gam, 0)
     scores = ct.mma(qt, ct.transpose(kt), ct.zeros((C, C), dtype=ct.float32))
     scores = ct.where(live, scores * ct.exp(ct.where(live, gap, 0.0)), 0.0)
