@@ -82,6 +82,12 @@ CASES: tuple[GdnCase, ...] = (
     GdnCase("bv128", (100, 65), block_v=128, options=("initial_state", "final_state")),
     GdnCase("bv16", (100, 65), block_v=16, options=("initial_state", "final_state")),
     GdnCase(
+        "fused-varlen-gated",
+        (1, 63, 64, 65, 130, 0, 97),
+        output="fused",
+        options=("initial_state", "final_state", "safe_gate"),
+    ),
+    GdnCase(
         "separate-varlen",
         (1, 63, 64, 65, 130, 0, 7),
         output="separate",
