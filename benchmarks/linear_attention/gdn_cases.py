@@ -47,7 +47,6 @@ class GdnCase:
     )  # initial_state final_state qk_l2norm beta_sigmoid neg_eigval safe_gate scale
     cu_dtype: str = "int32"
     block_v: int | None = None  # None: the hook's first pick
-    output: str | None = None  # the forward's OUTPUT pass ("fused", "separate"); None: the hook's pick
     tolerance: float = 1e-2
 
     @property
@@ -80,28 +79,8 @@ CASES: tuple[GdnCase, ...] = (
     GdnCase("bv32", (100, 65), block_v=32, options=("initial_state", "final_state")),
     GdnCase("bv64", (100, 65), block_v=64, options=("initial_state", "final_state")),
     GdnCase("bv128", (100, 65), block_v=128, options=("initial_state", "final_state")),
-    GdnCase("bv16", (100, 65), block_v=16, options=("initial_state", "final_state")),
     GdnCase(
-        "fused-varlen-gated",
-        (1, 63, 64, 65, 130, 0, 97),
-        output="fused",
-        options=("initial_state", "final_state", "safe_gate"),
-    ),
-    GdnCase(
-        "separate-varlen",
-        (1, 63, 64, 65, 130, 0, 7),
-        output="separate",
-        options=("initial_state", "final_state"),
-    ),
-    GdnCase("separate-all-gva", (130, 1, 64), heads_qk=2, heads_v=4, output="separate", options=ALL),
-    GdnCase(
-        "separate-long",
-        (4097,),
-        heads_qk=2,
-        heads_v=2,
-        output="separate",
-        block_v=16,
-        options=("initial_state", "final_state"),
+        "varlen-gated", (1, 63, 64, 65, 130, 0, 97), options=("initial_state", "final_state", "safe_gate")
     ),
 )
 
@@ -175,7 +154,7 @@ def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]
         final.set_output(True).set_data_type(state_dtype)
         ports["final_state"] = final
     g.create_execution_plans()
-    _select(g, "gdn_cutile", BLOCK_V=case.block_v, OUTPUT=case.output)
+    _select(g, "gdn_cutile", BLOCK_V=case.block_v)
     g.build_plans()
     return g, ports
 
@@ -237,7 +216,7 @@ def run_case(case: GdnCase, seed: int = 0) -> dict:
 # (258 s measured here; the others 17-60 s), so a time-bounded device run loses only it;
 # "final_state" means d_final_state is given
 BWD_CASES: tuple[GdnCase, ...] = (
-    *(c for c in CASES if c.name not in ("long-4097", "d256", "bv16") and c.output is None),
+    *(c for c in CASES if c.name not in ("long-4097", "d256")),
     GdnCase("long-1100", (1100,), heads_qk=2, heads_v=2, options=("initial_state", "final_state")),
     *(c for c in CASES if c.name == "d256"),
 )
@@ -279,9 +258,7 @@ def build_bwd_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, d
             out.set_output(True).set_data_type(ports[GRADIENTS[name]].data_type)
             ports[name] = out
     g.create_execution_plans()
-    if case.block_v is not None:
-        plans = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-        g.select_plan(plans.index(f"gdn_cutile_bwd[BLOCK_V={case.block_v}]"))
+    _select(g, "gdn_cutile_bwd", BLOCK_V=case.block_v)
     g.build_plans()
     return g, ports
 

@@ -20,7 +20,7 @@ from pygraph import data_type as dt
 from pygraph import heur_mode
 from pygraph_linear_attention.engines import cutile as engine_mod
 from pygraph_linear_attention.engines.cutile import GdnCutileBwdEngine, GdnCutileEngine
-from pygraph_linear_attention.heuristics import block_v_order, output_order
+from pygraph_linear_attention.heuristics import block_v_order
 from pygraph_linear_attention.kernels.device_arrays import DeviceArray
 from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK
 
@@ -196,16 +196,11 @@ def test_a_missing_cutile_is_an_import_decline(monkeypatch):
 
 
 def test_the_hook_ranks_every_block_v_that_tiles_v_the_measured_fastest_first():
-    assert block_v_order(_graph(n=3).engine_request().facts) == [64, 32, 128, 16]
-    assert block_v_order(_graph(t=4096, n=64, h=2).engine_request().facts) == [64, 32, 128, 16]
-    assert block_v_order(_graph(d=64, n=128).engine_request().facts) == [64, 32, 16]
-
-
-def test_the_hook_puts_the_separate_output_first_where_the_scan_grid_is_small():
-    # 3 sequences x 2 heads x 2 value blocks: 12 scan programs, far below the SM count
-    assert output_order(_graph(n=3).engine_request().facts) == ["separate", "fused"]
-    # 128 sequences x 2 heads x 2 value blocks: 512 programs fill the machine, the fused scan first
-    assert output_order(_graph(t=8192, n=128, h=2).engine_request().facts) == ["fused", "separate"]
+    # 3 sequences x 2 heads x 2 value blocks of 64: 12 programs, under half the SMs: 32 first
+    assert block_v_order(_graph(n=3).engine_request().facts) == [32, 64, 128]
+    # 64 x 2 x 2 = 256 programs: 64 first
+    assert block_v_order(_graph(t=4096, n=64, h=2).engine_request().facts) == [64, 32, 128]
+    assert block_v_order(_graph(d=64, n=128).engine_request().facts) == [64, 32]
 
 
 class _Recorder:
@@ -219,13 +214,14 @@ class _Recorder:
 @pytest.fixture
 def stand_in(monkeypatch):
     """The kernel modules and cuda.tile.launch replaced: (recorder, the sentinel kernels)."""
-    kernels = {name: object() for name in ("table", "prepare", "scan", "offsets", "states", "output")}
+    kernels = {"table": object(), "prepare": object(), "scan": object()}
     module = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_fwd")
     module.KERNELS = kernels
     monkeypatch.setitem(sys.modules, module.__name__, module)
     bwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_bwd")
     bwd.BWD_KERNELS = {
-        name: object() for name in ("grad_scan", "chunk_grad", "group_sum", "gate_sum", "param_sum")
+        name: object()
+        for name in ("offsets", "states", "grad_scan", "chunk_grad", "group_sum", "gate_sum", "param_sum")
     }
     kernels.update(bwd.BWD_KERNELS)
     monkeypatch.setitem(sys.modules, bwd.__name__, bwd)
@@ -240,18 +236,12 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     g = _graph(t=t, n=n, h=h, d=d, state=True, final=True, use_qk_l2norm=True)
     g.create_execution_plans([heur_mode.A, heur_mode.FALLBACK])
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-    # 12 scan programs: the separate output first, each BLOCK_V in the hook's order
-    assert names == [
-        f"gdn_cutile[BLOCK_V={b},OUTPUT={o}]" for o in ("separate", "fused") for b in (64, 32, 128, 16)
-    ]
-    g.select_plan(names.index("gdn_cutile[BLOCK_V=64,OUTPUT=fused]"))
+    # 12 scan programs at 64: 32 first (the hook's rule), then the others ascending
+    assert names == ["gdn_cutile[BLOCK_V=32]", "gdn_cutile[BLOCK_V=64]", "gdn_cutile[BLOCK_V=128]"]
+    g.select_plan(names.index("gdn_cutile[BLOCK_V=64]"))
     g.build_plans()
     plan = g.selected_plan
-    assert (plan.name, plan.kind, plan.engine.name) == (
-        "gdn_cutile[BLOCK_V=64,OUTPUT=fused]",
-        "python",
-        "gdn_cutile",
-    )
+    assert (plan.name, plan.kind, plan.engine.name) == ("gdn_cutile[BLOCK_V=64]", "python", "gdn_cutile")
     workspace_bytes = g.get_workspace_size()
     slots = -(-t // CHUNK) + n
     assert workspace_bytes >= slots * 2 * 4 + t * h * 4 + 2 * t * h * d * 2
@@ -296,34 +286,6 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     assert recorder.calls[3][3][0] is recorder.calls[0][3][0]
 
 
-def test_the_separate_output_scans_the_states_then_computes_every_chunk(stand_in):
-    recorder, kernels = stand_in
-    t, n, h, d = 130, 3, 2, 128
-    g = _graph(t=t, n=n, h=h, d=d, state=True, final=True)
-    g.create_execution_plans()
-    assert g.get_plan_name_at_index(0) == "gdn_cutile[BLOCK_V=64,OUTPUT=separate]"
-    g.build_plans()
-    slots = -(-t // CHUNK) + n
-    # the per-chunk states [slots, h, d, d] bf16 and v_new [t, h, d] bf16 on top of the fused workspace
-    assert g.get_workspace_size() >= slots * h * d * d * 2 + t * h * d * 2 + 2 * t * h * d * 2
-    names = ("q", "k", "v", "g", "beta", "cu_seqlens", "h0")
-    tensors = {g.find_tensor(name): 0x100000 * (i + 1) for i, name in enumerate(names)}
-    o, final = g.outputs_for_test
-    tensors[o], tensors[final] = 0xA00000, 0xB00000
-    g.execute(tensors, workspace=0x4000000)
-    assert [(grid, kernel) for _, grid, kernel, _ in recorder.calls] == [
-        ((-(-slots // 128),), kernels["table"]),
-        ((1,), kernels["offsets"]),
-        ((slots, h), kernels["prepare"]),
-        ((n, h, d // 64), kernels["states"]),
-        ((slots, h, d // 64), kernels["output"]),
-    ]
-    states, output = recorder.calls[3][3], recorder.calls[4][3]
-    assert output[2] is states[7] and output[3] is states[8]  # the output reads what the scan stored
-    assert states[9].pointer == 0xB00000 and states[12:14] == (1, 1)  # h0 read, final state stored
-    assert output[7].pointer == 0xA00000
-
-
 def test_a_call_with_a_misaligned_workspace_is_refused_and_launches_nothing(stand_in):
     recorder, _ = stand_in
     g = _graph(t=64, n=1, h=1)
@@ -347,7 +309,7 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
     t, n, h, hv, d = 130, 3, 2, 4, 128
     g = _bwd_graph(t=t, n=n, h=h, hv=hv, d=d)
     g.create_execution_plans()
-    assert g.get_plan_name_at_index(0) == "gdn_cutile_bwd[BLOCK_V=64]"
+    assert g.get_plan_name_at_index(0) == "gdn_cutile_bwd[BLOCK_V=32]"  # 24 programs at 64: 32 first
     g.build_plans()
     slots = -(-t // CHUNK) + n
     # at least the per-chunk states and their gradients (bf16) and the fp32 per-head dq, dk, dv
@@ -361,7 +323,7 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
     order += ["group_sum"] * 3 + ["gate_sum"] * 2
     assert [kernel for _, _, kernel, _ in recorder.calls] == [kernels[name] for name in order]
     grids = [grid for _, grid, _, _ in recorder.calls]
-    assert grids[3] == grids[4] == (n, hv, d // 64)
+    assert grids[3] == grids[4] == (n, hv, d // 32)
     assert grids[5] == (slots, hv)
     assert grids[6:] == [(3, h), (3, h), (3, hv), (3, hv), (3, hv)]
     grad_scan_args = recorder.calls[4][3]

@@ -13,7 +13,6 @@ keeps it (per process, and in its disk cache), so only the first call of a confi
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 from typing import Any
 
@@ -29,15 +28,9 @@ from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig, launch_backward
-from pygraph_linear_attention.kernels.gdn_cutile_host import (
-    BLOCK_V,
-    BWD_BLOCK_V,
-    OUTPUT,
-    GdnCutileConfig,
-    launch_forward,
-)
+from pygraph_linear_attention.kernels.gdn_cutile_host import BLOCK_V, GdnCutileConfig, launch_forward
 
-__all__ = ["BLOCK_V", "OUTPUT", "GdnCutileBwdEngine", "GdnCutileEngine", "GdnCutilePlan", "config_for"]
+__all__ = ["BLOCK_V", "GdnCutileBwdEngine", "GdnCutileEngine", "GdnCutilePlan", "config_for"]
 
 HEAD_DIMS = (64, 128, 256)  # K and V the kernels are written for (tiles are powers of two)
 _FEATURES = frozenset(
@@ -168,9 +161,9 @@ def _layout_reason(facts: LinearAttentionFacts) -> str | None:
     return None
 
 
-def config_for(facts: LinearAttentionFacts, block_v: int, output: str = OUTPUT[0]) -> GdnCutileConfig:
+def config_for(facts: LinearAttentionFacts, block_v: int) -> GdnCutileConfig:
     """The kernels' view of a supported gdn or gdn_bwd graph (a `GdnCutileBwdConfig` for the
-    backward), for ``block_v`` value rows per scan program and (the forward) the ``output`` pass."""
+    backward), for ``block_v`` value rows per scan program."""
     node = facts.node
     a_log, dt_bias = node.inputs.get("a_log"), node.inputs.get("dt_bias")
 
@@ -180,7 +173,7 @@ def config_for(facts: LinearAttentionFacts, block_v: int, output: str = OUTPUT[0
             size *= int(d)
         return size
 
-    extra = {"has_d_final_state": facts.output_final_state} if facts.backward else {"output": output}
+    extra = {"has_d_final_state": facts.output_final_state} if facts.backward else {}
     return (GdnCutileBwdConfig if facts.backward else GdnCutileConfig)(
         tokens=facts.tokens, sequences=facts.sequences, heads_qk=facts.heads_qk, heads_v=facts.heads_v,
         heads_g=_heads(node.inputs["g"]), heads_beta=_heads(node.inputs["beta"]),
@@ -197,9 +190,8 @@ def config_for(facts: LinearAttentionFacts, block_v: int, output: str = OUTPUT[0
 
 def block_v_reason(facts: LinearAttentionFacts, block_v: Any) -> str | None:
     """Why BLOCK_V=``block_v`` cannot tile this graph's value dim, or None."""
-    domain = BWD_BLOCK_V if facts.backward else BLOCK_V
-    if block_v not in domain:
-        return f"knob BLOCK_V={block_v!r} outside its domain {domain}"
+    if block_v not in BLOCK_V:
+        return f"knob BLOCK_V={block_v!r} outside its domain {BLOCK_V}"
     if facts.head_dim_v % block_v:
         return f"BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
     return None
@@ -310,7 +302,7 @@ class GdnCutileEngine(BaseEngine):
         sm_hi=121,
         dtypes={data_type.BFLOAT16, data_type.HALF},
         features=_FEATURES,
-        knob_domains={"BLOCK_V": BLOCK_V, "OUTPUT": OUTPUT},
+        knob_domains={"BLOCK_V": BLOCK_V},
     )
 
     def _facts(self, request: EngineRequest) -> LinearAttentionFacts:
@@ -345,11 +337,10 @@ class GdnCutileEngine(BaseEngine):
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         facts = self._facts(request)
-        knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
-        block_v, output = knobs.get("BLOCK_V", BLOCK_V[0]), knobs.get("OUTPUT", OUTPUT[0])
+        block_v = (plan.knobs or {}).get("BLOCK_V", BLOCK_V[0])
         if block_v_reason(facts, block_v):
             block_v = BLOCK_V[0]
-        return config_for(facts, block_v, output if output in OUTPUT else OUTPUT[0]).workspace_bytes
+        return config_for(facts, block_v).workspace_bytes
 
     def build_plan(
         self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
@@ -357,7 +348,7 @@ class GdnCutileEngine(BaseEngine):
         self.check_support(request)
         facts = self._facts(request)
         knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
-        block_v, output = knobs.get("BLOCK_V", BLOCK_V[0]), knobs.get("OUTPUT", OUTPUT[0])
+        block_v = knobs.get("BLOCK_V", BLOCK_V[0])
         reason = block_v_reason(facts, block_v) or self.capabilities.mismatch(
             facts, knobs, device=request.device
         )
@@ -379,7 +370,7 @@ class GdnCutileEngine(BaseEngine):
             from pygraph_linear_attention.kernels.gdn_cutile_bwd import BWD_KERNELS
 
             kernels, run = {**KERNELS, **BWD_KERNELS}, launch_backward
-        cfg = config_for(facts, block_v, output)
+        cfg = config_for(facts, block_v)
         return GdnCutilePlan(request.graph.name, cfg, positions, declared, launch, kernels, run)
 
 
@@ -388,7 +379,6 @@ class GdnCutileBwdEngine(GdnCutileEngine):
 
     name = "gdn_cutile_bwd"
     serves_backward = True
-    capabilities = dataclasses.replace(GdnCutileEngine.capabilities, knob_domains={"BLOCK_V": BWD_BLOCK_V})
 
 
 def _cutile_installed() -> bool:

@@ -4,10 +4,10 @@ Nothing of the forward is stored by the graph, so the backward recomputes it. Th
 stream order (the host side is `gdn_cutile_bwd_host.launch_backward`):
 
 1. The forward's `chunk_table_kernel` and `chunk_prepare_kernel` (gamma, w, u to the workspace),
-   and its `chunk_offsets_kernel`: each sequence's first chunk slot, so the scans can index the
+   and `chunk_offsets_kernel`: each sequence's first chunk slot, so the scans can index the
    per-chunk states by the table's slots.
-2. The forward's `state_scan_kernel` (grid: sequences x heads x value blocks): the state scan
-   again, storing the state entering each chunk (``h``, [slots, HO, V, K], io dtype) and ``v_new``.
+2. `state_scan_kernel` (grid: sequences x heads x value blocks): the forward's state scan again,
+   storing the state entering each chunk (``h``, [slots, HO, V, K], io dtype) and ``v_new``.
 3. `grad_scan_kernel` (same grid), chunks in reverse from d_final_state: stores the gradient of
    the state leaving each chunk (``dh``) and ``dv_new``; its last state is d_initial_state.
 4. `chunk_grad_kernel` (grid: chunk slots x heads): per chunk, everything else of
@@ -29,20 +29,18 @@ from typing import Any
 
 import cuda.tile as ct
 
-from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
-    _l2_normalized,
-    _softplus,
-    _unit_lower_inverse,
-)
+from pygraph_linear_attention.kernels.gdn_cutile_fwd import _l2_normalized, _softplus, _unit_lower_inverse
 
 __all__ = [
     "BWD_KERNELS",
     "chunk_grad_kernel",
+    "chunk_offsets_kernel",
     "export_signatures",
     "gate_sum_kernel",
     "grad_scan_kernel",
     "group_sum_kernel",
     "param_sum_kernel",
+    "state_scan_kernel",
 ]
 
 ConstInt = ct.Constant[int]
@@ -59,6 +57,70 @@ def _mm(x, y, dtype):
 def _rows(x, C: ConstInt, D: ConstInt):
     """A [C, 1, D] tile as [C, D] fp32."""
     return ct.astype(ct.reshape(x, (C, D)), ct.float32)
+
+
+@ct.kernel
+def chunk_offsets_kernel(cu_seqlens, offsets, N, C: ConstInt, BN: ConstInt):
+    """offsets[n] = the table slot of sequence n's first chunk (the chunks of the sequences before it)."""
+    carry = ct.zeros((), dtype=ct.int32)
+    for step in range(ct.cdiv(N, BN)):
+        m = step * BN + ct.arange(BN, dtype=ct.int32)
+        inside = m < N
+        lo = ct.astype(ct.gather(cu_seqlens, m, mask=inside, padding_value=0), ct.int32)
+        hi = ct.astype(ct.gather(cu_seqlens, m + 1, mask=inside, padding_value=0), ct.int32)
+        counts = ct.cdiv(hi - lo, C)
+        ct.store(offsets, (step,), ct.cumsum(counts, 0) + carry - counts)
+        carry = carry + ct.sum(counts)
+
+
+@ct.kernel
+def state_scan_kernel(
+    k,  # [T, H, K] io
+    w,  # [T, HO, K] io, from chunk_prepare_kernel
+    u,  # [T, HO, V] io
+    gamma,  # [T, HO] fp32
+    cu_seqlens,  # [N + 1]
+    offsets,  # [N] int32, from chunk_offsets_kernel
+    h0,  # [N, HO, V, K] (read when HAS_H0)
+    h_out,  # [slots, HO, V, K] io: the state entering each chunk
+    v_new_out,  # [T, HO, V] io
+    K_GROUP,
+    L2NORM,
+    HAS_H0,
+    K: ConstInt,
+    BV: ConstInt,
+    C: ConstInt,
+):
+    n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
+    bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
+    eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
+    base = ct.load(offsets, (n,), shape=())
+    length = eos - bos
+    state = ct.zeros((BV, K), dtype=ct.float32)
+    if HAS_H0 != 0:
+        state = ct.astype(ct.reshape(ct.load(h0, (n, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), ct.float32)
+    r = ct.arange(C, dtype=ct.int32)
+    hk = h // K_GROUP
+    for c in range(ct.cdiv(length, C)):
+        k_seq, w_seq, u_seq = k.slice(0, bos, eos), w.slice(0, bos, eos), u.slice(0, bos, eos)
+        g_seq, vn_seq = gamma.slice(0, bos, eos), v_new_out.slice(0, bos, eos)
+        rows = length - c * C
+        valid = r < rows
+        kt = ct.reshape(ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
+        if L2NORM != 0:
+            kt = _l2_normalized(kt)
+        wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
+        ut = ct.reshape(ct.load(u_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO), (C, BV))
+        gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO), (C,))
+        state_io = ct.astype(state, kt.dtype)
+        ct.store(h_out, (base + c, h, vb, 0), ct.reshape(ct.astype(state, h_out.dtype), (1, 1, BV, K)))
+        v_new = ct.astype(ut, ct.float32) - ct.mma(
+            wt, ct.transpose(state_io), ct.zeros((C, BV), dtype=ct.float32)
+        )
+        ct.store(vn_seq, (c, h, vb), ct.reshape(ct.astype(v_new, v_new_out.dtype), (C, 1, BV)))
+        last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
+        carried = ct.astype(v_new * ct.expand_dims(ct.where(valid, ct.exp(last - gam), 0.0), 1), kt.dtype)
+        state = ct.mma(ct.transpose(carried), kt, state * ct.exp(last))
 
 
 @ct.kernel
@@ -350,8 +412,9 @@ def param_sum_kernel(src, dst, T, GROUP, TB: ConstInt):
 
 
 # the kernels by the names the host side (`gdn_cutile_bwd_host`) launches them under
-# the forward's table, prepare, offsets and states kernels come from its KERNELS
 BWD_KERNELS = {
+    "offsets": chunk_offsets_kernel,
+    "states": state_scan_kernel,
     "grad_scan": grad_scan_kernel,
     "chunk_grad": chunk_grad_kernel,
     "group_sum": group_sum_kernel,

@@ -136,7 +136,7 @@ def backward_arguments(cfg: GdnCutileBwdConfig, arrays: Mapping[str, Any]) -> di
         "prepare": forward["prepare"],
         "states": (
             a["k"], a["w"], a["u"], a["gamma"], a["cu_seqlens"], a["offsets"], get("h0", "spare4"), a["h"],
-            a["v_new"], a["spare4"], kg, l2, int(cfg.has_initial_state), 0, kd, bv, CHUNK,
+            a["v_new"], kg, l2, int(cfg.has_initial_state), kd, bv, CHUNK,
         ),
         "grad_scan": (
             a["q"], a["k"], a["w"], a["gamma"], a["dO"], a["cu_seqlens"], a["offsets"], get("dht", "spare4"),

@@ -1,6 +1,4 @@
-"""The Gated DeltaNet forward in cuTile: the steps of `chunked.py` on the device, in one of two
-sequences of launches (the ``OUTPUT`` knob): ``fused`` (table, prepare, scan) or ``separate``
-(table, offsets, prepare, states, output).
+"""The Gated DeltaNet forward in cuTile: three kernels, the steps of `chunked.py` on the device.
 
 1. `chunk_table_kernel` (grid: blocks of chunk slots): the chunk index table, built on the device
    from ``cu_seqlens``, so nothing reads the sequence lengths on the host. Slot ``j`` of the table
@@ -14,14 +12,6 @@ sequences of launches (the ``OUTPUT`` knob): ``fused`` (table, prepare, scan) or
    ``S`` [BV, K] (fp32, in registers) carried chunk after chunk; per chunk the new values
    ``v_new = u - w S^T``, the output ``o`` and the state update. The output is computed here,
    beside the state it reads, so no per-chunk state is ever stored.
-
-The separate-output forward replaces step 3 by two passes: `state_scan_kernel` (the same grid)
-carries the state and stores only what the output needs, the state entering each chunk
-(``[chunk slots, HO, V, K]``, io dtype, indexed by table slot through `chunk_offsets_kernel`'s
-per-sequence first slots) and ``v_new``; then `chunk_output_kernel` (grid: chunk slots x output
-heads x value blocks) computes every chunk's output at once. The sequential part is then two
-products per chunk instead of five, which is what a long sequence, whose scan programs alone
-cannot fill the machine, waits on. The backward reuses the offsets and states kernels.
 
 Every tile is CHUNK = 64 tokens of one sequence: a sequence's slice of each [T, ...] array
 (``Array.slice``) is loaded in tiles of 64 rows with zero padding past its end, and stores past
@@ -41,13 +31,10 @@ import cuda.tile as ct
 __all__ = [
     "KERNELS",
     "SUB",
-    "chunk_offsets_kernel",
-    "chunk_output_kernel",
     "chunk_prepare_kernel",
     "chunk_scan_kernel",
     "chunk_table_kernel",
     "export_signatures",
-    "state_scan_kernel",
 ]
 
 ConstInt = ct.Constant[int]
@@ -261,137 +248,8 @@ def chunk_scan_kernel(
         ct.store(ht, (n, h, vb, 0), ct.reshape(ct.astype(state, ht.dtype), (1, 1, BV, K)))
 
 
-@ct.kernel
-def chunk_offsets_kernel(cu_seqlens, offsets, N, C: ConstInt, BN: ConstInt):
-    """offsets[n] = the table slot of sequence n's first chunk (the chunks of the sequences before it)."""
-    carry = ct.zeros((), dtype=ct.int32)
-    for step in range(ct.cdiv(N, BN)):
-        m = step * BN + ct.arange(BN, dtype=ct.int32)
-        inside = m < N
-        lo = ct.astype(ct.gather(cu_seqlens, m, mask=inside, padding_value=0), ct.int32)
-        hi = ct.astype(ct.gather(cu_seqlens, m + 1, mask=inside, padding_value=0), ct.int32)
-        counts = ct.cdiv(hi - lo, C)
-        ct.store(offsets, (step,), ct.cumsum(counts, 0) + carry - counts)
-        carry = carry + ct.sum(counts)
-
-
-@ct.kernel
-def state_scan_kernel(
-    k,  # [T, H, K] io
-    w,  # [T, HO, K] io, from chunk_prepare_kernel
-    u,  # [T, HO, V] io
-    gamma,  # [T, HO] fp32
-    cu_seqlens,  # [N + 1]
-    offsets,  # [N] int32, from chunk_offsets_kernel
-    h0,  # [N, HO, V, K] (read when HAS_H0)
-    h_out,  # [slots, HO, V, K] io: the state entering each chunk
-    v_new_out,  # [T, HO, V] io
-    ht,  # [N, HO, V, K] out (written when STORE_HT)
-    K_GROUP,
-    L2NORM,
-    HAS_H0,
-    STORE_HT,
-    K: ConstInt,
-    BV: ConstInt,
-    C: ConstInt,
-):
-    n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
-    bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
-    eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
-    base = ct.load(offsets, (n,), shape=())
-    length = eos - bos
-    state = ct.zeros((BV, K), dtype=ct.float32)
-    if HAS_H0 != 0:
-        state = ct.astype(ct.reshape(ct.load(h0, (n, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), ct.float32)
-    r = ct.arange(C, dtype=ct.int32)
-    hk = h // K_GROUP
-    for c in range(ct.cdiv(length, C)):
-        k_seq, w_seq, u_seq = k.slice(0, bos, eos), w.slice(0, bos, eos), u.slice(0, bos, eos)
-        g_seq, vn_seq = gamma.slice(0, bos, eos), v_new_out.slice(0, bos, eos)
-        rows = length - c * C
-        valid = r < rows
-        kt = ct.reshape(ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
-        if L2NORM != 0:
-            kt = _l2_normalized(kt)
-        wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
-        ut = ct.reshape(ct.load(u_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO), (C, BV))
-        gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO), (C,))
-        state_io = ct.astype(state, kt.dtype)
-        ct.store(h_out, (base + c, h, vb, 0), ct.reshape(ct.astype(state, h_out.dtype), (1, 1, BV, K)))
-        v_new = ct.astype(ut, ct.float32) - ct.mma(
-            wt, ct.transpose(state_io), ct.zeros((C, BV), dtype=ct.float32)
-        )
-        ct.store(vn_seq, (c, h, vb), ct.reshape(ct.astype(v_new, v_new_out.dtype), (C, 1, BV)))
-        last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
-        carried = ct.astype(v_new * ct.expand_dims(ct.where(valid, ct.exp(last - gam), 0.0), 1), kt.dtype)
-        state = ct.mma(ct.transpose(carried), kt, state * ct.exp(last))
-    if STORE_HT != 0:
-        ct.store(ht, (n, h, vb, 0), ct.reshape(ct.astype(state, ht.dtype), (1, 1, BV, K)))
-
-
-@ct.kernel
-def chunk_output_kernel(
-    q,  # [T, H, K] io
-    k,  # [T, H, K] io
-    h_in,  # [slots, HO, V, K] io, from state_scan_kernel: the state entering each chunk
-    v_new,  # [T, HO, V] io, from state_scan_kernel
-    gamma,  # [T, HO] fp32
-    cu_seqlens,  # [N + 1]
-    table,  # [slots, 2] int32
-    o,  # [T, HO, V] out
-    K_GROUP,
-    L2NORM,
-    K: ConstInt,
-    BV: ConstInt,
-    C: ConstInt,
-    SCALE: ConstFloat,
-):
-    """o of one chunk, head and value block from the state entering the chunk (step 3 of
-    `chunked.py`), every chunk at once: the separate-output forward's last pass."""
-    slot, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
-    n = ct.load(table, (slot, 0), shape=())
-    if n < 0:
-        return
-    c = ct.load(table, (slot, 1), shape=())
-    bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
-    eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
-    hk = h // K_GROUP
-    q_seq, k_seq, o_seq = q.slice(0, bos, eos), k.slice(0, bos, eos), o.slice(0, bos, eos)
-    r = ct.arange(C, dtype=ct.int32)
-    valid = r < (eos - bos - c * C)
-    qt = ct.reshape(ct.load(q_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
-    kt = ct.reshape(ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
-    if L2NORM != 0:
-        qt = _l2_normalized(qt)
-        kt = _l2_normalized(kt)
-    gam = ct.reshape(ct.load(gamma.slice(0, bos, eos), (c, h), shape=(C, 1), padding_mode=_ZERO), (C,))
-    vn = ct.reshape(
-        ct.load(v_new.slice(0, bos, eos), (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO), (C, BV)
-    )
-    state = ct.astype(ct.reshape(ct.load(h_in, (slot, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), qt.dtype)
-    # rows and columns both real (see chunk_scan_kernel)
-    live = (
-        (ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)) & ct.expand_dims(valid, 0) & ct.expand_dims(valid, 1)
-    )
-    gap = ct.expand_dims(gam, 1) - ct.expand_dims(gam, 0)
-    scores = ct.mma(qt, ct.transpose(kt), ct.zeros((C, C), dtype=ct.float32))
-    scores = ct.where(live, scores * ct.exp(ct.where(live, gap, 0.0)), 0.0)
-    inter = ct.mma(qt, ct.transpose(state), ct.zeros((C, BV), dtype=ct.float32)) * ct.expand_dims(
-        ct.exp(gam), 1
-    )
-    out = ct.mma(ct.astype(scores, qt.dtype), ct.astype(vn, qt.dtype), inter) * SCALE
-    ct.store(o_seq, (c, h, vb), ct.reshape(ct.astype(out, o.dtype), (C, 1, BV)))
-
-
 # the kernels by the names the host side (`gdn_cutile_host`) launches them under
-KERNELS = {
-    "table": chunk_table_kernel,
-    "prepare": chunk_prepare_kernel,
-    "scan": chunk_scan_kernel,
-    "offsets": chunk_offsets_kernel,
-    "states": state_scan_kernel,
-    "output": chunk_output_kernel,
-}
+KERNELS = {"table": chunk_table_kernel, "prepare": chunk_prepare_kernel, "scan": chunk_scan_kernel}
 
 
 class _Param:
@@ -445,7 +303,7 @@ def export_signatures(
         "q": _Param(io, 3), "k": _Param(io, 3), "v": _Param(io, 3), "g": _Param("float32", 2), "beta": _Param(beta, 2),
         "cu_seqlens": _Param(cu_seqlens, 1), "o": _Param(io, 3), "table": _Param("int32", 2),
         "gamma": _Param("float32", 2), "w": _Param(io, 3), "u": _Param(io, 3), "spare": _Param("float32", 1),
-        "spare4": _Param("float32", 4), "offsets": _Param("int32", 1), "h": _Param(io, 4), "v_new": _Param(io, 3),
+        "spare4": _Param("float32", 4),
     }  # fmt: skip
     if cfg.safe_gate:
         params["a_log"] = _Param("float32", 1)

@@ -14,10 +14,8 @@ from typing import Any
 
 __all__ = [
     "BLOCK_V",
-    "BWD_BLOCK_V",
     "CHUNK",
     "ITEMSIZE",
-    "OUTPUT",
     "GdnCutileConfig",
     "Region",
     "kernel_arguments",
@@ -27,11 +25,7 @@ __all__ = [
 
 # BLOCK_V: value rows of the state one scan program carries (the scan's grid is sequences x heads x
 # V / BLOCK_V); the first point is the default
-BLOCK_V = (64, 32, 128, 16)
-BWD_BLOCK_V = (64, 32, 128)  # the backward's scans (16 is the forward's, for long sequences)
-# OUTPUT: where the output is computed (gdn_cutile_fwd's docstring): in the scan ("fused") or in a
-# pass over every chunk after a scan that stores the per-chunk states ("separate")
-OUTPUT = ("fused", "separate")
+BLOCK_V = (64, 32, 128)
 CHUNK = 64  # tokens per chunk (the kernels' C)
 TABLE_BLOCK = 128  # chunk slots per program of the table kernel
 TABLE_SEQ_BLOCK = 64  # sequences read per step of the table kernel
@@ -91,7 +85,6 @@ class GdnCutileConfig:
     has_initial_state: bool = False
     output_final_state: bool = False
     block_v: int = 64  # BV: value rows of the state one scan program carries
-    output: str = "fused"  # OUTPUT: "fused" or "separate"
 
     @property
     def heads_out(self) -> int:
@@ -107,45 +100,29 @@ class GdnCutileConfig:
         return self.heads_out // heads
 
     def workspace_regions(self) -> tuple[Region, ...]:
-        """The workspace, carved: the chunk table, gamma, w, u (and for the separate output the
-        chunk offsets, the state entering each chunk and v_new, io dtype), and a small spare array
-        that stands in for absent optional inputs (never read: their kernel branches are compiled out)."""
-        t, ho, io = self.tokens, self.heads_out, self.io_dtype
-        shapes = [
+        """The workspace, carved: the chunk table, gamma, w, u, and a small spare array that
+        stands in for absent optional inputs (never read: their kernel branches are compiled out)."""
+        t, ho = self.tokens, self.heads_out
+        shapes = (
             ("table", "int32", (self.chunk_slots, 2)),
             ("gamma", "float32", (t, ho)),
-            ("w", io, (t, ho, self.key_dim)),
-            ("u", io, (t, ho, self.value_dim)),
-        ]
-        if self.output == "separate":
-            shapes += [
-                ("offsets", "int32", (self.sequences,)),
-                ("h", io, (self.chunk_slots, ho, self.value_dim, self.key_dim)),
-                ("v_new", io, (t, ho, self.value_dim)),
-            ]
-        return layout_regions((*shapes, ("spare", "float32", (16,))))
+            ("w", self.io_dtype, (t, ho, self.key_dim)),
+            ("u", self.io_dtype, (t, ho, self.value_dim)),
+            ("spare", "float32", (16,)),
+        )
+        return layout_regions(shapes)
 
     @property
     def workspace_bytes(self) -> int:
         last = self.workspace_regions()[-1]
         return last.offset + last.nbytes
 
-    def launches(self) -> tuple[str, ...]:
-        """The forward's launches in stream order."""
-        if self.output == "separate":
-            return ("table", "offsets", "prepare", "states", "output")
-        return ("table", "prepare", "scan")
-
     def grids(self) -> dict[str, tuple[int, ...]]:
-        """Launch grids of the kernels."""
-        scan = (self.sequences, self.heads_out, self.value_dim // self.block_v)
+        """Launch grids of the three kernels."""
         return {
             "table": (-(-self.chunk_slots // TABLE_BLOCK),),
-            "offsets": (1,),
             "prepare": (self.chunk_slots, self.heads_out),
-            "scan": scan,
-            "states": scan,
-            "output": (self.chunk_slots, self.heads_out, self.value_dim // self.block_v),
+            "scan": (self.sequences, self.heads_out, self.value_dim // self.block_v),
         }
 
 
@@ -156,8 +133,7 @@ def kernel_arguments(cfg: GdnCutileConfig, arrays: Mapping[str, Any]) -> dict[st
     """Each kernel's argument tuple, from the call's arrays by name.
 
     ``arrays``: q k v g beta cu_seqlens o (the graph's), a_log dt_bias h0 ht where the graph has
-    them, the workspace's regions (table gamma w u spare, and offsets h v_new for the separate
-    output: `GdnCutileConfig.workspace_regions`)
+    them, the workspace's regions (table gamma w u spare: `GdnCutileConfig.workspace_regions`)
     and ``spare4``, the spare region seen as [1, 1, 1, 1]. An absent optional input is the spare
     region of its rank, never read: its flag is off. Flags and head groups are runtime ints (one
     compiled kernel serves every option); dims, the chunk and the scale are compile-time.
@@ -168,22 +144,7 @@ def kernel_arguments(cfg: GdnCutileConfig, arrays: Mapping[str, Any]) -> dict[st
         return arrays[spare] if found is None else found
 
     ho = cfg.heads_out
-    kg, l2, kd, bv = ho // cfg.heads_qk, int(cfg.use_qk_l2norm), cfg.key_dim, cfg.block_v
-    separate = {}
-    if cfg.output == "separate":
-        separate = {
-            "offsets": (arrays["cu_seqlens"], arrays["offsets"], cfg.sequences, CHUNK, TABLE_SEQ_BLOCK),
-            "states": (
-                arrays["k"], arrays["w"], arrays["u"], arrays["gamma"], arrays["cu_seqlens"], arrays["offsets"],
-                get("h0", "spare4"), arrays["h"], arrays["v_new"], get("ht", "spare4"), kg, l2,
-                int(cfg.has_initial_state), int(cfg.output_final_state), kd, bv, CHUNK,
-            ),
-            "output": (
-                arrays["q"], arrays["k"], arrays["h"], arrays["v_new"], arrays["gamma"], arrays["cu_seqlens"],
-                arrays["table"], arrays["o"], kg, l2, kd, bv, CHUNK, float(cfg.scale),
-            ),
-        }  # fmt: skip
-    return separate | {
+    return {
         "table": (arrays["cu_seqlens"], arrays["table"], cfg.sequences, CHUNK, TABLE_BLOCK, TABLE_SEQ_BLOCK),
         "prepare": (
             arrays["k"], arrays["v"], arrays["g"], arrays["beta"], get("a_log", "spare"), get("dt_bias", "spare"),
@@ -207,12 +168,11 @@ def launch_forward(
     cfg: GdnCutileConfig,
     arrays: Mapping[str, Any],
 ) -> None:
-    """The forward's launches in stream order (`GdnCutileConfig.launches`): the table, the chunks'
-    preparation, then the scan (or the states scan and the output pass).
+    """The forward: the table, then the chunks' preparation, then the scan, in stream order.
 
     ``launch(grid, kernel, args)`` enqueues one kernel (``ct.launch`` on the call's stream);
-    ``kernels`` maps the launch names to the kernels (``gdn_cutile_fwd.KERNELS``).
+    ``kernels`` maps table, prepare and scan to the kernels (``gdn_cutile_fwd.KERNELS``).
     """
     args, grids = kernel_arguments(cfg, arrays), cfg.grids()
-    for name in cfg.launches():
+    for name in ("table", "prepare", "scan"):
         launch(grids[name], kernels[name], args[name])
