@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
 from typing import Any
 
 __all__ = [
@@ -141,7 +140,6 @@ def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]
     """The planned and built gdn graph of a case: (graph, {name: pygraph Tensor}) incl. O (and final_state)."""
     import pygraph
 
-    os.environ.setdefault("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile_bwd")
     g = pygraph.Graph(name=f"gdn-{case.name}", io_data_type=tensors["q"].dtype)
     ports = {}
     for name, x in tensors.items():
@@ -247,7 +245,6 @@ def build_bwd_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, d
     """The planned and built gdn_bwd graph of a case: (graph, {name: pygraph Tensor}) incl. its gradients."""
     import pygraph
 
-    os.environ.setdefault("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile_bwd")
     g = pygraph.Graph(name=f"gdn-bwd-{case.name}", io_data_type=tensors["q"].dtype)
     ports = {}
     for name, x in tensors.items():

@@ -101,13 +101,6 @@ def gdn_stand_in(monkeypatch):
     op_graphs.GRAPHS.clear()
 
 
-@pytest.fixture(autouse=True)
-def bwd_opt_in(monkeypatch):
-    """Offer the opt-in backward engine gdn_cutile_bwd (not default-on until it has run on the H200);
-    a test of the default offer deletes the variable itself."""
-    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile_bwd")
-
-
 def _cutile_compiler_missing() -> str | None:
     """Why cuTile's compiler (tileiras) cannot be found here, or None where it can."""
     try:

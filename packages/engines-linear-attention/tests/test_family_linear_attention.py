@@ -64,18 +64,21 @@ def test_unwritten_engines_are_planned_not_offered_and_say_why(name):
     }
 
 
-def test_gdn_ships_its_cutile_engine_default_on_and_plans_the_hopper_one(monkeypatch):
+def test_gdn_ships_both_cutile_engines_default_on_and_plans_the_hopper_one(monkeypatch):
     fam = pygraph.engines.family_by_name("gdn")
     assert fam.slots["gdn_sm90"].is_planned
-    cutile = fam.slots["gdn_cutile"]
-    assert (cutile.impl, cutile.opt_in) == (
-        ("pygraph_linear_attention.engines.cutile", "GdnCutileEngine"),
-        False,
-    )
+    for slot, cls in (("gdn_cutile", "GdnCutileEngine"), ("gdn_cutile_bwd", "GdnCutileBwdEngine")):
+        assert (fam.slots[slot].impl, fam.slots[slot].opt_in) == (
+            ("pygraph_linear_attention.engines.cutile", cls),
+            False,
+        )
     monkeypatch.delenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", raising=False)
-    assert pygraph.engines.offered_ids(fam) == {"gdn_cutile": 20101}
+    assert pygraph.engines.offered_ids(fam) == {"gdn_cutile": 20101, "gdn_cutile_bwd": 20102}
     built = pygraph.engines.instantiate(fam)
-    assert [(e.name, e.engine_id) for e in built.engines] == [("gdn_cutile", 20101)]
+    assert [(e.name, e.engine_id) for e in built.engines] == [
+        ("gdn_cutile", 20101),
+        ("gdn_cutile_bwd", 20102),
+    ]
 
 
 def test_a_gdn_graph_names_its_family():

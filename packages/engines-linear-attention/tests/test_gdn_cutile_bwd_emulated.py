@@ -208,7 +208,6 @@ def test_the_engine_serves_a_gdn_bwd_graph_end_to_end(name, monkeypatch):
     from benchmarks.linear_attention import gdn_cases
     from pygraph_linear_attention.engines import cutile as engine_mod
 
-    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile_bwd")
     monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.gdn_cutile_fwd", FWD_MODULE)
     monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.gdn_cutile_bwd", BWD_MODULE)
     monkeypatch.setattr(engine_mod, "_cutile_launch", EMULATION._EmulatedLaunch)

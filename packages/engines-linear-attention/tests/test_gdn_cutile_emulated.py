@@ -333,7 +333,6 @@ def test_the_engine_end_to_end_through_the_graph_api(name, monkeypatch):
     from pygraph_linear_attention.engines import cutile as engine_mod
     from pygraph_linear_attention.reference import gated_delta_net_reference
 
-    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile_bwd")
     monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.gdn_cutile_fwd", KERNELS)
     monkeypatch.setattr(engine_mod, "_cutile_launch", _EmulatedLaunch)
     monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)

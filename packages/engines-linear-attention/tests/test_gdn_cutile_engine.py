@@ -29,9 +29,8 @@ _REAL_PROBE = engine_mod._cutile_installed
 
 
 @pytest.fixture(autouse=True)
-def _opt_in_and_cutile_found(monkeypatch):
-    """The engine offered, and cuTile reported installed (CI has none; its absence has its own test)."""
-    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile_bwd")
+def _cutile_found(monkeypatch):
+    """cuTile reported installed (CI has none; its absence has its own test)."""
     monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
 
 
@@ -164,7 +163,7 @@ def test_declines_a_gdn_bwd_graph_naming_the_rule(kwargs, reason):
 
 
 def test_each_direction_names_the_engine_of_the_other():
-    assert "gdn_bwd graphs are served by gdn_cutile_bwd (opt-in" in _decline(_bwd_graph())
+    assert "gdn_bwd graphs are served by gdn_cutile_bwd" in _decline(_bwd_graph())
     assert "gdn graphs are served by gdn_cutile" in _decline(_graph(), GdnCutileBwdEngine(ENGINE_ID + 1))
 
 

@@ -21,8 +21,7 @@ pytestmark = pytest.mark.sm90
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_the_forward_matches_the_float64_reference(case, monkeypatch):
-    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile_bwd")
+def test_the_forward_matches_the_float64_reference(case):
     result = run_case(case)
     print(f"{case.name}: {result}")
     assert result["plan"].startswith("gdn_cutile[")
@@ -32,8 +31,7 @@ def test_the_forward_matches_the_float64_reference(case, monkeypatch):
 
 
 @pytest.mark.parametrize("case", BWD_CASES, ids=[c.name for c in BWD_CASES])
-def test_the_backward_matches_autograd_through_the_float64_reference(case, monkeypatch):
-    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "gdn_cutile_bwd")
+def test_the_backward_matches_autograd_through_the_float64_reference(case):
     result = run_bwd_case(case)
     print(f"{case.name}: {result}")
     assert result["plan"].startswith("gdn_cutile_bwd[")

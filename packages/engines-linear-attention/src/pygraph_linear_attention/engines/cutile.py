@@ -314,17 +314,13 @@ class GdnCutileEngine(BaseEngine):
             )
         return facts
 
-    # which direction this engine serves; the backward is its own (opt-in) slot until proven on the H200
+    # which direction this engine serves (the backward is its own slot, gdn_cutile_bwd)
     serves_backward = False
 
     def check_support(self, request: EngineRequest) -> None:
         facts = self._facts(request)
         if facts.backward != self.serves_backward:
-            other = (
-                "gdn_cutile_bwd (opt-in: PYGRAPH_ENABLE_OPT_IN_ENGINES=gdn_cutile_bwd)"
-                if facts.backward
-                else "gdn_cutile"
-            )
+            other = "gdn_cutile_bwd" if facts.backward else "gdn_cutile"
             raise GraphNotSupportedError(
                 f"{self.name}: serves {'gdn_bwd' if self.serves_backward else 'gdn'} graphs; "
                 f"{'gdn_bwd' if facts.backward else 'gdn'} graphs are served by {other}"
@@ -375,7 +371,7 @@ class GdnCutileEngine(BaseEngine):
 
 
 class GdnCutileBwdEngine(GdnCutileEngine):
-    """``gdn_cutile_bwd``: the same kernels' backward (gdn_bwd graphs), opt-in until it has run on the H200."""
+    """``gdn_cutile_bwd``: the same kernels' backward (gdn_bwd graphs)."""
 
     name = "gdn_cutile_bwd"
     serves_backward = True
