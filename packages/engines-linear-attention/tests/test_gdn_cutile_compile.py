@@ -20,7 +20,7 @@ ct = pytest.importorskip(
 
 pytestmark = pytest.mark.usefixtures("cutile_compiler")  # skips where cuTile's compiler is absent
 
-from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS, export_signatures  # noqa: E402
+from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS, export_signatures, hinted  # noqa: E402
 from pygraph_linear_attention.kernels.gdn_cutile_host import GdnCutileConfig  # noqa: E402
 
 # every option on (the most code): GVA 2, safe gate with dt_bias, both states, BLOCK_V 64
@@ -39,3 +39,14 @@ def test_every_kernel_compiles_to_a_cubin_for(target):
         ct.compilation.export_kernel(KERNELS[name], [signature], out, gpu_code=target, output_format="cubin")
         cubin = out.getvalue()
         assert cubin[:4] == b"\x7fELF", f"{name} for {target}: not an ELF cubin"
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])
+@pytest.mark.parametrize("occupancy", [2, 4])
+def test_the_prepare_kernel_compiles_with_each_occupancy_hint_for(target, occupancy):
+    out = io.BytesIO()
+    kernel = hinted(KERNELS["prepare"], occupancy=occupancy)
+    ct.compilation.export_kernel(
+        kernel, [export_signatures(CONFIG)["prepare"]], out, gpu_code=target, output_format="cubin"
+    )
+    assert out.getvalue()[:4] == b"\x7fELF", f"prepare, occupancy {occupancy}, {target}: not an ELF cubin"

@@ -216,6 +216,7 @@ def stand_in(monkeypatch):
     kernels = {"table": object(), "prepare": object(), "scan": object()}
     module = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_fwd")
     module.KERNELS = kernels
+    module.hinted = lambda kernel, **hints: ("hinted", kernel, tuple(sorted(hints.items())))
     monkeypatch.setitem(sys.modules, module.__name__, module)
     bwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_bwd")
     bwd.BWD_KERNELS = {
@@ -236,11 +237,20 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     g.create_execution_plans([heur_mode.A, heur_mode.FALLBACK])
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
     # 12 scan programs at 64: 32 first (the hook's rule), then the others ascending
-    assert names == ["gdn_cutile[BLOCK_V=32]", "gdn_cutile[BLOCK_V=64]", "gdn_cutile[BLOCK_V=128]"]
-    g.select_plan(names.index("gdn_cutile[BLOCK_V=64]"))
+    # then the first BLOCK_V with the prepare kernel's non-default occupancy hints
+    assert names == [
+        "gdn_cutile[BLOCK_V=32,OCCUPANCY=0]", "gdn_cutile[BLOCK_V=64,OCCUPANCY=0]",
+        "gdn_cutile[BLOCK_V=128,OCCUPANCY=0]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=2]",
+        "gdn_cutile[BLOCK_V=32,OCCUPANCY=4]",
+    ]  # fmt: skip
+    g.select_plan(names.index("gdn_cutile[BLOCK_V=64,OCCUPANCY=0]"))
     g.build_plans()
     plan = g.selected_plan
-    assert (plan.name, plan.kind, plan.engine.name) == ("gdn_cutile[BLOCK_V=64]", "python", "gdn_cutile")
+    assert (plan.name, plan.kind, plan.engine.name) == (
+        "gdn_cutile[BLOCK_V=64,OCCUPANCY=0]",
+        "python",
+        "gdn_cutile",
+    )
     workspace_bytes = g.get_workspace_size()
     slots = -(-t // CHUNK) + n
     assert workspace_bytes >= slots * 2 * 4 + t * h * 4 + 2 * t * h * d * 2
@@ -283,6 +293,27 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
 
     g.execute(tensors, workspace=workspace)  # the same buffers: the same device arrays
     assert recorder.calls[3][3][0] is recorder.calls[0][3][0]
+
+
+def test_an_occupancy_knob_launches_the_prepare_kernel_with_that_hint(stand_in):
+    recorder, kernels = stand_in
+    g = _graph(t=130, n=3, h=2)
+    g.create_execution_plans()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    g.select_plan(names.index("gdn_cutile[BLOCK_V=32,OCCUPANCY=2]"))
+    g.build_plans()
+    o, _ = g.outputs_for_test
+    tensors = {
+        g.find_tensor(n): 0x10000 * (i + 1) for i, n in enumerate(("q", "k", "v", "g", "beta", "cu_seqlens"))
+    }
+    tensors[o] = 0x900000
+    g.execute(tensors, workspace=0x4000000)
+    launched = [kernel for _, _, kernel, _ in recorder.calls]
+    assert launched == [
+        kernels["table"],
+        ("hinted", kernels["prepare"], (("occupancy", 2),)),
+        kernels["scan"],
+    ]
 
 
 def test_a_call_with_a_misaligned_workspace_is_refused_and_launches_nothing(stand_in):

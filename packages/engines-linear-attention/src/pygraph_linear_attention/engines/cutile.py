@@ -13,6 +13,7 @@ keeps it (per process, and in its disk cache), so only the first call of a confi
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from typing import Any
 
@@ -28,7 +29,12 @@ from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig, launch_backward
-from pygraph_linear_attention.kernels.gdn_cutile_host import BLOCK_V, GdnCutileConfig, launch_forward
+from pygraph_linear_attention.kernels.gdn_cutile_host import (
+    BLOCK_V,
+    OCCUPANCY,
+    GdnCutileConfig,
+    launch_forward,
+)
 
 __all__ = ["BLOCK_V", "GdnCutileBwdEngine", "GdnCutileEngine", "GdnCutilePlan", "config_for"]
 
@@ -302,7 +308,7 @@ class GdnCutileEngine(BaseEngine):
         sm_hi=121,
         dtypes={data_type.BFLOAT16, data_type.HALF},
         features=_FEATURES,
-        knob_domains={"BLOCK_V": BLOCK_V},
+        knob_domains={"BLOCK_V": BLOCK_V, "OCCUPANCY": OCCUPANCY},
     )
 
     def _facts(self, request: EngineRequest) -> LinearAttentionFacts:
@@ -362,6 +368,11 @@ class GdnCutileEngine(BaseEngine):
         from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS
 
         kernels, run = KERNELS, launch_forward
+        occupancy = knobs.get("OCCUPANCY", OCCUPANCY[0])
+        if occupancy:
+            from pygraph_linear_attention.kernels.gdn_cutile_fwd import hinted
+
+            kernels = {**KERNELS, "prepare": hinted(KERNELS["prepare"], occupancy=occupancy)}
         if facts.backward:
             from pygraph_linear_attention.kernels.gdn_cutile_bwd import BWD_KERNELS
 
@@ -375,6 +386,7 @@ class GdnCutileBwdEngine(GdnCutileEngine):
 
     name = "gdn_cutile_bwd"
     serves_backward = True
+    capabilities = dataclasses.replace(GdnCutileEngine.capabilities, knob_domains={"BLOCK_V": BLOCK_V})
 
 
 def _cutile_installed() -> bool:

@@ -35,6 +35,7 @@ __all__ = [
     "chunk_scan_kernel",
     "chunk_table_kernel",
     "export_signatures",
+    "hinted",
 ]
 
 ConstInt = ct.Constant[int]
@@ -246,6 +247,19 @@ def chunk_scan_kernel(
         state = ct.mma(ct.transpose(carried), kt, state * ct.exp(last))
     if STORE_HT != 0:
         ct.store(ht, (n, h, vb, 0), ct.reshape(ct.astype(state, ht.dtype), (1, 1, BV, K)))
+
+
+_HINTED: dict[tuple, Any] = {}
+
+
+def hinted(kernel: Any, **hints: Any) -> Any:
+    """``kernel`` recompiled with cuTile's kernel hints (``occupancy``, ``num_worker_warps``), one
+    kernel object per (kernel, hints), so cuTile's per-kernel compile cache is kept."""
+    key = (kernel, tuple(sorted(hints.items())))
+    found = _HINTED.get(key)
+    if found is None:
+        found = _HINTED[key] = ct.kernel(kernel._pyfunc, **hints)
+    return found
 
 
 # the kernels by the names the host side (`gdn_cutile_host`) launches them under

@@ -16,6 +16,7 @@ __all__ = [
     "BLOCK_V",
     "CHUNK",
     "ITEMSIZE",
+    "OCCUPANCY",
     "GdnCutileConfig",
     "Region",
     "kernel_arguments",
@@ -26,6 +27,11 @@ __all__ = [
 # BLOCK_V: value rows of the state one scan program carries (the scan's grid is sequences x heads x
 # V / BLOCK_V); the first point is the default
 BLOCK_V = (64, 32, 128)
+# OCCUPANCY: cuTile's occupancy hint for chunk_prepare_kernel (0: the compiler's choice). Compiled
+# for sm_90 its default is 255 registers, a 392-byte spill frame and 152 KB of shared memory, one
+# CTA per SM; 2 gives 254 registers, no spill, 110 KB; 4 gives 128 registers, an 896-byte frame,
+# 54 KB (scripts/cutile_resources.py). Untimed: offered after the default for autotune to measure.
+OCCUPANCY = (0, 2, 4)
 CHUNK = 64  # tokens per chunk (the kernels' C)
 TABLE_BLOCK = 128  # chunk slots per program of the table kernel
 TABLE_SEQ_BLOCK = 64  # sequences read per step of the table kernel

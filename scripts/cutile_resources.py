@@ -1,0 +1,97 @@
+"""Registers, spill frame and shared memory of the gdn_cutile kernels, compiled without a GPU.
+
+    .venv/bin/python scripts/cutile_resources.py [--dim 128] [--target sm_90] [--only chunk_grad,prepare]
+
+Each kernel is compiled with ``cuda.tile.compilation.export_kernel`` for the named target, from the
+signatures the engine's launches have (the forward's and the backward's ``export_signatures``), and
+its cubin's ELF is read: the register count and the per-thread stack frame (spills) from the
+``.nv.info`` attributes, the static shared memory from the kernel's ``.nv.shared`` section. A frame
+above zero means local-memory traffic; shared memory over ~114 KB leaves one CTA per SM on Hopper.
+It needs cuTile and its compiler (tileiras, ptxas and libnvvm of CUDA 13.2 or newer); a
+configuration's first compile takes seconds (``chunk_grad_kernel``: minutes at K = V = 128).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import struct
+import time
+
+_REGCOUNT, _FRAME_SIZE = 0x2F, 0x11  # EIATTR codes of the global .nv.info section
+_FMT_SVAL = 0x04  # an attribute with a u16 size and a payload
+
+
+def _sections(blob: bytes) -> list[tuple[str, int, int]]:
+    """(name, file offset, size) of every section of an ELF64 little-endian file."""
+    shoff = struct.unpack_from("<Q", blob, 0x28)[0]
+    entsize, count, names = struct.unpack_from("<HHH", blob, 0x3A)
+    rows = [struct.unpack_from("<IIQQQQ", blob, shoff + i * entsize) for i in range(count)]
+    base = rows[names][4]
+
+    def name(at: int) -> str:
+        return blob[base + at : blob.index(b"\0", base + at)].decode()
+
+    return [(name(r[0]), r[4], r[5]) for r in rows]
+
+
+def resources(cubin: bytes) -> dict[str, int]:
+    """registers, frame (bytes per thread) and shared (bytes) of a one-kernel cubin."""
+    out = {"registers": 0, "frame": 0, "shared": 0}
+    for name, offset, size in _sections(cubin):
+        if name == ".nv.info":
+            at = offset
+            while at < offset + size:
+                fmt, attr, length = cubin[at], cubin[at + 1], struct.unpack_from("<H", cubin, at + 2)[0]
+                if fmt != _FMT_SVAL:
+                    at += 4
+                    continue
+                value = struct.unpack_from("<I", cubin, at + 8)[0]
+                if attr == _REGCOUNT:
+                    out["registers"] = value
+                elif attr == _FRAME_SIZE:
+                    out["frame"] = max(out["frame"], value)
+                at += 4 + length
+        elif name.startswith(".nv.shared.") and not name.startswith(".nv.shared.reserved"):
+            out["shared"] = max(out["shared"], size)
+    return out
+
+
+def main() -> None:
+    import cuda.tile as ct
+
+    from pygraph_linear_attention.kernels import gdn_cutile_bwd, gdn_cutile_fwd
+    from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dim", type=int, default=128, help="K = V")
+    parser.add_argument("--target", default="sm_90")
+    parser.add_argument("--block-v", type=int, default=64)
+    parser.add_argument("--only", default="", help="comma list of launch names (default: every kernel)")
+    args = parser.parse_args()
+    cfg = GdnCutileBwdConfig(
+        tokens=16384, sequences=4, heads_qk=16, heads_v=16, heads_g=16, heads_beta=16, heads_a_log=1,
+        heads_dt_bias=1, key_dim=args.dim, value_dim=args.dim, io_dtype="bfloat16", scale=args.dim**-0.5,
+        block_v=args.block_v,
+    )  # fmt: skip
+    launches = {"scan": (gdn_cutile_fwd.KERNELS["scan"], gdn_cutile_fwd.export_signatures(cfg)["scan"])}
+    launches |= gdn_cutile_bwd.export_signatures(cfg)
+    wanted = {n for n in args.only.split(",") if n}
+    seen = set()
+    print(f"gdn_cutile kernels for {args.target}, K = V = {args.dim}, BLOCK_V {args.block_v}, bf16")
+    for name, (kernel, signature) in launches.items():
+        if (wanted and name not in wanted) or kernel in seen:
+            continue
+        seen.add(kernel)
+        started, out = time.perf_counter(), io.BytesIO()
+        ct.compilation.export_kernel(kernel, [signature], out, gpu_code=args.target, output_format="cubin")
+        r = resources(out.getvalue())
+        print(
+            f"  {kernel._pyfunc.__name__:22s} registers {r['registers']:3d}  spill frame {r['frame']:6d} B"
+            f"  shared {r['shared'] / 1024:6.1f} KB  ({time.perf_counter() - started:.0f} s to compile)",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
