@@ -43,3 +43,14 @@ def fake_backend(monkeypatch):
         return fake
 
     return install
+
+
+@pytest.fixture
+def no_backend(monkeypatch):
+    """The backend absent whatever this machine has (a device machine has a real cuDNN runtime)."""
+    from pygraph.planning import backend as backend_mod
+
+    def open_backend(graph, refused=None):
+        return None, refused or "the backend cannot lower this graph: no backend in this test"
+
+    monkeypatch.setattr(backend_mod, "open_backend", open_backend)

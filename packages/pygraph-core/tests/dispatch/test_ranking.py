@@ -114,7 +114,7 @@ def test_no_hook_is_unranked(fake_backend):
     assert ids(g) == [(ALPHA, 128), (BETA, 128), (GAMMA, 128), (7, None), (8, None), (9, None)]
 
 
-def test_empty_list_names_every_reason(standins):
+def test_empty_list_names_every_reason(standins, no_backend):
     for name in ("alpha", "beta", "gamma"):
         standins.BEHAVIOUR[name] = "decline_ni"
     g, *_ = matmul_graph()
@@ -136,7 +136,7 @@ def test_planning_is_one_shot_and_facts_computed_once(standins):
     assert g.state.frozen
 
 
-def test_backend_absent_gives_no_entries_and_a_reason(standins):
+def test_backend_absent_gives_no_entries_and_a_reason(standins, no_backend):
     g, *_ = matmul_graph()
     g.create_execution_plans()
     assert g.backend_plan_entries() == []
