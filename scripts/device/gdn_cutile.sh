@@ -2,7 +2,9 @@
 # gdn_cutile on the device: the sm90 correctness tests of the linear-attention family, then the
 # benchmark (timing against flash-linear-attention and cudnn-frontend).
 #   source /tmp/site/env.sh && source .dev3/cutile.sh && bash scripts/device/gdn_cutile.sh [PART] [bench args...]
-# PART: all (default), fwd (the forward's sm90 tests), bwd (the backward's), bench. Run the parts as
+# PART: all (default: fwd, bwd, ops, bench), fwd (the forward's sm90 tests), bwd (the backward's),
+# ops (the torch op's sm90 tests: opcheck, a side stream, a compiled training step), memcheck
+# (compute-sanitizer over one forward and one backward case; not in all), bench. Run the parts as
 # separate calls where one call's time is bounded: each kernel compiles on its first launch into
 # cuTile's disk cache (the forward's 2-5 s each; the backward's chunk_grad_kernel about a minute per
 # configuration, and the backward's cases span about ten), so a later part finds them compiled.
@@ -11,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
 part=all
-case "${1:-}" in all|fwd|bwd|bench) part=$1; shift ;; esac
+case "${1:-}" in all|fwd|bwd|ops|memcheck|bench) part=$1; shift ;; esac
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
 python3 -c "import cuda.tile, torch; print('cuda.tile', cuda.tile.__version__, 'torch', torch.__version__)" 2>&1 | tee -a "$OUTDIR/device.txt"
 tests=packages/engines-linear-attention/tests/test_gdn_cutile_sm90.py
@@ -35,6 +37,17 @@ run_tests() {  # $1: pytest -k expression, $2: log name
 }
 if [ "$part" = all ] || [ "$part" = fwd ]; then run_tests forward gdn_sm90_fwd_pytest.log; fi
 if [ "$part" = all ] || [ "$part" = bwd ]; then run_tests backward gdn_sm90_bwd_pytest.log; fi
+if [ "$part" = all ] || [ "$part" = ops ]; then
+  python3 -m pytest -m sm90 -p no:cacheprovider -q -rs --maxfail=5 packages/engines-linear-attention/tests/test_gdn_ops_sm90.py \
+    2>&1 | tee "$OUTDIR/gdn_ops_sm90_pytest.log" | tail -25
+fi
+if [ "$part" = memcheck ]; then  # API-error reports off: CUDA's own cuGetProcAddress probing raises harmless ones
+  for k in "forward and varlen-odd" "backward and varlen-odd"; do
+    compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
+      python3 -m pytest -m sm90 -p no:cacheprovider -q -k "$k" "$tests" 2>&1 | tee -a "$OUTDIR/gdn_memcheck.log" | tail -8
+    echo "memcheck ($k) exit status: ${PIPESTATUS[0]}"
+  done
+fi
 if [ "$part" = all ] || [ "$part" = bench ]; then
   python3 -m benchmarks.linear_attention.bench_gdn --skip cases "$@" 2>&1 | tee "$OUTDIR/bench_gdn.log"
 fi
