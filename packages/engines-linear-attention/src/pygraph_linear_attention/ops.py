@@ -268,18 +268,22 @@ def gated_delta_net(
     Raises `pygraph.errors.OpInputError` naming the tensor for a bad shape, dtype or device, and
     `pygraph.GraphNotSupportedError` (the planner's reasons) where no engine serves the graph.
     """
-    # checked before the dispatcher's own type check reads them; under torch.compile the fake kernel checks
-    if not torch.compiler.is_compiling():
-        flags = _flags(
-            output_final_state,
-            use_qk_l2norm_in_kernel,
-            use_beta_sigmoid_in_kernel,
-            allow_neg_eigval,
-            safe_gate,
-        )
-        _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
-    o, final = _forward_op(
-        q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
-        use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate, a_log, dt_bias,
-    )  # fmt: skip
+    try:
+        o, final = _forward_op(
+            q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
+            use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate, a_log, dt_bias,
+        )  # fmt: skip
+    except (TypeError, RuntimeError):
+        # the dispatcher's own schema check refused an argument before the op's check ran: the op's
+        # check, run here, raises the typed error naming it (under torch.compile the fake kernel checks)
+        if not torch.compiler.is_compiling():
+            flags = _flags(
+                output_final_state,
+                use_qk_l2norm_in_kernel,
+                use_beta_sigmoid_in_kernel,
+                allow_neg_eigval,
+                safe_gate,
+            )
+            _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
+        raise
     return o, (final if output_final_state else None)
