@@ -171,11 +171,57 @@ def kernel_breakdown(shape: str, columns: dict) -> None:
         print(f"  {shape} {label} kernels (ms/call, sum {total:.3f}): {parts}")
 
 
+def _first_call(what: str, call: Any, contain: bool = True) -> bool:
+    """Run ``call`` once (compiles, autotunes), print how long it took; where it raises, False
+    (printed) if ``contain`` (an anchor), else the error propagates (ours)."""
+    import torch
+
+    t0 = time.perf_counter()
+    try:
+        call()
+        torch.cuda.synchronize()
+    except Exception as exc:
+        if not contain:
+            raise
+        print(f"  {what}: first call failed: {type(exc).__name__}: {exc}")
+        return False
+    print(f"  {what}: first call {time.perf_counter() - t0:.1f} s")
+    return True
+
+
+def _anchors(what: str, makers: tuple, args: tuple, skip: set[str], started: float, budget_s: float):
+    """(name, call, result holder) of each anchor that imports, is not skipped, is within the run's
+    budget and survives its first call."""
+    for anchor, make in makers:
+        if anchor in skip:
+            continue
+        if time.perf_counter() - started > budget_s:
+            print(f"  {what} {anchor}: skipped, the run is past --budget-s {budget_s:.0f}")
+            continue
+        made = make(*args)
+        if isinstance(made, str):
+            print(f"  {what} {anchor}: {made}")
+            continue
+        call, holder = made
+        if _first_call(f"{what} {anchor}", call):
+            yield anchor, call, holder
+
+
+def _print_times(title: str, times: dict[str, float], tokens: int, rounds: int) -> None:
+    """The timing table: ms, tokens/s and, on our rows, each anchor's time over ours."""
+    print(f"-- {title} ({tokens} tokens, H{HEADS} D{DIM} bf16), median of {rounds} cold-L2 rounds")
+    for name, ms in times.items():
+        ratios = "".join(
+            f"  {a}/{name} {times[a] / ms:.2f}x"
+            for a in ("fla", "cudnn")
+            if a in times and name.startswith("ours")
+        )
+        print(f"  {name:14s} {ms:8.3f} ms  {tokens / ms / 1e3:8.2f} Mtok/s{ratios}")
+
+
 def timing(
     rounds: int, budget_s: float, started: float, log: list[str], skip: set[str], profile: bool = False
 ) -> list[dict]:
-    import torch
-
     rows = []
     for shape, lengths in SHAPES.items():
         case = _timing_case(shape, lengths)
@@ -183,12 +229,9 @@ def timing(
         tokens = sum(lengths)
         columns, outputs = {}, {}
         for bv in FWD_BLOCK_VS:
-            call, out = _ours(case, tensors, bv)
-            t0 = time.perf_counter()
-            call()
-            torch.cuda.synchronize()
             label = _label(bv)
-            print(f"  {shape} {label}: first call {time.perf_counter() - t0:.1f} s")
+            call, out = _ours(case, tensors, bv)
+            _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
         first = _label(FWD_BLOCK_VS[0])
         for label, out in outputs.items():
@@ -196,40 +239,15 @@ def timing(
                 print(f"  {shape} {label} vs {first}: rel diff of O {_rel(out, outputs[first]):.2e}")
         if profile:
             kernel_breakdown(shape, columns)
-        for anchor, make in (("cudnn", _cudnn), ("fla", _fla)):
-            if anchor in skip:
-                continue
-            if time.perf_counter() - started > budget_s:
-                print(f"  {shape} {anchor}: skipped, the run is past --budget-s {budget_s:.0f}")
-                continue
-            made = make(tensors, lengths)
-            if isinstance(made, str):
-                print(f"  {shape} {anchor}: {made}")
-                continue
-            call, holder = made
-            t0 = time.perf_counter()
-            try:
-                call()
-                torch.cuda.synchronize()
-            except Exception as exc:
-                print(f"  {shape} {anchor}: first call failed: {type(exc).__name__}: {exc}")
-                continue
-            print(f"  {shape} {anchor}: first call {time.perf_counter() - t0:.1f} s")
+        makers = (("cudnn", _cudnn), ("fla", _fla))
+        for anchor, call, holder in _anchors(shape, makers, (tensors, lengths), skip, started, budget_s):
             columns[anchor] = call
             o = holder["o"].reshape(tokens, HEADS, DIM)
             print(f"  {shape} {first} vs {anchor}: rel diff of O {_rel(outputs[first], o):.2e}")
         times = interleaved(columns, rounds, log)
         best = min((n for n in times if n.startswith("ours")), key=times.get)
-        row = {"shape": shape, "tokens": tokens, "ms": times, "ours_best": best}
-        print(f"-- {shape} ({tokens} tokens, H{HEADS} D{DIM} bf16), median of {rounds} cold-L2 rounds")
-        for name, ms in times.items():
-            ratios = "".join(
-                f"  {a}/{name} {times[a] / ms:.2f}x"
-                for a in ("fla", "cudnn")
-                if a in times and name.startswith("ours")
-            )
-            print(f"  {name:14s} {ms:8.3f} ms  {tokens / ms / 1e3:8.2f} Mtok/s{ratios}")
-        rows.append(row)
+        _print_times(shape, times, tokens, rounds)
+        rows.append({"shape": shape, "tokens": tokens, "ms": times, "ours_best": best})
     return rows
 
 
@@ -334,49 +352,22 @@ def timing_bwd(
         columns, ours = {}, None
         for bv in BWD_BLOCK_VS:
             call, grads = _ours_fwd_bwd(case, tensors, d_o, bv)
-            t0 = time.perf_counter()
-            call()
-            torch.cuda.synchronize()
-            print(f"  {shape} ours[bwd {bv}] fwd+bwd: first call {time.perf_counter() - t0:.1f} s")
+            _first_call(f"{shape} ours[bwd {bv}] fwd+bwd", call, contain=False)
             columns[f"ours[bwd {bv}]"] = call
             ours = grads if ours is None else ours  # the first column's gradients meet the anchors
         if profile:
             kernel_breakdown(shape + " fwd+bwd", columns)
-        for anchor, make in (("cudnn", _cudnn_fwd_bwd), ("fla", _fla_fwd_bwd)):
-            if anchor in skip:
-                continue
-            if time.perf_counter() - started > budget_s:
-                print(f"  {shape} {anchor} fwd+bwd: skipped, the run is past --budget-s {budget_s:.0f}")
-                continue
-            made = make(tensors, lengths, d_o)
-            if isinstance(made, str):
-                print(f"  {shape} {anchor}: {made}")
-                continue
-            anchor_call, leaves = made
-            t0 = time.perf_counter()
-            try:
-                anchor_call()
-                torch.cuda.synchronize()
-            except Exception as exc:
-                print(f"  {shape} {anchor} fwd+bwd: first call failed: {type(exc).__name__}: {exc}")
-                continue
-            print(f"  {shape} {anchor} fwd+bwd: first call {time.perf_counter() - t0:.1f} s")
-            columns[anchor] = anchor_call
+        makers = (("cudnn", _cudnn_fwd_bwd), ("fla", _fla_fwd_bwd))
+        for anchor, call, leaves in _anchors(
+            f"{shape} fwd+bwd", makers, (tensors, lengths, d_o), skip, started, budget_s
+        ):
+            columns[anchor] = call
             diffs = " ".join(
                 f"d{n} {_rel(ours[n], leaves[n].grad.reshape(ours[n].shape)):.2e}" for n in _GRADS
             )
             print(f"  {shape} ours vs {anchor}: rel diff of the gradients {diffs}")
         times = interleaved(columns, rounds, log)
-        print(
-            f"-- {shape} fwd+bwd ({tokens} tokens, H{HEADS} D{DIM} bf16), median of {rounds} cold-L2 rounds"
-        )
-        for name, ms in times.items():
-            ratios = "".join(
-                f"  {a}/{name} {times[a] / ms:.2f}x"
-                for a in ("fla", "cudnn")
-                if a in times and name.startswith("ours")
-            )
-            print(f"  {name:14s} {ms:8.3f} ms  {tokens / ms / 1e3:8.2f} Mtok/s{ratios}")
+        _print_times(f"{shape} fwd+bwd", times, tokens, rounds)
         rows.append({"shape": shape, "tokens": tokens, "ms": times})
     return rows
 
