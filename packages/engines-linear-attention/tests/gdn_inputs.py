@@ -12,8 +12,9 @@ def cu_seqlens(*lengths):
     return torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
 
 
-def gdn_inputs(lengths, h=2, hv=2, k=16, v=8, *, options=(), seed=0):
-    """(args, kwargs) of one call: sequences of ``lengths`` in one varlen batch, each named option on."""
+def gdn_inputs(lengths, h=2, hv=2, k=16, v=8, *, options=(), seed=0, gate=0.3):
+    """(args, kwargs) of one call: sequences of ``lengths`` in one varlen batch, each named option on;
+    the log decay g is uniform in (-gate, 0]."""
     gen = torch.Generator().manual_seed(seed)
     t, ho = sum(lengths), max(h, hv)
 
@@ -24,7 +25,7 @@ def gdn_inputs(lengths, h=2, hv=2, k=16, v=8, *, options=(), seed=0):
         "q": rand(t, h, k),
         "k": rand(t, h, k) / k**0.5,  # unit-ish keys keep (I + A) well conditioned, as in real models
         "v": rand(t, hv, v),
-        "g": -torch.rand(t, hv, dtype=F64, generator=gen) * 0.3,
+        "g": -torch.rand(t, hv, dtype=F64, generator=gen) * gate,
         "beta": torch.rand(t, hv, dtype=F64, generator=gen),
         "cu_seqlens": cu_seqlens(*lengths),
     }

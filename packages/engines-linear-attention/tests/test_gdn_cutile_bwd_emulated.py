@@ -11,8 +11,6 @@ cannot see (rounding to bf16, the compiler's semantics) the sm90 tests and the c
 from __future__ import annotations
 
 import importlib.util
-import itertools
-import math
 import pathlib
 import re
 import types
@@ -21,6 +19,8 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from gdn_inputs import gdn_inputs  # noqa: E402
 
 from pygraph_linear_attention.chunked_bwd import chunked_gated_delta_net_backward  # noqa: E402
 from pygraph_linear_attention.kernels import gdn_cutile_host  # noqa: E402
@@ -59,31 +59,18 @@ F64 = torch.float64
 
 def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, options=(), seed=0, gate=0.3):
     """(the kernels' gradients, chunked_bwd's) on the same fresh inputs, by the graph's output names."""
-    gen = torch.Generator().manual_seed(seed)
     t, ho, n = sum(lengths), max(h, hv), len(lengths)
+    inputs, kwargs = gdn_inputs(lengths, h, hv, dk, dv, options=options, seed=seed, gate=gate)
+    cu = inputs.pop("cu_seqlens").to(torch.int64)
+    kwargs.pop("output_final_state", None)  # the backward takes the final state's gradient instead
+    kwargs.setdefault("scale", None)
+    gen = torch.Generator().manual_seed(seed + 1)  # the output gradients
 
     def rand(*shape):
         return torch.randn(*shape, dtype=F64, generator=gen)
 
-    cu = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int64)
-    inputs = {
-        "q": rand(t, h, dk), "k": rand(t, h, dk) / math.sqrt(dk), "v": rand(t, hv, dv),
-        "g": -torch.rand(t, hv, dtype=F64, generator=gen) * gate, "beta": torch.rand(t, hv, dtype=F64, generator=gen),
-    }  # fmt: skip
-    kwargs = {"scale": 0.3 if "scale" in options else None}
-    if "initial_state" in options:
-        kwargs["initial_state"] = rand(n, ho, dv, dk)
     if "final_state" in options:
         kwargs["grad_final_state"] = rand(n, ho, dv, dk)
-    if "qk_l2norm" in options:
-        kwargs["use_qk_l2norm"] = True
-    if "beta_sigmoid" in options:
-        kwargs["use_beta_sigmoid"], inputs["beta"] = True, rand(t, hv)
-    if "neg_eigval" in options:
-        kwargs["allow_neg_eigval"] = True
-    if "safe_gate" in options:
-        kwargs.update(safe_gate=True, a_log=rand(hv) * 0.5 - 1, dt_bias=rand(hv))
-        inputs["g"] = rand(t, hv)
     grad_out = rand(t, ho, dv)
     want = chunked_gated_delta_net_backward(**inputs, cu_seqlens=cu, grad_out=grad_out, **kwargs)
 

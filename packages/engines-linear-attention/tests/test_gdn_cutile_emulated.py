@@ -14,7 +14,6 @@ cover.
 from __future__ import annotations
 
 import itertools
-import math
 import pathlib
 import types
 
@@ -22,6 +21,8 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from gdn_inputs import gdn_inputs  # noqa: E402
 
 from pygraph_linear_attention.chunked import chunked_gated_delta_net  # noqa: E402
 from pygraph_linear_attention.kernels import gdn_cutile_host  # noqa: E402
@@ -182,29 +183,10 @@ F64 = torch.float64
 
 def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, options=(), seed=0, gate=0.3):
     """(kernels' O, final state), (chunked.py's O, final state) on the same fresh inputs."""
-    gen = torch.Generator().manual_seed(seed)
     t, ho, n = sum(lengths), max(h, hv), len(lengths)
-
-    def rand(*shape):
-        return torch.randn(*shape, dtype=F64, generator=gen)
-
-    cu = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int64)
-    inputs = {
-        "q": rand(t, h, dk), "k": rand(t, h, dk) / math.sqrt(dk), "v": rand(t, hv, dv),
-        "g": -torch.rand(t, hv, dtype=F64, generator=gen) * gate, "beta": torch.rand(t, hv, dtype=F64, generator=gen),
-    }  # fmt: skip
-    kwargs = {"output_final_state": "final_state" in options, "scale": 0.3 if "scale" in options else None}
-    if "initial_state" in options:
-        kwargs["initial_state"] = rand(n, ho, dv, dk)
-    if "qk_l2norm" in options:
-        kwargs["use_qk_l2norm"] = True
-    if "beta_sigmoid" in options:
-        kwargs["use_beta_sigmoid"], inputs["beta"] = True, rand(t, hv)
-    if "neg_eigval" in options:
-        kwargs["allow_neg_eigval"] = True
-    if "safe_gate" in options:
-        kwargs.update(safe_gate=True, a_log=rand(hv) * 0.5 - 1, dt_bias=rand(hv))
-        inputs["g"] = rand(t, hv)
+    inputs, kwargs = gdn_inputs(lengths, h, hv, dk, dv, options=options, seed=seed, gate=gate)
+    cu = inputs.pop("cu_seqlens").to(torch.int64)
+    kwargs = {"output_final_state": False, "scale": None, **kwargs}
     want = chunked_gated_delta_net(**inputs, cu_seqlens=cu, **kwargs)
 
     cfg = GdnCutileConfig(
