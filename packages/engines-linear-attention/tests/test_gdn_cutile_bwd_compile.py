@@ -44,14 +44,16 @@ def test_every_backward_kernel_compiles_to_a_cubin_for(target):
 
 
 @pytest.mark.parametrize(("dim", "block_v"), [(64, 64), (128, 128)], ids=["d64-bv64", "d128-bv128"])
-def test_chunk_grad_compiles_where_the_knob_covers_the_whole_value_dim(dim, block_v):
-    """BLOCK_V = V would give chunk_grad_kernel a one-step loop over the value dim, which tileiras
-    13.4 fails to schedule; the kernel takes its own block (`GdnCutileBwdConfig.grad_block_v`)."""
+@pytest.mark.parametrize("launch", ["chunk_grad_output", "chunk_grad_wy"])
+def test_the_chunk_gradients_compile_where_the_knob_covers_the_whole_value_dim(dim, block_v, launch):
+    """BLOCK_V = V would give the chunk gradient kernels one-step loops over the value dim, which
+    tileiras 13.4 fails to schedule; they take their own blocks (`GdnCutileBwdConfig.grad_block_v`,
+    `grad_block_k`, `wy_block`)."""
     import dataclasses
 
     cfg = dataclasses.replace(CONFIG, key_dim=dim, value_dim=dim, block_v=block_v)
-    assert cfg.value_dim // cfg.grad_block_v >= 2
-    kernel, signature = export_signatures(cfg)["chunk_grad"]
+    assert cfg.value_dim // cfg.grad_block_v >= 2 and cfg.key_dim // cfg.grad_block_k >= 2
+    kernel, signature = export_signatures(cfg)[launch]
     out = io.BytesIO()
     ct.compilation.export_kernel(kernel, [signature], out, gpu_code="sm_90", output_format="cubin")
     assert out.getvalue()[:4] == b"\x7fELF"

@@ -208,4 +208,4 @@ def test_the_engine_serves_a_gdn_bwd_graph_end_to_end(name, monkeypatch):
     errors = {n: float((out[n].double() - want[n]).norm() / want[n].norm()) for n in want}
     print(name, {n: f"{e:.1e}" for n, e in errors.items()})
     # io-dtype intermediates and outputs: at most 2.8e-3 (bf16) and 3e-4 (fp16) measured here; the device bound is 1e-2
-    assert max(errors.values()) < 1e-2, errors
+    assert all(e < 1e-2 for e in errors.values()), errors  # all(): max() over a NaN would pass it

@@ -221,7 +221,7 @@ def stand_in(monkeypatch):
     bwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_bwd")
     bwd.BWD_KERNELS = {
         name: object()
-        for name in ("offsets", "states", "grad_scan", "chunk_grad", "group_sum", "gate_sum", "param_sum")
+        for name in "offsets states grad_scan chunk_grad_output chunk_grad_wy group_sum gate_sum param_sum".split()
     }
     kernels.update(bwd.BWD_KERNELS)
     monkeypatch.setitem(sys.modules, bwd.__name__, bwd)
@@ -282,7 +282,28 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     assert described(prepare_args[2]) == (addresses["g"], (t, h), "float32")
     assert prepare_args[7] is table
     # head groups of k, v, g, beta, then a_log and dt_bias (absent: one value for all h heads)
-    assert prepare_args[11:] == (1, 1, 1, 1, h, h, 1, 0, 0, 0, 0, d, d, CHUNK)  # then the flags, dims, chunk
+    assert described(prepare_args[11]) == (
+        prepare_args[4].pointer,
+        (1, 1, 1, 1),
+        "float32",
+    )  # no T: the spare
+    assert prepare_args[12:] == (
+        1,
+        1,
+        1,
+        1,
+        h,
+        h,
+        1,
+        0,
+        0,
+        0,
+        0,
+        0,
+        d,
+        d,
+        CHUNK,
+    )  # then the flags, dims, chunk
     assert described(scan_args[0]) == (addresses["q"], (t, h, d), "bfloat16")
     assert described(scan_args[6]) == (addresses["h0"], (n, h, d, d), "float32")
     assert described(scan_args[7]) == (0xA00000, (t, h, d), "bfloat16")
@@ -349,12 +370,13 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
     for i, out in enumerate(o for o in g.outputs_for_test if o is not None):
         tensors[out] = 0x10000000 * (i + 1)
     g.execute(tensors, workspace=0xC000000)
-    order = ["table", "offsets", "prepare", "states", "grad_scan", "chunk_grad"]
+    order = ["table", "offsets", "prepare", "states", "grad_scan", "chunk_grad_output", "chunk_grad_wy"]
     order += ["group_sum"] * 3 + ["gate_sum"] * 2
     assert [kernel for _, _, kernel, _ in recorder.calls] == [kernels[name] for name in order]
     grids = [grid for _, grid, _, _ in recorder.calls]
     assert grids[3] == grids[4] == (n, hv, d // 32)
-    assert grids[5] == (slots, hv)
-    assert grids[6:] == [(3, h), (3, h), (3, hv), (3, hv), (3, hv)]
+    assert grids[5] == (slots, hv, 2)  # key blocks of min(64, K / 2)
+    assert grids[6] == (slots, hv)
+    assert grids[7:] == [(3, h), (3, h), (3, hv), (3, hv), (3, hv)]
     grad_scan_args = recorder.calls[4][3]
     assert grad_scan_args[11:15] == (hv // h, 0, 1, 1)  # K_GROUP, L2NORM, HAS_DHT, HAS_H0

@@ -3,21 +3,24 @@
 Nothing of the forward is stored by the graph, so the backward recomputes it. The launches, in
 stream order (the host side is `gdn_cutile_bwd_host.launch_backward`):
 
-1. The forward's `chunk_table_kernel` and `chunk_prepare_kernel` (gamma, w, u to the workspace),
-   and `chunk_offsets_kernel`: each sequence's first chunk slot, so the scans can index the
-   per-chunk states by the table's slots.
+1. The forward's `chunk_table_kernel` and `chunk_prepare_kernel` (gamma, w, u, and each chunk's
+   T = (I + A)^-1 in fp32, to the workspace), and `chunk_offsets_kernel`: each sequence's first
+   chunk slot, so the scans can index the per-chunk states by the table's slots.
 2. `state_scan_kernel` (grid: sequences x heads x value blocks): the forward's state scan again,
    storing the state entering each chunk (``h``, [slots, HO, V, K], io dtype) and ``v_new``.
 3. `grad_scan_kernel` (same grid), chunks in reverse from d_final_state: stores the gradient of
    the state leaving each chunk (``dh``) and ``dv_new``; its last state is d_initial_state.
-4. `chunk_grad_kernel` (grid: chunk slots x heads): per chunk, everything else of
-   `chunked_bwd.chunk_grads` with A and T recomputed, then the options' chain rules, giving
-   per-output-head fp32 gradients of the graph's inputs (dq, dk, dv, dg, dbeta, and per token
-   the a_log term) in the workspace; the value dim is walked in blocks of BV (two or more
-   blocks) so the state tiles stay [BV, K].
+4. `chunked_bwd.chunk_grads` per chunk, in two kernels cut by concern so that each one's
+   accumulators fit in registers (one kernel holding them all spilled 15.8 KB per thread):
+   `chunk_grad_output_kernel` (grid: chunk slots x heads x key blocks of BK): the output's and
+   the passed state's terms, per key block: dq, dk's first terms, dw, and the block's terms of
+   d gamma; `chunk_grad_wy_kernel` (grid: chunk slots x heads): the WY transform's terms from
+   T and dw (dv, the rest of dk, d beta), d gamma's reverse sum, and the gates' chain rules.
+   The value dim is walked in blocks of BV (two or more), so the state tiles stay [BV, BK].
 5. `group_sum_kernel`, `gate_sum_kernel`, `param_sum_kernel`: the per-output-head gradients summed
-   over the heads each input head serves (GQA/GVA, per-head gates), and over tokens for a_log
-   and dt_bias, cast to the graph's dtypes.
+   over the heads each input head serves (GQA/GVA, per-head gates), q's and k's then taken
+   through their l2 normalization, and over tokens for a_log and dt_bias, cast to the graph's
+   dtypes.
 
 Matrix products take io-dtype operands with fp32 accumulation, except those of the inverse and of
 its gradient (fp32), as in the forward.
@@ -29,11 +32,12 @@ from typing import Any
 
 import cuda.tile as ct
 
-from pygraph_linear_attention.kernels.gdn_cutile_fwd import _l2_normalized, _softplus, _unit_lower_inverse
+from pygraph_linear_attention.kernels.gdn_cutile_fwd import _l2_normalized, _softplus
 
 __all__ = [
     "BWD_KERNELS",
-    "chunk_grad_kernel",
+    "chunk_grad_output_kernel",
+    "chunk_grad_wy_kernel",
     "chunk_offsets_kernel",
     "export_signatures",
     "gate_sum_kernel",
@@ -208,15 +212,29 @@ def _l2norm_backward(x, dy):
     return ct.where(norm > 1e-12, (dy - y * ct.sum(dy * y, axis=1, keepdims=True)) / floored, dy / 1e-12)
 
 
+def _inverse_row_norms(x_seq, c, head, BLOCKS: ConstInt, BK: ConstInt, C: ConstInt):
+    """1 / max(|row|, 1e-12) [C, 1] fp32 of chunk ``c``'s rows of ``x_seq`` [T, H, K] at ``head``,
+    summed over its key blocks of BK (the normalization `_l2_normalized` applies to a whole row)."""
+    squares = ct.zeros((C, 1), dtype=ct.float32)
+    for b in range(BLOCKS):
+        x = _rows(ct.load(x_seq, (c, head, b), shape=(C, 1, BK), padding_mode=_ZERO), C, BK)
+        squares = squares + ct.sum(x * x, axis=1, keepdims=True)
+    return 1.0 / ct.maximum(ct.sqrt(squares), 1e-12)
+
+
+def _key_block(x_seq, c, head, kb, inv_norm, L2NORM, BK: ConstInt, C: ConstInt):
+    """Key block ``kb`` [C, BK] of chunk ``c``'s rows at ``head``, l2-normalized when L2NORM (io dtype)."""
+    x = ct.reshape(ct.load(x_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO), (C, BK))
+    if L2NORM != 0:
+        x = ct.astype(ct.astype(x, ct.float32) * inv_norm, x.dtype)
+    return x
+
+
 @ct.kernel
-def chunk_grad_kernel(
+def chunk_grad_output_kernel(
     q,  # [T, H, K] io
     k,  # [T, H, K] io
-    v,  # [T, HV, V] io
-    g,  # [T, HG] fp32
-    beta,  # [T, HB] fp32 or io
-    a_log,  # [HA] (read when SAFE_GATE)
-    dt_bias,  # [HD] (read when SAFE_GATE and HAS_DT_BIAS)
+    gamma,  # [T, HO] fp32, from chunk_prepare_kernel
     do,  # [T, HO, V] io
     cu_seqlens,  # [N + 1]
     table,  # [slots, 2] int32
@@ -224,8 +242,108 @@ def chunk_grad_kernel(
     dh,  # [slots, HO, V, K] io, from grad_scan_kernel
     v_new,  # [T, HO, V] io
     dv_new,  # [T, HO, V] io
-    dq_out,  # [T, HO, K] fp32: per output head, of the raw q
-    dk_out,  # [T, HO, K] fp32
+    dq_out,  # [T, HO, K] fp32: per output head, of the normalized q
+    dk_out,  # [T, HO, K] fp32: the output's and the passed state's terms of dk
+    dw_out,  # [T, HO, K] fp32: the gradient of w
+    dgamma_out,  # [T, HO, K / BK] fp32: this key block's terms of d gamma
+    K_GROUP,
+    L2NORM,
+    K: ConstInt,
+    V: ConstInt,
+    BK: ConstInt,
+    BV: ConstInt,
+    C: ConstInt,
+    SCALE: ConstFloat,
+):
+    slot, head, kb = ct.bid(0), ct.bid(1), ct.bid(2)
+    n = ct.load(table, (slot, 0), shape=())
+    if n < 0:
+        return
+    c = ct.load(table, (slot, 1), shape=())
+    bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
+    eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
+    r = ct.arange(C, dtype=ct.int32)
+    rows = eos - bos - c * C
+    valid = r < rows
+    gam = ct.reshape(ct.load(gamma.slice(0, bos, eos), (c, head), shape=(C, 1), padding_mode=_ZERO), (C,))
+    last_row = ct.minimum(rows, C) - 1
+    last = ct.sum(ct.where(r == last_row, gam, 0.0))
+
+    hk = head // K_GROUP
+    q_seq, k_seq = q.slice(0, bos, eos), k.slice(0, bos, eos)
+    inv_q = ct.zeros((C, 1), dtype=ct.float32)
+    inv_k = ct.zeros((C, 1), dtype=ct.float32)
+    if L2NORM != 0:
+        inv_q = _inverse_row_norms(q_seq, c, hk, K // BK, BK, C)
+        inv_k = _inverse_row_norms(k_seq, c, hk, K // BK, BK, C)
+    qt = _key_block(q_seq, c, hk, kb, inv_q, L2NORM, BK, C)
+    kt = _key_block(k_seq, c, hk, kb, inv_k, L2NORM, BK, C)
+    io = kt.dtype
+
+    # the sums over value blocks accumulate in the products' own accumulators (the loop runs
+    # at least twice: `GdnCutileBwdConfig.grad_block_v` says why)
+    dq_inter = ct.zeros((C, BK), dtype=ct.float32)
+    dk_state = ct.zeros((C, BK), dtype=ct.float32)
+    dw = ct.zeros((C, BK), dtype=ct.float32)
+    dp = ct.zeros((C, C), dtype=ct.float32)
+    d_last = ct.zeros((), dtype=ct.float32)
+    do_seq, vn_seq, dvn_seq = do.slice(0, bos, eos), v_new.slice(0, bos, eos), dv_new.slice(0, bos, eos)
+    for vb in range(V // BV):
+        dot = ct.astype(
+            _rows(ct.load(do_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO), C, BV) * SCALE, io
+        )
+        vn = ct.reshape(ct.load(vn_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO), (C, BV))
+        dvn = ct.reshape(ct.load(dvn_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO), (C, BV))
+        hs = ct.reshape(ct.load(h, (slot, head, vb, kb), shape=(1, 1, BV, BK)), (BV, BK))
+        dhs = ct.reshape(ct.load(dh, (slot, head, vb, kb), shape=(1, 1, BV, BK)), (BV, BK))
+        dq_inter = ct.mma(dot, hs, dq_inter)
+        dp = ct.mma(dot, ct.transpose(vn), dp)
+        dk_state = ct.mma(vn, dhs, dk_state)
+        dw = ct.mma(-dvn, hs, dw)
+        d_last = d_last + ct.sum(ct.astype(dhs, ct.float32) * ct.astype(hs, ct.float32))
+
+    # the output: o = e (q h^T) + (q k^T * M) v_new; this block's columns of q and k
+    qf, kf = ct.astype(qt, ct.float32), ct.astype(kt, ct.float32)
+    dq = dq_inter * ct.expand_dims(ct.exp(gam), 1)
+    dgamma = ct.sum(qf * dq, axis=1)
+    # rows and columns both real: gamma reads 0 past the sequence's end (see grad_scan_kernel)
+    live = (
+        (ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)) & ct.expand_dims(valid, 0) & ct.expand_dims(valid, 1)
+    )
+    gap = ct.expand_dims(gam, 1) - ct.expand_dims(gam, 0)
+    dp = ct.where(live, dp * ct.exp(ct.where(live, gap, 0.0)), 0.0)
+    qk = ct.mma(qt, ct.transpose(kt), ct.zeros((C, C), dtype=ct.float32))  # this block's part of q k^T
+    dq = dq + _mm(dp, kt, io)
+    dk = _mm(ct.transpose(dp), qt, io)
+    dgamma = dgamma + ct.sum(dp * qk, axis=1) - ct.sum(dp * qk, axis=0)
+    # the state passed on
+    dks = dk_state * ct.expand_dims(ct.where(valid, ct.exp(last - gam), 0.0), 1)
+    dk = dk + dks
+    dgamma = dgamma - ct.sum(kf * dks, axis=1)
+    d_last = d_last * ct.exp(last) + ct.sum(kf * dks)
+    dgamma = dgamma + ct.where(r == last_row, d_last, 0.0)
+
+    ct.store(dq_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dq, (C, 1, BK)))
+    ct.store(dk_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dk, (C, 1, BK)))
+    ct.store(dw_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dw, (C, 1, BK)))
+    ct.store(dgamma_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dgamma, (C, 1, 1)))
+
+
+@ct.kernel
+def chunk_grad_wy_kernel(
+    k,  # [T, H, K] io
+    v,  # [T, HV, V] io
+    g,  # [T, HG] fp32
+    beta,  # [T, HB] fp32 or io
+    a_log,  # [HA] (read when SAFE_GATE)
+    dt_bias,  # [HD] (read when SAFE_GATE and HAS_DT_BIAS)
+    cu_seqlens,  # [N + 1]
+    table,  # [slots, 2] int32
+    t_mat,  # [slots, HO, C, C] fp32: T = (I + A)^-1, from chunk_prepare_kernel
+    dv_new,  # [T, HO, V] io
+    dw,  # [T, HO, K] fp32, from chunk_grad_output_kernel
+    dk_io,  # [T, HO, K] fp32: read (the output's terms), written with the WY terms added
+    dgamma_part,  # [T, HO, PARTS] fp32, from chunk_grad_output_kernel (PARTS: its key blocks)
     dv_out,  # [T, HO, V] fp32
     dg_out,  # [T, HO] fp32: of the raw g (what dt_bias's gradient sums too)
     dbeta_out,  # [T, HO] fp32: of the raw beta
@@ -243,9 +361,10 @@ def chunk_grad_kernel(
     HAS_DT_BIAS,
     K: ConstInt,
     V: ConstInt,
+    BK: ConstInt,
     BV: ConstInt,
+    PARTS: ConstInt,
     C: ConstInt,
-    SCALE: ConstFloat,
 ):
     head = ct.bid(1)
     slot = ct.bid(0)
@@ -276,95 +395,63 @@ def chunk_grad_kernel(
         wr = ct.where(valid, 1.0 / (1.0 + ct.exp(-raw_b)), 0.0)
     if NEG_EIGVAL != 0:
         wr = wr * 2.0
-    gamma = ct.cumsum(gate, 0)
-
-    hk = head // K_GROUP
-    raw_q = ct.reshape(ct.load(q.slice(0, bos, eos), (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
-    raw_k = ct.reshape(ct.load(k.slice(0, bos, eos), (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
-    qt, kt = raw_q, raw_k
-    if L2NORM != 0:
-        qt = _l2_normalized(raw_q)
-        kt = _l2_normalized(raw_k)
-    io = kt.dtype
-    kf, qf = ct.astype(kt, ct.float32), ct.astype(qt, ct.float32)
-
-    below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
-    causal = ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)
-    gap = ct.expand_dims(gamma, 1) - ct.expand_dims(gamma, 0)
-    att = ct.where(below, ct.exp(ct.where(below, gap, 0.0)), 0.0)
-    decay_mask = ct.where(causal, ct.exp(ct.where(causal, gap, 0.0)), 0.0)
-    gram = ct.mma(kt, ct.transpose(kt), ct.zeros((C, C), dtype=ct.float32))
-    a = gram * att * ct.expand_dims(wr, 1)
-    t = _unit_lower_inverse(a)
-    tr = ct.transpose(t)
+    gamma = ct.cumsum(gate, 0)  # past the end the gates read 0: gamma stays the last real token's
     e = ct.exp(gamma)
-    last = ct.sum(ct.where(r == C - 1, gamma, 0.0))  # the padding decays nothing: the last real token's
-    tail = ct.where(valid, ct.exp(last - gamma), 0.0)
-    kw = kf * ct.expand_dims(wr * e, 1)
+    we = ct.expand_dims(wr * e, 1)
 
-    dq_inter = ct.zeros((C, K), dtype=ct.float32)
-    dk_state = ct.zeros((C, K), dtype=ct.float32)
-    dw = ct.zeros((C, K), dtype=ct.float32)
-    dp = ct.zeros((C, C), dtype=ct.float32)
+    # w = T (beta exp(gamma) k): the Gram matrix A is made of, and T's gradient from dw
+    hk = head // K_GROUP
+    k_seq, dw_seq, dk_seq = k.slice(0, bos, eos), dw.slice(0, bos, eos), dk_io.slice(0, bos, eos)
+    inv_k = ct.zeros((C, 1), dtype=ct.float32)
+    if L2NORM != 0:
+        inv_k = _inverse_row_norms(k_seq, c, hk, K // BK, BK, C)
+    gram = ct.zeros((C, C), dtype=ct.float32)
     dt = ct.zeros((C, C), dtype=ct.float32)
+    for kb in range(K // BK):
+        kt = _key_block(k_seq, c, hk, kb, inv_k, L2NORM, BK, C)
+        gram = ct.mma(kt, ct.transpose(kt), gram)
+        dwt = ct.reshape(ct.load(dw_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO), (C, BK))
+        dt = ct.mma(dwt, ct.transpose(ct.astype(kt, ct.float32) * we), dt)
+
+    # u = T (beta v): dv and beta's first term, and T's gradient from dv_new
+    tr = ct.transpose(ct.reshape(ct.load(t_mat, (slot, head, 0, 0), shape=(1, 1, C, C)), (C, C)))
     d_write = ct.zeros((C,), dtype=ct.float32)
-    d_last = ct.zeros((), dtype=ct.float32)
-    do_seq, vn_seq, dvn_seq = do.slice(0, bos, eos), v_new.slice(0, bos, eos), dv_new.slice(0, bos, eos)
-    v_seq, dv_seq = v.slice(0, bos, eos), dv_out.slice(0, bos, eos)
+    dvn_seq, v_seq, dv_seq = dv_new.slice(0, bos, eos), v.slice(0, bos, eos), dv_out.slice(0, bos, eos)
     hv = head // V_GROUP
     for vb in range(V // BV):
-        dot = _rows(ct.load(do_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO), C, BV) * SCALE
-        vn = _rows(ct.load(vn_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO), C, BV)
         dvn = _rows(ct.load(dvn_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO), C, BV)
         vt = _rows(ct.load(v_seq, (c, hv, vb), shape=(C, 1, BV), padding_mode=_ZERO), C, BV)
-        hs = ct.reshape(ct.load(h, (slot, head, vb, 0), shape=(1, 1, BV, K)), (BV, K))
-        dhs = ct.reshape(ct.load(dh, (slot, head, vb, 0), shape=(1, 1, BV, K)), (BV, K))
-        # the sums over value blocks accumulate in the products' own accumulators (the loop runs
-        # at least twice: `GdnCutileBwdConfig.grad_block_v` says why)
-        dot_io, hs_io = ct.astype(dot, io), ct.astype(hs, io)
-        dq_inter = ct.mma(dot_io, hs_io, dq_inter)
-        dp = ct.mma(dot_io, ct.transpose(ct.astype(vn, io)), dp)
-        dk_state = ct.mma(ct.astype(vn, io), ct.astype(dhs, io), dk_state)
-        dw = ct.mma(ct.astype(-dvn, io), hs_io, dw)
-        d_last = d_last + ct.sum(ct.astype(dhs, ct.float32) * ct.astype(hs, ct.float32))
         dvw = ct.mma(tr, dvn, ct.zeros((C, BV), dtype=ct.float32))
         ct.store(dv_seq, (c, head, vb), ct.reshape(dvw * ct.expand_dims(wr, 1), (C, 1, BV)))
         d_write = d_write + ct.sum(dvw * vt, axis=1)
         dt = ct.mma(dvn, ct.transpose(vt * ct.expand_dims(wr, 1)), dt)
 
-    # the output: o = e (q h^T) + (q k^T * M) v_new
-    dq = dq_inter * ct.expand_dims(e, 1)
-    dgamma = ct.sum(qf * dq, axis=1)
-    qk = ct.mma(qt, ct.transpose(kt), ct.zeros((C, C), dtype=ct.float32))
-    dp = dp * decay_mask
-    dq = dq + _mm(dp, kt, io)
-    dk = _mm(ct.transpose(dp), qt, io)
-    dgamma = dgamma + ct.sum(dp * qk, axis=1) - ct.sum(dp * qk, axis=0)
-    # the state passed on
-    dks = dk_state * ct.expand_dims(tail, 1)
-    dk = dk + dks
-    dgamma = dgamma - ct.sum(kf * dks, axis=1)
-    d_last = d_last * ct.exp(last) + ct.sum(kf * dks)
-    # the WY solve (fp32)
-    dkw = ct.mma(tr, dw, ct.zeros((C, K), dtype=ct.float32))
-    dt = dt + ct.mma(dw, ct.transpose(kw), ct.zeros((C, C), dtype=ct.float32))
+    # the WY solve (fp32): A = beta (k k^T * decay), strictly lower; T = (I + A)^-1
+    below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
     zero_cc = ct.zeros((C, C), dtype=ct.float32)
-    da = ct.where(below, -ct.mma(ct.mma(tr, dt, zero_cc), tr, zero_cc), 0.0)
-    d_write = d_write + ct.sum(dkw * kf * ct.expand_dims(e, 1), axis=1) + ct.sum(da * gram * att, axis=1)
-    dk = dk + dkw * ct.expand_dims(wr * e, 1)
-    dgamma = dgamma + ct.sum(dkw * kw, axis=1)
-    daa = da * a
-    dgamma = dgamma + ct.sum(daa, axis=1) - ct.sum(daa, axis=0)
-    dgram = da * att * ct.expand_dims(wr, 1)
-    dk = dk + ct.mma(dgram + ct.transpose(dgram), kf, ct.zeros((C, K), dtype=ct.float32))
-    dgamma = dgamma + ct.where(r == C - 1, d_last, 0.0)
+    da = ct.mma(ct.mma(tr, dt, zero_cc), tr, zero_cc)
+    gap = ct.expand_dims(gamma, 1) - ct.expand_dims(gamma, 0)
+    da_att = ct.where(below, -da * ct.exp(ct.where(below, gap, 0.0)), 0.0)  # dA * decay
+    d_write = d_write + ct.sum(da_att * gram, axis=1)
+    dgram = da_att * ct.expand_dims(wr, 1)
+    daa = dgram * gram  # dA * A
+    dgamma = ct.sum(daa, axis=1) - ct.sum(daa, axis=0)
+    dgram = dgram + ct.transpose(dgram)
+    for kb in range(K // BK):
+        kf = ct.astype(_key_block(k_seq, c, hk, kb, inv_k, L2NORM, BK, C), ct.float32)
+        dwt = ct.reshape(ct.load(dw_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO), (C, BK))
+        dkw = ct.mma(tr, dwt, ct.zeros((C, BK), dtype=ct.float32))
+        d_write = d_write + ct.sum(dkw * kf * ct.expand_dims(e, 1), axis=1)
+        dgamma = dgamma + ct.sum(dkw * kf * we, axis=1)
+        dk = ct.reshape(ct.load(dk_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO), (C, BK))
+        dk = ct.mma(dgram, kf, dk + dkw * we)
+        ct.store(dk_seq, (c, head, kb), ct.reshape(dk, (C, 1, BK)))
+    part = ct.load(dgamma_part.slice(0, bos, eos), (c, head, 0), shape=(C, 1, PARTS), padding_mode=_ZERO)
+    dgamma = dgamma + ct.sum(ct.reshape(part, (C, PARTS)), axis=1)
     # gamma_r = g_0 + ... + g_r: the decay's gradient is dgamma's reverse cumulative sum
     d_decay = ct.sum(dgamma) - ct.cumsum(dgamma, 0) + dgamma
 
-    # the options' chain rules
-    if L2NORM != 0:
-        dq = _l2norm_backward(raw_q, dq)
-        dk = _l2norm_backward(raw_k, dk)
+    # the options' chain rules (q's and k's l2 norm: in group_sum_kernel, after the head sums)
     if NEG_EIGVAL != 0:
         d_write = d_write * 2.0
     if BETA_SIGMOID != 0:
@@ -374,19 +461,22 @@ def chunk_grad_kernel(
     if SAFE_GATE != 0:
         d_raw_g = ct.where(valid, d_decay * -rate / (1.0 + ct.exp(-biased)), 0.0)
         ct.store(da_out.slice(0, bos, eos), (c, head), ct.reshape(d_decay * gate, (C, 1)))
-    ct.store(dq_out.slice(0, bos, eos), (c, head, 0), ct.reshape(dq, (C, 1, K)))
-    ct.store(dk_out.slice(0, bos, eos), (c, head, 0), ct.reshape(dk, (C, 1, K)))
     ct.store(dg_out.slice(0, bos, eos), (c, head), ct.reshape(d_raw_g, (C, 1)))
     ct.store(dbeta_out.slice(0, bos, eos), (c, head), ct.reshape(d_write, (C, 1)))
 
 
 @ct.kernel
-def group_sum_kernel(src, dst, GROUP, D: ConstInt, TB: ConstInt):
-    """dst[t, j] = sum of src[t, j * GROUP + i] over i < GROUP: src [T, HO, D] fp32, dst [T, HO // GROUP, D]."""
+def group_sum_kernel(src, raw, dst, GROUP, L2NORM, D: ConstInt, TB: ConstInt):
+    """dst[t, j] = sum of src[t, j * GROUP + i] over i < GROUP: src [T, HO, D] fp32, dst [T, HO // GROUP, D];
+    with L2NORM, the sum taken back through the rows' l2 normalization (``raw`` [T, HO // GROUP, D]:
+    the rows before it; one Jacobian per input row serves the heads it feeds, so it follows the sum)."""
     tb, j = ct.bid(0), ct.bid(1)
     acc = ct.zeros((TB, 1, D), dtype=ct.float32)
     for i in range(GROUP):
         acc = acc + ct.load(src, (tb, j * GROUP + i, 0), shape=(TB, 1, D), padding_mode=_ZERO)
+    if L2NORM != 0:
+        x = ct.reshape(ct.load(raw, (tb, j, 0), shape=(TB, 1, D), padding_mode=_ZERO), (TB, D))
+        acc = ct.reshape(_l2norm_backward(x, ct.reshape(acc, (TB, D))), (TB, 1, D))
     ct.store(dst, (tb, j, 0), ct.astype(acc, dst.dtype))
 
 
@@ -416,7 +506,8 @@ BWD_KERNELS = {
     "offsets": chunk_offsets_kernel,
     "states": state_scan_kernel,
     "grad_scan": grad_scan_kernel,
-    "chunk_grad": chunk_grad_kernel,
+    "chunk_grad_output": chunk_grad_output_kernel,
+    "chunk_grad_wy": chunk_grad_wy_kernel,
     "group_sum": group_sum_kernel,
     "gate_sum": gate_sum_kernel,
     "param_sum": param_sum_kernel,
@@ -445,6 +536,7 @@ def export_signatures(
     params |= {
         "beta": _Param(beta, 2), "dBeta": _Param(beta, 2), "cu_seqlens": _Param(cu_seqlens, 1),
         "table": _Param("int32", 2), "offsets": _Param("int32", 1), "spare": _Param(f32, 1), "spare4": _Param(f32, 4),
+        "t": _Param(f32, 4), "dw": _Param(f32, 3), "dgamma": _Param(f32, 3),
     }  # fmt: skip
     if cfg.safe_gate:
         params |= {"a_log": _Param(f32, 1), "d_a_log": _Param(f32, 1)}

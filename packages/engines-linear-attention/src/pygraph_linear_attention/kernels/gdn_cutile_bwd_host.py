@@ -22,11 +22,13 @@ from pygraph_linear_attention.kernels.gdn_cutile_host import (
 __all__ = ["SUM_BLOCK", "GdnCutileBwdConfig", "backward_arguments", "launch_backward"]
 
 SUM_BLOCK = 64  # tokens per program of the head-group sums
+WY_BLOCK = 16
 
 # launch name -> the kernel it runs (the table and prepare kernels are the forward's)
 _KERNEL_OF = {
     "table": "table", "offsets": "offsets", "prepare": "prepare", "states": "states",
-    "grad_scan": "grad_scan", "chunk_grad": "chunk_grad", "dQ": "group_sum", "dK": "group_sum",
+    "grad_scan": "grad_scan", "chunk_grad_output": "chunk_grad_output", "chunk_grad_wy": "chunk_grad_wy",
+    "dQ": "group_sum", "dK": "group_sum",
     "dV": "group_sum", "dG": "gate_sum", "dBeta": "gate_sum", "d_a_log": "param_sum", "d_dt_bias": "param_sum",
 }  # fmt: skip
 
@@ -39,13 +41,15 @@ class GdnCutileBwdConfig(GdnCutileConfig):
     has_d_final_state: bool = False
 
     def workspace_regions(self) -> tuple[Region, ...]:
-        """The forward's table, gamma, w and u; the chunk offsets; the per-chunk states and their
-        gradients (io dtype); v_new and dv_new; the per-output-head fp32 gradients; a spare."""
+        """The forward's table, gamma, w and u; the chunk offsets; each chunk's T (fp32); the
+        per-chunk states and their gradients (io dtype); v_new and dv_new; the per-output-head fp32
+        gradients, w's, and each key block's terms of d gamma; a spare."""
         t, ho, kd, vd, io = self.tokens, self.heads_out, self.key_dim, self.value_dim, self.io_dtype
         slots = self.chunk_slots
         shapes = (
             ("table", "int32", (slots, 2)),
             ("offsets", "int32", (self.sequences,)),
+            ("t", "float32", (slots, ho, CHUNK, CHUNK)),
             ("gamma", "float32", (t, ho)),
             ("w", io, (t, ho, kd)),
             ("u", io, (t, ho, vd)),
@@ -55,6 +59,8 @@ class GdnCutileBwdConfig(GdnCutileConfig):
             ("dv_new", io, (t, ho, vd)),
             ("dq", "float32", (t, ho, kd)),
             ("dk", "float32", (t, ho, kd)),
+            ("dw", "float32", (t, ho, kd)),
+            ("dgamma", "float32", (t, ho, kd // self.grad_block_k)),
             ("dv", "float32", (t, ho, vd)),
             ("dg", "float32", (t, ho)),
             ("dbeta", "float32", (t, ho)),
@@ -65,11 +71,24 @@ class GdnCutileBwdConfig(GdnCutileConfig):
 
     @property
     def grad_block_v(self) -> int:
-        """Value rows per step of chunk_grad_kernel's loop over the value dim: min(64, V / 2), so
-        the loop runs at least twice. With one step (BV = V: V = 64 at 64, or V = 128 at 128)
-        tileiras 13.4 fails to schedule the kernel ("invalid use-def chain in schedule"), on
+        """Value rows per step of the chunk gradient kernels' loops over the value dim: min(64, V / 2),
+        so a loop runs at least twice. With one step (BV = V: V = 64 at 64, or V = 128 at 128)
+        tileiras 13.4 fails to schedule such a kernel ("invalid use-def chain in schedule"), on
         sm_90 as on the others; with two or more it compiles (checked for V = 64, 128 and 256)."""
         return min(64, self.value_dim // 2)
+
+    @property
+    def grad_block_k(self) -> int:
+        """Key columns per program of chunk_grad_output_kernel (and per step of chunk_grad_wy_kernel's
+        loops over the key dim): min(64, K / 2), for the same reason as `grad_block_v`. A program's
+        three [64, BK] fp32 accumulators and its [64, 64] one then fit in registers: the whole key
+        dim in one program spilled 15.8 KB per thread at K = 128 (scripts/cutile_resources.py)."""
+        return min(64, self.key_dim // 2)
+
+    @staticmethod
+    def wy_block(dim: int) -> int:
+        """Rows per step of chunk_grad_wy_kernel's loops over the key and the value dims."""
+        return min(WY_BLOCK, dim // 2)
 
     def launches(self) -> tuple[str, ...]:
         """The launches in stream order (the parameter sums only where the graph has those outputs)."""
@@ -79,7 +98,8 @@ class GdnCutileBwdConfig(GdnCutileConfig):
             "prepare",
             "states",
             "grad_scan",
-            "chunk_grad",
+            "chunk_grad_output",
+            "chunk_grad_wy",
             "dQ",
             "dK",
             "dV",
@@ -101,7 +121,8 @@ class GdnCutileBwdConfig(GdnCutileConfig):
             "prepare": forward["prepare"],
             "states": forward["scan"],
             "grad_scan": forward["scan"],
-            "chunk_grad": (self.chunk_slots, self.heads_out),
+            "chunk_grad_output": (self.chunk_slots, self.heads_out, self.key_dim // self.grad_block_k),
+            "chunk_grad_wy": (self.chunk_slots, self.heads_out),
             "dQ": (blocks, self.heads_qk),
             "dK": (blocks, self.heads_qk),
             "dV": (blocks, self.heads_v),
@@ -143,17 +164,21 @@ def backward_arguments(cfg: GdnCutileBwdConfig, arrays: Mapping[str, Any]) -> di
             a["dh"], a["dv_new"], get("dh0", "spare4"), kg, l2, int(cfg.has_d_final_state),
             int(cfg.has_initial_state), kd, bv, CHUNK, scale,
         ),
-        "chunk_grad": (
-            a["q"], a["k"], a["v"], a["g"], a["beta"], get("a_log", "spare"), get("dt_bias", "spare"), a["dO"],
-            a["cu_seqlens"], a["table"], a["h"], a["dh"], a["v_new"], a["dv_new"], a["dq"], a["dk"], a["dv"],
-            a["dg"], a["dbeta"], a["da"], kg, ho // cfg.heads_v, ho // cfg.heads_g, ho // cfg.heads_beta,
-            ho // cfg.heads_a_log, ho // cfg.heads_dt_bias, l2, int(cfg.use_beta_sigmoid),
-            int(cfg.allow_neg_eigval), int(cfg.safe_gate), int(cfg.has_dt_bias), kd, vd, cfg.grad_block_v, CHUNK,
-            scale,
+        "chunk_grad_output": (
+            a["q"], a["k"], a["gamma"], a["dO"], a["cu_seqlens"], a["table"], a["h"], a["dh"], a["v_new"],
+            a["dv_new"], a["dq"], a["dk"], a["dw"], a["dgamma"], kg, l2, kd, vd, cfg.grad_block_k,
+            cfg.grad_block_v, CHUNK, scale,
         ),
-        "dQ": (a["dq"], a["dQ"], kg, kd, SUM_BLOCK),
-        "dK": (a["dk"], a["dK"], kg, kd, SUM_BLOCK),
-        "dV": (a["dv"], a["dV"], ho // cfg.heads_v, vd, SUM_BLOCK),
+        "chunk_grad_wy": (
+            a["k"], a["v"], a["g"], a["beta"], get("a_log", "spare"), get("dt_bias", "spare"), a["cu_seqlens"],
+            a["table"], a["t"], a["dv_new"], a["dw"], a["dk"], a["dgamma"], a["dv"], a["dg"], a["dbeta"], a["da"],
+            kg, ho // cfg.heads_v, ho // cfg.heads_g, ho // cfg.heads_beta, ho // cfg.heads_a_log,
+            ho // cfg.heads_dt_bias, l2, int(cfg.use_beta_sigmoid), int(cfg.allow_neg_eigval), int(cfg.safe_gate),
+            int(cfg.has_dt_bias), kd, vd, cfg.wy_block(kd), cfg.wy_block(vd), kd // cfg.grad_block_k, CHUNK,
+        ),
+        "dQ": (a["dq"], a["q"], a["dQ"], kg, l2, kd, SUM_BLOCK),
+        "dK": (a["dk"], a["k"], a["dK"], kg, l2, kd, SUM_BLOCK),
+        "dV": (a["dv"], a["v"], a["dV"], ho // cfg.heads_v, 0, vd, SUM_BLOCK),
         "dG": (a["dg"], a["dG"], ho // cfg.heads_g, SUM_BLOCK),
         "dBeta": (a["dbeta"], a["dBeta"], ho // cfg.heads_beta, SUM_BLOCK),
         "d_a_log": (a["da"], get("d_a_log", "spare"), cfg.tokens, ho // cfg.heads_a_log, SUM_BLOCK),

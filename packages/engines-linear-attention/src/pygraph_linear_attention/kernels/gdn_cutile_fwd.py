@@ -123,6 +123,7 @@ def chunk_prepare_kernel(
     gamma_out,  # [T, HO] fp32
     w_out,  # [T, HO, K] io
     u_out,  # [T, HO, V] io
+    t_out,  # [slots, HO, C, C] fp32: T, for the backward (written when STORE_T)
     K_GROUP,  # output heads per k head (HO // H)
     V_GROUP,  # HO // HV
     G_GROUP,  # HO // HG
@@ -134,6 +135,7 @@ def chunk_prepare_kernel(
     NEG_EIGVAL,
     SAFE_GATE,
     HAS_DT_BIAS,
+    STORE_T,
     K: ConstInt,
     V: ConstInt,
     C: ConstInt,
@@ -172,7 +174,10 @@ def chunk_prepare_kernel(
     gap = ct.expand_dims(gamma, 1) - ct.expand_dims(gamma, 0)
     # the exp only where it is used: above the diagonal the gap is a growth and may overflow
     a = ct.where(below, gram * ct.exp(ct.where(below, gap, 0.0)), 0.0) * ct.expand_dims(wr, 1)
-    t = ct.astype(_unit_lower_inverse(a), kt.dtype)
+    t = _unit_lower_inverse(a)
+    if STORE_T != 0:
+        ct.store(t_out, (ct.bid(0), h, 0, 0), ct.reshape(t, (1, 1, C, C)))
+    t = ct.astype(t, kt.dtype)
 
     kw = ct.astype(ct.astype(kt, ct.float32) * ct.expand_dims(wr * ct.exp(gamma), 1), kt.dtype)
     w = ct.mma(t, kw, ct.zeros((C, K), dtype=ct.float32))

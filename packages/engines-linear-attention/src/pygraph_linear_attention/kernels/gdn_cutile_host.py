@@ -140,7 +140,8 @@ def kernel_arguments(cfg: GdnCutileConfig, arrays: Mapping[str, Any]) -> dict[st
 
     ``arrays``: q k v g beta cu_seqlens o (the graph's), a_log dt_bias h0 ht where the graph has
     them, the workspace's regions (table gamma w u spare: `GdnCutileConfig.workspace_regions`)
-    and ``spare4``, the spare region seen as [1, 1, 1, 1]. An absent optional input is the spare
+    and ``spare4``, the spare region seen as [1, 1, 1, 1]; ``t`` (the backward's workspace region
+    for each chunk's T) makes the prepare kernel store T. An absent optional input is the spare
     region of its rank, never read: its flag is off. Flags and head groups are runtime ints (one
     compiled kernel serves every option); dims, the chunk and the scale are compile-time.
     """
@@ -154,10 +155,11 @@ def kernel_arguments(cfg: GdnCutileConfig, arrays: Mapping[str, Any]) -> dict[st
         "table": (arrays["cu_seqlens"], arrays["table"], cfg.sequences, CHUNK, TABLE_BLOCK, TABLE_SEQ_BLOCK),
         "prepare": (
             arrays["k"], arrays["v"], arrays["g"], arrays["beta"], get("a_log", "spare"), get("dt_bias", "spare"),
-            arrays["cu_seqlens"], arrays["table"], arrays["gamma"], arrays["w"], arrays["u"],
+            arrays["cu_seqlens"], arrays["table"], arrays["gamma"], arrays["w"], arrays["u"], get("t", "spare4"),
             ho // cfg.heads_qk, ho // cfg.heads_v, ho // cfg.heads_g, ho // cfg.heads_beta,
             ho // cfg.heads_a_log, ho // cfg.heads_dt_bias, int(cfg.use_qk_l2norm), int(cfg.use_beta_sigmoid),
-            int(cfg.allow_neg_eigval), int(cfg.safe_gate), int(cfg.has_dt_bias), cfg.key_dim, cfg.value_dim, CHUNK,
+            int(cfg.allow_neg_eigval), int(cfg.safe_gate), int(cfg.has_dt_bias), int(arrays.get("t") is not None),
+            cfg.key_dim, cfg.value_dim, CHUNK,
         ),
         "scan": (
             arrays["q"], arrays["k"], arrays["w"], arrays["u"], arrays["gamma"], arrays["cu_seqlens"],
