@@ -48,7 +48,7 @@ def test_every_backward_kernel_compiles_to_a_cubin_for(target):
 def test_the_chunk_gradients_compile_where_the_knob_covers_the_whole_value_dim(dim, block_v, launch):
     """BLOCK_V = V would give the chunk gradient kernels one-step loops over the value dim, which
     tileiras 13.4 fails to schedule; they take their own blocks (`GdnCutileBwdConfig.grad_block_v`,
-    `grad_block_k`, `wy_block`)."""
+    `grad_block_k`)."""
     import dataclasses
 
     cfg = dataclasses.replace(CONFIG, key_dim=dim, value_dim=dim, block_v=block_v)

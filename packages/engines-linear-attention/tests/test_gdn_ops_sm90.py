@@ -26,7 +26,8 @@ _LEAVES = ("q", "k", "v", "g", "beta", "initial_state", "a_log", "dt_bias")
 
 
 def _rel(got, want) -> float:
-    return float((got.double() - want.double()).norm() / want.double().norm().clamp_min(1e-30))
+    got, want = got.detach().double(), want.detach().double()  # detached: the op's outputs carry grad
+    return float((got - want).norm() / want.norm().clamp_min(1e-30))
 
 
 def _op_kwargs(options: dict) -> dict:

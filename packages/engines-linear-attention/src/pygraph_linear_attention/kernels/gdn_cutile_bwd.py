@@ -22,8 +22,10 @@ stream order (the host side is `gdn_cutile_bwd_host.launch_backward`):
    through their l2 normalization, and over tokens for a_log and dt_bias, cast to the graph's
    dtypes.
 
-Matrix products take io-dtype operands with fp32 accumulation, except those of the inverse and of
-its gradient (fp32), as in the forward.
+Matrix products take io-dtype operands with fp32 accumulation (T's too, as FLA's WY backward
+takes its stored inverse in the io dtype): with fp32 operands chunk_grad_wy_kernel spilled 7.2 KB
+per thread at K = V = 128 on sm_90 and took 33.5 ms of a 41 ms call at B1 T32768; with io operands
+it holds its tiles in 253 registers. The inverse itself (chunk_prepare_kernel) stays fp32.
 """
 
 from __future__ import annotations
@@ -407,44 +409,47 @@ def chunk_grad_wy_kernel(
         inv_k = _inverse_row_norms(k_seq, c, hk, K // BK, BK, C)
     gram = ct.zeros((C, C), dtype=ct.float32)
     dt = ct.zeros((C, C), dtype=ct.float32)
+    io = k.dtype
     for kb in range(K // BK):
         kt = _key_block(k_seq, c, hk, kb, inv_k, L2NORM, BK, C)
         gram = ct.mma(kt, ct.transpose(kt), gram)
         dwt = ct.reshape(ct.load(dw_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO), (C, BK))
-        dt = ct.mma(dwt, ct.transpose(ct.astype(kt, ct.float32) * we), dt)
+        dt = ct.mma(ct.astype(dwt, io), ct.transpose(ct.astype(ct.astype(kt, ct.float32) * we, io)), dt)
 
     # u = T (beta v): dv and beta's first term, and T's gradient from dv_new
-    tr = ct.transpose(ct.reshape(ct.load(t_mat, (slot, head, 0, 0), shape=(1, 1, C, C)), (C, C)))
+    tr = ct.transpose(
+        ct.astype(ct.reshape(ct.load(t_mat, (slot, head, 0, 0), shape=(1, 1, C, C)), (C, C)), io)
+    )
     d_write = ct.zeros((C,), dtype=ct.float32)
     dvn_seq, v_seq, dv_seq = dv_new.slice(0, bos, eos), v.slice(0, bos, eos), dv_out.slice(0, bos, eos)
     hv = head // V_GROUP
     for vb in range(V // BV):
-        dvn = _rows(ct.load(dvn_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO), C, BV)
+        dvn = ct.reshape(ct.load(dvn_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO), (C, BV))
         vt = _rows(ct.load(v_seq, (c, hv, vb), shape=(C, 1, BV), padding_mode=_ZERO), C, BV)
         dvw = ct.mma(tr, dvn, ct.zeros((C, BV), dtype=ct.float32))
         ct.store(dv_seq, (c, head, vb), ct.reshape(dvw * ct.expand_dims(wr, 1), (C, 1, BV)))
         d_write = d_write + ct.sum(dvw * vt, axis=1)
-        dt = ct.mma(dvn, ct.transpose(vt * ct.expand_dims(wr, 1)), dt)
+        dt = ct.mma(dvn, ct.transpose(ct.astype(vt * ct.expand_dims(wr, 1), io)), dt)
 
     # the WY solve (fp32): A = beta (k k^T * decay), strictly lower; T = (I + A)^-1
     below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
     zero_cc = ct.zeros((C, C), dtype=ct.float32)
-    da = ct.mma(ct.mma(tr, dt, zero_cc), tr, zero_cc)
+    da = _mm(ct.mma(tr, ct.astype(dt, io), zero_cc), tr, io)
     gap = ct.expand_dims(gamma, 1) - ct.expand_dims(gamma, 0)
     da_att = ct.where(below, -da * ct.exp(ct.where(below, gap, 0.0)), 0.0)  # dA * decay
     d_write = d_write + ct.sum(da_att * gram, axis=1)
     dgram = da_att * ct.expand_dims(wr, 1)
     daa = dgram * gram  # dA * A
     dgamma = ct.sum(daa, axis=1) - ct.sum(daa, axis=0)
-    dgram = dgram + ct.transpose(dgram)
+    dgram_io = ct.astype(dgram + ct.transpose(dgram), io)
     for kb in range(K // BK):
         kf = ct.astype(_key_block(k_seq, c, hk, kb, inv_k, L2NORM, BK, C), ct.float32)
         dwt = ct.reshape(ct.load(dw_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO), (C, BK))
-        dkw = ct.mma(tr, dwt, ct.zeros((C, BK), dtype=ct.float32))
+        dkw = ct.mma(tr, ct.astype(dwt, io), ct.zeros((C, BK), dtype=ct.float32))
         d_write = d_write + ct.sum(dkw * kf * ct.expand_dims(e, 1), axis=1)
         dgamma = dgamma + ct.sum(dkw * kf * we, axis=1)
         dk = ct.reshape(ct.load(dk_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO), (C, BK))
-        dk = ct.mma(dgram, kf, dk + dkw * we)
+        dk = ct.mma(dgram_io, ct.astype(kf, io), dk + dkw * we)
         ct.store(dk_seq, (c, head, kb), ct.reshape(dk, (C, 1, BK)))
     part = ct.load(dgamma_part.slice(0, bos, eos), (c, head, 0), shape=(C, 1, PARTS), padding_mode=_ZERO)
     dgamma = dgamma + ct.sum(ct.reshape(part, (C, PARTS)), axis=1)

@@ -22,7 +22,6 @@ from pygraph_linear_attention.kernels.gdn_cutile_host import (
 __all__ = ["SUM_BLOCK", "GdnCutileBwdConfig", "backward_arguments", "launch_backward"]
 
 SUM_BLOCK = 64  # tokens per program of the head-group sums
-WY_BLOCK = 16
 
 # launch name -> the kernel it runs (the table and prepare kernels are the forward's)
 _KERNEL_OF = {
@@ -84,11 +83,6 @@ class GdnCutileBwdConfig(GdnCutileConfig):
         three [64, BK] fp32 accumulators and its [64, 64] one then fit in registers: the whole key
         dim in one program spilled 15.8 KB per thread at K = 128 (scripts/cutile_resources.py)."""
         return min(64, self.key_dim // 2)
-
-    @staticmethod
-    def wy_block(dim: int) -> int:
-        """Rows per step of chunk_grad_wy_kernel's loops over the key and the value dims."""
-        return min(WY_BLOCK, dim // 2)
 
     def launches(self) -> tuple[str, ...]:
         """The launches in stream order (the parameter sums only where the graph has those outputs)."""
@@ -174,7 +168,7 @@ def backward_arguments(cfg: GdnCutileBwdConfig, arrays: Mapping[str, Any]) -> di
             a["table"], a["t"], a["dv_new"], a["dw"], a["dk"], a["dgamma"], a["dv"], a["dg"], a["dbeta"], a["da"],
             kg, ho // cfg.heads_v, ho // cfg.heads_g, ho // cfg.heads_beta, ho // cfg.heads_a_log,
             ho // cfg.heads_dt_bias, l2, int(cfg.use_beta_sigmoid), int(cfg.allow_neg_eigval), int(cfg.safe_gate),
-            int(cfg.has_dt_bias), kd, vd, cfg.wy_block(kd), cfg.wy_block(vd), kd // cfg.grad_block_k, CHUNK,
+            int(cfg.has_dt_bias), kd, vd, cfg.grad_block_k, cfg.grad_block_v, kd // cfg.grad_block_k, CHUNK,
         ),
         "dQ": (a["dq"], a["q"], a["dQ"], kg, l2, kd, SUM_BLOCK),
         "dK": (a["dk"], a["k"], a["dK"], kg, l2, kd, SUM_BLOCK),
