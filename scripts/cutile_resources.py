@@ -1,6 +1,7 @@
 """Registers, spill frame and shared memory of the gdn_cutile kernels, compiled without a GPU.
 
-    .venv/bin/python scripts/cutile_resources.py [--dim 128] [--target sm_90] [--only chunk_grad,prepare]
+    .venv/bin/python scripts/cutile_resources.py [--dim 128] [--target sm_90] [--only chunk_grad_wy,prepare]
+        [--occupancy 2]
 
 Each kernel is compiled with ``cuda.tile.compilation.export_kernel`` for the named target, from the
 signatures the engine's launches have (the forward's and the backward's ``export_signatures``), and
@@ -8,7 +9,7 @@ its cubin's ELF is read: the register count and the per-thread stack frame (spil
 ``.nv.info`` attributes, the static shared memory from the kernel's ``.nv.shared`` section. A frame
 above zero means local-memory traffic; shared memory over ~114 KB leaves one CTA per SM on Hopper.
 It needs cuTile and its compiler (tileiras, ptxas and libnvvm of CUDA 13.2 or newer); a
-configuration's first compile takes seconds (``chunk_grad_kernel``: minutes at K = V = 128).
+configuration's first compile takes seconds (at most about 20 s at K = V = 128).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def main() -> None:
     parser.add_argument("--target", default="sm_90")
     parser.add_argument("--block-v", type=int, default=64)
     parser.add_argument("--only", default="", help="comma list of launch names (default: every kernel)")
+    parser.add_argument("--occupancy", type=int, default=0, help="cuTile's occupancy hint (0: none)")
     args = parser.parse_args()
     cfg = GdnCutileBwdConfig(
         tokens=16384, sequences=4, heads_qk=16, heads_v=16, heads_g=16, heads_beta=16, heads_a_log=1,
@@ -84,6 +86,8 @@ def main() -> None:
             continue
         seen.add(kernel)
         started, out = time.perf_counter(), io.BytesIO()
+        if args.occupancy:
+            kernel = gdn_cutile_fwd.hinted(kernel, occupancy=args.occupancy)
         ct.compilation.export_kernel(kernel, [signature], out, gpu_code=args.target, output_format="cubin")
         r = resources(out.getvalue())
         print(

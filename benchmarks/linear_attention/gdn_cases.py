@@ -210,8 +210,8 @@ def run_case(case: GdnCase, seed: int = 0) -> dict:
 # --- the backward (gdn_bwd): the same cases' inputs plus dO and d_final_state -------------------------
 
 # the backward's table: the forward's cases, a shorter long one (the reference's autograd runs the
-# token loop), and d256 last: its chunk_grad_kernel compiles for about four minutes on a CPU core
-# (258 s measured here; the others 17-60 s), so a time-bounded device run loses only it;
+# token loop), and d256 last: its kernels compile the longest (the chunk gradient kernels about
+# 13 s each on a CPU core), so a time-bounded device run loses it first;
 # "final_state" means d_final_state is given
 BWD_CASES: tuple[GdnCase, ...] = (
     *(c for c in CASES if c.name not in ("long-4097", "d256")),

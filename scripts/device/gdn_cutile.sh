@@ -6,7 +6,7 @@
 # ops (the torch op's sm90 tests: opcheck, a side stream, a compiled training step), memcheck
 # (compute-sanitizer over one forward and one backward case; not in all), bench. Run the parts as
 # separate calls where one call's time is bounded: each kernel compiles on its first launch into
-# cuTile's disk cache (the forward's 2-5 s each; the backward's chunk_grad_kernel about a minute per
+# cuTile's disk cache (the forward's 2-5 s each; the backward's chunk gradient kernels 3-18 s per
 # configuration, and the backward's cases span about ten), so a later part finds them compiled.
 # cuTile needs its compiler (tileiras with a ptxas/libnvvm of CUDA 13.2+: .dev3/cutile.sh).
 set -uo pipefail
@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,no
 python3 -c "import cuda.tile, torch; print('cuda.tile', cuda.tile.__version__, 'torch', torch.__version__)" 2>&1 | tee -a "$OUTDIR/device.txt"
 tests=packages/engines-linear-attention/tests/test_gdn_cutile_sm90.py
 # One pytest process per test id, PAR (default 8) at once: cuTile compiles a configuration's kernels
-# on its first launch (the backward's chunk_grad_kernel about a minute), so the cases compile in
+# on its first launch (the backward's kernels up to about 20 s), so the cases compile in
 # parallel on the machine's cores and share cuTile's disk cache. Each case's printed errors go to
 # the log; the summary line counts passes and names every failure.
 run_tests() {  # $1: pytest -k expression, $2: log name

@@ -28,9 +28,9 @@ __all__ = [
 # V / BLOCK_V); the first point is the default
 BLOCK_V = (64, 32, 128)
 # OCCUPANCY: cuTile's occupancy hint for chunk_prepare_kernel (0: the compiler's choice). Compiled
-# for sm_90 its default is 255 registers, a 392-byte spill frame and 152 KB of shared memory, one
-# CTA per SM; 2 gives 254 registers, no spill, 110 KB; 4 gives 128 registers, an 896-byte frame,
-# 54 KB (scripts/cutile_resources.py). Untimed: offered after the default for autotune to measure.
+# for sm_90 its default is 255 registers, a 488-byte spill frame and 168 KB of shared memory, one
+# CTA per SM; 2 gives 255 registers, no spill, 110 KB; 4 gives 128 registers, a 1032-byte frame,
+# 54 KB (scripts/cutile_resources.py --occupancy N). Untimed: offered after the default for autotune to measure.
 OCCUPANCY = (0, 2, 4)
 CHUNK = 64  # tokens per chunk (the kernels' C)
 TABLE_BLOCK = 128  # chunk slots per program of the table kernel
