@@ -2,6 +2,7 @@
 against flash-linear-attention and cudnn-frontend.
 
     python -m benchmarks.linear_attention.bench_gdn [--rounds 3] [--budget-s 420] [--out DIR]
+        [--occupancy 2,4] [--profile] [--skip cases,cudnn] [--shapes B4xT4096]
 
 1. Correctness: every case of `gdn_cases.CASES` (varlen odd lengths, T = 1, an empty sequence,
    initial and final state, each option alone and together, GQA/GVA, fp16, head dims 64 and 256,
@@ -9,7 +10,8 @@ against flash-linear-attention and cudnn-frontend.
    state against the float64 token loop.
 2. Timing at B4 T4096, B1 T32768 and a varlen batch of 8 sequences summing to 32768 (H16, D128,
    bf16, k unit rows, g = logsigmoid(normal), beta in (0, 1) in bf16): our plans through
-   ``graph.execute()`` (each BLOCK_V), ``fla.ops.gated_delta_rule.chunk_gated_delta_rule`` and
+   ``graph.execute()`` (each BLOCK_V, and each ``--occupancy`` hint at the hook's BLOCK_V),
+   ``fla.ops.gated_delta_rule.chunk_gated_delta_rule`` and
    ``cudnn.linear_attention.gated_delta_net`` where they import, each timed from a cold L2 in
    interleaved rounds (`benchmarks.harness.interleaved`); ms, tokens/s and the ratios
    anchor / ours (> 1: ours is faster). Before timing, ours is compared with each anchor's output
@@ -17,7 +19,8 @@ against flash-linear-attention and cudnn-frontend.
    minutes); ``--budget-s`` skips the anchors still untimed when the run has used that many seconds.
 3. The backward (``--skip bwd`` leaves it out): every case of `gdn_cases.BWD_CASES`, each gradient
    against autograd through the float64 token loop; then forward+backward at the same shapes: ours
-   is the gdn graph's execute() then the gdn_bwd graph's (BLOCK_V 64), FLA's is
+   is the gdn graph's execute() then the gdn_bwd graph's (each BLOCK_V, and each ``--occupancy``
+   hint the backward has, both graphs hinted), FLA's is
    ``chunk_gated_delta_rule`` and ``.backward(dO)`` (its Hopper guard lifted for timing only:
    ``fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True``), cudnn-frontend's its op's autograd
    where it has one; our gradients are compared with FLA's first.
@@ -44,6 +47,7 @@ from benchmarks.linear_attention.gdn_cases import (
     run_bwd_case,
     run_case,
 )
+from pygraph_linear_attention.kernels.gdn_cutile_host import OCCUPANCY_BWD
 
 SHAPES = {
     "B4xT4096": (4096,) * 4,
@@ -89,15 +93,18 @@ FWD_BLOCK_VS = (64, 32, 128)
 BWD_BLOCK_VS = (64, 32)
 
 
-def _label(block_v: Any) -> str:
+def _label(block_v: Any, occupancy: Any = None) -> str:
+    if occupancy:
+        return f"ours[OCC={occupancy}]"  # at the hook's first BLOCK_V
     return f"ours[BV={block_v}]" if block_v else "ours[first]"
 
 
-def _ours(case: GdnCase, tensors: dict, block_v: Any) -> tuple[Any, Any]:
-    """(call, output) of our plan at ``block_v``: the graph built once, the call one execute()."""
+def _ours(case: GdnCase, tensors: dict, block_v: Any, occupancy: Any = None) -> tuple[Any, Any]:
+    """(call, output) of our plan at ``block_v`` (and ``occupancy``; None: the hook's first pick):
+    the graph built once, the call one execute()."""
     import torch
 
-    case = dataclasses.replace(case, block_v=block_v)
+    case = dataclasses.replace(case, block_v=block_v, occupancy=occupancy)
     g, ports = build_graph(case, tensors, {})
     out = torch.empty(sum(case.lengths), HEADS, DIM, dtype=torch.bfloat16, device="cuda")
     workspace = torch.empty(g.get_workspace_size(), dtype=torch.uint8, device="cuda")
@@ -220,7 +227,13 @@ def _print_times(title: str, times: dict[str, float], tokens: int, rounds: int) 
 
 
 def timing(
-    rounds: int, budget_s: float, started: float, log: list[str], skip: set[str], profile: bool = False
+    rounds: int,
+    budget_s: float,
+    started: float,
+    log: list[str],
+    skip: set[str],
+    profile: bool = False,
+    occupancies: tuple[int, ...] = (),
 ) -> list[dict]:
     rows = []
     for shape, lengths in SHAPES.items():
@@ -228,9 +241,9 @@ def timing(
         tensors, _ = make_inputs(case, seed=1)
         tokens = sum(lengths)
         columns, outputs = {}, {}
-        for bv in FWD_BLOCK_VS:
-            label = _label(bv)
-            call, out = _ours(case, tensors, bv)
+        for bv, occupancy in [(bv, None) for bv in FWD_BLOCK_VS] + [(None, o) for o in occupancies]:
+            label = _label(bv, occupancy)
+            call, out = _ours(case, tensors, bv, occupancy)
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
         first = _label(FWD_BLOCK_VS[0])
@@ -276,12 +289,15 @@ def bwd_correctness_table(log: list[str]) -> bool:
 _GRADS = ("q", "k", "v", "g", "beta")
 
 
-def _ours_fwd_bwd(case: GdnCase, tensors: dict, d_o: Any, block_v: int) -> tuple[Any, dict]:
-    """(call, gradients) of our forward (the hook's first plan) then backward (``block_v``) graphs, built once."""
+def _ours_fwd_bwd(
+    case: GdnCase, tensors: dict, d_o: Any, block_v: Any, occupancy: Any = None
+) -> tuple[Any, dict]:
+    """(call, gradients) of our forward then backward graphs, built once: the forward the hook's
+    first plan, the backward at ``block_v``; both at ``occupancy`` where it is given."""
     import torch
 
-    fwd_call, _ = _ours(case, tensors, None)
-    case = dataclasses.replace(case, block_v=block_v)
+    fwd_call, _ = _ours(case, tensors, None, occupancy)
+    case = dataclasses.replace(case, block_v=block_v, occupancy=occupancy)
     bwd_tensors = {**tensors, "dO": d_o}
     g, ports = build_bwd_graph(case, bwd_tensors, {})
     grads = {n: torch.empty_like(tensors[n]) for n in _GRADS}
@@ -339,7 +355,13 @@ def _cudnn_fwd_bwd(tensors: dict, lengths: tuple[int, ...], d_o: Any) -> tuple[A
 
 
 def timing_bwd(
-    rounds: int, budget_s: float, started: float, log: list[str], skip: set[str], profile: bool = False
+    rounds: int,
+    budget_s: float,
+    started: float,
+    log: list[str],
+    skip: set[str],
+    profile: bool = False,
+    occupancies: tuple[int, ...] = (),
 ) -> list[dict]:
     import torch
 
@@ -350,10 +372,12 @@ def timing_bwd(
         tokens = sum(lengths)
         d_o = torch.randn(tokens, HEADS, DIM, device="cuda").to(torch.bfloat16)
         columns, ours = {}, None
-        for bv in BWD_BLOCK_VS:
-            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv)
-            _first_call(f"{shape} ours[bwd {bv}] fwd+bwd", call, contain=False)
-            columns[f"ours[bwd {bv}]"] = call
+        hinted = [(None, o) for o in occupancies if o in OCCUPANCY_BWD]
+        for bv, occupancy in [(bv, None) for bv in BWD_BLOCK_VS] + hinted:
+            label = f"ours[bwd OCC={occupancy}]" if occupancy else f"ours[bwd {bv}]"
+            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, occupancy)
+            _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
+            columns[label] = call
             ours = grads if ours is None else ours  # the first column's gradients meet the anchors
         if profile:
             kernel_breakdown(shape + " fwd+bwd", columns)
@@ -380,7 +404,11 @@ def main() -> None:
     parser.add_argument("--skip", default="", help="comma list: cases, timing, bwd, fla, cudnn")
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {list(SHAPES)}")
     parser.add_argument("--profile", action="store_true", help="print each plan's kernels' times")
+    parser.add_argument(
+        "--occupancy", default="", help="comma list of OCCUPANCY hints to time too (at the hook's BLOCK_V)"
+    )
     args = parser.parse_args()
+    occupancies = tuple(int(o) for o in args.occupancy.split(",") if o)
     skip = {s for s in args.skip.split(",") if s}
     for name in [s for s in SHAPES if s not in args.shapes.split(",")]:
         del SHAPES[name]
@@ -390,13 +418,15 @@ def main() -> None:
         result["correct"] = correctness_table(log)
     if "timing" not in skip:
         print("== timing: the gdn forward, ours against the anchors")
-        result["timing"] = timing(args.rounds, args.budget_s, started, log, skip, args.profile)
+        result["timing"] = timing(args.rounds, args.budget_s, started, log, skip, args.profile, occupancies)
     if "bwd" not in skip:
         if "cases" not in skip:
             result["bwd_correct"] = bwd_correctness_table(log)
         if "timing" not in skip:
             print("== timing: the gdn forward+backward, ours against the anchors")
-            result["timing_bwd"] = timing_bwd(args.rounds, args.budget_s, started, log, skip, args.profile)
+            result["timing_bwd"] = timing_bwd(
+                args.rounds, args.budget_s, started, log, skip, args.profile, occupancies
+            )
     for line in log:
         print("LOG", line)
     print(run_footer(), f" wall {time.perf_counter() - started:.0f} s")

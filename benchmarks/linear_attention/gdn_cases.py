@@ -46,6 +46,7 @@ class GdnCase:
     )  # initial_state final_state qk_l2norm beta_sigmoid neg_eigval safe_gate scale
     cu_dtype: str = "int32"
     block_v: int | None = None  # None: the hook's first pick
+    occupancy: int | None = None  # the OCCUPANCY knob; None: the hook's first pick
     tolerance: float = 1e-2
 
     @property
@@ -152,7 +153,7 @@ def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]
         final.set_output(True).set_data_type(state_dtype)
         ports["final_state"] = final
     g.create_execution_plans()
-    _select(g, "gdn_cutile", BLOCK_V=case.block_v)
+    _select(g, "gdn_cutile", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy)
     g.build_plans()
     return g, ports
 
@@ -255,7 +256,7 @@ def build_bwd_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, d
             out.set_output(True).set_data_type(ports[GRADIENTS[name]].data_type)
             ports[name] = out
     g.create_execution_plans()
-    _select(g, "gdn_cutile_bwd", BLOCK_V=case.block_v)
+    _select(g, "gdn_cutile_bwd", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy)
     g.build_plans()
     return g, ports
 

@@ -57,3 +57,21 @@ def test_the_chunk_gradients_compile_where_the_knob_covers_the_whole_value_dim(d
     out = io.BytesIO()
     ct.compilation.export_kernel(kernel, [signature], out, gpu_code="sm_90", output_format="cubin")
     assert out.getvalue()[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])
+def test_the_per_chunk_kernels_compile_with_the_occupancy_hint_for(target):
+    from pygraph_linear_attention.kernels.gdn_cutile_fwd import hinted
+    from pygraph_linear_attention.kernels.gdn_cutile_host import HINTED_BWD, OCCUPANCY_BWD
+
+    signatures = export_signatures(CONFIG)
+    for name in HINTED_BWD:
+        kernel, signature = signatures[name]
+        for occupancy in OCCUPANCY_BWD[1:]:
+            out = io.BytesIO()
+            ct.compilation.export_kernel(
+                hinted(kernel, occupancy=occupancy), [signature], out, gpu_code=target, output_format="cubin"
+            )
+            assert out.getvalue()[:4] == b"\x7fELF", (
+                f"{name}, occupancy {occupancy}, {target}: not an ELF cubin"
+            )

@@ -360,7 +360,12 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
     t, n, h, hv, d = 130, 3, 2, 4, 128
     g = _bwd_graph(t=t, n=n, h=h, hv=hv, d=d)
     g.create_execution_plans()
-    assert g.get_plan_name_at_index(0) == "gdn_cutile_bwd[BLOCK_V=32]"  # 24 programs at 64: 32 first
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    # 24 programs at 64: 32 first; then the first BLOCK_V with the per-chunk kernels' occupancy hint
+    assert names == [
+        "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=0]", "gdn_cutile_bwd[BLOCK_V=64,OCCUPANCY=0]",
+        "gdn_cutile_bwd[BLOCK_V=128,OCCUPANCY=0]", "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2]",
+    ]  # fmt: skip
     g.build_plans()
     slots = -(-t // CHUNK) + n
     # at least the per-chunk states and their gradients (bf16) and the fp32 per-head dq, dk, dv
@@ -380,3 +385,27 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
     assert grids[7:] == [(3, h), (3, h), (3, hv), (3, hv), (3, hv)]
     grad_scan_args = recorder.calls[4][3]
     assert grad_scan_args[11:15] == (hv // h, 0, 1, 1)  # K_GROUP, L2NORM, HAS_DHT, HAS_H0
+
+
+def test_the_backward_occupancy_knob_hints_its_per_chunk_kernels_only(stand_in):
+    recorder, kernels = stand_in
+    g = _bwd_graph(t=130, n=3, h=2, hv=4, d=128)
+    g.create_execution_plans()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    g.select_plan(names.index("gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2]"))
+    g.build_plans()
+    names = ("q", "k", "v", "dO", "g", "beta", "cu_seqlens", "h0", "dht")
+    tensors = {g.find_tensor(name): 0x100000 * (i + 1) for i, name in enumerate(names)}
+    for i, out in enumerate(o for o in g.outputs_for_test if o is not None):
+        tensors[out] = 0x10000000 * (i + 1)
+    g.execute(tensors, workspace=0xC000000)
+    launched = [kernel for _, _, kernel, _ in recorder.calls]
+
+    def hinted(name):
+        return ("hinted", kernels[name], (("occupancy", 2),))
+
+    assert launched[:7] == [
+        kernels["table"], kernels["offsets"], hinted("prepare"), kernels["states"], kernels["grad_scan"],
+        hinted("chunk_grad_output"), hinted("chunk_grad_wy"),
+    ]  # fmt: skip
+    assert all(not isinstance(k, tuple) for k in launched[7:])  # the head sums: no hint

@@ -1,9 +1,9 @@
 """The ``gdn``, ``kda`` and ``gdn2`` families' ranking hook.
 
 ``gdn``: ``gdn_cutile`` (the forward) and ``gdn_cutile_bwd`` (the backward); every BLOCK_V that
-tiles the value head dim is proposed, the measured fastest first; the forward's list then offers
-the first BLOCK_V with each non-default OCCUPANCY hint of the prepare kernel (untimed, for
-autotune). No backend lowers these ops, so the backend's block is empty; it keeps its place after
+tiles the value head dim is proposed, the measured fastest first; each list then offers the
+first BLOCK_V with each non-default OCCUPANCY hint (the forward's prepare kernel; the backward's
+per-chunk kernels), untimed, for autotune. No backend lowers these ops, so the backend's block is empty; it keeps its place after
 ours. ``kda`` and ``gdn2`` have no engine yet, so their
 list is the backend's block (empty: planning raises `pygraph.GraphNotSupportedError` naming each
 planned slot's reason).
@@ -17,7 +17,7 @@ from typing import Any
 from pygraph.engines.base import PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
-from pygraph_linear_attention.kernels.gdn_cutile_host import BLOCK_V, OCCUPANCY
+from pygraph_linear_attention.kernels.gdn_cutile_host import BLOCK_V, OCCUPANCY, OCCUPANCY_BWD
 
 __all__ = ["block_v_order", "recommend"]
 
@@ -51,11 +51,8 @@ def recommend(
     ours = []
     if engine in offered:
         order = block_v_order(facts)
-        if facts.backward:
-            ours = [PlanConfig(offered[engine], {"BLOCK_V": b}) for b in order]
-        else:  # the prepare kernel's occupancy hints, untimed: after the compiler's choice
-            ours = [PlanConfig(offered[engine], {"BLOCK_V": b, "OCCUPANCY": OCCUPANCY[0]}) for b in order]
-            ours += [
-                PlanConfig(offered[engine], {"BLOCK_V": order[0], "OCCUPANCY": o}) for o in OCCUPANCY[1:]
-            ]
+        hints = OCCUPANCY_BWD if facts.backward else OCCUPANCY
+        # the occupancy hints, untimed: after the compiler's choice
+        ours = [PlanConfig(offered[engine], {"BLOCK_V": b, "OCCUPANCY": hints[0]}) for b in order]
+        ours += [PlanConfig(offered[engine], {"BLOCK_V": order[0], "OCCUPANCY": o}) for o in hints[1:]]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)

@@ -31,7 +31,9 @@ from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig, launch_backward
 from pygraph_linear_attention.kernels.gdn_cutile_host import (
     BLOCK_V,
+    HINTED_BWD,
     OCCUPANCY,
+    OCCUPANCY_BWD,
     GdnCutileConfig,
     launch_forward,
 )
@@ -367,16 +369,16 @@ class GdnCutileEngine(BaseEngine):
                 )
         from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS
 
-        kernels, run = KERNELS, launch_forward
+        kernels, run, hinted_names = KERNELS, launch_forward, ("prepare",)
+        if facts.backward:
+            from pygraph_linear_attention.kernels.gdn_cutile_bwd import BWD_KERNELS
+
+            kernels, run, hinted_names = {**KERNELS, **BWD_KERNELS}, launch_backward, HINTED_BWD
         occupancy = knobs.get("OCCUPANCY", OCCUPANCY[0])
         if occupancy:
             from pygraph_linear_attention.kernels.gdn_cutile_fwd import hinted
 
-            kernels = {**KERNELS, "prepare": hinted(KERNELS["prepare"], occupancy=occupancy)}
-        if facts.backward:
-            from pygraph_linear_attention.kernels.gdn_cutile_bwd import BWD_KERNELS
-
-            kernels, run = {**KERNELS, **BWD_KERNELS}, launch_backward
+            kernels = kernels | {n: hinted(kernels[n], occupancy=occupancy) for n in hinted_names}
         cfg = config_for(facts, block_v)
         return GdnCutilePlan(request.graph.name, cfg, positions, declared, launch, kernels, run)
 
@@ -386,7 +388,9 @@ class GdnCutileBwdEngine(GdnCutileEngine):
 
     name = "gdn_cutile_bwd"
     serves_backward = True
-    capabilities = dataclasses.replace(GdnCutileEngine.capabilities, knob_domains={"BLOCK_V": BLOCK_V})
+    capabilities = dataclasses.replace(
+        GdnCutileEngine.capabilities, knob_domains={"BLOCK_V": BLOCK_V, "OCCUPANCY": OCCUPANCY_BWD}
+    )
 
 
 def _cutile_installed() -> bool:

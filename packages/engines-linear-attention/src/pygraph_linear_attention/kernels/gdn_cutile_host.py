@@ -15,8 +15,10 @@ from typing import Any
 __all__ = [
     "BLOCK_V",
     "CHUNK",
+    "HINTED_BWD",
     "ITEMSIZE",
     "OCCUPANCY",
+    "OCCUPANCY_BWD",
     "GdnCutileConfig",
     "Region",
     "kernel_arguments",
@@ -32,6 +34,14 @@ BLOCK_V = (64, 32, 128)
 # CTA per SM; 2 gives 255 registers, no spill, 110 KB; 4 gives 128 registers, a 1032-byte frame,
 # 54 KB (scripts/cutile_resources.py --occupancy N). Untimed: offered after the default for autotune to measure.
 OCCUPANCY = (0, 2, 4)
+# OCCUPANCY of the backward: the hint for its per-chunk kernels (chunk_prepare_kernel,
+# chunk_grad_output_kernel, chunk_grad_wy_kernel), each one CTA per SM by default (168-215 KB of
+# shared memory, 240-255 registers, at K = V = 128 for sm_90). With 2 each fits two CTAs per SM:
+# 100-110 KB, 255 registers, spill frames of 0 / 184 / 152 bytes; 3 spills 700 bytes and is not
+# offered. Untimed, like the forward's: offered after the default.
+OCCUPANCY_BWD = (0, 2)
+# the backward's launches the OCCUPANCY hint applies to
+HINTED_BWD = ("prepare", "chunk_grad_output", "chunk_grad_wy")
 CHUNK = 64  # tokens per chunk (the kernels' C)
 TABLE_BLOCK = 128  # chunk slots per program of the table kernel
 TABLE_SEQ_BLOCK = 64  # sequences read per step of the table kernel
