@@ -376,13 +376,13 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
         tensors[out] = 0x10000000 * (i + 1)
     g.execute(tensors, workspace=0xC000000)
     order = ["table", "offsets", "prepare", "states", "grad_scan", "chunk_grad_output", "chunk_grad_wy"]
-    order += ["group_sum"] * 3 + ["gate_sum"] * 2
+    order += ["group_sum"] * 2 + ["gate_sum"] * 2  # dQ, dK summed over GVA's groups; dV written directly
     assert [kernel for _, _, kernel, _ in recorder.calls] == [kernels[name] for name in order]
     grids = [grid for _, grid, _, _ in recorder.calls]
     assert grids[3] == grids[4] == (n, hv, d // 32)
     assert grids[5] == (slots, hv, 2)  # key blocks of min(64, K / 2)
     assert grids[6] == (slots, hv)
-    assert grids[7:] == [(3, h), (3, h), (3, hv), (3, hv), (3, hv)]
+    assert grids[7:] == [(3, h), (3, h), (3, hv), (3, hv)]
     grad_scan_args = recorder.calls[4][3]
     assert grad_scan_args[11:15] == (hv // h, 0, 1, 1)  # K_GROUP, L2NORM, HAS_DHT, HAS_H0
 
@@ -409,3 +409,26 @@ def test_the_backward_occupancy_knob_hints_its_per_chunk_kernels_only(stand_in):
         hinted("chunk_grad_output"), hinted("chunk_grad_wy"),
     ]  # fmt: skip
     assert all(not isinstance(k, tuple) for k in launched[7:])  # the head sums: no hint
+
+
+@pytest.mark.parametrize(
+    ("h", "hv", "l2norm", "sums"),
+    [
+        (2, 2, False, []),
+        (2, 2, True, ["dQ", "dK"]),  # the l2 norm's backward runs in the head sums
+        (1, 4, False, ["dQ", "dK"]),  # GVA: q/k gradients summed over the v heads they serve
+        (4, 2, False, ["dV"]),  # GQA
+    ],
+    ids=["plain", "l2norm", "gva", "gqa"],
+)
+def test_a_gradient_skips_its_head_sum_where_the_chunk_kernels_write_it(h, hv, l2norm, sums):
+    from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig
+
+    cfg = GdnCutileBwdConfig(
+        tokens=100, sequences=2, heads_qk=h, heads_v=hv, heads_g=max(h, hv), heads_beta=max(h, hv),
+        heads_a_log=1, heads_dt_bias=1, key_dim=64, value_dim=64, io_dtype="bfloat16", scale=0.125,
+        use_qk_l2norm=l2norm,
+    )  # fmt: skip
+    launched = cfg.launches()
+    assert [n for n in launched if n in ("dQ", "dK", "dV")] == sums
+    assert launched[-2:] == ("dG", "dBeta")

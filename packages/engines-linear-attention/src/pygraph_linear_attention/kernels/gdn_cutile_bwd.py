@@ -20,7 +20,8 @@ stream order (the host side is `gdn_cutile_bwd_host.launch_backward`):
 5. `group_sum_kernel`, `gate_sum_kernel`, `param_sum_kernel`: the per-output-head gradients summed
    over the heads each input head serves (GQA/GVA, per-head gates), q's and k's then taken
    through their l2 normalization, and over tokens for a_log and dt_bias, cast to the graph's
-   dtypes.
+   dtypes. Where a sum would only cast (one output head per input head, no l2 norm), the chunk
+   kernels write dQ, dK and dV themselves and it is not launched.
 
 Matrix products take io-dtype operands with fp32 accumulation (T's too, as FLA's WY backward
 takes its stored inverse in the io dtype): with fp32 operands chunk_grad_wy_kernel spilled 7.2 KB
@@ -245,11 +246,13 @@ def chunk_grad_output_kernel(
     v_new,  # [T, HO, V] io
     dv_new,  # [T, HO, V] io
     dq_out,  # [T, HO, K] fp32: per output head, of the normalized q
+    dq_final,  # [T, H, K] io: the graph's dQ (written instead of dq_out when DIRECT_QK)
     dk_out,  # [T, HO, K] fp32: the output's and the passed state's terms of dk
     dw_out,  # [T, HO, K] fp32: the gradient of w
     dgamma_out,  # [T, HO, K / BK] fp32: this key block's terms of d gamma
     K_GROUP,
     L2NORM,
+    DIRECT_QK,  # one output head per q/k head and no l2 norm: nothing to sum, dQ written here
     K: ConstInt,
     V: ConstInt,
     BK: ConstInt,
@@ -325,7 +328,12 @@ def chunk_grad_output_kernel(
     d_last = d_last * ct.exp(last) + ct.sum(kf * dks)
     dgamma = dgamma + ct.where(r == last_row, d_last, 0.0)
 
-    ct.store(dq_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dq, (C, 1, BK)))
+    if DIRECT_QK != 0:
+        ct.store(
+            dq_final.slice(0, bos, eos), (c, head, kb), ct.reshape(ct.astype(dq, dq_final.dtype), (C, 1, BK))
+        )
+    else:
+        ct.store(dq_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dq, (C, 1, BK)))
     ct.store(dk_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dk, (C, 1, BK)))
     ct.store(dw_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dw, (C, 1, BK)))
     ct.store(dgamma_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dgamma, (C, 1, 1)))
@@ -347,6 +355,8 @@ def chunk_grad_wy_kernel(
     dk_io,  # [T, HO, K] fp32: read (the output's terms), written with the WY terms added
     dgamma_part,  # [T, HO, PARTS] fp32, from chunk_grad_output_kernel (PARTS: its key blocks)
     dv_out,  # [T, HO, V] fp32
+    dk_final,  # [T, H, K] io: the graph's dK (written instead of dk_io when DIRECT_QK)
+    dv_final,  # [T, HV, V] io: the graph's dV (written instead of dv_out when DIRECT_V)
     dg_out,  # [T, HO] fp32: of the raw g (what dt_bias's gradient sums too)
     dbeta_out,  # [T, HO] fp32: of the raw beta
     da_out,  # [T, HO] fp32: each token's term of d_a_log (written when SAFE_GATE)
@@ -361,6 +371,8 @@ def chunk_grad_wy_kernel(
     NEG_EIGVAL,
     SAFE_GATE,
     HAS_DT_BIAS,
+    DIRECT_QK,  # as chunk_grad_output_kernel's
+    DIRECT_V,  # one output head per v head: dV written here
     K: ConstInt,
     V: ConstInt,
     BK: ConstInt,
@@ -404,6 +416,7 @@ def chunk_grad_wy_kernel(
     # w = T (beta exp(gamma) k): the Gram matrix A is made of, and T's gradient from dw
     hk = head // K_GROUP
     k_seq, dw_seq, dk_seq = k.slice(0, bos, eos), dw.slice(0, bos, eos), dk_io.slice(0, bos, eos)
+    dk_final_seq = dk_final.slice(0, bos, eos)
     inv_k = ct.zeros((C, 1), dtype=ct.float32)
     if L2NORM != 0:
         inv_k = _inverse_row_norms(k_seq, c, hk, K // BK, BK, C)
@@ -422,12 +435,17 @@ def chunk_grad_wy_kernel(
     )
     d_write = ct.zeros((C,), dtype=ct.float32)
     dvn_seq, v_seq, dv_seq = dv_new.slice(0, bos, eos), v.slice(0, bos, eos), dv_out.slice(0, bos, eos)
+    dv_final_seq = dv_final.slice(0, bos, eos)
     hv = head // V_GROUP
     for vb in range(V // BV):
         dvn = ct.reshape(ct.load(dvn_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO), (C, BV))
         vt = _rows(ct.load(v_seq, (c, hv, vb), shape=(C, 1, BV), padding_mode=_ZERO), C, BV)
         dvw = ct.mma(tr, dvn, ct.zeros((C, BV), dtype=ct.float32))
-        ct.store(dv_seq, (c, head, vb), ct.reshape(dvw * ct.expand_dims(wr, 1), (C, 1, BV)))
+        dv = ct.reshape(dvw * ct.expand_dims(wr, 1), (C, 1, BV))
+        if DIRECT_V != 0:
+            ct.store(dv_final_seq, (c, head, vb), ct.astype(dv, dv_final.dtype))
+        else:
+            ct.store(dv_seq, (c, head, vb), dv)
         d_write = d_write + ct.sum(dvw * vt, axis=1)
         dt = ct.mma(dvn, ct.transpose(ct.astype(vt * ct.expand_dims(wr, 1), io)), dt)
 
@@ -450,7 +468,10 @@ def chunk_grad_wy_kernel(
         dgamma = dgamma + ct.sum(dkw * kf * we, axis=1)
         dk = ct.reshape(ct.load(dk_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO), (C, BK))
         dk = ct.mma(dgram_io, ct.astype(kf, io), dk + dkw * we)
-        ct.store(dk_seq, (c, head, kb), ct.reshape(dk, (C, 1, BK)))
+        if DIRECT_QK != 0:
+            ct.store(dk_final_seq, (c, head, kb), ct.reshape(ct.astype(dk, dk_final.dtype), (C, 1, BK)))
+        else:
+            ct.store(dk_seq, (c, head, kb), ct.reshape(dk, (C, 1, BK)))
     part = ct.load(dgamma_part.slice(0, bos, eos), (c, head, 0), shape=(C, 1, PARTS), padding_mode=_ZERO)
     dgamma = dgamma + ct.sum(ct.reshape(part, (C, PARTS)), axis=1)
     # gamma_r = g_0 + ... + g_r: the decay's gradient is dgamma's reverse cumulative sum

@@ -84,22 +84,26 @@ class GdnCutileBwdConfig(GdnCutileConfig):
         dim in one program spilled 15.8 KB per thread at K = 128 (scripts/cutile_resources.py)."""
         return min(64, self.key_dim // 2)
 
+    @property
+    def direct_qk(self) -> bool:
+        """Whether the chunk kernels write dQ and dK themselves: one output head per q/k head and no
+        l2 norm to take them through, so their head sums would only cast."""
+        return self.heads_qk == self.heads_out and not self.use_qk_l2norm
+
+    @property
+    def direct_v(self) -> bool:
+        """Whether chunk_grad_wy_kernel writes dV itself (one output head per v head)."""
+        return self.heads_v == self.heads_out
+
     def launches(self) -> tuple[str, ...]:
-        """The launches in stream order (the parameter sums only where the graph has those outputs)."""
-        names = [
-            "table",
-            "offsets",
-            "prepare",
-            "states",
-            "grad_scan",
-            "chunk_grad_output",
-            "chunk_grad_wy",
-            "dQ",
-            "dK",
-            "dV",
-            "dG",
-            "dBeta",
-        ]
+        """The launches in stream order (the head sums only where a gradient is not written
+        directly, the parameter sums only where the graph has those outputs)."""
+        names = ["table", "offsets", "prepare", "states", "grad_scan", "chunk_grad_output", "chunk_grad_wy"]
+        if not self.direct_qk:
+            names += ["dQ", "dK"]
+        if not self.direct_v:
+            names.append("dV")
+        names += ["dG", "dBeta"]
         if self.safe_gate:
             names.append("d_a_log")
             if self.has_dt_bias:
@@ -160,15 +164,16 @@ def backward_arguments(cfg: GdnCutileBwdConfig, arrays: Mapping[str, Any]) -> di
         ),
         "chunk_grad_output": (
             a["q"], a["k"], a["gamma"], a["dO"], a["cu_seqlens"], a["table"], a["h"], a["dh"], a["v_new"],
-            a["dv_new"], a["dq"], a["dk"], a["dw"], a["dgamma"], kg, l2, kd, vd, cfg.grad_block_k,
+            a["dv_new"], a["dq"], a["dQ"], a["dk"], a["dw"], a["dgamma"], kg, l2, int(cfg.direct_qk), kd, vd,
+            cfg.grad_block_k,
             cfg.grad_block_v, CHUNK, scale,
         ),
         "chunk_grad_wy": (
             a["k"], a["v"], a["g"], a["beta"], get("a_log", "spare"), get("dt_bias", "spare"), a["cu_seqlens"],
-            a["table"], a["t"], a["dv_new"], a["dw"], a["dk"], a["dgamma"], a["dv"], a["dg"], a["dbeta"], a["da"],
-            kg, ho // cfg.heads_v, ho // cfg.heads_g, ho // cfg.heads_beta, ho // cfg.heads_a_log,
-            ho // cfg.heads_dt_bias, l2, int(cfg.use_beta_sigmoid), int(cfg.allow_neg_eigval), int(cfg.safe_gate),
-            int(cfg.has_dt_bias), kd, vd, cfg.grad_block_k, cfg.grad_block_v, kd // cfg.grad_block_k, CHUNK,
+            a["table"], a["t"], a["dv_new"], a["dw"], a["dk"], a["dgamma"], a["dv"], a["dK"], a["dV"], a["dg"],
+            a["dbeta"], a["da"], kg, ho // cfg.heads_v, ho // cfg.heads_g, ho // cfg.heads_beta,
+            ho // cfg.heads_a_log, ho // cfg.heads_dt_bias, l2, int(cfg.use_beta_sigmoid), int(cfg.allow_neg_eigval),
+            int(cfg.safe_gate), int(cfg.has_dt_bias), int(cfg.direct_qk), int(cfg.direct_v), kd, vd, cfg.grad_block_k, cfg.grad_block_v, kd // cfg.grad_block_k, CHUNK,
         ),
         "dQ": (a["dq"], a["q"], a["dQ"], kg, l2, kd, SUM_BLOCK),
         "dK": (a["dk"], a["k"], a["dK"], kg, l2, kd, SUM_BLOCK),
