@@ -27,8 +27,8 @@ Matrix products take io-dtype operands with fp32 accumulation (T's too, as FLA's
 takes its stored inverse in the io dtype): with fp32 operands chunk_grad_wy_kernel spilled 2.1 KB
 per thread at K = V = 128 on sm_90 (steps of 16; 7.2 KB at 64) and took 33.5 ms of a 41 ms call at
 B1 T32768 on the H200; with io operands it holds its tiles without a spill (253 registers as timed,
-250 with the direct dK and dV stores since) and
-took 1.1 ms. The inverse itself (chunk_prepare_kernel) stays fp32.
+250 with the direct dK and dV stores since) and took 1.1 ms. The inverse itself
+(chunk_prepare_kernel) stays fp32.
 """
 
 from __future__ import annotations
