@@ -185,7 +185,7 @@ def test_the_value_blocks_tile_the_state():
 # --- the engine end to end: a gdn_bwd graph planned, built and executed, the kernels emulated ------------
 
 
-@pytest.mark.parametrize("name", ["varlen-odd", "all-options-gva", "fp16", "gqa2"])
+@pytest.mark.parametrize("name", ["varlen-odd", "all-options-gva", "fp16", "gqa2", "safe-gate"])
 def test_the_engine_serves_a_gdn_bwd_graph_end_to_end(name, monkeypatch):
     """gdn_cases' backward runner on the CPU: every gradient against autograd through the float64
     token loop. The stand-in launch rounds each array to its own dtype between kernels (w, u, the
