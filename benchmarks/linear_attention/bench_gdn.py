@@ -57,6 +57,19 @@ SHAPES = {
 HEADS, DIM = 16, 128
 
 
+@dataclasses.dataclass(frozen=True)
+class TimingRun:
+    """What every timing table of one run shares: its settings, its start and its log."""
+
+    rounds: int
+    budget_s: float
+    started: float  # perf_counter() at the run's start: --budget-s counts from it
+    log: list[str]
+    skip: frozenset[str]
+    profile: bool = False
+    occupancies: tuple[int, ...] = ()  # OCCUPANCY hints timed beside the BLOCK_V columns
+
+
 def correctness_table(log: list[str]) -> bool:
     print(
         "== correctness: gdn_cutile forward against the float64 reference (rel = ||got - want|| / ||want||)"
@@ -196,14 +209,14 @@ def _first_call(what: str, call: Any, contain: bool = True) -> bool:
     return True
 
 
-def _anchors(what: str, makers: tuple, args: tuple, skip: set[str], started: float, budget_s: float):
+def _anchors(what: str, makers: tuple, args: tuple, run: TimingRun):
     """(name, call, result holder) of each anchor that imports, is not skipped, is within the run's
     budget and survives its first call."""
     for anchor, make in makers:
-        if anchor in skip:
+        if anchor in run.skip:
             continue
-        if time.perf_counter() - started > budget_s:
-            print(f"  {what} {anchor}: skipped, the run is past --budget-s {budget_s:.0f}")
+        if time.perf_counter() - run.started > run.budget_s:
+            print(f"  {what} {anchor}: skipped, the run is past --budget-s {run.budget_s:.0f}")
             continue
         made = make(*args)
         if isinstance(made, str):
@@ -226,22 +239,14 @@ def _print_times(title: str, times: dict[str, float], tokens: int, rounds: int) 
         print(f"  {name:14s} {ms:8.3f} ms  {tokens / ms / 1e3:8.2f} Mtok/s{ratios}")
 
 
-def timing(
-    rounds: int,
-    budget_s: float,
-    started: float,
-    log: list[str],
-    skip: set[str],
-    profile: bool = False,
-    occupancies: tuple[int, ...] = (),
-) -> list[dict]:
+def timing(run: TimingRun) -> list[dict]:
     rows = []
     for shape, lengths in SHAPES.items():
         case = _timing_case(shape, lengths)
         tensors, _ = make_inputs(case, seed=1)
         tokens = sum(lengths)
         columns, outputs = {}, {}
-        for bv, occupancy in [(bv, None) for bv in FWD_BLOCK_VS] + [(None, o) for o in occupancies]:
+        for bv, occupancy in [(bv, None) for bv in FWD_BLOCK_VS] + [(None, o) for o in run.occupancies]:
             label = _label(bv, occupancy)
             call, out = _ours(case, tensors, bv, occupancy)
             _first_call(f"{shape} {label}", call, contain=False)
@@ -250,16 +255,16 @@ def timing(
         for label, out in outputs.items():
             if label != first:
                 print(f"  {shape} {label} vs {first}: rel diff of O {_rel(out, outputs[first]):.2e}")
-        if profile:
+        if run.profile:
             kernel_breakdown(shape, columns)
         makers = (("cudnn", _cudnn), ("fla", _fla))
-        for anchor, call, holder in _anchors(shape, makers, (tensors, lengths), skip, started, budget_s):
+        for anchor, call, holder in _anchors(shape, makers, (tensors, lengths), run):
             columns[anchor] = call
             o = holder["o"].reshape(tokens, HEADS, DIM)
             print(f"  {shape} {first} vs {anchor}: rel diff of O {_rel(outputs[first], o):.2e}")
-        times = interleaved(columns, rounds, log)
+        times = interleaved(columns, run.rounds, run.log)
         best = min((n for n in times if n.startswith("ours")), key=times.get)
-        _print_times(shape, times, tokens, rounds)
+        _print_times(shape, times, tokens, run.rounds)
         rows.append({"shape": shape, "tokens": tokens, "ms": times, "ours_best": best})
     return rows
 
@@ -354,15 +359,7 @@ def _cudnn_fwd_bwd(tensors: dict, lengths: tuple[int, ...], d_o: Any) -> tuple[A
     return call, leaves
 
 
-def timing_bwd(
-    rounds: int,
-    budget_s: float,
-    started: float,
-    log: list[str],
-    skip: set[str],
-    profile: bool = False,
-    occupancies: tuple[int, ...] = (),
-) -> list[dict]:
+def timing_bwd(run: TimingRun) -> list[dict]:
     import torch
 
     rows = []
@@ -372,26 +369,24 @@ def timing_bwd(
         tokens = sum(lengths)
         d_o = torch.randn(tokens, HEADS, DIM, device="cuda").to(torch.bfloat16)
         columns, ours = {}, None
-        hinted = [(None, o) for o in occupancies if o in OCCUPANCY_BWD]
+        hinted = [(None, o) for o in run.occupancies if o in OCCUPANCY_BWD]
         for bv, occupancy in [(bv, None) for bv in BWD_BLOCK_VS] + hinted:
             label = f"ours[bwd OCC={occupancy}]" if occupancy else f"ours[bwd {bv}]"
             call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, occupancy)
             _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
             columns[label] = call
             ours = grads if ours is None else ours  # the first column's gradients meet the anchors
-        if profile:
+        if run.profile:
             kernel_breakdown(shape + " fwd+bwd", columns)
         makers = (("cudnn", _cudnn_fwd_bwd), ("fla", _fla_fwd_bwd))
-        for anchor, call, leaves in _anchors(
-            f"{shape} fwd+bwd", makers, (tensors, lengths, d_o), skip, started, budget_s
-        ):
+        for anchor, call, leaves in _anchors(f"{shape} fwd+bwd", makers, (tensors, lengths, d_o), run):
             columns[anchor] = call
             diffs = " ".join(
                 f"d{n} {_rel(ours[n], leaves[n].grad.reshape(ours[n].shape)):.2e}" for n in _GRADS
             )
             print(f"  {shape} ours vs {anchor}: rel diff of the gradients {diffs}")
-        times = interleaved(columns, rounds, log)
-        _print_times(f"{shape} fwd+bwd", times, tokens, rounds)
+        times = interleaved(columns, run.rounds, run.log)
+        _print_times(f"{shape} fwd+bwd", times, tokens, run.rounds)
         rows.append({"shape": shape, "tokens": tokens, "ms": times})
     return rows
 
@@ -408,25 +403,26 @@ def main() -> None:
         "--occupancy", default="", help="comma list of OCCUPANCY hints to time too (at the hook's BLOCK_V)"
     )
     args = parser.parse_args()
-    occupancies = tuple(int(o) for o in args.occupancy.split(",") if o)
-    skip = {s for s in args.skip.split(",") if s}
+    skip = frozenset(s for s in args.skip.split(",") if s)
     for name in [s for s in SHAPES if s not in args.shapes.split(",")]:
         del SHAPES[name]
     started, log = time.perf_counter(), []
+    run = TimingRun(
+        args.rounds, args.budget_s, started, log, skip, args.profile,
+        tuple(int(o) for o in args.occupancy.split(",") if o),
+    )  # fmt: skip
     result: dict[str, Any] = {}
     if "cases" not in skip:
         result["correct"] = correctness_table(log)
     if "timing" not in skip:
         print("== timing: the gdn forward, ours against the anchors")
-        result["timing"] = timing(args.rounds, args.budget_s, started, log, skip, args.profile, occupancies)
+        result["timing"] = timing(run)
     if "bwd" not in skip:
         if "cases" not in skip:
             result["bwd_correct"] = bwd_correctness_table(log)
         if "timing" not in skip:
             print("== timing: the gdn forward+backward, ours against the anchors")
-            result["timing_bwd"] = timing_bwd(
-                args.rounds, args.budget_s, started, log, skip, args.profile, occupancies
-            )
+            result["timing_bwd"] = timing_bwd(run)
     for line in log:
         print("LOG", line)
     print(run_footer(), f" wall {time.perf_counter() - started:.0f} s")
