@@ -17,6 +17,8 @@ import types
 
 import pytest
 
+from pygraph_linear_attention.kernels.gdn_cutile_host import HINTED_BWD
+
 
 def _host(array, dtype=None):
     """A device array at a host address, as a torch tensor over the same memory."""
@@ -88,9 +90,10 @@ def gdn_stand_in(monkeypatch):
     monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
     monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: lambda *args: None)
     fwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_fwd")
-    fwd.KERNELS = {}
+    fwd.KERNELS = {name: name for name in ("table", "prepare", "scan")}
+    fwd.hinted = lambda kernel, **hints: (kernel, hints)  # a plan's occupancy hint builds
     bwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_bwd")
-    bwd.BWD_KERNELS = {}
+    bwd.BWD_KERNELS = {name: name for name in HINTED_BWD}
     monkeypatch.setitem(sys.modules, fwd.__name__, fwd)
     monkeypatch.setitem(sys.modules, bwd.__name__, bwd)
     recorder = StandIn()

@@ -76,7 +76,11 @@ class _Emulated(types.SimpleNamespace):
     # -- kernels and launch ---------------------------------------------------------------------
     @staticmethod
     def kernel(fn=None, **_):
-        return fn if fn is not None else (lambda f: f)
+        def wrap(f):  # a cuTile kernel keeps its Python function (gdn_cutile_fwd.hinted reads it)
+            f._pyfunc = f
+            return f
+
+        return wrap(fn) if fn is not None else wrap
 
     def launch(self, grid, kernel, args):
         grid = tuple(grid) + (1,) * (3 - len(grid))
@@ -102,7 +106,7 @@ class _Emulated(types.SimpleNamespace):
         return np.asarray(x).astype(self._np(dtype))
 
     # -- memory ----------------------------------------------------------------------------------
-    def load(self, array, index, shape, padding_mode="undetermined"):
+    def load(self, array, index, shape, padding_mode="undetermined", allow_tma=None):
         data = array.data
         if shape == ():
             return data[tuple(int(i) for i in index)]
@@ -115,7 +119,7 @@ class _Emulated(types.SimpleNamespace):
             out[dst] = data[src]
         return out
 
-    def store(self, array, index, tile):
+    def store(self, array, index, tile, allow_tma=None):
         data, tile = array.data, np.asarray(tile)
         start = [int(i) * s for i, s in zip(index, tile.shape)]
         dst = tuple(slice(b, min(b + s, d)) for b, s, d in zip(start, tile.shape, data.shape))

@@ -236,11 +236,11 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     g = _graph(t=t, n=n, h=h, d=d, state=True, final=True, use_qk_l2norm=True)
     g.create_execution_plans([heur_mode.A, heur_mode.FALLBACK])
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-    # 12 scan programs at 64: 32 first (the hook's rule), then the others ascending
-    # then the first BLOCK_V with the prepare kernel's non-default occupancy hints
+    # 12 scan programs at 64: 32 is the hook's BLOCK_V; first at the measured occupancy 2, then
+    # every BLOCK_V at the compiler's (32, then the others ascending), then the other hint
     assert names == [
-        "gdn_cutile[BLOCK_V=32,OCCUPANCY=0]", "gdn_cutile[BLOCK_V=64,OCCUPANCY=0]",
-        "gdn_cutile[BLOCK_V=128,OCCUPANCY=0]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=2]",
+        "gdn_cutile[BLOCK_V=32,OCCUPANCY=2]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=0]",
+        "gdn_cutile[BLOCK_V=64,OCCUPANCY=0]", "gdn_cutile[BLOCK_V=128,OCCUPANCY=0]",
         "gdn_cutile[BLOCK_V=32,OCCUPANCY=4]",
     ]  # fmt: skip
     g.select_plan(names.index("gdn_cutile[BLOCK_V=64,OCCUPANCY=0]"))
@@ -361,11 +361,12 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
     g = _bwd_graph(t=t, n=n, h=h, hv=hv, d=d)
     g.create_execution_plans()
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-    # 24 programs at 64: 32 first; then the first BLOCK_V with the per-chunk kernels' occupancy hint
+    # 24 programs at 64: BLOCK_V 32, first with the per-chunk kernels' occupancy hint 2
     assert names == [
-        "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=0]", "gdn_cutile_bwd[BLOCK_V=64,OCCUPANCY=0]",
-        "gdn_cutile_bwd[BLOCK_V=128,OCCUPANCY=0]", "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2]",
+        "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2]", "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=0]",
+        "gdn_cutile_bwd[BLOCK_V=64,OCCUPANCY=0]", "gdn_cutile_bwd[BLOCK_V=128,OCCUPANCY=0]",
     ]  # fmt: skip
+    g.select_plan(names.index("gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=0]"))  # the hint: the next test
     g.build_plans()
     slots = -(-t // CHUNK) + n
     # at least the per-chunk states and their gradients (bf16) and the fp32 per-head dq, dk, dv

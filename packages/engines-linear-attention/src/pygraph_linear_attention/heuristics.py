@@ -1,10 +1,10 @@
 """The ``gdn``, ``kda`` and ``gdn2`` families' ranking hook.
 
-``gdn``: ``gdn_cutile`` (the forward) and ``gdn_cutile_bwd`` (the backward); every BLOCK_V that
-tiles the value head dim is proposed, the measured fastest first; each list then offers the
-first BLOCK_V with each non-default OCCUPANCY hint (the forward's prepare kernel; the backward's
-per-chunk kernels), untimed, for autotune. No backend lowers these ops, so the backend's block is empty; it keeps its place after
-ours. ``kda`` and ``gdn2`` have no engine yet, so their
+``gdn``: ``gdn_cutile`` (the forward) and ``gdn_cutile_bwd`` (the backward). First the hook's
+BLOCK_V with OCCUPANCY=2 (two CTAs per SM on the per-chunk kernels, the measured fastest), then
+every BLOCK_V that tiles the value head dim at the compiler's occupancy (the hook's first), then
+the other hints, untimed, for autotune. No backend lowers these ops, so the backend's block is
+empty; it keeps its place after ours. ``kda`` and ``gdn2`` have no engine yet, so their
 list is the backend's block (empty: planning raises `pygraph.GraphNotSupportedError` naming each
 planned slot's reason).
 """
@@ -28,6 +28,12 @@ __all__ = ["block_v_order", "recommend"]
 # 32 doubles the programs (B1 T32768, 32 programs: 2.113 ms at 32 against 3.122 at 64).
 _PREFERRED = 64
 _HALF_THE_SMS = 66
+# OCCUPANCY, measured on the H200 at the same shapes and run (2026-12-02): the hint 2 on the
+# forward's prepare kernel took it from 1.02 to 0.61 ms at 32768 tokens (one CTA of 4 warps per SM
+# left it latency-bound), forward 2.13 -> 1.72 ms at B1 T32768, 0.81 -> 0.59 at B4 T4096; on the
+# backward's per-chunk kernels forward+backward 8.04 -> 6.84 ms (B1), 3.19 -> 2.56 (B4), 7.04 ->
+# 6.08 (varlen8). The hint 4 timed the same as 2 (the kernels' shared memory admits two).
+_FIRST_OCCUPANCY = 2
 
 
 def block_v_order(facts: LinearAttentionFacts) -> list[int]:
@@ -52,7 +58,12 @@ def recommend(
     if engine in offered:
         order = block_v_order(facts)
         hints = OCCUPANCY_BWD if facts.backward else OCCUPANCY
-        # the occupancy hints, untimed: after the compiler's choice
-        ours = [PlanConfig(offered[engine], {"BLOCK_V": b, "OCCUPANCY": hints[0]}) for b in order]
-        ours += [PlanConfig(offered[engine], {"BLOCK_V": order[0], "OCCUPANCY": o}) for o in hints[1:]]
+        first = PlanConfig(offered[engine], {"BLOCK_V": order[0], "OCCUPANCY": _FIRST_OCCUPANCY})
+        ours = [first]
+        ours += [PlanConfig(offered[engine], {"BLOCK_V": b, "OCCUPANCY": hints[0]}) for b in order]
+        ours += [
+            PlanConfig(offered[engine], {"BLOCK_V": order[0], "OCCUPANCY": o})
+            for o in hints[1:]
+            if o != _FIRST_OCCUPANCY
+        ]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)

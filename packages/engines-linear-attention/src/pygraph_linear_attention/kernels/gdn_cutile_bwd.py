@@ -37,7 +37,7 @@ from typing import Any
 
 import cuda.tile as ct
 
-from pygraph_linear_attention.kernels.gdn_cutile_fwd import _l2_normalized, _softplus
+from pygraph_linear_attention.kernels.gdn_cutile_fwd import TMA, _l2_normalized, _softplus
 
 __all__ = [
     "BWD_KERNELS",
@@ -78,7 +78,7 @@ def chunk_offsets_kernel(cu_seqlens, offsets, N, C: ConstInt, BN: ConstInt):
         lo = ct.astype(ct.gather(cu_seqlens, m, mask=inside, padding_value=0), ct.int32)
         hi = ct.astype(ct.gather(cu_seqlens, m + 1, mask=inside, padding_value=0), ct.int32)
         counts = ct.cdiv(hi - lo, C)
-        ct.store(offsets, (step,), ct.cumsum(counts, 0) + carry - counts)
+        ct.store(offsets, (step,), ct.cumsum(counts, 0) + carry - counts, allow_tma=TMA)
         carry = carry + ct.sum(counts)
 
 
@@ -115,18 +115,27 @@ def state_scan_kernel(
         g_seq, vn_seq = gamma.slice(0, bos, eos), v_new_out.slice(0, bos, eos)
         rows = length - c * C
         valid = r < rows
-        kt = ct.reshape(ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
+        kt = ct.reshape(
+            ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K)
+        )
         if L2NORM != 0:
             kt = _l2_normalized(kt)
-        wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
-        ut = ct.reshape(ct.load(u_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO), (C, BV))
-        gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO), (C,))
+        wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K))
+        ut = ct.reshape(
+            ct.load(u_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), (C, BV)
+        )
+        gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,))
         state_io = ct.astype(state, kt.dtype)
-        ct.store(h_out, (base + c, h, vb, 0), ct.reshape(ct.astype(state, h_out.dtype), (1, 1, BV, K)))
+        ct.store(
+            h_out,
+            (base + c, h, vb, 0),
+            ct.reshape(ct.astype(state, h_out.dtype), (1, 1, BV, K)),
+            allow_tma=TMA,
+        )
         v_new = ct.astype(ut, ct.float32) - ct.mma(
             wt, ct.transpose(state_io), ct.zeros((C, BV), dtype=ct.float32)
         )
-        ct.store(vn_seq, (c, h, vb), ct.reshape(ct.astype(v_new, v_new_out.dtype), (C, 1, BV)))
+        ct.store(vn_seq, (c, h, vb), ct.reshape(ct.astype(v_new, v_new_out.dtype), (C, 1, BV)), allow_tma=TMA)
         last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
         carried = ct.astype(v_new * ct.expand_dims(ct.where(valid, ct.exp(last - gam), 0.0), 1), kt.dtype)
         state = ct.mma(ct.transpose(carried), kt, state * ct.exp(last))
@@ -176,16 +185,28 @@ def grad_scan_kernel(
         )
         rows = length - c * C
         valid = r < rows
-        qt = ct.reshape(ct.load(q_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
-        kt = ct.reshape(ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
+        qt = ct.reshape(
+            ct.load(q_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K)
+        )
+        kt = ct.reshape(
+            ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K)
+        )
         if L2NORM != 0:
             qt = _l2_normalized(qt)
             kt = _l2_normalized(kt)
         io = kt.dtype
-        wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
-        gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO), (C,))
-        dot = _rows(ct.load(do_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO), C, BV) * SCALE
-        ct.store(dh_out, (base + c, h, vb, 0), ct.reshape(ct.astype(d_state, dh_out.dtype), (1, 1, BV, K)))
+        wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K))
+        gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,))
+        dot = (
+            _rows(ct.load(do_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), C, BV)
+            * SCALE
+        )
+        ct.store(
+            dh_out,
+            (base + c, h, vb, 0),
+            ct.reshape(ct.astype(d_state, dh_out.dtype), (1, 1, BV, K)),
+            allow_tma=TMA,
+        )
 
         last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
         # rows and columns both real: a padded row's gamma reads 0, so its gap to a real
@@ -198,14 +219,16 @@ def grad_scan_kernel(
         dv_new = _mm(ct.transpose(scores), dot, io) + ct.expand_dims(tail, 1) * _mm(
             kt, ct.transpose(d_state), io
         )
-        ct.store(dvn_seq, (c, h, vb), ct.reshape(ct.astype(dv_new, dv_new_out.dtype), (C, 1, BV)))
+        ct.store(
+            dvn_seq, (c, h, vb), ct.reshape(ct.astype(dv_new, dv_new_out.dtype), (C, 1, BV)), allow_tma=TMA
+        )
         decayed_do = dot * ct.expand_dims(ct.where(valid, ct.exp(gam), 0.0), 1)
         # one accumulator chain (as the forward's state update): tileiras 13.4 rejects the sum of
         # separate products here for sm_80 ("invalid use-def chain in LoopSchedule")
         d_state = ct.mma(ct.transpose(ct.astype(-dv_new, io)), wt, d_state * ct.exp(last))
         d_state = ct.mma(ct.transpose(ct.astype(decayed_do, io)), qt, d_state)
     if HAS_H0 != 0:
-        ct.store(dh0, (n, h, vb, 0), ct.reshape(ct.astype(d_state, dh0.dtype), (1, 1, BV, K)))
+        ct.store(dh0, (n, h, vb, 0), ct.reshape(ct.astype(d_state, dh0.dtype), (1, 1, BV, K)), allow_tma=TMA)
 
 
 def _l2norm_backward(x, dy):
@@ -222,14 +245,16 @@ def _inverse_row_norms(x_seq, c, head, BLOCKS: ConstInt, BK: ConstInt, C: ConstI
     summed over its key blocks of BK (the normalization `_l2_normalized` applies to a whole row)."""
     squares = ct.zeros((C, 1), dtype=ct.float32)
     for b in range(BLOCKS):
-        x = _rows(ct.load(x_seq, (c, head, b), shape=(C, 1, BK), padding_mode=_ZERO), C, BK)
+        x = _rows(ct.load(x_seq, (c, head, b), shape=(C, 1, BK), padding_mode=_ZERO, allow_tma=TMA), C, BK)
         squares = squares + ct.sum(x * x, axis=1, keepdims=True)
     return 1.0 / ct.maximum(ct.sqrt(squares), 1e-12)
 
 
 def _key_block(x_seq, c, head, kb, inv_norm, L2NORM, BK: ConstInt, C: ConstInt):
     """Key block ``kb`` [C, BK] of chunk ``c``'s rows at ``head``, l2-normalized when L2NORM (io dtype)."""
-    x = ct.reshape(ct.load(x_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO), (C, BK))
+    x = ct.reshape(
+        ct.load(x_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO, allow_tma=TMA), (C, BK)
+    )
     if L2NORM != 0:
         x = ct.astype(ct.astype(x, ct.float32) * inv_norm, x.dtype)
     return x
@@ -272,7 +297,9 @@ def chunk_grad_output_kernel(
     r = ct.arange(C, dtype=ct.int32)
     rows = eos - bos - c * C
     valid = r < rows
-    gam = ct.reshape(ct.load(gamma.slice(0, bos, eos), (c, head), shape=(C, 1), padding_mode=_ZERO), (C,))
+    gam = ct.reshape(
+        ct.load(gamma.slice(0, bos, eos), (c, head), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,)
+    )
     last_row = ct.minimum(rows, C) - 1
     last = ct.sum(ct.where(r == last_row, gam, 0.0))
 
@@ -297,10 +324,16 @@ def chunk_grad_output_kernel(
     do_seq, vn_seq, dvn_seq = do.slice(0, bos, eos), v_new.slice(0, bos, eos), dv_new.slice(0, bos, eos)
     for vb in range(V // BV):
         dot = ct.astype(
-            _rows(ct.load(do_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO), C, BV) * SCALE, io
+            _rows(ct.load(do_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), C, BV)
+            * SCALE,
+            io,
         )
-        vn = ct.reshape(ct.load(vn_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO), (C, BV))
-        dvn = ct.reshape(ct.load(dvn_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO), (C, BV))
+        vn = ct.reshape(
+            ct.load(vn_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), (C, BV)
+        )
+        dvn = ct.reshape(
+            ct.load(dvn_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), (C, BV)
+        )
         hs = ct.reshape(ct.load(h, (slot, head, vb, kb), shape=(1, 1, BV, BK)), (BV, BK))
         dhs = ct.reshape(ct.load(dh, (slot, head, vb, kb), shape=(1, 1, BV, BK)), (BV, BK))
         dq_inter = ct.mma(dot, hs, dq_inter)
@@ -332,13 +365,16 @@ def chunk_grad_output_kernel(
 
     if DIRECT_QK != 0:
         ct.store(
-            dq_final.slice(0, bos, eos), (c, head, kb), ct.reshape(ct.astype(dq, dq_final.dtype), (C, 1, BK))
+            dq_final.slice(0, bos, eos),
+            (c, head, kb),
+            ct.reshape(ct.astype(dq, dq_final.dtype), (C, 1, BK)),
+            allow_tma=TMA,
         )
     else:
-        ct.store(dq_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dq, (C, 1, BK)))
-    ct.store(dk_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dk, (C, 1, BK)))
-    ct.store(dw_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dw, (C, 1, BK)))
-    ct.store(dgamma_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dgamma, (C, 1, 1)))
+        ct.store(dq_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dq, (C, 1, BK)), allow_tma=TMA)
+    ct.store(dk_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dk, (C, 1, BK)), allow_tma=TMA)
+    ct.store(dw_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dw, (C, 1, BK)), allow_tma=TMA)
+    ct.store(dgamma_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dgamma, (C, 1, 1)), allow_tma=TMA)
 
 
 @ct.kernel
@@ -394,7 +430,9 @@ def chunk_grad_wy_kernel(
     valid = r < (eos - bos - c * C)
 
     # the gates, as chunk_prepare_kernel applies the options
-    raw_g = ct.load(g.slice(0, bos, eos), (c, head // G_GROUP), shape=(C, 1), padding_mode=_ZERO)
+    raw_g = ct.load(
+        g.slice(0, bos, eos), (c, head // G_GROUP), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA
+    )
     raw_g = ct.astype(ct.reshape(raw_g, (C,)), ct.float32)
     gate = raw_g
     biased = raw_g  # g + dt_bias: safe_gate's softplus argument
@@ -404,7 +442,9 @@ def chunk_grad_wy_kernel(
         if HAS_DT_BIAS != 0:
             biased = raw_g + ct.astype(ct.load(dt_bias, (head // D_GROUP,), shape=()), ct.float32)
         gate = ct.where(valid, -rate * _softplus(biased), 0.0)
-    raw_b = ct.load(beta.slice(0, bos, eos), (c, head // B_GROUP), shape=(C, 1), padding_mode=_ZERO)
+    raw_b = ct.load(
+        beta.slice(0, bos, eos), (c, head // B_GROUP), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA
+    )
     raw_b = ct.astype(ct.reshape(raw_b, (C,)), ct.float32)
     wr = raw_b
     if BETA_SIGMOID != 0:
@@ -428,7 +468,9 @@ def chunk_grad_wy_kernel(
     for kb in range(K // BK):
         kt = _key_block(k_seq, c, hk, kb, inv_k, L2NORM, BK, C)
         gram = ct.mma(kt, ct.transpose(kt), gram)
-        dwt = ct.reshape(ct.load(dw_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO), (C, BK))
+        dwt = ct.reshape(
+            ct.load(dw_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO, allow_tma=TMA), (C, BK)
+        )
         dt = ct.mma(ct.astype(dwt, io), ct.transpose(ct.astype(ct.astype(kt, ct.float32) * we, io)), dt)
 
     # u = T (beta v): dv and beta's first term, and T's gradient from dv_new
@@ -440,14 +482,16 @@ def chunk_grad_wy_kernel(
     dv_final_seq = dv_final.slice(0, bos, eos)
     hv = head // V_GROUP
     for vb in range(V // BV):
-        dvn = ct.reshape(ct.load(dvn_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO), (C, BV))
-        vt = _rows(ct.load(v_seq, (c, hv, vb), shape=(C, 1, BV), padding_mode=_ZERO), C, BV)
+        dvn = ct.reshape(
+            ct.load(dvn_seq, (c, head, vb), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), (C, BV)
+        )
+        vt = _rows(ct.load(v_seq, (c, hv, vb), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), C, BV)
         dvw = ct.mma(tr, dvn, ct.zeros((C, BV), dtype=ct.float32))
         dv = ct.reshape(dvw * ct.expand_dims(wr, 1), (C, 1, BV))
         if DIRECT_V != 0:
-            ct.store(dv_final_seq, (c, head, vb), ct.astype(dv, dv_final.dtype))
+            ct.store(dv_final_seq, (c, head, vb), ct.astype(dv, dv_final.dtype), allow_tma=TMA)
         else:
-            ct.store(dv_seq, (c, head, vb), dv)
+            ct.store(dv_seq, (c, head, vb), dv, allow_tma=TMA)
         d_write = d_write + ct.sum(dvw * vt, axis=1)
         dt = ct.mma(dvn, ct.transpose(ct.astype(vt * ct.expand_dims(wr, 1), io)), dt)
 
@@ -464,17 +508,28 @@ def chunk_grad_wy_kernel(
     dgram_io = ct.astype(dgram + ct.transpose(dgram), io)
     for kb in range(K // BK):
         kf = ct.astype(_key_block(k_seq, c, hk, kb, inv_k, L2NORM, BK, C), ct.float32)
-        dwt = ct.reshape(ct.load(dw_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO), (C, BK))
+        dwt = ct.reshape(
+            ct.load(dw_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO, allow_tma=TMA), (C, BK)
+        )
         dkw = ct.mma(tr, ct.astype(dwt, io), ct.zeros((C, BK), dtype=ct.float32))
         d_write = d_write + ct.sum(dkw * kf * ct.expand_dims(e, 1), axis=1)
         dgamma = dgamma + ct.sum(dkw * kf * we, axis=1)
-        dk = ct.reshape(ct.load(dk_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO), (C, BK))
+        dk = ct.reshape(
+            ct.load(dk_seq, (c, head, kb), shape=(C, 1, BK), padding_mode=_ZERO, allow_tma=TMA), (C, BK)
+        )
         dk = ct.mma(dgram_io, ct.astype(kf, io), dk + dkw * we)
         if DIRECT_QK != 0:
-            ct.store(dk_final_seq, (c, head, kb), ct.reshape(ct.astype(dk, dk_final.dtype), (C, 1, BK)))
+            ct.store(
+                dk_final_seq,
+                (c, head, kb),
+                ct.reshape(ct.astype(dk, dk_final.dtype), (C, 1, BK)),
+                allow_tma=TMA,
+            )
         else:
-            ct.store(dk_seq, (c, head, kb), ct.reshape(dk, (C, 1, BK)))
-    part = ct.load(dgamma_part.slice(0, bos, eos), (c, head, 0), shape=(C, 1, PARTS), padding_mode=_ZERO)
+            ct.store(dk_seq, (c, head, kb), ct.reshape(dk, (C, 1, BK)), allow_tma=TMA)
+    part = ct.load(
+        dgamma_part.slice(0, bos, eos), (c, head, 0), shape=(C, 1, PARTS), padding_mode=_ZERO, allow_tma=TMA
+    )
     dgamma = dgamma + ct.sum(ct.reshape(part, (C, PARTS)), axis=1)
     # gamma_r = g_0 + ... + g_r: the decay's gradient is dgamma's reverse cumulative sum
     d_decay = ct.sum(dgamma) - ct.cumsum(dgamma, 0) + dgamma
@@ -488,9 +543,9 @@ def chunk_grad_wy_kernel(
     d_raw_g = d_decay
     if SAFE_GATE != 0:
         d_raw_g = ct.where(valid, d_decay * -rate / (1.0 + ct.exp(-biased)), 0.0)
-        ct.store(da_out.slice(0, bos, eos), (c, head), ct.reshape(d_decay * gate, (C, 1)))
-    ct.store(dg_out.slice(0, bos, eos), (c, head), ct.reshape(d_raw_g, (C, 1)))
-    ct.store(dbeta_out.slice(0, bos, eos), (c, head), ct.reshape(d_write, (C, 1)))
+        ct.store(da_out.slice(0, bos, eos), (c, head), ct.reshape(d_decay * gate, (C, 1)), allow_tma=TMA)
+    ct.store(dg_out.slice(0, bos, eos), (c, head), ct.reshape(d_raw_g, (C, 1)), allow_tma=TMA)
+    ct.store(dbeta_out.slice(0, bos, eos), (c, head), ct.reshape(d_write, (C, 1)), allow_tma=TMA)
 
 
 @ct.kernel
@@ -501,11 +556,11 @@ def group_sum_kernel(src, raw, dst, GROUP, L2NORM, D: ConstInt, TB: ConstInt):
     tb, j = ct.bid(0), ct.bid(1)
     acc = ct.zeros((TB, 1, D), dtype=ct.float32)
     for i in range(GROUP):
-        acc = acc + ct.load(src, (tb, j * GROUP + i, 0), shape=(TB, 1, D), padding_mode=_ZERO)
+        acc = acc + ct.load(src, (tb, j * GROUP + i, 0), shape=(TB, 1, D), padding_mode=_ZERO, allow_tma=TMA)
     if L2NORM != 0:
-        x = ct.reshape(ct.load(raw, (tb, j, 0), shape=(TB, 1, D), padding_mode=_ZERO), (TB, D))
+        x = ct.reshape(ct.load(raw, (tb, j, 0), shape=(TB, 1, D), padding_mode=_ZERO, allow_tma=TMA), (TB, D))
         acc = ct.reshape(_l2norm_backward(x, ct.reshape(acc, (TB, D))), (TB, 1, D))
-    ct.store(dst, (tb, j, 0), ct.astype(acc, dst.dtype))
+    ct.store(dst, (tb, j, 0), ct.astype(acc, dst.dtype), allow_tma=TMA)
 
 
 @ct.kernel
@@ -514,8 +569,8 @@ def gate_sum_kernel(src, dst, GROUP, TB: ConstInt):
     tb, j = ct.bid(0), ct.bid(1)
     acc = ct.zeros((TB, 1), dtype=ct.float32)
     for i in range(GROUP):
-        acc = acc + ct.load(src, (tb, j * GROUP + i), shape=(TB, 1), padding_mode=_ZERO)
-    ct.store(dst, (tb, j), ct.astype(acc, dst.dtype))
+        acc = acc + ct.load(src, (tb, j * GROUP + i), shape=(TB, 1), padding_mode=_ZERO, allow_tma=TMA)
+    ct.store(dst, (tb, j), ct.astype(acc, dst.dtype), allow_tma=TMA)
 
 
 @ct.kernel
@@ -525,8 +580,8 @@ def param_sum_kernel(src, dst, T, GROUP, TB: ConstInt):
     acc = ct.zeros((TB, 1), dtype=ct.float32)
     for step in range(ct.cdiv(T, TB)):
         for i in range(GROUP):
-            acc = acc + ct.load(src, (step, p * GROUP + i), shape=(TB, 1), padding_mode=_ZERO)
-    ct.store(dst, (p,), ct.reshape(ct.astype(ct.sum(acc), dst.dtype), (1,)))
+            acc = acc + ct.load(src, (step, p * GROUP + i), shape=(TB, 1), padding_mode=_ZERO, allow_tma=TMA)
+    ct.store(dst, (p,), ct.reshape(ct.astype(ct.sum(acc), dst.dtype), (1,)), allow_tma=TMA)
 
 
 # the kernels by the names the host side (`gdn_cutile_bwd_host`) launches them under

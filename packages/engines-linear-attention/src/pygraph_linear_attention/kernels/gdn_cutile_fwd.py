@@ -24,9 +24,12 @@ Matrix products take io-dtype operands with fp32 accumulation, except the invers
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import cuda.tile as ct
+
+from pygraph.environment import OFF_VALUES
 
 __all__ = [
     "KERNELS",
@@ -43,6 +46,12 @@ ConstFloat = ct.Constant[float]
 
 SUB = 16  # the diagonal blocks the inverse starts from
 _ZERO = ct.PaddingMode.ZERO
+# PYGRAPH_CUTILE_TMA=0 compiles every tile load and store of these kernels without TMA, for
+# compute-sanitizer runs: memcheck reports the TMA accesses of a sliced view's partial tail chunk
+# (warp-wide 4-byte atomics over 128-byte ranges, at addresses in no allocation) while the results
+# are exact and the hardware clips TMA at the view's bounds; with TMA off the same cases run clean
+# (scripts/device/gdn_cutile.sh memcheck). Read at import: it changes the compiled kernels.
+TMA = os.environ.get("PYGRAPH_CUTILE_TMA", "1").strip().lower() not in OFF_VALUES
 
 
 @ct.kernel
@@ -64,8 +73,8 @@ def chunk_table_kernel(cu_seqlens, table, N, C: ConstInt, BJ: ConstInt, BN: Cons
         before = before + ct.sum(ct.where(done, ct.expand_dims(counts, 0), 0), axis=1)
         carry = carry + ct.sum(counts)
     used = seq < N
-    ct.store(table, (ct.bid(0), 0), ct.reshape(ct.where(used, seq, -1), (BJ, 1)))
-    ct.store(table, (ct.bid(0), 1), ct.reshape(ct.where(used, slot - before, -1), (BJ, 1)))
+    ct.store(table, (ct.bid(0), 0), ct.reshape(ct.where(used, seq, -1), (BJ, 1)), allow_tma=TMA)
+    ct.store(table, (ct.bid(0), 1), ct.reshape(ct.where(used, slot - before, -1), (BJ, 1)), allow_tma=TMA)
 
 
 def _l2_normalized(x):
@@ -150,14 +159,14 @@ def chunk_prepare_kernel(
     r = ct.arange(C, dtype=ct.int32)
     valid = r < (eos - bos - c * C)
 
-    gate = ct.load(g.slice(0, bos, eos), (c, h // G_GROUP), shape=(C, 1), padding_mode=_ZERO)
+    gate = ct.load(g.slice(0, bos, eos), (c, h // G_GROUP), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA)
     gate = ct.astype(ct.reshape(gate, (C,)), ct.float32)
     if SAFE_GATE != 0:
         rate = ct.exp(ct.astype(ct.load(a_log, (h // A_GROUP,), shape=()), ct.float32))
         if HAS_DT_BIAS != 0:
             gate = gate + ct.astype(ct.load(dt_bias, (h // D_GROUP,), shape=()), ct.float32)
         gate = ct.where(valid, -rate * _softplus(gate), 0.0)
-    wr = ct.load(beta.slice(0, bos, eos), (c, h // B_GROUP), shape=(C, 1), padding_mode=_ZERO)
+    wr = ct.load(beta.slice(0, bos, eos), (c, h // B_GROUP), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA)
     wr = ct.astype(ct.reshape(wr, (C,)), ct.float32)
     if BETA_SIGMOID != 0:
         wr = ct.where(valid, 1.0 / (1.0 + ct.exp(-wr)), 0.0)
@@ -165,7 +174,9 @@ def chunk_prepare_kernel(
         wr = wr * 2.0
     gamma = ct.cumsum(gate, 0)
 
-    kt = ct.load(k.slice(0, bos, eos), (c, h // K_GROUP, 0), shape=(C, 1, K), padding_mode=_ZERO)
+    kt = ct.load(
+        k.slice(0, bos, eos), (c, h // K_GROUP, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA
+    )
     kt = ct.reshape(kt, (C, K))
     if L2NORM != 0:
         kt = _l2_normalized(kt)
@@ -176,17 +187,23 @@ def chunk_prepare_kernel(
     a = ct.where(below, gram * ct.exp(ct.where(below, gap, 0.0)), 0.0) * ct.expand_dims(wr, 1)
     t = _unit_lower_inverse(a)
     if STORE_T != 0:
-        ct.store(t_out, (ct.bid(0), h, 0, 0), ct.reshape(t, (1, 1, C, C)))
+        ct.store(t_out, (ct.bid(0), h, 0, 0), ct.reshape(t, (1, 1, C, C)), allow_tma=TMA)
     t = ct.astype(t, kt.dtype)
 
     kw = ct.astype(ct.astype(kt, ct.float32) * ct.expand_dims(wr * ct.exp(gamma), 1), kt.dtype)
     w = ct.mma(t, kw, ct.zeros((C, K), dtype=ct.float32))
-    ct.store(w_out.slice(0, bos, eos), (c, h, 0), ct.reshape(ct.astype(w, w_out.dtype), (C, 1, K)))
-    vt = ct.load(v.slice(0, bos, eos), (c, h // V_GROUP, 0), shape=(C, 1, V), padding_mode=_ZERO)
+    ct.store(
+        w_out.slice(0, bos, eos), (c, h, 0), ct.reshape(ct.astype(w, w_out.dtype), (C, 1, K)), allow_tma=TMA
+    )
+    vt = ct.load(
+        v.slice(0, bos, eos), (c, h // V_GROUP, 0), shape=(C, 1, V), padding_mode=_ZERO, allow_tma=TMA
+    )
     vw = ct.astype(ct.astype(ct.reshape(vt, (C, V)), ct.float32) * ct.expand_dims(wr, 1), kt.dtype)
     u = ct.mma(t, vw, ct.zeros((C, V), dtype=ct.float32))
-    ct.store(u_out.slice(0, bos, eos), (c, h, 0), ct.reshape(ct.astype(u, u_out.dtype), (C, 1, V)))
-    ct.store(gamma_out.slice(0, bos, eos), (c, h), ct.reshape(gamma, (C, 1)))
+    ct.store(
+        u_out.slice(0, bos, eos), (c, h, 0), ct.reshape(ct.astype(u, u_out.dtype), (C, 1, V)), allow_tma=TMA
+    )
+    ct.store(gamma_out.slice(0, bos, eos), (c, h), ct.reshape(gamma, (C, 1)), allow_tma=TMA)
 
 
 @ct.kernel
@@ -225,14 +242,20 @@ def chunk_scan_kernel(
         w_seq, u_seq, g_seq = w.slice(0, bos, eos), u.slice(0, bos, eos), gamma.slice(0, bos, eos)
         rows = length - c * C
         valid = r < rows
-        qt = ct.reshape(ct.load(q_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
-        kt = ct.reshape(ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
+        qt = ct.reshape(
+            ct.load(q_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K)
+        )
+        kt = ct.reshape(
+            ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K)
+        )
         if L2NORM != 0:
             qt = _l2_normalized(qt)
             kt = _l2_normalized(kt)
-        wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO), (C, K))
-        ut = ct.reshape(ct.load(u_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO), (C, BV))
-        gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO), (C,))
+        wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K))
+        ut = ct.reshape(
+            ct.load(u_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), (C, BV)
+        )
+        gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,))
         state_t = ct.transpose(ct.astype(state, kt.dtype))  # [K, BV]
         v_new = ct.astype(ut, ct.float32) - ct.mma(wt, state_t, ct.zeros((C, BV), dtype=ct.float32))
         v_new_io = ct.astype(v_new, kt.dtype)
@@ -245,13 +268,13 @@ def chunk_scan_kernel(
         scores = ct.where(live, scores * ct.exp(ct.where(live, gap, 0.0)), 0.0)
         inter = ct.mma(qt, state_t, ct.zeros((C, BV), dtype=ct.float32)) * ct.expand_dims(ct.exp(gam), 1)
         out = ct.mma(ct.astype(scores, kt.dtype), v_new_io, inter) * SCALE
-        ct.store(o_seq, (c, h, vb), ct.reshape(ct.astype(out, o.dtype), (C, 1, BV)))
+        ct.store(o_seq, (c, h, vb), ct.reshape(ct.astype(out, o.dtype), (C, 1, BV)), allow_tma=TMA)
 
         last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
         carried = ct.astype(v_new * ct.expand_dims(ct.where(valid, ct.exp(last - gam), 0.0), 1), kt.dtype)
         state = ct.mma(ct.transpose(carried), kt, state * ct.exp(last))
     if STORE_HT != 0:
-        ct.store(ht, (n, h, vb, 0), ct.reshape(ct.astype(state, ht.dtype), (1, 1, BV, K)))
+        ct.store(ht, (n, h, vb, 0), ct.reshape(ct.astype(state, ht.dtype), (1, 1, BV, K)), allow_tma=TMA)
 
 
 _HINTED: dict[tuple, Any] = {}
