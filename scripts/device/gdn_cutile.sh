@@ -4,7 +4,9 @@
 #   source /tmp/site/env.sh && source .dev3/cutile.sh && bash scripts/device/gdn_cutile.sh [PART] [bench args...]
 # PART: all (default: fwd, bwd, ops, bench), fwd (the forward's sm90 tests), bwd (the backward's),
 # ops (the torch op's sm90 tests: opcheck, a side stream, a compiled training step), memcheck
-# (compute-sanitizer over one forward and one backward case; not in all), bench. Run the parts as
+# (compute-sanitizer over one forward and one backward case; not in all), ncu KERNEL [SHAPE] [--bwd]
+# (Nsight Compute's per-source-line stall samples of one launch of a kernel, e.g. chunk_prepare, at a
+# bench_gdn shape, default B4xT4096; not in all), bench. Run the parts as
 # separate calls where one call's time is bounded: each kernel compiles on its first launch into
 # cuTile's disk cache (the forward's 2-5 s each; the backward's chunk gradient kernels 3-18 s per
 # configuration, and the backward's cases span about ten), so a later part finds them compiled.
@@ -13,7 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
 part=all
-case "${1:-}" in all|fwd|bwd|ops|memcheck|bench) part=$1; shift ;; esac
+case "${1:-}" in all|fwd|bwd|ops|memcheck|ncu|bench) part=$1; shift ;; esac
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
 python3 -c "import cuda.tile, torch; print('cuda.tile', cuda.tile.__version__, 'torch', torch.__version__)" 2>&1 | tee -a "$OUTDIR/device.txt"
 tests=packages/engines-linear-attention/tests/test_gdn_cutile_sm90.py
@@ -50,6 +52,14 @@ if [ "$part" = memcheck ]; then  # API-error reports off: CUDA's own cuGetProcAd
       python3 -m pytest -m sm90 -p no:cacheprovider -q -k "$k" "$tests" 2>&1 | tee -a "$OUTDIR/gdn_memcheck.log" | tail -8
     echo "memcheck ($k, TMA ${MEMCHECK_TMA:-0}) exit status: ${PIPESTATUS[0]}"
   done
+fi
+if [ "$part" = ncu ]; then
+  kernel=${1:?ncu needs a kernel name, e.g. chunk_prepare}; shape=${2:-B4xT4096}; shift $(( $# < 2 ? $# : 2 ))
+  ncu -k "regex:$kernel" -s 1 -c 1 --section SourceCounters --section WarpStateStats --section LaunchStats \
+    --import-source yes -o "$OUTDIR/$kernel" -f python3 scripts/device/gdn_profile.py run "$shape" "$@" 2>&1 | tail -2
+  ncu -i "$OUTDIR/$kernel.ncu-rep" --page details 2>&1 | grep -E "Registers Per|Block Size|Warp Cycles Per Issued"
+  ncu -i "$OUTDIR/$kernel.ncu-rep" --page source --csv --print-source cuda,sass > "$OUTDIR/$kernel.source.csv"
+  python3 scripts/device/gdn_profile.py lines "$OUTDIR/$kernel.source.csv" | tee "$OUTDIR/$kernel.lines.txt"
 fi
 if [ "$part" = all ] || [ "$part" = bench ]; then
   python3 -m benchmarks.linear_attention.bench_gdn --skip cases "$@" 2>&1 | tee "$OUTDIR/bench_gdn.log"
