@@ -68,6 +68,7 @@ class TimingRun:
     skip: frozenset[str]
     profile: bool = False
     occupancies: tuple[int, ...] = ()  # OCCUPANCY hints timed beside the BLOCK_V columns
+    segments: tuple[int, ...] = ()  # the forward's SEGMENT values (split scan) timed beside them
 
 
 def correctness_table(log: list[str]) -> bool:
@@ -106,18 +107,22 @@ FWD_BLOCK_VS = (64, 32, 128)
 BWD_BLOCK_VS = (64, 32)
 
 
-def _label(block_v: Any, occupancy: Any = None) -> str:
+def _label(block_v: Any, occupancy: Any = None, segment: Any = None) -> str:
+    if segment:
+        return f"ours[SEG={segment}]"  # at the hook's first BLOCK_V and OCCUPANCY
     if occupancy:
         return f"ours[OCC={occupancy}]"  # at the hook's first BLOCK_V
     return f"ours[BV={block_v}]" if block_v else "ours[first]"
 
 
-def _ours(case: GdnCase, tensors: dict, block_v: Any, occupancy: Any = None) -> tuple[Any, Any]:
-    """(call, output) of our plan at ``block_v`` (and ``occupancy``; None: the hook's first pick):
-    the graph built once, the call one execute()."""
+def _ours(
+    case: GdnCase, tensors: dict, block_v: Any, occupancy: Any = None, segment: Any = None
+) -> tuple[Any, Any]:
+    """(call, output) of our plan at ``block_v`` (and ``occupancy``, ``segment``; None: the hook's
+    first pick): the graph built once, the call one execute()."""
     import torch
 
-    case = dataclasses.replace(case, block_v=block_v, occupancy=occupancy)
+    case = dataclasses.replace(case, block_v=block_v, occupancy=occupancy, segment=segment)
     g, ports = build_graph(case, tensors, {})
     out = torch.empty(sum(case.lengths), HEADS, DIM, dtype=torch.bfloat16, device="cuda")
     workspace = torch.empty(g.get_workspace_size(), dtype=torch.uint8, device="cuda")
@@ -246,9 +251,10 @@ def timing(run: TimingRun) -> list[dict]:
         tensors, _ = make_inputs(case, seed=1)
         tokens = sum(lengths)
         columns, outputs = {}, {}
-        for bv, occupancy in [(bv, None) for bv in FWD_BLOCK_VS] + [(None, o) for o in run.occupancies]:
-            label = _label(bv, occupancy)
-            call, out = _ours(case, tensors, bv, occupancy)
+        plans = [(bv, None, None) for bv in FWD_BLOCK_VS] + [(None, o, None) for o in run.occupancies]
+        for bv, occupancy, segment in plans + [(None, None, s) for s in run.segments]:
+            label = _label(bv, occupancy, segment)
+            call, out = _ours(case, tensors, bv, occupancy, segment)
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
         first = _label(FWD_BLOCK_VS[0])
@@ -402,6 +408,9 @@ def main() -> None:
     parser.add_argument(
         "--occupancy", default="", help="comma list of OCCUPANCY hints to time too (at the hook's BLOCK_V)"
     )
+    parser.add_argument(
+        "--segment", default="", help="comma list of the forward's SEGMENT values (split scan) to time too"
+    )
     args = parser.parse_args()
     skip = frozenset(s for s in args.skip.split(",") if s)
     for name in [s for s in SHAPES if s not in args.shapes.split(",")]:
@@ -409,7 +418,7 @@ def main() -> None:
     started, log = time.perf_counter(), []
     run = TimingRun(
         args.rounds, args.budget_s, started, log, skip, args.profile,
-        tuple(int(o) for o in args.occupancy.split(",") if o),
+        tuple(int(o) for o in args.occupancy.split(",") if o), tuple(int(s) for s in args.segment.split(",") if s),
     )  # fmt: skip
     result: dict[str, Any] = {}
     if "cases" not in skip:

@@ -47,6 +47,7 @@ class GdnCase:
     cu_dtype: str = "int32"
     block_v: int | None = None  # None: the hook's first pick
     occupancy: int | None = None  # the OCCUPANCY knob; None: the hook's first pick
+    segment: int | None = None  # the forward's SEGMENT knob (split scan); None: the hook's first pick
     tolerance: float = 1e-2
 
     @property
@@ -79,6 +80,9 @@ CASES: tuple[GdnCase, ...] = (
     GdnCase("bv32", (100, 65), block_v=32, options=("initial_state", "final_state")),
     GdnCase("bv64", (100, 65), block_v=64, options=("initial_state", "final_state")),
     GdnCase("bv128", (100, 65), block_v=128, options=("initial_state", "final_state")),
+    # the split scan: 1024-token segments (SEGMENT 16), a 2100-token sequence in three, short ones in one
+    GdnCase("split-varlen", (1, 63, 2100, 65, 0, 130), options=("initial_state", "final_state"), segment=16),
+    GdnCase("split-all-options-gva", (2100, 7), heads_qk=2, heads_v=4, options=ALL, segment=16),
     GdnCase(
         "varlen-gated", (1, 63, 64, 65, 130, 0, 97), options=("initial_state", "final_state", "safe_gate")
     ),
@@ -153,7 +157,7 @@ def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]
         final.set_output(True).set_data_type(state_dtype)
         ports["final_state"] = final
     g.create_execution_plans()
-    _select(g, "gdn_cutile", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy)
+    _select(g, "gdn_cutile", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy, SEGMENT=case.segment)
     g.build_plans()
     return g, ports
 
@@ -215,7 +219,7 @@ def run_case(case: GdnCase, seed: int = 0) -> dict:
 # 13 s each on a CPU core), so a time-bounded device run loses it first;
 # "final_state" means d_final_state is given
 BWD_CASES: tuple[GdnCase, ...] = (
-    *(c for c in CASES if c.name not in ("long-4097", "d256")),
+    *(c for c in CASES if c.name not in ("long-4097", "d256") and c.segment is None),  # SEGMENT: forward only
     GdnCase("long-1100", (1100,), heads_qk=2, heads_v=2, options=("initial_state", "final_state")),
     *(c for c in CASES if c.name == "d256"),
 )

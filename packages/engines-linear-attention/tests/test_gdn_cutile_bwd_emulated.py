@@ -47,7 +47,9 @@ def _emulated_modules():
     exec(compile(fwd, "gdn_cutile_fwd.py", "exec"), fwd_ns)
     bwd_ns = {**fwd_ns, "__name__": "gdn_cutile_bwd_emulated"}  # the helpers it imports from the forward
     bwd = (KERNEL_DIR / "gdn_cutile_bwd.py").read_text().replace("import cuda.tile as ct\n", "")
-    bwd = re.sub(r"from pygraph_linear_attention\.kernels\.gdn_cutile_fwd import [^\n]*\n", "", bwd)
+    bwd = re.sub(  # one line, or a parenthesized list
+        r"from pygraph_linear_attention\.kernels\.gdn_cutile_fwd import (\([^)]*\)|[^\n]*)\n", "", bwd
+    )
     exec(compile(bwd, "gdn_cutile_bwd.py", "exec"), bwd_ns)
     return types.SimpleNamespace(**fwd_ns), types.SimpleNamespace(**bwd_ns)
 

@@ -50,3 +50,15 @@ def test_the_prepare_kernel_compiles_with_each_occupancy_hint_for(target, occupa
         kernel, [export_signatures(CONFIG)["prepare"]], out, gpu_code=target, output_format="cubin"
     )
     assert out.getvalue()[:4] == b"\x7fELF", f"prepare, occupancy {occupancy}, {target}: not an ELF cubin"
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])
+def test_the_split_scans_kernels_compile_for(target):
+    import dataclasses
+
+    split = dataclasses.replace(CONFIG, segment=32)
+    for name in ("seg_table", "seg_offsets", "seg_bounds", "segment_scan", "segment_combine", "scan"):
+        out = io.BytesIO()
+        signature = export_signatures(split)[name]
+        ct.compilation.export_kernel(KERNELS[name], [signature], out, gpu_code=target, output_format="cubin")
+        assert out.getvalue()[:4] == b"\x7fELF", f"{name} (segment 32) for {target}: not an ELF cubin"

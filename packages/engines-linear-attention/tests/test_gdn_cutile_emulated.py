@@ -185,7 +185,7 @@ EMU, KERNELS = _emulated_module()
 F64 = torch.float64
 
 
-def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, options=(), seed=0, gate=0.3):
+def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, options=(), seed=0, gate=0.3, segment=0):
     """(kernels' O, final state), (chunked.py's O, final state) on the same fresh inputs."""
     t, ho, n = sum(lengths), max(h, hv), len(lengths)
     inputs, kwargs = gdn_inputs(lengths, h, hv, dk, dv, options=options, seed=seed, gate=gate)
@@ -200,7 +200,7 @@ def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, options=(), seed=0, gat
         use_beta_sigmoid="beta_sigmoid" in options, allow_neg_eigval="neg_eigval" in options,
         safe_gate="safe_gate" in options, has_dt_bias="safe_gate" in options,
         has_initial_state="initial_state" in options, output_final_state="final_state" in options,
-        block_v=block_v,
+        block_v=block_v, segment=segment,
     )  # fmt: skip
     f32, i64 = EMU.float32, EMU.int64
     arrays = {name: _Array(x.numpy().copy(), f32) for name, x in inputs.items()}
@@ -275,6 +275,40 @@ def test_the_value_blocks_tile_the_state():
     _check((130,), dv=32, block_v=32, options=("initial_state", "final_state"))
 
 
+# --- the split scan: segments of chunks scanned at once, then combined ------------------------------
+
+
+@pytest.mark.parametrize("segment", [1, 2])
+def test_the_split_scan_matches_the_spec_over_segments(segment):
+    """Segments of one or two chunks: several per sequence, partial last ones, empty sequences
+    (no segment) inside and last, an initial state passed through them."""
+    _check((130,), segment=segment, options=("final_state",))
+    _check((65, 0, 1, 200, 63, 0), segment=segment, options=("initial_state", "final_state"))
+
+
+def test_the_split_scan_with_every_option_gva_and_value_blocks():
+    options = ("initial_state", "final_state", "qk_l2norm", "beta_sigmoid", "neg_eigval", "safe_gate")
+    _check((130, 3), h=1, hv=2, segment=1, options=options)
+    _check((200,), dv=32, block_v=8, segment=1, options=("initial_state", "final_state"))
+    _check((200,), dk=32, dv=16, block_v=16, segment=2, options=("final_state",))
+
+
+def test_the_segment_bounds_cover_the_tokens_in_order():
+    lengths = (65, 0, 1, 200, 63, 0)
+    _, _, arrays = _run(lengths, segment=1, options=("final_state",))
+    cu = arrays["seg_cu"].data
+    starts = [sum(lengths[:n]) + 64 * p for n, length in enumerate(lengths) for p in range(-(-length // 64))]
+    assert list(cu[: len(starts)]) == starts
+    assert (cu[len(starts) :] == sum(lengths)).all()  # unused slots and the end: empty segments
+    offsets = [sum(-(-length // 64) for length in lengths[:n]) for n in range(len(lengths))]
+    assert list(arrays["seg_offsets"].data) == offsets
+
+
+def test_a_segment_needs_the_key_dim_to_tile_by_block_v():
+    with pytest.raises(ValueError, match="segment=1 needs key_dim \\(16\\)"):
+        _run((10,), dk=16, dv=32, block_v=32, segment=1)
+
+
 # --- the engine end to end: the graph API, the plan's device arrays and workspace, emulated kernels ----
 
 _TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -310,7 +344,7 @@ class _EmulatedLaunch:
             t.copy_(torch.from_numpy(arr.data).to(t.dtype))
 
 
-@pytest.mark.parametrize("name", ["varlen-odd", "all-options-gva", "fp16"])
+@pytest.mark.parametrize("name", ["varlen-odd", "all-options-gva", "fp16", "split-all-options-gva"])
 def test_the_engine_end_to_end_through_the_graph_api(name, monkeypatch):
     """gdn_cases' runner on the CPU: plan, build and execute() a gdn graph, the kernels emulated."""
     import sys

@@ -213,7 +213,8 @@ class _Recorder:
 @pytest.fixture
 def stand_in(monkeypatch):
     """The kernel modules and cuda.tile.launch replaced: (recorder, the sentinel kernels)."""
-    kernels = {"table": object(), "prepare": object(), "scan": object()}
+    names = "table prepare scan seg_table seg_offsets seg_bounds segment_scan segment_combine".split()
+    kernels = {name: object() for name in names}
     module = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_fwd")
     module.KERNELS = kernels
     module.hinted = lambda kernel, **hints: ("hinted", kernel, tuple(sorted(hints.items())))
@@ -237,17 +238,19 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     g.create_execution_plans([heur_mode.A, heur_mode.FALLBACK])
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
     # 12 scan programs at 64: 32 is the hook's BLOCK_V; first at the measured occupancy 2, then
-    # every BLOCK_V at the compiler's (32, then the others ascending), then the other hint
+    # every BLOCK_V at the compiler's (32, then the others ascending), then the other hint, then the
+    # first with each split-scan SEGMENT
     assert names == [
-        "gdn_cutile[BLOCK_V=32,OCCUPANCY=2]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=0]",
-        "gdn_cutile[BLOCK_V=64,OCCUPANCY=0]", "gdn_cutile[BLOCK_V=128,OCCUPANCY=0]",
-        "gdn_cutile[BLOCK_V=32,OCCUPANCY=4]",
+        "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]",
+        "gdn_cutile[BLOCK_V=64,OCCUPANCY=0,SEGMENT=0]", "gdn_cutile[BLOCK_V=128,OCCUPANCY=0,SEGMENT=0]",
+        "gdn_cutile[BLOCK_V=32,OCCUPANCY=4,SEGMENT=0]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=32]",
+        "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=16]",
     ]  # fmt: skip
-    g.select_plan(names.index("gdn_cutile[BLOCK_V=64,OCCUPANCY=0]"))
+    g.select_plan(names.index("gdn_cutile[BLOCK_V=64,OCCUPANCY=0,SEGMENT=0]"))
     g.build_plans()
     plan = g.selected_plan
     assert (plan.name, plan.kind, plan.engine.name) == (
-        "gdn_cutile[BLOCK_V=64,OCCUPANCY=0]",
+        "gdn_cutile[BLOCK_V=64,OCCUPANCY=0,SEGMENT=0]",
         "python",
         "gdn_cutile",
     )
@@ -321,7 +324,7 @@ def test_an_occupancy_knob_launches_the_prepare_kernel_with_that_hint(stand_in):
     g = _graph(t=130, n=3, h=2)
     g.create_execution_plans()
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-    g.select_plan(names.index("gdn_cutile[BLOCK_V=32,OCCUPANCY=2]"))
+    g.select_plan(names.index("gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]"))
     g.build_plans()
     o, _ = g.outputs_for_test
     tensors = {
@@ -335,6 +338,45 @@ def test_an_occupancy_knob_launches_the_prepare_kernel_with_that_hint(stand_in):
         ("hinted", kernels["prepare"], (("occupancy", 2),)),
         kernels["scan"],
     ]
+
+
+def test_a_segment_knob_launches_the_split_scan_over_segments(stand_in):
+    """SEGMENT=16 (1024 tokens): a 2100-token and a 64-token sequence make 3 + 1 segments in
+    cdiv(2164, 1024) + 2 = 5 slots; the scan then runs over the slots, from their states."""
+    recorder, kernels = stand_in
+    t, n, h, d = 2164, 2, 2, 128
+    g = _graph(t=t, n=n, h=h, d=d, state=True, final=True)
+    g.create_execution_plans()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    g.select_plan(names.index("gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=16]"))
+    g.build_plans()
+    slots = -(-t // 1024) + n
+    assert g.get_workspace_size() >= slots * h * d * d * 4 * 3  # N, M and each segment's entering state
+    o, final = g.outputs_for_test
+    names = ("q", "k", "v", "g", "beta", "cu_seqlens", "h0")
+    tensors = {g.find_tensor(name): 0x100000 * (i + 1) for i, name in enumerate(names)}
+    tensors[o], tensors[final] = 0x9000000, 0xA000000
+    g.execute(tensors, workspace=0x40000000)
+    order = "table prepare seg_table seg_offsets seg_bounds segment_scan segment_combine scan".split()
+    launched = [kernel for _, _, kernel, _ in recorder.calls]
+    assert launched[0] == kernels["table"] and launched[2:] == [kernels[name] for name in order[2:]]
+    grids = dict(zip(order, (grid for _, grid, _, _ in recorder.calls)))
+    assert grids["segment_scan"] == (slots, h, d // 32 + d // 32)  # N's value blocks, then M's key blocks
+    assert grids["segment_combine"] == (n, h, d // 32)
+    assert grids["scan"] == (slots, h, d // 32)
+    scan_args = recorder.calls[-1][3]
+    assert scan_args[11:13] == (1, 0)  # HAS_H0 (the segment's entering state), no final state there
+    combine_args = recorder.calls[-2][3]
+    assert combine_args[7:9] == (1, 1)  # HAS_H0, STORE_HT: the final state comes from the combine
+
+
+def test_a_segment_knob_that_cannot_tile_the_key_dim_is_declined():
+    from pygraph_linear_attention.engines.cutile import segment_reason
+
+    facts = types.SimpleNamespace(head_dim_k=64)
+    assert segment_reason(facts, 128, 16) == "SEGMENT=16 needs BLOCK_V=128 to divide the key head dim 64"
+    assert segment_reason(facts, 32, 8) == "knob SEGMENT=8 outside its domain (0, 32, 16)"
+    assert segment_reason(facts, 32, 16) is None
 
 
 def test_a_call_with_a_misaligned_workspace_is_refused_and_launches_nothing(stand_in):

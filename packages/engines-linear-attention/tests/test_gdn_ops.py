@@ -132,7 +132,7 @@ def test_one_graph_per_key_reused_across_calls(gdn_stand_in):
     assert problem.device == torch.device("cpu")
     built = op_graphs.GRAPHS.get(key, lambda: pytest.fail("a cached key built again"))
     # 3 sequences: a small scan grid (BLOCK_V 32), at the measured occupancy hint
-    assert built.plan_name == "gdn_cutile[BLOCK_V=32,OCCUPANCY=2]"
+    assert built.plan_name == "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]"
 
 
 def test_a_non_contiguous_input_runs_its_contiguous_copy(gdn_stand_in):

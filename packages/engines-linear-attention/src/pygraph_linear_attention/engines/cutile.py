@@ -34,6 +34,7 @@ from pygraph_linear_attention.kernels.gdn_cutile_host import (
     HINTED_BWD,
     OCCUPANCY,
     OCCUPANCY_BWD,
+    SEGMENT,
     GdnCutileConfig,
     launch_forward,
 )
@@ -169,9 +170,10 @@ def _layout_reason(facts: LinearAttentionFacts) -> str | None:
     return None
 
 
-def config_for(facts: LinearAttentionFacts, block_v: int) -> GdnCutileConfig:
+def config_for(facts: LinearAttentionFacts, block_v: int, segment: int = 0) -> GdnCutileConfig:
     """The kernels' view of a supported gdn or gdn_bwd graph (a `GdnCutileBwdConfig` for the
-    backward), for ``block_v`` value rows per scan program."""
+    backward), for ``block_v`` value rows per scan program and ``segment`` chunks per segment of
+    the forward's split scan (0: none)."""
     node = facts.node
     a_log, dt_bias = node.inputs.get("a_log"), node.inputs.get("dt_bias")
 
@@ -181,7 +183,7 @@ def config_for(facts: LinearAttentionFacts, block_v: int) -> GdnCutileConfig:
             size *= int(d)
         return size
 
-    extra = {"has_d_final_state": facts.output_final_state} if facts.backward else {}
+    extra = {"has_d_final_state": facts.output_final_state} if facts.backward else {"segment": segment}
     return (GdnCutileBwdConfig if facts.backward else GdnCutileConfig)(
         tokens=facts.tokens, sequences=facts.sequences, heads_qk=facts.heads_qk, heads_v=facts.heads_v,
         heads_g=_heads(node.inputs["g"]), heads_beta=_heads(node.inputs["beta"]),
@@ -202,6 +204,15 @@ def block_v_reason(facts: LinearAttentionFacts, block_v: Any) -> str | None:
         return f"knob BLOCK_V={block_v!r} outside its domain {BLOCK_V}"
     if facts.head_dim_v % block_v:
         return f"BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
+    return None
+
+
+def segment_reason(facts: LinearAttentionFacts, block_v: int, segment: Any) -> str | None:
+    """Why SEGMENT=``segment`` cannot split this graph's scan at ``block_v``, or None."""
+    if segment not in SEGMENT:
+        return f"knob SEGMENT={segment!r} outside its domain {SEGMENT}"
+    if segment and facts.head_dim_k % block_v:
+        return f"SEGMENT={segment} needs BLOCK_V={block_v} to divide the key head dim {facts.head_dim_k}"
     return None
 
 
@@ -310,7 +321,7 @@ class GdnCutileEngine(BaseEngine):
         sm_hi=121,
         dtypes={data_type.BFLOAT16, data_type.HALF},
         features=_FEATURES,
-        knob_domains={"BLOCK_V": BLOCK_V, "OCCUPANCY": OCCUPANCY},
+        knob_domains={"BLOCK_V": BLOCK_V, "OCCUPANCY": OCCUPANCY, "SEGMENT": SEGMENT},
     )
 
     def _facts(self, request: EngineRequest) -> LinearAttentionFacts:
@@ -341,10 +352,13 @@ class GdnCutileEngine(BaseEngine):
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         facts = self._facts(request)
-        block_v = (plan.knobs or {}).get("BLOCK_V", BLOCK_V[0])
+        knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
+        block_v, segment = knobs.get("BLOCK_V", BLOCK_V[0]), knobs.get("SEGMENT", SEGMENT[0])
         if block_v_reason(facts, block_v):
             block_v = BLOCK_V[0]
-        return config_for(facts, block_v).workspace_bytes
+        if facts.backward or segment_reason(facts, block_v, segment):
+            segment = SEGMENT[0]
+        return config_for(facts, block_v, segment).workspace_bytes
 
     def build_plan(
         self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
@@ -352,9 +366,11 @@ class GdnCutileEngine(BaseEngine):
         self.check_support(request)
         facts = self._facts(request)
         knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
-        block_v = knobs.get("BLOCK_V", BLOCK_V[0])
-        reason = block_v_reason(facts, block_v) or self.capabilities.mismatch(
-            facts, knobs, device=request.device
+        block_v, segment = knobs.get("BLOCK_V", BLOCK_V[0]), knobs.get("SEGMENT", SEGMENT[0])
+        reason = (
+            block_v_reason(facts, block_v)
+            or self.capabilities.mismatch(facts, knobs, device=request.device)
+            or segment_reason(facts, block_v, segment)
         )
         if reason is not None:
             raise GraphNotSupportedError(f"{self.name}: {reason}")
@@ -379,7 +395,7 @@ class GdnCutileEngine(BaseEngine):
             from pygraph_linear_attention.kernels.gdn_cutile_fwd import hinted
 
             kernels = kernels | {n: hinted(kernels[n], occupancy=occupancy) for n in hinted_names}
-        cfg = config_for(facts, block_v)
+        cfg = config_for(facts, block_v, segment)
         return GdnCutilePlan(request.graph.name, cfg, positions, declared, launch, kernels, run)
 
 

@@ -37,7 +37,12 @@ from typing import Any
 
 import cuda.tile as ct
 
-from pygraph_linear_attention.kernels.gdn_cutile_fwd import TMA, _l2_normalized, _softplus
+from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
+    TMA,
+    _l2_normalized,
+    _softplus,
+    chunk_offsets_kernel,
+)
 
 __all__ = [
     "BWD_KERNELS",
@@ -66,20 +71,6 @@ def _mm(x, y, dtype):
 def _rows(x, C: ConstInt, D: ConstInt):
     """A [C, 1, D] tile as [C, D] fp32."""
     return ct.astype(ct.reshape(x, (C, D)), ct.float32)
-
-
-@ct.kernel
-def chunk_offsets_kernel(cu_seqlens, offsets, N, C: ConstInt, BN: ConstInt):
-    """offsets[n] = the table slot of sequence n's first chunk (the chunks of the sequences before it)."""
-    carry = ct.zeros((), dtype=ct.int32)
-    for step in range(ct.cdiv(N, BN)):
-        m = step * BN + ct.arange(BN, dtype=ct.int32)
-        inside = m < N
-        lo = ct.astype(ct.gather(cu_seqlens, m, mask=inside, padding_value=0), ct.int32)
-        hi = ct.astype(ct.gather(cu_seqlens, m + 1, mask=inside, padding_value=0), ct.int32)
-        counts = ct.cdiv(hi - lo, C)
-        ct.store(offsets, (step,), ct.cumsum(counts, 0) + carry - counts, allow_tma=TMA)
-        carry = carry + ct.sum(counts)
 
 
 @ct.kernel

@@ -277,6 +277,145 @@ def chunk_scan_kernel(
         ct.store(ht, (n, h, vb, 0), ct.reshape(ct.astype(state, ht.dtype), (1, 1, BV, K)), allow_tma=TMA)
 
 
+@ct.kernel
+def chunk_offsets_kernel(cu_seqlens, offsets, N, C: ConstInt, BN: ConstInt):
+    """offsets[n] = the slot of sequence n's first block of C tokens (the blocks of the sequences
+    before it): the chunk offsets of the backward, and the segment offsets of the split scan."""
+    carry = ct.zeros((), dtype=ct.int32)
+    for step in range(ct.cdiv(N, BN)):
+        m = step * BN + ct.arange(BN, dtype=ct.int32)
+        inside = m < N
+        lo = ct.astype(ct.gather(cu_seqlens, m, mask=inside, padding_value=0), ct.int32)
+        hi = ct.astype(ct.gather(cu_seqlens, m + 1, mask=inside, padding_value=0), ct.int32)
+        counts = ct.cdiv(hi - lo, C)
+        ct.store(offsets, (step,), ct.cumsum(counts, 0) + carry - counts, allow_tma=TMA)
+        carry = carry + ct.sum(counts)
+
+
+# --- the split scan: a long sequence's chunks in segments, scanned in parallel ----------------------
+# One chunk maps the state S [V, K] to S (e^L I - W^T D K) + (D U)^T K (L the chunk's last gamma,
+# D = diag(e^(L - gamma_i)) over its real rows): affine in S, each row of S on its own. A segment of
+# chunks composes to S M + N; M (K x K) is what the same recurrence makes of the K rows of the
+# identity with u = 0, and N what it makes of zero rows with the chunk's u. `segment_scan_kernel`
+# computes N and M for every segment at once (V / BV programs for N, K / BV for M), `segment_combine_kernel` walks each sequence's segments
+# (S_next = S M + N: a few steps, not one per chunk) to the state entering each, and the fused scan
+# then runs over the segments as over sequences of their own, from those states.
+
+
+@ct.kernel
+def segment_bounds_kernel(cu_seqlens, seg_table, seg_cu, SEGMENTS, T, SEG: ConstInt, BJ: ConstInt):
+    """seg_cu[j] = the first token of segment slot j (from `chunk_table_kernel` run with C = SEG
+    tokens: (sequence, segment within it)); unused slots and seg_cu[SEGMENTS] read T, so they are
+    empty and the used ones end where the next begins."""
+    slot = ct.bid(0) * BJ + ct.arange(BJ, dtype=ct.int32)
+    n = ct.reshape(
+        ct.load(seg_table, (ct.bid(0), 0), shape=(BJ, 1), padding_mode=_ZERO, allow_tma=TMA), (BJ,)
+    )
+    p = ct.reshape(
+        ct.load(seg_table, (ct.bid(0), 1), shape=(BJ, 1), padding_mode=_ZERO, allow_tma=TMA), (BJ,)
+    )
+    used = (slot < SEGMENTS) & (n >= 0)
+    bos = ct.astype(ct.gather(cu_seqlens, ct.maximum(n, 0), mask=used, padding_value=0), ct.int32)
+    ct.store(seg_cu, (ct.bid(0),), ct.where(used, bos + p * SEG, T), allow_tma=TMA)
+
+
+@ct.kernel
+def segment_scan_kernel(
+    k,  # [T, H, K] io
+    w,  # [T, HO, K] io, from chunk_prepare_kernel
+    u,  # [T, HO, V] io
+    gamma,  # [T, HO] fp32
+    seg_cu,  # [SEGMENTS + 1] int32, from segment_bounds_kernel
+    seg_n,  # [SEGMENTS, HO, V, K] fp32 out: each segment's N
+    seg_m,  # [SEGMENTS, HO, K, K] fp32 out: each segment's M
+    K_GROUP,
+    L2NORM,
+    K: ConstInt,
+    V: ConstInt,
+    BV: ConstInt,
+    C: ConstInt,
+):
+    s, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
+    bos = ct.load(seg_cu, (s,), shape=())
+    eos = ct.load(seg_cu, (s + 1,), shape=())
+    length = eos - bos
+    value_rows = vb < V // BV  # N's rows (the chunk's u) or M's (the identity's, u = 0)
+    rows_id = (vb - V // BV) * BV + ct.arange(BV, dtype=ct.int32)
+    eye = ct.expand_dims(rows_id, 1) == ct.expand_dims(ct.arange(K, dtype=ct.int32), 0)
+    state = ct.where(eye, 1.0, 0.0)  # N's programs: rows_id < 0, no diagonal, zero rows
+    r = ct.arange(C, dtype=ct.int32)
+    hk = h // K_GROUP
+    ub = ct.minimum(vb, V // BV - 1)  # the u block N's programs read (M's read one and drop it)
+    keep_u = ct.where(value_rows, 1.0, 0.0)
+    for c in range(ct.cdiv(length, C)):
+        k_seq, w_seq, u_seq, g_seq = (
+            k.slice(0, bos, eos),
+            w.slice(0, bos, eos),
+            u.slice(0, bos, eos),
+            gamma.slice(0, bos, eos),
+        )
+        rows = length - c * C
+        valid = r < rows
+        kt = ct.reshape(
+            ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K)
+        )
+        if L2NORM != 0:
+            kt = _l2_normalized(kt)
+        wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K))
+        ut = ct.reshape(
+            ct.load(u_seq, (c, h, ub), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), (C, BV)
+        )
+        gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,))
+        state_t = ct.transpose(ct.astype(state, kt.dtype))  # [K, BV]
+        v_new = ct.astype(ut, ct.float32) * keep_u - ct.mma(wt, state_t, ct.zeros((C, BV), dtype=ct.float32))
+        last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
+        carried = ct.astype(v_new * ct.expand_dims(ct.where(valid, ct.exp(last - gam), 0.0), 1), kt.dtype)
+        state = ct.mma(ct.transpose(carried), kt, state * ct.exp(last))
+    if vb < V // BV:
+        ct.store(seg_n, (s, h, vb, 0), ct.reshape(state, (1, 1, BV, K)), allow_tma=TMA)
+    else:
+        ct.store(seg_m, (s, h, vb - V // BV, 0), ct.reshape(state, (1, 1, BV, K)), allow_tma=TMA)
+
+
+@ct.kernel
+def segment_combine_kernel(
+    seg_n,  # [SEGMENTS, HO, V, K] fp32, from segment_scan_kernel
+    seg_m,  # [SEGMENTS, HO, K, K] fp32
+    seg_offsets,  # [N] int32: each sequence's first segment slot (chunk_offsets_kernel, C = SEG)
+    cu_seqlens,  # [N + 1]
+    h0,  # [N, HO, V, K] fp32 or bf16 (read when HAS_H0)
+    seg_h0,  # [SEGMENTS, HO, V, K] fp32 out: the state entering each segment
+    ht,  # [N, HO, V, K] out (written when STORE_HT)
+    HAS_H0,
+    STORE_HT,
+    K: ConstInt,
+    V: ConstInt,
+    BV: ConstInt,
+    SEG: ConstInt,
+    BK: ConstInt,  # key rows of M per product: min(32, K)
+):
+    n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
+    length = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32) - ct.astype(
+        ct.load(cu_seqlens, (n,), shape=()), ct.int32
+    )
+    first = ct.load(seg_offsets, (n,), shape=())
+    state = ct.zeros((BV, K), dtype=ct.float32)
+    if HAS_H0 != 0:
+        state = ct.astype(ct.reshape(ct.load(h0, (n, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), ct.float32)
+    for p in range(ct.cdiv(length, SEG)):
+        ct.store(seg_h0, (first + p, h, vb, 0), ct.reshape(state, (1, 1, BV, K)), allow_tma=TMA)
+        # S M + N in fp32 (a handful of steps per sequence, each carrying a whole segment), M in
+        # blocks of BK key rows: whole, its product spilled 8.5-12 KB per thread at K = 128 on
+        # sm_90, in blocks 0.8 KB (16-row blocks: 0.6-1.0 KB)
+        acc = ct.reshape(ct.load(seg_n, (first + p, h, vb, 0), shape=(1, 1, BV, K), allow_tma=TMA), (BV, K))
+        for kb in range(K // BK):
+            m = ct.reshape(ct.load(seg_m, (first + p, h, kb, 0), shape=(1, 1, BK, K), allow_tma=TMA), (BK, K))
+            acc = ct.mma(ct.extract(state, (0, kb), (BV, BK)), m, acc)
+        state = acc
+    if STORE_HT != 0:
+        ct.store(ht, (n, h, vb, 0), ct.reshape(ct.astype(state, ht.dtype), (1, 1, BV, K)), allow_tma=TMA)
+
+
 _HINTED: dict[tuple, Any] = {}
 
 
@@ -291,7 +430,11 @@ def hinted(kernel: Any, **hints: Any) -> Any:
 
 
 # the kernels by the names the host side (`gdn_cutile_host`) launches them under
-KERNELS = {"table": chunk_table_kernel, "prepare": chunk_prepare_kernel, "scan": chunk_scan_kernel}
+KERNELS = {
+    "table": chunk_table_kernel, "prepare": chunk_prepare_kernel, "scan": chunk_scan_kernel,
+    "seg_table": chunk_table_kernel, "seg_offsets": chunk_offsets_kernel, "seg_bounds": segment_bounds_kernel,
+    "segment_scan": segment_scan_kernel, "segment_combine": segment_combine_kernel,
+}  # fmt: skip
 
 
 class _Param:
@@ -345,7 +488,9 @@ def export_signatures(
         "q": _Param(io, 3), "k": _Param(io, 3), "v": _Param(io, 3), "g": _Param("float32", 2), "beta": _Param(beta, 2),
         "cu_seqlens": _Param(cu_seqlens, 1), "o": _Param(io, 3), "table": _Param("int32", 2),
         "gamma": _Param("float32", 2), "w": _Param(io, 3), "u": _Param(io, 3), "spare": _Param("float32", 1),
-        "spare4": _Param("float32", 4),
+        "spare4": _Param("float32", 4), "seg_table": _Param("int32", 2), "seg_offsets": _Param("int32", 1),
+        "seg_cu": _Param("int32", 1), "seg_n": _Param("float32", 4), "seg_m": _Param("float32", 4),
+        "seg_h0": _Param("float32", 4),
     }  # fmt: skip
     if cfg.safe_gate:
         params["a_log"] = _Param("float32", 1)

@@ -19,6 +19,7 @@ __all__ = [
     "ITEMSIZE",
     "OCCUPANCY",
     "OCCUPANCY_BWD",
+    "SEGMENT",
     "GdnCutileConfig",
     "Region",
     "kernel_arguments",
@@ -42,6 +43,12 @@ OCCUPANCY = (0, 2, 4)
 OCCUPANCY_BWD = (0, 2)
 # the backward's launches the OCCUPANCY hint applies to
 HINTED_BWD = ("prepare", "chunk_grad_output", "chunk_grad_wy")
+# SEGMENT: chunks per segment of the split scan (0: one scan program per sequence, head and value
+# block, chunk after chunk). With S chunks per segment, a sequence's state passing runs as
+# segment_scan (every segment at once, from zero and from the identity), segment_combine (one step
+# per segment) and the fused scan over the segments: more programs for a long sequence, about twice
+# the state arithmetic. Untimed: offered after the default.
+SEGMENT = (0, 32, 16)
 CHUNK = 64  # tokens per chunk (the kernels' C)
 TABLE_BLOCK = 128  # chunk slots per program of the table kernel
 TABLE_SEQ_BLOCK = 64  # sequences read per step of the table kernel
@@ -101,6 +108,15 @@ class GdnCutileConfig:
     has_initial_state: bool = False
     output_final_state: bool = False
     block_v: int = 64  # BV: value rows of the state one scan program carries
+    segment: int = 0  # chunks per segment of the split scan (0: none)
+
+    def __post_init__(self) -> None:
+        if self.segment and self.key_dim % self.block_v:
+            # segment_scan's programs carry M's K rows in blocks of BLOCK_V
+            raise ValueError(
+                f"GdnCutileConfig: segment={self.segment} needs key_dim ({self.key_dim}) to be a "
+                f"multiple of block_v ({self.block_v})"
+            )
 
     @property
     def heads_out(self) -> int:
@@ -111,6 +127,11 @@ class GdnCutileConfig:
         """Rows of the chunk table: each sequence adds at most one partial chunk to cdiv(T, CHUNK)."""
         return -(-self.tokens // CHUNK) + self.sequences
 
+    @property
+    def segment_slots(self) -> int:
+        """Rows of the segment table: as `chunk_slots`, in segments of ``segment`` chunks."""
+        return -(-self.tokens // (self.segment * CHUNK)) + self.sequences if self.segment else 0
+
     def group(self, heads: int) -> int:
         """Output heads per head of a tensor with ``heads`` heads."""
         return self.heads_out // heads
@@ -118,14 +139,24 @@ class GdnCutileConfig:
     def workspace_regions(self) -> tuple[Region, ...]:
         """The workspace, carved: the chunk table, gamma, w, u, and a small spare array that
         stands in for absent optional inputs (never read: their kernel branches are compiled out)."""
-        t, ho = self.tokens, self.heads_out
-        shapes = (
+        t, ho, k, v = self.tokens, self.heads_out, self.key_dim, self.value_dim
+        shapes = [
             ("table", "int32", (self.chunk_slots, 2)),
             ("gamma", "float32", (t, ho)),
-            ("w", self.io_dtype, (t, ho, self.key_dim)),
-            ("u", self.io_dtype, (t, ho, self.value_dim)),
-            ("spare", "float32", (16,)),
-        )
+            ("w", self.io_dtype, (t, ho, k)),
+            ("u", self.io_dtype, (t, ho, v)),
+        ]
+        if self.segment:
+            segments = self.segment_slots
+            shapes += [
+                ("seg_table", "int32", (segments, 2)),
+                ("seg_offsets", "int32", (self.sequences,)),
+                ("seg_cu", "int32", (segments + 1,)),
+                ("seg_n", "float32", (segments, ho, v, k)),
+                ("seg_m", "float32", (segments, ho, k, k)),
+                ("seg_h0", "float32", (segments, ho, v, k)),
+            ]
+        shapes.append(("spare", "float32", (16,)))
         return layout_regions(shapes)
 
     @property
@@ -134,12 +165,24 @@ class GdnCutileConfig:
         return last.offset + last.nbytes
 
     def grids(self) -> dict[str, tuple[int, ...]]:
-        """Launch grids of the three kernels."""
-        return {
+        """Launch grids of the kernels (the split scan's where ``segment`` is set)."""
+        ho, blocks = self.heads_out, self.value_dim // self.block_v
+        grids = {
             "table": (-(-self.chunk_slots // TABLE_BLOCK),),
-            "prepare": (self.chunk_slots, self.heads_out),
-            "scan": (self.sequences, self.heads_out, self.value_dim // self.block_v),
+            "prepare": (self.chunk_slots, ho),
+            "scan": (self.sequences, ho, blocks),
         }
+        if self.segment:
+            segments = self.segment_slots
+            grids |= {
+                "seg_table": (-(-segments // TABLE_BLOCK),),
+                "seg_offsets": (1,),
+                "seg_bounds": (-(-(segments + 1) // TABLE_BLOCK),),
+                "segment_scan": (segments, ho, blocks + self.key_dim // self.block_v),
+                "segment_combine": (self.sequences, ho, blocks),
+                "scan": (segments, ho, blocks),
+            }
+        return grids
 
 
 # --- the arguments of each kernel, and the three launches -------------------------------------------
@@ -161,7 +204,7 @@ def kernel_arguments(cfg: GdnCutileConfig, arrays: Mapping[str, Any]) -> dict[st
         return arrays[spare] if found is None else found
 
     ho = cfg.heads_out
-    return {
+    args = {
         "table": (arrays["cu_seqlens"], arrays["table"], cfg.sequences, CHUNK, TABLE_BLOCK, TABLE_SEQ_BLOCK),
         "prepare": (
             arrays["k"], arrays["v"], arrays["g"], arrays["beta"], get("a_log", "spare"), get("dt_bias", "spare"),
@@ -178,6 +221,30 @@ def kernel_arguments(cfg: GdnCutileConfig, arrays: Mapping[str, Any]) -> dict[st
             float(cfg.scale),
         ),
     }  # fmt: skip
+    if not cfg.segment:
+        return args
+    seg, segments = cfg.segment * CHUNK, cfg.segment_slots
+    n, kv = cfg.sequences, (cfg.key_dim, cfg.value_dim, cfg.block_v)
+    return args | {
+        "seg_table": (arrays["cu_seqlens"], arrays["seg_table"], n, seg, TABLE_BLOCK, TABLE_SEQ_BLOCK),
+        "seg_offsets": (arrays["cu_seqlens"], arrays["seg_offsets"], n, seg, TABLE_SEQ_BLOCK),
+        "seg_bounds": (arrays["cu_seqlens"], arrays["seg_table"], arrays["seg_cu"], segments, cfg.tokens, seg, TABLE_BLOCK),
+        "segment_scan": (
+            arrays["k"], arrays["w"], arrays["u"], arrays["gamma"], arrays["seg_cu"], arrays["seg_n"], arrays["seg_m"],
+            ho // cfg.heads_qk, int(cfg.use_qk_l2norm), *kv, CHUNK,
+        ),
+        "segment_combine": (
+            arrays["seg_n"], arrays["seg_m"], arrays["seg_offsets"], arrays["cu_seqlens"], get("h0", "spare4"),
+            arrays["seg_h0"], get("ht", "spare4"), int(cfg.has_initial_state), int(cfg.output_final_state), *kv, seg,
+            min(32, cfg.key_dim),
+        ),
+        # the fused scan over the segments, each from the state segment_combine passed it
+        "scan": (
+            arrays["q"], arrays["k"], arrays["w"], arrays["u"], arrays["gamma"], arrays["seg_cu"], arrays["seg_h0"],
+            arrays["o"], arrays["spare4"], ho // cfg.heads_qk, int(cfg.use_qk_l2norm), 1, 0, cfg.key_dim,
+            cfg.block_v, CHUNK, float(cfg.scale),
+        ),
+    }  # fmt: skip
 
 
 def launch_forward(
@@ -186,11 +253,18 @@ def launch_forward(
     cfg: GdnCutileConfig,
     arrays: Mapping[str, Any],
 ) -> None:
-    """The forward: the table, then the chunks' preparation, then the scan, in stream order.
+    """The forward: the table, then the chunks' preparation, then the scan, in stream order (with
+    ``cfg.segment``, the split scan's launches before the scan, which then runs over segments).
 
     ``launch(grid, kernel, args)`` enqueues one kernel (``ct.launch`` on the call's stream);
     ``kernels`` maps table, prepare and scan to the kernels (``gdn_cutile_fwd.KERNELS``).
     """
     args, grids = kernel_arguments(cfg, arrays), cfg.grids()
-    for name in ("table", "prepare", "scan"):
+    for name in FORWARD_LAUNCHES if not cfg.segment else SPLIT_FORWARD_LAUNCHES:
         launch(grids[name], kernels[name], args[name])
+
+
+FORWARD_LAUNCHES = ("table", "prepare", "scan")
+SPLIT_FORWARD_LAUNCHES = (
+    "table", "prepare", "seg_table", "seg_offsets", "seg_bounds", "segment_scan", "segment_combine", "scan",
+)  # fmt: skip
