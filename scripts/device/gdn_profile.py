@@ -36,7 +36,8 @@ def _number(text: str) -> float:
 
 
 def lines(path: str, top: int) -> None:
-    rows = list(csv.reader(open(path)))
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
     start = next(i for i, r in enumerate(rows) if r[:2] == ["Line No", "Source"])
     header = rows[start]
     samples = header.index("Warp Stall Sampling (All Samples)")
