@@ -47,7 +47,7 @@ class GdnCase:
     cu_dtype: str = "int32"
     block_v: int | None = None  # None: the hook's first pick
     occupancy: int | None = None  # the OCCUPANCY knob; None: the hook's first pick
-    segment: int | None = None  # the forward's SEGMENT knob (split scan); None: the hook's first pick
+    segment: int | None = None  # the SEGMENT knob (the split scans); None: the hook's first pick
     tolerance: float = 1e-2
 
     @property
@@ -219,7 +219,7 @@ def run_case(case: GdnCase, seed: int = 0) -> dict:
 # 13 s each on a CPU core), so a time-bounded device run loses it first;
 # "final_state" means d_final_state is given
 BWD_CASES: tuple[GdnCase, ...] = (
-    *(c for c in CASES if c.name not in ("long-4097", "d256") and c.segment is None),  # SEGMENT: forward only
+    *(c for c in CASES if c.name not in ("long-4097", "d256")),
     GdnCase("long-1100", (1100,), heads_qk=2, heads_v=2, options=("initial_state", "final_state")),
     *(c for c in CASES if c.name == "d256"),
 )
@@ -260,7 +260,7 @@ def build_bwd_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, d
             out.set_output(True).set_data_type(ports[GRADIENTS[name]].data_type)
             ports[name] = out
     g.create_execution_plans()
-    _select(g, "gdn_cutile_bwd", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy)
+    _select(g, "gdn_cutile_bwd", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy, SEGMENT=case.segment)
     g.build_plans()
     return g, ports
 

@@ -59,7 +59,7 @@ KERNELS = {**FWD_MODULE.KERNELS, **BWD_MODULE.BWD_KERNELS}
 F64 = torch.float64
 
 
-def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, options=(), seed=0, gate=0.3):
+def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, options=(), seed=0, gate=0.3, segment=0):
     """(the kernels' gradients, chunked_bwd's) on the same fresh inputs, by the graph's output names."""
     t, ho, n = sum(lengths), max(h, hv), len(lengths)
     inputs, kwargs = gdn_inputs(lengths, h, hv, dk, dv, options=options, seed=seed, gate=gate)
@@ -83,7 +83,7 @@ def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, options=(), seed=0, gat
         use_beta_sigmoid="beta_sigmoid" in options, allow_neg_eigval="neg_eigval" in options,
         safe_gate="safe_gate" in options, has_dt_bias="safe_gate" in options,
         has_initial_state="initial_state" in options, has_d_final_state="final_state" in options,
-        block_v=block_v,
+        block_v=block_v, segment=segment,
     )  # fmt: skip
     f32 = EMU.float32
     arrays = {name: _Array(x.numpy().copy(), f32) for name, x in inputs.items()}
@@ -184,10 +184,38 @@ def test_the_value_blocks_tile_the_state():
     _check((130,), dv=32, block_v=32, options=("initial_state", "final_state"))
 
 
+# --- the split scans: the state scan and the gradient scan over segments ---------------------------
+
+
+@pytest.mark.parametrize("segment", [1, 2])
+def test_the_split_scans_match_the_spec_over_segments(segment):
+    """Segments of one or two chunks: several per sequence, partial last ones, empty sequences
+    inside and last, an initial state in and d_initial_state out, d_final_state given."""
+    _check((130,), segment=segment, options=("final_state",))
+    _check((65, 0, 1, 200, 63, 0), segment=segment, options=("initial_state", "final_state"))
+
+
+def test_the_split_scans_with_every_option_gva_and_value_blocks():
+    options = (
+        "initial_state",
+        "final_state",
+        "qk_l2norm",
+        "beta_sigmoid",
+        "neg_eigval",
+        "safe_gate",
+        "scale",
+    )
+    _check((130, 3), h=1, hv=2, segment=1, options=options)
+    _check((200,), dv=32, block_v=8, segment=1, options=("initial_state",))
+    _check((200,), dk=32, dv=16, block_v=16, segment=2, options=("final_state",))
+
+
 # --- the engine end to end: a gdn_bwd graph planned, built and executed, the kernels emulated ------------
 
 
-@pytest.mark.parametrize("name", ["varlen-odd", "all-options-gva", "fp16", "gqa2", "safe-gate"])
+@pytest.mark.parametrize(
+    "name", ["varlen-odd", "all-options-gva", "fp16", "gqa2", "safe-gate", "split-varlen"]
+)
 def test_the_engine_serves_a_gdn_bwd_graph_end_to_end(name, monkeypatch):
     """gdn_cases' backward runner on the CPU: every gradient against autograd through the float64
     token loop. The stand-in launch rounds each array to its own dtype between kernels (w, u, the

@@ -222,7 +222,10 @@ def stand_in(monkeypatch):
     bwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_bwd")
     bwd.BWD_KERNELS = {
         name: object()
-        for name in "offsets states grad_scan chunk_grad_output chunk_grad_wy group_sum gate_sum param_sum".split()
+        for name in (
+            "offsets states grad_scan chunk_grad_output chunk_grad_wy group_sum gate_sum param_sum "
+            "segment_combine_grad"
+        ).split()
     }
     kernels.update(bwd.BWD_KERNELS)
     monkeypatch.setitem(sys.modules, bwd.__name__, bwd)
@@ -403,12 +406,14 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
     g = _bwd_graph(t=t, n=n, h=h, hv=hv, d=d)
     g.create_execution_plans()
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-    # 24 programs at 64: BLOCK_V 32, first with the per-chunk kernels' occupancy hint 2
+    # 24 programs at 64: BLOCK_V 32, first with the per-chunk kernels' occupancy hint 2; the split
+    # scans last
     assert names == [
-        "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2]", "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=0]",
-        "gdn_cutile_bwd[BLOCK_V=64,OCCUPANCY=0]", "gdn_cutile_bwd[BLOCK_V=128,OCCUPANCY=0]",
+        "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]",
+        "gdn_cutile_bwd[BLOCK_V=64,OCCUPANCY=0,SEGMENT=0]", "gdn_cutile_bwd[BLOCK_V=128,OCCUPANCY=0,SEGMENT=0]",
+        "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=32]", "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=16]",
     ]  # fmt: skip
-    g.select_plan(names.index("gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=0]"))  # the hint: the next test
+    g.select_plan(names.index("gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]"))  # the hint: the next test
     g.build_plans()
     slots = -(-t // CHUNK) + n
     # at least the per-chunk states and their gradients (bf16) and the fp32 per-head dq, dk, dv
@@ -430,12 +435,43 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
     assert grad_scan_args[11:15] == (hv // h, 0, 1, 1)  # K_GROUP, L2NORM, HAS_DHT, HAS_H0
 
 
+def test_a_segment_knob_splits_the_backwards_scans(stand_in):
+    """SEGMENT=16 on gdn_bwd: the forward's segment launches, the state scan over the segments,
+    grad_scan from zero over each (no per-chunk stores), the reverse walk, grad_scan over them."""
+    recorder, kernels = stand_in
+    t, n, h, d = 2164, 2, 2, 128
+    g = _bwd_graph(t=t, n=n, h=h, hv=h, d=d)
+    g.create_execution_plans()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    g.select_plan(names.index("gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=16]"))
+    g.build_plans()
+    names = ("q", "k", "v", "dO", "g", "beta", "cu_seqlens", "h0", "dht")
+    tensors = {g.find_tensor(name): 0x1000000 * (i + 1) for i, name in enumerate(names)}
+    for i, out in enumerate(o for o in g.outputs_for_test if o is not None):
+        tensors[out] = 0x10000000 * (i + 1)
+    g.execute(tensors, workspace=0x40000000)
+    order = "table offsets prepare seg_table seg_offsets seg_bounds offsets segment_scan segment_combine"
+    order += " states grad_scan segment_combine_grad grad_scan chunk_grad_output chunk_grad_wy"
+    launched = [kernel for _, _, kernel, _ in recorder.calls][: len(order.split())]
+    want = [kernels[name] for name in order.split()]
+    want[2] = ("hinted", kernels["prepare"], (("occupancy", 2),))
+    want[-2:] = [("hinted", kernels[name], (("occupancy", 2),)) for name in order.split()[-2:]]
+    assert launched == want
+    slots = -(-t // 1024) + n
+    grids = [grid for _, grid, _, _ in recorder.calls]
+    assert grids[9] == grids[10] == grids[12] == (slots, h, d // 32)  # the scans over the segments
+    assert grids[11] == (n, h, d // 32)  # the reverse walk, per sequence
+    g_pass, final_pass = recorder.calls[10][3], recorder.calls[12][3]
+    assert g_pass[13:16] == (0, 1, 0)  # from zero, its last state (G) stored, no per-chunk stores
+    assert final_pass[13:16] == (1, 0, 1)  # from the gradient leaving the segment, chunks stored
+
+
 def test_the_backward_occupancy_knob_hints_its_per_chunk_kernels_only(stand_in):
     recorder, kernels = stand_in
     g = _bwd_graph(t=130, n=3, h=2, hv=4, d=128)
     g.create_execution_plans()
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-    g.select_plan(names.index("gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2]"))
+    g.select_plan(names.index("gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]"))
     g.build_plans()
     names = ("q", "k", "v", "dO", "g", "beta", "cu_seqlens", "h0", "dht")
     tensors = {g.find_tensor(name): 0x100000 * (i + 1) for i, name in enumerate(names)}

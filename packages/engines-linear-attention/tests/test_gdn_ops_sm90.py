@@ -20,7 +20,7 @@ from pygraph_linear_attention.ops import gated_delta_net  # noqa: E402
 from pygraph_linear_attention.reference import gated_delta_net_reference  # noqa: E402
 
 # the backward's table (its long case 1100 tokens: the reference's autograd runs the token loop)
-OP_CASES = [c for c in BWD_CASES if c.heads_v % c.heads_qk == 0 and c.block_v is None]
+OP_CASES = [c for c in BWD_CASES if c.heads_v % c.heads_qk == 0 and c.block_v is None and c.segment is None]
 _FLAG_NAMES = {"use_qk_l2norm": "use_qk_l2norm_in_kernel", "use_beta_sigmoid": "use_beta_sigmoid_in_kernel"}
 _LEAVES = ("q", "k", "v", "g", "beta", "initial_state", "a_log", "dt_bias")
 

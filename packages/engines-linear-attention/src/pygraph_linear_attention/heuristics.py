@@ -3,8 +3,8 @@
 ``gdn``: ``gdn_cutile`` (the forward) and ``gdn_cutile_bwd`` (the backward). First the hook's
 BLOCK_V with OCCUPANCY=2 (two CTAs per SM on the per-chunk kernels, the measured fastest), then
 every BLOCK_V that tiles the value head dim at the compiler's occupancy (the hook's first), then
-the other hints, untimed, for autotune, and for the forward the first entry with each SEGMENT (the
-split scan, untimed). No backend lowers these ops, so the backend's block is
+the other hints, untimed, for autotune, and the first entry with each SEGMENT (the split scans,
+untimed). No backend lowers these ops, so the backend's block is
 empty; it keeps its place after ours. ``kda`` and ``gdn2`` have no engine yet, so their
 list is the backend's block (empty: planning raises `pygraph.GraphNotSupportedError` naming each
 planned slot's reason).
@@ -59,16 +59,14 @@ def recommend(
     if engine in offered:
         order = block_v_order(facts)
         hints = OCCUPANCY_BWD if facts.backward else OCCUPANCY
-        unsplit = {} if facts.backward else {"SEGMENT": SEGMENT[0]}  # the backward has no split scan
 
-        def entry(block_v: int, occupancy: int, **more: int) -> PlanConfig:
-            return PlanConfig(
-                offered[engine], {"BLOCK_V": block_v, "OCCUPANCY": occupancy, **unsplit, **more}
-            )
+        def entry(block_v: int, occupancy: int, segment: int = SEGMENT[0]) -> PlanConfig:
+            knobs = {"BLOCK_V": block_v, "OCCUPANCY": occupancy, "SEGMENT": segment}
+            return PlanConfig(offered[engine], knobs)
 
         ours = [entry(order[0], _FIRST_OCCUPANCY)]
         ours += [entry(b, hints[0]) for b in order]
         ours += [entry(order[0], o) for o in hints[1:] if o != _FIRST_OCCUPANCY]
-        if not facts.backward and facts.head_dim_k % order[0] == 0:  # the split scan, untimed
-            ours += [entry(order[0], _FIRST_OCCUPANCY, SEGMENT=segment) for segment in SEGMENT[1:]]
+        if facts.head_dim_k % order[0] == 0:  # the split scans, untimed
+            ours += [entry(order[0], _FIRST_OCCUPANCY, segment) for segment in SEGMENT[1:]]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)

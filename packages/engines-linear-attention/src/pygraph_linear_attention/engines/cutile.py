@@ -173,7 +173,7 @@ def _layout_reason(facts: LinearAttentionFacts) -> str | None:
 def config_for(facts: LinearAttentionFacts, block_v: int, segment: int = 0) -> GdnCutileConfig:
     """The kernels' view of a supported gdn or gdn_bwd graph (a `GdnCutileBwdConfig` for the
     backward), for ``block_v`` value rows per scan program and ``segment`` chunks per segment of
-    the forward's split scan (0: none)."""
+    the split scans (0: none)."""
     node = facts.node
     a_log, dt_bias = node.inputs.get("a_log"), node.inputs.get("dt_bias")
 
@@ -183,7 +183,7 @@ def config_for(facts: LinearAttentionFacts, block_v: int, segment: int = 0) -> G
             size *= int(d)
         return size
 
-    extra = {"has_d_final_state": facts.output_final_state} if facts.backward else {"segment": segment}
+    extra = {"has_d_final_state": facts.output_final_state} if facts.backward else {}
     return (GdnCutileBwdConfig if facts.backward else GdnCutileConfig)(
         tokens=facts.tokens, sequences=facts.sequences, heads_qk=facts.heads_qk, heads_v=facts.heads_v,
         heads_g=_heads(node.inputs["g"]), heads_beta=_heads(node.inputs["beta"]),
@@ -194,7 +194,8 @@ def config_for(facts: LinearAttentionFacts, block_v: int, segment: int = 0) -> G
         use_qk_l2norm=facts.use_qk_l2norm, use_beta_sigmoid=facts.use_beta_sigmoid,
         allow_neg_eigval=facts.allow_neg_eigval, safe_gate=facts.safe_gate,
         has_dt_bias=facts.safe_gate and dt_bias is not None, has_initial_state=facts.initial_state,
-        output_final_state=facts.output_final_state and not facts.backward, block_v=block_v, **extra,
+        output_final_state=facts.output_final_state and not facts.backward, block_v=block_v, segment=segment,
+        **extra,
     )  # fmt: skip
 
 
@@ -356,7 +357,7 @@ class GdnCutileEngine(BaseEngine):
         block_v, segment = knobs.get("BLOCK_V", BLOCK_V[0]), knobs.get("SEGMENT", SEGMENT[0])
         if block_v_reason(facts, block_v):
             block_v = BLOCK_V[0]
-        if facts.backward or segment_reason(facts, block_v, segment):
+        if segment_reason(facts, block_v, segment):
             segment = SEGMENT[0]
         return config_for(facts, block_v, segment).workspace_bytes
 
@@ -405,7 +406,8 @@ class GdnCutileBwdEngine(GdnCutileEngine):
     name = "gdn_cutile_bwd"
     serves_backward = True
     capabilities = dataclasses.replace(
-        GdnCutileEngine.capabilities, knob_domains={"BLOCK_V": BLOCK_V, "OCCUPANCY": OCCUPANCY_BWD}
+        GdnCutileEngine.capabilities,
+        knob_domains={"BLOCK_V": BLOCK_V, "OCCUPANCY": OCCUPANCY_BWD, "SEGMENT": SEGMENT},
     )
 
 

@@ -149,6 +149,7 @@ def grad_scan_kernel(
     L2NORM,
     HAS_DHT,
     HAS_H0,
+    STORE_CHUNKS,  # 0: dh and dv_new not stored (the split scan's pass for each segment's G)
     K: ConstInt,
     BV: ConstInt,
     C: ConstInt,
@@ -192,12 +193,13 @@ def grad_scan_kernel(
             _rows(ct.load(do_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), C, BV)
             * SCALE
         )
-        ct.store(
-            dh_out,
-            (base + c, h, vb, 0),
-            ct.reshape(ct.astype(d_state, dh_out.dtype), (1, 1, BV, K)),
-            allow_tma=TMA,
-        )
+        if STORE_CHUNKS != 0:
+            ct.store(
+                dh_out,
+                (base + c, h, vb, 0),
+                ct.reshape(ct.astype(d_state, dh_out.dtype), (1, 1, BV, K)),
+                allow_tma=TMA,
+            )
 
         last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
         # rows and columns both real: a padded row's gamma reads 0, so its gap to a real
@@ -210,14 +212,60 @@ def grad_scan_kernel(
         dv_new = _mm(ct.transpose(scores), dot, io) + ct.expand_dims(tail, 1) * _mm(
             kt, ct.transpose(d_state), io
         )
-        ct.store(
-            dvn_seq, (c, h, vb), ct.reshape(ct.astype(dv_new, dv_new_out.dtype), (C, 1, BV)), allow_tma=TMA
-        )
+        if STORE_CHUNKS != 0:
+            ct.store(
+                dvn_seq,
+                (c, h, vb),
+                ct.reshape(ct.astype(dv_new, dv_new_out.dtype), (C, 1, BV)),
+                allow_tma=TMA,
+            )
         decayed_do = dot * ct.expand_dims(ct.where(valid, ct.exp(gam), 0.0), 1)
         # one accumulator chain (as the forward's state update): tileiras 13.4 rejects the sum of
         # separate products here for sm_80 ("invalid use-def chain in LoopSchedule")
         d_state = ct.mma(ct.transpose(ct.astype(-dv_new, io)), wt, d_state * ct.exp(last))
         d_state = ct.mma(ct.transpose(ct.astype(decayed_do, io)), qt, d_state)
+    if HAS_H0 != 0:
+        ct.store(dh0, (n, h, vb, 0), ct.reshape(ct.astype(d_state, dh0.dtype), (1, 1, BV, K)), allow_tma=TMA)
+
+
+@ct.kernel
+def segment_combine_grad_kernel(
+    seg_m,  # [SEGMENTS, HO, K, K] fp32, from segment_scan_kernel
+    seg_g,  # [SEGMENTS, HO, V, K] fp32: each segment's G (grad_scan from zero inside it)
+    seg_offsets,  # [N] int32: each sequence's first segment slot
+    cu_seqlens,  # [N + 1]
+    dht,  # [N, HO, V, K] (read when HAS_DHT): d_final_state
+    seg_dht,  # [SEGMENTS, HO, V, K] fp32 out: the gradient of the state leaving each segment
+    dh0,  # [N, HO, V, K] out (written when HAS_H0): d_initial_state
+    HAS_DHT,
+    HAS_H0,
+    K: ConstInt,
+    V: ConstInt,
+    BV: ConstInt,
+    SEG: ConstInt,
+    BK: ConstInt,  # key rows of M per product: min(32, K)
+):
+    """The split scan's reverse walk: a segment maps the gradient dS leaving it to dS M^T + G
+    entering it (the transpose of the forward's S -> S M + N); per sequence, from d_final_state,
+    segment after segment from the last, storing the gradient leaving each; the last is
+    d_initial_state."""
+    n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
+    length = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32) - ct.astype(
+        ct.load(cu_seqlens, (n,), shape=()), ct.int32
+    )
+    first = ct.load(seg_offsets, (n,), shape=())
+    d_state = ct.zeros((BV, K), dtype=ct.float32)
+    if HAS_DHT != 0:
+        d_state = ct.astype(ct.reshape(ct.load(dht, (n, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), ct.float32)
+    count = ct.cdiv(length, SEG)
+    for i in range(count):
+        s = first + count - 1 - i
+        ct.store(seg_dht, (s, h, vb, 0), ct.reshape(d_state, (1, 1, BV, K)), allow_tma=TMA)
+        acc = ct.reshape(ct.load(seg_g, (s, h, vb, 0), shape=(1, 1, BV, K), allow_tma=TMA), (BV, K))
+        for kb in range(K // BK):  # dS M^T: M's columns kb are the rows kb of M^T
+            m_cols = ct.reshape(ct.load(seg_m, (s, h, 0, kb), shape=(1, 1, K, BK), allow_tma=TMA), (K, BK))
+            acc = ct.mma(ct.extract(d_state, (0, kb), (BV, BK)), ct.transpose(m_cols), acc)
+        d_state = acc
     if HAS_H0 != 0:
         ct.store(dh0, (n, h, vb, 0), ct.reshape(ct.astype(d_state, dh0.dtype), (1, 1, BV, K)), allow_tma=TMA)
 
@@ -585,6 +633,7 @@ BWD_KERNELS = {
     "group_sum": group_sum_kernel,
     "gate_sum": gate_sum_kernel,
     "param_sum": param_sum_kernel,
+    "segment_combine_grad": segment_combine_grad_kernel,
 }
 
 
@@ -611,6 +660,9 @@ def export_signatures(
         "beta": _Param(beta, 2), "dBeta": _Param(beta, 2), "cu_seqlens": _Param(cu_seqlens, 1),
         "table": _Param("int32", 2), "offsets": _Param("int32", 1), "spare": _Param(f32, 1), "spare4": _Param(f32, 4),
         "t": _Param(f32, 4), "dw": _Param(f32, 3), "dgamma": _Param(f32, 3),
+        "seg_table": _Param("int32", 2), "seg_offsets": _Param("int32", 1), "seg_cu": _Param("int32", 1),
+        "seg_chunk_offsets": _Param("int32", 1), "seg_n": _Param(f32, 4), "seg_m": _Param(f32, 4),
+        "seg_h0": _Param(f32, 4),
     }  # fmt: skip
     if cfg.safe_gate:
         params |= {"a_log": _Param(f32, 1), "d_a_log": _Param(f32, 1)}

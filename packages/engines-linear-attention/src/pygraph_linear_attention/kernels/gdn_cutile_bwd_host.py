@@ -29,7 +29,13 @@ _KERNEL_OF = {
     "grad_scan": "grad_scan", "chunk_grad_output": "chunk_grad_output", "chunk_grad_wy": "chunk_grad_wy",
     "dQ": "group_sum", "dK": "group_sum",
     "dV": "group_sum", "dG": "gate_sum", "dBeta": "gate_sum", "d_a_log": "param_sum", "d_dt_bias": "param_sum",
+    # the split scans (SEGMENT): the forward's segment kernels, the chunk offsets of the segments,
+    # grad_scan from zero over each segment (its G), and the reverse walk over the segments
+    "seg_table": "seg_table", "seg_offsets": "seg_offsets", "seg_bounds": "seg_bounds",
+    "seg_chunk_offsets": "offsets", "segment_scan": "segment_scan", "segment_combine": "segment_combine",
+    "grad_segments": "grad_scan", "segment_combine_grad": "segment_combine_grad",
 }  # fmt: skip
+_SPLIT = ("seg_table", "seg_offsets", "seg_bounds", "seg_chunk_offsets", "segment_scan", "segment_combine")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +51,7 @@ class GdnCutileBwdConfig(GdnCutileConfig):
         gradients, w's, and each key block's terms of d gamma; a spare."""
         t, ho, kd, vd, io = self.tokens, self.heads_out, self.key_dim, self.value_dim, self.io_dtype
         slots = self.chunk_slots
-        shapes = (
+        shapes = [
             ("table", "int32", (slots, 2)),
             ("offsets", "int32", (self.sequences,)),
             ("t", "float32", (slots, ho, CHUNK, CHUNK)),
@@ -64,8 +70,22 @@ class GdnCutileBwdConfig(GdnCutileConfig):
             ("dg", "float32", (t, ho)),
             ("dbeta", "float32", (t, ho)),
             ("da", "float32", (t, ho)),
-            ("spare", "float32", (16,)),
-        )
+        ]
+        if self.segment:
+            # seg_n holds each segment's N, then (once segment_combine has read it) its G, the
+            # gradient grad_scan makes from zero inside it; seg_h0 the state entering each segment,
+            # then (once the state scan has read it) the gradient of the state leaving it
+            segments = self.segment_slots
+            shapes += [
+                ("seg_table", "int32", (segments, 2)),
+                ("seg_offsets", "int32", (self.sequences,)),
+                ("seg_cu", "int32", (segments + 1,)),
+                ("seg_chunk_offsets", "int32", (segments,)),
+                ("seg_n", "float32", (segments, ho, vd, kd)),
+                ("seg_m", "float32", (segments, ho, kd, kd)),
+                ("seg_h0", "float32", (segments, ho, vd, kd)),
+            ]
+        shapes.append(("spare", "float32", (16,)))
         return layout_regions(shapes)
 
     @property
@@ -98,7 +118,12 @@ class GdnCutileBwdConfig(GdnCutileConfig):
     def launches(self) -> tuple[str, ...]:
         """The launches in stream order (the head sums only where a gradient is not written
         directly, the parameter sums only where the graph has those outputs)."""
-        names = ["table", "offsets", "prepare", "states", "grad_scan", "chunk_grad_output", "chunk_grad_wy"]
+        names = ["table", "offsets", "prepare"]
+        if self.segment:
+            names += [*_SPLIT, "states", "grad_segments", "segment_combine_grad", "grad_scan"]
+        else:
+            names += ["states", "grad_scan"]
+        names += ["chunk_grad_output", "chunk_grad_wy"]
         if not self.direct_qk:
             names += ["dQ", "dK"]
         if not self.direct_v:
@@ -113,7 +138,14 @@ class GdnCutileBwdConfig(GdnCutileConfig):
     def grids(self) -> dict[str, tuple[int, ...]]:
         forward = super().grids()
         blocks = -(-self.tokens // SUM_BLOCK)
-        return {
+        split = {name: forward[name] for name in _SPLIT if name in forward}
+        if self.segment:
+            split |= {
+                "seg_chunk_offsets": (1,),
+                "grad_segments": forward["scan"],
+                "segment_combine_grad": forward["segment_combine"],
+            }
+        return split | {
             "table": forward["table"],
             "offsets": (1,),
             "prepare": forward["prepare"],
@@ -145,11 +177,100 @@ def backward_arguments(cfg: GdnCutileBwdConfig, arrays: Mapping[str, Any]) -> di
         found = arrays.get(name)
         return arrays[spare] if found is None else found
 
-    forward = kernel_arguments(cfg, {"o": None, **arrays})  # its scan's tuple is built, never launched
+    # the forward's tuples: its table and prepare (and its split scan's first launches) run here,
+    # its scan never (cfg.output_final_state is off in a backward: no final state is stored)
+    forward = kernel_arguments(cfg, {"o": None, **arrays})
     ho, a = cfg.heads_out, arrays
     kg, l2, scale = ho // cfg.heads_qk, int(cfg.use_qk_l2norm), float(cfg.scale)
     kd, vd, bv = cfg.key_dim, cfg.value_dim, cfg.block_v
-    return {
+    split: dict[str, tuple] = {}
+    if cfg.segment:
+        segments, seg_cu, seg_offsets = cfg.segment_slots, a["seg_cu"], a["seg_chunk_offsets"]
+        split = {name: forward[name] for name in _SPLIT if name != "seg_chunk_offsets"}
+        split |= {
+            "seg_chunk_offsets": (seg_cu, seg_offsets, segments, CHUNK, TABLE_SEQ_BLOCK),
+            # the state scan over the segments, each from its entering state
+            "states": (
+                a["k"],
+                a["w"],
+                a["u"],
+                a["gamma"],
+                seg_cu,
+                seg_offsets,
+                a["seg_h0"],
+                a["h"],
+                a["v_new"],
+                kg,
+                l2,
+                1,
+                kd,
+                bv,
+                CHUNK,
+            ),
+            # each segment's G: grad_scan from zero, its per-chunk stores off, its last state to seg_n
+            "grad_segments": (
+                a["q"],
+                a["k"],
+                a["w"],
+                a["gamma"],
+                a["dO"],
+                seg_cu,
+                seg_offsets,
+                a["spare4"],
+                a["dh"],
+                a["dv_new"],
+                a["seg_n"],
+                kg,
+                l2,
+                0,
+                1,
+                0,
+                kd,
+                bv,
+                CHUNK,
+                scale,
+            ),
+            "segment_combine_grad": (
+                a["seg_m"],
+                a["seg_n"],
+                a["seg_offsets"],
+                a["cu_seqlens"],
+                get("dht", "spare4"),
+                a["seg_h0"],
+                get("dh0", "spare4"),
+                int(cfg.has_d_final_state),
+                int(cfg.has_initial_state),
+                kd,
+                vd,
+                bv,
+                cfg.segment * CHUNK,
+                min(32, kd),
+            ),
+            # the gradient scan over the segments, each from the gradient leaving it
+            "grad_scan": (
+                a["q"],
+                a["k"],
+                a["w"],
+                a["gamma"],
+                a["dO"],
+                seg_cu,
+                seg_offsets,
+                a["seg_h0"],
+                a["dh"],
+                a["dv_new"],
+                a["spare4"],
+                kg,
+                l2,
+                1,
+                0,
+                1,
+                kd,
+                bv,
+                CHUNK,
+                scale,
+            ),
+        }
+    args = {
         "table": forward["table"],
         "offsets": (a["cu_seqlens"], a["offsets"], cfg.sequences, CHUNK, TABLE_SEQ_BLOCK),
         "prepare": forward["prepare"],
@@ -160,7 +281,7 @@ def backward_arguments(cfg: GdnCutileBwdConfig, arrays: Mapping[str, Any]) -> di
         "grad_scan": (
             a["q"], a["k"], a["w"], a["gamma"], a["dO"], a["cu_seqlens"], a["offsets"], get("dht", "spare4"),
             a["dh"], a["dv_new"], get("dh0", "spare4"), kg, l2, int(cfg.has_d_final_state),
-            int(cfg.has_initial_state), kd, bv, CHUNK, scale,
+            int(cfg.has_initial_state), 1, kd, bv, CHUNK, scale,
         ),
         "chunk_grad_output": (
             a["q"], a["k"], a["gamma"], a["dO"], a["cu_seqlens"], a["table"], a["h"], a["dh"], a["v_new"],
@@ -183,6 +304,7 @@ def backward_arguments(cfg: GdnCutileBwdConfig, arrays: Mapping[str, Any]) -> di
         "d_a_log": (a["da"], get("d_a_log", "spare"), cfg.tokens, ho // cfg.heads_a_log, SUM_BLOCK),
         "d_dt_bias": (a["dg"], get("d_dt_bias", "spare"), cfg.tokens, ho // cfg.heads_dt_bias, SUM_BLOCK),
     }  # fmt: skip
+    return args | split
 
 
 def launch_backward(
