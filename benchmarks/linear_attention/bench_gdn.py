@@ -301,14 +301,14 @@ _GRADS = ("q", "k", "v", "g", "beta")
 
 
 def _ours_fwd_bwd(
-    case: GdnCase, tensors: dict, d_o: Any, block_v: Any, occupancy: Any = None
+    case: GdnCase, tensors: dict, d_o: Any, block_v: Any, occupancy: Any = None, segment: Any = None
 ) -> tuple[Any, dict]:
     """(call, gradients) of our forward then backward graphs, built once: the forward the hook's
-    first plan, the backward at ``block_v``; both at ``occupancy`` where it is given."""
+    first plan, the backward at ``block_v``; both at ``occupancy`` and ``segment`` where given."""
     import torch
 
-    fwd_call, _ = _ours(case, tensors, None, occupancy)
-    case = dataclasses.replace(case, block_v=block_v, occupancy=occupancy)
+    fwd_call, _ = _ours(case, tensors, None, occupancy, segment)
+    case = dataclasses.replace(case, block_v=block_v, occupancy=occupancy, segment=segment)
     bwd_tensors = {**tensors, "dO": d_o}
     g, ports = build_bwd_graph(case, bwd_tensors, {})
     grads = {n: torch.empty_like(tensors[n]) for n in _GRADS}
@@ -375,12 +375,17 @@ def timing_bwd(run: TimingRun) -> list[dict]:
         tokens = sum(lengths)
         d_o = torch.randn(tokens, HEADS, DIM, device="cuda").to(torch.bfloat16)
         columns, ours = {}, None
-        hinted = [(None, o) for o in run.occupancies if o in OCCUPANCY_BWD]
-        for bv, occupancy in [(bv, None) for bv in BWD_BLOCK_VS] + hinted:
+        plans = [(bv, None, None) for bv in BWD_BLOCK_VS]
+        plans += [(None, o, None) for o in run.occupancies if o in OCCUPANCY_BWD]
+        for bv, occupancy, segment in plans + [(None, None, s) for s in run.segments]:
             label = f"ours[bwd OCC={occupancy}]" if occupancy else f"ours[bwd {bv}]"
-            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, occupancy)
+            label = f"ours[bwd SEG={segment}]" if segment else label
+            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, occupancy, segment)
             _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
             columns[label] = call
+            if ours is not None and segment:  # the split scans against the first column
+                diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)
+                print(f"  {shape} {label} vs the first: rel diff of the gradients {diffs}")
             ours = grads if ours is None else ours  # the first column's gradients meet the anchors
         if run.profile:
             kernel_breakdown(shape + " fwd+bwd", columns)

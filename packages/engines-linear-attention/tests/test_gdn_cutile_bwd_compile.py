@@ -96,3 +96,16 @@ def test_the_chunk_gradient_kernels_compile_without_a_spill_frame_on_sm90():
             found = resources(out.getvalue())
             assert found["frame"] == 0, f"{name}: {found}"
             assert 0 < found["registers"] <= 255, f"{name}: {found}"
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])
+def test_the_split_scans_backward_launches_compile_for(target):
+    import dataclasses
+
+    split = dataclasses.replace(CONFIG, segment=32)
+    signatures = export_signatures(split)
+    for name in ("seg_chunk_offsets", "states", "grad_segments", "segment_combine_grad", "grad_scan"):
+        kernel, signature = signatures[name]
+        out = io.BytesIO()
+        ct.compilation.export_kernel(kernel, [signature], out, gpu_code=target, output_format="cubin")
+        assert out.getvalue()[:4] == b"\x7fELF", f"{name} (segment 32) for {target}: not an ELF cubin"
