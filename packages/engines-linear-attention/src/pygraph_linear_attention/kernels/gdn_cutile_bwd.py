@@ -149,7 +149,9 @@ def grad_scan_kernel(
     L2NORM,
     HAS_DHT,
     HAS_H0,
-    STORE_CHUNKS,  # 0: dh and dv_new not stored (the split scan's pass for each segment's G)
+    # 0: dh and dv_new not stored (the split scan's pass for each segment's G); compile-time, so the
+    # storing kernel is the one without the flag (as a runtime flag it spilled 112 B at K = 128 on sm_90)
+    STORE_CHUNKS: ConstInt,
     K: ConstInt,
     BV: ConstInt,
     C: ConstInt,
