@@ -24,6 +24,7 @@ __all__ = [
     "GdnCase",
     "build_bwd_graph",
     "build_graph",
+    "execute_case",
     "make_bwd_inputs",
     "make_inputs",
     "run_bwd_case",
@@ -176,13 +177,11 @@ def _select(g: Any, engine: str, **knobs: Any) -> None:
     raise LookupError(f"no {engine} plan with {wanted} in {names}")
 
 
-def run_case(case: GdnCase, seed: int = 0) -> dict:
-    """Run a case on the device: {plan, o_rel, state_rel (None without a final state)}."""
+def execute_case(case: GdnCase, tensors: dict, options: dict) -> tuple[str, Any, Any]:
+    """(plan name, O, final state or None): the case's graph planned and executed on ``tensors``,
+    its outputs poisoned (NaN) first."""
     import torch
 
-    from pygraph_linear_attention.reference import gated_delta_net_reference
-
-    tensors, options = make_inputs(case, seed)
     g, ports = build_graph(case, tensors, options)
     t, ho, n = sum(case.lengths), case.heads_out, len(case.lengths)
     io = _torch_dtype(torch, case.io)
@@ -196,7 +195,15 @@ def run_case(case: GdnCase, seed: int = 0) -> dict:
     workspace = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
     g.execute({ports[name]: x for name, x in {**tensors, **out}.items()}, workspace=workspace)
     torch.cuda.synchronize()
+    return g.selected_plan.name, out["O"], out.get("final_state")
 
+
+def run_case(case: GdnCase, seed: int = 0) -> dict:
+    """Run a case on the device: {plan, o_rel, state_rel (None without a final state)}."""
+    from pygraph_linear_attention.reference import gated_delta_net_reference
+
+    tensors, options = make_inputs(case, seed)
+    plan, o, final = execute_case(case, tensors, options)
     ref_args = {k: v for k, v in tensors.items() if k not in ("q", "k", "v", "g", "beta", "cu_seqlens")}
     want_o, want_s = gated_delta_net_reference(
         tensors["q"], tensors["k"], tensors["v"], tensors["g"], tensors["beta"], tensors["cu_seqlens"].cpu(),
@@ -206,9 +213,9 @@ def run_case(case: GdnCase, seed: int = 0) -> dict:
     def rel(got: Any, want: Any) -> float:
         return float((got.double() - want).norm() / want.norm().clamp_min(1e-30))
 
-    result = {"plan": g.selected_plan.name, "o_rel": rel(out["O"], want_o), "state_rel": None}
+    result = {"plan": plan, "o_rel": rel(o, want_o), "state_rel": None}
     if want_s is not None:
-        result["state_rel"] = rel(out["final_state"], want_s)
+        result["state_rel"] = rel(final, want_s)
     return result
 
 
