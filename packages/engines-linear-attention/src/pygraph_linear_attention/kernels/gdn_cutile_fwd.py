@@ -297,9 +297,10 @@ def chunk_offsets_kernel(cu_seqlens, offsets, N, C: ConstInt, BN: ConstInt):
 # D = diag(e^(L - gamma_i)) over its real rows): affine in S, each row of S on its own. A segment of
 # chunks composes to S M + N; M (K x K) is what the same recurrence makes of the K rows of the
 # identity with u = 0, and N what it makes of zero rows with the chunk's u. `segment_scan_kernel`
-# computes N and M for every segment at once (V / BV programs for N, K / BV for M), `segment_combine_kernel` walks each sequence's segments
-# (S_next = S M + N: a few steps, not one per chunk) to the state entering each, and the fused scan
-# then runs over the segments as over sequences of their own, from those states.
+# computes N and M for every segment at once (V / BV programs for N, K / BV for M);
+# `segment_combine_kernel` walks each sequence's segments (S_next = S M + N: a few steps, not one
+# per chunk) to the state entering each; the fused scan then runs over the segments as over
+# sequences of their own, from those states.
 
 
 @ct.kernel
