@@ -33,13 +33,14 @@ BLOCK_V = (64, 32, 128)
 # OCCUPANCY: cuTile's occupancy hint for chunk_prepare_kernel (0: the compiler's choice). Compiled
 # for sm_90 its default is 255 registers, a 488-byte spill frame and 168 KB of shared memory, one
 # CTA per SM; 2 gives 255 registers, no spill, 110 KB; 4 gives 128 registers, a 1032-byte frame,
-# 54 KB (scripts/cutile_resources.py --occupancy N). Untimed: offered after the default for autotune to measure.
+# 54 KB (scripts/cutile_resources.py --occupancy N). The hook ranks 2 first, by measurement
+# (heuristics.py); 4 timed the same.
 OCCUPANCY = (0, 2, 4)
 # OCCUPANCY of the backward: the hint for its per-chunk kernels (chunk_prepare_kernel,
 # chunk_grad_output_kernel, chunk_grad_wy_kernel), each one CTA per SM by default (168-215 KB of
 # shared memory, 240-255 registers, at K = V = 128 for sm_90). With 2 each fits two CTAs per SM:
 # 100-110 KB, 255 registers, spill frames of 0 / 184 / 152 bytes; 3 spills 700 bytes and is not
-# offered. Untimed, like the forward's: offered after the default.
+# offered. 2 is ranked first, by measurement (heuristics.py).
 OCCUPANCY_BWD = (0, 2)
 # the backward's launches the OCCUPANCY hint applies to
 HINTED_BWD = ("prepare", "chunk_grad_output", "chunk_grad_wy")
@@ -47,7 +48,8 @@ HINTED_BWD = ("prepare", "chunk_grad_output", "chunk_grad_wy")
 # block, chunk after chunk). With S chunks per segment, a sequence's state passing runs as
 # segment_scan (every segment at once, from zero and from the identity), segment_combine (one step
 # per segment) and the fused scan over the segments: more programs for a long sequence, about twice
-# the state arithmetic. Untimed: offered after the default.
+# the state arithmetic (the backward splits its two scans the same way). Untimed: offered after
+# every other plan.
 SEGMENT = (0, 32, 16)
 CHUNK = 64  # tokens per chunk (the kernels' C)
 TABLE_BLOCK = 128  # chunk slots per program of the table kernel
