@@ -2,7 +2,7 @@
 against flash-linear-attention and cudnn-frontend.
 
     python -m benchmarks.linear_attention.bench_gdn [--rounds 3] [--budget-s 420] [--out DIR]
-        [--occupancy 2,4] [--profile] [--skip cases,cudnn] [--shapes B4xT4096]
+        [--occupancy 2,4] [--segment 32,16] [--profile] [--skip cases,cudnn] [--shapes B4xT4096]
 
 1. Correctness: every case of `gdn_cases.CASES` (varlen odd lengths, T = 1, an empty sequence,
    initial and final state, each option alone and together, GQA/GVA, fp16, head dims 64 and 256,
@@ -10,7 +10,8 @@ against flash-linear-attention and cudnn-frontend.
    state against the float64 token loop.
 2. Timing at B4 T4096, B1 T32768 and a varlen batch of 8 sequences summing to 32768 (H16, D128,
    bf16, k unit rows, g = logsigmoid(normal), beta in (0, 1) in bf16): our plans through
-   ``graph.execute()`` (each BLOCK_V, and each ``--occupancy`` hint at the hook's BLOCK_V),
+   ``graph.execute()`` (each BLOCK_V, each ``--occupancy`` hint at each BLOCK_V, each
+   ``--segment`` at the hook's first plan),
    ``fla.ops.gated_delta_rule.chunk_gated_delta_rule`` and
    ``cudnn.linear_attention.gated_delta_net`` where they import, each timed from a cold L2 in
    interleaved rounds (`benchmarks.harness.interleaved`); ms, tokens/s and the ratios
@@ -19,8 +20,8 @@ against flash-linear-attention and cudnn-frontend.
    minutes); ``--budget-s`` skips the anchors still untimed when the run has used that many seconds.
 3. The backward (``--skip bwd`` leaves it out): every case of `gdn_cases.BWD_CASES`, each gradient
    against autograd through the float64 token loop; then forward+backward at the same shapes: ours
-   is the gdn graph's execute() then the gdn_bwd graph's (each BLOCK_V, and each ``--occupancy``
-   hint the backward has, both graphs hinted), FLA's is
+   is the gdn graph's execute() then the gdn_bwd graph's (each BLOCK_V, each ``--occupancy``
+   hint the backward has, both graphs hinted, and each ``--segment``, both split), FLA's is
    ``chunk_gated_delta_rule`` and ``.backward(dO)`` (its Hopper guard lifted for timing only:
    ``fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True``), cudnn-frontend's its op's autograd
    where it has one; our gradients are compared with FLA's first.
@@ -111,7 +112,7 @@ def _label(block_v: Any, occupancy: Any = None, segment: Any = None) -> str:
     if segment:
         return f"ours[SEG={segment}]"  # at the hook's first BLOCK_V and OCCUPANCY
     if occupancy:
-        return f"ours[OCC={occupancy}]"  # at the hook's first BLOCK_V
+        return f"ours[BV={block_v},OCC={occupancy}]" if block_v else f"ours[OCC={occupancy}]"
     return f"ours[BV={block_v}]" if block_v else "ours[first]"
 
 
@@ -251,7 +252,8 @@ def timing(run: TimingRun) -> list[dict]:
         tensors, _ = make_inputs(case, seed=1)
         tokens = sum(lengths)
         columns, outputs = {}, {}
-        plans = [(bv, None, None) for bv in FWD_BLOCK_VS] + [(None, o, None) for o in run.occupancies]
+        plans = [(bv, None, None) for bv in FWD_BLOCK_VS]
+        plans += [(bv, o, None) for o in run.occupancies for bv in FWD_BLOCK_VS]  # each BLOCK_V hinted
         for bv, occupancy, segment in plans + [(None, None, s) for s in run.segments]:
             label = _label(bv, occupancy, segment)
             call, out = _ours(case, tensors, bv, occupancy, segment)
@@ -411,7 +413,9 @@ def main() -> None:
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {list(SHAPES)}")
     parser.add_argument("--profile", action="store_true", help="print each plan's kernels' times")
     parser.add_argument(
-        "--occupancy", default="", help="comma list of OCCUPANCY hints to time too (at the hook's BLOCK_V)"
+        "--occupancy",
+        default="",
+        help="comma list of OCCUPANCY hints to time too (forward: at each BLOCK_V; fwd+bwd: the hook's)",
     )
     parser.add_argument(
         "--segment", default="", help="comma list of the forward's SEGMENT values (split scan) to time too"

@@ -43,13 +43,16 @@ def test_every_kernel_compiles_to_a_cubin_for(target):
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])
 @pytest.mark.parametrize("occupancy", [2, 4])
-def test_the_prepare_kernel_compiles_with_each_occupancy_hint_for(target, occupancy):
-    out = io.BytesIO()
-    kernel = hinted(KERNELS["prepare"], occupancy=occupancy)
-    ct.compilation.export_kernel(
-        kernel, [export_signatures(CONFIG)["prepare"]], out, gpu_code=target, output_format="cubin"
-    )
-    assert out.getvalue()[:4] == b"\x7fELF", f"prepare, occupancy {occupancy}, {target}: not an ELF cubin"
+def test_the_hinted_kernels_compile_with_each_occupancy_hint_for(target, occupancy):
+    from pygraph_linear_attention.kernels.gdn_cutile_host import HINTED_FWD
+
+    for name in HINTED_FWD[occupancy]:
+        out = io.BytesIO()
+        kernel = hinted(KERNELS[name], occupancy=occupancy)
+        ct.compilation.export_kernel(
+            kernel, [export_signatures(CONFIG)[name]], out, gpu_code=target, output_format="cubin"
+        )
+        assert out.getvalue()[:4] == b"\x7fELF", f"{name}, occupancy {occupancy}, {target}: not an ELF cubin"
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])

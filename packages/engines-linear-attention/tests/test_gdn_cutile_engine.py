@@ -241,11 +241,12 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     g.create_execution_plans([heur_mode.A, heur_mode.FALLBACK])
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
     # 12 scan programs at 64: 32 is the hook's BLOCK_V; first at the measured occupancy 2, then
-    # every BLOCK_V at the compiler's (32, then the others ascending), then the other hint, then the
-    # first with each split-scan SEGMENT
+    # every BLOCK_V at the compiler's (32, then the others ascending), the others at 2, then the
+    # other hint, then the first with each split-scan SEGMENT
     assert names == [
         "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]",
         "gdn_cutile[BLOCK_V=64,OCCUPANCY=0,SEGMENT=0]", "gdn_cutile[BLOCK_V=128,OCCUPANCY=0,SEGMENT=0]",
+        "gdn_cutile[BLOCK_V=64,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile[BLOCK_V=128,OCCUPANCY=2,SEGMENT=0]",
         "gdn_cutile[BLOCK_V=32,OCCUPANCY=4,SEGMENT=0]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=32]",
         "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=16]",
     ]  # fmt: skip
@@ -336,10 +337,10 @@ def test_an_occupancy_knob_launches_the_prepare_kernel_with_that_hint(stand_in):
     tensors[o] = 0x900000
     g.execute(tensors, workspace=0x4000000)
     launched = [kernel for _, _, kernel, _ in recorder.calls]
-    assert launched == [
+    assert launched == [  # at 2, the scan takes the hint too (HINTED_FWD)
         kernels["table"],
         ("hinted", kernels["prepare"], (("occupancy", 2),)),
-        kernels["scan"],
+        ("hinted", kernels["scan"], (("occupancy", 2),)),
     ]
 
 
@@ -362,7 +363,8 @@ def test_a_segment_knob_launches_the_split_scan_over_segments(stand_in):
     g.execute(tensors, workspace=0x40000000)
     order = "table prepare seg_table seg_offsets seg_bounds segment_scan segment_combine scan".split()
     launched = [kernel for _, _, kernel, _ in recorder.calls]
-    assert launched[0] == kernels["table"] and launched[2:] == [kernels[name] for name in order[2:]]
+    want = [kernels[name] for name in order[2:-1]] + [("hinted", kernels["scan"], (("occupancy", 2),))]
+    assert launched[0] == kernels["table"] and launched[2:] == want
     grids = dict(zip(order, (grid for _, grid, _, _ in recorder.calls)))
     assert grids["segment_scan"] == (slots, h, d // 32 + d // 32)  # N's value blocks, then M's key blocks
     assert grids["segment_combine"] == (n, h, d // 32)

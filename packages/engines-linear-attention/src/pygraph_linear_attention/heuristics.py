@@ -2,9 +2,9 @@
 
 ``gdn``: ``gdn_cutile`` (the forward) and ``gdn_cutile_bwd`` (the backward). First the hook's
 BLOCK_V with OCCUPANCY=2 (two CTAs per SM on the per-chunk kernels, the measured fastest), then
-every BLOCK_V that tiles the value head dim at the compiler's occupancy (the hook's first), then
-the other hints, untimed, for autotune, and the first entry with each SEGMENT (the split scans,
-untimed). No backend lowers these ops, so the backend's block is
+every BLOCK_V that tiles the value head dim at the compiler's occupancy (the hook's first), then,
+untimed, for autotune: the forward's other BLOCK_V values at OCCUPANCY=2, the other hints, and the first
+entry with each SEGMENT (the split scans). No backend lowers these ops, so the backend's block is
 empty; it keeps its place after ours. ``kda`` and ``gdn2`` have no engine yet, so their
 list is the backend's block (empty: planning raises `pygraph.GraphNotSupportedError` naming each
 planned slot's reason).
@@ -66,6 +66,8 @@ def recommend(
 
         ours = [entry(order[0], _FIRST_OCCUPANCY)]
         ours += [entry(b, hints[0]) for b in order]
+        if not facts.backward:  # untimed: the forward's scan at 2 CTAs per SM (HINTED_FWD), any BLOCK_V
+            ours += [entry(b, _FIRST_OCCUPANCY) for b in order[1:]]
         ours += [entry(order[0], o) for o in hints[1:] if o != _FIRST_OCCUPANCY]
         if facts.head_dim_k % order[0] == 0:  # the split scans, untimed
             ours += [entry(order[0], _FIRST_OCCUPANCY, segment) for segment in SEGMENT[1:]]

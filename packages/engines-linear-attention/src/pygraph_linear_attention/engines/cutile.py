@@ -32,6 +32,7 @@ from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdCon
 from pygraph_linear_attention.kernels.gdn_cutile_host import (
     BLOCK_V,
     HINTED_BWD,
+    HINTED_FWD,
     OCCUPANCY,
     OCCUPANCY_BWD,
     SEGMENT,
@@ -386,12 +387,12 @@ class GdnCutileEngine(BaseEngine):
                 )
         from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS
 
-        kernels, run, hinted_names = KERNELS, launch_forward, ("prepare",)
+        occupancy = knobs.get("OCCUPANCY", OCCUPANCY[0])
+        kernels, run, hinted_names = KERNELS, launch_forward, HINTED_FWD.get(occupancy, ())
         if facts.backward:
             from pygraph_linear_attention.kernels.gdn_cutile_bwd import BWD_KERNELS
 
             kernels, run, hinted_names = {**KERNELS, **BWD_KERNELS}, launch_backward, HINTED_BWD
-        occupancy = knobs.get("OCCUPANCY", OCCUPANCY[0])
         if occupancy:
             from pygraph_linear_attention.kernels.gdn_cutile_fwd import hinted
 

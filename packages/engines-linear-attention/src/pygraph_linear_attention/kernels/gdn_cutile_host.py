@@ -16,6 +16,7 @@ __all__ = [
     "BLOCK_V",
     "CHUNK",
     "HINTED_BWD",
+    "HINTED_FWD",
     "ITEMSIZE",
     "OCCUPANCY",
     "OCCUPANCY_BWD",
@@ -36,6 +37,13 @@ BLOCK_V = (64, 32, 128)
 # 54 KB (scripts/cutile_resources.py --occupancy N). The hook ranks 2 first, by measurement
 # (heuristics.py); 4 timed the same.
 OCCUPANCY = (0, 2, 4)
+# the forward's launches each OCCUPANCY hint applies to. The scan takes 2 only: at 2 it fits two
+# CTAs per SM (111 / 106 KB of shared memory at BLOCK_V 32 / 64, spill frames of 24 / 152 B; by
+# default 141 / 155 KB, one CTA), which lets BLOCK_V 32 keep every one of 256 programs (B4 T4096)
+# resident; at 4 it spills 640-776 B. Measured on the H200 at the hook's first plans: the scan's
+# hint changed nothing there (B4 T4096, BLOCK_V 64: 0.325 ms against 0.324; B1 T32768, BLOCK_V 32:
+# 1.384 against 1.391).
+HINTED_FWD = {2: ("prepare", "scan"), 4: ("prepare",)}
 # OCCUPANCY of the backward: the hint for its per-chunk kernels (chunk_prepare_kernel,
 # chunk_grad_output_kernel, chunk_grad_wy_kernel), each one CTA per SM by default (168-215 KB of
 # shared memory, 240-255 registers, at K = V = 128 for sm_90). With 2 each fits two CTAs per SM:
