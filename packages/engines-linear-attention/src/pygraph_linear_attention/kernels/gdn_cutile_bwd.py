@@ -39,7 +39,9 @@ import cuda.tile as ct
 
 from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
     TMA,
+    _carry,
     _l2_normalized,
+    _rows_at,
     _softplus,
     chunk_offsets_kernel,
 )
@@ -106,15 +108,11 @@ def state_scan_kernel(
         g_seq, vn_seq = gamma.slice(0, bos, eos), v_new_out.slice(0, bos, eos)
         rows = length - c * C
         valid = r < rows
-        kt = ct.reshape(
-            ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K)
-        )
+        kt = _rows_at(k_seq, (c, hk, 0), C, K)
         if L2NORM != 0:
             kt = _l2_normalized(kt)
-        wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K))
-        ut = ct.reshape(
-            ct.load(u_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), (C, BV)
-        )
+        wt = _rows_at(w_seq, (c, h, 0), C, K)
+        ut = _rows_at(u_seq, (c, h, vb), C, BV)
         gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,))
         state_io = ct.astype(state, kt.dtype)
         ct.store(
@@ -127,9 +125,7 @@ def state_scan_kernel(
             wt, ct.transpose(state_io), ct.zeros((C, BV), dtype=ct.float32)
         )
         ct.store(vn_seq, (c, h, vb), ct.reshape(ct.astype(v_new, v_new_out.dtype), (C, 1, BV)), allow_tma=TMA)
-        last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
-        carried = ct.astype(v_new * ct.expand_dims(ct.where(valid, ct.exp(last - gam), 0.0), 1), kt.dtype)
-        state = ct.mma(ct.transpose(carried), kt, state * ct.exp(last))
+        state = _carry(state, v_new, kt, gam, valid, rows, r, C)
 
 
 @ct.kernel
@@ -179,17 +175,13 @@ def grad_scan_kernel(
         )
         rows = length - c * C
         valid = r < rows
-        qt = ct.reshape(
-            ct.load(q_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K)
-        )
-        kt = ct.reshape(
-            ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K)
-        )
+        qt = _rows_at(q_seq, (c, hk, 0), C, K)
+        kt = _rows_at(k_seq, (c, hk, 0), C, K)
         if L2NORM != 0:
             qt = _l2_normalized(qt)
             kt = _l2_normalized(kt)
         io = kt.dtype
-        wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K))
+        wt = _rows_at(w_seq, (c, h, 0), C, K)
         gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,))
         dot = (
             _rows(ct.load(do_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), C, BV)

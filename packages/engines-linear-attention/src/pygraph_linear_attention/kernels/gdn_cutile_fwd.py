@@ -89,6 +89,20 @@ def _softplus(x):
     return ct.maximum(x, 0.0) + ct.log(1.0 + ct.exp(-ct.abs(x)))
 
 
+def _rows_at(view, index, C: ConstInt, D: ConstInt):
+    """The [C, D] tile of ``view`` ([T, H, D'] sliced to a sequence) at ``index`` (chunk, head,
+    block), zero past the view's end."""
+    return ct.reshape(ct.load(view, index, shape=(C, 1, D), padding_mode=_ZERO, allow_tma=TMA), (C, D))
+
+
+def _carry(state, v_new, kt, gam, valid, rows, r, C: ConstInt):
+    """The state leaving a chunk (step 4): exp(last) S + (v_new exp(last - gamma))^T k over the
+    chunk's real rows, ``last`` the gamma of its last real row."""
+    last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
+    carried = ct.astype(v_new * ct.expand_dims(ct.where(valid, ct.exp(last - gam), 0.0), 1), kt.dtype)
+    return ct.mma(ct.transpose(carried), kt, state * ct.exp(last))
+
+
 def _unit_lower_inverse(a):
     """(I + a)^-1 for ``a`` [64, 64] fp32, strictly lower triangular (see the module docstring)."""
     r = ct.arange(SUB, dtype=ct.int32)
@@ -242,19 +256,13 @@ def chunk_scan_kernel(
         w_seq, u_seq, g_seq = w.slice(0, bos, eos), u.slice(0, bos, eos), gamma.slice(0, bos, eos)
         rows = length - c * C
         valid = r < rows
-        qt = ct.reshape(
-            ct.load(q_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K)
-        )
-        kt = ct.reshape(
-            ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K)
-        )
+        qt = _rows_at(q_seq, (c, hk, 0), C, K)
+        kt = _rows_at(k_seq, (c, hk, 0), C, K)
         if L2NORM != 0:
             qt = _l2_normalized(qt)
             kt = _l2_normalized(kt)
-        wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K))
-        ut = ct.reshape(
-            ct.load(u_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), (C, BV)
-        )
+        wt = _rows_at(w_seq, (c, h, 0), C, K)
+        ut = _rows_at(u_seq, (c, h, vb), C, BV)
         gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,))
         state_t = ct.transpose(ct.astype(state, kt.dtype))  # [K, BV]
         v_new = ct.astype(ut, ct.float32) - ct.mma(wt, state_t, ct.zeros((C, BV), dtype=ct.float32))
@@ -270,9 +278,7 @@ def chunk_scan_kernel(
         out = ct.mma(ct.astype(scores, kt.dtype), v_new_io, inter) * SCALE
         ct.store(o_seq, (c, h, vb), ct.reshape(ct.astype(out, o.dtype), (C, 1, BV)), allow_tma=TMA)
 
-        last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
-        carried = ct.astype(v_new * ct.expand_dims(ct.where(valid, ct.exp(last - gam), 0.0), 1), kt.dtype)
-        state = ct.mma(ct.transpose(carried), kt, state * ct.exp(last))
+        state = _carry(state, v_new, kt, gam, valid, rows, r, C)
     if STORE_HT != 0:
         ct.store(ht, (n, h, vb, 0), ct.reshape(ct.astype(state, ht.dtype), (1, 1, BV, K)), allow_tma=TMA)
 
@@ -357,21 +363,15 @@ def segment_scan_kernel(
         )
         rows = length - c * C
         valid = r < rows
-        kt = ct.reshape(
-            ct.load(k_seq, (c, hk, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K)
-        )
+        kt = _rows_at(k_seq, (c, hk, 0), C, K)
         if L2NORM != 0:
             kt = _l2_normalized(kt)
-        wt = ct.reshape(ct.load(w_seq, (c, h, 0), shape=(C, 1, K), padding_mode=_ZERO, allow_tma=TMA), (C, K))
-        ut = ct.reshape(
-            ct.load(u_seq, (c, h, ub), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), (C, BV)
-        )
+        wt = _rows_at(w_seq, (c, h, 0), C, K)
+        ut = _rows_at(u_seq, (c, h, ub), C, BV)
         gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,))
         state_t = ct.transpose(ct.astype(state, kt.dtype))  # [K, BV]
         v_new = ct.astype(ut, ct.float32) * keep_u - ct.mma(wt, state_t, ct.zeros((C, BV), dtype=ct.float32))
-        last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
-        carried = ct.astype(v_new * ct.expand_dims(ct.where(valid, ct.exp(last - gam), 0.0), 1), kt.dtype)
-        state = ct.mma(ct.transpose(carried), kt, state * ct.exp(last))
+        state = _carry(state, v_new, kt, gam, valid, rows, r, C)
     if vb < V // BV:
         ct.store(seg_n, (s, h, vb, 0), ct.reshape(state, (1, 1, BV, K)), allow_tma=TMA)
     else:
