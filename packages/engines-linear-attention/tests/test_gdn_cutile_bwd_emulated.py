@@ -122,6 +122,17 @@ def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, options=(), seed=0, gat
     return got, want, arrays
 
 
+EVERY_OPTION = (
+    "initial_state",
+    "final_state",
+    "qk_l2norm",
+    "beta_sigmoid",
+    "neg_eigval",
+    "safe_gate",
+    "scale",
+)
+
+
 def _check(lengths, **kw):
     got, want, _ = _run(lengths, **kw)
     assert set(got) == set(want)
@@ -156,16 +167,7 @@ def test_each_option(option):
 
 
 def test_every_option_together_with_gva():
-    options = (
-        "initial_state",
-        "final_state",
-        "qk_l2norm",
-        "beta_sigmoid",
-        "neg_eigval",
-        "safe_gate",
-        "scale",
-    )
-    _check((65, 3), h=1, hv=2, options=options)
+    _check((65, 3), h=1, hv=2, options=EVERY_OPTION)
 
 
 @pytest.mark.parametrize(("h", "hv"), [(1, 4), (4, 2)], ids=["gva", "gqa"])
@@ -196,16 +198,7 @@ def test_the_split_scans_match_the_spec_over_segments(segment):
 
 
 def test_the_split_scans_with_every_option_gva_and_value_blocks():
-    options = (
-        "initial_state",
-        "final_state",
-        "qk_l2norm",
-        "beta_sigmoid",
-        "neg_eigval",
-        "safe_gate",
-        "scale",
-    )
-    _check((130, 3), h=1, hv=2, segment=1, options=options)
+    _check((130, 3), h=1, hv=2, segment=1, options=EVERY_OPTION)
     _check((200,), dv=32, block_v=8, segment=1, options=("initial_state",))
     _check((200,), dk=32, dv=16, block_v=16, segment=2, options=("final_state",))
 

@@ -400,6 +400,15 @@ def test_a_call_with_a_misaligned_workspace_is_refused_and_launches_nothing(stan
     assert recorder.calls == []
 
 
+def _execute_bwd(g, spacing, workspace):
+    """execute() a built gdn_bwd graph of `_bwd_graph` on fake addresses, ``spacing`` apart."""
+    names = ("q", "k", "v", "dO", "g", "beta", "cu_seqlens", "h0", "dht")
+    tensors = {g.find_tensor(name): spacing * (i + 1) for i, name in enumerate(names)}
+    for i, out in enumerate(o for o in g.outputs_for_test if o is not None):
+        tensors[out] = 0x10000000 * (i + 1)
+    g.execute(tensors, workspace=workspace)
+
+
 def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
     """The backward's plan: the forward's table and prepare, then the offsets, the two scans, the
     per-chunk gradient and the head-group sums, with GVA's grids (q/k 2 heads, v 4)."""
@@ -420,11 +429,7 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
     slots = -(-t // CHUNK) + n
     # at least the per-chunk states and their gradients (bf16) and the fp32 per-head dq, dk, dv
     assert g.get_workspace_size() >= 2 * slots * hv * d * d * 2 + 3 * t * hv * d * 4
-    names = ("q", "k", "v", "dO", "g", "beta", "cu_seqlens", "h0", "dht")
-    tensors = {g.find_tensor(name): 0x100000 * (i + 1) for i, name in enumerate(names)}
-    for i, out in enumerate(o for o in g.outputs_for_test if o is not None):
-        tensors[out] = 0x10000000 * (i + 1)
-    g.execute(tensors, workspace=0xC000000)
+    _execute_bwd(g, spacing=0x100000, workspace=0xC000000)
     order = ["table", "offsets", "prepare", "states", "grad_scan", "chunk_grad_output", "chunk_grad_wy"]
     order += ["group_sum"] * 2 + ["gate_sum"] * 2  # dQ, dK summed over GVA's groups; dV written directly
     assert [kernel for _, _, kernel, _ in recorder.calls] == [kernels[name] for name in order]
@@ -447,11 +452,7 @@ def test_a_segment_knob_splits_the_backwards_scans(stand_in):
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
     g.select_plan(names.index("gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=16]"))
     g.build_plans()
-    names = ("q", "k", "v", "dO", "g", "beta", "cu_seqlens", "h0", "dht")
-    tensors = {g.find_tensor(name): 0x1000000 * (i + 1) for i, name in enumerate(names)}
-    for i, out in enumerate(o for o in g.outputs_for_test if o is not None):
-        tensors[out] = 0x10000000 * (i + 1)
-    g.execute(tensors, workspace=0x40000000)
+    _execute_bwd(g, spacing=0x1000000, workspace=0x40000000)
     order = "table offsets prepare seg_table seg_offsets seg_bounds offsets segment_scan segment_combine"
     order += " states grad_scan segment_combine_grad grad_scan chunk_grad_output chunk_grad_wy"
     launched = [kernel for _, _, kernel, _ in recorder.calls][: len(order.split())]
@@ -475,11 +476,7 @@ def test_the_backward_occupancy_knob_hints_its_per_chunk_kernels_only(stand_in):
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
     g.select_plan(names.index("gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]"))
     g.build_plans()
-    names = ("q", "k", "v", "dO", "g", "beta", "cu_seqlens", "h0", "dht")
-    tensors = {g.find_tensor(name): 0x100000 * (i + 1) for i, name in enumerate(names)}
-    for i, out in enumerate(o for o in g.outputs_for_test if o is not None):
-        tensors[out] = 0x10000000 * (i + 1)
-    g.execute(tensors, workspace=0xC000000)
+    _execute_bwd(g, spacing=0x100000, workspace=0xC000000)
     launched = [kernel for _, _, kernel, _ in recorder.calls]
 
     def hinted(name):

@@ -44,6 +44,7 @@ from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
     _rows_at,
     _softplus,
     chunk_offsets_kernel,
+    segment_combine_kernel,
 )
 
 __all__ = [
@@ -218,48 +219,6 @@ def grad_scan_kernel(
         # separate products here for sm_80 ("invalid use-def chain in LoopSchedule")
         d_state = ct.mma(ct.transpose(ct.astype(-dv_new, io)), wt, d_state * ct.exp(last))
         d_state = ct.mma(ct.transpose(ct.astype(decayed_do, io)), qt, d_state)
-    if HAS_H0 != 0:
-        ct.store(dh0, (n, h, vb, 0), ct.reshape(ct.astype(d_state, dh0.dtype), (1, 1, BV, K)), allow_tma=TMA)
-
-
-@ct.kernel
-def segment_combine_grad_kernel(
-    seg_m,  # [SEGMENTS, HO, K, K] fp32, from segment_scan_kernel
-    seg_g,  # [SEGMENTS, HO, V, K] fp32: each segment's G (grad_scan from zero inside it)
-    seg_offsets,  # [N] int32: each sequence's first segment slot
-    cu_seqlens,  # [N + 1]
-    dht,  # [N, HO, V, K] (read when HAS_DHT): d_final_state
-    seg_dht,  # [SEGMENTS, HO, V, K] fp32 out: the gradient of the state leaving each segment
-    dh0,  # [N, HO, V, K] out (written when HAS_H0): d_initial_state
-    HAS_DHT,
-    HAS_H0,
-    K: ConstInt,
-    V: ConstInt,
-    BV: ConstInt,
-    SEG: ConstInt,
-    BK: ConstInt,  # key rows of M per product: min(32, K)
-):
-    """The split scan's reverse walk: a segment maps the gradient dS leaving it to dS M^T + G
-    entering it (the transpose of the forward's S -> S M + N); per sequence, from d_final_state,
-    segment after segment from the last, storing the gradient leaving each; the last is
-    d_initial_state."""
-    n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
-    length = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32) - ct.astype(
-        ct.load(cu_seqlens, (n,), shape=()), ct.int32
-    )
-    first = ct.load(seg_offsets, (n,), shape=())
-    d_state = ct.zeros((BV, K), dtype=ct.float32)
-    if HAS_DHT != 0:
-        d_state = ct.astype(ct.reshape(ct.load(dht, (n, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), ct.float32)
-    count = ct.cdiv(length, SEG)
-    for i in range(count):
-        s = first + count - 1 - i
-        ct.store(seg_dht, (s, h, vb, 0), ct.reshape(d_state, (1, 1, BV, K)), allow_tma=TMA)
-        acc = ct.reshape(ct.load(seg_g, (s, h, vb, 0), shape=(1, 1, BV, K), allow_tma=TMA), (BV, K))
-        for kb in range(K // BK):  # dS M^T: M's columns kb are the rows kb of M^T
-            m_cols = ct.reshape(ct.load(seg_m, (s, h, 0, kb), shape=(1, 1, K, BK), allow_tma=TMA), (K, BK))
-            acc = ct.mma(ct.extract(d_state, (0, kb), (BV, BK)), ct.transpose(m_cols), acc)
-        d_state = acc
     if HAS_H0 != 0:
         ct.store(dh0, (n, h, vb, 0), ct.reshape(ct.astype(d_state, dh0.dtype), (1, 1, BV, K)), allow_tma=TMA)
 
@@ -627,7 +586,7 @@ BWD_KERNELS = {
     "group_sum": group_sum_kernel,
     "gate_sum": gate_sum_kernel,
     "param_sum": param_sum_kernel,
-    "segment_combine_grad": segment_combine_grad_kernel,
+    "segment_combine_grad": segment_combine_kernel,  # REVERSE
 }
 
 

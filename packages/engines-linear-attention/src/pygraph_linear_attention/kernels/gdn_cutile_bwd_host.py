@@ -75,16 +75,7 @@ class GdnCutileBwdConfig(GdnCutileConfig):
             # seg_n holds each segment's N, then (once segment_combine has read it) its G, the
             # gradient grad_scan makes from zero inside it; seg_h0 the state entering each segment,
             # then (once the state scan has read it) the gradient of the state leaving it
-            segments = self.segment_slots
-            shapes += [
-                ("seg_table", "int32", (segments, 2)),
-                ("seg_offsets", "int32", (self.sequences,)),
-                ("seg_cu", "int32", (segments + 1,)),
-                ("seg_chunk_offsets", "int32", (segments,)),
-                ("seg_n", "float32", (segments, ho, vd, kd)),
-                ("seg_m", "float32", (segments, ho, kd, kd)),
-                ("seg_h0", "float32", (segments, ho, vd, kd)),
-            ]
+            shapes += [*self.segment_regions(), ("seg_chunk_offsets", "int32", (self.segment_slots,))]
         shapes.append(("spare", "float32", (16,)))
         return layout_regions(shapes)
 
@@ -183,105 +174,46 @@ def backward_arguments(cfg: GdnCutileBwdConfig, arrays: Mapping[str, Any]) -> di
     ho, a = cfg.heads_out, arrays
     kg, l2, scale = ho // cfg.heads_qk, int(cfg.use_qk_l2norm), float(cfg.scale)
     kd, vd, bv = cfg.key_dim, cfg.value_dim, cfg.block_v
+
+    def states(cu: Any, offsets: Any, h0: Any, has_h0: int) -> tuple:
+        return (
+            a["k"], a["w"], a["u"], a["gamma"], cu, offsets, h0, a["h"], a["v_new"], kg, l2, has_h0, kd, bv, CHUNK,
+        )  # fmt: skip
+
+    def grad_scan(cu: Any, offsets: Any, dht: Any, dh0: Any, has_dht: int, has_h0: int, store: int) -> tuple:
+        return (
+            a["q"], a["k"], a["w"], a["gamma"], a["dO"], cu, offsets, dht, a["dh"], a["dv_new"], dh0, kg, l2,
+            has_dht, has_h0, store, kd, bv, CHUNK, scale,
+        )  # fmt: skip
+
     split: dict[str, tuple] = {}
     if cfg.segment:
+        combine_grad = (
+            a["seg_n"], a["seg_m"], a["seg_offsets"], a["cu_seqlens"], get("dht", "spare4"), a["seg_h0"],
+            get("dh0", "spare4"), int(cfg.has_d_final_state), int(cfg.has_initial_state), kd, vd, bv,
+            cfg.segment * CHUNK, min(32, kd), 1,
+        )  # fmt: skip
         segments, seg_cu, seg_offsets = cfg.segment_slots, a["seg_cu"], a["seg_chunk_offsets"]
         split = {name: forward[name] for name in _SPLIT if name != "seg_chunk_offsets"}
         split |= {
             "seg_chunk_offsets": (seg_cu, seg_offsets, segments, CHUNK, TABLE_SEQ_BLOCK),
             # the state scan over the segments, each from its entering state
-            "states": (
-                a["k"],
-                a["w"],
-                a["u"],
-                a["gamma"],
-                seg_cu,
-                seg_offsets,
-                a["seg_h0"],
-                a["h"],
-                a["v_new"],
-                kg,
-                l2,
-                1,
-                kd,
-                bv,
-                CHUNK,
-            ),
+            "states": states(seg_cu, seg_offsets, a["seg_h0"], 1),
             # each segment's G: grad_scan from zero, its per-chunk stores off, its last state to seg_n
-            "grad_segments": (
-                a["q"],
-                a["k"],
-                a["w"],
-                a["gamma"],
-                a["dO"],
-                seg_cu,
-                seg_offsets,
-                a["spare4"],
-                a["dh"],
-                a["dv_new"],
-                a["seg_n"],
-                kg,
-                l2,
-                0,
-                1,
-                0,
-                kd,
-                bv,
-                CHUNK,
-                scale,
-            ),
-            "segment_combine_grad": (
-                a["seg_m"],
-                a["seg_n"],
-                a["seg_offsets"],
-                a["cu_seqlens"],
-                get("dht", "spare4"),
-                a["seg_h0"],
-                get("dh0", "spare4"),
-                int(cfg.has_d_final_state),
-                int(cfg.has_initial_state),
-                kd,
-                vd,
-                bv,
-                cfg.segment * CHUNK,
-                min(32, kd),
-            ),
+            "grad_segments": grad_scan(seg_cu, seg_offsets, a["spare4"], a["seg_n"], 0, 1, 0),
+            # the forward's walk reversed: from d_final_state, dS M^T + G segment after segment
+            "segment_combine_grad": combine_grad,
             # the gradient scan over the segments, each from the gradient leaving it
-            "grad_scan": (
-                a["q"],
-                a["k"],
-                a["w"],
-                a["gamma"],
-                a["dO"],
-                seg_cu,
-                seg_offsets,
-                a["seg_h0"],
-                a["dh"],
-                a["dv_new"],
-                a["spare4"],
-                kg,
-                l2,
-                1,
-                0,
-                1,
-                kd,
-                bv,
-                CHUNK,
-                scale,
-            ),
+            "grad_scan": grad_scan(seg_cu, seg_offsets, a["seg_h0"], a["spare4"], 1, 0, 1),
         }
     args = {
         "table": forward["table"],
         "offsets": (a["cu_seqlens"], a["offsets"], cfg.sequences, CHUNK, TABLE_SEQ_BLOCK),
         "prepare": forward["prepare"],
-        "states": (
-            a["k"], a["w"], a["u"], a["gamma"], a["cu_seqlens"], a["offsets"], get("h0", "spare4"), a["h"],
-            a["v_new"], kg, l2, int(cfg.has_initial_state), kd, bv, CHUNK,
-        ),
-        "grad_scan": (
-            a["q"], a["k"], a["w"], a["gamma"], a["dO"], a["cu_seqlens"], a["offsets"], get("dht", "spare4"),
-            a["dh"], a["dv_new"], get("dh0", "spare4"), kg, l2, int(cfg.has_d_final_state),
-            int(cfg.has_initial_state), 1, kd, bv, CHUNK, scale,
+        "states": states(a["cu_seqlens"], a["offsets"], get("h0", "spare4"), int(cfg.has_initial_state)),
+        "grad_scan": grad_scan(
+            a["cu_seqlens"], a["offsets"], get("dht", "spare4"), get("dh0", "spare4"), int(cfg.has_d_final_state),
+            int(cfg.has_initial_state), 1,
         ),
         "chunk_grad_output": (
             a["q"], a["k"], a["gamma"], a["dO"], a["cu_seqlens"], a["table"], a["h"], a["dh"], a["v_new"],

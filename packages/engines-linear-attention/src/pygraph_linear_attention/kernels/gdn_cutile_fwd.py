@@ -305,7 +305,7 @@ def chunk_offsets_kernel(cu_seqlens, offsets, N, C: ConstInt, BN: ConstInt):
 # identity with u = 0, and N what it makes of zero rows with the chunk's u. `segment_scan_kernel`
 # computes N and M for every segment at once (V / BV programs for N, K / BV for M);
 # `segment_combine_kernel` walks each sequence's segments (S_next = S M + N: a few steps, not one
-# per chunk) to the state entering each; the fused scan then runs over the segments as over
+# per chunk) to the state entering each (and, for the backward, the gradient's walk back); the fused scan then runs over the segments as over
 # sequences of their own, from those states.
 
 
@@ -380,41 +380,53 @@ def segment_scan_kernel(
 
 @ct.kernel
 def segment_combine_kernel(
-    seg_n,  # [SEGMENTS, HO, V, K] fp32, from segment_scan_kernel
-    seg_m,  # [SEGMENTS, HO, K, K] fp32
+    seg_add,  # [SEGMENTS, HO, V, K] fp32: each segment's N (forward) or G (REVERSE)
+    seg_m,  # [SEGMENTS, HO, K, K] fp32, from segment_scan_kernel
     seg_offsets,  # [N] int32: each sequence's first segment slot (chunk_offsets_kernel, C = SEG)
     cu_seqlens,  # [N + 1]
-    h0,  # [N, HO, V, K] fp32 or bf16 (read when HAS_H0)
-    seg_h0,  # [SEGMENTS, HO, V, K] fp32 out: the state entering each segment
-    ht,  # [N, HO, V, K] out (written when STORE_HT)
-    HAS_H0,
-    STORE_HT,
+    start,  # [N, HO, V, K] (read when HAS_START): initial_state, or d_final_state (REVERSE)
+    seg_out,  # [SEGMENTS, HO, V, K] fp32 out: the state entering each segment (the gradient leaving it)
+    end,  # [N, HO, V, K] out (written when STORE_END): the final state (d_initial_state)
+    HAS_START,
+    STORE_END,
     K: ConstInt,
     V: ConstInt,
     BV: ConstInt,
     SEG: ConstInt,
     BK: ConstInt,  # key rows of M per product: min(32, K)
+    REVERSE: ConstInt,
 ):
+    """Per sequence, segment after segment: S -> S M + N from the first (the forward), or, with
+    REVERSE, the gradient dS -> dS M^T + G from the last (its transpose), storing what enters each
+    segment's scan."""
     n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
     length = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32) - ct.astype(
         ct.load(cu_seqlens, (n,), shape=()), ct.int32
     )
     first = ct.load(seg_offsets, (n,), shape=())
     state = ct.zeros((BV, K), dtype=ct.float32)
-    if HAS_H0 != 0:
-        state = ct.astype(ct.reshape(ct.load(h0, (n, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), ct.float32)
-    for p in range(ct.cdiv(length, SEG)):
-        ct.store(seg_h0, (first + p, h, vb, 0), ct.reshape(state, (1, 1, BV, K)), allow_tma=TMA)
-        # S M + N in fp32 (a handful of steps per sequence, each carrying a whole segment), M in
-        # blocks of BK key rows: whole, its product spilled 8.5-12 KB per thread at K = 128 on
-        # sm_90, in blocks 0.8 KB (16-row blocks: 0.6-1.0 KB)
-        acc = ct.reshape(ct.load(seg_n, (first + p, h, vb, 0), shape=(1, 1, BV, K), allow_tma=TMA), (BV, K))
+    if HAS_START != 0:
+        state = ct.astype(ct.reshape(ct.load(start, (n, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), ct.float32)
+    count = ct.cdiv(length, SEG)
+    for i in range(count):
+        s = first + i
+        if REVERSE != 0:
+            s = first + count - 1 - i
+        ct.store(seg_out, (s, h, vb, 0), ct.reshape(state, (1, 1, BV, K)), allow_tma=TMA)
+        # in fp32 (a handful of steps per sequence, each carrying a whole segment), M in blocks of BK
+        # key rows (columns for M^T): whole, its product spilled 8.5-12 KB per thread at K = 128 on
+        # sm_90, in blocks 0.8-1.1 KB
+        acc = ct.reshape(ct.load(seg_add, (s, h, vb, 0), shape=(1, 1, BV, K), allow_tma=TMA), (BV, K))
         for kb in range(K // BK):
-            m = ct.reshape(ct.load(seg_m, (first + p, h, kb, 0), shape=(1, 1, BK, K), allow_tma=TMA), (BK, K))
+            if REVERSE != 0:
+                m_cols = ct.load(seg_m, (s, h, 0, kb), shape=(1, 1, K, BK), allow_tma=TMA)
+                m = ct.transpose(ct.reshape(m_cols, (K, BK)))
+            else:
+                m = ct.reshape(ct.load(seg_m, (s, h, kb, 0), shape=(1, 1, BK, K), allow_tma=TMA), (BK, K))
             acc = ct.mma(ct.extract(state, (0, kb), (BV, BK)), m, acc)
         state = acc
-    if STORE_HT != 0:
-        ct.store(ht, (n, h, vb, 0), ct.reshape(ct.astype(state, ht.dtype), (1, 1, BV, K)), allow_tma=TMA)
+    if STORE_END != 0:
+        ct.store(end, (n, h, vb, 0), ct.reshape(ct.astype(state, end.dtype), (1, 1, BV, K)), allow_tma=TMA)
 
 
 _HINTED: dict[tuple, Any] = {}

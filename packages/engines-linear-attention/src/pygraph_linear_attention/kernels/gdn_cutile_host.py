@@ -156,18 +156,25 @@ class GdnCutileConfig:
             ("w", self.io_dtype, (t, ho, k)),
             ("u", self.io_dtype, (t, ho, v)),
         ]
-        if self.segment:
-            segments = self.segment_slots
-            shapes += [
-                ("seg_table", "int32", (segments, 2)),
-                ("seg_offsets", "int32", (self.sequences,)),
-                ("seg_cu", "int32", (segments + 1,)),
-                ("seg_n", "float32", (segments, ho, v, k)),
-                ("seg_m", "float32", (segments, ho, k, k)),
-                ("seg_h0", "float32", (segments, ho, v, k)),
-            ]
+        shapes += self.segment_regions()
         shapes.append(("spare", "float32", (16,)))
         return layout_regions(shapes)
+
+    def segment_regions(self) -> list[tuple[str, str, tuple[int, ...]]]:
+        """The split scan's workspace rows (none without ``segment``): the segment table, each
+        sequence's first segment slot, the segments' first tokens, their N and M, the state
+        entering each."""
+        if not self.segment:
+            return []
+        segments, ho, k, v = self.segment_slots, self.heads_out, self.key_dim, self.value_dim
+        return [
+            ("seg_table", "int32", (segments, 2)),
+            ("seg_offsets", "int32", (self.sequences,)),
+            ("seg_cu", "int32", (segments + 1,)),
+            ("seg_n", "float32", (segments, ho, v, k)),
+            ("seg_m", "float32", (segments, ho, k, k)),
+            ("seg_h0", "float32", (segments, ho, v, k)),
+        ]
 
     @property
     def workspace_bytes(self) -> int:
@@ -246,7 +253,7 @@ def kernel_arguments(cfg: GdnCutileConfig, arrays: Mapping[str, Any]) -> dict[st
         "segment_combine": (
             arrays["seg_n"], arrays["seg_m"], arrays["seg_offsets"], arrays["cu_seqlens"], get("h0", "spare4"),
             arrays["seg_h0"], get("ht", "spare4"), int(cfg.has_initial_state), int(cfg.output_final_state), *kv, seg,
-            min(32, cfg.key_dim),
+            min(32, cfg.key_dim), 0,
         ),
         # the fused scan over the segments, each from the state segment_combine passed it
         "scan": (
