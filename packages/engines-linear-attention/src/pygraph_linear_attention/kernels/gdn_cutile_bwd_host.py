@@ -194,7 +194,7 @@ def backward_arguments(cfg: GdnCutileBwdConfig, arrays: Mapping[str, Any]) -> di
             cfg.segment * CHUNK, min(32, kd), 1,
         )  # fmt: skip
         segments, seg_cu, seg_offsets = cfg.segment_slots, a["seg_cu"], a["seg_chunk_offsets"]
-        split = {name: forward[name] for name in _SPLIT if name != "seg_chunk_offsets"}
+        split = {name: forward[name] for name in _SPLIT if name in forward}  # the forward's own
         split |= {
             "seg_chunk_offsets": (seg_cu, seg_offsets, segments, CHUNK, TABLE_SEQ_BLOCK),
             # the state scan over the segments, each from its entering state
