@@ -202,6 +202,19 @@ def test_the_hook_ranks_every_block_v_that_tiles_v_the_measured_fastest_first():
     assert block_v_order(_graph(d=64, n=128).engine_request().facts) == [64, 32]
 
 
+def test_the_forward_ranks_block_v_32_at_occupancy_2_first_in_every_grid():
+    # 256 scan programs at 64: the backward's hook order starts at 64, the forward's first is 32
+    g = _graph(t=4096, n=64, h=2)
+    g.create_execution_plans()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    assert names[:3] == [
+        "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile[BLOCK_V=64,OCCUPANCY=0,SEGMENT=0]",
+        "gdn_cutile[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]",
+    ]  # fmt: skip
+    assert "gdn_cutile[BLOCK_V=64,OCCUPANCY=2,SEGMENT=0]" in names
+    assert len(names) == len(set(names))
+
+
 class _Recorder:
     def __init__(self):
         self.calls = []

@@ -1,7 +1,8 @@
 """The ``gdn``, ``kda`` and ``gdn2`` families' ranking hook.
 
-``gdn``: ``gdn_cutile`` (the forward) and ``gdn_cutile_bwd`` (the backward). First the hook's
-BLOCK_V with OCCUPANCY=2 (two CTAs per SM on the per-chunk kernels, the measured fastest), then
+``gdn``: ``gdn_cutile`` (the forward) and ``gdn_cutile_bwd`` (the backward). First OCCUPANCY=2 (two
+CTAs per SM on the per-chunk kernels, the measured fastest) at BLOCK_V 32 for the forward and the
+hook's BLOCK_V for the backward, then
 every BLOCK_V that tiles the value head dim at the compiler's occupancy (the hook's first), then,
 untimed, for autotune: the forward's other BLOCK_V values at OCCUPANCY=2, the other hints, and the first
 entry with each SEGMENT (the split scans). No backend lowers these ops, so the backend's block is
@@ -35,6 +36,11 @@ _HALF_THE_SMS = 66
 # backward's per-chunk kernels forward+backward 8.04 -> 6.84 ms (B1), 3.19 -> 2.56 (B4), 7.04 ->
 # 6.08 (varlen8). The hint 4 timed the same as 2 (the kernels' shared memory admits two).
 _FIRST_OCCUPANCY = 2
+# The forward at OCCUPANCY 2 hints its scan too, and at BLOCK_V 32 two scan CTAs fit an SM (111 KB of
+# shared memory against 141 at 64), so 32 is the forward's first in every shape (H200, 2026-12-02, one
+# run, ms: B4 T4096 0.544 against 0.652 at 64; varlen8 1.290 against 1.530; B1 T32768 2.017, the same
+# plan as before). The backward keeps block_v_order: its scans take no hint.
+_FIRST_BLOCK_V_FWD = 32
 
 
 def block_v_order(facts: LinearAttentionFacts) -> list[int]:
@@ -64,10 +70,11 @@ def recommend(
             knobs = {"BLOCK_V": block_v, "OCCUPANCY": occupancy, "SEGMENT": segment}
             return PlanConfig(offered[engine], knobs)
 
-        ours = [entry(order[0], _FIRST_OCCUPANCY)]
+        first = _FIRST_BLOCK_V_FWD if not facts.backward and _FIRST_BLOCK_V_FWD in order else order[0]
+        ours = [entry(first, _FIRST_OCCUPANCY)]
         ours += [entry(b, hints[0]) for b in order]
         if not facts.backward:  # untimed: the forward's scan at 2 CTAs per SM (HINTED_FWD), any BLOCK_V
-            ours += [entry(b, _FIRST_OCCUPANCY) for b in order[1:]]
+            ours += [entry(b, _FIRST_OCCUPANCY) for b in order if b != first]
         ours += [entry(order[0], o) for o in hints[1:] if o != _FIRST_OCCUPANCY]
         if facts.head_dim_k % order[0] == 0:  # the split scans, untimed
             ours += [entry(order[0], _FIRST_OCCUPANCY, segment) for segment in SEGMENT[1:]]
