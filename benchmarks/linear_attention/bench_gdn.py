@@ -70,6 +70,7 @@ class TimingRun:
     profile: bool = False
     occupancies: tuple[int, ...] = ()  # OCCUPANCY hints timed beside the BLOCK_V columns
     segments: tuple[int, ...] = ()  # the forward's SEGMENT values (split scan) timed beside them
+    sm90_block_vs: tuple[int, ...] = ()  # the gdn_sm90 engine's BLOCK_V columns (CuTe DSL)
 
 
 def correctness_table(log: list[str]) -> bool:
@@ -117,13 +118,13 @@ def _label(block_v: Any, occupancy: Any = None, segment: Any = None) -> str:
 
 
 def _ours(
-    case: GdnCase, tensors: dict, block_v: Any, occupancy: Any = None, segment: Any = None
+    case: GdnCase, tensors: dict, block_v: Any, occupancy: Any = None, segment: Any = None, engine: Any = None
 ) -> tuple[Any, Any]:
-    """(call, output) of our plan at ``block_v`` (and ``occupancy``, ``segment``; None: the hook's
-    first pick): the graph built once, the call one execute()."""
+    """(call, output) of our plan at ``block_v`` (and ``occupancy``, ``segment``, ``engine``; None: the
+    hook's first pick): the graph built once, the call one execute()."""
     import torch
 
-    case = dataclasses.replace(case, block_v=block_v, occupancy=occupancy, segment=segment)
+    case = dataclasses.replace(case, block_v=block_v, occupancy=occupancy, segment=segment, engine=engine)
     g, ports = build_graph(case, tensors, {})
     out = torch.empty(sum(case.lengths), HEADS, DIM, dtype=torch.bfloat16, device="cuda")
     workspace = torch.empty(g.get_workspace_size(), dtype=torch.uint8, device="cuda")
@@ -257,6 +258,11 @@ def timing(run: TimingRun) -> list[dict]:
         for bv, occupancy, segment in plans + [(None, None, s) for s in run.segments]:
             label = _label(bv, occupancy, segment)
             call, out = _ours(case, tensors, bv, occupancy, segment)
+            _first_call(f"{shape} {label}", call, contain=False)
+            columns[label], outputs[label] = call, out
+        for bv in run.sm90_block_vs:
+            label = f"ours[sm90 BV={bv}]"
+            call, out = _ours(case, tensors, bv, engine="gdn_sm90")
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
         first = _label(FWD_BLOCK_VS[0])
@@ -420,6 +426,9 @@ def main() -> None:
     parser.add_argument(
         "--segment", default="", help="comma list of the forward's SEGMENT values (split scan) to time too"
     )
+    parser.add_argument(
+        "--sm90", default="", help="comma list of BLOCK_V values of the gdn_sm90 engine (CuTe DSL) to time too"
+    )
     args = parser.parse_args()
     skip = frozenset(s for s in args.skip.split(",") if s)
     for name in [s for s in SHAPES if s not in args.shapes.split(",")]:
@@ -428,6 +437,7 @@ def main() -> None:
     run = TimingRun(
         args.rounds, args.budget_s, started, log, skip, args.profile,
         tuple(int(o) for o in args.occupancy.split(",") if o), tuple(int(s) for s in args.segment.split(",") if s),
+        tuple(int(b) for b in args.sm90.split(",") if b),
     )  # fmt: skip
     result: dict[str, Any] = {}
     if "cases" not in skip:

@@ -29,6 +29,7 @@ __all__ = [
     "make_inputs",
     "run_bwd_case",
     "run_case",
+    "sm90_cases",
 ]
 
 
@@ -49,6 +50,7 @@ class GdnCase:
     block_v: int | None = None  # None: the hook's first pick
     occupancy: int | None = None  # the OCCUPANCY knob; None: the hook's first pick
     segment: int | None = None  # the SEGMENT knob (the split scans); None: the hook's first pick
+    engine: str | None = None  # "gdn_sm90": its first plan (with block_v); None: the hook's first pick
     tolerance: float = 1e-2
 
     @property
@@ -88,6 +90,18 @@ CASES: tuple[GdnCase, ...] = (
         "varlen-gated", (1, 63, 64, 65, 130, 0, 97), options=("initial_state", "final_state", "safe_gate")
     ),
 )
+
+
+def sm90_cases() -> tuple[GdnCase, ...]:
+    """The forward cases on the gdn_sm90 engine: those its build serves (K and V of 64 or 128, no
+    split scan), BLOCK_V 128 as 64; each at the engine's first plan unless it names a BLOCK_V."""
+    out = []
+    for c in CASES:
+        if c.key_dim not in (64, 128) or c.value_dim not in (64, 128) or c.segment:
+            continue
+        block_v = 64 if c.block_v == 128 else c.block_v
+        out.append(dataclasses.replace(c, engine="gdn_sm90", block_v=block_v, occupancy=None))
+    return tuple(out)
 
 
 def _torch_dtype(torch: Any, name: str) -> Any:
@@ -158,15 +172,19 @@ def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]
         final.set_output(True).set_data_type(state_dtype)
         ports["final_state"] = final
     g.create_execution_plans()
-    _select(g, "gdn_cutile", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy, SEGMENT=case.segment)
+    if case.engine == "gdn_sm90":
+        _select(g, "gdn_sm90", force=True, BLOCK_V=case.block_v)
+    else:
+        _select(g, "gdn_cutile", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy, SEGMENT=case.segment)
     g.build_plans()
     return g, ports
 
 
-def _select(g: Any, engine: str, **knobs: Any) -> None:
-    """Select the first plan of ``engine`` whose knobs include every given (not None) one."""
+def _select(g: Any, engine: str, force: bool = False, **knobs: Any) -> None:
+    """Select the first plan of ``engine`` whose knobs include every given (not None) one (none
+    given: keep the first-ranked plan, unless ``force``)."""
     wanted = [f"{k}={v}" for k, v in knobs.items() if v is not None]
-    if not wanted:
+    if not wanted and not force:
         return
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
     for i, name in enumerate(names):

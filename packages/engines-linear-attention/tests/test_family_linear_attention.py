@@ -64,18 +64,22 @@ def test_unwritten_engines_are_planned_not_offered_and_say_why(name):
     }
 
 
-def test_gdn_ships_both_cutile_engines_default_on_and_plans_the_hopper_one(monkeypatch):
+def test_gdn_ships_its_three_engines_default_on(monkeypatch):
     fam = pygraph.engines.family_by_name("gdn")
-    assert fam.slots["gdn_sm90"].is_planned
-    for slot, cls in (("gdn_cutile", "GdnCutileEngine"), ("gdn_cutile_bwd", "GdnCutileBwdEngine")):
+    for slot, module, cls in (
+        ("gdn_sm90", "sm90", "GdnSm90Engine"),
+        ("gdn_cutile", "cutile", "GdnCutileEngine"),
+        ("gdn_cutile_bwd", "cutile", "GdnCutileBwdEngine"),
+    ):
         assert (fam.slots[slot].impl, fam.slots[slot].opt_in) == (
-            ("pygraph_linear_attention.engines.cutile", cls),
+            (f"pygraph_linear_attention.engines.{module}", cls),
             False,
         )
     monkeypatch.delenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", raising=False)
-    assert pygraph.engines.offered_ids(fam) == {"gdn_cutile": 20101, "gdn_cutile_bwd": 20102}
+    assert pygraph.engines.offered_ids(fam) == {"gdn_sm90": 20100, "gdn_cutile": 20101, "gdn_cutile_bwd": 20102}
     built = pygraph.engines.instantiate(fam)
     assert [(e.name, e.engine_id) for e in built.engines] == [
+        ("gdn_sm90", 20100),
         ("gdn_cutile", 20101),
         ("gdn_cutile_bwd", 20102),
     ]
@@ -95,7 +99,7 @@ def test_without_an_accepting_engine_the_hook_keeps_only_the_backend_block():
     assert [c.engine_id for c in recommend([heur_mode.A], facts, {}, entries)] == [-1, 5, -1]
 
 
-def test_planning_a_gdn_graph_raises_naming_the_backend_and_every_planned_engine(monkeypatch):
+def test_planning_a_gdn_graph_raises_naming_the_backend_and_every_engines_reason(monkeypatch):
     monkeypatch.delenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", raising=False)
     g, _, _ = _gdn_graph()
     with pytest.raises(pygraph.GraphNotSupportedError) as err:
@@ -103,7 +107,8 @@ def test_planning_a_gdn_graph_raises_naming_the_backend_and_every_planned_engine
     message = str(err.value)
     assert "no plan serves graph 'gdn'" in message
     assert "python-only op(s) GDN have no backend lowering" in message
-    assert "gdn_sm90: planned: the chunked CuTe DSL kernels for Hopper are not written yet" in message
+    assert "gdn_sm90: GraphNotSupportedError: gdn_sm90: head dims K=16, V=16: each must be one of" in message
+    assert "gdn_cutile: GraphNotSupportedError" in message
 
 
 def test_the_planning_path_imports_no_framework():

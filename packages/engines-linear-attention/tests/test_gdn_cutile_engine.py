@@ -255,13 +255,13 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
     # 12 scan programs at 64: 32 is the hook's BLOCK_V; first at the measured occupancy 2, then
     # every BLOCK_V at the compiler's (32, then the others ascending), the others at 2, then the
-    # other hint, then the first with each split-scan SEGMENT
+    # other hint, then the first with each split-scan SEGMENT, then gdn_sm90's (untimed)
     assert names == [
         "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]",
         "gdn_cutile[BLOCK_V=64,OCCUPANCY=0,SEGMENT=0]", "gdn_cutile[BLOCK_V=128,OCCUPANCY=0,SEGMENT=0]",
         "gdn_cutile[BLOCK_V=64,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile[BLOCK_V=128,OCCUPANCY=2,SEGMENT=0]",
         "gdn_cutile[BLOCK_V=32,OCCUPANCY=4,SEGMENT=0]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=32]",
-        "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=16]",
+        "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=16]", "gdn_sm90[BLOCK_V=32]", "gdn_sm90[BLOCK_V=64]",
     ]  # fmt: skip
     g.select_plan(names.index("gdn_cutile[BLOCK_V=64,OCCUPANCY=0,SEGMENT=0]"))
     g.build_plans()

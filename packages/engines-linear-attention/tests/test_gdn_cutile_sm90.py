@@ -6,7 +6,8 @@ empty sequence, initial and final state, each option alone and all together, GQA
 (NaN) first, planned and executed through the graph API; the relative error of O and of the final
 state must be within the case's tolerance (1e-2 for bf16 and fp16 io). The backward: every case of
 `BWD_CASES` (the same, with a 1100-token sequence for the long one), each gradient of the gdn_bwd
-graph against autograd through the float64 reference, within the same tolerance.
+graph against autograd through the float64 reference, within the same tolerance. The gdn_sm90
+engine (CuTe DSL) runs the forward cases its build serves (`gdn_cases.sm90_cases`) the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks.linear_attention.gdn_cases import BWD_CASES, CASES, run_bwd_case, run_case  # noqa: E402
+from benchmarks.linear_attention.gdn_cases import BWD_CASES, CASES, run_bwd_case, run_case, sm90_cases  # noqa: E402
 
 pytestmark = pytest.mark.sm90
 
@@ -25,6 +26,19 @@ def test_the_forward_matches_the_float64_reference(case):
     result = run_case(case)
     print(f"{case.name}: {result}")
     assert result["plan"].startswith("gdn_cutile[")
+    assert result["o_rel"] <= case.tolerance, result
+    if "final_state" in case.options:
+        assert result["state_rel"] is not None and result["state_rel"] <= case.tolerance, result
+
+
+SM90_CASES = sm90_cases()
+
+
+@pytest.mark.parametrize("case", SM90_CASES, ids=[f"sm90-{c.name}" for c in SM90_CASES])
+def test_the_gdn_sm90_forward_matches_the_float64_reference(case):
+    result = run_case(case)
+    print(f"sm90-{case.name}: {result}")
+    assert result["plan"].startswith("gdn_sm90[")
     assert result["o_rel"] <= case.tolerance, result
     if "final_state" in case.options:
         assert result["state_rel"] is not None and result["state_rel"] <= case.tolerance, result

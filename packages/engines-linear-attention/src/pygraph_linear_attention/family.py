@@ -11,6 +11,7 @@ def _family(
     engine_id: int,
     anchors: tuple[str, ...],
     cutile: EngineSlot | None = None,
+    sm90: EngineSlot | None = None,
     extra: dict[str, EngineSlot] | None = None,
 ) -> EngineFamily:
     no_backend = f"no backend lowers {name} graphs"
@@ -19,9 +20,8 @@ def _family(
         engine_id=engine_id,
         package="pygraph_linear_attention",
         slots={
-            f"{name}_sm90": EngineSlot(
-                0, planned=f"the chunked CuTe DSL kernels for Hopper are not written yet; {no_backend}"
-            ),
+            f"{name}_sm90": sm90
+            or EngineSlot(0, planned=f"the chunked CuTe DSL kernels for Hopper are not written yet; {no_backend}"),
             f"{name}_cutile": cutile
             or EngineSlot(
                 1, planned=f"the portable cuTile kernels (sm80 and up) are not written yet; {no_backend}"
@@ -45,6 +45,7 @@ def pygraph_families() -> list[EngineFamily]:
             20100,
             ("GDN", "GDN_BWD"),
             cutile=EngineSlot(1, impl=("pygraph_linear_attention.engines.cutile", "GdnCutileEngine")),
+            sm90=EngineSlot(0, impl=("pygraph_linear_attention.engines.sm90", "GdnSm90Engine")),
             extra={
                 "gdn_cutile_bwd": EngineSlot(
                     2, impl=("pygraph_linear_attention.engines.cutile", "GdnCutileBwdEngine")

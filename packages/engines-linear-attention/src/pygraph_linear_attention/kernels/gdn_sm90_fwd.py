@@ -1,0 +1,533 @@
+"""The Gated DeltaNet forward in CuTe DSL (the ``gdn_sm90`` engine): two kernels over 64-token chunks.
+
+1. `GdnSm90Fwd.prepare` (grid: chunk slots x output heads, 128 threads): per chunk, the options
+   applied to g, beta and k, the cumulative log decay gamma, ``A`` (strictly lower, decay-weighted
+   ``beta k k^T``, fp32), ``T = (I + A)^-1`` and from it ``w = T (beta exp(gamma) k)`` and
+   ``u = T (beta v)``; gamma (fp32), w and u (the io dtype) go to the workspace. No chunk table:
+   sequence n's chunks take the slots from ``cu_seqlens[n] // 64 + n`` on (those ranges never
+   overlap, and ``T // 64 + N + 1`` slots hold them for any lengths), and each CTA finds its
+   sequence by a binary search of ``cu_seqlens``, so nothing is read on the host or built first.
+2. `GdnSm90Fwd.scan` (grid: sequences x output heads x value blocks of ``BV``): the state
+   ``S`` [BV, K] carried chunk after chunk in fp32 registers (the accumulator of its own update);
+   per chunk ``v_new = u - w S^T``, the output ``o = scale (exp(gamma) q S^T + (q k^T * decay) v_new)``
+   and ``S = exp(gamma_last) S + (v_new exp(gamma_last - gamma))^T k``.
+
+Every product is a warp-level ``mma.sync.m16n8k16`` (bf16 / fp16 operands, fp32 accumulators)
+over operands in shared memory, read by ``ldmatrix`` (transposed where the product wants the
+operand's other major mode: S's update reads v_new and k column-wise from their row-major tiles).
+Tiles arrive by 16-byte ``cp.async`` copies, zero-filled past the sequence's end (the zero-token
+padding `chunked.py` relies on); stores are predicated per element on the sequence's end.
+
+The inverse is exact forward substitution in fp32: column j of ``(I + A)^-1`` solves
+``(I + A) x = e_j`` by itself, so 64 threads each carry one column in registers (2016 fused
+multiply-adds, no barrier) while the other 64 scale k and v by the gates.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils as utils
+from cutlass import Float32, Int32, const_expr
+
+CHUNK = 64
+THREADS = 128
+_VEC = 8  # 16-bit elements per 16-byte cp.async
+_DT = {"bfloat16": cutlass.BFloat16, "float16": cutlass.Float16, "float32": cutlass.Float32}
+_LOG2E = 1.4426950408889634
+
+
+def _exp(x):
+    return cute.math.exp2(x * _LOG2E, fastmath=True)
+
+
+def _row_major(rows: int, cols: int):
+    """A (rows, cols) row-major shared layout of 16-bit elements and its byte swizzle: 8-row atoms
+    of at most 64 columns, the 16-byte chunks of a 128-byte (or 64-byte) line XORed with the line,
+    so the 8 rows an ldmatrix phase reads and the chunks a warp's cp.async writes hit distinct banks."""
+    width = min(cols, 64)
+    atom = cute.make_layout((8, width), stride=(width, 1))
+    layout = cute.tile_to_shape(atom, (rows, cols), (0, 1))
+    bits = min(3, int(math.log2(width * 2 // 16)))
+    return layout, cute.make_swizzle(bits, 4, 3)
+
+
+def _aligned(stride):
+    """A row stride the 16-byte copies may rely on (the engine checks it: head dims are multiples of 8)."""
+    return cute.assume(stride, divby=_VEC)
+
+
+def _transposed(t):
+    """The same shared tile seen as (cols, rows)."""
+    return cute.make_tensor(t.iterator, cute.select(t.layout, mode=[1, 0]))
+
+
+def _tiled_mma(dtype, m: int, n: int):
+    """4 warps over an (m, n) product: m / 16 of them along M (at most 4), the rest along N; each warp
+    takes two n8 atoms side by side, so one x4 ldmatrix feeds its B."""
+    wm = min(4, m // 16)
+    wn = THREADS // 32 // wm
+    return cute.make_tiled_mma(
+        cute.nvgpu.warp.MmaF16BF16Op(dtype, Float32, (16, 8, 16)),
+        cute.make_layout((wm, wn, 1)),
+        permutation_mnk=(wm * 16, wn * 16, 16),
+    )
+
+
+def _g2s(dtype, cols: int):
+    """128 threads x 16-byte cp.async over a (rows, cols) row-major tile, threads along the row."""
+    atom = cute.make_copy_atom(
+        cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL), dtype, num_bits_per_copy=128
+    )
+    per_row = cols // _VEC
+    thr = cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1))
+    return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, _VEC)))
+
+
+# Trace-time helpers (plain Python; everything passed explicitly).
+def _load_rows(g2s, tidx, g_tile, s_tile, rows_left):
+    """cp.async ``g_tile`` (C, D) into ``s_tile``, rows at or past ``rows_left`` zero-filled (no commit)."""
+    thr = g2s.get_slice(tidx)
+    src = thr.partition_S(g_tile)
+    dst = thr.partition_D(s_tile)
+    crd = thr.partition_S(cute.make_identity_tensor(g_tile.shape))
+    pred = cute.make_rmem_tensor(
+        (cute.size(src, mode=[0]) // _VEC, cute.size(src, mode=[1]), cute.size(src, mode=[2])), cutlass.Boolean
+    )
+    for r in range(cute.size(pred, mode=[0])):
+        for i in range(cute.size(pred, mode=[1])):
+            for j in range(cute.size(pred, mode=[2])):
+                pred[r, i, j] = crd[(0, r), i, j][0] < rows_left
+    cute.copy(g2s, src, dst, pred=pred)
+
+
+def _gemm(tiled_mma, tidx, acc, sA, sB, a_mn_major: bool, b_mn_major: bool, dtype):
+    """acc += sA (M, K) @ sB (N, K)^T, operands from shared memory by ldmatrix (transposed for an
+    operand whose M / N mode is the contiguous one)."""
+    thr = tiled_mma.get_slice(tidx)
+    rA = tiled_mma.make_fragment_A(thr.partition_A(sA))
+    rB = tiled_mma.make_fragment_B(thr.partition_B(sB))
+    cp_a = cute.make_tiled_copy_A(
+        cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(a_mn_major, 4), dtype), tiled_mma
+    )
+    cp_b = cute.make_tiled_copy_B(
+        cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(b_mn_major, 4), dtype), tiled_mma
+    )
+    ta, tb = cp_a.get_slice(tidx), cp_b.get_slice(tidx)
+    src_a, dst_a = ta.partition_S(sA), ta.retile(rA)
+    src_b, dst_b = tb.partition_S(sB), tb.retile(rB)
+    for kb in range(cute.size(rA, mode=[2])):
+        cute.copy(cp_a, src_a[None, None, kb], dst_a[None, None, kb])
+        cute.copy(cp_b, src_b[None, None, kb], dst_b[None, None, kb])
+        cute.gemm(tiled_mma, acc, rA[None, None, kb], rB[None, None, kb], acc)
+
+
+def _acc(tiled_mma, tidx, m: int, n: int):
+    """A zeroed fp32 accumulator of an (m, n) product and its (row, col) coordinates."""
+    thr = tiled_mma.get_slice(tidx)
+    crd = thr.partition_C(cute.make_identity_tensor((m, n)))
+    acc = cute.make_rmem_tensor(crd.shape, Float32)
+    acc.fill(0.0)
+    return acc, crd
+
+
+def _to_smem(tiled_mma, tidx, acc, s_tile, dtype):
+    """The accumulator, converted to ``dtype``, into the shared tile of its shape."""
+    dst = tiled_mma.get_slice(tidx).partition_C(s_tile)
+    for i in range(cute.size(acc)):
+        dst[i] = acc[i].to(dtype)
+
+
+@cute.jit
+def _to_gmem(tiled_mma, tidx, acc, crd, g_tile, rows_left, dtype: cutlass.Constexpr):
+    """The accumulator, converted, into the global tile of its shape: rows before ``rows_left`` only."""
+    dst = tiled_mma.get_slice(tidx).partition_C(g_tile)
+    for i in cutlass.range_constexpr(cute.size(acc)):
+        if crd[i][0] < rows_left:
+            dst[i] = acc[i].to(dtype)
+
+
+class GdnSm90Fwd:
+    """One static configuration of the forward: dims, value block, dtypes and options."""
+
+    def __init__(
+        self,
+        *,
+        key_dim: int,
+        value_dim: int,
+        block_v: int,
+        io_dtype: str,
+        beta_dtype: str,
+        h0_dtype: str,
+        ht_dtype: str,
+        cu_dtype: str,
+        scale: float,
+        l2norm: bool,
+        beta_sigmoid: bool,
+        neg_eigval: bool,
+        safe_gate: bool,
+        has_dt_bias: bool,
+        has_h0: bool,
+        store_ht: bool,
+    ) -> None:
+        self.K, self.V, self.BV = key_dim, value_dim, block_v
+        self.io = _DT[io_dtype]
+        self.beta_t = _DT[beta_dtype]
+        self.h0_t, self.ht_t = _DT[h0_dtype], _DT[ht_dtype]
+        self.cu_t = cutlass.Int64 if cu_dtype == "int64" else Int32
+        self.scale = scale
+        self.l2norm, self.beta_sigmoid, self.neg_eigval = l2norm, beta_sigmoid, neg_eigval
+        self.safe_gate, self.has_dt_bias = safe_gate, has_dt_bias
+        self.has_h0, self.store_ht = has_h0, store_ht
+
+    # ------------------------------------------------------------------ host side (traced once)
+    @cute.jit
+    def __call__(
+        self,
+        q_ptr: cute.Pointer,
+        k_ptr: cute.Pointer,
+        v_ptr: cute.Pointer,
+        g_ptr: cute.Pointer,
+        beta_ptr: cute.Pointer,
+        a_log_ptr: cute.Pointer,
+        dt_bias_ptr: cute.Pointer,
+        cu_ptr: cute.Pointer,
+        h0_ptr: cute.Pointer,
+        o_ptr: cute.Pointer,
+        ht_ptr: cute.Pointer,
+        gamma_ptr: cute.Pointer,
+        w_ptr: cute.Pointer,
+        u_ptr: cute.Pointer,
+        tokens: Int32,
+        sequences: Int32,
+        search_steps: Int32,  # ceil(log2(sequences + 1)): the slot search's halvings
+        heads_qk: Int32,
+        heads_v: Int32,
+        heads_out: Int32,
+        heads_g: Int32,
+        heads_beta: Int32,
+        heads_a_log: Int32,
+        heads_dt_bias: Int32,
+        stream: Any,
+    ):
+        K, V, C = self.K, self.V, CHUNK
+        mQ = cute.make_tensor(q_ptr, cute.make_layout((tokens, heads_qk, K), stride=(_aligned(heads_qk * K), K, 1)))
+        mK = cute.make_tensor(k_ptr, cute.make_layout((tokens, heads_qk, K), stride=(_aligned(heads_qk * K), K, 1)))
+        mV = cute.make_tensor(v_ptr, cute.make_layout((tokens, heads_v, V), stride=(_aligned(heads_v * V), V, 1)))
+        mG = cute.make_tensor(g_ptr, cute.make_layout((tokens, heads_g), stride=(heads_g, 1)))
+        mBeta = cute.make_tensor(beta_ptr, cute.make_layout((tokens, heads_beta), stride=(heads_beta, 1)))
+        mALog = cute.make_tensor(a_log_ptr, cute.make_layout((heads_a_log,)))
+        mDtBias = cute.make_tensor(dt_bias_ptr, cute.make_layout((heads_dt_bias,)))
+        mCu = cute.make_tensor(cu_ptr, cute.make_layout((sequences + 1,)))
+        state_shape = (sequences, heads_out, V, K)
+        state_stride = (heads_out * V * K, V * K, K, 1)
+        mH0 = cute.make_tensor(h0_ptr, cute.make_layout(state_shape, stride=state_stride))
+        mHt = cute.make_tensor(ht_ptr, cute.make_layout(state_shape, stride=state_stride))
+        mO = cute.make_tensor(o_ptr, cute.make_layout((tokens, heads_out, V), stride=(_aligned(heads_out * V), V, 1)))
+        mGamma = cute.make_tensor(gamma_ptr, cute.make_layout((tokens, heads_out), stride=(heads_out, 1)))
+        mW = cute.make_tensor(w_ptr, cute.make_layout((tokens, heads_out, K), stride=(_aligned(heads_out * K), K, 1)))
+        mU = cute.make_tensor(u_ptr, cute.make_layout((tokens, heads_out, V), stride=(_aligned(heads_out * V), V, 1)))
+        groups = (
+            heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
+            heads_out // heads_a_log, heads_out // heads_dt_bias,
+        )  # fmt: skip
+        slots = tokens // C + sequences + 1
+        self.prepare(mK, mV, mG, mBeta, mALog, mDtBias, mCu, mGamma, mW, mU, sequences, search_steps, groups).launch(
+            grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream
+        )
+        self.scan(mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, groups[0]).launch(
+            grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+        )
+
+    # ------------------------------------------------------------------ device side
+    @cute.kernel
+    def prepare(
+        self,
+        mK: cute.Tensor,
+        mV: cute.Tensor,
+        mG: cute.Tensor,
+        mBeta: cute.Tensor,
+        mALog: cute.Tensor,
+        mDtBias: cute.Tensor,
+        mCu: cute.Tensor,
+        mGamma: cute.Tensor,
+        mW: cute.Tensor,
+        mU: cute.Tensor,
+        sequences: Int32,
+        search_steps: Int32,
+        groups: Any,
+    ):
+        K, V, C, io = self.K, self.V, CHUNK, self.io
+        k_group, v_group, g_group, b_group, a_group, d_group = groups
+        tidx, _, _ = cute.arch.thread_idx()
+        slot, h, _ = cute.arch.block_idx()
+
+        # the sequence whose slot range holds this slot: the last n with cu[n] // C + n <= slot
+        lo = Int32(0)
+        hi = sequences
+        for _ in cutlass.range(search_steps, unroll=1):
+            mid = (lo + hi) // 2
+            take = Int32(Int32(mCu[mid]) // C + mid <= slot)
+            lo = lo + take * (mid - lo)
+            hi = hi + (1 - take) * (mid - hi)
+        bos = Int32(mCu[lo])
+        length = Int32(mCu[lo + 1]) - bos
+        c = slot - (bos // C + lo)
+        rows_left = length - c * C
+        if c * C < length:
+            r0 = bos + c * C
+            smem = utils.SmemAllocator()
+            k_layout, k_swz = _row_major(C, K)
+            v_layout, v_swz = _row_major(C, V)
+            t_layout, t_swz = _row_major(C, C)
+            sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+            sV = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+            sT = smem.allocate_tensor(io, t_layout, 1024, t_swz)
+            sA = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)
+            sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
+            sBeta = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
+
+            gK = cute.local_tile(cute.domain_offset((r0, 0), mK[None, h // k_group, None]), (C, K), (0, 0))
+            gV = cute.local_tile(cute.domain_offset((r0, 0), mV[None, h // v_group, None]), (C, V), (0, 0))
+            _load_rows(_g2s(io, K), tidx, gK, sK, rows_left)
+            _load_rows(_g2s(io, V), tidx, gV, sV, rows_left)
+            cute.arch.cp_async_commit_group()
+
+            # the gates (warps 0 and 1, one row each): options, then gamma = cumsum by warp scans
+            if tidx < C:
+                valid = tidx < rows_left
+                gate = Float32(0.0)
+                wr = Float32(0.0)
+                if valid:
+                    gate = Float32(mG[r0 + tidx, h // g_group])
+                    wr = Float32(mBeta[r0 + tidx, h // b_group].to(Float32))
+                if const_expr(self.safe_gate):
+                    rate = _exp(Float32(mALog[h // a_group]))
+                    x = gate
+                    if const_expr(self.has_dt_bias):
+                        x = x + Float32(mDtBias[h // d_group])
+                    soft = cute.math.max(x, Float32(0.0)) + cute.math.log(1.0 + _exp(-cute.math.abs(x)), fastmath=True)
+                    gate = Float32(0.0)
+                    if valid:
+                        gate = -rate * soft
+                if const_expr(self.beta_sigmoid):
+                    sig = 1.0 / (1.0 + _exp(-wr))
+                    wr = Float32(0.0)
+                    if valid:
+                        wr = sig
+                if const_expr(self.neg_eigval):
+                    wr = wr * 2.0
+                lane = tidx % 32
+                for off in cutlass.range_constexpr(5):
+                    up = cute.arch.shuffle_sync_up(gate, 1 << off, mask_and_clamp=0)
+                    if lane >= (1 << off):
+                        gate = gate + up
+                sGamma[tidx] = gate
+                sBeta[tidx] = wr
+            cute.arch.sync_threads()
+            if tidx >= 32 and tidx < C:
+                sGamma[tidx] = sGamma[tidx] + sGamma[31]
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            if const_expr(self.l2norm):
+                _l2_normalize_rows(sK, tidx, K)
+                cute.arch.sync_threads()
+
+            # A = strictly lower (k k^T) * exp(gamma_i - gamma_j) * beta_i, fp32
+            mma_cc = _tiled_mma(io, C, C)
+            gram, crd = _acc(mma_cc, tidx, C, C)
+            _gemm(mma_cc, tidx, gram, sK, sK, False, False, io)
+            dst = mma_cc.get_slice(tidx).partition_C(sA)
+            for i in cutlass.range_constexpr(cute.size(gram)):
+                row, col = crd[i][0], crd[i][1]
+                val = Float32(0.0)
+                if row > col:
+                    val = gram[i] * _exp(sGamma[row] - sGamma[col]) * sBeta[row]
+                dst[i] = val
+            cute.arch.sync_threads()
+
+            if tidx < C:  # column tidx of (I + A)^-1 by forward substitution
+                x = cute.make_rmem_tensor((C,), Float32)
+                for i in cutlass.range_constexpr(C):
+                    x[i] = Float32(tidx == i)
+                for i in cutlass.range_constexpr(1, C):
+                    s = x[i]
+                    for m in cutlass.range_constexpr(i):
+                        s = s - sA[i, m] * x[m]
+                    x[i] = s
+                for i in cutlass.range_constexpr(C):
+                    sT[i, tidx] = x[i].to(io)
+            else:  # meanwhile: k by beta exp(gamma) and v by beta, in place (k is not read again)
+                t = tidx - C
+                for e in cutlass.range_constexpr(C * K // C):
+                    flat = t + e * C
+                    row = flat // K
+                    col = flat % K
+                    sK[row, col] = (sK[row, col].to(Float32) * sBeta[row] * _exp(sGamma[row])).to(io)
+                for e in cutlass.range_constexpr(C * V // C):
+                    flat = t + e * C
+                    row = flat // V
+                    col = flat % V
+                    sV[row, col] = (sV[row, col].to(Float32) * sBeta[row]).to(io)
+            cute.arch.sync_threads()
+
+            # w = T kw, u = T vw: B is kw / vw read column-wise (N = K or V, K = the chunk)
+            mma_ck = _tiled_mma(io, C, K)
+            w, crd_w = _acc(mma_ck, tidx, C, K)
+            _gemm(mma_ck, tidx, w, sT, _transposed(sK), False, True, io)
+            gW = cute.local_tile(cute.domain_offset((r0, 0), mW[None, h, None]), (C, K), (0, 0))
+            _to_gmem(mma_ck, tidx, w, crd_w, gW, rows_left, io)
+            mma_cv = _tiled_mma(io, C, V)
+            u, crd_u = _acc(mma_cv, tidx, C, V)
+            _gemm(mma_cv, tidx, u, sT, _transposed(sV), False, True, io)
+            gU = cute.local_tile(cute.domain_offset((r0, 0), mU[None, h, None]), (C, V), (0, 0))
+            _to_gmem(mma_cv, tidx, u, crd_u, gU, rows_left, io)
+            if tidx < rows_left and tidx < C:
+                mGamma[r0 + tidx, h] = sGamma[tidx]
+
+    @cute.kernel
+    def scan(
+        self,
+        mQ: cute.Tensor,
+        mK: cute.Tensor,
+        mW: cute.Tensor,
+        mU: cute.Tensor,
+        mGamma: cute.Tensor,
+        mCu: cute.Tensor,
+        mH0: cute.Tensor,
+        mO: cute.Tensor,
+        mHt: cute.Tensor,
+        k_group: Int32,
+    ):
+        K, BV, C, io = self.K, self.BV, CHUNK, self.io
+        tidx, _, _ = cute.arch.thread_idx()
+        n, h, vb = cute.arch.block_idx()
+        hk = h // k_group
+        bos = Int32(mCu[n])
+        length = Int32(mCu[n + 1]) - bos
+
+        smem = utils.SmemAllocator()
+        k_layout, k_swz = _row_major(C, K)
+        v_layout, v_swz = _row_major(C, BV)
+        s_layout, s_swz = _row_major(BV, K)
+        p_layout, p_swz = _row_major(C, C)
+        sQ = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sW = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sU = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+        sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+        sCar = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+        sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
+        sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
+        sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
+
+        mma_state = _tiled_mma(io, BV, K)  # S [BV, K]
+        mma_cv = _tiled_mma(io, C, BV)  # v_new, the output
+        mma_cc = _tiled_mma(io, C, C)  # q k^T
+        state, crd_s = _acc(mma_state, tidx, BV, K)
+        thr_s = mma_state.get_slice(tidx)
+        if const_expr(self.has_h0):
+            src = thr_s.partition_C(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0)))
+            for i in cutlass.range_constexpr(cute.size(state)):
+                state[i] = src[i].to(Float32)
+        g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
+
+        for c in cutlass.range(cute.ceil_div(length, C), unroll=1):
+            r0 = bos + c * C
+            rows_left = length - c * C
+            tile = lambda m, hx, d, col: cute.local_tile(  # noqa: E731
+                cute.domain_offset((r0, 0), m[None, hx, None]), (C, d), (0, col)
+            )
+            _load_rows(g2s_k, tidx, tile(mQ, hk, K, 0), sQ, rows_left)
+            _load_rows(g2s_k, tidx, tile(mK, hk, K, 0), sK, rows_left)
+            _load_rows(g2s_k, tidx, tile(mW, h, K, 0), sW, rows_left)
+            _load_rows(g2s_v, tidx, tile(mU, h, BV, vb), sU, rows_left)
+            cute.arch.cp_async_commit_group()
+            if tidx < C:
+                gam = Float32(0.0)
+                if tidx < rows_left:
+                    gam = Float32(mGamma[r0 + tidx, h])
+                sGamma[tidx] = gam
+            _to_smem(mma_state, tidx, state, sS, io)
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            if const_expr(self.l2norm):
+                _l2_normalize_rows(sQ, tidx, K)
+                _l2_normalize_rows(sK, tidx, K)
+                cute.arch.sync_threads()
+
+            # v_new = u - w S^T; the carried rows (v_new exp(last - gamma)) beside it
+            last_row = rows_left - 1
+            if rows_left > C:
+                last_row = C - 1
+            last = sGamma[last_row]
+            v_new, crd_v = _acc(mma_cv, tidx, C, BV)
+            _gemm(mma_cv, tidx, v_new, sW, sS, False, False, io)
+            u_part = mma_cv.get_slice(tidx).partition_C(sU)
+            vn_part = mma_cv.get_slice(tidx).partition_C(sVn)
+            car_part = mma_cv.get_slice(tidx).partition_C(sCar)
+            for i in cutlass.range_constexpr(cute.size(v_new)):
+                row = crd_v[i][0]
+                val = u_part[i].to(Float32) - v_new[i]
+                vn_part[i] = val.to(io)
+                carried = Float32(0.0)
+                if row < rows_left:
+                    carried = val * _exp(last - sGamma[row])
+                car_part[i] = carried.to(io)
+
+            # P = (q k^T) * exp(gamma_i - gamma_j) on the causal, real part
+            scores, crd_p = _acc(mma_cc, tidx, C, C)
+            _gemm(mma_cc, tidx, scores, sQ, sK, False, False, io)
+            p_part = mma_cc.get_slice(tidx).partition_C(sP)
+            for i in cutlass.range_constexpr(cute.size(scores)):
+                row, col = crd_p[i][0], crd_p[i][1]
+                val = Float32(0.0)
+                if row >= col and row < rows_left:
+                    val = scores[i] * _exp(sGamma[row] - sGamma[col])
+                p_part[i] = val.to(io)
+
+            # o = scale (exp(gamma) q S^T + P v_new)
+            inter, crd_o = _acc(mma_cv, tidx, C, BV)
+            _gemm(mma_cv, tidx, inter, sQ, sS, False, False, io)
+            for i in cutlass.range_constexpr(cute.size(inter)):
+                inter[i] = inter[i] * _exp(sGamma[crd_o[i][0]])
+            cute.arch.sync_threads()  # sVn and sP complete
+            _gemm(mma_cv, tidx, inter, sP, _transposed(sVn), False, True, io)
+            for i in cutlass.range_constexpr(cute.size(inter)):
+                inter[i] = inter[i] * self.scale
+            gO = cute.local_tile(cute.domain_offset((r0, 0), mO[None, h, None]), (C, BV), (0, vb))
+            _to_gmem(mma_cv, tidx, inter, crd_o, gO, rows_left, io)
+
+            # S = exp(last) S + carried^T k
+            decay = _exp(last)
+            for i in cutlass.range_constexpr(cute.size(state)):
+                state[i] = state[i] * decay
+            _gemm(mma_state, tidx, state, _transposed(sCar), _transposed(sK), True, True, io)
+            cute.arch.sync_threads()  # every read of this chunk's tiles is done
+
+        if const_expr(self.store_ht):
+            dst = thr_s.partition_C(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0)))
+            for i in cutlass.range_constexpr(cute.size(state)):
+                dst[i] = state[i].to(self.ht_t)
+
+
+def _l2_normalize_rows(s_tile, tidx, D: int):
+    """Each row of the shared (C, D) tile over its L2 norm (floored at 1e-12, as torch's
+    F.normalize), rounded back to the tile's dtype: each warp 16 rows, each lane D / 32 columns."""
+    warp, lane = tidx // 32, tidx % 32
+    per = D // 32
+    for rr in range(CHUNK // 4):
+        row = warp * (CHUNK // 4) + rr
+        ss = Float32(0.0)
+        for e in range(per):
+            x = s_tile[row, lane * per + e].to(Float32)
+            ss = ss + x * x
+        for off in range(5):
+            ss = ss + cute.arch.shuffle_sync_bfly(ss, 1 << off)
+        inv = 1.0 / cute.math.max(cute.math.sqrt(ss), Float32(1e-12))
+        for e in range(per):
+            col = lane * per + e
+            s_tile[row, col] = (s_tile[row, col].to(Float32) * inv).to(s_tile.element_type)

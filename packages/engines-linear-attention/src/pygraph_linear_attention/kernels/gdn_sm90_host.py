@@ -1,0 +1,123 @@
+"""The host side of the CuTe DSL forward (``gdn_sm90_fwd``): the compile key, the compile (once per
+key and process), the workspace carve and the call.
+
+The compiled function is a TVM-FFI function of raw device addresses, 32-bit sizes and the stream,
+so a call converts no tensor. Its arguments, in order: q, k, v, g, beta, a_log, dt_bias,
+cu_seqlens, initial state, o, final state, and the workspace's gamma, w and u; then tokens,
+sequences, the slot search's halvings, and the head counts of q/k, v, the output, g, beta, a_log
+and dt_bias; then the stream. An absent optional operand is passed as the workspace's spare
+address: the kernels' branches that would read it are compiled out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import warnings
+from typing import Any
+
+from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK, GdnCutileConfig, Region, layout_regions
+
+__all__ = ["ARCH", "BLOCK_V_SM90", "HEAD_DIMS_SM90", "Sm90Key", "compiled_forward", "search_steps", "workspace_regions"]
+
+ARCH = "sm_90a"
+BLOCK_V_SM90 = (32, 64)  # value rows of the state one scan CTA carries; the first is the default
+HEAD_DIMS_SM90 = (64, 128)  # K and V: the tiles' registers are sized for these
+
+_CACHE: dict[tuple, Any] = {}
+_LOCK = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class Sm90Key:
+    """What one compiled forward is specialised for: dims, value block, dtypes (by name) and options."""
+
+    key_dim: int
+    value_dim: int
+    block_v: int
+    io_dtype: str
+    beta_dtype: str
+    h0_dtype: str  # "float32" when there is no initial state
+    ht_dtype: str  # "float32" when there is no final state
+    cu_dtype: str
+    scale: float
+    l2norm: bool
+    beta_sigmoid: bool
+    neg_eigval: bool
+    safe_gate: bool
+    has_dt_bias: bool
+    has_h0: bool
+    store_ht: bool
+
+
+def key_for(cfg: GdnCutileConfig, *, beta: str, h0: str, ht: str, cu: str) -> Sm90Key:
+    return Sm90Key(
+        key_dim=cfg.key_dim, value_dim=cfg.value_dim, block_v=cfg.block_v, io_dtype=cfg.io_dtype,
+        beta_dtype=beta, h0_dtype=h0, ht_dtype=ht, cu_dtype=cu, scale=float(cfg.scale),
+        l2norm=cfg.use_qk_l2norm, beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval,
+        safe_gate=cfg.safe_gate, has_dt_bias=cfg.has_dt_bias, has_h0=cfg.has_initial_state,
+        store_ht=cfg.output_final_state,
+    )  # fmt: skip
+
+
+def workspace_regions(cfg: GdnCutileConfig) -> tuple[Region, ...]:
+    """gamma (fp32), w and u (the io dtype), and the spare address absent operands point at."""
+    t, ho = cfg.tokens, cfg.heads_out
+    return layout_regions([
+        ("gamma", "float32", (t, ho)),
+        ("w", cfg.io_dtype, (t, ho, cfg.key_dim)),
+        ("u", cfg.io_dtype, (t, ho, cfg.value_dim)),
+        ("spare", "float32", (64,)),
+    ])  # fmt: skip
+
+
+def prepare_slots(cfg: GdnCutileConfig) -> int:
+    """The prepare kernel's chunk slots: sequence n's chunks start at cu_seqlens[n] // 64 + n."""
+    return cfg.tokens // CHUNK + cfg.sequences + 1
+
+
+def search_steps(sequences: int) -> int:
+    """Halvings of [0, sequences) until one sequence is left: the slot search's trip count."""
+    return max(sequences, 1).bit_length()
+
+
+def compiled_forward(key: Sm90Key, arch: str = ARCH) -> Any:
+    """The compiled forward for ``key`` (compiled on first use, then kept for the process)."""
+    found = _CACHE.get((key, arch))
+    if found is not None:
+        return found
+    with _LOCK:
+        found = _CACHE.get((key, arch))
+        if found is None:
+            found = _CACHE[(key, arch)] = _compile(key, arch)
+    return found
+
+
+def _compile(key: Sm90Key, arch: str) -> Any:
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    from pygraph_linear_attention.kernels.gdn_sm90_fwd import _DT, GdnSm90Fwd
+
+    kernel = GdnSm90Fwd(
+        key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,
+        beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, ht_dtype=key.ht_dtype, cu_dtype=key.cu_dtype,
+        scale=key.scale, l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval,
+        safe_gate=key.safe_gate, has_dt_bias=key.has_dt_bias, has_h0=key.has_h0, store_ht=key.store_ht,
+    )  # fmt: skip
+    gmem = cute.AddressSpace.gmem
+
+    def ptr(dtype: str, align: int) -> Any:
+        return make_ptr(_DT[dtype], 0, gmem, assumed_align=align)
+
+    io, f32 = key.io_dtype, "float32"
+    cu = make_ptr(cutlass.Int64 if key.cu_dtype == "int64" else cutlass.Int32, 0, gmem, assumed_align=4)
+    pointers = [
+        ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(f32, 4), ptr(key.beta_dtype, 2), ptr(f32, 4), ptr(f32, 4),
+        cu, ptr(key.h0_dtype, 4), ptr(io, 16), ptr(key.ht_dtype, 4), ptr(f32, 4), ptr(io, 16), ptr(io, 16),
+    ]  # fmt: skip
+    sizes = [cutlass.Int32(1)] * 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # trace-time advisories on the intended fully unrolled loops
+        return cute.compile(kernel, *pointers, *sizes, make_fake_stream(), options=f"--enable-tvm-ffi --gpu-arch {arch}")
