@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import os
 import pathlib
@@ -118,13 +119,16 @@ def _label(block_v: Any, occupancy: Any = None, segment: Any = None) -> str:
 
 
 def _ours(
-    case: GdnCase, tensors: dict, block_v: Any, occupancy: Any = None, segment: Any = None, engine: Any = None
+    case: GdnCase, tensors: dict, block_v: Any, occupancy: Any = None, segment: Any = None, engine: Any = None,
+    stages: Any = None,
 ) -> tuple[Any, Any]:
     """(call, output) of our plan at ``block_v`` (and ``occupancy``, ``segment``, ``engine``; None: the
     hook's first pick): the graph built once, the call one execute()."""
     import torch
 
-    case = dataclasses.replace(case, block_v=block_v, occupancy=occupancy, segment=segment, engine=engine)
+    case = dataclasses.replace(
+        case, block_v=block_v, occupancy=occupancy, segment=segment, engine=engine, stages=stages
+    )
     g, ports = build_graph(case, tensors, {})
     out = torch.empty(sum(case.lengths), HEADS, DIM, dtype=torch.bfloat16, device="cuda")
     workspace = torch.empty(g.get_workspace_size(), dtype=torch.uint8, device="cuda")
@@ -260,9 +264,9 @@ def timing(run: TimingRun) -> list[dict]:
             call, out = _ours(case, tensors, bv, occupancy, segment)
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
-        for bv in run.sm90_block_vs:
-            label = f"ours[sm90 BV={bv}]"
-            call, out = _ours(case, tensors, bv, engine="gdn_sm90")
+        for bv, stages in itertools.product(run.sm90_block_vs, (2, 1)):
+            label = f"ours[sm90 BV={bv},ST={stages}]"
+            call, out = _ours(case, tensors, bv, engine="gdn_sm90", stages=stages)
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
         first = _label(FWD_BLOCK_VS[0])

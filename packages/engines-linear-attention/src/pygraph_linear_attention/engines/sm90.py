@@ -21,6 +21,7 @@ from pygraph_linear_attention.engines.cutile import _NAMES, _heads, _operands, _
 from pygraph_linear_attention.kernels.gdn_sm90_host import (
     BLOCK_V_SM90,
     HEAD_DIMS_SM90,
+    STAGES_SM90,
     compiled_forward,
     key_for,
     search_steps,
@@ -107,7 +108,7 @@ class GdnSm90Engine(BaseEngine):
         sm_hi=90,
         dtypes={data_type.BFLOAT16, data_type.HALF},
         features=_FEATURES,
-        knob_domains={"BLOCK_V": BLOCK_V_SM90},
+        knob_domains={"BLOCK_V": BLOCK_V_SM90, "STAGES": STAGES_SM90},
     )
 
     def _facts(self, request: EngineRequest) -> LinearAttentionFacts:
@@ -129,14 +130,19 @@ class GdnSm90Engine(BaseEngine):
         if importlib.util.find_spec("cutlass") is None:
             raise ImportError(f"{self.name}: needs CuTe DSL ({_INSTALL})")
 
-    def _block_v(self, facts: LinearAttentionFacts, plan: PlanConfig) -> int:
+    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int]:
+        """(BLOCK_V, STAGES) of the plan, checked against their domains and the value head dim."""
         knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
-        block_v = knobs.get("BLOCK_V", BLOCK_V_SM90[0])
+        block_v, stages = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("STAGES", STAGES_SM90[0])
         if block_v not in BLOCK_V_SM90:
             raise GraphNotSupportedError(f"{self.name}: knob BLOCK_V={block_v!r} outside its domain {BLOCK_V_SM90}")
+        if stages not in STAGES_SM90:
+            raise GraphNotSupportedError(f"{self.name}: knob STAGES={stages!r} outside its domain {STAGES_SM90}")
         if facts.head_dim_v % block_v:
-            raise GraphNotSupportedError(f"{self.name}: BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}")
-        return block_v
+            raise GraphNotSupportedError(
+                f"{self.name}: BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
+            )
+        return block_v, stages
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         cfg = config_for(self._facts(request), BLOCK_V_SM90[0])
@@ -146,7 +152,8 @@ class GdnSm90Engine(BaseEngine):
     def build_plan(self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None) -> CompiledPlan:
         self.check_support(request)
         facts = self._facts(request)
-        cfg = config_for(facts, self._block_v(facts, plan))
+        block_v, stages = self._knobs(facts, plan)
+        cfg = config_for(facts, block_v)
         layout = request.layout
         positions = {role: layout.position(t) for role, t in _operands(facts).items()}
         declared = {role: layout.declared[p] for role, p in positions.items()}
@@ -156,7 +163,7 @@ class GdnSm90Engine(BaseEngine):
         names = {role: _NAMES[d.dtype] for role, d in declared.items()}
         key = key_for(
             cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
-            cu=names["cu_seqlens"],
+            cu=names["cu_seqlens"], stages=stages,
         )  # fmt: skip
         fn = compiled_forward(key)
         node = facts.node

@@ -44,13 +44,17 @@ def _exp(x):
     return cute.math.exp2(x * _LOG2E, fastmath=True)
 
 
-def _row_major(rows: int, cols: int):
-    """A (rows, cols) row-major shared layout of 16-bit elements and its byte swizzle: 8-row atoms
-    of at most 64 columns, the 16-byte chunks of a 128-byte (or 64-byte) line XORed with the line,
-    so the 8 rows an ldmatrix phase reads and the chunks a warp's cp.async writes hit distinct banks."""
+def _row_major(rows: int, cols: int, stages: int = 0):
+    """A (rows, cols) row-major shared layout of 16-bit elements (``stages`` of them side by side as
+    a third mode, where given) and its byte swizzle: 8-row atoms of at most 64 columns, the 16-byte
+    chunks of a 128-byte (or 64-byte) line XORed with the line, so the 8 rows an ldmatrix phase
+    reads and the chunks a warp's cp.async writes hit distinct banks."""
     width = min(cols, 64)
     atom = cute.make_layout((8, width), stride=(width, 1))
-    layout = cute.tile_to_shape(atom, (rows, cols), (0, 1))
+    if stages:
+        layout = cute.tile_to_shape(atom, (rows, cols, stages), (0, 1, 2))
+    else:
+        layout = cute.tile_to_shape(atom, (rows, cols), (0, 1))
     bits = min(3, int(math.log2(width * 2 // 16)))
     return layout, cute.make_swizzle(bits, 4, 3)
 
@@ -102,6 +106,21 @@ def _load_rows(g2s, tidx, g_tile, s_tile, rows_left):
             for j in range(cute.size(pred, mode=[2])):
                 pred[r, i, j] = crd[(0, r), i, j][0] < rows_left
     cute.copy(g2s, src, dst, pred=pred)
+
+
+def _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, buf):
+    """cp.async the chunk of rows from ``r0`` of q, k (head hk), w and u (head h, value block vb)
+    into stage ``buf`` of the shared buffers, rows at or past ``rows_left`` zero-filled (no commit)."""
+    mQ, mK, mW, mU, hk, h, vb, K, BV = tiles
+    sQ, sK, sW, sU = buffers
+
+    def tile(m, head, width, col):
+        return cute.local_tile(cute.domain_offset((r0, 0), m[None, head, None]), (CHUNK, width), (0, col))
+
+    _load_rows(g2s_k, tidx, tile(mQ, hk, K, 0), sQ[None, None, buf], rows_left)
+    _load_rows(g2s_k, tidx, tile(mK, hk, K, 0), sK[None, None, buf], rows_left)
+    _load_rows(g2s_k, tidx, tile(mW, h, K, 0), sW[None, None, buf], rows_left)
+    _load_rows(g2s_v, tidx, tile(mU, h, BV, vb), sU[None, None, buf], rows_left)
 
 
 def _gemm(tiled_mma, tidx, acc, sA, sB, a_mn_major: bool, b_mn_major: bool, dtype):
@@ -172,6 +191,7 @@ class GdnSm90Fwd:
         has_dt_bias: bool,
         has_h0: bool,
         store_ht: bool,
+        stages: int = 1,
     ) -> None:
         self.K, self.V, self.BV = key_dim, value_dim, block_v
         self.io = _DT[io_dtype]
@@ -182,6 +202,7 @@ class GdnSm90Fwd:
         self.l2norm, self.beta_sigmoid, self.neg_eigval = l2norm, beta_sigmoid, neg_eigval
         self.safe_gate, self.has_dt_bias = safe_gate, has_dt_bias
         self.has_h0, self.store_ht = has_h0, store_ht
+        self.stages = stages  # the scan's shared buffers of q, k, w, u and gamma: 2 prefetches the next chunk
 
     # ------------------------------------------------------------------ host side (traced once)
     @cute.jit
@@ -410,19 +431,21 @@ class GdnSm90Fwd:
         length = Int32(mCu[n + 1]) - bos
 
         smem = utils.SmemAllocator()
-        k_layout, k_swz = _row_major(C, K)
+        nbuf = self.stages  # 2: chunk c + 1's tiles and gamma load while chunk c computes
+        k_layout, k_swz = _row_major(C, K, nbuf)
+        u_layout, u_swz = _row_major(C, BV, nbuf)
         v_layout, v_swz = _row_major(C, BV)
         s_layout, s_swz = _row_major(BV, K)
         p_layout, p_swz = _row_major(C, C)
-        sQ = smem.allocate_tensor(io, k_layout, 1024, k_swz)
-        sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
-        sW = smem.allocate_tensor(io, k_layout, 1024, k_swz)
-        sU = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+        sQs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sKs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sWs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sUs = smem.allocate_tensor(io, u_layout, 1024, u_swz)
         sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
         sCar = smem.allocate_tensor(io, v_layout, 1024, v_swz)
         sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
         sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
-        sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
+        sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, nbuf), stride=(1, C)), 16)
 
         mma_state = _tiled_mma(io, BV, K)  # S [BV, K]
         mma_cv = _tiled_mma(io, C, BV)  # v_new, the output
@@ -434,25 +457,40 @@ class GdnSm90Fwd:
             for i in cutlass.range_constexpr(cute.size(state)):
                 state[i] = src[i].to(Float32)
         g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
-
-        for c in cutlass.range(cute.ceil_div(length, C), unroll=1):
-            r0 = bos + c * C
-            rows_left = length - c * C
-            tile = lambda m, hx, d, col: cute.local_tile(  # noqa: E731
-                cute.domain_offset((r0, 0), m[None, hx, None]), (C, d), (0, col)
-            )
-            _load_rows(g2s_k, tidx, tile(mQ, hk, K, 0), sQ, rows_left)
-            _load_rows(g2s_k, tidx, tile(mK, hk, K, 0), sK, rows_left)
-            _load_rows(g2s_k, tidx, tile(mW, h, K, 0), sW, rows_left)
-            _load_rows(g2s_v, tidx, tile(mU, h, BV, vb), sU, rows_left)
+        tiles = (mQ, mK, mW, mU, hk, h, vb, K, BV)
+        chunks = cute.ceil_div(length, C)
+        if const_expr(nbuf == 2):  # the prologue: chunk 0 into buffer 0
+            _load_chunk(g2s_k, g2s_v, tidx, tiles, bos, length, (sQs, sKs, sWs, sUs), 0)
             cute.arch.cp_async_commit_group()
             if tidx < C:
                 gam = Float32(0.0)
-                if tidx < rows_left:
-                    gam = Float32(mGamma[r0 + tidx, h])
-                sGamma[tidx] = gam
+                if tidx < length:
+                    gam = Float32(mGamma[bos + tidx, h])
+                sGammas[tidx, 0] = gam
+
+        for c in cutlass.range(chunks, unroll=1):
+            r0 = bos + c * C
+            rows_left = length - c * C
+            buf = c % nbuf
+            g_next = Float32(0.0)
+            if const_expr(nbuf == 2):
+                if c + 1 < chunks:
+                    _load_chunk(g2s_k, g2s_v, tidx, tiles, r0 + C, rows_left - C, (sQs, sKs, sWs, sUs), 1 - buf)
+                cute.arch.cp_async_commit_group()
+                if tidx < C and tidx < rows_left - C:
+                    g_next = Float32(mGamma[r0 + C + tidx, h])
+            else:
+                _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, (sQs, sKs, sWs, sUs), 0)
+                cute.arch.cp_async_commit_group()
+                if tidx < C:
+                    gam = Float32(0.0)
+                    if tidx < rows_left:
+                        gam = Float32(mGamma[r0 + tidx, h])
+                    sGammas[tidx, 0] = gam
+            sQ, sK, sW = sQs[None, None, buf], sKs[None, None, buf], sWs[None, None, buf]
+            sU, sGamma = sUs[None, None, buf], sGammas[None, buf]
             _to_smem(mma_state, tidx, state, sS, io)
-            cute.arch.cp_async_wait_group(0)
+            cute.arch.cp_async_wait_group(nbuf - 1)
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
                 _l2_normalize_rows(sQ, tidx, K)
@@ -506,6 +544,9 @@ class GdnSm90Fwd:
             for i in cutlass.range_constexpr(cute.size(state)):
                 state[i] = state[i] * decay
             _gemm(mma_state, tidx, state, _transposed(sCar), _transposed(sK), True, True, io)
+            if const_expr(nbuf == 2):
+                if tidx < C:
+                    sGammas[tidx, 1 - buf] = g_next
             cute.arch.sync_threads()  # every read of this chunk's tiles is done
 
         if const_expr(self.store_ht):

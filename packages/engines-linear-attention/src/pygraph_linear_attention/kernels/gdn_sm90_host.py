@@ -18,10 +18,13 @@ from typing import Any
 
 from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK, GdnCutileConfig, Region, layout_regions
 
-__all__ = ["ARCH", "BLOCK_V_SM90", "HEAD_DIMS_SM90", "Sm90Key", "compiled_forward", "search_steps", "workspace_regions"]
+__all__ = ["ARCH", "BLOCK_V_SM90", "HEAD_DIMS_SM90", "STAGES_SM90", "Sm90Key", "compiled_forward", "search_steps", "workspace_regions"]
 
 ARCH = "sm_90a"
 BLOCK_V_SM90 = (32, 64)  # value rows of the state one scan CTA carries; the first is the default
+# STAGES: the scan's shared buffers of a chunk's q, k, w, u and gamma; 2 loads chunk c + 1 while
+# chunk c computes (about 130 KB of shared memory at BLOCK_V 32: one CTA per SM; 1: 76 KB, two)
+STAGES_SM90 = (2, 1)
 HEAD_DIMS_SM90 = (64, 128)  # K and V: the tiles' registers are sized for these
 
 _CACHE: dict[tuple, Any] = {}
@@ -48,15 +51,16 @@ class Sm90Key:
     has_dt_bias: bool
     has_h0: bool
     store_ht: bool
+    stages: int = 2
 
 
-def key_for(cfg: GdnCutileConfig, *, beta: str, h0: str, ht: str, cu: str) -> Sm90Key:
+def key_for(cfg: GdnCutileConfig, *, beta: str, h0: str, ht: str, cu: str, stages: int) -> Sm90Key:
     return Sm90Key(
         key_dim=cfg.key_dim, value_dim=cfg.value_dim, block_v=cfg.block_v, io_dtype=cfg.io_dtype,
         beta_dtype=beta, h0_dtype=h0, ht_dtype=ht, cu_dtype=cu, scale=float(cfg.scale),
         l2norm=cfg.use_qk_l2norm, beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval,
         safe_gate=cfg.safe_gate, has_dt_bias=cfg.has_dt_bias, has_h0=cfg.has_initial_state,
-        store_ht=cfg.output_final_state,
+        store_ht=cfg.output_final_state, stages=stages,
     )  # fmt: skip
 
 
@@ -105,6 +109,7 @@ def _compile(key: Sm90Key, arch: str) -> Any:
         beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, ht_dtype=key.ht_dtype, cu_dtype=key.cu_dtype,
         scale=key.scale, l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval,
         safe_gate=key.safe_gate, has_dt_bias=key.has_dt_bias, has_h0=key.has_h0, store_ht=key.store_ht,
+        stages=key.stages,
     )  # fmt: skip
     gmem = cute.AddressSpace.gmem
 
