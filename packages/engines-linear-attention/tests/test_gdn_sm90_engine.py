@@ -1,0 +1,136 @@
+"""gdn_sm90 on the CPU: its support rules, its call path with the compiled function replaced by a
+recorder (pointer order, sizes, the spare address of absent operands, the refusals), and a real
+CuTe DSL compile of its kernels for sm_90a (no GPU needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+import pygraph
+from pygraph import data_type as dt
+from pygraph_linear_attention.engines import sm90 as engine_mod
+from pygraph_linear_attention.engines.sm90 import GdnSm90Engine
+from pygraph_linear_attention.kernels.gdn_sm90_host import Sm90Key, compiled_forward, search_steps
+
+ENGINE_ID = 20100
+
+
+def _graph(t=130, n=3, h=2, hv=2, d=128, io=dt.BFLOAT16, *, state=False, final=False, q_stride=None, **attrs):
+    g = pygraph.Graph(name="gdn", io_data_type=io)
+    q = g.tensor(name="q", dim=[t, h, d], stride=q_stride, data_type=io)
+    k = g.tensor(name="k", dim=[t, h, d], data_type=io)
+    v = g.tensor(name="v", dim=[t, hv, d], data_type=io)
+    ho = max(h, hv)
+    gate = g.tensor(name="g", dim=[t, hv], data_type=dt.FLOAT)
+    b = g.tensor(name="beta", dim=[t, hv], data_type=dt.FLOAT)
+    cu = g.tensor(name="cu_seqlens", dim=[n + 1], data_type=dt.INT32)
+    extra = {}
+    if state:
+        extra["initial_state"] = g.tensor(name="h0", dim=[n, ho, d, d], data_type=dt.FLOAT)
+    o, fs = g.gdn(q=q, k=k, v=v, g=gate, beta=b, cu_seqlens=cu, output_final_state=final, **extra, **attrs)
+    o.set_output(True)
+    if fs is not None:
+        fs.set_output(True).set_data_type(dt.FLOAT)
+    g.outputs_for_test = (o, fs)
+    return g
+
+
+def _decline(graph) -> str:
+    with pytest.raises(pygraph.GraphNotSupportedError) as err:
+        GdnSm90Engine(ENGINE_ID).check_support(graph.engine_request())
+    return str(err.value)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed")
+def test_accepts_the_forward_it_is_built_for():
+    GdnSm90Engine(ENGINE_ID).check_support(_graph(state=True, final=True, use_qk_l2norm=True).engine_request())
+    GdnSm90Engine(ENGINE_ID).check_support(_graph(d=64, h=1, hv=4).engine_request())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"d": 256}, "head dims K=256, V=256: each must be one of (64, 128)"),
+        ({"q_stride": [2 * 2 * 128, 128, 1]}, "operand q (q) must be row-major contiguous [256, 128, 1], got stride [512, 128, 1]"),
+    ],
+)
+def test_declines_naming_the_rule_and_the_value(kwargs, reason):
+    assert reason in _decline(_graph(**kwargs))
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    fn = _Recorder()
+    monkeypatch.setattr(engine_mod, "compiled_forward", lambda key: fn)
+    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
+    return fn
+
+
+def _built(g, plan_name):
+    g.create_execution_plans()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    g.select_plan(names.index(plan_name))
+    g.build_plans()
+    return g
+
+
+def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(recorder):
+    t, n, h, d = 130, 3, 2, 128
+    g = _built(_graph(t=t, n=n, h=h, d=d, final=True), "gdn_sm90[BLOCK_V=32,STAGES=2]")
+    names = ("q", "k", "v", "g", "beta", "cu_seqlens")
+    addresses = {name: 0x100000 * (i + 1) for i, name in enumerate(names)}
+    tensors = {g.find_tensor(name): addr for name, addr in addresses.items()}
+    o, final = g.outputs_for_test
+    tensors[o], tensors[final] = 0xA00000, 0xB00000
+    workspace = 0xC00000
+    g.execute(tensors, workspace=workspace)
+    (args,) = recorder.calls
+    pointers, sizes, stream = args[:14], args[14:-1], args[-1]
+    gamma, w, u = pointers[11:14]
+    assert gamma == workspace and w % 256 == 0 and u % 256 == 0 and gamma < w < u
+    spare = pointers[5]
+    assert spare > u  # a_log, dt_bias, h0 absent: the spare region, after u
+    assert pointers == (
+        addresses["q"], addresses["k"], addresses["v"], addresses["g"], addresses["beta"], spare, spare,
+        addresses["cu_seqlens"], spare, 0xA00000, 0xB00000, gamma, w, u,
+    )  # fmt: skip
+    assert sizes == (t, n, search_steps(n), h, h, h, h, h, 1, 1)
+    assert stream == 0
+
+
+def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
+    g = _built(_graph(t=64, n=1, h=1), "gdn_sm90[BLOCK_V=32,STAGES=2]")
+    o, _ = g.outputs_for_test
+    names = ("q", "k", "v", "g", "beta", "cu_seqlens")
+    tensors = {g.find_tensor(name): 0x10000 * (i + 1) for i, name in enumerate(names)}
+    tensors[g.find_tensor("q")] = 0x10008
+    tensors[o] = 0x900000
+    with pytest.raises(ValueError, match=r"gdn_sm90 \(graph 'gdn'\): operand q at 0x10008 is not 16-byte aligned"):
+        g.execute(tensors, workspace=0xC00000)
+    assert recorder.calls == []
+
+
+def test_the_slot_search_halves_until_one_sequence_is_left():
+    assert [search_steps(n) for n in (1, 2, 3, 7, 8, 1000)] == [1, 2, 2, 3, 4, 10]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed")
+def test_the_kernels_compile_for_sm90a_without_a_gpu():
+    key = Sm90Key(
+        key_dim=128, value_dim=128, block_v=32, io_dtype="bfloat16", beta_dtype="bfloat16", h0_dtype="float32",
+        ht_dtype="bfloat16", cu_dtype="int64", scale=0.1, l2norm=True, beta_sigmoid=True, neg_eigval=True,
+        safe_gate=True, has_dt_bias=True, has_h0=True, store_ht=True, stages=2,
+    )  # fmt: skip
+    fn = compiled_forward(key)
+    assert callable(fn)
+    assert compiled_forward(key) is fn  # kept for the process
