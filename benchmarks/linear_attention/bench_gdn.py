@@ -119,7 +119,12 @@ def _label(block_v: Any, occupancy: Any = None, segment: Any = None) -> str:
 
 
 def _ours(
-    case: GdnCase, tensors: dict, block_v: Any, occupancy: Any = None, segment: Any = None, engine: Any = None,
+    case: GdnCase,
+    tensors: dict,
+    block_v: Any,
+    occupancy: Any = None,
+    segment: Any = None,
+    engine: Any = None,
     stages: Any = None,
 ) -> tuple[Any, Any]:
     """(call, output) of our plan at ``block_v`` (and ``occupancy``, ``segment``, ``engine``; None: the
@@ -431,7 +436,9 @@ def main() -> None:
         "--segment", default="", help="comma list of the forward's SEGMENT values (split scan) to time too"
     )
     parser.add_argument(
-        "--sm90", default="", help="comma list of BLOCK_V values of the gdn_sm90 engine (CuTe DSL) to time too"
+        "--sm90",
+        default="",
+        help="comma list of BLOCK_V values of the gdn_sm90 engine (CuTe DSL) to time too",
     )
     args = parser.parse_args()
     skip = frozenset(s for s in args.skip.split(",") if s)

@@ -50,7 +50,9 @@ class GdnCase:
     block_v: int | None = None  # None: the hook's first pick
     occupancy: int | None = None  # the OCCUPANCY knob; None: the hook's first pick
     segment: int | None = None  # the SEGMENT knob (the split scans); None: the hook's first pick
-    engine: str | None = None  # "gdn_sm90": its first plan (with block_v, stages); None: the hook's first pick
+    engine: str | None = (
+        None  # "gdn_sm90": its first plan (with block_v, stages); None: the hook's first pick
+    )
     stages: int | None = None  # gdn_sm90's STAGES knob
     tolerance: float = 1e-2
 

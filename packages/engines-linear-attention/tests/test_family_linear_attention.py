@@ -76,7 +76,11 @@ def test_gdn_ships_its_three_engines_default_on(monkeypatch):
             False,
         )
     monkeypatch.delenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", raising=False)
-    assert pygraph.engines.offered_ids(fam) == {"gdn_sm90": 20100, "gdn_cutile": 20101, "gdn_cutile_bwd": 20102}
+    assert pygraph.engines.offered_ids(fam) == {
+        "gdn_sm90": 20100,
+        "gdn_cutile": 20101,
+        "gdn_cutile_bwd": 20102,
+    }
     built = pygraph.engines.instantiate(fam)
     assert [(e.name, e.engine_id) for e in built.engines] == [
         ("gdn_sm90", 20100),

@@ -16,7 +16,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks.linear_attention.gdn_cases import BWD_CASES, CASES, run_bwd_case, run_case, sm90_cases  # noqa: E402
+from benchmarks.linear_attention.gdn_cases import (  # noqa: E402
+    BWD_CASES,
+    CASES,
+    run_bwd_case,
+    run_case,
+    sm90_cases,
+)
 
 pytestmark = pytest.mark.sm90
 

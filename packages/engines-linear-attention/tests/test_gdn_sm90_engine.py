@@ -43,9 +43,13 @@ def _decline(graph) -> str:
     return str(err.value)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
+)
 def test_accepts_the_forward_it_is_built_for():
-    GdnSm90Engine(ENGINE_ID).check_support(_graph(state=True, final=True, use_qk_l2norm=True).engine_request())
+    GdnSm90Engine(ENGINE_ID).check_support(
+        _graph(state=True, final=True, use_qk_l2norm=True).engine_request()
+    )
     GdnSm90Engine(ENGINE_ID).check_support(_graph(d=64, h=1, hv=4).engine_request())
 
 
@@ -53,7 +57,10 @@ def test_accepts_the_forward_it_is_built_for():
     ("kwargs", "reason"),
     [
         ({"d": 256}, "head dims K=256, V=256: each must be one of (64, 128)"),
-        ({"q_stride": [2 * 2 * 128, 128, 1]}, "operand q (q) must be row-major contiguous [256, 128, 1], got stride [512, 128, 1]"),
+        (
+            {"q_stride": [2 * 2 * 128, 128, 1]},
+            "operand q (q) must be row-major contiguous [256, 128, 1], got stride [512, 128, 1]",
+        ),
     ],
 )
 def test_declines_naming_the_rule_and_the_value(kwargs, reason):
@@ -115,7 +122,9 @@ def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
     tensors = {g.find_tensor(name): 0x10000 * (i + 1) for i, name in enumerate(names)}
     tensors[g.find_tensor("q")] = 0x10008
     tensors[o] = 0x900000
-    with pytest.raises(ValueError, match=r"gdn_sm90 \(graph 'gdn'\): operand q at 0x10008 is not 16-byte aligned"):
+    with pytest.raises(
+        ValueError, match=r"gdn_sm90 \(graph 'gdn'\): operand q at 0x10008 is not 16-byte aligned"
+    ):
         g.execute(tensors, workspace=0xC00000)
     assert recorder.calls == []
 
@@ -124,7 +133,9 @@ def test_the_slot_search_halves_until_one_sequence_is_left():
     assert [search_steps(n) for n in (1, 2, 3, 7, 8, 1000)] == [1, 2, 2, 3, 4, 10]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
+)
 def test_the_kernels_compile_for_sm90a_without_a_gpu():
     key = Sm90Key(
         key_dim=128, value_dim=128, block_v=32, io_dtype="bfloat16", beta_dtype="bfloat16", h0_dtype="float32",

@@ -21,7 +21,9 @@ def _family(
         package="pygraph_linear_attention",
         slots={
             f"{name}_sm90": sm90
-            or EngineSlot(0, planned=f"the chunked CuTe DSL kernels for Hopper are not written yet; {no_backend}"),
+            or EngineSlot(
+                0, planned=f"the chunked CuTe DSL kernels for Hopper are not written yet; {no_backend}"
+            ),
             f"{name}_cutile": cutile
             or EngineSlot(
                 1, planned=f"the portable cuTile kernels (sm80 and up) are not written yet; {no_backend}"

@@ -13,7 +13,14 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, EngineRequest, ExecutionContext, PlanConfig
+from pygraph.engines.base import (
+    BaseEngine,
+    Capabilities,
+    CompiledPlan,
+    EngineRequest,
+    ExecutionContext,
+    PlanConfig,
+)
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
@@ -68,7 +75,9 @@ class GdnSm90Plan(CompiledPlan):
 
     reads_stream = True
 
-    def __init__(self, name: str, fn: Any, rows: tuple, regions: tuple, workspace_bytes: int, sizes: tuple) -> None:
+    def __init__(
+        self, name: str, fn: Any, rows: tuple, regions: tuple, workspace_bytes: int, sizes: tuple
+    ) -> None:
         self._name, self._fn, self._rows = name, fn, rows
         self._regions = {r.name: r.offset for r in regions}
         self._workspace_bytes, self._sizes = workspace_bytes, sizes
@@ -93,7 +102,9 @@ class GdnSm90Plan(CompiledPlan):
                     f"compiled for the declared shape {list(shape)} stride {list(stride)}"
                 )
             if role in _ALIGNED and buf.pointer % 16:
-                self._refuse(f"operand {role} at {buf.pointer:#x} is not 16-byte aligned (its rows are copied 16 bytes at a time)")
+                self._refuse(
+                    f"operand {role} at {buf.pointer:#x} is not 16-byte aligned (its rows are copied 16 bytes at a time)"
+                )
             pointers[role] = buf.pointer
         self._fn(*(pointers.get(role, spare) for role in _POINTERS), *self._sizes, ctx.stream or 0)
 
@@ -123,7 +134,9 @@ class GdnSm90Engine(BaseEngine):
     def check_support(self, request: EngineRequest) -> None:
         facts = self._facts(request)
         reason = (
-            _support_reason(facts) or _sm90_reason(facts) or self.capabilities.mismatch(facts, device=request.device)
+            _support_reason(facts)
+            or _sm90_reason(facts)
+            or self.capabilities.mismatch(facts, device=request.device)
         )
         if reason is not None:
             raise GraphNotSupportedError(f"{self.name}: {reason}")
@@ -135,9 +148,13 @@ class GdnSm90Engine(BaseEngine):
         knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
         block_v, stages = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("STAGES", STAGES_SM90[0])
         if block_v not in BLOCK_V_SM90:
-            raise GraphNotSupportedError(f"{self.name}: knob BLOCK_V={block_v!r} outside its domain {BLOCK_V_SM90}")
+            raise GraphNotSupportedError(
+                f"{self.name}: knob BLOCK_V={block_v!r} outside its domain {BLOCK_V_SM90}"
+            )
         if stages not in STAGES_SM90:
-            raise GraphNotSupportedError(f"{self.name}: knob STAGES={stages!r} outside its domain {STAGES_SM90}")
+            raise GraphNotSupportedError(
+                f"{self.name}: knob STAGES={stages!r} outside its domain {STAGES_SM90}"
+            )
         if facts.head_dim_v % block_v:
             raise GraphNotSupportedError(
                 f"{self.name}: BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
@@ -149,7 +166,9 @@ class GdnSm90Engine(BaseEngine):
         last = workspace_regions(cfg)[-1]
         return last.offset + last.nbytes
 
-    def build_plan(self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None) -> CompiledPlan:
+    def build_plan(
+        self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
+    ) -> CompiledPlan:
         self.check_support(request)
         facts = self._facts(request)
         block_v, stages = self._knobs(facts, plan)
@@ -159,7 +178,9 @@ class GdnSm90Engine(BaseEngine):
         declared = {role: layout.declared[p] for role, p in positions.items()}
         for role, d in declared.items():
             if d.dtype not in _NAMES:
-                raise GraphNotSupportedError(f"{self.name}: operand {role} has dtype {d.dtype.name}, not served")
+                raise GraphNotSupportedError(
+                    f"{self.name}: operand {role} has dtype {d.dtype.name}, not served"
+                )
         names = {role: _NAMES[d.dtype] for role, d in declared.items()}
         key = key_for(
             cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
@@ -173,7 +194,10 @@ class GdnSm90Engine(BaseEngine):
             _heads(node.inputs["g"]), _heads(node.inputs["beta"]),
             cfg.heads_a_log if a_log is not None else 1, cfg.heads_dt_bias if dt_bias is not None else 1,
         )  # fmt: skip
-        rows = tuple((role, pos, tuple(declared[role].shape), tuple(declared[role].stride)) for role, pos in positions.items())
+        rows = tuple(
+            (role, pos, tuple(declared[role].shape), tuple(declared[role].stride))
+            for role, pos in positions.items()
+        )
         regions = workspace_regions(cfg)
         last = regions[-1]
         return GdnSm90Plan(request.graph.name, fn, rows, regions, last.offset + last.nbytes, sizes)

@@ -99,7 +99,8 @@ def _load_rows(g2s, tidx, g_tile, s_tile, rows_left):
     dst = thr.partition_D(s_tile)
     crd = thr.partition_S(cute.make_identity_tensor(g_tile.shape))
     pred = cute.make_rmem_tensor(
-        (cute.size(src, mode=[0]) // _VEC, cute.size(src, mode=[1]), cute.size(src, mode=[2])), cutlass.Boolean
+        (cute.size(src, mode=[0]) // _VEC, cute.size(src, mode=[1]), cute.size(src, mode=[2])),
+        cutlass.Boolean,
     )
     for r in range(cute.size(pred, mode=[0])):
         for i in range(cute.size(pred, mode=[1])):
@@ -235,9 +236,15 @@ class GdnSm90Fwd:
         stream: Any,
     ):
         K, V, C = self.K, self.V, CHUNK
-        mQ = cute.make_tensor(q_ptr, cute.make_layout((tokens, heads_qk, K), stride=(_aligned(heads_qk * K), K, 1)))
-        mK = cute.make_tensor(k_ptr, cute.make_layout((tokens, heads_qk, K), stride=(_aligned(heads_qk * K), K, 1)))
-        mV = cute.make_tensor(v_ptr, cute.make_layout((tokens, heads_v, V), stride=(_aligned(heads_v * V), V, 1)))
+        mQ = cute.make_tensor(
+            q_ptr, cute.make_layout((tokens, heads_qk, K), stride=(_aligned(heads_qk * K), K, 1))
+        )
+        mK = cute.make_tensor(
+            k_ptr, cute.make_layout((tokens, heads_qk, K), stride=(_aligned(heads_qk * K), K, 1))
+        )
+        mV = cute.make_tensor(
+            v_ptr, cute.make_layout((tokens, heads_v, V), stride=(_aligned(heads_v * V), V, 1))
+        )
         mG = cute.make_tensor(g_ptr, cute.make_layout((tokens, heads_g), stride=(heads_g, 1)))
         mBeta = cute.make_tensor(beta_ptr, cute.make_layout((tokens, heads_beta), stride=(heads_beta, 1)))
         mALog = cute.make_tensor(a_log_ptr, cute.make_layout((heads_a_log,)))
@@ -247,18 +254,24 @@ class GdnSm90Fwd:
         state_stride = (heads_out * V * K, V * K, K, 1)
         mH0 = cute.make_tensor(h0_ptr, cute.make_layout(state_shape, stride=state_stride))
         mHt = cute.make_tensor(ht_ptr, cute.make_layout(state_shape, stride=state_stride))
-        mO = cute.make_tensor(o_ptr, cute.make_layout((tokens, heads_out, V), stride=(_aligned(heads_out * V), V, 1)))
+        mO = cute.make_tensor(
+            o_ptr, cute.make_layout((tokens, heads_out, V), stride=(_aligned(heads_out * V), V, 1))
+        )
         mGamma = cute.make_tensor(gamma_ptr, cute.make_layout((tokens, heads_out), stride=(heads_out, 1)))
-        mW = cute.make_tensor(w_ptr, cute.make_layout((tokens, heads_out, K), stride=(_aligned(heads_out * K), K, 1)))
-        mU = cute.make_tensor(u_ptr, cute.make_layout((tokens, heads_out, V), stride=(_aligned(heads_out * V), V, 1)))
+        mW = cute.make_tensor(
+            w_ptr, cute.make_layout((tokens, heads_out, K), stride=(_aligned(heads_out * K), K, 1))
+        )
+        mU = cute.make_tensor(
+            u_ptr, cute.make_layout((tokens, heads_out, V), stride=(_aligned(heads_out * V), V, 1))
+        )
         groups = (
             heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
             heads_out // heads_a_log, heads_out // heads_dt_bias,
         )  # fmt: skip
         slots = tokens // C + sequences + 1
-        self.prepare(mK, mV, mG, mBeta, mALog, mDtBias, mCu, mGamma, mW, mU, sequences, search_steps, groups).launch(
-            grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream
-        )
+        self.prepare(
+            mK, mV, mG, mBeta, mALog, mDtBias, mCu, mGamma, mW, mU, sequences, search_steps, groups
+        ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
         self.scan(mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, groups[0]).launch(
             grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
         )
@@ -330,7 +343,9 @@ class GdnSm90Fwd:
                     x = gate
                     if const_expr(self.has_dt_bias):
                         x = x + Float32(mDtBias[h // d_group])
-                    soft = cute.math.max(x, Float32(0.0)) + cute.math.log(1.0 + _exp(-cute.math.abs(x)), fastmath=True)
+                    soft = cute.math.max(x, Float32(0.0)) + cute.math.log(
+                        1.0 + _exp(-cute.math.abs(x)), fastmath=True
+                    )
                     gate = Float32(0.0)
                     if valid:
                         gate = -rate * soft
@@ -450,7 +465,7 @@ class GdnSm90Fwd:
         mma_state = _tiled_mma(io, BV, K)  # S [BV, K]
         mma_cv = _tiled_mma(io, C, BV)  # v_new, the output
         mma_cc = _tiled_mma(io, C, C)  # q k^T
-        state, crd_s = _acc(mma_state, tidx, BV, K)
+        state, _ = _acc(mma_state, tidx, BV, K)
         thr_s = mma_state.get_slice(tidx)
         if const_expr(self.has_h0):
             src = thr_s.partition_C(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0)))
@@ -475,7 +490,9 @@ class GdnSm90Fwd:
             g_next = Float32(0.0)
             if const_expr(nbuf == 2):
                 if c + 1 < chunks:
-                    _load_chunk(g2s_k, g2s_v, tidx, tiles, r0 + C, rows_left - C, (sQs, sKs, sWs, sUs), 1 - buf)
+                    _load_chunk(
+                        g2s_k, g2s_v, tidx, tiles, r0 + C, rows_left - C, (sQs, sKs, sWs, sUs), 1 - buf
+                    )
                 cute.arch.cp_async_commit_group()
                 if tidx < C and tidx < rows_left - C:
                     g_next = Float32(mGamma[r0 + C + tidx, h])

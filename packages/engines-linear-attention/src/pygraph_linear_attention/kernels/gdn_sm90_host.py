@@ -18,7 +18,16 @@ from typing import Any
 
 from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK, GdnCutileConfig, Region, layout_regions
 
-__all__ = ["ARCH", "BLOCK_V_SM90", "HEAD_DIMS_SM90", "STAGES_SM90", "Sm90Key", "compiled_forward", "search_steps", "workspace_regions"]
+__all__ = [
+    "ARCH",
+    "BLOCK_V_SM90",
+    "HEAD_DIMS_SM90",
+    "STAGES_SM90",
+    "Sm90Key",
+    "compiled_forward",
+    "search_steps",
+    "workspace_regions",
+]
 
 ARCH = "sm_90a"
 BLOCK_V_SM90 = (32, 64)  # value rows of the state one scan CTA carries; the first is the default
@@ -125,4 +134,6 @@ def _compile(key: Sm90Key, arch: str) -> Any:
     sizes = [cutlass.Int32(1)] * 10
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # trace-time advisories on the intended fully unrolled loops
-        return cute.compile(kernel, *pointers, *sizes, make_fake_stream(), options=f"--enable-tvm-ffi --gpu-arch {arch}")
+        return cute.compile(
+            kernel, *pointers, *sizes, make_fake_stream(), options=f"--enable-tvm-ffi --gpu-arch {arch}"
+        )
