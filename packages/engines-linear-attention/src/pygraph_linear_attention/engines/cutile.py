@@ -62,6 +62,17 @@ def _heads(tensor: Any) -> int:
     return int(tensor.dim[1]) if len(tensor.dim) == 2 else int(tensor.dim[0]) if tensor.dim else 1
 
 
+def facts_of(engine: str, request: EngineRequest) -> LinearAttentionFacts:
+    """The request's linear-attention facts (a decline naming ``engine`` if it came with others)."""
+    facts = request.facts
+    if not isinstance(facts, LinearAttentionFacts):
+        raise GraphNotSupportedError(
+            f"{engine}: graph {request.graph.name!r} came with no linear-attention facts "
+            f"(got {type(facts).__name__})"
+        )
+    return facts
+
+
 def _support_reason(facts: LinearAttentionFacts) -> str | None:
     """Why gdn_cutile cannot serve these facts (the rule and the value), or None."""
     if facts.op != "gdn":
@@ -327,13 +338,7 @@ class GdnCutileEngine(BaseEngine):
     )
 
     def _facts(self, request: EngineRequest) -> LinearAttentionFacts:
-        facts = request.facts
-        if not isinstance(facts, LinearAttentionFacts):
-            raise GraphNotSupportedError(
-                f"{self.name}: graph {request.graph.name!r} came with no linear-attention facts "
-                f"(got {type(facts).__name__})"
-            )
-        return facts
+        return facts_of(self.name, request)
 
     # which direction this engine serves (the backward is its own slot, gdn_cutile_bwd)
     serves_backward = False

@@ -24,7 +24,14 @@ from pygraph.engines.base import (
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
-from pygraph_linear_attention.engines.cutile import _NAMES, _heads, _operands, _support_reason, config_for
+from pygraph_linear_attention.engines.cutile import (
+    _NAMES,
+    _heads,
+    _operands,
+    _support_reason,
+    config_for,
+    facts_of,
+)
 from pygraph_linear_attention.kernels.gdn_sm90_host import (
     BLOCK_V_SM90,
     HEAD_DIMS_SM90,
@@ -123,13 +130,7 @@ class GdnSm90Engine(BaseEngine):
     )
 
     def _facts(self, request: EngineRequest) -> LinearAttentionFacts:
-        facts = request.facts
-        if not isinstance(facts, LinearAttentionFacts):
-            raise GraphNotSupportedError(
-                f"{self.name}: graph {request.graph.name!r} came with no linear-attention facts "
-                f"(got {type(facts).__name__})"
-            )
-        return facts
+        return facts_of(self.name, request)
 
     def check_support(self, request: EngineRequest) -> None:
         facts = self._facts(request)

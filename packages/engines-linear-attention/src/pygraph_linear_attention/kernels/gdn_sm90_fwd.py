@@ -124,6 +124,15 @@ def _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, buf):
     _load_rows(g2s_v, tidx, tile(mU, h, BV, vb), sU[None, None, buf], rows_left)
 
 
+@cute.jit
+def _gamma_row(mGamma, r0, rows_left, h, tidx):
+    """gamma of the chunk's row ``tidx`` (from token ``r0``, head ``h``); 0 at or past ``rows_left``."""
+    gam = Float32(0.0)
+    if tidx < rows_left:
+        gam = Float32(mGamma[r0 + tidx, h])
+    return gam
+
+
 def _gemm(tiled_mma, tidx, acc, sA, sB, a_mn_major: bool, b_mn_major: bool, dtype):
     """acc += sA (M, K) @ sB (N, K)^T, operands from shared memory by ldmatrix (transposed for an
     operand whose M / N mode is the contiguous one)."""
@@ -478,10 +487,7 @@ class GdnSm90Fwd:
             _load_chunk(g2s_k, g2s_v, tidx, tiles, bos, length, (sQs, sKs, sWs, sUs), 0)
             cute.arch.cp_async_commit_group()
             if tidx < C:
-                gam = Float32(0.0)
-                if tidx < length:
-                    gam = Float32(mGamma[bos + tidx, h])
-                sGammas[tidx, 0] = gam
+                sGammas[tidx, 0] = _gamma_row(mGamma, bos, length, h, tidx)
 
         for c in cutlass.range(chunks, unroll=1):
             r0 = bos + c * C
@@ -494,16 +500,13 @@ class GdnSm90Fwd:
                         g2s_k, g2s_v, tidx, tiles, r0 + C, rows_left - C, (sQs, sKs, sWs, sUs), 1 - buf
                     )
                 cute.arch.cp_async_commit_group()
-                if tidx < C and tidx < rows_left - C:
-                    g_next = Float32(mGamma[r0 + C + tidx, h])
+                if tidx < C:
+                    g_next = _gamma_row(mGamma, r0 + C, rows_left - C, h, tidx)
             else:
                 _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, (sQs, sKs, sWs, sUs), 0)
                 cute.arch.cp_async_commit_group()
                 if tidx < C:
-                    gam = Float32(0.0)
-                    if tidx < rows_left:
-                        gam = Float32(mGamma[r0 + tidx, h])
-                    sGammas[tidx, 0] = gam
+                    sGammas[tidx, 0] = _gamma_row(mGamma, r0, rows_left, h, tidx)
             sQ, sK, sW = sQs[None, None, buf], sKs[None, None, buf], sWs[None, None, buf]
             sU, sGamma = sUs[None, None, buf], sGammas[None, buf]
             _to_smem(mma_state, tidx, state, sS, io)
