@@ -57,6 +57,7 @@ def test_accepts_the_forward_it_is_built_for():
     ("kwargs", "reason"),
     [
         ({"d": 256}, "head dims K=256, V=256: each must be one of (64, 128)"),
+        ({"t": 2**20, "n": 1, "h": 16, "hv": 16}, "T x heads x head dim = 1048576 x 16 x 128 = 2147483648"),
         (
             {"q_stride": [2 * 2 * 128, 128, 1]},
             "operand q (q) must be row-major contiguous [256, 128, 1], got stride [512, 128, 1]",

@@ -67,6 +67,12 @@ def _sm90_reason(facts: LinearAttentionFacts) -> str | None:
         return "serves gdn (the forward); gdn_bwd graphs are served by gdn_cutile_bwd"
     if facts.head_dim_k not in HEAD_DIMS_SM90 or facts.head_dim_v not in HEAD_DIMS_SM90:
         return f"head dims K={facts.head_dim_k}, V={facts.head_dim_v}: each must be one of {HEAD_DIMS_SM90}"
+    elements = facts.tokens * facts.heads_out * max(facts.head_dim_k, facts.head_dim_v)
+    if elements >= 2**31:
+        return (
+            f"T x heads x head dim = {facts.tokens} x {facts.heads_out} x "
+            f"{max(facts.head_dim_k, facts.head_dim_v)} = {elements}: the kernels index with 32-bit offsets (< 2^31)"
+        )
     for role, t in _operands(facts).items():
         if role in ("a_log", "dt_bias") and t.data_type is not data_type.FLOAT:
             return f"{role} must be FLOAT, got {t.data_type.name}"
