@@ -54,6 +54,7 @@ class GdnCase:
         None  # "gdn_sm90": its first plan (with block_v, stages); None: the hook's first pick
     )
     stages: int | None = None  # gdn_sm90's STAGES knob
+    split: int | None = None  # gdn_sm90's SPLIT knob
     tolerance: float = 1e-2
 
     @property
@@ -97,17 +98,24 @@ CASES: tuple[GdnCase, ...] = (
 
 def sm90_cases() -> tuple[GdnCase, ...]:
     """The forward cases on the gdn_sm90 engine: those its build serves (K and V of 64 or 128, no
-    split scan), BLOCK_V 128 as 64, a few also at STAGES 1; each at the engine's first plan unless it
-    names a BLOCK_V."""
+    split scan), BLOCK_V 128 as 64; a few also at STAGES 1 (no prefetch) and with SPLIT 1 (the
+    output kernel apart); each at the engine's first plan unless it names a knob."""
     out = []
     for c in CASES:
         if c.key_dim not in (64, 128) or c.value_dim not in (64, 128) or c.segment:
             continue
         block_v = 64 if c.block_v == 128 else c.block_v
-        out.append(dataclasses.replace(c, engine="gdn_sm90", block_v=block_v, occupancy=None))
-        if c.name in ("varlen-odd", "all-options-gva", "empty-inside"):  # the scan without its prefetch
-            out.append(dataclasses.replace(out[-1], name=f"{c.name}-stages1", stages=1))
+        case = dataclasses.replace(c, engine="gdn_sm90", block_v=block_v, occupancy=None)
+        out.append(case)
+        if c.name in _SM90_STAGES1:
+            out.append(dataclasses.replace(case, name=f"{c.name}-stages1", stages=1))
+        if c.name in _SM90_SPLIT:
+            out.append(dataclasses.replace(case, name=f"{c.name}-split", split=1))
     return tuple(out)
+
+
+_SM90_STAGES1 = ("varlen-odd", "all-options-gva", "empty-inside")
+_SM90_SPLIT = ("varlen-odd", "all-options-gva", "empty-inside", "long-4097", "gqa2", "t1", "d64", "safe-gate")
 
 
 def _torch_dtype(torch: Any, name: str) -> Any:
@@ -179,7 +187,7 @@ def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]
         ports["final_state"] = final
     g.create_execution_plans()
     if case.engine == "gdn_sm90":
-        _select(g, "gdn_sm90", force=True, BLOCK_V=case.block_v, STAGES=case.stages)
+        _select(g, "gdn_sm90", force=True, BLOCK_V=case.block_v, STAGES=case.stages, SPLIT=case.split)
     else:
         _select(g, "gdn_cutile", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy, SEGMENT=case.segment)
     g.build_plans()

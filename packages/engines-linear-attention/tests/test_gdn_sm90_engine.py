@@ -94,7 +94,7 @@ def _built(g, plan_name):
 
 def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(recorder):
     t, n, h, d = 130, 3, 2, 128
-    g = _built(_graph(t=t, n=n, h=h, d=d, final=True), "gdn_sm90[BLOCK_V=32,STAGES=2]")
+    g = _built(_graph(t=t, n=n, h=h, d=d, final=True), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=2]")
     names = ("q", "k", "v", "g", "beta", "cu_seqlens")
     addresses = {name: 0x100000 * (i + 1) for i, name in enumerate(names)}
     tensors = {g.find_tensor(name): addr for name, addr in addresses.items()}
@@ -103,21 +103,21 @@ def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(r
     workspace = 0xC00000
     g.execute(tensors, workspace=workspace)
     (args,) = recorder.calls
-    pointers, sizes, stream = args[:14], args[14:-1], args[-1]
+    pointers, sizes, stream = args[:16], args[16:-1], args[-1]
     gamma, w, u = pointers[11:14]
     assert gamma == workspace and w % 256 == 0 and u % 256 == 0 and gamma < w < u
     spare = pointers[5]
-    assert spare > u  # a_log, dt_bias, h0 absent: the spare region, after u
+    assert spare > u  # a_log, dt_bias, h0 absent, and no SPLIT (hs, vnew): the spare region, after u
     assert pointers == (
         addresses["q"], addresses["k"], addresses["v"], addresses["g"], addresses["beta"], spare, spare,
-        addresses["cu_seqlens"], spare, 0xA00000, 0xB00000, gamma, w, u,
+        addresses["cu_seqlens"], spare, 0xA00000, 0xB00000, gamma, w, u, spare, spare,
     )  # fmt: skip
     assert sizes == (t, n, search_steps(n), h, h, h, h, h, 1, 1)
     assert stream == 0
 
 
 def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
-    g = _built(_graph(t=64, n=1, h=1), "gdn_sm90[BLOCK_V=32,STAGES=2]")
+    g = _built(_graph(t=64, n=1, h=1), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=2]")
     o, _ = g.outputs_for_test
     names = ("q", "k", "v", "g", "beta", "cu_seqlens")
     tensors = {g.find_tensor(name): 0x10000 * (i + 1) for i, name in enumerate(names)}

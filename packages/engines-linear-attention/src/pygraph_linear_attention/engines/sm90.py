@@ -35,6 +35,7 @@ from pygraph_linear_attention.engines.cutile import (
 from pygraph_linear_attention.kernels.gdn_sm90_host import (
     BLOCK_V_SM90,
     HEAD_DIMS_SM90,
+    SPLIT_SM90,
     STAGES_SM90,
     compiled_forward,
     key_for,
@@ -49,7 +50,9 @@ _FEATURES = frozenset(
 )
 _INSTALL = "pip install 'pygraph-engines-linear-attention[cute]'"
 # the compiled function's pointer arguments, in order (`gdn_sm90_host`)
-_POINTERS = ("q", "k", "v", "g", "beta", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht", "gamma", "w", "u")
+_POINTERS = (
+    "q", "k", "v", "g", "beta", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht", "gamma", "w", "u", "hs", "vnew",
+)  # fmt: skip
 _ALIGNED = ("q", "k", "v", "o")  # read or written by 16-byte copies
 
 
@@ -132,7 +135,7 @@ class GdnSm90Engine(BaseEngine):
         sm_hi=90,
         dtypes={data_type.BFLOAT16, data_type.HALF},
         features=_FEATURES,
-        knob_domains={"BLOCK_V": BLOCK_V_SM90, "STAGES": STAGES_SM90},
+        knob_domains={"BLOCK_V": BLOCK_V_SM90, "STAGES": STAGES_SM90, "SPLIT": SPLIT_SM90},
     )
 
     def _facts(self, request: EngineRequest) -> LinearAttentionFacts:
@@ -150,10 +153,13 @@ class GdnSm90Engine(BaseEngine):
         if importlib.util.find_spec("cutlass") is None:
             raise ImportError(f"{self.name}: needs CuTe DSL ({_INSTALL})")
 
-    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int]:
-        """(BLOCK_V, STAGES) of the plan, checked against their domains and the value head dim."""
+    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int]:
+        """(BLOCK_V, STAGES, SPLIT) of the plan, checked against their domains and the value head dim."""
         knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
         block_v, stages = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("STAGES", STAGES_SM90[0])
+        split = knobs.get("SPLIT", SPLIT_SM90[0])
+        if split not in SPLIT_SM90:
+            raise GraphNotSupportedError(f"{self.name}: knob SPLIT={split!r} outside its domain {SPLIT_SM90}")
         if block_v not in BLOCK_V_SM90:
             raise GraphNotSupportedError(
                 f"{self.name}: knob BLOCK_V={block_v!r} outside its domain {BLOCK_V_SM90}"
@@ -166,11 +172,12 @@ class GdnSm90Engine(BaseEngine):
             raise GraphNotSupportedError(
                 f"{self.name}: BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
             )
-        return block_v, stages
+        return block_v, stages, split
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
-        cfg = config_for(self._facts(request), BLOCK_V_SM90[0])
-        last = workspace_regions(cfg)[-1]
+        facts = self._facts(request)
+        knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
+        last = workspace_regions(config_for(facts, BLOCK_V_SM90[0]), bool(knobs.get("SPLIT", 0)))[-1]
         return last.offset + last.nbytes
 
     def build_plan(
@@ -178,7 +185,7 @@ class GdnSm90Engine(BaseEngine):
     ) -> CompiledPlan:
         self.check_support(request)
         facts = self._facts(request)
-        block_v, stages = self._knobs(facts, plan)
+        block_v, stages, split = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
         layout = request.layout
         positions = {role: layout.position(t) for role, t in _operands(facts).items()}
@@ -191,7 +198,7 @@ class GdnSm90Engine(BaseEngine):
         names = {role: _NAMES[d.dtype] for role, d in declared.items()}
         key = key_for(
             cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
-            cu=names["cu_seqlens"], stages=stages,
+            cu=names["cu_seqlens"], stages=stages, split=bool(split),
         )  # fmt: skip
         fn = compiled_forward(key)
         node = facts.node
@@ -205,6 +212,6 @@ class GdnSm90Engine(BaseEngine):
             (role, pos, tuple(declared[role].shape), tuple(declared[role].stride))
             for role, pos in positions.items()
         )
-        regions = workspace_regions(cfg)
+        regions = workspace_regions(cfg, bool(split))
         last = regions[-1]
         return GdnSm90Plan(request.graph.name, fn, rows, regions, last.offset + last.nbytes, sizes)

@@ -109,19 +109,37 @@ def _load_rows(g2s, tidx, g_tile, s_tile, rows_left):
     cute.copy(g2s, src, dst, pred=pred)
 
 
-def _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, buf):
-    """cp.async the chunk of rows from ``r0`` of q, k (head hk), w and u (head h, value block vb)
-    into stage ``buf`` of the shared buffers, rows at or past ``rows_left`` zero-filled (no commit)."""
+def _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, buf, with_q=True):
+    """cp.async the chunk of rows from ``r0`` of q (unless not ``with_q``), k (head hk), w and u (head
+    h, value block vb) into stage ``buf`` of the shared buffers, rows at or past ``rows_left``
+    zero-filled (no commit)."""
     mQ, mK, mW, mU, hk, h, vb, K, BV = tiles
     sQ, sK, sW, sU = buffers
 
     def tile(m, head, width, col):
         return cute.local_tile(cute.domain_offset((r0, 0), m[None, head, None]), (CHUNK, width), (0, col))
 
-    _load_rows(g2s_k, tidx, tile(mQ, hk, K, 0), sQ[None, None, buf], rows_left)
+    if with_q:
+        _load_rows(g2s_k, tidx, tile(mQ, hk, K, 0), sQ[None, None, buf], rows_left)
     _load_rows(g2s_k, tidx, tile(mK, hk, K, 0), sK[None, None, buf], rows_left)
     _load_rows(g2s_k, tidx, tile(mW, h, K, 0), sW[None, None, buf], rows_left)
     _load_rows(g2s_v, tidx, tile(mU, h, BV, vb), sU[None, None, buf], rows_left)
+
+
+@cute.jit
+def _slot_chunk(mCu, slot, sequences, search_steps):
+    """(first token, length, chunk) of the sequence whose chunk slots hold ``slot``: the last n with
+    cu[n] // 64 + n <= slot (binary search); the chunk may lie past the sequence's end (idle slot)."""
+    lo = Int32(0)
+    hi = sequences
+    for _ in cutlass.range(search_steps, unroll=1):
+        mid = (lo + hi) // 2
+        take = Int32(Int32(mCu[mid]) // CHUNK + mid <= slot)
+        lo = lo + take * (mid - lo)
+        hi = hi + (1 - take) * (mid - hi)
+    bos = Int32(mCu[lo])
+    length = Int32(mCu[lo + 1]) - bos
+    return bos, length, slot - (bos // CHUNK + lo)
 
 
 @cute.jit
@@ -202,6 +220,7 @@ class GdnSm90Fwd:
         has_h0: bool,
         store_ht: bool,
         stages: int = 1,
+        split: bool = False,
     ) -> None:
         self.K, self.V, self.BV = key_dim, value_dim, block_v
         self.io = _DT[io_dtype]
@@ -212,6 +231,9 @@ class GdnSm90Fwd:
         self.l2norm, self.beta_sigmoid, self.neg_eigval = l2norm, beta_sigmoid, neg_eigval
         self.safe_gate, self.has_dt_bias = safe_gate, has_dt_bias
         self.has_h0, self.store_ht = has_h0, store_ht
+        # split: the scan stores each chunk's entering state and v_new, and `output` computes every
+        # chunk's output at once (two products per chunk step in the scan instead of five)
+        self.split = split
         self.stages = stages  # the scan's shared buffers of q, k, w, u and gamma: 2 prefetches the next chunk
 
     # ------------------------------------------------------------------ host side (traced once)
@@ -232,6 +254,8 @@ class GdnSm90Fwd:
         gamma_ptr: cute.Pointer,
         w_ptr: cute.Pointer,
         u_ptr: cute.Pointer,
+        hs_ptr: cute.Pointer,
+        vnew_ptr: cute.Pointer,
         tokens: Int32,
         sequences: Int32,
         search_steps: Int32,  # ceil(log2(sequences + 1)): the slot search's halvings
@@ -273,17 +297,28 @@ class GdnSm90Fwd:
         mU = cute.make_tensor(
             u_ptr, cute.make_layout((tokens, heads_out, V), stride=(_aligned(heads_out * V), V, 1))
         )
+        slots = tokens // C + sequences + 1
+        mHs = cute.make_tensor(
+            hs_ptr,
+            cute.make_layout((slots, heads_out, V, K), stride=(_aligned(heads_out * V * K), V * K, K, 1)),
+        )
+        mVnew = cute.make_tensor(
+            vnew_ptr, cute.make_layout((tokens, heads_out, V), stride=(_aligned(heads_out * V), V, 1))
+        )
         groups = (
             heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
             heads_out // heads_a_log, heads_out // heads_dt_bias,
         )  # fmt: skip
-        slots = tokens // C + sequences + 1
         self.prepare(
             mK, mV, mG, mBeta, mALog, mDtBias, mCu, mGamma, mW, mU, sequences, search_steps, groups
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
-        self.scan(mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, groups[0]).launch(
+        self.scan(mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, groups[0]).launch(
             grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
         )
+        if const_expr(self.split):
+            self.output(mQ, mK, mGamma, mCu, mHs, mVnew, mO, sequences, search_steps, groups[0]).launch(
+                grid=[slots, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+            )
 
     # ------------------------------------------------------------------ device side
     @cute.kernel
@@ -308,17 +343,7 @@ class GdnSm90Fwd:
         tidx, _, _ = cute.arch.thread_idx()
         slot, h, _ = cute.arch.block_idx()
 
-        # the sequence whose slot range holds this slot: the last n with cu[n] // C + n <= slot
-        lo = Int32(0)
-        hi = sequences
-        for _ in cutlass.range(search_steps, unroll=1):
-            mid = (lo + hi) // 2
-            take = Int32(Int32(mCu[mid]) // C + mid <= slot)
-            lo = lo + take * (mid - lo)
-            hi = hi + (1 - take) * (mid - hi)
-        bos = Int32(mCu[lo])
-        length = Int32(mCu[lo + 1]) - bos
-        c = slot - (bos // C + lo)
+        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
         rows_left = length - c * C
         if c * C < length:
             r0 = bos + c * C
@@ -445,6 +470,8 @@ class GdnSm90Fwd:
         mH0: cute.Tensor,
         mO: cute.Tensor,
         mHt: cute.Tensor,
+        mHs: cute.Tensor,
+        mVnew: cute.Tensor,
         k_group: Int32,
     ):
         K, BV, C, io = self.K, self.BV, CHUNK, self.io
@@ -461,20 +488,20 @@ class GdnSm90Fwd:
         v_layout, v_swz = _row_major(C, BV)
         s_layout, s_swz = _row_major(BV, K)
         p_layout, p_swz = _row_major(C, C)
-        sQs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sQs = None if const_expr(self.split) else smem.allocate_tensor(io, k_layout, 1024, k_swz)
         sKs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
         sWs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
         sUs = smem.allocate_tensor(io, u_layout, 1024, u_swz)
         sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
         sCar = smem.allocate_tensor(io, v_layout, 1024, v_swz)
         sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
-        sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
+        sP = None if const_expr(self.split) else smem.allocate_tensor(io, p_layout, 1024, p_swz)
         sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, nbuf), stride=(1, C)), 16)
 
         mma_state = _tiled_mma(io, BV, K)  # S [BV, K]
         mma_cv = _tiled_mma(io, C, BV)  # v_new, the output
         mma_cc = _tiled_mma(io, C, C)  # q k^T
-        state, _ = _acc(mma_state, tidx, BV, K)
+        state, crd_s = _acc(mma_state, tidx, BV, K)
         thr_s = mma_state.get_slice(tidx)
         if const_expr(self.has_h0):
             src = thr_s.partition_C(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0)))
@@ -484,7 +511,7 @@ class GdnSm90Fwd:
         tiles = (mQ, mK, mW, mU, hk, h, vb, K, BV)
         chunks = cute.ceil_div(length, C)
         if const_expr(nbuf == 2):  # the prologue: chunk 0 into buffer 0
-            _load_chunk(g2s_k, g2s_v, tidx, tiles, bos, length, (sQs, sKs, sWs, sUs), 0)
+            _load_chunk(g2s_k, g2s_v, tidx, tiles, bos, length, (sQs, sKs, sWs, sUs), 0, not self.split)
             cute.arch.cp_async_commit_group()
             if tidx < C:
                 sGammas[tidx, 0] = _gamma_row(mGamma, bos, length, h, tidx)
@@ -497,25 +524,39 @@ class GdnSm90Fwd:
             if const_expr(nbuf == 2):
                 if c + 1 < chunks:
                     _load_chunk(
-                        g2s_k, g2s_v, tidx, tiles, r0 + C, rows_left - C, (sQs, sKs, sWs, sUs), 1 - buf
+                        g2s_k,
+                        g2s_v,
+                        tidx,
+                        tiles,
+                        r0 + C,
+                        rows_left - C,
+                        (sQs, sKs, sWs, sUs),
+                        1 - buf,
+                        not self.split,
                     )
                 cute.arch.cp_async_commit_group()
                 if tidx < C:
                     g_next = _gamma_row(mGamma, r0 + C, rows_left - C, h, tidx)
             else:
-                _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, (sQs, sKs, sWs, sUs), 0)
+                _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, (sQs, sKs, sWs, sUs), 0, not self.split)
                 cute.arch.cp_async_commit_group()
                 if tidx < C:
                     sGammas[tidx, 0] = _gamma_row(mGamma, r0, rows_left, h, tidx)
-            sQ, sK, sW = sQs[None, None, buf], sKs[None, None, buf], sWs[None, None, buf]
+            sQ = None if const_expr(self.split) else sQs[None, None, buf]
+            sK, sW = sKs[None, None, buf], sWs[None, None, buf]
             sU, sGamma = sUs[None, None, buf], sGammas[None, buf]
             _to_smem(mma_state, tidx, state, sS, io)
             cute.arch.cp_async_wait_group(nbuf - 1)
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
-                _l2_normalize_rows(sQ, tidx, K)
+                if const_expr(not self.split):
+                    _l2_normalize_rows(sQ, tidx, K)
                 _l2_normalize_rows(sK, tidx, K)
                 cute.arch.sync_threads()
+            if const_expr(self.split):  # the state entering this chunk, for the output kernel
+                slot = bos // C + n + c
+                gHs = cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0))
+                _to_gmem(mma_state, tidx, state, crd_s, gHs, BV, io)
 
             # v_new = u - w S^T; the carried rows (v_new exp(last - gamma)) beside it
             last_row = rows_left - 1
@@ -531,33 +572,20 @@ class GdnSm90Fwd:
                 row = crd_v[i][0]
                 val = u_part[i].to(Float32) - v_new[i]
                 vn_part[i] = val.to(io)
+                v_new[i] = val
                 carried = Float32(0.0)
                 if row < rows_left:
                     carried = val * _exp(last - sGamma[row])
                 car_part[i] = carried.to(io)
 
-            # P = (q k^T) * exp(gamma_i - gamma_j) on the causal, real part
-            scores, crd_p = _acc(mma_cc, tidx, C, C)
-            _gemm(mma_cc, tidx, scores, sQ, sK, False, False, io)
-            p_part = mma_cc.get_slice(tidx).partition_C(sP)
-            for i in cutlass.range_constexpr(cute.size(scores)):
-                row, col = crd_p[i][0], crd_p[i][1]
-                val = Float32(0.0)
-                if row >= col and row < rows_left:
-                    val = scores[i] * _exp(sGamma[row] - sGamma[col])
-                p_part[i] = val.to(io)
-
-            # o = scale (exp(gamma) q S^T + P v_new)
-            inter, crd_o = _acc(mma_cv, tidx, C, BV)
-            _gemm(mma_cv, tidx, inter, sQ, sS, False, False, io)
-            for i in cutlass.range_constexpr(cute.size(inter)):
-                inter[i] = inter[i] * _exp(sGamma[crd_o[i][0]])
-            cute.arch.sync_threads()  # sVn and sP complete
-            _gemm(mma_cv, tidx, inter, sP, _transposed(sVn), False, True, io)
-            for i in cutlass.range_constexpr(cute.size(inter)):
-                inter[i] = inter[i] * self.scale
-            gO = cute.local_tile(cute.domain_offset((r0, 0), mO[None, h, None]), (C, BV), (0, vb))
-            _to_gmem(mma_cv, tidx, inter, crd_o, gO, rows_left, io)
+            if const_expr(self.split):
+                gVn = cute.local_tile(cute.domain_offset((r0, 0), mVnew[None, h, None]), (C, BV), (0, vb))
+                _to_gmem(mma_cv, tidx, v_new, crd_v, gVn, rows_left, io)
+            else:
+                gO = cute.local_tile(cute.domain_offset((r0, 0), mO[None, h, None]), (C, BV), (0, vb))
+                _chunk_output(
+                    mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, self.scale
+                )
 
             # S = exp(last) S + carried^T k
             decay = _exp(last)
@@ -573,6 +601,101 @@ class GdnSm90Fwd:
             dst = thr_s.partition_C(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0)))
             for i in cutlass.range_constexpr(cute.size(state)):
                 dst[i] = state[i].to(self.ht_t)
+
+    @cute.kernel
+    def output(
+        self,
+        mQ: cute.Tensor,
+        mK: cute.Tensor,
+        mGamma: cute.Tensor,
+        mCu: cute.Tensor,
+        mHs: cute.Tensor,
+        mVnew: cute.Tensor,
+        mO: cute.Tensor,
+        sequences: Int32,
+        search_steps: Int32,
+        k_group: Int32,
+    ):
+        """SPLIT: every chunk's output at once, from the state entering it and its v_new (the scan's)."""
+        K, BV, C, io = self.K, self.BV, CHUNK, self.io
+        tidx, _, _ = cute.arch.thread_idx()
+        slot, h, vb = cute.arch.block_idx()
+        hk = h // k_group
+        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
+        rows_left = length - c * C
+        if c * C < length:
+            r0 = bos + c * C
+            smem = utils.SmemAllocator()
+            k_layout, k_swz = _row_major(C, K)
+            v_layout, v_swz = _row_major(C, BV)
+            s_layout, s_swz = _row_major(BV, K)
+            p_layout, p_swz = _row_major(C, C)
+            sQ = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+            sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+            sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
+            sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+            sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
+            sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
+            g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
+
+            def tile(m, head, width, col):
+                return cute.local_tile(cute.domain_offset((r0, 0), m[None, head, None]), (C, width), (0, col))
+
+            _load_rows(g2s_k, tidx, tile(mQ, hk, K, 0), sQ, rows_left)
+            _load_rows(g2s_k, tidx, tile(mK, hk, K, 0), sK, rows_left)
+            _load_rows(g2s_v, tidx, tile(mVnew, h, BV, vb), sVn, rows_left)
+            _load_rows(g2s_k, tidx, cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0)), sS, BV)
+            cute.arch.cp_async_commit_group()
+            if tidx < C:
+                sGamma[tidx] = _gamma_row(mGamma, r0, rows_left, h, tidx)
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            if const_expr(self.l2norm):
+                _l2_normalize_rows(sQ, tidx, K)
+                _l2_normalize_rows(sK, tidx, K)
+                cute.arch.sync_threads()
+            gO = cute.local_tile(cute.domain_offset((r0, 0), mO[None, h, None]), (C, BV), (0, vb))
+            mma_cc, mma_cv = _tiled_mma(io, C, C), _tiled_mma(io, C, BV)
+            _chunk_output(mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, self.scale)
+
+
+@cute.jit
+def _chunk_output(
+    mma_cc,
+    mma_cv,
+    tidx,
+    sQ,
+    sK,
+    sS,
+    sVn,
+    sP,
+    sGamma,
+    gO,
+    rows_left,
+    io: cutlass.Constexpr,
+    scale: cutlass.Constexpr,
+):
+    """o = scale (exp(gamma) q S^T + P v_new) of one chunk into ``gO`` (rows before ``rows_left``),
+    P = (q k^T) exp(gamma_i - gamma_j) on the causal, real part; sVn complete at the barrier inside."""
+    C, BV = CHUNK, cute.size(sVn, mode=[1])
+    scores, crd_p = _acc(mma_cc, tidx, C, C)
+    _gemm(mma_cc, tidx, scores, sQ, sK, False, False, io)
+    p_part = mma_cc.get_slice(tidx).partition_C(sP)
+    for i in cutlass.range_constexpr(cute.size(scores)):
+        row, col = crd_p[i][0], crd_p[i][1]
+        val = Float32(0.0)
+        if row >= col and row < rows_left:
+            val = scores[i] * _exp(sGamma[row] - sGamma[col])
+        p_part[i] = val.to(io)
+    inter, crd_o = _acc(mma_cv, tidx, C, BV)
+    _gemm(mma_cv, tidx, inter, sQ, sS, False, False, io)
+    for i in cutlass.range_constexpr(cute.size(inter)):
+        inter[i] = inter[i] * _exp(sGamma[crd_o[i][0]])
+    cute.arch.sync_threads()  # sVn and sP complete
+    _gemm(mma_cv, tidx, inter, sP, _transposed(sVn), False, True, io)
+    for i in cutlass.range_constexpr(cute.size(inter)):
+        inter[i] = inter[i] * scale
+    _to_gmem(mma_cv, tidx, inter, crd_o, gO, rows_left, io)
 
 
 def _l2_normalize_rows(s_tile, tidx, D: int):

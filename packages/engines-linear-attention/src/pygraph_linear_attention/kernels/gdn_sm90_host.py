@@ -3,7 +3,8 @@ key and process), the workspace carve and the call.
 
 The compiled function is a TVM-FFI function of raw device addresses, 32-bit sizes and the stream,
 so a call converts no tensor. Its arguments, in order: q, k, v, g, beta, a_log, dt_bias,
-cu_seqlens, initial state, o, final state, and the workspace's gamma, w and u; then tokens,
+cu_seqlens, initial state, o, final state, and the workspace's gamma, w, u, hs and vnew (the
+last two only with SPLIT); then tokens,
 sequences, the slot search's halvings, and the head counts of q/k, v, the output, g, beta, a_log
 and dt_bias; then the stream. An absent optional operand is passed as the workspace's spare
 address: the kernels' branches that would read it are compiled out.
@@ -22,6 +23,7 @@ __all__ = [
     "ARCH",
     "BLOCK_V_SM90",
     "HEAD_DIMS_SM90",
+    "SPLIT_SM90",
     "STAGES_SM90",
     "Sm90Key",
     "compiled_forward",
@@ -34,6 +36,10 @@ BLOCK_V_SM90 = (32, 64)  # value rows of the state one scan CTA carries; the fir
 # STAGES: the scan's shared buffers of a chunk's q, k, w, u and gamma; 2 loads chunk c + 1 while
 # chunk c computes (about 130 KB of shared memory at BLOCK_V 32: one CTA per SM; 1: 76 KB, two)
 STAGES_SM90 = (2, 1)
+# SPLIT: 1 moves the output out of the scan: the scan stores each chunk's entering state ([chunk
+# slots, HO, V, K], io dtype) and v_new, and a third kernel computes every chunk's output at once,
+# so the scan's chunk step is two products instead of five
+SPLIT_SM90 = (0, 1)
 HEAD_DIMS_SM90 = (64, 128)  # K and V: the tiles' registers are sized for these
 
 _CACHE: dict[tuple, Any] = {}
@@ -61,27 +67,29 @@ class Sm90Key:
     has_h0: bool
     store_ht: bool
     stages: int = 2
+    split: bool = False
 
 
-def key_for(cfg: GdnCutileConfig, *, beta: str, h0: str, ht: str, cu: str, stages: int) -> Sm90Key:
+def key_for(
+    cfg: GdnCutileConfig, *, beta: str, h0: str, ht: str, cu: str, stages: int, split: bool = False
+) -> Sm90Key:
     return Sm90Key(
         key_dim=cfg.key_dim, value_dim=cfg.value_dim, block_v=cfg.block_v, io_dtype=cfg.io_dtype,
         beta_dtype=beta, h0_dtype=h0, ht_dtype=ht, cu_dtype=cu, scale=float(cfg.scale),
         l2norm=cfg.use_qk_l2norm, beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval,
         safe_gate=cfg.safe_gate, has_dt_bias=cfg.has_dt_bias, has_h0=cfg.has_initial_state,
-        store_ht=cfg.output_final_state, stages=stages,
+        store_ht=cfg.output_final_state, stages=stages, split=split,
     )  # fmt: skip
 
 
-def workspace_regions(cfg: GdnCutileConfig) -> tuple[Region, ...]:
-    """gamma (fp32), w and u (the io dtype), and the spare address absent operands point at."""
-    t, ho = cfg.tokens, cfg.heads_out
-    return layout_regions([
-        ("gamma", "float32", (t, ho)),
-        ("w", cfg.io_dtype, (t, ho, cfg.key_dim)),
-        ("u", cfg.io_dtype, (t, ho, cfg.value_dim)),
-        ("spare", "float32", (64,)),
-    ])  # fmt: skip
+def workspace_regions(cfg: GdnCutileConfig, split: bool = False) -> tuple[Region, ...]:
+    """gamma (fp32), w and u (the io dtype), with ``split`` the chunks' entering states and v_new (io
+    dtype), and the spare address absent operands point at."""
+    t, ho, k, v = cfg.tokens, cfg.heads_out, cfg.key_dim, cfg.value_dim
+    rows = [("gamma", "float32", (t, ho)), ("w", cfg.io_dtype, (t, ho, k)), ("u", cfg.io_dtype, (t, ho, v))]
+    if split:
+        rows += [("hs", cfg.io_dtype, (prepare_slots(cfg), ho, v, k)), ("vnew", cfg.io_dtype, (t, ho, v))]
+    return layout_regions([*rows, ("spare", "float32", (64,))])
 
 
 def prepare_slots(cfg: GdnCutileConfig) -> int:
@@ -118,7 +126,7 @@ def _compile(key: Sm90Key, arch: str) -> Any:
         beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, ht_dtype=key.ht_dtype, cu_dtype=key.cu_dtype,
         scale=key.scale, l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval,
         safe_gate=key.safe_gate, has_dt_bias=key.has_dt_bias, has_h0=key.has_h0, store_ht=key.store_ht,
-        stages=key.stages,
+        stages=key.stages, split=key.split,
     )  # fmt: skip
     gmem = cute.AddressSpace.gmem
 
@@ -130,6 +138,7 @@ def _compile(key: Sm90Key, arch: str) -> Any:
     pointers = [
         ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(f32, 4), ptr(key.beta_dtype, 2), ptr(f32, 4), ptr(f32, 4),
         cu, ptr(key.h0_dtype, 4), ptr(io, 16), ptr(key.ht_dtype, 4), ptr(f32, 4), ptr(io, 16), ptr(io, 16),
+        ptr(io, 16), ptr(io, 16),
     ]  # fmt: skip
     sizes = [cutlass.Int32(1)] * 10
     with warnings.catch_warnings():
