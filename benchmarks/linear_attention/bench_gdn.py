@@ -270,7 +270,7 @@ def timing(run: TimingRun) -> list[dict]:
             call, out = _ours(case, tensors, bv, occupancy, segment)
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
-        for bv, (stages, split) in itertools.product(run.sm90_block_vs, ((2, 0), (1, 0), (2, 1))):
+        for bv, (stages, split) in itertools.product(run.sm90_block_vs, ((1, 0), (2, 0))):
             label = f"ours[sm90 BV={bv},ST={stages}{',SPLIT' if split else ''}]"
             call, out = _ours(case, tensors, bv, engine="gdn_sm90", stages=stages, split=split)
             _first_call(f"{shape} {label}", call, contain=False)

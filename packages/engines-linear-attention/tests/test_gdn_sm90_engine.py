@@ -94,7 +94,7 @@ def _built(g, plan_name):
 
 def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(recorder):
     t, n, h, d = 130, 3, 2, 128
-    g = _built(_graph(t=t, n=n, h=h, d=d, final=True), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=2]")
+    g = _built(_graph(t=t, n=n, h=h, d=d, final=True), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1]")
     names = ("q", "k", "v", "g", "beta", "cu_seqlens")
     addresses = {name: 0x100000 * (i + 1) for i, name in enumerate(names)}
     tensors = {g.find_tensor(name): addr for name, addr in addresses.items()}
@@ -117,7 +117,7 @@ def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(r
 
 
 def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
-    g = _built(_graph(t=64, n=1, h=1), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=2]")
+    g = _built(_graph(t=64, n=1, h=1), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1]")
     o, _ = g.outputs_for_test
     names = ("q", "k", "v", "g", "beta", "cu_seqlens")
     tensors = {g.find_tensor(name): 0x10000 * (i + 1) for i, name in enumerate(names)}
@@ -128,6 +128,18 @@ def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
     ):
         g.execute(tensors, workspace=0xC00000)
     assert recorder.calls == []
+
+
+def test_the_split_output_is_declined_naming_why(recorder):
+    g = _graph()
+    g.create_execution_plans()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    assert not any("SPLIT=1" in name for name in names)
+    engine = GdnSm90Engine(ENGINE_ID)
+    with pytest.raises(
+        pygraph.GraphNotSupportedError, match=r"knob SPLIT=1 is not served yet: its output read NaN"
+    ):
+        engine.build_plan(g.engine_request(), pygraph.engines.base.PlanConfig(ENGINE_ID, {"SPLIT": 1}), None)
 
 
 def test_the_slot_search_halves_until_one_sequence_is_left():
@@ -141,7 +153,7 @@ def test_the_kernels_compile_for_sm90a_without_a_gpu():
     key = Sm90Key(
         key_dim=128, value_dim=128, block_v=32, io_dtype="bfloat16", beta_dtype="bfloat16", h0_dtype="float32",
         ht_dtype="bfloat16", cu_dtype="int64", scale=0.1, l2norm=True, beta_sigmoid=True, neg_eigval=True,
-        safe_gate=True, has_dt_bias=True, has_h0=True, store_ht=True, stages=2,
+        safe_gate=True, has_dt_bias=True, has_h0=True, store_ht=True, stages=2, split=True,
     )  # fmt: skip
     fn = compiled_forward(key)
     assert callable(fn)

@@ -20,7 +20,7 @@ from pygraph.engines.base import PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.kernels.gdn_cutile_host import BLOCK_V, OCCUPANCY, OCCUPANCY_BWD, SEGMENT
-from pygraph_linear_attention.kernels.gdn_sm90_host import BLOCK_V_SM90, SPLIT_SM90, STAGES_SM90
+from pygraph_linear_attention.kernels.gdn_sm90_host import BLOCK_V_SM90, SPLIT_OFFERED, STAGES_SM90
 
 __all__ = ["block_v_order", "recommend"]
 
@@ -82,7 +82,7 @@ def recommend(
     if "gdn_sm90" in offered and not facts.backward:  # the CuTe DSL forward: untimed, after gdn_cutile's
         ours += [
             PlanConfig(offered["gdn_sm90"], {"BLOCK_V": b, "STAGES": st, "SPLIT": sp})
-            for sp in SPLIT_SM90
+            for sp in SPLIT_OFFERED
             for b in BLOCK_V_SM90
             if facts.head_dim_v % b == 0
             for st in STAGES_SM90

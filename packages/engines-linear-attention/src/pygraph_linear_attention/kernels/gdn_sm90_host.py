@@ -23,6 +23,7 @@ __all__ = [
     "ARCH",
     "BLOCK_V_SM90",
     "HEAD_DIMS_SM90",
+    "SPLIT_OFFERED",
     "SPLIT_SM90",
     "STAGES_SM90",
     "Sm90Key",
@@ -34,12 +35,19 @@ __all__ = [
 ARCH = "sm_90a"
 BLOCK_V_SM90 = (32, 64)  # value rows of the state one scan CTA carries; the first is the default
 # STAGES: the scan's shared buffers of a chunk's q, k, w, u and gamma; 2 loads chunk c + 1 while
-# chunk c computes (about 130 KB of shared memory at BLOCK_V 32: one CTA per SM; 1: 76 KB, two)
-STAGES_SM90 = (2, 1)
+# chunk c computes (about 130 KB of shared memory at BLOCK_V 32: one CTA per SM; 1: 76 KB, two).
+# 1 first, by measurement (H200, BLOCK_V 32, scan ms): B4 T4096 0.372 against 0.603 at 2 (half
+# the resident CTAs), varlen8 1.135 against 1.586, B1 T32768 2.419 against 2.356: the chunk step
+# waits on its chain of products and barriers, not on its loads
+STAGES_SM90 = (1, 2)
 # SPLIT: 1 moves the output out of the scan: the scan stores each chunk's entering state ([chunk
-# slots, HO, V, K], io dtype) and v_new, and a third kernel computes every chunk's output at once,
-# so the scan's chunk step is two products instead of five
+# slots, HO, V, K], io dtype) and v_new (the backward's state scan will be this pass), and the
+# `output` kernel computes every chunk's output at once, so the scan's chunk step is two products
+# instead of five (B1 T32768: scan 1.228 ms against 2.356, output 0.432). Declined for now: its 11
+# correctness cases passed on the H200, but at the timing shapes (16 heads, 4096- and 32768-token
+# sequences, no final state, bf16 beta) O came back NaN, cause not found yet.
 SPLIT_SM90 = (0, 1)
+SPLIT_OFFERED = (0,)
 HEAD_DIMS_SM90 = (64, 128)  # K and V: the tiles' registers are sized for these
 
 _CACHE: dict[tuple, Any] = {}
