@@ -164,7 +164,8 @@ class GdnSm90Engine(BaseEngine):
         if split not in SPLIT_OFFERED:
             raise GraphNotSupportedError(
                 f"{self.name}: knob SPLIT={split!r} is not served yet: its output read NaN at B4 T4096 H16 "
-                f"on the H200 (kernels/gdn_sm90_host.py); use SPLIT=0"
+                f"on the H200 and its fix (a missing barrier) is not yet run there (kernels/gdn_sm90_host.py); "
+                f"use SPLIT=0"
             )
         if block_v not in BLOCK_V_SM90:
             raise GraphNotSupportedError(

@@ -581,7 +581,8 @@ class GdnSm90Fwd:
             if const_expr(self.split):
                 gVn = cute.local_tile(cute.domain_offset((r0, 0), mVnew[None, h, None]), (C, BV), (0, vb))
                 _to_gmem(mma_cv, tidx, v_new, crd_v, gVn, rows_left, io)
-            else:
+                cute.arch.sync_threads()  # sCar complete: the state update reads every warp's rows
+            else:  # (its barrier before P v_new also completes sCar)
                 gO = cute.local_tile(cute.domain_offset((r0, 0), mO[None, h, None]), (C, BV), (0, vb))
                 _chunk_output(
                     mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, self.scale

@@ -43,9 +43,11 @@ STAGES_SM90 = (1, 2)
 # SPLIT: 1 moves the output out of the scan: the scan stores each chunk's entering state ([chunk
 # slots, HO, V, K], io dtype) and v_new (the backward's state scan will be this pass), and the
 # `output` kernel computes every chunk's output at once, so the scan's chunk step is two products
-# instead of five (B1 T32768: scan 1.228 ms against 2.356, output 0.432). Declined for now: its 11
-# correctness cases passed on the H200, but at the timing shapes (16 heads, 4096- and 32768-token
-# sequences, no final state, bf16 beta) O came back NaN, cause not found yet.
+# instead of five (B1 T32768: scan 1.228 ms against 2.356, output 0.432). Declined until it is run
+# again: its 11 correctness cases passed on the H200, but at the timing shapes (16 heads, 4096- and
+# 32768-token sequences) O came back NaN. The cause, found since by reading: the split scan had no
+# barrier between the warps' writes of the carried rows and the state update that reads them all
+# (the fused scan's barrier before P v_new covers it); the barrier is in, not yet run.
 SPLIT_SM90 = (0, 1)
 SPLIT_OFFERED = (0,)
 HEAD_DIMS_SM90 = (64, 128)  # K and V: the tiles' registers are sized for these
