@@ -89,6 +89,8 @@ def test_explain_every_example(name):
         assert [c["verdict"] for c in data["candidates"]] == ["accepts", "opt-in"]
     elif name == "gdn" and _has_cutile():  # cuTile installed here: its engine serves the forward
         assert data["no_plan"] is None and data["plans"][0]["name"].startswith("gdn_cutile[")
+    elif name == "gdn" and importlib.util.find_spec("cutlass") is not None:  # CuTe DSL only: gdn_sm90
+        assert data["no_plan"] is None and data["plans"][0]["name"].startswith("gdn_sm90[")
     else:  # nothing serves these without the backend or a shipped engine: explain says who declined
         assert data["no_plan"].startswith(f"no plan serves graph '{name.replace('-', '_')}'")
 
