@@ -96,17 +96,17 @@ def test_users_install_from_the_wheels_in_a_fresh_venv(wheelhouse, tmp_path):
         "gdn2": 20300,
     }.items():
         assert f"EngineFamily({name}: block {block}..{block + 99}" in out, out
-    # Families declare only the dependencies they use: sdpa ships no kernel yet, and linear
-    # attention's DSLs are its extras ([cutile], [cute]), so installing them brings no DSL; the
-    # shipped gdn engines are offered (and decline naming the missing DSL), the planned ones say why.
+    # Families declare only the dependencies they use: sdpa ships no kernel yet and brings no DSL;
+    # linear attention brings CuTe DSL (its gdn_sm90 forward), not cuTile (its own [cutile] extra).
+    # The shipped gdn engines are offered (gdn_cutile declines naming the missing cuTile).
     out = _run(
         python,
         "-c",
         "import importlib.util as u, pygraph; "
-        "print([m for m in ('cutlass', 'cuda.tile', 'torch') if u.find_spec(m.split('.')[0])]); "
+        "print([m for m in ('cutlass', 'cuda.tile', 'torch') if u.find_spec(m.split('.')[0]) and u.find_spec(m)]); "
         "print(pygraph.engines.instantiate(pygraph.engines.family_by_name('gdn')).unavailable)",
     )
-    assert out.splitlines()[0] == "[]", out
+    assert out.splitlines()[0] == "['cutlass']", out
     assert "gdn_sm90" not in out.splitlines()[1] and "gdn_cutile" not in out.splitlines()[1], out
     # The gemm family's package was not asked for: it offers nothing and says why.
     out = _run(
