@@ -5,7 +5,7 @@ CTAs per SM on the per-chunk kernels, the measured fastest) at BLOCK_V 32 for th
 hook's BLOCK_V for the backward, then
 every BLOCK_V that tiles the value head dim at the compiler's occupancy (the hook's first), then,
 untimed, for autotune: the forward's other BLOCK_V values at OCCUPANCY=2, the other hints, and the first
-entry with each SEGMENT (the split scans). No backend lowers these ops, so the backend's block is
+entry with each SEGMENT (the split scans); then the forward's gdn_sm90 plans (measured slower). No backend lowers these ops, so the backend's block is
 empty; it keeps its place after ours. ``kda`` and ``gdn2`` have no engine yet, so their
 list is the backend's block (empty: planning raises `pygraph.GraphNotSupportedError` naming each
 planned slot's reason).
@@ -79,7 +79,10 @@ def recommend(
         ours += [entry(order[0], o) for o in hints[1:] if o != _FIRST_OCCUPANCY]
         if facts.head_dim_k % order[0] == 0:  # the split scans, untimed
             ours += [entry(order[0], _FIRST_OCCUPANCY, segment) for segment in SEGMENT[1:]]
-    if "gdn_sm90" in offered and not facts.backward:  # the CuTe DSL forward: untimed, after gdn_cutile's
+    # gdn_sm90 (CuTe DSL) after gdn_cutile's: slower in every timed shape (H200, 2026-12-02, ms, its
+    # best against gdn_cutile's first: B4 T4096 0.641 / 0.542, B1 T32768 2.930 / 2.014, varlen8 1.642 /
+    # 1.290); first where cuTile is absent. BLOCK_V 32 first (64: 0.815, 4.726, 1.706), then STAGES 1.
+    if "gdn_sm90" in offered and not facts.backward:
         ours += [
             PlanConfig(offered["gdn_sm90"], {"BLOCK_V": b, "STAGES": st, "SPLIT": sp})
             for sp in SPLIT_OFFERED
