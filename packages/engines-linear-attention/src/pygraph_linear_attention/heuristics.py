@@ -1,14 +1,14 @@
 """The ``gdn``, ``kda`` and ``gdn2`` families' ranking hook.
 
-``gdn``: ``gdn_cutile`` (the forward) and ``gdn_cutile_bwd`` (the backward). First OCCUPANCY=2 (two
-CTAs per SM on the per-chunk kernels, the measured fastest) at BLOCK_V 32 for the forward and the
-hook's BLOCK_V for the backward, then
-every BLOCK_V that tiles the value head dim at the compiler's occupancy (the hook's first), then,
-untimed, for autotune: the forward's other BLOCK_V values at OCCUPANCY=2, the other hints, and the first
-entry with each SEGMENT (the split scans); then the forward's gdn_sm90 plans (measured slower). No backend lowers these ops, so the backend's block is
-empty; it keeps its place after ours. ``kda`` and ``gdn2`` have no engine yet, so their
-list is the backend's block (empty: planning raises `pygraph.GraphNotSupportedError` naming each
-planned slot's reason).
+``gdn``: ``gdn_cutile`` (the forward), ``gdn_cutile_bwd`` (the backward) and ``gdn_sm90`` (the CuTe
+DSL forward). First OCCUPANCY=2 (two CTAs per SM on the per-chunk kernels, the measured fastest) at
+BLOCK_V 32 for the forward and the hook's BLOCK_V for the backward, then every BLOCK_V that tiles
+the value head dim at the compiler's occupancy (the hook's first), then, untimed, for autotune: the
+forward's other BLOCK_V values at OCCUPANCY=2, the other hints, and the first entry with each
+SEGMENT (the split scans); then the forward's gdn_sm90 plans (measured slower). No backend lowers
+these ops, so the backend's block is empty; it keeps its place after ours. ``kda`` and ``gdn2``
+have no engine yet, so their list is the backend's block (empty: planning raises
+`pygraph.GraphNotSupportedError` naming each planned slot's reason).
 """
 
 from __future__ import annotations
