@@ -5,8 +5,9 @@ families), ``heuristics.py`` (the ranking hook), ``reference.py`` (the plain-tor
 recurrence, forward and backward, shipped for users), ``chunked.py`` and ``chunked_bwd.py`` (the
 chunked forward and backward the kernels compute, in plain torch); they need
 ``pygraph-engines-linear-attention[torch]``. ``engines/cutile.py`` is ``gdn_cutile``, the gdn
-forward and backward in cuTile (``kernels/``; needs the ``cutile`` extra), default-on; the CuTe
-DSL engines are planned. ``ops.py`` is the torch op ``gated_delta_net`` (a ``torch.library`` custom
+forward and backward in cuTile (``kernels/``; needs the ``cutile`` extra), default-on;
+``engines/sm90.py`` is ``gdn_sm90``, the gdn forward in CuTe DSL for Hopper (the ``cute`` extra),
+default-on; the other CuTe DSL engines are planned. ``ops.py`` is the torch op ``gated_delta_net`` (a ``torch.library`` custom
 op over gdn and gdn_bwd graphs; needs torch), also reachable as
 ``pygraph_linear_attention.gated_delta_net``, imported on first access. No backend lowers these
 ops, so a graph no engine serves raises `pygraph.GraphNotSupportedError` naming each engine's
