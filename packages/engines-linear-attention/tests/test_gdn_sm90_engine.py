@@ -149,7 +149,8 @@ def test_the_slot_search_halves_until_one_sequence_is_left():
 @pytest.mark.skipif(
     importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
 )
-def test_the_kernels_compile_for_sm90a_without_a_gpu():
+def test_the_kernels_compile_for_sm90a_without_a_gpu(monkeypatch, tmp_path):
+    monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))  # a compile, not a load from an earlier run
     key = Sm90Key(
         key_dim=128, value_dim=128, block_v=32, io_dtype="bfloat16", beta_dtype="bfloat16", h0_dtype="float32",
         ht_dtype="bfloat16", cu_dtype="int64", scale=0.1, l2norm=True, beta_sigmoid=True, neg_eigval=True,
@@ -158,3 +159,27 @@ def test_the_kernels_compile_for_sm90a_without_a_gpu():
     fn = compiled_forward(key)
     assert callable(fn)
     assert compiled_forward(key) is fn  # kept for the process
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
+)
+def test_a_compiled_forward_is_stored_and_loaded_back_from_the_disk(monkeypatch, tmp_path):
+    from pygraph_linear_attention.kernels import gdn_sm90_host as host
+
+    monkeypatch.setattr(host, "_CACHE", {})
+    monkeypatch.delenv(host.CACHE_ENV, raising=False)
+    monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))
+    key = Sm90Key(
+        key_dim=64, value_dim=64, block_v=32, io_dtype="bfloat16", beta_dtype="float32", h0_dtype="float32",
+        ht_dtype="float32", cu_dtype="int32", scale=0.125, l2norm=False, beta_sigmoid=False, neg_eigval=False,
+        safe_gate=False, has_dt_bias=False, has_h0=False, store_ht=True, stages=1,
+    )  # fmt: skip
+    built = []
+    real = host._compile
+    monkeypatch.setattr(host, "_compile", lambda *a: built.append(1) or real(*a))
+    assert callable(host.compiled_forward(key)) and built == [1]
+    (entry,) = (tmp_path / "gdn_sm90").glob("*.o")
+    assert entry.stat().st_size > 0
+    host._CACHE.clear()  # a fresh process: only the disk remembers
+    assert callable(host.compiled_forward(key)) and built == [1]

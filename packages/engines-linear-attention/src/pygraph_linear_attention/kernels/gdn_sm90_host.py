@@ -13,8 +13,10 @@ address: the kernels' branches that would read it are compiled out.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import threading
 import warnings
+from pathlib import Path
 from typing import Any
 
 from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK, GdnCutileConfig, Region, layout_regions
@@ -53,6 +55,8 @@ SPLIT_OFFERED = (0,)
 HEAD_DIMS_SM90 = (64, 128)  # K and V: the tiles' registers are sized for these
 
 _CACHE: dict[tuple, Any] = {}
+CACHE_ENV = "PYGRAPH_GDN_SM90_CACHE_DIR"
+FN_NAME = "pygraph_gdn_sm90_fwd"
 _LOCK = threading.Lock()
 
 
@@ -113,15 +117,63 @@ def search_steps(sequences: int) -> int:
 
 
 def compiled_forward(key: Sm90Key, arch: str = ARCH) -> Any:
-    """The compiled forward for ``key`` (compiled on first use, then kept for the process)."""
+    """The compiled forward for ``key``: kept for the process, and on disk (`pygraph.disk_cache`:
+    ``<the user's cache directory>/pygraph/gdn_sm90`` unless PYGRAPH_GDN_SM90_CACHE_DIR or
+    PYGRAPH_CACHE_DIR moves it, ``off`` disables it), so a configuration compiles (about 6 s) once
+    per machine, not once per process. An edited kernel module never loads a stale object: the
+    disk key holds the digest of this module and the kernels'."""
     found = _CACHE.get((key, arch))
     if found is not None:
         return found
     with _LOCK:
         found = _CACHE.get((key, arch))
         if found is None:
-            found = _CACHE[(key, arch)] = _compile(key, arch)
+            disk = _disk()
+            if disk is None:
+                found = _compile(key, arch)
+            else:
+                found = disk.fetch(
+                    _disk_key(key, arch),
+                    load=_load_object,
+                    build=lambda: _compile(key, arch),
+                    save=_save_object,
+                )
+            _CACHE[(key, arch)] = found
     return found
+
+
+def _disk() -> Any:
+    from pygraph.disk_cache import DiskCache, cache_dir
+
+    directory = cache_dir("gdn_sm90", CACHE_ENV)
+    return None if directory is None else DiskCache(directory, kind="gdn_sm90 kernel object", suffix=".o")
+
+
+def _disk_key(key: Sm90Key, arch: str) -> str:
+    import cutlass
+
+    ident = (dataclasses.astuple(key), arch, getattr(cutlass, "__version__", "?"), _source_digest())
+    return hashlib.sha256(repr(ident).encode()).hexdigest()[:24]
+
+
+def _source_digest() -> str:
+    """sha256 of the kernel module and this one: what a compiled object is built from."""
+    digest = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for name in ("gdn_sm90_fwd.py", "gdn_sm90_host.py"):
+        digest.update(name.encode())
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()
+
+
+def _load_object(path: Path) -> Any:
+    import cutlass.cute as cute
+
+    return getattr(cute.runtime.load_module(str(path), enable_tvm_ffi=True), FN_NAME)
+
+
+def _save_object(fn: Any, path: Path) -> None:
+    fn.export_to_c(str(path), function_name=FN_NAME)
 
 
 def _compile(key: Sm90Key, arch: str) -> Any:
