@@ -8,7 +8,7 @@ unset: nothing is raised and execution goes on.
 - ``PYGRAPH_ENABLE_OPT_IN_ENGINES``: which opt-in engines are offered. ``1``/``true``/``yes``/
   ``on``/``all``/``*``: every one; ``0``/``false``/``no``/``off``/``none`` or unset: none; otherwise
   a comma-separated list of engine and family names (`opt_in`).
-- ``PYGRAPH_CACHE_DIR`` and the per-cache variables (``PYGRAPH_GEMM_CACHE_DIR``): where the disk
+- ``PYGRAPH_CACHE_DIR`` and the per-cache variables (``PYGRAPH_GEMM_CACHE_DIR``, ``PYGRAPH_GDN_SM90_CACHE_DIR``): where the disk
   caches live, or ``off`` to disable them (`pygraph.disk_cache.cache_dir`).
 """
 
