@@ -25,9 +25,10 @@ from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.engines.cutile import (
+    _FEATURES,
     _NAMES,
-    _heads,
     _operands,
+    _row_major,
     _support_reason,
     config_for,
     facts_of,
@@ -41,28 +42,18 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import (
     compiled_forward,
     key_for,
     search_steps,
+    workspace_bytes,
     workspace_regions,
 )
 
 __all__ = ["GdnSm90Engine", "GdnSm90Plan"]
 
-_FEATURES = frozenset(
-    {"qk_l2norm", "beta_sigmoid", "neg_eigval", "safe_gate", "initial_state", "final_state", "gva", "gqa"}
-)
 _INSTALL = "pip install 'pygraph-engines-linear-attention[cute]'"
 # the compiled function's pointer arguments, in order (`gdn_sm90_host`)
 _POINTERS = (
     "q", "k", "v", "g", "beta", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht", "gamma", "w", "u", "hs", "vnew",
 )  # fmt: skip
 _ALIGNED = ("q", "k", "v", "o")  # read or written by 16-byte copies
-
-
-def _contiguous(shape: tuple) -> tuple:
-    stride, acc = [], 1
-    for d in reversed(shape):
-        stride.append(acc)
-        acc *= d
-    return tuple(reversed(stride))
 
 
 def _sm90_reason(facts: LinearAttentionFacts) -> str | None:
@@ -81,23 +72,30 @@ def _sm90_reason(facts: LinearAttentionFacts) -> str | None:
         if role in ("a_log", "dt_bias") and t.data_type is not data_type.FLOAT:
             return f"{role} must be FLOAT, got {t.data_type.name}"
         shape = tuple(int(d) for d in t.dim)
-        stride = tuple(int(s) for s in (t.stride or _contiguous(shape)))
-        if any(d > 1 for d in shape) and stride != _contiguous(shape):
-            return f"operand {role} ({t.name}) must be row-major contiguous {list(_contiguous(shape))}, got stride {list(stride)}"
+        stride = tuple(int(s) for s in (t.stride or _row_major(shape)))
+        if any(d > 1 for d in shape) and stride != _row_major(shape):
+            return f"operand {role} ({t.name}) must be row-major contiguous {list(_row_major(shape))}, got stride {list(stride)}"
     return None
 
 
 class GdnSm90Plan(CompiledPlan):
-    """The compiled forward bound to one graph: operand positions, geometry and workspace settled at build."""
+    """The compiled forward bound to one graph: operand positions, geometry and workspace settled at
+    build, down to where each of the compiled function's pointers comes from."""
 
     reads_stream = True
 
-    def __init__(
-        self, name: str, fn: Any, rows: tuple, regions: tuple, workspace_bytes: int, sizes: tuple
-    ) -> None:
-        self._name, self._fn, self._rows = name, fn, rows
-        self._regions = {r.name: r.offset for r in regions}
-        self._workspace_bytes, self._sizes = workspace_bytes, sizes
+    def __init__(self, name: str, fn: Any, rows: tuple, regions: tuple, sizes: tuple) -> None:
+        self._name, self._fn, self._sizes = name, fn, sizes
+        # (role, pack position, declared shape, declared stride, 16-byte copies read or write it)
+        self._rows = tuple((role, pos, shape, stride, role in _ALIGNED) for role, pos, shape, stride in rows)
+        last = regions[-1]
+        self._workspace_bytes = last.offset + last.nbytes
+        # each pointer argument: (index into the call's operands, -1 for none; workspace offset)
+        offsets = {r.name: r.offset for r in regions}
+        index = {row[0]: i for i, row in enumerate(self._rows)}
+        self._sources = tuple(
+            (index.get(role, -1), offsets.get(role, offsets["spare"])) for role in _POINTERS
+        )
 
     def get_workspace_size(self) -> int:
         return self._workspace_bytes
@@ -109,24 +107,29 @@ class GdnSm90Plan(CompiledPlan):
             self._refuse(f"needs a workspace of {self._workspace_bytes} bytes, got none")
         if workspace % 256:
             self._refuse(f"workspace pointer {workspace:#x} is not 256-byte aligned")
-        spare = workspace + self._regions["spare"]
-        pointers = {name: workspace + offset for name, offset in self._regions.items()}
-        for role, pos, shape, stride in self._rows:
+        got = []
+        for role, pos, shape, stride, aligned in self._rows:
             buf = bufs[pos]
             if buf.shape != shape or buf.stride != stride:
                 self._refuse(
                     f"operand {role} is shape {list(buf.shape)} stride {list(buf.stride)}; the plan is "
                     f"compiled for the declared shape {list(shape)} stride {list(stride)}"
                 )
-            if role in _ALIGNED and buf.pointer % 16:
+            if aligned and buf.pointer % 16:
                 self._refuse(
                     f"operand {role} at {buf.pointer:#x} is not 16-byte aligned (its rows are copied 16 bytes at a time)"
                 )
-            pointers[role] = buf.pointer
-        self._fn(*(pointers.get(role, spare) for role in _POINTERS), *self._sizes, ctx.stream or 0)
+            got.append(buf.pointer)
+        pointers = [got[i] if i >= 0 else workspace + offset for i, offset in self._sources]
+        self._fn(*pointers, *self._sizes, ctx.stream or 0)
 
     def _refuse(self, rule: str) -> None:
         raise ValueError(f"gdn_sm90 (graph {self._name!r}): {rule}")
+
+
+def _knob_values(plan: PlanConfig) -> dict[str, Any]:
+    """The plan's knobs by name."""
+    return {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
 
 
 class GdnSm90Engine(BaseEngine):
@@ -156,7 +159,7 @@ class GdnSm90Engine(BaseEngine):
 
     def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int]:
         """(BLOCK_V, STAGES, SPLIT) of the plan, checked against their domains and the value head dim."""
-        knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
+        knobs = _knob_values(plan)
         block_v, stages = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("STAGES", STAGES_SM90[0])
         split = knobs.get("SPLIT", SPLIT_SM90[0])
         if split not in SPLIT_SM90:
@@ -182,10 +185,8 @@ class GdnSm90Engine(BaseEngine):
         return block_v, stages, split
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
-        facts = self._facts(request)
-        knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
-        last = workspace_regions(config_for(facts, BLOCK_V_SM90[0]), bool(knobs.get("SPLIT", 0)))[-1]
-        return last.offset + last.nbytes
+        cfg = config_for(self._facts(request), BLOCK_V_SM90[0])  # the workspace does not depend on BLOCK_V
+        return workspace_bytes(cfg, bool(_knob_values(plan).get("SPLIT", SPLIT_SM90[0])))
 
     def build_plan(
         self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
@@ -207,18 +208,13 @@ class GdnSm90Engine(BaseEngine):
             cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
             cu=names["cu_seqlens"], stages=stages, split=bool(split),
         )  # fmt: skip
-        fn = compiled_forward(key)
-        node = facts.node
-        a_log, dt_bias = node.inputs.get("a_log"), node.inputs.get("dt_bias")
         sizes = (
             cfg.tokens, cfg.sequences, search_steps(cfg.sequences), cfg.heads_qk, cfg.heads_v, cfg.heads_out,
-            _heads(node.inputs["g"]), _heads(node.inputs["beta"]),
-            cfg.heads_a_log if a_log is not None else 1, cfg.heads_dt_bias if dt_bias is not None else 1,
+            cfg.heads_g, cfg.heads_beta, cfg.heads_a_log, cfg.heads_dt_bias,
         )  # fmt: skip
         rows = tuple(
             (role, pos, tuple(declared[role].shape), tuple(declared[role].stride))
             for role, pos in positions.items()
         )
         regions = workspace_regions(cfg, bool(split))
-        last = regions[-1]
-        return GdnSm90Plan(request.graph.name, fn, rows, regions, last.offset + last.nbytes, sizes)
+        return GdnSm90Plan(request.graph.name, compiled_forward(key), rows, regions, sizes)

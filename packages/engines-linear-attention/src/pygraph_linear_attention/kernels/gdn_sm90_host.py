@@ -31,6 +31,7 @@ __all__ = [
     "Sm90Key",
     "compiled_forward",
     "search_steps",
+    "workspace_bytes",
     "workspace_regions",
 ]
 
@@ -104,6 +105,12 @@ def workspace_regions(cfg: GdnCutileConfig, split: bool = False) -> tuple[Region
     if split:
         rows += [("hs", cfg.io_dtype, (prepare_slots(cfg), ho, v, k)), ("vnew", cfg.io_dtype, (t, ho, v))]
     return layout_regions([*rows, ("spare", "float32", (64,))])
+
+
+def workspace_bytes(cfg: GdnCutileConfig, split: bool = False) -> int:
+    """The workspace `workspace_regions` lays out, in bytes."""
+    last = workspace_regions(cfg, split)[-1]
+    return last.offset + last.nbytes
 
 
 def prepare_slots(cfg: GdnCutileConfig) -> int:
