@@ -109,6 +109,12 @@ def _load_rows(g2s, tidx, g_tile, s_tile, rows_left):
     cute.copy(g2s, src, dst, pred=pred)
 
 
+def _chunk_rows(m, r0, head, width: int, block: int = 0):
+    """The (CHUNK, width) tile of ``m`` [T, heads, dim] from token ``r0``, head ``head``, column block
+    ``block`` (rows past the sequence are the caller's to predicate)."""
+    return cute.local_tile(cute.domain_offset((r0, 0), m[None, head, None]), (CHUNK, width), (0, block))
+
+
 def _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, buf, with_q=True):
     """cp.async the chunk of rows from ``r0`` of q (unless not ``with_q``), k (head hk), w and u (head
     h, value block vb) into stage ``buf`` of the shared buffers, rows at or past ``rows_left``
@@ -116,14 +122,11 @@ def _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, buf, with_q=T
     mQ, mK, mW, mU, hk, h, vb, K, BV = tiles
     sQ, sK, sW, sU = buffers
 
-    def tile(m, head, width, col):
-        return cute.local_tile(cute.domain_offset((r0, 0), m[None, head, None]), (CHUNK, width), (0, col))
-
     if with_q:
-        _load_rows(g2s_k, tidx, tile(mQ, hk, K, 0), sQ[None, None, buf], rows_left)
-    _load_rows(g2s_k, tidx, tile(mK, hk, K, 0), sK[None, None, buf], rows_left)
-    _load_rows(g2s_k, tidx, tile(mW, h, K, 0), sW[None, None, buf], rows_left)
-    _load_rows(g2s_v, tidx, tile(mU, h, BV, vb), sU[None, None, buf], rows_left)
+        _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ[None, None, buf], rows_left)
+    _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK[None, None, buf], rows_left)
+    _load_rows(g2s_k, tidx, _chunk_rows(mW, r0, h, K), sW[None, None, buf], rows_left)
+    _load_rows(g2s_v, tidx, _chunk_rows(mU, r0, h, BV, vb), sU[None, None, buf], rows_left)
 
 
 @cute.jit
@@ -358,8 +361,8 @@ class GdnSm90Fwd:
             sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
             sBeta = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
 
-            gK = cute.local_tile(cute.domain_offset((r0, 0), mK[None, h // k_group, None]), (C, K), (0, 0))
-            gV = cute.local_tile(cute.domain_offset((r0, 0), mV[None, h // v_group, None]), (C, V), (0, 0))
+            gK = _chunk_rows(mK, r0, h // k_group, K)
+            gV = _chunk_rows(mV, r0, h // v_group, V)
             _load_rows(_g2s(io, K), tidx, gK, sK, rows_left)
             _load_rows(_g2s(io, V), tidx, gV, sV, rows_left)
             cute.arch.cp_async_commit_group()
@@ -448,12 +451,12 @@ class GdnSm90Fwd:
             mma_ck = _tiled_mma(io, C, K)
             w, crd_w = _acc(mma_ck, tidx, C, K)
             _gemm(mma_ck, tidx, w, sT, _transposed(sK), False, True, io)
-            gW = cute.local_tile(cute.domain_offset((r0, 0), mW[None, h, None]), (C, K), (0, 0))
+            gW = _chunk_rows(mW, r0, h, K)
             _to_gmem(mma_ck, tidx, w, crd_w, gW, rows_left, io)
             mma_cv = _tiled_mma(io, C, V)
             u, crd_u = _acc(mma_cv, tidx, C, V)
             _gemm(mma_cv, tidx, u, sT, _transposed(sV), False, True, io)
-            gU = cute.local_tile(cute.domain_offset((r0, 0), mU[None, h, None]), (C, V), (0, 0))
+            gU = _chunk_rows(mU, r0, h, V)
             _to_gmem(mma_cv, tidx, u, crd_u, gU, rows_left, io)
             if tidx < rows_left and tidx < C:
                 mGamma[r0 + tidx, h] = sGamma[tidx]
@@ -579,11 +582,11 @@ class GdnSm90Fwd:
                 car_part[i] = carried.to(io)
 
             if const_expr(self.split):
-                gVn = cute.local_tile(cute.domain_offset((r0, 0), mVnew[None, h, None]), (C, BV), (0, vb))
+                gVn = _chunk_rows(mVnew, r0, h, BV, vb)
                 _to_gmem(mma_cv, tidx, v_new, crd_v, gVn, rows_left, io)
                 cute.arch.sync_threads()  # sCar complete: the state update reads every warp's rows
             else:  # (its barrier before P v_new also completes sCar)
-                gO = cute.local_tile(cute.domain_offset((r0, 0), mO[None, h, None]), (C, BV), (0, vb))
+                gO = _chunk_rows(mO, r0, h, BV, vb)
                 _chunk_output(
                     mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, self.scale
                 )
@@ -639,12 +642,9 @@ class GdnSm90Fwd:
             sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
             g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
 
-            def tile(m, head, width, col):
-                return cute.local_tile(cute.domain_offset((r0, 0), m[None, head, None]), (C, width), (0, col))
-
-            _load_rows(g2s_k, tidx, tile(mQ, hk, K, 0), sQ, rows_left)
-            _load_rows(g2s_k, tidx, tile(mK, hk, K, 0), sK, rows_left)
-            _load_rows(g2s_v, tidx, tile(mVnew, h, BV, vb), sVn, rows_left)
+            _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
+            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
+            _load_rows(g2s_v, tidx, _chunk_rows(mVnew, r0, h, BV, vb), sVn, rows_left)
             _load_rows(g2s_k, tidx, cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0)), sS, BV)
             cute.arch.cp_async_commit_group()
             if tidx < C:
@@ -655,7 +655,7 @@ class GdnSm90Fwd:
                 _l2_normalize_rows(sQ, tidx, K)
                 _l2_normalize_rows(sK, tidx, K)
                 cute.arch.sync_threads()
-            gO = cute.local_tile(cute.domain_offset((r0, 0), mO[None, h, None]), (C, BV), (0, vb))
+            gO = _chunk_rows(mO, r0, h, BV, vb)
             mma_cc, mma_cv = _tiled_mma(io, C, C), _tiled_mma(io, C, BV)
             _chunk_output(mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, self.scale)
 
