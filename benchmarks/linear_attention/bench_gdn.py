@@ -50,6 +50,7 @@ from benchmarks.linear_attention.gdn_cases import (
     run_case,
 )
 from pygraph_linear_attention.kernels.gdn_cutile_host import OCCUPANCY_BWD
+from pygraph_linear_attention.kernels.gdn_sm90_host import STAGES_SM90
 
 SHAPES = {
     "B4xT4096": (4096,) * 4,
@@ -126,14 +127,13 @@ def _ours(
     segment: Any = None,
     engine: Any = None,
     stages: Any = None,
-    split: Any = None,
 ) -> tuple[Any, Any]:
     """(call, output) of our plan at ``block_v`` (and ``occupancy``, ``segment``, ``engine``; None: the
     hook's first pick): the graph built once, the call one execute()."""
     import torch
 
     case = dataclasses.replace(
-        case, block_v=block_v, occupancy=occupancy, segment=segment, engine=engine, stages=stages, split=split
+        case, block_v=block_v, occupancy=occupancy, segment=segment, engine=engine, stages=stages
     )
     g, ports = build_graph(case, tensors, {})
     out = torch.empty(sum(case.lengths), HEADS, DIM, dtype=torch.bfloat16, device="cuda")
@@ -270,9 +270,9 @@ def timing(run: TimingRun) -> list[dict]:
             call, out = _ours(case, tensors, bv, occupancy, segment)
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
-        for bv, (stages, split) in itertools.product(run.sm90_block_vs, ((1, 0), (2, 0))):
-            label = f"ours[sm90 BV={bv},ST={stages}{',SPLIT' if split else ''}]"
-            call, out = _ours(case, tensors, bv, engine="gdn_sm90", stages=stages, split=split)
+        for bv, stages in itertools.product(run.sm90_block_vs, STAGES_SM90):
+            label = f"ours[sm90 BV={bv},ST={stages}]"
+            call, out = _ours(case, tensors, bv, engine="gdn_sm90", stages=stages)
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
         first = _label(FWD_BLOCK_VS[0])

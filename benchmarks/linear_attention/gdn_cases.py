@@ -54,7 +54,6 @@ class GdnCase:
         None  # "gdn_sm90": its first plan (with block_v, stages); None: the hook's first pick
     )
     stages: int | None = None  # gdn_sm90's STAGES knob
-    split: int | None = None  # gdn_sm90's SPLIT knob
     tolerance: float = 1e-2
 
     @property
@@ -109,13 +108,10 @@ def sm90_cases() -> tuple[GdnCase, ...]:
         out.append(case)
         if c.name in _SM90_STAGES2:
             out.append(dataclasses.replace(case, name=f"{c.name}-stages2", stages=2))
-        if c.name in _SM90_SPLIT:
-            out.append(dataclasses.replace(case, name=f"{c.name}-split", split=1))
     return tuple(out)
 
 
 _SM90_STAGES2 = ("varlen-odd", "all-options-gva", "empty-inside")
-_SM90_SPLIT: tuple[str, ...] = ()  # SPLIT 1 is declined until its NaN at the timing shapes is found
 
 
 def _torch_dtype(torch: Any, name: str) -> Any:
@@ -187,7 +183,7 @@ def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]
         ports["final_state"] = final
     g.create_execution_plans()
     if case.engine == "gdn_sm90":
-        _select(g, "gdn_sm90", force=True, BLOCK_V=case.block_v, STAGES=case.stages, SPLIT=case.split)
+        _select(g, "gdn_sm90", force=True, BLOCK_V=case.block_v, STAGES=case.stages)
     else:
         _select(g, "gdn_cutile", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy, SEGMENT=case.segment)
     g.build_plans()
