@@ -54,6 +54,15 @@ _ZERO = ct.PaddingMode.ZERO
 TMA = os.environ.get("PYGRAPH_CUTILE_TMA", "1").strip().lower() not in OFF_VALUES
 
 
+def _block_counts(cu_seqlens, step, N, C: ConstInt, BN: ConstInt):
+    """The blocks of C tokens of sequences step * BN .. step * BN + BN - 1 (0 past the last)."""
+    m = step * BN + ct.arange(BN, dtype=ct.int32)
+    inside = m < N
+    lo = ct.astype(ct.gather(cu_seqlens, m, mask=inside, padding_value=0), ct.int32)
+    hi = ct.astype(ct.gather(cu_seqlens, m + 1, mask=inside, padding_value=0), ct.int32)
+    return ct.cdiv(hi - lo, C)
+
+
 @ct.kernel
 def chunk_table_kernel(cu_seqlens, table, N, C: ConstInt, BJ: ConstInt, BN: ConstInt):
     """table[j] = (sequence, chunk within it) for the chunk slots j of this program; (-1, -1) past the last."""
@@ -62,11 +71,7 @@ def chunk_table_kernel(cu_seqlens, table, N, C: ConstInt, BJ: ConstInt, BN: Cons
     before = ct.zeros((BJ,), dtype=ct.int32)  # their chunks
     carry = ct.zeros((), dtype=ct.int32)  # chunks of the sequences of earlier steps
     for step in range(ct.cdiv(N, BN)):
-        m = step * BN + ct.arange(BN, dtype=ct.int32)
-        inside = m < N
-        lo = ct.astype(ct.gather(cu_seqlens, m, mask=inside, padding_value=0), ct.int32)
-        hi = ct.astype(ct.gather(cu_seqlens, m + 1, mask=inside, padding_value=0), ct.int32)
-        counts = ct.cdiv(hi - lo, C)
+        counts = _block_counts(cu_seqlens, step, N, C, BN)
         ends = ct.cumsum(counts, 0) + carry
         done = ct.expand_dims(ends, 0) <= ct.expand_dims(slot, 1)  # [BJ, BN]
         seq = seq + ct.sum(ct.astype(done, ct.int32), axis=1)
@@ -289,11 +294,7 @@ def chunk_offsets_kernel(cu_seqlens, offsets, N, C: ConstInt, BN: ConstInt):
     before it): the chunk offsets of the backward, and the segment offsets of the split scan."""
     carry = ct.zeros((), dtype=ct.int32)
     for step in range(ct.cdiv(N, BN)):
-        m = step * BN + ct.arange(BN, dtype=ct.int32)
-        inside = m < N
-        lo = ct.astype(ct.gather(cu_seqlens, m, mask=inside, padding_value=0), ct.int32)
-        hi = ct.astype(ct.gather(cu_seqlens, m + 1, mask=inside, padding_value=0), ct.int32)
-        counts = ct.cdiv(hi - lo, C)
+        counts = _block_counts(cu_seqlens, step, N, C, BN)
         ct.store(offsets, (step,), ct.cumsum(counts, 0) + carry - counts, allow_tma=TMA)
         carry = carry + ct.sum(counts)
 
