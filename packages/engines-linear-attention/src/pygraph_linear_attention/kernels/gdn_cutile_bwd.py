@@ -40,6 +40,8 @@ import cuda.tile as ct
 from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
     TMA,
     _carry,
+    _gamma_at,
+    _keys_at,
     _l2_normalized,
     _rows_at,
     _softplus,
@@ -109,12 +111,10 @@ def state_scan_kernel(
         g_seq, vn_seq = gamma.slice(0, bos, eos), v_new_out.slice(0, bos, eos)
         rows = length - c * C
         valid = r < rows
-        kt = _rows_at(k_seq, (c, hk, 0), C, K)
-        if L2NORM != 0:
-            kt = _l2_normalized(kt)
+        kt = _keys_at(k_seq, c, hk, L2NORM, C, K)
         wt = _rows_at(w_seq, (c, h, 0), C, K)
         ut = _rows_at(u_seq, (c, h, vb), C, BV)
-        gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,))
+        gam = _gamma_at(g_seq, c, h, C)
         state_io = ct.astype(state, kt.dtype)
         ct.store(
             h_out,
@@ -183,7 +183,7 @@ def grad_scan_kernel(
             kt = _l2_normalized(kt)
         io = kt.dtype
         wt = _rows_at(w_seq, (c, h, 0), C, K)
-        gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,))
+        gam = _gamma_at(g_seq, c, h, C)
         dot = (
             _rows(ct.load(do_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), C, BV)
             * SCALE

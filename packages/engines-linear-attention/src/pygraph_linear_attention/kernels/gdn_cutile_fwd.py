@@ -100,6 +100,19 @@ def _rows_at(view, index, C: ConstInt, D: ConstInt):
     return ct.reshape(ct.load(view, index, shape=(C, 1, D), padding_mode=_ZERO, allow_tma=TMA), (C, D))
 
 
+def _keys_at(k_seq, c, hk, L2NORM, C: ConstInt, K: ConstInt):
+    """k [C, K] of chunk ``c``, head ``hk`` (0 past the slice's end), L2-normalized where L2NORM."""
+    kt = _rows_at(k_seq, (c, hk, 0), C, K)
+    if L2NORM != 0:
+        kt = _l2_normalized(kt)
+    return kt
+
+
+def _gamma_at(g_seq, c, h, C: ConstInt):
+    """gamma [C] of chunk ``c``, head ``h``, of a sequence's slice (0 past its end)."""
+    return ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,))
+
+
 def _carry(state, v_new, kt, gam, valid, rows, r, C: ConstInt):
     """The state leaving a chunk (step 4): exp(last) S + (v_new exp(last - gamma))^T k over the
     chunk's real rows, ``last`` the gamma of its last real row."""
@@ -268,7 +281,7 @@ def chunk_scan_kernel(
             kt = _l2_normalized(kt)
         wt = _rows_at(w_seq, (c, h, 0), C, K)
         ut = _rows_at(u_seq, (c, h, vb), C, BV)
-        gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,))
+        gam = _gamma_at(g_seq, c, h, C)
         state_t = ct.transpose(ct.astype(state, kt.dtype))  # [K, BV]
         v_new = ct.astype(ut, ct.float32) - ct.mma(wt, state_t, ct.zeros((C, BV), dtype=ct.float32))
         v_new_io = ct.astype(v_new, kt.dtype)
@@ -364,12 +377,10 @@ def segment_scan_kernel(
         )
         rows = length - c * C
         valid = r < rows
-        kt = _rows_at(k_seq, (c, hk, 0), C, K)
-        if L2NORM != 0:
-            kt = _l2_normalized(kt)
+        kt = _keys_at(k_seq, c, hk, L2NORM, C, K)
         wt = _rows_at(w_seq, (c, h, 0), C, K)
         ut = _rows_at(u_seq, (c, h, ub), C, BV)
-        gam = ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,))
+        gam = _gamma_at(g_seq, c, h, C)
         state_t = ct.transpose(ct.astype(state, kt.dtype))  # [K, BV]
         v_new = ct.astype(ut, ct.float32) * keep_u - ct.mma(wt, state_t, ct.zeros((C, BV), dtype=ct.float32))
         state = _carry(state, v_new, kt, gam, valid, rows, r, C)
