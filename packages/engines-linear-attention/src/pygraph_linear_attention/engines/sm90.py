@@ -3,8 +3,9 @@
 Two kernels (``kernels/gdn_sm90_fwd.py``): the per-chunk WY prepare and the state scan with its
 output. It serves what ``gdn_cutile`` serves, within the kernels' narrower build: K and V of 64 or
 128, every operand row-major contiguous ([T, heads, dim]), a_log and dt_bias FLOAT; the backward
-(gdn_bwd) stays with ``gdn_cutile_bwd``. `build_plan` compiles the configuration (CuTe DSL, once per
-process and key: about 6 s on a CPU core) and binds the operand positions; a call checks the
+(gdn_bwd) stays with ``gdn_cutile_bwd``. `build_plan` compiles the configuration (CuTe DSL, about 6 s
+on a CPU core, then kept per process and on disk: `gdn_sm90_host.compiled_forward`) and binds the
+operand positions; a call checks the
 declared geometry and the 16-byte alignment the copies need, and launches with raw addresses.
 """
 

@@ -1,4 +1,5 @@
-"""The Gated DeltaNet forward in CuTe DSL (the ``gdn_sm90`` engine): two kernels over 64-token chunks.
+"""The Gated DeltaNet forward in CuTe DSL (the ``gdn_sm90`` engine): two kernels (three with SPLIT)
+over 64-token chunks.
 
 1. `GdnSm90Fwd.prepare` (grid: chunk slots x output heads, 128 threads): per chunk, the options
    applied to g, beta and k, the cumulative log decay gamma, ``A`` (strictly lower, decay-weighted
@@ -10,7 +11,10 @@
 2. `GdnSm90Fwd.scan` (grid: sequences x output heads x value blocks of ``BV``): the state
    ``S`` [BV, K] carried chunk after chunk in fp32 registers (the accumulator of its own update);
    per chunk ``v_new = u - w S^T``, the output ``o = scale (exp(gamma) q S^T + (q k^T * decay) v_new)``
-   and ``S = exp(gamma_last) S + (v_new exp(gamma_last - gamma))^T k``.
+   and ``S = exp(gamma_last) S + (v_new exp(gamma_last - gamma))^T k``. With ``split`` (SPLIT, not
+   offered yet) it stores each chunk's entering state and v_new instead of the output, and
+3. `GdnSm90Fwd.output` (grid: chunk slots x output heads x value blocks) computes every chunk's
+   output at once from them.
 
 Every product is a warp-level ``mma.sync.m16n8k16`` (bf16 / fp16 operands, fp32 accumulators)
 over operands in shared memory, read by ``ldmatrix`` (transposed where the product wants the
@@ -33,7 +37,8 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
-CHUNK = 64
+from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK  # 64 tokens, as the cuTile kernels
+
 THREADS = 128
 _VEC = 8  # 16-bit elements per 16-byte cp.async
 _DT = {"bfloat16": cutlass.BFloat16, "float16": cutlass.Float16, "float32": cutlass.Float32}
