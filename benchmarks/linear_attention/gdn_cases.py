@@ -54,6 +54,7 @@ class GdnCase:
         None  # "gdn_sm90": its first plan (with block_v, stages); None: the hook's first pick
     )
     stages: int | None = None  # gdn_sm90's STAGES knob
+    split: int | None = None  # gdn_sm90's SPLIT knob
     tolerance: float = 1e-2
 
     @property
@@ -96,9 +97,9 @@ CASES: tuple[GdnCase, ...] = (
 
 
 def sm90_cases() -> tuple[GdnCase, ...]:
-    """The forward cases on the gdn_sm90 engine: those its build serves (K and V of 64 or 128, no
-    split scan), BLOCK_V 128 as 64; a few also at STAGES 2 (the prefetch); each at the engine's
-    first plan unless it names a knob."""
+    """The forward cases on the gdn_sm90 engine: those its build serves (K and V of 64 or 128; the
+    cuTile engine's SEGMENT cases left out), BLOCK_V 128 as 64; a few also at STAGES 2 (the
+    prefetch) and with SPLIT (the split scan); each at the engine's first plan unless it names a knob."""
     out = []
     for c in CASES:
         if c.key_dim not in (64, 128) or c.value_dim not in (64, 128) or c.segment:
@@ -108,10 +109,13 @@ def sm90_cases() -> tuple[GdnCase, ...]:
         out.append(case)
         if c.name in _SM90_STAGES2:
             out.append(dataclasses.replace(case, name=f"{c.name}-stages2", stages=2))
+        if c.name in _SM90_SPLIT:  # the split scan and its output kernel, at both STAGES
+            out += [dataclasses.replace(case, name=f"{c.name}-split-s{st}", split=1, stages=st) for st in (1, 2)]
     return tuple(out)
 
 
 _SM90_STAGES2 = ("varlen-odd", "all-options-gva", "empty-inside")
+_SM90_SPLIT = ("varlen-odd", "all-options-gva", "empty-inside", "long-4097", "d64", "fp16")
 
 
 def _torch_dtype(torch: Any, name: str) -> Any:
@@ -183,7 +187,7 @@ def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]
         ports["final_state"] = final
     g.create_execution_plans()
     if case.engine == "gdn_sm90":
-        _select(g, "gdn_sm90", force=True, BLOCK_V=case.block_v, STAGES=case.stages)
+        _select(g, "gdn_sm90", force=True, BLOCK_V=case.block_v, STAGES=case.stages, SPLIT=case.split)
     else:
         _select(g, "gdn_cutile", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy, SEGMENT=case.segment)
     g.build_plans()

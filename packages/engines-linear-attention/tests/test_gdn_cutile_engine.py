@@ -262,7 +262,13 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
         "gdn_cutile[BLOCK_V=64,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile[BLOCK_V=128,OCCUPANCY=2,SEGMENT=0]",
         "gdn_cutile[BLOCK_V=32,OCCUPANCY=4,SEGMENT=0]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=32]",
         "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=16]",
-        *(f"gdn_sm90[BLOCK_V={b},SPLIT={sp},STAGES={st}]" for sp in (0,) for b in (32, 64) for st in (1, 2)),
+        # 24 gdn_sm90 scan CTAs at BLOCK_V 32, under the 132 SMs: the split scan first
+        "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=2]",
+        *(
+            name
+            for sp in (0, 1) for b in (32, 64) for st in (1, 2)
+            if (name := f"gdn_sm90[BLOCK_V={b},SPLIT={sp},STAGES={st}]") != "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=2]"
+        ),
     ]  # fmt: skip
     g.select_plan(names.index("gdn_cutile[BLOCK_V=64,OCCUPANCY=0,SEGMENT=0]"))
     g.build_plans()

@@ -130,16 +130,18 @@ def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
     assert recorder.calls == []
 
 
-def test_the_split_output_is_declined_naming_why(recorder):
-    g = _graph()
-    g.create_execution_plans()
-    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-    assert not any("SPLIT=1" in name for name in names)
-    engine = GdnSm90Engine(ENGINE_ID)
-    with pytest.raises(
-        pygraph.GraphNotSupportedError, match=r"knob SPLIT=1 is not served yet: its output read NaN"
-    ):
-        engine.build_plan(g.engine_request(), pygraph.engines.base.PlanConfig(ENGINE_ID, {"SPLIT": 1}), None)
+def test_the_split_scan_leads_where_the_fused_scan_leaves_sms_idle():
+    # B1 T32768 H16: 64 scan CTAs at BLOCK_V 32; B4 T4096 H16: 256 (H200 timings in heuristics.py)
+    def sm90_names(t, n):
+        g = _graph(t=t, n=n, h=16, hv=16)
+        g.create_execution_plans()
+        names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+        return [name for name in names if name.startswith("gdn_sm90[")]
+
+    long_single, batch = sm90_names(32768, 1), sm90_names(16384, 4)
+    assert long_single[0] == "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=2]"
+    assert batch[0] == "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1]"
+    assert sorted(long_single) == sorted(batch) and len(batch) == 8  # the same domain, reordered
 
 
 def test_the_slot_search_halves_until_one_sequence_is_left():

@@ -20,9 +20,9 @@ from pygraph.engines.base import PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.kernels.gdn_cutile_host import BLOCK_V, OCCUPANCY, OCCUPANCY_BWD, SEGMENT
-from pygraph_linear_attention.kernels.gdn_sm90_host import BLOCK_V_SM90, SPLIT_OFFERED, STAGES_SM90
+from pygraph_linear_attention.kernels.gdn_sm90_host import BLOCK_V_SM90, SPLIT_SM90, STAGES_SM90
 
-__all__ = ["block_v_order", "recommend"]
+__all__ = ["block_v_order", "recommend", "sm90_order", "split_first"]
 
 # BLOCK_V, measured on the H200 (H16 D128 bf16, cold L2, median of 3, one run): where the scan's grid
 # at 64 (sequences x heads x V / 64 programs) fills at least half of the 132 SMs, 64 is first (B4
@@ -31,6 +31,7 @@ __all__ = ["block_v_order", "recommend"]
 # 32 doubles the programs (B1 T32768, 32 programs: 2.113 ms at 32 against 3.122 at 64).
 _PREFERRED = 64
 _HALF_THE_SMS = 66
+_SMS = 132  # the H200's
 # OCCUPANCY, measured on the H200 at the same shapes and run (2026-12-02): the hint 2 on the
 # forward's prepare kernel took it from 1.02 to 0.61 ms at 32768 tokens (one CTA of 4 warps per SM
 # left it latency-bound), forward 2.13 -> 1.72 ms at B1 T32768, 0.81 -> 0.59 at B4 T4096; on the
@@ -80,14 +81,33 @@ def recommend(
         if facts.head_dim_k % order[0] == 0:  # the split scans, untimed
             ours += [entry(order[0], _FIRST_OCCUPANCY, segment) for segment in SEGMENT[1:]]
     # gdn_sm90 (CuTe DSL) after gdn_cutile's: slower in every timed shape (H200, 2026-12-02, ms, its
-    # best against gdn_cutile's first: B4 T4096 0.641 / 0.542, B1 T32768 2.930 / 2.014, varlen8 1.642 /
-    # 1.290); first where cuTile is absent. BLOCK_V 32 first (64: 0.815, 4.726, 1.706), then STAGES 1.
+    # best against gdn_cutile's first: B4 T4096 0.641 / 0.542, B1 T32768 2.338 / 2.014, varlen8 1.642 /
+    # 1.290); first where cuTile is absent. BLOCK_V 32 first (64: 0.815, 3.678, 1.706).
     if "gdn_sm90" in offered and not facts.backward:
-        ours += [
-            PlanConfig(offered["gdn_sm90"], {"BLOCK_V": b, "STAGES": st, "SPLIT": sp})
-            for sp in SPLIT_OFFERED
-            for b in BLOCK_V_SM90
-            if facts.head_dim_v % b == 0
-            for st in STAGES_SM90
-        ]
+        ours += [PlanConfig(offered["gdn_sm90"], knobs) for knobs in sm90_order(facts)]
+    return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
+
+
+def split_first(facts: LinearAttentionFacts) -> bool:
+    """gdn_sm90's SPLIT 1 (with STAGES 2) first where its scan's grid at BLOCK_V 32 (sequences x heads
+    x V / 32 CTAs) leaves SMs idle: B1 T32768 H16, 64 CTAs, 2.338 ms against 3.048 fused (H200,
+    2026-12-02); at B4 T4096 (256 CTAs) the fused scan is faster (0.689 against 0.795) and at varlen8
+    (512) level (1.708 / 1.702)."""
+    return facts.sequences * facts.heads_out * max(facts.head_dim_v // 32, 1) < _SMS
+
+
+def sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
+    """gdn_sm90's knob sets, the first by `split_first`, then every (SPLIT, BLOCK_V, STAGES) in order."""
+    every = [
+        {"BLOCK_V": b, "STAGES": st, "SPLIT": sp}
+        for sp in SPLIT_SM90
+        for b in BLOCK_V_SM90
+        if facts.head_dim_v % b == 0
+        for st in STAGES_SM90
+    ]
+    if split_first(facts):
+        first = {"BLOCK_V": 32, "STAGES": 2, "SPLIT": 1}
+        if first in every:
+            every = [first, *(k for k in every if k != first)]
+    return every
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)

@@ -37,7 +37,6 @@ from pygraph_linear_attention.engines.cutile import (
 from pygraph_linear_attention.kernels.gdn_sm90_host import (
     BLOCK_V_SM90,
     HEAD_DIMS_SM90,
-    SPLIT_OFFERED,
     SPLIT_SM90,
     STAGES_SM90,
     compiled_forward,
@@ -165,12 +164,6 @@ class GdnSm90Engine(BaseEngine):
         split = knobs.get("SPLIT", SPLIT_SM90[0])
         if split not in SPLIT_SM90:
             raise GraphNotSupportedError(f"{self.name}: knob SPLIT={split!r} outside its domain {SPLIT_SM90}")
-        if split not in SPLIT_OFFERED:
-            raise GraphNotSupportedError(
-                f"{self.name}: knob SPLIT={split!r} is not served yet: its output read NaN at B4 T4096 H16 "
-                f"on the H200 and its fix (a missing barrier) is not yet run there (kernels/gdn_sm90_host.py); "
-                f"use SPLIT=0"
-            )
         if block_v not in BLOCK_V_SM90:
             raise GraphNotSupportedError(
                 f"{self.name}: knob BLOCK_V={block_v!r} outside its domain {BLOCK_V_SM90}"

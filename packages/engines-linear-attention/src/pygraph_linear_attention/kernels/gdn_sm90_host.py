@@ -25,7 +25,6 @@ __all__ = [
     "ARCH",
     "BLOCK_V_SM90",
     "HEAD_DIMS_SM90",
-    "SPLIT_OFFERED",
     "SPLIT_SM90",
     "STAGES_SM90",
     "Sm90Key",
@@ -44,15 +43,13 @@ BLOCK_V_SM90 = (32, 64)  # value rows of the state one scan CTA carries; the fir
 # waits on its chain of products and barriers, not on its loads
 STAGES_SM90 = (1, 2)
 # SPLIT: 1 moves the output out of the scan: the scan stores each chunk's entering state ([chunk
-# slots, HO, V, K], io dtype) and v_new (the backward's state scan will be this pass), and the
-# `output` kernel computes every chunk's output at once, so the scan's chunk step is two products
-# instead of five (B1 T32768: scan 1.228 ms against 2.356, output 0.432). Declined until it is run
-# again: its 11 correctness cases passed on the H200, but at the timing shapes (16 heads, 4096- and
-# 32768-token sequences) O came back NaN. The cause, found since by reading: the split scan had no
-# barrier between the warps' writes of the carried rows and the state update that reads them all
-# (the fused scan's barrier before P v_new covers it); the barrier is in, not yet run.
+# slots, HO, V, K], io dtype) and v_new (the backward's state scan is this pass), and the `output`
+# kernel computes every chunk's output at once, so the scan's chunk step is two products instead of
+# five. Measured on the H200 (2026-12-02, BLOCK_V 32, whole forward, ms, SPLIT 0 / 1): B1 T32768
+# 3.048 / 2.400 at STAGES 1 and 2.933 / 2.338 at STAGES 2; B4 T4096 0.689 / 0.795 (STAGES 1); varlen8
+# 1.708 / 1.737 (1.702 at STAGES 2). The heuristics take SPLIT 1 with STAGES 2 first where the
+# scan's grid leaves SMs idle (`heuristics.split_first`).
 SPLIT_SM90 = (0, 1)
-SPLIT_OFFERED = (0,)
 HEAD_DIMS_SM90 = (64, 128)  # K and V: the tiles' registers are sized for these
 
 _CACHE: dict[tuple, Any] = {}
