@@ -319,14 +319,23 @@ _GRADS = ("q", "k", "v", "g", "beta")
 
 
 def _ours_fwd_bwd(
-    case: GdnCase, tensors: dict, d_o: Any, block_v: Any, occupancy: Any = None, segment: Any = None
+    case: GdnCase,
+    tensors: dict,
+    d_o: Any,
+    block_v: Any,
+    occupancy: Any = None,
+    segment: Any = None,
+    sm90: bool = False,
 ) -> tuple[Any, dict]:
     """(call, gradients) of our forward then backward graphs, built once: the forward the hook's
-    first plan, the backward at ``block_v``; both at ``occupancy`` and ``segment`` where given."""
+    first plan, the backward at ``block_v``; both at ``occupancy`` and ``segment`` where given;
+    with ``sm90`` the CuTe DSL engines' (gdn_sm90's first plan, gdn_sm90_bwd at ``block_v``)."""
     import torch
 
-    fwd_call, _ = _ours(case, tensors, None, occupancy, segment)
-    case = dataclasses.replace(case, block_v=block_v, occupancy=occupancy, segment=segment)
+    fwd_call, _ = _ours(case, tensors, None, occupancy, segment, engine="gdn_sm90" if sm90 else None)
+    case = dataclasses.replace(
+        case, block_v=block_v, occupancy=occupancy, segment=segment, engine="gdn_sm90_bwd" if sm90 else None
+    )
     bwd_tensors = {**tensors, "dO": d_o}
     g, ports = build_bwd_graph(case, bwd_tensors, {})
     grads = {n: torch.empty_like(tensors[n]) for n in _GRADS}
@@ -405,6 +414,13 @@ def timing_bwd(run: TimingRun) -> list[dict]:
                 diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)
                 print(f"  {shape} {label} vs the first: rel diff of the gradients {diffs}")
             ours = grads if ours is None else ours  # the first column's gradients meet the anchors
+        for bv in run.sm90_block_vs:
+            label = f"ours[sm90 bwd {bv}]"
+            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, sm90=True)
+            _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
+            columns[label] = call
+            diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)
+            print(f"  {shape} {label} vs the first: rel diff of the gradients {diffs}")
         if run.profile:
             kernel_breakdown(shape + " fwd+bwd", columns)
         makers = (("cudnn", _cudnn_fwd_bwd), ("fla", _fla_fwd_bwd))
@@ -425,7 +441,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--budget-s", type=float, default=420.0)
     parser.add_argument("--out", default=os.environ.get("OUT"))
-    parser.add_argument("--skip", default="", help="comma list: cases, timing, bwd, fla, cudnn")
+    parser.add_argument("--skip", default="", help="comma list: cases, timing, fwd (the forward's timing), bwd, fla, cudnn")
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {list(SHAPES)}")
     parser.add_argument("--profile", action="store_true", help="print each plan's kernels' times")
     parser.add_argument(
@@ -439,7 +455,8 @@ def main() -> None:
     parser.add_argument(
         "--sm90",
         default="",
-        help="comma list of BLOCK_V values of the gdn_sm90 engine (CuTe DSL) to time too",
+        help="comma list of BLOCK_V values of the CuTe DSL engines to time too (forward: gdn_sm90 at each "
+        "STAGES; fwd+bwd: gdn_sm90's first plan then gdn_sm90_bwd)",
     )
     args = parser.parse_args()
     skip = frozenset(s for s in args.skip.split(",") if s)
@@ -454,7 +471,7 @@ def main() -> None:
     result: dict[str, Any] = {}
     if "cases" not in skip:
         result["correct"] = correctness_table(log)
-    if "timing" not in skip:
+    if "timing" not in skip and "fwd" not in skip:
         print("== timing: the gdn forward, ours against the anchors")
         result["timing"] = timing(run)
     if "bwd" not in skip:

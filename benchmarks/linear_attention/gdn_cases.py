@@ -29,6 +29,7 @@ __all__ = [
     "make_inputs",
     "run_bwd_case",
     "run_case",
+    "sm90_bwd_cases",
     "sm90_cases",
 ]
 
@@ -51,7 +52,7 @@ class GdnCase:
     occupancy: int | None = None  # the OCCUPANCY knob; None: the hook's first pick
     segment: int | None = None  # the SEGMENT knob (the split scans); None: the hook's first pick
     engine: str | None = (
-        None  # "gdn_sm90": its first plan (with block_v, stages); None: the hook's first pick
+        None  # "gdn_sm90" / "gdn_sm90_bwd": its first plan (with block_v, stages); None: the hook's first pick
     )
     stages: int | None = None  # gdn_sm90's STAGES knob
     split: int | None = None  # gdn_sm90's SPLIT knob
@@ -110,8 +111,22 @@ def sm90_cases() -> tuple[GdnCase, ...]:
         if c.name in _SM90_STAGES2:
             out.append(dataclasses.replace(case, name=f"{c.name}-stages2", stages=2))
         if c.name in _SM90_SPLIT:  # the split scan and its output kernel, at both STAGES
-            out += [dataclasses.replace(case, name=f"{c.name}-split-s{st}", split=1, stages=st) for st in (1, 2)]
+            out += [
+                dataclasses.replace(case, name=f"{c.name}-split-s{st}", split=1, stages=st) for st in (1, 2)
+            ]
     return tuple(out)
+
+
+def sm90_bwd_cases() -> tuple[GdnCase, ...]:
+    """The backward cases on the gdn_sm90_bwd engine: those its build serves (K and V of 64 or 128;
+    the SEGMENT cases left out), BLOCK_V 128 as 64, each at the engine's first plan unless it names one."""
+    return tuple(
+        dataclasses.replace(
+            c, engine="gdn_sm90_bwd", block_v=64 if c.block_v == 128 else c.block_v, occupancy=None
+        )
+        for c in BWD_CASES
+        if c.key_dim in (64, 128) and c.value_dim in (64, 128) and not c.segment
+    )
 
 
 _SM90_STAGES2 = ("varlen-odd", "all-options-gva", "empty-inside")
@@ -299,7 +314,10 @@ def build_bwd_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, d
             out.set_output(True).set_data_type(ports[GRADIENTS[name]].data_type)
             ports[name] = out
     g.create_execution_plans()
-    _select(g, "gdn_cutile_bwd", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy, SEGMENT=case.segment)
+    if case.engine == "gdn_sm90_bwd":
+        _select(g, "gdn_sm90_bwd", force=True, BLOCK_V=case.block_v)
+    else:
+        _select(g, "gdn_cutile_bwd", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy, SEGMENT=case.segment)
     g.build_plans()
     return g, ports
 

@@ -42,7 +42,7 @@ def test_family_blocks_anchors_and_hooks(name, block, anchors):
         anchors,
         "pygraph-engines-linear-attention",
     )
-    extra = {"gdn_cutile_bwd": block + 2} if name == "gdn" else {}
+    extra = {"gdn_cutile_bwd": block + 2, "gdn_sm90_bwd": block + 3} if name == "gdn" else {}
     assert fam.ids == {f"{name}_sm90": block, f"{name}_cutile": block + 1, **extra}
     assert fam.package == "pygraph_linear_attention"
     assert fam.analyzer == ("pygraph_linear_attention.analyzer", "analyze")
@@ -64,12 +64,13 @@ def test_unwritten_engines_are_planned_not_offered_and_say_why(name):
     }
 
 
-def test_gdn_ships_its_three_engines_default_on(monkeypatch):
+def test_gdn_ships_its_four_engines_default_on(monkeypatch):
     fam = pygraph.engines.family_by_name("gdn")
     for slot, module, cls in (
         ("gdn_sm90", "sm90", "GdnSm90Engine"),
         ("gdn_cutile", "cutile", "GdnCutileEngine"),
         ("gdn_cutile_bwd", "cutile", "GdnCutileBwdEngine"),
+        ("gdn_sm90_bwd", "sm90", "GdnSm90BwdEngine"),
     ):
         assert (fam.slots[slot].impl, fam.slots[slot].opt_in) == (
             (f"pygraph_linear_attention.engines.{module}", cls),
@@ -80,12 +81,14 @@ def test_gdn_ships_its_three_engines_default_on(monkeypatch):
         "gdn_sm90": 20100,
         "gdn_cutile": 20101,
         "gdn_cutile_bwd": 20102,
+        "gdn_sm90_bwd": 20103,
     }
     built = pygraph.engines.instantiate(fam)
     assert [(e.name, e.engine_id) for e in built.engines] == [
         ("gdn_sm90", 20100),
         ("gdn_cutile", 20101),
         ("gdn_cutile_bwd", 20102),
+        ("gdn_sm90_bwd", 20103),
     ]
 
 

@@ -443,6 +443,7 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
         "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]",
         "gdn_cutile_bwd[BLOCK_V=64,OCCUPANCY=0,SEGMENT=0]", "gdn_cutile_bwd[BLOCK_V=128,OCCUPANCY=0,SEGMENT=0]",
         "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=32]", "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=16]",
+        "gdn_sm90_bwd[BLOCK_V=32]", "gdn_sm90_bwd[BLOCK_V=64]",  # after, untimed
     ]  # fmt: skip
     g.select_plan(names.index("gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]"))  # the hint: the next test
     g.build_plans()

@@ -7,7 +7,8 @@ empty sequence, initial and final state, each option alone and all together, GQA
 state must be within the case's tolerance (1e-2 for bf16 and fp16 io). The backward: every case of
 `BWD_CASES` (the same, with a 1100-token sequence for the long one), each gradient of the gdn_bwd
 graph against autograd through the float64 reference, within the same tolerance. The gdn_sm90
-engine (CuTe DSL) runs the forward cases its build serves (`gdn_cases.sm90_cases`) the same way.
+engine (CuTe DSL) runs the forward cases its build serves (`gdn_cases.sm90_cases`) the same way,
+and gdn_sm90_bwd the backward's (`gdn_cases.sm90_bwd_cases`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from benchmarks.linear_attention.gdn_cases import (  # noqa: E402
     CASES,
     run_bwd_case,
     run_case,
+    sm90_bwd_cases,
     sm90_cases,
 )
 
@@ -56,4 +58,15 @@ def test_the_backward_matches_autograd_through_the_float64_reference(case):
     print(f"{case.name}: {result}")
     assert result["plan"].startswith("gdn_cutile_bwd[")
     # every gradient within the tolerance (a NaN compares False, so it fails here, not in a max)
+    assert all(err <= case.tolerance for err in result["rel"].values()), result
+
+
+SM90_BWD_CASES = sm90_bwd_cases()
+
+
+@pytest.mark.parametrize("case", SM90_BWD_CASES, ids=[f"sm90-{c.name}" for c in SM90_BWD_CASES])
+def test_the_gdn_sm90_backward_matches_autograd_through_the_float64_reference(case):
+    result = run_bwd_case(case)
+    print(f"sm90-bwd-{case.name}: {result}")
+    assert result["plan"].startswith("gdn_sm90_bwd[")
     assert all(err <= case.tolerance for err in result["rel"].values()), result

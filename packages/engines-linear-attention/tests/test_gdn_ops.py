@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 import pygraph  # noqa: E402
 from pygraph_linear_attention import op_graphs  # noqa: E402
 from pygraph_linear_attention.engines import cutile as engine_mod  # noqa: E402
+from pygraph_linear_attention.engines import sm90 as sm90_mod  # noqa: E402
 from pygraph_linear_attention.ops import gated_delta_net  # noqa: E402
 from pygraph_linear_attention.reference import gated_delta_net_reference  # noqa: E402
 
@@ -159,6 +160,7 @@ def test_a_gdn_bwd_graph_no_engine_serves_raises_the_planners_error(gdn_stand_in
         return "the backward is switched off for this test" if facts.backward else real(facts)
 
     monkeypatch.setattr(engine_mod, "_support_reason", forward_only)
+    monkeypatch.setattr(sm90_mod, "_support_reason", forward_only)  # gdn_sm90_bwd's copy of the rule
     x = {n: t.requires_grad_(n in ("q", "k", "v")) for n, t in _inputs().items()}
     o, _ = gated_delta_net(**x)  # the forward is served
     with pytest.raises(

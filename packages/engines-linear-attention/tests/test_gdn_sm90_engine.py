@@ -1,6 +1,6 @@
-"""gdn_sm90 on the CPU: its support rules, its call path with the compiled function replaced by a
-recorder (pointer order, sizes, the spare address of absent operands, the refusals), and a real
-CuTe DSL compile of its kernels for sm_90a (no GPU needed)."""
+"""gdn_sm90 and gdn_sm90_bwd on the CPU: their support rules, their call paths with the compiled
+function replaced by a recorder (pointer order, sizes, the spare address of absent operands, the
+refusals), and real CuTe DSL compiles of their kernels for sm_90a (no GPU needed)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 import pygraph
 from pygraph import data_type as dt
 from pygraph_linear_attention.engines import sm90 as engine_mod
-from pygraph_linear_attention.engines.sm90 import GdnSm90Engine
-from pygraph_linear_attention.kernels.gdn_sm90_host import Sm90Key, compiled_forward, search_steps
+from pygraph_linear_attention.engines.sm90 import GdnSm90BwdEngine, GdnSm90Engine
+from pygraph_linear_attention.kernels.gdn_sm90_host import Sm90BwdKey, Sm90Key, compiled_forward, search_steps
 
 ENGINE_ID = 20100
 
@@ -185,3 +185,103 @@ def test_a_compiled_forward_is_stored_and_loaded_back_from_the_disk(monkeypatch,
     assert entry.stat().st_size > 0
     host._CACHE.clear()  # a fresh process: only the disk remembers
     assert callable(host.compiled_forward(key)) and built == [1]
+
+
+# --- gdn_sm90_bwd -------------------------------------------------------------------------------------
+
+BWD_ID = 20103
+
+
+def _bwd_graph(t=130, n=3, h=2, hv=4, d=128, *, state=True, final=True):
+    g = pygraph.Graph(name="gdn_bwd", io_data_type=dt.BFLOAT16)
+    q, k = (g.tensor(name=x, dim=[t, h, d], data_type=dt.BFLOAT16) for x in ("q", "k"))
+    v = g.tensor(name="v", dim=[t, hv, d], data_type=dt.BFLOAT16)
+    grad = g.tensor(name="dO", dim=[t, max(h, hv), d], data_type=dt.BFLOAT16)
+    gate, beta = (g.tensor(name=x, dim=[t, hv], data_type=dt.FLOAT) for x in ("g", "beta"))
+    cu = g.tensor(name="cu_seqlens", dim=[n + 1], data_type=dt.INT32)
+    extra = {}
+    if state:
+        extra["initial_state"] = g.tensor(name="h0", dim=[n, max(h, hv), d, d], data_type=dt.FLOAT)
+    if final:
+        extra["d_final_state"] = g.tensor(name="dht", dim=[n, max(h, hv), d, d], data_type=dt.FLOAT)
+    outs = g.gdn_bwd(q=q, k=k, v=v, g=gate, beta=beta, cu_seqlens=cu, dO=grad, **extra)
+    for out, like in zip(outs, (q, k, v, gate, beta, extra.get("initial_state"))):
+        if out is not None:
+            out.set_output(True).set_data_type(like.data_type)
+    g.outputs_for_test = outs
+    return g
+
+
+def test_each_engine_serves_one_direction_and_names_the_other():
+    with pytest.raises(
+        pygraph.GraphNotSupportedError,
+        match="gdn_sm90: serves gdn graphs; gdn_bwd graphs are served by gdn_sm90_bwd",
+    ):
+        GdnSm90Engine(ENGINE_ID).check_support(_bwd_graph().engine_request())
+    with pytest.raises(
+        pygraph.GraphNotSupportedError,
+        match="gdn_sm90_bwd: serves gdn_bwd graphs; gdn graphs are served by gdn_sm90",
+    ):
+        GdnSm90BwdEngine(BWD_ID).check_support(_graph().engine_request())
+    with pytest.raises(pygraph.GraphNotSupportedError, match=r"gdn_sm90_bwd: head dims K=256, V=256"):
+        GdnSm90BwdEngine(BWD_ID).check_support(_bwd_graph(d=256).engine_request())
+
+
+@pytest.fixture
+def bwd_recorder(monkeypatch):
+    fn = _Recorder()
+    monkeypatch.setattr(engine_mod, "compiled_backward", lambda key: fn.keys.append(key) or fn)
+    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
+    fn.keys = []
+    return fn
+
+
+def test_a_backward_call_passes_its_pointers_in_order(bwd_recorder):
+    t, n, h, hv, d = 130, 3, 2, 4, 128
+    g = _built(_bwd_graph(t=t, n=n, h=h, hv=hv, d=d), "gdn_sm90_bwd[BLOCK_V=32]")
+    (key,) = bwd_recorder.keys
+    # GVA (2 q/k heads, 4 output heads): dQ and dK go through the head sums, dV is written directly
+    assert (key.direct_qk, key.direct_v, key.has_h0, key.has_dht) == (False, True, True, True)
+    names = ("q", "k", "v", "g", "beta", "cu_seqlens", "dO", "h0", "dht")
+    addresses = {name: 0x100000 * (i + 1) for i, name in enumerate(names)}
+    tensors = {g.find_tensor(name): addr for name, addr in addresses.items()}
+    outs = [o for o in g.outputs_for_test if o is not None]  # dQ dK dV dG dBeta d_initial_state
+    for i, out in enumerate(outs):
+        tensors[out] = 0x1000000 * (i + 1)
+    workspace = 0x8000000
+    g.execute(tensors, workspace=workspace)
+    (args,) = bwd_recorder.calls
+    pointers, sizes = args[:35], args[35:-1]
+    spare = pointers[5]  # a_log, dt_bias, d_a_log, d_dt_bias absent
+    assert pointers[:19] == (
+        addresses["q"], addresses["k"], addresses["v"], addresses["g"], addresses["beta"], spare, spare,
+        addresses["cu_seqlens"], addresses["h0"], addresses["dO"], addresses["dht"],
+        *(0x1000000 * (i + 1) for i in range(5)), 0x6000000, spare, spare,
+    )  # fmt: skip
+    ws = pointers[19:]  # gamma first, every region 256-byte aligned, in order, the spare last
+    assert ws[0] == workspace and all(p % 256 == 0 for p in ws) and list(ws) == sorted(ws) and spare > ws[-1]
+    assert sizes == (t, n, search_steps(n), h, hv, hv, hv, hv, 1, 1)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
+)
+def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(monkeypatch, tmp_path):
+    from pygraph_linear_attention.kernels import gdn_sm90_host as host
+
+    monkeypatch.setattr(host, "_CACHE", {})
+    monkeypatch.delenv(host.CACHE_ENV, raising=False)
+    monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))
+    key = Sm90BwdKey(
+        key_dim=128, value_dim=128, block_v=32, io_dtype="bfloat16", beta_dtype="bfloat16", h0_dtype="float32",
+        dh0_dtype="bfloat16", dht_dtype="float32", cu_dtype="int64", dg_dtype="float32", dbeta_dtype="bfloat16",
+        da_log_dtype="float32", ddt_bias_dtype="float32", scale=0.1, l2norm=True, beta_sigmoid=True,
+        neg_eigval=True, safe_gate=True, has_dt_bias=True, has_h0=True, has_dht=True, direct_qk=False,
+        direct_v=False,
+    )  # fmt: skip
+    built = []
+    real = host._compile
+    monkeypatch.setattr(host, "_compile", lambda *a: built.append(1) or real(*a))
+    assert callable(host.compiled_backward(key)) and built == [1]
+    host._CACHE.clear()
+    assert callable(host.compiled_backward(key)) and built == [1]

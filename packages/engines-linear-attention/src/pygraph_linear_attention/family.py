@@ -52,7 +52,10 @@ def pygraph_families() -> list[EngineFamily]:
             extra={
                 "gdn_cutile_bwd": EngineSlot(
                     2, impl=("pygraph_linear_attention.engines.cutile", "GdnCutileBwdEngine")
-                )
+                ),
+                "gdn_sm90_bwd": EngineSlot(
+                    3, impl=("pygraph_linear_attention.engines.sm90", "GdnSm90BwdEngine")
+                ),
             },
         ),
         _family("kda", 20200, ("KDA", "KDA_BWD")),

@@ -85,6 +85,13 @@ def recommend(
     # 1.290); first where cuTile is absent. BLOCK_V 32 first (64: 0.815, 3.678, 1.706).
     if "gdn_sm90" in offered and not facts.backward:
         ours += [PlanConfig(offered["gdn_sm90"], knobs) for knobs in sm90_order(facts)]
+    # gdn_sm90_bwd (CuTe DSL) after gdn_cutile_bwd's until timed; its BLOCK_V as the cuTile scans'
+    if "gdn_sm90_bwd" in offered and facts.backward:
+        ours += [
+            PlanConfig(offered["gdn_sm90_bwd"], {"BLOCK_V": b})
+            for b in dict.fromkeys([*(b for b in block_v_order(facts) if b in BLOCK_V_SM90), *BLOCK_V_SM90])
+            if facts.head_dim_v % b == 0
+        ]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
 
 
@@ -110,4 +117,3 @@ def sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
         if first in every:
             every = [first, *(k for k in every if k != first)]
     return every
-    return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)

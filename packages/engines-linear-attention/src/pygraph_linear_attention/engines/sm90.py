@@ -1,12 +1,14 @@
-"""``gdn_sm90``: the ``gdn`` family's Hopper engine (CuTe DSL), the forward.
+"""``gdn_sm90`` and ``gdn_sm90_bwd``: the ``gdn`` family's Hopper engines (CuTe DSL).
 
-Two kernels (``kernels/gdn_sm90_fwd.py``): the per-chunk WY prepare and the state scan with its
-output. It serves what ``gdn_cutile`` serves, within the kernels' narrower build: K and V of 64 or
-128, every operand row-major contiguous ([T, heads, dim]), a_log and dt_bias FLOAT; the backward
-(gdn_bwd) stays with ``gdn_cutile_bwd``. `build_plan` compiles the configuration (CuTe DSL, about 6 s
-on a CPU core, then kept per process and on disk: `gdn_sm90_host.compiled_forward`) and binds the
-operand positions; a call checks the
-declared geometry and the 16-byte alignment the copies need, and launches with raw addresses.
+``gdn_sm90`` (``kernels/gdn_sm90_fwd.py``): the per-chunk WY prepare and the state scan with its
+output. ``gdn_sm90_bwd`` (``kernels/gdn_sm90_bwd.py``): the forward recomputed, the reverse
+gradient scan, the per-chunk gradient kernels and the head sums. They serve what ``gdn_cutile`` and
+``gdn_cutile_bwd`` serve, within the kernels' narrower build: K and V of 64 or 128, every operand
+row-major contiguous ([T, heads, dim]), a_log and dt_bias FLOAT. `build_plan` compiles the
+configuration (CuTe DSL, about 6 s for the forward and 23 s for the backward on a CPU core, then
+kept per process and on disk: `gdn_sm90_host.compiled_forward`, `compiled_backward`) and binds the
+operand positions; a call checks the declared geometry and the 16-byte alignment the copies need,
+and launches with raw addresses.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import (
     HEAD_DIMS_SM90,
     SPLIT_SM90,
     STAGES_SM90,
+    backward_regions,
+    bwd_key_for,
+    compiled_backward,
     compiled_forward,
     key_for,
     search_steps,
@@ -46,20 +51,29 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import (
     workspace_regions,
 )
 
-__all__ = ["GdnSm90Engine", "GdnSm90Plan"]
+__all__ = ["GdnSm90BwdEngine", "GdnSm90Engine", "GdnSm90Plan"]
 
 _INSTALL = "pip install 'pygraph-engines-linear-attention[cute]'"
 # the compiled function's pointer arguments, in order (`gdn_sm90_host`)
 _POINTERS = (
     "q", "k", "v", "g", "beta", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht", "gamma", "w", "u", "hs", "vnew",
 )  # fmt: skip
-_ALIGNED = ("q", "k", "v", "o")  # read or written by 16-byte copies
+_ALIGNED = ("q", "k", "v", "o", "dO")  # read or written by 16-byte copies
+# the compiled backward's (`gdn_sm90_host._compile_backward`)
+_BWD_POINTERS = (
+    "q", "k", "v", "g", "beta", "a_log", "dt_bias", "cu_seqlens", "h0", "dO", "dht",
+    "dQ", "dK", "dV", "dG", "dBeta", "dh0", "d_a_log", "d_dt_bias",
+    "gamma", "w", "u", "t", "hs", "vnew", "dh", "dvnew", "dq", "dk", "dw", "dv", "dgp", "dg", "dbeta", "da",
+)  # fmt: skip
 
 
-def _sm90_reason(facts: LinearAttentionFacts) -> str | None:
-    """Why gdn_sm90 cannot serve a graph gdn_cutile serves (the rule and the value), or None."""
-    if facts.backward:
-        return "serves gdn (the forward); gdn_bwd graphs are served by gdn_cutile_bwd"
+def _sm90_reason(facts: LinearAttentionFacts, backward: bool) -> str | None:
+    """Why gdn_sm90 (``backward``: gdn_sm90_bwd) cannot serve a graph gdn_cutile (gdn_cutile_bwd)
+    serves (the rule and the value), or None."""
+    if facts.backward != backward:
+        mine, theirs = ("gdn_bwd", "gdn") if backward else ("gdn", "gdn_bwd")
+        other = "gdn_sm90" if backward else "gdn_sm90_bwd"
+        return f"serves {mine} graphs; {theirs} graphs are served by {other}"
     if facts.head_dim_k not in HEAD_DIMS_SM90 or facts.head_dim_v not in HEAD_DIMS_SM90:
         return f"head dims K={facts.head_dim_k}, V={facts.head_dim_v}: each must be one of {HEAD_DIMS_SM90}"
     elements = facts.tokens * facts.heads_out * max(facts.head_dim_k, facts.head_dim_v)
@@ -78,13 +92,25 @@ def _sm90_reason(facts: LinearAttentionFacts) -> str | None:
     return None
 
 
+def _sizes(cfg: Any) -> tuple[int, ...]:
+    """The compiled functions' 32-bit size arguments."""
+    return (
+        cfg.tokens, cfg.sequences, search_steps(cfg.sequences), cfg.heads_qk, cfg.heads_v, cfg.heads_out,
+        cfg.heads_g, cfg.heads_beta, cfg.heads_a_log, cfg.heads_dt_bias,
+    )  # fmt: skip
+
+
 class GdnSm90Plan(CompiledPlan):
     """The compiled forward bound to one graph: operand positions, geometry and workspace settled at
     build, down to where each of the compiled function's pointers comes from."""
 
     reads_stream = True
 
-    def __init__(self, name: str, fn: Any, rows: tuple, regions: tuple, sizes: tuple) -> None:
+    engine_name = "gdn_sm90"
+
+    def __init__(
+        self, name: str, fn: Any, rows: tuple, regions: tuple, sizes: tuple, pointers: tuple = _POINTERS
+    ) -> None:
         self._name, self._fn, self._sizes = name, fn, sizes
         # (role, pack position, declared shape, declared stride, 16-byte copies read or write it)
         self._rows = tuple((role, pos, shape, stride, role in _ALIGNED) for role, pos, shape, stride in rows)
@@ -93,9 +119,7 @@ class GdnSm90Plan(CompiledPlan):
         # each pointer argument: (index into the call's operands, -1 for none; workspace offset)
         offsets = {r.name: r.offset for r in regions}
         index = {row[0]: i for i, row in enumerate(self._rows)}
-        self._sources = tuple(
-            (index.get(role, -1), offsets.get(role, offsets["spare"])) for role in _POINTERS
-        )
+        self._sources = tuple((index.get(role, -1), offsets.get(role, offsets["spare"])) for role in pointers)
 
     def get_workspace_size(self) -> int:
         return self._workspace_bytes
@@ -124,7 +148,7 @@ class GdnSm90Plan(CompiledPlan):
         self._fn(*pointers, *self._sizes, ctx.stream or 0)
 
     def _refuse(self, rule: str) -> None:
-        raise ValueError(f"gdn_sm90 (graph {self._name!r}): {rule}")
+        raise ValueError(f"{self.engine_name} (graph {self._name!r}): {rule}")
 
 
 def _knob_values(plan: PlanConfig) -> dict[str, Any]:
@@ -134,6 +158,7 @@ def _knob_values(plan: PlanConfig) -> dict[str, Any]:
 
 class GdnSm90Engine(BaseEngine):
     name = "gdn_sm90"
+    serves_backward = False
     capabilities = Capabilities(
         sm_lo=90,
         sm_hi=90,
@@ -149,7 +174,7 @@ class GdnSm90Engine(BaseEngine):
         facts = self._facts(request)
         reason = (
             _support_reason(facts)
-            or _sm90_reason(facts)
+            or _sm90_reason(facts, self.serves_backward)
             or self.capabilities.mismatch(facts, device=request.device)
         )
         if reason is not None:
@@ -189,6 +214,20 @@ class GdnSm90Engine(BaseEngine):
         facts = self._facts(request)
         block_v, stages, split = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
+        positions, declared, names = self._declared(request, facts)
+        key = key_for(
+            cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
+            cu=names["cu_seqlens"], stages=stages, split=bool(split),
+        )  # fmt: skip
+        rows = tuple(
+            (role, pos, tuple(declared[role].shape), tuple(declared[role].stride))
+            for role, pos in positions.items()
+        )
+        regions = workspace_regions(cfg, bool(split))
+        return GdnSm90Plan(request.graph.name, compiled_forward(key), rows, regions, _sizes(cfg))
+
+    def _declared(self, request: EngineRequest, facts: LinearAttentionFacts) -> tuple[dict, dict, dict]:
+        """The operands' pack positions, declared tensors and dtype names by role."""
         layout = request.layout
         positions = {role: layout.position(t) for role, t in _operands(facts).items()}
         declared = {role: layout.declared[p] for role, p in positions.items()}
@@ -197,18 +236,60 @@ class GdnSm90Engine(BaseEngine):
                 raise GraphNotSupportedError(
                     f"{self.name}: operand {role} has dtype {d.dtype.name}, not served"
                 )
-        names = {role: _NAMES[d.dtype] for role, d in declared.items()}
-        key = key_for(
-            cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
-            cu=names["cu_seqlens"], stages=stages, split=bool(split),
-        )  # fmt: skip
-        sizes = (
-            cfg.tokens, cfg.sequences, search_steps(cfg.sequences), cfg.heads_qk, cfg.heads_v, cfg.heads_out,
-            cfg.heads_g, cfg.heads_beta, cfg.heads_a_log, cfg.heads_dt_bias,
-        )  # fmt: skip
+        return positions, declared, {role: _NAMES[d.dtype] for role, d in declared.items()}
+
+
+class GdnSm90BwdPlan(GdnSm90Plan):
+    engine_name = "gdn_sm90_bwd"
+
+
+class GdnSm90BwdEngine(GdnSm90Engine):
+    """``gdn_sm90_bwd``: gdn_bwd graphs (BLOCK_V: the value rows of the gradient scans' CTAs)."""
+
+    name = "gdn_sm90_bwd"
+    serves_backward = True
+    capabilities = Capabilities(
+        sm_lo=90,
+        sm_hi=90,
+        dtypes={data_type.BFLOAT16, data_type.HALF},
+        features=_FEATURES,
+        knob_domains={"BLOCK_V": BLOCK_V_SM90},
+    )
+
+    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int]:
+        block_v = _knob_values(plan).get("BLOCK_V", BLOCK_V_SM90[0])
+        if block_v not in BLOCK_V_SM90:
+            raise GraphNotSupportedError(
+                f"{self.name}: knob BLOCK_V={block_v!r} outside its domain {BLOCK_V_SM90}"
+            )
+        if facts.head_dim_v % block_v:
+            raise GraphNotSupportedError(
+                f"{self.name}: BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
+            )
+        return block_v, 1, 1
+
+    def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
+        last = backward_regions(config_for(self._facts(request), BLOCK_V_SM90[0]))[-1]
+        return last.offset + last.nbytes
+
+    def build_plan(
+        self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
+    ) -> CompiledPlan:
+        self.check_support(request)
+        facts = self._facts(request)
+        block_v, _, _ = self._knobs(facts, plan)
+        cfg = config_for(facts, block_v)
+        positions, declared, names = self._declared(request, facts)
+        key = bwd_key_for(cfg, names)
         rows = tuple(
             (role, pos, tuple(declared[role].shape), tuple(declared[role].stride))
             for role, pos in positions.items()
         )
-        regions = workspace_regions(cfg, bool(split))
-        return GdnSm90Plan(request.graph.name, compiled_forward(key), rows, regions, sizes)
+        return GdnSm90BwdPlan(
+            request.graph.name,
+            compiled_backward(key),
+            rows,
+            backward_regions(cfg),
+            _sizes(cfg),
+            _BWD_POINTERS,
+        )

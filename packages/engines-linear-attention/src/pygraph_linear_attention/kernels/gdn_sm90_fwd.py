@@ -229,6 +229,7 @@ class GdnSm90Fwd:
         store_ht: bool,
         stages: int = 1,
         split: bool = False,
+        store_t: bool = False,
     ) -> None:
         self.K, self.V, self.BV = key_dim, value_dim, block_v
         self.io = _DT[io_dtype]
@@ -242,6 +243,7 @@ class GdnSm90Fwd:
         # split: the scan stores each chunk's entering state and v_new, and `output` computes every
         # chunk's output at once (two products per chunk step in the scan instead of five)
         self.split = split
+        self.store_t = store_t  # prepare also stores each chunk's T = (I + A)^-1 (the backward reads it)
         self.stages = stages  # the scan's shared buffers of q, k, w, u and gamma: 2 prefetches the next chunk
 
     # ------------------------------------------------------------------ host side (traced once)
@@ -318,7 +320,7 @@ class GdnSm90Fwd:
             heads_out // heads_a_log, heads_out // heads_dt_bias,
         )  # fmt: skip
         self.prepare(
-            mK, mV, mG, mBeta, mALog, mDtBias, mCu, mGamma, mW, mU, sequences, search_steps, groups
+            mK, mV, mG, mBeta, mALog, mDtBias, mCu, mGamma, mW, mU, mHs, sequences, search_steps, groups
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
         self.scan(mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, groups[0]).launch(
             grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
@@ -342,6 +344,7 @@ class GdnSm90Fwd:
         mGamma: cute.Tensor,
         mW: cute.Tensor,
         mU: cute.Tensor,
+        mT: cute.Tensor,  # [slots, HO, C, C] io, written only with store_t
         sequences: Int32,
         search_steps: Int32,
         groups: Any,
@@ -451,6 +454,10 @@ class GdnSm90Fwd:
                     col = flat % V
                     sV[row, col] = (sV[row, col].to(Float32) * sBeta[row]).to(io)
             cute.arch.sync_threads()
+            if const_expr(self.store_t):
+                for e in cutlass.range_constexpr(C * C // THREADS):
+                    flat = tidx + e * THREADS
+                    mT[slot, h, flat // C, flat % C] = sT[flat // C, flat % C]
 
             # w = T kw, u = T vw: B is kw / vw read column-wise (N = K or V, K = the chunk)
             mma_ck = _tiled_mma(io, C, K)

@@ -27,7 +27,11 @@ __all__ = [
     "HEAD_DIMS_SM90",
     "SPLIT_SM90",
     "STAGES_SM90",
+    "Sm90BwdKey",
     "Sm90Key",
+    "backward_regions",
+    "bwd_key_for",
+    "compiled_backward",
     "compiled_forward",
     "search_steps",
     "workspace_bytes",
@@ -55,6 +59,7 @@ HEAD_DIMS_SM90 = (64, 128)  # K and V: the tiles' registers are sized for these
 _CACHE: dict[tuple, Any] = {}
 CACHE_ENV = "PYGRAPH_GDN_SM90_CACHE_DIR"
 FN_NAME = "pygraph_gdn_sm90_fwd"
+BWD_FN_NAME = "pygraph_gdn_sm90_bwd"
 _LOCK = threading.Lock()
 
 
@@ -94,6 +99,67 @@ def key_for(
     )  # fmt: skip
 
 
+@dataclasses.dataclass(frozen=True)
+class Sm90BwdKey:
+    """What one compiled backward is specialised for: the forward's fields it recomputes, the
+    gradients' dtypes (by name) and which of them the chunk kernels write themselves."""
+
+    key_dim: int
+    value_dim: int
+    block_v: int
+    io_dtype: str
+    beta_dtype: str
+    h0_dtype: str  # "float32" when there is no initial state
+    dh0_dtype: str
+    dht_dtype: str  # "float32" when there is no d_final_state
+    cu_dtype: str
+    dg_dtype: str
+    dbeta_dtype: str
+    da_log_dtype: str
+    ddt_bias_dtype: str
+    scale: float
+    l2norm: bool
+    beta_sigmoid: bool
+    neg_eigval: bool
+    safe_gate: bool
+    has_dt_bias: bool
+    has_h0: bool
+    has_dht: bool
+    direct_qk: bool
+    direct_v: bool
+
+
+def bwd_key_for(cfg: Any, names: dict[str, str]) -> Sm90BwdKey:
+    """The backward's key for ``cfg`` (a `GdnCutileBwdConfig`) and the operands' dtypes by role."""
+    f32 = "float32"
+    return Sm90BwdKey(
+        key_dim=cfg.key_dim, value_dim=cfg.value_dim, block_v=cfg.block_v, io_dtype=cfg.io_dtype,
+        beta_dtype=names["beta"], h0_dtype=names.get("h0", f32), dh0_dtype=names.get("dh0", f32),
+        dht_dtype=names.get("dht", f32), cu_dtype=names["cu_seqlens"], dg_dtype=names["dG"],
+        dbeta_dtype=names["dBeta"], da_log_dtype=names.get("d_a_log", f32),
+        ddt_bias_dtype=names.get("d_dt_bias", f32), scale=float(cfg.scale), l2norm=cfg.use_qk_l2norm,
+        beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval, safe_gate=cfg.safe_gate,
+        has_dt_bias=cfg.has_dt_bias, has_h0=cfg.has_initial_state, has_dht=cfg.has_d_final_state,
+        direct_qk=cfg.direct_qk, direct_v=cfg.direct_v,
+    )  # fmt: skip
+
+
+def backward_regions(cfg: Any) -> tuple[Region, ...]:
+    """The backward's workspace: the forward's gamma, w and u, each chunk's T, entering state and its
+    gradient (io dtype), v_new and dv_new; the per-output-head gradients (fp32, dw in the io dtype:
+    an operand), d gamma's output terms, dg, dbeta and the a_log terms; the spare."""
+    t, ho, k, v, io, f32 = cfg.tokens, cfg.heads_out, cfg.key_dim, cfg.value_dim, cfg.io_dtype, "float32"
+    slots = prepare_slots(cfg)
+    rows = [
+        ("gamma", f32, (t, ho)), ("w", io, (t, ho, k)), ("u", io, (t, ho, v)),
+        ("t", io, (slots, ho, CHUNK, CHUNK)), ("hs", io, (slots, ho, v, k)), ("vnew", io, (t, ho, v)),
+        ("dh", io, (slots, ho, v, k)), ("dvnew", io, (t, ho, v)), ("dq", f32, (t, ho, k)),
+        ("dk", f32, (t, ho, k)), ("dw", io, (t, ho, k)), ("dv", f32, (t, ho, v)), ("dgp", f32, (t, ho)),
+        ("dg", f32, (t, ho)), ("dbeta", f32, (t, ho)), ("da", f32, (t, ho)),
+    ]  # fmt: skip
+    return layout_regions([*rows, ("spare", "float32", (64,))])
+
+
 def workspace_regions(cfg: GdnCutileConfig, split: bool = False) -> tuple[Region, ...]:
     """gamma (fp32), w and u (the io dtype), with ``split`` the chunks' entering states and v_new (io
     dtype), and the spare address absent operands point at."""
@@ -126,9 +192,19 @@ def compiled_forward(key: Sm90Key, arch: str = ARCH) -> Any:
     PYGRAPH_CACHE_DIR moves it, ``off`` disables it), so a configuration compiles (about 6 s) once
     per machine, not once per process. An edited kernel module never loads a stale object: the
     disk key holds the digest of this module and the kernels'."""
+    return _compiled(key, arch)
+
+
+def compiled_backward(key: Sm90BwdKey, arch: str = ARCH) -> Any:
+    """The compiled backward for ``key``, kept as `compiled_forward` keeps the forward."""
+    return _compiled(key, arch)
+
+
+def _compiled(key: Any, arch: str) -> Any:
     found = _CACHE.get((key, arch))
     if found is not None:
         return found
+    name = BWD_FN_NAME if isinstance(key, Sm90BwdKey) else FN_NAME
     with _LOCK:
         found = _CACHE.get((key, arch))
         if found is None:
@@ -138,9 +214,9 @@ def compiled_forward(key: Sm90Key, arch: str = ARCH) -> Any:
             else:
                 found = disk.fetch(
                     _disk_key(key, arch),
-                    load=_load_object,
+                    load=lambda path: _load_object(path, name),
                     build=lambda: _compile(key, arch),
-                    save=_save_object,
+                    save=lambda fn, path: _save_object(fn, path, name),
                 )
             _CACHE[(key, arch)] = found
     return found
@@ -156,7 +232,13 @@ def _disk() -> Any:
 def _disk_key(key: Sm90Key, arch: str) -> str:
     import cutlass
 
-    ident = (dataclasses.astuple(key), arch, getattr(cutlass, "__version__", "?"), _source_digest())
+    ident = (
+        type(key).__name__,
+        dataclasses.astuple(key),
+        arch,
+        getattr(cutlass, "__version__", "?"),
+        _source_digest(),
+    )
     return hashlib.sha256(repr(ident).encode()).hexdigest()[:24]
 
 
@@ -164,23 +246,25 @@ def _source_digest() -> str:
     """sha256 of the kernel module and this one: what a compiled object is built from."""
     digest = hashlib.sha256()
     here = Path(__file__).resolve().parent
-    for name in ("gdn_sm90_fwd.py", "gdn_sm90_host.py"):
+    for name in ("gdn_sm90_fwd.py", "gdn_sm90_bwd.py", "gdn_sm90_host.py"):
         digest.update(name.encode())
         digest.update((here / name).read_bytes())
     return digest.hexdigest()
 
 
-def _load_object(path: Path) -> Any:
+def _load_object(path: Path, name: str = FN_NAME) -> Any:
     import cutlass.cute as cute
 
-    return getattr(cute.runtime.load_module(str(path), enable_tvm_ffi=True), FN_NAME)
+    return getattr(cute.runtime.load_module(str(path), enable_tvm_ffi=True), name)
 
 
-def _save_object(fn: Any, path: Path) -> None:
-    fn.export_to_c(str(path), function_name=FN_NAME)
+def _save_object(fn: Any, path: Path, name: str = FN_NAME) -> None:
+    fn.export_to_c(str(path), function_name=name)
 
 
-def _compile(key: Sm90Key, arch: str) -> Any:
+def _compile(key: Any, arch: str) -> Any:
+    if isinstance(key, Sm90BwdKey):
+        return _compile_backward(key, arch)
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_stream, make_ptr
@@ -205,6 +289,48 @@ def _compile(key: Sm90Key, arch: str) -> Any:
         ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(f32, 4), ptr(key.beta_dtype, 2), ptr(f32, 4), ptr(f32, 4),
         cu, ptr(key.h0_dtype, 4), ptr(io, 16), ptr(key.ht_dtype, 4), ptr(f32, 4), ptr(io, 16), ptr(io, 16),
         ptr(io, 16), ptr(io, 16),
+    ]  # fmt: skip
+    sizes = [cutlass.Int32(1)] * 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # trace-time advisories on the intended fully unrolled loops
+        return cute.compile(
+            kernel, *pointers, *sizes, make_fake_stream(), options=f"--enable-tvm-ffi --gpu-arch {arch}"
+        )
+
+
+def _compile_backward(key: Sm90BwdKey, arch: str) -> Any:
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    from pygraph_linear_attention.kernels.gdn_sm90_bwd import GdnSm90Bwd
+    from pygraph_linear_attention.kernels.gdn_sm90_fwd import _DT
+
+    kernel = GdnSm90Bwd(
+        key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,
+        beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, cu_dtype=key.cu_dtype, scale=key.scale,
+        l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval, safe_gate=key.safe_gate,
+        has_dt_bias=key.has_dt_bias, has_h0=key.has_h0, has_dht=key.has_dht, direct_qk=key.direct_qk,
+        direct_v=key.direct_v,
+    )  # fmt: skip
+    gmem = cute.AddressSpace.gmem
+
+    def ptr(dtype: str, align: int) -> Any:
+        return make_ptr(_DT[dtype], 0, gmem, assumed_align=align)
+
+    io, f32 = key.io_dtype, "float32"
+    cu = make_ptr(cutlass.Int64 if key.cu_dtype == "int64" else cutlass.Int32, 0, gmem, assumed_align=4)
+    pointers = [
+        # q k v g beta a_log dt_bias cu_seqlens h0 dO dht
+        ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(f32, 4), ptr(key.beta_dtype, 2), ptr(f32, 4), ptr(f32, 4),
+        cu, ptr(key.h0_dtype, 4), ptr(io, 16), ptr(key.dht_dtype, 4),
+        # dQ dK dV dG dBeta d_initial_state d_a_log d_dt_bias
+        ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(key.dg_dtype, 2), ptr(key.dbeta_dtype, 2),
+        ptr(key.dh0_dtype, 4), ptr(key.da_log_dtype, 2), ptr(key.ddt_bias_dtype, 2),
+        # the workspace: gamma w u t hs vnew dh dvnew dq dk dw dv dgp dg dbeta da
+        ptr(f32, 4), ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16),
+        ptr(io, 16), ptr(f32, 16), ptr(f32, 16), ptr(io, 16), ptr(f32, 16), ptr(f32, 4), ptr(f32, 4),
+        ptr(f32, 4), ptr(f32, 4),
     ]  # fmt: skip
     sizes = [cutlass.Int32(1)] * 10
     with warnings.catch_warnings():
