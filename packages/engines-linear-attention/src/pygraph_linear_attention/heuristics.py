@@ -1,11 +1,11 @@
 """The ``gdn``, ``kda`` and ``gdn2`` families' ranking hook.
 
-``gdn``: ``gdn_cutile`` (the forward), ``gdn_cutile_bwd`` (the backward) and ``gdn_sm90`` (the CuTe
-DSL forward). First OCCUPANCY=2 (two CTAs per SM on the per-chunk kernels, the measured fastest) at
+``gdn``: ``gdn_cutile`` (the forward), ``gdn_cutile_bwd`` (the backward), ``gdn_sm90`` and
+``gdn_sm90_bwd`` (the CuTe DSL forward and backward). First OCCUPANCY=2 (two CTAs per SM on the per-chunk kernels, the measured fastest) at
 BLOCK_V 32 for the forward and the hook's BLOCK_V for the backward, then every BLOCK_V that tiles
 the value head dim at the compiler's occupancy (the hook's first), then, untimed, for autotune: the
 forward's other BLOCK_V values at OCCUPANCY=2, the other hints, and the first entry with each
-SEGMENT (the split scans); then the forward's gdn_sm90 plans (measured slower). No backend lowers
+SEGMENT (the split scans); then the CuTe DSL engines' plans (gdn_sm90, gdn_sm90_bwd: measured slower). No backend lowers
 these ops, so the backend's block is empty; it keeps its place after ours. ``kda`` and ``gdn2``
 have no engine yet, so their list is the backend's block (empty: planning raises
 `pygraph.GraphNotSupportedError` naming each planned slot's reason).
@@ -85,7 +85,9 @@ def recommend(
     # 1.290); first where cuTile is absent. BLOCK_V 32 first (64: 0.815, 3.678, 1.706).
     if "gdn_sm90" in offered and not facts.backward:
         ours += [PlanConfig(offered["gdn_sm90"], knobs) for knobs in sm90_order(facts)]
-    # gdn_sm90_bwd (CuTe DSL) after gdn_cutile_bwd's until timed; its BLOCK_V as the cuTile scans'
+    # gdn_sm90_bwd (CuTe DSL) after gdn_cutile_bwd's: slower where timed (H200, 2026-12-02, forward+
+    # backward of the CuTe pair against gdn_cutile's first, ms: B4 T4096 2.765 / 2.549, B1 T32768
+    # 9.157 / 7.120, varlen8 6.478 / 5.931); first where cuTile is absent. BLOCK_V by block_v_order.
     if "gdn_sm90_bwd" in offered and facts.backward:
         ours += [
             PlanConfig(offered["gdn_sm90_bwd"], {"BLOCK_V": b})
