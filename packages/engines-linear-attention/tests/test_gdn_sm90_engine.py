@@ -285,3 +285,20 @@ def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(monkey
     assert callable(host.compiled_backward(key)) and built == [1]
     host._CACHE.clear()
     assert callable(host.compiled_backward(key)) and built == [1]
+
+
+def test_per_chunk_states_past_32_bit_offsets_are_declined_where_they_are_stored(recorder):
+    # 2^19 tokens x 16 heads x 128: the operands fit 32-bit offsets (2^30), the per-chunk states not
+    big = {"t": 2**19, "n": 1, "h": 16, "hv": 16}
+    reason = "the per-chunk states hold (T // 64 + N + 1) x heads x V x K = 8194 x 16 x 128 x 128"
+    with pytest.raises(
+        pygraph.GraphNotSupportedError, match=r"gdn_sm90_bwd: the per-chunk states hold"
+    ) as err:
+        GdnSm90BwdEngine(BWD_ID).check_support(_bwd_graph(**big).engine_request())
+    assert reason in str(err.value)
+    g = _graph(**big)
+    GdnSm90Engine(ENGINE_ID).check_support(g.engine_request())  # the fused forward stores none
+    with pytest.raises(pygraph.GraphNotSupportedError, match=r"gdn_sm90: SPLIT=1: the per-chunk states hold"):
+        GdnSm90Engine(ENGINE_ID).build_plan(
+            g.engine_request(), pygraph.engines.base.PlanConfig(ENGINE_ID, {"SPLIT": 1}), None
+        )

@@ -67,6 +67,19 @@ _BWD_POINTERS = (
 )  # fmt: skip
 
 
+def _chunk_states_reason(facts: LinearAttentionFacts) -> str | None:
+    """Why the per-chunk states ([T // 64 + N + 1, HO, V, K]: the split scan's and the backward's)
+    cannot be indexed with 32-bit offsets, or None."""
+    slots = facts.tokens // 64 + facts.sequences + 1
+    elements = slots * facts.heads_out * facts.head_dim_v * facts.head_dim_k
+    if elements >= 2**31:
+        return (
+            f"the per-chunk states hold (T // 64 + N + 1) x heads x V x K = {slots} x {facts.heads_out} x "
+            f"{facts.head_dim_v} x {facts.head_dim_k} = {elements} elements: the kernels index with 32-bit offsets (< 2^31)"
+        )
+    return None
+
+
 def _sm90_reason(facts: LinearAttentionFacts, backward: bool) -> str | None:
     """Why gdn_sm90 (``backward``: gdn_sm90_bwd) cannot serve a graph gdn_cutile (gdn_cutile_bwd)
     serves (the rule and the value), or None."""
@@ -82,6 +95,10 @@ def _sm90_reason(facts: LinearAttentionFacts, backward: bool) -> str | None:
             f"T x heads x head dim = {facts.tokens} x {facts.heads_out} x "
             f"{max(facts.head_dim_k, facts.head_dim_v)} = {elements}: the kernels index with 32-bit offsets (< 2^31)"
         )
+    if backward:
+        reason = _chunk_states_reason(facts)
+        if reason is not None:
+            return reason
     for role, t in _operands(facts).items():
         if role in ("a_log", "dt_bias") and t.data_type is not data_type.FLOAT:
             return f"{role} must be FLOAT, got {t.data_type.name}"
@@ -189,6 +206,8 @@ class GdnSm90Engine(BaseEngine):
         split = knobs.get("SPLIT", SPLIT_SM90[0])
         if split not in SPLIT_SM90:
             raise GraphNotSupportedError(f"{self.name}: knob SPLIT={split!r} outside its domain {SPLIT_SM90}")
+        if split and (reason := _chunk_states_reason(facts)) is not None:
+            raise GraphNotSupportedError(f"{self.name}: SPLIT=1: {reason}")
         if block_v not in BLOCK_V_SM90:
             raise GraphNotSupportedError(
                 f"{self.name}: knob BLOCK_V={block_v!r} outside its domain {BLOCK_V_SM90}"
