@@ -441,7 +441,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--budget-s", type=float, default=420.0)
     parser.add_argument("--out", default=os.environ.get("OUT"))
-    parser.add_argument("--skip", default="", help="comma list: cases, timing, fwd (the forward's timing), bwd, fla, cudnn")
+    parser.add_argument(
+        "--skip", default="", help="comma list: cases, timing, fwd (the forward's timing), bwd, fla, cudnn"
+    )
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {list(SHAPES)}")
     parser.add_argument("--profile", action="store_true", help="print each plan's kernels' times")
     parser.add_argument(
