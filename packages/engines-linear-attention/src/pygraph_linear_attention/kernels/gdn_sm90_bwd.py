@@ -158,7 +158,6 @@ class GdnSm90Bwd:
     ) -> None:
         self.K, self.V, self.BV = key_dim, value_dim, block_v
         self.io = _DT[io_dtype]
-        self.cu_t = cutlass.Int64 if cu_dtype == "int64" else Int32
         self.scale = scale
         self.l2norm, self.beta_sigmoid, self.neg_eigval = l2norm, beta_sigmoid, neg_eigval
         self.safe_gate, self.has_dt_bias = safe_gate, has_dt_bias
