@@ -118,8 +118,9 @@ def _sizes(cfg: Any) -> tuple[int, ...]:
 
 
 class GdnSm90Plan(CompiledPlan):
-    """The compiled forward bound to one graph: operand positions, geometry and workspace settled at
-    build, down to where each of the compiled function's pointers comes from."""
+    """The compiled forward (or, as `GdnSm90BwdPlan`, backward) bound to one graph: operand positions,
+    geometry and workspace settled at build, down to where each of the compiled function's pointers
+    (``pointers``, in its argument order) comes from."""
 
     reads_stream = True
 
@@ -259,6 +260,8 @@ class GdnSm90Engine(BaseEngine):
 
 
 class GdnSm90BwdPlan(GdnSm90Plan):
+    """The compiled backward bound to one graph (its refusals name gdn_sm90_bwd)."""
+
     engine_name = "gdn_sm90_bwd"
 
 
