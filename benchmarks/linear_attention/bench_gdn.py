@@ -127,14 +127,17 @@ def _ours(
     segment: Any = None,
     engine: Any = None,
     stages: Any = None,
+    wgmma: Any = None,
 ) -> tuple[Any, Any]:
-    """(call, output) of our plan at ``block_v`` (and ``occupancy``, ``segment``, ``engine``; None: the
-    hook's first pick): the graph built once, the call one execute()."""
+    """(call, output) of our plan at ``block_v`` (and ``occupancy``, ``segment``, ``engine``,
+    ``stages``, ``wgmma``: gdn_sm90's split scan on warpgroup MMAs; None: the hook's first pick):
+    the graph built once, the call one execute()."""
     import torch
 
     case = dataclasses.replace(
-        case, block_v=block_v, occupancy=occupancy, segment=segment, engine=engine, stages=stages
-    )
+        case, block_v=block_v, occupancy=occupancy, segment=segment, engine=engine, stages=stages,
+        split=1 if wgmma else None, wgmma=wgmma,
+    )  # fmt: skip
     g, ports = build_graph(case, tensors, {})
     out = torch.empty(sum(case.lengths), HEADS, DIM, dtype=torch.bfloat16, device="cuda")
     workspace = torch.empty(g.get_workspace_size(), dtype=torch.uint8, device="cuda")
@@ -270,9 +273,9 @@ def timing(run: TimingRun) -> list[dict]:
             call, out = _ours(case, tensors, bv, occupancy, segment)
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
-        for bv, stages in itertools.product(run.sm90_block_vs, STAGES_SM90):
-            label = f"ours[sm90 BV={bv},ST={stages}]"
-            call, out = _ours(case, tensors, bv, engine="gdn_sm90", stages=stages)
+        for bv, stages, wgmma in itertools.product(run.sm90_block_vs, STAGES_SM90, (None, 1)):
+            label = f"ours[sm90 BV={bv},ST={stages}{',WG' if wgmma else ''}]"
+            call, out = _ours(case, tensors, bv, engine="gdn_sm90", stages=stages, wgmma=wgmma)
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
         first = _label(FWD_BLOCK_VS[0])
@@ -326,16 +329,22 @@ def _ours_fwd_bwd(
     occupancy: Any = None,
     segment: Any = None,
     sm90: bool = False,
+    wgmma: Any = None,
 ) -> tuple[Any, dict]:
     """(call, gradients) of our forward then backward graphs, built once: the forward the hook's
     first plan, the backward at ``block_v``; both at ``occupancy`` and ``segment`` where given;
-    with ``sm90`` the CuTe DSL engines' (gdn_sm90's first plan, gdn_sm90_bwd at ``block_v``)."""
+    with ``sm90`` the CuTe DSL engines' (gdn_sm90's first plan, gdn_sm90_bwd at ``block_v``; with
+    ``wgmma`` both on warpgroup MMAs, the forward's split scan at STAGES 2)."""
     import torch
 
-    fwd_call, _ = _ours(case, tensors, None, occupancy, segment, engine="gdn_sm90" if sm90 else None)
+    fwd_call, _ = _ours(
+        case, tensors, 32 if wgmma else None, occupancy, segment, engine="gdn_sm90" if sm90 else None,
+        stages=2 if wgmma else None, wgmma=wgmma,
+    )  # fmt: skip
     case = dataclasses.replace(
-        case, block_v=block_v, occupancy=occupancy, segment=segment, engine="gdn_sm90_bwd" if sm90 else None
-    )
+        case, block_v=block_v, occupancy=occupancy, segment=segment, engine="gdn_sm90_bwd" if sm90 else None,
+        wgmma=wgmma,
+    )  # fmt: skip
     bwd_tensors = {**tensors, "dO": d_o}
     g, ports = build_bwd_graph(case, bwd_tensors, {})
     grads = {n: torch.empty_like(tensors[n]) for n in _GRADS}
@@ -414,9 +423,9 @@ def timing_bwd(run: TimingRun) -> list[dict]:
                 diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)
                 print(f"  {shape} {label} vs the first: rel diff of the gradients {diffs}")
             ours = grads if ours is None else ours  # the first column's gradients meet the anchors
-        for bv in run.sm90_block_vs:
-            label = f"ours[sm90 bwd {bv}]"
-            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, sm90=True)
+        for bv, wgmma in itertools.product(run.sm90_block_vs, (None, 1)):
+            label = f"ours[sm90 bwd {bv}{' WG' if wgmma else ''}]"
+            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, sm90=True, wgmma=wgmma)
             _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
             columns[label] = call
             diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)

@@ -56,6 +56,7 @@ class GdnCase:
     )
     stages: int | None = None  # gdn_sm90's STAGES knob
     split: int | None = None  # gdn_sm90's SPLIT knob
+    wgmma: int | None = None  # gdn_sm90's and gdn_sm90_bwd's WGMMA knob
     tolerance: float = 1e-2
 
     @property
@@ -114,19 +115,26 @@ def sm90_cases() -> tuple[GdnCase, ...]:
             out += [
                 dataclasses.replace(case, name=f"{c.name}-split-s{st}", split=1, stages=st) for st in (1, 2)
             ]
+            out += [  # the split scan on warpgroup MMAs
+                dataclasses.replace(case, name=f"{c.name}-wgmma-s{st}", split=1, stages=st, wgmma=1)
+                for st in (1, 2)
+            ]
     return tuple(out)
 
 
 def sm90_bwd_cases() -> tuple[GdnCase, ...]:
     """The backward cases on the gdn_sm90_bwd engine: those its build serves (K and V of 64 or 128;
-    the SEGMENT cases left out), BLOCK_V 128 as 64, each at the engine's first plan unless it names one."""
-    return tuple(
-        dataclasses.replace(
+    the SEGMENT cases left out), BLOCK_V 128 as 64, each at the engine's first plan unless it names
+    one, and each again with WGMMA 1 (the scans on warpgroup MMAs)."""
+    out = []
+    for c in BWD_CASES:
+        if c.key_dim not in (64, 128) or c.value_dim not in (64, 128) or c.segment:
+            continue
+        case = dataclasses.replace(
             c, engine="gdn_sm90_bwd", block_v=64 if c.block_v == 128 else c.block_v, occupancy=None
         )
-        for c in BWD_CASES
-        if c.key_dim in (64, 128) and c.value_dim in (64, 128) and not c.segment
-    )
+        out += [case, dataclasses.replace(case, name=f"{c.name}-wgmma", wgmma=1)]
+    return tuple(out)
 
 
 _SM90_STAGES2 = ("varlen-odd", "all-options-gva", "empty-inside")
@@ -202,7 +210,15 @@ def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]
         ports["final_state"] = final
     g.create_execution_plans()
     if case.engine == "gdn_sm90":
-        _select(g, "gdn_sm90", force=True, BLOCK_V=case.block_v, STAGES=case.stages, SPLIT=case.split)
+        _select(
+            g,
+            "gdn_sm90",
+            force=True,
+            BLOCK_V=case.block_v,
+            STAGES=case.stages,
+            SPLIT=case.split,
+            WGMMA=case.wgmma,
+        )
     else:
         _select(g, "gdn_cutile", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy, SEGMENT=case.segment)
     g.build_plans()
@@ -315,7 +331,7 @@ def build_bwd_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, d
             ports[name] = out
     g.create_execution_plans()
     if case.engine == "gdn_sm90_bwd":
-        _select(g, "gdn_sm90_bwd", force=True, BLOCK_V=case.block_v)
+        _select(g, "gdn_sm90_bwd", force=True, BLOCK_V=case.block_v, WGMMA=case.wgmma)
     else:
         _select(g, "gdn_cutile_bwd", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy, SEGMENT=case.segment)
     g.build_plans()

@@ -4,7 +4,8 @@
 #   source /tmp/site/env.sh && source .dev3/cutile.sh && bash scripts/device/gdn_cutile.sh [PART] [bench args...]
 # PART: all (default: fwd, bwd, fla, ops, bench), fwd (the forward's sm90 tests, gdn_sm90's among them),
 # sm90 (gdn_sm90's, the CuTe DSL forward, alone), sm90bwd (gdn_sm90_bwd's, the CuTe DSL backward,
-# alone), bwd (the backward's, both engines'),
+# alone), wgmma (the cases of both CuTe DSL engines on warpgroup MMAs, WGMMA 1), bwd (the backward's,
+# both engines'),
 # fla (the forward against flash-linear-attention's on the same inputs),
 # ops (the torch op's sm90 tests: opcheck, a side stream, a compiled training step), memcheck
 # (compute-sanitizer over one forward and one backward case; not in all), ncu KERNEL [SHAPE] [--bwd]
@@ -18,7 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
 part=all
-case "${1:-}" in all|fwd|sm90|sm90bwd|bwd|fla|ops|memcheck|ncu|bench) part=$1; shift ;; esac
+case "${1:-}" in all|fwd|sm90|sm90bwd|wgmma|bwd|fla|ops|memcheck|ncu|bench) part=$1; shift ;; esac
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
 python3 -c "import cuda.tile, torch; print('cuda.tile', cuda.tile.__version__, 'torch', torch.__version__)" 2>&1 | tee -a "$OUTDIR/device.txt"
 tests=packages/engines-linear-attention/tests/test_gdn_cutile_sm90.py
@@ -43,6 +44,7 @@ run_tests() {  # $1: pytest -k expression, $2: log name
 if [ "$part" = all ] || [ "$part" = fwd ]; then run_tests forward gdn_sm90_fwd_pytest.log; fi
 if [ "$part" = sm90 ]; then run_tests gdn_sm90_forward gdn_sm90_engine_pytest.log; fi
 if [ "$part" = sm90bwd ]; then run_tests gdn_sm90_backward gdn_sm90_bwd_engine_pytest.log; fi
+if [ "$part" = wgmma ]; then run_tests wgmma gdn_sm90_wgmma_pytest.log; fi
 if [ "$part" = all ] || [ "$part" = bwd ]; then run_tests backward gdn_sm90_bwd_pytest.log; fi
 if [ "$part" = all ] || [ "$part" = fla ]; then
   python3 -m pytest -m sm90 -p no:cacheprovider -q -rs -s packages/engines-linear-attention/tests/test_gdn_vs_fla_sm90.py \

@@ -1,6 +1,7 @@
 """Where a gdn_cutile kernel's warps stall, per source line, from Nsight Compute's source counters.
 
-    python3 scripts/device/gdn_profile.py run SHAPE [--bwd]   # the hook's first plan, called twice
+    python3 scripts/device/gdn_profile.py run SHAPE [--bwd] [--sm90-wgmma]  # the hook's first plan
+        (or the CuTe DSL pair on warpgroup MMAs, BLOCK_V 32), called twice
     python3 scripts/device/gdn_profile.py lines CSV [--top 22] # the lines with the most stall samples
 
 `gdn_cutile.sh ncu KERNEL [SHAPE] [--bwd]` runs the first under ncu (the kernel's second launch) and
@@ -13,7 +14,7 @@ import argparse
 import csv
 
 
-def run(shape: str, backward: bool) -> None:
+def run(shape: str, backward: bool, sm90_wgmma: bool = False) -> None:
     import torch
 
     from benchmarks.linear_attention import bench_gdn
@@ -23,7 +24,12 @@ def run(shape: str, backward: bool) -> None:
     tensors, _ = make_inputs(case, seed=1)
     if backward:
         d_o = torch.randn_like(tensors["v"])
-        call, _ = bench_gdn._ours_fwd_bwd(case, tensors, d_o, None)
+        if sm90_wgmma:
+            call, _ = bench_gdn._ours_fwd_bwd(case, tensors, d_o, 32, sm90=True, wgmma=1)
+        else:
+            call, _ = bench_gdn._ours_fwd_bwd(case, tensors, d_o, None)
+    elif sm90_wgmma:
+        call, _ = bench_gdn._ours(case, tensors, 32, engine="gdn_sm90", stages=2, wgmma=1)
     else:
         call, _ = bench_gdn._ours(case, tensors, None)
     for _ in range(2):  # the first launch compiles; ncu -s 1 profiles the second
@@ -58,12 +64,13 @@ def main() -> None:
     p_run = sub.add_parser("run")
     p_run.add_argument("shape")
     p_run.add_argument("--bwd", action="store_true")
+    p_run.add_argument("--sm90-wgmma", action="store_true")
     p_lines = sub.add_parser("lines")
     p_lines.add_argument("csv")
     p_lines.add_argument("--top", type=int, default=22)
     args = parser.parse_args()
     if args.command == "run":
-        run(args.shape, args.bwd)
+        run(args.shape, args.bwd, args.sm90_wgmma)
     else:
         lines(args.csv, args.top)
 

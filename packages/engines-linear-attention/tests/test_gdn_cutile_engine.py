@@ -247,6 +247,23 @@ def stand_in(monkeypatch):
     return recorder, kernels
 
 
+def test_gdn_sm90_leads_only_for_a_long_sequence_on_a_small_grid(stand_in):
+    # H200 timings in heuristics.py: gdn_sm90's split scan on warpgroup MMAs leads gdn_cutile at B1
+    # T32768 H16 (64 scan CTAs, 512 chunk steps); a short sequence on the same grid is untimed
+    def first(t, n, backward=False):
+        g = _bwd_graph(t=t, n=n, h=16, hv=16) if backward else _graph(t=t, n=n, h=16, hv=16)
+        g.create_execution_plans()
+        return g.get_plan_name_at_index(0)
+
+    assert first(32768, 1) == "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=2,WGMMA=1]"
+    assert first(1024, 1).startswith("gdn_cutile[")
+    assert first(16384, 4).startswith("gdn_cutile[")  # 256 CTAs
+    # the backward: gdn_sm90_bwd on warpgroup MMAs past two scan CTAs per SM (8 x 16 x 4 = 512)
+    assert first(32768, 8, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,WGMMA=1]"
+    assert first(16384, 4, backward=True).startswith("gdn_cutile_bwd[")
+    assert first(32768, 1, backward=True).startswith("gdn_cutile_bwd[")
+
+
 def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand_in):
     recorder, kernels = stand_in
     t, n, h, d = 130, 3, 2, 128
@@ -255,19 +272,22 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
     # 12 scan programs at 64: 32 is the hook's BLOCK_V; first at the measured occupancy 2, then
     # every BLOCK_V at the compiler's (32, then the others ascending), the others at 2, then the
-    # other hint, then the first with each split-scan SEGMENT, then gdn_sm90's (untimed)
+    # other hint, then the first with each split-scan SEGMENT, then gdn_sm90's
     assert names == [
         "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]",
         "gdn_cutile[BLOCK_V=64,OCCUPANCY=0,SEGMENT=0]", "gdn_cutile[BLOCK_V=128,OCCUPANCY=0,SEGMENT=0]",
         "gdn_cutile[BLOCK_V=64,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile[BLOCK_V=128,OCCUPANCY=2,SEGMENT=0]",
         "gdn_cutile[BLOCK_V=32,OCCUPANCY=4,SEGMENT=0]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=32]",
         "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=16]",
-        # 24 gdn_sm90 scan CTAs at BLOCK_V 32, under the 132 SMs: the split scan first
-        "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=2]",
+        # 24 gdn_sm90 scan CTAs at BLOCK_V 32, under the 132 SMs: the split scan on wgmma first
+        # (after gdn_cutile's: 130 tokens are no long sequence)
+        "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=2,WGMMA=1]",
         *(
             name
-            for sp in (0, 1) for b in (32, 64) for st in (1, 2)
-            if (name := f"gdn_sm90[BLOCK_V={b},SPLIT={sp},STAGES={st}]") != "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=2]"
+            for wg in (0, 1) for sp in (0, 1) for b in (32, 64) for st in (1, 2)
+            if wg <= sp
+            and (name := f"gdn_sm90[BLOCK_V={b},SPLIT={sp},STAGES={st},WGMMA={wg}]")
+            != "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=2,WGMMA=1]"
         ),
     ]  # fmt: skip
     g.select_plan(names.index("gdn_cutile[BLOCK_V=64,OCCUPANCY=0,SEGMENT=0]"))
@@ -443,7 +463,9 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
         "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]",
         "gdn_cutile_bwd[BLOCK_V=64,OCCUPANCY=0,SEGMENT=0]", "gdn_cutile_bwd[BLOCK_V=128,OCCUPANCY=0,SEGMENT=0]",
         "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=32]", "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=16]",
-        "gdn_sm90_bwd[BLOCK_V=32]", "gdn_sm90_bwd[BLOCK_V=64]",  # after, untimed
+        # after (24 scan CTAs), wgmma first
+        "gdn_sm90_bwd[BLOCK_V=32,WGMMA=1]", "gdn_sm90_bwd[BLOCK_V=64,WGMMA=1]",
+        "gdn_sm90_bwd[BLOCK_V=32,WGMMA=0]", "gdn_sm90_bwd[BLOCK_V=64,WGMMA=0]",
     ]  # fmt: skip
     g.select_plan(names.index("gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]"))  # the hint: the next test
     g.build_plans()

@@ -94,7 +94,7 @@ def _built(g, plan_name):
 
 def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(recorder):
     t, n, h, d = 130, 3, 2, 128
-    g = _built(_graph(t=t, n=n, h=h, d=d, final=True), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1]")
+    g = _built(_graph(t=t, n=n, h=h, d=d, final=True), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1,WGMMA=0]")
     names = ("q", "k", "v", "g", "beta", "cu_seqlens")
     addresses = {name: 0x100000 * (i + 1) for i, name in enumerate(names)}
     tensors = {g.find_tensor(name): addr for name, addr in addresses.items()}
@@ -117,7 +117,7 @@ def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(r
 
 
 def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
-    g = _built(_graph(t=64, n=1, h=1), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1]")
+    g = _built(_graph(t=64, n=1, h=1), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1,WGMMA=0]")
     o, _ = g.outputs_for_test
     names = ("q", "k", "v", "g", "beta", "cu_seqlens")
     tensors = {g.find_tensor(name): 0x10000 * (i + 1) for i, name in enumerate(names)}
@@ -130,18 +130,21 @@ def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
     assert recorder.calls == []
 
 
-def test_the_split_scan_leads_where_the_fused_scan_leaves_sms_idle():
-    # B1 T32768 H16: 64 scan CTAs at BLOCK_V 32; B4 T4096 H16: 256 (H200 timings in heuristics.py)
+def test_the_scan_grid_picks_gdn_sm90s_first_plan():
+    # B1 T32768 H16: 64 scan CTAs at BLOCK_V 32; B4 T4096 H16: 256; 8 sequences: 512 (H200 timings
+    # in heuristics.py)
     def sm90_names(t, n):
         g = _graph(t=t, n=n, h=16, hv=16)
         g.create_execution_plans()
         names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
         return [name for name in names if name.startswith("gdn_sm90[")]
 
-    long_single, batch = sm90_names(32768, 1), sm90_names(16384, 4)
-    assert long_single[0] == "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=2]"
-    assert batch[0] == "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1]"
-    assert sorted(long_single) == sorted(batch) and len(batch) == 8  # the same domain, reordered
+    long_single, batch, wide = sm90_names(32768, 1), sm90_names(16384, 4), sm90_names(32768, 8)
+    assert long_single[0] == "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=2,WGMMA=1]"
+    assert batch[0] == "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1,WGMMA=0]"
+    assert wide[0] == "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=1,WGMMA=1]"
+    # the same domain, reordered: every (SPLIT, BLOCK_V, STAGES), and the split ones on wgmma
+    assert sorted(long_single) == sorted(batch) == sorted(wide) and len(batch) == 12
 
 
 def test_the_slot_search_halves_until_one_sequence_is_left():
@@ -151,12 +154,13 @@ def test_the_slot_search_halves_until_one_sequence_is_left():
 @pytest.mark.skipif(
     importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
 )
-def test_the_kernels_compile_for_sm90a_without_a_gpu(monkeypatch, tmp_path):
+@pytest.mark.parametrize("wgmma", [False, True], ids=["mma-sync", "wgmma"])
+def test_the_kernels_compile_for_sm90a_without_a_gpu(monkeypatch, tmp_path, wgmma):
     monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))  # a compile, not a load from an earlier run
     key = Sm90Key(
         key_dim=128, value_dim=128, block_v=32, io_dtype="bfloat16", beta_dtype="bfloat16", h0_dtype="float32",
         ht_dtype="bfloat16", cu_dtype="int64", scale=0.1, l2norm=True, beta_sigmoid=True, neg_eigval=True,
-        safe_gate=True, has_dt_bias=True, has_h0=True, store_ht=True, stages=2, split=True,
+        safe_gate=True, has_dt_bias=True, has_h0=True, store_ht=True, stages=2, split=True, wgmma=wgmma,
     )  # fmt: skip
     fn = compiled_forward(key)
     assert callable(fn)
@@ -238,7 +242,7 @@ def bwd_recorder(monkeypatch):
 
 def test_a_backward_call_passes_its_pointers_in_order(bwd_recorder):
     t, n, h, hv, d = 130, 3, 2, 4, 128
-    g = _built(_bwd_graph(t=t, n=n, h=h, hv=hv, d=d), "gdn_sm90_bwd[BLOCK_V=32]")
+    g = _built(_bwd_graph(t=t, n=n, h=h, hv=hv, d=d), "gdn_sm90_bwd[BLOCK_V=32,WGMMA=0]")
     (key,) = bwd_recorder.keys
     # GVA (2 q/k heads, 4 output heads): dQ and dK go through the head sums, dV is written directly
     assert (key.direct_qk, key.direct_v, key.has_h0, key.has_dht) == (False, True, True, True)
@@ -266,7 +270,8 @@ def test_a_backward_call_passes_its_pointers_in_order(bwd_recorder):
 @pytest.mark.skipif(
     importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
 )
-def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(monkeypatch, tmp_path):
+@pytest.mark.parametrize("wgmma", [False, True], ids=["mma-sync", "wgmma"])
+def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(monkeypatch, tmp_path, wgmma):
     from pygraph_linear_attention.kernels import gdn_sm90_host as host
 
     monkeypatch.setattr(host, "_CACHE", {})
@@ -277,7 +282,7 @@ def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(monkey
         dh0_dtype="bfloat16", dht_dtype="float32", cu_dtype="int64", dg_dtype="float32", dbeta_dtype="bfloat16",
         da_log_dtype="float32", ddt_bias_dtype="float32", scale=0.1, l2norm=True, beta_sigmoid=True,
         neg_eigval=True, safe_gate=True, has_dt_bias=True, has_h0=True, has_dht=True, direct_qk=False,
-        direct_v=False,
+        direct_v=False, wgmma=wgmma,
     )  # fmt: skip
     built = []
     real = host._compile

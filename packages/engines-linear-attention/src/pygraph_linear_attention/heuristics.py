@@ -5,7 +5,9 @@
 BLOCK_V 32 for the forward and the hook's BLOCK_V for the backward, then every BLOCK_V that tiles
 the value head dim at the compiler's occupancy (the hook's first), then, untimed, for autotune: the
 forward's other BLOCK_V values at OCCUPANCY=2, the other hints, and the first entry with each
-SEGMENT (the split scans); then the CuTe DSL engines' plans (gdn_sm90, gdn_sm90_bwd: measured slower). No backend lowers
+SEGMENT (the split scans). The CuTe DSL engines' plans (gdn_sm90, gdn_sm90_bwd) come after those,
+or before them in the cells where they measured faster (a long single sequence's forward, a
+backward whose scans span more than two CTAs per SM). No backend lowers
 these ops, so the backend's block is empty; it keeps its place after ours. ``kda`` and ``gdn2``
 have no engine yet, so their list is the backend's block (empty: planning raises
 `pygraph.GraphNotSupportedError` naming each planned slot's reason).
@@ -22,7 +24,7 @@ from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.kernels.gdn_cutile_host import BLOCK_V, OCCUPANCY, OCCUPANCY_BWD, SEGMENT
 from pygraph_linear_attention.kernels.gdn_sm90_host import BLOCK_V_SM90, SPLIT_SM90, STAGES_SM90
 
-__all__ = ["block_v_order", "recommend", "sm90_order", "split_first"]
+__all__ = ["block_v_order", "recommend", "sm90_leads", "sm90_order", "split_first"]
 
 # BLOCK_V, measured on the H200 (H16 D128 bf16, cold L2, median of 3, one run): where the scan's grid
 # at 64 (sequences x heads x V / 64 programs) fills at least half of the 132 SMs, 64 is first (B4
@@ -32,6 +34,8 @@ __all__ = ["block_v_order", "recommend", "sm90_order", "split_first"]
 _PREFERRED = 64
 _HALF_THE_SMS = 66
 _SMS = 132  # the H200's
+# a long sequence: 256 chunk steps of the scan per CTA (measured at 512, B1 T32768)
+_LONG_TOKENS = 16384
 # OCCUPANCY, measured on the H200 at the same shapes and run (2026-12-02): the hint 2 on the
 # forward's prepare kernel took it from 1.02 to 0.61 ms at 32768 tokens (one CTA of 4 warps per SM
 # left it latency-bound), forward 2.13 -> 1.72 ms at B1 T32768, 0.81 -> 0.59 at B4 T4096; on the
@@ -80,42 +84,68 @@ def recommend(
         ours += [entry(order[0], o) for o in hints[1:] if o != _FIRST_OCCUPANCY]
         if facts.head_dim_k % order[0] == 0:  # the split scans, untimed
             ours += [entry(order[0], _FIRST_OCCUPANCY, segment) for segment in SEGMENT[1:]]
-    # gdn_sm90 (CuTe DSL) after gdn_cutile's: slower in every timed shape (H200, 2026-12-02, ms, its
-    # best against gdn_cutile's first: B4 T4096 0.641 / 0.542, B1 T32768 2.338 / 2.014, varlen8 1.642 /
-    # 1.290); first where cuTile is absent. BLOCK_V 32 first (64: 0.815, 3.678, 1.706).
+    # gdn_sm90 (CuTe DSL) after gdn_cutile's, except for long sequences whose scan grid leaves SMs
+    # idle: there its split scan on warpgroup MMAs leads (H200, 2026-12-02 14:35, one run, ms: B1
+    # T32768 1.659 against gdn_cutile's first 2.018); elsewhere gdn_cutile's first is faster (B4 T4096
+    # 0.543 against 0.643, varlen8 1.286 against 1.403) or untimed (short sequences on a small grid,
+    # where both are launch-bound). First where cuTile is absent.
     if "gdn_sm90" in offered and not facts.backward:
-        ours += [PlanConfig(offered["gdn_sm90"], knobs) for knobs in sm90_order(facts)]
-    # gdn_sm90_bwd (CuTe DSL) after gdn_cutile_bwd's: slower where timed (H200, 2026-12-02, forward+
-    # backward of the CuTe pair against gdn_cutile's first, ms: B4 T4096 2.765 / 2.549, B1 T32768
-    # 9.157 / 7.120, varlen8 6.478 / 5.931); first where cuTile is absent. BLOCK_V by block_v_order.
+        sm90 = [PlanConfig(offered["gdn_sm90"], knobs) for knobs in sm90_order(facts)]
+        ours = [*sm90[:1], *ours, *sm90[1:]] if sm90_leads(facts) else [*ours, *sm90]
+    # gdn_sm90_bwd (CuTe DSL) on warpgroup MMAs leads where its scans' grid exceeds two CTAs per SM,
+    # and trails gdn_cutile_bwd's first below (H200, 2026-12-02 14:17 and 14:35, the backward alone:
+    # the pair's forward+backward less its forward, ms: varlen8 (512 CTAs) 4.13 against 4.74; B4 T4096
+    # (256) 1.99 against 1.97; B1 T32768 (64) 5.82 against 5.14). WGMMA 1 first at each BLOCK_V (its
+    # backward 5.82 / 4.13 / 1.99 against 6.88 / 4.81 / 2.10 on mma.sync), BLOCK_V 32 (the timed one)
+    # before 64.
     if "gdn_sm90_bwd" in offered and facts.backward:
-        ours += [
-            PlanConfig(offered["gdn_sm90_bwd"], {"BLOCK_V": b})
-            for b in dict.fromkeys([*(b for b in block_v_order(facts) if b in BLOCK_V_SM90), *BLOCK_V_SM90])
-            if facts.head_dim_v % b == 0
+        blocks = [b for b in BLOCK_V_SM90 if facts.head_dim_v % b == 0]
+        sm90 = [
+            PlanConfig(offered["gdn_sm90_bwd"], {"BLOCK_V": b, "WGMMA": w}) for w in (1, 0) for b in blocks
         ]
+        ours = [*sm90, *ours] if _scan_grid(facts) > 2 * _SMS else [*ours, *sm90]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
 
 
+def _scan_grid(facts: LinearAttentionFacts) -> int:
+    """The CuTe DSL scans' CTAs at BLOCK_V 32: sequences x heads x V / 32."""
+    return facts.sequences * facts.heads_out * max(facts.head_dim_v // 32, 1)
+
+
+def sm90_leads(facts: LinearAttentionFacts) -> bool:
+    """gdn_sm90's first plan ahead of gdn_cutile's: a scan grid under the SMs (`split_first`) walking
+    at least `_LONG_TOKENS` tokens per sequence on average."""
+    return split_first(facts) and facts.tokens >= _LONG_TOKENS * max(facts.sequences, 1)
+
+
 def split_first(facts: LinearAttentionFacts) -> bool:
-    """gdn_sm90's SPLIT 1 (with STAGES 2) first where its scan's grid at BLOCK_V 32 (sequences x heads
-    x V / 32 CTAs) leaves SMs idle: B1 T32768 H16, 64 CTAs, 2.338 ms against 3.048 fused (H200,
-    2026-12-02); at B4 T4096 (256 CTAs) the fused scan is faster (0.689 against 0.795) and at varlen8
-    (512) level (1.708 / 1.702)."""
-    return facts.sequences * facts.heads_out * max(facts.head_dim_v // 32, 1) < _SMS
+    """gdn_sm90's split scan first where its scan's grid at BLOCK_V 32 (sequences x heads x V / 32
+    CTAs) leaves SMs idle: B1 T32768 H16, 64 CTAs (H200, 2026-12-02)."""
+    return _scan_grid(facts) < _SMS
 
 
 def sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
-    """gdn_sm90's knob sets, the first by `split_first`, then every (SPLIT, BLOCK_V, STAGES) in order."""
+    """gdn_sm90's knob sets, the first by the scan grid, then every (SPLIT, BLOCK_V, STAGES) in order,
+    then the split ones on warpgroup MMAs. The first (H200, 2026-12-02 14:17 and 14:35, ms): below
+    132 CTAs the split scan on warpgroup MMAs at STAGES 2 (B1 T32768: 1.659 against 1.955 at STAGES 1,
+    2.265 split on mma.sync, 2.955 fused); up to two per SM the fused scan at STAGES 1 (B4 T4096, 256
+    CTAs: 0.643 against 0.685 / 0.699 on warpgroup MMAs); past that the split scan on warpgroup MMAs
+    at STAGES 1 (varlen8, 512: 1.403 against 1.413 at STAGES 2 and 1.646 fused)."""
     every = [
-        {"BLOCK_V": b, "STAGES": st, "SPLIT": sp}
+        {"BLOCK_V": b, "STAGES": st, "SPLIT": sp, "WGMMA": 0}
         for sp in SPLIT_SM90
         for b in BLOCK_V_SM90
         if facts.head_dim_v % b == 0
         for st in STAGES_SM90
     ]
-    if split_first(facts):
-        first = {"BLOCK_V": 32, "STAGES": 2, "SPLIT": 1}
-        if first in every:
-            every = [first, *(k for k in every if k != first)]
+    every += [{**k, "WGMMA": 1} for k in every if k["SPLIT"]]
+    grid = _scan_grid(facts)
+    if grid < _SMS:
+        first = {"BLOCK_V": 32, "STAGES": 2, "SPLIT": 1, "WGMMA": 1}
+    elif grid <= 2 * _SMS:
+        first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 0, "WGMMA": 0}
+    else:
+        first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 1}
+    if first in every:
+        every = [first, *(k for k in every if k != first)]
     return every

@@ -41,6 +41,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import (
     HEAD_DIMS_SM90,
     SPLIT_SM90,
     STAGES_SM90,
+    WGMMA_SM90,
     backward_regions,
     bwd_key_for,
     compiled_backward,
@@ -182,7 +183,12 @@ class GdnSm90Engine(BaseEngine):
         sm_hi=90,
         dtypes={data_type.BFLOAT16, data_type.HALF},
         features=_FEATURES,
-        knob_domains={"BLOCK_V": BLOCK_V_SM90, "STAGES": STAGES_SM90, "SPLIT": SPLIT_SM90},
+        knob_domains={
+            "BLOCK_V": BLOCK_V_SM90,
+            "STAGES": STAGES_SM90,
+            "SPLIT": SPLIT_SM90,
+            "WGMMA": WGMMA_SM90,
+        },
     )
 
     def _facts(self, request: EngineRequest) -> LinearAttentionFacts:
@@ -200,13 +206,21 @@ class GdnSm90Engine(BaseEngine):
         if importlib.util.find_spec("cutlass") is None:
             raise ImportError(f"{self.name}: needs CuTe DSL ({_INSTALL})")
 
-    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int]:
-        """(BLOCK_V, STAGES, SPLIT) of the plan, checked against their domains and the value head dim."""
+    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int]:
+        """(BLOCK_V, STAGES, SPLIT, WGMMA) of the plan, checked against their domains and the value
+        head dim."""
         knobs = _knob_values(plan)
         block_v, stages = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("STAGES", STAGES_SM90[0])
         split = knobs.get("SPLIT", SPLIT_SM90[0])
+        wgmma = knobs.get("WGMMA", WGMMA_SM90[0])
         if split not in SPLIT_SM90:
             raise GraphNotSupportedError(f"{self.name}: knob SPLIT={split!r} outside its domain {SPLIT_SM90}")
+        if wgmma not in WGMMA_SM90:
+            raise GraphNotSupportedError(f"{self.name}: knob WGMMA={wgmma!r} outside its domain {WGMMA_SM90}")
+        if wgmma and not split:
+            raise GraphNotSupportedError(
+                f"{self.name}: knob WGMMA=1 needs SPLIT=1 (the warpgroup scan is the split one), got SPLIT={split!r}"
+            )
         if split and (reason := _chunk_states_reason(facts)) is not None:
             raise GraphNotSupportedError(f"{self.name}: SPLIT=1: {reason}")
         if block_v not in BLOCK_V_SM90:
@@ -221,7 +235,7 @@ class GdnSm90Engine(BaseEngine):
             raise GraphNotSupportedError(
                 f"{self.name}: BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
             )
-        return block_v, stages, split
+        return block_v, stages, split, wgmma
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         cfg = config_for(self._facts(request), BLOCK_V_SM90[0])  # the workspace does not depend on BLOCK_V
@@ -232,12 +246,12 @@ class GdnSm90Engine(BaseEngine):
     ) -> CompiledPlan:
         self.check_support(request)
         facts = self._facts(request)
-        block_v, stages, split = self._knobs(facts, plan)
+        block_v, stages, split, wgmma = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
         positions, declared, names = self._declared(request, facts)
         key = key_for(
             cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
-            cu=names["cu_seqlens"], stages=stages, split=bool(split),
+            cu=names["cu_seqlens"], stages=stages, split=bool(split), wgmma=bool(wgmma),
         )  # fmt: skip
         rows = tuple(
             (role, pos, tuple(declared[role].shape), tuple(declared[role].stride))
@@ -266,7 +280,8 @@ class GdnSm90BwdPlan(GdnSm90Plan):
 
 
 class GdnSm90BwdEngine(GdnSm90Engine):
-    """``gdn_sm90_bwd``: gdn_bwd graphs (BLOCK_V: the value rows of the gradient scans' CTAs)."""
+    """``gdn_sm90_bwd``: gdn_bwd graphs (BLOCK_V: the value rows of the scans' CTAs; WGMMA: both
+    scans on warpgroup MMAs)."""
 
     name = "gdn_sm90_bwd"
     serves_backward = True
@@ -275,11 +290,14 @@ class GdnSm90BwdEngine(GdnSm90Engine):
         sm_hi=90,
         dtypes={data_type.BFLOAT16, data_type.HALF},
         features=_FEATURES,
-        knob_domains={"BLOCK_V": BLOCK_V_SM90},
+        knob_domains={"BLOCK_V": BLOCK_V_SM90, "WGMMA": WGMMA_SM90},
     )
 
-    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int]:
-        block_v = _knob_values(plan).get("BLOCK_V", BLOCK_V_SM90[0])
+    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int]:
+        knobs = _knob_values(plan)
+        block_v, wgmma = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("WGMMA", WGMMA_SM90[0])
+        if wgmma not in WGMMA_SM90:
+            raise GraphNotSupportedError(f"{self.name}: knob WGMMA={wgmma!r} outside its domain {WGMMA_SM90}")
         if block_v not in BLOCK_V_SM90:
             raise GraphNotSupportedError(
                 f"{self.name}: knob BLOCK_V={block_v!r} outside its domain {BLOCK_V_SM90}"
@@ -288,7 +306,7 @@ class GdnSm90BwdEngine(GdnSm90Engine):
             raise GraphNotSupportedError(
                 f"{self.name}: BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
             )
-        return block_v, 1, 1
+        return block_v, 1, 1, wgmma
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         last = backward_regions(config_for(self._facts(request), BLOCK_V_SM90[0]))[-1]
@@ -299,10 +317,10 @@ class GdnSm90BwdEngine(GdnSm90Engine):
     ) -> CompiledPlan:
         self.check_support(request)
         facts = self._facts(request)
-        block_v, _, _ = self._knobs(facts, plan)
+        block_v, _, _, wgmma = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
         positions, declared, names = self._declared(request, facts)
-        key = bwd_key_for(cfg, names)
+        key = bwd_key_for(cfg, names, bool(wgmma))
         rows = tuple(
             (role, pos, tuple(declared[role].shape), tuple(declared[role].stride))
             for role, pos in positions.items()

@@ -43,6 +43,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_fwd import (
     GdnSm90Fwd,
     _acc,
     _aligned,
+    _async_visible,
     _chunk_rows,
     _exp,
     _g2s,
@@ -51,11 +52,17 @@ from pygraph_linear_attention.kernels.gdn_sm90_fwd import (
     _l2_normalize_rows,
     _load_rows,
     _row_major,
+    _row_pair,
+    _s2g,
     _slot_chunk,
+    _store_rows,
+    _tail,
     _tiled_mma,
     _to_gmem,
     _to_smem,
     _transposed,
+    _wg_gemm,
+    _wg_mma,
 )
 
 __all__ = ["GdnSm90Bwd"]
@@ -155,6 +162,7 @@ class GdnSm90Bwd:
         has_dht: bool,
         direct_qk: bool,
         direct_v: bool,
+        wgmma: bool = False,
     ) -> None:
         self.K, self.V, self.BV = key_dim, value_dim, block_v
         self.io = _DT[io_dtype]
@@ -165,11 +173,12 @@ class GdnSm90Bwd:
         # one output head per q/k head and no l2 norm: dQ and dK written by the chunk kernels (the head
         # sum would only cast); one output head per v head: dV likewise
         self.direct_qk, self.direct_v = direct_qk, direct_v
+        self.wgmma = wgmma  # the scans on warpgroup MMAs (`GdnSm90Fwd.scan_wg`, `grad_scan_wg`)
         self.fwd = GdnSm90Fwd(
             key_dim=key_dim, value_dim=value_dim, block_v=block_v, io_dtype=io_dtype, beta_dtype=beta_dtype,
             h0_dtype=h0_dtype, ht_dtype="float32", cu_dtype=cu_dtype, scale=scale, l2norm=l2norm,
             beta_sigmoid=beta_sigmoid, neg_eigval=neg_eigval, safe_gate=safe_gate, has_dt_bias=has_dt_bias,
-            has_h0=has_h0, store_ht=False, stages=1, split=True, store_t=True,
+            has_h0=has_h0, store_ht=False, stages=1, split=True, store_t=True, wgmma=wgmma,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ host side (traced once)
@@ -282,10 +291,11 @@ class GdnSm90Bwd:
         fwd.prepare(
             mK, mV, mG, mBeta, mALog, mDtBias, mCu, mGamma, mW, mU, mT, sequences, search_steps, groups
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
-        fwd.scan(mQ, mK, mW, mU, mGamma, mCu, mH0, mVnew, mH0, mHs, mVnew, groups[0]).launch(
-            grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+        fwd.launch_scan(
+            mQ, mK, mW, mU, mGamma, mCu, mH0, mVnew, mH0, mHs, mVnew, sequences, heads_out, groups[0], stream
         )
-        self.grad_scan(mQ, mK, mW, mGamma, mDo, mCu, mDht, mDh, mDvnew, mDh0, groups[0]).launch(
+        scan = self.grad_scan_wg if const_expr(self.wgmma) else self.grad_scan
+        scan(mQ, mK, mW, mGamma, mDo, mCu, mDht, mDh, mDvnew, mDh0, groups[0]).launch(
             grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
         )
         self.grad_output(
@@ -435,6 +445,133 @@ class GdnSm90Bwd:
 
         if const_expr(self.has_h0):
             dst = thr_s.partition_C(cute.local_tile(mDh0[n, h, None, None], (BV, K), (vb, 0)))
+            for e in cutlass.range_constexpr(cute.size(d_state)):
+                dst[e] = d_state[e].to(mDh0.element_type)
+
+    @cute.kernel
+    def grad_scan_wg(
+        self,
+        mQ: cute.Tensor,
+        mK: cute.Tensor,
+        mW: cute.Tensor,
+        mGamma: cute.Tensor,
+        mDo: cute.Tensor,
+        mCu: cute.Tensor,
+        mDht: cute.Tensor,
+        mDh: cute.Tensor,
+        mDvnew: cute.Tensor,
+        mDh0: cute.Tensor,
+        k_group: Int32,
+    ):
+        """`grad_scan` (WGMMA) on warpgroup MMAs: the gradient carried transposed, dS^T [K, BV] in
+        fp32 wgmma accumulators; ``k dS^T`` reads dS's io copy K-major, ``P^T dO`` and the update's
+        ``w^T (-dv_new)`` and ``q^T (scale exp(gamma) dO)`` read their row-major tiles MN-major."""
+        K, BV, C, io = self.K, self.BV, CHUNK, self.io
+        tidx, _, _ = cute.arch.thread_idx()
+        n, h, vb = cute.arch.block_idx()
+        hk = h // k_group
+        bos = Int32(mCu[n])
+        length = Int32(mCu[n + 1]) - bos
+
+        smem = utils.SmemAllocator()
+        sQ, sK, sW = _tile(smem, io, C, K), _tile(smem, io, C, K), _tile(smem, io, C, K)
+        sDo, sNdv, sDd = _tile(smem, io, C, BV), _tile(smem, io, C, BV), _tile(smem, io, C, BV)
+        sP, sDs, sDvn = _tile(smem, io, C, C), _tile(smem, io, BV, K), _tile(smem, io, C, BV)
+        sGamma = _vector(smem)
+        s2g_k, s2g_v = _s2g(io, K), _s2g(io, BV)
+
+        mma_s = _wg_mma(io, BV, True, True)  # dS^T [K, BV] += x^T [K, C] . y^T [BV, C]^T
+        mma_v = _wg_mma(io, BV, False, False)  # k dS^T: [C, BV] = k [C, K] . dS [BV, K]^T
+        mma_t = _wg_mma(io, BV, True, True)  # P^T dO: [C, BV] = P^T [C, C] . dO^T [BV, C]^T
+        mma_cc = _wg_mma(io, C, False, False)  # q k^T
+        d_state, _ = _acc(mma_s, tidx, K, BV)
+        thr_s = mma_s.get_slice(tidx)
+        if const_expr(self.has_dht):
+            src = thr_s.partition_C(_transposed(cute.local_tile(mDht[n, h, None, None], (BV, K), (vb, 0))))
+            for e in cutlass.range_constexpr(cute.size(d_state)):
+                d_state[e] = src[e].to(Float32)
+        g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
+        chunks = cute.ceil_div(length, C)
+        for i in cutlass.range(chunks, unroll=1):
+            c = chunks - 1 - i
+            r0 = bos + c * C
+            rows_left = length - c * C
+            _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
+            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
+            _load_rows(g2s_k, tidx, _chunk_rows(mW, r0, h, K), sW, rows_left)
+            _load_rows(g2s_v, tidx, _chunk_rows(mDo, r0, h, BV, vb), sDo, rows_left)
+            cute.arch.cp_async_commit_group()
+            if tidx < C:
+                sGamma[tidx] = _gamma_row(mGamma, r0, rows_left, h, tidx)
+            _to_smem(mma_s, tidx, d_state, _transposed(sDs), io)
+            cute.arch.cp_async_wait_group(0)
+            _async_visible()
+            cute.arch.sync_threads()
+            slot = bos // C + n + c  # the gradient of the state leaving chunk c, from its io copy
+            _store_rows(s2g_k, tidx, sDs, cute.local_tile(mDh[slot, h, None, None], (BV, K), (vb, 0)), BV)
+            if const_expr(self.l2norm):
+                _l2_normalize_rows(sQ, tidx, K)
+                _l2_normalize_rows(sK, tidx, K)
+                _async_visible()
+                cute.arch.sync_threads()
+            last_row = rows_left - 1
+            if rows_left > C:
+                last_row = C - 1
+            last = sGamma[last_row]
+
+            # q k^T and k dS^T at once; then P = (q k^T) exp(gamma_i - gamma_j) on the causal, real
+            # part, and dO scaled by scale exp(gamma) beside it
+            scores, crd_p = _acc(mma_cc, tidx, C, C)
+            _wg_gemm(mma_cc, tidx, scores, sQ, sK)
+            passed, crd_v = _acc(mma_v, tidx, C, BV)
+            _wg_gemm(mma_v, tidx, passed, sK, sDs)
+            cute.nvgpu.warpgroup.wait_group(0)
+            p_part = mma_cc.get_slice(tidx).partition_C(sP)
+            pa, pb = _row_pair(crd_p)
+            ga, gb = sGamma[pa], sGamma[pb]
+            for e in cutlass.range_constexpr(cute.size(scores)):
+                row, col = crd_p[e][0], crd_p[e][1]
+                g_row = gb
+                if row == pa:
+                    g_row = ga
+                val = Float32(0.0)
+                if row >= col and row < rows_left:
+                    val = scores[e] * _exp(g_row - sGamma[col])
+                p_part[e] = val.to(io)
+            _scaled_rows(sDo, sDd, lambda r: self.scale * _exp(sGamma[r]), tidx, C, BV)
+            _async_visible()
+            cute.arch.sync_threads()
+
+            # dv_new = scale P^T dO + exp(last - gamma) (k dS^T)
+            through, _ = _acc(mma_t, tidx, C, BV)
+            _wg_gemm(mma_t, tidx, through, _transposed(sP), _transposed(sDo))
+            cute.nvgpu.warpgroup.wait_group(0)
+            ndv_part = mma_v.get_slice(tidx).partition_C(sNdv)
+            dvn_part = mma_v.get_slice(tidx).partition_C(sDvn)
+            va, vb_row = _row_pair(crd_v)
+            ta, tb = _tail(va, rows_left, last, sGamma), _tail(vb_row, rows_left, last, sGamma)
+            for e in cutlass.range_constexpr(cute.size(through)):
+                tail = tb
+                if crd_v[e][0] == va:
+                    tail = ta
+                val = through[e] * self.scale + tail * passed[e]
+                dvn_part[e] = val.to(io)
+                ndv_part[e] = (-val).to(io)
+            _async_visible()
+            cute.arch.sync_threads()
+            _store_rows(s2g_v, tidx, sDvn, _chunk_rows(mDvnew, r0, h, BV, vb), rows_left)
+
+            # dS^T = exp(last) dS^T - w^T dv_new + q^T (scale exp(gamma) dO)
+            decay = _exp(last)
+            for e in cutlass.range_constexpr(cute.size(d_state)):
+                d_state[e] = d_state[e] * decay
+            _wg_gemm(mma_s, tidx, d_state, _transposed(sW), _transposed(sNdv))
+            _wg_gemm(mma_s, tidx, d_state, _transposed(sQ), _transposed(sDd))
+            cute.nvgpu.warpgroup.wait_group(0)
+            cute.arch.sync_threads()  # every read of this chunk's tiles is done
+
+        if const_expr(self.has_h0):
+            dst = thr_s.partition_C(_transposed(cute.local_tile(mDh0[n, h, None, None], (BV, K), (vb, 0))))
             for e in cutlass.range_constexpr(cute.size(d_state)):
                 dst[e] = d_state[e].to(mDh0.element_type)
 

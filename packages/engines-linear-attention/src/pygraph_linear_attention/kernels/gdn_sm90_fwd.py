@@ -86,6 +86,42 @@ def _tiled_mma(dtype, m: int, n: int):
     )
 
 
+def _wg_mma(dtype, n: int, a_mn_major: bool, b_mn_major: bool):
+    """The warpgroup (4 warps) ``wgmma.m64nNk16`` over operands in shared memory (the major modes
+    as given), fp32 accumulators set to accumulate: an M of 64 k is k instructions per K step."""
+    major = cute.nvgpu.OperandMajorMode
+    op = cute.nvgpu.warpgroup.MmaF16BF16Op(
+        dtype,
+        Float32,
+        (64, n, 16),
+        cute.nvgpu.warpgroup.OperandSource.SMEM,
+        major.MN if a_mn_major else major.K,
+        major.MN if b_mn_major else major.K,
+    )
+    tiled = cute.make_tiled_mma(cute.make_mma_atom(op), (1, 1, 1))
+    tiled.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+    return tiled
+
+
+def _wg_gemm(tiled_mma, tidx, acc, sA, sB):
+    """Issue acc += sA (M, K) @ sB (N, K)^T as one wgmma group (the caller waits on it); the
+    operands' shared layouts are the canonical swizzled ones `_row_major` builds, read in the
+    major mode ``tiled_mma`` was made for."""
+    thr = tiled_mma.get_slice(tidx)
+    rA = tiled_mma.make_fragment_A(thr.partition_A(sA))
+    rB = tiled_mma.make_fragment_B(thr.partition_B(sB))
+    cute.nvgpu.warpgroup.fence()
+    for kb in range(cute.size(rA, mode=[2])):
+        cute.gemm(tiled_mma, acc, rA[None, None, kb], rB[None, None, kb], acc)
+    cute.nvgpu.warpgroup.commit_group()
+
+
+def _async_visible():
+    """This thread's shared-memory writes (stores, completed cp.async) visible to wgmma's reads
+    (the async proxy); a barrier after it makes every thread's so."""
+    cute.arch.fence_proxy("async.shared", space="cta")
+
+
 def _g2s(dtype, cols: int):
     """128 threads x 16-byte cp.async over a (rows, cols) row-major tile, threads along the row."""
     atom = cute.make_copy_atom(
@@ -96,7 +132,50 @@ def _g2s(dtype, cols: int):
     return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, _VEC)))
 
 
+def _s2g(dtype, cols: int):
+    """128 threads x 16-byte stores over a (rows, cols) row-major tile, threads along the row."""
+    atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=128)
+    per_row = cols // _VEC
+    thr = cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1))
+    return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, _VEC)))
+
+
 # Trace-time helpers (plain Python; everything passed explicitly).
+def _store_rows(s2g, tidx, s_tile, g_tile, rows_left):
+    """The shared (C, D) tile into the global ``g_tile``, 16 bytes per store, rows before
+    ``rows_left`` only: a few wide stores per thread where the accumulator's own layout would take
+    one 2-byte store per element (their queue stalled the split scan's chunk step)."""
+    thr = s2g.get_slice(tidx)
+    src = thr.partition_S(s_tile)
+    dst = thr.partition_D(g_tile)
+    crd = thr.partition_D(cute.make_identity_tensor(g_tile.shape))
+    pred = cute.make_rmem_tensor(
+        (cute.size(dst, mode=[0]) // _VEC, cute.size(dst, mode=[1]), cute.size(dst, mode=[2])),
+        cutlass.Boolean,
+    )
+    for r in range(cute.size(pred, mode=[0])):
+        for i in range(cute.size(pred, mode=[1])):
+            for j in range(cute.size(pred, mode=[2])):
+                pred[r, i, j] = crd[(0, r), i, j][0] < rows_left
+    cute.copy(s2g, src, dst, pred=pred)
+
+
+def _row_pair(crd):
+    """The two rows a thread's fragment of a 64-row wgmma accumulator holds (each warp 16 rows, a
+    lane rows l/4 and l/4 + 8), from its coordinates: a per-row value is then computed twice per
+    thread instead of once per element."""
+    return crd[0][0], crd[cute.size(crd) - 1][0]
+
+
+@cute.jit
+def _tail(row, rows_left, last, sGamma):
+    """exp(last - gamma[row]) for a row before ``rows_left``, else 0 (a row past the sequence)."""
+    t = Float32(0.0)
+    if row < rows_left:
+        t = _exp(last - sGamma[row])
+    return t
+
+
 def _load_rows(g2s, tidx, g_tile, s_tile, rows_left):
     """cp.async ``g_tile`` (C, D) into ``s_tile``, rows at or past ``rows_left`` zero-filled (no commit)."""
     thr = g2s.get_slice(tidx)
@@ -230,6 +309,7 @@ class GdnSm90Fwd:
         stages: int = 1,
         split: bool = False,
         store_t: bool = False,
+        wgmma: bool = False,
     ) -> None:
         self.K, self.V, self.BV = key_dim, value_dim, block_v
         self.io = _DT[io_dtype]
@@ -245,6 +325,7 @@ class GdnSm90Fwd:
         self.split = split
         self.store_t = store_t  # prepare also stores each chunk's T = (I + A)^-1 (the backward reads it)
         self.stages = stages  # the scan's shared buffers of q, k, w, u and gamma: 2 prefetches the next chunk
+        self.wgmma = wgmma  # the split scan on warpgroup MMAs (`scan_wg`)
 
     # ------------------------------------------------------------------ host side (traced once)
     @cute.jit
@@ -322,12 +403,26 @@ class GdnSm90Fwd:
         self.prepare(
             mK, mV, mG, mBeta, mALog, mDtBias, mCu, mGamma, mW, mU, mHs, sequences, search_steps, groups
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
-        self.scan(mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, groups[0]).launch(
-            grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+        self.launch_scan(
+            mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, sequences, heads_out, groups[0], stream
         )
         if const_expr(self.split):
             self.output(mQ, mK, mGamma, mCu, mHs, mVnew, mO, sequences, search_steps, groups[0]).launch(
                 grid=[slots, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+            )
+
+    def launch_scan(
+        self, mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, sequences, heads_out, k_group, stream
+    ):
+        """The state scan's launch: `scan_wg` for the split scan with WGMMA, else `scan`."""
+        grid = [sequences, heads_out, self.V // self.BV]
+        if const_expr(self.split and self.wgmma):
+            self.scan_wg(mK, mW, mU, mGamma, mCu, mH0, mHt, mHs, mVnew, k_group).launch(
+                grid=grid, block=[THREADS, 1, 1], stream=stream
+            )
+        else:
+            self.scan(mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, k_group).launch(
+                grid=grid, block=[THREADS, 1, 1], stream=stream
             )
 
     # ------------------------------------------------------------------ device side
@@ -615,6 +710,144 @@ class GdnSm90Fwd:
 
         if const_expr(self.store_ht):
             dst = thr_s.partition_C(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0)))
+            for i in cutlass.range_constexpr(cute.size(state)):
+                dst[i] = state[i].to(self.ht_t)
+
+    @cute.kernel
+    def scan_wg(
+        self,
+        mK: cute.Tensor,
+        mW: cute.Tensor,
+        mU: cute.Tensor,
+        mGamma: cute.Tensor,
+        mCu: cute.Tensor,
+        mH0: cute.Tensor,
+        mHt: cute.Tensor,
+        mHs: cute.Tensor,
+        mVnew: cute.Tensor,
+        k_group: Int32,
+    ):
+        """The split scan (SPLIT with WGMMA) on warpgroup MMAs: the state carried transposed, S^T
+        [K, BV] in fp32 wgmma accumulators; per chunk ``v_new = w S^T`` (A = w, B = the state's io
+        copy, both K-major) and ``S^T = exp(last) S^T + k^T carried`` (A = k and B = carried, both
+        read MN-major from their row-major tiles). Stores each chunk's entering state and v_new, as
+        `scan` does with split."""
+        K, BV, C, io = self.K, self.BV, CHUNK, self.io
+        tidx, _, _ = cute.arch.thread_idx()
+        n, h, vb = cute.arch.block_idx()
+        hk = h // k_group
+        bos = Int32(mCu[n])
+        length = Int32(mCu[n + 1]) - bos
+
+        smem = utils.SmemAllocator()
+        nbuf = self.stages
+        k_layout, k_swz = _row_major(C, K, nbuf)
+        u_layout, u_swz = _row_major(C, BV, nbuf)
+        v_layout, v_swz = _row_major(C, BV)
+        s_layout, s_swz = _row_major(BV, K)
+        sKs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sWs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sUs = smem.allocate_tensor(io, u_layout, 1024, u_swz)
+        sCar = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+        sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+        sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
+        sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, nbuf), stride=(1, C)), 16)
+        s2g_k, s2g_v = _s2g(io, K), _s2g(io, BV)
+
+        mma_v = _wg_mma(io, BV, False, False)  # v_new [C, BV] = w [C, K] . S [BV, K]^T
+        mma_s = _wg_mma(io, BV, True, True)  # S^T [K, BV] += k^T [K, C] . carried^T [BV, C]^T
+        state, _ = _acc(mma_s, tidx, K, BV)
+        thr_s = mma_s.get_slice(tidx)
+        if const_expr(self.has_h0):
+            src = thr_s.partition_C(_transposed(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0))))
+            for i in cutlass.range_constexpr(cute.size(state)):
+                state[i] = src[i].to(Float32)
+        g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
+        tiles = (None, mK, mW, mU, hk, h, vb, K, BV)
+        chunks = cute.ceil_div(length, C)
+        if const_expr(nbuf == 2):
+            _load_chunk(g2s_k, g2s_v, tidx, tiles, bos, length, (None, sKs, sWs, sUs), 0, False)
+            cute.arch.cp_async_commit_group()
+            if tidx < C:
+                sGammas[tidx, 0] = _gamma_row(mGamma, bos, length, h, tidx)
+
+        for c in cutlass.range(chunks, unroll=1):
+            r0 = bos + c * C
+            rows_left = length - c * C
+            buf = c % nbuf
+            g_next = Float32(0.0)
+            if const_expr(nbuf == 2):
+                if c + 1 < chunks:
+                    _load_chunk(
+                        g2s_k,
+                        g2s_v,
+                        tidx,
+                        tiles,
+                        r0 + C,
+                        rows_left - C,
+                        (None, sKs, sWs, sUs),
+                        1 - buf,
+                        False,
+                    )
+                cute.arch.cp_async_commit_group()
+                if tidx < C:
+                    g_next = _gamma_row(mGamma, r0 + C, rows_left - C, h, tidx)
+            else:
+                _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, (None, sKs, sWs, sUs), 0, False)
+                cute.arch.cp_async_commit_group()
+                if tidx < C:
+                    sGammas[tidx, 0] = _gamma_row(mGamma, r0, rows_left, h, tidx)
+            sK, sW = sKs[None, None, buf], sWs[None, None, buf]
+            sU, sGamma = sUs[None, None, buf], sGammas[None, buf]
+            # the entering state: its io copy for the product, and from it to the workspace (`output`)
+            _to_smem(mma_s, tidx, state, _transposed(sS), io)
+            cute.arch.cp_async_wait_group(nbuf - 1)
+            _async_visible()
+            cute.arch.sync_threads()
+            slot = bos // C + n + c
+            _store_rows(s2g_k, tidx, sS, cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0)), BV)
+            if const_expr(self.l2norm):
+                _l2_normalize_rows(sK, tidx, K)
+                _async_visible()
+                cute.arch.sync_threads()
+
+            # v_new = u - w S^T; the carried rows (v_new exp(last - gamma)) beside it
+            last_row = rows_left - 1
+            if rows_left > C:
+                last_row = C - 1
+            last = sGamma[last_row]
+            v_new, crd_v = _acc(mma_v, tidx, C, BV)
+            _wg_gemm(mma_v, tidx, v_new, sW, sS)
+            cute.nvgpu.warpgroup.wait_group(0)
+            u_part = mma_v.get_slice(tidx).partition_C(sU)
+            car_part = mma_v.get_slice(tidx).partition_C(sCar)
+            vn_part = mma_v.get_slice(tidx).partition_C(sVn)
+            ra, rb = _row_pair(crd_v)
+            ta, tb = _tail(ra, rows_left, last, sGamma), _tail(rb, rows_left, last, sGamma)
+            for i in cutlass.range_constexpr(cute.size(v_new)):
+                val = u_part[i].to(Float32) - v_new[i]
+                vn_part[i] = val.to(io)
+                tail = tb
+                if crd_v[i][0] == ra:
+                    tail = ta
+                car_part[i] = (val * tail).to(io)
+            _async_visible()
+            cute.arch.sync_threads()  # sCar and sVn complete
+            _store_rows(s2g_v, tidx, sVn, _chunk_rows(mVnew, r0, h, BV, vb), rows_left)
+
+            # S^T = exp(last) S^T + k^T carried
+            decay = _exp(last)
+            for i in cutlass.range_constexpr(cute.size(state)):
+                state[i] = state[i] * decay
+            _wg_gemm(mma_s, tidx, state, _transposed(sK), _transposed(sCar))
+            cute.nvgpu.warpgroup.wait_group(0)
+            if const_expr(nbuf == 2):
+                if tidx < C:
+                    sGammas[tidx, 1 - buf] = g_next
+            cute.arch.sync_threads()  # every read of this chunk's tiles is done
+
+        if const_expr(self.store_ht):
+            dst = thr_s.partition_C(_transposed(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0))))
             for i in cutlass.range_constexpr(cute.size(state)):
                 dst[i] = state[i].to(self.ht_t)
 

@@ -27,6 +27,7 @@ __all__ = [
     "HEAD_DIMS_SM90",
     "SPLIT_SM90",
     "STAGES_SM90",
+    "WGMMA_SM90",
     "Sm90BwdKey",
     "Sm90Key",
     "backward_regions",
@@ -54,6 +55,12 @@ STAGES_SM90 = (1, 2)
 # 1.708 / 1.737 (1.702 at STAGES 2). The heuristics take SPLIT 1 with STAGES 2 first where the
 # scan's grid leaves SMs idle (`heuristics.split_first`).
 SPLIT_SM90 = (0, 1)
+# WGMMA: 1 runs the split scan (the forward's with SPLIT 1, the backward's recompute) and the
+# backward's gradient scan on warpgroup MMAs (wgmma.m64nNk16, operands straight from shared
+# memory, the state carried transposed in the accumulators) instead of warp-level mma.sync: a chunk
+# step's products issue as a few asynchronous instructions rather than 4 warps' chains of 16x8x16
+# tiles with their ldmatrix loads.
+WGMMA_SM90 = (0, 1)
 HEAD_DIMS_SM90 = (64, 128)  # K and V: the tiles' registers are sized for these
 
 _CACHE: dict[tuple, Any] = {}
@@ -85,17 +92,26 @@ class Sm90Key:
     store_ht: bool
     stages: int = 2
     split: bool = False
+    wgmma: bool = False
 
 
 def key_for(
-    cfg: GdnCutileConfig, *, beta: str, h0: str, ht: str, cu: str, stages: int, split: bool = False
+    cfg: GdnCutileConfig,
+    *,
+    beta: str,
+    h0: str,
+    ht: str,
+    cu: str,
+    stages: int,
+    split: bool = False,
+    wgmma: bool = False,
 ) -> Sm90Key:
     return Sm90Key(
         key_dim=cfg.key_dim, value_dim=cfg.value_dim, block_v=cfg.block_v, io_dtype=cfg.io_dtype,
         beta_dtype=beta, h0_dtype=h0, ht_dtype=ht, cu_dtype=cu, scale=float(cfg.scale),
         l2norm=cfg.use_qk_l2norm, beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval,
         safe_gate=cfg.safe_gate, has_dt_bias=cfg.has_dt_bias, has_h0=cfg.has_initial_state,
-        store_ht=cfg.output_final_state, stages=stages, split=split,
+        store_ht=cfg.output_final_state, stages=stages, split=split, wgmma=wgmma,
     )  # fmt: skip
 
 
@@ -127,9 +143,10 @@ class Sm90BwdKey:
     has_dht: bool
     direct_qk: bool
     direct_v: bool
+    wgmma: bool = False
 
 
-def bwd_key_for(cfg: Any, names: dict[str, str]) -> Sm90BwdKey:
+def bwd_key_for(cfg: Any, names: dict[str, str], wgmma: bool = False) -> Sm90BwdKey:
     """The backward's key for ``cfg`` (a `GdnCutileBwdConfig`) and the operands' dtypes by role."""
     f32 = "float32"
     return Sm90BwdKey(
@@ -140,7 +157,7 @@ def bwd_key_for(cfg: Any, names: dict[str, str]) -> Sm90BwdKey:
         ddt_bias_dtype=names.get("d_dt_bias", f32), scale=float(cfg.scale), l2norm=cfg.use_qk_l2norm,
         beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval, safe_gate=cfg.safe_gate,
         has_dt_bias=cfg.has_dt_bias, has_h0=cfg.has_initial_state, has_dht=cfg.has_d_final_state,
-        direct_qk=cfg.direct_qk, direct_v=cfg.direct_v,
+        direct_qk=cfg.direct_qk, direct_v=cfg.direct_v, wgmma=wgmma,
     )  # fmt: skip
 
 
@@ -276,7 +293,7 @@ def _compile(key: Any, arch: str) -> Any:
         beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, ht_dtype=key.ht_dtype, cu_dtype=key.cu_dtype,
         scale=key.scale, l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval,
         safe_gate=key.safe_gate, has_dt_bias=key.has_dt_bias, has_h0=key.has_h0, store_ht=key.store_ht,
-        stages=key.stages, split=key.split,
+        stages=key.stages, split=key.split, wgmma=key.wgmma,
     )  # fmt: skip
     gmem = cute.AddressSpace.gmem
 
@@ -311,7 +328,7 @@ def _compile_backward(key: Sm90BwdKey, arch: str) -> Any:
         beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, cu_dtype=key.cu_dtype, scale=key.scale,
         l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval, safe_gate=key.safe_gate,
         has_dt_bias=key.has_dt_bias, has_h0=key.has_h0, has_dht=key.has_dht, direct_qk=key.direct_qk,
-        direct_v=key.direct_v,
+        direct_v=key.direct_v, wgmma=key.wgmma,
     )  # fmt: skip
     gmem = cute.AddressSpace.gmem
 
