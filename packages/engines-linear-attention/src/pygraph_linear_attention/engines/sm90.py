@@ -1,8 +1,9 @@
 """``gdn_sm90`` and ``gdn_sm90_bwd``: the ``gdn`` family's Hopper engines (CuTe DSL).
 
 ``gdn_sm90`` (``kernels/gdn_sm90_fwd.py``): the per-chunk WY prepare and the state scan with its
-output. ``gdn_sm90_bwd`` (``kernels/gdn_sm90_bwd.py``): the forward recomputed, the reverse
-gradient scan, the per-chunk gradient kernels and the head sums. They serve what ``gdn_cutile`` and
+output (SPLIT: a states-only scan, then every chunk's output; WGMMA: that scan on warpgroup MMAs).
+``gdn_sm90_bwd`` (``kernels/gdn_sm90_bwd.py``): the forward recomputed, the reverse gradient scan
+(WGMMA: both scans on warpgroup MMAs), the per-chunk gradient kernels and the head sums. They serve what ``gdn_cutile`` and
 ``gdn_cutile_bwd`` serve, within the kernels' narrower build: K and V of 64 or 128, every operand
 row-major contiguous ([T, heads, dim]), a_log and dt_bias FLOAT. `build_plan` compiles the
 configuration (CuTe DSL, about 6 s for the forward and 23 s for the backward on a CPU core, then

@@ -11,12 +11,13 @@ over 64-token chunks.
 2. `GdnSm90Fwd.scan` (grid: sequences x output heads x value blocks of ``BV``): the state
    ``S`` [BV, K] carried chunk after chunk in fp32 registers (the accumulator of its own update);
    per chunk ``v_new = u - w S^T``, the output ``o = scale (exp(gamma) q S^T + (q k^T * decay) v_new)``
-   and ``S = exp(gamma_last) S + (v_new exp(gamma_last - gamma))^T k``. With ``split`` (SPLIT, not
-   offered yet) it stores each chunk's entering state and v_new instead of the output, and
+   and ``S = exp(gamma_last) S + (v_new exp(gamma_last - gamma))^T k``. With ``split`` (SPLIT) it
+   stores each chunk's entering state and v_new instead of the output (`GdnSm90Fwd.scan_wg` with
+   ``wgmma``: the same on warpgroup MMAs, the state carried transposed), and
 3. `GdnSm90Fwd.output` (grid: chunk slots x output heads x value blocks) computes every chunk's
    output at once from them.
 
-Every product is a warp-level ``mma.sync.m16n8k16`` (bf16 / fp16 operands, fp32 accumulators)
+Every product outside `scan_wg` is a warp-level ``mma.sync.m16n8k16`` (bf16 / fp16 operands, fp32 accumulators)
 over operands in shared memory, read by ``ldmatrix`` (transposed where the product wants the
 operand's other major mode: S's update reads v_new and k column-wise from their row-major tiles).
 Tiles arrive by 16-byte ``cp.async`` copies, zero-filled past the sequence's end (the zero-token
