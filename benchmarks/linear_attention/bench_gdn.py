@@ -273,8 +273,8 @@ def timing(run: TimingRun) -> list[dict]:
             call, out = _ours(case, tensors, bv, occupancy, segment)
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
-        for bv, stages, wgmma in itertools.product(run.sm90_block_vs, STAGES_SM90, (None, 1)):
-            label = f"ours[sm90 BV={bv},ST={stages}{',WG' if wgmma else ''}]"
+        for bv, stages, wgmma in itertools.product(run.sm90_block_vs, STAGES_SM90, (None, 1, 2)):
+            label = f"ours[sm90 BV={bv},ST={stages}{f',WG{wgmma}' if wgmma else ''}]"
             call, out = _ours(case, tensors, bv, engine="gdn_sm90", stages=stages, wgmma=wgmma)
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
@@ -467,7 +467,8 @@ def main() -> None:
         "--sm90",
         default="",
         help="comma list of BLOCK_V values of the CuTe DSL engines to time too (forward: gdn_sm90 at each "
-        "STAGES; fwd+bwd: gdn_sm90's first plan then gdn_sm90_bwd)",
+        "STAGES, on mma.sync and at WGMMA 1 and 2; fwd+bwd: gdn_sm90's first plan then gdn_sm90_bwd, and "
+        "both at WGMMA 1)",
     )
     args = parser.parse_args()
     skip = frozenset(s for s in args.skip.split(",") if s)

@@ -115,8 +115,11 @@ def sm90_cases() -> tuple[GdnCase, ...]:
             out += [
                 dataclasses.replace(case, name=f"{c.name}-split-s{st}", split=1, stages=st) for st in (1, 2)
             ]
-            out += [  # the split scan on warpgroup MMAs
-                dataclasses.replace(case, name=f"{c.name}-wgmma-s{st}", split=1, stages=st, wgmma=1)
+            out += [  # the split scan on warpgroup MMAs (2: its output kernel too)
+                dataclasses.replace(
+                    case, name=f"{c.name}-wgmma{'' if wg == 1 else wg}-s{st}", split=1, stages=st, wgmma=wg
+                )
+                for wg in (1, 2)
                 for st in (1, 2)
             ]
     return tuple(out)

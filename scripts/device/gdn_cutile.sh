@@ -4,7 +4,7 @@
 #   source /tmp/site/env.sh && source .dev3/cutile.sh && bash scripts/device/gdn_cutile.sh [PART] [bench args...]
 # PART: all (default: fwd, bwd, fla, ops, bench), fwd (the forward's sm90 tests, gdn_sm90's among them),
 # sm90 (gdn_sm90's, the CuTe DSL forward, alone), sm90bwd (gdn_sm90_bwd's, the CuTe DSL backward,
-# alone), wgmma (the cases of both CuTe DSL engines on warpgroup MMAs, WGMMA 1), bwd (the backward's,
+# alone), wgmma (the cases of both CuTe DSL engines on warpgroup MMAs, WGMMA 1 and 2), bwd (the backward's,
 # both engines'),
 # fla (the forward against flash-linear-attention's on the same inputs),
 # ops (the torch op's sm90 tests: opcheck, a side stream, a compiled training step), memcheck

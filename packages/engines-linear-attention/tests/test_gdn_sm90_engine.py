@@ -10,6 +10,7 @@ import pytest
 
 import pygraph
 from pygraph import data_type as dt
+from pygraph.engines.base import PlanConfig
 from pygraph_linear_attention.engines import sm90 as engine_mod
 from pygraph_linear_attention.engines.sm90 import GdnSm90BwdEngine, GdnSm90Engine
 from pygraph_linear_attention.kernels.gdn_sm90_host import Sm90BwdKey, Sm90Key, compiled_forward, search_steps
@@ -143,8 +144,24 @@ def test_the_scan_grid_picks_gdn_sm90s_first_plan():
     assert long_single[0] == "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=2,WGMMA=1]"
     assert batch[0] == "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1,WGMMA=0]"
     assert wide[0] == "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=1,WGMMA=1]"
-    # the same domain, reordered: every (SPLIT, BLOCK_V, STAGES), and the split ones on wgmma
-    assert sorted(long_single) == sorted(batch) == sorted(wide) and len(batch) == 12
+    # the same domain, reordered: every (SPLIT, BLOCK_V, STAGES), and the split ones at WGMMA 1 and 2
+    assert sorted(long_single) == sorted(batch) == sorted(wide) and len(batch) == 16
+
+
+def test_the_wgmma_knob_is_checked_against_its_domain_and_split():
+    g = _graph(t=64, n=1, h=1)
+    g.create_execution_plans()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    assert "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=1,WGMMA=2]" in names
+    assert not any("SPLIT=0" in n and "WGMMA=0]" not in n for n in names if n.startswith("gdn_sm90["))
+    engine = GdnSm90Engine(20100)
+    facts = None
+    for knobs, rule in (
+        ({"BLOCK_V": 32, "STAGES": 1, "SPLIT": 0, "WGMMA": 1}, r"gdn_sm90: knob WGMMA=1 needs SPLIT=1"),
+        ({"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 3}, r"gdn_sm90: knob WGMMA=3 outside its domain"),
+    ):
+        with pytest.raises(pygraph.GraphNotSupportedError, match=rule):
+            engine._knobs(facts, PlanConfig(0, knobs))
 
 
 def test_the_slot_search_halves_until_one_sequence_is_left():
@@ -154,7 +171,7 @@ def test_the_slot_search_halves_until_one_sequence_is_left():
 @pytest.mark.skipif(
     importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
 )
-@pytest.mark.parametrize("wgmma", [False, True], ids=["mma-sync", "wgmma"])
+@pytest.mark.parametrize("wgmma", [0, 1, 2], ids=["mma-sync", "wgmma-scan", "wgmma-scan-output"])
 def test_the_kernels_compile_for_sm90a_without_a_gpu(monkeypatch, tmp_path, wgmma):
     monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))  # a compile, not a load from an earlier run
     key = Sm90Key(

@@ -42,6 +42,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import (
     HEAD_DIMS_SM90,
     SPLIT_SM90,
     STAGES_SM90,
+    WGMMA_BWD_SM90,
     WGMMA_SM90,
     backward_regions,
     bwd_key_for,
@@ -220,7 +221,7 @@ class GdnSm90Engine(BaseEngine):
             raise GraphNotSupportedError(f"{self.name}: knob WGMMA={wgmma!r} outside its domain {WGMMA_SM90}")
         if wgmma and not split:
             raise GraphNotSupportedError(
-                f"{self.name}: knob WGMMA=1 needs SPLIT=1 (the warpgroup scan is the split one), got SPLIT={split!r}"
+                f"{self.name}: knob WGMMA={wgmma!r} needs SPLIT=1 (the warpgroup scan is the split one), got SPLIT={split!r}"
             )
         if split and (reason := _chunk_states_reason(facts)) is not None:
             raise GraphNotSupportedError(f"{self.name}: SPLIT=1: {reason}")
@@ -252,7 +253,7 @@ class GdnSm90Engine(BaseEngine):
         positions, declared, names = self._declared(request, facts)
         key = key_for(
             cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
-            cu=names["cu_seqlens"], stages=stages, split=bool(split), wgmma=bool(wgmma),
+            cu=names["cu_seqlens"], stages=stages, split=bool(split), wgmma=int(wgmma),
         )  # fmt: skip
         rows = tuple(
             (role, pos, tuple(declared[role].shape), tuple(declared[role].stride))
@@ -291,14 +292,16 @@ class GdnSm90BwdEngine(GdnSm90Engine):
         sm_hi=90,
         dtypes={data_type.BFLOAT16, data_type.HALF},
         features=_FEATURES,
-        knob_domains={"BLOCK_V": BLOCK_V_SM90, "WGMMA": WGMMA_SM90},
+        knob_domains={"BLOCK_V": BLOCK_V_SM90, "WGMMA": WGMMA_BWD_SM90},
     )
 
     def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int]:
         knobs = _knob_values(plan)
-        block_v, wgmma = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("WGMMA", WGMMA_SM90[0])
-        if wgmma not in WGMMA_SM90:
-            raise GraphNotSupportedError(f"{self.name}: knob WGMMA={wgmma!r} outside its domain {WGMMA_SM90}")
+        block_v, wgmma = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("WGMMA", WGMMA_BWD_SM90[0])
+        if wgmma not in WGMMA_BWD_SM90:
+            raise GraphNotSupportedError(
+                f"{self.name}: knob WGMMA={wgmma!r} outside its domain {WGMMA_BWD_SM90}"
+            )
         if block_v not in BLOCK_V_SM90:
             raise GraphNotSupportedError(
                 f"{self.name}: knob BLOCK_V={block_v!r} outside its domain {BLOCK_V_SM90}"

@@ -27,6 +27,7 @@ __all__ = [
     "HEAD_DIMS_SM90",
     "SPLIT_SM90",
     "STAGES_SM90",
+    "WGMMA_BWD_SM90",
     "WGMMA_SM90",
     "Sm90BwdKey",
     "Sm90Key",
@@ -62,7 +63,10 @@ SPLIT_SM90 = (0, 1)
 # tiles with their ldmatrix loads. Measured on the H200 (2026-12-02, BLOCK_V 32, ms, WGMMA 0 / 1):
 # forward B1 T32768 2.265 / 1.659 (SPLIT 1, STAGES 2), varlen8 1.651 (fused) / 1.403, B4 T4096
 # 0.643 (fused) / 0.685; the backward alone 6.88 / 5.82 (B1), 4.81 / 4.13 (varlen8), 2.10 / 1.99 (B4).
-WGMMA_SM90 = (0, 1)
+# The forward's 2 also runs the split scan's output kernel on warpgroup MMAs, one CTA per chunk and
+# head over the whole value dim (q k^T once per chunk, not once per value block): untimed.
+WGMMA_SM90 = (0, 1, 2)
+WGMMA_BWD_SM90 = (0, 1)
 HEAD_DIMS_SM90 = (64, 128)  # K and V: the tiles' registers are sized for these
 
 _CACHE: dict[tuple, Any] = {}
@@ -94,7 +98,7 @@ class Sm90Key:
     store_ht: bool
     stages: int = 2
     split: bool = False
-    wgmma: bool = False
+    wgmma: int = 0  # WGMMA: 1 the split scan on warpgroup MMAs, 2 its output kernel too
 
 
 def key_for(
@@ -106,7 +110,7 @@ def key_for(
     cu: str,
     stages: int,
     split: bool = False,
-    wgmma: bool = False,
+    wgmma: int = 0,
 ) -> Sm90Key:
     return Sm90Key(
         key_dim=cfg.key_dim, value_dim=cfg.value_dim, block_v=cfg.block_v, io_dtype=cfg.io_dtype,
