@@ -64,7 +64,8 @@ SPLIT_SM90 = (0, 1)
 # forward B1 T32768 2.265 / 1.659 (SPLIT 1, STAGES 2), varlen8 1.651 (fused) / 1.403, B4 T4096
 # 0.643 (fused) / 0.685; the backward alone 6.88 / 5.82 (B1), 4.81 / 4.13 (varlen8), 2.10 / 1.99 (B4).
 # The forward's 2 also runs the split scan's output kernel on warpgroup MMAs, one CTA per chunk and
-# head over the whole value dim (q k^T once per chunk, not once per value block): untimed.
+# head over the whole value dim (q k^T once per chunk, not once per value block): compiled, not yet
+# run on the device, so the hook does not offer it (the device cases replay it by engine id).
 WGMMA_SM90 = (0, 1, 2)
 WGMMA_BWD_SM90 = (0, 1)
 HEAD_DIMS_SM90 = (64, 128)  # K and V: the tiles' registers are sized for these
