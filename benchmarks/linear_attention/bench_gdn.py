@@ -330,11 +330,13 @@ def _ours_fwd_bwd(
     segment: Any = None,
     sm90: bool = False,
     wgmma: Any = None,
+    bwd_stages: Any = None,
 ) -> tuple[Any, dict]:
     """(call, gradients) of our forward then backward graphs, built once: the forward the hook's
     first plan, the backward at ``block_v``; both at ``occupancy`` and ``segment`` where given;
     with ``sm90`` the CuTe DSL engines' (gdn_sm90's first plan, gdn_sm90_bwd at ``block_v``; with
-    ``wgmma`` both on warpgroup MMAs, the forward's split scan at STAGES 2)."""
+    ``wgmma`` both on warpgroup MMAs, the forward's split scan at STAGES 2, the backward's scans at
+    ``bwd_stages``)."""
     import torch
 
     fwd_call, _ = _ours(
@@ -343,7 +345,7 @@ def _ours_fwd_bwd(
     )  # fmt: skip
     case = dataclasses.replace(
         case, block_v=block_v, occupancy=occupancy, segment=segment, engine="gdn_sm90_bwd" if sm90 else None,
-        wgmma=wgmma,
+        wgmma=wgmma, stages=bwd_stages,
     )  # fmt: skip
     bwd_tensors = {**tensors, "dO": d_o}
     g, ports = build_bwd_graph(case, bwd_tensors, {})
@@ -423,9 +425,9 @@ def timing_bwd(run: TimingRun) -> list[dict]:
                 diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)
                 print(f"  {shape} {label} vs the first: rel diff of the gradients {diffs}")
             ours = grads if ours is None else ours  # the first column's gradients meet the anchors
-        for bv, wgmma in itertools.product(run.sm90_block_vs, (None, 1)):
-            label = f"ours[sm90 bwd {bv}{' WG' if wgmma else ''}]"
-            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, sm90=True, wgmma=wgmma)
+        for bv, (wgmma, stages) in itertools.product(run.sm90_block_vs, ((None, None), (1, None), (1, 2))):
+            label = f"ours[sm90 bwd {bv}{' WG' if wgmma else ''}{' ST2' if stages else ''}]"
+            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, sm90=True, wgmma=wgmma, bwd_stages=stages)
             _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
             columns[label] = call
             diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)

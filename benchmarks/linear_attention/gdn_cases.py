@@ -54,7 +54,7 @@ class GdnCase:
     engine: str | None = (
         None  # "gdn_sm90" / "gdn_sm90_bwd": its first plan (with block_v, stages); None: the hook's first pick
     )
-    stages: int | None = None  # gdn_sm90's STAGES knob
+    stages: int | None = None  # gdn_sm90's STAGES knob (gdn_sm90_bwd's too, with WGMMA 1)
     split: int | None = None  # gdn_sm90's SPLIT knob
     wgmma: int | None = None  # gdn_sm90's and gdn_sm90_bwd's WGMMA knob
     tolerance: float = 1e-2
@@ -128,7 +128,7 @@ def sm90_cases() -> tuple[GdnCase, ...]:
 def sm90_bwd_cases() -> tuple[GdnCase, ...]:
     """The backward cases on the gdn_sm90_bwd engine: those its build serves (K and V of 64 or 128;
     the SEGMENT cases left out), BLOCK_V 128 as 64, each at the engine's first plan unless it names
-    one, and each again with WGMMA 1 (the scans on warpgroup MMAs)."""
+    one, and each again with WGMMA 1 (the scans on warpgroup MMAs), at STAGES 1 and 2."""
     out = []
     for c in BWD_CASES:
         if c.key_dim not in (64, 128) or c.value_dim not in (64, 128) or c.segment:
@@ -136,11 +136,16 @@ def sm90_bwd_cases() -> tuple[GdnCase, ...]:
         case = dataclasses.replace(
             c, engine="gdn_sm90_bwd", block_v=64 if c.block_v == 128 else c.block_v, occupancy=None
         )
-        out += [case, dataclasses.replace(case, name=f"{c.name}-wgmma", wgmma=1)]
+        out += [
+            case,
+            dataclasses.replace(case, name=f"{c.name}-wgmma", wgmma=1),
+            dataclasses.replace(case, name=f"{c.name}-wgmma-s2", wgmma=1, stages=2),  # the scans' prefetch
+        ]
     return tuple(out)
 
 
 _SM90_ID = 20100  # gdn_sm90's engine id (the manifest's)
+_SM90_BWD_ID = 20103  # gdn_sm90_bwd's
 _SM90_STAGES2 = ("varlen-odd", "all-options-gva", "empty-inside")
 _SM90_SPLIT = ("varlen-odd", "all-options-gva", "empty-inside", "long-4097", "d64", "fp16")
 
@@ -338,6 +343,10 @@ def build_bwd_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, d
         if out is not None:  # each gradient in its input's dtype (unset, it would take the io dtype)
             out.set_output(True).set_data_type(ports[GRADIENTS[name]].data_type)
             ports[name] = out
+    if case.engine == "gdn_sm90_bwd" and case.stages == 2:  # not in the plan list yet: replayed by id
+        g.create_execution_plan(_SM90_BWD_ID, {"BLOCK_V": case.block_v or 32, "STAGES": 2, "WGMMA": 1})
+        g.build_plans()
+        return g, ports
     g.create_execution_plans()
     if case.engine == "gdn_sm90_bwd":
         _select(g, "gdn_sm90_bwd", force=True, BLOCK_V=case.block_v, WGMMA=case.wgmma)

@@ -259,7 +259,7 @@ def test_gdn_sm90_leads_only_for_a_long_sequence_on_a_small_grid(stand_in):
     assert first(1024, 1).startswith("gdn_cutile[")
     assert first(16384, 4).startswith("gdn_cutile[")  # 256 CTAs
     # the backward: gdn_sm90_bwd on warpgroup MMAs past two scan CTAs per SM (8 x 16 x 4 = 512)
-    assert first(32768, 8, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,WGMMA=1]"
+    assert first(32768, 8, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,STAGES=1,WGMMA=1]"
     assert first(16384, 4, backward=True).startswith("gdn_cutile_bwd[")
     assert first(32768, 1, backward=True).startswith("gdn_cutile_bwd[")
 
@@ -464,8 +464,8 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
         "gdn_cutile_bwd[BLOCK_V=64,OCCUPANCY=0,SEGMENT=0]", "gdn_cutile_bwd[BLOCK_V=128,OCCUPANCY=0,SEGMENT=0]",
         "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=32]", "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=16]",
         # after (24 scan CTAs), wgmma first
-        "gdn_sm90_bwd[BLOCK_V=32,WGMMA=1]", "gdn_sm90_bwd[BLOCK_V=64,WGMMA=1]",
-        "gdn_sm90_bwd[BLOCK_V=32,WGMMA=0]", "gdn_sm90_bwd[BLOCK_V=64,WGMMA=0]",
+        "gdn_sm90_bwd[BLOCK_V=32,STAGES=1,WGMMA=1]", "gdn_sm90_bwd[BLOCK_V=64,STAGES=1,WGMMA=1]",
+        "gdn_sm90_bwd[BLOCK_V=32,STAGES=1,WGMMA=0]", "gdn_sm90_bwd[BLOCK_V=64,STAGES=1,WGMMA=0]",
     ]  # fmt: skip
     g.select_plan(names.index("gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]"))  # the hint: the next test
     g.build_plans()

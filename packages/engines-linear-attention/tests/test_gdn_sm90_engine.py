@@ -260,7 +260,7 @@ def bwd_recorder(monkeypatch):
 
 def test_a_backward_call_passes_its_pointers_in_order(bwd_recorder):
     t, n, h, hv, d = 130, 3, 2, 4, 128
-    g = _built(_bwd_graph(t=t, n=n, h=h, hv=hv, d=d), "gdn_sm90_bwd[BLOCK_V=32,WGMMA=0]")
+    g = _built(_bwd_graph(t=t, n=n, h=h, hv=hv, d=d), "gdn_sm90_bwd[BLOCK_V=32,STAGES=1,WGMMA=0]")
     (key,) = bwd_recorder.keys
     # GVA (2 q/k heads, 4 output heads): dQ and dK go through the head sums, dV is written directly
     assert (key.direct_qk, key.direct_v, key.has_h0, key.has_dht) == (False, True, True, True)
@@ -288,8 +288,12 @@ def test_a_backward_call_passes_its_pointers_in_order(bwd_recorder):
 @pytest.mark.skipif(
     importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
 )
-@pytest.mark.parametrize("wgmma", [False, True], ids=["mma-sync", "wgmma"])
-def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(monkeypatch, tmp_path, wgmma):
+@pytest.mark.parametrize(
+    ("wgmma", "stages"), [(False, 1), (True, 1), (True, 2)], ids=["mma-sync", "wgmma", "wgmma-prefetch"]
+)
+def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(
+    monkeypatch, tmp_path, wgmma, stages
+):
     from pygraph_linear_attention.kernels import gdn_sm90_host as host
 
     monkeypatch.setattr(host, "_CACHE", {})
@@ -300,7 +304,7 @@ def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(monkey
         dh0_dtype="bfloat16", dht_dtype="float32", cu_dtype="int64", dg_dtype="float32", dbeta_dtype="bfloat16",
         da_log_dtype="float32", ddt_bias_dtype="float32", scale=0.1, l2norm=True, beta_sigmoid=True,
         neg_eigval=True, safe_gate=True, has_dt_bias=True, has_h0=True, has_dht=True, direct_qk=False,
-        direct_v=False, wgmma=wgmma,
+        direct_v=False, wgmma=wgmma, stages=stages,
     )  # fmt: skip
     built = []
     real = host._compile

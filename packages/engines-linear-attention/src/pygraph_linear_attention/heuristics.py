@@ -100,8 +100,11 @@ def recommend(
     # before 64.
     if "gdn_sm90_bwd" in offered and facts.backward:
         blocks = [b for b in BLOCK_V_SM90 if facts.head_dim_v % b == 0]
+        # (STAGES 2, the scans' prefetch, is not offered until it has run on the device)
         sm90 = [
-            PlanConfig(offered["gdn_sm90_bwd"], {"BLOCK_V": b, "WGMMA": w}) for w in (1, 0) for b in blocks
+            PlanConfig(offered["gdn_sm90_bwd"], {"BLOCK_V": b, "STAGES": 1, "WGMMA": w})
+            for w in (1, 0)
+            for b in blocks
         ]
         ours = [*sm90, *ours] if _scan_grid(facts) > 2 * _SMS else [*ours, *sm90]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)

@@ -283,7 +283,7 @@ class GdnSm90BwdPlan(GdnSm90Plan):
 
 class GdnSm90BwdEngine(GdnSm90Engine):
     """``gdn_sm90_bwd``: gdn_bwd graphs (BLOCK_V: the value rows of the scans' CTAs; WGMMA: both
-    scans on warpgroup MMAs)."""
+    scans on warpgroup MMAs; STAGES, with WGMMA: 2 prefetches the scans' next chunk)."""
 
     name = "gdn_sm90_bwd"
     serves_backward = True
@@ -292,15 +292,25 @@ class GdnSm90BwdEngine(GdnSm90Engine):
         sm_hi=90,
         dtypes={data_type.BFLOAT16, data_type.HALF},
         features=_FEATURES,
-        knob_domains={"BLOCK_V": BLOCK_V_SM90, "WGMMA": WGMMA_BWD_SM90},
+        knob_domains={"BLOCK_V": BLOCK_V_SM90, "STAGES": STAGES_SM90, "WGMMA": WGMMA_BWD_SM90},
     )
 
     def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int]:
         knobs = _knob_values(plan)
         block_v, wgmma = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("WGMMA", WGMMA_BWD_SM90[0])
+        stages = knobs.get("STAGES", STAGES_SM90[0])
         if wgmma not in WGMMA_BWD_SM90:
             raise GraphNotSupportedError(
                 f"{self.name}: knob WGMMA={wgmma!r} outside its domain {WGMMA_BWD_SM90}"
+            )
+        if stages not in STAGES_SM90:
+            raise GraphNotSupportedError(
+                f"{self.name}: knob STAGES={stages!r} outside its domain {STAGES_SM90}"
+            )
+        if stages != 1 and not wgmma:
+            raise GraphNotSupportedError(
+                f"{self.name}: knob STAGES={stages!r} needs WGMMA=1 (the prefetching gradient scan is the "
+                f"warpgroup one), got WGMMA={wgmma!r}"
             )
         if block_v not in BLOCK_V_SM90:
             raise GraphNotSupportedError(
@@ -310,7 +320,7 @@ class GdnSm90BwdEngine(GdnSm90Engine):
             raise GraphNotSupportedError(
                 f"{self.name}: BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
             )
-        return block_v, 1, 1, wgmma
+        return block_v, stages, 1, wgmma
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         last = backward_regions(config_for(self._facts(request), BLOCK_V_SM90[0]))[-1]
@@ -321,10 +331,10 @@ class GdnSm90BwdEngine(GdnSm90Engine):
     ) -> CompiledPlan:
         self.check_support(request)
         facts = self._facts(request)
-        block_v, _, _, wgmma = self._knobs(facts, plan)
+        block_v, stages, _, wgmma = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
         positions, declared, names = self._declared(request, facts)
-        key = bwd_key_for(cfg, names, bool(wgmma))
+        key = bwd_key_for(cfg, names, bool(wgmma), stages)
         rows = tuple(
             (role, pos, tuple(declared[role].shape), tuple(declared[role].stride))
             for role, pos in positions.items()

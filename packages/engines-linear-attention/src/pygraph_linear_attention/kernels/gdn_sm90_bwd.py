@@ -50,6 +50,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_fwd import (
     _gamma_row,
     _gemm,
     _l2_normalize_rows,
+    _load_chunk,
     _load_rows,
     _row_major,
     _row_pair,
@@ -163,6 +164,7 @@ class GdnSm90Bwd:
         direct_qk: bool,
         direct_v: bool,
         wgmma: bool = False,
+        stages: int = 1,
     ) -> None:
         self.K, self.V, self.BV = key_dim, value_dim, block_v
         self.io = _DT[io_dtype]
@@ -174,11 +176,13 @@ class GdnSm90Bwd:
         # sum would only cast); one output head per v head: dV likewise
         self.direct_qk, self.direct_v = direct_qk, direct_v
         self.wgmma = wgmma  # the scans on warpgroup MMAs (`GdnSm90Fwd.scan_wg`, `grad_scan_wg`)
+        # STAGES of both scans (with wgmma): 2 prefetches the next chunk's tiles
+        self.stages = stages
         self.fwd = GdnSm90Fwd(
             key_dim=key_dim, value_dim=value_dim, block_v=block_v, io_dtype=io_dtype, beta_dtype=beta_dtype,
             h0_dtype=h0_dtype, ht_dtype="float32", cu_dtype=cu_dtype, scale=scale, l2norm=l2norm,
             beta_sigmoid=beta_sigmoid, neg_eigval=neg_eigval, safe_gate=safe_gate, has_dt_bias=has_dt_bias,
-            has_h0=has_h0, store_ht=False, stages=1, split=True, store_t=True, wgmma=wgmma,
+            has_h0=has_h0, store_ht=False, stages=stages, split=True, store_t=True, wgmma=wgmma,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ host side (traced once)
@@ -474,10 +478,14 @@ class GdnSm90Bwd:
         length = Int32(mCu[n + 1]) - bos
 
         smem = utils.SmemAllocator()
-        sQ, sK, sW = _tile(smem, io, C, K), _tile(smem, io, C, K), _tile(smem, io, C, K)
-        sDo, sNdv, sDd = _tile(smem, io, C, BV), _tile(smem, io, C, BV), _tile(smem, io, C, BV)
+        nbuf = self.stages  # 2: chunk c - 1's q, k, w, dO and gamma load while chunk c computes
+        k_layout, k_swz = _row_major(C, K, nbuf)
+        v_layout, v_swz = _row_major(C, BV, nbuf)
+        sQs, sKs, sWs = (smem.allocate_tensor(io, k_layout, 1024, k_swz) for _ in range(3))
+        sDos = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+        sNdv, sDd = _tile(smem, io, C, BV), _tile(smem, io, C, BV)
         sP, sDs, sDvn = _tile(smem, io, C, C), _tile(smem, io, BV, K), _tile(smem, io, C, BV)
-        sGamma = _vector(smem)
+        sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, nbuf), stride=(1, C)), 16)
         s2g_k, s2g_v = _s2g(io, K), _s2g(io, BV)
 
         mma_s = _wg_mma(io, BV, True, True)  # dS^T [K, BV] += x^T [K, C] . y^T [BV, C]^T
@@ -491,20 +499,40 @@ class GdnSm90Bwd:
             for e in cutlass.range_constexpr(cute.size(d_state)):
                 d_state[e] = src[e].to(Float32)
         g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
+        tiles = (mQ, mK, mW, mDo, hk, h, vb, K, BV)
+        buffers = (sQs, sKs, sWs, sDos)
         chunks = cute.ceil_div(length, C)
+        if const_expr(nbuf == 2):  # the prologue: the last chunk into buffer 0 (none of an empty sequence)
+            last_chunk = cutlass.max(chunks - 1, 0)
+            r_last = bos + last_chunk * C
+            last_rows = Int32(0)
+            if chunks > 0:
+                last_rows = length - last_chunk * C
+            _load_chunk(g2s_k, g2s_v, tidx, tiles, r_last, last_rows, buffers, 0)
+            cute.arch.cp_async_commit_group()
+            if tidx < C:
+                sGammas[tidx, 0] = _gamma_row(mGamma, r_last, last_rows, h, tidx)
         for i in cutlass.range(chunks, unroll=1):
             c = chunks - 1 - i
             r0 = bos + c * C
             rows_left = length - c * C
-            _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
-            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
-            _load_rows(g2s_k, tidx, _chunk_rows(mW, r0, h, K), sW, rows_left)
-            _load_rows(g2s_v, tidx, _chunk_rows(mDo, r0, h, BV, vb), sDo, rows_left)
-            cute.arch.cp_async_commit_group()
-            if tidx < C:
-                sGamma[tidx] = _gamma_row(mGamma, r0, rows_left, h, tidx)
+            buf = i % nbuf
+            g_next = Float32(0.0)
+            if const_expr(nbuf == 2):
+                if i + 1 < chunks:
+                    _load_chunk(g2s_k, g2s_v, tidx, tiles, r0 - C, rows_left + C, buffers, 1 - buf)
+                cute.arch.cp_async_commit_group()
+                if tidx < C:
+                    g_next = _gamma_row(mGamma, r0 - C, rows_left + C, h, tidx)
+            else:
+                _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, 0)
+                cute.arch.cp_async_commit_group()
+                if tidx < C:
+                    sGammas[tidx, 0] = _gamma_row(mGamma, r0, rows_left, h, tidx)
+            sQ, sK, sW = sQs[None, None, buf], sKs[None, None, buf], sWs[None, None, buf]
+            sDo, sGamma = sDos[None, None, buf], sGammas[None, buf]
             _to_smem(mma_s, tidx, d_state, _transposed(sDs), io)
-            cute.arch.cp_async_wait_group(0)
+            cute.arch.cp_async_wait_group(nbuf - 1)
             _async_visible()
             cute.arch.sync_threads()
             slot = bos // C + n + c  # the gradient of the state leaving chunk c, from its io copy
@@ -538,7 +566,7 @@ class GdnSm90Bwd:
                 if row >= col and row < rows_left:
                     val = scores[e] * _exp(g_row - sGamma[col])
                 p_part[e] = val.to(io)
-            _scaled_rows(sDo, sDd, lambda r: self.scale * _exp(sGamma[r]), tidx, C, BV)
+            _scaled_rows(sDo, sDd, lambda r, gam=sGamma: self.scale * _exp(gam[r]), tidx, C, BV)
             _async_visible()
             cute.arch.sync_threads()
 
@@ -568,6 +596,9 @@ class GdnSm90Bwd:
             _wg_gemm(mma_s, tidx, d_state, _transposed(sW), _transposed(sNdv))
             _wg_gemm(mma_s, tidx, d_state, _transposed(sQ), _transposed(sDd))
             cute.nvgpu.warpgroup.wait_group(0)
+            if const_expr(nbuf == 2):
+                if tidx < C:
+                    sGammas[tidx, 1 - buf] = g_next
             cute.arch.sync_threads()  # every read of this chunk's tiles is done
 
         if const_expr(self.has_h0):

@@ -151,9 +151,10 @@ class Sm90BwdKey:
     direct_qk: bool
     direct_v: bool
     wgmma: bool = False
+    stages: int = 1  # both scans' shared buffers (with wgmma): 2 prefetches the next chunk
 
 
-def bwd_key_for(cfg: Any, names: dict[str, str], wgmma: bool = False) -> Sm90BwdKey:
+def bwd_key_for(cfg: Any, names: dict[str, str], wgmma: bool = False, stages: int = 1) -> Sm90BwdKey:
     """The backward's key for ``cfg`` (a `GdnCutileBwdConfig`) and the operands' dtypes by role."""
     f32 = "float32"
     return Sm90BwdKey(
@@ -164,7 +165,7 @@ def bwd_key_for(cfg: Any, names: dict[str, str], wgmma: bool = False) -> Sm90Bwd
         ddt_bias_dtype=names.get("d_dt_bias", f32), scale=float(cfg.scale), l2norm=cfg.use_qk_l2norm,
         beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval, safe_gate=cfg.safe_gate,
         has_dt_bias=cfg.has_dt_bias, has_h0=cfg.has_initial_state, has_dht=cfg.has_d_final_state,
-        direct_qk=cfg.direct_qk, direct_v=cfg.direct_v, wgmma=wgmma,
+        direct_qk=cfg.direct_qk, direct_v=cfg.direct_v, wgmma=wgmma, stages=stages,
     )  # fmt: skip
 
 
@@ -335,7 +336,7 @@ def _compile_backward(key: Sm90BwdKey, arch: str) -> Any:
         beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, cu_dtype=key.cu_dtype, scale=key.scale,
         l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval, safe_gate=key.safe_gate,
         has_dt_bias=key.has_dt_bias, has_h0=key.has_h0, has_dht=key.has_dht, direct_qk=key.direct_qk,
-        direct_v=key.direct_v, wgmma=key.wgmma,
+        direct_v=key.direct_v, wgmma=key.wgmma, stages=key.stages,
     )  # fmt: skip
     gmem = cute.AddressSpace.gmem
 
