@@ -10,21 +10,18 @@ again). Graphs are kept in a bounded LRU (`GraphCache.capacity`): a training run
 sequence packings builds one graph per distinct (T, N).
 
 The graph's operands are declared contiguous (the op passes contiguous tensors), outputs in the
-dtypes of the op's contract. Execution enqueues on the device's default stream, which the
-engines' plans run on when no backend handle is given; when torch's current stream is another
-one, the default stream first waits for it and it then waits for the default stream, so the
-call is ordered as if it ran on the current stream.
+dtypes of the op's contract; the cache and the stream-ordered `execute` are `pygraph.op_support`'s.
 """
 
 from __future__ import annotations
 
-import collections
-import dataclasses
-import threading
 from typing import Any
 
 import torch
 
+from pygraph.op_support import BuiltGraph, GraphCache, execute, plan_and_build
+from pygraph.op_support import declare as _declare
+from pygraph.op_support import device_facts as _device_facts
 from pygraph_linear_attention.op_arguments import GdnProblem
 
 __all__ = ["GRAPHS", "BuiltGraph", "GraphCache", "backward_graph", "execute", "forward_graph"]
@@ -41,72 +38,9 @@ GRADIENTS = (
     ("dQ", "q"), ("dK", "k"), ("dV", "v"), ("dG", "g"), ("dBeta", "beta"),
     ("d_initial_state", "initial_state"), ("d_a_log", "a_log"), ("d_dt_bias", "dt_bias"),
 )  # fmt: skip
-_WORKSPACE_ALIGN = 256  # the engines' plans refuse a workspace pointer off 256 bytes
-
-
-@dataclasses.dataclass(frozen=True)
-class BuiltGraph:
-    """A planned and built graph: its ports by name (inputs and outputs) and its workspace need."""
-
-    graph: Any
-    ports: dict[str, Any]
-    workspace_bytes: int
-
-    @property
-    def plan_name(self) -> str:
-        return self.graph.selected_plan.name
-
-
-class GraphCache:
-    """Built graphs by key, least recently used dropped past ``capacity``; one build per key."""
-
-    capacity = 128
-
-    def __init__(self) -> None:
-        self._graphs: collections.OrderedDict[tuple, BuiltGraph] = collections.OrderedDict()
-        self._lock = threading.Lock()
-        self.builds = 0  # graphs built (for tests and for the curious)
-
-    def get(self, key: tuple, build: Any) -> BuiltGraph:
-        found = self._graphs.get(key)
-        if found is not None:
-            try:
-                self._graphs.move_to_end(key)
-            except KeyError:  # dropped by another thread's build meanwhile: still a built graph
-                pass
-            return found
-        with self._lock:  # two threads' first call of one key build once
-            found = self._graphs.get(key)
-            if found is None:
-                found = build()
-                self.builds += 1
-                self._graphs[key] = found
-                while len(self._graphs) > self.capacity:
-                    self._graphs.popitem(last=False)
-            return found
-
-    def keys(self) -> list[tuple]:
-        return list(self._graphs)
-
-    def clear(self) -> None:
-        """Drop every graph (and reset the count of builds)."""
-        with self._lock:
-            self._graphs.clear()
-            self.builds = 0
 
 
 GRAPHS = GraphCache()
-
-
-def _device_facts(device: torch.device) -> dict[str, int]:
-    """sm_version and sm_count of a CUDA device, for the graph (engines judge their arch range)."""
-    if device.type != "cuda":
-        return {}
-    major, minor = torch.cuda.get_device_capability(device)
-    return {
-        "sm_version": 10 * major + minor,
-        "sm_count": torch.cuda.get_device_properties(device).multi_processor_count,
-    }
 
 
 def _inputs(g: Any, problem: GdnProblem) -> dict[str, Any]:
@@ -129,19 +63,6 @@ def _inputs(g: Any, problem: GdnProblem) -> dict[str, Any]:
     return {name: _declare(g, name, shape, dtype) for name, (shape, dtype) in shapes.items()}
 
 
-def _declare(g: Any, name: str, shape: tuple, dtype: torch.dtype) -> Any:
-    stride, acc = [], 1
-    for d in reversed(shape):
-        stride.append(acc)
-        acc *= max(int(d), 1)
-    return g.tensor(name=name, dim=list(shape), stride=list(reversed(stride)), data_type=dtype)
-
-
-def _plan(g: Any) -> None:
-    g.create_execution_plans()  # raises GraphNotSupportedError naming every engine's reason
-    g.build_plans()
-
-
 def forward_graph(problem: GdnProblem, scale: float | None, flags: dict[str, bool]) -> BuiltGraph:
     """The built gdn graph of ``problem`` (outputs O [T, HV, V] io dtype, final_state fp32)."""
     key = ("gdn", problem, scale, tuple(sorted(flags.items())))
@@ -160,7 +81,7 @@ def forward_graph(problem: GdnProblem, scale: float | None, flags: dict[str, boo
         if final is not None:
             final.set_output(True).set_data_type(torch.float32)
             ports["final_state"] = final
-        _plan(g)
+        plan_and_build(g)
         return BuiltGraph(g, ports, g.get_workspace_size())
 
     return GRAPHS.get(key, build)
@@ -191,29 +112,7 @@ def backward_graph(
             if out is not None:  # unset, a gradient would take the io dtype
                 out.set_output(True).set_data_type(ports[like].data_type)
                 ports[name] = out
-        _plan(g)
+        plan_and_build(g)
         return BuiltGraph(g, ports, g.get_workspace_size())
 
     return GRAPHS.get(key, build)
-
-
-def execute(built: BuiltGraph, tensors: dict[str, torch.Tensor], device: torch.device) -> None:
-    """Run ``built`` on ``tensors`` (by port name, every port given): a 256-byte aligned workspace
-    from torch's allocator, ordered on torch's current stream (module docstring)."""
-    ports = built.ports
-    pack = {ports[name]: t for name, t in tensors.items()}
-    workspace = None
-    if built.workspace_bytes:
-        raw = torch.empty(built.workspace_bytes + _WORKSPACE_ALIGN, dtype=torch.uint8, device=device)
-        workspace = raw[(-raw.data_ptr()) % _WORKSPACE_ALIGN :][: built.workspace_bytes]
-    if device.type != "cuda":
-        built.graph.execute(pack, workspace=workspace)
-        return
-    current, default = torch.cuda.current_stream(device), torch.cuda.default_stream(device)
-    with torch.cuda.device(device):
-        if current.cuda_stream == default.cuda_stream:
-            built.graph.execute(pack, workspace=workspace)
-            return
-        default.wait_stream(current)
-        built.graph.execute(pack, workspace=workspace)
-        current.wait_stream(default)

@@ -1,0 +1,221 @@
+"""The torch op's argument rules: every shape, dtype, device and mask of an ``sdpa`` call, checked
+before anything runs (in eager mode and while ``torch.compile`` traces the fake kernel).
+
+The rules are the op's documented contract (``docs/sdpa.md``, "The torch op"): the dense
+[B, H, S, D] layout, key and value sharing their heads, which divide the query's (GQA; one head is
+MQA), one io dtype, and the masks the op maps onto the graph's ``sdpa`` attributes. Each refusal
+is an `pygraph.errors.OpInputError` naming the call, the argument and the value it saw. The values
+of ``seq_len_q`` / ``seq_len_kv`` are not read (that would wait on the device).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+
+from pygraph.errors import OpInputError
+
+__all__ = ["CALL", "DEVICE_TYPES", "SdpaMasks", "SdpaProblem", "check_backward", "check_forward"]
+
+CALL = "pygraph_sdpa.sdpa()"
+# where the op's tensors may live: the backend and the engines read device memory (the CPU tests
+# widen this for their host stand-in)
+DEVICE_TYPES = ("cuda",)
+IO_DTYPES = (torch.bfloat16, torch.float16)
+
+
+@dataclasses.dataclass(frozen=True)
+class SdpaMasks:
+    """The call's mask arguments, checked: part of its graphs' key."""
+
+    is_causal: bool
+    causal_bottom_right: bool
+    window_left: int  # keys visible left of the diagonal, the diagonal's included; -1 unbounded
+
+    def graph_attrs(self) -> dict[str, Any]:
+        """The graph ``sdpa`` / ``sdpa_backward`` attributes of these masks."""
+        attrs: dict[str, Any] = {}
+        if self.is_causal:
+            attrs["use_causal_mask_bottom_right" if self.causal_bottom_right else "use_causal_mask"] = True
+        if self.window_left > 0:
+            attrs["sliding_window_length"] = self.window_left
+        return attrs
+
+    def reference_options(self) -> dict[str, Any]:
+        """The same masks in `pygraph_sdpa.reference.sdpa_reference`'s terms."""
+        return {
+            "is_causal": self.is_causal,
+            "causal_bottom_right": self.causal_bottom_right,
+            "window_left": self.window_left,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class SdpaProblem:
+    """What a call's tensors say: the static part of its graphs' key."""
+
+    batch: int
+    heads_q: int
+    heads_kv: int
+    seq_q: int
+    seq_kv: int
+    head_dim_qk: int
+    head_dim_v: int
+    io_dtype: torch.dtype
+    device: torch.device
+    padded: bool  # seq_len_q and seq_len_kv given
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.heads_q, self.seq_q, self.head_dim_v)
+
+    @property
+    def lse_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.heads_q, self.seq_q, 1)
+
+    @property
+    def empty(self) -> bool:
+        return 0 in (self.batch, self.heads_q, self.seq_q)
+
+
+def _fail(message: str) -> OpInputError:
+    return OpInputError(f"{CALL}: {message}")
+
+
+def _tensor(name: str, t: Any, optional: bool = False) -> None:
+    if t is None and optional:
+        return
+    if not isinstance(t, torch.Tensor):
+        kind = "a torch.Tensor or None" if optional else "a torch.Tensor"
+        raise _fail(f"{name} must be {kind}, got {type(t).__name__}")
+
+
+def _bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise _fail(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+
+
+def _int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(f"{name} must be an int, got {type(value).__name__} {value!r}")
+
+
+def _masks(is_causal: Any, causal_bottom_right: Any, window_left: Any, window_right: Any) -> SdpaMasks:
+    _bool("is_causal", is_causal)
+    _bool("causal_bottom_right", causal_bottom_right)
+    _int("window_left", window_left)
+    _int("window_right", window_right)
+    if window_left == 0 or window_left < -1:
+        raise _fail(
+            f"window_left counts the visible keys including the diagonal (>= 1) or is -1, got {window_left}"
+        )
+    if window_right not in (-1, 0):
+        raise _fail(
+            f"window_right={window_right}: the op serves -1 (unbounded) and 0 (with is_causal); a band "
+            "past the diagonal is not served"
+        )
+    if window_right == 0 and not is_causal:
+        raise _fail("window_right=0 is the causal mask: pass is_causal=True")
+    if causal_bottom_right and not is_causal:
+        raise _fail("causal_bottom_right aligns the causal diagonal: pass is_causal=True too")
+    if window_left > 0 and not is_causal:
+        raise _fail(
+            f"window_left={window_left} is a sliding window behind the causal diagonal: pass is_causal=True"
+        )
+    return SdpaMasks(is_causal, causal_bottom_right, window_left)
+
+
+def _lengths(name: str, t: torch.Tensor, batch: int, device: torch.device) -> None:
+    if t.numel() != batch or t.dim() not in (1, 4):
+        raise _fail(f"{name} must be [B] or [B, 1, 1, 1] with B = {batch}, got shape {list(t.shape)}")
+    if t.dtype != torch.int32:
+        raise _fail(f"{name} must be torch.int32, got {t.dtype}")
+    if t.device != device:
+        raise _fail(f"{name} is on {t.device}, query on {device}: every tensor of one call is on one device")
+
+
+def check_forward(
+    query: Any,
+    key: Any,
+    value: Any,
+    scale: Any,
+    is_causal: Any,
+    causal_bottom_right: Any,
+    window_left: Any,
+    window_right: Any,
+    seq_len_q: Any,
+    seq_len_kv: Any,
+    cu_seqlens_q: Any = None,
+    cu_seqlens_kv: Any = None,
+) -> tuple[SdpaProblem, SdpaMasks]:
+    """The call's problem and masks, or the `OpInputError` naming the first bad argument."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        _tensor(name, t)
+    for name, t in (("seq_len_q", seq_len_q), ("seq_len_kv", seq_len_kv)):
+        _tensor(name, t, optional=True)
+    if cu_seqlens_q is not None or cu_seqlens_kv is not None:
+        raise _fail(
+            "ragged (THD) inputs (cu_seqlens_q / cu_seqlens_kv) are not served by the op yet; pad the batch "
+            "to [B, H, S, D] and pass seq_len_q / seq_len_kv"
+        )
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale)
+    ):
+        raise _fail(f"scale must be a finite float or None (D ** -0.5), got {scale!r}")
+    masks = _masks(is_causal, causal_bottom_right, window_left, window_right)
+    if query.dim() != 4:
+        raise _fail(f"query must be [B, H, S, D] (rank 4), got shape {list(query.shape)}")
+    batch, heads_q, seq_q, d_qk = query.shape
+    if key.dim() != 4 or key.shape[0] != batch or key.shape[3] != d_qk:
+        raise _fail(
+            f"key must be [B, H_kv, S_kv, D] with query's B = {batch} and D = {d_qk}, got shape {list(key.shape)}"
+        )
+    heads_kv, seq_kv = key.shape[1], key.shape[2]
+    if value.dim() != 4 or tuple(value.shape[:3]) != (batch, heads_kv, seq_kv):
+        raise _fail(
+            f"value must be [B, H_kv, S_kv, D_v] with key's {[batch, heads_kv, seq_kv]}, got shape {list(value.shape)}"
+        )
+    if heads_kv < 1 or heads_q % heads_kv:
+        raise _fail(f"key/value heads H_kv = {heads_kv} must divide query heads H = {heads_q} (GQA, MQA)")
+    if query.dtype not in IO_DTYPES:
+        raise _fail(f"query must be torch.bfloat16 or torch.float16, got {query.dtype}")
+    for name, t in (("key", key), ("value", value)):
+        if t.dtype != query.dtype:
+            raise _fail(f"{name} must be query's dtype {query.dtype}, got {t.dtype}")
+    device = query.device
+    for name, t in (("key", key), ("value", value)):
+        if t.device != device:
+            raise _fail(
+                f"{name} is on {t.device}, query on {device}: every tensor of one call is on one device"
+            )
+    if (seq_len_q is None) != (seq_len_kv is None):
+        raise _fail("padding takes both seq_len_q and seq_len_kv (or neither)")
+    if seq_len_q is not None:
+        _lengths("seq_len_q", seq_len_q, batch, device)
+        _lengths("seq_len_kv", seq_len_kv, batch, device)
+    if device.type not in DEVICE_TYPES:
+        raise _fail(f"query is on {device}: the op runs on {' or '.join(DEVICE_TYPES)} devices")
+    problem = SdpaProblem(
+        batch=batch, heads_q=heads_q, heads_kv=heads_kv, seq_q=seq_q, seq_kv=seq_kv, head_dim_qk=d_qk,
+        head_dim_v=value.shape[3], io_dtype=query.dtype, device=device, padded=seq_len_q is not None,
+    )  # fmt: skip
+    return problem, masks
+
+
+def check_backward(problem: SdpaProblem, out: Any, grad_out: Any, lse: Any) -> None:
+    """The backward's tensors: the forward's O and lse, and dO shaped and typed like O."""
+    for name, t, shape, dtype in (
+        ("out", out, problem.out_shape, problem.io_dtype),
+        ("grad of out", grad_out, problem.out_shape, problem.io_dtype),
+        ("lse", lse, problem.lse_shape, torch.float32),
+    ):
+        _tensor(name, t)
+        if tuple(t.shape) != shape:
+            raise _fail(f"{name} must be {list(shape)}, got shape {list(t.shape)}")
+        if t.dtype != dtype:
+            raise _fail(f"{name} must be {dtype}, got {t.dtype}")
+        if t.device != problem.device:
+            raise _fail(f"{name} is on {t.device}, query on {problem.device}")

@@ -1,0 +1,102 @@
+"""The torch op's graphs: one ``sdpa`` (or ``sdpa_backward``) graph per problem, planned and built
+once, then executed per call with the call's tensors.
+
+A key is everything a graph declares: the `SdpaProblem` (shapes, dtype, device, padding), the
+masks and the scale. The first call of a key builds the graph, so it runs whatever plan the planner
+ranks first (today the cuDNN backend's); a graph nothing serves raises the planner's
+`pygraph.GraphNotSupportedError`, which is not cached. Operands are declared contiguous (the op
+passes contiguous tensors); O and the gradients in the io dtype, the stats (lse) fp32. The cache
+and the stream-ordered `execute` are `pygraph.op_support`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pygraph.op_support import BuiltGraph, GraphCache, declare, device_facts, execute, plan_and_build
+from pygraph_sdpa.op_arguments import SdpaMasks, SdpaProblem
+
+__all__ = ["GRAPHS", "backward_graph", "execute", "forward_graph"]
+
+GRAPHS = GraphCache()
+
+
+def _inputs(g: Any, p: SdpaProblem) -> dict[str, Any]:
+    ports = {
+        "q": declare(g, "q", (p.batch, p.heads_q, p.seq_q, p.head_dim_qk), p.io_dtype),
+        "k": declare(g, "k", (p.batch, p.heads_kv, p.seq_kv, p.head_dim_qk), p.io_dtype),
+        "v": declare(g, "v", (p.batch, p.heads_kv, p.seq_kv, p.head_dim_v), p.io_dtype),
+    }
+    if p.padded:
+        ports["seq_len_q"] = declare(g, "seq_len_q", (p.batch, 1, 1, 1), torch.int32)
+        ports["seq_len_kv"] = declare(g, "seq_len_kv", (p.batch, 1, 1, 1), torch.int32)
+    return ports
+
+
+def _padding(ports: dict[str, Any]) -> dict[str, Any]:
+    if "seq_len_q" not in ports:
+        return {}
+    return {"use_padding_mask": True, "seq_len_q": ports["seq_len_q"], "seq_len_kv": ports["seq_len_kv"]}
+
+
+def _output(t: Any, shape: tuple, dtype: torch.dtype) -> None:
+    stride, acc = [], 1
+    for d in reversed(shape):
+        stride.append(acc)
+        acc *= max(int(d), 1)
+    t.set_output(True).set_dim(list(shape)).set_stride(list(reversed(stride))).set_data_type(dtype)
+
+
+def _graph(name: str, p: SdpaProblem) -> Any:
+    import pygraph
+
+    return pygraph.Graph(name=name, io_data_type=p.io_dtype, **device_facts(p.device))
+
+
+def _built(g: Any, ports: dict[str, Any]) -> BuiltGraph:
+    plan_and_build(g)
+    return BuiltGraph(g, ports, g.get_workspace_size())
+
+
+def forward_graph(p: SdpaProblem, masks: SdpaMasks, scale: float) -> BuiltGraph:
+    """The built sdpa graph of ``p``: outputs O [B, H, S_q, D_v] (io dtype) and lse [B, H, S_q, 1] fp32."""
+    key = ("sdpa", p, masks, scale)
+
+    def build() -> BuiltGraph:
+        g = _graph("sdpa", p)
+        ports = _inputs(g, p)
+        o, stats = g.sdpa(
+            ports["q"], ports["k"], ports["v"], generate_stats=True, attn_scale=scale,
+            **masks.graph_attrs(), **_padding(ports),
+        )  # fmt: skip
+        _output(o, p.out_shape, p.io_dtype)
+        _output(stats, p.lse_shape, torch.float32)
+        ports["o"], ports["lse"] = o, stats
+        return _built(g, ports)
+
+    return GRAPHS.get(key, build)
+
+
+def backward_graph(p: SdpaProblem, masks: SdpaMasks, scale: float) -> BuiltGraph:
+    """The built sdpa_backward graph of ``p``: inputs plus O, dO and lse; dQ, dK, dV in the io dtype."""
+    key = ("sdpa_backward", p, masks, scale)
+
+    def build() -> BuiltGraph:
+        g = _graph("sdpa_backward", p)
+        ports = _inputs(g, p)
+        ports["o"] = declare(g, "o", p.out_shape, p.io_dtype)
+        ports["dO"] = declare(g, "dO", p.out_shape, p.io_dtype)
+        ports["lse"] = declare(g, "lse", p.lse_shape, torch.float32)
+        grads = g.sdpa_backward(
+            ports["q"], ports["k"], ports["v"], ports["o"], ports["dO"], ports["lse"], attn_scale=scale,
+            **masks.graph_attrs(), **_padding(ports),
+        )  # fmt: skip
+        shapes = {"dQ": "q", "dK": "k", "dV": "v"}
+        for (name, like), port in zip(shapes.items(), grads):
+            _output(port, tuple(ports[like].dim), p.io_dtype)
+            ports[name] = port
+        return _built(g, ports)
+
+    return GRAPHS.get(key, build)

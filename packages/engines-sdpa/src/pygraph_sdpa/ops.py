@@ -1,0 +1,231 @@
+"""The torch op of the SDPA families: attention as a ``torch.library`` custom op over pygraph graphs.
+
+``pygraph_sdpa.sdpa(query, key, value, *, scale=None, is_causal=False, causal_bottom_right=False,
+window_left=-1, window_right=-1, seq_len_q=None, seq_len_kv=None, cu_seqlens_q=None,
+cu_seqlens_kv=None, max_seqlen_q=0, max_seqlen_kv=0, return_lse=False)`` builds (once per key,
+`op_graphs`) and executes an ``sdpa`` graph, so it runs whatever plan the planner ranks first
+(today the cuDNN backend's); its gradient executes an ``sdpa_backward`` graph the same way. The
+custom ops are ``torch.ops.pygraph_sdpa.sdpa_forward`` (O and lse) and
+``torch.ops.pygraph_sdpa.sdpa_backward`` (dQ, dK, dV); fake kernels give their outputs' shapes and
+dtypes, so the op traces under ``torch.compile(fullgraph=True)``. Arguments are checked
+(`op_arguments`) before anything runs. Semantics: `reference.sdpa_reference`'s; layout, dtypes and
+limits: ``docs/sdpa.md`` ("The torch op").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pygraph.errors import OpInputError
+from pygraph.op_support import execute
+from pygraph_sdpa import op_graphs
+from pygraph_sdpa.op_arguments import CALL, SdpaMasks, SdpaProblem, check_backward, check_forward
+
+__all__ = ["sdpa"]
+
+Tensor = torch.Tensor
+
+
+def _checked(query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv):
+    return check_forward(
+        query, key, value, scale, is_causal, causal_bottom_right, window_left, -1, seq_len_q, seq_len_kv
+    )
+
+
+def _lengths(t: Tensor | None) -> Tensor | None:
+    return None if t is None else t.reshape(-1, 1, 1, 1).contiguous()
+
+
+def _bound(names: dict[str, Tensor | None]) -> dict[str, Tensor]:
+    return {name: t.contiguous() for name, t in names.items() if t is not None}
+
+
+# --- the forward ------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("pygraph_sdpa::sdpa_forward", mutates_args=())
+def _forward_op(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    scale: float,
+    is_causal: bool = False,
+    causal_bottom_right: bool = False,
+    window_left: int = -1,
+    seq_len_q: Tensor | None = None,
+    seq_len_kv: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    p, masks = _checked(
+        query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv
+    )
+    o = query.new_empty(p.out_shape)
+    lse = query.new_empty(p.lse_shape, dtype=torch.float32)
+    if p.empty or p.seq_kv == 0:  # nothing to attend to: O is 0 and lse -inf, as the reference's
+        o.zero_()
+        lse.fill_(float("-inf"))
+        return o, lse
+    built = op_graphs.forward_graph(p, masks, float(scale))
+    tensors = _bound({"q": query, "k": key, "v": value})
+    tensors |= _bound({"seq_len_q": _lengths(seq_len_q), "seq_len_kv": _lengths(seq_len_kv)})
+    tensors |= {"o": o, "lse": lse}
+    execute(built, tensors, p.device)
+    return o, lse
+
+
+@_forward_op.register_fake
+def _forward_fake(query, key, value, scale, is_causal=False, causal_bottom_right=False, window_left=-1,
+                  seq_len_q=None, seq_len_kv=None):  # fmt: skip
+    p, _ = _checked(
+        query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv
+    )
+    return query.new_empty(p.out_shape), query.new_empty(p.lse_shape, dtype=torch.float32)
+
+
+# --- the backward -----------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("pygraph_sdpa::sdpa_backward", mutates_args=())
+def _backward_op(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    out: Tensor,
+    grad_out: Tensor,
+    lse: Tensor,
+    scale: float,
+    is_causal: bool = False,
+    causal_bottom_right: bool = False,
+    window_left: int = -1,
+    seq_len_q: Tensor | None = None,
+    seq_len_kv: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    p, masks = _checked_backward(
+        query, key, value, out, grad_out, lse, scale, is_causal, causal_bottom_right, window_left, seq_len_q,
+        seq_len_kv,
+    )  # fmt: skip
+    dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (query, key, value))
+    if p.empty or p.seq_kv == 0:
+        for t in (dq, dk, dv):
+            t.zero_()
+        return dq, dk, dv
+    built = op_graphs.backward_graph(p, masks, float(scale))
+    tensors = _bound({"q": query, "k": key, "v": value, "o": out, "dO": grad_out, "lse": lse})
+    tensors |= _bound({"seq_len_q": _lengths(seq_len_q), "seq_len_kv": _lengths(seq_len_kv)})
+    tensors |= {"dQ": dq, "dK": dk, "dV": dv}
+    execute(built, tensors, p.device)
+    return dq, dk, dv
+
+
+def _checked_backward(
+    query,
+    key,
+    value,
+    out,
+    grad_out,
+    lse,
+    scale,
+    is_causal,
+    causal_bottom_right,
+    window_left,
+    seq_len_q,
+    seq_len_kv,
+) -> tuple[SdpaProblem, SdpaMasks]:
+    p, masks = _checked(
+        query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv
+    )
+    check_backward(p, out, grad_out, lse)
+    return p, masks
+
+
+@_backward_op.register_fake
+def _backward_fake(query, key, value, out, grad_out, lse, scale, is_causal=False, causal_bottom_right=False,
+                   window_left=-1, seq_len_q=None, seq_len_kv=None):  # fmt: skip
+    _checked_backward(
+        query, key, value, out, grad_out, lse, scale, is_causal, causal_bottom_right, window_left, seq_len_q,
+        seq_len_kv,
+    )  # fmt: skip
+    return tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (query, key, value))
+
+
+# --- autograd: the forward's gradient is the backward op ----------------------------------------------
+
+
+def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+    query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv = inputs
+    o, lse = output
+    ctx.save_for_backward(query, key, value, o, lse, seq_len_q, seq_len_kv)
+    ctx.options = (scale, is_causal, causal_bottom_right, window_left)
+    ctx.set_materialize_grads(False)  # lse's gradient stays None where lse is not used
+
+
+def _backward(ctx: Any, grad_o: Tensor | None, grad_lse: Tensor | None) -> tuple:
+    query, key, value, o, lse, seq_len_q, seq_len_kv = ctx.saved_tensors
+    if grad_lse is not None:
+        raise OpInputError(
+            f"{CALL}: a gradient reached lse (return_lse=True and lse used in the loss); the backward "
+            "takes the gradient of O only"
+        )
+    if grad_o is None:
+        grad_o = torch.zeros_like(o)
+    scale, is_causal, bottom_right, window_left = ctx.options
+    dq, dk, dv = _backward_op(
+        query, key, value, o, grad_o.contiguous(), lse, scale, is_causal, bottom_right, window_left, seq_len_q,
+        seq_len_kv,
+    )  # fmt: skip
+    return dq, dk, dv, None, None, None, None, None, None
+
+
+_forward_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# --- the Python function --------------------------------------------------------------------------------
+
+
+def sdpa(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    scale: float | None = None,
+    is_causal: bool = False,
+    causal_bottom_right: bool = False,
+    window_left: int = -1,
+    window_right: int = -1,
+    seq_len_q: Tensor | None = None,
+    seq_len_kv: Tensor | None = None,
+    cu_seqlens_q: Tensor | None = None,
+    cu_seqlens_kv: Tensor | None = None,
+    max_seqlen_q: int = 0,
+    max_seqlen_kv: int = 0,
+    return_lse: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Scaled dot-product attention: O [B, H, S_q, D_v] in query's dtype (and lse [B, H, S_q, 1]
+    fp32, the natural-log sum of each row's exponentials, with ``return_lse``). Differentiable in
+    query, key and value (through O).
+
+    query [B, H, S_q, D], key [B, H_kv, S_kv, D] and value [B, H_kv, S_kv, D_v], all bfloat16 or all
+    float16, H_kv dividing H (GQA; 1 is MQA). ``scale`` defaults to D ** -0.5. Masks: ``is_causal``
+    (top-left; with ``causal_bottom_right`` aligned to the bottom right), ``window_left`` (a sliding
+    window of that many keys up to the diagonal, with is_causal), ``window_right`` -1 or 0 (0 is the
+    causal mask). Padding: ``seq_len_q`` and ``seq_len_kv`` ([B] int32): keys past a sequence's
+    length are masked, and O's rows past it are unspecified. Ragged (THD) inputs are not served yet.
+    Raises `pygraph.errors.OpInputError` naming the argument for a bad shape, dtype, device or mask,
+    and `pygraph.GraphNotSupportedError` (the planner's reasons) where nothing serves the graph.
+    """
+    del max_seqlen_q, max_seqlen_kv  # the dense layout's S is the tensors' own
+    problem, masks = check_forward(
+        query, key, value, scale, is_causal, causal_bottom_right, window_left, window_right, seq_len_q,
+        seq_len_kv, cu_seqlens_q, cu_seqlens_kv,
+    )  # fmt: skip
+    if not isinstance(return_lse, bool):
+        raise OpInputError(
+            f"{CALL}: return_lse must be a bool, got {type(return_lse).__name__} {return_lse!r}"
+        )
+    resolved = float(problem.head_dim_qk**-0.5 if scale is None else scale)
+    o, lse = _forward_op(
+        query, key, value, resolved, masks.is_causal, masks.causal_bottom_right, masks.window_left, seq_len_q,
+        seq_len_kv,
+    )  # fmt: skip
+    return (o, lse) if return_lse else o

@@ -1,0 +1,84 @@
+"""The torch op on the device (the planner's first plan: today the cuDNN backend's): its outputs and
+gradients against the float64 reference and its autograd, `torch.library.opcheck`, and a
+`torch.compile(fullgraph=True)` training step of a small attention block.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.sm90
+
+torch = pytest.importorskip("torch")
+
+from pygraph_sdpa.ops import sdpa  # noqa: E402
+from pygraph_sdpa.reference import sdpa_backward_reference, sdpa_reference  # noqa: E402
+
+CASES = {
+    "d128": ({}, {}),
+    "causal-gqa": ({"hq": 16, "hkv": 2}, {"is_causal": True}),
+    "bottom-right": ({"s_q": 96, "s_kv": 200}, {"is_causal": True, "causal_bottom_right": True}),
+    "window-d64": ({"d": 64}, {"is_causal": True, "window_left": 48}),
+    "fp16-mqa": ({"hq": 8, "hkv": 1, "io": torch.float16}, {}),
+}
+TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 5e-3}
+
+
+def _inputs(b=2, hq=4, hkv=4, s_q=160, s_kv=160, d=128, io=torch.bfloat16, seed=0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    shapes = ((b, hq, s_q, d), (b, hkv, s_kv, d), (b, hkv, s_kv, d))
+    return [torch.randn(s, generator=gen, device="cuda").to(io).requires_grad_(True) for s in shapes]
+
+
+def _rel(got, want) -> float:
+    return float((got.double() - want.double()).norm() / want.double().norm().clamp_min(1e-30))
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_op_and_its_gradients_match_the_reference(name):
+    shape, opts = CASES[name]
+    q, k, v = _inputs(**shape)
+    o, lse = sdpa(q, k, v, return_lse=True, **opts)
+    d_o = torch.randn_like(o)
+    o.backward(d_o)
+    want_o, want_lse = sdpa_reference(q, k, v, return_lse=True, **opts)
+    want = sdpa_backward_reference(q, k, v, d_o, **opts)
+    errors = {"o": _rel(o, want_o), "lse": _rel(lse, want_lse)}
+    errors |= {n: _rel(t.grad, w) for n, t, w in zip(("dq", "dk", "dv"), (q, k, v), want)}
+    print(f"sdpa-op-{name}: {errors}")
+    assert all(err <= TOLERANCE[q.dtype] for err in errors.values()), errors
+
+
+def test_opcheck():
+    q, k, v = (t.detach() for t in _inputs(s_q=64, s_kv=64, d=64))
+    torch.library.opcheck(torch.ops.pygraph_sdpa.sdpa_forward, (q, k, v, 0.125, True, False, -1, None, None))
+
+
+def test_a_compiled_training_step_of_an_attention_block():
+    torch.manual_seed(0)
+    dim, heads = 256, 4
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = torch.nn.Linear(dim, 3 * dim, bias=False)
+            self.out = torch.nn.Linear(dim, dim, bias=False)
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(x).view(b, s, 3, heads, dim // heads).permute(2, 0, 3, 1, 4)
+            o = sdpa(q, k, v, is_causal=True)
+            return self.out(o.transpose(1, 2).reshape(b, s, dim))
+
+    block = Block().cuda().to(torch.bfloat16)
+    opt = torch.optim.SGD(block.parameters(), lr=1e-2)
+    step = torch.compile(lambda x: block(x).float().square().mean(), fullgraph=True)
+    x = torch.randn(2, 128, dim, device="cuda", dtype=torch.bfloat16)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = step(x)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    assert all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0], losses
