@@ -1,0 +1,211 @@
+"""The SDPA families' timing table: attention through pygraph (today the cuDNN backend's plan) side by
+side with torch's cuDNN and flash SDPA backends and flash-attention 4, forward and forward+backward.
+
+    python -m benchmarks.sdpa.bench_sdpa [--shapes ...] [--rounds 3] [--out DIR]
+
+Shapes (bf16, ``b h s d`` and causal): the family issue's four rows. TFLOP/s count the forward's two
+matmuls (4 B H S^2 D, halved when causal) and the forward+backward as 3.5 forwards (the backward as
+2.5). Each column's O (and gradients) are checked against pygraph's before timing; columns are
+timed from a cold L2 in interleaved rounds (`benchmarks.harness`), the ratios taken within the run.
+Last, the host cost of `execute()` of a small forward graph (1 x 1 x 128 x 64) against torch's
+cuDNN SDPA call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import time
+from typing import Any
+
+from benchmarks.harness import burst_cost, interleaved, run_footer
+
+SHAPES = {
+    "4x16x4096x128": (4, 16, 4096, 128, False),
+    "4x16x4096x128-causal": (4, 16, 4096, 128, True),
+    "16x16x1024x128": (16, 16, 1024, 128, False),
+    "2x32x8192x64-causal": (2, 32, 8192, 64, True),
+}
+
+
+def _flops(b: int, h: int, s: int, d: int, causal: bool) -> float:
+    return 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+
+
+def _rel(a: Any, b: Any) -> float:
+    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
+
+
+def _pygraph(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, dict]:
+    """(forward call, forward+backward call, outputs): the op's graphs executed directly."""
+    import torch
+
+    from pygraph.op_support import execute
+    from pygraph_sdpa import op_graphs
+    from pygraph_sdpa.op_arguments import check_forward
+
+    p, masks = check_forward(q, k, v, None, causal, False, -1, -1, None, None)
+    scale = q.shape[-1] ** -0.5
+    fwd, bwd = op_graphs.forward_graph(p, masks, scale), op_graphs.backward_graph(p, masks, scale)
+    out = {"o": torch.empty_like(q), "lse": q.new_empty(p.lse_shape, dtype=torch.float32)}
+    out |= {"dQ": torch.empty_like(q), "dK": torch.empty_like(k), "dV": torch.empty_like(v)}
+    f_tensors = {"q": q, "k": k, "v": v, "o": out["o"], "lse": out["lse"]}
+    b_tensors = {**f_tensors, "dO": d_o, "dQ": out["dQ"], "dK": out["dK"], "dV": out["dV"]}
+
+    def forward():
+        execute(fwd, f_tensors, q.device)
+
+    def forward_backward():
+        execute(fwd, f_tensors, q.device)
+        execute(bwd, b_tensors, q.device)
+
+    return forward, forward_backward, out
+
+
+def _torch_backend(name: str, q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, dict] | str:
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[name]
+    leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+    out: dict = {}
+
+    def forward():
+        with sdpa_kernel(backend):
+            out["o"] = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=causal)
+
+    def forward_backward():
+        for t in leaves:
+            t.grad = None
+        with sdpa_kernel(backend):
+            o = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=causal)
+        o.backward(d_o)
+        out["o"] = o
+        out["dQ"], out["dK"], out["dV"] = (t.grad for t in leaves)
+
+    try:
+        forward_backward()
+        torch.cuda.synchronize()
+    except Exception as exc:
+        return f"torch-{name}: {type(exc).__name__}: {exc}"
+    return forward, forward_backward, out
+
+
+def _fa4(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, dict] | str:
+    try:
+        from flash_attn.cute import flash_attn_func
+    except Exception as exc:
+        return f"flash-attention 4 not importable: {type(exc).__name__}: {exc}"
+    import torch
+
+    leaves = [t.detach().transpose(1, 2).contiguous().requires_grad_(True) for t in (q, k, v)]  # [B, S, H, D]
+    grad = d_o.transpose(1, 2).contiguous()
+    out: dict = {}
+
+    def run():
+        result = flash_attn_func(*leaves, causal=causal)
+        return result[0] if isinstance(result, tuple) else result
+
+    def forward():
+        out["o"] = run().transpose(1, 2)
+
+    def forward_backward():
+        for t in leaves:
+            t.grad = None
+        o = run()
+        o.backward(grad)
+        out["o"] = o.transpose(1, 2)
+        out["dQ"], out["dK"], out["dV"] = (t.grad.transpose(1, 2) for t in leaves)
+
+    try:
+        forward_backward()
+        torch.cuda.synchronize()
+    except Exception as exc:
+        return f"fa4: {type(exc).__name__}: {exc}"
+    return forward, forward_backward, out
+
+
+def timing(rounds: int, log: list) -> list[dict]:
+    import torch
+
+    rows = []
+    for shape, (b, h, s, d, causal) in SHAPES.items():
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v, d_o = (
+            torch.randn(b, h, s, d, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(4)
+        )
+        args = (q, k, v, causal, d_o)
+        makers = {
+            "pygraph": lambda a=args: _pygraph(*a),
+            "torch-cudnn": lambda a=args: _torch_backend("cudnn", *a),
+            "torch-flash": lambda a=args: _torch_backend("flash", *a),
+            "fa4": lambda a=args: _fa4(*a),
+        }
+        fwd_cols, both_cols, outs = {}, {}, {}
+        for name, make in makers.items():
+            made = make()
+            if isinstance(made, str):
+                print(f"  {shape} {name}: {made}")
+                continue
+            fwd_cols[name], both_cols[name], outs[name] = made
+        for name in list(fwd_cols):
+            both_cols[name]()
+            torch.cuda.synchronize()
+            if name != "pygraph" and "pygraph" in outs:
+                diffs = " ".join(
+                    f"{t} {_rel(outs[name][t], outs['pygraph'][t]):.2e}" for t in ("o", "dQ", "dK", "dV")
+                )
+                print(f"  {shape} {name} vs pygraph: rel diff {diffs}")
+        flops = _flops(b, h, s, d, causal)
+        row = {"shape": shape}
+        for label, columns, scale in (("fwd", fwd_cols, 1.0), ("fwd+bwd", both_cols, 3.5)):
+            times = interleaved(columns, rounds, log)
+            row[label] = times
+            print(f"-- {shape} {label} (bf16), median of {rounds} cold-L2 rounds")
+            for name, ms in times.items():
+                ratios = "".join(
+                    f"  {name}/{a} {times[a] / ms:.2f}x"
+                    for a in ("torch-cudnn", "fa4")
+                    if a in times and a != name
+                )
+                print(f"  {name:12s} {ms:8.3f} ms  {flops * scale / ms / 1e9:7.1f} TFLOP/s{ratios}")
+        rows.append(row)
+    return rows
+
+
+def host_cost() -> dict:
+    """us per call of a small forward: pygraph's execute() of its built graph, torch's cuDNN SDPA."""
+    import torch
+
+    q, k, v = (torch.randn(1, 1, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    forward, _, _ = _pygraph(q, k, v, False, q)
+    made = _torch_backend("cudnn", q, k, v, False, q)
+    costs = {"pygraph execute()": burst_cost(forward, 200, sync=torch.cuda.synchronize)}
+    if not isinstance(made, str):
+        costs["torch cuDNN SDPA"] = burst_cost(made[0], 200, sync=torch.cuda.synchronize)
+    for name, us in costs.items():
+        print(f"  host cost, 1x1x128x64 forward: {name:18s} {us:7.1f} us/call")
+    return costs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {list(SHAPES)}")
+    parser.add_argument("--out", default=os.environ.get("OUT"))
+    args = parser.parse_args()
+    for name in [s for s in SHAPES if s not in args.shapes.split(",")]:
+        del SHAPES[name]
+    started, log = time.perf_counter(), []
+    result = {"timing": timing(args.rounds, log), "host_cost_us": host_cost()}
+    for line in log:
+        print("LOG", line)
+    print(run_footer(), f" wall {time.perf_counter() - started:.0f} s")
+    if args.out:
+        (pathlib.Path(args.out) / "bench_sdpa.json").write_text(json.dumps(result, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
