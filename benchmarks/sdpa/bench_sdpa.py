@@ -46,8 +46,8 @@ def _pygraph(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, 
     from pygraph_sdpa import op_graphs
     from pygraph_sdpa.op_arguments import check_forward
 
-    p, masks = check_forward(q, k, v, None, causal, False, -1, -1, None, None)
-    scale = q.shape[-1] ** -0.5
+    p, masks = check_forward(q, k, v, None, causal, False, -1, None, None)
+    scale = p.scale(None)
     fwd, bwd = op_graphs.forward_graph(p, masks, scale), op_graphs.backward_graph(p, masks, scale)
     out = {"o": torch.empty_like(q), "lse": q.new_empty(p.lse_shape, dtype=torch.float32)}
     out |= {"dQ": torch.empty_like(q), "dK": torch.empty_like(k), "dV": torch.empty_like(v)}

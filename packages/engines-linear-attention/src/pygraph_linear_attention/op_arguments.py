@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from pygraph.errors import OpInputError
+from pygraph.op_support import require_bool, require_tensor
 
 __all__ = ["CALL", "DEVICE_TYPES", "GdnProblem", "check_backward", "check_forward"]
 
@@ -58,11 +59,7 @@ def _fail(message: str) -> OpInputError:
 
 
 def _tensor(name: str, t: Any, optional: bool = False) -> None:
-    if t is None and optional:
-        return
-    if not isinstance(t, torch.Tensor):
-        kind = "a torch.Tensor or None" if optional else "a torch.Tensor"
-        raise _fail(f"{name} must be {kind}, got {type(t).__name__}")
+    require_tensor(CALL, name, t, optional)
 
 
 def _shape(name: str, t: torch.Tensor, want: tuple, layout: str) -> None:
@@ -82,8 +79,7 @@ def _device(name: str, t: torch.Tensor, device: torch.device) -> None:
 
 def _flags(flags: dict[str, Any]) -> None:
     for name, value in flags.items():
-        if not isinstance(value, bool):
-            raise _fail(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+        require_bool(CALL, name, value)
 
 
 def check_forward(

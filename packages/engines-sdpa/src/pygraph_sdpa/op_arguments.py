@@ -17,8 +17,17 @@ from typing import Any
 import torch
 
 from pygraph.errors import OpInputError
+from pygraph.op_support import require_bool, require_tensor
 
-__all__ = ["CALL", "DEVICE_TYPES", "SdpaMasks", "SdpaProblem", "check_backward", "check_forward"]
+__all__ = [
+    "CALL",
+    "DEVICE_TYPES",
+    "SdpaMasks",
+    "SdpaProblem",
+    "check_backward",
+    "check_call",
+    "check_forward",
+]
 
 CALL = "pygraph_sdpa.sdpa()"
 # where the op's tensors may live: the backend and the engines read device memory (the CPU tests
@@ -78,7 +87,12 @@ class SdpaProblem:
 
     @property
     def empty(self) -> bool:
-        return 0 in (self.batch, self.heads_q, self.seq_q)
+        """Nothing to attend to or from: no row, or no key (O is 0 and lse -inf)."""
+        return 0 in (self.batch, self.heads_q, self.seq_q, self.seq_kv)
+
+    def scale(self, given: float | None) -> float:
+        """The attention scale: ``given``, or D ** -0.5."""
+        return float(self.head_dim_qk**-0.5 if given is None else given)
 
 
 def _fail(message: str) -> OpInputError:
@@ -86,16 +100,11 @@ def _fail(message: str) -> OpInputError:
 
 
 def _tensor(name: str, t: Any, optional: bool = False) -> None:
-    if t is None and optional:
-        return
-    if not isinstance(t, torch.Tensor):
-        kind = "a torch.Tensor or None" if optional else "a torch.Tensor"
-        raise _fail(f"{name} must be {kind}, got {type(t).__name__}")
+    require_tensor(CALL, name, t, optional)
 
 
 def _bool(name: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise _fail(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    require_bool(CALL, name, value)
 
 
 def _int(name: str, value: Any) -> None:
@@ -103,22 +112,55 @@ def _int(name: str, value: Any) -> None:
         raise _fail(f"{name} must be an int, got {type(value).__name__} {value!r}")
 
 
-def _masks(is_causal: Any, causal_bottom_right: Any, window_left: Any, window_right: Any) -> SdpaMasks:
+def check_call(
+    scale: Any,
+    is_causal: Any,
+    causal_bottom_right: Any,
+    window_left: Any,
+    window_right: Any,
+    cu_seqlens_q: Any,
+    cu_seqlens_kv: Any,
+    return_lse: Any,
+) -> None:
+    """The Python function's scalar arguments, cheap enough for every call: those its custom op does
+    not take (the layout: ragged is refused; ``window_right``; ``return_lse``) and the types of
+    those it does, before the dispatcher could coerce them (an int passed as a bool). The tensors
+    are the op's to check (`check_forward`)."""
+    _scale(scale)
     _bool("is_causal", is_causal)
     _bool("causal_bottom_right", causal_bottom_right)
     _int("window_left", window_left)
-    _int("window_right", window_right)
-    if window_left == 0 or window_left < -1:
+    if cu_seqlens_q is not None or cu_seqlens_kv is not None:
         raise _fail(
-            f"window_left counts the visible keys including the diagonal (>= 1) or is -1, got {window_left}"
+            "ragged (THD) inputs (cu_seqlens_q / cu_seqlens_kv) are not served by the op yet; pad the batch "
+            "to [B, H, S, D] and pass seq_len_q / seq_len_kv"
         )
+    _int("window_right", window_right)
     if window_right not in (-1, 0):
         raise _fail(
             f"window_right={window_right}: the op serves -1 (unbounded) and 0 (with is_causal); a band "
             "past the diagonal is not served"
         )
-    if window_right == 0 and not is_causal:
+    if window_right == 0 and is_causal is not True:
         raise _fail("window_right=0 is the causal mask: pass is_causal=True")
+    _bool("return_lse", return_lse)
+
+
+def _scale(scale: Any) -> None:
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale)
+    ):
+        raise _fail(f"scale must be a finite float or None (D ** -0.5), got {scale!r}")
+
+
+def _masks(is_causal: Any, causal_bottom_right: Any, window_left: Any) -> SdpaMasks:
+    _bool("is_causal", is_causal)
+    _bool("causal_bottom_right", causal_bottom_right)
+    _int("window_left", window_left)
+    if window_left == 0 or window_left < -1:
+        raise _fail(
+            f"window_left counts the visible keys including the diagonal (>= 1) or is -1, got {window_left}"
+        )
     if causal_bottom_right and not is_causal:
         raise _fail("causal_bottom_right aligns the causal diagonal: pass is_causal=True too")
     if window_left > 0 and not is_causal:
@@ -145,27 +187,16 @@ def check_forward(
     is_causal: Any,
     causal_bottom_right: Any,
     window_left: Any,
-    window_right: Any,
     seq_len_q: Any,
     seq_len_kv: Any,
-    cu_seqlens_q: Any = None,
-    cu_seqlens_kv: Any = None,
 ) -> tuple[SdpaProblem, SdpaMasks]:
-    """The call's problem and masks, or the `OpInputError` naming the first bad argument."""
+    """The custom op's problem and masks, or the `OpInputError` naming the first bad argument."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         _tensor(name, t)
     for name, t in (("seq_len_q", seq_len_q), ("seq_len_kv", seq_len_kv)):
         _tensor(name, t, optional=True)
-    if cu_seqlens_q is not None or cu_seqlens_kv is not None:
-        raise _fail(
-            "ragged (THD) inputs (cu_seqlens_q / cu_seqlens_kv) are not served by the op yet; pad the batch "
-            "to [B, H, S, D] and pass seq_len_q / seq_len_kv"
-        )
-    if scale is not None and (
-        isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale)
-    ):
-        raise _fail(f"scale must be a finite float or None (D ** -0.5), got {scale!r}")
-    masks = _masks(is_causal, causal_bottom_right, window_left, window_right)
+    _scale(scale)
+    masks = _masks(is_causal, causal_bottom_right, window_left)
     if query.dim() != 4:
         raise _fail(f"query must be [B, H, S, D] (rank 4), got shape {list(query.shape)}")
     batch, heads_q, seq_q, d_qk = query.shape

@@ -15,7 +15,15 @@ from typing import Any
 
 import torch
 
-from pygraph.op_support import BuiltGraph, GraphCache, declare, device_facts, execute, plan_and_build
+from pygraph.op_support import (
+    BuiltGraph,
+    GraphCache,
+    declare,
+    declare_output,
+    device_facts,
+    execute,
+    plan_and_build,
+)
 from pygraph_sdpa.op_arguments import SdpaMasks, SdpaProblem
 
 __all__ = ["GRAPHS", "backward_graph", "execute", "forward_graph"]
@@ -41,14 +49,6 @@ def _padding(ports: dict[str, Any]) -> dict[str, Any]:
     return {"use_padding_mask": True, "seq_len_q": ports["seq_len_q"], "seq_len_kv": ports["seq_len_kv"]}
 
 
-def _output(t: Any, shape: tuple, dtype: torch.dtype) -> None:
-    stride, acc = [], 1
-    for d in reversed(shape):
-        stride.append(acc)
-        acc *= max(int(d), 1)
-    t.set_output(True).set_dim(list(shape)).set_stride(list(reversed(stride))).set_data_type(dtype)
-
-
 def _graph(name: str, p: SdpaProblem) -> Any:
     import pygraph
 
@@ -71,8 +71,8 @@ def forward_graph(p: SdpaProblem, masks: SdpaMasks, scale: float) -> BuiltGraph:
             ports["q"], ports["k"], ports["v"], generate_stats=True, attn_scale=scale,
             **masks.graph_attrs(), **_padding(ports),
         )  # fmt: skip
-        _output(o, p.out_shape, p.io_dtype)
-        _output(stats, p.lse_shape, torch.float32)
+        declare_output(o, p.out_shape, p.io_dtype)
+        declare_output(stats, p.lse_shape, torch.float32)
         ports["o"], ports["lse"] = o, stats
         return _built(g, ports)
 
@@ -95,7 +95,7 @@ def backward_graph(p: SdpaProblem, masks: SdpaMasks, scale: float) -> BuiltGraph
         )  # fmt: skip
         shapes = {"dQ": "q", "dK": "k", "dV": "v"}
         for (name, like), port in zip(shapes.items(), grads):
-            _output(port, tuple(ports[like].dim), p.io_dtype)
+            declare_output(port, tuple(ports[like].dim), p.io_dtype)
             ports[name] = port
         return _built(g, ports)
 

@@ -21,17 +21,11 @@ import torch
 from pygraph.errors import OpInputError
 from pygraph.op_support import execute
 from pygraph_sdpa import op_graphs
-from pygraph_sdpa.op_arguments import CALL, SdpaMasks, SdpaProblem, check_backward, check_forward
+from pygraph_sdpa.op_arguments import CALL, SdpaMasks, SdpaProblem, check_backward, check_call, check_forward
 
 __all__ = ["sdpa"]
 
 Tensor = torch.Tensor
-
-
-def _checked(query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv):
-    return check_forward(
-        query, key, value, scale, is_causal, causal_bottom_right, window_left, -1, seq_len_q, seq_len_kv
-    )
 
 
 def _lengths(t: Tensor | None) -> Tensor | None:
@@ -50,23 +44,23 @@ def _forward_op(
     query: Tensor,
     key: Tensor,
     value: Tensor,
-    scale: float,
+    scale: float | None,
     is_causal: bool = False,
     causal_bottom_right: bool = False,
     window_left: int = -1,
     seq_len_q: Tensor | None = None,
     seq_len_kv: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    p, masks = _checked(
+    p, masks = check_forward(
         query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv
     )
     o = query.new_empty(p.out_shape)
     lse = query.new_empty(p.lse_shape, dtype=torch.float32)
-    if p.empty or p.seq_kv == 0:  # nothing to attend to: O is 0 and lse -inf, as the reference's
+    if p.empty:  # O is 0 and lse -inf, as the reference's
         o.zero_()
         lse.fill_(float("-inf"))
         return o, lse
-    built = op_graphs.forward_graph(p, masks, float(scale))
+    built = op_graphs.forward_graph(p, masks, p.scale(scale))
     tensors = _bound({"q": query, "k": key, "v": value})
     tensors |= _bound({"seq_len_q": _lengths(seq_len_q), "seq_len_kv": _lengths(seq_len_kv)})
     tensors |= {"o": o, "lse": lse}
@@ -77,7 +71,7 @@ def _forward_op(
 @_forward_op.register_fake
 def _forward_fake(query, key, value, scale, is_causal=False, causal_bottom_right=False, window_left=-1,
                   seq_len_q=None, seq_len_kv=None):  # fmt: skip
-    p, _ = _checked(
+    p, _ = check_forward(
         query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv
     )
     return query.new_empty(p.out_shape), query.new_empty(p.lse_shape, dtype=torch.float32)
@@ -94,7 +88,7 @@ def _backward_op(
     out: Tensor,
     grad_out: Tensor,
     lse: Tensor,
-    scale: float,
+    scale: float | None,
     is_causal: bool = False,
     causal_bottom_right: bool = False,
     window_left: int = -1,
@@ -106,11 +100,11 @@ def _backward_op(
         seq_len_kv,
     )  # fmt: skip
     dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (query, key, value))
-    if p.empty or p.seq_kv == 0:
+    if p.empty:
         for t in (dq, dk, dv):
             t.zero_()
         return dq, dk, dv
-    built = op_graphs.backward_graph(p, masks, float(scale))
+    built = op_graphs.backward_graph(p, masks, p.scale(scale))
     tensors = _bound({"q": query, "k": key, "v": value, "o": out, "dO": grad_out, "lse": lse})
     tensors |= _bound({"seq_len_q": _lengths(seq_len_q), "seq_len_kv": _lengths(seq_len_kv)})
     tensors |= {"dQ": dq, "dK": dk, "dV": dv}
@@ -132,7 +126,7 @@ def _checked_backward(
     seq_len_q,
     seq_len_kv,
 ) -> tuple[SdpaProblem, SdpaMasks]:
-    p, masks = _checked(
+    p, masks = check_forward(
         query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv
     )
     check_backward(p, out, grad_out, lse)
@@ -215,17 +209,26 @@ def sdpa(
     and `pygraph.GraphNotSupportedError` (the planner's reasons) where nothing serves the graph.
     """
     del max_seqlen_q, max_seqlen_kv  # the dense layout's S is the tensors' own
-    problem, masks = check_forward(
-        query, key, value, scale, is_causal, causal_bottom_right, window_left, window_right, seq_len_q,
-        seq_len_kv, cu_seqlens_q, cu_seqlens_kv,
-    )  # fmt: skip
-    if not isinstance(return_lse, bool):
-        raise OpInputError(
-            f"{CALL}: return_lse must be a bool, got {type(return_lse).__name__} {return_lse!r}"
+    check_call(
+        scale,
+        is_causal,
+        causal_bottom_right,
+        window_left,
+        window_right,
+        cu_seqlens_q,
+        cu_seqlens_kv,
+        return_lse,
+    )
+    try:
+        o, lse = _forward_op(
+            query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv
         )
-    resolved = float(problem.head_dim_qk**-0.5 if scale is None else scale)
-    o, lse = _forward_op(
-        query, key, value, resolved, masks.is_causal, masks.causal_bottom_right, masks.window_left, seq_len_q,
-        seq_len_kv,
-    )  # fmt: skip
+    except (TypeError, RuntimeError):
+        # the dispatcher's own schema check refused an argument before the op's check ran: the op's
+        # check, run here, raises the typed error naming it (under torch.compile the fake kernel checks)
+        if not torch.compiler.is_compiling():
+            check_forward(
+                query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv
+            )
+        raise
     return (o, lse) if return_lse else o

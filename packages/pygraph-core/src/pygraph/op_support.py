@@ -4,7 +4,8 @@ A family's op (``pygraph_linear_attention.ops``, ``pygraph_sdpa.ops``) builds on
 (everything the graph declares: shapes, dtypes, device, flags), plans and builds it once, and then
 executes it per call with the call's tensors. `GraphCache` keeps the built graphs (a bounded LRU,
 one build per key even under threads; a build that raises is not cached, so the next call asks
-again), `declare` declares a contiguous operand, `device_facts` gives a graph its device's arch, and
+again), `declare` and `declare_output` declare a contiguous operand or output, `require_tensor` and
+`require_bool` raise the typed error of a bad argument, `device_facts` gives a graph its device's arch, and
 `execute` runs a built graph ordered on torch's current stream with a 256-byte aligned workspace
 from torch's allocator.
 
@@ -23,7 +24,13 @@ from typing import Any
 
 import torch
 
-__all__ = ["BuiltGraph", "GraphCache", "declare", "device_facts", "execute", "plan_and_build"]
+from pygraph.errors import OpInputError
+from pygraph.ir.shapes import row_major_stride
+
+__all__ = [
+    "BuiltGraph", "GraphCache", "declare", "declare_output", "device_facts", "execute", "plan_and_build",
+    "require_bool", "require_tensor",
+]  # fmt: skip
 
 _WORKSPACE_ALIGN = 256  # the engines' plans refuse a workspace pointer off 256 bytes
 
@@ -91,11 +98,28 @@ def device_facts(device: torch.device) -> dict[str, int]:
 
 
 def declare(g: Any, name: str, shape: tuple, dtype: torch.dtype) -> Any:
-    stride, acc = [], 1
-    for d in reversed(shape):
-        stride.append(acc)
-        acc *= max(int(d), 1)
-    return g.tensor(name=name, dim=list(shape), stride=list(reversed(stride)), data_type=dtype)
+    """A contiguous (row-major) input of ``g``."""
+    return g.tensor(name=name, dim=list(shape), stride=list(row_major_stride(shape)), data_type=dtype)
+
+
+def declare_output(t: Any, shape: tuple, dtype: torch.dtype) -> None:
+    """Mark ``t`` an output of ``g``, contiguous, of ``shape`` and ``dtype``."""
+    t.set_output(True).set_dim(list(shape)).set_stride(list(row_major_stride(shape))).set_data_type(dtype)
+
+
+def require_tensor(call: str, name: str, t: Any, optional: bool = False) -> None:
+    """The `OpInputError` of ``call`` where ``t`` is not a tensor (or None, where ``optional``)."""
+    if t is None and optional:
+        return
+    if not isinstance(t, torch.Tensor):
+        kind = "a torch.Tensor or None" if optional else "a torch.Tensor"
+        raise OpInputError(f"{call}: {name} must be {kind}, got {type(t).__name__}")
+
+
+def require_bool(call: str, name: str, value: Any) -> None:
+    """The `OpInputError` of ``call`` where a flag is not a bool."""
+    if not isinstance(value, bool):
+        raise OpInputError(f"{call}: {name} must be a bool, got {type(value).__name__} {value!r}")
 
 
 def plan_and_build(g: Any) -> None:
