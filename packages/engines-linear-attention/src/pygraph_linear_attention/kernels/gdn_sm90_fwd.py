@@ -26,11 +26,13 @@ padding `chunked.py` relies on); stores are predicated per element on the sequen
 The inverse is exact forward substitution in fp32: column j of ``(I + A)^-1`` solves
 ``(I + A) x = e_j`` by itself, so 64 threads each carry one column in registers (2016 fused
 multiply-adds, no barrier) while the other 64 scale k and v by the gates.
+
+The output kernels live in `gdn_sm90_output` (a mixin of `GdnSm90Fwd`), the shared tiles, copies
+and products in `gdn_sm90_tiles`.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import cutlass
@@ -38,254 +40,38 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
-from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK  # 64 tokens, as the cuTile kernels
-
-THREADS = 128
-_VEC = 8  # 16-bit elements per 16-byte cp.async
-_DT = {"bfloat16": cutlass.BFloat16, "float16": cutlass.Float16, "float32": cutlass.Float32}
-_LOG2E = 1.4426950408889634
-
-
-def _exp(x):
-    return cute.math.exp2(x * _LOG2E, fastmath=True)
-
-
-def _row_major(rows: int, cols: int, stages: int = 0):
-    """A (rows, cols) row-major shared layout of 16-bit elements (``stages`` of them side by side as
-    a third mode, where given) and its byte swizzle: 8-row atoms of at most 64 columns, the 16-byte
-    chunks of a 128-byte (or 64-byte) line XORed with the line, so the 8 rows an ldmatrix phase
-    reads and the chunks a warp's cp.async writes hit distinct banks."""
-    width = min(cols, 64)
-    atom = cute.make_layout((8, width), stride=(width, 1))
-    if stages:
-        layout = cute.tile_to_shape(atom, (rows, cols, stages), (0, 1, 2))
-    else:
-        layout = cute.tile_to_shape(atom, (rows, cols), (0, 1))
-    bits = min(3, int(math.log2(width * 2 // 16)))
-    return layout, cute.make_swizzle(bits, 4, 3)
-
-
-def _aligned(stride):
-    """A row stride the 16-byte copies may rely on (the engine checks it: head dims are multiples of 8)."""
-    return cute.assume(stride, divby=_VEC)
-
-
-def _transposed(t):
-    """The same shared tile seen as (cols, rows)."""
-    return cute.make_tensor(t.iterator, cute.select(t.layout, mode=[1, 0]))
+from pygraph_linear_attention.kernels.gdn_sm90_output import OutputKernels, _chunk_output
+from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
+    _DT,
+    CHUNK,
+    THREADS,
+    _acc,
+    _aligned,
+    _async_visible,
+    _chunk_rows,
+    _exp,
+    _g2s,
+    _gamma_row,
+    _gemm,
+    _l2_normalize_rows,
+    _load_chunk,
+    _load_rows,
+    _row_major,
+    _row_pair,
+    _s2g,
+    _slot_chunk,
+    _store_rows,
+    _tail,
+    _tiled_mma,
+    _to_gmem,
+    _to_smem,
+    _transposed,
+    _wg_gemm,
+    _wg_mma,
+)
 
 
-def _tiled_mma(dtype, m: int, n: int):
-    """4 warps over an (m, n) product: m / 16 of them along M (at most 4), the rest along N; each warp
-    takes two n8 atoms side by side, so one x4 ldmatrix feeds its B."""
-    wm = min(4, m // 16)
-    wn = THREADS // 32 // wm
-    return cute.make_tiled_mma(
-        cute.nvgpu.warp.MmaF16BF16Op(dtype, Float32, (16, 8, 16)),
-        cute.make_layout((wm, wn, 1)),
-        permutation_mnk=(wm * 16, wn * 16, 16),
-    )
-
-
-def _wg_mma(dtype, n: int, a_mn_major: bool, b_mn_major: bool):
-    """The warpgroup (4 warps) ``wgmma.m64nNk16`` over operands in shared memory (the major modes
-    as given), fp32 accumulators set to accumulate: an M of 64 k is k instructions per K step."""
-    major = cute.nvgpu.OperandMajorMode
-    op = cute.nvgpu.warpgroup.MmaF16BF16Op(
-        dtype,
-        Float32,
-        (64, n, 16),
-        cute.nvgpu.warpgroup.OperandSource.SMEM,
-        major.MN if a_mn_major else major.K,
-        major.MN if b_mn_major else major.K,
-    )
-    tiled = cute.make_tiled_mma(cute.make_mma_atom(op), (1, 1, 1))
-    tiled.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-    return tiled
-
-
-def _wg_gemm(tiled_mma, tidx, acc, sA, sB):
-    """Issue acc += sA (M, K) @ sB (N, K)^T as one wgmma group (the caller waits on it); the
-    operands' shared layouts are the canonical swizzled ones `_row_major` builds, read in the
-    major mode ``tiled_mma`` was made for."""
-    thr = tiled_mma.get_slice(tidx)
-    rA = tiled_mma.make_fragment_A(thr.partition_A(sA))
-    rB = tiled_mma.make_fragment_B(thr.partition_B(sB))
-    cute.nvgpu.warpgroup.fence()
-    for kb in range(cute.size(rA, mode=[2])):
-        cute.gemm(tiled_mma, acc, rA[None, None, kb], rB[None, None, kb], acc)
-    cute.nvgpu.warpgroup.commit_group()
-
-
-def _async_visible():
-    """This thread's shared-memory writes (stores, completed cp.async) visible to wgmma's reads
-    (the async proxy); a barrier after it makes every thread's so."""
-    cute.arch.fence_proxy("async.shared", space="cta")
-
-
-def _g2s(dtype, cols: int):
-    """128 threads x 16-byte cp.async over a (rows, cols) row-major tile, threads along the row."""
-    atom = cute.make_copy_atom(
-        cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL), dtype, num_bits_per_copy=128
-    )
-    per_row = cols // _VEC
-    thr = cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1))
-    return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, _VEC)))
-
-
-def _s2g(dtype, cols: int):
-    """128 threads x 16-byte stores over a (rows, cols) row-major tile, threads along the row."""
-    atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=128)
-    per_row = cols // _VEC
-    thr = cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1))
-    return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, _VEC)))
-
-
-# Trace-time helpers (plain Python; everything passed explicitly).
-def _store_rows(s2g, tidx, s_tile, g_tile, rows_left):
-    """The shared (C, D) tile into the global ``g_tile``, 16 bytes per store, rows before
-    ``rows_left`` only: a few wide stores per thread where the accumulator's own layout would take
-    one 2-byte store per element (their queue stalled the split scan's chunk step)."""
-    thr = s2g.get_slice(tidx)
-    src = thr.partition_S(s_tile)
-    dst = thr.partition_D(g_tile)
-    crd = thr.partition_D(cute.make_identity_tensor(g_tile.shape))
-    pred = cute.make_rmem_tensor(
-        (cute.size(dst, mode=[0]) // _VEC, cute.size(dst, mode=[1]), cute.size(dst, mode=[2])),
-        cutlass.Boolean,
-    )
-    for r in range(cute.size(pred, mode=[0])):
-        for i in range(cute.size(pred, mode=[1])):
-            for j in range(cute.size(pred, mode=[2])):
-                pred[r, i, j] = crd[(0, r), i, j][0] < rows_left
-    cute.copy(s2g, src, dst, pred=pred)
-
-
-def _row_pair(crd):
-    """The two rows a thread's fragment of a 64-row wgmma accumulator holds (each warp 16 rows, a
-    lane rows l/4 and l/4 + 8), from its coordinates: a per-row value is then computed twice per
-    thread instead of once per element."""
-    return crd[0][0], crd[cute.size(crd) - 1][0]
-
-
-@cute.jit
-def _tail(row, rows_left, last, sGamma):
-    """exp(last - gamma[row]) for a row before ``rows_left``, else 0 (a row past the sequence)."""
-    t = Float32(0.0)
-    if row < rows_left:
-        t = _exp(last - sGamma[row])
-    return t
-
-
-def _load_rows(g2s, tidx, g_tile, s_tile, rows_left):
-    """cp.async ``g_tile`` (C, D) into ``s_tile``, rows at or past ``rows_left`` zero-filled (no commit)."""
-    thr = g2s.get_slice(tidx)
-    src = thr.partition_S(g_tile)
-    dst = thr.partition_D(s_tile)
-    crd = thr.partition_S(cute.make_identity_tensor(g_tile.shape))
-    pred = cute.make_rmem_tensor(
-        (cute.size(src, mode=[0]) // _VEC, cute.size(src, mode=[1]), cute.size(src, mode=[2])),
-        cutlass.Boolean,
-    )
-    for r in range(cute.size(pred, mode=[0])):
-        for i in range(cute.size(pred, mode=[1])):
-            for j in range(cute.size(pred, mode=[2])):
-                pred[r, i, j] = crd[(0, r), i, j][0] < rows_left
-    cute.copy(g2s, src, dst, pred=pred)
-
-
-def _chunk_rows(m, r0, head, width: int, block: int = 0):
-    """The (CHUNK, width) tile of ``m`` [T, heads, dim] from token ``r0``, head ``head``, column block
-    ``block`` (rows past the sequence are the caller's to predicate)."""
-    return cute.local_tile(cute.domain_offset((r0, 0), m[None, head, None]), (CHUNK, width), (0, block))
-
-
-def _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, buf, with_q=True):
-    """cp.async the chunk of rows from ``r0`` of q (unless not ``with_q``), k (head hk), w and u (head
-    h, value block vb) into stage ``buf`` of the shared buffers, rows at or past ``rows_left``
-    zero-filled (no commit)."""
-    mQ, mK, mW, mU, hk, h, vb, K, BV = tiles
-    sQ, sK, sW, sU = buffers
-
-    if with_q:
-        _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ[None, None, buf], rows_left)
-    _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK[None, None, buf], rows_left)
-    _load_rows(g2s_k, tidx, _chunk_rows(mW, r0, h, K), sW[None, None, buf], rows_left)
-    _load_rows(g2s_v, tidx, _chunk_rows(mU, r0, h, BV, vb), sU[None, None, buf], rows_left)
-
-
-@cute.jit
-def _slot_chunk(mCu, slot, sequences, search_steps):
-    """(first token, length, chunk) of the sequence whose chunk slots hold ``slot``: the last n with
-    cu[n] // 64 + n <= slot (binary search); the chunk may lie past the sequence's end (idle slot)."""
-    lo = Int32(0)
-    hi = sequences
-    for _ in cutlass.range(search_steps, unroll=1):
-        mid = (lo + hi) // 2
-        take = Int32(Int32(mCu[mid]) // CHUNK + mid <= slot)
-        lo = lo + take * (mid - lo)
-        hi = hi + (1 - take) * (mid - hi)
-    bos = Int32(mCu[lo])
-    length = Int32(mCu[lo + 1]) - bos
-    return bos, length, slot - (bos // CHUNK + lo)
-
-
-@cute.jit
-def _gamma_row(mGamma, r0, rows_left, h, tidx):
-    """gamma of the chunk's row ``tidx`` (from token ``r0``, head ``h``); 0 at or past ``rows_left``."""
-    gam = Float32(0.0)
-    if tidx < rows_left:
-        gam = Float32(mGamma[r0 + tidx, h])
-    return gam
-
-
-def _gemm(tiled_mma, tidx, acc, sA, sB, a_mn_major: bool, b_mn_major: bool, dtype):
-    """acc += sA (M, K) @ sB (N, K)^T, operands from shared memory by ldmatrix (transposed for an
-    operand whose M / N mode is the contiguous one)."""
-    thr = tiled_mma.get_slice(tidx)
-    rA = tiled_mma.make_fragment_A(thr.partition_A(sA))
-    rB = tiled_mma.make_fragment_B(thr.partition_B(sB))
-    cp_a = cute.make_tiled_copy_A(
-        cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(a_mn_major, 4), dtype), tiled_mma
-    )
-    cp_b = cute.make_tiled_copy_B(
-        cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(b_mn_major, 4), dtype), tiled_mma
-    )
-    ta, tb = cp_a.get_slice(tidx), cp_b.get_slice(tidx)
-    src_a, dst_a = ta.partition_S(sA), ta.retile(rA)
-    src_b, dst_b = tb.partition_S(sB), tb.retile(rB)
-    for kb in range(cute.size(rA, mode=[2])):
-        cute.copy(cp_a, src_a[None, None, kb], dst_a[None, None, kb])
-        cute.copy(cp_b, src_b[None, None, kb], dst_b[None, None, kb])
-        cute.gemm(tiled_mma, acc, rA[None, None, kb], rB[None, None, kb], acc)
-
-
-def _acc(tiled_mma, tidx, m: int, n: int):
-    """A zeroed fp32 accumulator of an (m, n) product and its (row, col) coordinates."""
-    thr = tiled_mma.get_slice(tidx)
-    crd = thr.partition_C(cute.make_identity_tensor((m, n)))
-    acc = cute.make_rmem_tensor(crd.shape, Float32)
-    acc.fill(0.0)
-    return acc, crd
-
-
-def _to_smem(tiled_mma, tidx, acc, s_tile, dtype):
-    """The accumulator, converted to ``dtype``, into the shared tile of its shape."""
-    dst = tiled_mma.get_slice(tidx).partition_C(s_tile)
-    for i in range(cute.size(acc)):
-        dst[i] = acc[i].to(dtype)
-
-
-@cute.jit
-def _to_gmem(tiled_mma, tidx, acc, crd, g_tile, rows_left, dtype: cutlass.Constexpr):
-    """The accumulator, converted, into the global tile of its shape: rows before ``rows_left`` only."""
-    dst = tiled_mma.get_slice(tidx).partition_C(g_tile)
-    for i in cutlass.range_constexpr(cute.size(acc)):
-        if crd[i][0] < rows_left:
-            dst[i] = acc[i].to(dtype)
-
-
-class GdnSm90Fwd:
+class GdnSm90Fwd(OutputKernels):
     """One static configuration of the forward: dims, value block, dtypes and options."""
 
     def __init__(
@@ -857,217 +643,3 @@ class GdnSm90Fwd:
             dst = thr_s.partition_C(_transposed(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0))))
             for i in cutlass.range_constexpr(cute.size(state)):
                 dst[i] = state[i].to(self.ht_t)
-
-    @cute.kernel
-    def output_wg(
-        self,
-        mQ: cute.Tensor,
-        mK: cute.Tensor,
-        mGamma: cute.Tensor,
-        mCu: cute.Tensor,
-        mHs: cute.Tensor,
-        mVnew: cute.Tensor,
-        mO: cute.Tensor,
-        sequences: Int32,
-        search_steps: Int32,
-        k_group: Int32,
-    ):
-        """`output` (WGMMA 2) on warpgroup MMAs, one CTA per chunk slot and head over the whole value
-        dim (grid: chunk slots x output heads): q k^T once per chunk instead of once per value block."""
-        K, V, C, io = self.K, self.V, CHUNK, self.io
-        tidx, _, _ = cute.arch.thread_idx()
-        slot, h, _ = cute.arch.block_idx()
-        hk = h // k_group
-        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
-        rows_left = length - c * C
-        if c * C < length:
-            r0 = bos + c * C
-            smem = utils.SmemAllocator()
-            k_layout, k_swz = _row_major(C, K)
-            v_layout, v_swz = _row_major(C, V)
-            s_layout, s_swz = _row_major(V, K)
-            p_layout, p_swz = _row_major(C, C)
-            sQ = smem.allocate_tensor(io, k_layout, 1024, k_swz)
-            sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
-            sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
-            sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
-            sO = smem.allocate_tensor(io, v_layout, 1024, v_swz)
-            sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
-            sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
-            g2s_k, g2s_v = _g2s(io, K), _g2s(io, V)
-
-            _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
-            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
-            _load_rows(g2s_v, tidx, _chunk_rows(mVnew, r0, h, V), sVn, rows_left)
-            _load_rows(g2s_k, tidx, cute.local_tile(mHs[slot, h, None, None], (V, K), (0, 0)), sS, V)
-            cute.arch.cp_async_commit_group()
-            if tidx < C:
-                sGamma[tidx] = _gamma_row(mGamma, r0, rows_left, h, tidx)
-            cute.arch.cp_async_wait_group(0)
-            cute.arch.sync_threads()
-            if const_expr(self.l2norm):
-                _l2_normalize_rows(sQ, tidx, K)
-                _l2_normalize_rows(sK, tidx, K)
-                cute.arch.sync_threads()
-            _async_visible()
-            cute.arch.sync_threads()
-            gO = _chunk_rows(mO, r0, h, V)
-            _chunk_output_wg(tidx, sQ, sK, sS, sVn, sP, sO, sGamma, gO, rows_left, io, self.scale)
-
-    @cute.kernel
-    def output(
-        self,
-        mQ: cute.Tensor,
-        mK: cute.Tensor,
-        mGamma: cute.Tensor,
-        mCu: cute.Tensor,
-        mHs: cute.Tensor,
-        mVnew: cute.Tensor,
-        mO: cute.Tensor,
-        sequences: Int32,
-        search_steps: Int32,
-        k_group: Int32,
-    ):
-        """SPLIT: every chunk's output at once, from the state entering it and its v_new (the scan's)."""
-        K, BV, C, io = self.K, self.BV, CHUNK, self.io
-        tidx, _, _ = cute.arch.thread_idx()
-        slot, h, vb = cute.arch.block_idx()
-        hk = h // k_group
-        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
-        rows_left = length - c * C
-        if c * C < length:
-            r0 = bos + c * C
-            smem = utils.SmemAllocator()
-            k_layout, k_swz = _row_major(C, K)
-            v_layout, v_swz = _row_major(C, BV)
-            s_layout, s_swz = _row_major(BV, K)
-            p_layout, p_swz = _row_major(C, C)
-            sQ = smem.allocate_tensor(io, k_layout, 1024, k_swz)
-            sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
-            sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
-            sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
-            sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
-            sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
-            g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
-
-            _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
-            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
-            _load_rows(g2s_v, tidx, _chunk_rows(mVnew, r0, h, BV, vb), sVn, rows_left)
-            _load_rows(g2s_k, tidx, cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0)), sS, BV)
-            cute.arch.cp_async_commit_group()
-            if tidx < C:
-                sGamma[tidx] = _gamma_row(mGamma, r0, rows_left, h, tidx)
-            cute.arch.cp_async_wait_group(0)
-            cute.arch.sync_threads()
-            if const_expr(self.l2norm):
-                _l2_normalize_rows(sQ, tidx, K)
-                _l2_normalize_rows(sK, tidx, K)
-                cute.arch.sync_threads()
-            gO = _chunk_rows(mO, r0, h, BV, vb)
-            mma_cc, mma_cv = _tiled_mma(io, C, C), _tiled_mma(io, C, BV)
-            _chunk_output(mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, self.scale)
-
-
-@cute.jit
-def _chunk_output_wg(
-    tidx, sQ, sK, sS, sVn, sP, sO, sGamma, gO, rows_left, io: cutlass.Constexpr, scale: cutlass.Constexpr
-):
-    """`_chunk_output` on warpgroup MMAs for the whole value dim: o = scale (exp(gamma) q S^T +
-    P v_new), P = (q k^T) exp(gamma_i - gamma_j) on the causal, real part; q S^T and q k^T issue
-    together, P v_new reads v_new MN-major; o leaves through ``sO``, 16 bytes per store. The tiles
-    are complete and visible to the async proxy on entry."""
-    C, V = CHUNK, cute.size(sVn, mode=[1])
-    mma_cc = _wg_mma(io, C, False, False)  # q k^T
-    mma_qs = _wg_mma(io, V, False, False)  # q S^T: S [V, K] K-major
-    mma_pv = _wg_mma(io, V, False, True)  # P v_new: v_new [C, V] read MN-major
-    scores, crd_p = _acc(mma_cc, tidx, C, C)
-    _wg_gemm(mma_cc, tidx, scores, sQ, sK)
-    out, crd_o = _acc(mma_qs, tidx, C, V)
-    _wg_gemm(mma_qs, tidx, out, sQ, sS)
-    cute.nvgpu.warpgroup.wait_group(0)
-    pa, pb = _row_pair(crd_p)
-    ga, gb = sGamma[pa], sGamma[pb]
-    p_part = mma_cc.get_slice(tidx).partition_C(sP)
-    for i in cutlass.range_constexpr(cute.size(scores)):
-        row, col = crd_p[i][0], crd_p[i][1]
-        g_row = gb
-        if row == pa:
-            g_row = ga
-        val = Float32(0.0)
-        if row >= col and row < rows_left:
-            val = scores[i] * _exp(g_row - sGamma[col])
-        p_part[i] = val.to(io)
-    oa, ob = _row_pair(crd_o)
-    ea, eb = _exp(sGamma[oa]), _exp(sGamma[ob])
-    for i in cutlass.range_constexpr(cute.size(out)):
-        e = eb
-        if crd_o[i][0] == oa:
-            e = ea
-        out[i] = out[i] * e
-    _async_visible()
-    cute.arch.sync_threads()  # sP complete
-    _wg_gemm(mma_pv, tidx, out, sP, _transposed(sVn))
-    cute.nvgpu.warpgroup.wait_group(0)
-    o_part = mma_qs.get_slice(tidx).partition_C(sO)
-    for i in cutlass.range_constexpr(cute.size(out)):
-        o_part[i] = (out[i] * scale).to(io)
-    cute.arch.sync_threads()  # sO complete
-    _store_rows(_s2g(io, V), tidx, sO, gO, rows_left)
-
-
-@cute.jit
-def _chunk_output(
-    mma_cc,
-    mma_cv,
-    tidx,
-    sQ,
-    sK,
-    sS,
-    sVn,
-    sP,
-    sGamma,
-    gO,
-    rows_left,
-    io: cutlass.Constexpr,
-    scale: cutlass.Constexpr,
-):
-    """o = scale (exp(gamma) q S^T + P v_new) of one chunk into ``gO`` (rows before ``rows_left``),
-    P = (q k^T) exp(gamma_i - gamma_j) on the causal, real part; sVn complete at the barrier inside."""
-    C, BV = CHUNK, cute.size(sVn, mode=[1])
-    scores, crd_p = _acc(mma_cc, tidx, C, C)
-    _gemm(mma_cc, tidx, scores, sQ, sK, False, False, io)
-    p_part = mma_cc.get_slice(tidx).partition_C(sP)
-    for i in cutlass.range_constexpr(cute.size(scores)):
-        row, col = crd_p[i][0], crd_p[i][1]
-        val = Float32(0.0)
-        if row >= col and row < rows_left:
-            val = scores[i] * _exp(sGamma[row] - sGamma[col])
-        p_part[i] = val.to(io)
-    inter, crd_o = _acc(mma_cv, tidx, C, BV)
-    _gemm(mma_cv, tidx, inter, sQ, sS, False, False, io)
-    for i in cutlass.range_constexpr(cute.size(inter)):
-        inter[i] = inter[i] * _exp(sGamma[crd_o[i][0]])
-    cute.arch.sync_threads()  # sVn and sP complete
-    _gemm(mma_cv, tidx, inter, sP, _transposed(sVn), False, True, io)
-    for i in cutlass.range_constexpr(cute.size(inter)):
-        inter[i] = inter[i] * scale
-    _to_gmem(mma_cv, tidx, inter, crd_o, gO, rows_left, io)
-
-
-def _l2_normalize_rows(s_tile, tidx, D: int):
-    """Each row of the shared (C, D) tile over its L2 norm (floored at 1e-12, as torch's
-    F.normalize), rounded back to the tile's dtype: each warp 16 rows, each lane D / 32 columns."""
-    warp, lane = tidx // 32, tidx % 32
-    per = D // 32
-    for rr in range(CHUNK // 4):
-        row = warp * (CHUNK // 4) + rr
-        ss = Float32(0.0)
-        for e in range(per):
-            x = s_tile[row, lane * per + e].to(Float32)
-            ss = ss + x * x
-        for off in range(5):
-            ss = ss + cute.arch.shuffle_sync_bfly(ss, 1 << off)
-        inv = 1.0 / cute.math.max(cute.math.sqrt(ss), Float32(1e-12))
-        for e in range(per):
-            col = lane * per + e
-            s_tile[row, col] = (s_tile[row, col].to(Float32) * inv).to(s_tile.element_type)

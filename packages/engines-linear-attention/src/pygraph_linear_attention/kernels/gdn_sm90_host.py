@@ -268,10 +268,11 @@ def _disk_key(key: Sm90Key, arch: str) -> str:
 
 
 def _source_digest() -> str:
-    """sha256 of the kernel module and this one: what a compiled object is built from."""
+    """sha256 of the kernel modules (``gdn_sm90_*.py``: the kernels, their building blocks) and this
+    one: what a compiled object is built from."""
     digest = hashlib.sha256()
     here = Path(__file__).resolve().parent
-    for name in ("gdn_sm90_fwd.py", "gdn_sm90_bwd.py", "gdn_sm90_host.py"):
+    for name in sorted(p.name for p in here.glob("gdn_sm90_*.py")):  # the kernels, their blocks, this one
         digest.update(name.encode())
         digest.update((here / name).read_bytes())
     return digest.hexdigest()
@@ -294,7 +295,8 @@ def _compile(key: Any, arch: str) -> Any:
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_stream, make_ptr
 
-    from pygraph_linear_attention.kernels.gdn_sm90_fwd import _DT, GdnSm90Fwd
+    from pygraph_linear_attention.kernels.gdn_sm90_fwd import GdnSm90Fwd
+    from pygraph_linear_attention.kernels.gdn_sm90_tiles import _DT
 
     kernel = GdnSm90Fwd(
         key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,
@@ -329,7 +331,7 @@ def _compile_backward(key: Sm90BwdKey, arch: str) -> Any:
     from cutlass.cute.runtime import make_fake_stream, make_ptr
 
     from pygraph_linear_attention.kernels.gdn_sm90_bwd import GdnSm90Bwd
-    from pygraph_linear_attention.kernels.gdn_sm90_fwd import _DT
+    from pygraph_linear_attention.kernels.gdn_sm90_tiles import _DT
 
     kernel = GdnSm90Bwd(
         key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,

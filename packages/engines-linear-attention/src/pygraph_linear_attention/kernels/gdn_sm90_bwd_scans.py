@@ -1,0 +1,312 @@
+"""The gdn_sm90 backward's gradient scans: chunks in reverse from d_final_state, the gradient of the
+state in fp32 registers, on mma.sync (`GradScanKernels.grad_scan`) or on warpgroup MMAs with the
+gradient carried transposed (`GradScanKernels.grad_scan_wg`, WGMMA 1; STAGES 2 prefetches the next
+chunk). A mixin of `gdn_sm90_bwd.GdnSm90Bwd` (its fields: dims, dtypes, options)."""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils as utils
+from cutlass import Float32, Int32, const_expr
+
+from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
+    CHUNK,
+    _acc,
+    _async_visible,
+    _chunk_rows,
+    _exp,
+    _g2s,
+    _gamma_row,
+    _l2_normalize_rows,
+    _load_chunk,
+    _load_rows,
+    _mm,
+    _row_major,
+    _row_pair,
+    _s2g,
+    _scaled_rows,
+    _store_rows,
+    _t,
+    _tail,
+    _tile,
+    _tiled_mma,
+    _to_gmem,
+    _to_smem,
+    _transposed,
+    _vector,
+    _wg_gemm,
+    _wg_mma,
+)
+
+
+class GradScanKernels:
+    """The gradient scans of `GdnSm90Bwd` (a mixin: they read its configuration)."""
+
+    @cute.kernel
+    def grad_scan(
+        self,
+        mQ: cute.Tensor,
+        mK: cute.Tensor,
+        mW: cute.Tensor,
+        mGamma: cute.Tensor,
+        mDo: cute.Tensor,
+        mCu: cute.Tensor,
+        mDht: cute.Tensor,
+        mDh: cute.Tensor,
+        mDvnew: cute.Tensor,
+        mDh0: cute.Tensor,
+        k_group: Int32,
+    ):
+        K, BV, C, io = self.K, self.BV, CHUNK, self.io
+        tidx, _, _ = cute.arch.thread_idx()
+        n, h, vb = cute.arch.block_idx()
+        hk = h // k_group
+        bos = Int32(mCu[n])
+        length = Int32(mCu[n + 1]) - bos
+
+        smem = utils.SmemAllocator()
+        sQ, sK, sW = _tile(smem, io, C, K), _tile(smem, io, C, K), _tile(smem, io, C, K)
+        sDo, sNdv, sDd = _tile(smem, io, C, BV), _tile(smem, io, C, BV), _tile(smem, io, C, BV)
+        sP, sDs = _tile(smem, io, C, C), _tile(smem, io, BV, K)
+        sGamma = _vector(smem)
+
+        mma_state = _tiled_mma(io, BV, K)
+        mma_cv, mma_cc = _tiled_mma(io, C, BV), _tiled_mma(io, C, C)
+        d_state, crd_s = _acc(mma_state, tidx, BV, K)
+        thr_s = mma_state.get_slice(tidx)
+        if const_expr(self.has_dht):
+            src = thr_s.partition_C(cute.local_tile(mDht[n, h, None, None], (BV, K), (vb, 0)))
+            for i in cutlass.range_constexpr(cute.size(d_state)):
+                d_state[i] = src[i].to(Float32)
+        g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
+        chunks = cute.ceil_div(length, C)
+        for i in cutlass.range(chunks, unroll=1):
+            c = chunks - 1 - i
+            r0 = bos + c * C
+            rows_left = length - c * C
+            _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
+            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
+            _load_rows(g2s_k, tidx, _chunk_rows(mW, r0, h, K), sW, rows_left)
+            _load_rows(g2s_v, tidx, _chunk_rows(mDo, r0, h, BV, vb), sDo, rows_left)
+            cute.arch.cp_async_commit_group()
+            if tidx < C:
+                sGamma[tidx] = _gamma_row(mGamma, r0, rows_left, h, tidx)
+            _to_smem(mma_state, tidx, d_state, sDs, io)
+            slot = bos // C + n + c  # the gradient of the state leaving chunk c
+            _to_gmem(
+                mma_state,
+                tidx,
+                d_state,
+                crd_s,
+                cute.local_tile(mDh[slot, h, None, None], (BV, K), (vb, 0)),
+                BV,
+                io,
+            )
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            if const_expr(self.l2norm):
+                _l2_normalize_rows(sQ, tidx, K)
+                _l2_normalize_rows(sK, tidx, K)
+                cute.arch.sync_threads()
+            last_row = rows_left - 1
+            if rows_left > C:
+                last_row = C - 1
+            last = sGamma[last_row]
+
+            # P = (q k^T) exp(gamma_i - gamma_j) on the causal, real part; dO scale exp(gamma) beside it
+            scores, crd_p = _acc(mma_cc, tidx, C, C)
+            _mm(mma_cc, tidx, scores, sQ, _t(sK), io)
+            p_part = mma_cc.get_slice(tidx).partition_C(sP)
+            for e in cutlass.range_constexpr(cute.size(scores)):
+                row, col = crd_p[e][0], crd_p[e][1]
+                val = Float32(0.0)
+                if row >= col and row < rows_left:
+                    val = scores[e] * _exp(sGamma[row] - sGamma[col])
+                p_part[e] = val.to(io)
+            _scaled_rows(sDo, sDd, lambda r: self.scale * _exp(sGamma[r]), tidx, C, BV)
+            cute.arch.sync_threads()
+
+            # dv_new = scale P^T dO + exp(last - gamma) (k dS^T)
+            through, crd_v = _acc(mma_cv, tidx, C, BV)
+            _mm(mma_cv, tidx, through, _t(sP), sDo, io)
+            passed, _ = _acc(mma_cv, tidx, C, BV)
+            _mm(mma_cv, tidx, passed, sK, _t(sDs), io)
+            ndv_part = mma_cv.get_slice(tidx).partition_C(sNdv)
+            for e in cutlass.range_constexpr(cute.size(through)):
+                row = crd_v[e][0]
+                tail = Float32(0.0)
+                if row < rows_left:
+                    tail = _exp(last - sGamma[row])
+                val = through[e] * self.scale + tail * passed[e]
+                through[e] = val
+                ndv_part[e] = (-val).to(io)
+            _to_gmem(mma_cv, tidx, through, crd_v, _chunk_rows(mDvnew, r0, h, BV, vb), rows_left, io)
+            cute.arch.sync_threads()
+
+            # dS = exp(last) dS - dv_new^T w + (scale exp(gamma) dO)^T q
+            decay = _exp(last)
+            for e in cutlass.range_constexpr(cute.size(d_state)):
+                d_state[e] = d_state[e] * decay
+            _mm(mma_state, tidx, d_state, _t(sNdv), sW, io)
+            _mm(mma_state, tidx, d_state, _t(sDd), sQ, io)
+            cute.arch.sync_threads()  # every read of this chunk's tiles is done
+
+        if const_expr(self.has_h0):
+            dst = thr_s.partition_C(cute.local_tile(mDh0[n, h, None, None], (BV, K), (vb, 0)))
+            for e in cutlass.range_constexpr(cute.size(d_state)):
+                dst[e] = d_state[e].to(mDh0.element_type)
+
+    @cute.kernel
+    def grad_scan_wg(
+        self,
+        mQ: cute.Tensor,
+        mK: cute.Tensor,
+        mW: cute.Tensor,
+        mGamma: cute.Tensor,
+        mDo: cute.Tensor,
+        mCu: cute.Tensor,
+        mDht: cute.Tensor,
+        mDh: cute.Tensor,
+        mDvnew: cute.Tensor,
+        mDh0: cute.Tensor,
+        k_group: Int32,
+    ):
+        """`grad_scan` (WGMMA) on warpgroup MMAs: the gradient carried transposed, dS^T [K, BV] in
+        fp32 wgmma accumulators; ``k dS^T`` reads dS's io copy K-major, ``P^T dO`` and the update's
+        ``w^T (-dv_new)`` and ``q^T (scale exp(gamma) dO)`` read their row-major tiles MN-major."""
+        K, BV, C, io = self.K, self.BV, CHUNK, self.io
+        tidx, _, _ = cute.arch.thread_idx()
+        n, h, vb = cute.arch.block_idx()
+        hk = h // k_group
+        bos = Int32(mCu[n])
+        length = Int32(mCu[n + 1]) - bos
+
+        smem = utils.SmemAllocator()
+        nbuf = self.stages  # 2: chunk c - 1's q, k, w, dO and gamma load while chunk c computes
+        k_layout, k_swz = _row_major(C, K, nbuf)
+        v_layout, v_swz = _row_major(C, BV, nbuf)
+        sQs, sKs, sWs = (smem.allocate_tensor(io, k_layout, 1024, k_swz) for _ in range(3))
+        sDos = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+        sNdv, sDd = _tile(smem, io, C, BV), _tile(smem, io, C, BV)
+        sP, sDs, sDvn = _tile(smem, io, C, C), _tile(smem, io, BV, K), _tile(smem, io, C, BV)
+        sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, nbuf), stride=(1, C)), 16)
+        s2g_k, s2g_v = _s2g(io, K), _s2g(io, BV)
+
+        mma_s = _wg_mma(io, BV, True, True)  # dS^T [K, BV] += x^T [K, C] . y^T [BV, C]^T
+        mma_v = _wg_mma(io, BV, False, False)  # k dS^T: [C, BV] = k [C, K] . dS [BV, K]^T
+        mma_t = _wg_mma(io, BV, True, True)  # P^T dO: [C, BV] = P^T [C, C] . dO^T [BV, C]^T
+        mma_cc = _wg_mma(io, C, False, False)  # q k^T
+        d_state, _ = _acc(mma_s, tidx, K, BV)
+        thr_s = mma_s.get_slice(tidx)
+        if const_expr(self.has_dht):
+            src = thr_s.partition_C(_transposed(cute.local_tile(mDht[n, h, None, None], (BV, K), (vb, 0))))
+            for e in cutlass.range_constexpr(cute.size(d_state)):
+                d_state[e] = src[e].to(Float32)
+        g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
+        tiles = (mQ, mK, mW, mDo, hk, h, vb, K, BV)
+        buffers = (sQs, sKs, sWs, sDos)
+        chunks = cute.ceil_div(length, C)
+        if const_expr(nbuf == 2):  # the prologue: the last chunk into buffer 0 (none of an empty sequence)
+            last_chunk = cutlass.max(chunks - 1, 0)
+            r_last = bos + last_chunk * C
+            last_rows = Int32(0)
+            if chunks > 0:
+                last_rows = length - last_chunk * C
+            _load_chunk(g2s_k, g2s_v, tidx, tiles, r_last, last_rows, buffers, 0)
+            cute.arch.cp_async_commit_group()
+            if tidx < C:
+                sGammas[tidx, 0] = _gamma_row(mGamma, r_last, last_rows, h, tidx)
+        for i in cutlass.range(chunks, unroll=1):
+            c = chunks - 1 - i
+            r0 = bos + c * C
+            rows_left = length - c * C
+            buf = i % nbuf
+            g_next = Float32(0.0)
+            if const_expr(nbuf == 2):
+                if i + 1 < chunks:
+                    _load_chunk(g2s_k, g2s_v, tidx, tiles, r0 - C, rows_left + C, buffers, 1 - buf)
+                cute.arch.cp_async_commit_group()
+                if tidx < C:
+                    g_next = _gamma_row(mGamma, r0 - C, rows_left + C, h, tidx)
+            else:
+                _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, 0)
+                cute.arch.cp_async_commit_group()
+                if tidx < C:
+                    sGammas[tidx, 0] = _gamma_row(mGamma, r0, rows_left, h, tidx)
+            sQ, sK, sW = sQs[None, None, buf], sKs[None, None, buf], sWs[None, None, buf]
+            sDo, sGamma = sDos[None, None, buf], sGammas[None, buf]
+            _to_smem(mma_s, tidx, d_state, _transposed(sDs), io)
+            cute.arch.cp_async_wait_group(nbuf - 1)
+            _async_visible()
+            cute.arch.sync_threads()
+            slot = bos // C + n + c  # the gradient of the state leaving chunk c, from its io copy
+            _store_rows(s2g_k, tidx, sDs, cute.local_tile(mDh[slot, h, None, None], (BV, K), (vb, 0)), BV)
+            if const_expr(self.l2norm):
+                _l2_normalize_rows(sQ, tidx, K)
+                _l2_normalize_rows(sK, tidx, K)
+                _async_visible()
+                cute.arch.sync_threads()
+            last_row = rows_left - 1
+            if rows_left > C:
+                last_row = C - 1
+            last = sGamma[last_row]
+
+            # q k^T and k dS^T at once; then P = (q k^T) exp(gamma_i - gamma_j) on the causal, real
+            # part, and dO scaled by scale exp(gamma) beside it
+            scores, crd_p = _acc(mma_cc, tidx, C, C)
+            _wg_gemm(mma_cc, tidx, scores, sQ, sK)
+            passed, crd_v = _acc(mma_v, tidx, C, BV)
+            _wg_gemm(mma_v, tidx, passed, sK, sDs)
+            cute.nvgpu.warpgroup.wait_group(0)
+            p_part = mma_cc.get_slice(tidx).partition_C(sP)
+            pa, pb = _row_pair(crd_p)
+            ga, gb = sGamma[pa], sGamma[pb]
+            for e in cutlass.range_constexpr(cute.size(scores)):
+                row, col = crd_p[e][0], crd_p[e][1]
+                g_row = gb
+                if row == pa:
+                    g_row = ga
+                val = Float32(0.0)
+                if row >= col and row < rows_left:
+                    val = scores[e] * _exp(g_row - sGamma[col])
+                p_part[e] = val.to(io)
+            _scaled_rows(sDo, sDd, lambda r, gam=sGamma: self.scale * _exp(gam[r]), tidx, C, BV)
+            _async_visible()
+            cute.arch.sync_threads()
+
+            # dv_new = scale P^T dO + exp(last - gamma) (k dS^T)
+            through, _ = _acc(mma_t, tidx, C, BV)
+            _wg_gemm(mma_t, tidx, through, _transposed(sP), _transposed(sDo))
+            cute.nvgpu.warpgroup.wait_group(0)
+            ndv_part = mma_v.get_slice(tidx).partition_C(sNdv)
+            dvn_part = mma_v.get_slice(tidx).partition_C(sDvn)
+            va, vb_row = _row_pair(crd_v)
+            ta, tb = _tail(va, rows_left, last, sGamma), _tail(vb_row, rows_left, last, sGamma)
+            for e in cutlass.range_constexpr(cute.size(through)):
+                tail = tb
+                if crd_v[e][0] == va:
+                    tail = ta
+                val = through[e] * self.scale + tail * passed[e]
+                dvn_part[e] = val.to(io)
+                ndv_part[e] = (-val).to(io)
+            _async_visible()
+            cute.arch.sync_threads()
+            _store_rows(s2g_v, tidx, sDvn, _chunk_rows(mDvnew, r0, h, BV, vb), rows_left)
+
+            # dS^T = exp(last) dS^T - w^T dv_new + q^T (scale exp(gamma) dO)
+            decay = _exp(last)
+            for e in cutlass.range_constexpr(cute.size(d_state)):
+                d_state[e] = d_state[e] * decay
+            _wg_gemm(mma_s, tidx, d_state, _transposed(sW), _transposed(sNdv))
+            _wg_gemm(mma_s, tidx, d_state, _transposed(sQ), _transposed(sDd))
+            cute.nvgpu.warpgroup.wait_group(0)
+            if const_expr(nbuf == 2):
+                if tidx < C:
+                    sGammas[tidx, 1 - buf] = g_next
+            cute.arch.sync_threads()  # every read of this chunk's tiles is done
+
+        if const_expr(self.has_h0):
+            dst = thr_s.partition_C(_transposed(cute.local_tile(mDh0[n, h, None, None], (BV, K), (vb, 0))))
+            for e in cutlass.range_constexpr(cute.size(d_state)):
+                dst[e] = d_state[e].to(mDh0.element_type)

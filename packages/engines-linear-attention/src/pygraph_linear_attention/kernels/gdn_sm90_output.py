@@ -1,0 +1,234 @@
+"""The gdn_sm90 forward's output with SPLIT: every chunk's output at once from the state entering it
+and its v_new (the split scan's), on mma.sync per value block (`OutputKernels.output`) or, with
+WGMMA 2, on warpgroup MMAs over the whole value dim (`OutputKernels.output_wg`); `_chunk_output` is
+also the fused scan's per-chunk output. A mixin of `gdn_sm90_fwd.GdnSm90Fwd` (its fields: dims,
+dtypes, options)."""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils as utils
+from cutlass import Float32, Int32, const_expr
+
+from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
+    CHUNK,
+    _acc,
+    _async_visible,
+    _chunk_rows,
+    _exp,
+    _g2s,
+    _gamma_row,
+    _gemm,
+    _l2_normalize_rows,
+    _load_rows,
+    _row_major,
+    _row_pair,
+    _s2g,
+    _slot_chunk,
+    _store_rows,
+    _tiled_mma,
+    _to_gmem,
+    _transposed,
+    _wg_gemm,
+    _wg_mma,
+)
+
+
+class OutputKernels:
+    """The output kernels of `GdnSm90Fwd` (a mixin: they read its configuration)."""
+
+    @cute.kernel
+    def output_wg(
+        self,
+        mQ: cute.Tensor,
+        mK: cute.Tensor,
+        mGamma: cute.Tensor,
+        mCu: cute.Tensor,
+        mHs: cute.Tensor,
+        mVnew: cute.Tensor,
+        mO: cute.Tensor,
+        sequences: Int32,
+        search_steps: Int32,
+        k_group: Int32,
+    ):
+        """`output` (WGMMA 2) on warpgroup MMAs, one CTA per chunk slot and head over the whole value
+        dim (grid: chunk slots x output heads): q k^T once per chunk instead of once per value block."""
+        K, V, C, io = self.K, self.V, CHUNK, self.io
+        tidx, _, _ = cute.arch.thread_idx()
+        slot, h, _ = cute.arch.block_idx()
+        hk = h // k_group
+        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
+        rows_left = length - c * C
+        if c * C < length:
+            r0 = bos + c * C
+            smem = utils.SmemAllocator()
+            k_layout, k_swz = _row_major(C, K)
+            v_layout, v_swz = _row_major(C, V)
+            s_layout, s_swz = _row_major(V, K)
+            p_layout, p_swz = _row_major(C, C)
+            sQ = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+            sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+            sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
+            sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+            sO = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+            sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
+            sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
+            g2s_k, g2s_v = _g2s(io, K), _g2s(io, V)
+
+            _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
+            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
+            _load_rows(g2s_v, tidx, _chunk_rows(mVnew, r0, h, V), sVn, rows_left)
+            _load_rows(g2s_k, tidx, cute.local_tile(mHs[slot, h, None, None], (V, K), (0, 0)), sS, V)
+            cute.arch.cp_async_commit_group()
+            if tidx < C:
+                sGamma[tidx] = _gamma_row(mGamma, r0, rows_left, h, tidx)
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            if const_expr(self.l2norm):
+                _l2_normalize_rows(sQ, tidx, K)
+                _l2_normalize_rows(sK, tidx, K)
+                cute.arch.sync_threads()
+            _async_visible()
+            cute.arch.sync_threads()
+            gO = _chunk_rows(mO, r0, h, V)
+            _chunk_output_wg(tidx, sQ, sK, sS, sVn, sP, sO, sGamma, gO, rows_left, io, self.scale)
+
+    @cute.kernel
+    def output(
+        self,
+        mQ: cute.Tensor,
+        mK: cute.Tensor,
+        mGamma: cute.Tensor,
+        mCu: cute.Tensor,
+        mHs: cute.Tensor,
+        mVnew: cute.Tensor,
+        mO: cute.Tensor,
+        sequences: Int32,
+        search_steps: Int32,
+        k_group: Int32,
+    ):
+        """SPLIT: every chunk's output at once, from the state entering it and its v_new (the scan's)."""
+        K, BV, C, io = self.K, self.BV, CHUNK, self.io
+        tidx, _, _ = cute.arch.thread_idx()
+        slot, h, vb = cute.arch.block_idx()
+        hk = h // k_group
+        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
+        rows_left = length - c * C
+        if c * C < length:
+            r0 = bos + c * C
+            smem = utils.SmemAllocator()
+            k_layout, k_swz = _row_major(C, K)
+            v_layout, v_swz = _row_major(C, BV)
+            s_layout, s_swz = _row_major(BV, K)
+            p_layout, p_swz = _row_major(C, C)
+            sQ = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+            sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+            sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
+            sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+            sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
+            sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
+            g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
+
+            _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
+            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
+            _load_rows(g2s_v, tidx, _chunk_rows(mVnew, r0, h, BV, vb), sVn, rows_left)
+            _load_rows(g2s_k, tidx, cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0)), sS, BV)
+            cute.arch.cp_async_commit_group()
+            if tidx < C:
+                sGamma[tidx] = _gamma_row(mGamma, r0, rows_left, h, tidx)
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            if const_expr(self.l2norm):
+                _l2_normalize_rows(sQ, tidx, K)
+                _l2_normalize_rows(sK, tidx, K)
+                cute.arch.sync_threads()
+            gO = _chunk_rows(mO, r0, h, BV, vb)
+            mma_cc, mma_cv = _tiled_mma(io, C, C), _tiled_mma(io, C, BV)
+            _chunk_output(mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, self.scale)
+
+
+@cute.jit
+def _chunk_output_wg(
+    tidx, sQ, sK, sS, sVn, sP, sO, sGamma, gO, rows_left, io: cutlass.Constexpr, scale: cutlass.Constexpr
+):
+    """`_chunk_output` on warpgroup MMAs for the whole value dim: o = scale (exp(gamma) q S^T +
+    P v_new), P = (q k^T) exp(gamma_i - gamma_j) on the causal, real part; q S^T and q k^T issue
+    together, P v_new reads v_new MN-major; o leaves through ``sO``, 16 bytes per store. The tiles
+    are complete and visible to the async proxy on entry."""
+    C, V = CHUNK, cute.size(sVn, mode=[1])
+    mma_cc = _wg_mma(io, C, False, False)  # q k^T
+    mma_qs = _wg_mma(io, V, False, False)  # q S^T: S [V, K] K-major
+    mma_pv = _wg_mma(io, V, False, True)  # P v_new: v_new [C, V] read MN-major
+    scores, crd_p = _acc(mma_cc, tidx, C, C)
+    _wg_gemm(mma_cc, tidx, scores, sQ, sK)
+    out, crd_o = _acc(mma_qs, tidx, C, V)
+    _wg_gemm(mma_qs, tidx, out, sQ, sS)
+    cute.nvgpu.warpgroup.wait_group(0)
+    pa, pb = _row_pair(crd_p)
+    ga, gb = sGamma[pa], sGamma[pb]
+    p_part = mma_cc.get_slice(tidx).partition_C(sP)
+    for i in cutlass.range_constexpr(cute.size(scores)):
+        row, col = crd_p[i][0], crd_p[i][1]
+        g_row = gb
+        if row == pa:
+            g_row = ga
+        val = Float32(0.0)
+        if row >= col and row < rows_left:
+            val = scores[i] * _exp(g_row - sGamma[col])
+        p_part[i] = val.to(io)
+    oa, ob = _row_pair(crd_o)
+    ea, eb = _exp(sGamma[oa]), _exp(sGamma[ob])
+    for i in cutlass.range_constexpr(cute.size(out)):
+        e = eb
+        if crd_o[i][0] == oa:
+            e = ea
+        out[i] = out[i] * e
+    _async_visible()
+    cute.arch.sync_threads()  # sP complete
+    _wg_gemm(mma_pv, tidx, out, sP, _transposed(sVn))
+    cute.nvgpu.warpgroup.wait_group(0)
+    o_part = mma_qs.get_slice(tidx).partition_C(sO)
+    for i in cutlass.range_constexpr(cute.size(out)):
+        o_part[i] = (out[i] * scale).to(io)
+    cute.arch.sync_threads()  # sO complete
+    _store_rows(_s2g(io, V), tidx, sO, gO, rows_left)
+
+
+@cute.jit
+def _chunk_output(
+    mma_cc,
+    mma_cv,
+    tidx,
+    sQ,
+    sK,
+    sS,
+    sVn,
+    sP,
+    sGamma,
+    gO,
+    rows_left,
+    io: cutlass.Constexpr,
+    scale: cutlass.Constexpr,
+):
+    """o = scale (exp(gamma) q S^T + P v_new) of one chunk into ``gO`` (rows before ``rows_left``),
+    P = (q k^T) exp(gamma_i - gamma_j) on the causal, real part; sVn complete at the barrier inside."""
+    C, BV = CHUNK, cute.size(sVn, mode=[1])
+    scores, crd_p = _acc(mma_cc, tidx, C, C)
+    _gemm(mma_cc, tidx, scores, sQ, sK, False, False, io)
+    p_part = mma_cc.get_slice(tidx).partition_C(sP)
+    for i in cutlass.range_constexpr(cute.size(scores)):
+        row, col = crd_p[i][0], crd_p[i][1]
+        val = Float32(0.0)
+        if row >= col and row < rows_left:
+            val = scores[i] * _exp(sGamma[row] - sGamma[col])
+        p_part[i] = val.to(io)
+    inter, crd_o = _acc(mma_cv, tidx, C, BV)
+    _gemm(mma_cv, tidx, inter, sQ, sS, False, False, io)
+    for i in cutlass.range_constexpr(cute.size(inter)):
+        inter[i] = inter[i] * _exp(sGamma[crd_o[i][0]])
+    cute.arch.sync_threads()  # sVn and sP complete
+    _gemm(mma_cv, tidx, inter, sP, _transposed(sVn), False, True, io)
+    for i in cutlass.range_constexpr(cute.size(inter)):
+        inter[i] = inter[i] * scale
+    _to_gmem(mma_cv, tidx, inter, crd_o, gO, rows_left, io)

@@ -1,0 +1,351 @@
+"""The CuTe DSL building blocks of the gdn_sm90 kernels (`gdn_sm90_fwd`, `gdn_sm90_bwd`): shared
+tile layouts (16-byte swizzled row-major tiles, which are also the canonical wgmma operand
+layouts), 16-byte cp.async loads and stores with row predicates, the warp-level (mma.sync) and
+warpgroup (wgmma) products over shared operands, accumulator moves, the chunk-slot search, and the
+backward's row and column sums. Trace-time helpers take everything explicitly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32
+
+from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK  # 64 tokens, as the cuTile kernels
+
+THREADS = 128
+_VEC = 8  # 16-bit elements per 16-byte cp.async
+_DT = {"bfloat16": cutlass.BFloat16, "float16": cutlass.Float16, "float32": cutlass.Float32}
+_LOG2E = 1.4426950408889634
+
+
+def _exp(x):
+    return cute.math.exp2(x * _LOG2E, fastmath=True)
+
+
+def _row_major(rows: int, cols: int, stages: int = 0):
+    """A (rows, cols) row-major shared layout of 16-bit elements (``stages`` of them side by side as
+    a third mode, where given) and its byte swizzle: 8-row atoms of at most 64 columns, the 16-byte
+    chunks of a 128-byte (or 64-byte) line XORed with the line, so the 8 rows an ldmatrix phase
+    reads and the chunks a warp's cp.async writes hit distinct banks."""
+    width = min(cols, 64)
+    atom = cute.make_layout((8, width), stride=(width, 1))
+    if stages:
+        layout = cute.tile_to_shape(atom, (rows, cols, stages), (0, 1, 2))
+    else:
+        layout = cute.tile_to_shape(atom, (rows, cols), (0, 1))
+    bits = min(3, int(math.log2(width * 2 // 16)))
+    return layout, cute.make_swizzle(bits, 4, 3)
+
+
+def _aligned(stride):
+    """A row stride the 16-byte copies may rely on (the engine checks it: head dims are multiples of 8)."""
+    return cute.assume(stride, divby=_VEC)
+
+
+def _transposed(t):
+    """The same shared tile seen as (cols, rows)."""
+    return cute.make_tensor(t.iterator, cute.select(t.layout, mode=[1, 0]))
+
+
+def _tiled_mma(dtype, m: int, n: int):
+    """4 warps over an (m, n) product: m / 16 of them along M (at most 4), the rest along N; each warp
+    takes two n8 atoms side by side, so one x4 ldmatrix feeds its B."""
+    wm = min(4, m // 16)
+    wn = THREADS // 32 // wm
+    return cute.make_tiled_mma(
+        cute.nvgpu.warp.MmaF16BF16Op(dtype, Float32, (16, 8, 16)),
+        cute.make_layout((wm, wn, 1)),
+        permutation_mnk=(wm * 16, wn * 16, 16),
+    )
+
+
+def _wg_mma(dtype, n: int, a_mn_major: bool, b_mn_major: bool):
+    """The warpgroup (4 warps) ``wgmma.m64nNk16`` over operands in shared memory (the major modes
+    as given), fp32 accumulators set to accumulate: an M of 64 k is k instructions per K step."""
+    major = cute.nvgpu.OperandMajorMode
+    op = cute.nvgpu.warpgroup.MmaF16BF16Op(
+        dtype,
+        Float32,
+        (64, n, 16),
+        cute.nvgpu.warpgroup.OperandSource.SMEM,
+        major.MN if a_mn_major else major.K,
+        major.MN if b_mn_major else major.K,
+    )
+    tiled = cute.make_tiled_mma(cute.make_mma_atom(op), (1, 1, 1))
+    tiled.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+    return tiled
+
+
+def _wg_gemm(tiled_mma, tidx, acc, sA, sB):
+    """Issue acc += sA (M, K) @ sB (N, K)^T as one wgmma group (the caller waits on it); the
+    operands' shared layouts are the canonical swizzled ones `_row_major` builds, read in the
+    major mode ``tiled_mma`` was made for."""
+    thr = tiled_mma.get_slice(tidx)
+    rA = tiled_mma.make_fragment_A(thr.partition_A(sA))
+    rB = tiled_mma.make_fragment_B(thr.partition_B(sB))
+    cute.nvgpu.warpgroup.fence()
+    for kb in range(cute.size(rA, mode=[2])):
+        cute.gemm(tiled_mma, acc, rA[None, None, kb], rB[None, None, kb], acc)
+    cute.nvgpu.warpgroup.commit_group()
+
+
+def _async_visible():
+    """This thread's shared-memory writes (stores, completed cp.async) visible to wgmma's reads
+    (the async proxy); a barrier after it makes every thread's so."""
+    cute.arch.fence_proxy("async.shared", space="cta")
+
+
+def _g2s(dtype, cols: int):
+    """128 threads x 16-byte cp.async over a (rows, cols) row-major tile, threads along the row."""
+    atom = cute.make_copy_atom(
+        cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL), dtype, num_bits_per_copy=128
+    )
+    per_row = cols // _VEC
+    thr = cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1))
+    return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, _VEC)))
+
+
+def _s2g(dtype, cols: int):
+    """128 threads x 16-byte stores over a (rows, cols) row-major tile, threads along the row."""
+    atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=128)
+    per_row = cols // _VEC
+    thr = cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1))
+    return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, _VEC)))
+
+
+# Trace-time helpers (plain Python; everything passed explicitly).
+def _store_rows(s2g, tidx, s_tile, g_tile, rows_left):
+    """The shared (C, D) tile into the global ``g_tile``, 16 bytes per store, rows before
+    ``rows_left`` only: a few wide stores per thread where the accumulator's own layout would take
+    one 2-byte store per element (their queue stalled the split scan's chunk step)."""
+    thr = s2g.get_slice(tidx)
+    src = thr.partition_S(s_tile)
+    dst = thr.partition_D(g_tile)
+    crd = thr.partition_D(cute.make_identity_tensor(g_tile.shape))
+    pred = cute.make_rmem_tensor(
+        (cute.size(dst, mode=[0]) // _VEC, cute.size(dst, mode=[1]), cute.size(dst, mode=[2])),
+        cutlass.Boolean,
+    )
+    for r in range(cute.size(pred, mode=[0])):
+        for i in range(cute.size(pred, mode=[1])):
+            for j in range(cute.size(pred, mode=[2])):
+                pred[r, i, j] = crd[(0, r), i, j][0] < rows_left
+    cute.copy(s2g, src, dst, pred=pred)
+
+
+def _row_pair(crd):
+    """The two rows a thread's fragment of a 64-row wgmma accumulator holds (each warp 16 rows, a
+    lane rows l/4 and l/4 + 8), from its coordinates: a per-row value is then computed twice per
+    thread instead of once per element."""
+    return crd[0][0], crd[cute.size(crd) - 1][0]
+
+
+@cute.jit
+def _tail(row, rows_left, last, sGamma):
+    """exp(last - gamma[row]) for a row before ``rows_left``, else 0 (a row past the sequence)."""
+    t = Float32(0.0)
+    if row < rows_left:
+        t = _exp(last - sGamma[row])
+    return t
+
+
+def _load_rows(g2s, tidx, g_tile, s_tile, rows_left):
+    """cp.async ``g_tile`` (C, D) into ``s_tile``, rows at or past ``rows_left`` zero-filled (no commit)."""
+    thr = g2s.get_slice(tidx)
+    src = thr.partition_S(g_tile)
+    dst = thr.partition_D(s_tile)
+    crd = thr.partition_S(cute.make_identity_tensor(g_tile.shape))
+    pred = cute.make_rmem_tensor(
+        (cute.size(src, mode=[0]) // _VEC, cute.size(src, mode=[1]), cute.size(src, mode=[2])),
+        cutlass.Boolean,
+    )
+    for r in range(cute.size(pred, mode=[0])):
+        for i in range(cute.size(pred, mode=[1])):
+            for j in range(cute.size(pred, mode=[2])):
+                pred[r, i, j] = crd[(0, r), i, j][0] < rows_left
+    cute.copy(g2s, src, dst, pred=pred)
+
+
+def _chunk_rows(m, r0, head, width: int, block: int = 0):
+    """The (CHUNK, width) tile of ``m`` [T, heads, dim] from token ``r0``, head ``head``, column block
+    ``block`` (rows past the sequence are the caller's to predicate)."""
+    return cute.local_tile(cute.domain_offset((r0, 0), m[None, head, None]), (CHUNK, width), (0, block))
+
+
+def _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, buf, with_q=True):
+    """cp.async the chunk of rows from ``r0`` of q (unless not ``with_q``), k (head hk), w and u (head
+    h, value block vb) into stage ``buf`` of the shared buffers, rows at or past ``rows_left``
+    zero-filled (no commit)."""
+    mQ, mK, mW, mU, hk, h, vb, K, BV = tiles
+    sQ, sK, sW, sU = buffers
+
+    if with_q:
+        _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ[None, None, buf], rows_left)
+    _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK[None, None, buf], rows_left)
+    _load_rows(g2s_k, tidx, _chunk_rows(mW, r0, h, K), sW[None, None, buf], rows_left)
+    _load_rows(g2s_v, tidx, _chunk_rows(mU, r0, h, BV, vb), sU[None, None, buf], rows_left)
+
+
+@cute.jit
+def _slot_chunk(mCu, slot, sequences, search_steps):
+    """(first token, length, chunk) of the sequence whose chunk slots hold ``slot``: the last n with
+    cu[n] // 64 + n <= slot (binary search); the chunk may lie past the sequence's end (idle slot)."""
+    lo = Int32(0)
+    hi = sequences
+    for _ in cutlass.range(search_steps, unroll=1):
+        mid = (lo + hi) // 2
+        take = Int32(Int32(mCu[mid]) // CHUNK + mid <= slot)
+        lo = lo + take * (mid - lo)
+        hi = hi + (1 - take) * (mid - hi)
+    bos = Int32(mCu[lo])
+    length = Int32(mCu[lo + 1]) - bos
+    return bos, length, slot - (bos // CHUNK + lo)
+
+
+@cute.jit
+def _gamma_row(mGamma, r0, rows_left, h, tidx):
+    """gamma of the chunk's row ``tidx`` (from token ``r0``, head ``h``); 0 at or past ``rows_left``."""
+    gam = Float32(0.0)
+    if tidx < rows_left:
+        gam = Float32(mGamma[r0 + tidx, h])
+    return gam
+
+
+def _gemm(tiled_mma, tidx, acc, sA, sB, a_mn_major: bool, b_mn_major: bool, dtype):
+    """acc += sA (M, K) @ sB (N, K)^T, operands from shared memory by ldmatrix (transposed for an
+    operand whose M / N mode is the contiguous one)."""
+    thr = tiled_mma.get_slice(tidx)
+    rA = tiled_mma.make_fragment_A(thr.partition_A(sA))
+    rB = tiled_mma.make_fragment_B(thr.partition_B(sB))
+    cp_a = cute.make_tiled_copy_A(
+        cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(a_mn_major, 4), dtype), tiled_mma
+    )
+    cp_b = cute.make_tiled_copy_B(
+        cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(b_mn_major, 4), dtype), tiled_mma
+    )
+    ta, tb = cp_a.get_slice(tidx), cp_b.get_slice(tidx)
+    src_a, dst_a = ta.partition_S(sA), ta.retile(rA)
+    src_b, dst_b = tb.partition_S(sB), tb.retile(rB)
+    for kb in range(cute.size(rA, mode=[2])):
+        cute.copy(cp_a, src_a[None, None, kb], dst_a[None, None, kb])
+        cute.copy(cp_b, src_b[None, None, kb], dst_b[None, None, kb])
+        cute.gemm(tiled_mma, acc, rA[None, None, kb], rB[None, None, kb], acc)
+
+
+def _acc(tiled_mma, tidx, m: int, n: int):
+    """A zeroed fp32 accumulator of an (m, n) product and its (row, col) coordinates."""
+    thr = tiled_mma.get_slice(tidx)
+    crd = thr.partition_C(cute.make_identity_tensor((m, n)))
+    acc = cute.make_rmem_tensor(crd.shape, Float32)
+    acc.fill(0.0)
+    return acc, crd
+
+
+def _to_smem(tiled_mma, tidx, acc, s_tile, dtype):
+    """The accumulator, converted to ``dtype``, into the shared tile of its shape."""
+    dst = tiled_mma.get_slice(tidx).partition_C(s_tile)
+    for i in range(cute.size(acc)):
+        dst[i] = acc[i].to(dtype)
+
+
+@cute.jit
+def _to_gmem(tiled_mma, tidx, acc, crd, g_tile, rows_left, dtype: cutlass.Constexpr):
+    """The accumulator, converted, into the global tile of its shape: rows before ``rows_left`` only."""
+    dst = tiled_mma.get_slice(tidx).partition_C(g_tile)
+    for i in cutlass.range_constexpr(cute.size(acc)):
+        if crd[i][0] < rows_left:
+            dst[i] = acc[i].to(dtype)
+
+
+def _l2_normalize_rows(s_tile, tidx, D: int):
+    """Each row of the shared (C, D) tile over its L2 norm (floored at 1e-12, as torch's
+    F.normalize), rounded back to the tile's dtype: each warp 16 rows, each lane D / 32 columns."""
+    warp, lane = tidx // 32, tidx % 32
+    per = D // 32
+    for rr in range(CHUNK // 4):
+        row = warp * (CHUNK // 4) + rr
+        ss = Float32(0.0)
+        for e in range(per):
+            x = s_tile[row, lane * per + e].to(Float32)
+            ss = ss + x * x
+        for off in range(5):
+            ss = ss + cute.arch.shuffle_sync_bfly(ss, 1 << off)
+        inv = 1.0 / cute.math.max(cute.math.sqrt(ss), Float32(1e-12))
+        for e in range(per):
+            col = lane * per + e
+            s_tile[row, col] = (s_tile[row, col].to(Float32) * inv).to(s_tile.element_type)
+
+
+# --- the backward's products and sums
+
+
+def _t(tile):
+    """The operand ``tile`` transposed (a marker `_mm` reads)."""
+    return (tile, True)
+
+
+def _mm(tiled_mma, tidx, acc, x, y, io):
+    """acc += x @ y, each operand a row-major shared tile or `_t(tile)` (its transpose)."""
+    xt, x_tr = x if isinstance(x, tuple) else (x, False)
+    yt, y_tr = y if isinstance(y, tuple) else (y, False)
+    # _gemm reads A as (M, K) and B as (N, K): B is y transposed
+    a = _transposed(xt) if x_tr else xt
+    b = yt if y_tr else _transposed(yt)
+    _gemm(tiled_mma, tidx, acc, a, b, x_tr, not y_tr, io)
+
+
+def _tile(smem, io, rows: int, cols: int):
+    layout, swizzle = _row_major(rows, cols)
+    return smem.allocate_tensor(io, layout, 1024, swizzle)
+
+
+def _vector(smem, n: int = CHUNK):
+    return smem.allocate_tensor(Float32, cute.make_layout((n,)), 16)
+
+
+@cute.jit
+def _row_sums(vals, crd, dst):
+    """dst[row] += the sum of the fp32 fragment ``vals`` over each row it holds (a 64-row product's
+    fragment holds two rows per thread: each warp 16 rows, a lane rows l/4 and l/4 + 8)."""
+    first = crd[0][0]
+    other = first
+    s0 = Float32(0.0)
+    s1 = Float32(0.0)
+    for i in cutlass.range_constexpr(cute.size(vals)):
+        if crd[i][0] == first:
+            s0 = s0 + vals[i]
+        else:
+            s1 = s1 + vals[i]
+            other = crd[i][0]
+    cute.arch.atomic_add(dst.iterator + first, s0)
+    if other != first:
+        cute.arch.atomic_add(dst.iterator + other, s1)
+
+
+@cute.jit
+def _zero(vec, tidx):
+    if tidx < cute.size(vec):
+        vec[tidx] = Float32(0.0)
+
+
+def _scaled_rows(src, dst, scale_of, tidx, rows: int, cols: int):
+    """dst[r, c] = src[r, c] * scale_of(r), rounded to dst's dtype (all threads, strided)."""
+    for e in range(rows * cols // THREADS):
+        flat = tidx + e * THREADS
+        r, c = flat // cols, flat % cols
+        dst[r, c] = (src[r, c].to(Float32) * scale_of(r)).to(dst.element_type)
+
+
+@cute.jit
+def _block_sum(x, tidx, red):
+    """The sum of ``x`` over the CTA's 128 threads (``red``: 4 shared fp32), in every thread."""
+    for off in cutlass.range_constexpr(5):
+        x = x + cute.arch.shuffle_sync_bfly(x, 1 << off)
+    cute.arch.sync_threads()
+    if tidx % 32 == 0:
+        red[tidx // 32] = x
+    cute.arch.sync_threads()
+    return red[0] + red[1] + red[2] + red[3]
