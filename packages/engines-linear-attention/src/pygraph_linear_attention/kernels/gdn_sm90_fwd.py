@@ -112,7 +112,7 @@ class GdnSm90Fwd(OutputKernels):
         self.split = split
         self.store_t = store_t  # prepare also stores each chunk's T = (I + A)^-1 (the backward reads it)
         self.stages = stages  # the scan's shared buffers of q, k, w, u and gamma: 2 prefetches the next chunk
-        # 1: the split scan on warpgroup MMAs (`scan_wg`); 2: its output kernel too (`output_wg`)
+        # 1: the split scan on warpgroup MMAs (`scan_wg`); 2: the output kernel too (`output`, whole V)
         self.wgmma = wgmma >= 1
         self.wgmma_output = wgmma >= 2
 
@@ -195,13 +195,10 @@ class GdnSm90Fwd(OutputKernels):
         self.launch_scan(
             mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, sequences, heads_out, groups[0], stream
         )
-        if const_expr(self.split and self.wgmma_output):
-            self.output_wg(mQ, mK, mGamma, mCu, mHs, mVnew, mO, sequences, search_steps, groups[0]).launch(
-                grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream
-            )
-        elif const_expr(self.split):
+        if const_expr(self.split):
+            blocks = 1 if const_expr(self.wgmma_output) else V // self.BV
             self.output(mQ, mK, mGamma, mCu, mHs, mVnew, mO, sequences, search_steps, groups[0]).launch(
-                grid=[slots, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+                grid=[slots, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
             )
 
     def launch_scan(

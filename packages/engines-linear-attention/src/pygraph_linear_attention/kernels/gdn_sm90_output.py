@@ -1,6 +1,6 @@
 """The gdn_sm90 forward's output with SPLIT: every chunk's output at once from the state entering it
-and its v_new (the split scan's), on mma.sync per value block (`OutputKernels.output`) or, with
-WGMMA 2, on warpgroup MMAs over the whole value dim (`OutputKernels.output_wg`); `_chunk_output` is
+and its v_new (the split scan's), on mma.sync per value block or, with WGMMA 2, on warpgroup MMAs over
+the whole value dim (`OutputKernels.output`); `_chunk_output` is
 also the fused scan's per-chunk output. A mixin of `gdn_sm90_fwd.GdnSm90Fwd` (its fields: dims,
 dtypes, options)."""
 
@@ -39,62 +39,6 @@ class OutputKernels:
     """The output kernels of `GdnSm90Fwd` (a mixin: they read its configuration)."""
 
     @cute.kernel
-    def output_wg(
-        self,
-        mQ: cute.Tensor,
-        mK: cute.Tensor,
-        mGamma: cute.Tensor,
-        mCu: cute.Tensor,
-        mHs: cute.Tensor,
-        mVnew: cute.Tensor,
-        mO: cute.Tensor,
-        sequences: Int32,
-        search_steps: Int32,
-        k_group: Int32,
-    ):
-        """`output` (WGMMA 2) on warpgroup MMAs, one CTA per chunk slot and head over the whole value
-        dim (grid: chunk slots x output heads): q k^T once per chunk instead of once per value block."""
-        K, V, C, io = self.K, self.V, CHUNK, self.io
-        tidx, _, _ = cute.arch.thread_idx()
-        slot, h, _ = cute.arch.block_idx()
-        hk = h // k_group
-        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
-        rows_left = length - c * C
-        if c * C < length:
-            r0 = bos + c * C
-            smem = utils.SmemAllocator()
-            k_layout, k_swz = _row_major(C, K)
-            v_layout, v_swz = _row_major(C, V)
-            s_layout, s_swz = _row_major(V, K)
-            p_layout, p_swz = _row_major(C, C)
-            sQ = smem.allocate_tensor(io, k_layout, 1024, k_swz)
-            sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
-            sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
-            sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
-            sO = smem.allocate_tensor(io, v_layout, 1024, v_swz)
-            sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
-            sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
-            g2s_k, g2s_v = _g2s(io, K), _g2s(io, V)
-
-            _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
-            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
-            _load_rows(g2s_v, tidx, _chunk_rows(mVnew, r0, h, V), sVn, rows_left)
-            _load_rows(g2s_k, tidx, cute.local_tile(mHs[slot, h, None, None], (V, K), (0, 0)), sS, V)
-            cute.arch.cp_async_commit_group()
-            if tidx < C:
-                sGamma[tidx] = _gamma_row(mGamma, r0, rows_left, h, tidx)
-            cute.arch.cp_async_wait_group(0)
-            cute.arch.sync_threads()
-            if const_expr(self.l2norm):
-                _l2_normalize_rows(sQ, tidx, K)
-                _l2_normalize_rows(sK, tidx, K)
-                cute.arch.sync_threads()
-            _async_visible()
-            cute.arch.sync_threads()
-            gO = _chunk_rows(mO, r0, h, V)
-            _chunk_output_wg(tidx, sQ, sK, sS, sVn, sP, sO, sGamma, gO, rows_left, io, self.scale)
-
-    @cute.kernel
     def output(
         self,
         mQ: cute.Tensor,
@@ -108,8 +52,12 @@ class OutputKernels:
         search_steps: Int32,
         k_group: Int32,
     ):
-        """SPLIT: every chunk's output at once, from the state entering it and its v_new (the scan's)."""
-        K, BV, C, io = self.K, self.BV, CHUNK, self.io
+        """SPLIT: every chunk's output at once, from the state entering it and its v_new (the scan's).
+        Grid: chunk slots x output heads x value blocks of BLOCK_V, on mma.sync; with WGMMA 2
+        (``wgmma_output``) one CTA per chunk slot and head over the whole value dim, on warpgroup MMAs,
+        so q k^T is computed once per chunk instead of once per value block."""
+        K, C, io, whole = self.K, CHUNK, self.io, self.wgmma_output
+        BV = self.V if const_expr(whole) else self.BV  # the value columns one CTA computes
         tidx, _, _ = cute.arch.thread_idx()
         slot, h, vb = cute.arch.block_idx()
         hk = h // k_group
@@ -126,6 +74,7 @@ class OutputKernels:
             sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
             sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
             sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+            sO = smem.allocate_tensor(io, v_layout, 1024, v_swz) if const_expr(whole) else None
             sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
             sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
             g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
@@ -144,8 +93,15 @@ class OutputKernels:
                 _l2_normalize_rows(sK, tidx, K)
                 cute.arch.sync_threads()
             gO = _chunk_rows(mO, r0, h, BV, vb)
-            mma_cc, mma_cv = _tiled_mma(io, C, C), _tiled_mma(io, C, BV)
-            _chunk_output(mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, self.scale)
+            if const_expr(whole):
+                _async_visible()
+                cute.arch.sync_threads()
+                _chunk_output_wg(tidx, sQ, sK, sS, sVn, sP, sO, sGamma, gO, rows_left, io, self.scale)
+            else:
+                mma_cc, mma_cv = _tiled_mma(io, C, C), _tiled_mma(io, C, BV)
+                _chunk_output(
+                    mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, self.scale
+                )
 
 
 @cute.jit
