@@ -64,33 +64,47 @@ def _pygraph(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, 
     return forward, forward_backward, out
 
 
+def _autograd_columns(
+    label: str, run: Any, leaves: list, grad: Any, to_bhsd: Any
+) -> tuple[Any, Any, dict] | str:
+    """(forward call, forward+backward call, outputs in [B, H, S, D]) of an autograd attention
+    ``run()`` over ``leaves``, its output's gradient ``grad`` in its own layout; a first call that
+    raises is the column's reason to be left out."""
+    import torch
+
+    out: dict = {}
+
+    def forward():
+        out["o"] = to_bhsd(run())
+
+    def forward_backward():
+        for t in leaves:
+            t.grad = None
+        o = run()
+        o.backward(grad)
+        out["o"] = to_bhsd(o)
+        out["dQ"], out["dK"], out["dV"] = (to_bhsd(t.grad) for t in leaves)
+
+    try:
+        forward_backward()
+        torch.cuda.synchronize()
+    except Exception as exc:
+        return f"{label}: {type(exc).__name__}: {exc}"
+    return forward, forward_backward, out
+
+
 def _torch_backend(name: str, q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, dict] | str:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[name]
     leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
-    out: dict = {}
 
-    def forward():
+    def run():
         with sdpa_kernel(backend):
-            out["o"] = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=causal)
+            return torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=causal)
 
-    def forward_backward():
-        for t in leaves:
-            t.grad = None
-        with sdpa_kernel(backend):
-            o = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=causal)
-        o.backward(d_o)
-        out["o"] = o
-        out["dQ"], out["dK"], out["dV"] = (t.grad for t in leaves)
-
-    try:
-        forward_backward()
-        torch.cuda.synchronize()
-    except Exception as exc:
-        return f"torch-{name}: {type(exc).__name__}: {exc}"
-    return forward, forward_backward, out
+    return _autograd_columns(f"torch-{name}", run, leaves, d_o, lambda t: t)
 
 
 def _fa4(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, dict] | str:
@@ -98,33 +112,15 @@ def _fa4(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, dict
         from flash_attn.cute import flash_attn_func
     except Exception as exc:
         return f"flash-attention 4 not importable: {type(exc).__name__}: {exc}"
-    import torch
-
     leaves = [t.detach().transpose(1, 2).contiguous().requires_grad_(True) for t in (q, k, v)]  # [B, S, H, D]
-    grad = d_o.transpose(1, 2).contiguous()
-    out: dict = {}
 
     def run():
         result = flash_attn_func(*leaves, causal=causal)
         return result[0] if isinstance(result, tuple) else result
 
-    def forward():
-        out["o"] = run().transpose(1, 2)
-
-    def forward_backward():
-        for t in leaves:
-            t.grad = None
-        o = run()
-        o.backward(grad)
-        out["o"] = o.transpose(1, 2)
-        out["dQ"], out["dK"], out["dV"] = (t.grad.transpose(1, 2) for t in leaves)
-
-    try:
-        forward_backward()
-        torch.cuda.synchronize()
-    except Exception as exc:
-        return f"fa4: {type(exc).__name__}: {exc}"
-    return forward, forward_backward, out
+    return _autograd_columns(
+        "fa4", run, leaves, d_o.transpose(1, 2).contiguous(), lambda t: t.transpose(1, 2)
+    )
 
 
 def timing(rounds: int, log: list) -> list[dict]:
