@@ -143,10 +143,9 @@ def sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
     ]
     # WGMMA 2 (the output kernel on warpgroup MMAs too) is not offered until it has run on the device
     every += [{**k, "WGMMA": 1} for k in every if k["SPLIT"]]
-    grid = _scan_grid(facts)
-    if grid < _SMS:
+    if split_first(facts):
         first = {"BLOCK_V": 32, "STAGES": 2, "SPLIT": 1, "WGMMA": 1}
-    elif grid <= 2 * _SMS:
+    elif _scan_grid(facts) <= 2 * _SMS:
         first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 0, "WGMMA": 0}
     else:
         first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 1}

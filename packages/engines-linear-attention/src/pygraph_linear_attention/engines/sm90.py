@@ -211,33 +211,28 @@ class GdnSm90Engine(BaseEngine):
     def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int]:
         """(BLOCK_V, STAGES, SPLIT, WGMMA) of the plan, checked against their domains and the value
         head dim."""
-        knobs = _knob_values(plan)
+        knobs = self._in_domains(facts, plan)
         block_v, stages = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("STAGES", STAGES_SM90[0])
         split = knobs.get("SPLIT", SPLIT_SM90[0])
         wgmma = knobs.get("WGMMA", WGMMA_SM90[0])
-        if split not in SPLIT_SM90:
-            raise GraphNotSupportedError(f"{self.name}: knob SPLIT={split!r} outside its domain {SPLIT_SM90}")
-        if wgmma not in WGMMA_SM90:
-            raise GraphNotSupportedError(f"{self.name}: knob WGMMA={wgmma!r} outside its domain {WGMMA_SM90}")
         if wgmma and not split:
             raise GraphNotSupportedError(
                 f"{self.name}: knob WGMMA={wgmma!r} needs SPLIT=1 (the warpgroup scan is the split one), got SPLIT={split!r}"
             )
         if split and (reason := _chunk_states_reason(facts)) is not None:
             raise GraphNotSupportedError(f"{self.name}: SPLIT=1: {reason}")
-        if block_v not in BLOCK_V_SM90:
-            raise GraphNotSupportedError(
-                f"{self.name}: knob BLOCK_V={block_v!r} outside its domain {BLOCK_V_SM90}"
-            )
-        if stages not in STAGES_SM90:
-            raise GraphNotSupportedError(
-                f"{self.name}: knob STAGES={stages!r} outside its domain {STAGES_SM90}"
-            )
         if facts.head_dim_v % block_v:
             raise GraphNotSupportedError(
                 f"{self.name}: BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
             )
         return block_v, stages, split, wgmma
+
+    def _in_domains(self, facts: LinearAttentionFacts, plan: PlanConfig) -> dict[str, Any]:
+        """The plan's knobs by name, each checked against its domain (`Capabilities.mismatch`)."""
+        problem = self.capabilities.mismatch(facts, plan.knobs or {})
+        if problem is not None:
+            raise GraphNotSupportedError(f"{self.name}: {problem}")
+        return _knob_values(plan)
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         cfg = config_for(self._facts(request), BLOCK_V_SM90[0])  # the workspace does not depend on BLOCK_V
@@ -296,25 +291,13 @@ class GdnSm90BwdEngine(GdnSm90Engine):
     )
 
     def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int]:
-        knobs = _knob_values(plan)
+        knobs = self._in_domains(facts, plan)
         block_v, wgmma = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("WGMMA", WGMMA_BWD_SM90[0])
         stages = knobs.get("STAGES", STAGES_SM90[0])
-        if wgmma not in WGMMA_BWD_SM90:
-            raise GraphNotSupportedError(
-                f"{self.name}: knob WGMMA={wgmma!r} outside its domain {WGMMA_BWD_SM90}"
-            )
-        if stages not in STAGES_SM90:
-            raise GraphNotSupportedError(
-                f"{self.name}: knob STAGES={stages!r} outside its domain {STAGES_SM90}"
-            )
         if stages != 1 and not wgmma:
             raise GraphNotSupportedError(
                 f"{self.name}: knob STAGES={stages!r} needs WGMMA=1 (the prefetching gradient scan is the "
                 f"warpgroup one), got WGMMA={wgmma!r}"
-            )
-        if block_v not in BLOCK_V_SM90:
-            raise GraphNotSupportedError(
-                f"{self.name}: knob BLOCK_V={block_v!r} outside its domain {BLOCK_V_SM90}"
             )
         if facts.head_dim_v % block_v:
             raise GraphNotSupportedError(
