@@ -125,15 +125,21 @@ def _store_rows(s2g, tidx, s_tile, g_tile, rows_left):
     src = thr.partition_S(s_tile)
     dst = thr.partition_D(g_tile)
     crd = thr.partition_D(cute.make_identity_tensor(g_tile.shape))
+    cute.copy(s2g, src, dst, pred=_row_predicate(dst, crd, rows_left))
+
+
+def _row_predicate(part, crd, rows_left):
+    """The per-copy predicate of a 16-byte tiled copy's partition ``part`` of a (rows, cols) tile:
+    the copy's row (from ``crd``, the identity tensor partitioned alike) before ``rows_left``."""
     pred = cute.make_rmem_tensor(
-        (cute.size(dst, mode=[0]) // _VEC, cute.size(dst, mode=[1]), cute.size(dst, mode=[2])),
+        (cute.size(part, mode=[0]) // _VEC, cute.size(part, mode=[1]), cute.size(part, mode=[2])),
         cutlass.Boolean,
     )
     for r in range(cute.size(pred, mode=[0])):
         for i in range(cute.size(pred, mode=[1])):
             for j in range(cute.size(pred, mode=[2])):
                 pred[r, i, j] = crd[(0, r), i, j][0] < rows_left
-    cute.copy(s2g, src, dst, pred=pred)
+    return pred
 
 
 def _row_pair(crd):
@@ -158,15 +164,7 @@ def _load_rows(g2s, tidx, g_tile, s_tile, rows_left):
     src = thr.partition_S(g_tile)
     dst = thr.partition_D(s_tile)
     crd = thr.partition_S(cute.make_identity_tensor(g_tile.shape))
-    pred = cute.make_rmem_tensor(
-        (cute.size(src, mode=[0]) // _VEC, cute.size(src, mode=[1]), cute.size(src, mode=[2])),
-        cutlass.Boolean,
-    )
-    for r in range(cute.size(pred, mode=[0])):
-        for i in range(cute.size(pred, mode=[1])):
-            for j in range(cute.size(pred, mode=[2])):
-                pred[r, i, j] = crd[(0, r), i, j][0] < rows_left
-    cute.copy(g2s, src, dst, pred=pred)
+    cute.copy(g2s, src, dst, pred=_row_predicate(src, crd, rows_left))
 
 
 def _chunk_rows(m, r0, head, width: int, block: int = 0):
