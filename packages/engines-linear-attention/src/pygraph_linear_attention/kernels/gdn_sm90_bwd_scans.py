@@ -224,11 +224,13 @@ class GradScanKernels:
             buf = i % nbuf
             g_next = Float32(0.0)
             if const_expr(nbuf == 2):
+                # chunk c - 1 exists only while i + 1 < chunks: at c == 0 its rows would lie before
+                # the sequence (before the tensor, for the first one)
                 if i + 1 < chunks:
                     _load_chunk(g2s_k, g2s_v, tidx, tiles, r0 - C, rows_left + C, buffers, 1 - buf)
+                    if tidx < C:
+                        g_next = _gamma_row(mGamma, r0 - C, rows_left + C, h, tidx)
                 cute.arch.cp_async_commit_group()
-                if tidx < C:
-                    g_next = _gamma_row(mGamma, r0 - C, rows_left + C, h, tidx)
             else:
                 _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, 0)
                 cute.arch.cp_async_commit_group()
