@@ -3,6 +3,7 @@ against flash-linear-attention and cudnn-frontend.
 
     python -m benchmarks.linear_attention.bench_gdn [--rounds 3] [--budget-s 420] [--out DIR]
         [--occupancy 2,4] [--segment 32,16] [--profile] [--skip cases,cudnn] [--shapes B4xT4096]
+        [--plans first|all] [--sm90 32]
 
 1. Correctness: every case of `gdn_cases.CASES` (varlen odd lengths, T = 1, an empty sequence,
    initial and final state, each option alone and together, GQA/GVA, fp16, head dims 64 and 256,
@@ -10,8 +11,9 @@ against flash-linear-attention and cudnn-frontend.
    state against the float64 token loop.
 2. Timing at B4 T4096, B1 T32768 and a varlen batch of 8 sequences summing to 32768 (H16, D128,
    bf16, k unit rows, g = logsigmoid(normal), beta in (0, 1) in bf16): our plans through
-   ``graph.execute()`` (each BLOCK_V, each ``--occupancy`` hint at each BLOCK_V, each
-   ``--segment`` at the hook's first plan),
+   ``graph.execute()`` (the hook's first, gdn_cutile's first, with ``--plans all`` (the default)
+   gdn_cutile at each BLOCK_V, each ``--occupancy`` hint at each BLOCK_V, each ``--segment``,
+   and ``--sm90``'s gdn_sm90 columns),
    ``fla.ops.gated_delta_rule.chunk_gated_delta_rule`` and
    ``cudnn.linear_attention.gated_delta_net`` where they import, each timed from a cold L2 in
    interleaved rounds (`benchmarks.harness.interleaved`); ms, tokens/s and the ratios
@@ -20,8 +22,9 @@ against flash-linear-attention and cudnn-frontend.
    minutes); ``--budget-s`` skips the anchors still untimed when the run has used that many seconds.
 3. The backward (``--skip bwd`` leaves it out): every case of `gdn_cases.BWD_CASES`, each gradient
    against autograd through the float64 token loop; then forward+backward at the same shapes: ours
-   is the gdn graph's execute() then the gdn_bwd graph's (each BLOCK_V, each ``--occupancy``
-   hint the backward has, both graphs hinted, and each ``--segment``, both split), FLA's is
+   is the gdn graph's execute() then the gdn_bwd graph's (the hook's first pair, gdn_cutile's
+   first pair, with ``--plans all`` gdn_cutile_bwd at each BLOCK_V, each ``--occupancy`` hint the
+   backward has, both graphs hinted, each ``--segment``, both split, and ``--sm90``'s pairs), FLA's is
    ``chunk_gated_delta_rule`` and ``.backward(dO)`` (its Hopper guard lifted for timing only:
    ``fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True``), cudnn-frontend's its op's autograd
    where it has one; our gradients are compared with FLA's first.
@@ -73,6 +76,7 @@ class TimingRun:
     occupancies: tuple[int, ...] = ()  # OCCUPANCY hints timed beside the BLOCK_V columns
     segments: tuple[int, ...] = ()  # the forward's SEGMENT values (split scan) timed beside them
     sm90_block_vs: tuple[int, ...] = ()  # the gdn_sm90 engine's BLOCK_V columns (CuTe DSL)
+    all_plans: bool = True  # gdn_cutile's BLOCK_V columns too (--plans all), not only each engine's first
 
 
 def correctness_table(log: list[str]) -> bool:
@@ -130,13 +134,15 @@ def _ours(
     wgmma: Any = None,
 ) -> tuple[Any, Any]:
     """(call, output) of our plan at ``block_v`` (and ``occupancy``, ``segment``, ``engine``,
-    ``stages``, ``wgmma``: gdn_sm90's split scan on warpgroup MMAs; None: the hook's first pick):
-    the graph built once, the call one execute()."""
+    ``stages``, ``wgmma``: gdn_sm90's split scan on warpgroup MMAs, its fused scan without; all None:
+    the hook's first pick; ``engine`` "gdn_cutile" alone: gdn_cutile's first): the graph built
+    once, the call one execute()."""
     import torch
 
+    sm90 = engine == "gdn_sm90"
     case = dataclasses.replace(
         case, block_v=block_v, occupancy=occupancy, segment=segment, engine=engine, stages=stages,
-        split=1 if wgmma else None, wgmma=wgmma,
+        split=(1 if wgmma else 0) if sm90 else None, wgmma=(wgmma or 0) if sm90 else None,
     )  # fmt: skip
     g, ports = build_graph(case, tensors, {})
     out = torch.empty(sum(case.lengths), HEADS, DIM, dtype=torch.bfloat16, device="cuda")
@@ -266,7 +272,11 @@ def timing(run: TimingRun) -> list[dict]:
         tensors, _ = make_inputs(case, seed=1)
         tokens = sum(lengths)
         columns, outputs = {}, {}
-        plans = [(bv, None, None) for bv in FWD_BLOCK_VS]
+        for label, engine in (("ours[first]", None), ("ours[cutile]", "gdn_cutile")):
+            call, out = _ours(case, tensors, None, engine=engine)
+            _first_call(f"{shape} {label}", call, contain=False)
+            columns[label], outputs[label] = call, out
+        plans = [(bv, None, None) for bv in FWD_BLOCK_VS] if run.all_plans else []
         plans += [(bv, o, None) for o in run.occupancies for bv in FWD_BLOCK_VS]  # each BLOCK_V hinted
         for bv, occupancy, segment in plans + [(None, None, s) for s in run.segments]:
             label = _label(bv, occupancy, segment)
@@ -278,7 +288,7 @@ def timing(run: TimingRun) -> list[dict]:
             call, out = _ours(case, tensors, bv, engine="gdn_sm90", stages=stages, wgmma=wgmma)
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
-        first = _label(FWD_BLOCK_VS[0])
+        first = "ours[first]"
         for label, out in outputs.items():
             if label != first:
                 print(f"  {shape} {label} vs {first}: rel diff of O {_rel(out, outputs[first]):.2e}")
@@ -328,25 +338,33 @@ def _ours_fwd_bwd(
     block_v: Any,
     occupancy: Any = None,
     segment: Any = None,
-    sm90: bool = False,
+    engine: Any = None,
     wgmma: Any = None,
     bwd_stages: Any = None,
 ) -> tuple[Any, dict]:
-    """(call, gradients) of our forward then backward graphs, built once: the forward the hook's
-    first plan, the backward at ``block_v``; both at ``occupancy`` and ``segment`` where given;
-    with ``sm90`` the CuTe DSL engines' (gdn_sm90's first plan, gdn_sm90_bwd at ``block_v``; with
-    ``wgmma`` both on warpgroup MMAs, the forward's split scan at STAGES 2, the backward's scans at
-    ``bwd_stages``)."""
+    """(call, gradients) of our forward then backward graphs, built once. ``engine`` None: the
+    hook's first forward, the backward at ``block_v`` (with ``occupancy``, ``segment``: gdn_cutile's
+    pair at those knobs; nothing given: the hook's first backward too); "gdn_cutile": gdn_cutile's
+    first forward and gdn_cutile_bwd at ``block_v``; "gdn_sm90": gdn_sm90's first forward and
+    gdn_sm90_bwd at ``block_v`` (with ``wgmma``: the forward at WGMMA 2 and STAGES 2, the
+    backward's scans on warpgroup MMAs at ``bwd_stages``)."""
     import torch
 
-    fwd_call, _ = _ours(
-        case, tensors, 32 if wgmma else None, occupancy, segment, engine="gdn_sm90" if sm90 else None,
-        stages=2 if wgmma else None, wgmma=wgmma,
-    )  # fmt: skip
-    case = dataclasses.replace(
-        case, block_v=block_v, occupancy=occupancy, segment=segment, engine="gdn_sm90_bwd" if sm90 else None,
-        wgmma=wgmma, stages=bwd_stages,
-    )  # fmt: skip
+    if engine == "gdn_sm90":
+        fwd_call, _ = _ours(
+            case, tensors, 32, engine=engine, stages=2 if wgmma else None, wgmma=2 if wgmma else None
+        )
+        case = dataclasses.replace(
+            case, block_v=block_v, engine="gdn_sm90_bwd", wgmma=wgmma or 0, stages=bwd_stages or 1,
+            occupancy=None, segment=None,
+        )  # fmt: skip
+    else:
+        knobs = (block_v, occupancy, segment)
+        fwd_call, _ = _ours(case, tensors, None, occupancy, segment, engine=engine)
+        case = dataclasses.replace(
+            case, block_v=block_v, occupancy=occupancy, segment=segment,
+            engine=engine if engine or any(k is not None for k in knobs) else None,
+        )  # fmt: skip
     bwd_tensors = {**tensors, "dO": d_o}
     g, ports = build_bwd_graph(case, bwd_tensors, {})
     grads = {n: torch.empty_like(tensors[n]) for n in _GRADS}
@@ -413,21 +431,26 @@ def timing_bwd(run: TimingRun) -> list[dict]:
         tokens = sum(lengths)
         d_o = torch.randn(tokens, HEADS, DIM, device="cuda").to(torch.bfloat16)
         columns, ours = {}, None
-        plans = [(bv, None, None) for bv in BWD_BLOCK_VS]
-        plans += [(None, o, None) for o in run.occupancies if o in OCCUPANCY_BWD]
-        for bv, occupancy, segment in plans + [(None, None, s) for s in run.segments]:
-            label = f"ours[bwd OCC={occupancy}]" if occupancy else f"ours[bwd {bv}]"
-            label = f"ours[bwd SEG={segment}]" if segment else label
-            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, occupancy, segment)
+        plans = [
+            ("ours[first]", None, None, None, None),
+            ("ours[cutile pair]", None, None, None, "gdn_cutile"),
+        ]
+        plans += [(f"ours[bwd {bv}]", bv, None, None, "gdn_cutile") for bv in BWD_BLOCK_VS if run.all_plans]
+        plans += [(f"ours[bwd OCC={o}]", None, o, None, None) for o in run.occupancies if o in OCCUPANCY_BWD]
+        plans += [(f"ours[bwd SEG={s}]", None, None, s, None) for s in run.segments]
+        for label, bv, occupancy, segment, engine in plans:
+            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, occupancy, segment, engine=engine)
             _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
             columns[label] = call
-            if ours is not None and segment:  # the split scans against the first column
+            if ours is not None:  # each column's gradients against the first's
                 diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)
                 print(f"  {shape} {label} vs the first: rel diff of the gradients {diffs}")
             ours = grads if ours is None else ours  # the first column's gradients meet the anchors
         for bv, (wgmma, stages) in itertools.product(run.sm90_block_vs, ((None, None), (1, None), (1, 2))):
             label = f"ours[sm90 bwd {bv}{' WG' if wgmma else ''}{' ST2' if stages else ''}]"
-            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, sm90=True, wgmma=wgmma, bwd_stages=stages)
+            call, grads = _ours_fwd_bwd(
+                case, tensors, d_o, bv, engine="gdn_sm90", wgmma=wgmma, bwd_stages=stages
+            )
             _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
             columns[label] = call
             diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)
@@ -458,6 +481,12 @@ def main() -> None:
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {list(SHAPES)}")
     parser.add_argument("--profile", action="store_true", help="print each plan's kernels' times")
     parser.add_argument(
+        "--plans",
+        choices=("first", "all"),
+        default="all",
+        help="first: the hook's first plan and gdn_cutile's first only; all: gdn_cutile's BLOCK_V columns too",
+    )
+    parser.add_argument(
         "--occupancy",
         default="",
         help="comma list of OCCUPANCY hints to time too (forward: at each BLOCK_V; fwd+bwd: the hook's)",
@@ -480,7 +509,7 @@ def main() -> None:
     run = TimingRun(
         args.rounds, args.budget_s, started, log, skip, args.profile,
         tuple(int(o) for o in args.occupancy.split(",") if o), tuple(int(s) for s in args.segment.split(",") if s),
-        tuple(int(b) for b in args.sm90.split(",") if b),
+        tuple(int(b) for b in args.sm90.split(",") if b), args.plans == "all",
     )  # fmt: skip
     result: dict[str, Any] = {}
     if "cases" not in skip:

@@ -51,9 +51,10 @@ class GdnCase:
     block_v: int | None = None  # None: the hook's first pick
     occupancy: int | None = None  # the OCCUPANCY knob; None: the hook's first pick
     segment: int | None = None  # the SEGMENT knob (the split scans); None: the hook's first pick
-    engine: str | None = (
-        None  # "gdn_sm90" / "gdn_sm90_bwd": its first plan (with block_v, stages); None: the hook's first pick
-    )
+    # the engine whose plan runs: "gdn_cutile" (its bwd for a backward case), "gdn_sm90" or
+    # "gdn_sm90_bwd" (its first plan with the knobs given); None: the hook's first pick, or the
+    # first plan with the given cuTile knobs
+    engine: str | None = "gdn_cutile"
     stages: int | None = None  # gdn_sm90's STAGES knob (gdn_sm90_bwd's too, with WGMMA 1)
     split: int | None = None  # gdn_sm90's SPLIT knob
     wgmma: int | None = None  # gdn_sm90's and gdn_sm90_bwd's WGMMA knob
@@ -100,14 +101,15 @@ CASES: tuple[GdnCase, ...] = (
 
 def sm90_cases() -> tuple[GdnCase, ...]:
     """The forward cases on the gdn_sm90 engine: those its build serves (K and V of 64 or 128; the
-    cuTile engine's SEGMENT cases left out), BLOCK_V 128 as 64; a few also at STAGES 2 (the
-    prefetch) and with SPLIT (the split scan); each at the engine's first plan unless it names a knob."""
+    cuTile engine's SEGMENT cases left out), BLOCK_V 128 as 64, on the fused scan; a few also at
+    STAGES 2 (the prefetch) and with SPLIT (the split scan), on mma.sync and at WGMMA 1 and 2. The
+    knobs are named, so each case keeps its path whatever the hook ranks first."""
     out = []
     for c in CASES:
         if c.key_dim not in (64, 128) or c.value_dim not in (64, 128) or c.segment:
             continue
         block_v = 64 if c.block_v == 128 else c.block_v
-        case = dataclasses.replace(c, engine="gdn_sm90", block_v=block_v, occupancy=None)
+        case = dataclasses.replace(c, engine="gdn_sm90", block_v=block_v, occupancy=None, split=0, wgmma=0)
         out.append(case)
         if c.name in _SM90_STAGES2:
             out.append(dataclasses.replace(case, name=f"{c.name}-stages2", stages=2))
@@ -127,15 +129,16 @@ def sm90_cases() -> tuple[GdnCase, ...]:
 
 def sm90_bwd_cases() -> tuple[GdnCase, ...]:
     """The backward cases on the gdn_sm90_bwd engine: those its build serves (K and V of 64 or 128;
-    the SEGMENT cases left out), BLOCK_V 128 as 64, each at the engine's first plan unless it names
-    one, and each again with WGMMA 1 (the scans on warpgroup MMAs), at STAGES 1 and 2."""
+    the SEGMENT cases left out), BLOCK_V 128 as 64, on mma.sync, and each again with WGMMA 1 (the
+    scans on warpgroup MMAs) at STAGES 1 and 2."""
     out = []
     for c in BWD_CASES:
         if c.key_dim not in (64, 128) or c.value_dim not in (64, 128) or c.segment:
             continue
         case = dataclasses.replace(
-            c, engine="gdn_sm90_bwd", block_v=64 if c.block_v == 128 else c.block_v, occupancy=None
-        )
+            c, engine="gdn_sm90_bwd", block_v=64 if c.block_v == 128 else c.block_v, occupancy=None,
+            stages=1, wgmma=0,
+        )  # fmt: skip
         out += [
             case,
             dataclasses.replace(case, name=f"{c.name}-wgmma", wgmma=1),
@@ -144,8 +147,6 @@ def sm90_bwd_cases() -> tuple[GdnCase, ...]:
     return tuple(out)
 
 
-_SM90_ID = 20100  # gdn_sm90's engine id (the manifest's)
-_SM90_BWD_ID = 20103  # gdn_sm90_bwd's
 _SM90_STAGES2 = ("varlen-odd", "all-options-gva", "empty-inside")
 _SM90_SPLIT = ("varlen-odd", "all-options-gva", "empty-inside", "long-4097", "d64", "fp16")
 
@@ -217,11 +218,6 @@ def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]
         state_dtype = tensors["initial_state"].dtype if "initial_state" in tensors else tensors["g"].dtype
         final.set_output(True).set_data_type(state_dtype)
         ports["final_state"] = final
-    if case.engine == "gdn_sm90" and case.wgmma == 2:  # not in the plan list yet: replayed by id
-        knobs = {"BLOCK_V": case.block_v or 32, "STAGES": case.stages or 1, "SPLIT": 1, "WGMMA": 2}
-        g.create_execution_plan(_SM90_ID, knobs)
-        g.build_plans()
-        return g, ports
     g.create_execution_plans()
     if case.engine == "gdn_sm90":
         _select(
@@ -234,7 +230,10 @@ def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]
             WGMMA=case.wgmma,
         )
     else:
-        _select(g, "gdn_cutile", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy, SEGMENT=case.segment)
+        _select(
+            g, "gdn_cutile", force=case.engine == "gdn_cutile", BLOCK_V=case.block_v,
+            OCCUPANCY=case.occupancy, SEGMENT=case.segment,
+        )  # fmt: skip
     g.build_plans()
     return g, ports
 
@@ -343,15 +342,14 @@ def build_bwd_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, d
         if out is not None:  # each gradient in its input's dtype (unset, it would take the io dtype)
             out.set_output(True).set_data_type(ports[GRADIENTS[name]].data_type)
             ports[name] = out
-    if case.engine == "gdn_sm90_bwd" and case.stages == 2:  # not in the plan list yet: replayed by id
-        g.create_execution_plan(_SM90_BWD_ID, {"BLOCK_V": case.block_v or 32, "STAGES": 2, "WGMMA": 1})
-        g.build_plans()
-        return g, ports
     g.create_execution_plans()
     if case.engine == "gdn_sm90_bwd":
-        _select(g, "gdn_sm90_bwd", force=True, BLOCK_V=case.block_v, WGMMA=case.wgmma)
+        _select(g, "gdn_sm90_bwd", force=True, BLOCK_V=case.block_v, STAGES=case.stages, WGMMA=case.wgmma)
     else:
-        _select(g, "gdn_cutile_bwd", BLOCK_V=case.block_v, OCCUPANCY=case.occupancy, SEGMENT=case.segment)
+        _select(
+            g, "gdn_cutile_bwd", force=case.engine == "gdn_cutile", BLOCK_V=case.block_v,
+            OCCUPANCY=case.occupancy, SEGMENT=case.segment,
+        )  # fmt: skip
     g.build_plans()
     return g, ports
 

@@ -25,7 +25,7 @@ def run(shape: str, backward: bool, sm90_wgmma: bool = False) -> None:
     if backward:
         d_o = torch.randn_like(tensors["v"])
         if sm90_wgmma:
-            call, _ = bench_gdn._ours_fwd_bwd(case, tensors, d_o, 32, sm90=True, wgmma=1)
+            call, _ = bench_gdn._ours_fwd_bwd(case, tensors, d_o, 32, engine="gdn_sm90", wgmma=1)
         else:
             call, _ = bench_gdn._ours_fwd_bwd(case, tensors, d_o, None)
     elif sm90_wgmma:

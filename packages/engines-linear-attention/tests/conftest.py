@@ -77,11 +77,13 @@ class StandIn:
 
 @pytest.fixture
 def gdn_stand_in(monkeypatch):
-    """gdn_cutile offered and built with the stand-in launch sequences; the op's graph cache empty.
+    """gdn_cutile offered and built with the stand-in launch sequences (the gdn_sm90 engines
+    declining); the op's graph cache empty.
     Yields the `StandIn` (its ``runs`` list the graphs executed, "gdn" or "gdn_bwd")."""
     pytest.importorskip("torch")
     from pygraph_linear_attention import op_arguments, op_graphs
     from pygraph_linear_attention.engines import cutile as engine_mod
+    from pygraph_linear_attention.engines import sm90 as sm90_mod
 
     monkeypatch.setattr(
         op_arguments, "DEVICE_TYPES", ("cuda", "cpu")
@@ -99,6 +101,13 @@ def gdn_stand_in(monkeypatch):
     recorder = StandIn()
     monkeypatch.setattr(engine_mod, "launch_forward", recorder.forward)
     monkeypatch.setattr(engine_mod, "launch_backward", recorder.backward)
+    # the CuTe DSL engines, ranked first on sm90, decline: the stand-in computes gdn_cutile's plans
+    sm90_rule = sm90_mod._sm90_reason
+    monkeypatch.setattr(
+        sm90_mod,
+        "_sm90_reason",
+        lambda facts, backward: sm90_rule(facts, backward) or "the CPU stand-in serves gdn_cutile",
+    )
     op_graphs.GRAPHS.clear()
     yield recorder
     op_graphs.GRAPHS.clear()

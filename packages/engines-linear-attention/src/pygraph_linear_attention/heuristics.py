@@ -1,13 +1,15 @@
 """The ``gdn``, ``kda`` and ``gdn2`` families' ranking hook.
 
 ``gdn``: ``gdn_cutile`` (the forward), ``gdn_cutile_bwd`` (the backward), ``gdn_sm90`` and
-``gdn_sm90_bwd`` (the CuTe DSL forward and backward). First OCCUPANCY=2 (two CTAs per SM on the per-chunk kernels, the measured fastest) at
-BLOCK_V 32 for the forward and the hook's BLOCK_V for the backward, then every BLOCK_V that tiles
-the value head dim at the compiler's occupancy (the hook's first), then, untimed, for autotune: the
-forward's other BLOCK_V values at OCCUPANCY=2, the other hints, and the first entry with each
-SEGMENT (the split scans). The CuTe DSL engines' plans (gdn_sm90, gdn_sm90_bwd) come after those,
-or before them in the cells where they measured faster (a long single sequence's forward, a
-backward whose scans span more than two CTAs per SM). No backend lowers
+``gdn_sm90_bwd`` (the CuTe DSL forward and backward, SM90 only). On the forward gdn_sm90's plans
+lead (its split scan and output on warpgroup MMAs measured fastest in every timed cell), then
+gdn_cutile's. gdn_cutile's block: first OCCUPANCY=2 (two CTAs per SM on the per-chunk kernels, the
+measured fastest) at BLOCK_V 32 for the forward and the hook's BLOCK_V for the backward, then every
+BLOCK_V that tiles the value head dim at the compiler's occupancy (the hook's first), then,
+untimed, for autotune: the forward's other BLOCK_V values at OCCUPANCY=2, the other hints, and the
+first entry with each SEGMENT (the split scans). On the backward gdn_sm90_bwd's plans come before
+gdn_cutile_bwd's in the cells where they measured faster (a scan grid under the SMs or past two
+CTAs per SM) and after them elsewhere. No backend lowers
 these ops, so the backend's block is empty; it keeps its place after ours. ``kda`` and ``gdn2``
 have no engine yet, so their list is the backend's block (empty: planning raises
 `pygraph.GraphNotSupportedError` naming each planned slot's reason).
@@ -24,7 +26,7 @@ from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.kernels.gdn_cutile_host import BLOCK_V, OCCUPANCY, OCCUPANCY_BWD, SEGMENT
 from pygraph_linear_attention.kernels.gdn_sm90_host import BLOCK_V_SM90, SPLIT_SM90, STAGES_SM90
 
-__all__ = ["block_v_order", "recommend", "sm90_leads", "sm90_order", "split_first"]
+__all__ = ["block_v_order", "recommend", "sm90_order", "split_first"]
 
 # BLOCK_V, measured on the H200 (H16 D128 bf16, cold L2, median of 3, one run): where the scan's grid
 # at 64 (sequences x heads x V / 64 programs) fills at least half of the 132 SMs, 64 is first (B4
@@ -34,8 +36,6 @@ __all__ = ["block_v_order", "recommend", "sm90_leads", "sm90_order", "split_firs
 _PREFERRED = 64
 _HALF_THE_SMS = 66
 _SMS = 132  # the H200's
-# a long sequence: 256 chunk steps of the scan per CTA (measured at 512, B1 T32768)
-_LONG_TOKENS = 16384
 # OCCUPANCY, measured on the H200 at the same shapes and run (2026-12-02): the hint 2 on the
 # forward's prepare kernel took it from 1.02 to 0.61 ms at 32768 tokens (one CTA of 4 warps per SM
 # left it latency-bound), forward 2.13 -> 1.72 ms at B1 T32768, 0.81 -> 0.59 at B4 T4096; on the
@@ -84,29 +84,27 @@ def recommend(
         ours += [entry(order[0], o) for o in hints[1:] if o != _FIRST_OCCUPANCY]
         if facts.head_dim_k % order[0] == 0:  # the split scans, untimed
             ours += [entry(order[0], _FIRST_OCCUPANCY, segment) for segment in SEGMENT[1:]]
-    # gdn_sm90 (CuTe DSL) after gdn_cutile's, except for long sequences whose scan grid leaves SMs
-    # idle: there its split scan on warpgroup MMAs leads (H200, 2026-12-02 14:35, one run, ms: B1
-    # T32768 1.659 against gdn_cutile's first 2.018); elsewhere gdn_cutile's first is faster (B4 T4096
-    # 0.543 against 0.643, varlen8 1.286 against 1.403) or untimed (short sequences on a small grid,
-    # where both are launch-bound). First where cuTile is absent.
+    # gdn_sm90 (CuTe DSL) first on the forward: its split scan with the output on warpgroup MMAs
+    # (WGMMA 2) measured at least as fast as gdn_cutile's first in every timed cell (H200, 2026-12-03
+    # 07:17, one run, ms: B4 T4096 0.520 against 0.521, B1 T32768 1.424 against 1.979, varlen8 1.165
+    # against 1.253); gdn_cutile's plans follow as the portable ones. Where the per-chunk states the
+    # split scan stores overflow 32-bit offsets, its fused scan leads instead (`sm90_order`).
     if "gdn_sm90" in offered and not facts.backward:
-        sm90 = [PlanConfig(offered["gdn_sm90"], knobs) for knobs in sm90_order(facts)]
-        ours = [*sm90[:1], *ours, *sm90[1:]] if sm90_leads(facts) else [*ours, *sm90]
-    # gdn_sm90_bwd (CuTe DSL) on warpgroup MMAs leads where its scans' grid exceeds two CTAs per SM,
-    # and trails gdn_cutile_bwd's first below (H200, 2026-12-02 14:17 and 14:35, the backward alone:
-    # the pair's forward+backward less its forward, ms: varlen8 (512 CTAs) 4.13 against 4.74; B4 T4096
-    # (256) 1.99 against 1.97; B1 T32768 (64) 5.82 against 5.14). WGMMA 1 first at each BLOCK_V (its
-    # backward 5.82 / 4.13 / 1.99 against 6.88 / 4.81 / 2.10 on mma.sync), BLOCK_V 32 (the timed one)
-    # before 64.
+        ours = [*(PlanConfig(offered["gdn_sm90"], knobs) for knobs in sm90_order(facts)), *ours]
+    # gdn_sm90_bwd (CuTe DSL) on warpgroup MMAs leads where its scans' grid leaves SMs idle or
+    # exceeds two CTAs per SM, and trails gdn_cutile_bwd's first between (H200, the forward+backward
+    # pair, ms: 2026-12-03 09:24, B1 T32768 (64 CTAs) 6.584 at STAGES 2 against 7.164 at STAGES 1
+    # and 6.747 for gdn_cutile's pair; varlen8 (512) 5.287 at STAGES 1 against 5.435 at STAGES 2 and
+    # 5.889; 07:17, B4 T4096 (256) 2.521 against 2.484). STAGES 2 (the scans' prefetch) first where
+    # the grid is under the SMs, then the other STAGES, then mma.sync; BLOCK_V 32 before 64.
     if "gdn_sm90_bwd" in offered and facts.backward:
         blocks = [b for b in BLOCK_V_SM90 if facts.head_dim_v % b == 0]
-        # (STAGES 2, the scans' prefetch, is not offered until it has run on the device)
-        sm90 = [
-            PlanConfig(offered["gdn_sm90_bwd"], {"BLOCK_V": b, "STAGES": 1, "WGMMA": w})
-            for w in (1, 0)
-            for b in blocks
-        ]
-        ours = [*sm90, *ours] if _scan_grid(facts) > 2 * _SMS else [*ours, *sm90]
+        stages = (2, 1) if split_first(facts) else (1, 2)
+        knob_sets = [{"BLOCK_V": b, "STAGES": st, "WGMMA": 1} for st in stages for b in blocks]
+        knob_sets += [{"BLOCK_V": b, "STAGES": 1, "WGMMA": 0} for b in blocks]
+        sm90 = [PlanConfig(offered["gdn_sm90_bwd"], knobs) for knobs in knob_sets]
+        leads = split_first(facts) or _scan_grid(facts) > 2 * _SMS
+        ours = [*sm90, *ours] if leads else [*ours, *sm90]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
 
 
@@ -115,25 +113,19 @@ def _scan_grid(facts: LinearAttentionFacts) -> int:
     return facts.sequences * facts.heads_out * max(facts.head_dim_v // 32, 1)
 
 
-def sm90_leads(facts: LinearAttentionFacts) -> bool:
-    """gdn_sm90's first plan ahead of gdn_cutile's: a scan grid under the SMs (`split_first`) walking
-    at least `_LONG_TOKENS` tokens per sequence on average."""
-    return split_first(facts) and facts.tokens >= _LONG_TOKENS * max(facts.sequences, 1)
-
-
 def split_first(facts: LinearAttentionFacts) -> bool:
-    """gdn_sm90's split scan first where its scan's grid at BLOCK_V 32 (sequences x heads x V / 32
-    CTAs) leaves SMs idle: B1 T32768 H16, 64 CTAs (H200, 2026-12-02)."""
+    """The CuTe DSL scans' grid at BLOCK_V 32 (sequences x heads x V / 32 CTAs) under the SMs (B1
+    T32768 H16: 64 CTAs), where gdn_sm90_bwd's prefetching scans lead."""
     return _scan_grid(facts) < _SMS
 
 
 def sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
-    """gdn_sm90's knob sets, the first by the scan grid, then every (SPLIT, BLOCK_V, STAGES) in order,
-    then the split ones on warpgroup MMAs (WGMMA 1). The first (H200, 2026-12-02 14:17 and 14:35, ms): below
-    132 CTAs the split scan on warpgroup MMAs at STAGES 2 (B1 T32768: 1.659 against 1.955 at STAGES 1,
-    2.265 split on mma.sync, 2.955 fused); up to two per SM the fused scan at STAGES 1 (B4 T4096, 256
-    CTAs: 0.643 against 0.685 / 0.699 on warpgroup MMAs); past that the split scan on warpgroup MMAs
-    at STAGES 1 (varlen8, 512: 1.403 against 1.413 at STAGES 2 and 1.646 fused)."""
+    """gdn_sm90's knob sets: the first by the scan grid, then every (SPLIT, BLOCK_V, STAGES) on
+    mma.sync, then the split ones at WGMMA 1 and at WGMMA 2. The first (H200, 2026-12-03 07:17, one
+    run, ms): WGMMA 2 at BLOCK_V 32, STAGES 2 up to two scan CTAs per SM (B1 T32768, 64 CTAs: 1.424
+    against 1.652 at WGMMA 1 and 1.721 at STAGES 1; B4 T4096, 256 CTAs: 0.520 against 0.551 at
+    STAGES 1), STAGES 1 past that (varlen8, 512 CTAs: 1.165 against 1.178 at STAGES 2). The fused
+    scan at STAGES 1 where the split scan's per-chunk states overflow 32-bit offsets."""
     every = [
         {"BLOCK_V": b, "STAGES": st, "SPLIT": sp, "WGMMA": 0}
         for sp in SPLIT_SM90
@@ -141,14 +133,19 @@ def sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
         if facts.head_dim_v % b == 0
         for st in STAGES_SM90
     ]
-    # WGMMA 2 (the output kernel on warpgroup MMAs too) is not offered until it has run on the device
-    every += [{**k, "WGMMA": 1} for k in every if k["SPLIT"]]
-    if split_first(facts):
-        first = {"BLOCK_V": 32, "STAGES": 2, "SPLIT": 1, "WGMMA": 1}
-    elif _scan_grid(facts) <= 2 * _SMS:
+    every += [{**k, "WGMMA": w} for w in (1, 2) for k in every if k["SPLIT"]]
+    if _states_overflow(facts):
         first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 0, "WGMMA": 0}
+    elif _scan_grid(facts) <= 2 * _SMS:
+        first = {"BLOCK_V": 32, "STAGES": 2, "SPLIT": 1, "WGMMA": 2}
     else:
-        first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 1}
+        first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 2}
     if first in every:
         every = [first, *(k for k in every if k != first)]
     return every
+
+
+def _states_overflow(facts: LinearAttentionFacts) -> bool:
+    """The split scan's per-chunk states ((T // 64 + N + 1) x heads x V x K) past 32-bit offsets."""
+    slots = facts.tokens // 64 + facts.sequences + 1
+    return slots * facts.heads_out * facts.head_dim_v * facts.head_dim_k >= 2**31

@@ -49,6 +49,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
     _aligned,
     _block_sum,
     _chunk_rows,
+    _col_sums_sub,
     _exp,
     _g2s,
     _gamma_row,
@@ -56,7 +57,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
     _load_rows,
     _mm,
     _row_sums,
-    _scaled_rows,
+    _shared_tiles,
     _slot_chunk,
     _t,
     _tile,
@@ -306,7 +307,6 @@ class GdnSm90Bwd(GradScanKernels):
             sDo, sVn, sDvn = _tile(smem, io, C, V), _tile(smem, io, C, V), _tile(smem, io, C, V)
             sH, sDh = _tile(smem, io, V, K), _tile(smem, io, V, K)
             sDp = _tile(smem, io, C, C)
-            sCols = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)
             sGamma, sDg, sKd = _vector(smem), _vector(smem), _vector(smem)
             sRed = _vector(smem, 4)
             g2s_k, g2s_v = _g2s(io, K), _g2s(io, V)
@@ -340,7 +340,6 @@ class GdnSm90Bwd(GradScanKernels):
             qk, _ = _acc(mma_cc, tidx, C, C)
             _mm(mma_cc, tidx, qk, sQ, _t(sK), io)
             dp_part = mma_cc.get_slice(tidx).partition_C(sDp)
-            col_part = mma_cc.get_slice(tidx).partition_C(sCols)
             for e in cutlass.range_constexpr(cute.size(dp)):
                 row, col = crd_p[e][0], crd_p[e][1]
                 val = Float32(0.0)
@@ -348,14 +347,9 @@ class GdnSm90Bwd(GradScanKernels):
                     val = dp[e] * self.scale * _exp(sGamma[row] - sGamma[col])
                 dp_part[e] = val.to(io)
                 dp[e] = val * qk[e]
-                col_part[e] = dp[e]
             _row_sums(dp, crd_p, sDg)
-            cute.arch.sync_threads()  # sDp, sCols and the row sums complete
-            if tidx < C:
-                down = Float32(0.0)
-                for r in cutlass.range(C, unroll=8):
-                    down = down + sCols[r, tidx]
-                sDg[tidx] = sDg[tidx] - down
+            _col_sums_sub(dp, crd_p, sDg, tidx)
+            cute.arch.sync_threads()  # sDp complete
 
             # dq = scale exp(gamma) dO h + dP k
             dq, crd = _acc(mma_ck, tidx, C, K)
@@ -367,7 +361,6 @@ class GdnSm90Bwd(GradScanKernels):
             q_part = mma_ck.get_slice(tidx).partition_C(sQ)
             for e in cutlass.range_constexpr(cute.size(dq)):
                 terms[e] = dq[e] * q_part[e].to(Float32)
-            cute.arch.sync_threads()  # the column sums are in sDg before the next row sums
             _row_sums(terms, crd, sDg)
             _mm(mma_ck, tidx, dq, sDp, sK, io)
             if const_expr(self.direct_qk):
@@ -449,11 +442,13 @@ class GdnSm90Bwd(GradScanKernels):
         if c * C < length:
             r0 = bos + c * C
             smem = utils.SmemAllocator()
-            sK, sKw, sDw = _tile(smem, io, C, K), _tile(smem, io, C, K), _tile(smem, io, C, K)
-            sV, sVw, sDvn = _tile(smem, io, C, V), _tile(smem, io, C, V), _tile(smem, io, C, V)
-            sT, sDt, sTmp, sDgram = (_tile(smem, io, C, C) for _ in range(4))
-            sCols = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)
-            sGamma, sWr, sDwrite, sDgam, sRow = (_vector(smem) for _ in range(5))
+            # 80 KB of tiles, so two CTAs share an SM: v and dv_new are dead once dT and dv are
+            # formed, and their memory then holds T^T dT and dA's gram term
+            sK, sDw = _tile(smem, io, C, K), _tile(smem, io, C, K)
+            sV, sDgram = _shared_tiles(smem, io, (C, V), (C, C))
+            sDvn, sTmp = _shared_tiles(smem, io, (C, V), (C, C))
+            sT, sDt = _tile(smem, io, C, C), _tile(smem, io, C, C)
+            sGamma, sWr, sDwrite, sDgam, sRow, sDgamma = (_vector(smem) for _ in range(6))
             g2s_k, g2s_v, g2s_c = _g2s(io, K), _g2s(io, V), _g2s(io, C)
             _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, h // k_group, K), sK, rows_left)
             _load_rows(g2s_v, tidx, _chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
@@ -513,15 +508,17 @@ class GdnSm90Bwd(GradScanKernels):
             if const_expr(self.l2norm):
                 _l2_normalize_rows(sK, tidx, K)
                 cute.arch.sync_threads()
-            _scaled_rows(sK, sKw, lambda r: sWr[r] * _exp(sGamma[r]), tidx, C, K)
-            _scaled_rows(sV, sVw, lambda r: sWr[r], tidx, C, V)
-            cute.arch.sync_threads()
             mma_cc, mma_ck, mma_cv = _tiled_mma(io, C, C), _tiled_mma(io, C, K), _tiled_mma(io, C, V)
 
-            # T's gradient: dT = dw (beta exp(gamma) k)^T + dv_new (beta v)^T
+            # T's gradient: dT = dw (beta exp(gamma) k)^T + dv_new (beta v)^T, the gates as column
+            # scales of the fp32 accumulator: ((dw k^T) exp(gamma_j) + dv_new v^T) beta_j
             dt, crd_p = _acc(mma_cc, tidx, C, C)
-            _mm(mma_cc, tidx, dt, sDw, _t(sKw), io)
-            _mm(mma_cc, tidx, dt, sDvn, _t(sVw), io)
+            _mm(mma_cc, tidx, dt, sDw, _t(sK), io)
+            for e in cutlass.range_constexpr(cute.size(dt)):
+                dt[e] = dt[e] * _exp(sGamma[crd_p[e][1]])
+            _mm(mma_cc, tidx, dt, sDvn, _t(sV), io)
+            for e in cutlass.range_constexpr(cute.size(dt)):
+                dt[e] = dt[e] * sWr[crd_p[e][1]]
             _to_smem(mma_cc, tidx, dt, sDt, io)
 
             # u = T (beta v): dv = beta T^T dv_new, and beta's term (T^T dv_new) . v
@@ -537,7 +534,7 @@ class GdnSm90Bwd(GradScanKernels):
                 _to_gmem(mma_cv, tidx, dvw, crd_v, _chunk_rows(mDV, r0, h, V), rows_left, io)
             else:
                 _to_gmem(mma_cv, tidx, dvw, crd_v, _chunk_rows(mDv, r0, h, V), rows_left, Float32)
-            cute.arch.sync_threads()  # sDt complete
+            cute.arch.sync_threads()  # sDt complete; v and dv_new read for the last time
 
             # T = (I + A)^-1: dA = -T^T dT T^T; A = beta (k k^T) exp(gamma_i - gamma_j), strictly lower
             tmp, _ = _acc(mma_cc, tidx, C, C)
@@ -549,7 +546,6 @@ class GdnSm90Bwd(GradScanKernels):
             gram, _ = _acc(mma_cc, tidx, C, C)
             _mm(mma_cc, tidx, gram, sK, _t(sK), io)
             dg_part = mma_cc.get_slice(tidx).partition_C(sDgram)
-            col_part = mma_cc.get_slice(tidx).partition_C(sCols)
             terms_c, _ = _acc(mma_cc, tidx, C, C)
             for e in cutlass.range_constexpr(cute.size(da)):
                 row, col = crd_p[e][0], crd_p[e][1]
@@ -560,15 +556,10 @@ class GdnSm90Bwd(GradScanKernels):
                 dgram = att * sWr[row]
                 dg_part[e] = dgram.to(io)
                 da[e] = dgram * gram[e]  # d gamma's: row sums minus column sums
-                col_part[e] = da[e]
             _row_sums(terms_c, crd_p, sDwrite)
             _row_sums(da, crd_p, sDgam)
-            cute.arch.sync_threads()  # sDgram, sCols and the row sums complete
-            if tidx < C:
-                down = Float32(0.0)
-                for r in cutlass.range(C, unroll=8):
-                    down = down + sCols[r, tidx]
-                sDgam[tidx] = sDgam[tidx] - down
+            _col_sums_sub(da, crd_p, sDgam, tidx)
+            cute.arch.sync_threads()  # sDgram complete
 
             # w = T (beta exp(gamma) k): dk += beta exp(gamma) T^T dw + (dA' + dA'^T) k
             dkw, crd = _acc(mma_ck, tidx, C, K)
@@ -598,13 +589,13 @@ class GdnSm90Bwd(GradScanKernels):
                 dgamma = sDgam[tidx] + sRow[tidx] * wr
                 if valid:
                     dgamma = dgamma + Float32(mDgp[r0 + tidx, h])
-                sCols[0, tidx] = dgamma
+                sDgamma[tidx] = dgamma
             cute.arch.sync_threads()
             if tidx < rows_left and tidx < C:
                 d_decay = Float32(0.0)
                 for r in cutlass.range(C, unroll=8):
                     if r >= tidx:
-                        d_decay = d_decay + sCols[0, r]
+                        d_decay = d_decay + sDgamma[r]
                 d_write = sDwrite[tidx] + sRow[tidx]
                 if const_expr(self.neg_eigval):
                     d_write = d_write * 2.0

@@ -300,6 +300,18 @@ def _tile(smem, io, rows: int, cols: int):
     return smem.allocate_tensor(io, layout, 1024, swizzle)
 
 
+def _shared_tiles(smem, io, *shapes):
+    """Row-major shared tiles of the given (rows, cols) over one allocation (the largest's bytes), for
+    tiles whose lives do not overlap: the caller puts a barrier between the last read of one and the
+    first write of the next."""
+    raw = smem.allocate(max(r * c for r, c in shapes) * io.width // 8, 1024)
+    tiles = []
+    for rows, cols in shapes:
+        layout, swizzle = _row_major(rows, cols)
+        tiles.append(cute.make_tensor(cute.recast_ptr(raw, swizzle, dtype=io), layout))
+    return tiles
+
+
 def _vector(smem, n: int = CHUNK):
     return smem.allocate_tensor(Float32, cute.make_layout((n,)), 16)
 
@@ -321,6 +333,21 @@ def _row_sums(vals, crd, dst):
     cute.arch.atomic_add(dst.iterator + first, s0)
     if other != first:
         cute.arch.atomic_add(dst.iterator + other, s1)
+
+
+@cute.jit
+def _col_sums_sub(vals, crd, dst, tidx):
+    """dst[col] -= the sum of the fp32 fragment ``vals`` over each column, over the CTA: in an mma.sync
+    C fragment the 8 lanes of equal lane % 4 hold the same columns (rows lane / 4 and lane / 4 + 8),
+    so each element is summed over them by shuffles and lanes 0-3 add it to ``dst`` (a shared
+    vector; the atomics commute with `_row_sums`' into the same vector)."""
+    lane = tidx % 32
+    for i in cutlass.range_constexpr(cute.size(vals)):
+        s = vals[i]
+        for off in cutlass.range_constexpr(2, 5):
+            s = s + cute.arch.shuffle_sync_bfly(s, 1 << off)
+        if lane < 4:
+            cute.arch.atomic_add(dst.iterator + crd[i][1], -s)
 
 
 @cute.jit
