@@ -8,7 +8,8 @@
 # both engines'),
 # fla (the forward against flash-linear-attention's on the same inputs),
 # ops (the torch op's sm90 tests: opcheck, a side stream, a compiled training step), memcheck
-# (compute-sanitizer over one forward and one backward case; not in all), ncu KERNEL [SHAPE] [--bwd]
+# (compute-sanitizer over the varlen-odd forward and backward cases, or MEMCHECK_CASES's; not in
+# all), ncu KERNEL [SHAPE] [--bwd]
 # (Nsight Compute's per-source-line stall samples of one launch of a kernel, e.g. chunk_prepare, at a
 # bench_gdn shape, default B4xT4096; not in all), bench. Run the parts as
 # separate calls where one call's time is bounded: each kernel compiles on its first launch into
@@ -58,7 +59,9 @@ if [ "$part" = memcheck ]; then  # API-error reports off: CUDA's own cuGetProcAd
   # TMA off (PYGRAPH_CUTILE_TMA=0): memcheck flags the TMA accesses of sliced views' partial tail
   # chunks, which the hardware clips (kernels/gdn_cutile_fwd.py says more); MEMCHECK_TMA=1 runs the
   # TMA build instead, to see those reports.
-  for k in "forward and varlen-odd" "backward and varlen-odd"; do
+  # MEMCHECK_CASES: the pytest -k expressions, ';'-separated (default: every varlen-odd case)
+  IFS=';' read -ra exprs <<< "${MEMCHECK_CASES:-forward and varlen-odd;backward and varlen-odd}"
+  for k in "${exprs[@]}"; do
     PYGRAPH_CUTILE_TMA=${MEMCHECK_TMA:-0} compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
       python3 -m pytest -m sm90 -p no:cacheprovider -q -k "$k" "$tests" 2>&1 | tee -a "$OUTDIR/gdn_memcheck.log" | tail -8
     echo "memcheck ($k, TMA ${MEMCHECK_TMA:-0}) exit status: ${PIPESTATUS[0]}"

@@ -71,6 +71,32 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
 __all__ = ["GdnSm90Bwd"]
 
 
+@cute.jit
+def _row_inv_norms(s_tile, tidx, D: cutlass.Constexpr, dst):
+    """dst[row] = 1 / max(||row||, 1e-12) of the shared (C, D) tile (torch's F.normalize floor): each
+    warp 16 rows, each lane D / 32 columns."""
+    warp, lane = tidx // 32, tidx % 32
+    per = D // 32
+    for rr in cutlass.range_constexpr(CHUNK // 4):
+        row = warp * (CHUNK // 4) + rr
+        ss = Float32(0.0)
+        for e in cutlass.range_constexpr(per):
+            x = s_tile[row, lane * per + e].to(Float32)
+            ss = ss + x * x
+        for off in cutlass.range_constexpr(5):
+            ss = ss + cute.arch.shuffle_sync_bfly(ss, 1 << off)
+        if lane == 0:
+            dst[row] = 1.0 / cute.math.max(cute.math.sqrt(ss), Float32(1e-12))
+
+
+def _scale_rows(s_tile, inv, tidx, rows: int, cols: int):
+    """s_tile[r, c] *= inv[r], rounded back to the tile's dtype (all threads, strided)."""
+    for e in range(rows * cols // THREADS):
+        flat = tidx + e * THREADS
+        r, c = flat // cols, flat % cols
+        s_tile[r, c] = (s_tile[r, c].to(Float32) * inv[r]).to(s_tile.element_type)
+
+
 class GdnSm90Bwd(GradScanKernels):
     """One static configuration of the backward: the forward's (which it recomputes) and which
     gradients the chunk kernels write themselves. The gradients' dtypes are their pointers' (the
@@ -293,8 +319,15 @@ class GdnSm90Bwd(GradScanKernels):
         k_group: Int32,
     ):
         """The output's terms (o = scale (exp(gamma) q h^T + P v_new)) and the passed state's
-        (S' = exp(last) h + (v_new exp(last - gamma))^T k) of one chunk's gradients."""
+        (S' = exp(last) h + (v_new exp(last - gamma))^T k) of one chunk's gradients.
+
+        The products over the key dim in two halves, one after the other through the same tiles (q,
+        k and the states h, dh at KH = K / 2 columns): 105 KB of shared memory at K = V = 128, so two
+        CTAs share an SM, where the whole-K tiles took 168 KB and left one CTA of 4 warps per SM,
+        latency-bound. q k^T (d gamma's terms dP * (q k^T)) is taken first from whole q and k rows
+        loaded into the state tiles' memory."""
         K, V, C, io = self.K, self.V, CHUNK, self.io
+        KH = K // 2
         tidx, _, _ = cute.arch.thread_idx()
         slot, h, _ = cute.arch.block_idx()
         hk = h // k_group
@@ -303,20 +336,22 @@ class GdnSm90Bwd(GradScanKernels):
         if c * C < length:
             r0 = bos + c * C
             smem = utils.SmemAllocator()
-            sQ, sK = _tile(smem, io, C, K), _tile(smem, io, C, K)
             sDo, sVn, sDvn = _tile(smem, io, C, V), _tile(smem, io, C, V), _tile(smem, io, C, V)
-            sH, sDh = _tile(smem, io, V, K), _tile(smem, io, V, K)
+            sQ, sK = _tile(smem, io, C, KH), _tile(smem, io, C, KH)
+            sH, sQrows = _shared_tiles(smem, io, (V, KH), (C, K))
+            sDh, sKrows = _shared_tiles(smem, io, (V, KH), (C, K))
             sDp = _tile(smem, io, C, C)
             sGamma, sDg, sKd = _vector(smem), _vector(smem), _vector(smem)
+            sQinv, sKinv = _vector(smem), _vector(smem)
             sRed = _vector(smem, 4)
-            g2s_k, g2s_v = _g2s(io, K), _g2s(io, V)
-            _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
-            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
+            g2s_h, g2s_row, g2s_v = _g2s(io, KH), _g2s(io, K), _g2s(io, V)
+            _load_rows(g2s_row, tidx, _chunk_rows(mQ, r0, hk, K), sQrows, rows_left)
+            _load_rows(g2s_row, tidx, _chunk_rows(mK, r0, hk, K), sKrows, rows_left)
             _load_rows(g2s_v, tidx, _chunk_rows(mDo, r0, h, V), sDo, rows_left)
             _load_rows(g2s_v, tidx, _chunk_rows(mVnew, r0, h, V), sVn, rows_left)
             _load_rows(g2s_v, tidx, _chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
-            _load_rows(g2s_k, tidx, mHs[slot, h, None, None], sH, V)
-            _load_rows(g2s_k, tidx, mDh[slot, h, None, None], sDh, V)
+            _load_rows(g2s_h, tidx, _chunk_rows(mQ, r0, hk, KH, 0), sQ, rows_left)
+            _load_rows(g2s_h, tidx, _chunk_rows(mK, r0, hk, KH, 0), sK, rows_left)
             cute.arch.cp_async_commit_group()
             if tidx < C:
                 sGamma[tidx] = _gamma_row(mGamma, r0, rows_left, h, tidx)
@@ -325,20 +360,23 @@ class GdnSm90Bwd(GradScanKernels):
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
-                _l2_normalize_rows(sQ, tidx, K)
-                _l2_normalize_rows(sK, tidx, K)
+                _row_inv_norms(sQrows, tidx, K, sQinv)
+                _row_inv_norms(sKrows, tidx, K, sKinv)
+                cute.arch.sync_threads()
+                _scale_rows(sQrows, sQinv, tidx, C, K)
+                _scale_rows(sKrows, sKinv, tidx, C, K)
                 cute.arch.sync_threads()
             last_row = rows_left - 1
             if rows_left > C:
                 last_row = C - 1
             last = sGamma[last_row]
-            mma_cc, mma_ck = _tiled_mma(io, C, C), _tiled_mma(io, C, K)
+            mma_cc, mma_ch = _tiled_mma(io, C, C), _tiled_mma(io, C, KH)
 
             # dP = scale dO v_new^T on the causal, real part, with the decay; d gamma's terms dP * (q k^T)
             dp, crd_p = _acc(mma_cc, tidx, C, C)
             _mm(mma_cc, tidx, dp, sDo, _t(sVn), io)
             qk, _ = _acc(mma_cc, tidx, C, C)
-            _mm(mma_cc, tidx, qk, sQ, _t(sK), io)
+            _mm(mma_cc, tidx, qk, sQrows, _t(sKrows), io)
             dp_part = mma_cc.get_slice(tidx).partition_C(sDp)
             for e in cutlass.range_constexpr(cute.size(dp)):
                 row, col = crd_p[e][0], crd_p[e][1]
@@ -349,53 +387,70 @@ class GdnSm90Bwd(GradScanKernels):
                 dp[e] = val * qk[e]
             _row_sums(dp, crd_p, sDg)
             _col_sums_sub(dp, crd_p, sDg, tidx)
-            cute.arch.sync_threads()  # sDp complete
 
-            # dq = scale exp(gamma) dO h + dP k
-            dq, crd = _acc(mma_ck, tidx, C, K)
-            _mm(mma_ck, tidx, dq, sDo, sH, io)
-            for e in cutlass.range_constexpr(cute.size(dq)):
-                row = crd[e][0]
-                dq[e] = dq[e] * self.scale * _exp(sGamma[row])
-            terms, _ = _acc(mma_ck, tidx, C, K)
-            q_part = mma_ck.get_slice(tidx).partition_C(sQ)
-            for e in cutlass.range_constexpr(cute.size(dq)):
-                terms[e] = dq[e] * q_part[e].to(Float32)
-            _row_sums(terms, crd, sDg)
-            _mm(mma_ck, tidx, dq, sDp, sK, io)
-            if const_expr(self.direct_qk):
-                _to_gmem(mma_ck, tidx, dq, crd, _chunk_rows(mDQ, r0, h, K), rows_left, io)
-            else:
-                _to_gmem(mma_ck, tidx, dq, crd, _chunk_rows(mDq, r0, h, K), rows_left, Float32)
+            part = Float32(0.0)  # sum(dh * h), over both halves
+            # a loop, not unrolled: the two halves' code unrolled together took 255 registers and spilled
+            for half in cutlass.range(2, unroll=1):
+                # the states after the whole rows (their memory) are read; the second half after every
+                # product of the first
+                cute.arch.sync_threads()
+                if half == 1:
+                    _load_rows(g2s_h, tidx, _chunk_rows(mQ, r0, hk, KH, 1), sQ, rows_left)
+                    _load_rows(g2s_h, tidx, _chunk_rows(mK, r0, hk, KH, 1), sK, rows_left)
+                _load_rows(g2s_h, tidx, cute.local_tile(mHs[slot, h, None, None], (V, KH), (0, half)), sH, V)
+                _load_rows(g2s_h, tidx, cute.local_tile(mDh[slot, h, None, None], (V, KH), (0, half)), sDh, V)
+                cute.arch.cp_async_commit_group()
+                cute.arch.cp_async_wait_group(0)
+                cute.arch.sync_threads()
+                if const_expr(self.l2norm):
+                    _scale_rows(sQ, sQinv, tidx, C, KH)
+                    _scale_rows(sK, sKinv, tidx, C, KH)
+                    cute.arch.sync_threads()
 
-            # dk = dP^T q + exp(last - gamma) (v_new dh); d gamma's terms -k * the passed part
-            dk, _ = _acc(mma_ck, tidx, C, K)
-            _mm(mma_ck, tidx, dk, sVn, sDh, io)
-            k_part = mma_ck.get_slice(tidx).partition_C(sK)
-            for e in cutlass.range_constexpr(cute.size(dk)):
-                row = crd[e][0]
-                tail = Float32(0.0)
-                if row < rows_left:
-                    tail = _exp(last - sGamma[row])
-                dk[e] = dk[e] * tail
-                terms[e] = dk[e] * k_part[e].to(Float32)
-            _row_sums(terms, crd, sKd)
-            _mm(mma_ck, tidx, dk, _t(sDp), sQ, io)
-            _to_gmem(mma_ck, tidx, dk, crd, _chunk_rows(mDk, r0, h, K), rows_left, Float32)
+                # dq = scale exp(gamma) dO h + dP k; d gamma's terms dq_h * q
+                dq, crd = _acc(mma_ch, tidx, C, KH)
+                _mm(mma_ch, tidx, dq, sDo, sH, io)
+                for e in cutlass.range_constexpr(cute.size(dq)):
+                    dq[e] = dq[e] * self.scale * _exp(sGamma[crd[e][0]])
+                terms, _ = _acc(mma_ch, tidx, C, KH)
+                q_part = mma_ch.get_slice(tidx).partition_C(sQ)
+                for e in cutlass.range_constexpr(cute.size(dq)):
+                    terms[e] = dq[e] * q_part[e].to(Float32)
+                _row_sums(terms, crd, sDg)
+                _mm(mma_ch, tidx, dq, sDp, sK, io)
+                if const_expr(self.direct_qk):
+                    _to_gmem(mma_ch, tidx, dq, crd, _chunk_rows(mDQ, r0, h, KH, half), rows_left, io)
+                else:
+                    _to_gmem(mma_ch, tidx, dq, crd, _chunk_rows(mDq, r0, h, KH, half), rows_left, Float32)
 
-            # dw = -dv_new h
-            dw, _ = _acc(mma_ck, tidx, C, K)
-            _mm(mma_ck, tidx, dw, sDvn, sH, io)
-            for e in cutlass.range_constexpr(cute.size(dw)):
-                dw[e] = -dw[e]
-            _to_gmem(mma_ck, tidx, dw, crd, _chunk_rows(mDw, r0, h, K), rows_left, io)
+                # dk = dP^T q + exp(last - gamma) (v_new dh); d gamma's terms -k * the passed part
+                dk, _ = _acc(mma_ch, tidx, C, KH)
+                _mm(mma_ch, tidx, dk, sVn, sDh, io)
+                k_part = mma_ch.get_slice(tidx).partition_C(sK)
+                for e in cutlass.range_constexpr(cute.size(dk)):
+                    row = crd[e][0]
+                    tail = Float32(0.0)
+                    if row < rows_left:
+                        tail = _exp(last - sGamma[row])
+                    dk[e] = dk[e] * tail
+                    terms[e] = dk[e] * k_part[e].to(Float32)
+                _row_sums(terms, crd, sKd)
+                _mm(mma_ch, tidx, dk, _t(sDp), sQ, io)
+                _to_gmem(mma_ch, tidx, dk, crd, _chunk_rows(mDk, r0, h, KH, half), rows_left, Float32)
 
-            # the last row's d gamma: the state leaving is exp(last) h + ...: sum(dh * h) exp(last)
-            part = Float32(0.0)
-            for e in cutlass.range(V * K // THREADS, unroll=8):
-                flat = tidx + e * THREADS
-                r, col = flat // K, flat % K
-                part = part + sDh[r, col].to(Float32) * sH[r, col].to(Float32)
+                # dw = -dv_new h
+                dw, _ = _acc(mma_ch, tidx, C, KH)
+                _mm(mma_ch, tidx, dw, sDvn, sH, io)
+                for e in cutlass.range_constexpr(cute.size(dw)):
+                    dw[e] = -dw[e]
+                _to_gmem(mma_ch, tidx, dw, crd, _chunk_rows(mDw, r0, h, KH, half), rows_left, io)
+
+                # the last row's d gamma: the state leaving is exp(last) h + ...: sum(dh * h) exp(last)
+                for e in cutlass.range(V * KH // THREADS, unroll=8):
+                    flat = tidx + e * THREADS
+                    r, col = flat // KH, flat % KH
+                    part = part + sDh[r, col].to(Float32) * sH[r, col].to(Float32)
+
             d_last = _block_sum(part, tidx, sRed) * _exp(last)  # its barriers complete the row sums
             if tidx < rows_left and tidx < C:
                 dgamma = sDg[tidx] - sKd[tidx]
