@@ -93,10 +93,12 @@ def recommend(
         ours = [*(PlanConfig(offered["gdn_sm90"], knobs) for knobs in sm90_order(facts)), *ours]
     # gdn_sm90_bwd (CuTe DSL) on warpgroup MMAs leads where its scans' grid leaves SMs idle or
     # exceeds two CTAs per SM, and trails gdn_cutile_bwd's first between (H200, the forward+backward
-    # pair, ms: 2026-12-03 09:24, B1 T32768 (64 CTAs) 6.584 at STAGES 2 against 7.164 at STAGES 1
-    # and 6.747 for gdn_cutile's pair; varlen8 (512) 5.287 at STAGES 1 against 5.435 at STAGES 2 and
-    # 5.889; 07:17, B4 T4096 (256) 2.521 against 2.484). STAGES 2 (the scans' prefetch) first where
-    # the grid is under the SMs, then the other STAGES, then mma.sync; BLOCK_V 32 before 64.
+    # pair, ms: 2026-12-03 09:24, B1 T32768 (64 CTAs) 6.584 at STAGES 2 against 7.164 at STAGES 1;
+    # varlen8 (512) 5.287 at STAGES 1 against 5.435 at STAGES 2; 07:17, B4 T4096 (256) 2.521
+    # against gdn_cutile's 2.484). With grad_wy and grad_output at two CTAs per SM (10:04): B1 6.075
+    # against gdn_cutile's pair 7.062, varlen8 4.771 against 5.861; B4 (gdn_sm90's forward with
+    # gdn_cutile_bwd) 2.486. STAGES 2 (the scans' prefetch) first where the grid is under the SMs,
+    # then the other STAGES, then mma.sync; BLOCK_V 32 before 64.
     if "gdn_sm90_bwd" in offered and facts.backward:
         blocks = [b for b in BLOCK_V_SM90 if facts.head_dim_v % b == 0]
         stages = (2, 1) if split_first(facts) else (1, 2)
