@@ -24,7 +24,12 @@ from pygraph.engines.base import PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.kernels.gdn_cutile_host import BLOCK_V, OCCUPANCY, OCCUPANCY_BWD, SEGMENT
-from pygraph_linear_attention.kernels.gdn_sm90_host import BLOCK_V_SM90, SPLIT_SM90, STAGES_SM90
+from pygraph_linear_attention.kernels.gdn_sm90_host import (
+    BLOCK_V_SM90,
+    SPLIT_SM90,
+    STAGES_SM90,
+    chunk_state_elements,
+)
 
 __all__ = ["block_v_order", "recommend", "sm90_order", "split_first"]
 
@@ -148,6 +153,5 @@ def sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
 
 
 def _states_overflow(facts: LinearAttentionFacts) -> bool:
-    """The split scan's per-chunk states ((T // 64 + N + 1) x heads x V x K) past 32-bit offsets."""
-    slots = facts.tokens // 64 + facts.sequences + 1
-    return slots * facts.heads_out * facts.head_dim_v * facts.head_dim_k >= 2**31
+    """The split scan's per-chunk states past 32-bit offsets (the rule gdn_sm90 declines SPLIT by)."""
+    return chunk_state_elements(facts) >= 2**31

@@ -46,6 +46,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import (
     WGMMA_SM90,
     backward_regions,
     bwd_key_for,
+    chunk_state_elements,
     compiled_backward,
     compiled_forward,
     key_for,
@@ -73,9 +74,9 @@ _BWD_POINTERS = (
 def _chunk_states_reason(facts: LinearAttentionFacts) -> str | None:
     """Why the per-chunk states ([T // 64 + N + 1, HO, V, K]: the split scan's and the backward's)
     cannot be indexed with 32-bit offsets, or None."""
-    slots = facts.tokens // 64 + facts.sequences + 1
-    elements = slots * facts.heads_out * facts.head_dim_v * facts.head_dim_k
+    elements = chunk_state_elements(facts)
     if elements >= 2**31:
+        slots = facts.tokens // 64 + facts.sequences + 1
         return (
             f"the per-chunk states hold (T // 64 + N + 1) x heads x V x K = {slots} x {facts.heads_out} x "
             f"{facts.head_dim_v} x {facts.head_dim_k} = {elements} elements: the kernels index with 32-bit offsets (< 2^31)"

@@ -56,10 +56,13 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
     _l2_normalize_rows,
     _load_rows,
     _mm,
+    _row_inv_norms,
     _row_sums,
+    _scaled_rows,
     _shared_tiles,
     _slot_chunk,
     _t,
+    _tail,
     _tile,
     _tiled_mma,
     _to_gmem,
@@ -69,32 +72,6 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
 )
 
 __all__ = ["GdnSm90Bwd"]
-
-
-@cute.jit
-def _row_inv_norms(s_tile, tidx, D: cutlass.Constexpr, dst):
-    """dst[row] = 1 / max(||row||, 1e-12) of the shared (C, D) tile (torch's F.normalize floor): each
-    warp 16 rows, each lane D / 32 columns."""
-    warp, lane = tidx // 32, tidx % 32
-    per = D // 32
-    for rr in cutlass.range_constexpr(CHUNK // 4):
-        row = warp * (CHUNK // 4) + rr
-        ss = Float32(0.0)
-        for e in cutlass.range_constexpr(per):
-            x = s_tile[row, lane * per + e].to(Float32)
-            ss = ss + x * x
-        for off in cutlass.range_constexpr(5):
-            ss = ss + cute.arch.shuffle_sync_bfly(ss, 1 << off)
-        if lane == 0:
-            dst[row] = 1.0 / cute.math.max(cute.math.sqrt(ss), Float32(1e-12))
-
-
-def _scale_rows(s_tile, inv, tidx, rows: int, cols: int):
-    """s_tile[r, c] *= inv[r], rounded back to the tile's dtype (all threads, strided)."""
-    for e in range(rows * cols // THREADS):
-        flat = tidx + e * THREADS
-        r, c = flat // cols, flat % cols
-        s_tile[r, c] = (s_tile[r, c].to(Float32) * inv[r]).to(s_tile.element_type)
 
 
 class GdnSm90Bwd(GradScanKernels):
@@ -363,8 +340,8 @@ class GdnSm90Bwd(GradScanKernels):
                 _row_inv_norms(sQrows, tidx, K, sQinv)
                 _row_inv_norms(sKrows, tidx, K, sKinv)
                 cute.arch.sync_threads()
-                _scale_rows(sQrows, sQinv, tidx, C, K)
-                _scale_rows(sKrows, sKinv, tidx, C, K)
+                _scaled_rows(sQrows, sQrows, lambda r: sQinv[r], tidx, C, K)
+                _scaled_rows(sKrows, sKrows, lambda r: sKinv[r], tidx, C, K)
                 cute.arch.sync_threads()
             last_row = rows_left - 1
             if rows_left > C:
@@ -403,8 +380,8 @@ class GdnSm90Bwd(GradScanKernels):
                 cute.arch.cp_async_wait_group(0)
                 cute.arch.sync_threads()
                 if const_expr(self.l2norm):
-                    _scale_rows(sQ, sQinv, tidx, C, KH)
-                    _scale_rows(sK, sKinv, tidx, C, KH)
+                    _scaled_rows(sQ, sQ, lambda r: sQinv[r], tidx, C, KH)
+                    _scaled_rows(sK, sK, lambda r: sKinv[r], tidx, C, KH)
                     cute.arch.sync_threads()
 
                 # dq = scale exp(gamma) dO h + dP k; d gamma's terms dq_h * q
@@ -428,11 +405,7 @@ class GdnSm90Bwd(GradScanKernels):
                 _mm(mma_ch, tidx, dk, sVn, sDh, io)
                 k_part = mma_ch.get_slice(tidx).partition_C(sK)
                 for e in cutlass.range_constexpr(cute.size(dk)):
-                    row = crd[e][0]
-                    tail = Float32(0.0)
-                    if row < rows_left:
-                        tail = _exp(last - sGamma[row])
-                    dk[e] = dk[e] * tail
+                    dk[e] = dk[e] * _tail(crd[e][0], rows_left, last, sGamma)
                     terms[e] = dk[e] * k_part[e].to(Float32)
                 _row_sums(terms, crd, sKd)
                 _mm(mma_ch, tidx, dk, _t(sDp), sQ, io)

@@ -134,11 +134,7 @@ class GradScanKernels:
             _mm(mma_cv, tidx, passed, sK, _t(sDs), io)
             ndv_part = mma_cv.get_slice(tidx).partition_C(sNdv)
             for e in cutlass.range_constexpr(cute.size(through)):
-                row = crd_v[e][0]
-                tail = Float32(0.0)
-                if row < rows_left:
-                    tail = _exp(last - sGamma[row])
-                val = through[e] * self.scale + tail * passed[e]
+                val = through[e] * self.scale + _tail(crd_v[e][0], rows_left, last, sGamma) * passed[e]
                 through[e] = val
                 ndv_part[e] = (-val).to(io)
             _to_gmem(mma_cv, tidx, through, crd_v, _chunk_rows(mDvnew, r0, h, BV, vb), rows_left, io)

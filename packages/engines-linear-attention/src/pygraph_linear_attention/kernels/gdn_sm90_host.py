@@ -33,6 +33,7 @@ __all__ = [
     "Sm90Key",
     "backward_regions",
     "bwd_key_for",
+    "chunk_state_elements",
     "compiled_backward",
     "compiled_forward",
     "search_steps",
@@ -204,6 +205,13 @@ def workspace_bytes(cfg: GdnCutileConfig, split: bool = False) -> int:
 def prepare_slots(cfg: GdnCutileConfig) -> int:
     """The prepare kernel's chunk slots: sequence n's chunks start at cu_seqlens[n] // 64 + n."""
     return cfg.tokens // CHUNK + cfg.sequences + 1
+
+
+def chunk_state_elements(facts: Any) -> int:
+    """Elements of the per-chunk states the split scan and the backward store, (T // 64 + N + 1)
+    chunk slots x heads x V x K: the kernels index them with 32-bit offsets (below 2^31)."""
+    slots = facts.tokens // 64 + facts.sequences + 1
+    return slots * facts.heads_out * facts.head_dim_v * facts.head_dim_k
 
 
 def search_steps(sequences: int) -> int:

@@ -258,23 +258,42 @@ def _to_gmem(tiled_mma, tidx, acc, crd, g_tile, rows_left, dtype: cutlass.Conste
             dst[i] = acc[i].to(dtype)
 
 
+def _row_inv_norm(s_tile, row, lane, D: int):
+    """1 / max(||row||, 1e-12) of row ``row`` of the shared (C, D) tile (torch's F.normalize floor),
+    in every lane of the warp: each lane sums D / 32 columns, then a butterfly over the warp."""
+    per = D // 32
+    ss = Float32(0.0)
+    for e in range(per):
+        x = s_tile[row, lane * per + e].to(Float32)
+        ss = ss + x * x
+    for off in range(5):
+        ss = ss + cute.arch.shuffle_sync_bfly(ss, 1 << off)
+    return 1.0 / cute.math.max(cute.math.sqrt(ss), Float32(1e-12))
+
+
 def _l2_normalize_rows(s_tile, tidx, D: int):
-    """Each row of the shared (C, D) tile over its L2 norm (floored at 1e-12, as torch's
-    F.normalize), rounded back to the tile's dtype: each warp 16 rows, each lane D / 32 columns."""
+    """Each row of the shared (C, D) tile over its L2 norm (`_row_inv_norm`), rounded back to the
+    tile's dtype: each warp 16 rows, each lane D / 32 columns."""
     warp, lane = tidx // 32, tidx % 32
     per = D // 32
     for rr in range(CHUNK // 4):
         row = warp * (CHUNK // 4) + rr
-        ss = Float32(0.0)
-        for e in range(per):
-            x = s_tile[row, lane * per + e].to(Float32)
-            ss = ss + x * x
-        for off in range(5):
-            ss = ss + cute.arch.shuffle_sync_bfly(ss, 1 << off)
-        inv = 1.0 / cute.math.max(cute.math.sqrt(ss), Float32(1e-12))
+        inv = _row_inv_norm(s_tile, row, lane, D)
         for e in range(per):
             col = lane * per + e
             s_tile[row, col] = (s_tile[row, col].to(Float32) * inv).to(s_tile.element_type)
+
+
+@cute.jit
+def _row_inv_norms(s_tile, tidx, D: cutlass.Constexpr, dst):
+    """dst[row] = `_row_inv_norm` of every row of the shared (C, D) tile (each warp 16 rows), for a
+    caller that scales the rows later, or in parts."""
+    warp, lane = tidx // 32, tidx % 32
+    for rr in cutlass.range_constexpr(CHUNK // 4):
+        row = warp * (CHUNK // 4) + rr
+        inv = _row_inv_norm(s_tile, row, lane, D)
+        if lane == 0:
+            dst[row] = inv
 
 
 # --- the backward's products and sums
