@@ -70,8 +70,9 @@ fi
 if [ "$part" = ncu ]; then
   kernel=${1:?ncu needs a kernel name, e.g. chunk_prepare}; shape=${2:-B4xT4096}; shift $(( $# < 2 ? $# : 2 ))
   ncu -k "regex:$kernel" -s 1 -c 1 --section SourceCounters --section WarpStateStats --section LaunchStats \
+    --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     --import-source yes -o "$OUTDIR/$kernel" -f python3 scripts/device/gdn_profile.py run "$shape" "$@" 2>&1 | tail -2
-  ncu -i "$OUTDIR/$kernel.ncu-rep" --page details 2>&1 | grep -E "Registers Per|Block Size|Warp Cycles Per Issued"
+  ncu -i "$OUTDIR/$kernel.ncu-rep" --page details 2>&1 | grep -E "Registers Per|Block Size|Warp Cycles Per Issued|Duration|Throughput|Occupancy|Block Limit|Issue Slots Busy|Executed Ipc|Shared Memory Configuration Size|Dynamic Shared"
   ncu -i "$OUTDIR/$kernel.ncu-rep" --page source --csv --print-source cuda,sass > "$OUTDIR/$kernel.source.csv"
   python3 scripts/device/gdn_profile.py lines "$OUTDIR/$kernel.source.csv" | tee "$OUTDIR/$kernel.lines.txt"
 fi

@@ -246,11 +246,18 @@ class GdnSm90Fwd(OutputKernels):
             smem = utils.SmemAllocator()
             k_layout, k_swz = _row_major(C, K)
             v_layout, v_swz = _row_major(C, V)
-            t_layout, t_swz = _row_major(C, C)
             sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
             sV = smem.allocate_tensor(io, v_layout, 1024, v_swz)
-            sT = smem.allocate_tensor(io, t_layout, 1024, t_swz)
-            sA = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)
+            # A (fp32) and, once the substitution has read it, T's two column-scaled copies (io) in
+            # the same 16 KB: 49 KB a CTA, so 4 CTAs an SM (3 with separate tiles, where the
+            # kernel, latency-bound, issued on 31% of its cycles)
+            raw = smem.allocate(C * C * 4, 1024)
+            sA = cute.make_tensor(
+                cute.recast_ptr(raw, dtype=Float32), cute.make_layout((C, C), stride=(C, 1))
+            )
+            t_layout, t_swz = _row_major(C, C)
+            sTk = cute.make_tensor(cute.recast_ptr(raw, t_swz, dtype=io), t_layout)
+            sTv = cute.make_tensor(cute.recast_ptr(raw + C * C * 2, t_swz, dtype=io), t_layout)
             sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
             sBeta = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
 
@@ -315,49 +322,35 @@ class GdnSm90Fwd(OutputKernels):
                 dst[i] = val
             cute.arch.sync_threads()
 
-            if tidx < C:  # column tidx of (I + A)^-1 by forward substitution
-                # Each row of A is read into registers before its products and summed into four
-                # partial sums: the chain of dependent steps is then about i / 4 FMAs per row, not
-                # i shared loads each followed by an FMA (2016 such steps per column).
+            # Column j of T = (I + A)^-1 by forward substitution, a thread each (warps 0 and 1); it
+            # lands as T diag(beta exp(gamma)) and T diag(beta), so w = (T diag(beta exp(gamma))) k and
+            # u = (T diag(beta)) v read k and v as loaded (no pass scaling their rows).
+            if tidx < C:
                 x = cute.make_rmem_tensor((C,), Float32)
-                a = cute.make_rmem_tensor((C,), Float32)
-                x[0] = Float32(tidx == 0)
-                for i in cutlass.range_constexpr(1, C):
-                    for m in cutlass.range_constexpr(i):
-                        a[m] = sA[i, m]
-                    part = [Float32(tidx == i), Float32(0.0), Float32(0.0), Float32(0.0)]
-                    for m in cutlass.range_constexpr(i):
-                        part[m % 4] = part[m % 4] - a[m] * x[m]
-                    x[i] = (part[0] + part[1]) + (part[2] + part[3])
+                if tidx < 32:
+                    _substitute(sA, x, tidx, 0)
+                else:
+                    _substitute(sA, x, tidx, 32)
+                cute.arch.barrier(barrier_id=1, number_of_threads=C)  # both warps done reading A
+                bk = sBeta[tidx] * _exp(sGamma[tidx])
+                bv = sBeta[tidx]
                 for i in cutlass.range_constexpr(C):
-                    sT[i, tidx] = x[i].to(io)
-            else:  # meanwhile: k by beta exp(gamma) and v by beta, in place (k is not read again)
-                t = tidx - C
-                for e in cutlass.range_constexpr(C * K // C):
-                    flat = t + e * C
-                    row = flat // K
-                    col = flat % K
-                    sK[row, col] = (sK[row, col].to(Float32) * sBeta[row] * _exp(sGamma[row])).to(io)
-                for e in cutlass.range_constexpr(C * V // C):
-                    flat = t + e * C
-                    row = flat // V
-                    col = flat % V
-                    sV[row, col] = (sV[row, col].to(Float32) * sBeta[row]).to(io)
+                    sTk[i, tidx] = (x[i] * bk).to(io)
+                    sTv[i, tidx] = (x[i] * bv).to(io)
+                if const_expr(self.store_t):
+                    for i in cutlass.range_constexpr(C):
+                        mT[slot, h, i, tidx] = x[i].to(io)
             cute.arch.sync_threads()
-            if const_expr(self.store_t):
-                for e in cutlass.range_constexpr(C * C // THREADS):
-                    flat = tidx + e * THREADS
-                    mT[slot, h, flat // C, flat % C] = sT[flat // C, flat % C]
 
-            # w = T kw, u = T vw: B is kw / vw read column-wise (N = K or V, K = the chunk)
+            # w = Tk k, u = Tv v: B is k / v read column-wise (N = K or V, K = the chunk)
             mma_ck = _tiled_mma(io, C, K)
             w, crd_w = _acc(mma_ck, tidx, C, K)
-            _gemm(mma_ck, tidx, w, sT, _transposed(sK), False, True, io)
+            _gemm(mma_ck, tidx, w, sTk, _transposed(sK), False, True, io)
             gW = _chunk_rows(mW, r0, h, K)
             _to_gmem(mma_ck, tidx, w, crd_w, gW, rows_left, io)
             mma_cv = _tiled_mma(io, C, V)
             u, crd_u = _acc(mma_cv, tidx, C, V)
-            _gemm(mma_cv, tidx, u, sT, _transposed(sV), False, True, io)
+            _gemm(mma_cv, tidx, u, sTv, _transposed(sV), False, True, io)
             gU = _chunk_rows(mU, r0, h, V)
             _to_gmem(mma_cv, tidx, u, crd_u, gU, rows_left, io)
             if tidx < rows_left and tidx < C:
@@ -645,3 +638,23 @@ class GdnSm90Fwd(OutputKernels):
             dst = thr_s.partition_C(_transposed(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0))))
             for i in cutlass.range_constexpr(cute.size(state)):
                 dst[i] = state[i].to(self.ht_t)
+
+
+@cute.jit
+def _substitute(sA: cute.Tensor, x: cute.Tensor, j: Int32, start: cutlass.Constexpr):
+    """x = column j of (I + A)^-1 (A strictly lower, fp32 in shared memory) by forward substitution,
+    for a warp whose columns are all >= ``start``: x[i] = 0 above j, so rows and terms before
+    ``start`` are skipped (2016 multiply-adds a column for the first warp, 496 for the second).
+    Each row of A is read into registers before its products and summed into four partial sums,
+    so the chain of dependent steps is about i / 4 multiply-adds a row."""
+    a = cute.make_rmem_tensor((CHUNK,), Float32)
+    for i in cutlass.range_constexpr(start):
+        x[i] = Float32(0.0)
+    x[start] = Float32(j == start)
+    for i in cutlass.range_constexpr(start + 1, CHUNK):
+        for m in cutlass.range_constexpr(start, i):
+            a[m] = sA[i, m]
+        part = [Float32(j == i), Float32(0.0), Float32(0.0), Float32(0.0)]
+        for m in cutlass.range_constexpr(start, i):
+            part[(m - start) % 4] = part[(m - start) % 4] - a[m] * x[m]
+        x[i] = (part[0] + part[1]) + (part[2] + part[3])
