@@ -24,8 +24,9 @@ Tiles arrive by 16-byte ``cp.async`` copies, zero-filled past the sequence's end
 padding `chunked.py` relies on); stores are predicated per element on the sequence's end.
 
 The inverse is exact forward substitution in fp32: column j of ``(I + A)^-1`` solves
-``(I + A) x = e_j`` by itself, so 64 threads each carry one column in registers (2016 fused
-multiply-adds, no barrier) while the other 64 scale k and v by the gates.
+``(I + A) x = e_j`` by itself, so 64 threads each carry one column in registers (`_substitute`) and
+store it scaled by their token's gates, as ``T diag(beta exp(gamma))`` and ``T diag(beta)``, into
+A's memory: w and u are then products with k and v as loaded.
 
 The output kernels live in `gdn_sm90_output` (a mixin of `GdnSm90Fwd`), the shared tiles, copies
 and products in `gdn_sm90_tiles`.
