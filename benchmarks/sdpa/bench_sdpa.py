@@ -1,5 +1,6 @@
-"""The SDPA families' timing table: attention through pygraph (today the cuDNN backend's plan) side by
-side with torch's cuDNN and flash SDPA backends and flash-attention 4, forward and forward+backward.
+"""The SDPA families' timing table: attention through pygraph (the cuDNN backend's plan, and the CuTe
+DSL forward ``sdpa_fwd_sm90`` with the backend's backward) side by side with torch's cuDNN and flash
+SDPA backends and flash-attention 4, forward and forward+backward.
 
     python -m benchmarks.sdpa.bench_sdpa [--shapes ...] [--rounds 3] [--out DIR]
 
@@ -59,6 +60,53 @@ def _pygraph(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, 
 
     def forward_backward():
         execute(fwd, f_tensors, q.device)
+        execute(bwd, b_tensors, q.device)
+
+    return forward, forward_backward, out
+
+
+def _ours(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, dict] | str:
+    """(forward call, forward+backward call, outputs): sdpa_fwd_sm90's plan of the same forward graph
+    (opt-in: enabled here, its plan selected by name), the backward the backend's (no python
+    backward yet)."""
+    import torch
+
+    import pygraph
+    from pygraph import data_type as dt
+    from pygraph.op_support import execute
+    from pygraph_sdpa import op_graphs
+    from pygraph_sdpa.op_arguments import check_forward
+
+    os.environ["PYGRAPH_ENABLE_OPT_IN_ENGINES"] = "sdpa_fwd_sm90"
+    scale = q.shape[-1] ** -0.5
+    g = pygraph.Graph("bench-sdpa-fwd-sm90", q.dtype, dt.FLOAT, dt.FLOAT)
+    tq, tk, tv = g.tensor_like(q), g.tensor_like(k), g.tensor_like(v)
+    to, tstats = g.sdpa(tq, tk, tv, generate_stats=True, attn_scale=scale, use_causal_mask=causal)
+    out = {
+        "o": torch.empty_like(q),
+        "lse": torch.empty((*q.shape[:3], 1), device=q.device, dtype=torch.float32),
+    }
+    to.set_output(True).set_data_type(q.dtype)
+    tstats.set_output(True).set_data_type(dt.FLOAT)
+    g.create_execution_plans()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    ours = [i for i, n in enumerate(names) if n.startswith("sdpa_fwd_sm90")]
+    if not ours:
+        return f"sdpa_fwd_sm90 offers no plan: {g.decline_reasons()}"
+    g.select_plan(ours[0])
+    g.build_plans()
+    bindings = {tq: q, tk: k, tv: v, to: out["o"], tstats: out["lse"]}
+    p, masks = check_forward(q, k, v, None, causal, False, -1, None, None)
+    bwd = op_graphs.backward_graph(p, masks, p.scale(None))
+    out |= {"dQ": torch.empty_like(q), "dK": torch.empty_like(k), "dV": torch.empty_like(v)}
+    b_tensors = {"q": q, "k": k, "v": v, "o": out["o"], "lse": out["lse"], "dO": d_o}
+    b_tensors |= {"dQ": out["dQ"], "dK": out["dK"], "dV": out["dV"]}
+
+    def forward():
+        g.execute(bindings)
+
+    def forward_backward():
+        g.execute(bindings)
         execute(bwd, b_tensors, q.device)
 
     return forward, forward_backward, out
@@ -135,6 +183,7 @@ def timing(rounds: int, log: list) -> list[dict]:
         args = (q, k, v, causal, d_o)
         makers = {
             "pygraph": lambda a=args: _pygraph(*a),
+            "sdpa_fwd_sm90": lambda a=args: _ours(*a),
             "torch-cudnn": lambda a=args: _torch_backend("cudnn", *a),
             "torch-flash": lambda a=args: _torch_backend("flash", *a),
             "fa4": lambda a=args: _fa4(*a),
@@ -163,7 +212,7 @@ def timing(rounds: int, log: list) -> list[dict]:
             for name, ms in times.items():
                 ratios = "".join(
                     f"  {name}/{a} {times[a] / ms:.2f}x"
-                    for a in ("torch-cudnn", "fa4")
+                    for a in ("pygraph", "torch-cudnn", "fa4")
                     if a in times and a != name
                 )
                 print(f"  {name:12s} {ms:8.3f} ms  {flops * scale / ms / 1e9:7.1f} TFLOP/s{ratios}")

@@ -6,8 +6,6 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 import pygraph
 from pygraph import data_type as dt
 from pygraph import heur_mode
@@ -35,16 +33,27 @@ def test_forward_and_backward_are_separate_families_with_their_own_blocks():
         assert fam.heuristics == ("pygraph_sdpa.heuristics", "recommend")
 
 
-@pytest.mark.parametrize(("family", "engine"), [("sdpa_fwd", "sdpa_fwd_sm90"), ("sdpa_bwd", "sdpa_bwd_sm90")])
-def test_unwritten_engines_are_planned_not_offered_and_say_why(family, engine):
-    fam = pygraph.engines.family_by_name(family)
-    assert fam.slots[engine].is_planned and fam.slots[engine].impl is None
+def test_the_unwritten_backward_is_planned_not_offered_and_says_why():
+    fam = pygraph.engines.family_by_name("sdpa_bwd")
+    assert fam.slots["sdpa_bwd_sm90"].is_planned and fam.slots["sdpa_bwd_sm90"].impl is None
     assert pygraph.engines.offered_ids(fam) == {}
     built = pygraph.engines.instantiate(fam)
     assert built.engines == ()
-    assert built.unavailable[engine].startswith("planned: the CuTe DSL ")
-    assert "the cuDNN backend serves these graphs" in built.unavailable[engine]
-    assert f"{engine}={fam.engine_id} (planned: " in repr(fam)
+    assert built.unavailable["sdpa_bwd_sm90"].startswith("planned: the CuTe DSL ")
+    assert "the cuDNN backend serves these graphs" in built.unavailable["sdpa_bwd_sm90"]
+    assert f"sdpa_bwd_sm90={fam.engine_id} (planned: " in repr(fam)
+
+
+def test_the_python_forward_ships_opt_in_until_its_device_proof(monkeypatch):
+    fam = pygraph.engines.family_by_name("sdpa_fwd")
+    slot = fam.slots["sdpa_fwd_sm90"]
+    assert slot.impl == ("pygraph_sdpa.engines.sm90", "SdpaFwdSm90Engine") and slot.opt_in
+    monkeypatch.delenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", raising=False)
+    assert pygraph.engines.offered_ids(fam) == {}
+    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "sdpa_fwd_sm90")
+    assert pygraph.engines.offered_ids(fam) == {"sdpa_fwd_sm90": 20500}
+    (engine,) = pygraph.engines.instantiate(fam).engines
+    assert (engine.name, engine.engine_id) == ("sdpa_fwd_sm90", 20500)
 
 
 def test_the_hook_keeps_the_backend_block_exactly_as_a_family_without_a_hook():
@@ -62,13 +71,28 @@ def test_the_hook_keeps_the_backend_block_exactly_as_a_family_without_a_hook():
     assert [c.engine_id for c in ranked] == [-1, 3, 7, -1, 1, -1]
 
 
-def test_planning_reports_the_planned_engine_when_the_backend_declines():
+def test_the_untimed_python_forward_goes_after_the_backend_in_every_mode_but_opensource():
+    entries = [
+        PlanConfig(-1),
+        PlanConfig(3, {}, mode=heur_mode.A),
+        PlanConfig(1, {}, mode=heur_mode.FALLBACK),
+    ]
+    facts = analyze(_attention_graph())
+    ranked = recommend([heur_mode.A, heur_mode.FALLBACK], facts, {"sdpa_fwd_sm90": 20500}, entries)
+    assert [c.engine_id for c in ranked] == [-1, 3, 20500, -1, 1, 20500, -1]
+    ranked = recommend([heur_mode.OPENSOURCE], facts, {"sdpa_fwd_sm90": 20500}, entries)
+    assert [c.engine_id for c in ranked] == [20500, -1, -1]
+
+
+def test_planning_reports_the_backends_reason_when_it_declines(monkeypatch):
+    monkeypatch.delenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", raising=False)
     # No cuDNN runtime on the CPU machine: the backend declines, nothing else serves the graph.
     graph = _attention_graph()
     try:
         graph.create_execution_plans([heur_mode.A, heur_mode.FALLBACK])
     except pygraph.GraphNotSupportedError as exc:
-        assert "sdpa_fwd_sm90: planned: the CuTe DSL forward for Hopper is not written yet" in str(exc)
+        # the opt-in forward is not offered unless asked for, so the backend's reason is the only one
+        assert "backend: " in str(exc) and "sdpa_fwd_sm90" not in str(exc)
     else:  # a machine with a cuDNN runtime: the backend's plans, none of ours
         assert graph.get_execution_plan_count() > 0
         assert all(not pygraph.engines.is_python_engine(c.engine_id) for c in graph.plans)

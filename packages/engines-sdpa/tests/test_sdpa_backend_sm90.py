@@ -10,8 +10,6 @@ nothing of the rows past it).
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 import pygraph
@@ -21,125 +19,21 @@ pytestmark = pytest.mark.sm90
 
 torch = pytest.importorskip("torch")
 
-from pygraph_sdpa.reference import sdpa_backward_reference, sdpa_reference  # noqa: E402
-
-TOLERANCE = {"bfloat16": 1e-2, "float16": 5e-3}
-
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    name: str
-    b: int = 2
-    hq: int = 4
-    hkv: int = 4
-    s_q: int = 256
-    s_kv: int = 256
-    d: int = 128
-    io: str = "bfloat16"
-    causal: bool = False
-    bottom_right: bool = False
-    window: int = -1  # keys visible left of the diagonal, the diagonal's included (with causal)
-    seq_len_q: tuple[int, ...] | None = None
-    seq_len_kv: tuple[int, ...] | None = None
-
-    def reference_options(self) -> dict:
-        opts = {
-            "is_causal": self.causal,
-            "causal_bottom_right": self.bottom_right,
-            "window_left": self.window,
-        }
-        if self.seq_len_q is not None:
-            opts["seq_len_q"] = torch.tensor(self.seq_len_q)
-            opts["seq_len_kv"] = torch.tensor(self.seq_len_kv)
-        return opts
-
-
-CASES = (
-    Case("d128"),
-    Case("d64-fp16", d=64, io="float16"),
-    Case("causal", causal=True),
-    Case("causal-bottom-right", s_q=192, s_kv=320, causal=True, bottom_right=True),
-    Case("odd-lengths", s_q=131, s_kv=77, d=64),
-    Case("odd-causal-top-left", s_q=97, s_kv=203, causal=True),
-    Case("window", s_q=300, s_kv=300, causal=True, window=64),
-    Case("gqa-8-causal", hq=16, hkv=2, causal=True),
-    Case("gqa-8", hq=16, hkv=2, s_q=200, s_kv=200),
-    Case("mqa", hq=8, hkv=1, d=64),
-    Case("padding", s_q=256, s_kv=256, seq_len_q=(200, 37), seq_len_kv=(256, 100)),
-    Case("padding-causal", s_q=160, s_kv=160, causal=True, seq_len_q=(160, 1), seq_len_kv=(160, 90)),
+from sdpa_cases import (  # noqa: E402
+    CASES,
+    TOLERANCE,
+    Case,
+    _handle,
+    _inputs,
+    _mask_attrs,
+    _padding,
+    _rel,
+    _run,
+    _valid_keys,
+    _valid_rows,
 )
 
-
-def _torch_dtype(name: str):
-    return {"bfloat16": torch.bfloat16, "float16": torch.float16}[name]
-
-
-def _handle():
-    cudnn = pytest.importorskip("cudnn")
-    return cudnn.create_handle()
-
-
-def _mask_attrs(case: Case) -> dict:
-    attrs = {}
-    if case.causal:
-        attrs["use_causal_mask_bottom_right" if case.bottom_right else "use_causal_mask"] = True
-    if case.window > 0:
-        attrs["sliding_window_length"] = case.window
-    return attrs
-
-
-def _padding(g, case: Case) -> tuple[dict, dict]:
-    """The graph's padding attributes and ports, and the device tensors bound to them."""
-    if case.seq_len_q is None:
-        return {}, {}
-    lengths_q = torch.tensor(case.seq_len_q, dtype=torch.int32, device="cuda").view(-1, 1, 1, 1)
-    lengths_kv = torch.tensor(case.seq_len_kv, dtype=torch.int32, device="cuda").view(-1, 1, 1, 1)
-    tq, tkv = g.tensor_like(lengths_q), g.tensor_like(lengths_kv)
-    return {"use_padding_mask": True, "seq_len_q": tq, "seq_len_kv": tkv}, {tq: lengths_q, tkv: lengths_kv}
-
-
-def _run(g, bindings: dict) -> str:
-    g.create_execution_plans()
-    g.build_plans()
-    workspace = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
-    g.execute(bindings, workspace)
-    torch.cuda.synchronize()
-    return g.selected_plan.name
-
-
-def _valid_rows(case: Case, x):
-    """x [B, H, S_q, ...] with each batch's rows past its seq_len_q dropped, flattened."""
-    if case.seq_len_q is None:
-        return x.reshape(-1)
-    return torch.cat([x[b, :, : case.seq_len_q[b]].reshape(-1) for b in range(case.b)])
-
-
-def _valid_keys(case: Case, x):
-    """x [B, H, S_kv, ...] with each batch's keys past its seq_len_kv dropped, flattened."""
-    if case.seq_len_kv is None:
-        return x.reshape(-1)
-    return torch.cat([x[b, :, : case.seq_len_kv[b]].reshape(-1) for b in range(case.b)])
-
-
-def _rel(got, want) -> float:
-    got, want = got.double(), want.double()
-    finite = torch.isfinite(want)
-    if not bool(torch.equal(torch.isfinite(got), finite)):
-        return float("inf")
-    return float((got[finite] - want[finite]).norm() / want[finite].norm().clamp_min(1e-30))
-
-
-def _inputs(case: Case, seed: int):
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    io = _torch_dtype(case.io)
-
-    def normal(*shape):
-        return torch.randn(*shape, generator=gen, device="cuda", dtype=torch.float32).to(io)
-
-    q = normal(case.b, case.hq, case.s_q, case.d)
-    k = normal(case.b, case.hkv, case.s_kv, case.d)
-    v = normal(case.b, case.hkv, case.s_kv, case.d)
-    return q, k, v
+from pygraph_sdpa.reference import sdpa_backward_reference, sdpa_reference  # noqa: E402
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -16,8 +16,9 @@ def pygraph_families() -> list[EngineFamily]:
             engine_id=20500,
             package="pygraph_sdpa",
             slots={
+                # opt-in until it is proven on the device (PYGRAPH_ENABLE_OPT_IN_ENGINES=sdpa_fwd_sm90)
                 "sdpa_fwd_sm90": EngineSlot(
-                    0, planned=f"the CuTe DSL forward for Hopper is not written yet; {_BACKEND_SERVES}"
+                    0, impl=("pygraph_sdpa.engines.sm90", "SdpaFwdSm90Engine"), opt_in=True
                 ),
             },
             anchors=("SDPA",),

@@ -1,10 +1,9 @@
 """The ``sdpa_fwd`` and ``sdpa_bwd`` families' ranking hook.
 
-No python engine ships yet (both slots are planned), so no cell has been timed: every cell keeps
-the backend's entries first, in the backend's own order, exactly the list a family without a hook
-gets. When an engine lands, its rules go here per cell (head dim, causal, sequence-length bucket,
-GQA, ragged), each placing ours before or after the backend by a measurement named next to it;
-an untimed cell keeps the backend first and says so.
+No cell has been timed on the device yet, so every cell keeps the backend's entries first, in the
+backend's own order, and ``sdpa_fwd_sm90`` (opt-in until its device proof: see docs/sdpa.md) goes
+after them where it is offered. Rules placing it first come per cell (head dim, causal,
+sequence-length bucket, GQA), each by a measurement named next to it.
 """
 
 from __future__ import annotations
@@ -22,5 +21,7 @@ __all__ = ["recommend"]
 def recommend(
     modes: Sequence[Any], facts: SdpaFacts, offered: dict[str, int], backend_entries: Sequence[PlanConfig]
 ) -> list[PlanConfig]:
-    """The plan list: the backend's block for each mode, and nothing of ours (no engine is offered)."""
-    return assemble(modes, lambda kind: [PLACE_BACKEND], backend_entries)
+    """The plan list: the backend's block for each mode, then the python forward where it is offered
+    (untimed: the backend leads every cell)."""
+    ours = [PlanConfig(offered["sdpa_fwd_sm90"])] if "sdpa_fwd_sm90" in offered else []
+    return assemble(modes, lambda kind: [PLACE_BACKEND, *ours], backend_entries)

@@ -1,0 +1,1 @@
+"""The engines of the sdpa families."""

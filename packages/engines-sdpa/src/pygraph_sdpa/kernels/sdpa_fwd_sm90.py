@@ -1,0 +1,421 @@
+"""The attention forward for Hopper in CuTe DSL (the ``sdpa_fwd_sm90`` engine).
+
+One CTA per (128-query block, query head, batch), two warpgroups (256 threads), each owning 64 of
+the block's query rows. Q's tile is loaded once; K and V tiles of 128 keys stream through a
+two-stage shared ring by 16-byte ``cp.async`` (the next block's copies in flight while the current
+one computes). Per key block:
+
+1. ``S = Q K^T`` on warpgroup MMAs (``wgmma.m64n128k16``, both operands K-major in shared memory);
+2. the masks (causal in either alignment, the window's left and right bounds, the keys past the
+   sequence's length) on the blocks they cut, then the online softmax in fp32 registers in the
+   log2 domain: each row's running maximum and sum, the output accumulator rescaled by
+   ``exp2(m_old - m_new)`` (a row's values sit on the 4 lanes of a quad: two shuffles reduce them);
+3. ``P`` (the io dtype) into shared memory, then ``O += P V`` (V read MN-major).
+
+At the end ``O / l`` leaves through shared memory, 16 bytes per store, rows before the sequence's
+length only, and the log-sum-exp ``m ln 2 + ln l`` (natural log; ``-inf`` for a row that sees no key,
+whose O is 0) goes to the stats. The key blocks a query block visits are those its masks leave
+(the causal bound ends the loop, the left window bound starts it), so a causal forward does about
+half the work of a full one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils as utils
+from cutlass import Float32, Int32, const_expr
+
+BLOCK_M = 128  # query rows per CTA: two warpgroups of 64
+BLOCK_N = 128  # keys per block
+THREADS = 256
+_VEC = 8  # 16-bit elements per 16-byte copy
+_LOG2E = 1.4426950408889634
+_LN2 = 0.6931471805599453
+_NEG_INF = float("-inf")
+DT = {"bfloat16": cutlass.BFloat16, "float16": cutlass.Float16, "float32": cutlass.Float32}
+
+
+def _row_major(rows: int, cols: int, stages: int = 0):
+    """A (rows, cols[, stages]) row-major shared layout of 16-bit elements and its swizzle: 8-row
+    atoms of 64 columns (128 bytes) with the 16-byte chunks XORed by the row, the canonical
+    layout wgmma reads in either major mode and one ldmatrix / cp.async phase hits without bank
+    conflicts."""
+    width = min(cols, 64)
+    atom = cute.make_layout((8, width), stride=(width, 1))
+    if stages:
+        layout = cute.tile_to_shape(atom, (rows, cols, stages), (0, 1, 2))
+    else:
+        layout = cute.tile_to_shape(atom, (rows, cols), (0, 1))
+    bits = min(3, int(math.log2(width * 2 // 16)))
+    return layout, cute.make_swizzle(bits, 4, 3)
+
+
+def _wg_mma(dtype, n: int, b_mn_major: bool):
+    """Two warpgroups over a (128, n) product (64 rows each), ``wgmma.m64nNk16`` from shared
+    memory, A K-major, fp32 accumulators set to accumulate."""
+    major = cute.nvgpu.OperandMajorMode
+    op = cute.nvgpu.warpgroup.MmaF16BF16Op(
+        dtype,
+        Float32,
+        (64, n, 16),
+        cute.nvgpu.warpgroup.OperandSource.SMEM,
+        major.K,
+        major.MN if b_mn_major else major.K,
+    )
+    tiled = cute.make_tiled_mma(cute.make_mma_atom(op), (2, 1, 1))
+    tiled.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+    return tiled
+
+
+def _wg_gemm(tiled_mma, tidx, acc, sA, sB):
+    """Issue acc += sA (M, K) @ sB (N, K)^T as one wgmma group (the caller waits on it)."""
+    thr = tiled_mma.get_slice(tidx)
+    rA = tiled_mma.make_fragment_A(thr.partition_A(sA))
+    rB = tiled_mma.make_fragment_B(thr.partition_B(sB))
+    cute.nvgpu.warpgroup.fence()
+    for kb in range(cute.size(rA, mode=[2])):
+        cute.gemm(tiled_mma, acc, rA[None, None, kb], rB[None, None, kb], acc)
+    cute.nvgpu.warpgroup.commit_group()
+
+
+def _acc(tiled_mma, tidx, m: int, n: int):
+    """A zeroed fp32 accumulator of an (m, n) product and its (row, col) coordinates."""
+    crd = tiled_mma.get_slice(tidx).partition_C(cute.make_identity_tensor((m, n)))
+    acc = cute.make_rmem_tensor(crd.shape, Float32)
+    acc.fill(0.0)
+    return acc, crd
+
+
+def _transposed(t):
+    return cute.make_tensor(t.iterator, cute.select(t.layout, mode=[1, 0]))
+
+
+def _copy_g2s(dtype, cols: int):
+    atom = cute.make_copy_atom(
+        cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL), dtype, num_bits_per_copy=128
+    )
+    per_row = cols // _VEC
+    thr = cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1))
+    return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, _VEC)))
+
+
+def _copy_s2g(dtype, cols: int):
+    atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=128)
+    per_row = cols // _VEC
+    thr = cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1))
+    return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, _VEC)))
+
+
+def _row_predicate(part, crd, rows_left):
+    """Per 16-byte copy of a tiled copy's partition: its row (from ``crd``) before ``rows_left``."""
+    pred = cute.make_rmem_tensor(
+        (cute.size(part, mode=[0]) // _VEC, cute.size(part, mode=[1]), cute.size(part, mode=[2])),
+        cutlass.Boolean,
+    )
+    for r in range(cute.size(pred, mode=[0])):
+        for i in range(cute.size(pred, mode=[1])):
+            for j in range(cute.size(pred, mode=[2])):
+                pred[r, i, j] = crd[(0, r), i, j][0] < rows_left
+    return pred
+
+
+def _load_rows(g2s, tidx, g_tile, s_tile, rows_left):
+    """cp.async ``g_tile`` into ``s_tile``, rows at or past ``rows_left`` zero-filled (no commit)."""
+    thr = g2s.get_slice(tidx)
+    src = thr.partition_S(g_tile)
+    crd = thr.partition_S(cute.make_identity_tensor(g_tile.shape))
+    cute.copy(g2s, src, thr.partition_D(s_tile), pred=_row_predicate(src, crd, rows_left))
+
+
+def _store_rows(s2g, tidx, s_tile, g_tile, rows_left):
+    thr = s2g.get_slice(tidx)
+    dst = thr.partition_D(g_tile)
+    crd = thr.partition_D(cute.make_identity_tensor(g_tile.shape))
+    cute.copy(s2g, thr.partition_S(s_tile), dst, pred=_row_predicate(dst, crd, rows_left))
+
+
+def _rows_tile(m, b, h, r0, rows: int, cols: int):
+    """The (rows, cols) tile of ``m`` [B, H, S, D] at batch ``b``, head ``h``, from row ``r0``."""
+    return cute.local_tile(cute.domain_offset((r0, 0), m[b, h, None, None]), (rows, cols), (0, 0))
+
+
+@cute.jit
+def _quad_max(x: Float32) -> Float32:
+    x = cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=1))
+    return cute.arch.fmax(x, cute.arch.shuffle_sync_bfly(x, offset=2))
+
+
+@cute.jit
+def _quad_sum(x: Float32) -> Float32:
+    x = x + cute.arch.shuffle_sync_bfly(x, offset=1)
+    return x + cute.arch.shuffle_sync_bfly(x, offset=2)
+
+
+class SdpaFwdSm90:
+    """One static configuration: head dims, io dtype, masks, padding and whether stats are stored."""
+
+    def __init__(
+        self,
+        *,
+        head_dim: int,
+        head_dim_v: int,
+        io_dtype: str,
+        bottom_right: bool,
+        window_left: int,
+        window_right: int,
+        padded: bool,
+        store_stats: bool,
+    ) -> None:
+        self.D, self.DV = head_dim, head_dim_v
+        self.io = DT[io_dtype]
+        self.bottom_right = bottom_right
+        self.window_left, self.window_right = window_left, window_right
+        self.padded, self.store_stats = padded, store_stats
+
+    # ------------------------------------------------------------------ host side (traced once)
+    @cute.jit
+    def __call__(
+        self,
+        q_ptr: cute.Pointer,
+        k_ptr: cute.Pointer,
+        v_ptr: cute.Pointer,
+        o_ptr: cute.Pointer,
+        stats_ptr: cute.Pointer,
+        seq_q_ptr: cute.Pointer,
+        seq_kv_ptr: cute.Pointer,
+        batch: Int32,
+        heads: Int32,
+        heads_k: Int32,
+        heads_v: Int32,
+        s_q: Int32,
+        s_kv: Int32,
+        # (batch, head, row) element strides of Q, K, V and O; the head dim is contiguous
+        q_sb: Int32, q_sh: Int32, q_ss: Int32,
+        k_sb: Int32, k_sh: Int32, k_ss: Int32,
+        v_sb: Int32, v_sh: Int32, v_ss: Int32,
+        o_sb: Int32, o_sh: Int32, o_ss: Int32,
+        scale_log2: Float32,  # attn_scale * log2(e)
+        stream: Any,
+    ):  # fmt: skip
+        D, DV = self.D, self.DV
+
+        def rows4(ptr, h, s, d, strides):
+            sb, sh, ss = strides
+            return cute.make_tensor(
+                ptr,
+                cute.make_layout(
+                    (batch, h, s, d),
+                    stride=(
+                        cute.assume(sb, divby=_VEC),
+                        cute.assume(sh, divby=_VEC),
+                        cute.assume(ss, divby=_VEC),
+                        1,
+                    ),
+                ),
+            )
+
+        mQ = rows4(q_ptr, heads, s_q, D, (q_sb, q_sh, q_ss))
+        mK = rows4(k_ptr, heads_k, s_kv, D, (k_sb, k_sh, k_ss))
+        mV = rows4(v_ptr, heads_v, s_kv, DV, (v_sb, v_sh, v_ss))
+        mO = rows4(o_ptr, heads, s_q, DV, (o_sb, o_sh, o_ss))
+        mStats = cute.make_tensor(
+            stats_ptr, cute.make_layout((batch, heads, s_q), stride=(heads * s_q, s_q, 1))
+        )
+        mSeqQ = cute.make_tensor(seq_q_ptr, cute.make_layout((batch,)))
+        mSeqKv = cute.make_tensor(seq_kv_ptr, cute.make_layout((batch,)))
+        grid = [(s_q + BLOCK_M - 1) // BLOCK_M, heads, batch]
+        self.kernel(
+            mQ, mK, mV, mO, mStats, mSeqQ, mSeqKv, s_q, s_kv, heads // heads_k, heads // heads_v, scale_log2
+        ).launch(grid=grid, block=[THREADS, 1, 1], stream=stream)
+
+    # ------------------------------------------------------------------ device side
+    @cute.kernel
+    def kernel(
+        self,
+        mQ: cute.Tensor,
+        mK: cute.Tensor,
+        mV: cute.Tensor,
+        mO: cute.Tensor,
+        mStats: cute.Tensor,
+        mSeqQ: cute.Tensor,
+        mSeqKv: cute.Tensor,
+        s_q: Int32,
+        s_kv: Int32,
+        k_group: Int32,
+        v_group: Int32,
+        scale_log2: Float32,
+    ):
+        D, DV, BM, BN, io = self.D, self.DV, BLOCK_M, BLOCK_N, self.io
+        tidx, _, _ = cute.arch.thread_idx()
+        m_block, h, b = cute.arch.block_idx()
+        rows_q, rows_kv = s_q, s_kv
+        if const_expr(self.padded):
+            rows_q = Int32(mSeqQ[b])
+            rows_kv = Int32(mSeqKv[b])
+        row0 = m_block * BM
+        if row0 < rows_q:
+            offset = Int32(0)
+            if const_expr(self.bottom_right):
+                offset = rows_kv - rows_q
+            # the key blocks this query block sees: [first, last) in blocks of BN
+            key_end = rows_kv
+            if const_expr(self.window_right >= 0):
+                key_end = cutlass.min(key_end, row0 + BM + offset + self.window_right)
+            key_begin = Int32(0)
+            if const_expr(self.window_left >= 0):
+                key_begin = cutlass.max(key_begin, row0 + offset - self.window_left + 1)
+            first = key_begin // BN
+            last = Int32(0)
+            if key_end > 0:
+                last = (key_end + BN - 1) // BN
+
+            smem = utils.SmemAllocator()
+            q_layout, q_swz = _row_major(BM, D)
+            k_layout, k_swz = _row_major(BN, D, 2)
+            v_layout, v_swz = _row_major(BN, DV, 2)
+            p_layout, p_swz = _row_major(BM, BN)
+            sQ = smem.allocate_tensor(io, q_layout, 1024, q_swz)
+            sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+            sV = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+            sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
+
+            g2s_k, g2s_v = _copy_g2s(io, D), _copy_g2s(io, DV)
+            hk, hv = h // k_group, h // v_group
+            _load_rows(g2s_k, tidx, _rows_tile(mQ, b, h, row0, BM, D), sQ, rows_q - row0)
+            if first < last:
+                n0 = first * BN
+                _load_rows(g2s_k, tidx, _rows_tile(mK, b, hk, n0, BN, D), sK[None, None, 0], rows_kv - n0)
+                _load_rows(g2s_v, tidx, _rows_tile(mV, b, hv, n0, BN, DV), sV[None, None, 0], rows_kv - n0)
+            cute.arch.cp_async_commit_group()
+
+            mma_qk = _wg_mma(io, BN, False)
+            mma_pv = _wg_mma(io, DV, True)  # V [keys, DV] read MN-major
+            out, crd_o = _acc(mma_pv, tidx, BM, DV)
+            crd_s = mma_qk.get_slice(tidx).partition_C(cute.make_identity_tensor((BM, BN)))
+            ra, rb = crd_s[0][0], crd_s[cute.size(crd_s) - 1][0]  # the thread's two rows
+            m_a, m_b = Float32(_NEG_INF), Float32(_NEG_INF)
+            l_a, l_b = Float32(0.0), Float32(0.0)
+            p_part = mma_qk.get_slice(tidx).partition_C(sP)
+
+            for j in cutlass.range(first, last, unroll=1):
+                stage = (j - first) % 2
+                if j + 1 < last:  # the next block into the other stage (free since the last barrier)
+                    n1 = (j + 1) * BN
+                    _load_rows(
+                        g2s_k, tidx, _rows_tile(mK, b, hk, n1, BN, D), sK[None, None, 1 - stage], rows_kv - n1
+                    )
+                    _load_rows(
+                        g2s_v,
+                        tidx,
+                        _rows_tile(mV, b, hv, n1, BN, DV),
+                        sV[None, None, 1 - stage],
+                        rows_kv - n1,
+                    )
+                cute.arch.cp_async_commit_group()
+                cute.arch.cp_async_wait_group(1)  # this block's (and Q's) copies landed
+                cute.arch.fence_proxy("async.shared", space="cta")
+                cute.arch.sync_threads()
+
+                scores, _ = _acc(mma_qk, tidx, BM, BN)
+                _wg_gemm(mma_qk, tidx, scores, sQ, sK[None, None, stage])
+                cute.nvgpu.warpgroup.wait_group(0)
+
+                n0 = j * BN
+                # a block the masks cut: the sequence's end, the diagonal (+ window_right), the left bound
+                cut = Int32(n0 + BN > rows_kv)
+                if const_expr(self.window_right >= 0):
+                    if n0 + BN - 1 > row0 + offset + self.window_right:
+                        cut = Int32(1)
+                if const_expr(self.window_left >= 0):
+                    if n0 <= row0 + BM - 1 + offset - self.window_left:
+                        cut = Int32(1)
+                if cut != 0:
+                    for i in cutlass.range_constexpr(cute.size(scores)):
+                        row = row0 + crd_s[i][0]
+                        col = n0 + crd_s[i][1]
+                        if col >= rows_kv:
+                            scores[i] = Float32(_NEG_INF)
+                        if const_expr(self.window_right >= 0):
+                            if col > row + offset + self.window_right:
+                                scores[i] = Float32(_NEG_INF)
+                        if const_expr(self.window_left >= 0):
+                            if col <= row + offset - self.window_left:
+                                scores[i] = Float32(_NEG_INF)
+
+                # the online softmax, log2 domain: each row's max over this block and the earlier ones
+                top_a, top_b = m_a, m_b
+                for i in cutlass.range_constexpr(cute.size(scores)):
+                    s = scores[i] * scale_log2
+                    scores[i] = s
+                    if crd_s[i][0] == ra:
+                        top_a = cute.arch.fmax(top_a, s)
+                    else:
+                        top_b = cute.arch.fmax(top_b, s)
+                top_a, top_b = _quad_max(top_a), _quad_max(top_b)
+                # a row that has seen no key yet keeps its maximum at -inf and shifts by 0
+                base_a, base_b = top_a, top_b
+                if top_a == Float32(_NEG_INF):
+                    base_a = Float32(0.0)
+                if top_b == Float32(_NEG_INF):
+                    base_b = Float32(0.0)
+                corr_a = cute.math.exp2(m_a - base_a, fastmath=True)
+                corr_b = cute.math.exp2(m_b - base_b, fastmath=True)
+                m_a, m_b = top_a, top_b
+                sum_a, sum_b = Float32(0.0), Float32(0.0)
+                for i in cutlass.range_constexpr(cute.size(scores)):
+                    if crd_s[i][0] == ra:
+                        p = cute.math.exp2(scores[i] - base_a, fastmath=True)
+                        sum_a = sum_a + p
+                        p_part[i] = p.to(io)
+                    else:
+                        p = cute.math.exp2(scores[i] - base_b, fastmath=True)
+                        sum_b = sum_b + p
+                        p_part[i] = p.to(io)
+                l_a = l_a * corr_a + sum_a
+                l_b = l_b * corr_b + sum_b
+                for i in cutlass.range_constexpr(cute.size(out)):
+                    if crd_o[i][0] == ra:
+                        out[i] = out[i] * corr_a
+                    else:
+                        out[i] = out[i] * corr_b
+                cute.arch.fence_proxy("async.shared", space="cta")
+                cute.arch.sync_threads()  # P complete
+                _wg_gemm(mma_pv, tidx, out, sP, _transposed(sV[None, None, stage]))
+                cute.nvgpu.warpgroup.wait_group(0)
+                cute.arch.sync_threads()  # this stage's K, V and P read: free for the next copies
+            cute.arch.cp_async_wait_group(0)  # (with no key block, Q's copies: O reuses its tile)
+            cute.arch.sync_threads()
+
+            l_a, l_b = _quad_sum(l_a), _quad_sum(l_b)
+            inv_a = Float32(0.0)
+            inv_b = Float32(0.0)
+            if l_a > Float32(0.0):
+                inv_a = 1.0 / l_a
+            if l_b > Float32(0.0):
+                inv_b = 1.0 / l_b
+            # O through shared memory (Q's tile: no wgmma reads it any more), 16 bytes per store
+            sO = sQ  # the engine serves DV == D
+            o_part = mma_pv.get_slice(tidx).partition_C(sO)
+            for i in cutlass.range_constexpr(cute.size(out)):
+                if crd_o[i][0] == ra:
+                    o_part[i] = (out[i] * inv_a).to(io)
+                else:
+                    o_part[i] = (out[i] * inv_b).to(io)
+            cute.arch.sync_threads()
+            _store_rows(_copy_s2g(io, DV), tidx, sO, _rows_tile(mO, b, h, row0, BM, DV), rows_q - row0)
+            if const_expr(self.store_stats):
+                if tidx % 4 == 0:
+                    if row0 + ra < rows_q:
+                        lse = Float32(_NEG_INF)
+                        if l_a > Float32(0.0):
+                            lse = m_a * _LN2 + cute.math.log(l_a, fastmath=True)
+                        mStats[b, h, row0 + ra] = lse
+                    if row0 + rb < rows_q:
+                        lse = Float32(_NEG_INF)
+                        if l_b > Float32(0.0):
+                            lse = m_b * _LN2 + cute.math.log(l_b, fastmath=True)
+                        mStats[b, h, row0 + rb] = lse

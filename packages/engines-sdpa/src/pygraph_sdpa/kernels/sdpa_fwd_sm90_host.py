@@ -1,0 +1,123 @@
+"""Host side of ``sdpa_fwd_sm90``: the static configuration a compile is keyed by, the compile itself
+(CuTe DSL, for a named arch, no GPU needed) and the compiled functions kept per process and on
+disk (``PYGRAPH_SDPA_SM90_CACHE_DIR``; ``off`` disables it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+__all__ = ["HEAD_DIMS", "SdpaFwdKey", "compiled_forward"]
+
+HEAD_DIMS = (64, 128)  # D == D_v: the kernel's tiles (128 keys x D) and its O staging in Q's tile
+CACHE_ENV = "PYGRAPH_SDPA_SM90_CACHE_DIR"
+FN_NAME = "sdpa_fwd_sm90"
+# the compiled function's pointer arguments, in order
+POINTERS = ("q", "k", "v", "o", "stats", "seq_len_q", "seq_len_kv")
+
+
+@dataclasses.dataclass(frozen=True)
+class SdpaFwdKey:
+    head_dim: int
+    io_dtype: str  # "bfloat16" or "float16"
+    bottom_right: bool
+    window_left: int  # -1: unbounded
+    window_right: int  # -1: unbounded, 0: causal
+    padded: bool  # seq_len_q / seq_len_kv given
+    store_stats: bool
+
+
+_CACHE: dict[tuple[SdpaFwdKey, str], Any] = {}
+_LOCK = threading.Lock()
+
+
+def compiled_forward(key: SdpaFwdKey, arch: str = "sm_90a") -> Any:
+    """The compiled forward of ``key`` for ``arch``: from this process, else the disk, else compiled
+    (about 10 s on a CPU core)."""
+    found = _CACHE.get((key, arch))
+    if found is not None:
+        return found
+    with _LOCK:
+        found = _CACHE.get((key, arch))
+        if found is None:
+            disk = _disk()
+            if disk is None:
+                found = _compile(key, arch)
+            else:
+                found = disk.fetch(
+                    _disk_key(key, arch),
+                    load=_load_object,
+                    build=lambda: _compile(key, arch),
+                    save=_save_object,
+                )
+            _CACHE[(key, arch)] = found
+    return found
+
+
+def _disk() -> Any:
+    from pygraph.disk_cache import DiskCache, cache_dir
+
+    directory = cache_dir("sdpa_sm90", CACHE_ENV)
+    return (
+        None if directory is None else DiskCache(directory, kind="sdpa_fwd_sm90 kernel object", suffix=".o")
+    )
+
+
+def _disk_key(key: SdpaFwdKey, arch: str) -> str:
+    import cutlass
+
+    digest = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for name in sorted(p.name for p in here.glob("sdpa_*.py")):  # the kernels and this module
+        digest.update(name.encode())
+        digest.update((here / name).read_bytes())
+    ident = (dataclasses.astuple(key), arch, getattr(cutlass, "__version__", "?"), digest.hexdigest())
+    return hashlib.sha256(repr(ident).encode()).hexdigest()[:24]
+
+
+def _load_object(path: Path) -> Any:
+    import cutlass.cute as cute
+
+    return getattr(cute.runtime.load_module(str(path), enable_tvm_ffi=True), FN_NAME)
+
+
+def _save_object(fn: Any, path: Path) -> None:
+    fn.export_to_c(str(path), function_name=FN_NAME)
+
+
+def _compile(key: SdpaFwdKey, arch: str) -> Any:
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    from pygraph_sdpa.kernels.sdpa_fwd_sm90 import DT, SdpaFwdSm90
+
+    kernel = SdpaFwdSm90(
+        head_dim=key.head_dim,
+        head_dim_v=key.head_dim,
+        io_dtype=key.io_dtype,
+        bottom_right=key.bottom_right,
+        window_left=key.window_left,
+        window_right=key.window_right,
+        padded=key.padded,
+        store_stats=key.store_stats,
+    )
+    gmem = cute.AddressSpace.gmem
+    io = make_ptr(DT[key.io_dtype], 0, gmem, assumed_align=16)
+    pointers = [io, io, io, io, make_ptr(cutlass.Float32, 0, gmem, assumed_align=4)]
+    pointers += [make_ptr(cutlass.Int32, 0, gmem, assumed_align=4)] * 2
+    sizes = [cutlass.Int32(1)] * 18  # batch, heads (q, k, v), s_q, s_kv, then 4 x 3 strides
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # trace-time advisories on the intended fully unrolled loops
+        return cute.compile(
+            kernel,
+            *pointers,
+            *sizes,
+            cutlass.Float32(1.0),
+            make_fake_stream(),
+            options=f"--enable-tvm-ffi --gpu-arch {arch}",
+        )

@@ -1,0 +1,188 @@
+"""sdpa_fwd_sm90 on the CPU: its support rules, its call path with the compiled function replaced by
+a recorder (pointer order, sizes, the scale, the refusals), and real CuTe DSL compiles of its kernel
+for sm_90a (no GPU needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import pytest
+
+import pygraph
+from pygraph import data_type as dt
+from pygraph.engines.base import PlanConfig
+from pygraph_sdpa.engines import sm90 as engine_mod
+from pygraph_sdpa.engines.sm90 import SdpaFwdSm90Engine, key_for
+from pygraph_sdpa.kernels.sdpa_fwd_sm90_host import SdpaFwdKey
+
+ENGINE_ID = 20500
+needs_cute = pytest.mark.skipif(
+    importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
+)
+
+
+def _graph(
+    b=2,
+    h=4,
+    hk=4,
+    s_q=200,
+    s_kv=300,
+    d=128,
+    io=dt.BFLOAT16,
+    *,
+    padded=False,
+    stats=True,
+    q_stride=None,
+    **attrs,
+):
+    g = pygraph.Graph(name="attn", io_data_type=io, compute_data_type=dt.FLOAT)
+    q = g.tensor(name="q", dim=[b, h, s_q, d], stride=q_stride, data_type=io)
+    k = g.tensor(name="k", dim=[b, hk, s_kv, d], data_type=io)
+    v = g.tensor(name="v", dim=[b, hk, s_kv, d], data_type=io)
+    extra = {}
+    if padded:
+        extra["seq_len_q"] = g.tensor(name="seq_q", dim=[b, 1, 1, 1], data_type=dt.INT32)
+        extra["seq_len_kv"] = g.tensor(name="seq_kv", dim=[b, 1, 1, 1], data_type=dt.INT32)
+        extra["use_padding_mask"] = True
+    attrs.setdefault("attn_scale", 0.1)
+    o, st = g.sdpa(q=q, k=k, v=v, generate_stats=stats, name="sdpa", **extra, **attrs)
+    o.set_output(True)
+    if st is not None:
+        st.set_output(True).set_data_type(dt.FLOAT)
+    return g
+
+
+def _decline(graph) -> str:
+    with pytest.raises(pygraph.GraphNotSupportedError) as err:
+        SdpaFwdSm90Engine(ENGINE_ID).check_support(graph.engine_request())
+    return str(err.value)
+
+
+@needs_cute
+def test_accepts_the_cells_it_is_built_for():
+    engine = SdpaFwdSm90Engine(ENGINE_ID)
+    engine.check_support(_graph(use_causal_mask=True).engine_request())
+    engine.check_support(_graph(d=64, io=dt.HALF, h=8, hk=1, stats=False).engine_request())
+    engine.check_support(_graph(padded=True, use_causal_mask_bottom_right=True).engine_request())
+    engine.check_support(_graph(use_causal_mask=True, sliding_window_length=64).engine_request())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"d": 96}, "head dims qk=96, v=96: both must be one of (64, 128), equal"),
+        ({"attn_scale": None}, "attn_scale must be a number, it is not given"),
+        ({"dropout": (0.1, 1, 2)}, "features ['dropout'] not supported"),
+        ({"h": 6, "hk": 4}, "query heads 6 must be a multiple of K's 4 and V's 4"),
+        (
+            {"q_stride": [200 * 4 * 130, 200 * 130, 130, 1]},
+            "q's batch, head and row strides must be multiples of 8 (16-byte rows), got [104000, 26000, 130, 1]",
+        ),
+        (
+            {"q_stride": [4 * 200 * 128, 200 * 128, 1, 200]},
+            "q's head dim must be contiguous (stride 1)",
+        ),
+    ],
+)
+def test_declines_naming_the_rule_and_the_value(kwargs, reason):
+    assert reason in _decline(_graph(**kwargs))
+
+
+def test_the_compile_key_carries_the_masks_and_requests():
+    req = _graph(padded=True, use_causal_mask_bottom_right=True, sliding_window_length=32).engine_request()
+    assert key_for(req.facts) == SdpaFwdKey(
+        head_dim=128, io_dtype="bfloat16", bottom_right=True, window_left=32, window_right=0, padded=True,
+        store_stats=True,
+    )  # fmt: skip
+    plain = key_for(_graph(io=dt.HALF, d=64, stats=False).engine_request().facts)
+    assert (plain.io_dtype, plain.head_dim, plain.window_left, plain.window_right, plain.store_stats) == (
+        "float16", 64, -1, -1, False,
+    )  # fmt: skip
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
+    fn = _Recorder()
+    monkeypatch.setattr(engine_mod, "compiled_forward", lambda key: fn)
+    return fn
+
+
+def _pack(graph, base=0x10000):
+    """A variant pack of the graph's declared geometry, operand i at ``base + i * 0x10000``."""
+    from pygraph.execution.variant_pack import OperandBuffer, VariantPack
+
+    layout = graph.engine_request().layout
+    buffers = [
+        OperandBuffer(base + i * 0x10000, tuple(d.shape), tuple(d.stride), d.dtype)
+        for i, d in enumerate(layout.declared)
+    ]
+    return VariantPack(layout, buffers, device=0)
+
+
+def test_a_call_passes_pointers_sizes_and_the_scale_in_order(recorder):
+    from pygraph.execution.context import ExecutionContext
+
+    graph = _graph(padded=True, use_causal_mask=True)
+    req = graph.engine_request()
+    plan = SdpaFwdSm90Engine(ENGINE_ID).build_plan(req, PlanConfig(ENGINE_ID), None)
+    pack = _pack(graph)
+    plan.execute(graph, pack, ExecutionContext(handle=None, stream=7, workspace=0))
+    (args,) = recorder.calls
+    layout = req.layout
+    node = req.facts.node
+    want = [
+        pack.buffers[layout.position(t)].pointer
+        for t in (
+            node.inputs["q"],
+            node.inputs["k"],
+            node.inputs["v"],
+            node.outputs["O"],
+            node.outputs["Stats"],
+        )
+    ]
+    want += [pack.buffers[layout.position(node.inputs[p])].pointer for p in ("seq_len_q", "seq_len_kv")]
+    assert list(args[:7]) == want
+    q_strides = (4 * 200 * 128, 200 * 128, 128)
+    kv_strides = (4 * 300 * 128, 300 * 128, 128)
+    assert args[7:25] == (2, 4, 4, 4, 200, 300, *q_strides, *kv_strides, *kv_strides, *q_strides)
+    assert math.isclose(args[25], 0.1 * math.log2(math.e)) and args[26] == 7
+
+
+def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
+    from pygraph.execution.context import ExecutionContext
+
+    graph = _graph()
+    plan = SdpaFwdSm90Engine(ENGINE_ID).build_plan(graph.engine_request(), PlanConfig(ENGINE_ID), None)
+    with pytest.raises(ValueError, match="is not 16-byte aligned"):
+        plan.execute(
+            graph, _pack(graph, base=0x10008), ExecutionContext(handle=None, stream=None, workspace=0)
+        )
+    assert recorder.calls == []
+
+
+@needs_cute
+@pytest.mark.parametrize(
+    "key",
+    [
+        SdpaFwdKey(128, "bfloat16", False, -1, 0, True, True),  # causal, padded, stats
+        SdpaFwdKey(64, "float16", True, 64, 0, False, False),  # bottom-right causal window, no stats
+    ],
+    ids=["d128-causal-padded", "d64-fp16-window"],
+)
+def test_the_kernel_compiles_for_sm90a_without_a_gpu(monkeypatch, tmp_path, key):
+    from pygraph_sdpa.kernels import sdpa_fwd_sm90_host as host
+
+    monkeypatch.setenv(host.CACHE_ENV, str(tmp_path))
+    fn = host.compiled_forward(key)
+    assert callable(fn)
+    assert list(tmp_path.rglob("*.o")), "the compiled object is kept on disk"
