@@ -20,7 +20,17 @@ pytestmark = pytest.mark.sm90
 
 torch = pytest.importorskip("torch")
 
-from sdpa_cases import CASES, TOLERANCE, Case, _handle, _inputs, _mask_attrs, _padding, _rel, _valid_rows  # noqa: E402
+from sdpa_cases import (  # noqa: E402
+    CASES,
+    TOLERANCE,
+    Case,
+    _handle,
+    _inputs,
+    _mask_attrs,
+    _padding,
+    _rel,
+    _valid_rows,
+)
 
 from pygraph_sdpa.reference import sdpa_reference  # noqa: E402
 

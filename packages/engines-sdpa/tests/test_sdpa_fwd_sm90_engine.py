@@ -73,6 +73,7 @@ def test_accepts_the_cells_it_is_built_for():
     [
         ({"d": 96}, "head dims qk=96, v=96: both must be one of (64, 128), equal"),
         ({"attn_scale": None}, "attn_scale must be a number, it is not given"),
+        ({"attn_scale": -0.5}, "attn_scale must be positive (masked scores stay -inf through it), got -0.5"),
         ({"dropout": (0.1, 1, 2)}, "features ['dropout'] not supported"),
         ({"h": 6, "hk": 4}, "query heads 6 must be a multiple of K's 4 and V's 4"),
         (

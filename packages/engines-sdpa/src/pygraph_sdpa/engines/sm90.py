@@ -82,6 +82,8 @@ def _support_reason(facts: SdpaFacts) -> str | None:
     if facts.scale is None:
         why = "a tensor" if facts.scale_is_tensor else "not given (the backend's default applies)"
         return f"attn_scale must be a number, it is {why}"
+    if facts.scale <= 0:
+        return f"attn_scale must be positive (masked scores stay -inf through it), got {facts.scale}"
     if facts.window_left is not None and facts.window_left < 1:
         return f"window_left must be >= 1 or unbounded, got {facts.window_left}"
     if facts.window_right is not None and facts.window_right < 0:
