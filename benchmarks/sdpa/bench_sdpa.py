@@ -1,6 +1,7 @@
-"""The SDPA families' timing table: attention through pygraph (the cuDNN backend's plan, and the CuTe
-DSL forward ``sdpa_fwd_sm90`` with the backend's backward) side by side with torch's cuDNN and flash
-SDPA backends and flash-attention 4, forward and forward+backward.
+"""The SDPA families' timing table: attention through pygraph (the cuDNN backend's plan; "sm90 pair",
+the CuTe DSL ``sdpa_fwd_sm90`` and ``sdpa_bwd_sm90``; "sm90 fwd", that forward with the backend's
+backward) side by side with torch's cuDNN and flash SDPA backends and flash-attention 4, forward
+and forward+backward.
 
     python -m benchmarks.sdpa.bench_sdpa [--shapes ...] [--rounds 3] [--out DIR]
 
@@ -65,10 +66,22 @@ def _pygraph(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, 
     return forward, forward_backward, out
 
 
-def _ours(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, dict] | str:
-    """(forward call, forward+backward call, outputs): sdpa_fwd_sm90's plan of the same forward graph
-    (opt-in: enabled here, its plan selected by name), the backward the backend's (no python
-    backward yet)."""
+def _select(g: Any, engine: str) -> str | None:
+    """Plan ``g`` and build ``engine``'s first plan (None), or why it offers none."""
+    g.create_execution_plans()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    ours = [i for i, n in enumerate(names) if n.startswith(engine)]
+    if not ours:
+        return f"{engine} offers no plan: {g.decline_reasons()}"
+    g.select_plan(ours[0])
+    g.build_plans()
+    return None
+
+
+def _ours(q: Any, k: Any, v: Any, causal: bool, d_o: Any, backward: str) -> tuple[Any, Any, dict] | str:
+    """(forward call, forward+backward call, outputs): sdpa_fwd_sm90's plan of the forward graph and,
+    for the backward, sdpa_bwd_sm90's (``backward`` "python") or the backend's ("backend"); the
+    python engines are opt-in: enabled here, their plans selected by name."""
     import torch
 
     import pygraph
@@ -77,37 +90,53 @@ def _ours(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, dic
     from pygraph_sdpa import op_graphs
     from pygraph_sdpa.op_arguments import check_forward
 
-    os.environ["PYGRAPH_ENABLE_OPT_IN_ENGINES"] = "sdpa_fwd_sm90"
+    os.environ["PYGRAPH_ENABLE_OPT_IN_ENGINES"] = "sdpa_fwd_sm90,sdpa_bwd_sm90"
     scale = q.shape[-1] ** -0.5
-    g = pygraph.Graph("bench-sdpa-fwd-sm90", q.dtype, dt.FLOAT, dt.FLOAT)
-    tq, tk, tv = g.tensor_like(q), g.tensor_like(k), g.tensor_like(v)
-    to, tstats = g.sdpa(tq, tk, tv, generate_stats=True, attn_scale=scale, use_causal_mask=causal)
     out = {
         "o": torch.empty_like(q),
         "lse": torch.empty((*q.shape[:3], 1), device=q.device, dtype=torch.float32),
     }
+    out |= {"dQ": torch.empty_like(q), "dK": torch.empty_like(k), "dV": torch.empty_like(v)}
+    g = pygraph.Graph("bench-sdpa-fwd-sm90", q.dtype, dt.FLOAT, dt.FLOAT)
+    tq, tk, tv = g.tensor_like(q), g.tensor_like(k), g.tensor_like(v)
+    to, tstats = g.sdpa(tq, tk, tv, generate_stats=True, attn_scale=scale, use_causal_mask=causal)
     to.set_output(True).set_data_type(q.dtype)
     tstats.set_output(True).set_data_type(dt.FLOAT)
-    g.create_execution_plans()
-    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-    ours = [i for i, n in enumerate(names) if n.startswith("sdpa_fwd_sm90")]
-    if not ours:
-        return f"sdpa_fwd_sm90 offers no plan: {g.decline_reasons()}"
-    g.select_plan(ours[0])
-    g.build_plans()
-    bindings = {tq: q, tk: k, tv: v, to: out["o"], tstats: out["lse"]}
-    p, masks = check_forward(q, k, v, None, causal, False, -1, None, None)
-    bwd = op_graphs.backward_graph(p, masks, p.scale(None))
-    out |= {"dQ": torch.empty_like(q), "dK": torch.empty_like(k), "dV": torch.empty_like(v)}
-    b_tensors = {"q": q, "k": k, "v": v, "o": out["o"], "lse": out["lse"], "dO": d_o}
-    b_tensors |= {"dQ": out["dQ"], "dK": out["dK"], "dV": out["dV"]}
+    why = _select(g, "sdpa_fwd_sm90")
+    if why is not None:
+        return why
+    fwd = {tq: q, tk: k, tv: v, to: out["o"], tstats: out["lse"]}
+    if backward == "python":
+        gb = pygraph.Graph("bench-sdpa-bwd-sm90", q.dtype, dt.FLOAT, dt.FLOAT)
+        ports = [gb.tensor_like(x) for x in (q, k, v, out["o"], d_o, out["lse"])]
+        grads = gb.sdpa_backward(*ports, attn_scale=scale, use_causal_mask=causal)
+        bwd = dict(zip(ports, (q, k, v, out["o"], d_o, out["lse"])))
+        for name, port in zip(("dQ", "dK", "dV"), grads):
+            port.set_output(True).set_data_type(q.dtype)
+            bwd[port] = out[name]
+        why = _select(gb, "sdpa_bwd_sm90")
+        if why is not None:
+            return why
+        workspace = torch.empty(max(gb.get_workspace_size(), 1) + 256, device=q.device, dtype=torch.uint8)
+        workspace = workspace[(-workspace.data_ptr()) % 256 :]
+
+        def run_backward():
+            gb.execute(bwd, workspace)
+    else:
+        p, masks = check_forward(q, k, v, None, causal, False, -1, None, None)
+        built = op_graphs.backward_graph(p, masks, p.scale(None))
+        tensors = {"q": q, "k": k, "v": v, "o": out["o"], "lse": out["lse"], "dO": d_o}
+        tensors |= {"dQ": out["dQ"], "dK": out["dK"], "dV": out["dV"]}
+
+        def run_backward():
+            execute(built, tensors, q.device)
 
     def forward():
-        g.execute(bindings)
+        g.execute(fwd)
 
     def forward_backward():
-        g.execute(bindings)
-        execute(bwd, b_tensors, q.device)
+        g.execute(fwd)
+        run_backward()
 
     return forward, forward_backward, out
 
@@ -183,7 +212,8 @@ def timing(rounds: int, log: list) -> list[dict]:
         args = (q, k, v, causal, d_o)
         makers = {
             "pygraph": lambda a=args: _pygraph(*a),
-            "sdpa_fwd_sm90": lambda a=args: _ours(*a),
+            "sm90 pair": lambda a=args: _ours(*a, "python"),
+            "sm90 fwd": lambda a=args: _ours(*a, "backend"),
             "torch-cudnn": lambda a=args: _torch_backend("cudnn", *a),
             "torch-flash": lambda a=args: _torch_backend("flash", *a),
             "fa4": lambda a=args: _fa4(*a),

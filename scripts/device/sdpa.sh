@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The sdpa families on the device: the sm90 tests (the backend path, sdpa_fwd_sm90, the torch op),
-# compute-sanitizer memcheck of one sdpa_fwd_sm90 case, and the benchmark.
+# The sdpa families on the device: the sm90 tests (the backend path, sdpa_fwd_sm90, sdpa_bwd_sm90, the
+# torch op), compute-sanitizer memcheck of two cases of each python engine, and the benchmark.
 #   source /tmp/site/env.sh && bash scripts/device/sdpa.sh [PART] [bench args...]
-# PART: tests (default: backend, fwd_sm90, ops), backend, fwd_sm90, ops, memcheck, bench.
+# PART: tests (default: backend, fwd_sm90, bwd_sm90, ops), backend, fwd_sm90, bwd_sm90, ops, memcheck, bench.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
 part=tests
-case "${1:-}" in tests|backend|fwd_sm90|ops|memcheck|bench) part=$1; shift ;; esac
+case "${1:-}" in tests|backend|fwd_sm90|bwd_sm90|ops|memcheck|bench) part=$1; shift ;; esac
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
 dir=packages/engines-sdpa/tests
 run() {  # $1: test file, $2: log name; each case's printed errors, then the summary line
@@ -16,12 +16,15 @@ run() {  # $1: test file, $2: log name; each case's printed errors, then the sum
 }
 if [ "$part" = tests ] || [ "$part" = backend ]; then run test_sdpa_backend_sm90.py sdpa_backend_pytest.log; fi
 if [ "$part" = tests ] || [ "$part" = fwd_sm90 ]; then run test_sdpa_fwd_sm90.py sdpa_fwd_sm90_pytest.log; fi
+if [ "$part" = tests ] || [ "$part" = bwd_sm90 ]; then run test_sdpa_bwd_sm90.py sdpa_bwd_sm90_pytest.log; fi
 if [ "$part" = tests ] || [ "$part" = ops ]; then run test_sdpa_ops_sm90.py sdpa_ops_pytest.log; fi
 if [ "$part" = memcheck ]; then
-  compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 python3 -m pytest -m sm90 \
-    -p no:cacheprovider -q -k "${MEMCHECK_CASE:-long-causal or padding-window}" "$dir/test_sdpa_fwd_sm90.py" 2>&1 \
-    | tee "$OUTDIR/sdpa_memcheck.log" | tail -8
-  echo "memcheck exit status: ${PIPESTATUS[0]}"
+  for f in test_sdpa_fwd_sm90.py test_sdpa_bwd_sm90.py; do
+    compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 python3 -m pytest -m sm90 \
+      -p no:cacheprovider -q -k "${MEMCHECK_CASE:-long-causal or padding-window}" "$dir/$f" 2>&1 \
+      | tee -a "$OUTDIR/sdpa_memcheck.log" | tail -8
+    echo "memcheck ($f) exit status: ${PIPESTATUS[0]}"
+  done
 fi
 if [ "$part" = bench ]; then
   python3 -m benchmarks.sdpa.bench_sdpa "$@" 2>&1 | tee "$OUTDIR/bench_sdpa.log"

@@ -126,3 +126,24 @@ def _inputs(case: Case, seed: int):
     k = normal(case.b, case.hkv, case.s_kv, case.d)
     v = normal(case.b, case.hkv, case.s_kv, case.d)
     return q, k, v
+
+
+# cases only the python kernels' own loops reach (their suites add them to CASES): many blocks under
+# the causal bound, more keys than queries with a bottom-right window, more queries than keys (rows
+# that see no key), fp16 at head dim 128, padding with a window
+KERNEL_CASES = (
+    Case("long-causal", b=1, hq=2, hkv=2, s_q=1031, s_kv=1031, causal=True),
+    Case("long-full-d64", b=1, hq=2, hkv=1, s_q=515, s_kv=1100, d=64),
+    Case("window-bottom-right", s_q=190, s_kv=700, causal=True, bottom_right=True, window=100),
+    Case("more-queries-bottom-right", s_q=300, s_kv=100, causal=True, bottom_right=True),
+    Case("fp16-d128-causal", io="float16", causal=True, s_q=333, s_kv=333),
+    Case(
+        "padding-window",
+        s_q=384,
+        s_kv=384,
+        causal=True,
+        window=50,
+        seq_len_q=(384, 129),
+        seq_len_kv=(300, 129),
+    ),
+)

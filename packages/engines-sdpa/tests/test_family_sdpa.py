@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import pygraph
 from pygraph import data_type as dt
 from pygraph import heur_mode
@@ -33,27 +35,23 @@ def test_forward_and_backward_are_separate_families_with_their_own_blocks():
         assert fam.heuristics == ("pygraph_sdpa.heuristics", "recommend")
 
 
-def test_the_unwritten_backward_is_planned_not_offered_and_says_why():
-    fam = pygraph.engines.family_by_name("sdpa_bwd")
-    assert fam.slots["sdpa_bwd_sm90"].is_planned and fam.slots["sdpa_bwd_sm90"].impl is None
-    assert pygraph.engines.offered_ids(fam) == {}
-    built = pygraph.engines.instantiate(fam)
-    assert built.engines == ()
-    assert built.unavailable["sdpa_bwd_sm90"].startswith("planned: the CuTe DSL ")
-    assert "the cuDNN backend serves these graphs" in built.unavailable["sdpa_bwd_sm90"]
-    assert f"sdpa_bwd_sm90={fam.engine_id} (planned: " in repr(fam)
-
-
-def test_the_python_forward_ships_opt_in_until_its_device_proof(monkeypatch):
-    fam = pygraph.engines.family_by_name("sdpa_fwd")
-    slot = fam.slots["sdpa_fwd_sm90"]
-    assert slot.impl == ("pygraph_sdpa.engines.sm90", "SdpaFwdSm90Engine") and slot.opt_in
+@pytest.mark.parametrize(
+    ("family", "engine", "engine_id", "cls"),
+    [
+        ("sdpa_fwd", "sdpa_fwd_sm90", 20500, "SdpaFwdSm90Engine"),
+        ("sdpa_bwd", "sdpa_bwd_sm90", 20600, "SdpaBwdSm90Engine"),
+    ],
+)
+def test_the_python_engines_ship_opt_in_until_their_device_proof(monkeypatch, family, engine, engine_id, cls):
+    fam = pygraph.engines.family_by_name(family)
+    slot = fam.slots[engine]
+    assert slot.impl == ("pygraph_sdpa.engines.sm90", cls) and slot.opt_in
     monkeypatch.delenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", raising=False)
     assert pygraph.engines.offered_ids(fam) == {}
-    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "sdpa_fwd_sm90")
-    assert pygraph.engines.offered_ids(fam) == {"sdpa_fwd_sm90": 20500}
-    (engine,) = pygraph.engines.instantiate(fam).engines
-    assert (engine.name, engine.engine_id) == ("sdpa_fwd_sm90", 20500)
+    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", engine)
+    assert pygraph.engines.offered_ids(fam) == {engine: engine_id}
+    (built,) = pygraph.engines.instantiate(fam).engines
+    assert (built.name, built.engine_id) == (engine, engine_id)
 
 
 def test_the_hook_keeps_the_backend_block_exactly_as_a_family_without_a_hook():

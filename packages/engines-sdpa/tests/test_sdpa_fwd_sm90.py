@@ -22,6 +22,7 @@ torch = pytest.importorskip("torch")
 
 from sdpa_cases import (  # noqa: E402
     CASES,
+    KERNEL_CASES,
     TOLERANCE,
     Case,
     _handle,
@@ -35,22 +36,6 @@ from sdpa_cases import (  # noqa: E402
 from pygraph_sdpa.reference import sdpa_reference  # noqa: E402
 
 ENGINE = "sdpa_fwd_sm90"
-KERNEL_CASES = (
-    Case("long-causal", b=1, hq=2, hkv=2, s_q=1031, s_kv=1031, causal=True),
-    Case("long-full-d64", b=1, hq=2, hkv=1, s_q=515, s_kv=1100, d=64),
-    Case("window-bottom-right", s_q=190, s_kv=700, causal=True, bottom_right=True, window=100),
-    Case("more-queries-bottom-right", s_q=300, s_kv=100, causal=True, bottom_right=True),
-    Case("fp16-d128-causal", io="float16", causal=True, s_q=333, s_kv=333),
-    Case(
-        "padding-window",
-        s_q=384,
-        s_kv=384,
-        causal=True,
-        window=50,
-        seq_len_q=(384, 129),
-        seq_len_kv=(300, 129),
-    ),
-)
 
 
 def _forward(case: Case, q, k, v, plan_engine: str | None):

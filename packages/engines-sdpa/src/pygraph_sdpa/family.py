@@ -5,8 +5,6 @@ from __future__ import annotations
 from pygraph.engines.hookspec import hookimpl
 from pygraph.engines.manifest import EngineFamily, EngineSlot
 
-_BACKEND_SERVES = "the cuDNN backend serves these graphs"
-
 
 @hookimpl
 def pygraph_families() -> list[EngineFamily]:
@@ -30,8 +28,9 @@ def pygraph_families() -> list[EngineFamily]:
             engine_id=20600,
             package="pygraph_sdpa",
             slots={
+                # opt-in until it is proven on the device (PYGRAPH_ENABLE_OPT_IN_ENGINES=sdpa_bwd_sm90)
                 "sdpa_bwd_sm90": EngineSlot(
-                    0, planned=f"the CuTe DSL backward for Hopper is not written yet; {_BACKEND_SERVES}"
+                    0, impl=("pygraph_sdpa.engines.sm90", "SdpaBwdSm90Engine"), opt_in=True
                 ),
             },
             anchors=("SDPA_BWD",),

@@ -1,8 +1,8 @@
 """The ``sdpa_fwd`` and ``sdpa_bwd`` families' ranking hook.
 
 No cell has been timed on the device yet, so every cell keeps the backend's entries first, in the
-backend's own order, and ``sdpa_fwd_sm90`` (opt-in until its device proof: see docs/sdpa.md) goes
-after them where it is offered. Rules placing it first come per cell (head dim, causal,
+backend's own order, and the python engines (``sdpa_fwd_sm90``, ``sdpa_bwd_sm90``: opt-in until
+their device proof, see docs/sdpa.md) go after them where they are offered. Rules placing it first come per cell (head dim, causal,
 sequence-length bucket, GQA), each by a measurement named next to it.
 """
 
@@ -21,7 +21,7 @@ __all__ = ["recommend"]
 def recommend(
     modes: Sequence[Any], facts: SdpaFacts, offered: dict[str, int], backend_entries: Sequence[PlanConfig]
 ) -> list[PlanConfig]:
-    """The plan list: the backend's block for each mode, then the python forward where it is offered
+    """The plan list: the backend's block for each mode, then the python engine where it is offered
     (untimed: the backend leads every cell)."""
-    ours = [PlanConfig(offered["sdpa_fwd_sm90"])] if "sdpa_fwd_sm90" in offered else []
+    ours = [PlanConfig(offered[name]) for name in ("sdpa_fwd_sm90", "sdpa_bwd_sm90") if name in offered]
     return assemble(modes, lambda kind: [PLACE_BACKEND, *ours], backend_entries)

@@ -26,9 +26,18 @@ from pygraph.engines.base import (
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
 from pygraph_sdpa.analyzer import SdpaFacts
-from pygraph_sdpa.kernels.sdpa_fwd_sm90_host import HEAD_DIMS, POINTERS, SdpaFwdKey, compiled_forward
+from pygraph_sdpa.kernels.sdpa_fwd_sm90_host import (
+    BWD_POINTERS,
+    HEAD_DIMS,
+    POINTERS,
+    SdpaBwdKey,
+    SdpaFwdKey,
+    backward_workspace,
+    compiled_backward,
+    compiled_forward,
+)
 
-__all__ = ["SdpaFwdSm90Engine", "SdpaFwdSm90Plan"]
+__all__ = ["SdpaBwdSm90Engine", "SdpaBwdSm90Plan", "SdpaFwdSm90Engine", "SdpaFwdSm90Plan"]
 
 _INSTALL = "pip install 'pygraph-engines-sdpa[cute]'"
 _FEATURES = frozenset(
@@ -43,8 +52,10 @@ _FEATURES = frozenset(
         "stats",
     }
 )
+_BWD_FEATURES = _FEATURES - {"stats"}  # the backward reads the stats; it has no Stats output
 _IO = {data_type.BFLOAT16: "bfloat16", data_type.HALF: "float16"}
 _VEC = 8  # elements per 16-byte copy
+_LOG2E = 1.4426950408889634
 
 
 def _dims(t: Any) -> tuple[int, ...]:
@@ -62,19 +73,14 @@ def _strides(t: Any) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def _support_reason(facts: SdpaFacts) -> str | None:
-    """Why sdpa_fwd_sm90 cannot serve these facts (the rule and the value), or None."""
-    if facts.backward:
-        return "serves SDPA (forward) graphs; SDPA_BWD graphs are the backend's"
+def _common_reason(facts: SdpaFacts) -> str | None:
+    """Why neither python engine can serve these facts (the rule and the value), or None."""
     if facts.stray_nodes:
-        return f"serves a graph of one SDPA node, this one also has {list(facts.stray_nodes)}"
+        return f"serves a graph of one attention node, this one also has {list(facts.stray_nodes)}"
     if facts.head_dim_qk != facts.head_dim_v or facts.head_dim_qk not in HEAD_DIMS:
         return (
             f"head dims qk={facts.head_dim_qk}, v={facts.head_dim_v}: both must be one of {HEAD_DIMS}, equal"
         )
-    if len(set(facts.dtypes)) != 1 or facts.o.data_type is not facts.q.data_type:
-        names = [getattr(t.data_type, "name", t.data_type) for t in (facts.q, facts.k, facts.v, facts.o)]
-        return f"q, k, v and O must share one dtype, got {names}"
     if facts.gqa_ratio is None or facts.heads_v <= 0 or facts.heads_q % facts.heads_v:
         return (
             f"query heads {facts.heads_q} must be a multiple of K's {facts.heads_k} and V's {facts.heads_v}"
@@ -88,27 +94,84 @@ def _support_reason(facts: SdpaFacts) -> str | None:
         return f"window_left must be >= 1 or unbounded, got {facts.window_left}"
     if facts.window_right is not None and facts.window_right < 0:
         return f"window_right must be >= 0 or unbounded, got {facts.window_right}"
-    if facts.stats is not None and facts.stats.data_type is not data_type.FLOAT:
-        return f"Stats must be FLOAT, got {facts.stats.data_type.name}"
-    for role, t in (("q", facts.q), ("k", facts.k), ("v", facts.v), ("O", facts.o)):
-        dims, strides = _dims(t), _strides(t)
-        if len(dims) != 4:
-            return f"{role} must be 4-d [B, H, S, D], got {list(dims)}"
-        if strides[3] != 1:
-            return f"{role}'s head dim must be contiguous (stride 1), got strides {list(strides)}"
-        if any(s % _VEC for s in strides[:3]):
-            return f"{role}'s batch, head and row strides must be multiples of {_VEC} (16-byte rows), got {list(strides)}"
-        span = sum((d - 1) * s for d, s in zip(dims, strides)) + 1
-        if span >= 2**31:
-            return f"{role} spans {span} elements: the kernel indexes with 32-bit offsets (< 2^31)"
     if facts.stats is not None:
+        if facts.stats.data_type is not data_type.FLOAT:
+            return f"Stats must be FLOAT, got {facts.stats.data_type.name}"
         want = [facts.batch, facts.heads_q, facts.seq_q, 1]
-        if list(_dims(facts.stats)) != want or _strides(facts.stats)[:3] != (
-            facts.heads_q * facts.seq_q,
-            facts.seq_q,
-            1,
-        ):
-            return f"Stats must be contiguous {want}, got shape {list(_dims(facts.stats))} stride {list(_strides(facts.stats))}"
+        got_dims, got_strides = list(_dims(facts.stats)), _strides(facts.stats)
+        if got_dims != want or got_strides[:3] != (facts.heads_q * facts.seq_q, facts.seq_q, 1):
+            return f"Stats must be contiguous {want}, got shape {got_dims} stride {list(got_strides)}"
+    return None
+
+
+def _rows_reason(role: str, t: Any) -> str | None:
+    """Why operand ``t`` cannot be read or written by the kernels' 16-byte row copies, or None."""
+    dims, strides = _dims(t), _strides(t)
+    if len(dims) != 4:
+        return f"{role} must be 4-d [B, H, S, D], got {list(dims)}"
+    if strides[3] != 1:
+        return f"{role}'s head dim must be contiguous (stride 1), got strides {list(strides)}"
+    if any(s % _VEC for s in strides[:3]):
+        return f"{role}'s batch, head and row strides must be multiples of {_VEC} (16-byte rows), got {list(strides)}"
+    span = sum((d - 1) * s for d, s in zip(dims, strides)) + 1
+    if span >= 2**31:
+        return f"{role} spans {span} elements: the kernel indexes with 32-bit offsets (< 2^31)"
+    return None
+
+
+def _support_reason(facts: SdpaFacts) -> str | None:
+    """Why sdpa_fwd_sm90 cannot serve these facts (the rule and the value), or None."""
+    if facts.backward:
+        return "serves SDPA (forward) graphs; SDPA_BWD graphs are sdpa_bwd_sm90's"
+    reason = _common_reason(facts)
+    if reason is not None:
+        return reason
+    if len(set(facts.dtypes)) != 1 or facts.o.data_type is not facts.q.data_type:
+        names = [getattr(t.data_type, "name", t.data_type) for t in (facts.q, facts.k, facts.v, facts.o)]
+        return f"q, k, v and O must share one dtype, got {names}"
+    for role, t in (("q", facts.q), ("k", facts.k), ("v", facts.v), ("O", facts.o)):
+        reason = _rows_reason(role, t)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _bwd_operands(facts: SdpaFacts) -> dict[str, Any]:
+    node = facts.node
+    return {
+        "q": facts.q, "k": facts.k, "v": facts.v, "o": facts.o, "dO": node.inputs.get("dO"),
+        "dQ": node.outputs.get("dQ"), "dK": node.outputs.get("dK"), "dV": node.outputs.get("dV"),
+    }  # fmt: skip
+
+
+def _bwd_reason(facts: SdpaFacts) -> str | None:
+    """Why sdpa_bwd_sm90 cannot serve these facts (the rule and the value), or None."""
+    if not facts.backward:
+        return "serves SDPA_BWD graphs; SDPA (forward) graphs are sdpa_fwd_sm90's"
+    if facts.deterministic:
+        return "use_deterministic_algorithm: dQ is summed by atomics, in no fixed order"
+    reason = _common_reason(facts)
+    if reason is not None:
+        return reason
+    if facts.heads_k != facts.heads_v:
+        return f"K and V must have the same heads, got {facts.heads_k} and {facts.heads_v}"
+    if facts.stats is None:
+        return "needs the forward's stats"
+    ops = _bwd_operands(facts)
+    dtypes = {role: t.data_type for role, t in ops.items() if t is not None}
+    if len(dtypes) != 8 or len(set(dtypes.values())) != 1:
+        return f"q, k, v, O, dO, dQ, dK and dV must share one dtype, got { {r: getattr(d, 'name', d) for r, d in dtypes.items()} }"
+    for role, t in ops.items():
+        reason = _rows_reason(role, t)
+        if reason is not None:
+            return reason
+    for like, roles in (("q", ("dO", "dQ")), ("k", ("v", "dK", "dV"))):
+        for role in roles:
+            if _strides(ops[role]) != _strides(ops[like]):
+                return (
+                    f"{role}'s strides {list(_strides(ops[role]))} must equal {like}'s {list(_strides(ops[like]))} "
+                    "(the kernel reads them with one layout)"
+                )
     return None
 
 
@@ -128,15 +191,21 @@ class SdpaFwdSm90Plan(CompiledPlan):
     """The compiled forward bound to one graph: each pointer's pack position (or none) and the sizes."""
 
     reads_stream = True
+    engine_name = "sdpa_fwd_sm90"
 
-    def __init__(self, name: str, fn: Any, rows: tuple, sizes: tuple, scale_log2: float) -> None:
-        self._name, self._fn, self._sizes, self._scale_log2 = name, fn, sizes, scale_log2
+    def __init__(self, name: str, fn: Any, rows: tuple, sizes: tuple, scale: float) -> None:
+        self._name, self._fn, self._sizes, self._scale = name, fn, sizes, scale
         self._rows = rows  # (role, pack position or -1, declared shape, declared stride)
 
     def get_workspace_size(self) -> int:
         return 0
 
-    def execute(self, graph: Any, pack: Any, ctx: ExecutionContext) -> None:
+    def _refuse(self, rule: str) -> None:
+        raise ValueError(f"{self.engine_name} (graph {self._name!r}): {rule}")
+
+    def _pointers(self, pack: Any, aligned: tuple[str, ...]) -> list[int]:
+        """The call's addresses in the compiled function's order (0 for an absent operand), each
+        buffer checked against the declared geometry and, for ``aligned`` roles, 16-byte alignment."""
         bufs = pack.buffers
         pointers = []
         for role, pos, shape, stride in self._rows:
@@ -145,17 +214,20 @@ class SdpaFwdSm90Plan(CompiledPlan):
                 continue
             buf = bufs[pos]
             if buf.shape != shape or buf.stride != stride:
-                raise ValueError(
-                    f"sdpa_fwd_sm90 (graph {self._name!r}): operand {role} is shape {list(buf.shape)} stride "
-                    f"{list(buf.stride)}; the plan is compiled for the declared {list(shape)} stride {list(stride)}"
+                self._refuse(
+                    f"operand {role} is shape {list(buf.shape)} stride {list(buf.stride)}; the plan is "
+                    f"compiled for the declared {list(shape)} stride {list(stride)}"
                 )
-            if role in ("q", "k", "v", "o") and buf.pointer % 16:
-                raise ValueError(
-                    f"sdpa_fwd_sm90 (graph {self._name!r}): operand {role} at {buf.pointer:#x} is not 16-byte "
-                    "aligned (its rows are copied 16 bytes at a time)"
+            if role in aligned and buf.pointer % 16:
+                self._refuse(
+                    f"operand {role} at {buf.pointer:#x} is not 16-byte aligned (its rows are copied 16 bytes at a time)"
                 )
             pointers.append(buf.pointer)
-        self._fn(*pointers, *self._sizes, self._scale_log2, ctx.stream or 0)
+        return pointers
+
+    def execute(self, graph: Any, pack: Any, ctx: ExecutionContext) -> None:
+        pointers = self._pointers(pack, ("q", "k", "v", "o"))
+        self._fn(*pointers, *self._sizes, self._scale * _LOG2E, ctx.stream or 0)
 
 
 class SdpaFwdSm90Engine(BaseEngine):
@@ -191,28 +263,40 @@ class SdpaFwdSm90Engine(BaseEngine):
         problem = self.capabilities.mismatch(facts, plan.knobs or {})
         if problem is not None:
             raise GraphNotSupportedError(f"{self.name}: {problem}")
-        node = facts.node
         tensors = {
-            "q": facts.q,
-            "k": facts.k,
-            "v": facts.v,
-            "o": facts.o,
-            "stats": facts.stats,
-            "seq_len_q": node.inputs.get("seq_len_q") if facts.padded else None,
-            "seq_len_kv": node.inputs.get("seq_len_kv") if facts.padded else None,
+            "q": facts.q, "k": facts.k, "v": facts.v, "o": facts.o, "stats": facts.stats, **self._lengths(facts),
+        }  # fmt: skip
+        rows = self._rows(request, tensors, POINTERS)
+        q, k, v, o = (_strides(tensors[r]) for r in ("q", "k", "v", "o"))
+        sizes = (
+            facts.batch, facts.heads_q, facts.heads_k, facts.heads_v, facts.seq_q, facts.seq_kv,
+            *q[:3], *k[:3], *v[:3], *o[:3],
+        )  # fmt: skip
+        fn = compiled_forward(key_for(facts))
+        return SdpaFwdSm90Plan(request.graph.name, fn, rows, sizes, facts.scale)
+
+    def _lengths(self, facts: SdpaFacts) -> dict[str, Any]:
+        """seq_len_q and seq_len_kv (None without padding), checked: INT32, one value per batch."""
+        node = facts.node
+        lengths = {
+            role: node.inputs.get(role) if facts.padded else None for role in ("seq_len_q", "seq_len_kv")
         }
-        if facts.padded and (tensors["seq_len_q"] is None or tensors["seq_len_kv"] is None):
+        if facts.padded and None in lengths.values():
             raise GraphNotSupportedError(f"{self.name}: padding needs both seq_len_q and seq_len_kv")
-        for role in ("seq_len_q", "seq_len_kv"):
-            t = tensors[role]
+        for role, t in lengths.items():
             if t is not None and (t.data_type is not data_type.INT32 or math.prod(_dims(t)) != facts.batch):
                 raise GraphNotSupportedError(
                     f"{self.name}: {role} must be INT32 with one value per batch ({facts.batch}), "
                     f"got {getattr(t.data_type, 'name', t.data_type)} {list(_dims(t))}"
                 )
+        return lengths
+
+    @staticmethod
+    def _rows(request: EngineRequest, tensors: dict[str, Any], roles: tuple[str, ...]) -> tuple:
+        """(role, pack position or -1, declared shape, declared stride) for each pointer role."""
         layout = request.layout
         rows = []
-        for role in POINTERS:
+        for role in roles:
             t = tensors[role]
             if t is None:
                 rows.append((role, -1, (), ()))
@@ -220,10 +304,77 @@ class SdpaFwdSm90Engine(BaseEngine):
             pos = layout.position(t)
             d = layout.declared[pos]
             rows.append((role, pos, tuple(d.shape), tuple(d.stride)))
-        q, k, v, o = (_strides(tensors[r]) for r in ("q", "k", "v", "o"))
-        sizes = (
-            facts.batch, facts.heads_q, facts.heads_k, facts.heads_v, facts.seq_q, facts.seq_kv,
-            *q[:3], *k[:3], *v[:3], *o[:3],
-        )  # fmt: skip
-        fn = compiled_forward(key_for(facts))
-        return SdpaFwdSm90Plan(request.graph.name, fn, tuple(rows), sizes, facts.scale * math.log2(math.e))
+        return tuple(rows)
+
+
+def bwd_key_for(facts: SdpaFacts) -> SdpaBwdKey:
+    fwd = key_for(facts)
+    return SdpaBwdKey(
+        head_dim=fwd.head_dim, io_dtype=fwd.io_dtype, bottom_right=fwd.bottom_right, window_left=fwd.window_left,
+        window_right=fwd.window_right, padded=fwd.padded,
+    )  # fmt: skip
+
+
+class SdpaBwdSm90Plan(SdpaFwdSm90Plan):
+    """The compiled backward bound to one graph; its workspace holds delta and dQ's fp32 sums."""
+
+    engine_name = "sdpa_bwd_sm90"
+
+    def __init__(self, name: str, fn: Any, rows: tuple, sizes: tuple, scale: float, workspace: tuple) -> None:
+        super().__init__(name, fn, rows, sizes, scale)
+        self._acc_offset, self._workspace_bytes = workspace
+
+    def get_workspace_size(self) -> int:
+        return self._workspace_bytes
+
+    def execute(self, graph: Any, pack: Any, ctx: ExecutionContext) -> None:
+        workspace = ctx.workspace or 0
+        if not workspace:
+            self._refuse(f"needs a workspace of {self._workspace_bytes} bytes, got none")
+        if workspace % 256:
+            self._refuse(f"workspace pointer {workspace:#x} is not 256-byte aligned")
+        pointers = self._pointers(pack, ("q", "k", "v", "o", "dO", "dQ", "dK", "dV"))
+        self._fn(
+            *pointers, workspace, workspace + self._acc_offset, *self._sizes, self._scale, ctx.stream or 0
+        )
+
+
+class SdpaBwdSm90Engine(SdpaFwdSm90Engine):
+    """``sdpa_bwd_sm90``: SDPA_BWD graphs (dQ, dK, dV from q, k, v, O, dO and the stats)."""
+
+    name = "sdpa_bwd_sm90"
+    capabilities = Capabilities(
+        sm_lo=90,
+        sm_hi=90,
+        dtypes={data_type.BFLOAT16, data_type.HALF},
+        features=_BWD_FEATURES,
+        knob_domains={},
+    )
+
+    def check_support(self, request: EngineRequest) -> None:
+        facts = self._facts(request)
+        reason = _bwd_reason(facts) or self.capabilities.mismatch(facts, device=request.device)
+        if reason is not None:
+            raise GraphNotSupportedError(f"{self.name}: {reason}")
+        if importlib.util.find_spec("cutlass") is None:
+            raise ImportError(f"{self.name}: needs CuTe DSL ({_INSTALL})")
+
+    def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
+        f = self._facts(request)
+        return backward_workspace(f.batch, f.heads_q, f.seq_q, f.head_dim_qk)[1]
+
+    def build_plan(
+        self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
+    ) -> CompiledPlan:
+        self.check_support(request)
+        facts = self._facts(request)
+        problem = self.capabilities.mismatch(facts, plan.knobs or {})
+        if problem is not None:
+            raise GraphNotSupportedError(f"{self.name}: {problem}")
+        tensors = {**_bwd_operands(facts), "stats": facts.stats, **self._lengths(facts)}
+        rows = self._rows(request, tensors, BWD_POINTERS[:11])
+        q, k, o = (_strides(tensors[r]) for r in ("q", "k", "o"))
+        sizes = (facts.batch, facts.heads_q, facts.heads_k, facts.seq_q, facts.seq_kv, *q[:3], *k[:3], *o[:3])
+        workspace = backward_workspace(facts.batch, facts.heads_q, facts.seq_q, facts.head_dim_qk)
+        fn = compiled_backward(bwd_key_for(facts))
+        return SdpaBwdSm90Plan(request.graph.name, fn, rows, sizes, facts.scale, workspace)

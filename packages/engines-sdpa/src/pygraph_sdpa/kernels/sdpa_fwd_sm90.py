@@ -54,19 +54,20 @@ def _row_major(rows: int, cols: int, stages: int = 0):
     return layout, cute.make_swizzle(bits, 4, 3)
 
 
-def _wg_mma(dtype, n: int, b_mn_major: bool):
-    """Two warpgroups over a (128, n) product (64 rows each), ``wgmma.m64nNk16`` from shared
-    memory, A K-major, fp32 accumulators set to accumulate."""
+def _wg_mma(dtype, n: int, b_mn_major: bool, *, a_mn_major: bool = False, tiling=(2, 1, 1)):
+    """Warpgroup MMAs (``wgmma.m64nNk16`` from shared memory, fp32 accumulators set to
+    accumulate) tiled over ``tiling`` warpgroups: (2, 1, 1) is a (128, n) product, 64 rows each;
+    (1, 2, 1) a (64, 2 n) one, n columns each. Operands K-major unless their flag says MN-major."""
     major = cute.nvgpu.OperandMajorMode
     op = cute.nvgpu.warpgroup.MmaF16BF16Op(
         dtype,
         Float32,
         (64, n, 16),
         cute.nvgpu.warpgroup.OperandSource.SMEM,
-        major.K,
+        major.MN if a_mn_major else major.K,
         major.MN if b_mn_major else major.K,
     )
-    tiled = cute.make_tiled_mma(cute.make_mma_atom(op), (2, 1, 1))
+    tiled = cute.make_tiled_mma(cute.make_mma_atom(op), tiling)
     tiled.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
     return tiled
 

@@ -1,6 +1,6 @@
-"""Host side of ``sdpa_fwd_sm90``: the static configuration a compile is keyed by, the compile itself
-(CuTe DSL, for a named arch, no GPU needed) and the compiled functions kept per process and on
-disk (``PYGRAPH_SDPA_SM90_CACHE_DIR``; ``off`` disables it)."""
+"""Host side of ``sdpa_fwd_sm90`` and ``sdpa_bwd_sm90``: the static configurations a compile is keyed
+by, the compiles themselves (CuTe DSL, for a named arch, no GPU needed) and the compiled functions
+kept per process and on disk (``PYGRAPH_SDPA_SM90_CACHE_DIR``; ``off`` disables it)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,16 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HEAD_DIMS", "SdpaFwdKey", "compiled_forward"]
+__all__ = ["HEAD_DIMS", "SdpaBwdKey", "SdpaFwdKey", "compiled_backward", "compiled_forward"]
 
 HEAD_DIMS = (64, 128)  # D == D_v: the kernel's tiles (128 keys x D) and its O staging in Q's tile
 CACHE_ENV = "PYGRAPH_SDPA_SM90_CACHE_DIR"
 FN_NAME = "sdpa_fwd_sm90"
-# the compiled function's pointer arguments, in order
+# the compiled functions' pointer arguments, in order
 POINTERS = ("q", "k", "v", "o", "stats", "seq_len_q", "seq_len_kv")
+BWD_POINTERS = (
+    "q", "k", "v", "o", "dO", "stats", "dQ", "dK", "dV", "seq_len_q", "seq_len_kv", "delta", "dq_acc",
+)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,13 +34,36 @@ class SdpaFwdKey:
     store_stats: bool
 
 
-_CACHE: dict[tuple[SdpaFwdKey, str], Any] = {}
+@dataclasses.dataclass(frozen=True)
+class SdpaBwdKey:
+    head_dim: int
+    io_dtype: str
+    bottom_right: bool
+    window_left: int
+    window_right: int
+    padded: bool
+
+
+def backward_workspace(batch: int, heads: int, seq_q: int, head_dim: int) -> tuple[int, int]:
+    """The backward's workspace: delta ([B, H, S_q] fp32) from 0, then the fp32 dQ accumulator
+    ([B, H, S_q, D]) from the first returned value (delta's bytes rounded up to 256); the second is
+    the total."""
+    delta = -(-batch * heads * seq_q * 4 // 256) * 256
+    return delta, delta + batch * heads * seq_q * head_dim * 4
+
+
+_CACHE: dict[tuple[Any, str], Any] = {}
 _LOCK = threading.Lock()
 
 
-def compiled_forward(key: SdpaFwdKey, arch: str = "sm_90a") -> Any:
-    """The compiled forward of ``key`` for ``arch``: from this process, else the disk, else compiled
-    (about 10 s on a CPU core)."""
+def compiled_backward(key: SdpaBwdKey, arch: str = "sm_90a") -> Any:
+    """The compiled backward of ``key`` for ``arch`` (as `compiled_forward`)."""
+    return compiled_forward(key, arch)
+
+
+def compiled_forward(key: Any, arch: str = "sm_90a") -> Any:
+    """The compiled forward (or, for an `SdpaBwdKey`, backward) of ``key`` for ``arch``: from this
+    process, else the disk, else compiled (about 5 s on a CPU core)."""
     found = _CACHE.get((key, arch))
     if found is not None:
         return found
@@ -75,7 +101,13 @@ def _disk_key(key: SdpaFwdKey, arch: str) -> str:
     for name in sorted(p.name for p in here.glob("sdpa_*.py")):  # the kernels and this module
         digest.update(name.encode())
         digest.update((here / name).read_bytes())
-    ident = (dataclasses.astuple(key), arch, getattr(cutlass, "__version__", "?"), digest.hexdigest())
+    ident = (
+        type(key).__name__,
+        dataclasses.astuple(key),
+        arch,
+        getattr(cutlass, "__version__", "?"),
+        digest.hexdigest(),
+    )
     return hashlib.sha256(repr(ident).encode()).hexdigest()[:24]
 
 
@@ -89,7 +121,9 @@ def _save_object(fn: Any, path: Path) -> None:
     fn.export_to_c(str(path), function_name=FN_NAME)
 
 
-def _compile(key: SdpaFwdKey, arch: str) -> Any:
+def _compile(key: Any, arch: str) -> Any:
+    if isinstance(key, SdpaBwdKey):
+        return _compile_backward(key, arch)
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_stream, make_ptr
@@ -113,6 +147,40 @@ def _compile(key: SdpaFwdKey, arch: str) -> Any:
     sizes = [cutlass.Int32(1)] * 18  # batch, heads (q, k, v), s_q, s_kv, then 4 x 3 strides
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # trace-time advisories on the intended fully unrolled loops
+        return cute.compile(
+            kernel,
+            *pointers,
+            *sizes,
+            cutlass.Float32(1.0),
+            make_fake_stream(),
+            options=f"--enable-tvm-ffi --gpu-arch {arch}",
+        )
+
+
+def _compile_backward(key: SdpaBwdKey, arch: str) -> Any:
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    from pygraph_sdpa.kernels.sdpa_bwd_sm90 import SdpaBwdSm90
+    from pygraph_sdpa.kernels.sdpa_fwd_sm90 import DT
+
+    kernel = SdpaBwdSm90(
+        head_dim=key.head_dim,
+        io_dtype=key.io_dtype,
+        bottom_right=key.bottom_right,
+        window_left=key.window_left,
+        window_right=key.window_right,
+        padded=key.padded,
+    )
+    gmem = cute.AddressSpace.gmem
+    io = make_ptr(DT[key.io_dtype], 0, gmem, assumed_align=16)
+    f32 = make_ptr(cutlass.Float32, 0, gmem, assumed_align=4)
+    i32 = make_ptr(cutlass.Int32, 0, gmem, assumed_align=4)
+    pointers = [io, io, io, io, io, f32, io, io, io, i32, i32, f32, f32]
+    sizes = [cutlass.Int32(1)] * 14  # batch, heads (q, k), s_q, s_kv, then 3 x 3 strides
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         return cute.compile(
             kernel,
             *pointers,

@@ -1,0 +1,354 @@
+"""The attention backward for Hopper in CuTe DSL (the ``sdpa_bwd_sm90`` engine): three kernels.
+
+1. `SdpaBwdSm90.prepare` (grid: 128-row query blocks x query heads x batch, a warp per row):
+   ``delta = rowsum(O * dO)`` (fp32, 0 past the sequence's length) and the fp32 dQ accumulator
+   zeroed, both in the workspace.
+2. `SdpaBwdSm90.main` (grid: 128-key blocks x K heads x batch, two warpgroups, each owning 64 of the
+   block's keys): K and V of the block stay in shared memory while the query blocks of 64 rows that
+   its masks leave, of every query head of the K head's group (GQA: dK and dV are summed in the
+   CTA, so no atomics and no order to depend on), stream Q, dO, lse and delta through a two-stage
+   ring. Per query block, on warpgroup MMAs: ``S^T = K Q^T`` and ``dP^T = V dO^T``; in registers
+   ``P^T = exp(scale S^T - lse)`` and ``dS^T = P^T (dP^T - delta)`` (both 0 where the masks or the
+   lengths hide the pair, chosen rather than computed: a hidden row's lse may be -inf or unset),
+   each into shared memory in the io dtype; then ``dV += P^T dO``, ``dK += dS^T Q`` and the block's
+   ``dQ = dS K``, added to the fp32 accumulator by atomics.
+3. `SdpaBwdSm90.finish` (the prepare's grid): dQ = scale * the accumulator, in the io dtype.
+
+dK is scaled by ``attn_scale`` once at the end (``dS`` is the gradient of the scaled scores).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils as utils
+from cutlass import Float32, Int32, const_expr
+
+from pygraph_sdpa.kernels.sdpa_fwd_sm90 import (
+    _LOG2E,
+    _VEC,
+    DT,
+    THREADS,
+    _acc,
+    _copy_g2s,
+    _copy_s2g,
+    _load_rows,
+    _row_major,
+    _rows_tile,
+    _store_rows,
+    _transposed,
+    _wg_gemm,
+    _wg_mma,
+)
+
+__all__ = ["BLOCK_N", "BLOCK_Q", "SdpaBwdSm90"]
+
+BLOCK_N = 128  # keys per CTA: two warpgroups of 64
+BLOCK_Q = 64  # query rows per step
+ROWS = 128  # query rows per CTA of prepare / finish (a warp per row, 4 warps)
+
+
+class SdpaBwdSm90:
+    """One static configuration: head dim, io dtype, masks and padding."""
+
+    def __init__(
+        self,
+        *,
+        head_dim: int,
+        io_dtype: str,
+        bottom_right: bool,
+        window_left: int,
+        window_right: int,
+        padded: bool,
+    ) -> None:
+        self.D = head_dim
+        self.io = DT[io_dtype]
+        self.bottom_right = bottom_right
+        self.window_left, self.window_right = window_left, window_right
+        self.padded = padded
+
+    # ------------------------------------------------------------------ host side (traced once)
+    @cute.jit
+    def __call__(
+        self,
+        q_ptr: cute.Pointer,
+        k_ptr: cute.Pointer,
+        v_ptr: cute.Pointer,
+        o_ptr: cute.Pointer,
+        do_ptr: cute.Pointer,
+        stats_ptr: cute.Pointer,
+        dq_ptr: cute.Pointer,
+        dk_ptr: cute.Pointer,
+        dv_ptr: cute.Pointer,
+        seq_q_ptr: cute.Pointer,
+        seq_kv_ptr: cute.Pointer,
+        delta_ptr: cute.Pointer,  # workspace: [B, H, S_q] fp32
+        dq_acc_ptr: cute.Pointer,  # workspace: [B, H, S_q, D] fp32
+        batch: Int32,
+        heads: Int32,
+        heads_k: Int32,
+        s_q: Int32,
+        s_kv: Int32,
+        # (batch, head, row) element strides; the head dim is contiguous. q's serve dO and dQ,
+        # k's serve v, dK and dV, o's serve O (the engine checks they agree)
+        q_sb: Int32, q_sh: Int32, q_ss: Int32,
+        k_sb: Int32, k_sh: Int32, k_ss: Int32,
+        o_sb: Int32, o_sh: Int32, o_ss: Int32,
+        scale: Float32,
+        stream: Any,
+    ):  # fmt: skip
+        D = self.D
+
+        def rows4(ptr, h, s, strides):
+            sb, sh, ss = strides
+            return cute.make_tensor(
+                ptr,
+                cute.make_layout(
+                    (batch, h, s, D),
+                    stride=(
+                        cute.assume(sb, divby=_VEC),
+                        cute.assume(sh, divby=_VEC),
+                        cute.assume(ss, divby=_VEC),
+                        1,
+                    ),
+                ),
+            )
+
+        qs, ks, os_ = (q_sb, q_sh, q_ss), (k_sb, k_sh, k_ss), (o_sb, o_sh, o_ss)
+        mQ, mdO, mdQ = (
+            rows4(q_ptr, heads, s_q, qs),
+            rows4(do_ptr, heads, s_q, qs),
+            rows4(dq_ptr, heads, s_q, qs),
+        )
+        mO = rows4(o_ptr, heads, s_q, os_)
+        mK, mV = rows4(k_ptr, heads_k, s_kv, ks), rows4(v_ptr, heads_k, s_kv, ks)
+        mdK, mdV = rows4(dk_ptr, heads_k, s_kv, ks), rows4(dv_ptr, heads_k, s_kv, ks)
+        per_row = cute.make_layout((batch, heads, s_q), stride=(heads * s_q, s_q, 1))
+        mStats = cute.make_tensor(stats_ptr, per_row)
+        mDelta = cute.make_tensor(delta_ptr, per_row)
+        mAcc = cute.make_tensor(
+            dq_acc_ptr, cute.make_layout((batch, heads, s_q, D), stride=(heads * s_q * D, s_q * D, D, 1))
+        )
+        mSeqQ = cute.make_tensor(seq_q_ptr, cute.make_layout((batch,)))
+        mSeqKv = cute.make_tensor(seq_kv_ptr, cute.make_layout((batch,)))
+        rows_grid = [(s_q + ROWS - 1) // ROWS, heads, batch]
+        self.prepare(mO, mdO, mDelta, mAcc, mSeqQ, s_q).launch(
+            grid=rows_grid, block=[128, 1, 1], stream=stream
+        )
+        self.main(
+            mQ, mK, mV, mdO, mStats, mDelta, mAcc, mdK, mdV, mSeqQ, mSeqKv, s_q, s_kv, heads // heads_k, scale
+        ).launch(grid=[(s_kv + BLOCK_N - 1) // BLOCK_N, heads_k, batch], block=[THREADS, 1, 1], stream=stream)
+        self.finish(mAcc, mdQ, mSeqQ, s_q, scale).launch(grid=rows_grid, block=[128, 1, 1], stream=stream)
+
+    # ------------------------------------------------------------------ device side
+    @cute.kernel
+    def prepare(
+        self,
+        mO: cute.Tensor,
+        mdO: cute.Tensor,
+        mDelta: cute.Tensor,
+        mAcc: cute.Tensor,
+        mSeqQ: cute.Tensor,
+        s_q: Int32,
+    ):
+        D = self.D
+        tidx, _, _ = cute.arch.thread_idx()
+        blk, h, b = cute.arch.block_idx()
+        rows_q = s_q
+        if const_expr(self.padded):
+            rows_q = Int32(mSeqQ[b])
+        warp, lane = tidx // 32, tidx % 32
+        for r in cutlass.range(warp, ROWS, 4, unroll=1):
+            row = blk * ROWS + r
+            if row < s_q:
+                part = Float32(0.0)
+                if row < rows_q:
+                    for e in cutlass.range_constexpr(D // 32):
+                        d = lane + 32 * e
+                        part = part + mO[b, h, row, d].to(Float32) * mdO[b, h, row, d].to(Float32)
+                for off in cutlass.range_constexpr(5):
+                    part = part + cute.arch.shuffle_sync_bfly(part, offset=1 << off)
+                if lane == 0:
+                    mDelta[b, h, row] = part
+                for e in cutlass.range_constexpr(D // 32):
+                    mAcc[b, h, row, lane + 32 * e] = Float32(0.0)
+
+    @cute.kernel
+    def finish(self, mAcc: cute.Tensor, mdQ: cute.Tensor, mSeqQ: cute.Tensor, s_q: Int32, scale: Float32):
+        D, io = self.D, self.io
+        tidx, _, _ = cute.arch.thread_idx()
+        blk, h, b = cute.arch.block_idx()
+        rows_q = s_q
+        if const_expr(self.padded):
+            rows_q = Int32(mSeqQ[b])
+        warp, lane = tidx // 32, tidx % 32
+        for r in cutlass.range(warp, ROWS, 4, unroll=1):
+            row = blk * ROWS + r
+            if row < s_q:
+                for e in cutlass.range_constexpr(D // 32):
+                    d = lane + 32 * e
+                    val = Float32(0.0)
+                    if row < rows_q:
+                        val = mAcc[b, h, row, d] * scale
+                    mdQ[b, h, row, d] = val.to(io)
+
+    @cute.kernel
+    def main(
+        self,
+        mQ: cute.Tensor,
+        mK: cute.Tensor,
+        mV: cute.Tensor,
+        mdO: cute.Tensor,
+        mStats: cute.Tensor,
+        mDelta: cute.Tensor,
+        mAcc: cute.Tensor,
+        mdK: cute.Tensor,
+        mdV: cute.Tensor,
+        mSeqQ: cute.Tensor,
+        mSeqKv: cute.Tensor,
+        s_q: Int32,
+        s_kv: Int32,
+        group: Int32,
+        scale: Float32,
+    ):
+        D, BN, BQ, io = self.D, BLOCK_N, BLOCK_Q, self.io
+        tidx, _, _ = cute.arch.thread_idx()
+        n_block, hk, b = cute.arch.block_idx()
+        rows_q, rows_kv = s_q, s_kv
+        if const_expr(self.padded):
+            rows_q = Int32(mSeqQ[b])
+            rows_kv = Int32(mSeqKv[b])
+        n0 = n_block * BN
+        if n0 < rows_kv:
+            offset = Int32(0)
+            if const_expr(self.bottom_right):
+                offset = rows_kv - rows_q
+            # the query rows that see a key of this block: [q_begin, q_end)
+            q_begin = Int32(0)
+            if const_expr(self.window_right >= 0):
+                q_begin = cutlass.max(q_begin, n0 - offset - self.window_right)
+            q_end = rows_q
+            if const_expr(self.window_left >= 0):
+                q_end = cutlass.min(q_end, n0 + BN - 1 - offset + self.window_left)
+            first = q_begin // BQ
+            blocks = Int32(0)
+            if q_end > first * BQ:
+                blocks = (q_end + BQ - 1) // BQ - first
+            steps = blocks * group  # (query head of the group, query block) pairs
+
+            smem = utils.SmemAllocator()
+            kv_layout, kv_swz = _row_major(BN, D)
+            q_layout, q_swz = _row_major(BQ, D, 2)
+            p_layout, p_swz = _row_major(BN, BQ)
+            sK = smem.allocate_tensor(io, kv_layout, 1024, kv_swz)
+            sV = smem.allocate_tensor(io, kv_layout, 1024, kv_swz)
+            sQ = smem.allocate_tensor(io, q_layout, 1024, q_swz)
+            sdO = smem.allocate_tensor(io, q_layout, 1024, q_swz)
+            sPt = smem.allocate_tensor(io, p_layout, 1024, p_swz)
+            sdSt = smem.allocate_tensor(io, p_layout, 1024, p_swz)
+            sLse = smem.allocate_tensor(Float32, cute.make_layout((BQ, 2), stride=(1, BQ)), 16)
+            sDelta = smem.allocate_tensor(Float32, cute.make_layout((BQ, 2), stride=(1, BQ)), 16)
+
+            g2s = _copy_g2s(io, D)
+            _load_rows(g2s, tidx, _rows_tile(mK, b, hk, n0, BN, D), sK, rows_kv - n0)
+            _load_rows(g2s, tidx, _rows_tile(mV, b, hk, n0, BN, D), sV, rows_kv - n0)
+            if steps > 0:
+                h0 = hk * group
+                i0 = first * BQ
+                _load_rows(g2s, tidx, _rows_tile(mQ, b, h0, i0, BQ, D), sQ[None, None, 0], rows_q - i0)
+                _load_rows(g2s, tidx, _rows_tile(mdO, b, h0, i0, BQ, D), sdO[None, None, 0], rows_q - i0)
+                if tidx < BQ:
+                    lse, dlt = Float32(0.0), Float32(0.0)
+                    if i0 + tidx < rows_q:
+                        lse = mStats[b, h0, i0 + tidx] * _LOG2E
+                        dlt = mDelta[b, h0, i0 + tidx]
+                    sLse[tidx, 0] = lse
+                    sDelta[tidx, 0] = dlt
+            cute.arch.cp_async_commit_group()
+
+            mma_s = _wg_mma(io, BQ, False)  # S^T, dP^T: (keys, queries), both operands K-major
+            mma_kv = _wg_mma(io, D, True)  # dV, dK: (keys, D), B (dO / Q) read MN-major
+            mma_q = _wg_mma(io, D // 2, True, a_mn_major=True, tiling=(1, 2, 1))  # dQ: (queries, D)
+            d_v, _ = _acc(mma_kv, tidx, BN, D)
+            d_k, _ = _acc(mma_kv, tidx, BN, D)
+            crd_s = mma_s.get_slice(tidx).partition_C(cute.make_identity_tensor((BN, BQ)))
+            pt_part = mma_s.get_slice(tidx).partition_C(sPt)
+            dst_part = mma_s.get_slice(tidx).partition_C(sdSt)
+            scale_log2 = scale * _LOG2E
+
+            for t in cutlass.range(0, steps, unroll=1):
+                stage = t % 2
+                qh = hk * group + t // blocks
+                i0 = (first + t % blocks) * BQ
+                lse_next, dlt_next = Float32(0.0), Float32(0.0)
+                if t + 1 < steps:  # the next step's Q, dO by cp.async, its lse and delta into registers
+                    qh1 = hk * group + (t + 1) // blocks
+                    i1 = (first + (t + 1) % blocks) * BQ
+                    _load_rows(
+                        g2s, tidx, _rows_tile(mQ, b, qh1, i1, BQ, D), sQ[None, None, 1 - stage], rows_q - i1
+                    )
+                    _load_rows(
+                        g2s, tidx, _rows_tile(mdO, b, qh1, i1, BQ, D), sdO[None, None, 1 - stage], rows_q - i1
+                    )
+                    if tidx < BQ:
+                        if i1 + tidx < rows_q:
+                            lse_next = mStats[b, qh1, i1 + tidx] * _LOG2E
+                            dlt_next = mDelta[b, qh1, i1 + tidx]
+                cute.arch.cp_async_commit_group()
+                cute.arch.cp_async_wait_group(1)
+                cute.arch.fence_proxy("async.shared", space="cta")
+                cute.arch.sync_threads()
+
+                s_t, _ = _acc(mma_s, tidx, BN, BQ)
+                dp_t, _ = _acc(mma_s, tidx, BN, BQ)
+                _wg_gemm(mma_s, tidx, s_t, sK, sQ[None, None, stage])
+                _wg_gemm(mma_s, tidx, dp_t, sV, sdO[None, None, stage])
+                cute.nvgpu.warpgroup.wait_group(0)
+                for i in cutlass.range_constexpr(cute.size(s_t)):
+                    key = n0 + crd_s[i][0]
+                    qcol = crd_s[i][1]
+                    query = i0 + qcol
+                    seen = Int32(key < rows_kv) * Int32(query < rows_q)
+                    if const_expr(self.window_right >= 0):
+                        seen = seen * Int32(key <= query + offset + self.window_right)
+                    if const_expr(self.window_left >= 0):
+                        seen = seen * Int32(key > query + offset - self.window_left)
+                    p = Float32(0.0)
+                    ds = Float32(0.0)
+                    if seen != 0:
+                        p = cute.math.exp2(s_t[i] * scale_log2 - sLse[qcol, stage], fastmath=True)
+                        ds = p * (dp_t[i] - sDelta[qcol, stage])
+                    pt_part[i] = p.to(io)
+                    dst_part[i] = ds.to(io)
+                cute.arch.fence_proxy("async.shared", space="cta")
+                cute.arch.sync_threads()  # P^T and dS^T complete (dQ reads every key row)
+
+                d_q, crd_q = _acc(mma_q, tidx, BQ, D)
+                _wg_gemm(mma_kv, tidx, d_v, sPt, _transposed(sdO[None, None, stage]))
+                _wg_gemm(mma_kv, tidx, d_k, sdSt, _transposed(sQ[None, None, stage]))
+                _wg_gemm(mma_q, tidx, d_q, _transposed(sdSt), _transposed(sK))
+                cute.nvgpu.warpgroup.wait_group(0)
+                g_acc = cute.local_tile(cute.domain_offset((i0, 0), mAcc[b, qh, None, None]), (BQ, D), (0, 0))
+                acc_part = mma_q.get_slice(tidx).partition_C(g_acc)
+                for i in cutlass.range_constexpr(cute.size(d_q)):
+                    if i0 + crd_q[i][0] < rows_q:
+                        cute.arch.atomic_add(acc_part.iterator + cute.crd2idx(i, acc_part.layout), d_q[i])
+                if tidx < BQ:
+                    sLse[tidx, 1 - stage] = lse_next
+                    sDelta[tidx, 1 - stage] = dlt_next
+                cute.arch.sync_threads()  # this stage read: free for the step after next
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+
+            # dK (scaled) and dV through K's and V's tiles, 16 bytes per store
+            dk_part = mma_kv.get_slice(tidx).partition_C(sK)
+            dv_part = mma_kv.get_slice(tidx).partition_C(sV)
+            for i in cutlass.range_constexpr(cute.size(d_k)):
+                dk_part[i] = (d_k[i] * scale).to(io)
+                dv_part[i] = d_v[i].to(io)
+            cute.arch.sync_threads()
+            s2g = _copy_s2g(io, D)
+            _store_rows(s2g, tidx, sK, _rows_tile(mdK, b, hk, n0, BN, D), rows_kv - n0)
+            _store_rows(s2g, tidx, sV, _rows_tile(mdV, b, hk, n0, BN, D), rows_kv - n0)
