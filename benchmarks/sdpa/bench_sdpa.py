@@ -9,8 +9,8 @@ Shapes (bf16, ``b h s d`` and causal): the family issue's four rows. TFLOP/s cou
 matmuls (4 B H S^2 D, halved when causal) and the forward+backward as 3.5 forwards (the backward as
 2.5). Each column's O (and gradients) are checked against pygraph's before timing; columns are
 timed from a cold L2 in interleaved rounds (`benchmarks.harness`), the ratios taken within the run.
-Last, the host cost of `execute()` of a small forward graph (1 x 1 x 128 x 64) against torch's
-cuDNN SDPA call.
+Last, the host cost of `execute()` of a small forward graph (1 x 1 x 128 x 64), on the backend's
+plan and on sdpa_fwd_sm90's, against torch's cuDNN SDPA call.
 """
 
 from __future__ import annotations
@@ -251,17 +251,21 @@ def timing(rounds: int, log: list) -> list[dict]:
 
 
 def host_cost() -> dict:
-    """us per call of a small forward: pygraph's execute() of its built graph, torch's cuDNN SDPA."""
+    """us per call of a small forward: pygraph's execute() of its built graph on the backend's plan and
+    on sdpa_fwd_sm90's, torch's cuDNN SDPA."""
     import torch
 
     q, k, v = (torch.randn(1, 1, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     forward, _, _ = _pygraph(q, k, v, False, q)
     made = _torch_backend("cudnn", q, k, v, False, q)
     costs = {"pygraph execute()": burst_cost(forward, 200, sync=torch.cuda.synchronize)}
+    ours = _ours(q, k, v, False, q, "backend")
+    if not isinstance(ours, str):
+        costs["sdpa_fwd_sm90 execute()"] = burst_cost(ours[0], 200, sync=torch.cuda.synchronize)
     if not isinstance(made, str):
         costs["torch cuDNN SDPA"] = burst_cost(made[0], 200, sync=torch.cuda.synchronize)
     for name, us in costs.items():
-        print(f"  host cost, 1x1x128x64 forward: {name:18s} {us:7.1f} us/call")
+        print(f"  host cost, 1x1x128x64 forward: {name:24s} {us:7.1f} us/call")
     return costs
 
 
