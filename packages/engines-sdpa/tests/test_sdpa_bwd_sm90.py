@@ -95,4 +95,7 @@ def test_the_backward_matches_the_reference_and_the_backend(case: Case, monkeypa
         errors |= errors_of(grads, _backward(case, tensors, None)[0], "_vs_backend")
     print(f"{ENGINE}-{case.name}: {{plan: {plan!r}, rel: {errors}}}")
     assert plan.startswith(ENGINE)
+    for b in range(case.b if case.seq_len_q else 0):  # past a sequence: zero gradients (the reference's)
+        assert bool((grads["dQ"][b, :, case.seq_len_q[b] :] == 0).all()), b
+        assert all(bool((grads[n][b, :, case.seq_len_kv[b] :] == 0).all()) for n in ("dK", "dV")), b
     assert all(err <= TOLERANCE[case.io] for err in errors.values()), errors

@@ -81,4 +81,6 @@ def test_the_forward_matches_the_reference_and_the_backend(case: Case, monkeypat
         errors["stats_vs_backend"] = _rel(_valid_rows(case, stats), _valid_rows(case, b_stats))
     print(f"{ENGINE}-{case.name}: {{plan: {plan!r}, rel: {errors}}}")
     assert plan.startswith(ENGINE)
+    for b, rows in enumerate(case.seq_len_q or ()):  # rows past a sequence: O 0, lse -inf (the reference's)
+        assert bool((o[b, :, rows:] == 0).all()) and bool((stats[b, :, rows:] == float("-inf")).all()), b
     assert all(err <= TOLERANCE[case.io] for err in errors.values()), errors

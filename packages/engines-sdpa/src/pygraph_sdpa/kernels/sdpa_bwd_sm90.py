@@ -158,7 +158,7 @@ class SdpaBwdSm90:
         blk, h, b = cute.arch.block_idx()
         rows_q = s_q
         if const_expr(self.padded):
-            rows_q = Int32(mSeqQ[b])
+            rows_q = cutlass.min(Int32(mSeqQ[b]), s_q)
         warp, lane = tidx // 32, tidx % 32
         for r in cutlass.range(warp, ROWS, 4, unroll=1):
             row = blk * ROWS + r
@@ -182,7 +182,7 @@ class SdpaBwdSm90:
         blk, h, b = cute.arch.block_idx()
         rows_q = s_q
         if const_expr(self.padded):
-            rows_q = Int32(mSeqQ[b])
+            rows_q = cutlass.min(Int32(mSeqQ[b]), s_q)
         warp, lane = tidx // 32, tidx % 32
         for r in cutlass.range(warp, ROWS, 4, unroll=1):
             row = blk * ROWS + r
@@ -217,11 +217,11 @@ class SdpaBwdSm90:
         tidx, _, _ = cute.arch.thread_idx()
         n_block, hk, b = cute.arch.block_idx()
         rows_q, rows_kv = s_q, s_kv
-        if const_expr(self.padded):
-            rows_q = Int32(mSeqQ[b])
-            rows_kv = Int32(mSeqKv[b])
+        if const_expr(self.padded):  # a length past the tensor's reads as the tensor's (the reference's rule)
+            rows_q = cutlass.min(Int32(mSeqQ[b]), s_q)
+            rows_kv = cutlass.min(Int32(mSeqKv[b]), s_kv)
         n0 = n_block * BN
-        if n0 < rows_kv:
+        if n0 < s_kv:  # a block past the sequence's length still writes its rows: dK, dV 0
             offset = Int32(0)
             if const_expr(self.bottom_right):
                 offset = rows_kv - rows_q
@@ -234,7 +234,7 @@ class SdpaBwdSm90:
                 q_end = cutlass.min(q_end, n0 + BN - 1 - offset + self.window_left)
             first = q_begin // BQ
             blocks = Int32(0)
-            if q_end > first * BQ:
+            if q_end > first * BQ and n0 < rows_kv:
                 blocks = (q_end + BQ - 1) // BQ - first
             steps = blocks * group  # (query head of the group, query block) pairs
 
@@ -334,7 +334,14 @@ class SdpaBwdSm90:
                 acc_part = mma_q.get_slice(tidx).partition_C(g_acc)
                 for i in cutlass.range_constexpr(cute.size(d_q)):
                     if i0 + crd_q[i][0] < rows_q:
-                        cute.arch.atomic_add(acc_part.iterator + cute.crd2idx(i, acc_part.layout), d_q[i])
+                        cute.arch.red(
+                            acc_part.iterator + cute.crd2idx(i, acc_part.layout),
+                            d_q[i],
+                            op="add",
+                            dtype=Float32,
+                            sem="relaxed",
+                            scope="gpu",
+                        )
                 if tidx < BQ:
                     sLse[tidx, 1 - stage] = lse_next
                     sDelta[tidx, 1 - stage] = dlt_next
@@ -350,5 +357,5 @@ class SdpaBwdSm90:
                 dv_part[i] = d_v[i].to(io)
             cute.arch.sync_threads()
             s2g = _copy_s2g(io, D)
-            _store_rows(s2g, tidx, sK, _rows_tile(mdK, b, hk, n0, BN, D), rows_kv - n0)
-            _store_rows(s2g, tidx, sV, _rows_tile(mdV, b, hk, n0, BN, D), rows_kv - n0)
+            _store_rows(s2g, tidx, sK, _rows_tile(mdK, b, hk, n0, BN, D), s_kv - n0)
+            _store_rows(s2g, tidx, sV, _rows_tile(mdV, b, hk, n0, BN, D), s_kv - n0)

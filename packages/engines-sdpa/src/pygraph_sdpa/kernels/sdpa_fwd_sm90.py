@@ -12,8 +12,8 @@ one computes). Per key block:
    ``exp2(m_old - m_new)`` (a row's values sit on the 4 lanes of a quad: two shuffles reduce them);
 3. ``P`` (the io dtype) into shared memory, then ``O += P V`` (V read MN-major).
 
-At the end ``O / l`` leaves through shared memory, 16 bytes per store, rows before the sequence's
-length only, and the log-sum-exp ``m ln 2 + ln l`` (natural log; ``-inf`` for a row that sees no key,
+At the end ``O / l`` leaves through shared memory, 16 bytes per store (rows past the sequence's
+length, and every row of a block past it, as 0), and the log-sum-exp ``m ln 2 + ln l`` (natural log; ``-inf`` for a row that sees no key,
 whose O is 0) goes to the stats. The key blocks a query block visits are those its masks leave
 (the causal bound ends the loop, the left window bound starts it), so a causal forward does about
 half the work of a full one.
@@ -254,11 +254,11 @@ class SdpaFwdSm90:
         tidx, _, _ = cute.arch.thread_idx()
         m_block, h, b = cute.arch.block_idx()
         rows_q, rows_kv = s_q, s_kv
-        if const_expr(self.padded):
-            rows_q = Int32(mSeqQ[b])
-            rows_kv = Int32(mSeqKv[b])
+        if const_expr(self.padded):  # a length past the tensor's reads as the tensor's (the reference's rule)
+            rows_q = cutlass.min(Int32(mSeqQ[b]), s_q)
+            rows_kv = cutlass.min(Int32(mSeqKv[b]), s_kv)
         row0 = m_block * BM
-        if row0 < rows_q:
+        if row0 < s_q:  # a block past the sequence's length still writes its rows: O 0, lse -inf
             offset = Int32(0)
             if const_expr(self.bottom_right):
                 offset = rows_kv - rows_q
@@ -271,7 +271,7 @@ class SdpaFwdSm90:
                 key_begin = cutlass.max(key_begin, row0 + offset - self.window_left + 1)
             first = key_begin // BN
             last = Int32(0)
-            if key_end > 0:
+            if key_end > 0 and row0 < rows_q:
                 last = (key_end + BN - 1) // BN
 
             smem = utils.SmemAllocator()
@@ -401,21 +401,27 @@ class SdpaFwdSm90:
             # O through shared memory (Q's tile: no wgmma reads it any more), 16 bytes per store
             sO = sQ  # the engine serves DV == D
             o_part = mma_pv.get_slice(tidx).partition_C(sO)
+            if row0 + ra >= rows_q:  # a row past the sequence: O 0 (its Q rows were zero-filled)
+                inv_a = Float32(0.0)
+                l_a = Float32(0.0)
+            if row0 + rb >= rows_q:
+                inv_b = Float32(0.0)
+                l_b = Float32(0.0)
             for i in cutlass.range_constexpr(cute.size(out)):
                 if crd_o[i][0] == ra:
                     o_part[i] = (out[i] * inv_a).to(io)
                 else:
                     o_part[i] = (out[i] * inv_b).to(io)
             cute.arch.sync_threads()
-            _store_rows(_copy_s2g(io, DV), tidx, sO, _rows_tile(mO, b, h, row0, BM, DV), rows_q - row0)
+            _store_rows(_copy_s2g(io, DV), tidx, sO, _rows_tile(mO, b, h, row0, BM, DV), s_q - row0)
             if const_expr(self.store_stats):
                 if tidx % 4 == 0:
-                    if row0 + ra < rows_q:
+                    if row0 + ra < s_q:
                         lse = Float32(_NEG_INF)
                         if l_a > Float32(0.0):
                             lse = m_a * _LN2 + cute.math.log(l_a, fastmath=True)
                         mStats[b, h, row0 + ra] = lse
-                    if row0 + rb < rows_q:
+                    if row0 + rb < s_q:
                         lse = Float32(_NEG_INF)
                         if l_b > Float32(0.0):
                             lse = m_b * _LN2 + cute.math.log(l_b, fastmath=True)
