@@ -69,6 +69,21 @@ def test_the_hook_keeps_the_backend_block_exactly_as_a_family_without_a_hook():
     assert [c.engine_id for c in ranked] == [-1, 3, 7, -1, 1, -1]
 
 
+def test_the_untimed_python_backward_goes_after_the_backend_atomic_dq_first():
+    entries = [PlanConfig(-1), PlanConfig(3, {}, mode=heur_mode.A)]
+    g = pygraph.Graph(name="bwd", io_data_type=dt.BFLOAT16, compute_data_type=dt.FLOAT)
+    q, k, v, o, d_o = (
+        g.tensor(name=n, dim=[2, 4, 128, 64], data_type=dt.BFLOAT16) for n in ("q", "k", "v", "o", "dO")
+    )
+    stats = g.tensor(name="stats", dim=[2, 4, 128, 1], data_type=dt.FLOAT)
+    for port in g.sdpa_backward(q, k, v, o, d_o, stats, attn_scale=0.125, name="sdpa_bwd"):
+        port.set_output(True)
+    ranked = recommend([heur_mode.A], analyze(g), {"sdpa_bwd_sm90": 20600}, entries)
+    assert [(c.engine_id, c.knobs or {}) for c in ranked][:4] == [
+        (-1, {}), (3, {}), (20600, {"DETERMINISTIC": 0}), (20600, {"DETERMINISTIC": 1}),
+    ]  # fmt: skip
+
+
 def test_the_untimed_python_forward_goes_after_the_backend_in_every_mode_but_opensource():
     entries = [
         PlanConfig(-1),

@@ -40,8 +40,8 @@ ENGINE = "sdpa_bwd_sm90"
 
 
 def _backward(case: Case, tensors: tuple, plan_engine: str | None) -> tuple[dict, str]:
-    """({dQ, dK, dV}, plan name) of an sdpa_backward graph run on ``plan_engine``'s plan (None: the
-    planner's first)."""
+    """({dQ, dK, dV}, plan name) of an sdpa_backward graph run on the first plan whose name starts
+    with ``plan_engine`` (None: the planner's first)."""
     q, k, v, o, d_o, stats = tensors
     grads = {name: torch.full_like(x, float("nan")) for name, x in (("dQ", q), ("dK", k), ("dV", v))}
     g = pygraph.Graph(f"sdpa-bwd-{case.name}", q.dtype, dt.FLOAT, dt.FLOAT, handle=_handle())
@@ -67,8 +67,11 @@ def _backward(case: Case, tensors: tuple, plan_engine: str | None) -> tuple[dict
     return grads, g.selected_plan.name
 
 
+@pytest.mark.parametrize("deterministic", [0, 1], ids=["atomic-dq", "deterministic"])
 @pytest.mark.parametrize("case", CASES + KERNEL_CASES, ids=[c.name for c in CASES + KERNEL_CASES])
-def test_the_backward_matches_the_reference_and_the_backend(case: Case, monkeypatch) -> None:
+def test_the_backward_matches_the_reference_and_the_backend(
+    case: Case, deterministic: int, monkeypatch
+) -> None:
     monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", ENGINE)
     q, k, v = _inputs(case, seed=12)
     scale = case.d**-0.5
@@ -80,7 +83,7 @@ def test_the_backward_matches_the_reference_and_the_backend(case: Case, monkeypa
         for b in range(case.b):
             d_o[b, :, case.seq_len_q[b] :] = 0
     tensors = (q, k, v, want_o.to(q.dtype), d_o, want_lse.float())
-    grads, plan = _backward(case, tensors, ENGINE)
+    grads, plan = _backward(case, tensors, f"{ENGINE}[DETERMINISTIC={deterministic}")
     want = dict(zip(("dQ", "dK", "dV"), sdpa_backward_reference(q, k, v, d_o, scale=scale, **opts)))
 
     def errors_of(got: dict, ref: dict, tag: str = "") -> dict:
@@ -91,6 +94,9 @@ def test_the_backward_matches_the_reference_and_the_backend(case: Case, monkeypa
         }
 
     errors = errors_of(grads, want)
+    if deterministic:  # bitwise reproducible: a second run gives the same bits
+        again, _ = _backward(case, tensors, f"{ENGINE}[DETERMINISTIC=1")
+        assert all(bool(torch.equal(again[n], grads[n])) for n in grads)
     if case in CASES:  # the backend path serves these (its own test): ours against its plan too
         errors |= errors_of(grads, _backward(case, tensors, None)[0], "_vs_backend")
     print(f"{ENGINE}-{case.name}: {{plan: {plan!r}, rel: {errors}}}")

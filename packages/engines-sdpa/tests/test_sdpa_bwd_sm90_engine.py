@@ -53,7 +53,6 @@ def test_accepts_the_cells_it_is_built_for():
 @pytest.mark.parametrize(
     ("kwargs", "reason"),
     [
-        ({"use_deterministic_algorithm": True}, "use_deterministic_algorithm: dQ is summed by atomics"),
         ({"d": 256}, "head dims qk=256, v=256: both must be one of (64, 128), equal"),
         ({"attn_scale": None}, "attn_scale must be a number, it is not given"),
         (
@@ -64,6 +63,21 @@ def test_accepts_the_cells_it_is_built_for():
 )
 def test_declines_naming_the_rule_and_the_value(kwargs, reason):
     assert reason in _decline(_graph(**kwargs))
+
+
+def test_a_deterministic_graph_takes_only_the_dq_pass(recorder):
+    graph = _graph(use_deterministic_algorithm=True)
+    req = graph.engine_request()
+    engine = SdpaBwdSm90Engine(ENGINE_ID)
+    engine.check_support(req)
+    with pytest.raises(pygraph.GraphNotSupportedError, match="knob DETERMINISTIC=0 sums dQ by atomics"):
+        engine.build_plan(req, PlanConfig(ENGINE_ID, {"DETERMINISTIC": 0}), None)
+    with pytest.raises(
+        pygraph.GraphNotSupportedError, match=r"knob DETERMINISTIC=2 outside its domain \(0, 1\)"
+    ):
+        engine.build_plan(req, PlanConfig(ENGINE_ID, {"DETERMINISTIC": 2}), None)
+    plan = engine.build_plan(req, PlanConfig(ENGINE_ID), None)  # the default follows the graph
+    assert plan.get_workspace_size() == backward_workspace(2, 8, 200, 128, deterministic=True)[1] == 12800
 
 
 def test_the_forward_engine_declines_a_backward_graph_and_back():
@@ -141,8 +155,12 @@ def test_a_call_without_its_workspace_is_refused(recorder):
 @needs_cute
 @pytest.mark.parametrize(
     "key",
-    [SdpaBwdKey(128, "bfloat16", False, -1, 0, True), SdpaBwdKey(64, "float16", True, 64, 0, False)],
-    ids=["d128-causal-padded", "d64-fp16-window"],
+    [
+        SdpaBwdKey(128, "bfloat16", False, -1, 0, True),
+        SdpaBwdKey(64, "float16", True, 64, 0, False),
+        SdpaBwdKey(128, "bfloat16", False, -1, 0, True, deterministic=True),
+    ],
+    ids=["d128-causal-padded", "d64-fp16-window", "d128-deterministic"],
 )
 def test_the_kernels_compile_for_sm90a_without_a_gpu(monkeypatch, tmp_path, key):
     from pygraph_sdpa.kernels import sdpa_fwd_sm90_host as host

@@ -23,5 +23,8 @@ def recommend(
 ) -> list[PlanConfig]:
     """The plan list: the backend's block for each mode, then the python engine where it is offered
     (untimed: the backend leads every cell)."""
-    ours = [PlanConfig(offered[name]) for name in ("sdpa_fwd_sm90", "sdpa_bwd_sm90") if name in offered]
+    ours = [PlanConfig(offered["sdpa_fwd_sm90"])] if "sdpa_fwd_sm90" in offered else []
+    if "sdpa_bwd_sm90" in offered:  # the atomic dQ first, unless the graph asks for determinism
+        modes_of = (1,) if facts.deterministic else (0, 1)
+        ours = [PlanConfig(offered["sdpa_bwd_sm90"], {"DETERMINISTIC": d}) for d in modes_of]
     return assemble(modes, lambda kind: [PLACE_BACKEND, *ours], backend_entries)

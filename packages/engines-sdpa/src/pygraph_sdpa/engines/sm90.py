@@ -52,7 +52,9 @@ _FEATURES = frozenset(
         "stats",
     }
 )
-_BWD_FEATURES = _FEATURES - {"stats"}  # the backward reads the stats; it has no Stats output
+# the backward reads the stats (it has no Stats output); deterministic: its DETERMINISTIC knob at 1
+_BWD_FEATURES = (_FEATURES - {"stats"}) | {"deterministic"}
+DETERMINISTIC = (0, 1)  # the backward's knob: 1 is dQ by its own pass, bitwise reproducible
 _IO = {data_type.BFLOAT16: "bfloat16", data_type.HALF: "float16"}
 _VEC = 8  # elements per 16-byte copy
 _LOG2E = 1.4426950408889634
@@ -148,8 +150,6 @@ def _bwd_reason(facts: SdpaFacts) -> str | None:
     """Why sdpa_bwd_sm90 cannot serve these facts (the rule and the value), or None."""
     if not facts.backward:
         return "serves SDPA_BWD graphs; SDPA (forward) graphs are sdpa_fwd_sm90's"
-    if facts.deterministic:
-        return "use_deterministic_algorithm: dQ is summed by atomics, in no fixed order"
     reason = _common_reason(facts)
     if reason is not None:
         return reason
@@ -307,11 +307,11 @@ class SdpaFwdSm90Engine(BaseEngine):
         return tuple(rows)
 
 
-def bwd_key_for(facts: SdpaFacts) -> SdpaBwdKey:
+def bwd_key_for(facts: SdpaFacts, deterministic: bool = False) -> SdpaBwdKey:
     fwd = key_for(facts)
     return SdpaBwdKey(
         head_dim=fwd.head_dim, io_dtype=fwd.io_dtype, bottom_right=fwd.bottom_right, window_left=fwd.window_left,
-        window_right=fwd.window_right, padded=fwd.padded,
+        window_right=fwd.window_right, padded=fwd.padded, deterministic=deterministic,
     )  # fmt: skip
 
 
@@ -348,8 +348,23 @@ class SdpaBwdSm90Engine(SdpaFwdSm90Engine):
         sm_hi=90,
         dtypes={data_type.BFLOAT16, data_type.HALF},
         features=_BWD_FEATURES,
-        knob_domains={},
+        knob_domains={"DETERMINISTIC": DETERMINISTIC},
     )
+
+    def _deterministic(self, facts: SdpaFacts, plan: PlanConfig) -> bool:
+        """The plan's DETERMINISTIC knob (default: what the graph asks for), checked: a graph that
+        sets use_deterministic_algorithm takes only 1."""
+        problem = self.capabilities.mismatch(facts, plan.knobs or {})
+        if problem is not None:
+            raise GraphNotSupportedError(f"{self.name}: {problem}")
+        knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
+        value = knobs.get("DETERMINISTIC", int(facts.deterministic))
+        if facts.deterministic and not value:
+            raise GraphNotSupportedError(
+                f"{self.name}: knob DETERMINISTIC=0 sums dQ by atomics in no fixed order; the graph sets "
+                "use_deterministic_algorithm"
+            )
+        return bool(value)
 
     def check_support(self, request: EngineRequest) -> None:
         facts = self._facts(request)
@@ -361,20 +376,20 @@ class SdpaBwdSm90Engine(SdpaFwdSm90Engine):
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         f = self._facts(request)
-        return backward_workspace(f.batch, f.heads_q, f.seq_q, f.head_dim_qk)[1]
+        return backward_workspace(f.batch, f.heads_q, f.seq_q, f.head_dim_qk, self._deterministic(f, plan))[1]
 
     def build_plan(
         self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
     ) -> CompiledPlan:
         self.check_support(request)
         facts = self._facts(request)
-        problem = self.capabilities.mismatch(facts, plan.knobs or {})
-        if problem is not None:
-            raise GraphNotSupportedError(f"{self.name}: {problem}")
+        deterministic = self._deterministic(facts, plan)
         tensors = {**_bwd_operands(facts), "stats": facts.stats, **self._lengths(facts)}
         rows = self._rows(request, tensors, BWD_POINTERS[:11])
         q, k, o = (_strides(tensors[r]) for r in ("q", "k", "o"))
         sizes = (facts.batch, facts.heads_q, facts.heads_k, facts.seq_q, facts.seq_kv, *q[:3], *k[:3], *o[:3])
-        workspace = backward_workspace(facts.batch, facts.heads_q, facts.seq_q, facts.head_dim_qk)
-        fn = compiled_backward(bwd_key_for(facts))
+        workspace = backward_workspace(
+            facts.batch, facts.heads_q, facts.seq_q, facts.head_dim_qk, deterministic
+        )
+        fn = compiled_backward(bwd_key_for(facts, deterministic))
         return SdpaBwdSm90Plan(request.graph.name, fn, rows, sizes, facts.scale, workspace)

@@ -42,14 +42,17 @@ class SdpaBwdKey:
     window_left: int
     window_right: int
     padded: bool
+    deterministic: bool = False  # dQ by its own pass (no atomics)
 
 
-def backward_workspace(batch: int, heads: int, seq_q: int, head_dim: int) -> tuple[int, int]:
-    """The backward's workspace: delta ([B, H, S_q] fp32) from 0, then the fp32 dQ accumulator
-    ([B, H, S_q, D]) from the first returned value (delta's bytes rounded up to 256); the second is
-    the total."""
+def backward_workspace(
+    batch: int, heads: int, seq_q: int, head_dim: int, deterministic: bool = False
+) -> tuple[int, int]:
+    """The backward's workspace: delta ([B, H, S_q] fp32) from 0, then (not ``deterministic``) the
+    fp32 dQ accumulator ([B, H, S_q, D]) from the first returned value (delta's bytes rounded up to
+    256); the second is the total."""
     delta = -(-batch * heads * seq_q * 4 // 256) * 256
-    return delta, delta + batch * heads * seq_q * head_dim * 4
+    return delta, delta + (0 if deterministic else batch * heads * seq_q * head_dim * 4)
 
 
 _CACHE: dict[tuple[Any, str], Any] = {}
@@ -172,6 +175,7 @@ def _compile_backward(key: SdpaBwdKey, arch: str) -> Any:
         window_left=key.window_left,
         window_right=key.window_right,
         padded=key.padded,
+        deterministic=key.deterministic,
     )
     gmem = cute.AddressSpace.gmem
     io = make_ptr(DT[key.io_dtype], 0, gmem, assumed_align=16)
