@@ -1,6 +1,6 @@
 """The SDPA families' timing table: attention through pygraph (the cuDNN backend's plan; "sm90 pair",
 the CuTe DSL ``sdpa_fwd_sm90`` and ``sdpa_bwd_sm90``; "sm90 fwd", that forward with the backend's
-backward) side by side with torch's cuDNN and flash SDPA backends and flash-attention 4, forward
+backward; "sm90 fwd P_REGS", the same with P in registers) side by side with torch's cuDNN and flash SDPA backends and flash-attention 4, forward
 and forward+backward.
 
     python -m benchmarks.sdpa.bench_sdpa [--shapes ...] [--rounds 3] [--out DIR]
@@ -78,7 +78,9 @@ def _select(g: Any, engine: str) -> str | None:
     return None
 
 
-def _ours(q: Any, k: Any, v: Any, causal: bool, d_o: Any, backward: str) -> tuple[Any, Any, dict] | str:
+def _ours(
+    q: Any, k: Any, v: Any, causal: bool, d_o: Any, backward: str, p_regs: int = 0
+) -> tuple[Any, Any, dict] | str:
     """(forward call, forward+backward call, outputs): sdpa_fwd_sm90's plan of the forward graph and,
     for the backward, sdpa_bwd_sm90's (``backward`` "python") or the backend's ("backend"); the
     python engines are opt-in: enabled here, their plans selected by name."""
@@ -102,7 +104,7 @@ def _ours(q: Any, k: Any, v: Any, causal: bool, d_o: Any, backward: str) -> tupl
     to, tstats = g.sdpa(tq, tk, tv, generate_stats=True, attn_scale=scale, use_causal_mask=causal)
     to.set_output(True).set_data_type(q.dtype)
     tstats.set_output(True).set_data_type(dt.FLOAT)
-    why = _select(g, "sdpa_fwd_sm90")
+    why = _select(g, f"sdpa_fwd_sm90[P_REGS={p_regs}")
     if why is not None:
         return why
     fwd = {tq: q, tk: k, tv: v, to: out["o"], tstats: out["lse"]}
@@ -114,7 +116,7 @@ def _ours(q: Any, k: Any, v: Any, causal: bool, d_o: Any, backward: str) -> tupl
         for name, port in zip(("dQ", "dK", "dV"), grads):
             port.set_output(True).set_data_type(q.dtype)
             bwd[port] = out[name]
-        why = _select(gb, "sdpa_bwd_sm90")
+        why = _select(gb, "sdpa_bwd_sm90[DETERMINISTIC=0")
         if why is not None:
             return why
         workspace = torch.empty(max(gb.get_workspace_size(), 1) + 256, device=q.device, dtype=torch.uint8)
@@ -214,6 +216,7 @@ def timing(rounds: int, log: list) -> list[dict]:
             "pygraph": lambda a=args: _pygraph(*a),
             "sm90 pair": lambda a=args: _ours(*a, "python"),
             "sm90 fwd": lambda a=args: _ours(*a, "backend"),
+            "sm90 fwd P_REGS": lambda a=args: _ours(*a, "backend", 1),
             "torch-cudnn": lambda a=args: _torch_backend("cudnn", *a),
             "torch-flash": lambda a=args: _torch_backend("flash", *a),
             "fa4": lambda a=args: _fa4(*a),

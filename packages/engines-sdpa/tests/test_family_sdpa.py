@@ -92,9 +92,10 @@ def test_the_untimed_python_forward_goes_after_the_backend_in_every_mode_but_ope
     ]
     facts = analyze(_attention_graph())
     ranked = recommend([heur_mode.A, heur_mode.FALLBACK], facts, {"sdpa_fwd_sm90": 20500}, entries)
-    assert [c.engine_id for c in ranked] == [-1, 3, 20500, -1, 1, 20500, -1]
+    assert [c.engine_id for c in ranked] == [-1, 3, 20500, 20500, -1, 1, 20500, 20500, -1]
+    assert [c.knobs for c in ranked[2:4]] == [{"P_REGS": 0}, {"P_REGS": 1}]  # P through smem first
     ranked = recommend([heur_mode.OPENSOURCE], facts, {"sdpa_fwd_sm90": 20500}, entries)
-    assert [c.engine_id for c in ranked] == [20500, -1, -1]
+    assert [c.engine_id for c in ranked] == [20500, 20500, -1, -1]
 
 
 def test_planning_reports_the_backends_reason_when_it_declines(monkeypatch):

@@ -39,8 +39,8 @@ ENGINE = "sdpa_fwd_sm90"
 
 
 def _forward(case: Case, q, k, v, plan_engine: str | None):
-    """(O, stats, plan name) of an sdpa graph over q, k, v run on ``plan_engine``'s plan (None: the
-    planner's first)."""
+    """(O, stats, plan name) of an sdpa graph over q, k, v run on the first plan whose name starts
+    with ``plan_engine`` (None: the planner's first)."""
     scale = case.d**-0.5
     o = torch.full_like(q, float("nan"))
     stats = torch.full((case.b, case.hq, case.s_q, 1), float("nan"), device="cuda", dtype=torch.float32)
@@ -63,11 +63,12 @@ def _forward(case: Case, q, k, v, plan_engine: str | None):
     return o, stats, g.selected_plan.name
 
 
+@pytest.mark.parametrize("p_regs", [0, 1], ids=["p-smem", "p-regs"])
 @pytest.mark.parametrize("case", CASES + KERNEL_CASES, ids=[c.name for c in CASES + KERNEL_CASES])
-def test_the_forward_matches_the_reference_and_the_backend(case: Case, monkeypatch) -> None:
+def test_the_forward_matches_the_reference_and_the_backend(case: Case, p_regs: int, monkeypatch) -> None:
     monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", ENGINE)
     q, k, v = _inputs(case, seed=11)
-    o, stats, plan = _forward(case, q, k, v, ENGINE)
+    o, stats, plan = _forward(case, q, k, v, f"{ENGINE}[P_REGS={p_regs}")
     want_o, want_lse = sdpa_reference(
         q, k, v, scale=case.d**-0.5, return_lse=True, **case.reference_options()
     )

@@ -90,6 +90,18 @@ def test_declines_naming_the_rule_and_the_value(kwargs, reason):
     assert reason in _decline(_graph(**kwargs))
 
 
+def test_the_p_regs_knob_picks_the_compile_and_is_checked_against_its_domain(recorder, monkeypatch):
+    keys = []
+    monkeypatch.setattr(engine_mod, "compiled_forward", lambda key: keys.append(key) or recorder)
+    req = _graph().engine_request()
+    engine = SdpaFwdSm90Engine(ENGINE_ID)
+    engine.build_plan(req, PlanConfig(ENGINE_ID), None)
+    engine.build_plan(req, PlanConfig(ENGINE_ID, {"P_REGS": 1}), None)
+    assert [k.p_in_registers for k in keys] == [False, True]
+    with pytest.raises(pygraph.GraphNotSupportedError, match=r"knob P_REGS=2 outside its domain \(0, 1\)"):
+        engine.build_plan(req, PlanConfig(ENGINE_ID, {"P_REGS": 2}), None)
+
+
 def test_the_compile_key_carries_the_masks_and_requests():
     req = _graph(padded=True, use_causal_mask_bottom_right=True, sliding_window_length=32).engine_request()
     assert key_for(req.facts) == SdpaFwdKey(
@@ -177,8 +189,10 @@ def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
     [
         SdpaFwdKey(128, "bfloat16", False, -1, 0, True, True),  # causal, padded, stats
         SdpaFwdKey(64, "float16", True, 64, 0, False, False),  # bottom-right causal window, no stats
+        SdpaFwdKey(128, "bfloat16", False, -1, -1, False, True, p_in_registers=True),  # P in registers
+        SdpaFwdKey(64, "float16", False, -1, 0, True, True, p_in_registers=True),
     ],
-    ids=["d128-causal-padded", "d64-fp16-window"],
+    ids=["d128-causal-padded", "d64-fp16-window", "d128-p-regs", "d64-fp16-p-regs"],
 )
 def test_the_kernel_compiles_for_sm90a_without_a_gpu(monkeypatch, tmp_path, key):
     from pygraph_sdpa.kernels import sdpa_fwd_sm90_host as host

@@ -23,7 +23,9 @@ def recommend(
 ) -> list[PlanConfig]:
     """The plan list: the backend's block for each mode, then the python engine where it is offered
     (untimed: the backend leads every cell)."""
-    ours = [PlanConfig(offered["sdpa_fwd_sm90"])] if "sdpa_fwd_sm90" in offered else []
+    ours = []
+    if "sdpa_fwd_sm90" in offered:  # P through shared memory first (untimed), then in registers
+        ours = [PlanConfig(offered["sdpa_fwd_sm90"], {"P_REGS": p}) for p in (0, 1)]
     if "sdpa_bwd_sm90" in offered:  # the atomic dQ first, unless the graph asks for determinism
         modes_of = (1,) if facts.deterministic else (0, 1)
         ours = [PlanConfig(offered["sdpa_bwd_sm90"], {"DETERMINISTIC": d}) for d in modes_of]

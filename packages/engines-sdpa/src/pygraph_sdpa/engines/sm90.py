@@ -175,7 +175,10 @@ def _bwd_reason(facts: SdpaFacts) -> str | None:
     return None
 
 
-def key_for(facts: SdpaFacts) -> SdpaFwdKey:
+P_REGS = (0, 1)  # the forward's knob: 1 keeps P in registers as the A operand of P V
+
+
+def key_for(facts: SdpaFacts, p_in_registers: bool = False) -> SdpaFwdKey:
     return SdpaFwdKey(
         head_dim=facts.head_dim_qk,
         io_dtype=_IO[facts.q.data_type],
@@ -184,6 +187,7 @@ def key_for(facts: SdpaFacts) -> SdpaFwdKey:
         window_right=-1 if facts.window_right is None else int(facts.window_right),
         padded=facts.padded,
         store_stats=facts.stats is not None,
+        p_in_registers=p_in_registers,
     )
 
 
@@ -233,7 +237,11 @@ class SdpaFwdSm90Plan(CompiledPlan):
 class SdpaFwdSm90Engine(BaseEngine):
     name = "sdpa_fwd_sm90"
     capabilities = Capabilities(
-        sm_lo=90, sm_hi=90, dtypes={data_type.BFLOAT16, data_type.HALF}, features=_FEATURES, knob_domains={}
+        sm_lo=90,
+        sm_hi=90,
+        dtypes={data_type.BFLOAT16, data_type.HALF},
+        features=_FEATURES,
+        knob_domains={"P_REGS": P_REGS},
     )
 
     def _facts(self, request: EngineRequest) -> SdpaFacts:
@@ -272,7 +280,8 @@ class SdpaFwdSm90Engine(BaseEngine):
             facts.batch, facts.heads_q, facts.heads_k, facts.heads_v, facts.seq_q, facts.seq_kv,
             *q[:3], *k[:3], *v[:3], *o[:3],
         )  # fmt: skip
-        fn = compiled_forward(key_for(facts))
+        knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
+        fn = compiled_forward(key_for(facts, bool(knobs.get("P_REGS", P_REGS[0]))))
         return SdpaFwdSm90Plan(request.graph.name, fn, rows, sizes, facts.scale)
 
     def _lengths(self, facts: SdpaFacts) -> dict[str, Any]:

@@ -10,7 +10,8 @@ one computes). Per key block:
    sequence's length) on the blocks they cut, then the online softmax in fp32 registers in the
    log2 domain: each row's running maximum and sum, the output accumulator rescaled by
    ``exp2(m_old - m_new)`` (a row's values sit on the 4 lanes of a quad: two shuffles reduce them);
-3. ``P`` (the io dtype) into shared memory, then ``O += P V`` (V read MN-major).
+3. ``P`` (the io dtype) into shared memory, then ``O += P V`` (V read MN-major); or, with
+   ``p_in_registers`` (knob P_REGS), P converted in registers as that product's A operand.
 
 At the end ``O / l`` leaves through shared memory, 16 bytes per store (rows past the sequence's
 length, and every row of a block past it, as 0), and the log-sum-exp ``m ln 2 + ln l`` (natural log; ``-inf`` for a row that sees no key,
@@ -54,16 +55,26 @@ def _row_major(rows: int, cols: int, stages: int = 0):
     return layout, cute.make_swizzle(bits, 4, 3)
 
 
-def _wg_mma(dtype, n: int, b_mn_major: bool, *, a_mn_major: bool = False, tiling=(2, 1, 1)):
-    """Warpgroup MMAs (``wgmma.m64nNk16`` from shared memory, fp32 accumulators set to
-    accumulate) tiled over ``tiling`` warpgroups: (2, 1, 1) is a (128, n) product, 64 rows each;
-    (1, 2, 1) a (64, 2 n) one, n columns each. Operands K-major unless their flag says MN-major."""
+def _wg_mma(
+    dtype,
+    n: int,
+    b_mn_major: bool,
+    *,
+    a_mn_major: bool = False,
+    tiling=(2, 1, 1),
+    a_in_registers: bool = False,
+):
+    """Warpgroup MMAs (``wgmma.m64nNk16``, fp32 accumulators set to accumulate) tiled over
+    ``tiling`` warpgroups: (2, 1, 1) is a (128, n) product, 64 rows each; (1, 2, 1) a (64, 2 n)
+    one, n columns each. Operands from shared memory (A from registers where ``a_in_registers``),
+    K-major unless their flag says MN-major."""
     major = cute.nvgpu.OperandMajorMode
+    source = cute.nvgpu.warpgroup.OperandSource
     op = cute.nvgpu.warpgroup.MmaF16BF16Op(
         dtype,
         Float32,
         (64, n, 16),
-        cute.nvgpu.warpgroup.OperandSource.SMEM,
+        source.RMEM if a_in_registers else source.SMEM,
         major.MN if a_mn_major else major.K,
         major.MN if b_mn_major else major.K,
     )
@@ -81,6 +92,21 @@ def _wg_gemm(tiled_mma, tidx, acc, sA, sB):
     for kb in range(cute.size(rA, mode=[2])):
         cute.gemm(tiled_mma, acc, rA[None, None, kb], rB[None, None, kb], acc)
     cute.nvgpu.warpgroup.commit_group()
+
+
+def _acc_as_operand_a(acc: cute.Tensor) -> cute.Tensor:
+    """The fp32 accumulator of a warpgroup product, ((2, 2, N / 8), M, N) per thread, seen as the
+    register A operand of a following one over K = N: a k16 block of A holds, per thread, the same
+    (row, column) pairs as two adjacent n8 blocks of the accumulator (rows r and r + 8, columns
+    2t, 2t + 1 and 8 + 2t, 9 + 2t), so the view only regroups the n8 blocks in pairs:
+    ((2, 2, 2), M, (N / 16, N))."""
+    split = cute.logical_divide(acc.layout, ((None, None, 2), None, None))  # ((2, 2, (2, N/16)), M, N)
+    shape, stride = split.shape, split.stride
+    layout = cute.make_layout(
+        ((shape[0][0], shape[0][1], shape[0][2][0]), shape[1], (shape[0][2][1], shape[2])),
+        stride=((stride[0][0], stride[0][1], stride[0][2][0]), stride[1], (stride[0][2][1], stride[2])),
+    )
+    return cute.make_tensor(acc.iterator, layout)
 
 
 def _acc(tiled_mma, tidx, m: int, n: int):
@@ -170,7 +196,10 @@ class SdpaFwdSm90:
         window_right: int,
         padded: bool,
         store_stats: bool,
+        p_in_registers: bool = False,
     ) -> None:
+        # P as the register A operand of O += P V (no round trip through shared memory)
+        self.p_in_registers = p_in_registers
         self.D, self.DV = head_dim, head_dim_v
         self.io = DT[io_dtype]
         self.bottom_right = bottom_right
@@ -294,8 +323,12 @@ class SdpaFwdSm90:
             cute.arch.cp_async_commit_group()
 
             mma_qk = _wg_mma(io, BN, False)
-            mma_pv = _wg_mma(io, DV, True)  # V [keys, DV] read MN-major
+            mma_pv = _wg_mma(io, DV, True, a_in_registers=self.p_in_registers)  # V [keys, DV] read MN-major
             out, crd_o = _acc(mma_pv, tidx, BM, DV)
+            thr_pv = mma_pv.get_slice(tidx)
+            r_p = None
+            if const_expr(self.p_in_registers):
+                r_p = mma_pv.make_fragment_A(thr_pv.partition_shape_A((BM, BN)))
             crd_s = mma_qk.get_slice(tidx).partition_C(cute.make_identity_tensor((BM, BN)))
             ra, rb = crd_s[0][0], crd_s[cute.size(crd_s) - 1][0]  # the thread's two rows
             m_a, m_b = Float32(_NEG_INF), Float32(_NEG_INF)
@@ -368,13 +401,17 @@ class SdpaFwdSm90:
                 m_a, m_b = top_a, top_b
                 sum_a, sum_b = Float32(0.0), Float32(0.0)
                 for i in cutlass.range_constexpr(cute.size(scores)):
+                    base = base_b
                     if crd_s[i][0] == ra:
-                        p = cute.math.exp2(scores[i] - base_a, fastmath=True)
+                        base = base_a
+                    p = cute.math.exp2(scores[i] - base, fastmath=True)
+                    if crd_s[i][0] == ra:
                         sum_a = sum_a + p
-                        p_part[i] = p.to(io)
                     else:
-                        p = cute.math.exp2(scores[i] - base_b, fastmath=True)
                         sum_b = sum_b + p
+                    if const_expr(self.p_in_registers):
+                        scores[i] = p
+                    else:
                         p_part[i] = p.to(io)
                 l_a = l_a * corr_a + sum_a
                 l_b = l_b * corr_b + sum_b
@@ -383,9 +420,17 @@ class SdpaFwdSm90:
                         out[i] = out[i] * corr_a
                     else:
                         out[i] = out[i] * corr_b
-                cute.arch.fence_proxy("async.shared", space="cta")
-                cute.arch.sync_threads()  # P complete
-                _wg_gemm(mma_pv, tidx, out, sP, _transposed(sV[None, None, stage]))
+                if const_expr(self.p_in_registers):
+                    r_p.store(_acc_as_operand_a(scores).load().to(io))
+                    r_v = mma_pv.make_fragment_B(thr_pv.partition_B(_transposed(sV[None, None, stage])))
+                    cute.nvgpu.warpgroup.fence()
+                    for kb in cutlass.range_constexpr(cute.size(r_p, mode=[2])):
+                        cute.gemm(mma_pv, out, r_p[None, None, kb], r_v[None, None, kb], out)
+                    cute.nvgpu.warpgroup.commit_group()
+                else:
+                    cute.arch.fence_proxy("async.shared", space="cta")
+                    cute.arch.sync_threads()  # P complete
+                    _wg_gemm(mma_pv, tidx, out, sP, _transposed(sV[None, None, stage]))
                 cute.nvgpu.warpgroup.wait_group(0)
                 cute.arch.sync_threads()  # this stage's K, V and P read: free for the next copies
             cute.arch.cp_async_wait_group(0)  # (with no key block, Q's copies: O reuses its tile)

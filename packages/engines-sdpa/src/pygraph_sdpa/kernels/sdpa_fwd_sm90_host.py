@@ -32,6 +32,7 @@ class SdpaFwdKey:
     window_right: int  # -1: unbounded, 0: causal
     padded: bool  # seq_len_q / seq_len_kv given
     store_stats: bool
+    p_in_registers: bool = False  # knob P_REGS: P as the register A operand of P V
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +143,7 @@ def _compile(key: Any, arch: str) -> Any:
         window_right=key.window_right,
         padded=key.padded,
         store_stats=key.store_stats,
+        p_in_registers=key.p_in_registers,
     )
     gmem = cute.AddressSpace.gmem
     io = make_ptr(DT[key.io_dtype], 0, gmem, assumed_align=16)
