@@ -54,6 +54,7 @@ def test_accepts_the_cells_it_is_built_for():
     ("kwargs", "reason"),
     [
         ({"d": 256}, "head dims qk=256, v=256: both must be one of (64, 128), equal"),
+        ({"d": 96}, "head dims qk=96, v=96: both must be one of (64, 128), equal"),
         ({"attn_scale": None}, "attn_scale must be a number, it is not given"),
         (
             {"do_stride": [8 * 200 * 136, 200 * 136, 136, 1]},

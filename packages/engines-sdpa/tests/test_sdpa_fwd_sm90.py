@@ -4,7 +4,7 @@ backend's plan of the same graph, on fresh random inputs with every output poiso
 The table is the backend path's (`sdpa_cases.CASES`) plus cases that reach what only the kernel's
 own loop sees: many key blocks under the causal bound, a window in the bottom-right alignment with
 more keys than queries, more queries than keys (rows that see no key: O 0, lse -inf), fp16 at head
-dim 128. Relative errors (over the valid rows) at most 1e-2 in bf16 and 5e-3 in fp16, printed per
+dim 128, head dim 256. Relative errors (over the valid rows) at most 1e-2 in bf16 and 5e-3 in fp16, printed per
 case. The engine is opt-in until this suite has passed on the H200, so each test names it in
 ``PYGRAPH_ENABLE_OPT_IN_ENGINES`` and selects its plan by name.
 """
@@ -36,6 +36,20 @@ from sdpa_cases import (  # noqa: E402
 from pygraph_sdpa.reference import sdpa_reference  # noqa: E402
 
 ENGINE = "sdpa_fwd_sm90"
+# head dim 256 (the forward's 64-key blocks; the backward serves up to 128)
+D256_CASES = (
+    Case("d256", s_q=300, s_kv=450, d=256),
+    Case(
+        "d256-causal-padding",
+        s_q=257,
+        s_kv=257,
+        d=256,
+        causal=True,
+        seq_len_q=(257, 70),
+        seq_len_kv=(200, 70),
+    ),
+)
+ALL_CASES = CASES + KERNEL_CASES + D256_CASES
 
 
 def _forward(case: Case, q, k, v, plan_engine: str | None):
@@ -64,7 +78,7 @@ def _forward(case: Case, q, k, v, plan_engine: str | None):
 
 
 @pytest.mark.parametrize("p_regs", [0, 1], ids=["p-smem", "p-regs"])
-@pytest.mark.parametrize("case", CASES + KERNEL_CASES, ids=[c.name for c in CASES + KERNEL_CASES])
+@pytest.mark.parametrize("case", ALL_CASES, ids=[c.name for c in ALL_CASES])
 def test_the_forward_matches_the_reference_and_the_backend(case: Case, p_regs: int, monkeypatch) -> None:
     monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", ENGINE)
     q, k, v = _inputs(case, seed=11)

@@ -66,12 +66,13 @@ def test_accepts_the_cells_it_is_built_for():
     engine.check_support(_graph(d=64, io=dt.HALF, h=8, hk=1, stats=False).engine_request())
     engine.check_support(_graph(padded=True, use_causal_mask_bottom_right=True).engine_request())
     engine.check_support(_graph(use_causal_mask=True, sliding_window_length=64).engine_request())
+    engine.check_support(_graph(d=256, use_causal_mask=True).engine_request())
 
 
 @pytest.mark.parametrize(
     ("kwargs", "reason"),
     [
-        ({"d": 96}, "head dims qk=96, v=96: both must be one of (64, 128), equal"),
+        ({"d": 96}, "head dims qk=96, v=96: both must be one of (64, 128, 256), equal"),
         ({"attn_scale": None}, "attn_scale must be a number, it is not given"),
         ({"attn_scale": -0.5}, "attn_scale must be positive (masked scores stay -inf through it), got -0.5"),
         ({"dropout": (0.1, 1, 2)}, "features ['dropout'] not supported"),
@@ -191,8 +192,10 @@ def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
         SdpaFwdKey(64, "float16", True, 64, 0, False, False),  # bottom-right causal window, no stats
         SdpaFwdKey(128, "bfloat16", False, -1, -1, False, True, p_in_registers=True),  # P in registers
         SdpaFwdKey(64, "float16", False, -1, 0, True, True, p_in_registers=True),
+        SdpaFwdKey(256, "bfloat16", False, -1, 0, False, True),  # 64-key blocks
+        SdpaFwdKey(256, "bfloat16", True, 128, 0, True, True, p_in_registers=True),
     ],
-    ids=["d128-causal-padded", "d64-fp16-window", "d128-p-regs", "d64-fp16-p-regs"],
+    ids=["d128-causal-padded", "d64-fp16-window", "d128-p-regs", "d64-fp16-p-regs", "d256", "d256-p-regs"],
 )
 def test_the_kernel_compiles_for_sm90a_without_a_gpu(monkeypatch, tmp_path, key):
     from pygraph_sdpa.kernels import sdpa_fwd_sm90_host as host

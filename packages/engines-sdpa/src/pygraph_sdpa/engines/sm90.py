@@ -29,6 +29,7 @@ from pygraph_sdpa.analyzer import SdpaFacts
 from pygraph_sdpa.kernels.sdpa_fwd_sm90_host import (
     BWD_POINTERS,
     HEAD_DIMS,
+    HEAD_DIMS_BWD,
     POINTERS,
     SdpaBwdKey,
     SdpaFwdKey,
@@ -75,13 +76,13 @@ def _strides(t: Any) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def _common_reason(facts: SdpaFacts) -> str | None:
-    """Why neither python engine can serve these facts (the rule and the value), or None."""
+def _common_reason(facts: SdpaFacts, head_dims: tuple[int, ...]) -> str | None:
+    """Why a python engine of ``head_dims`` cannot serve these facts (the rule and the value), or None."""
     if facts.stray_nodes:
         return f"serves a graph of one attention node, this one also has {list(facts.stray_nodes)}"
-    if facts.head_dim_qk != facts.head_dim_v or facts.head_dim_qk not in HEAD_DIMS:
+    if facts.head_dim_qk != facts.head_dim_v or facts.head_dim_qk not in head_dims:
         return (
-            f"head dims qk={facts.head_dim_qk}, v={facts.head_dim_v}: both must be one of {HEAD_DIMS}, equal"
+            f"head dims qk={facts.head_dim_qk}, v={facts.head_dim_v}: both must be one of {head_dims}, equal"
         )
     if facts.gqa_ratio is None or facts.heads_v <= 0 or facts.heads_q % facts.heads_v:
         return (
@@ -125,7 +126,7 @@ def _support_reason(facts: SdpaFacts) -> str | None:
     """Why sdpa_fwd_sm90 cannot serve these facts (the rule and the value), or None."""
     if facts.backward:
         return "serves SDPA (forward) graphs; SDPA_BWD graphs are sdpa_bwd_sm90's"
-    reason = _common_reason(facts)
+    reason = _common_reason(facts, HEAD_DIMS)
     if reason is not None:
         return reason
     if len(set(facts.dtypes)) != 1 or facts.o.data_type is not facts.q.data_type:
@@ -150,7 +151,7 @@ def _bwd_reason(facts: SdpaFacts) -> str | None:
     """Why sdpa_bwd_sm90 cannot serve these facts (the rule and the value), or None."""
     if not facts.backward:
         return "serves SDPA_BWD graphs; SDPA (forward) graphs are sdpa_fwd_sm90's"
-    reason = _common_reason(facts)
+    reason = _common_reason(facts, HEAD_DIMS_BWD)
     if reason is not None:
         return reason
     if facts.heads_k != facts.heads_v:

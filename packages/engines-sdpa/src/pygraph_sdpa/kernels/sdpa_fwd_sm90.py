@@ -1,7 +1,7 @@
 """The attention forward for Hopper in CuTe DSL (the ``sdpa_fwd_sm90`` engine).
 
 One CTA per (128-query block, query head, batch), two warpgroups (256 threads), each owning 64 of
-the block's query rows. Q's tile is loaded once; K and V tiles of 128 keys stream through a
+the block's query rows. Q's tile is loaded once; K and V tiles of 128 keys (64 at head dim 256) stream through a
 two-stage shared ring by 16-byte ``cp.async`` (the next block's copies in flight while the current
 one computes). Per key block:
 
@@ -31,7 +31,14 @@ import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
 BLOCK_M = 128  # query rows per CTA: two warpgroups of 64
-BLOCK_N = 128  # keys per block
+BLOCK_N = 128  # keys per block (64 at head dim 256: its tiles would not fit in shared memory)
+
+
+def block_n(head_dim: int) -> int:
+    """Keys per block at ``head_dim``: Q, two stages of K and V and P take 208 KB at 256 with 64."""
+    return BLOCK_N if head_dim <= 128 else 64
+
+
 THREADS = 256
 _VEC = 8  # 16-bit elements per 16-byte copy
 _LOG2E = 1.4426950408889634
@@ -279,7 +286,7 @@ class SdpaFwdSm90:
         v_group: Int32,
         scale_log2: Float32,
     ):
-        D, DV, BM, BN, io = self.D, self.DV, BLOCK_M, BLOCK_N, self.io
+        D, DV, BM, BN, io = self.D, self.DV, BLOCK_M, block_n(self.D), self.io
         tidx, _, _ = cute.arch.thread_idx()
         m_block, h, b = cute.arch.block_idx()
         rows_q, rows_kv = s_q, s_kv
@@ -311,7 +318,9 @@ class SdpaFwdSm90:
             sQ = smem.allocate_tensor(io, q_layout, 1024, q_swz)
             sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
             sV = smem.allocate_tensor(io, v_layout, 1024, v_swz)
-            sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
+            sP = sQ  # unused with P in registers
+            if const_expr(not self.p_in_registers):
+                sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
 
             g2s_k, g2s_v = _copy_g2s(io, D), _copy_g2s(io, DV)
             hk, hv = h // k_group, h // v_group

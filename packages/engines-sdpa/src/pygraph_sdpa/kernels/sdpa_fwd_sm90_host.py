@@ -11,9 +11,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HEAD_DIMS", "SdpaBwdKey", "SdpaFwdKey", "compiled_backward", "compiled_forward"]
+__all__ = ["HEAD_DIMS", "HEAD_DIMS_BWD", "SdpaBwdKey", "SdpaFwdKey", "compiled_backward", "compiled_forward"]
 
-HEAD_DIMS = (64, 128)  # D == D_v: the kernel's tiles (128 keys x D) and its O staging in Q's tile
+# D == D_v (the kernels stage O, dK, dV in the tiles of Q, K, V); 256 forward only (64-key blocks):
+# the backward's K, V and two stages of Q and dO would not fit in shared memory there
+HEAD_DIMS = (64, 128, 256)
+HEAD_DIMS_BWD = (64, 128)
 CACHE_ENV = "PYGRAPH_SDPA_SM90_CACHE_DIR"
 FN_NAME = "sdpa_fwd_sm90"
 # the compiled functions' pointer arguments, in order
