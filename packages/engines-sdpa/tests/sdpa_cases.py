@@ -147,3 +147,18 @@ KERNEL_CASES = (
         seq_len_kv=(300, 129),
     ),
 )
+
+
+def _where(got, want, rows: int = 16, cols: int = 16) -> str:
+    """Where ``got`` [B, H, S, D] departs from ``want``: NaN count, then the mean absolute error per
+    block of ``rows`` sequence rows and per block of ``cols`` head-dim columns (the worst four of
+    each), so a failing case points at a tile, a mask edge or a layout."""
+    got, want = got.double(), want.double()
+    nan = int(torch.isnan(got).sum())
+    err = (got - want).abs().nan_to_num(nan=float("inf"))
+    by_row = err.mean(dim=(0, 1, 3))
+    by_row = torch.stack([c.mean() for c in by_row.split(rows)])
+    by_col = torch.stack([c.mean() for c in err.mean(dim=(0, 1, 2)).split(cols)])
+    worst_rows = [(int(i) * rows, f"{float(by_row[i]):.2e}") for i in by_row.argsort(descending=True)[:4]]
+    worst_cols = [(int(i) * cols, f"{float(by_col[i]):.2e}") for i in by_col.argsort(descending=True)[:4]]
+    return f"NaN {nan}; worst row blocks (first row, error) {worst_rows}; worst column blocks {worst_cols}"

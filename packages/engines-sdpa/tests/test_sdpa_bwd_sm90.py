@@ -32,6 +32,7 @@ from sdpa_cases import (  # noqa: E402
     _rel,
     _valid_keys,
     _valid_rows,
+    _where,
 )
 
 from pygraph_sdpa.reference import sdpa_backward_reference, sdpa_reference  # noqa: E402
@@ -104,4 +105,7 @@ def test_the_backward_matches_the_reference_and_the_backend(
     for b in range(case.b if case.seq_len_q else 0):  # past a sequence: zero gradients (the reference's)
         assert bool((grads["dQ"][b, :, case.seq_len_q[b] :] == 0).all()), b
         assert all(bool((grads[n][b, :, case.seq_len_kv[b] :] == 0).all()) for n in ("dK", "dV")), b
-    assert all(err <= TOLERANCE[case.io] for err in errors.values()), errors
+    assert all(err <= TOLERANCE[case.io] for err in errors.values()), (
+        errors,
+        {n: _where(grads[n], want[n].to(grads[n].dtype)) for n in grads},
+    )

@@ -31,6 +31,7 @@ from sdpa_cases import (  # noqa: E402
     _padding,
     _rel,
     _valid_rows,
+    _where,
 )
 
 from pygraph_sdpa.reference import sdpa_reference  # noqa: E402
@@ -98,4 +99,4 @@ def test_the_forward_matches_the_reference_and_the_backend(case: Case, p_regs: i
     assert plan.startswith(ENGINE)
     for b, rows in enumerate(case.seq_len_q or ()):  # rows past a sequence: O 0, lse -inf (the reference's)
         assert bool((o[b, :, rows:] == 0).all()) and bool((stats[b, :, rows:] == float("-inf")).all()), b
-    assert all(err <= TOLERANCE[case.io] for err in errors.values()), errors
+    assert all(err <= TOLERANCE[case.io] for err in errors.values()), (errors, _where(o, want_o.to(o.dtype)))
