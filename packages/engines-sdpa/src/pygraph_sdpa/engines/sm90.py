@@ -1,12 +1,15 @@
-"""``sdpa_fwd_sm90``: the ``sdpa_fwd`` family's Hopper forward (CuTe DSL, ``kernels/sdpa_fwd_sm90.py``).
+"""``sdpa_fwd_sm90`` and ``sdpa_bwd_sm90``: the sdpa families' Hopper engines (CuTe DSL,
+``kernels/sdpa_fwd_sm90.py`` and ``kernels/sdpa_bwd_sm90.py``).
 
-It serves dense [B, H, S, D] attention with D == D_v of 64 or 128 in bf16 or fp16: causal masks in
-either alignment, sliding windows (left and right bounds), GQA and MQA, padding through seq_len_q /
-seq_len_kv, a numeric attn_scale and the Stats output. Every other feature (dropout, bias, ALiBi,
-ragged THD, paged KV, a tensor scale, ...) is declined with the reason, and the backend serves it.
-`build_plan` compiles the configuration (about 10 s on a CPU core, then kept per process and on
-disk: `sdpa_fwd_sm90_host.compiled_forward`); a call checks the declared geometry and the 16-byte
-alignment the copies need, and launches with raw addresses.
+They serve dense [B, H, S, D] attention with D == D_v (64, 128 or 256 forward; 64 or 128 backward)
+in bf16 or fp16: causal masks in either alignment, sliding windows (left and right bounds), GQA and
+MQA, padding through seq_len_q / seq_len_kv, a numeric attn_scale and the Stats. Every other feature
+(dropout, bias, ALiBi, ragged THD, paged KV, a tensor scale, ...) is declined with the reason, and
+the backend serves it. Knobs: the forward's P_REGS (P through shared memory or in registers), the
+backward's DETERMINISTIC (dQ by atomics or by its own pass). `build_plan` compiles the configuration
+(a few seconds on a CPU core, then kept per process and on disk: `sdpa_fwd_sm90_host`); a call
+checks the declared geometry and the 16-byte alignment the copies need, and launches with raw
+addresses.
 """
 
 from __future__ import annotations
@@ -332,7 +335,9 @@ class SdpaBwdSm90Plan(SdpaFwdSm90Plan):
 
     def __init__(self, name: str, fn: Any, rows: tuple, sizes: tuple, scale: float, workspace: tuple) -> None:
         super().__init__(name, fn, rows, sizes, scale)
-        self._acc_offset, self._workspace_bytes = workspace
+        # (with DETERMINISTIC=1 the accumulator is absent: its pointer is the workspace's, unread)
+        acc_offset, self._workspace_bytes = workspace
+        self._acc_offset = acc_offset if acc_offset < self._workspace_bytes else 0
 
     def get_workspace_size(self) -> int:
         return self._workspace_bytes

@@ -318,7 +318,7 @@ class SdpaFwdSm90:
             sQ = smem.allocate_tensor(io, q_layout, 1024, q_swz)
             sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
             sV = smem.allocate_tensor(io, v_layout, 1024, v_swz)
-            sP = sQ  # unused with P in registers
+            sP = None
             if const_expr(not self.p_in_registers):
                 sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
 
@@ -342,7 +342,9 @@ class SdpaFwdSm90:
             ra, rb = crd_s[0][0], crd_s[cute.size(crd_s) - 1][0]  # the thread's two rows
             m_a, m_b = Float32(_NEG_INF), Float32(_NEG_INF)
             l_a, l_b = Float32(0.0), Float32(0.0)
-            p_part = mma_qk.get_slice(tidx).partition_C(sP)
+            p_part = None
+            if const_expr(not self.p_in_registers):
+                p_part = mma_qk.get_slice(tidx).partition_C(sP)
 
             for j in cutlass.range(first, last, unroll=1):
                 stage = (j - first) % 2
