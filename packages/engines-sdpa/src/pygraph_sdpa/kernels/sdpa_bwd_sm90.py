@@ -343,7 +343,8 @@ class SdpaBwdSm90:
                         ds = p * (dp_acc[i] - dlt)
                     ds_part[i] = ds.to(io)
                 cute.arch.fence_proxy("async.shared", space="cta")
-                cute.arch.sync_threads()  # dS complete
+                # this warpgroup's rows of dS complete: its dQ product reads no other rows
+                cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
                 _wg_gemm(mma_dq, tidx, d_q, sdS, _transposed(sK[None, None, stage]))
                 cute.nvgpu.warpgroup.wait_group(0)
                 cute.arch.sync_threads()  # this stage and dS read

@@ -440,7 +440,9 @@ class SdpaFwdSm90:
                     cute.nvgpu.warpgroup.commit_group()
                 else:
                     cute.arch.fence_proxy("async.shared", space="cta")
-                    cute.arch.sync_threads()  # P complete
+                    # this warpgroup's rows of P complete (its product reads no other rows), so one
+                    # warpgroup's P V may run while the other's softmax still does
+                    cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
                     _wg_gemm(mma_pv, tidx, out, sP, _transposed(sV[None, None, stage]))
                 cute.nvgpu.warpgroup.wait_group(0)
                 cute.arch.sync_threads()  # this stage's K, V and P read: free for the next copies
