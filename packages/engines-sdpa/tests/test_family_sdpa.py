@@ -121,3 +121,31 @@ def test_the_planning_path_imports_no_framework():
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     )
     assert [m for m in loaded if m.split(".")[0] in ("torch", "cutlass", "cudnn", "numpy")] == []
+
+
+def test_a_timed_cell_where_the_python_forward_leads_puts_it_first_with_its_knob_first(monkeypatch):
+    from pygraph_sdpa import heuristics
+
+    facts = analyze(_attention_graph())  # d 64, causal, 128 keys, no grouped heads
+    assert heuristics.cell_of(facts) == (64, True, 0, False)
+    monkeypatch.setitem(heuristics.FWD_RULES, (64, True, 0, False), heuristics.Rule(leads=True, first=1))
+    entries = [PlanConfig(-1), PlanConfig(3, {}, mode=heur_mode.A)]
+    ranked = recommend([heur_mode.A], facts, {"sdpa_fwd_sm90": 20500}, entries)
+    assert [(c.engine_id, c.knobs or {}) for c in ranked][:4] == [
+        (20500, {"P_REGS": 1}), (20500, {"P_REGS": 0}), (-1, {}), (3, {}),
+    ]  # fmt: skip
+
+
+def test_the_key_length_buckets():
+    from pygraph_sdpa import heuristics
+
+    def bucket(s_kv):
+        g = pygraph.Graph(name="b", io_data_type=dt.BFLOAT16, compute_data_type=dt.FLOAT)
+        q = g.tensor(name="q", dim=[1, 2, 64, 128], data_type=dt.BFLOAT16)
+        k, v = (g.tensor(name=n, dim=[1, 1, s_kv, 128], data_type=dt.BFLOAT16) for n in "kv")
+        g.sdpa(q=q, k=k, v=v, attn_scale=0.1, name="sdpa")[0].set_output(True)
+        return heuristics.cell_of(analyze(g))
+
+    assert [bucket(s) for s in (1024, 1025, 4096, 8192)] == [
+        (128, False, 0, True), (128, False, 1, True), (128, False, 1, True), (128, False, 2, True),
+    ]  # fmt: skip
