@@ -2,12 +2,14 @@
 # The sdpa families on the device: the sm90 tests (the backend path, sdpa_fwd_sm90, sdpa_bwd_sm90, the
 # torch op), compute-sanitizer memcheck of two cases of each python engine, and the benchmark.
 #   source /tmp/site/env.sh && bash scripts/device/sdpa.sh [PART] [bench args...]
-# PART: tests (default: backend, fwd_sm90, bwd_sm90, ops), backend, fwd_sm90, bwd_sm90, ops, memcheck, bench.
+# PART: tests (default: backend, fwd_sm90, bwd_sm90, ops), backend, fwd_sm90, bwd_sm90, ops, memcheck, bench,
+# ncu KERNEL [SHAPE] (Nsight Compute's stall samples per line of one launch of a python engine's kernel at a
+# bench_sdpa shape, default 4x16x4096x128: kernel_cutlass_kernel (the forward), _main, _grad_q, _prepare).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
 part=tests
-case "${1:-}" in tests|backend|fwd_sm90|bwd_sm90|ops|memcheck|bench) part=$1; shift ;; esac
+case "${1:-}" in tests|backend|fwd_sm90|bwd_sm90|ops|memcheck|bench|ncu) part=$1; shift ;; esac
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
 dir=packages/engines-sdpa/tests
 run() {  # $1: test file, $2: log name; each case's printed errors, then the summary line
@@ -28,4 +30,12 @@ if [ "$part" = memcheck ]; then
 fi
 if [ "$part" = bench ]; then
   python3 -m benchmarks.sdpa.bench_sdpa "$@" 2>&1 | tee "$OUTDIR/bench_sdpa.log"
+fi
+if [ "$part" = ncu ]; then
+  kernel=${1:?ncu needs a kernel name, e.g. kernel_cutlass_kernel}; shape=${2:-4x16x4096x128}
+  ncu -k "regex:$kernel" -s 1 -c 1 --section SourceCounters --section WarpStateStats --section LaunchStats \
+    --section SpeedOfLight --section Occupancy -o "$OUTDIR/$kernel" -f \
+    python3 -m benchmarks.sdpa.bench_sdpa --shapes "$shape" --rounds 1 2>&1 | tail -2
+  ncu -i "$OUTDIR/$kernel.ncu-rep" --page details 2>&1 | grep -E "Registers Per|Duration|Throughput|Occupancy|Block Limit|Issue Slots Busy|Warp Cycles Per Issued"
+  ncu -i "$OUTDIR/$kernel.ncu-rep" --page source --csv --print-source sass > "$OUTDIR/$kernel.source.csv"
 fi
