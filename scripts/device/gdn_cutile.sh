@@ -74,6 +74,9 @@ if [ "$part" = ncu ]; then
     --import-source yes -o "$OUTDIR/$kernel" -f python3 scripts/device/gdn_profile.py run "$shape" "$@" 2>&1 | tail -2
   ncu -i "$OUTDIR/$kernel.ncu-rep" --page details 2>&1 | grep -E "Registers Per|Block Size|Warp Cycles Per Issued|Duration|Throughput|Occupancy|Block Limit|Issue Slots Busy|Executed Ipc|Shared Memory Configuration Size|Dynamic Shared"
   ncu -i "$OUTDIR/$kernel.ncu-rep" --page source --csv --print-source cuda,sass > "$OUTDIR/$kernel.source.csv"
+  # no line info (the CuTe DSL kernels): the SASS page instead
+  grep -q "^\"Line No\"" "$OUTDIR/$kernel.source.csv" \
+    || ncu -i "$OUTDIR/$kernel.ncu-rep" --page source --csv --print-source sass > "$OUTDIR/$kernel.source.csv"
   python3 scripts/device/gdn_profile.py lines "$OUTDIR/$kernel.source.csv" | tee "$OUTDIR/$kernel.lines.txt"
 fi
 if [ "$part" = all ] || [ "$part" = bench ]; then

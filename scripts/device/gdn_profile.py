@@ -44,13 +44,22 @@ def _number(text: str) -> float:
 def lines(path: str, top: int) -> None:
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
-    start = next(i for i, r in enumerate(rows) if r[:2] == ["Line No", "Source"])
+    # a kernel built with line info has a source page ("Line No", "Source", ...); one without (the
+    # CuTe DSL kernels) has only its SASS ("Address", "Source", ...): then instructions are ranked
+    start = next(
+        (i for i, r in enumerate(rows) if r[:2] in (["Line No", "Source"], ["Address", "Source"])), None
+    )
+    if start is None:
+        raise SystemExit(
+            f"{path}: no source or SASS table (ncu printed: {' '.join(c for r in rows[:2] for c in r)[:200]})"
+        )
     header = rows[start]
     samples = header.index("Warp Stall Sampling (All Samples)")
     stalls = [j for j, name in enumerate(header) if name.startswith("stall_") and "Not Issued" not in name]
     source = [r for r in rows[start + 1 :] if r and r[0]]  # the source lines (the SASS rows have no number)
     total = sum(_number(r[samples]) for r in source) or 1.0
-    print(f"{int(total)} stall samples; per line: share, then its top stall reasons")
+    unit = "line" if header[0] == "Line No" else "instruction"
+    print(f"{int(total)} stall samples; per {unit}: share, then its top stall reasons")
     for r in sorted(source, key=lambda r: -_number(r[samples]))[:top]:
         n = _number(r[samples]) or 1.0
         reasons = sorted(((_number(r[j]), header[j][6:]) for j in stalls), reverse=True)[:3]

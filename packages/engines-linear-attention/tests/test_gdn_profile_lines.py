@@ -36,3 +36,21 @@ def test_the_lines_with_most_samples_come_first_with_their_reasons(tmp_path, cap
     assert out[1].split()[:2] == ["11", "70.0%"] and out[1].endswith("short_sb 100%")
     assert out[2].split()[:2] == ["10", "30.0%"] and out[2].endswith("long_sb 90% short_sb 10%")
     assert len(out) == 3  # top=2
+
+
+def test_a_sass_only_page_ranks_instructions_and_a_page_without_either_says_so(tmp_path, capsys):
+    import pytest
+
+    header = ["Address", "Source", "Warp Stall Sampling (All Samples)", "stall_wait"]
+    rows = [header, ["0x10", "HGMMA.64x128x16", "5", "5"], ["0x20", "MUFU.EX2 R1, R2", "15", "0"]]
+    path = tmp_path / "sass.csv"
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    _module().lines(str(path), top=5)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "20 stall samples; per instruction: share, then its top stall reasons"
+    assert out[1].split()[:3] == ["0x20", "75.0%", "MUFU.EX2"]
+    empty = tmp_path / "empty.csv"
+    empty.write_text("==WARNING== No lineinfo available\n")
+    with pytest.raises(SystemExit, match="no source or SASS table"):
+        _module().lines(str(empty), top=5)
