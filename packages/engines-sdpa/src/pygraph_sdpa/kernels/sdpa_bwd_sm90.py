@@ -250,6 +250,10 @@ class SdpaBwdSm90:
         D, BM, BN, io = self.D, DQ_ROWS, DQ_KEYS, self.io
         tidx, _, _ = cute.arch.thread_idx()
         m_block, h, b = cute.arch.block_idx()
+        if const_expr(self.window_right >= 0):
+            # under a right bound the last query blocks see the most keys: they launch first, so
+            # the short blocks fill the tail instead of the long ones trailing it
+            m_block = cute.arch.grid_dim()[0] - 1 - m_block
         rows_q, rows_kv = s_q, s_kv
         if const_expr(self.padded):
             rows_q = cutlass.min(Int32(mSeqQ[b]), s_q)
