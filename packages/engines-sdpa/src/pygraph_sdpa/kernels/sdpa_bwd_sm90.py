@@ -46,6 +46,7 @@ from pygraph_sdpa.kernels.sdpa_fwd_sm90 import (
     _wg_gemm,
     _wg_mma,
 )
+from pygraph_sdpa.kernels.sdpa_sm90_masks import SdpaMasks
 
 __all__ = ["BLOCK_N", "BLOCK_Q", "DQ_KEYS", "DQ_ROWS", "SdpaBwdSm90"]
 
@@ -72,7 +73,7 @@ def _red_rows(vals: cute.Tensor, crd: cute.Tensor, dst: cute.Tensor, rows_left: 
             )
 
 
-class SdpaBwdSm90:
+class SdpaBwdSm90(SdpaMasks):
     """One static configuration: head dim, io dtype, masks and padding."""
 
     def __init__(
@@ -189,9 +190,7 @@ class SdpaBwdSm90:
         D = self.D
         tidx, _, _ = cute.arch.thread_idx()
         blk, h, b = cute.arch.block_idx()
-        rows_q = s_q
-        if const_expr(self.padded):
-            rows_q = cutlass.min(Int32(mSeqQ[b]), s_q)
+        rows_q = self.length(mSeqQ, b, s_q)
         warp, lane = tidx // 32, tidx % 32
         for r in cutlass.range(warp, ROWS, 4, unroll=1):
             row = blk * ROWS + r
@@ -214,9 +213,7 @@ class SdpaBwdSm90:
         D, io = self.D, self.io
         tidx, _, _ = cute.arch.thread_idx()
         blk, h, b = cute.arch.block_idx()
-        rows_q = s_q
-        if const_expr(self.padded):
-            rows_q = cutlass.min(Int32(mSeqQ[b]), s_q)
+        rows_q = self.length(mSeqQ, b, s_q)
         warp, lane = tidx // 32, tidx % 32
         for r in cutlass.range(warp, ROWS, 4, unroll=1):
             row = blk * ROWS + r
@@ -250,29 +247,12 @@ class SdpaBwdSm90:
         D, BM, BN, io = self.D, DQ_ROWS, DQ_KEYS, self.io
         tidx, _, _ = cute.arch.thread_idx()
         m_block, h, b = cute.arch.block_idx()
-        if const_expr(self.window_right >= 0):
-            # under a right bound the last query blocks see the most keys: they launch first, so
-            # the short blocks fill the tail instead of the long ones trailing it
-            m_block = cute.arch.grid_dim()[0] - 1 - m_block
-        rows_q, rows_kv = s_q, s_kv
-        if const_expr(self.padded):
-            rows_q = cutlass.min(Int32(mSeqQ[b]), s_q)
-            rows_kv = cutlass.min(Int32(mSeqKv[b]), s_kv)
+        m_block = self.query_block(m_block)
+        rows_q, rows_kv = self.lengths(mSeqQ, mSeqKv, b, s_q, s_kv)
         row0 = m_block * BM
         if row0 < s_q:
-            offset = Int32(0)
-            if const_expr(self.bottom_right):
-                offset = rows_kv - rows_q
-            key_end = rows_kv
-            if const_expr(self.window_right >= 0):
-                key_end = cutlass.min(key_end, row0 + BM + offset + self.window_right)
-            key_begin = Int32(0)
-            if const_expr(self.window_left >= 0):
-                key_begin = cutlass.max(key_begin, row0 + offset - self.window_left + 1)
-            first = key_begin // BN
-            last = Int32(0)
-            if key_end > 0 and row0 < rows_q:
-                last = (key_end + BN - 1) // BN
+            offset = self.offset(rows_q, rows_kv)
+            first, last = self.key_blocks(row0, BM, offset, rows_q, rows_kv, BN)
 
             smem = utils.SmemAllocator()
             q_layout, q_swz = _row_major(BM, D)
@@ -331,13 +311,7 @@ class SdpaBwdSm90:
                 cute.nvgpu.warpgroup.wait_group(0)
                 n0 = j * BN
                 for i in cutlass.range_constexpr(cute.size(s_acc)):
-                    row = row0 + crd_s[i][0]
-                    key = n0 + crd_s[i][1]
-                    seen = Int32(key < rows_kv) * Int32(row < rows_q)
-                    if const_expr(self.window_right >= 0):
-                        seen = seen * Int32(key <= row + offset + self.window_right)
-                    if const_expr(self.window_left >= 0):
-                        seen = seen * Int32(key > row + offset - self.window_left)
+                    seen = self.seen(row0 + crd_s[i][0], n0 + crd_s[i][1], offset, rows_q, rows_kv)
                     lse, dlt = lse_b, dlt_b
                     if crd_s[i][0] == ra:
                         lse, dlt = lse_a, dlt_a
@@ -387,26 +361,11 @@ class SdpaBwdSm90:
         D, BN, BQ, io = self.D, BLOCK_N, BLOCK_Q, self.io
         tidx, _, _ = cute.arch.thread_idx()
         n_block, hk, b = cute.arch.block_idx()
-        rows_q, rows_kv = s_q, s_kv
-        if const_expr(self.padded):  # a length past the tensor's reads as the tensor's (the reference's rule)
-            rows_q = cutlass.min(Int32(mSeqQ[b]), s_q)
-            rows_kv = cutlass.min(Int32(mSeqKv[b]), s_kv)
+        rows_q, rows_kv = self.lengths(mSeqQ, mSeqKv, b, s_q, s_kv)
         n0 = n_block * BN
         if n0 < s_kv:  # a block past the sequence's length still writes its rows: dK, dV 0
-            offset = Int32(0)
-            if const_expr(self.bottom_right):
-                offset = rows_kv - rows_q
-            # the query rows that see a key of this block: [q_begin, q_end)
-            q_begin = Int32(0)
-            if const_expr(self.window_right >= 0):
-                q_begin = cutlass.max(q_begin, n0 - offset - self.window_right)
-            q_end = rows_q
-            if const_expr(self.window_left >= 0):
-                q_end = cutlass.min(q_end, n0 + BN - 1 - offset + self.window_left)
-            first = q_begin // BQ
-            blocks = Int32(0)
-            if q_end > first * BQ and n0 < rows_kv:
-                blocks = (q_end + BQ - 1) // BQ - first
+            offset = self.offset(rows_q, rows_kv)
+            first, blocks = self.query_blocks(n0, BN, offset, rows_q, rows_kv, BQ)
             steps = blocks * group  # (query head of the group, query block) pairs
 
             smem = utils.SmemAllocator()
@@ -478,14 +437,8 @@ class SdpaBwdSm90:
                 _wg_gemm(mma_s, tidx, dp_t, sV, sdO[None, None, stage])
                 cute.nvgpu.warpgroup.wait_group(0)
                 for i in cutlass.range_constexpr(cute.size(s_t)):
-                    key = n0 + crd_s[i][0]
                     qcol = crd_s[i][1]
-                    query = i0 + qcol
-                    seen = Int32(key < rows_kv) * Int32(query < rows_q)
-                    if const_expr(self.window_right >= 0):
-                        seen = seen * Int32(key <= query + offset + self.window_right)
-                    if const_expr(self.window_left >= 0):
-                        seen = seen * Int32(key > query + offset - self.window_left)
+                    seen = self.seen(i0 + qcol, n0 + crd_s[i][0], offset, rows_q, rows_kv)
                     p = Float32(0.0)
                     ds = Float32(0.0)
                     if seen != 0:

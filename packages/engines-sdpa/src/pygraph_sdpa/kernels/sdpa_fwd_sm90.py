@@ -30,6 +30,8 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
+from pygraph_sdpa.kernels.sdpa_sm90_masks import SdpaMasks
+
 BLOCK_M = 128  # query rows per CTA: two warpgroups of 64
 BLOCK_N = 128  # keys per block (64 at head dim 256: its tiles would not fit in shared memory)
 
@@ -189,7 +191,7 @@ def _quad_sum(x: Float32) -> Float32:
     return x + cute.arch.shuffle_sync_bfly(x, offset=2)
 
 
-class SdpaFwdSm90:
+class SdpaFwdSm90(SdpaMasks):
     """One static configuration: head dims, io dtype, masks, padding and whether stats are stored."""
 
     def __init__(
@@ -289,30 +291,12 @@ class SdpaFwdSm90:
         D, DV, BM, BN, io = self.D, self.DV, BLOCK_M, block_n(self.D), self.io
         tidx, _, _ = cute.arch.thread_idx()
         m_block, h, b = cute.arch.block_idx()
-        if const_expr(self.window_right >= 0):
-            # under a right bound the last query blocks see the most keys: they launch first, so
-            # the short blocks fill the tail instead of the long ones trailing it
-            m_block = cute.arch.grid_dim()[0] - 1 - m_block
-        rows_q, rows_kv = s_q, s_kv
-        if const_expr(self.padded):  # a length past the tensor's reads as the tensor's (the reference's rule)
-            rows_q = cutlass.min(Int32(mSeqQ[b]), s_q)
-            rows_kv = cutlass.min(Int32(mSeqKv[b]), s_kv)
+        m_block = self.query_block(m_block)
+        rows_q, rows_kv = self.lengths(mSeqQ, mSeqKv, b, s_q, s_kv)
         row0 = m_block * BM
         if row0 < s_q:  # a block past the sequence's length still writes its rows: O 0, lse -inf
-            offset = Int32(0)
-            if const_expr(self.bottom_right):
-                offset = rows_kv - rows_q
-            # the key blocks this query block sees: [first, last) in blocks of BN
-            key_end = rows_kv
-            if const_expr(self.window_right >= 0):
-                key_end = cutlass.min(key_end, row0 + BM + offset + self.window_right)
-            key_begin = Int32(0)
-            if const_expr(self.window_left >= 0):
-                key_begin = cutlass.max(key_begin, row0 + offset - self.window_left + 1)
-            first = key_begin // BN
-            last = Int32(0)
-            if key_end > 0 and row0 < rows_q:
-                last = (key_end + BN - 1) // BN
+            offset = self.offset(rows_q, rows_kv)
+            first, last = self.key_blocks(row0, BM, offset, rows_q, rows_kv, BN)
 
             smem = utils.SmemAllocator()
             q_layout, q_swz = _row_major(BM, D)
@@ -374,26 +358,10 @@ class SdpaFwdSm90:
                 cute.nvgpu.warpgroup.wait_group(0)
 
                 n0 = j * BN
-                # a block the masks cut: the sequence's end, the diagonal (+ window_right), the left bound
-                cut = Int32(n0 + BN > rows_kv)
-                if const_expr(self.window_right >= 0):
-                    if n0 + BN - 1 > row0 + offset + self.window_right:
-                        cut = Int32(1)
-                if const_expr(self.window_left >= 0):
-                    if n0 <= row0 + BM - 1 + offset - self.window_left:
-                        cut = Int32(1)
-                if cut != 0:
+                if self.cuts(row0, BM, n0, BN, offset, rows_kv) != 0:  # the masks hide some pair here
                     for i in cutlass.range_constexpr(cute.size(scores)):
-                        row = row0 + crd_s[i][0]
-                        col = n0 + crd_s[i][1]
-                        if col >= rows_kv:
+                        if self.seen(row0 + crd_s[i][0], n0 + crd_s[i][1], offset, rows_q, rows_kv) == 0:
                             scores[i] = Float32(_NEG_INF)
-                        if const_expr(self.window_right >= 0):
-                            if col > row + offset + self.window_right:
-                                scores[i] = Float32(_NEG_INF)
-                        if const_expr(self.window_left >= 0):
-                            if col <= row + offset - self.window_left:
-                                scores[i] = Float32(_NEG_INF)
 
                 # the online softmax, log2 domain: each row's max over this block and the earlier ones
                 top_a, top_b = m_a, m_b
