@@ -200,10 +200,13 @@ class SdpaFwdSm90Plan(CompiledPlan):
 
     reads_stream = True
     engine_name = "sdpa_fwd_sm90"
+    copied = frozenset({"q", "k", "v", "o"})  # the operands whose rows the kernels copy 16 bytes at a time
 
     def __init__(self, name: str, fn: Any, rows: tuple, sizes: tuple, scale: float) -> None:
+        # scale: the compiled function's scale argument as it takes it
         self._name, self._fn, self._sizes, self._scale = name, fn, sizes, scale
-        self._rows = rows  # (role, pack position or -1, declared shape, declared stride)
+        # (role, pack position or -1, declared shape, declared stride, read or written by 16-byte copies)
+        self._rows = tuple((*row, row[0] in self.copied) for row in rows)
 
     def get_workspace_size(self) -> int:
         return 0
@@ -211,12 +214,12 @@ class SdpaFwdSm90Plan(CompiledPlan):
     def _refuse(self, rule: str) -> None:
         raise ValueError(f"{self.engine_name} (graph {self._name!r}): {rule}")
 
-    def _pointers(self, pack: Any, aligned: tuple[str, ...]) -> list[int]:
+    def _pointers(self, pack: Any) -> list[int]:
         """The call's addresses in the compiled function's order (0 for an absent operand), each
-        buffer checked against the declared geometry and, for ``aligned`` roles, 16-byte alignment."""
+        buffer checked against the declared geometry and, where copied 16 bytes at a time, its alignment."""
         bufs = pack.buffers
         pointers = []
-        for role, pos, shape, stride in self._rows:
+        for role, pos, shape, stride, copied in self._rows:
             if pos < 0:
                 pointers.append(0)
                 continue
@@ -226,7 +229,7 @@ class SdpaFwdSm90Plan(CompiledPlan):
                     f"operand {role} is shape {list(buf.shape)} stride {list(buf.stride)}; the plan is "
                     f"compiled for the declared {list(shape)} stride {list(stride)}"
                 )
-            if role in aligned and buf.pointer % 16:
+            if copied and buf.pointer % 16:
                 self._refuse(
                     f"operand {role} at {buf.pointer:#x} is not 16-byte aligned (its rows are copied 16 bytes at a time)"
                 )
@@ -234,8 +237,8 @@ class SdpaFwdSm90Plan(CompiledPlan):
         return pointers
 
     def execute(self, graph: Any, pack: Any, ctx: ExecutionContext) -> None:
-        pointers = self._pointers(pack, ("q", "k", "v", "o"))
-        self._fn(*pointers, *self._sizes, self._scale * _LOG2E, ctx.stream or 0)
+        pointers = self._pointers(pack)
+        self._fn(*pointers, *self._sizes, self._scale, ctx.stream or 0)
 
 
 class SdpaFwdSm90Engine(BaseEngine):
@@ -286,7 +289,8 @@ class SdpaFwdSm90Engine(BaseEngine):
         )  # fmt: skip
         knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
         fn = compiled_forward(key_for(facts, bool(knobs.get("P_REGS", P_REGS[0]))))
-        return SdpaFwdSm90Plan(request.graph.name, fn, rows, sizes, facts.scale)
+        # the kernel takes the scale in the log2 domain of its softmax
+        return SdpaFwdSm90Plan(request.graph.name, fn, rows, sizes, facts.scale * _LOG2E)
 
     def _lengths(self, facts: SdpaFacts) -> dict[str, Any]:
         """seq_len_q and seq_len_kv (None without padding), checked: INT32, one value per batch."""
@@ -332,6 +336,7 @@ class SdpaBwdSm90Plan(SdpaFwdSm90Plan):
     """The compiled backward bound to one graph; its workspace holds delta and dQ's fp32 sums."""
 
     engine_name = "sdpa_bwd_sm90"
+    copied = frozenset({"q", "k", "v", "o", "dO", "dQ", "dK", "dV"})
 
     def __init__(self, name: str, fn: Any, rows: tuple, sizes: tuple, scale: float, workspace: tuple) -> None:
         super().__init__(name, fn, rows, sizes, scale)
@@ -348,7 +353,7 @@ class SdpaBwdSm90Plan(SdpaFwdSm90Plan):
             self._refuse(f"needs a workspace of {self._workspace_bytes} bytes, got none")
         if workspace % 256:
             self._refuse(f"workspace pointer {workspace:#x} is not 256-byte aligned")
-        pointers = self._pointers(pack, ("q", "k", "v", "o", "dO", "dQ", "dK", "dV"))
+        pointers = self._pointers(pack)
         self._fn(
             *pointers, workspace, workspace + self._acc_offset, *self._sizes, self._scale, ctx.stream or 0
         )

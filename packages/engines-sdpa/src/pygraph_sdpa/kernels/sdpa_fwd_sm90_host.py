@@ -129,71 +129,33 @@ def _save_object(fn: Any, path: Path) -> None:
 
 
 def _compile(key: Any, arch: str) -> Any:
-    if isinstance(key, SdpaBwdKey):
-        return _compile_backward(key, arch)
-    import cutlass
-    import cutlass.cute as cute
-    from cutlass.cute.runtime import make_fake_stream, make_ptr
-
-    from pygraph_sdpa.kernels.sdpa_fwd_sm90 import DT, SdpaFwdSm90
-
-    kernel = SdpaFwdSm90(
-        head_dim=key.head_dim,
-        head_dim_v=key.head_dim,
-        io_dtype=key.io_dtype,
-        bottom_right=key.bottom_right,
-        window_left=key.window_left,
-        window_right=key.window_right,
-        padded=key.padded,
-        store_stats=key.store_stats,
-        p_in_registers=key.p_in_registers,
-    )
-    gmem = cute.AddressSpace.gmem
-    io = make_ptr(DT[key.io_dtype], 0, gmem, assumed_align=16)
-    pointers = [io, io, io, io, make_ptr(cutlass.Float32, 0, gmem, assumed_align=4)]
-    pointers += [make_ptr(cutlass.Int32, 0, gmem, assumed_align=4)] * 2
-    sizes = [cutlass.Int32(1)] * 18  # batch, heads (q, k, v), s_q, s_kv, then 4 x 3 strides
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # trace-time advisories on the intended fully unrolled loops
-        return cute.compile(
-            kernel,
-            *pointers,
-            *sizes,
-            cutlass.Float32(1.0),
-            make_fake_stream(),
-            options=f"--enable-tvm-ffi --gpu-arch {arch}",
-        )
-
-
-def _compile_backward(key: SdpaBwdKey, arch: str) -> Any:
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_stream, make_ptr
 
     from pygraph_sdpa.kernels.sdpa_bwd_sm90 import SdpaBwdSm90
-    from pygraph_sdpa.kernels.sdpa_fwd_sm90 import DT
+    from pygraph_sdpa.kernels.sdpa_fwd_sm90 import DT, SdpaFwdSm90
 
-    kernel = SdpaBwdSm90(
-        head_dim=key.head_dim,
-        io_dtype=key.io_dtype,
-        bottom_right=key.bottom_right,
-        window_left=key.window_left,
-        window_right=key.window_right,
-        padded=key.padded,
-        deterministic=key.deterministic,
-    )
+    fields = dataclasses.asdict(key)  # the keys' fields are the kernels' arguments
+    if isinstance(key, SdpaBwdKey):
+        kernel = SdpaBwdSm90(**fields)
+        # BWD_POINTERS's dtypes: q k v o dO (io), stats (f32), dQ dK dV (io), lengths (i32), delta, dq_acc (f32)
+        kinds, sizes = "iiiiifiiinnff", 14  # batch, heads (q, k), s_q, s_kv, then 3 x 3 strides
+    else:
+        kernel = SdpaFwdSm90(head_dim_v=key.head_dim, **fields)
+        kinds, sizes = "iiiifnn", 18  # batch, heads (q, k, v), s_q, s_kv, then 4 x 3 strides
     gmem = cute.AddressSpace.gmem
-    io = make_ptr(DT[key.io_dtype], 0, gmem, assumed_align=16)
-    f32 = make_ptr(cutlass.Float32, 0, gmem, assumed_align=4)
-    i32 = make_ptr(cutlass.Int32, 0, gmem, assumed_align=4)
-    pointers = [io, io, io, io, io, f32, io, io, io, i32, i32, f32, f32]
-    sizes = [cutlass.Int32(1)] * 14  # batch, heads (q, k), s_q, s_kv, then 3 x 3 strides
+    by_kind = {
+        "i": make_ptr(DT[key.io_dtype], 0, gmem, assumed_align=16),
+        "f": make_ptr(cutlass.Float32, 0, gmem, assumed_align=4),
+        "n": make_ptr(cutlass.Int32, 0, gmem, assumed_align=4),
+    }
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore")  # trace-time advisories on the intended fully unrolled loops
         return cute.compile(
             kernel,
-            *pointers,
-            *sizes,
+            *(by_kind[k] for k in kinds),
+            *[cutlass.Int32(1)] * sizes,
             cutlass.Float32(1.0),
             make_fake_stream(),
             options=f"--enable-tvm-ffi --gpu-arch {arch}",
