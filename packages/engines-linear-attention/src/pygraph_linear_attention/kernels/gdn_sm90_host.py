@@ -276,13 +276,18 @@ def _disk_key(key: Sm90Key, arch: str) -> str:
 
 
 def _source_digest() -> str:
-    """sha256 of the kernel modules (``gdn_sm90_*.py``: the kernels, their building blocks) and this
-    one: what a compiled object is built from."""
+    """sha256 of the kernel modules (``gdn_sm90_*.py``: the kernels, their building blocks), this one
+    and the shared blocks (`pygraph.engines.cute_tiles`): what a compiled object is built from."""
     digest = hashlib.sha256()
     here = Path(__file__).resolve().parent
-    for name in sorted(p.name for p in here.glob("gdn_sm90_*.py")):  # the kernels, their blocks, this one
-        digest.update(name.encode())
-        digest.update((here / name).read_bytes())
+    from pygraph.engines.cute_tiles import SOURCE as shared
+
+    for path in (
+        *sorted(here.glob("gdn_sm90_*.py")),
+        shared,
+    ):  # the kernels, their blocks, this one, the shared
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()
 
 

@@ -1,23 +1,47 @@
-"""The CuTe DSL building blocks of the gdn_sm90 kernels (`gdn_sm90_fwd`, `gdn_sm90_bwd`): shared
-tile layouts (16-byte swizzled row-major tiles, which are also the canonical wgmma operand
-layouts), 16-byte cp.async loads and stores with row predicates, the warp-level (mma.sync) and
-warpgroup (wgmma) products over shared operands, accumulator moves, the chunk-slot search, and the
+"""The CuTe DSL building blocks of the gdn_sm90 kernels (`gdn_sm90_fwd`, `gdn_sm90_bwd`): the
+shared ones of `pygraph.engines.cute_tiles` (swizzled row-major tiles, 16-byte copies with row
+predicates, warpgroup MMAs) at this family's 128 threads, and the family's own: warp-level
+(mma.sync) products over shared operands, accumulator moves, the chunk-slot search, and the
 backward's row and column sums. Trace-time helpers take everything explicitly.
 """
 
 from __future__ import annotations
 
-import math
-
 import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32
 
+from pygraph.engines.cute_tiles import VEC as _VEC
+from pygraph.engines.cute_tiles import acc as _acc
+from pygraph.engines.cute_tiles import g2s_copy, s2g_copy, wg_mma
+from pygraph.engines.cute_tiles import load_rows as _load_rows
+from pygraph.engines.cute_tiles import row_major as _row_major
+from pygraph.engines.cute_tiles import row_predicate as _row_predicate
+from pygraph.engines.cute_tiles import store_rows as _store_rows
+from pygraph.engines.cute_tiles import transposed as _transposed
+from pygraph.engines.cute_tiles import wg_gemm as _wg_gemm
 from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK  # 64 tokens, as the cuTile kernels
 
 THREADS = 128
-_VEC = 8  # 16-bit elements per 16-byte cp.async
+SHARED = (_acc, _row_predicate, _store_rows, _wg_gemm)  # the gdn_sm90 kernels import these from here too
 _DT = {"bfloat16": cutlass.BFloat16, "float16": cutlass.Float16, "float32": cutlass.Float32}
+
+
+def _wg_mma(dtype, n: int, a_mn_major: bool, b_mn_major: bool):
+    """One warpgroup's ``wgmma.m64nNk16`` over shared operands (`cute_tiles.wg_mma`)."""
+    return wg_mma(dtype, n, a_mn_major, b_mn_major)
+
+
+def _g2s(dtype, cols: int):
+    """The CTA's 128 threads x 16-byte cp.async over a row-major tile (`cute_tiles.g2s_copy`)."""
+    return g2s_copy(dtype, cols, THREADS)
+
+
+def _s2g(dtype, cols: int):
+    """The CTA's 128 threads x 16-byte stores over a row-major tile (`cute_tiles.s2g_copy`)."""
+    return s2g_copy(dtype, cols, THREADS)
+
+
 _LOG2E = 1.4426950408889634
 
 
@@ -25,29 +49,9 @@ def _exp(x):
     return cute.math.exp2(x * _LOG2E, fastmath=True)
 
 
-def _row_major(rows: int, cols: int, stages: int = 0):
-    """A (rows, cols) row-major shared layout of 16-bit elements (``stages`` of them side by side as
-    a third mode, where given) and its byte swizzle: 8-row atoms of at most 64 columns, the 16-byte
-    chunks of a 128-byte (or 64-byte) line XORed with the line, so the 8 rows an ldmatrix phase
-    reads and the chunks a warp's cp.async writes hit distinct banks."""
-    width = min(cols, 64)
-    atom = cute.make_layout((8, width), stride=(width, 1))
-    if stages:
-        layout = cute.tile_to_shape(atom, (rows, cols, stages), (0, 1, 2))
-    else:
-        layout = cute.tile_to_shape(atom, (rows, cols), (0, 1))
-    bits = min(3, int(math.log2(width * 2 // 16)))
-    return layout, cute.make_swizzle(bits, 4, 3)
-
-
 def _aligned(stride):
     """A row stride the 16-byte copies may rely on (the engine checks it: head dims are multiples of 8)."""
     return cute.assume(stride, divby=_VEC)
-
-
-def _transposed(t):
-    """The same shared tile seen as (cols, rows)."""
-    return cute.make_tensor(t.iterator, cute.select(t.layout, mode=[1, 0]))
 
 
 def _tiled_mma(dtype, m: int, n: int):
@@ -62,84 +66,10 @@ def _tiled_mma(dtype, m: int, n: int):
     )
 
 
-def _wg_mma(dtype, n: int, a_mn_major: bool, b_mn_major: bool):
-    """The warpgroup (4 warps) ``wgmma.m64nNk16`` over operands in shared memory (the major modes
-    as given), fp32 accumulators set to accumulate: an M of 64 k is k instructions per K step."""
-    major = cute.nvgpu.OperandMajorMode
-    op = cute.nvgpu.warpgroup.MmaF16BF16Op(
-        dtype,
-        Float32,
-        (64, n, 16),
-        cute.nvgpu.warpgroup.OperandSource.SMEM,
-        major.MN if a_mn_major else major.K,
-        major.MN if b_mn_major else major.K,
-    )
-    tiled = cute.make_tiled_mma(cute.make_mma_atom(op), (1, 1, 1))
-    tiled.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-    return tiled
-
-
-def _wg_gemm(tiled_mma, tidx, acc, sA, sB):
-    """Issue acc += sA (M, K) @ sB (N, K)^T as one wgmma group (the caller waits on it); the
-    operands' shared layouts are the canonical swizzled ones `_row_major` builds, read in the
-    major mode ``tiled_mma`` was made for."""
-    thr = tiled_mma.get_slice(tidx)
-    rA = tiled_mma.make_fragment_A(thr.partition_A(sA))
-    rB = tiled_mma.make_fragment_B(thr.partition_B(sB))
-    cute.nvgpu.warpgroup.fence()
-    for kb in range(cute.size(rA, mode=[2])):
-        cute.gemm(tiled_mma, acc, rA[None, None, kb], rB[None, None, kb], acc)
-    cute.nvgpu.warpgroup.commit_group()
-
-
 def _async_visible():
     """This thread's shared-memory writes (stores, completed cp.async) visible to wgmma's reads
     (the async proxy); a barrier after it makes every thread's so."""
     cute.arch.fence_proxy("async.shared", space="cta")
-
-
-def _g2s(dtype, cols: int):
-    """128 threads x 16-byte cp.async over a (rows, cols) row-major tile, threads along the row."""
-    atom = cute.make_copy_atom(
-        cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL), dtype, num_bits_per_copy=128
-    )
-    per_row = cols // _VEC
-    thr = cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1))
-    return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, _VEC)))
-
-
-def _s2g(dtype, cols: int):
-    """128 threads x 16-byte stores over a (rows, cols) row-major tile, threads along the row."""
-    atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=128)
-    per_row = cols // _VEC
-    thr = cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1))
-    return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, _VEC)))
-
-
-# Trace-time helpers (plain Python; everything passed explicitly).
-def _store_rows(s2g, tidx, s_tile, g_tile, rows_left):
-    """The shared (C, D) tile into the global ``g_tile``, 16 bytes per store, rows before
-    ``rows_left`` only: a few wide stores per thread where the accumulator's own layout would take
-    one 2-byte store per element (their queue stalled the split scan's chunk step)."""
-    thr = s2g.get_slice(tidx)
-    src = thr.partition_S(s_tile)
-    dst = thr.partition_D(g_tile)
-    crd = thr.partition_D(cute.make_identity_tensor(g_tile.shape))
-    cute.copy(s2g, src, dst, pred=_row_predicate(dst, crd, rows_left))
-
-
-def _row_predicate(part, crd, rows_left):
-    """The per-copy predicate of a 16-byte tiled copy's partition ``part`` of a (rows, cols) tile:
-    the copy's row (from ``crd``, the identity tensor partitioned alike) before ``rows_left``."""
-    pred = cute.make_rmem_tensor(
-        (cute.size(part, mode=[0]) // _VEC, cute.size(part, mode=[1]), cute.size(part, mode=[2])),
-        cutlass.Boolean,
-    )
-    for r in range(cute.size(pred, mode=[0])):
-        for i in range(cute.size(pred, mode=[1])):
-            for j in range(cute.size(pred, mode=[2])):
-                pred[r, i, j] = crd[(0, r), i, j][0] < rows_left
-    return pred
 
 
 def _row_pair(crd):
@@ -156,15 +86,6 @@ def _tail(row, rows_left, last, sGamma):
     if row < rows_left:
         t = _exp(last - sGamma[row])
     return t
-
-
-def _load_rows(g2s, tidx, g_tile, s_tile, rows_left):
-    """cp.async ``g_tile`` (C, D) into ``s_tile``, rows at or past ``rows_left`` zero-filled (no commit)."""
-    thr = g2s.get_slice(tidx)
-    src = thr.partition_S(g_tile)
-    dst = thr.partition_D(s_tile)
-    crd = thr.partition_S(cute.make_identity_tensor(g_tile.shape))
-    cute.copy(g2s, src, dst, pred=_row_predicate(src, crd, rows_left))
 
 
 def _chunk_rows(m, r0, head, width: int, block: int = 0):
@@ -231,15 +152,6 @@ def _gemm(tiled_mma, tidx, acc, sA, sB, a_mn_major: bool, b_mn_major: bool, dtyp
         cute.copy(cp_a, src_a[None, None, kb], dst_a[None, None, kb])
         cute.copy(cp_b, src_b[None, None, kb], dst_b[None, None, kb])
         cute.gemm(tiled_mma, acc, rA[None, None, kb], rB[None, None, kb], acc)
-
-
-def _acc(tiled_mma, tidx, m: int, n: int):
-    """A zeroed fp32 accumulator of an (m, n) product and its (row, col) coordinates."""
-    thr = tiled_mma.get_slice(tidx)
-    crd = thr.partition_C(cute.make_identity_tensor((m, n)))
-    acc = cute.make_rmem_tensor(crd.shape, Float32)
-    acc.fill(0.0)
-    return acc, crd
 
 
 def _to_smem(tiled_mma, tidx, acc, s_tile, dtype):

@@ -30,22 +30,14 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
-from pygraph_sdpa.kernels.sdpa_fwd_sm90 import (
-    _LOG2E,
-    _VEC,
-    DT,
-    THREADS,
-    _acc,
-    _copy_g2s,
-    _copy_s2g,
-    _load_rows,
-    _row_major,
-    _rows_tile,
-    _store_rows,
-    _transposed,
-    _wg_gemm,
-    _wg_mma,
-)
+from pygraph.engines.cute_tiles import VEC as _VEC
+from pygraph.engines.cute_tiles import acc as _acc
+from pygraph.engines.cute_tiles import load_rows as _load_rows
+from pygraph.engines.cute_tiles import row_major as _row_major
+from pygraph.engines.cute_tiles import store_rows as _store_rows
+from pygraph.engines.cute_tiles import transposed as _transposed
+from pygraph.engines.cute_tiles import wg_gemm as _wg_gemm
+from pygraph_sdpa.kernels.sdpa_fwd_sm90 import _LOG2E, DT, THREADS, _copy_g2s, _copy_s2g, _rows_tile, _wg_mma
 from pygraph_sdpa.kernels.sdpa_sm90_masks import SdpaMasks
 
 __all__ = ["BLOCK_N", "BLOCK_Q", "DQ_KEYS", "DQ_ROWS", "SdpaBwdSm90"]

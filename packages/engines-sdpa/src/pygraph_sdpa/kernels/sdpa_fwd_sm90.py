@@ -22,7 +22,6 @@ half the work of a full one.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import cutlass
@@ -30,6 +29,14 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
+from pygraph.engines.cute_tiles import VEC as _VEC
+from pygraph.engines.cute_tiles import acc as _acc
+from pygraph.engines.cute_tiles import g2s_copy, s2g_copy, wg_mma
+from pygraph.engines.cute_tiles import load_rows as _load_rows
+from pygraph.engines.cute_tiles import row_major as _row_major
+from pygraph.engines.cute_tiles import store_rows as _store_rows
+from pygraph.engines.cute_tiles import transposed as _transposed
+from pygraph.engines.cute_tiles import wg_gemm as _wg_gemm
 from pygraph_sdpa.kernels.sdpa_sm90_masks import SdpaMasks
 
 BLOCK_M = 128  # query rows per CTA: two warpgroups of 64
@@ -42,65 +49,27 @@ def block_n(head_dim: int) -> int:
 
 
 THREADS = 256
-_VEC = 8  # 16-bit elements per 16-byte copy
 _LOG2E = 1.4426950408889634
 _LN2 = 0.6931471805599453
 _NEG_INF = float("-inf")
 DT = {"bfloat16": cutlass.BFloat16, "float16": cutlass.Float16, "float32": cutlass.Float32}
 
 
-def _row_major(rows: int, cols: int, stages: int = 0):
-    """A (rows, cols[, stages]) row-major shared layout of 16-bit elements and its swizzle: 8-row
-    atoms of 64 columns (128 bytes) with the 16-byte chunks XORed by the row, the canonical
-    layout wgmma reads in either major mode and one ldmatrix / cp.async phase hits without bank
-    conflicts."""
-    width = min(cols, 64)
-    atom = cute.make_layout((8, width), stride=(width, 1))
-    if stages:
-        layout = cute.tile_to_shape(atom, (rows, cols, stages), (0, 1, 2))
-    else:
-        layout = cute.tile_to_shape(atom, (rows, cols), (0, 1))
-    bits = min(3, int(math.log2(width * 2 // 16)))
-    return layout, cute.make_swizzle(bits, 4, 3)
-
-
 def _wg_mma(
-    dtype,
-    n: int,
-    b_mn_major: bool,
-    *,
-    a_mn_major: bool = False,
-    tiling=(2, 1, 1),
-    a_in_registers: bool = False,
+    dtype, n: int, b_mn_major: bool, *, a_mn_major: bool = False, tiling=(2, 1, 1), a_in_registers=False
 ):
-    """Warpgroup MMAs (``wgmma.m64nNk16``, fp32 accumulators set to accumulate) tiled over
-    ``tiling`` warpgroups: (2, 1, 1) is a (128, n) product, 64 rows each; (1, 2, 1) a (64, 2 n)
-    one, n columns each. Operands from shared memory (A from registers where ``a_in_registers``),
-    K-major unless their flag says MN-major."""
-    major = cute.nvgpu.OperandMajorMode
-    source = cute.nvgpu.warpgroup.OperandSource
-    op = cute.nvgpu.warpgroup.MmaF16BF16Op(
-        dtype,
-        Float32,
-        (64, n, 16),
-        source.RMEM if a_in_registers else source.SMEM,
-        major.MN if a_mn_major else major.K,
-        major.MN if b_mn_major else major.K,
-    )
-    tiled = cute.make_tiled_mma(cute.make_mma_atom(op), tiling)
-    tiled.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-    return tiled
+    """`cute_tiles.wg_mma` over this family's two warpgroups by default: a (128, n) product."""
+    return wg_mma(dtype, n, a_mn_major, b_mn_major, tiling=tiling, a_in_registers=a_in_registers)
 
 
-def _wg_gemm(tiled_mma, tidx, acc, sA, sB):
-    """Issue acc += sA (M, K) @ sB (N, K)^T as one wgmma group (the caller waits on it)."""
-    thr = tiled_mma.get_slice(tidx)
-    rA = tiled_mma.make_fragment_A(thr.partition_A(sA))
-    rB = tiled_mma.make_fragment_B(thr.partition_B(sB))
-    cute.nvgpu.warpgroup.fence()
-    for kb in range(cute.size(rA, mode=[2])):
-        cute.gemm(tiled_mma, acc, rA[None, None, kb], rB[None, None, kb], acc)
-    cute.nvgpu.warpgroup.commit_group()
+def _copy_g2s(dtype, cols: int):
+    """The CTA's 256 threads x 16-byte cp.async over a row-major tile (`cute_tiles.g2s_copy`)."""
+    return g2s_copy(dtype, cols, THREADS)
+
+
+def _copy_s2g(dtype, cols: int):
+    """The CTA's 256 threads x 16-byte stores over a row-major tile (`cute_tiles.s2g_copy`)."""
+    return s2g_copy(dtype, cols, THREADS)
 
 
 def _acc_as_operand_a(acc: cute.Tensor) -> cute.Tensor:
@@ -116,62 +85,6 @@ def _acc_as_operand_a(acc: cute.Tensor) -> cute.Tensor:
         stride=((stride[0][0], stride[0][1], stride[0][2][0]), stride[1], (stride[0][2][1], stride[2])),
     )
     return cute.make_tensor(acc.iterator, layout)
-
-
-def _acc(tiled_mma, tidx, m: int, n: int):
-    """A zeroed fp32 accumulator of an (m, n) product and its (row, col) coordinates."""
-    crd = tiled_mma.get_slice(tidx).partition_C(cute.make_identity_tensor((m, n)))
-    acc = cute.make_rmem_tensor(crd.shape, Float32)
-    acc.fill(0.0)
-    return acc, crd
-
-
-def _transposed(t):
-    return cute.make_tensor(t.iterator, cute.select(t.layout, mode=[1, 0]))
-
-
-def _copy_g2s(dtype, cols: int):
-    atom = cute.make_copy_atom(
-        cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL), dtype, num_bits_per_copy=128
-    )
-    per_row = cols // _VEC
-    thr = cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1))
-    return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, _VEC)))
-
-
-def _copy_s2g(dtype, cols: int):
-    atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=128)
-    per_row = cols // _VEC
-    thr = cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1))
-    return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, _VEC)))
-
-
-def _row_predicate(part, crd, rows_left):
-    """Per 16-byte copy of a tiled copy's partition: its row (from ``crd``) before ``rows_left``."""
-    pred = cute.make_rmem_tensor(
-        (cute.size(part, mode=[0]) // _VEC, cute.size(part, mode=[1]), cute.size(part, mode=[2])),
-        cutlass.Boolean,
-    )
-    for r in range(cute.size(pred, mode=[0])):
-        for i in range(cute.size(pred, mode=[1])):
-            for j in range(cute.size(pred, mode=[2])):
-                pred[r, i, j] = crd[(0, r), i, j][0] < rows_left
-    return pred
-
-
-def _load_rows(g2s, tidx, g_tile, s_tile, rows_left):
-    """cp.async ``g_tile`` into ``s_tile``, rows at or past ``rows_left`` zero-filled (no commit)."""
-    thr = g2s.get_slice(tidx)
-    src = thr.partition_S(g_tile)
-    crd = thr.partition_S(cute.make_identity_tensor(g_tile.shape))
-    cute.copy(g2s, src, thr.partition_D(s_tile), pred=_row_predicate(src, crd, rows_left))
-
-
-def _store_rows(s2g, tidx, s_tile, g_tile, rows_left):
-    thr = s2g.get_slice(tidx)
-    dst = thr.partition_D(g_tile)
-    crd = thr.partition_D(cute.make_identity_tensor(g_tile.shape))
-    cute.copy(s2g, thr.partition_S(s_tile), dst, pred=_row_predicate(dst, crd, rows_left))
 
 
 def _rows_tile(m, b, h, r0, rows: int, cols: int):

@@ -105,9 +105,11 @@ def _disk_key(key: SdpaFwdKey, arch: str) -> str:
 
     digest = hashlib.sha256()
     here = Path(__file__).resolve().parent
-    for name in sorted(p.name for p in here.glob("sdpa_*.py")):  # the kernels and this module
-        digest.update(name.encode())
-        digest.update((here / name).read_bytes())
+    from pygraph.engines.cute_tiles import SOURCE as shared
+
+    for path in (*sorted(here.glob("sdpa_*.py")), shared):  # the kernels, this module, the shared blocks
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
     ident = (
         type(key).__name__,
         dataclasses.astuple(key),
