@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+from sdpa_engine_calls import Recorder, pack_of
 
 import pygraph
 from pygraph import data_type as dt
@@ -96,31 +97,12 @@ def test_the_compile_key_and_the_workspace():
     assert SdpaBwdSm90Engine(ENGINE_ID).get_workspace_size(req, PlanConfig(ENGINE_ID)) == total
 
 
-class _Recorder:
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, *args):
-        self.calls.append(args)
-
-
 @pytest.fixture
 def recorder(monkeypatch):
     monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
-    fn = _Recorder()
+    fn = Recorder()
     monkeypatch.setattr(engine_mod, "compiled_backward", lambda key: fn)
     return fn
-
-
-def _pack(graph):
-    from pygraph.execution.variant_pack import OperandBuffer, VariantPack
-
-    layout = graph.engine_request().layout
-    buffers = [
-        OperandBuffer(0x100000 * (i + 1), tuple(d.shape), tuple(d.stride), d.dtype)
-        for i, d in enumerate(layout.declared)
-    ]
-    return VariantPack(layout, buffers, device=0)
 
 
 def test_a_call_passes_pointers_the_workspace_regions_and_sizes_in_order(recorder):
@@ -129,7 +111,7 @@ def test_a_call_passes_pointers_the_workspace_regions_and_sizes_in_order(recorde
     graph = _graph(use_causal_mask=True)
     req = graph.engine_request()
     plan = SdpaBwdSm90Engine(ENGINE_ID).build_plan(req, PlanConfig(ENGINE_ID), None)
-    pack = _pack(graph)
+    pack = pack_of(graph)
     workspace = 0x7000000
     plan.execute(graph, pack, ExecutionContext(handle=None, stream=5, workspace=workspace))
     (args,) = recorder.calls
@@ -149,7 +131,7 @@ def test_a_call_without_its_workspace_is_refused(recorder):
     graph = _graph()
     plan = SdpaBwdSm90Engine(ENGINE_ID).build_plan(graph.engine_request(), PlanConfig(ENGINE_ID), None)
     with pytest.raises(ValueError, match="needs a workspace of"):
-        plan.execute(graph, _pack(graph), ExecutionContext(handle=None, stream=None, workspace=0))
+        plan.execute(graph, pack_of(graph), ExecutionContext(handle=None, stream=None, workspace=0))
     assert recorder.calls == []
 
 

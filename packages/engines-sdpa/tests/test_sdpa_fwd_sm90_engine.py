@@ -8,6 +8,7 @@ import importlib.util
 import math
 
 import pytest
+from sdpa_engine_calls import Recorder, pack_of
 
 import pygraph
 from pygraph import data_type as dt
@@ -115,32 +116,12 @@ def test_the_compile_key_carries_the_masks_and_requests():
     )  # fmt: skip
 
 
-class _Recorder:
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, *args):
-        self.calls.append(args)
-
-
 @pytest.fixture
 def recorder(monkeypatch):
     monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
-    fn = _Recorder()
+    fn = Recorder()
     monkeypatch.setattr(engine_mod, "compiled_forward", lambda key: fn)
     return fn
-
-
-def _pack(graph, base=0x10000):
-    """A variant pack of the graph's declared geometry, operand i at ``base + i * 0x10000``."""
-    from pygraph.execution.variant_pack import OperandBuffer, VariantPack
-
-    layout = graph.engine_request().layout
-    buffers = [
-        OperandBuffer(base + i * 0x10000, tuple(d.shape), tuple(d.stride), d.dtype)
-        for i, d in enumerate(layout.declared)
-    ]
-    return VariantPack(layout, buffers, device=0)
 
 
 def test_a_call_passes_pointers_sizes_and_the_scale_in_order(recorder):
@@ -149,7 +130,7 @@ def test_a_call_passes_pointers_sizes_and_the_scale_in_order(recorder):
     graph = _graph(padded=True, use_causal_mask=True)
     req = graph.engine_request()
     plan = SdpaFwdSm90Engine(ENGINE_ID).build_plan(req, PlanConfig(ENGINE_ID), None)
-    pack = _pack(graph)
+    pack = pack_of(graph, base=0x10000, step=0x10000)
     plan.execute(graph, pack, ExecutionContext(handle=None, stream=7, workspace=0))
     (args,) = recorder.calls
     layout = req.layout
@@ -179,7 +160,9 @@ def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
     plan = SdpaFwdSm90Engine(ENGINE_ID).build_plan(graph.engine_request(), PlanConfig(ENGINE_ID), None)
     with pytest.raises(ValueError, match="is not 16-byte aligned"):
         plan.execute(
-            graph, _pack(graph, base=0x10008), ExecutionContext(handle=None, stream=None, workspace=0)
+            graph,
+            pack_of(graph, base=0x10008, step=0x10000),
+            ExecutionContext(handle=None, stream=None, workspace=0),
         )
     assert recorder.calls == []
 
