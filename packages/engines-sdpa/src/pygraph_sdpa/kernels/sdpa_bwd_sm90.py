@@ -30,14 +30,23 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
-from pygraph.engines.cute_tiles import VEC as _VEC
 from pygraph.engines.cute_tiles import acc as _acc
 from pygraph.engines.cute_tiles import load_rows as _load_rows
 from pygraph.engines.cute_tiles import row_major as _row_major
 from pygraph.engines.cute_tiles import store_rows as _store_rows
 from pygraph.engines.cute_tiles import transposed as _transposed
 from pygraph.engines.cute_tiles import wg_gemm as _wg_gemm
-from pygraph_sdpa.kernels.sdpa_fwd_sm90 import _LOG2E, DT, THREADS, _copy_g2s, _copy_s2g, _rows_tile, _wg_mma
+from pygraph_sdpa.kernels.sdpa_fwd_sm90 import (
+    _LOG2E,
+    DT,
+    THREADS,
+    _copy_g2s,
+    _copy_s2g,
+    _rows4,
+    _rows_tile,
+    _stage_landed,
+    _wg_mma,
+)
 from pygraph_sdpa.kernels.sdpa_sm90_masks import SdpaMasks
 
 __all__ = ["BLOCK_N", "BLOCK_Q", "DQ_KEYS", "DQ_ROWS", "SdpaBwdSm90"]
@@ -120,30 +129,15 @@ class SdpaBwdSm90(SdpaMasks):
     ):  # fmt: skip
         D = self.D
 
-        def rows4(ptr, h, s, strides):
-            sb, sh, ss = strides
-            return cute.make_tensor(
-                ptr,
-                cute.make_layout(
-                    (batch, h, s, D),
-                    stride=(
-                        cute.assume(sb, divby=_VEC),
-                        cute.assume(sh, divby=_VEC),
-                        cute.assume(ss, divby=_VEC),
-                        1,
-                    ),
-                ),
-            )
-
         qs, ks, os_ = (q_sb, q_sh, q_ss), (k_sb, k_sh, k_ss), (o_sb, o_sh, o_ss)
         mQ, mdO, mdQ = (
-            rows4(q_ptr, heads, s_q, qs),
-            rows4(do_ptr, heads, s_q, qs),
-            rows4(dq_ptr, heads, s_q, qs),
+            _rows4(q_ptr, batch, heads, s_q, D, qs),
+            _rows4(do_ptr, batch, heads, s_q, D, qs),
+            _rows4(dq_ptr, batch, heads, s_q, D, qs),
         )
-        mO = rows4(o_ptr, heads, s_q, os_)
-        mK, mV = rows4(k_ptr, heads_k, s_kv, ks), rows4(v_ptr, heads_k, s_kv, ks)
-        mdK, mdV = rows4(dk_ptr, heads_k, s_kv, ks), rows4(dv_ptr, heads_k, s_kv, ks)
+        mO = _rows4(o_ptr, batch, heads, s_q, D, os_)
+        mK, mV = _rows4(k_ptr, batch, heads_k, s_kv, D, ks), _rows4(v_ptr, batch, heads_k, s_kv, D, ks)
+        mdK, mdV = _rows4(dk_ptr, batch, heads_k, s_kv, D, ks), _rows4(dv_ptr, batch, heads_k, s_kv, D, ks)
         per_row = cute.make_layout((batch, heads, s_q), stride=(heads * s_q, s_q, 1))
         mStats = cute.make_tensor(stats_ptr, per_row)
         mDelta = cute.make_tensor(delta_ptr, per_row)
@@ -291,10 +285,7 @@ class SdpaBwdSm90(SdpaMasks):
                     _load_rows(
                         g2s, tidx, _rows_tile(mV, b, hk, n1, BN, D), sV[None, None, 1 - stage], rows_kv - n1
                     )
-                cute.arch.cp_async_commit_group()
-                cute.arch.cp_async_wait_group(1)
-                cute.arch.fence_proxy("async.shared", space="cta")
-                cute.arch.sync_threads()
+                _stage_landed()
 
                 s_acc, _ = _acc(mma_s, tidx, BM, BN)
                 dp_acc, _ = _acc(mma_s, tidx, BM, BN)
@@ -418,10 +409,7 @@ class SdpaBwdSm90(SdpaMasks):
                         if i1 + tidx < rows_q:
                             lse_next = mStats[b, qh1, i1 + tidx] * _LOG2E
                             dlt_next = mDelta[b, qh1, i1 + tidx]
-                cute.arch.cp_async_commit_group()
-                cute.arch.cp_async_wait_group(1)
-                cute.arch.fence_proxy("async.shared", space="cta")
-                cute.arch.sync_threads()
+                _stage_landed()
 
                 s_t, _ = _acc(mma_s, tidx, BN, BQ)
                 dp_t, _ = _acc(mma_s, tidx, BN, BQ)

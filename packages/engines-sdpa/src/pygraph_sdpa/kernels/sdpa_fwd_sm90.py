@@ -87,6 +87,23 @@ def _acc_as_operand_a(acc: cute.Tensor) -> cute.Tensor:
     return cute.make_tensor(acc.iterator, layout)
 
 
+def _rows4(ptr, batch, heads, rows, cols: int, strides):
+    """A [batch, heads, rows, cols] view of ``ptr`` with the given (batch, head, row) element strides,
+    each a multiple of 8 (16-byte rows: the engines check it), the last dim contiguous."""
+    sb, sh, ss = strides
+    stride = (cute.assume(sb, divby=_VEC), cute.assume(sh, divby=_VEC), cute.assume(ss, divby=_VEC), 1)
+    return cute.make_tensor(ptr, cute.make_layout((batch, heads, rows, cols), stride=stride))
+
+
+def _stage_landed():
+    """Commit this thread's copies of the next stage, wait for every older group (the current
+    stage's), make them visible to wgmma's reads, then to every thread."""
+    cute.arch.cp_async_commit_group()
+    cute.arch.cp_async_wait_group(1)
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.sync_threads()
+
+
 def _rows_tile(m, b, h, r0, rows: int, cols: int):
     """The (rows, cols) tile of ``m`` [B, H, S, D] at batch ``b``, head ``h``, from row ``r0``."""
     return cute.local_tile(cute.domain_offset((r0, 0), m[b, h, None, None]), (rows, cols), (0, 0))
@@ -155,25 +172,10 @@ class SdpaFwdSm90(SdpaMasks):
     ):  # fmt: skip
         D, DV = self.D, self.DV
 
-        def rows4(ptr, h, s, d, strides):
-            sb, sh, ss = strides
-            return cute.make_tensor(
-                ptr,
-                cute.make_layout(
-                    (batch, h, s, d),
-                    stride=(
-                        cute.assume(sb, divby=_VEC),
-                        cute.assume(sh, divby=_VEC),
-                        cute.assume(ss, divby=_VEC),
-                        1,
-                    ),
-                ),
-            )
-
-        mQ = rows4(q_ptr, heads, s_q, D, (q_sb, q_sh, q_ss))
-        mK = rows4(k_ptr, heads_k, s_kv, D, (k_sb, k_sh, k_ss))
-        mV = rows4(v_ptr, heads_v, s_kv, DV, (v_sb, v_sh, v_ss))
-        mO = rows4(o_ptr, heads, s_q, DV, (o_sb, o_sh, o_ss))
+        mQ = _rows4(q_ptr, batch, heads, s_q, D, (q_sb, q_sh, q_ss))
+        mK = _rows4(k_ptr, batch, heads_k, s_kv, D, (k_sb, k_sh, k_ss))
+        mV = _rows4(v_ptr, batch, heads_v, s_kv, DV, (v_sb, v_sh, v_ss))
+        mO = _rows4(o_ptr, batch, heads, s_q, DV, (o_sb, o_sh, o_ss))
         mStats = cute.make_tensor(
             stats_ptr, cute.make_layout((batch, heads, s_q), stride=(heads * s_q, s_q, 1))
         )
@@ -261,10 +263,7 @@ class SdpaFwdSm90(SdpaMasks):
                         sV[None, None, 1 - stage],
                         rows_kv - n1,
                     )
-                cute.arch.cp_async_commit_group()
-                cute.arch.cp_async_wait_group(1)  # this block's (and Q's) copies landed
-                cute.arch.fence_proxy("async.shared", space="cta")
-                cute.arch.sync_threads()
+                _stage_landed()  # this block's (and Q's) copies
 
                 scores, _ = _acc(mma_qk, tidx, BM, BN)
                 _wg_gemm(mma_qk, tidx, scores, sQ, sK[None, None, stage])
