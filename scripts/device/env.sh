@@ -11,3 +11,21 @@ OUTDIR=${OUTDIR:-${OUT:-/tmp/out}}  # a caller may point one step's logs elsewhe
 mkdir -p "$OUTDIR"
 # ab_table LOG: the per-column lines benchmarks.gemm.ab_gemm appended to LOG, one table
 ab_table() { grep -hvE "^\s*$|^device" "$1" | sed -E 's/ +/ /g' | cut -c1-110; }
+# One pytest process per test id, PAR (default 8) at once: cuTile and CuTe DSL compile a configuration's
+# kernels on its first launch (up to about 20 s each), so the cases compile in parallel on the
+# machine's cores and share the disk caches. Each case's printed errors go to
+# the log; the summary line counts passes and names every failure.
+run_tests() {  # $1: pytest -k expression, $2: log name; $tests: the test file
+  local ids="$OUTDIR/${2%.log}.ids" dir="$OUTDIR/${2%.log}"
+  mkdir -p "$dir"
+  python3 -m pytest -m sm90 -p no:cacheprovider -q --collect-only -k "$1" "$tests" 2>/dev/null | grep "::" > "$ids"
+  local started=$SECONDS
+  xargs -P "${PAR:-8}" -I{} bash -c 'log="$2/$(echo "$1" | md5sum | cut -c1-10).log"
+    python3 -m pytest -m sm90 -p no:cacheprovider -q -rs -s "$1" > "$log" 2>&1
+    echo "$? $1"' _ {} "$dir" < "$ids" > "$dir/exits.txt"
+  grep -h ": {" "$dir"/*.log | sed -E "s/'(rel|plan)'/\1/g" | cut -c1-230 > "$OUTDIR/$2"
+  for f in $(grep -L " passed" "$dir"/*.log); do tail -25 "$f"; done >> "$OUTDIR/$2"
+  cat "$OUTDIR/$2" | tail -60
+  echo "$2: $(grep -c '^0 ' "$dir/exits.txt") of $(wc -l < "$ids") passed in $((SECONDS - started)) s;" \
+    "failed: $(grep -v '^0 ' "$dir/exits.txt" | cut -d' ' -f2- | sed 's/.*\[//; s/\]//' | tr '\n' ' ')"
+}

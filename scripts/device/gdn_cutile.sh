@@ -5,7 +5,7 @@
 # PART: all (default: fwd, bwd, fla, ops, bench), fwd (the forward's sm90 tests, gdn_sm90's among them),
 # sm90 (gdn_sm90's, the CuTe DSL forward, alone), sm90bwd (gdn_sm90_bwd's, the CuTe DSL backward,
 # alone), wgmma (the cases of both CuTe DSL engines on warpgroup MMAs, WGMMA 1 and 2), bwd (the backward's,
-# both engines'),
+# both engines'; K overrides its pytest -k expression, e.g. K='backward and not gdn_sm90' for cuTile's alone),
 # fla (the forward against flash-linear-attention's on the same inputs),
 # ops (the torch op's sm90 tests: opcheck, a side stream, a compiled training step), memcheck
 # (compute-sanitizer over the varlen-odd forward and backward cases, or MEMCHECK_CASES's; not in
@@ -23,30 +23,12 @@ part=all
 case "${1:-}" in all|fwd|sm90|sm90bwd|wgmma|bwd|fla|ops|memcheck|ncu|bench) part=$1; shift ;; esac
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
 python3 -c "import cuda.tile, torch; print('cuda.tile', cuda.tile.__version__, 'torch', torch.__version__)" 2>&1 | tee -a "$OUTDIR/device.txt"
-tests=packages/engines-linear-attention/tests/test_gdn_cutile_sm90.py
-# One pytest process per test id, PAR (default 8) at once: cuTile compiles a configuration's kernels
-# on its first launch (the backward's kernels up to about 20 s), so the cases compile in
-# parallel on the machine's cores and share cuTile's disk cache. Each case's printed errors go to
-# the log; the summary line counts passes and names every failure.
-run_tests() {  # $1: pytest -k expression, $2: log name
-  local ids="$OUTDIR/${2%.log}.ids" dir="$OUTDIR/${2%.log}"
-  mkdir -p "$dir"
-  python3 -m pytest -m sm90 -p no:cacheprovider -q --collect-only -k "$1" "$tests" 2>/dev/null | grep "::" > "$ids"
-  local started=$SECONDS
-  xargs -P "${PAR:-8}" -I{} bash -c 'log="$2/$(echo "$1" | md5sum | cut -c1-10).log"
-    python3 -m pytest -m sm90 -p no:cacheprovider -q -rs -s "$1" > "$log" 2>&1
-    echo "$? $1"' _ {} "$dir" < "$ids" > "$dir/exits.txt"
-  grep -h ": {" "$dir"/*.log | sed -E "s/'(rel|plan)'/\1/g" | cut -c1-230 > "$OUTDIR/$2"
-  for f in $(grep -L " passed" "$dir"/*.log); do tail -25 "$f"; done >> "$OUTDIR/$2"
-  cat "$OUTDIR/$2" | tail -60
-  echo "$2: $(grep -c '^0 ' "$dir/exits.txt") of $(wc -l < "$ids") passed in $((SECONDS - started)) s;" \
-    "failed: $(grep -v '^0 ' "$dir/exits.txt" | cut -d' ' -f2- | sed 's/.*\[//; s/\]//' | tr '\n' ' ')"
-}
+tests=packages/engines-linear-attention/tests/test_gdn_cutile_sm90.py  # run_tests (env.sh) reads it
 if [ "$part" = all ] || [ "$part" = fwd ]; then run_tests forward gdn_sm90_fwd_pytest.log; fi
 if [ "$part" = sm90 ]; then run_tests gdn_sm90_forward gdn_sm90_engine_pytest.log; fi
 if [ "$part" = sm90bwd ]; then run_tests gdn_sm90_backward gdn_sm90_bwd_engine_pytest.log; fi
 if [ "$part" = wgmma ]; then run_tests wgmma gdn_sm90_wgmma_pytest.log; fi
-if [ "$part" = all ] || [ "$part" = bwd ]; then run_tests backward gdn_sm90_bwd_pytest.log; fi
+if [ "$part" = all ] || [ "$part" = bwd ]; then run_tests "${K:-backward}" gdn_sm90_bwd_pytest.log; fi
 if [ "$part" = all ] || [ "$part" = fla ]; then
   python3 -m pytest -m sm90 -p no:cacheprovider -q -rs -s packages/engines-linear-attention/tests/test_gdn_vs_fla_sm90.py \
     2>&1 | tee "$OUTDIR/gdn_vs_fla_pytest.log" | grep -E ": \{|passed|failed" | cut -c1-300

@@ -12,9 +12,8 @@ part=tests
 case "${1:-}" in tests|backend|fwd_sm90|bwd_sm90|ops|memcheck|bench|ncu) part=$1; shift ;; esac
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
 dir=packages/engines-sdpa/tests
-run() {  # $1: test file, $2: log name; each case's printed errors, then the summary line
-  python3 -m pytest -m sm90 -p no:cacheprovider -q -rs -s "$dir/$1" 2>&1 | tee "$OUTDIR/$2" \
-    | grep -E ": \{|passed|failed|Error" | cut -c1-260 | tail -60
+run() {  # $1: test file, $2: log name; the cases PAR at a time (run_tests, env.sh), K: a pytest -k filter
+  tests=$dir/$1 run_tests "${K:-}" "$2"
 }
 if [ "$part" = tests ] || [ "$part" = backend ]; then run test_sdpa_backend_sm90.py sdpa_backend_pytest.log; fi
 if [ "$part" = tests ] || [ "$part" = fwd_sm90 ]; then run test_sdpa_fwd_sm90.py sdpa_fwd_sm90_pytest.log; fi

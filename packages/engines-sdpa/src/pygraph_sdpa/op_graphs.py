@@ -52,7 +52,12 @@ def _padding(ports: dict[str, Any]) -> dict[str, Any]:
 def _graph(name: str, p: SdpaProblem) -> Any:
     import pygraph
 
-    return pygraph.Graph(name=name, io_data_type=p.io_dtype, **device_facts(p.device))
+    # fp32 intermediates and compute: the cuDNN backend refuses an sdpa node whose accumulation type
+    # is left to default (it must be FLOAT or HALF), and fp32 is the only one that keeps softmax exact
+    return pygraph.Graph(
+        name=name, io_data_type=p.io_dtype, intermediate_data_type=torch.float32,
+        compute_data_type=torch.float32, **device_facts(p.device),
+    )  # fmt: skip
 
 
 def _built(g: Any, ports: dict[str, Any]) -> BuiltGraph:
