@@ -67,7 +67,7 @@ def test_info_without_a_gpu_says_so_and_lists_every_family():
     gemm = {e["name"]: e for e in families["gemm"]["engines"]}
     assert gemm["gemm_sm90"]["status"] == "offered" and gemm["gemm_sm90"]["arch"] == "SM90-SM90"
     assert gemm["gemm_sm80"]["status"] == "opt-in"
-    assert families["sdpa_fwd"]["engines"][0]["status"] == "opt-in"  # until its device proof
+    assert families["sdpa_fwd"]["engines"][0]["status"] == "offered"
     assert families["kda"]["engines"][0]["status"] == "planned"
     text = _pygraph("info").stdout
     assert "device: no GPU" in text and "gemm_sm90" in text and "plan cache: off" in text
@@ -92,6 +92,9 @@ def test_explain_every_example(name):
         assert data["no_plan"] is None and data["plans"][0]["name"].startswith("gdn_cutile[")
     elif name == "gdn" and importlib.util.find_spec("cutlass") is not None:  # CuTe DSL only: gdn_sm90
         assert data["no_plan"] is None and data["plans"][0]["name"].startswith("gdn_sm90[")
+    elif name.startswith("sdpa") and importlib.util.find_spec("cutlass") is not None:  # the CuTe DSL engines
+        engine = "sdpa_bwd_sm90[" if name == "sdpa-bwd" else "sdpa_fwd_sm90["
+        assert data["no_plan"] is None and data["plans"][0]["name"].startswith(engine)
     else:  # nothing serves these without the backend or a shipped engine: explain says who declined
         assert data["no_plan"].startswith(f"no plan serves graph '{name.replace('-', '_')}'")
 

@@ -83,7 +83,7 @@ def _ours(
 ) -> tuple[Any, Any, dict] | str:
     """(forward call, forward+backward call, outputs): sdpa_fwd_sm90's plan of the forward graph and,
     for the backward, sdpa_bwd_sm90's (``backward`` "python") or the backend's ("backend"); the
-    python engines are opt-in: enabled here, their plans selected by name."""
+    hook ranks the backend first, so the python engines' plans are selected by name."""
     import torch
 
     import pygraph
@@ -92,7 +92,6 @@ def _ours(
     from pygraph_sdpa import op_graphs
     from pygraph_sdpa.op_arguments import check_forward
 
-    os.environ["PYGRAPH_ENABLE_OPT_IN_ENGINES"] = "sdpa_fwd_sm90,sdpa_bwd_sm90"
     scale = q.shape[-1] ** -0.5
     out = {
         "o": torch.empty_like(q),

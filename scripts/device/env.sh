@@ -27,5 +27,8 @@ run_tests() {  # $1: pytest -k expression, $2: log name; $tests: the test file
   for f in $(grep -L " passed" "$dir"/*.log); do tail -25 "$f"; done >> "$OUTDIR/$2"
   cat "$OUTDIR/$2" | tail -60
   echo "$2: $(grep -c '^0 ' "$dir/exits.txt") of $(wc -l < "$ids") passed in $((SECONDS - started)) s;" \
-    "failed: $(grep -v '^0 ' "$dir/exits.txt" | cut -d' ' -f2- | sed 's/.*\[//; s/\]//' | tr '\n' ' ')"
+    "failed: $(grep -v '^0 ' "$dir/exits.txt" | cut -d' ' -f2- | sed 's/.*\[//; s/\]//' | tr '\n' ' ')" \
+    | tee -a "$OUTDIR/$2"
+  # one file of every case's output instead of a file per case: the device tool returns a few files only
+  cat "$dir"/*.log > "$OUTDIR/${2%.log}.cases.txt" && rm -rf "$dir"
 }

@@ -5,8 +5,8 @@ the reference's, dO random, 0 past each sequence) with every output poisoned (Na
 The table is the backend path's plus the forward suite's kernel cases (`test_sdpa_fwd_sm90`):
 many query blocks under the causal bound, more keys than queries with a bottom-right window, more
 queries than keys (rows that see no key: lse -inf), fp16 at head dim 128, padding with a window.
-Relative errors at most 1e-2 in bf16 and 5e-3 in fp16, printed per case. The engine is opt-in until
-this suite has passed on the H200, so each test names it and selects its plan by name.
+Relative errors at most 1e-2 in bf16 and 5e-3 in fp16, printed per case. The hook ranks the
+backend first, so each test selects the engine's plan by name.
 """
 
 from __future__ import annotations
@@ -70,10 +70,7 @@ def _backward(case: Case, tensors: tuple, plan_engine: str | None) -> tuple[dict
 
 @pytest.mark.parametrize("deterministic", [0, 1], ids=["atomic-dq", "deterministic"])
 @pytest.mark.parametrize("case", CASES + KERNEL_CASES, ids=[c.name for c in CASES + KERNEL_CASES])
-def test_the_backward_matches_the_reference_and_the_backend(
-    case: Case, deterministic: int, monkeypatch
-) -> None:
-    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", ENGINE)
+def test_the_backward_matches_the_reference_and_the_backend(case: Case, deterministic: int) -> None:
     q, k, v = _inputs(case, seed=12)
     scale = case.d**-0.5
     opts = case.reference_options()

@@ -5,8 +5,7 @@ The table is the backend path's (`sdpa_cases.CASES`) plus cases that reach what 
 own loop sees: many key blocks under the causal bound, a window in the bottom-right alignment with
 more keys than queries, more queries than keys (rows that see no key: O 0, lse -inf), fp16 at head
 dim 128, head dim 256. Relative errors (over the valid rows) at most 1e-2 in bf16 and 5e-3 in fp16, printed per
-case. The engine is opt-in until this suite has passed on the H200, so each test names it in
-``PYGRAPH_ENABLE_OPT_IN_ENGINES`` and selects its plan by name.
+case. The hook ranks the backend first, so each test selects the engine's plan by name.
 """
 
 from __future__ import annotations
@@ -80,8 +79,7 @@ def _forward(case: Case, q, k, v, plan_engine: str | None):
 
 @pytest.mark.parametrize("p_regs", [0, 1], ids=["p-smem", "p-regs"])
 @pytest.mark.parametrize("case", ALL_CASES, ids=[c.name for c in ALL_CASES])
-def test_the_forward_matches_the_reference_and_the_backend(case: Case, p_regs: int, monkeypatch) -> None:
-    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", ENGINE)
+def test_the_forward_matches_the_reference_and_the_backend(case: Case, p_regs: int) -> None:
     q, k, v = _inputs(case, seed=11)
     o, stats, plan = _forward(case, q, k, v, f"{ENGINE}[P_REGS={p_regs}")
     want_o, want_lse = sdpa_reference(

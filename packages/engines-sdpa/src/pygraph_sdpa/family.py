@@ -14,10 +14,8 @@ def pygraph_families() -> list[EngineFamily]:
             engine_id=20500,
             package="pygraph_sdpa",
             slots={
-                # opt-in until it is proven on the device (PYGRAPH_ENABLE_OPT_IN_ENGINES=sdpa_fwd_sm90)
-                "sdpa_fwd_sm90": EngineSlot(
-                    0, impl=("pygraph_sdpa.engines.sm90", "SdpaFwdSm90Engine"), opt_in=True
-                ),
+                # on by default: its sm90 suite passed on the H200; the hook ranks it per cell (docs/sdpa.md)
+                "sdpa_fwd_sm90": EngineSlot(0, impl=("pygraph_sdpa.engines.sm90", "SdpaFwdSm90Engine")),
             },
             anchors=("SDPA",),
             analyzer=("pygraph_sdpa.analyzer", "analyze"),
@@ -28,10 +26,7 @@ def pygraph_families() -> list[EngineFamily]:
             engine_id=20600,
             package="pygraph_sdpa",
             slots={
-                # opt-in until it is proven on the device (PYGRAPH_ENABLE_OPT_IN_ENGINES=sdpa_bwd_sm90)
-                "sdpa_bwd_sm90": EngineSlot(
-                    0, impl=("pygraph_sdpa.engines.sm90", "SdpaBwdSm90Engine"), opt_in=True
-                ),
+                "sdpa_bwd_sm90": EngineSlot(0, impl=("pygraph_sdpa.engines.sm90", "SdpaBwdSm90Engine")),
             },
             anchors=("SDPA_BWD",),
             analyzer=("pygraph_sdpa.analyzer", "analyze"),

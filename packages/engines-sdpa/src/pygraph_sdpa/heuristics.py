@@ -19,7 +19,7 @@ from pygraph.engines.base import PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph_sdpa.analyzer import SdpaFacts
 
-__all__ = ["BWD_RULES", "FWD_RULES", "Rule", "cell_of", "recommend"]
+__all__ = ["BWD_RULES", "FWD_RULES", "UNTIMED_BWD", "UNTIMED_FWD", "Rule", "cell_of", "recommend"]
 
 SEQ_BUCKETS = (1024, 4096)  # key lengths up to 1024, up to 4096, past it
 
@@ -35,8 +35,25 @@ class Rule:
 
 
 Cell = tuple[int, bool, int, bool]  # (head dim, causal, key-length bucket, grouped heads)
-FWD_RULES: dict[Cell, Rule] = {}
-BWD_RULES: dict[Cell, Rule] = {}
+
+_BENCH = "bash scripts/device/sdpa.sh bench, 2026-12-03 15:56, H200"
+# forward: P in registers (P_REGS=1) beat P through shared memory in each cell, by 4-11%
+FWD_RULES: dict[Cell, Rule] = {
+    (128, False, 1, False): Rule(leads=False, first=1, measured=f"4x16x4096x128: 0.69x cuDNN ({_BENCH})"),
+    (128, True, 1, False): Rule(leads=False, first=1, measured=f"4x16x4096x128 causal: 0.73x ({_BENCH})"),
+    (128, False, 0, False): Rule(leads=False, first=1, measured=f"16x16x1024x128: 0.67x ({_BENCH})"),
+    (64, True, 2, False): Rule(leads=False, first=1, measured=f"2x32x8192x64 causal: 0.72x ({_BENCH})"),
+}
+# backward: the atomic dQ (DETERMINISTIC=0) is the configuration timed
+BWD_RULES: dict[Cell, Rule] = {
+    (128, False, 1, False): Rule(leads=False, first=0, measured=f"4x16x4096x128: 0.46x cuDNN ({_BENCH})"),
+    (128, True, 1, False): Rule(leads=False, first=0, measured=f"4x16x4096x128 causal: 0.47x ({_BENCH})"),
+    (128, False, 0, False): Rule(leads=False, first=0, measured=f"16x16x1024x128: 0.46x ({_BENCH})"),
+    (64, True, 2, False): Rule(leads=False, first=0, measured=f"2x32x8192x64 causal: 0.44x ({_BENCH})"),
+}
+# an untimed cell: the backend first (it led every timed one); P_REGS=1 first as in every timed cell
+UNTIMED_FWD = Rule(leads=False, first=1, measured="untimed: the backend first")
+UNTIMED_BWD = Rule(leads=False, first=0, measured="untimed: the backend first")
 
 
 def cell_of(facts: SdpaFacts) -> Cell:
@@ -51,15 +68,15 @@ def recommend(
     modes: Sequence[Any], facts: SdpaFacts, offered: dict[str, int], backend_entries: Sequence[PlanConfig]
 ) -> list[PlanConfig]:
     """The plan list: per mode, the backend's block and the python engine's configs, in the order
-    the graph's cell's rule gives (untimed: the backend first, the knobs' first values first)."""
-    engine, knob, rules = (
-        ("sdpa_bwd_sm90", "DETERMINISTIC", BWD_RULES)
+    the graph's cell's rule gives (untimed: `UNTIMED_FWD` / `UNTIMED_BWD`)."""
+    engine, knob, rules, untimed = (
+        ("sdpa_bwd_sm90", "DETERMINISTIC", BWD_RULES, UNTIMED_BWD)
         if facts.backward
-        else ("sdpa_fwd_sm90", "P_REGS", FWD_RULES)
+        else ("sdpa_fwd_sm90", "P_REGS", FWD_RULES, UNTIMED_FWD)
     )
     if engine not in offered:
         return assemble(modes, lambda kind: [PLACE_BACKEND], backend_entries)
-    rule = rules.get(cell_of(facts), Rule(leads=False))
+    rule = rules.get(cell_of(facts), untimed)
     values = [rule.first, 1 - rule.first]
     if facts.backward and facts.deterministic:  # the atomic dQ is not deterministic
         values = [1]
