@@ -1,13 +1,14 @@
 """The SDPA families' timing table: attention through pygraph (the cuDNN backend's plan; "sm90 pair",
-the CuTe DSL ``sdpa_fwd_sm90`` and ``sdpa_bwd_sm90``; "sm90 fwd", that forward with the backend's
-backward; "sm90 fwd P_REGS", the same with P in registers) side by side with torch's cuDNN and flash SDPA backends and flash-attention 4, forward
-and forward+backward.
+the CuTe DSL ``sdpa_fwd_sm90`` and ``sdpa_bwd_sm90``; "sm90 pair det", the same with the
+deterministic backward; "sm90 fwd", that forward with the backend's backward; "sm90 fwd P_REGS", the
+same with P in registers) side by side with torch's cuDNN and flash SDPA backends and
+flash-attention 4: forward, backward alone (on the forward's outputs) and forward+backward.
 
     python -m benchmarks.sdpa.bench_sdpa [--shapes ...] [--rounds 3] [--out DIR]
 
 Shapes (bf16, ``b h s d`` and causal): the family issue's four rows. TFLOP/s count the forward's two
-matmuls (4 B H S^2 D, halved when causal) and the forward+backward as 3.5 forwards (the backward as
-2.5). Each column's O (and gradients) are checked against pygraph's before timing; columns are
+matmuls (4 B H S^2 D, halved when causal), the backward as 2.5 forwards and the forward+backward
+as 3.5. Each column's O (and gradients) are checked against pygraph's before timing; columns are
 timed from a cold L2 in interleaved rounds (`benchmarks.harness`), the ratios taken within the run.
 Last, the host cost of `execute()` of a small forward graph (1 x 1 x 128 x 64), on the backend's
 plan and on sdpa_fwd_sm90's, against torch's cuDNN SDPA call.
@@ -40,8 +41,11 @@ def _rel(a: Any, b: Any) -> float:
     return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
 
 
-def _pygraph(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, dict]:
-    """(forward call, forward+backward call, outputs): the op's graphs executed directly."""
+Made = tuple[Any, Any, Any, dict]  # a column's (forward, backward, forward+backward) calls and outputs
+
+
+def _pygraph(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> Made:
+    """A column of the op's graphs executed directly (the planner's first plans)."""
     import torch
 
     from pygraph.op_support import execute
@@ -59,11 +63,14 @@ def _pygraph(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, 
     def forward():
         execute(fwd, f_tensors, q.device)
 
-    def forward_backward():
-        execute(fwd, f_tensors, q.device)
+    def backward():
         execute(bwd, b_tensors, q.device)
 
-    return forward, forward_backward, out
+    def forward_backward():
+        forward()
+        backward()
+
+    return forward, backward, forward_backward, out
 
 
 def _select(g: Any, engine: str) -> str | None:
@@ -79,10 +86,10 @@ def _select(g: Any, engine: str) -> str | None:
 
 
 def _ours(
-    q: Any, k: Any, v: Any, causal: bool, d_o: Any, backward: str, p_regs: int = 0
-) -> tuple[Any, Any, dict] | str:
-    """(forward call, forward+backward call, outputs): sdpa_fwd_sm90's plan of the forward graph and,
-    for the backward, sdpa_bwd_sm90's (``backward`` "python") or the backend's ("backend"); the
+    q: Any, k: Any, v: Any, causal: bool, d_o: Any, backward: str, p_regs: int = 0, deterministic: int = 0
+) -> Made | str:
+    """A column of sdpa_fwd_sm90's plan of the forward graph (knob P_REGS) and, for the backward,
+    sdpa_bwd_sm90's (``backward`` "python", knob DETERMINISTIC) or the backend's ("backend"); the
     hook ranks the backend first, so the python engines' plans are selected by name."""
     import torch
 
@@ -115,7 +122,7 @@ def _ours(
         for name, port in zip(("dQ", "dK", "dV"), grads):
             port.set_output(True).set_data_type(q.dtype)
             bwd[port] = out[name]
-        why = _select(gb, "sdpa_bwd_sm90[DETERMINISTIC=0")
+        why = _select(gb, f"sdpa_bwd_sm90[DETERMINISTIC={deterministic}")
         if why is not None:
             return why
         workspace = torch.empty(max(gb.get_workspace_size(), 1) + 256, device=q.device, dtype=torch.uint8)
@@ -139,21 +146,27 @@ def _ours(
         g.execute(fwd)
         run_backward()
 
-    return forward, forward_backward, out
+    return forward, run_backward, forward_backward, out
 
 
-def _autograd_columns(
-    label: str, run: Any, leaves: list, grad: Any, to_bhsd: Any
-) -> tuple[Any, Any, dict] | str:
-    """(forward call, forward+backward call, outputs in [B, H, S, D]) of an autograd attention
-    ``run()`` over ``leaves``, its output's gradient ``grad`` in its own layout; a first call that
-    raises is the column's reason to be left out."""
+def _autograd_columns(label: str, run: Any, leaves: list, grad: Any, to_bhsd: Any) -> Made | str:
+    """The column of an autograd attention ``run()`` over ``leaves`` (outputs in [B, H, S, D]), its
+    output's gradient ``grad`` in its own layout; the backward alone replays one forward's graph
+    (retained); a first call that raises is the column's reason to be left out."""
     import torch
 
     out: dict = {}
+    retained: dict = {}
 
     def forward():
         out["o"] = to_bhsd(run())
+
+    def backward():
+        if "o" not in retained:
+            retained["o"] = run()
+        for t in leaves:
+            t.grad = None
+        retained["o"].backward(grad, retain_graph=True)
 
     def forward_backward():
         for t in leaves:
@@ -168,10 +181,10 @@ def _autograd_columns(
         torch.cuda.synchronize()
     except Exception as exc:
         return f"{label}: {type(exc).__name__}: {exc}"
-    return forward, forward_backward, out
+    return forward, backward, forward_backward, out
 
 
-def _torch_backend(name: str, q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, dict] | str:
+def _torch_backend(name: str, q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> Made | str:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -185,7 +198,7 @@ def _torch_backend(name: str, q: Any, k: Any, v: Any, causal: bool, d_o: Any) ->
     return _autograd_columns(f"torch-{name}", run, leaves, d_o, lambda t: t)
 
 
-def _fa4(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> tuple[Any, Any, dict] | str:
+def _fa4(q: Any, k: Any, v: Any, causal: bool, d_o: Any) -> Made | str:
     try:
         from flash_attn.cute import flash_attn_func
     except Exception as exc:
@@ -214,19 +227,20 @@ def timing(rounds: int, log: list) -> list[dict]:
         makers = {
             "pygraph": lambda a=args: _pygraph(*a),
             "sm90 pair": lambda a=args: _ours(*a, "python"),
+            "sm90 pair det": lambda a=args: _ours(*a, "python", 1, 1),
             "sm90 fwd": lambda a=args: _ours(*a, "backend"),
             "sm90 fwd P_REGS": lambda a=args: _ours(*a, "backend", 1),
             "torch-cudnn": lambda a=args: _torch_backend("cudnn", *a),
             "torch-flash": lambda a=args: _torch_backend("flash", *a),
             "fa4": lambda a=args: _fa4(*a),
         }
-        fwd_cols, both_cols, outs = {}, {}, {}
+        fwd_cols, bwd_cols, both_cols, outs = {}, {}, {}, {}
         for name, make in makers.items():
             made = make()
             if isinstance(made, str):
                 print(f"  {shape} {name}: {made}")
                 continue
-            fwd_cols[name], both_cols[name], outs[name] = made
+            fwd_cols[name], bwd_cols[name], both_cols[name], outs[name] = made
         for name in list(fwd_cols):
             both_cols[name]()
             torch.cuda.synchronize()
@@ -237,7 +251,11 @@ def timing(rounds: int, log: list) -> list[dict]:
                 print(f"  {shape} {name} vs pygraph: rel diff {diffs}")
         flops = _flops(b, h, s, d, causal)
         row = {"shape": shape}
-        for label, columns, scale in (("fwd", fwd_cols, 1.0), ("fwd+bwd", both_cols, 3.5)):
+        for label, columns, scale in (
+            ("fwd", fwd_cols, 1.0),
+            ("bwd", bwd_cols, 2.5),
+            ("fwd+bwd", both_cols, 3.5),
+        ):
             times = interleaved(columns, rounds, log)
             row[label] = times
             print(f"-- {shape} {label} (bf16), median of {rounds} cold-L2 rounds")
@@ -258,7 +276,7 @@ def host_cost() -> dict:
     import torch
 
     q, k, v = (torch.randn(1, 1, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    forward, _, _ = _pygraph(q, k, v, False, q)
+    forward = _pygraph(q, k, v, False, q)[0]
     made = _torch_backend("cudnn", q, k, v, False, q)
     costs = {"pygraph execute()": burst_cost(forward, 200, sync=torch.cuda.synchronize)}
     ours = _ours(q, k, v, False, q, "backend")
