@@ -28,6 +28,7 @@ class StandIn:
     def __init__(self) -> None:
         self.problems: dict[int, tuple] = {}
         self.runs: list[str] = []
+        self.ragged_ports: list[list[str]] = []
 
     def wrap(self, real):
         def builder(p, masks, scale):
@@ -46,6 +47,12 @@ class StandIn:
                 "seq_len_kv": tensors["seq_len_kv"].reshape(-1),
             }
         q, k, v = tensors["q"], tensors["k"], tensors["v"]
+        if p.ragged:  # the prefix sums back from the ragged offsets (elements: tokens times H D)
+            self.ragged_ports.append(sorted(n for n in tensors if n.endswith("_offset")))
+            cu_q = (tensors["q_offset"].reshape(-1) // (q.shape[1] * q.shape[2])).to(torch.int32)
+            cu_kv = (tensors["k_offset"].reshape(-1) // (k.shape[1] * k.shape[2])).to(torch.int32)
+            assert torch.equal(tensors["seq_len_q"].reshape(-1), cu_q[1:] - cu_q[:-1])
+            opts |= {"cu_seqlens_q": cu_q, "cu_seqlens_kv": cu_kv}
         if "dO" in tensors:
             self.runs.append("sdpa_backward")
             # a custom op's body runs below the autograd dispatch key (thread-local state): the
@@ -58,7 +65,13 @@ class StandIn:
             self.runs.append("sdpa")
             o, lse = sdpa_reference(q, k, v, return_lse=True, **opts)
             tensors["o"].copy_(o)
-            tensors["lse"].copy_(lse)
+            if p.ragged:  # the graph's stats per sequence, [N, H, S, 1] (rows past a length: -inf here)
+                stats = tensors["lse"].fill_(float("-inf"))
+                cu = opts["cu_seqlens_q"].tolist()
+                for n in range(len(cu) - 1):
+                    stats[n, :, : cu[n + 1] - cu[n]] = lse[cu[n] : cu[n + 1]].transpose(0, 1)
+            else:
+                tensors["lse"].copy_(lse)
 
 
 @pytest.fixture
@@ -192,7 +205,7 @@ BAD = [
     ({"causal_bottom_right": True}, r"causal_bottom_right aligns the causal diagonal"),
     ({"window_left": 0}, r"window_left counts the visible keys"),
     ({"window_left": 4}, r"window_left=4 is a sliding window behind the causal diagonal"),
-    ({"cu_seqlens_q": torch.zeros(3, dtype=torch.int32)}, r"ragged \(THD\) inputs"),
+    ({"cu_seqlens_q": torch.zeros(3, dtype=torch.int32)}, r"ragged \(THD\) inputs take both cu_seqlens_q"),
     ({"seq_len_q": torch.ones(2, dtype=torch.int32)}, r"padding takes both seq_len_q and seq_len_kv"),
     ({"seq_len_q": torch.ones(2), "seq_len_kv": torch.ones(2)}, r"seq_len_q must be torch.int32"),
     ({"scale": float("nan")}, r"scale must be a finite float or None"),
@@ -216,3 +229,115 @@ def test_a_host_tensor_is_refused_before_anything_runs():
     q, k, v = _inputs()
     with pytest.raises(OpInputError, match=r"query is on cpu: the op runs on cuda devices"):
         sdpa(q, k, v)
+
+
+# --- ragged (THD) ---------------------------------------------------------------------------------
+
+
+def _thd(lengths_q, lengths_kv, hq=4, hkv=2, d=16, seed=6):
+    gen = torch.Generator().manual_seed(seed)
+    t_q, t_kv = sum(lengths_q), sum(lengths_kv)
+    q = torch.randn(t_q, hq, d, generator=gen).to(torch.bfloat16)
+    k, v = (torch.randn(t_kv, hkv, d, generator=gen).to(torch.bfloat16) for _ in range(2))
+    cu = [
+        torch.tensor([0, *lengths], dtype=torch.int32).cumsum(0, dtype=torch.int32)
+        for lengths in (lengths_q, lengths_kv)
+    ]
+    ragged = {"cu_seqlens_q": cu[0], "cu_seqlens_kv": cu[1]}
+    return q, k, v, ragged, {"max_seqlen_q": max(lengths_q), "max_seqlen_kv": max(lengths_kv)}
+
+
+# sequences of length 0 and 1 among them; more keys than queries in one
+RAGGED = {
+    "plain": {},
+    "causal": {"is_causal": True},
+    "bottom-right": {"is_causal": True, "causal_bottom_right": True},
+}
+
+
+@pytest.mark.parametrize("name", RAGGED)
+def test_ragged_forward_and_lse_equal_the_float64_reference(stand_in, name):
+    q, k, v, cu, longest = _thd([5, 0, 1, 9], [7, 3, 1, 9])
+    o, lse = sdpa(q, k, v, return_lse=True, **cu, **longest, **RAGGED[name])
+    want_o, want_lse = sdpa_reference(q, k, v, return_lse=True, **cu, **RAGGED[name])
+    assert o.shape == (15, 4, 16) and lse.shape == (15, 4, 1) and lse.dtype == torch.float32
+    assert _rel(o, want_o) <= 1e-2 and _rel(lse, want_lse) <= 1e-6
+    # every THD tensor carries its ragged offsets into the graph
+    assert stand_in.ragged_ports == [["k_offset", "o_offset", "q_offset", "v_offset"]]
+    (key,) = op_graphs.GRAPHS.keys()
+    assert key[1].ragged and (key[1].batch, key[1].seq_q, key[1].seq_kv) == (4, 64, 64)
+
+
+def test_ragged_gradients_equal_the_float64_reference(stand_in):
+    q, k, v, cu, longest = _thd([5, 0, 1, 9], [7, 3, 1, 9], seed=7)
+    q, k, v = (t.requires_grad_(True) for t in (q, k, v))
+    d_o = torch.randn(15, 4, 16, generator=torch.Generator().manual_seed(8)).to(q.dtype)
+    sdpa(q, k, v, is_causal=True, **cu, **longest).backward(d_o)
+    want = sdpa_backward_reference(q, k, v, d_o, is_causal=True, **cu)
+    for got, ref in zip((q.grad, k.grad, v.grad), want):
+        assert got.shape == ref.shape and _rel(got, ref) <= 1e-2
+    assert stand_in.runs == ["sdpa", "sdpa_backward"]
+    thd = ("q", "k", "v", "o", "dO", "dQ", "dK", "dV")
+    assert stand_in.ragged_ports[1] == sorted(f"{name}_offset" for name in thd)
+
+
+def test_ragged_calls_share_a_graph_per_bucket_of_their_longest_sequences(stand_in):
+    sdpa(*_thd([5, 3], [5, 3])[:3], **_thd([5, 3], [5, 3])[3], **_thd([5, 3], [5, 3])[4])
+    q, k, v, cu, longest = _thd([40, 20], [60, 2])  # other tokens, the same buckets (64)
+    sdpa(q, k, v, **cu, **longest)
+    assert op_graphs.GRAPHS.builds == 1
+    q, k, v, cu, longest = _thd([65], [65])
+    sdpa(q, k, v, **cu, **longest)
+    assert op_graphs.GRAPHS.builds == 2
+
+
+def test_ragged_traces_under_torch_compile(stand_in):
+    q, k, v, cu, longest = _thd([5, 1, 9], [7, 1, 9], seed=9)
+    q, k, v = (t.requires_grad_(True) for t in (q, k, v))
+
+    def step(q, k, v):
+        o, lse = sdpa(q, k, v, is_causal=True, return_lse=True, **cu, **longest)
+        return o.float().square().mean() + 0 * lse.detach().sum()
+
+    torch.compile(step, fullgraph=True, backend="aot_eager")(q, k, v).backward()
+    grads = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    step(q, k, v).backward()
+    for got, want in zip(grads, (q.grad, k.grad, v.grad)):
+        assert _rel(got, want) <= 1e-6
+
+
+def test_ragged_opcheck(stand_in):
+    q, k, v, cu, _ = _thd([5, 0, 9], [7, 3, 9], seed=10)
+    args = (q, k, v, 0.25, True, False, -1, None, None, cu["cu_seqlens_q"], cu["cu_seqlens_kv"], 9, 9)
+    torch.library.opcheck(torch.ops.pygraph_sdpa.sdpa_forward, args)
+
+
+RAGGED_BAD = [
+    ({"max_seqlen_q": 0}, r"max_seqlen_q=0: a ragged call gives its longest sequence's length"),
+    ({"max_seqlen_kv": 99}, r"max_seqlen_kv=99 exceeds key's 19 tokens"),
+    ({"cu_seqlens_q": torch.tensor([0, 5, 14], dtype=torch.int64)}, r"cu_seqlens_q must be torch.int32"),
+    (
+        {"cu_seqlens_kv": torch.tensor([0, 19], dtype=torch.int32)},
+        r"cu_seqlens_q has 3 entries and cu_seqlens_kv 2",
+    ),
+    (
+        {"seq_len_q": torch.ones(2, dtype=torch.int32)},
+        r"ragged \(THD\) inputs take their lengths from cu_seqlens",
+    ),
+    (
+        {"query": torch.zeros(1, 14, 4, 16, dtype=torch.bfloat16)},
+        r"query must be \[T, H, D\] \(THD, with cu_seqlens\)",
+    ),
+    ({"max_seqlen_q": True}, r"max_seqlen_q must be an int, got bool True"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), RAGGED_BAD, ids=[m for _, m in RAGGED_BAD])
+def test_a_bad_ragged_argument_raises_naming_it(stand_in, change, message):
+    q, k, v, cu, longest = _thd([5, 9], [10, 9])
+    args = {"query": q, "key": k, "value": v, **cu, **longest, **change}
+    with pytest.raises(OpInputError, match=r"pygraph_sdpa.sdpa\(\): " + message):
+        sdpa(**args)
+    assert stand_in.runs == []

@@ -50,6 +50,44 @@ def test_the_op_and_its_gradients_match_the_reference(name):
     assert all(err <= TOLERANCE[q.dtype] for err in errors.values()), errors
 
 
+# ragged (THD) batches: sequences of length 0 and 1 among them, lengths multiples of no tile
+RAGGED = {
+    "thd-causal-gqa": (([129, 0, 1, 300], [129, 5, 1, 300]), {"hq": 8, "hkv": 2}, {"is_causal": True}),
+    "thd-bottom-right": (([64, 1, 200], [250, 1, 333]), {}, {"is_causal": True, "causal_bottom_right": True}),
+    "thd-plain-d64": (([77, 1, 0, 190], [60, 0, 3, 190]), {"d": 64}, {}),  # a query that sees no key
+}
+
+
+@pytest.mark.parametrize("name", RAGGED)
+def test_the_ragged_op_and_its_gradients_match_the_reference(name):
+    (lengths_q, lengths_kv), shape, opts = RAGGED[name]
+    hq, hkv, d = shape.get("hq", 4), shape.get("hkv", 4), shape.get("d", 128)
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    q = torch.randn(sum(lengths_q), hq, d, generator=gen, device="cuda").to(torch.bfloat16)
+    k, v = (
+        torch.randn(sum(lengths_kv), hkv, d, generator=gen, device="cuda").to(torch.bfloat16)
+        for _ in range(2)
+    )
+    q, k, v = (t.requires_grad_(True) for t in (q, k, v))
+    cu = {
+        name: torch.tensor([0, *lengths], device="cuda").cumsum(0).to(torch.int32)
+        for name, lengths in (("cu_seqlens_q", lengths_q), ("cu_seqlens_kv", lengths_kv))
+    }
+    longest = {"max_seqlen_q": max(lengths_q), "max_seqlen_kv": max(lengths_kv)}
+    o, lse = sdpa(q, k, v, return_lse=True, **cu, **longest, **opts)
+    d_o = torch.randn_like(o)
+    o.backward(d_o)
+    want_o, want_lse = sdpa_reference(q, k, v, return_lse=True, **cu, **opts)
+    want = sdpa_backward_reference(q, k, v, d_o, **cu, **opts)
+    seen = torch.isfinite(want_lse)  # a row with no key: lse -inf in both
+    errors = {"o": _rel(o, want_o), "lse": _rel(lse[seen], want_lse[seen])}
+    errors["lse rows without keys"] = float((lse[~seen] != float("-inf")).sum())
+    errors |= {n: _rel(t.grad, w) for n, t, w in zip(("dq", "dk", "dv"), (q, k, v), want)}
+    print(f"sdpa-op-{name}: {errors}")
+    assert errors.pop("lse rows without keys") == 0
+    assert all(err <= TOLERANCE[torch.bfloat16] for err in errors.values()), errors
+
+
 def test_opcheck():
     q, k, v = (t.detach() for t in _inputs(s_q=64, s_kv=64, d=64))
     torch.library.opcheck(torch.ops.pygraph_sdpa.sdpa_forward, (q, k, v, 0.125, True, False, -1, None, None))

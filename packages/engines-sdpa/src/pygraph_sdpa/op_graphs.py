@@ -1,8 +1,11 @@
 """The torch op's graphs: one ``sdpa`` (or ``sdpa_backward``) graph per problem, planned and built
 once, then executed per call with the call's tensors.
 
-A key is everything a graph declares: the `SdpaProblem` (shapes, dtype, device, padding), the
-masks and the scale. The first call of a key builds the graph, so it runs whatever plan the planner
+A key is everything a graph declares: the `SdpaProblem` (shapes, dtype, device, padding, ragged), the
+masks and the scale. A ragged (THD) problem's tensors are declared [N, H, S, D] with the THD strides
+(a token's heads side by side, tokens one after another) and a ragged offset each (int32
+[N + 1, 1, 1, 1], the element offset of each sequence's first token), with the padding mask over
+each sequence's length, as cuDNN's SDPA takes them; the stats stay [N, H, S, 1]. The first call of a key builds the graph, so it runs whatever plan the planner
 ranks first (today the cuDNN backend's); a graph nothing serves raises the planner's
 `pygraph.GraphNotSupportedError`, which is not cached. Operands are declared contiguous (the op
 passes contiguous tensors); O and the gradients in the io dtype, the stats (lse) fp32. The cache
@@ -31,13 +34,39 @@ __all__ = ["GRAPHS", "backward_graph", "execute", "forward_graph"]
 GRAPHS = GraphCache()
 
 
+def _shape(p: SdpaProblem, name: str) -> tuple[int, int, int, int]:
+    heads, seq = (p.heads_q, p.seq_q) if name in ("q", "o", "dO", "dQ") else (p.heads_kv, p.seq_kv)
+    dim = p.head_dim_v if name in ("v", "o", "dO", "dV") else p.head_dim_qk
+    return (p.batch, heads, seq, dim)
+
+
+def _thd(g: Any, p: SdpaProblem, name: str, t: Any) -> Any:
+    """``t`` with the THD strides and its ragged offset port ``<name>_offset`` (a ragged problem)."""
+    if p.ragged:
+        b, h, s, d = _shape(p, name)
+        t.set_stride([s * h * d, d, h * d, 1])
+        t.set_ragged_offset(declare(g, f"{name}_offset", (b + 1, 1, 1, 1), torch.int32))
+    return t
+
+
+def _port(g: Any, p: SdpaProblem, ports: dict[str, Any], name: str) -> None:
+    ports[name] = _thd(g, p, name, declare(g, name, _shape(p, name), p.io_dtype))
+    if p.ragged:
+        ports[f"{name}_offset"] = ports[name].ragged_offset
+
+
+def _output(g: Any, p: SdpaProblem, ports: dict[str, Any], name: str, t: Any) -> None:
+    declare_output(t, _shape(p, name), p.io_dtype)
+    ports[name] = _thd(g, p, name, t)
+    if p.ragged:
+        ports[f"{name}_offset"] = t.ragged_offset
+
+
 def _inputs(g: Any, p: SdpaProblem) -> dict[str, Any]:
-    ports = {
-        "q": declare(g, "q", (p.batch, p.heads_q, p.seq_q, p.head_dim_qk), p.io_dtype),
-        "k": declare(g, "k", (p.batch, p.heads_kv, p.seq_kv, p.head_dim_qk), p.io_dtype),
-        "v": declare(g, "v", (p.batch, p.heads_kv, p.seq_kv, p.head_dim_v), p.io_dtype),
-    }
-    if p.padded:
+    ports: dict[str, Any] = {}
+    for name in ("q", "k", "v"):
+        _port(g, p, ports, name)
+    if p.padded or p.ragged:
         ports["seq_len_q"] = declare(g, "seq_len_q", (p.batch, 1, 1, 1), torch.int32)
         ports["seq_len_kv"] = declare(g, "seq_len_kv", (p.batch, 1, 1, 1), torch.int32)
     return ports
@@ -76,9 +105,9 @@ def forward_graph(p: SdpaProblem, masks: SdpaMasks, scale: float) -> BuiltGraph:
             ports["q"], ports["k"], ports["v"], generate_stats=True, attn_scale=scale,
             **masks.graph_attrs(), **_padding(ports),
         )  # fmt: skip
-        declare_output(o, p.out_shape, p.io_dtype)
+        _output(g, p, ports, "o", o)
         declare_output(stats, p.lse_shape, torch.float32)
-        ports["o"], ports["lse"] = o, stats
+        ports["lse"] = stats
         return _built(g, ports)
 
     return GRAPHS.get(key, build)
@@ -91,17 +120,15 @@ def backward_graph(p: SdpaProblem, masks: SdpaMasks, scale: float) -> BuiltGraph
     def build() -> BuiltGraph:
         g = _graph("sdpa_backward", p)
         ports = _inputs(g, p)
-        ports["o"] = declare(g, "o", p.out_shape, p.io_dtype)
-        ports["dO"] = declare(g, "dO", p.out_shape, p.io_dtype)
+        _port(g, p, ports, "o")
+        _port(g, p, ports, "dO")
         ports["lse"] = declare(g, "lse", p.lse_shape, torch.float32)
         grads = g.sdpa_backward(
             ports["q"], ports["k"], ports["v"], ports["o"], ports["dO"], ports["lse"], attn_scale=scale,
             **masks.graph_attrs(), **_padding(ports),
         )  # fmt: skip
-        shapes = {"dQ": "q", "dK": "k", "dV": "v"}
-        for (name, like), port in zip(shapes.items(), grads):
-            declare_output(port, tuple(ports[like].dim), p.io_dtype)
-            ports[name] = port
+        for name, port in zip(("dQ", "dK", "dV"), grads):
+            _output(g, p, ports, name, port)
         return _built(g, ports)
 
     return GRAPHS.get(key, build)

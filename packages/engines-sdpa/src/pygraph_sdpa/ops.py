@@ -36,6 +36,34 @@ def _bound(names: dict[str, Tensor | None]) -> dict[str, Tensor]:
     return {name: t.contiguous() for name, t in names.items() if t is not None}
 
 
+Ragged = tuple  # (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
+
+
+def _ragged_ports(p: SdpaProblem, ragged: Ragged, ports: dict[str, Tensor]) -> dict[str, Tensor]:
+    """A ragged call's graph inputs beside its tensors: each sequence's lengths (the padding mask's)
+    and each THD tensor's ragged offsets (the element offset of each sequence's first token)."""
+    if not p.ragged:
+        return {}
+    cu_q, cu_kv = (t.reshape(-1, 1, 1, 1) for t in ragged[:2])
+    bound = {
+        "seq_len_q": (cu_q[1:] - cu_q[:-1]).contiguous(),
+        "seq_len_kv": (cu_kv[1:] - cu_kv[:-1]).contiguous(),
+    }
+    for name, t in ports.items():
+        cu = cu_q if name in ("q", "o", "dO", "dQ") else cu_kv
+        bound[f"{name}_offset"] = (cu * (t.shape[1] * t.shape[2])).to(torch.int32).contiguous()
+    return bound
+
+
+def _lse_of_tokens(lse: Tensor, cu_seqlens_q: Tensor, tokens: int) -> Tensor:
+    """The graph's per-sequence stats [N, H, S, 1] as the THD layout's [T, H, 1]: token t of sequence
+    n (cu_seqlens_q[n] <= t < cu_seqlens_q[n + 1]) at row t - cu_seqlens_q[n]."""
+    token = torch.arange(tokens, device=lse.device, dtype=torch.int32)
+    seq = torch.searchsorted(cu_seqlens_q[1:], token, right=True)
+    row = token - cu_seqlens_q[seq]
+    return lse[seq, :, row, :]
+
+
 # --- the forward ------------------------------------------------------------------------------------
 
 
@@ -50,13 +78,17 @@ def _forward_op(
     window_left: int = -1,
     seq_len_q: Tensor | None = None,
     seq_len_kv: Tensor | None = None,
+    cu_seqlens_q: Tensor | None = None,
+    cu_seqlens_kv: Tensor | None = None,
+    max_seqlen_q: int = 0,
+    max_seqlen_kv: int = 0,
 ) -> tuple[Tensor, Tensor]:
+    ragged = (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
     p, masks = check_forward(
-        query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv
+        query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv, *ragged
     )
-    o = query.new_empty(p.out_shape)
-    lse = query.new_empty(p.lse_shape, dtype=torch.float32)
-    if p.empty:  # O is 0 and lse -inf, as the reference's
+    o, lse = _forward_outputs(p, query)
+    if p.empty or query.numel() == 0 or key.numel() == 0:  # O is 0 and lse -inf, as the reference's
         o.zero_()
         lse.fill_(float("-inf"))
         return o, lse
@@ -64,17 +96,26 @@ def _forward_op(
     tensors = _bound({"q": query, "k": key, "v": value})
     tensors |= _bound({"seq_len_q": _lengths(seq_len_q), "seq_len_kv": _lengths(seq_len_kv)})
     tensors |= {"o": o, "lse": lse}
+    tensors |= _ragged_ports(p, ragged, {"q": query, "k": key, "v": value, "o": o})
     execute(built, tensors, p.device)
     return o, lse
 
 
+def _forward_outputs(p: SdpaProblem, query: Tensor) -> tuple[Tensor, Tensor]:
+    """O (dense [B, H, S_q, D_v]; ragged query's [T, H, D_v]) and the stats [B, H, S_q, 1] fp32."""
+    o_shape = (*query.shape[:-1], p.head_dim_v) if p.ragged else p.out_shape
+    return query.new_empty(o_shape), query.new_empty(p.lse_shape, dtype=torch.float32)
+
+
 @_forward_op.register_fake
 def _forward_fake(query, key, value, scale, is_causal=False, causal_bottom_right=False, window_left=-1,
-                  seq_len_q=None, seq_len_kv=None):  # fmt: skip
+                  seq_len_q=None, seq_len_kv=None, cu_seqlens_q=None, cu_seqlens_kv=None, max_seqlen_q=0,
+                  max_seqlen_kv=0):  # fmt: skip
     p, _ = check_forward(
-        query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv
-    )
-    return query.new_empty(p.out_shape), query.new_empty(p.lse_shape, dtype=torch.float32)
+        query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv,
+        cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
+    )  # fmt: skip
+    return _forward_outputs(p, query)
 
 
 # --- the backward -----------------------------------------------------------------------------------
@@ -94,13 +135,18 @@ def _backward_op(
     window_left: int = -1,
     seq_len_q: Tensor | None = None,
     seq_len_kv: Tensor | None = None,
+    cu_seqlens_q: Tensor | None = None,
+    cu_seqlens_kv: Tensor | None = None,
+    max_seqlen_q: int = 0,
+    max_seqlen_kv: int = 0,
 ) -> tuple[Tensor, Tensor, Tensor]:
+    ragged = (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
     p, masks = _checked_backward(
         query, key, value, out, grad_out, lse, scale, is_causal, causal_bottom_right, window_left, seq_len_q,
-        seq_len_kv,
+        seq_len_kv, ragged,
     )  # fmt: skip
     dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (query, key, value))
-    if p.empty:
+    if p.empty or query.numel() == 0 or key.numel() == 0:
         for t in (dq, dk, dv):
             t.zero_()
         return dq, dk, dv
@@ -108,6 +154,8 @@ def _backward_op(
     tensors = _bound({"q": query, "k": key, "v": value, "o": out, "dO": grad_out, "lse": lse})
     tensors |= _bound({"seq_len_q": _lengths(seq_len_q), "seq_len_kv": _lengths(seq_len_kv)})
     tensors |= {"dQ": dq, "dK": dk, "dV": dv}
+    thd = {"q": query, "k": key, "v": value, "o": out, "dO": grad_out, "dQ": dq, "dK": dk, "dV": dv}
+    tensors |= _ragged_ports(p, ragged, thd)
     execute(built, tensors, p.device)
     return dq, dk, dv
 
@@ -125,20 +173,22 @@ def _checked_backward(
     window_left,
     seq_len_q,
     seq_len_kv,
+    ragged,
 ) -> tuple[SdpaProblem, SdpaMasks]:
     p, masks = check_forward(
-        query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv
+        query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv, *ragged
     )
-    check_backward(p, out, grad_out, lse)
+    check_backward(p, query, out, grad_out, lse)
     return p, masks
 
 
 @_backward_op.register_fake
 def _backward_fake(query, key, value, out, grad_out, lse, scale, is_causal=False, causal_bottom_right=False,
-                   window_left=-1, seq_len_q=None, seq_len_kv=None):  # fmt: skip
+                   window_left=-1, seq_len_q=None, seq_len_kv=None, cu_seqlens_q=None, cu_seqlens_kv=None,
+                   max_seqlen_q=0, max_seqlen_kv=0):  # fmt: skip
     _checked_backward(
         query, key, value, out, grad_out, lse, scale, is_causal, causal_bottom_right, window_left, seq_len_q,
-        seq_len_kv,
+        seq_len_kv, (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv),
     )  # fmt: skip
     return tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (query, key, value))
 
@@ -147,15 +197,18 @@ def _backward_fake(query, key, value, out, grad_out, lse, scale, is_causal=False
 
 
 def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
-    query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv = inputs
+    query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv, *ragged = (
+        inputs
+    )
+    cu_q, cu_kv, max_q, max_kv = ragged
     o, lse = output
-    ctx.save_for_backward(query, key, value, o, lse, seq_len_q, seq_len_kv)
-    ctx.options = (scale, is_causal, causal_bottom_right, window_left)
+    ctx.save_for_backward(query, key, value, o, lse, seq_len_q, seq_len_kv, cu_q, cu_kv)
+    ctx.options = (scale, is_causal, causal_bottom_right, window_left, max_q, max_kv)
     ctx.set_materialize_grads(False)  # lse's gradient stays None where lse is not used
 
 
 def _backward(ctx: Any, grad_o: Tensor | None, grad_lse: Tensor | None) -> tuple:
-    query, key, value, o, lse, seq_len_q, seq_len_kv = ctx.saved_tensors
+    query, key, value, o, lse, seq_len_q, seq_len_kv, cu_q, cu_kv = ctx.saved_tensors
     if grad_lse is not None:
         raise OpInputError(
             f"{CALL}: a gradient reached lse (return_lse=True and lse used in the loss); the backward "
@@ -163,12 +216,12 @@ def _backward(ctx: Any, grad_o: Tensor | None, grad_lse: Tensor | None) -> tuple
         )
     if grad_o is None:
         grad_o = torch.zeros_like(o)
-    scale, is_causal, bottom_right, window_left = ctx.options
+    scale, is_causal, bottom_right, window_left, max_q, max_kv = ctx.options
     dq, dk, dv = _backward_op(
         query, key, value, o, grad_o.contiguous(), lse, scale, is_causal, bottom_right, window_left, seq_len_q,
-        seq_len_kv,
+        seq_len_kv, cu_q, cu_kv, max_q, max_kv,
     )  # fmt: skip
-    return dq, dk, dv, None, None, None, None, None, None
+    return dq, dk, dv, *([None] * 10)
 
 
 _forward_op.register_autograd(_backward, setup_context=_setup_context)
@@ -204,31 +257,35 @@ def sdpa(
     (top-left; with ``causal_bottom_right`` aligned to the bottom right), ``window_left`` (a sliding
     window of that many keys up to the diagonal, with is_causal), ``window_right`` -1 or 0 (0 is the
     causal mask). Padding: ``seq_len_q`` and ``seq_len_kv`` ([B] int32): keys past a sequence's
-    length are masked, and O's rows past it are unspecified. Ragged (THD) inputs are not served yet.
+    length are masked, and O's rows past it are unspecified. Ragged (THD): query [T, H, D], key and
+    value [T_kv, H_kv, D(_v)] with ``cu_seqlens_q`` / ``cu_seqlens_kv`` ([N + 1] int32 prefix sums)
+    and the longest sequences' lengths ``max_seqlen_q`` / ``max_seqlen_kv``; O is [T, H, D_v] and lse
+    [T, H, 1].
     Raises `pygraph.errors.OpInputError` naming the argument for a bad shape, dtype, device or mask,
     and `pygraph.GraphNotSupportedError` (the planner's reasons) where nothing serves the graph.
     """
-    del max_seqlen_q, max_seqlen_kv  # the dense layout's S is the tensors' own
     check_call(
         scale,
         is_causal,
         causal_bottom_right,
         window_left,
         window_right,
-        cu_seqlens_q,
-        cu_seqlens_kv,
+        max_seqlen_q,
+        max_seqlen_kv,
         return_lse,
     )
+    args = (query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv)
+    args += (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
     try:
-        o, lse = _forward_op(
-            query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv
-        )
+        o, lse = _forward_op(*args)
     except (TypeError, RuntimeError):
         # the dispatcher's own schema check refused an argument before the op's check ran: the op's
         # check, run here, raises the typed error naming it (under torch.compile the fake kernel checks)
         if not torch.compiler.is_compiling():
-            check_forward(
-                query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv
-            )
+            check_forward(*args)
         raise
-    return (o, lse) if return_lse else o
+    if not return_lse:
+        return o
+    if cu_seqlens_q is not None:  # the graph's stats per sequence, as the THD layout's [T, H, 1]
+        lse = _lse_of_tokens(lse, cu_seqlens_q, query.shape[0])
+    return o, lse
