@@ -30,8 +30,14 @@ Options:
 - ``safe_gate``: g is given as raw logits with per-head ``a_log`` and ``dt_bias`` [HG]; the decay
   is ``-exp(a_log) * softplus(g + dt_bias)``.
 
-The KDA (per-key-channel gate) and GDN-2 (channel-wise gates and a write gate) references come with
-their engines; this module holds Gated DeltaNet's.
+Kimi Delta Attention (KDA, `kimi_delta_attention_reference`) is the same loop with a decay per key
+channel: g is [T, HG, K] and the decay scales the state's columns, ``S = S * exp(g_t)[None, :]``
+(beta stays one value per token and head). Its ``safe_gate`` takes ``dt_bias`` per head and channel
+([HG, K] or [HG * K]) and, with ``gate_lower_bound`` (a negative float), bounds the decay from below:
+``g = gate_lower_bound * sigmoid(exp(a_log) * (g + dt_bias))``, in (gate_lower_bound, 0) (the
+formulation of flash-linear-attention's KDA gate; without the bound it is GDN's softplus form).
+
+The GDN-2 (channel-wise gates and a write gate) reference comes with its engines.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ __all__ = [
     "PreparedInputs",
     "gated_delta_net_backward_reference",
     "gated_delta_net_reference",
+    "kimi_delta_attention_backward_reference",
+    "kimi_delta_attention_reference",
     "prepare_inputs",
 ]
 
@@ -88,17 +96,28 @@ def _gates(
     a_log: torch.Tensor | None,
     dt_bias: torch.Tensor | None,
     dtype: torch.dtype,
+    gate_lower_bound: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log decay [T, HO], write strength [T, HO]) after the options are applied."""
+    """(log decay [T, HO] or, per key channel, [T, HO, K]; write strength [T, HO]) after the options."""
+    channels = g.shape[2:]  # () for GDN, (K,) for KDA
     g, beta = _per_head(g.to(dtype), heads, "g", 1), _per_head(beta.to(dtype), heads, "beta", 1)
     if safe_gate:
         if a_log is None:
             raise _fail("safe_gate needs a_log (the per-head log decay rate)")
-        rate = _per_head(a_log.to(dtype).reshape(-1), heads, "a_log", 0)
-        bias = 0.0 if dt_bias is None else _per_head(dt_bias.to(dtype).reshape(-1), heads, "dt_bias", 0)
-        g = -torch.exp(rate) * F.softplus(g + bias)
+        rate = _per_head(a_log.to(dtype).reshape(-1), heads, "a_log", 0).reshape(heads, *[1] * len(channels))
+        bias = 0.0
+        if dt_bias is not None:
+            bias = _per_head(dt_bias.to(dtype).reshape(-1, *channels), heads, "dt_bias", 0)
+        if gate_lower_bound is None:
+            g = -torch.exp(rate) * F.softplus(g + bias)
+        else:
+            g = gate_lower_bound * torch.sigmoid(torch.exp(rate) * (g + bias))
     elif a_log is not None or dt_bias is not None:
         raise _fail("a_log and dt_bias are read only with safe_gate=True")
+    elif gate_lower_bound is not None:
+        raise _fail(
+            f"gate_lower_bound={gate_lower_bound} bounds the gate safe_gate computes: set safe_gate=True"
+        )
     if use_beta_sigmoid:
         beta = torch.sigmoid(beta)
     if allow_neg_eigval:
@@ -112,7 +131,7 @@ class PreparedInputs(NamedTuple):
     q: torch.Tensor  # [T, HO, K] (L2-normalised under use_qk_l2norm)
     k: torch.Tensor  # [T, HO, K]
     v: torch.Tensor  # [T, HO, V]
-    decay: torch.Tensor  # [T, HO]: the log decay g after safe_gate
+    decay: torch.Tensor  # [T, HO] (KDA: [T, HO, K]): the log decay g after safe_gate
     write: torch.Tensor  # [T, HO]: beta after the sigmoid and the negative-eigenvalue scaling
     bounds: list[int]  # cu_seqlens as ints
     heads: int  # HO
@@ -152,9 +171,12 @@ def prepare_inputs(
     a_log: torch.Tensor | None,
     dt_bias: torch.Tensor | None,
     dtype: torch.dtype,
+    channel_gate: bool = False,
+    gate_lower_bound: float | None = None,
 ) -> PreparedInputs:
     """Check the arguments (raising `ValueError` naming the call, the argument and the value) and
-    apply the head mapping and the options; shared by the token loop and `chunked`."""
+    apply the head mapping and the options; shared by the token loop and `chunked`. ``channel_gate``:
+    KDA's g, one value per key channel ([T, HG, K])."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 3:
             raise _fail(f"{name} must be [T, heads, dim], got shape {list(t.shape)}")
@@ -164,7 +186,11 @@ def prepare_inputs(
             raise _fail(f"{name} has {t.shape[0]} tokens, q has {tokens}")
     if q.shape[1:] != k.shape[1:]:
         raise _fail(f"q {list(q.shape)} and k {list(k.shape)} must have the same heads and head dim")
-    for name, t in (("g", g), ("beta", beta)):
+    if channel_gate and (g.dim() != 3 or g.shape[2] != q.shape[2]):
+        raise _fail(
+            f"g must be [T, heads, K] (one value per key channel), K = {q.shape[2]}, got shape {list(g.shape)}"
+        )
+    for name, t in (("beta", beta),) if channel_gate else (("g", g), ("beta", beta)):
         if t.dim() != 2:
             raise _fail(
                 f"{name} must be [T, heads] (one value per token and head), got shape {list(t.shape)}"
@@ -180,7 +206,7 @@ def prepare_inputs(
         q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
     decay, write = _gates(
         g, beta, heads, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
-        safe_gate=safe_gate, a_log=a_log, dt_bias=dt_bias, dtype=dtype,
+        safe_gate=safe_gate, a_log=a_log, dt_bias=dt_bias, dtype=dtype, gate_lower_bound=gate_lower_bound,
     )  # fmt: skip
     state_shape = (len(bounds) - 1, heads, value_dim, key_dim)
     if initial_state is not None and tuple(initial_state.shape) != state_shape:
@@ -218,6 +244,52 @@ def gated_delta_net_reference(
         use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
         safe_gate=safe_gate, a_log=a_log, dt_bias=dt_bias, dtype=dtype,
     )  # fmt: skip
+    return _recurrence(prepared, initial_state, output_final_state)
+
+
+def kimi_delta_attention_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    *,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm: bool = False,
+    use_beta_sigmoid: bool = False,
+    allow_neg_eigval: bool = False,
+    safe_gate: bool = False,
+    a_log: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None,
+    gate_lower_bound: float | None = None,
+    dtype: torch.dtype = torch.float64,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """KDA: (O [T, HO, V], final state [N, HO, V, K] or None) in ``dtype``, g [T, HG, K] decaying the
+    state per key channel (the module docstring has the math and the gate). Differentiable."""
+    if gate_lower_bound is not None and (
+        isinstance(gate_lower_bound, bool)
+        or not isinstance(gate_lower_bound, (int, float))
+        or not gate_lower_bound < 0
+    ):
+        raise _fail(
+            f"gate_lower_bound must be a negative float (the decay's lower bound), got {gate_lower_bound!r}"
+        )
+    prepared = prepare_inputs(
+        q, k, v, g, beta, cu_seqlens, scale=scale, initial_state=initial_state,
+        use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
+        safe_gate=safe_gate, a_log=a_log, dt_bias=dt_bias, dtype=dtype, channel_gate=True,
+        gate_lower_bound=gate_lower_bound,
+    )  # fmt: skip
+    return _recurrence(prepared, initial_state, output_final_state)
+
+
+def _recurrence(
+    prepared: PreparedInputs, initial_state: torch.Tensor | None, output_final_state: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The token loop of the module docstring over ``prepared`` (a decay per head, or per key channel)."""
     q, k, v, decay, write = prepared.q, prepared.k, prepared.v, prepared.decay, prepared.write
     bounds, heads, scale = prepared.bounds, prepared.heads, prepared.scale
     sequences, value_dim = len(bounds) - 1, prepared.state_shape[2]
@@ -226,7 +298,7 @@ def gated_delta_net_reference(
     for n in range(sequences):
         state = prepared.start_state(n, initial_state)
         for t in range(bounds[n], bounds[n + 1]):
-            state = torch.exp(decay[t]).reshape(heads, 1, 1) * state
+            state = torch.exp(decay[t]).reshape(heads, 1, -1) * state  # columns: one or K decays
             recalled = torch.einsum("hvk,hk->hv", state, k[t])
             state = state + torch.einsum("h,hv,hk->hvk", write[t], v[t] - recalled, k[t])
             outputs.append(scale * torch.einsum("hvk,hk->hv", state, q[t]))
@@ -243,6 +315,42 @@ def gated_delta_net_backward_reference(
     beta: torch.Tensor,
     cu_seqlens: torch.Tensor,
     grad_out: torch.Tensor,
+    **options: object,
+) -> dict[str, torch.Tensor]:
+    """The graph's ``gdn_bwd`` outputs in ``dtype``, by autograd through `gated_delta_net_reference`.
+
+    Keys: ``dQ dK dV dG dBeta``, plus ``d_initial_state`` when ``initial_state`` is given and
+    ``d_a_log`` / ``d_dt_bias`` when ``safe_gate`` is set and they are given. ``grad_out`` is dO;
+    ``grad_final_state`` the gradient flowing into the final state (0 when None); the other keywords
+    are the forward's.
+    """
+    return _backward(gated_delta_net_reference, q, k, v, g, beta, cu_seqlens, grad_out, **options)
+
+
+def kimi_delta_attention_backward_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    grad_out: torch.Tensor,
+    **options: object,
+) -> dict[str, torch.Tensor]:
+    """The graph's ``kda_bwd`` outputs (`gated_delta_net_backward_reference`'s keys, dG [T, HG, K]) by
+    autograd through `kimi_delta_attention_reference`."""
+    return _backward(kimi_delta_attention_reference, q, k, v, g, beta, cu_seqlens, grad_out, **options)
+
+
+def _backward(
+    forward: object,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    grad_out: torch.Tensor,
     *,
     grad_final_state: torch.Tensor | None = None,
     initial_state: torch.Tensor | None = None,
@@ -251,12 +359,7 @@ def gated_delta_net_backward_reference(
     dtype: torch.dtype = torch.float64,
     **options: object,
 ) -> dict[str, torch.Tensor]:
-    """The graph's ``gdn_bwd`` outputs in ``dtype``, by autograd through `gated_delta_net_reference`.
-
-    Keys: ``dQ dK dV dG dBeta``, plus ``d_initial_state`` when ``initial_state`` is given and
-    ``d_a_log`` / ``d_dt_bias`` when ``safe_gate`` is set and they are given. ``grad_out`` is dO;
-    ``grad_final_state`` the gradient flowing into the final state (0 when None).
-    """
+    """Autograd through ``forward`` (a reference above) at the given inputs and options."""
     named = {"dQ": q, "dK": k, "dV": v, "dG": g, "dBeta": beta}
     if initial_state is not None:
         named["d_initial_state"] = initial_state
@@ -264,7 +367,7 @@ def gated_delta_net_backward_reference(
         named.update({n: t for n, t in (("d_a_log", a_log), ("d_dt_bias", dt_bias)) if t is not None})
     leaves = {name: t.detach().to(dtype).requires_grad_(True) for name, t in named.items()}
     with torch.enable_grad():
-        out, final = gated_delta_net_reference(
+        out, final = forward(  # type: ignore[operator]
             leaves["dQ"], leaves["dK"], leaves["dV"], leaves["dG"], leaves["dBeta"], cu_seqlens,
             initial_state=leaves.get("d_initial_state"),
             a_log=leaves.get("d_a_log", a_log), dt_bias=leaves.get("d_dt_bias", dt_bias),
