@@ -132,3 +132,17 @@ def test_bad_arguments_raise_naming_them(change, message):
     args = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "cu_seqlens": _cu(10), **change}
     with pytest.raises(ValueError, match=message):
         kimi_delta_attention_reference(**args)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 4, 64])
+def test_the_chunked_algorithm_is_the_recurrence(chunk):
+    from pygraph_linear_attention.chunked import chunked_kimi_delta_attention
+
+    q, k, v, g, beta = _inputs(t=11, seed=4)
+    state = _rand(3, 2, 6, 8)
+    args = (q, k, v, g, beta, _cu(4, 0, 7))
+    opts = {"initial_state": state, "output_final_state": True, "use_qk_l2norm": True}
+    want = kimi_delta_attention_reference(*args, **opts)
+    got = chunked_kimi_delta_attention(*args, chunk_size=chunk, **opts)
+    _close(got[0], want[0])
+    _close(got[1], want[1])

@@ -20,15 +20,22 @@ them in parallel); steps 3-4 run chunk after chunk per sequence. The options (`u
 `use_beta_sigmoid`, `allow_neg_eigval`, `safe_gate`) transform the inputs exactly as in
 `reference.py`, whose checks, layout and GQA/GVA head mapping this module shares (`prepare_inputs`). Autograd through
 it is a backward (the engines' backward will recompute the same quantities).
+
+KDA (`chunked_kimi_delta_attention`) runs the same steps with gamma per key channel ([..., C, K]):
+every ``exp(gamma_r - gamma_j)`` above sits inside the dot product, channel by channel
+(``A[r, j] = beta_r * sum_c k_r[c] exp(gamma_r[c] - gamma_j[c]) k_j[c]``, the same for the output's
+scores), ``exp(gamma) * k`` and ``exp(gamma) * q`` scale each channel, and the state passing decays
+S's columns: ``S = S exp(gamma_last) + v_new^T (k * exp(gamma_last - gamma))``. With one gamma per
+token these are GDN's formulas.
 """
 
 from __future__ import annotations
 
 import torch
 
-from pygraph_linear_attention.reference import _fail, prepare_inputs
+from pygraph_linear_attention.reference import PreparedInputs, _fail, prepare_inputs
 
-__all__ = ["CHUNK", "chunk_prepare", "chunked_gated_delta_net"]
+__all__ = ["CHUNK", "chunk_prepare", "chunked_gated_delta_net", "chunked_kimi_delta_attention"]
 
 CHUNK = 64  # the engines' chunk: the tokens one triangular solve covers
 
@@ -38,25 +45,41 @@ def chunk_prepare(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Steps 1-2 for a batch of padded chunks: (gamma, w, u).
 
-    ``k`` [..., C, K], ``v`` [..., C, V], ``decay`` (log, g after the options) and ``write`` (beta
-    after the options) [..., C]; returns gamma [..., C], w [..., C, K], u [..., C, V].
+    ``k`` [..., C, K], ``v`` [..., C, V], ``decay`` (log, g after the options; KDA's per key channel,
+    [..., C, K]) and ``write`` (beta after the options) [..., C]; returns gamma (decay's shape),
+    w [..., C, K], u [..., C, V].
     """
-    gamma = decay.cumsum(-1)
+    per_channel = decay.dim() == k.dim()
+    gamma = decay.cumsum(-2 if per_channel else -1)
     size = k.shape[-2]
     below = torch.ones(size, size, dtype=torch.bool, device=k.device).tril(-1)
-    gap = gamma[..., :, None] - gamma[..., None, :]
-    # masked before the exp: above the diagonal gap is a growth, which may overflow
-    attenuation = torch.exp(torch.where(below, gap, torch.full_like(gap, -torch.inf)))
-    a = write[..., :, None] * (k @ k.transpose(-1, -2)) * attenuation
+    a = write[..., :, None] * _attenuated(k, k, gamma, below)
     # the solve in float32 at least, as the kernels invert in fp32 (torch has no half-precision solve)
     solve_dtype = torch.promote_types(a.dtype, torch.float32)
     eye = torch.eye(size, dtype=solve_dtype, device=k.device).expand(a.shape)
     t = torch.linalg.solve_triangular(eye + a.to(solve_dtype), eye, upper=False, unitriangular=True).to(
         a.dtype
     )
-    w = t @ (write * torch.exp(gamma))[..., None].mul(k)
+    w = t @ (write[..., None] * _decayed(k, gamma))
     u = t @ (write[..., None] * v)
     return gamma, w, u
+
+
+def _attenuated(x: torch.Tensor, y: torch.Tensor, gamma: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[..., C, C]: ``sum_c x_r[c] exp(gamma_r - gamma_j) y_j[c]`` where ``mask`` holds, else 0; gamma
+    one per token ([..., C]) or per channel ([..., C, K])."""
+    if gamma.dim() == x.dim() - 1:
+        gap = gamma[..., :, None] - gamma[..., None, :]
+        # masked before the exp: above the diagonal gap is a growth, which may overflow
+        return (x @ y.transpose(-1, -2)) * torch.exp(torch.where(mask, gap, torch.full_like(gap, -torch.inf)))
+    gap = gamma[..., :, None, :] - gamma[..., None, :, :]  # [..., C, C, K]
+    weight = torch.exp(torch.where(mask[..., None], gap, torch.full_like(gap, -torch.inf)))
+    return torch.einsum("...rc,...rjc,...jc->...rj", x, weight, y)
+
+
+def _decayed(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    """``x * exp(gamma)`` row by row (gamma per token) or channel by channel (per key channel)."""
+    return x * torch.exp(gamma if gamma.dim() == x.dim() else gamma[..., None])
 
 
 def _chunks(x: torch.Tensor, count: int, size: int) -> torch.Tensor:
@@ -100,6 +123,47 @@ def chunked_gated_delta_net(
         use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
         safe_gate=safe_gate, a_log=a_log, dt_bias=dt_bias, dtype=dtype,
     )  # fmt: skip
+    return _chunk_by_chunk(prepared, initial_state, output_final_state, chunk_size)
+
+
+def chunked_kimi_delta_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    *,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm: bool = False,
+    use_beta_sigmoid: bool = False,
+    allow_neg_eigval: bool = False,
+    safe_gate: bool = False,
+    a_log: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None,
+    gate_lower_bound: float | None = None,
+    chunk_size: int = CHUNK,
+    dtype: torch.dtype = torch.float64,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """KDA chunk by chunk: `reference.kimi_delta_attention_reference`'s arguments and result, plus
+    ``chunk_size``."""
+    if chunk_size < 1:
+        raise _fail(f"chunk_size must be positive, got {chunk_size}")
+    prepared = prepare_inputs(
+        q, k, v, g, beta, cu_seqlens, scale=scale, initial_state=initial_state,
+        use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
+        safe_gate=safe_gate, a_log=a_log, dt_bias=dt_bias, dtype=dtype, channel_gate=True,
+        gate_lower_bound=gate_lower_bound,
+    )  # fmt: skip
+    return _chunk_by_chunk(prepared, initial_state, output_final_state, chunk_size)
+
+
+def _chunk_by_chunk(
+    prepared: PreparedInputs, initial_state: torch.Tensor | None, output_final_state: bool, chunk_size: int
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Steps 1-4 of the module docstring per sequence (a decay per head or per key channel)."""
     q, k, v, decay, write = prepared.q, prepared.k, prepared.v, prepared.decay, prepared.write
     bounds, heads, scale = prepared.bounds, prepared.heads, prepared.scale
     sequences, value_dim = len(bounds) - 1, prepared.state_shape[2]
@@ -111,22 +175,23 @@ def chunked_gated_delta_net(
         count = -(-(hi - lo) // chunk_size)
         if count:
             cq, ck, cv = (_chunks(x[lo:hi], count, chunk_size) for x in (q, k, v))  # [HO, NC, C, D]
-            cg, cb = (_chunks(x[lo:hi], count, chunk_size) for x in (decay, write))  # [HO, NC, C]
+            cg, cb = (_chunks(x[lo:hi], count, chunk_size) for x in (decay, write))  # [HO, NC, C(, K)]
             gamma, w, u = chunk_prepare(ck, cv, cg, cb)
             size = chunk_size
             causal = torch.ones(size, size, dtype=torch.bool, device=q.device).tril()
             chunk_out = []
             for c in range(count):
-                qc, kc, gc = cq[:, c], ck[:, c], gamma[:, c]  # [HO, C, K], [HO, C]
+                qc, kc, gc = cq[:, c], ck[:, c], gamma[:, c]  # [HO, C, K], [HO, C(, K)]
                 v_new = u[:, c] - w[:, c] @ state.transpose(-1, -2)  # [HO, C, V]
-                gap = gc[:, :, None] - gc[:, None, :]
-                attenuation = torch.exp(torch.where(causal, gap, torch.full_like(gap, -torch.inf)))
-                scores = (qc @ kc.transpose(-1, -2)) * attenuation
-                inter = torch.exp(gc)[..., None] * (qc @ state.transpose(-1, -2))
+                scores = _attenuated(qc, kc, gc, causal)
+                inter = _decayed(qc, gc) @ state.transpose(-1, -2)
                 chunk_out.append(scale * (inter + scores @ v_new))
-                last = gc[:, -1:]  # [HO, 1]: the padding decays nothing, so this is the last real token's
-                carried = v_new * torch.exp(last - gc)[..., None]
-                state = torch.exp(last)[..., None] * state + carried.transpose(-1, -2) @ kc
+                last = gc[
+                    :, -1:
+                ]  # [HO, 1(, K)]: the padding decays nothing, so this is the last real token's
+                # S's columns decay by exp(last) (one value per head, or per key channel)
+                state = _decayed(state, last)
+                state = state + v_new.transpose(-1, -2) @ _decayed(kc, last - gc)
             o = torch.stack(chunk_out, 1).reshape(heads, count * size, value_dim)[:, : hi - lo]
             outputs.append(o.transpose(0, 1))
         finals.append(state)
