@@ -134,28 +134,19 @@ def chunked_kimi_delta_attention(
     beta: torch.Tensor,
     cu_seqlens: torch.Tensor,
     *,
-    scale: float | None = None,
     initial_state: torch.Tensor | None = None,
     output_final_state: bool = False,
-    use_qk_l2norm: bool = False,
-    use_beta_sigmoid: bool = False,
-    allow_neg_eigval: bool = False,
-    safe_gate: bool = False,
-    a_log: torch.Tensor | None = None,
-    dt_bias: torch.Tensor | None = None,
     gate_lower_bound: float | None = None,
     chunk_size: int = CHUNK,
-    dtype: torch.dtype = torch.float64,
+    **options: object,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """KDA chunk by chunk: `reference.kimi_delta_attention_reference`'s arguments and result, plus
     ``chunk_size``."""
     if chunk_size < 1:
         raise _fail(f"chunk_size must be positive, got {chunk_size}")
     prepared = prepare_inputs(
-        q, k, v, g, beta, cu_seqlens, scale=scale, initial_state=initial_state,
-        use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
-        safe_gate=safe_gate, a_log=a_log, dt_bias=dt_bias, dtype=dtype, channel_gate=True,
-        gate_lower_bound=gate_lower_bound,
+        q, k, v, g, beta, cu_seqlens, initial_state=initial_state, channel_gate=True,
+        gate_lower_bound=gate_lower_bound, **options,
     )  # fmt: skip
     return _chunk_by_chunk(prepared, initial_state, output_final_state, chunk_size)
 

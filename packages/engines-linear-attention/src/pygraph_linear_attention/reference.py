@@ -99,6 +99,14 @@ def _gates(
     gate_lower_bound: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(log decay [T, HO] or, per key channel, [T, HO, K]; write strength [T, HO]) after the options."""
+    if gate_lower_bound is not None and (
+        isinstance(gate_lower_bound, bool)
+        or not isinstance(gate_lower_bound, (int, float))
+        or not gate_lower_bound < 0
+    ):
+        raise _fail(
+            f"gate_lower_bound must be a negative float (the decay's lower bound), got {gate_lower_bound!r}"
+        )
     channels = g.shape[2:]  # () for GDN, (K,) for KDA
     g, beta = _per_head(g.to(dtype), heads, "g", 1), _per_head(beta.to(dtype), heads, "beta", 1)
     if safe_gate:
@@ -162,15 +170,15 @@ def prepare_inputs(
     beta: torch.Tensor,
     cu_seqlens: torch.Tensor,
     *,
-    scale: float | None,
-    initial_state: torch.Tensor | None,
-    use_qk_l2norm: bool,
-    use_beta_sigmoid: bool,
-    allow_neg_eigval: bool,
-    safe_gate: bool,
-    a_log: torch.Tensor | None,
-    dt_bias: torch.Tensor | None,
-    dtype: torch.dtype,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    use_qk_l2norm: bool = False,
+    use_beta_sigmoid: bool = False,
+    allow_neg_eigval: bool = False,
+    safe_gate: bool = False,
+    a_log: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None,
+    dtype: torch.dtype = torch.float64,
     channel_gate: bool = False,
     gate_lower_bound: float | None = None,
 ) -> PreparedInputs:
@@ -255,33 +263,18 @@ def kimi_delta_attention_reference(
     beta: torch.Tensor,
     cu_seqlens: torch.Tensor,
     *,
-    scale: float | None = None,
     initial_state: torch.Tensor | None = None,
     output_final_state: bool = False,
-    use_qk_l2norm: bool = False,
-    use_beta_sigmoid: bool = False,
-    allow_neg_eigval: bool = False,
-    safe_gate: bool = False,
-    a_log: torch.Tensor | None = None,
-    dt_bias: torch.Tensor | None = None,
     gate_lower_bound: float | None = None,
-    dtype: torch.dtype = torch.float64,
+    **options: object,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """KDA: (O [T, HO, V], final state [N, HO, V, K] or None) in ``dtype``, g [T, HG, K] decaying the
-    state per key channel (the module docstring has the math and the gate). Differentiable."""
-    if gate_lower_bound is not None and (
-        isinstance(gate_lower_bound, bool)
-        or not isinstance(gate_lower_bound, (int, float))
-        or not gate_lower_bound < 0
-    ):
-        raise _fail(
-            f"gate_lower_bound must be a negative float (the decay's lower bound), got {gate_lower_bound!r}"
-        )
+    state per key channel (the module docstring has the math and the gate). ``options``: those of
+    `gated_delta_net_reference` (scale, use_qk_l2norm, use_beta_sigmoid, allow_neg_eigval,
+    safe_gate, a_log, dt_bias, dtype). Differentiable."""
     prepared = prepare_inputs(
-        q, k, v, g, beta, cu_seqlens, scale=scale, initial_state=initial_state,
-        use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
-        safe_gate=safe_gate, a_log=a_log, dt_bias=dt_bias, dtype=dtype, channel_gate=True,
-        gate_lower_bound=gate_lower_bound,
+        q, k, v, g, beta, cu_seqlens, initial_state=initial_state, channel_gate=True,
+        gate_lower_bound=gate_lower_bound, **options,
     )  # fmt: skip
     return _recurrence(prepared, initial_state, output_final_state)
 
