@@ -40,26 +40,24 @@ def _shape(p: SdpaProblem, name: str) -> tuple[int, int, int, int]:
     return (p.batch, heads, seq, dim)
 
 
-def _thd(g: Any, p: SdpaProblem, name: str, t: Any) -> Any:
-    """``t`` with the THD strides and its ragged offset port ``<name>_offset`` (a ragged problem)."""
+def _bind(g: Any, p: SdpaProblem, ports: dict[str, Any], name: str, t: Any) -> None:
+    """``t`` as port ``name``; in a ragged problem with the THD strides and its ragged offset, port
+    ``<name>_offset``."""
+    ports[name] = t
     if p.ragged:
         b, h, s, d = _shape(p, name)
         t.set_stride([s * h * d, d, h * d, 1])
-        t.set_ragged_offset(declare(g, f"{name}_offset", (b + 1, 1, 1, 1), torch.int32))
-    return t
+        ports[f"{name}_offset"] = declare(g, f"{name}_offset", (b + 1, 1, 1, 1), torch.int32)
+        t.set_ragged_offset(ports[f"{name}_offset"])
 
 
 def _port(g: Any, p: SdpaProblem, ports: dict[str, Any], name: str) -> None:
-    ports[name] = _thd(g, p, name, declare(g, name, _shape(p, name), p.io_dtype))
-    if p.ragged:
-        ports[f"{name}_offset"] = ports[name].ragged_offset
+    _bind(g, p, ports, name, declare(g, name, _shape(p, name), p.io_dtype))
 
 
 def _output(g: Any, p: SdpaProblem, ports: dict[str, Any], name: str, t: Any) -> None:
     declare_output(t, _shape(p, name), p.io_dtype)
-    ports[name] = _thd(g, p, name, t)
-    if p.ragged:
-        ports[f"{name}_offset"] = t.ragged_offset
+    _bind(g, p, ports, name, t)
 
 
 def _inputs(g: Any, p: SdpaProblem) -> dict[str, Any]:

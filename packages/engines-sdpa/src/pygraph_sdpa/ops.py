@@ -39,11 +39,9 @@ def _bound(names: dict[str, Tensor | None]) -> dict[str, Tensor]:
 Ragged = tuple  # (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
 
 
-def _ragged_ports(p: SdpaProblem, ragged: Ragged, ports: dict[str, Tensor]) -> dict[str, Tensor]:
+def _ragged_ports(ragged: Ragged, ports: dict[str, Tensor]) -> dict[str, Tensor]:
     """A ragged call's graph inputs beside its tensors: each sequence's lengths (the padding mask's)
     and each THD tensor's ragged offsets (the element offset of each sequence's first token)."""
-    if not p.ragged:
-        return {}
     cu_q, cu_kv = (t.reshape(-1, 1, 1, 1) for t in ragged[:2])
     bound = {
         "seq_len_q": (cu_q[1:] - cu_q[:-1]).contiguous(),
@@ -96,7 +94,8 @@ def _forward_op(
     tensors = _bound({"q": query, "k": key, "v": value})
     tensors |= _bound({"seq_len_q": _lengths(seq_len_q), "seq_len_kv": _lengths(seq_len_kv)})
     tensors |= {"o": o, "lse": lse}
-    tensors |= _ragged_ports(p, ragged, {"q": query, "k": key, "v": value, "o": o})
+    if p.ragged:
+        tensors |= _ragged_ports(ragged, {"q": query, "k": key, "v": value, "o": o})
     execute(built, tensors, p.device)
     return o, lse
 
@@ -154,8 +153,9 @@ def _backward_op(
     tensors = _bound({"q": query, "k": key, "v": value, "o": out, "dO": grad_out, "lse": lse})
     tensors |= _bound({"seq_len_q": _lengths(seq_len_q), "seq_len_kv": _lengths(seq_len_kv)})
     tensors |= {"dQ": dq, "dK": dk, "dV": dv}
-    thd = {"q": query, "k": key, "v": value, "o": out, "dO": grad_out, "dQ": dq, "dK": dk, "dV": dv}
-    tensors |= _ragged_ports(p, ragged, thd)
+    if p.ragged:
+        thd = {"q": query, "k": key, "v": value, "o": out, "dO": grad_out, "dQ": dq, "dK": dk, "dV": dv}
+        tensors |= _ragged_ports(ragged, thd)
     execute(built, tensors, p.device)
     return dq, dk, dv
 
