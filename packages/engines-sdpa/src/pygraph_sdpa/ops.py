@@ -97,6 +97,12 @@ def _forward_op(
     if p.ragged:
         tensors |= _ragged_ports(ragged, {"q": query, "k": key, "v": value, "o": o})
     execute(built, tensors, p.device)
+    if p.ragged:
+        # the query rows of a sequence with no key: cuDNN returned lse -inf there and O of order 1e36
+        # (on the H200); the reference's O there is 0
+        o.masked_fill_(torch.isneginf(_lse_of_tokens(lse, cu_seqlens_q, query.shape[0])), 0.0)
+    elif p.padded or (causal_bottom_right and p.seq_q > p.seq_kv):
+        o.masked_fill_(torch.isneginf(lse), 0.0)  # the same for a dense row that sees no key
     return o, lse
 
 
@@ -257,7 +263,8 @@ def sdpa(
     (top-left; with ``causal_bottom_right`` aligned to the bottom right), ``window_left`` (a sliding
     window of that many keys up to the diagonal, with is_causal), ``window_right`` -1 or 0 (0 is the
     causal mask). Padding: ``seq_len_q`` and ``seq_len_kv`` ([B] int32): keys past a sequence's
-    length are masked, and O's rows past it are unspecified. Ragged (THD): query [T, H, D], key and
+    length are masked, and O's rows past it are unspecified. A row that sees no key has O 0 and lse
+    -inf. Ragged (THD): query [T, H, D], key and
     value [T_kv, H_kv, D(_v)] with ``cu_seqlens_q`` / ``cu_seqlens_kv`` ([N + 1] int32 prefix sums)
     and the longest sequences' lengths ``max_seqlen_q`` / ``max_seqlen_kv``; O is [T, H, D_v] and lse
     [T, H, 1].

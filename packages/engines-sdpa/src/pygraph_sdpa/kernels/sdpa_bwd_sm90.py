@@ -30,6 +30,7 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
+from pygraph.engines.cute_tiles import VEC as _VEC
 from pygraph.engines.cute_tiles import acc as _acc
 from pygraph.engines.cute_tiles import load_rows as _load_rows
 from pygraph.engines.cute_tiles import row_major as _row_major
@@ -40,6 +41,7 @@ from pygraph_sdpa.kernels.sdpa_fwd_sm90 import (
     _LOG2E,
     DT,
     THREADS,
+    _acc_as_operand_a,
     _copy_g2s,
     _copy_s2g,
     _rows4,
@@ -74,6 +76,27 @@ def _red_rows(vals: cute.Tensor, crd: cute.Tensor, dst: cute.Tensor, rows_left: 
             )
 
 
+def _vec(m: cute.Tensor, b, h, row, c) -> cute.Tensor:
+    """The ``c``-th 8 values of row ``row`` of ``m`` [B, H, S, D] at batch ``b``, head ``h``."""
+    return cute.local_tile(m[b, h, row, None], (_VEC,), (c,))
+
+
+def _upper_row(i: int) -> bool:
+    """Whether value ``i`` of a warpgroup accumulator's thread fragment, ((2, 2, N / 8), M, N), sits on
+    the thread's second row (r + 8) of its n8 block: its column is value ``i - 2``'s."""
+    return i % 4 >= 2
+
+
+@cute.jit
+def _wg_gemm_rs(tiled_mma, thr, acc_: cute.Tensor, rA: cute.Tensor, sB: cute.Tensor):
+    """Issue acc += rA @ sB^T as one wgmma group, A from registers (the caller waits on it)."""
+    rB = tiled_mma.make_fragment_B(thr.partition_B(sB))
+    cute.nvgpu.warpgroup.fence()
+    for kb in cutlass.range_constexpr(cute.size(rA, mode=[2])):
+        cute.gemm(tiled_mma, acc_, rA[None, None, kb], rB[None, None, kb], acc_)
+    cute.nvgpu.warpgroup.commit_group()
+
+
 class SdpaBwdSm90(SdpaMasks):
     """One static configuration: head dim, io dtype, masks and padding."""
 
@@ -88,6 +111,8 @@ class SdpaBwdSm90(SdpaMasks):
         padded: bool,
         deterministic: bool = False,
     ) -> None:
+        if head_dim not in (64, 128):  # prepare's butterfly spans head_dim / 8 lanes: a power of two
+            raise ValueError(f"SdpaBwdSm90: head_dim={head_dim}: must be 64 or 128")
         self.D = head_dim
         # deterministic: dQ by its own pass (`grad_q`: a CTA per query block sums over the key blocks
         # in order) instead of the main kernel's atomics; the workspace's accumulator is then unused
@@ -142,7 +167,11 @@ class SdpaBwdSm90(SdpaMasks):
         mStats = cute.make_tensor(stats_ptr, per_row)
         mDelta = cute.make_tensor(delta_ptr, per_row)
         mAcc = cute.make_tensor(
-            dq_acc_ptr, cute.make_layout((batch, heads, s_q, D), stride=(heads * s_q * D, s_q * D, D, 1))
+            dq_acc_ptr,
+            cute.make_layout(
+                (batch, heads, s_q, D),
+                stride=(cute.assume(heads * s_q * D, divby=D), cute.assume(s_q * D, divby=D), D, 1),
+            ),
         )
         mSeqQ = cute.make_tensor(seq_q_ptr, cute.make_layout((batch,)))
         mSeqKv = cute.make_tensor(seq_kv_ptr, cute.make_layout((batch,)))
@@ -173,26 +202,33 @@ class SdpaBwdSm90(SdpaMasks):
         mSeqQ: cute.Tensor,
         s_q: Int32,
     ):
-        D = self.D
+        D, io = self.D, self.io
         tidx, _, _ = cute.arch.thread_idx()
         blk, h, b = cute.arch.block_idx()
         rows_q = self.length(mSeqQ, b, s_q)
-        warp, lane = tidx // 32, tidx % 32
-        for r in cutlass.range(warp, ROWS, 4, unroll=1):
+        # D / 8 threads a row, 16 bytes of O and of dO each: the row's sum over a butterfly of them
+        per_row = D // _VEC
+        c = tidx % per_row
+        o_v = cute.make_rmem_tensor((_VEC,), io)
+        do_v = cute.make_rmem_tensor((_VEC,), io)
+        zero = cute.make_rmem_tensor((_VEC,), Float32)
+        zero.fill(0.0)
+        # every thread takes ROWS * per_row / 128 rows, so the butterfly's lanes stay converged
+        for r in cutlass.range(tidx // per_row, ROWS, 128 // per_row, unroll=2):
             row = blk * ROWS + r
+            part = Float32(0.0)
+            if row < rows_q:
+                cute.autovec_copy(_vec(mO, b, h, row, c), o_v)
+                cute.autovec_copy(_vec(mdO, b, h, row, c), do_v)
+                for e in cutlass.range_constexpr(_VEC):
+                    part = part + o_v[e].to(Float32) * do_v[e].to(Float32)
+            for off in cutlass.range_constexpr((D // _VEC).bit_length() - 1):
+                part = part + cute.arch.shuffle_sync_bfly(part, offset=1 << off)
             if row < s_q:
-                part = Float32(0.0)
-                if row < rows_q:
-                    for e in cutlass.range_constexpr(D // 32):
-                        d = lane + 32 * e
-                        part = part + mO[b, h, row, d].to(Float32) * mdO[b, h, row, d].to(Float32)
-                for off in cutlass.range_constexpr(5):
-                    part = part + cute.arch.shuffle_sync_bfly(part, offset=1 << off)
-                if lane == 0:
+                if c == 0:
                     mDelta[b, h, row] = part
                 if const_expr(not self.deterministic):
-                    for e in cutlass.range_constexpr(D // 32):
-                        mAcc[b, h, row, lane + 32 * e] = Float32(0.0)
+                    cute.autovec_copy(zero, _vec(mAcc, b, h, row, c))
 
     @cute.kernel
     def finish(self, mAcc: cute.Tensor, mdQ: cute.Tensor, mSeqQ: cute.Tensor, s_q: Int32, scale: Float32):
@@ -200,16 +236,18 @@ class SdpaBwdSm90(SdpaMasks):
         tidx, _, _ = cute.arch.thread_idx()
         blk, h, b = cute.arch.block_idx()
         rows_q = self.length(mSeqQ, b, s_q)
-        warp, lane = tidx // 32, tidx % 32
-        for r in cutlass.range(warp, ROWS, 4, unroll=1):
+        per_row = D // _VEC  # threads a row, 8 values each (32 bytes in, 16 out)
+        c = tidx % per_row
+        acc_v = cute.make_rmem_tensor((_VEC,), Float32)
+        dq_v = cute.make_rmem_tensor((_VEC,), io)
+        for r in cutlass.range(tidx // per_row, ROWS, 128 // per_row, unroll=2):
             row = blk * ROWS + r
             if row < s_q:
-                for e in cutlass.range_constexpr(D // 32):
-                    d = lane + 32 * e
-                    val = Float32(0.0)
-                    if row < rows_q:
-                        val = mAcc[b, h, row, d] * scale
-                    mdQ[b, h, row, d] = val.to(io)
+                acc_v.fill(0.0)
+                if row < rows_q:
+                    cute.autovec_copy(_vec(mAcc, b, h, row, c), acc_v)
+                dq_v.store((acc_v.load() * scale).to(io))
+                cute.autovec_copy(dq_v, _vec(mdQ, b, h, row, c))
 
     @cute.kernel
     def grad_q(
@@ -359,7 +397,6 @@ class SdpaBwdSm90(SdpaMasks):
             sV = smem.allocate_tensor(io, kv_layout, 1024, kv_swz)
             sQ = smem.allocate_tensor(io, q_layout, 1024, q_swz)
             sdO = smem.allocate_tensor(io, q_layout, 1024, q_swz)
-            sPt = smem.allocate_tensor(io, p_layout, 1024, p_swz)
             sdSt = smem.allocate_tensor(io, p_layout, 1024, p_swz)
             sLse = smem.allocate_tensor(Float32, cute.make_layout((BQ, 2), stride=(1, BQ)), 16)
             sDelta = smem.allocate_tensor(Float32, cute.make_layout((BQ, 2), stride=(1, BQ)), 16)
@@ -382,13 +419,24 @@ class SdpaBwdSm90(SdpaMasks):
             cute.arch.cp_async_commit_group()
 
             mma_s = _wg_mma(io, BQ, False)  # S^T, dP^T: (keys, queries), both operands K-major
-            mma_kv = _wg_mma(io, D, True)  # dV, dK: (keys, D), B (dO / Q) read MN-major
+            # dV += P^T dO and dK += dS^T Q: (keys, D), A the step's P^T / dS^T straight from the
+            # registers S^T / dP^T were accumulated in (a warpgroup's own 64 keys: no exchange), B
+            # (dO / Q) read MN-major
+            mma_kv = _wg_mma(io, D, True, a_in_registers=True)
             mma_q = _wg_mma(io, D // 2, True, a_mn_major=True, tiling=(1, 2, 1))  # dQ: (queries, D)
             d_v, _ = _acc(mma_kv, tidx, BN, D)
             d_k, _ = _acc(mma_kv, tidx, BN, D)
+            thr_kv = mma_kv.get_slice(tidx)
+            r_p = mma_kv.make_fragment_A(thr_kv.partition_shape_A((BN, BQ)))
+            r_ds = mma_kv.make_fragment_A(thr_kv.partition_shape_A((BN, BQ)))
             crd_s = mma_s.get_slice(tidx).partition_C(cute.make_identity_tensor((BN, BQ)))
-            pt_part = mma_s.get_slice(tidx).partition_C(sPt)
-            dst_part = mma_s.get_slice(tidx).partition_C(sdSt)
+            # dS^T into shared memory for dQ (which reads every key row) by stmatrix: 16 bytes per
+            # thread per instruction where the accumulator's own layout takes one 2-byte store each
+            r2s = cute.make_tiled_copy_C(
+                cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), io), mma_s
+            )
+            thr_r2s = r2s.get_slice(tidx)
+            dst_part = thr_r2s.partition_D(sdSt)
             scale_log2 = scale * _LOG2E
 
             for t in cutlass.range(0, steps, unroll=1):
@@ -415,23 +463,40 @@ class SdpaBwdSm90(SdpaMasks):
                 dp_t, _ = _acc(mma_s, tidx, BN, BQ)
                 _wg_gemm(mma_s, tidx, s_t, sK, sQ[None, None, stage])
                 _wg_gemm(mma_s, tidx, dp_t, sV, sdO[None, None, stage])
-                cute.nvgpu.warpgroup.wait_group(0)
-                for i in cutlass.range_constexpr(cute.size(s_t)):
-                    qcol = crd_s[i][1]
-                    seen = self.seen(i0 + qcol, n0 + crd_s[i][0], offset, rows_q, rows_kv)
-                    p = Float32(0.0)
-                    ds = Float32(0.0)
-                    if seen != 0:
-                        p = cute.math.exp2(s_t[i] * scale_log2 - sLse[qcol, stage], fastmath=True)
-                        ds = p * (dp_t[i] - sDelta[qcol, stage])
-                    pt_part[i] = p.to(io)
-                    dst_part[i] = ds.to(io)
-                cute.arch.fence_proxy("async.shared", space="cta")
-                cute.arch.sync_threads()  # P^T and dS^T complete (dQ reads every key row)
+                cute.nvgpu.warpgroup.wait_group(1)  # S^T landed; dP^T still on the tensor cores
 
-                _wg_gemm(mma_kv, tidx, d_v, sPt, _transposed(sdO[None, None, stage]))
-                _wg_gemm(mma_kv, tidx, d_k, sdSt, _transposed(sQ[None, None, stage]))
+                # P^T = exp2(scale S^T - lse): a thread's values pair up by column (rows r and r + 8),
+                # so each column's lse is read once for two of them
+                for i in cutlass.range_constexpr(cute.size(s_t)):
+                    if const_expr(not _upper_row(i)):
+                        lse = sLse[crd_s[i][1], stage]
+                        s_t[i] = cute.math.exp2(s_t[i] * scale_log2 - lse, fastmath=True)
+                        s_t[i + 2] = cute.math.exp2(s_t[i + 2] * scale_log2 - lse, fastmath=True)
+                # P where the masks or the lengths hide the pair: chosen, not computed (a hidden row's
+                # lse may be -inf or unset); a block inside every mask skips the test per element
+                if self.cuts(i0, BQ, n0, BN, offset, rows_kv) != 0:
+                    for i in cutlass.range_constexpr(cute.size(s_t)):
+                        if self.seen(i0 + crd_s[i][1], n0 + crd_s[i][0], offset, rows_q, rows_kv) == 0:
+                            s_t[i] = Float32(0.0)
+                r_p.store(_acc_as_operand_a(s_t).load().to(io))
+                _wg_gemm_rs(mma_kv, thr_kv, d_v, r_p, _transposed(sdO[None, None, stage]))
+                cute.nvgpu.warpgroup.wait_group(1)  # dP^T landed; dV still on the tensor cores
+
+                # dS^T = P^T (dP^T - delta): 0 wherever P is (the padding rows of Q, dO, K and V
+                # are zero-filled, so dP^T is finite there)
+                for i in cutlass.range_constexpr(cute.size(dp_t)):
+                    if const_expr(not _upper_row(i)):
+                        dlt = sDelta[crd_s[i][1], stage]
+                        dp_t[i] = s_t[i] * (dp_t[i] - dlt)
+                        dp_t[i + 2] = s_t[i + 2] * (dp_t[i + 2] - dlt)
+                ds_io = cute.make_rmem_tensor_like(dp_t, io)
+                ds_io.store(dp_t.load().to(io))
+                r_ds.store(_acc_as_operand_a(ds_io).load())
+                _wg_gemm_rs(mma_kv, thr_kv, d_k, r_ds, _transposed(sQ[None, None, stage]))
                 if const_expr(not self.deterministic):
+                    cute.copy(r2s, thr_r2s.retile(ds_io), dst_part)
+                    cute.arch.fence_proxy("async.shared", space="cta")
+                    cute.arch.sync_threads()  # dS^T complete (dQ reads every key row)
                     d_q, crd_q = _acc(mma_q, tidx, BQ, D)
                     _wg_gemm(mma_q, tidx, d_q, _transposed(sdSt), _transposed(sK))
                 cute.nvgpu.warpgroup.wait_group(0)

@@ -141,8 +141,9 @@ def _compile(key: Any, arch: str) -> Any:
     fields = dataclasses.asdict(key)  # the keys' fields are the kernels' arguments
     if isinstance(key, SdpaBwdKey):
         kernel = SdpaBwdSm90(**fields)
-        # BWD_POINTERS's dtypes: q k v o dO (io), stats (f32), dQ dK dV (io), lengths (i32), delta, dq_acc (f32)
-        kinds, sizes = "iiiiifiiinnff", 14  # batch, heads (q, k), s_q, s_kv, then 3 x 3 strides
+        # BWD_POINTERS's dtypes: q k v o dO (io), stats (f32), dQ dK dV (io), lengths (i32), then delta and
+        # dq_acc (f32, in the workspace: 256-byte aligned, which the engine checks)
+        kinds, sizes = "iiiiifiiinnww", 14  # batch, heads (q, k), s_q, s_kv, then 3 x 3 strides
     else:
         kernel = SdpaFwdSm90(head_dim_v=key.head_dim, **fields)
         kinds, sizes = "iiiifnn", 18  # batch, heads (q, k, v), s_q, s_kv, then 4 x 3 strides
@@ -150,6 +151,7 @@ def _compile(key: Any, arch: str) -> Any:
     by_kind = {
         "i": make_ptr(DT[key.io_dtype], 0, gmem, assumed_align=16),
         "f": make_ptr(cutlass.Float32, 0, gmem, assumed_align=4),
+        "w": make_ptr(cutlass.Float32, 0, gmem, assumed_align=16),
         "n": make_ptr(cutlass.Int32, 0, gmem, assumed_align=4),
     }
     with warnings.catch_warnings():
