@@ -32,7 +32,7 @@ if [ "$part" = bench ]; then
 fi
 if [ "$part" = ncu ]; then
   kernel=${1:?ncu needs a kernel name, e.g. kernel_cutlass_kernel}; shape=${2:-4x16x4096x128}
-  ncu -k "regex:$kernel" -s 1 -c 1 --section SourceCounters --section WarpStateStats --section LaunchStats \
+  ncu --clock-control none -k "regex:$kernel" -s 1 -c 1 --section SourceCounters --section WarpStateStats --section LaunchStats \
     --section SpeedOfLight --section Occupancy -o "$OUTDIR/$kernel" -f \
     python3 -m benchmarks.sdpa.bench_sdpa --shapes "$shape" --rounds 1 2>&1 | tail -2
   ncu -i "$OUTDIR/$kernel.ncu-rep" --page details 2>&1 | grep -E "Registers Per|Duration|Throughput|Occupancy|Block Limit|Issue Slots Busy|Warp Cycles Per Issued"

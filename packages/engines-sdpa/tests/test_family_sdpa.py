@@ -67,7 +67,7 @@ def test_the_hook_keeps_the_backend_block_exactly_as_a_family_without_a_hook():
     assert [c.engine_id for c in ranked] == [-1, 3, 7, -1, 1, -1]
 
 
-def test_the_untimed_python_backward_goes_after_the_backend_atomic_dq_first():
+def test_the_untimed_python_backward_goes_after_the_backend_its_own_dq_pass_first():
     entries = [PlanConfig(-1), PlanConfig(3, {}, mode=heur_mode.A)]
     g = pygraph.Graph(name="bwd", io_data_type=dt.BFLOAT16, compute_data_type=dt.FLOAT)
     q, k, v, o, d_o = (
@@ -78,7 +78,7 @@ def test_the_untimed_python_backward_goes_after_the_backend_atomic_dq_first():
         port.set_output(True)
     ranked = recommend([heur_mode.A], analyze(g), {"sdpa_bwd_sm90": 20600}, entries)
     assert [(c.engine_id, c.knobs or {}) for c in ranked][:4] == [
-        (-1, {}), (3, {}), (20600, {"DETERMINISTIC": 0}), (20600, {"DETERMINISTIC": 1}),
+        (-1, {}), (3, {}), (20600, {"DETERMINISTIC": 1}), (20600, {"DETERMINISTIC": 0}),
     ]  # fmt: skip
 
 

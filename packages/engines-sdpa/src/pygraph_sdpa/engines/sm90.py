@@ -372,13 +372,14 @@ class SdpaBwdSm90Engine(SdpaFwdSm90Engine):
     )
 
     def _deterministic(self, facts: SdpaFacts, plan: PlanConfig) -> bool:
-        """The plan's DETERMINISTIC knob (default: what the graph asks for), checked: a graph that
-        sets use_deterministic_algorithm takes only 1."""
+        """The plan's DETERMINISTIC knob (default 1: dQ by its own pass measured faster than by atomics
+        in every timed cell, docs/sdpa.md), checked: a graph that sets use_deterministic_algorithm
+        takes only 1."""
         problem = self.capabilities.mismatch(facts, plan.knobs or {})
         if problem is not None:
             raise GraphNotSupportedError(f"{self.name}: {problem}")
         knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
-        value = knobs.get("DETERMINISTIC", int(facts.deterministic))
+        value = knobs.get("DETERMINISTIC", 1)
         if facts.deterministic and not value:
             raise GraphNotSupportedError(
                 f"{self.name}: knob DETERMINISTIC=0 sums dQ by atomics in no fixed order; the graph sets "
