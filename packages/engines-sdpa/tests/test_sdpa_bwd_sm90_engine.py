@@ -122,10 +122,11 @@ def test_a_call_passes_pointers_the_workspace_regions_and_sizes_in_order(recorde
     ports = [node.inputs[p] for p in ("q", "k", "v", "o", "dO", "stats")]
     ports += [node.outputs[p] for p in ("dQ", "dK", "dV")]
     assert list(args[:9]) == [pack.buffers[layout.position(t)].pointer for t in ports]
-    assert args[9:13] == (0, 0, workspace, workspace + 12800)  # no padding; delta, then dQ's sums
+    # no padding, no ragged offsets; then delta and dQ's sums in the workspace
+    assert args[9:21] == (0,) * 10 + (workspace, workspace + 12800)
     q, k = (8 * 200 * 128, 200 * 128, 128), (2 * 300 * 128, 300 * 128, 128)
-    assert args[13:27] == (2, 8, 2, 200, 300, *q, *k, *q)
-    assert args[27] == pytest.approx(0.1) and args[28] == 5
+    assert args[21:35] == (2, 8, 2, 200, 300, *q, *k, *q)
+    assert args[35] == pytest.approx(0.1) and args[36] == 5
 
 
 def test_a_call_without_its_workspace_is_refused(recorder):

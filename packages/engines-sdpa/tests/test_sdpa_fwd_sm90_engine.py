@@ -147,10 +147,76 @@ def test_a_call_passes_pointers_sizes_and_the_scale_in_order(recorder):
     ]
     want += [pack.buffers[layout.position(node.inputs[p])].pointer for p in ("seq_len_q", "seq_len_kv")]
     assert list(args[:7]) == want
+    assert args[7:11] == (0, 0, 0, 0)  # no ragged offsets
     q_strides = (4 * 200 * 128, 200 * 128, 128)
     kv_strides = (4 * 300 * 128, 300 * 128, 128)
-    assert args[7:25] == (2, 4, 4, 4, 200, 300, *q_strides, *kv_strides, *kv_strides, *q_strides)
-    assert math.isclose(args[25], 0.1 * math.log2(math.e)) and args[26] == 7
+    assert args[11:29] == (2, 4, 4, 4, 200, 300, *q_strides, *kv_strides, *kv_strides, *q_strides)
+    assert math.isclose(args[29], 0.1 * math.log2(math.e)) and args[30] == 7
+
+
+def _ragged_graph(b=3, h=4, s=256, d=128, *, padded=True, skip_offset=None, multiplier=1, cu_ports=False):
+    """A THD graph as the torch op declares it: [B, H, S, D] with the packed strides, an INT32
+    ragged offset [B + 1, 1, 1, 1] per operand, the padding mask over the lengths."""
+    g = pygraph.Graph(name="thd", io_data_type=dt.BFLOAT16, compute_data_type=dt.FLOAT)
+    thd = [s * h * d, d, h * d, 1]
+    ops = {n: g.tensor(name=n, dim=[b, h, s, d], stride=thd, data_type=dt.BFLOAT16) for n in ("q", "k", "v")}
+    extra = {}
+    if padded:
+        extra["seq_len_q"] = g.tensor(name="seq_q", dim=[b, 1, 1, 1], data_type=dt.INT32)
+        extra["seq_len_kv"] = g.tensor(name="seq_kv", dim=[b, 1, 1, 1], data_type=dt.INT32)
+        extra["use_padding_mask"] = True
+    o, st = g.sdpa(
+        q=ops["q"], k=ops["k"], v=ops["v"], generate_stats=True, attn_scale=0.1, name="sdpa", **extra
+    )
+    o.set_output(True).set_stride(thd)
+    st.set_output(True).set_data_type(dt.FLOAT)
+    for n, t in (*ops.items(), ("o", o)):
+        if n != skip_offset:
+            t.set_ragged_offset(g.tensor(name=f"{n}_offset", dim=[b + 1, 1, 1, 1], data_type=dt.INT32))
+            if multiplier != 1:
+                t._raw_set("_ragged_offset_multiplier", multiplier)
+    return g
+
+
+@needs_cute
+def test_a_ragged_graph_is_served_and_its_offsets_follow_the_lengths(recorder):
+    from pygraph.execution.context import ExecutionContext
+    from pygraph.execution.variant_pack import OperandBuffer, VariantPack
+
+    graph = _ragged_graph()
+    req = graph.engine_request()
+    assert key_for(req.facts).ragged
+    plan = SdpaFwdSm90Engine(ENGINE_ID).build_plan(req, PlanConfig(ENGINE_ID), None)
+    layout, node = req.layout, req.facts.node
+    operands = (node.inputs["q"], node.inputs["k"], node.inputs["v"], node.outputs["O"])
+    # the operands bound as packed [T, H, D] buffers (T = 500 tokens), the rest as declared
+    packed = {layout.position(t) for t in operands}
+    buffers = [
+        OperandBuffer(0x100000 * (i + 1), (500, 4, 128) if i in packed else tuple(d.shape),
+                      (512, 128, 1) if i in packed else tuple(d.stride), d.dtype)
+        for i, d in enumerate(layout.declared)
+    ]  # fmt: skip
+    pack = VariantPack(layout, buffers, device=0)
+    plan.execute(graph, pack, ExecutionContext(handle=None, stream=7, workspace=0))
+    (args,) = recorder.calls
+    offsets = [pack.buffers[layout.position(t.ragged_offset)].pointer for t in operands]
+    assert list(args[7:11]) == offsets
+    assert args[11:17] == (3, 4, 4, 4, 256, 256)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"skip_offset": "v"}, "ragged: every operand needs ragged offsets, v has none"),
+        ({"padded": False}, "ragged operands need the padding mask"),
+        ({"multiplier": 2}, "ragged: q's ragged offset multiplier must be 1 (element offsets), got 2"),
+    ],
+    ids=["an-operand-without-offsets", "no-padding-mask", "a-multiplier"],
+)
+def test_a_ragged_graph_it_cannot_read_is_declined_naming_the_rule(kwargs, reason):
+    with pytest.raises(pygraph.GraphNotSupportedError) as err:
+        SdpaFwdSm90Engine(ENGINE_ID).check_support(_ragged_graph(**kwargs).engine_request())
+    assert reason in str(err.value)
 
 
 def test_a_misaligned_operand_is_refused_before_the_launch(recorder):

@@ -150,7 +150,7 @@ def _backward_op(
         query, key, value, out, grad_out, lse, scale, is_causal, causal_bottom_right, window_left, seq_len_q,
         seq_len_kv, ragged,
     )  # fmt: skip
-    dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (query, key, value))
+    dq, dk, dv = _gradient_outputs(query, key, value)
     if p.empty or query.numel() == 0 or key.numel() == 0:
         for t in (dq, dk, dv):
             t.zero_()
@@ -196,6 +196,11 @@ def _backward_fake(query, key, value, out, grad_out, lse, scale, is_causal=False
         query, key, value, out, grad_out, lse, scale, is_causal, causal_bottom_right, window_left, seq_len_q,
         seq_len_kv, (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv),
     )  # fmt: skip
+    return _gradient_outputs(query, key, value)
+
+
+def _gradient_outputs(query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """dQ, dK, dV: contiguous, shaped and typed as query, key and value."""
     return tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (query, key, value))
 
 

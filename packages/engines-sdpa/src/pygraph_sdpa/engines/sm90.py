@@ -1,11 +1,15 @@
 """``sdpa_fwd_sm90`` and ``sdpa_bwd_sm90``: the sdpa families' Hopper engines (CuTe DSL,
 ``kernels/sdpa_fwd_sm90.py`` and ``kernels/sdpa_bwd_sm90.py``).
 
-They serve dense [B, H, S, D] attention with D == D_v (64, 128 or 256 forward; 64 or 128 backward)
-in bf16 or fp16: causal masks in either alignment, sliding windows (left and right bounds), GQA and
-MQA, padding through seq_len_q / seq_len_kv, a numeric attn_scale and the Stats. Every other feature
-(dropout, bias, ALiBi, ragged THD, paged KV, a tensor scale, ...) is declined with the reason, and
-the backend serves it. Knobs: the forward's P_REGS (P through shared memory or in registers), the
+They serve [B, H, S, D] attention with D == D_v (64, 128 or 256 forward; 64 or 128 backward) in
+bf16 or fp16: causal masks in either alignment, sliding windows (left and right bounds), GQA and
+MQA, padding through seq_len_q / seq_len_kv, ragged (THD) operands through ragged offsets with the
+padding mask, a numeric attn_scale and the Stats. A ragged offset is each sequence's first element
+in its operand's buffer and must be a multiple of 8 (the rows are copied 16 bytes at a time; the
+offsets are device data, so this is the caller's contract, as cuDNN's); the buffer of a ragged
+operand is the declared [B, H, S, D] or the packed [T, H, D] with the declared head and row
+strides. Every other feature (dropout, bias, ALiBi, cu_seq_len ports, paged KV, a tensor scale,
+...) is declined with the reason, and the backend serves it. Knobs: the forward's P_REGS (P through shared memory or in registers), the
 backward's DETERMINISTIC (dQ by atomics or by its own pass). `build_plan` compiles the configuration
 (a few seconds on a CPU core, then kept per process and on disk: `sdpa_fwd_sm90_host`); a call
 checks the declared geometry and the 16-byte alignment the copies need, and launches with raw
@@ -53,6 +57,7 @@ _FEATURES = frozenset(
         "window_right",
         "gqa",
         "padding",
+        "ragged",
         "stats",
     }
 )
@@ -110,6 +115,36 @@ def _common_reason(facts: SdpaFacts, head_dims: tuple[int, ...]) -> str | None:
     return None
 
 
+def _ragged_reason(facts: SdpaFacts, operands: dict[str, Any]) -> str | None:
+    """Why the ragged (THD) operands cannot be read (the rule and the value), or None; every operand
+    then needs INT32 ragged offsets of B + 1 values, read as element offsets."""
+    if not facts.ragged:
+        return None
+    node = facts.node
+    ports = [p for p in ("cu_seq_len_q", "cu_seq_len_kv") if node.inputs.get(p) is not None]
+    if ports:
+        return f"ragged batches through ragged offsets only, got the {ports} ports"
+    if not facts.padded:
+        return "ragged operands need the padding mask (use_padding_mask with seq_len_q and seq_len_kv)"
+    for role, t in operands.items():
+        off = t.ragged_offset
+        if off is None:
+            return f"ragged: every operand needs ragged offsets, {role} has none"
+        if off.data_type is not data_type.INT32 or math.prod(_dims(off)) != facts.batch + 1:
+            return (
+                f"ragged: {role}'s ragged offsets must be INT32 with batch + 1 ({facts.batch + 1}) values, got "
+                f"{getattr(off.data_type, 'name', off.data_type)} {list(_dims(off))}"
+            )
+        if t.ragged_offset_multiplier != 1:
+            return f"ragged: {role}'s ragged offset multiplier must be 1 (element offsets), got {t.ragged_offset_multiplier}"
+    return None
+
+
+def _offsets(facts: SdpaFacts, operands: dict[str, Any]) -> dict[str, Any]:
+    """Each operand's ragged offsets as a pointer role ``<role>_offset`` (None when not ragged)."""
+    return {f"{role}_offset": t.ragged_offset if facts.ragged else None for role, t in operands.items()}
+
+
 def _rows_reason(role: str, t: Any) -> str | None:
     """Why operand ``t`` cannot be read or written by the kernels' 16-byte row copies, or None."""
     dims, strides = _dims(t), _strides(t)
@@ -139,7 +174,11 @@ def _support_reason(facts: SdpaFacts) -> str | None:
         reason = _rows_reason(role, t)
         if reason is not None:
             return reason
-    return None
+    return _ragged_reason(facts, _fwd_operands(facts))
+
+
+def _fwd_operands(facts: SdpaFacts) -> dict[str, Any]:
+    return {"q": facts.q, "k": facts.k, "v": facts.v, "o": facts.o}
 
 
 def _bwd_operands(facts: SdpaFacts) -> dict[str, Any]:
@@ -176,7 +215,7 @@ def _bwd_reason(facts: SdpaFacts) -> str | None:
                     f"{role}'s strides {list(_strides(ops[role]))} must equal {like}'s {list(_strides(ops[like]))} "
                     "(the kernel reads them with one layout)"
                 )
-    return None
+    return _ragged_reason(facts, ops)
 
 
 P_REGS = (0, 1)  # the forward's knob: 1 keeps P in registers as the A operand of P V
@@ -192,6 +231,7 @@ def key_for(facts: SdpaFacts, p_in_registers: bool = False) -> SdpaFwdKey:
         padded=facts.padded,
         store_stats=facts.stats is not None,
         p_in_registers=p_in_registers,
+        ragged=facts.ragged,
     )
 
 
@@ -202,9 +242,13 @@ class SdpaFwdSm90Plan(CompiledPlan):
     engine_name = "sdpa_fwd_sm90"
     copied = frozenset({"q", "k", "v", "o"})  # the operands whose rows the kernels copy 16 bytes at a time
 
-    def __init__(self, name: str, fn: Any, rows: tuple, sizes: tuple, scale: float) -> None:
+    def __init__(
+        self, name: str, fn: Any, rows: tuple, sizes: tuple, scale: float, ragged: bool = False
+    ) -> None:
         # scale: the compiled function's scale argument as it takes it
         self._name, self._fn, self._sizes, self._scale = name, fn, sizes, scale
+        # the operands whose buffers may be packed THD (their rows from the ragged offsets)
+        self.ragged = self.copied if ragged else frozenset()
         # (role, pack position or -1, declared shape, declared stride, read or written by 16-byte copies)
         self._rows = tuple((*row, row[0] in self.copied) for row in rows)
 
@@ -224,7 +268,13 @@ class SdpaFwdSm90Plan(CompiledPlan):
                 pointers.append(0)
                 continue
             buf = bufs[pos]
-            if buf.shape != shape or buf.stride != stride:
+            packed = (  # a ragged operand's THD buffer [T, H, D]: the declared head and row strides
+                role in self.ragged
+                and len(buf.shape) == 3
+                and (buf.shape[1], buf.shape[2]) == (shape[1], shape[3])
+                and buf.stride == (stride[2], stride[1], 1)
+            )
+            if not packed and (buf.shape != shape or buf.stride != stride):
                 self._refuse(
                     f"operand {role} is shape {list(buf.shape)} stride {list(buf.stride)}; the plan is "
                     f"compiled for the declared {list(shape)} stride {list(stride)}"
@@ -279,7 +329,8 @@ class SdpaFwdSm90Engine(BaseEngine):
         if problem is not None:
             raise GraphNotSupportedError(f"{self.name}: {problem}")
         tensors = {
-            "q": facts.q, "k": facts.k, "v": facts.v, "o": facts.o, "stats": facts.stats, **self._lengths(facts),
+            **_fwd_operands(facts), "stats": facts.stats, **self._lengths(facts),
+            **_offsets(facts, _fwd_operands(facts)),
         }  # fmt: skip
         rows = self._rows(request, tensors, POINTERS)
         q, k, v, o = (_strides(tensors[r]) for r in ("q", "k", "v", "o"))
@@ -290,7 +341,7 @@ class SdpaFwdSm90Engine(BaseEngine):
         knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
         fn = compiled_forward(key_for(facts, bool(knobs.get("P_REGS", P_REGS[0]))))
         # the kernel takes the scale in the log2 domain of its softmax
-        return SdpaFwdSm90Plan(request.graph.name, fn, rows, sizes, facts.scale * _LOG2E)
+        return SdpaFwdSm90Plan(request.graph.name, fn, rows, sizes, facts.scale * _LOG2E, facts.ragged)
 
     def _lengths(self, facts: SdpaFacts) -> dict[str, Any]:
         """seq_len_q and seq_len_kv (None without padding), checked: INT32, one value per batch."""
@@ -328,7 +379,7 @@ def bwd_key_for(facts: SdpaFacts, deterministic: bool = False) -> SdpaBwdKey:
     fwd = key_for(facts)
     return SdpaBwdKey(
         head_dim=fwd.head_dim, io_dtype=fwd.io_dtype, bottom_right=fwd.bottom_right, window_left=fwd.window_left,
-        window_right=fwd.window_right, padded=fwd.padded, deterministic=deterministic,
+        window_right=fwd.window_right, padded=fwd.padded, deterministic=deterministic, ragged=fwd.ragged,
     )  # fmt: skip
 
 
@@ -338,8 +389,17 @@ class SdpaBwdSm90Plan(SdpaFwdSm90Plan):
     engine_name = "sdpa_bwd_sm90"
     copied = frozenset({"q", "k", "v", "o", "dO", "dQ", "dK", "dV"})
 
-    def __init__(self, name: str, fn: Any, rows: tuple, sizes: tuple, scale: float, workspace: tuple) -> None:
-        super().__init__(name, fn, rows, sizes, scale)
+    def __init__(
+        self,
+        name: str,
+        fn: Any,
+        rows: tuple,
+        sizes: tuple,
+        scale: float,
+        workspace: tuple,
+        ragged: bool = False,
+    ) -> None:
+        super().__init__(name, fn, rows, sizes, scale, ragged)
         # (with DETERMINISTIC=1 the accumulator is absent: its pointer is the workspace's, unread)
         acc_offset, self._workspace_bytes = workspace
         self._acc_offset = acc_offset if acc_offset < self._workspace_bytes else 0
@@ -405,12 +465,13 @@ class SdpaBwdSm90Engine(SdpaFwdSm90Engine):
         self.check_support(request)
         facts = self._facts(request)
         deterministic = self._deterministic(facts, plan)
-        tensors = {**_bwd_operands(facts), "stats": facts.stats, **self._lengths(facts)}
-        rows = self._rows(request, tensors, BWD_POINTERS[:11])
+        ops = _bwd_operands(facts)
+        tensors = {**ops, "stats": facts.stats, **self._lengths(facts), **_offsets(facts, ops)}
+        rows = self._rows(request, tensors, BWD_POINTERS[:-2])  # then the workspace's delta and dq_acc
         q, k, o = (_strides(tensors[r]) for r in ("q", "k", "o"))
         sizes = (facts.batch, facts.heads_q, facts.heads_k, facts.seq_q, facts.seq_kv, *q[:3], *k[:3], *o[:3])
         workspace = backward_workspace(
             facts.batch, facts.heads_q, facts.seq_q, facts.head_dim_qk, deterministic
         )
         fn = compiled_backward(bwd_key_for(facts, deterministic))
-        return SdpaBwdSm90Plan(request.graph.name, fn, rows, sizes, facts.scale, workspace)
+        return SdpaBwdSm90Plan(request.graph.name, fn, rows, sizes, facts.scale, workspace, facts.ragged)

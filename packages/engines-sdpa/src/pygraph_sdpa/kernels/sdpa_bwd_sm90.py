@@ -44,6 +44,7 @@ from pygraph_sdpa.kernels.sdpa_fwd_sm90 import (
     _acc_as_operand_a,
     _copy_g2s,
     _copy_s2g,
+    _offsets,
     _rows4,
     _rows_tile,
     _stage_landed,
@@ -76,9 +77,9 @@ def _red_rows(vals: cute.Tensor, crd: cute.Tensor, dst: cute.Tensor, rows_left: 
             )
 
 
-def _vec(m: cute.Tensor, b, h, row, c) -> cute.Tensor:
-    """The ``c``-th 8 values of row ``row`` of ``m`` [B, H, S, D] at batch ``b``, head ``h``."""
-    return cute.local_tile(m[b, h, row, None], (_VEC,), (c,))
+def _vec(m: cute.Tensor, row, c) -> cute.Tensor:
+    """The ``c``-th 8 values of row ``row`` of ``m`` [S, D] (a head's rows)."""
+    return cute.local_tile(m[row, None], (_VEC,), (c,))
 
 
 def _upper_row(i: int) -> bool:
@@ -110,6 +111,7 @@ class SdpaBwdSm90(SdpaMasks):
         window_right: int,
         padded: bool,
         deterministic: bool = False,
+        ragged: bool = False,
     ) -> None:
         if head_dim not in (64, 128):  # prepare's butterfly spans head_dim / 8 lanes: a power of two
             raise ValueError(f"SdpaBwdSm90: head_dim={head_dim}: must be 64 or 128")
@@ -121,6 +123,7 @@ class SdpaBwdSm90(SdpaMasks):
         self.bottom_right = bottom_right
         self.window_left, self.window_right = window_left, window_right
         self.padded = padded
+        self.ragged = ragged  # the operands' rows from their ragged offsets (THD)
 
     # ------------------------------------------------------------------ host side (traced once)
     @cute.jit
@@ -137,6 +140,15 @@ class SdpaBwdSm90(SdpaMasks):
         dv_ptr: cute.Pointer,
         seq_q_ptr: cute.Pointer,
         seq_kv_ptr: cute.Pointer,
+        # ragged offsets ([B + 1] int32 each; unread unless ragged)
+        q_off_ptr: cute.Pointer,
+        k_off_ptr: cute.Pointer,
+        v_off_ptr: cute.Pointer,
+        o_off_ptr: cute.Pointer,
+        do_off_ptr: cute.Pointer,
+        dq_off_ptr: cute.Pointer,
+        dk_off_ptr: cute.Pointer,
+        dv_off_ptr: cute.Pointer,
         delta_ptr: cute.Pointer,  # workspace: [B, H, S_q] fp32
         dq_acc_ptr: cute.Pointer,  # workspace: [B, H, S_q, D] fp32
         batch: Int32,
@@ -175,21 +187,73 @@ class SdpaBwdSm90(SdpaMasks):
         )
         mSeqQ = cute.make_tensor(seq_q_ptr, cute.make_layout((batch,)))
         mSeqKv = cute.make_tensor(seq_kv_ptr, cute.make_layout((batch,)))
+        oQ, oK, oV, oO, odO, odQ, odK, odV = (
+            _offsets(p, batch)
+            for p in (
+                q_off_ptr,
+                k_off_ptr,
+                v_off_ptr,
+                o_off_ptr,
+                do_off_ptr,
+                dq_off_ptr,
+                dk_off_ptr,
+                dv_off_ptr,
+            )
+        )
         rows_grid = [(s_q + ROWS - 1) // ROWS, heads, batch]
-        self.prepare(mO, mdO, mDelta, mAcc, mSeqQ, s_q).launch(
+        self.prepare(mO, mdO, mDelta, mAcc, mSeqQ, oO, odO, s_q).launch(
             grid=rows_grid, block=[128, 1, 1], stream=stream
         )
         self.main(
-            mQ, mK, mV, mdO, mStats, mDelta, mAcc, mdK, mdV, mSeqQ, mSeqKv, s_q, s_kv, heads // heads_k, scale
+            mQ,
+            mK,
+            mV,
+            mdO,
+            mStats,
+            mDelta,
+            mAcc,
+            mdK,
+            mdV,
+            mSeqQ,
+            mSeqKv,
+            oQ,
+            oK,
+            oV,
+            odO,
+            odK,
+            odV,
+            s_q,
+            s_kv,
+            heads // heads_k,
+            scale,
         ).launch(grid=[(s_kv + BLOCK_N - 1) // BLOCK_N, heads_k, batch], block=[THREADS, 1, 1], stream=stream)
         if const_expr(self.deterministic):
             self.grad_q(
-                mQ, mK, mV, mdO, mStats, mDelta, mdQ, mSeqQ, mSeqKv, s_q, s_kv, heads // heads_k, scale
+                mQ,
+                mK,
+                mV,
+                mdO,
+                mStats,
+                mDelta,
+                mdQ,
+                mSeqQ,
+                mSeqKv,
+                oQ,
+                oK,
+                oV,
+                odO,
+                odQ,
+                s_q,
+                s_kv,
+                heads // heads_k,
+                scale,
             ).launch(
                 grid=[(s_q + DQ_ROWS - 1) // DQ_ROWS, heads, batch], block=[THREADS, 1, 1], stream=stream
             )
         else:
-            self.finish(mAcc, mdQ, mSeqQ, s_q, scale).launch(grid=rows_grid, block=[128, 1, 1], stream=stream)
+            self.finish(mAcc, mdQ, mSeqQ, odQ, s_q, scale).launch(
+                grid=rows_grid, block=[128, 1, 1], stream=stream
+            )
 
     # ------------------------------------------------------------------ device side
     @cute.kernel
@@ -200,6 +264,8 @@ class SdpaBwdSm90(SdpaMasks):
         mDelta: cute.Tensor,
         mAcc: cute.Tensor,
         mSeqQ: cute.Tensor,
+        mOffO: cute.Tensor,
+        mOffdO: cute.Tensor,
         s_q: Int32,
     ):
         D, io = self.D, self.io
@@ -213,13 +279,18 @@ class SdpaBwdSm90(SdpaMasks):
         do_v = cute.make_rmem_tensor((_VEC,), io)
         zero = cute.make_rmem_tensor((_VEC,), Float32)
         zero.fill(0.0)
+        gO, gdO, gAcc = (
+            self.head_rows(mO, mOffO, b, h),
+            self.head_rows(mdO, mOffdO, b, h),
+            mAcc[b, h, None, None],
+        )
         # every thread takes ROWS * per_row / 128 rows, so the butterfly's lanes stay converged
         for r in cutlass.range(tidx // per_row, ROWS, 128 // per_row, unroll=2):
             row = blk * ROWS + r
             part = Float32(0.0)
             if row < rows_q:
-                cute.autovec_copy(_vec(mO, b, h, row, c), o_v)
-                cute.autovec_copy(_vec(mdO, b, h, row, c), do_v)
+                cute.autovec_copy(_vec(gO, row, c), o_v)
+                cute.autovec_copy(_vec(gdO, row, c), do_v)
                 for e in cutlass.range_constexpr(_VEC):
                     part = part + o_v[e].to(Float32) * do_v[e].to(Float32)
             for off in cutlass.range_constexpr((D // _VEC).bit_length() - 1):
@@ -228,10 +299,18 @@ class SdpaBwdSm90(SdpaMasks):
                 if c == 0:
                     mDelta[b, h, row] = part
                 if const_expr(not self.deterministic):
-                    cute.autovec_copy(zero, _vec(mAcc, b, h, row, c))
+                    cute.autovec_copy(zero, _vec(gAcc, row, c))
 
     @cute.kernel
-    def finish(self, mAcc: cute.Tensor, mdQ: cute.Tensor, mSeqQ: cute.Tensor, s_q: Int32, scale: Float32):
+    def finish(
+        self,
+        mAcc: cute.Tensor,
+        mdQ: cute.Tensor,
+        mSeqQ: cute.Tensor,
+        mOffdQ: cute.Tensor,
+        s_q: Int32,
+        scale: Float32,
+    ):
         D, io = self.D, self.io
         tidx, _, _ = cute.arch.thread_idx()
         blk, h, b = cute.arch.block_idx()
@@ -240,14 +319,16 @@ class SdpaBwdSm90(SdpaMasks):
         c = tidx % per_row
         acc_v = cute.make_rmem_tensor((_VEC,), Float32)
         dq_v = cute.make_rmem_tensor((_VEC,), io)
+        gAcc, gdQ = mAcc[b, h, None, None], self.head_rows(mdQ, mOffdQ, b, h)
+        bound = self.stored(rows_q, s_q)
         for r in cutlass.range(tidx // per_row, ROWS, 128 // per_row, unroll=2):
             row = blk * ROWS + r
-            if row < s_q:
+            if row < bound:
                 acc_v.fill(0.0)
                 if row < rows_q:
-                    cute.autovec_copy(_vec(mAcc, b, h, row, c), acc_v)
+                    cute.autovec_copy(_vec(gAcc, row, c), acc_v)
                 dq_v.store((acc_v.load() * scale).to(io))
-                cute.autovec_copy(dq_v, _vec(mdQ, b, h, row, c))
+                cute.autovec_copy(dq_v, _vec(gdQ, row, c))
 
     @cute.kernel
     def grad_q(
@@ -261,6 +342,11 @@ class SdpaBwdSm90(SdpaMasks):
         mdQ: cute.Tensor,
         mSeqQ: cute.Tensor,
         mSeqKv: cute.Tensor,
+        mOffQ: cute.Tensor,
+        mOffK: cute.Tensor,
+        mOffV: cute.Tensor,
+        mOffdO: cute.Tensor,
+        mOffdQ: cute.Tensor,
         s_q: Int32,
         s_kv: Int32,
         group: Int32,
@@ -290,12 +376,15 @@ class SdpaBwdSm90(SdpaMasks):
 
             g2s = _copy_g2s(io, D)
             hk = h // group
-            _load_rows(g2s, tidx, _rows_tile(mQ, b, h, row0, BM, D), sQ, rows_q - row0)
-            _load_rows(g2s, tidx, _rows_tile(mdO, b, h, row0, BM, D), sdO, rows_q - row0)
+            gK, gV = self.head_rows(mK, mOffK, b, hk), self.head_rows(mV, mOffV, b, hk)
+            _load_rows(g2s, tidx, _rows_tile(self.head_rows(mQ, mOffQ, b, h), row0, BM, D), sQ, rows_q - row0)
+            _load_rows(
+                g2s, tidx, _rows_tile(self.head_rows(mdO, mOffdO, b, h), row0, BM, D), sdO, rows_q - row0
+            )
             if first < last:
                 n0 = first * BN
-                _load_rows(g2s, tidx, _rows_tile(mK, b, hk, n0, BN, D), sK[None, None, 0], rows_kv - n0)
-                _load_rows(g2s, tidx, _rows_tile(mV, b, hk, n0, BN, D), sV[None, None, 0], rows_kv - n0)
+                _load_rows(g2s, tidx, _rows_tile(gK, n0, BN, D), sK[None, None, 0], rows_kv - n0)
+                _load_rows(g2s, tidx, _rows_tile(gV, n0, BN, D), sV[None, None, 0], rows_kv - n0)
             cute.arch.cp_async_commit_group()
 
             mma_s = _wg_mma(io, BN, False)  # S, dP: (queries, keys)
@@ -317,12 +406,8 @@ class SdpaBwdSm90(SdpaMasks):
                 stage = (j - first) % 2
                 if j + 1 < last:
                     n1 = (j + 1) * BN
-                    _load_rows(
-                        g2s, tidx, _rows_tile(mK, b, hk, n1, BN, D), sK[None, None, 1 - stage], rows_kv - n1
-                    )
-                    _load_rows(
-                        g2s, tidx, _rows_tile(mV, b, hk, n1, BN, D), sV[None, None, 1 - stage], rows_kv - n1
-                    )
+                    _load_rows(g2s, tidx, _rows_tile(gK, n1, BN, D), sK[None, None, 1 - stage], rows_kv - n1)
+                    _load_rows(g2s, tidx, _rows_tile(gV, n1, BN, D), sV[None, None, 1 - stage], rows_kv - n1)
                 _stage_landed()
 
                 s_acc, _ = _acc(mma_s, tidx, BM, BN)
@@ -358,7 +443,13 @@ class SdpaBwdSm90(SdpaMasks):
                     val = d_q[i] * scale
                 dq_part[i] = val.to(io)
             cute.arch.sync_threads()
-            _store_rows(_copy_s2g(io, D), tidx, sQ, _rows_tile(mdQ, b, h, row0, BM, D), s_q - row0)
+            _store_rows(
+                _copy_s2g(io, D),
+                tidx,
+                sQ,
+                _rows_tile(self.head_rows(mdQ, mOffdQ, b, h), row0, BM, D),
+                self.stored(rows_q, s_q) - row0,
+            )
 
     @cute.kernel
     def main(
@@ -374,6 +465,12 @@ class SdpaBwdSm90(SdpaMasks):
         mdV: cute.Tensor,
         mSeqQ: cute.Tensor,
         mSeqKv: cute.Tensor,
+        mOffQ: cute.Tensor,
+        mOffK: cute.Tensor,
+        mOffV: cute.Tensor,
+        mOffdO: cute.Tensor,
+        mOffdK: cute.Tensor,
+        mOffdV: cute.Tensor,
         s_q: Int32,
         s_kv: Int32,
         group: Int32,
@@ -402,13 +499,26 @@ class SdpaBwdSm90(SdpaMasks):
             sDelta = smem.allocate_tensor(Float32, cute.make_layout((BQ, 2), stride=(1, BQ)), 16)
 
             g2s = _copy_g2s(io, D)
-            _load_rows(g2s, tidx, _rows_tile(mK, b, hk, n0, BN, D), sK, rows_kv - n0)
-            _load_rows(g2s, tidx, _rows_tile(mV, b, hk, n0, BN, D), sV, rows_kv - n0)
+            gK, gV = self.head_rows(mK, mOffK, b, hk), self.head_rows(mV, mOffV, b, hk)
+            _load_rows(g2s, tidx, _rows_tile(gK, n0, BN, D), sK, rows_kv - n0)
+            _load_rows(g2s, tidx, _rows_tile(gV, n0, BN, D), sV, rows_kv - n0)
             if steps > 0:
                 h0 = hk * group
                 i0 = first * BQ
-                _load_rows(g2s, tidx, _rows_tile(mQ, b, h0, i0, BQ, D), sQ[None, None, 0], rows_q - i0)
-                _load_rows(g2s, tidx, _rows_tile(mdO, b, h0, i0, BQ, D), sdO[None, None, 0], rows_q - i0)
+                _load_rows(
+                    g2s,
+                    tidx,
+                    _rows_tile(self.head_rows(mQ, mOffQ, b, h0), i0, BQ, D),
+                    sQ[None, None, 0],
+                    rows_q - i0,
+                )
+                _load_rows(
+                    g2s,
+                    tidx,
+                    _rows_tile(self.head_rows(mdO, mOffdO, b, h0), i0, BQ, D),
+                    sdO[None, None, 0],
+                    rows_q - i0,
+                )
                 if tidx < BQ:
                     lse, dlt = Float32(0.0), Float32(0.0)
                     if i0 + tidx < rows_q:
@@ -448,10 +558,18 @@ class SdpaBwdSm90(SdpaMasks):
                     qh1 = hk * group + (t + 1) // blocks
                     i1 = (first + (t + 1) % blocks) * BQ
                     _load_rows(
-                        g2s, tidx, _rows_tile(mQ, b, qh1, i1, BQ, D), sQ[None, None, 1 - stage], rows_q - i1
+                        g2s,
+                        tidx,
+                        _rows_tile(self.head_rows(mQ, mOffQ, b, qh1), i1, BQ, D),
+                        sQ[None, None, 1 - stage],
+                        rows_q - i1,
                     )
                     _load_rows(
-                        g2s, tidx, _rows_tile(mdO, b, qh1, i1, BQ, D), sdO[None, None, 1 - stage], rows_q - i1
+                        g2s,
+                        tidx,
+                        _rows_tile(self.head_rows(mdO, mOffdO, b, qh1), i1, BQ, D),
+                        sdO[None, None, 1 - stage],
+                        rows_q - i1,
                     )
                     if tidx < BQ:
                         if i1 + tidx < rows_q:
@@ -521,5 +639,17 @@ class SdpaBwdSm90(SdpaMasks):
                 dv_part[i] = d_v[i].to(io)
             cute.arch.sync_threads()
             s2g = _copy_s2g(io, D)
-            _store_rows(s2g, tidx, sK, _rows_tile(mdK, b, hk, n0, BN, D), s_kv - n0)
-            _store_rows(s2g, tidx, sV, _rows_tile(mdV, b, hk, n0, BN, D), s_kv - n0)
+            _store_rows(
+                s2g,
+                tidx,
+                sK,
+                _rows_tile(self.head_rows(mdK, mOffdK, b, hk), n0, BN, D),
+                self.stored(rows_kv, s_kv) - n0,
+            )
+            _store_rows(
+                s2g,
+                tidx,
+                sV,
+                _rows_tile(self.head_rows(mdV, mOffdV, b, hk), n0, BN, D),
+                self.stored(rows_kv, s_kv) - n0,
+            )

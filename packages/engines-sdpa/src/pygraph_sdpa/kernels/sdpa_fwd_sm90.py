@@ -95,6 +95,11 @@ def _rows4(ptr, batch, heads, rows, cols: int, strides):
     return cute.make_tensor(ptr, cute.make_layout((batch, heads, rows, cols), stride=stride))
 
 
+def _offsets(ptr, batch):
+    """A ragged offsets pointer as its [batch + 1] tensor."""
+    return cute.make_tensor(ptr, cute.make_layout((batch + 1,)))
+
+
 def _stage_landed():
     """Commit this thread's copies of the next stage, wait for every older group (the current
     stage's), make them visible to wgmma's reads, then to every thread."""
@@ -104,9 +109,9 @@ def _stage_landed():
     cute.arch.sync_threads()
 
 
-def _rows_tile(m, b, h, r0, rows: int, cols: int):
-    """The (rows, cols) tile of ``m`` [B, H, S, D] at batch ``b``, head ``h``, from row ``r0``."""
-    return cute.local_tile(cute.domain_offset((r0, 0), m[b, h, None, None]), (rows, cols), (0, 0))
+def _rows_tile(m, r0, rows: int, cols: int):
+    """The (rows, cols) tile of ``m`` [S, D] (a head's rows: `SdpaMasks.head_rows`) from row ``r0``."""
+    return cute.local_tile(cute.domain_offset((r0, 0), m), (rows, cols), (0, 0))
 
 
 @cute.jit
@@ -136,6 +141,7 @@ class SdpaFwdSm90(SdpaMasks):
         padded: bool,
         store_stats: bool,
         p_in_registers: bool = False,
+        ragged: bool = False,
     ) -> None:
         # P as the register A operand of O += P V (no round trip through shared memory)
         self.p_in_registers = p_in_registers
@@ -144,6 +150,7 @@ class SdpaFwdSm90(SdpaMasks):
         self.bottom_right = bottom_right
         self.window_left, self.window_right = window_left, window_right
         self.padded, self.store_stats = padded, store_stats
+        self.ragged = ragged  # the operands' rows from their ragged offsets (THD)
 
     # ------------------------------------------------------------------ host side (traced once)
     @cute.jit
@@ -156,6 +163,11 @@ class SdpaFwdSm90(SdpaMasks):
         stats_ptr: cute.Pointer,
         seq_q_ptr: cute.Pointer,
         seq_kv_ptr: cute.Pointer,
+        # ragged offsets ([B + 1] int32 each) of Q, K, V and O (unread unless ragged)
+        q_off_ptr: cute.Pointer,
+        k_off_ptr: cute.Pointer,
+        v_off_ptr: cute.Pointer,
+        o_off_ptr: cute.Pointer,
         batch: Int32,
         heads: Int32,
         heads_k: Int32,
@@ -181,9 +193,22 @@ class SdpaFwdSm90(SdpaMasks):
         )
         mSeqQ = cute.make_tensor(seq_q_ptr, cute.make_layout((batch,)))
         mSeqKv = cute.make_tensor(seq_kv_ptr, cute.make_layout((batch,)))
+        offs = [_offsets(p, batch) for p in (q_off_ptr, k_off_ptr, v_off_ptr, o_off_ptr)]
         grid = [(s_q + BLOCK_M - 1) // BLOCK_M, heads, batch]
         self.kernel(
-            mQ, mK, mV, mO, mStats, mSeqQ, mSeqKv, s_q, s_kv, heads // heads_k, heads // heads_v, scale_log2
+            mQ,
+            mK,
+            mV,
+            mO,
+            mStats,
+            mSeqQ,
+            mSeqKv,
+            *offs,
+            s_q,
+            s_kv,
+            heads // heads_k,
+            heads // heads_v,
+            scale_log2,
         ).launch(grid=grid, block=[THREADS, 1, 1], stream=stream)
 
     # ------------------------------------------------------------------ device side
@@ -197,6 +222,10 @@ class SdpaFwdSm90(SdpaMasks):
         mStats: cute.Tensor,
         mSeqQ: cute.Tensor,
         mSeqKv: cute.Tensor,
+        mOffQ: cute.Tensor,
+        mOffK: cute.Tensor,
+        mOffV: cute.Tensor,
+        mOffO: cute.Tensor,
         s_q: Int32,
         s_kv: Int32,
         k_group: Int32,
@@ -227,11 +256,13 @@ class SdpaFwdSm90(SdpaMasks):
 
             g2s_k, g2s_v = _copy_g2s(io, D), _copy_g2s(io, DV)
             hk, hv = h // k_group, h // v_group
-            _load_rows(g2s_k, tidx, _rows_tile(mQ, b, h, row0, BM, D), sQ, rows_q - row0)
+            gQ = self.head_rows(mQ, mOffQ, b, h)
+            gK, gV = self.head_rows(mK, mOffK, b, hk), self.head_rows(mV, mOffV, b, hv)
+            _load_rows(g2s_k, tidx, _rows_tile(gQ, row0, BM, D), sQ, rows_q - row0)
             if first < last:
                 n0 = first * BN
-                _load_rows(g2s_k, tidx, _rows_tile(mK, b, hk, n0, BN, D), sK[None, None, 0], rows_kv - n0)
-                _load_rows(g2s_v, tidx, _rows_tile(mV, b, hv, n0, BN, DV), sV[None, None, 0], rows_kv - n0)
+                _load_rows(g2s_k, tidx, _rows_tile(gK, n0, BN, D), sK[None, None, 0], rows_kv - n0)
+                _load_rows(g2s_v, tidx, _rows_tile(gV, n0, BN, DV), sV[None, None, 0], rows_kv - n0)
             cute.arch.cp_async_commit_group()
 
             mma_qk = _wg_mma(io, BN, False)
@@ -254,12 +285,12 @@ class SdpaFwdSm90(SdpaMasks):
                 if j + 1 < last:  # the next block into the other stage (free since the last barrier)
                     n1 = (j + 1) * BN
                     _load_rows(
-                        g2s_k, tidx, _rows_tile(mK, b, hk, n1, BN, D), sK[None, None, 1 - stage], rows_kv - n1
+                        g2s_k, tidx, _rows_tile(gK, n1, BN, D), sK[None, None, 1 - stage], rows_kv - n1
                     )
                     _load_rows(
                         g2s_v,
                         tidx,
-                        _rows_tile(mV, b, hv, n1, BN, DV),
+                        _rows_tile(gV, n1, BN, DV),
                         sV[None, None, 1 - stage],
                         rows_kv - n1,
                     )
@@ -355,7 +386,13 @@ class SdpaFwdSm90(SdpaMasks):
                 else:
                     o_part[i] = (out[i] * inv_b).to(io)
             cute.arch.sync_threads()
-            _store_rows(_copy_s2g(io, DV), tidx, sO, _rows_tile(mO, b, h, row0, BM, DV), s_q - row0)
+            _store_rows(
+                _copy_s2g(io, DV),
+                tidx,
+                sO,
+                _rows_tile(self.head_rows(mO, mOffO, b, h), row0, BM, DV),
+                self.stored(rows_q, s_q) - row0,
+            )
             if const_expr(self.store_stats):
                 if tidx % 4 == 0:
                     if row0 + ra < s_q:

@@ -19,10 +19,24 @@ HEAD_DIMS = (64, 128, 256)
 HEAD_DIMS_BWD = (64, 128)
 CACHE_ENV = "PYGRAPH_SDPA_SM90_CACHE_DIR"
 FN_NAME = "sdpa_fwd_sm90"
-# the compiled functions' pointer arguments, in order
-POINTERS = ("q", "k", "v", "o", "stats", "seq_len_q", "seq_len_kv")
+# the compiled functions' pointer arguments, in order ("<role>_offset": the ragged offsets of role)
+POINTERS = (
+    "q",
+    "k",
+    "v",
+    "o",
+    "stats",
+    "seq_len_q",
+    "seq_len_kv",
+    "q_offset",
+    "k_offset",
+    "v_offset",
+    "o_offset",
+)
 BWD_POINTERS = (
-    "q", "k", "v", "o", "dO", "stats", "dQ", "dK", "dV", "seq_len_q", "seq_len_kv", "delta", "dq_acc",
+    "q", "k", "v", "o", "dO", "stats", "dQ", "dK", "dV", "seq_len_q", "seq_len_kv",
+    "q_offset", "k_offset", "v_offset", "o_offset", "dO_offset", "dQ_offset", "dK_offset", "dV_offset",
+    "delta", "dq_acc",
 )  # fmt: skip
 
 
@@ -36,6 +50,7 @@ class SdpaFwdKey:
     padded: bool  # seq_len_q / seq_len_kv given
     store_stats: bool
     p_in_registers: bool = False  # knob P_REGS: P as the register A operand of P V
+    ragged: bool = False  # THD: each operand's rows from its ragged offsets
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +62,7 @@ class SdpaBwdKey:
     window_right: int
     padded: bool
     deterministic: bool = False  # dQ by its own pass (no atomics)
+    ragged: bool = False
 
 
 def backward_workspace(
@@ -141,12 +157,12 @@ def _compile(key: Any, arch: str) -> Any:
     fields = dataclasses.asdict(key)  # the keys' fields are the kernels' arguments
     if isinstance(key, SdpaBwdKey):
         kernel = SdpaBwdSm90(**fields)
-        # BWD_POINTERS's dtypes: q k v o dO (io), stats (f32), dQ dK dV (io), lengths (i32), then delta and
-        # dq_acc (f32, in the workspace: 256-byte aligned, which the engine checks)
-        kinds, sizes = "iiiiifiiinnww", 14  # batch, heads (q, k), s_q, s_kv, then 3 x 3 strides
+        # BWD_POINTERS's dtypes: q k v o dO (io), stats (f32), dQ dK dV (io), lengths and ragged offsets
+        # (i32), then delta and dq_acc (f32, in the workspace: 256-byte aligned, which the engine checks)
+        kinds, sizes = "iiiiifiii" + "n" * 10 + "ww", 14  # batch, heads (q, k), s_q, s_kv, then 3 x 3 strides
     else:
         kernel = SdpaFwdSm90(head_dim_v=key.head_dim, **fields)
-        kinds, sizes = "iiiifnn", 18  # batch, heads (q, k, v), s_q, s_kv, then 4 x 3 strides
+        kinds, sizes = "iiiif" + "n" * 6, 18  # batch, heads (q, k, v), s_q, s_kv, then 4 x 3 strides
     gmem = cute.AddressSpace.gmem
     by_kind = {
         "i": make_ptr(DT[key.io_dtype], 0, gmem, assumed_align=16),

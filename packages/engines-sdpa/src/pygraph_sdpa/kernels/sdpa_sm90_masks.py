@@ -3,8 +3,12 @@ rules): a query row ``i`` of a sequence has its diagonal at key ``i + offset`` (
 ``rows_kv - rows_q`` bottom-right), and key ``j`` is visible when ``j < rows_kv``, ``i < rows_q``,
 ``j <= i + offset + window_right`` and ``j > i + offset - window_left`` (-1: that side unbounded).
 
+Ragged (THD) operands: batch ``b``'s rows of an operand start at element ``offsets[b]`` of its
+tensor (its ragged offsets, each a multiple of 8: 16-byte rows) and its batch stride is unused; a
+store then writes only the sequence's own rows (the next sequence's follow them).
+
 `SdpaMasks` is a mixin of the kernel classes: they set ``bottom_right``, ``window_left``,
-``window_right`` and ``padded``, and its methods are inlined where the kernels call them.
+``window_right``, ``padded`` and ``ragged``, and its methods are inlined where the kernels call them.
 """
 
 from __future__ import annotations
@@ -21,6 +25,26 @@ class SdpaMasks:
     window_left: int
     window_right: int
     padded: bool
+    ragged: bool
+
+    @cute.jit
+    def head_rows(self, m: cute.Tensor, offsets: cute.Tensor, b: Int32, h: Int32) -> cute.Tensor:
+        """The (S, D) rows of batch ``b``, head ``h`` of ``m`` [B, H, S, D]: ragged, from element
+        ``offsets[b]`` of the tensor (the batch stride unused); else ``m[b, h]``."""
+        rows = m[b, h, None, None]
+        if const_expr(self.ragged):
+            rows = m[0, h, None, None]
+            rows = cute.make_tensor(rows.iterator + cute.assume(Int32(offsets[b]), divby=8), rows.layout)
+        return rows
+
+    @cute.jit
+    def stored(self, rows: Int32, s: Int32) -> Int32:
+        """How many rows of a sequence (``rows`` long, in a tensor of ``s``) a store writes: ragged,
+        its own only; else the tensor's (rows past the length get zeros)."""
+        bound = s
+        if const_expr(self.ragged):
+            bound = rows
+        return bound
 
     @cute.jit
     def length(self, mSeq: cute.Tensor, b: Int32, s: Int32) -> Int32:
