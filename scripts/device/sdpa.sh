@@ -5,6 +5,8 @@
 # PART: tests (default: backend, fwd_sm90, bwd_sm90, ops), backend, fwd_sm90, bwd_sm90, ops, memcheck, bench,
 # ncu KERNEL [SHAPE] (Nsight Compute's stall samples per line of one launch of a python engine's kernel at a
 # bench_sdpa shape, default 4x16x4096x128: kernel_cutlass_kernel (the forward), _main, _grad_q, _prepare).
+# memcheck takes MEMCHECK_FILES (test files) and MEMCHECK_CASE (a pytest -k), e.g. the ragged op on the
+# python engines: MEMCHECK_FILES=test_sdpa_ops_sm90.py MEMCHECK_CASE="python_engines and thd-causal-gqa".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
@@ -20,7 +22,7 @@ if [ "$part" = tests ] || [ "$part" = fwd_sm90 ]; then run test_sdpa_fwd_sm90.py
 if [ "$part" = tests ] || [ "$part" = bwd_sm90 ]; then run test_sdpa_bwd_sm90.py sdpa_bwd_sm90_pytest.log; fi
 if [ "$part" = tests ] || [ "$part" = ops ]; then run test_sdpa_ops_sm90.py sdpa_ops_pytest.log; fi
 if [ "$part" = memcheck ]; then
-  for f in test_sdpa_fwd_sm90.py test_sdpa_bwd_sm90.py; do
+  for f in ${MEMCHECK_FILES:-test_sdpa_fwd_sm90.py test_sdpa_bwd_sm90.py}; do
     compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 python3 -m pytest -m sm90 \
       -p no:cacheprovider -q -k "${MEMCHECK_CASE:-long-causal or padding-window}" "$dir/$f" 2>&1 \
       | tee -a "$OUTDIR/sdpa_memcheck.log" | tail -8
