@@ -7,18 +7,20 @@
    block's keys): K and V of the block stay in shared memory while the query blocks of 64 rows that
    its masks leave, of every query head of the K head's group (GQA: dK and dV are summed in the
    CTA, so no atomics and no order to depend on), stream Q, dO, lse and delta through a two-stage
-   ring. Per query block, on warpgroup MMAs: ``S^T = K Q^T`` and ``dP^T = V dO^T``; in registers
-   ``P^T = exp(scale S^T - lse)`` and ``dS^T = P^T (dP^T - delta)`` (both 0 where the masks or the
-   lengths hide the pair, chosen rather than computed: a hidden row's lse may be -inf or unset),
-   each into shared memory in the io dtype; then ``dV += P^T dO``, ``dK += dS^T Q`` and the block's
-   ``dQ = dS K``, added to the fp32 accumulator by atomics.
+   ring. Per query block, on warpgroup MMAs: ``S^T = K Q^T`` and ``dP^T = V dO^T`` issued together;
+   ``P^T = exp(scale S^T - lse)`` in registers while dP^T runs, then ``dV += P^T dO`` with P^T as
+   the register A operand; ``dS^T = P^T (dP^T - delta)`` while dV runs, then ``dK += dS^T Q`` (A
+   from registers) and, dS^T stored by stmatrix, the block's ``dQ = dS K``, added to the fp32
+   accumulator by atomics. P is 0 where the masks or the lengths hide the pair (chosen rather than
+   computed: a hidden row's lse may be -inf or unset; a block inside every mask skips the test).
 3. `SdpaBwdSm90.finish` (the prepare's grid): dQ = scale * the accumulator, in the io dtype; or,
    deterministic, `SdpaBwdSm90.grad_q` (grid: 128-query blocks x query heads x batch) instead of
    the main kernel's dQ products and atomics: each CTA walks its key blocks (64 keys) in order,
    recomputing S, P, dP and dS, and sums ``dQ = dS K`` in registers (three products per block where
    the atomic path does one, so about 1.4x the backward's work, bitwise reproducible).
 
-dK is scaled by ``attn_scale`` once at the end (``dS`` is the gradient of the scaled scores).
+dK is scaled by ``attn_scale`` once at the end (``dS`` is the gradient of the scaled scores). Ragged
+(THD) operands are read and written through their ragged offsets (`SdpaMasks.head_rows`).
 """
 
 from __future__ import annotations

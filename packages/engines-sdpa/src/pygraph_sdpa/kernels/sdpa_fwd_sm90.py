@@ -17,7 +17,8 @@ At the end ``O / l`` leaves through shared memory, 16 bytes per store (rows past
 length, and every row of a block past it, as 0), and the log-sum-exp ``m ln 2 + ln l`` (natural log; ``-inf`` for a row that sees no key,
 whose O is 0) goes to the stats. The key blocks a query block visits are those its masks leave
 (the causal bound ends the loop, the left window bound starts it), so a causal forward does about
-half the work of a full one.
+half the work of a full one. Ragged (THD) operands are read and written through their ragged
+offsets (`SdpaMasks.head_rows`), and only the sequence's own rows of O are stored.
 """
 
 from __future__ import annotations
