@@ -72,23 +72,21 @@ def test_a_gate_equal_across_channels_is_gated_deltanet():
     _close(kda[1], gdn[1])
 
 
-@pytest.mark.parametrize("bound", [None, -5.0])
-def test_safe_gate_is_the_gate_applied_by_hand(bound):
+@pytest.mark.parametrize("bound", [None, -3.0])
+@pytest.mark.parametrize("with_params", [True, False], ids=["a_log-dt_bias", "neither"])
+def test_safe_gate_is_the_bounded_gate_applied_by_hand(bound, with_params):
     q, k, v, raw, beta = _inputs(seed=1)
     raw = _rand(10, 2, 8)
-    a_log, dt_bias = _rand(2), _rand(2 * 8)
-    x = (
-        torch.exp(a_log)[:, None] * (raw + dt_bias.view(2, 8))
-        if bound is not None
-        else raw + dt_bias.view(2, 8)
-    )
-    g = bound * torch.sigmoid(x) if bound is not None else -torch.exp(a_log)[:, None] * F.softplus(x)
+    a_log, dt_bias = (_rand(2), _rand(2 * 8)) if with_params else (None, None)
+    rate = torch.exp(a_log)[:, None] if with_params else 1.0
+    bias = dt_bias.view(2, 8) if with_params else 0.0
+    lower = -5.0 if bound is None else bound  # the default bound
+    g = lower * torch.sigmoid(rate * (raw + bias))
     got = kimi_delta_attention_reference(
         q, k, v, raw, beta, _cu(10), safe_gate=True, a_log=a_log, dt_bias=dt_bias, gate_lower_bound=bound
     )
     _close(got[0], kimi_delta_attention_reference(q, k, v, g, beta, _cu(10))[0])
-    if bound is not None:
-        assert bool((g > bound).all() and (g < 0).all())
+    assert bool((g > lower).all() and (g < 0).all())
 
 
 def test_a_varlen_batch_is_one_run_per_sequence():

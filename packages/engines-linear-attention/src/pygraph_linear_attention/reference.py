@@ -32,12 +32,24 @@ Options:
 
 Kimi Delta Attention (KDA, `kimi_delta_attention_reference`) is the same loop with a decay per key
 channel: g is [T, HG, K] and the decay scales the state's columns, ``S = S * exp(g_t)[None, :]``
-(beta stays one value per token and head). Its ``safe_gate`` takes ``dt_bias`` per head and channel
-([HG, K] or [HG * K]) and, with ``gate_lower_bound`` (a negative float), bounds the decay from below:
-``g = gate_lower_bound * sigmoid(exp(a_log) * (g + dt_bias))``, in (gate_lower_bound, 0) (the
-formulation of flash-linear-attention's KDA gate; without the bound it is GDN's softplus form).
+(beta stays one value per token and head). Its ``safe_gate`` bounds the decay from below:
+``g = gate_lower_bound * sigmoid(exp(a_log) * (g + dt_bias))``, in (gate_lower_bound, 0), with
+``gate_lower_bound`` a negative float (default -5.0), ``a_log`` [HG] optional (absent: exp(a_log) = 1)
+and ``dt_bias`` per head and channel ([HG, K] or [HG * K], optional: absent is 0). This is
+nvidia-cudnn-frontend 1.32's KDA gate, and flash-linear-attention's with its lower bound.
 
-The GDN-2 (channel-wise gates and a write gate) reference comes with its engines.
+Gated DeltaNet-2 (GDN-2, `gated_delta_net_v2_reference`) makes every gate channel-wise: g and beta
+are [T, HG, K], and a write gate ``w`` [T, HG, V] scales the value written::
+
+    S = S * exp(g_t)[None, :]                         # decay per key channel
+    S = S + (w_t * v_t - S (beta_t * k_t)) k_t^T      # erase read through beta, write through w
+    o_t = scale * S q_t
+
+that is, with the key-major state X = S^T of the formulation nvidia-cudnn-frontend 1.32 documents,
+``X_t = (I - k_t (beta_t * k_t)^T) Diag(exp(g_t)) X_{t-1} + k_t (w_t * v_t)^T``. With beta and w
+equal to one value per token and head across their channels it is KDA, and with g too, GDN. Its
+options are KDA's (the safe gate per key channel, use_beta_sigmoid and allow_neg_eigval on beta;
+w is taken as given, post-activation).
 """
 
 from __future__ import annotations
@@ -52,6 +64,8 @@ __all__ = [
     "PreparedInputs",
     "gated_delta_net_backward_reference",
     "gated_delta_net_reference",
+    "gated_delta_net_v2_backward_reference",
+    "gated_delta_net_v2_reference",
     "kimi_delta_attention_backward_reference",
     "kimi_delta_attention_reference",
     "prepare_inputs",
@@ -98,7 +112,8 @@ def _gates(
     dtype: torch.dtype,
     gate_lower_bound: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log decay [T, HO] or, per key channel, [T, HO, K]; write strength [T, HO]) after the options."""
+    """(log decay [T, HO] or, per key channel, [T, HO, K]; beta [T, HO] or [T, HO, K]) after the
+    options. A gate per key channel (KDA, GDN-2) takes the bounded safe gate."""
     if gate_lower_bound is not None and (
         isinstance(gate_lower_bound, bool)
         or not isinstance(gate_lower_bound, (int, float))
@@ -107,19 +122,26 @@ def _gates(
         raise _fail(
             f"gate_lower_bound must be a negative float (the decay's lower bound), got {gate_lower_bound!r}"
         )
-    channels = g.shape[2:]  # () for GDN, (K,) for KDA
+    channels = g.shape[2:]  # () for GDN, (K,) for KDA and GDN-2
     g, beta = _per_head(g.to(dtype), heads, "g", 1), _per_head(beta.to(dtype), heads, "beta", 1)
     if safe_gate:
-        if a_log is None:
+        if a_log is None and not channels:
             raise _fail("safe_gate needs a_log (the per-head log decay rate)")
-        rate = _per_head(a_log.to(dtype).reshape(-1), heads, "a_log", 0).reshape(heads, *[1] * len(channels))
+        rate = 0.0
+        if a_log is not None:
+            rate = _per_head(a_log.to(dtype).reshape(-1), heads, "a_log", 0).reshape(
+                heads, *[1] * len(channels)
+            )
         bias = 0.0
         if dt_bias is not None:
             bias = _per_head(dt_bias.to(dtype).reshape(-1, *channels), heads, "dt_bias", 0)
-        if gate_lower_bound is None:
-            g = -torch.exp(rate) * F.softplus(g + bias)
+        if channels:  # KDA, GDN-2: bounded below, -5 unless given
+            bound = -5.0 if gate_lower_bound is None else gate_lower_bound
+            g = bound * torch.sigmoid(torch.exp(torch.as_tensor(rate, dtype=dtype)) * (g + bias))
+        elif gate_lower_bound is not None:
+            raise _fail(f"gate_lower_bound={gate_lower_bound} applies to a gate per key channel (KDA, GDN-2)")
         else:
-            g = gate_lower_bound * torch.sigmoid(torch.exp(rate) * (g + bias))
+            g = -torch.exp(rate) * F.softplus(g + bias)
     elif a_log is not None or dt_bias is not None:
         raise _fail("a_log and dt_bias are read only with safe_gate=True")
     elif gate_lower_bound is not None:
@@ -139,12 +161,13 @@ class PreparedInputs(NamedTuple):
     q: torch.Tensor  # [T, HO, K] (L2-normalised under use_qk_l2norm)
     k: torch.Tensor  # [T, HO, K]
     v: torch.Tensor  # [T, HO, V]
-    decay: torch.Tensor  # [T, HO] (KDA: [T, HO, K]): the log decay g after safe_gate
-    write: torch.Tensor  # [T, HO]: beta after the sigmoid and the negative-eigenvalue scaling
+    decay: torch.Tensor  # [T, HO] (KDA, GDN-2: [T, HO, K]): the log decay g after safe_gate
+    write: torch.Tensor  # [T, HO] (GDN-2: [T, HO, K]): beta after the sigmoid and the 2x scaling
     bounds: list[int]  # cu_seqlens as ints
     heads: int  # HO
     scale: float
     state_shape: tuple[int, int, int, int]  # [N, HO, V, K]
+    value_gate: torch.Tensor | None = None  # GDN-2's w [T, HO, V] (else beta scales the value)
 
     def start_state(self, n: int, initial_state: torch.Tensor | None) -> torch.Tensor:
         """Sequence ``n``'s state [HO, V, K] before its first token, in the compute dtype."""
@@ -181,10 +204,12 @@ def prepare_inputs(
     dtype: torch.dtype = torch.float64,
     channel_gate: bool = False,
     gate_lower_bound: float | None = None,
+    w: torch.Tensor | None = None,
 ) -> PreparedInputs:
     """Check the arguments (raising `ValueError` naming the call, the argument and the value) and
     apply the head mapping and the options; shared by the token loop and `chunked`. ``channel_gate``:
-    KDA's g, one value per key channel ([T, HG, K])."""
+    KDA's g, one value per key channel ([T, HG, K]); with ``w`` (GDN-2's write gate [T, HG, V]) beta
+    is per key channel too."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 3:
             raise _fail(f"{name} must be [T, heads, dim], got shape {list(t.shape)}")
@@ -198,7 +223,22 @@ def prepare_inputs(
         raise _fail(
             f"g must be [T, heads, K] (one value per key channel), K = {q.shape[2]}, got shape {list(g.shape)}"
         )
-    for name, t in (("beta", beta),) if channel_gate else (("g", g), ("beta", beta)):
+    if w is not None:
+        if not channel_gate:
+            raise _fail("w (the write gate) belongs to GDN-2, whose g is per key channel")
+        if beta.dim() != 3 or beta.shape[0] != tokens or beta.shape[2] != q.shape[2]:
+            raise _fail(
+                f"beta must be [T, heads, K] (one value per key channel), K = {q.shape[2]}, got shape {list(beta.shape)}"
+            )
+        if w.dim() != 3 or w.shape[0] != tokens or w.shape[2] != v.shape[2]:
+            raise _fail(
+                f"w must be [T, heads, V] (one value per value channel), V = {v.shape[2]}, got shape {list(w.shape)}"
+            )
+        if w.shape[1] != beta.shape[1] or g.shape[1] != beta.shape[1]:
+            raise _fail(
+                f"g, beta and w must have the same heads, got {g.shape[1]}, {beta.shape[1]} and {w.shape[1]}"
+            )
+    for name, t in () if w is not None else (("beta", beta),) if channel_gate else (("g", g), ("beta", beta)):
         if t.dim() != 2:
             raise _fail(
                 f"{name} must be [T, heads] (one value per token and head), got shape {list(t.shape)}"
@@ -221,7 +261,8 @@ def prepare_inputs(
         raise _fail(
             f"initial_state must be [N, HO, V, K] = {list(state_shape)}, got {list(initial_state.shape)}"
         )
-    return PreparedInputs(q, k, v, decay, write, bounds, heads, scale, state_shape)
+    value_gate = None if w is None else _per_head(w.to(dtype), heads, "w", 1)
+    return PreparedInputs(q, k, v, decay, write, bounds, heads, scale, state_shape, value_gate)
 
 
 def gated_delta_net_reference(
@@ -279,10 +320,35 @@ def kimi_delta_attention_reference(
     return _recurrence(prepared, initial_state, output_final_state)
 
 
+def gated_delta_net_v2_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    w: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    *,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    gate_lower_bound: float | None = None,
+    **options: object,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """GDN-2: (O [T, HO, V], final state [N, HO, V, K] or None) in ``dtype``, g and beta [T, HG, K],
+    the write gate w [T, HG, V] (the module docstring has the recurrence). ``options``: KDA's.
+    Differentiable."""
+    prepared = prepare_inputs(
+        q, k, v, g, beta, cu_seqlens, initial_state=initial_state, channel_gate=True,
+        gate_lower_bound=gate_lower_bound, w=w, **options,
+    )  # fmt: skip
+    return _recurrence(prepared, initial_state, output_final_state)
+
+
 def _recurrence(
     prepared: PreparedInputs, initial_state: torch.Tensor | None, output_final_state: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The token loop of the module docstring over ``prepared`` (a decay per head, or per key channel)."""
+    """The token loop of the module docstring over ``prepared``: a decay per head or per key channel,
+    beta per head (scaling the erase read and the value) or per key channel with GDN-2's write gate."""
     q, k, v, decay, write = prepared.q, prepared.k, prepared.v, prepared.decay, prepared.write
     bounds, heads, scale = prepared.bounds, prepared.heads, prepared.scale
     sequences, value_dim = len(bounds) - 1, prepared.state_shape[2]
@@ -292,8 +358,10 @@ def _recurrence(
         state = prepared.start_state(n, initial_state)
         for t in range(bounds[n], bounds[n + 1]):
             state = torch.exp(decay[t]).reshape(heads, 1, -1) * state  # columns: one or K decays
-            recalled = torch.einsum("hvk,hk->hv", state, k[t])
-            state = state + torch.einsum("h,hv,hk->hvk", write[t], v[t] - recalled, k[t])
+            beta = write[t].reshape(heads, -1)  # [HO, 1] or, GDN-2, [HO, K]
+            recalled = torch.einsum("hvk,hk->hv", state, beta * k[t])
+            written = (beta if prepared.value_gate is None else prepared.value_gate[t]) * v[t]
+            state = state + torch.einsum("hv,hk->hvk", written - recalled, k[t])
             outputs.append(scale * torch.einsum("hvk,hk->hv", state, q[t]))
         finals.append(state)
     out = torch.stack(outputs) if outputs else q.new_zeros((0, heads, value_dim))
@@ -335,6 +403,22 @@ def kimi_delta_attention_backward_reference(
     return _backward(kimi_delta_attention_reference, q, k, v, g, beta, cu_seqlens, grad_out, **options)
 
 
+def gated_delta_net_v2_backward_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    w: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    grad_out: torch.Tensor,
+    **options: object,
+) -> dict[str, torch.Tensor]:
+    """The graph's ``gdn2_bwd`` outputs: `gated_delta_net_backward_reference`'s keys (dG and dBeta
+    [T, HG, K]) and dW [T, HG, V], by autograd through `gated_delta_net_v2_reference`."""
+    return _backward(gated_delta_net_v2_reference, q, k, v, g, beta, cu_seqlens, grad_out, w=w, **options)
+
+
 def _backward(
     forward: object,
     q: torch.Tensor,
@@ -350,18 +434,23 @@ def _backward(
     a_log: torch.Tensor | None = None,
     dt_bias: torch.Tensor | None = None,
     dtype: torch.dtype = torch.float64,
+    w: torch.Tensor | None = None,
     **options: object,
 ) -> dict[str, torch.Tensor]:
-    """Autograd through ``forward`` (a reference above) at the given inputs and options."""
+    """Autograd through ``forward`` (a reference above) at the given inputs and options (``w``: GDN-2's
+    write gate, whose gradient is dW)."""
     named = {"dQ": q, "dK": k, "dV": v, "dG": g, "dBeta": beta}
+    if w is not None:
+        named["dW"] = w
     if initial_state is not None:
         named["d_initial_state"] = initial_state
     if options.get("safe_gate"):
         named.update({n: t for n, t in (("d_a_log", a_log), ("d_dt_bias", dt_bias)) if t is not None})
     leaves = {name: t.detach().to(dtype).requires_grad_(True) for name, t in named.items()}
     with torch.enable_grad():
+        gates = (leaves["dG"], leaves["dBeta"], *([leaves["dW"]] if w is not None else []))
         out, final = forward(  # type: ignore[operator]
-            leaves["dQ"], leaves["dK"], leaves["dV"], leaves["dG"], leaves["dBeta"], cu_seqlens,
+            leaves["dQ"], leaves["dK"], leaves["dV"], *gates, cu_seqlens,
             initial_state=leaves.get("d_initial_state"),
             a_log=leaves.get("d_a_log", a_log), dt_bias=leaves.get("d_dt_bias", dt_bias),
             output_final_state=grad_final_state is not None, dtype=dtype, **options,
