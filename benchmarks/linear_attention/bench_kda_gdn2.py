@@ -1,0 +1,301 @@
+"""The anchors of KDA and GDN-2 on the device: flash-linear-attention's ``chunk_kda`` and
+``chunk_gdn2`` and cudnn-frontend 1.32's ``kimi_delta_attention`` and ``gated_delta_net_v2``, each
+checked against pygraph's float64 references, then timed.
+
+    python -m benchmarks.linear_attention.bench_kda_gdn2 [--ops kda,gdn2] [--rounds 3]
+        [--skip semantics,timing,bwd,fla,cudnn] [--shapes B4xT4096,B1xT32768]
+
+1. Semantics (`SEMANTIC_CASES`): a varlen batch (lengths 37, 1, 90; H4, D128, bf16 q/k/v/beta, fp32
+   g and states) with an initial and a final state, in three option sets: per-channel log decays
+   as given; the bounded safe gate (``lower_bound * sigmoid(exp(a_log) * (g + dt_bias))``, -5) with
+   L2-normalised q, k; beta as logits with the negative-eigenvalue scaling. Each anchor's O, final
+   state and gradients (through O and the final state) against autograd through
+   `pygraph_linear_attention.reference.kimi_delta_attention_reference` (GDN-2:
+   `gated_delta_net_v2_reference`, beta [T, H, K] and w [T, H, V] in (0, 1); FLA's GDN-2 takes no
+   beta logits, so its third set is skipped), relative errors printed. This fixes the conventions
+   the engines are written to (FLA's state is [N, H, K, V], ours and cudnn-frontend's [N, HO, V, K]).
+2. Timing at the issue's shapes (H16, D128, bf16; unit-norm k rows, g = logsigmoid(normal) per
+   channel, beta in (0, 1)): forward and forward+backward of each anchor, median of ``--rounds``
+   cold-L2 rounds in rotated order (`benchmarks.harness.interleaved`), ms and tokens/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from benchmarks.harness import interleaved, run_footer
+
+SHAPES = {"B4xT4096": (4096,) * 4, "B1xT32768": (32768,)}
+HEADS, DIM = 16, 128
+SEMANTIC_LENGTHS = (37, 1, 90)
+SEMANTIC_HEADS = 4
+SEMANTIC_CASES = {
+    "plain": {},
+    "safe-gate-l2norm": {"safe_gate": True, "use_qk_l2norm": True},
+    "beta-logits-neg-eigval": {"use_beta_sigmoid": True, "allow_neg_eigval": True},
+}
+LOWER_BOUND = -5.0
+GRADS = ("q", "k", "v", "g", "beta")
+
+
+def _grads(op: str) -> tuple[str, ...]:
+    return (*GRADS, "w") if op == "gdn2" else GRADS
+
+
+def _rel(a: Any, b: Any) -> float:
+    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
+
+
+def _semantic_inputs(op: str, options: dict, seed: int = 0) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    t, h, d = sum(SEMANTIC_LENGTHS), SEMANTIC_HEADS, DIM
+
+    def normal(*shape):
+        return torch.randn(*shape, generator=gen, device="cuda")
+
+    q, k, v = normal(t, h, d), normal(t, h, d), normal(t, h, d)
+    beta_dims = (d,) if op == "gdn2" else ()
+    if not options.get("use_qk_l2norm"):
+        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)  # a stable recurrence without the option
+    inputs = {
+        "q": q.bfloat16(), "k": k.bfloat16(), "v": v.bfloat16(),
+        # safe gate: raw logits; else a log decay per channel in (-inf, 0)
+        "g": normal(t, h, d) if options.get("safe_gate") else F.logsigmoid(normal(t, h, d)) / 4,
+        "beta": (normal(t, h, *beta_dims) if options.get("use_beta_sigmoid") else torch.rand(t, h, *beta_dims, generator=gen, device="cuda")).bfloat16(),
+        "initial_state": normal(len(SEMANTIC_LENGTHS), h, d, d) * 0.1,  # [N, HO, V, K]
+        "cu_seqlens": torch.tensor([0, *SEMANTIC_LENGTHS], device="cuda").cumsum(0).to(torch.int32),
+    }  # fmt: skip
+    if op == "gdn2":
+        inputs["w"] = torch.rand(t, h, d, generator=gen, device="cuda").bfloat16()
+    if options.get("safe_gate"):
+        inputs["a_log"] = normal(h) * 0.5
+        inputs["dt_bias"] = normal(h, d) * 0.5
+    return inputs
+
+
+def _names(op: str, options: dict) -> list[str]:
+    return [*_grads(op), "initial_state", *(["a_log", "dt_bias"] if options.get("safe_gate") else [])]
+
+
+def _reference(op: str, inputs: dict, options: dict, d_o: Any, d_final: Any) -> dict:
+    """O, the final state and the gradients of every input from the float64 reference."""
+    import torch
+
+    from pygraph_linear_attention.reference import (
+        gated_delta_net_v2_reference,
+        kimi_delta_attention_reference,
+    )
+
+    forward = gated_delta_net_v2_reference if op == "gdn2" else kimi_delta_attention_reference
+    names = _names(op, options)
+    leaves = {n: inputs[n].detach().double().requires_grad_(True) for n in names}
+    extra = {"gate_lower_bound": LOWER_BOUND} if options.get("safe_gate") else {}
+    o, final = forward(
+        *(leaves[n] for n in _grads(op)), inputs["cu_seqlens"], initial_state=leaves["initial_state"],
+        output_final_state=True, a_log=leaves.get("a_log"), dt_bias=leaves.get("dt_bias"), **options, **extra,
+    )  # fmt: skip
+    grads = torch.autograd.grad([o, final], list(leaves.values()), [d_o.double(), d_final.double()])
+    return {"o": o, "final": final} | {f"d{n}": gr for n, gr in zip(names, grads)}
+
+
+def _fla(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:
+    kwargs: dict[str, Any] = {"use_qk_l2norm_in_kernel": bool(options.get("use_qk_l2norm"))}
+    if op == "gdn2":
+        from fla.ops.gdn2 import chunk_gdn2 as run
+    else:
+        from fla.ops.kda import chunk_kda as run
+
+        kwargs["use_beta_sigmoid_in_kernel"] = bool(options.get("use_beta_sigmoid"))
+        kwargs["allow_neg_eigval"] = bool(options.get("allow_neg_eigval"))
+    if options.get("safe_gate"):
+        kwargs |= {"use_gate_in_kernel": True, "safe_gate": True, "lower_bound": LOWER_BOUND}
+        kwargs |= {"A_log": leaves["a_log"], "dt_bias": leaves["dt_bias"].reshape(-1)}
+    o, final = run(
+        *(leaves[n][None] for n in _grads(op)), initial_state=leaves["initial_state"].transpose(-1, -2),
+        output_final_state=True, cu_seqlens=inputs["cu_seqlens"].long(), **kwargs,
+    )  # fmt: skip
+    return o[0], final.transpose(-1, -2)  # FLA's state is [N, H, K, V]
+
+
+def _cudnn(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:
+    from cudnn.linear_attention import gated_delta_net_v2, kimi_delta_attention
+
+    run = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
+
+    kwargs: dict[str, Any] = {
+        "use_qk_l2norm_in_kernel": bool(options.get("use_qk_l2norm")),
+        "use_beta_sigmoid_in_kernel": bool(options.get("use_beta_sigmoid")),
+        "allow_neg_eigval": bool(options.get("allow_neg_eigval")),
+    }
+    if options.get("safe_gate"):
+        kwargs |= {"safe_gate": True, "gate_lower_bound": LOWER_BOUND}
+        kwargs |= {"a_log": leaves["a_log"], "dt_bias": leaves["dt_bias"]}
+    o, final = run(
+        *(leaves[n] for n in _grads(op)), inputs["cu_seqlens"], initial_state=leaves["initial_state"],
+        output_final_state=True, **kwargs,
+    )  # fmt: skip
+    return o, final
+
+
+def semantics(op: str, skip: set, log: list) -> None:
+    """Each anchor of ``op`` against the float64 reference in every `SEMANTIC_CASES` option set."""
+    import torch
+
+    anchors = [(n, f) for n, f in (("fla", _fla), ("cudnn", _cudnn)) if n not in skip]
+    for case, options in SEMANTIC_CASES.items():
+        inputs = _semantic_inputs(op, options)
+        gen = torch.Generator(device="cuda").manual_seed(1)
+        d_o = torch.randn(inputs["v"].shape, generator=gen, device="cuda").bfloat16()
+        d_final = torch.randn(inputs["initial_state"].shape, generator=gen, device="cuda")
+        want = _reference(op, inputs, options, d_o, d_final)
+        names = _names(op, options)
+        for anchor, run in anchors:
+            if op == "gdn2" and anchor == "fla" and options.get("use_beta_sigmoid"):
+                continue  # FLA's GDN-2 takes beta post-activation only
+            leaves = {n: inputs[n].detach().clone().requires_grad_(True) for n in names}
+            try:
+                o, final = run(op, inputs, options, leaves)
+                torch.autograd.backward([o, final], [d_o, d_final])
+                torch.cuda.synchronize()
+            except Exception as exc:  # an anchor that cannot take the option set says why
+                print(f"  semantics {op} {case} {anchor}: failed: {type(exc).__name__}: {str(exc)[:300]}")
+                log.append(f"semantics {op} {case} {anchor}: {type(exc).__name__}")
+                continue
+            errors = {"o": _rel(o, want["o"]), "final": _rel(final, want["final"])}
+            for n in names:
+                got = leaves[n].grad
+                errors[f"d{n}"] = float("nan") if got is None else _rel(got, want[f"d{n}"])
+            text = " ".join(f"{k} {v:.2e}" for k, v in errors.items())
+            print(f"  semantics {op} {case} {anchor} vs float64 reference: {text}")
+
+
+def _timing_inputs(op: str, lengths: tuple[int, ...]) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    t = sum(lengths)
+
+    def normal(*shape):
+        return torch.randn(*shape, generator=gen, device="cuda")
+
+    return {
+        "q": normal(t, HEADS, DIM).bfloat16(),
+        "k": F.normalize(normal(t, HEADS, DIM), dim=-1).bfloat16(),
+        "v": normal(t, HEADS, DIM).bfloat16(),
+        "g": F.logsigmoid(normal(t, HEADS, DIM)),
+        "beta": torch.rand(
+            t, HEADS, *((DIM,) if op == "gdn2" else ()), generator=gen, device="cuda"
+        ).bfloat16(),
+        "w": torch.rand(t, HEADS, DIM, generator=gen, device="cuda").bfloat16(),
+        "cu_seqlens": torch.tensor([0, *lengths], device="cuda").cumsum(0).to(torch.int32),
+        "d_o": normal(t, HEADS, DIM).bfloat16(),
+    }
+
+
+def _columns(op: str, x: dict, lengths: tuple[int, ...], backward: bool, skip: set) -> dict:
+    """The anchors' calls on ``x`` (forward, or forward then backward through O)."""
+    columns = {}
+    names = _grads(op)
+    leaves = {n: x[n].detach().clone().requires_grad_(backward) for n in names}
+    dense = len(set(lengths)) == 1 and len(lengths) > 1
+    if "fla" not in skip:
+        try:
+            import fla.ops.common.chunk_o as chunk_o
+            from fla.ops.gdn2 import chunk_gdn2
+            from fla.ops.kda import chunk_kda
+
+            fla_op = chunk_gdn2 if op == "gdn2" else chunk_kda
+
+            chunk_o.TRITON_ABOVE_3_7_1 = True  # FLA's Hopper backward guard, lifted for timing only
+            b = len(lengths)
+            args = [leaves[n].view(b, -1, *leaves[n].shape[1:]) if dense else leaves[n][None] for n in names]
+            kwargs = {} if dense else {"cu_seqlens": x["cu_seqlens"].long()}
+            grad = x["d_o"].view(b, -1, HEADS, DIM) if dense else x["d_o"][None]
+
+            def fla_call():
+                o, _ = fla_op(*args, **kwargs)
+                if backward:
+                    o.backward(grad)
+
+            columns["fla"] = fla_call
+        except Exception as exc:
+            print(f"  fla: not importable: {type(exc).__name__}: {exc}")
+    if "cudnn" not in skip:
+        try:
+            from cudnn.linear_attention import gated_delta_net_v2, kimi_delta_attention
+
+            cudnn_op = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
+
+            def cudnn_call():
+                o, _ = cudnn_op(*(leaves[n] for n in names), x["cu_seqlens"])
+                if backward:
+                    o.backward(x["d_o"])
+
+            columns["cudnn"] = cudnn_call
+        except Exception as exc:
+            print(f"  cudnn: not importable: {type(exc).__name__}: {exc}")
+    return columns
+
+
+def timing(op: str, shapes: list[str], rounds: int, skip: set, log: list) -> None:
+    import torch
+
+    for shape in shapes:
+        lengths = SHAPES[shape]
+        x = _timing_inputs(op, lengths)
+        tokens = sum(lengths)
+        for backward in (False, True) if "bwd" not in skip else (False,):
+            what = f"{op} {shape} {'fwd+bwd' if backward else 'fwd'}"
+            columns = {}
+            for name, call in _columns(op, x, lengths, backward, skip).items():
+                t0 = time.perf_counter()
+                try:
+                    call()
+                    torch.cuda.synchronize()
+                except Exception as exc:
+                    print(f"  {what} {name}: first call failed: {type(exc).__name__}: {str(exc)[:300]}")
+                    continue
+                print(f"  {what} {name}: first call {time.perf_counter() - t0:.1f} s")
+                columns[name] = call
+            times = interleaved(columns, rounds, log)
+            print(f"-- {what} ({tokens} tokens, H{HEADS} D{DIM} bf16), median of {rounds} cold-L2 rounds")
+            for name, ms in times.items():
+                print(f"  {name:8s} {ms:8.3f} ms  {tokens / ms / 1e3:8.2f} Mtok/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", default="kda,gdn2", help="comma list: kda, gdn2")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip", default="", help="comma list: semantics, timing, bwd, fla, cudnn")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {list(SHAPES)}")
+    args = parser.parse_args()
+    skip = {s for s in args.skip.split(",") if s}
+    shapes = [s for s in args.shapes.split(",") if s]
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        parser.error(f"--shapes: unknown {unknown}; known: {list(SHAPES)}")
+    log: list[str] = []
+    started = time.perf_counter()
+    ops = [o for o in args.ops.split(",") if o]
+    if set(ops) - {"kda", "gdn2"}:
+        parser.error(f"--ops: unknown {sorted(set(ops) - {'kda', 'gdn2'})}; known: kda, gdn2")
+    for op in ops:
+        if "semantics" not in skip:
+            semantics(op, skip, log)
+    for op in ops:
+        if "timing" not in skip:
+            timing(op, shapes, args.rounds, skip, log)
+    for line in log:
+        print(line)
+    print(f"{run_footer()}  wall {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
