@@ -1,7 +1,8 @@
 """The GDN-2 reference (channel-wise decay and erase gate, a write gate per value channel) against
 independent computations, in float64 on the CPU: two tokens written out by hand in the key-major
 form of the formulation, KDA's reference where beta and w are one value per head, the safe gate
-per channel, a varlen batch as one run per sequence, dW by a central difference, bad arguments.
+per channel, a varlen batch as one run per sequence, dW by a central difference, bad arguments,
+and the chunked algorithm (`chunked.chunked_gated_delta_net_v2`) at several chunk sizes.
 """
 
 from __future__ import annotations
@@ -131,3 +132,17 @@ def test_bad_arguments_raise_naming_them(change, message):
     args = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "w": w, "cu_seqlens": _cu(10), **change}
     with pytest.raises(ValueError, match=message):
         gated_delta_net_v2_reference(**args)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 4, 64])
+def test_the_chunked_algorithm_is_the_recurrence(chunk):
+    from pygraph_linear_attention.chunked import chunked_gated_delta_net_v2
+
+    q, k, v, g, beta, w = _inputs(t=11, seed=4)
+    state = _rand(3, 2, 6, 8)
+    args = (q, k, v, g, beta, w, _cu(4, 0, 7))
+    opts = {"initial_state": state, "output_final_state": True, "use_qk_l2norm": True}
+    want = gated_delta_net_v2_reference(*args, **opts)
+    got = chunked_gated_delta_net_v2(*args, chunk_size=chunk, **opts)
+    _close(got[0], want[0])
+    _close(got[1], want[1])

@@ -27,6 +27,12 @@ every ``exp(gamma_r - gamma_j)`` above sits inside the dot product, channel by c
 scores), ``exp(gamma) * k`` and ``exp(gamma) * q`` scale each channel, and the state passing decays
 S's columns: ``S = S exp(gamma_last) + v_new^T (k * exp(gamma_last - gamma))``. With one gamma per
 token these are GDN's formulas.
+
+GDN-2 (`chunked_gated_delta_net_v2`) moves beta inside the erase read, channel by channel, and
+writes ``w * v``: with ``e = beta * k`` ([..., C, K]), ``A[r, j] = sum_c e_r[c] exp(gamma_r[c] -
+gamma_j[c]) k_j[c]`` (j < r), ``u = T (w * v)`` and ``w_wy = T (e * exp(gamma))``; steps 3-4 are
+KDA's (what a token writes lands along its own k). With beta and w one value per head these are
+KDA's formulas.
 """
 
 from __future__ import annotations
@@ -35,33 +41,46 @@ import torch
 
 from pygraph_linear_attention.reference import PreparedInputs, _fail, prepare_inputs
 
-__all__ = ["CHUNK", "chunk_prepare", "chunked_gated_delta_net", "chunked_kimi_delta_attention"]
+__all__ = [
+    "CHUNK",
+    "chunk_prepare",
+    "chunked_gated_delta_net",
+    "chunked_gated_delta_net_v2",
+    "chunked_kimi_delta_attention",
+]
 
 CHUNK = 64  # the engines' chunk: the tokens one triangular solve covers
 
 
 def chunk_prepare(
-    k: torch.Tensor, v: torch.Tensor, decay: torch.Tensor, write: torch.Tensor
+    k: torch.Tensor,
+    v: torch.Tensor,
+    decay: torch.Tensor,
+    write: torch.Tensor,
+    value_gate: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Steps 1-2 for a batch of padded chunks: (gamma, w, u).
 
-    ``k`` [..., C, K], ``v`` [..., C, V], ``decay`` (log, g after the options; KDA's per key channel,
-    [..., C, K]) and ``write`` (beta after the options) [..., C]; returns gamma (decay's shape),
-    w [..., C, K], u [..., C, V].
+    ``k`` [..., C, K], ``v`` [..., C, V], ``decay`` (log, g after the options; KDA's and GDN-2's per
+    key channel, [..., C, K]) and ``write`` (beta after the options) [..., C] (GDN-2: [..., C, K],
+    with its write gate ``value_gate`` [..., C, V]); returns gamma (decay's shape), w [..., C, K],
+    u [..., C, V].
     """
     per_channel = decay.dim() == k.dim()
     gamma = decay.cumsum(-2 if per_channel else -1)
     size = k.shape[-2]
     below = torch.ones(size, size, dtype=torch.bool, device=k.device).tril(-1)
-    a = write[..., :, None] * _attenuated(k, k, gamma, below)
+    beta = write if write.dim() == k.dim() else write[..., None]
+    erase = beta * k  # the erase read's key: beta scales it per token, or per channel (GDN-2)
+    a = _attenuated(erase, k, gamma, below)
     # the solve in float32 at least, as the kernels invert in fp32 (torch has no half-precision solve)
     solve_dtype = torch.promote_types(a.dtype, torch.float32)
     eye = torch.eye(size, dtype=solve_dtype, device=k.device).expand(a.shape)
     t = torch.linalg.solve_triangular(eye + a.to(solve_dtype), eye, upper=False, unitriangular=True).to(
         a.dtype
     )
-    w = t @ (write[..., None] * _decayed(k, gamma))
-    u = t @ (write[..., None] * v)
+    w = t @ _decayed(erase, gamma)
+    u = t @ ((beta if value_gate is None else value_gate) * v)
     return gamma, w, u
 
 
@@ -151,6 +170,32 @@ def chunked_kimi_delta_attention(
     return _chunk_by_chunk(prepared, initial_state, output_final_state, chunk_size)
 
 
+def chunked_gated_delta_net_v2(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    w: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    *,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    gate_lower_bound: float | None = None,
+    chunk_size: int = CHUNK,
+    **options: object,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """GDN-2 chunk by chunk: `reference.gated_delta_net_v2_reference`'s arguments and result, plus
+    ``chunk_size``."""
+    if chunk_size < 1:
+        raise _fail(f"chunk_size must be positive, got {chunk_size}")
+    prepared = prepare_inputs(
+        q, k, v, g, beta, cu_seqlens, initial_state=initial_state, channel_gate=True,
+        gate_lower_bound=gate_lower_bound, w=w, **options,
+    )  # fmt: skip
+    return _chunk_by_chunk(prepared, initial_state, output_final_state, chunk_size)
+
+
 def _chunk_by_chunk(
     prepared: PreparedInputs, initial_state: torch.Tensor | None, output_final_state: bool, chunk_size: int
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -167,7 +212,12 @@ def _chunk_by_chunk(
         if count:
             cq, ck, cv = (_chunks(x[lo:hi], count, chunk_size) for x in (q, k, v))  # [HO, NC, C, D]
             cg, cb = (_chunks(x[lo:hi], count, chunk_size) for x in (decay, write))  # [HO, NC, C(, K)]
-            gamma, w, u = chunk_prepare(ck, cv, cg, cb)
+            cw = (
+                None
+                if prepared.value_gate is None
+                else _chunks(prepared.value_gate[lo:hi], count, chunk_size)
+            )
+            gamma, w, u = chunk_prepare(ck, cv, cg, cb, cw)
             size = chunk_size
             causal = torch.ones(size, size, dtype=torch.bool, device=q.device).tril()
             chunk_out = []
