@@ -1,5 +1,7 @@
-"""The torch op's argument rules: every shape, dtype and device of a ``gated_delta_net`` call,
-checked before anything runs (in eager mode and while ``torch.compile`` traces the fake kernel).
+"""The torch ops' argument rules: every shape, dtype and device of a ``gated_delta_net`` call (and of
+``kimi_delta_attention`` and ``gated_delta_net_v2``, ``op`` "kda" and "gdn2": their gates per key
+channel, GDN-2's write gate, the bounded safe gate), checked before anything runs (in eager mode
+and while ``torch.compile`` traces the fake kernel).
 
 The rules are the op's documented contract (``docs/linear-attention.md``, "The torch op"), stricter
 than the graph's ``gdn`` node: THD layout, q/k heads dividing v heads (GVA, as
@@ -21,9 +23,14 @@ import torch
 from pygraph.errors import OpInputError
 from pygraph.op_support import require_bool, require_tensor
 
-__all__ = ["CALL", "DEVICE_TYPES", "GdnProblem", "check_backward", "check_forward"]
+__all__ = ["CALL", "CALLS", "DEVICE_TYPES", "GdnProblem", "check_backward", "check_forward"]
 
-CALL = "pygraph_linear_attention.gated_delta_net()"
+CALLS = {
+    "gdn": "pygraph_linear_attention.gated_delta_net()",
+    "kda": "pygraph_linear_attention.kimi_delta_attention()",
+    "gdn2": "pygraph_linear_attention.gated_delta_net_v2()",
+}
+CALL = CALLS["gdn"]
 # where the op's tensors may live: the engines read device memory, and a graph declares no device
 # type the planner could decline a host buffer by (the CPU tests widen this for their host stand-in)
 DEVICE_TYPES = ("cuda",)
@@ -48,38 +55,48 @@ class GdnProblem:
     has_initial_state: bool
     has_a_log: bool
     has_dt_bias: bool
+    op: str = "gdn"  # gdn | kda | gdn2
+    gate_lower_bound: float | None = None  # kda, gdn2 under safe_gate (None: -5)
+
+    @property
+    def channel_gate(self) -> bool:
+        """g (and, GDN-2, beta) one value per key channel."""
+        return self.op != "gdn"
 
     @property
     def state_shape(self) -> tuple[int, int, int, int]:
         return (self.sequences, self.heads_v, self.value_dim, self.key_dim)
 
 
-def _fail(message: str) -> OpInputError:
-    return OpInputError(f"{CALL}: {message}")
+class _Rules:
+    """The checks of one op's call, each refusal an `OpInputError` naming the call."""
 
+    def __init__(self, op: str) -> None:
+        self.call = CALLS[op]
 
-def _tensor(name: str, t: Any, optional: bool = False) -> None:
-    require_tensor(CALL, name, t, optional)
+    def fail(self, message: str) -> OpInputError:
+        return OpInputError(f"{self.call}: {message}")
 
+    def tensor(self, name: str, t: Any, optional: bool = False) -> None:
+        require_tensor(self.call, name, t, optional)
 
-def _shape(name: str, t: torch.Tensor, want: tuple, layout: str) -> None:
-    if tuple(t.shape) != tuple(want):
-        raise _fail(f"{name} must be {layout} = {list(want)}, got shape {list(t.shape)}")
+    def shape(self, name: str, t: torch.Tensor, want: tuple, layout: str) -> None:
+        if tuple(t.shape) != tuple(want):
+            raise self.fail(f"{name} must be {layout} = {list(want)}, got shape {list(t.shape)}")
 
+    def dtype(self, name: str, t: torch.Tensor, allowed: tuple, what: str) -> None:
+        if t.dtype not in allowed:
+            raise self.fail(f"{name} must be {what}, got {t.dtype}")
 
-def _dtype(name: str, t: torch.Tensor, allowed: tuple, what: str) -> None:
-    if t.dtype not in allowed:
-        raise _fail(f"{name} must be {what}, got {t.dtype}")
+    def device(self, name: str, t: torch.Tensor, device: torch.device) -> None:
+        if t.device != device:
+            raise self.fail(
+                f"{name} is on {t.device}, q on {device}: every tensor of one call is on one device"
+            )
 
-
-def _device(name: str, t: torch.Tensor, device: torch.device) -> None:
-    if t.device != device:
-        raise _fail(f"{name} is on {t.device}, q on {device}: every tensor of one call is on one device")
-
-
-def _flags(flags: dict[str, Any]) -> None:
-    for name, value in flags.items():
-        require_bool(CALL, name, value)
+    def flags(self, flags: dict[str, Any]) -> None:
+        for name, value in flags.items():
+            require_bool(self.call, name, value)
 
 
 def check_forward(
@@ -93,18 +110,28 @@ def check_forward(
     initial_state: Any,
     a_log: Any,
     dt_bias: Any,
+    *,
+    op: str = "gdn",
+    w: Any = None,
+    gate_lower_bound: Any = None,
     **flags: Any,
 ) -> GdnProblem:
     """The call's problem, or the `OpInputError` naming the first bad argument.
 
     ``flags``: output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel,
-    allow_neg_eigval, safe_gate (each a bool).
+    allow_neg_eigval, safe_gate (each a bool). ``op`` "kda" / "gdn2": g [T, HV, K] (GDN-2's beta
+    too), GDN-2's write gate ``w`` [T, HV, V] in the io dtype, ``gate_lower_bound`` (safe gate only).
     """
+    rules = _Rules(op)
+    _fail, _tensor, _shape, _dtype, _device = rules.fail, rules.tensor, rules.shape, rules.dtype, rules.device
     for name, t in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("cu_seqlens", cu_seqlens)):
         _tensor(name, t)
     for name, t in (("initial_state", initial_state), ("a_log", a_log), ("dt_bias", dt_bias)):
         _tensor(name, t, optional=True)
-    _flags(flags)
+    _tensor("w", w, optional=op != "gdn2")
+    if op != "gdn2" and w is not None:
+        raise _fail("w (the write gate) is gated_delta_net_v2's")
+    rules.flags(flags)
     if scale is not None and (
         isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale)
     ):
@@ -124,10 +151,15 @@ def check_forward(
     _dtype("q", q, IO_DTYPES, "torch.bfloat16 or torch.float16")
     for name, t in (("k", k), ("v", v)):
         _dtype(name, t, (q.dtype,), f"q's dtype {q.dtype}")
-    _shape("g", g, (tokens, heads_v), "[T, HV]")
+    per_key = (key_dim,) if op != "gdn" else ()
+    _shape("g", g, (tokens, heads_v, *per_key), "[T, HV, K]" if per_key else "[T, HV]")
     _dtype("g", g, (torch.float32,), "torch.float32 (the log decay)")
-    _shape("beta", beta, (tokens, heads_v), "[T, HV]")
+    beta_dims = per_key if op == "gdn2" else ()
+    _shape("beta", beta, (tokens, heads_v, *beta_dims), "[T, HV, K]" if beta_dims else "[T, HV]")
     _dtype("beta", beta, (torch.float32, q.dtype), f"torch.float32 or q's dtype {q.dtype}")
+    if w is not None:
+        _shape("w", w, (tokens, heads_v, value_dim), "[T, HV, V]")
+        _dtype("w", w, (q.dtype,), f"q's dtype {q.dtype} (the write gate, post-activation)")
     if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 1:
         raise _fail(f"cu_seqlens must be [N + 1] (rank 1, at least [0]), got shape {list(cu_seqlens.shape)}")
     _dtype("cu_seqlens", cu_seqlens, INDEX_DTYPES, "torch.int32 or torch.int64")
@@ -138,22 +170,33 @@ def check_forward(
     if initial_state is not None:
         _shape("initial_state", initial_state, state, "[N, HV, V, K]")
         _dtype("initial_state", initial_state, (torch.float32,), "torch.float32")
+    if gate_lower_bound is not None:
+        if op == "gdn":
+            raise _fail(f"gate_lower_bound={gate_lower_bound!r}: gated_delta_net's safe gate has no bound")
+        if (
+            isinstance(gate_lower_bound, bool)
+            or not isinstance(gate_lower_bound, (int, float))
+            or not -math.inf < gate_lower_bound < 0
+        ):
+            raise _fail(f"gate_lower_bound must be a negative finite float, got {gate_lower_bound!r}")
+        if not flags.get("safe_gate"):
+            raise _fail(f"gate_lower_bound={gate_lower_bound} bounds the safe gate: set safe_gate=True")
     if flags.get("safe_gate"):
-        if a_log is None:
+        if a_log is None and op == "gdn":
             raise _fail("safe_gate=True needs a_log ([HV] fp32, the per-head log decay rate)")
     elif a_log is not None or dt_bias is not None:
         given = [n for n, t in (("a_log", a_log), ("dt_bias", dt_bias)) if t is not None]
         raise _fail(
             f"{' and '.join(given)} given with safe_gate=False: they are read only with safe_gate=True"
         )
-    for name, t in (("a_log", a_log), ("dt_bias", dt_bias)):
+    for name, t, dims in (("a_log", a_log, ()), ("dt_bias", dt_bias, per_key)):
         if t is not None:
-            _shape(name, t, (heads_v,), "[HV]")
+            _shape(name, t, (heads_v, *dims), "[HV, K]" if dims else "[HV]")
             _dtype(name, t, (torch.float32,), "torch.float32")
     device = q.device
     for name, t in (("k", k), ("v", v), ("g", g), ("beta", beta), ("cu_seqlens", cu_seqlens)):
         _device(name, t, device)
-    for name, t in (("initial_state", initial_state), ("a_log", a_log), ("dt_bias", dt_bias)):
+    for name, t in (("initial_state", initial_state), ("a_log", a_log), ("dt_bias", dt_bias), ("w", w)):
         if t is not None:
             _device(name, t, device)
     if device.type not in DEVICE_TYPES:
@@ -162,12 +205,15 @@ def check_forward(
         tokens=tokens, sequences=sequences, heads_qk=heads_qk, heads_v=heads_v, key_dim=key_dim,
         value_dim=value_dim, io_dtype=q.dtype, beta_dtype=beta.dtype, cu_dtype=cu_seqlens.dtype,
         device=device, has_initial_state=initial_state is not None, has_a_log=a_log is not None,
-        has_dt_bias=dt_bias is not None,
+        has_dt_bias=dt_bias is not None, op=op,
+        gate_lower_bound=None if gate_lower_bound is None else float(gate_lower_bound),
     )  # fmt: skip
 
 
 def check_backward(problem: GdnProblem, d_o: Any, d_final_state: Any) -> None:
     """The backward's incoming gradients: dO like O, d_final_state like the final state (or None)."""
+    rules = _Rules(problem.op)
+    _tensor, _shape, _dtype, _device = rules.tensor, rules.shape, rules.dtype, rules.device
     _tensor("grad of o", d_o)
     _shape("grad of o", d_o, (problem.tokens, problem.heads_v, problem.value_dim), "[T, HV, V]")
     _dtype("grad of o", d_o, (problem.io_dtype,), f"q's dtype {problem.io_dtype}")
