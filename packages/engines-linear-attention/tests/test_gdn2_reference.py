@@ -146,3 +146,14 @@ def test_the_chunked_algorithm_is_the_recurrence(chunk):
     got = chunked_gated_delta_net_v2(*args, chunk_size=chunk, **opts)
     _close(got[0], want[0])
     _close(got[1], want[1])
+
+
+def test_the_sub_chunk_products_are_the_recurrence():
+    from pygraph_linear_attention.chunked import chunked_gated_delta_net_v2
+
+    q, k, v, g, beta, w = _inputs(t=70, seed=5)
+    args = (q, k, v, g, beta, w, _cu(70))
+    want = gated_delta_net_v2_reference(*args, output_final_state=True)
+    got = chunked_gated_delta_net_v2(*args, chunk_size=64, sub_chunk=16, output_final_state=True)
+    _close(got[0], want[0])
+    _close(got[1], want[1])

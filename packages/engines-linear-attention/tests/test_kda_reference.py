@@ -144,3 +144,32 @@ def test_the_chunked_algorithm_is_the_recurrence(chunk):
     got = chunked_kimi_delta_attention(*args, chunk_size=chunk, **opts)
     _close(got[0], want[0])
     _close(got[1], want[1])
+
+
+@pytest.mark.parametrize("sub", [1, 4, 16, 64])
+def test_the_sub_chunk_products_are_the_recurrence(sub):
+    from pygraph_linear_attention.chunked import chunked_kimi_delta_attention
+
+    q, k, v, g, beta = _inputs(t=70, seed=5)
+    args = (q, k, v, g, beta, _cu(70))
+    want = kimi_delta_attention_reference(*args, output_final_state=True)
+    got = chunked_kimi_delta_attention(*args, chunk_size=64, sub_chunk=sub, output_final_state=True)
+    _close(got[0], want[0])
+    _close(got[1], want[1])
+
+
+def test_sub_chunks_of_16_keep_fp32_finite_at_the_gate_bound():
+    # every gate at the safe gate's bound (-5 per token): across a 64-token chunk the key-side factor
+    # of one reference row would reach exp(315), past fp32; across a sub-chunk of 16 exp(75) stays in it
+    from pygraph_linear_attention.chunked import chunked_kimi_delta_attention
+
+    q, k, v, _, beta = _inputs(t=64, seed=6)
+    k = F.normalize(k, dim=-1)
+    g = torch.full((64, 2, 8), -5.0, dtype=F64)
+    args = (q, k, v, g, beta, _cu(64))
+    want = kimi_delta_attention_reference(*args)[0]
+    fp32 = {"chunk_size": 64, "dtype": torch.float32}
+    good = chunked_kimi_delta_attention(*args, sub_chunk=16, **fp32)[0]
+    assert float((good.double() - want).norm() / want.norm()) < 1e-5
+    whole = chunked_kimi_delta_attention(*args, sub_chunk=64, **fp32)[0]
+    assert not bool(torch.isfinite(whole).all())

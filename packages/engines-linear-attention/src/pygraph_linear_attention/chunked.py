@@ -28,6 +28,15 @@ scores), ``exp(gamma) * k`` and ``exp(gamma) * q`` scale each channel, and the s
 S's columns: ``S = S exp(gamma_last) + v_new^T (k * exp(gamma_last - gamma))``. With one gamma per
 token these are GDN's formulas.
 
+The per-channel products as matrix products (``sub_chunk``, the kernels' form): within a chunk,
+``sum_c x_r[c] exp(gamma_r[c] - gamma_j[c]) y_j[c]`` is ``(x_r * exp(gamma_r - gamma_ref)) .
+(y_j * exp(gamma_ref - gamma_j))`` for any reference row. For rows r of sub-chunk i and keys j of an
+earlier sub-chunk, the reference is sub-chunk i's first row, so both factors are decays (<= 1 for
+g <= 0) and nothing overflows; inside a diagonal sub-chunk the key-side factor grows, up to
+``exp(-(sub_chunk - 1) * min g)``: under fp32's exp limit (about 88) for gates of at least -5
+(the safe gate's bound) at a sub-chunk of 16, which is why that pairing is the one the kernels use
+for bounded gates (flash-linear-attention's KDA makes the same split).
+
 GDN-2 (`chunked_gated_delta_net_v2`) moves beta inside the erase read, channel by channel, and
 writes ``w * v``: with ``e = beta * k`` ([..., C, K]), ``A[r, j] = sum_c e_r[c] exp(gamma_r[c] -
 gamma_j[c]) k_j[c]`` (j < r), ``u = T (w * v)`` and ``w_wy = T (e * exp(gamma))``; steps 3-4 are
@@ -58,13 +67,14 @@ def chunk_prepare(
     decay: torch.Tensor,
     write: torch.Tensor,
     value_gate: torch.Tensor | None = None,
+    sub_chunk: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Steps 1-2 for a batch of padded chunks: (gamma, w, u).
 
     ``k`` [..., C, K], ``v`` [..., C, V], ``decay`` (log, g after the options; KDA's and GDN-2's per
     key channel, [..., C, K]) and ``write`` (beta after the options) [..., C] (GDN-2: [..., C, K],
     with its write gate ``value_gate`` [..., C, V]); returns gamma (decay's shape), w [..., C, K],
-    u [..., C, V].
+    u [..., C, V]. ``sub_chunk``: a per-channel decay's products by sub-chunks of that size.
     """
     per_channel = decay.dim() == k.dim()
     gamma = decay.cumsum(-2 if per_channel else -1)
@@ -72,7 +82,7 @@ def chunk_prepare(
     below = torch.ones(size, size, dtype=torch.bool, device=k.device).tril(-1)
     beta = write if write.dim() == k.dim() else write[..., None]
     erase = beta * k  # the erase read's key: beta scales it per token, or per channel (GDN-2)
-    a = _attenuated(erase, k, gamma, below)
+    a = _pairs(erase, k, gamma, below, sub_chunk)
     # the solve in float32 at least, as the kernels invert in fp32 (torch has no half-precision solve)
     solve_dtype = torch.promote_types(a.dtype, torch.float32)
     eye = torch.eye(size, dtype=solve_dtype, device=k.device).expand(a.shape)
@@ -94,6 +104,31 @@ def _attenuated(x: torch.Tensor, y: torch.Tensor, gamma: torch.Tensor, mask: tor
     gap = gamma[..., :, None, :] - gamma[..., None, :, :]  # [..., C, C, K]
     weight = torch.exp(torch.where(mask[..., None], gap, torch.full_like(gap, -torch.inf)))
     return torch.einsum("...rc,...rjc,...jc->...rj", x, weight, y)
+
+
+def _pairs(x, y, gamma, mask, sub: int | None) -> torch.Tensor:
+    """`_attenuated`, or by sub-chunks of ``sub`` where the decay is per key channel and ``sub`` is set."""
+    if sub is not None and gamma.dim() == x.dim():
+        return _attenuated_by_sub_chunks(x, y, gamma, mask, sub)
+    return _attenuated(x, y, gamma, mask)
+
+
+def _attenuated_by_sub_chunks(
+    x: torch.Tensor, y: torch.Tensor, gamma: torch.Tensor, mask: torch.Tensor, sub: int
+) -> torch.Tensor:
+    """`_attenuated` for gamma per key channel as sub-chunk matrix products (module docstring): block
+    (i, j) of ``sub`` x ``sub``, j <= i, is ``(x_i exp(gamma_i - ref_i)) (y_j exp(ref_i - gamma_j))^T``
+    with ``ref_i`` sub-chunk i's first gamma; ``mask`` then applies."""
+    size = x.shape[-2]
+    if size % sub:
+        raise _fail(f"sub_chunk={sub} must divide the chunk size {size}")
+    out = x.new_zeros((*x.shape[:-1], size))
+    for i in range(0, size, sub):
+        ref = gamma[..., i : i + 1, :]
+        left = x[..., i : i + sub, :] * torch.exp(gamma[..., i : i + sub, :] - ref)
+        right = y[..., : i + sub, :] * torch.exp(ref - gamma[..., : i + sub, :])
+        out[..., i : i + sub, : i + sub] = left @ right.transpose(-1, -2)
+    return torch.where(mask, out, torch.zeros_like(out))
 
 
 def _decayed(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
@@ -157,17 +192,18 @@ def chunked_kimi_delta_attention(
     output_final_state: bool = False,
     gate_lower_bound: float | None = None,
     chunk_size: int = CHUNK,
+    sub_chunk: int | None = None,
     **options: object,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """KDA chunk by chunk: `reference.kimi_delta_attention_reference`'s arguments and result, plus
-    ``chunk_size``."""
+    ``chunk_size`` and ``sub_chunk`` (the per-channel products by sub-chunks: module docstring)."""
     if chunk_size < 1:
         raise _fail(f"chunk_size must be positive, got {chunk_size}")
     prepared = prepare_inputs(
         q, k, v, g, beta, cu_seqlens, initial_state=initial_state, channel_gate=True,
         gate_lower_bound=gate_lower_bound, **options,
     )  # fmt: skip
-    return _chunk_by_chunk(prepared, initial_state, output_final_state, chunk_size)
+    return _chunk_by_chunk(prepared, initial_state, output_final_state, chunk_size, sub_chunk)
 
 
 def chunked_gated_delta_net_v2(
@@ -183,21 +219,26 @@ def chunked_gated_delta_net_v2(
     output_final_state: bool = False,
     gate_lower_bound: float | None = None,
     chunk_size: int = CHUNK,
+    sub_chunk: int | None = None,
     **options: object,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """GDN-2 chunk by chunk: `reference.gated_delta_net_v2_reference`'s arguments and result, plus
-    ``chunk_size``."""
+    ``chunk_size`` and ``sub_chunk``."""
     if chunk_size < 1:
         raise _fail(f"chunk_size must be positive, got {chunk_size}")
     prepared = prepare_inputs(
         q, k, v, g, beta, cu_seqlens, initial_state=initial_state, channel_gate=True,
         gate_lower_bound=gate_lower_bound, w=w, **options,
     )  # fmt: skip
-    return _chunk_by_chunk(prepared, initial_state, output_final_state, chunk_size)
+    return _chunk_by_chunk(prepared, initial_state, output_final_state, chunk_size, sub_chunk)
 
 
 def _chunk_by_chunk(
-    prepared: PreparedInputs, initial_state: torch.Tensor | None, output_final_state: bool, chunk_size: int
+    prepared: PreparedInputs,
+    initial_state: torch.Tensor | None,
+    output_final_state: bool,
+    chunk_size: int,
+    sub_chunk: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Steps 1-4 of the module docstring per sequence (a decay per head or per key channel)."""
     q, k, v, decay, write = prepared.q, prepared.k, prepared.v, prepared.decay, prepared.write
@@ -217,14 +258,14 @@ def _chunk_by_chunk(
                 if prepared.value_gate is None
                 else _chunks(prepared.value_gate[lo:hi], count, chunk_size)
             )
-            gamma, w, u = chunk_prepare(ck, cv, cg, cb, cw)
+            gamma, w, u = chunk_prepare(ck, cv, cg, cb, cw, sub_chunk)
             size = chunk_size
             causal = torch.ones(size, size, dtype=torch.bool, device=q.device).tril()
             chunk_out = []
             for c in range(count):
                 qc, kc, gc = cq[:, c], ck[:, c], gamma[:, c]  # [HO, C, K], [HO, C(, K)]
                 v_new = u[:, c] - w[:, c] @ state.transpose(-1, -2)  # [HO, C, V]
-                scores = _attenuated(qc, kc, gc, causal)
+                scores = _pairs(qc, kc, gc, causal, sub_chunk)
                 inter = _decayed(qc, gc) @ state.transpose(-1, -2)
                 chunk_out.append(scale * (inter + scores @ v_new))
                 last = gc[
