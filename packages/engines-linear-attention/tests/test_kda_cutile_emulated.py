@@ -2,7 +2,7 @@
 numpy stand-in of cuTile that `test_gdn_cutile_emulated.py` defines (with the GDN forward's helpers
 it imports), launched as the engine will (the chunk table, then prepare over chunk slots x output
 heads, then the scan over sequences x heads x value blocks), against `chunked.py` in float64.
-Workspace and outputs are poisoned (NaN), so a read of what no kernel wrote shows. What this cannot
+The grids and argument order are `kda_cutile_host`'s. Workspace and outputs are poisoned (NaN), so a read of what no kernel wrote shows. What this cannot
 see (bf16 rounding, the compiler) waits for the device.
 """
 
@@ -23,6 +23,11 @@ from pygraph_linear_attention.chunked import (  # noqa: E402
     chunked_kimi_delta_attention,
 )
 from pygraph_linear_attention.kernels import gdn_cutile_host  # noqa: E402
+from pygraph_linear_attention.kernels.kda_cutile_host import (  # noqa: E402
+    SUB_CHUNK,
+    KdaCutileConfig,
+    launch_forward,
+)
 
 _HERE = pathlib.Path(__file__)
 _spec = importlib.util.spec_from_file_location(
@@ -32,7 +37,7 @@ EMULATION = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(EMULATION)
 EMU, _Array = EMULATION.EMU, EMULATION._Array
 KERNEL_DIR = pathlib.Path(gdn_cutile_host.__file__).parent
-C, BV = 64, 8
+BV = 8
 F64 = torch.float64
 
 
@@ -50,6 +55,10 @@ def _kda_module() -> types.SimpleNamespace:
 
 
 KDA = _kda_module()
+
+
+def test_the_kernels_sub_chunk_is_the_hosts():
+    assert KDA.SUB == SUB_CHUNK
 
 
 def _inputs(op, lengths, h, hv, dk, dv, options, seed, gate_scale):
@@ -93,40 +102,34 @@ def _run(op, lengths, *, h=2, hv=2, dk=16, dv=16, options=(), seed=0, gate_scale
     spec = chunked_gated_delta_net_v2 if op == "gdn2" else chunked_kimi_delta_attention
     want = spec(**inputs, cu_seqlens=cu, output_final_state=True, **kwargs)
 
-    f32, i64 = EMU.float32, EMU.int64
-
-    def arr(x):
-        return _Array(x.numpy().copy(), f32)
-
-    def poisoned(*shape):
-        return _Array(np.full(shape, np.nan), f32)
-
-    slots = -(-t // C) + n
-    table = _Array(np.full((slots, 2), -7, dtype=np.int32), EMU.int32)
-    cu_arr = _Array(cu.numpy().copy(), i64)
-    gamma, w, u = poisoned(t, ho, dk), poisoned(t, ho, dk), poisoned(t, ho, dv)
-    o, ht = poisoned(t, ho, dv), poisoned(n, ho, dv, dk)
-    spare = _Array(np.zeros((1,)), f32)
-    a_log = arr(kwargs["a_log"]) if "a_log" in kwargs else spare
-    dt_bias = arr(kwargs["dt_bias"]) if "dt_bias" in kwargs else _Array(np.zeros((1, dk)), f32)
-    w_gate = arr(inputs["w"]) if op == "gdn2" else spare
-    h0 = arr(kwargs["initial_state"]) if "initial_state" in kwargs else _Array(np.zeros((1, 1, 1, 1)), f32)
-
-    EMU.launch((-(-slots // 128),), KDA.chunk_table_kernel, (cu_arr, table, n, C, 128, 64))
-    prepare = (
-        arr(inputs["k"]), arr(inputs["v"]), arr(inputs["g"]), arr(inputs["beta"]), w_gate, a_log, dt_bias,
-        cu_arr, table, gamma, w, u,
-        ho // h, ho // hv, 1, 1, 1, 1, 1,
-        int(kwargs["use_qk_l2norm"]), int(kwargs["use_beta_sigmoid"]), int(kwargs["allow_neg_eigval"]),
-        int(kwargs["safe_gate"]), int("a_log" in kwargs), int("dt_bias" in kwargs), int(op == "gdn2"),
-        kwargs.get("gate_lower_bound", -5.0), int(op == "gdn2"), dk, dv, C,
+    cfg = KdaCutileConfig(
+        op=op, tokens=t, sequences=n, heads_qk=h, heads_v=hv, key_dim=dk, value_dim=dv, io_dtype="bfloat16",
+        scale=dk**-0.5, use_qk_l2norm=kwargs["use_qk_l2norm"], use_beta_sigmoid=kwargs["use_beta_sigmoid"],
+        allow_neg_eigval=kwargs["allow_neg_eigval"], safe_gate=kwargs["safe_gate"], has_a_log="a_log" in kwargs,
+        has_dt_bias="dt_bias" in kwargs, gate_lower_bound=kwargs.get("gate_lower_bound", -5.0),
+        has_initial_state="initial_state" in kwargs, output_final_state=True, block_v=BV,
     )  # fmt: skip
-    EMU.launch((slots, ho), KDA.kda_prepare_kernel, prepare)
-    scan = (
-        arr(inputs["q"]), arr(inputs["k"]), w, u, gamma, cu_arr, h0, o, ht,
-        ho // h, int(kwargs["use_qk_l2norm"]), int("initial_state" in kwargs), 1, dk, BV, C, dk**-0.5,
-    )  # fmt: skip
-    EMU.launch((n, ho, dv // BV), KDA.kda_scan_kernel, scan)
+    f32 = EMU.float32
+    arrays = {name: _Array(x.numpy().copy(), f32) for name, x in inputs.items() if name != "w"}
+    if op == "gdn2":
+        arrays["w_gate"] = _Array(inputs["w"].numpy().copy(), f32)
+    for name in ("a_log", "dt_bias"):
+        if name in kwargs:
+            arrays[name] = _Array(kwargs[name].numpy().copy(), f32)
+    if "initial_state" in kwargs:
+        arrays["h0"] = _Array(kwargs["initial_state"].numpy().copy(), f32)
+    arrays["cu_seqlens"] = _Array(cu.numpy().copy(), EMU.int64)
+    arrays["o"] = _Array(np.full((t, ho, dv), np.nan), f32)
+    arrays["ht"] = _Array(np.full((n, ho, dv, dk), np.nan), f32)
+    for region in cfg.workspace_regions():  # poisoned: a read of what no kernel wrote shows as NaN
+        dtype = EMU.int32 if region.dtype == "int32" else f32
+        fill = -7 if region.dtype == "int32" else np.nan
+        arrays[region.name] = _Array(np.full(region.shape, fill, dtype=dtype.storage), dtype)
+    arrays["spare"] = _Array(np.zeros((1,)), f32)
+    arrays["spare2"] = _Array(np.zeros((1, 1)), f32)
+    arrays["spare4"] = _Array(np.zeros((1, 1, 1, 1)), f32)
+    launch_forward(EMU.launch, KDA.KERNELS, cfg, arrays)
+    o, ht = arrays["o"], arrays["ht"]
     return (torch.from_numpy(o.data), torch.from_numpy(ht.data)), want
 
 
@@ -165,3 +168,28 @@ def test_strong_gates_in_a_partial_chunk_stay_finite():
     assert bool(torch.isfinite(o).all()) and bool(torch.isfinite(s).all())
     torch.testing.assert_close(o, want_o, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(s, want_s, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"op": "gdn"}, "op must be 'kda' or 'gdn2', got 'gdn'"),
+        ({"block_v": 48}, "block_v=48 must divide value_dim=128"),
+        ({"gate_lower_bound": 0.0}, "gate_lower_bound must be negative, got 0.0"),
+    ],
+)
+def test_a_config_the_kernels_cannot_take_is_refused(change, message):
+    args = {"op": "kda", "tokens": 10, "sequences": 1, "heads_qk": 2, "heads_v": 2, "key_dim": 128,
+            "value_dim": 128, "io_dtype": "bfloat16", "scale": 0.1, **change}  # fmt: skip
+    with pytest.raises(ValueError, match=re.escape(message)):
+        KdaCutileConfig(**args)
+
+
+def test_the_workspace_holds_the_table_gamma_per_channel_w_and_u_aligned():
+    cfg = KdaCutileConfig("gdn2", 1000, 3, 2, 4, 128, 64, "bfloat16", 0.1)
+    regions = {r.name: r for r in cfg.workspace_regions()}
+    assert regions["table"].shape == (-(-1000 // 64) + 3, 2)
+    assert regions["gamma"].shape == (1000, 4, 128) and regions["gamma"].dtype == "float32"
+    assert regions["w"].shape == (1000, 4, 128) and regions["u"].shape == (1000, 4, 64)
+    assert all(r.offset % 256 == 0 for r in regions.values())
+    assert cfg.workspace_bytes == regions["u"].offset + regions["u"].nbytes

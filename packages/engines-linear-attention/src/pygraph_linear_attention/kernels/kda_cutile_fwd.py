@@ -33,9 +33,10 @@ from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
     _l2_normalized,
     _rows_at,
     _unit_lower_inverse,
+    chunk_table_kernel,
 )
 
-__all__ = ["kda_prepare_kernel", "kda_scan_kernel"]
+__all__ = ["KERNELS", "kda_prepare_kernel", "kda_scan_kernel"]
 
 ConstInt = ct.Constant[int]
 ConstFloat = ct.Constant[float]
@@ -227,3 +228,7 @@ def kda_scan_kernel(
         )
     if STORE_HT != 0:
         ct.store(ht, (n, h, vb, 0), ct.reshape(ct.astype(state, ht.dtype), (1, 1, BV, K)), allow_tma=TMA)
+
+
+# the launches of `kda_cutile_host.launch_forward`, by name
+KERNELS = {"table": chunk_table_kernel, "prepare": kda_prepare_kernel, "scan": kda_scan_kernel}
