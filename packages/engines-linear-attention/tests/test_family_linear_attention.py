@@ -12,6 +12,7 @@ import pygraph
 from pygraph import data_type as dt
 from pygraph import heur_mode
 from pygraph.engines.base import PlanConfig
+from pygraph.environment import OPT_IN_ENV
 from pygraph_linear_attention.analyzer import analyze
 from pygraph_linear_attention.heuristics import recommend
 
@@ -50,18 +51,21 @@ def test_family_blocks_anchors_and_hooks(name, block, anchors):
 
 
 @pytest.mark.parametrize("name", ["kda", "gdn2"])
-def test_unwritten_engines_are_planned_not_offered_and_say_why(name):
+def test_the_cutile_forward_ships_opt_in_and_the_sm90_slot_is_planned(name, monkeypatch):
     fam = pygraph.engines.family_by_name(name)
-    assert all(slot.is_planned for slot in fam.slots.values())
-    assert pygraph.engines.offered_ids(fam) == {}
+    cutile = fam.slots[f"{name}_cutile"]
+    cls = "Gdn2CutileEngine" if name == "gdn2" else "KdaCutileEngine"
+    assert (cutile.impl, cutile.opt_in) == (("pygraph_linear_attention.engines.kda_cutile", cls), True)
+    assert fam.slots[f"{name}_sm90"].is_planned
+    monkeypatch.delenv(OPT_IN_ENV, raising=False)
+    assert pygraph.engines.offered_ids(fam) == {}  # off until named
     built = pygraph.engines.instantiate(fam)
     assert built.engines == ()
-    assert built.unavailable == {
-        f"{name}_sm90": f"planned: the chunked CuTe DSL kernels for Hopper are not written yet; "
-        f"no backend lowers {name} graphs",
-        f"{name}_cutile": f"planned: the portable cuTile kernels (sm80 and up) are not written yet; "
-        f"no backend lowers {name} graphs",
-    }
+    assert built.unavailable[f"{name}_sm90"] == (
+        f"planned: the chunked CuTe DSL kernels for Hopper are not written yet; no backend lowers {name} graphs"
+    )
+    monkeypatch.setenv(OPT_IN_ENV, f"{name}_cutile")
+    assert pygraph.engines.offered_ids(fam) == {f"{name}_cutile": fam.engine_id + 1}
 
 
 def test_gdn_ships_its_four_engines_default_on(monkeypatch):

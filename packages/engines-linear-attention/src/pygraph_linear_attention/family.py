@@ -59,6 +59,22 @@ def pygraph_families() -> list[EngineFamily]:
                 ),
             },
         ),
-        _family("kda", 20200, ("KDA", "KDA_BWD")),
-        _family("gdn2", 20300, ("GDN2", "GDN2_BWD")),
+        # the cuTile forwards of kda and gdn2 ship opt-in: their kernels pass on the CPU emulator
+        # against the chunked algorithm (tests/test_kda_cutile_emulated.py); the device suite is next
+        _family(
+            "kda",
+            20200,
+            ("KDA", "KDA_BWD"),
+            cutile=EngineSlot(
+                1, impl=("pygraph_linear_attention.engines.kda_cutile", "KdaCutileEngine"), opt_in=True
+            ),
+        ),
+        _family(
+            "gdn2",
+            20300,
+            ("GDN2", "GDN2_BWD"),
+            cutile=EngineSlot(
+                1, impl=("pygraph_linear_attention.engines.kda_cutile", "Gdn2CutileEngine"), opt_in=True
+            ),
+        ),
     ]

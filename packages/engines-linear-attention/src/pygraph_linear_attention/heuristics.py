@@ -10,9 +10,10 @@ untimed, for autotune: the forward's other BLOCK_V values at OCCUPANCY=2, the ot
 first entry with each SEGMENT (the split scans). On the backward gdn_sm90_bwd's plans come before
 gdn_cutile_bwd's in the cells where they measured faster (a scan grid under the SMs or past two
 CTAs per SM) and after them elsewhere. No backend lowers
-these ops, so the backend's block is empty; it keeps its place after ours. ``kda`` and ``gdn2``
-have no engine yet, so their list is the backend's block (empty: planning raises
-`pygraph.GraphNotSupportedError` naming each planned slot's reason).
+these ops, so the backend's block is empty; it keeps its place after ours. ``kda`` and ``gdn2``:
+their cuTile forwards (``kda_cutile``, ``gdn2_cutile``, opt-in) at each BLOCK_V that tiles V, 64
+first (untimed: gdn_cutile's preference where its scan's grid is large); otherwise the backend's
+block (empty: planning raises `pygraph.GraphNotSupportedError` naming each slot's reason).
 """
 
 from __future__ import annotations
@@ -71,6 +72,13 @@ def recommend(
     backend_entries: Sequence[PlanConfig],
 ) -> list[PlanConfig]:
     """The plan list: gdn_cutile's configs (where it accepted the graph), then the backend's block."""
+    channel = f"{facts.op}_cutile"  # kda_cutile, gdn2_cutile: the forwards of the per-channel gates
+    if facts.op != "gdn":
+        ours = []
+        if channel in offered and not facts.backward:
+            blocks = [b for b in (64, 32) if facts.head_dim_v % b == 0]
+            ours = [PlanConfig(offered[channel], {"BLOCK_V": b}) for b in blocks]
+        return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
     engine = "gdn_cutile_bwd" if facts.backward else "gdn_cutile"
     ours = []
     if engine in offered:

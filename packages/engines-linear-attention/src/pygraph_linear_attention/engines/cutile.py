@@ -248,10 +248,12 @@ class GdnCutilePlan(CompiledPlan):
         launch: Any,
         kernels: Any,
         run: Any,
+        engine: str = "gdn_cutile",
     ) -> None:
         from pygraph_linear_attention.kernels.device_arrays import DeviceArray
 
-        self._name, self._cfg, self._launch_kernel = name, cfg, launch
+        # engine: the name refusals carry (kda_cutile and gdn2_cutile bind their kernels with this plan)
+        self._name, self._cfg, self._launch_kernel, self._engine = name, cfg, launch, engine
         self._array = DeviceArray
         # (role, pack position, declared shape, declared stride, dtype name)
         self._rows = tuple(
@@ -304,10 +306,16 @@ class GdnCutilePlan(CompiledPlan):
                 (region.name, workspace, device), workspace + region.offset, region.shape, strides,
                 region.dtype, device,
             )  # fmt: skip
-        spare = self._spare_offset  # the stand-in of an absent state (rank 4), never read
-        arrays["spare4"] = self._view(
-            ("spare4", workspace, device), workspace + spare, (1,) * 4, (1,) * 4, "float32", device
-        )
+        spare = self._spare_offset  # the stand-ins of absent operands (rank 2 and 4), never read
+        for rank in (2, 4):
+            arrays[f"spare{rank}"] = self._view(
+                (f"spare{rank}", workspace, device),
+                workspace + spare,
+                (1,) * rank,
+                (1,) * rank,
+                "float32",
+                device,
+            )
         stream = ctx.stream or 0
         launch = self._launch_kernel
         self._run(
@@ -316,7 +324,7 @@ class GdnCutilePlan(CompiledPlan):
 
     def _refuse(self, rule: str) -> None:
         """Raise naming the rule the call breaks (nothing is enqueued)."""
-        raise ValueError(f"gdn_cutile (graph {self._name!r}): {rule}")
+        raise ValueError(f"{self._engine} (graph {self._name!r}): {rule}")
 
 
 def _row_major(shape: tuple) -> tuple:

@@ -90,6 +90,7 @@ class KdaCutileConfig:
                 ("gamma", "float32", (t, ho, k)),
                 ("w", self.io_dtype, (t, ho, k)),
                 ("u", self.io_dtype, (t, ho, v)),
+                ("spare", "float32", (1,)),  # what an absent operand's argument points at (never read)
             ]
         )
 
@@ -108,9 +109,9 @@ class KdaCutileConfig:
 
 def kernel_arguments(cfg: KdaCutileConfig, arrays: Mapping[str, Any]) -> dict[str, tuple]:
     """Each kernel's arguments in its order. ``arrays``: the operands by name (q, k, v, g, beta,
-    cu_seqlens, o; w for GDN-2; a_log, dt_bias, initial_state / h0, final_state / ht where used),
-    the workspace regions by name, and ``spare`` (a 1-element fp32 array) and ``spare2`` / ``spare4``
-    ([1, 1] / [1, 1, 1, 1]) standing in for the absent ones."""
+    cu_seqlens, o; w_gate for GDN-2; a_log, dt_bias, h0, ht where used), the workspace regions by
+    name (``spare`` among them) and ``spare2`` / ``spare4`` ([1, 1] / [1, 1, 1, 1] views of it)
+    standing in for the absent ones."""
 
     def get(name: str, spare: str) -> Any:
         return arrays[name] if arrays.get(name) is not None else arrays[spare]
