@@ -91,7 +91,8 @@ def test_the_forward_engine_declines_a_backward_graph_and_back():
 
 def test_the_compile_key_and_the_workspace():
     req = _graph(use_causal_mask_bottom_right=True, sliding_window_length=32).engine_request()
-    assert bwd_key_for(req.facts) == SdpaBwdKey(128, "bfloat16", True, 32, 0, False)
+    assert bwd_key_for(req.facts) == SdpaBwdKey(128, "bfloat16", True, 32, 0, False, deterministic=True)
+    assert not bwd_key_for(req.facts, deterministic=False).deterministic
     delta, total = backward_workspace(2, 8, 200, 128)
     assert delta == 12800 and total == 12800 + 2 * 8 * 200 * 128 * 4
     engine = SdpaBwdSm90Engine(ENGINE_ID)

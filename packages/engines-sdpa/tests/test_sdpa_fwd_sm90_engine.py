@@ -97,9 +97,9 @@ def test_the_p_regs_knob_picks_the_compile_and_is_checked_against_its_domain(rec
     monkeypatch.setattr(engine_mod, "compiled_forward", lambda key: keys.append(key) or recorder)
     req = _graph().engine_request()
     engine = SdpaFwdSm90Engine(ENGINE_ID)
-    engine.build_plan(req, PlanConfig(ENGINE_ID), None)
-    engine.build_plan(req, PlanConfig(ENGINE_ID, {"P_REGS": 1}), None)
-    assert [k.p_in_registers for k in keys] == [False, True]
+    engine.build_plan(req, PlanConfig(ENGINE_ID), None)  # no knob: P in registers (measured faster)
+    engine.build_plan(req, PlanConfig(ENGINE_ID, {"P_REGS": 0}), None)
+    assert [k.p_in_registers for k in keys] == [True, False]
     with pytest.raises(pygraph.GraphNotSupportedError, match=r"knob P_REGS=2 outside its domain \(0, 1\)"):
         engine.build_plan(req, PlanConfig(ENGINE_ID, {"P_REGS": 2}), None)
 
@@ -154,7 +154,9 @@ def test_a_call_passes_pointers_sizes_and_the_scale_in_order(recorder):
     assert math.isclose(args[29], 0.1 * math.log2(math.e)) and args[30] == 7
 
 
-def _ragged_graph(b=3, h=4, s=256, d=128, *, padded=True, skip_offset=None, multiplier=1, cu_ports=False):
+def _ragged_graph(
+    b=3, h=4, s=256, d=128, *, padded=True, skip_offset=(), multiplier=1, cu_ports=False, stats_offset=False
+):
     """A THD graph as the torch op declares it: [B, H, S, D] with the packed strides, an INT32
     ragged offset [B + 1, 1, 1, 1] per operand, the padding mask over the lengths."""
     g = pygraph.Graph(name="thd", io_data_type=dt.BFLOAT16, compute_data_type=dt.FLOAT)
@@ -170,8 +172,11 @@ def _ragged_graph(b=3, h=4, s=256, d=128, *, padded=True, skip_offset=None, mult
     )
     o.set_output(True).set_stride(thd)
     st.set_output(True).set_data_type(dt.FLOAT)
+    if stats_offset:
+        st.set_ragged_offset(g.tensor(name="stats_offset", dim=[b + 1, 1, 1, 1], data_type=dt.INT32))
+    skip = (skip_offset,) if isinstance(skip_offset, str) else skip_offset
     for n, t in (*ops.items(), ("o", o)):
-        if n != skip_offset:
+        if n not in skip:
             t.set_ragged_offset(g.tensor(name=f"{n}_offset", dim=[b + 1, 1, 1, 1], data_type=dt.INT32))
             if multiplier != 1:
                 t._raw_set("_ragged_offset_multiplier", multiplier)
@@ -253,3 +258,15 @@ def test_the_kernel_compiles_for_sm90a_without_a_gpu(monkeypatch, tmp_path, key)
     fn = host.compiled_forward(key)
     assert callable(fn)
     assert list(tmp_path.rglob("*.o")), "the compiled object is kept on disk"
+
+
+def test_a_ragged_offset_on_o_alone_or_on_the_stats_is_declined():
+    g = _ragged_graph(skip_offset=("q", "k", "v"))  # q, k, v dense, O still ragged
+    assert "['o'] carry ragged offsets but q, k and v do not" in _decline(g)
+    g = _ragged_graph(stats_offset=True)
+    assert "Stats has a ragged offset: the kernels write it dense" in _decline(g)
+
+
+def test_a_ragged_operand_is_not_held_to_a_span_through_its_unused_batch_stride():
+    # 64 sequences of one 32768-token bucket, H16 D128: [B, H, S, D] would span about 4.3e9 elements
+    SdpaFwdSm90Engine(ENGINE_ID).check_support(_ragged_graph(b=64, h=16, s=32768).engine_request())

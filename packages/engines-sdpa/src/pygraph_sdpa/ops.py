@@ -57,8 +57,10 @@ def _lse_of_tokens(lse: Tensor, cu_seqlens_q: Tensor, tokens: int) -> Tensor:
     """The graph's per-sequence stats [N, H, S, 1] as the THD layout's [T, H, 1]: token t of sequence
     n (cu_seqlens_q[n] <= t < cu_seqlens_q[n + 1]) at row t - cu_seqlens_q[n]."""
     token = torch.arange(tokens, device=lse.device, dtype=torch.int32)
-    seq = torch.searchsorted(cu_seqlens_q[1:], token, right=True)
-    row = token - cu_seqlens_q[seq]
+    # a token past cu_seqlens_q[-1] (the buffer longer than its sequences: its rows unspecified)
+    # reads the last sequence's last row instead of indexing past the stats
+    seq = torch.searchsorted(cu_seqlens_q[1:], token, right=True).clamp_(max=lse.shape[0] - 1)
+    row = (token - cu_seqlens_q[seq]).clamp_(max=lse.shape[2] - 1)
     return lse[seq, :, row, :]
 
 

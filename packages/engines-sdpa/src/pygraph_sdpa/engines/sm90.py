@@ -118,9 +118,14 @@ def _common_reason(facts: SdpaFacts, head_dims: tuple[int, ...]) -> str | None:
 def _ragged_reason(facts: SdpaFacts, operands: dict[str, Any]) -> str | None:
     """Why the ragged (THD) operands cannot be read (the rule and the value), or None; every operand
     then needs INT32 ragged offsets of B + 1 values, read as element offsets."""
-    if not facts.ragged:
-        return None
     node = facts.node
+    if not facts.ragged:
+        offset = [r for r, t in operands.items() if t is not None and t.ragged_offset is not None]
+        if offset:
+            return f"{offset} carry ragged offsets but q, k and v do not: every operand or none is ragged"
+        return None
+    if facts.stats is not None and facts.stats.ragged_offset is not None:
+        return "Stats has a ragged offset: the kernels write it dense [B, H, S_q, 1]"
     ports = [p for p in ("cu_seq_len_q", "cu_seq_len_kv") if node.inputs.get(p) is not None]
     if ports:
         return f"ragged batches through ragged offsets only, got the {ports} ports"
@@ -154,7 +159,9 @@ def _rows_reason(role: str, t: Any) -> str | None:
         return f"{role}'s head dim must be contiguous (stride 1), got strides {list(strides)}"
     if any(s % _VEC for s in strides[:3]):
         return f"{role}'s batch, head and row strides must be multiples of {_VEC} (16-byte rows), got {list(strides)}"
-    span = sum((d - 1) * s for d, s in zip(dims, strides)) + 1
+    # a ragged operand's batch stride is unused (its rows start at its ragged offsets, int32 values)
+    first = 1 if t.ragged_offset is not None else 0
+    span = sum((d - 1) * s for d, s in zip(dims[first:], strides[first:])) + 1
     if span >= 2**31:
         return f"{role} spans {span} elements: the kernel indexes with 32-bit offsets (< 2^31)"
     return None
@@ -339,7 +346,8 @@ class SdpaFwdSm90Engine(BaseEngine):
             *q[:3], *k[:3], *v[:3], *o[:3],
         )  # fmt: skip
         knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
-        fn = compiled_forward(key_for(facts, bool(knobs.get("P_REGS", P_REGS[0]))))
+        # no knob: P in registers, which measured 7-13% faster in every timed cell (docs/sdpa.md)
+        fn = compiled_forward(key_for(facts, bool(knobs.get("P_REGS", 1))))
         # the kernel takes the scale in the log2 domain of its softmax
         return SdpaFwdSm90Plan(request.graph.name, fn, rows, sizes, facts.scale * _LOG2E, facts.ragged)
 
@@ -375,7 +383,7 @@ class SdpaFwdSm90Engine(BaseEngine):
         return tuple(rows)
 
 
-def bwd_key_for(facts: SdpaFacts, deterministic: bool = False) -> SdpaBwdKey:
+def bwd_key_for(facts: SdpaFacts, deterministic: bool = True) -> SdpaBwdKey:
     fwd = key_for(facts)
     return SdpaBwdKey(
         head_dim=fwd.head_dim, io_dtype=fwd.io_dtype, bottom_right=fwd.bottom_right, window_left=fwd.window_left,

@@ -1,6 +1,6 @@
 """The attention backward for Hopper in CuTe DSL (the ``sdpa_bwd_sm90`` engine): three kernels.
 
-1. `SdpaBwdSm90.prepare` (grid: 128-row query blocks x query heads x batch, a warp per row):
+1. `SdpaBwdSm90.prepare` (grid: 128-row query blocks x query heads x batch, D / 8 threads a row):
    ``delta = rowsum(O * dO)`` (fp32, 0 past the sequence's length) and the fp32 dQ accumulator
    zeroed, both in the workspace.
 2. `SdpaBwdSm90.main` (grid: 128-key blocks x K heads x batch, two warpgroups, each owning 64 of the
@@ -58,7 +58,7 @@ __all__ = ["BLOCK_N", "BLOCK_Q", "DQ_KEYS", "DQ_ROWS", "SdpaBwdSm90"]
 
 BLOCK_N = 128  # keys per CTA: two warpgroups of 64
 BLOCK_Q = 64  # query rows per step
-ROWS = 128  # query rows per CTA of prepare / finish (a warp per row, 4 warps)
+ROWS = 128  # query rows per CTA of prepare / finish (128 threads, D / 8 of them a row)
 DQ_ROWS = 128  # query rows per CTA of grad_q: two warpgroups of 64
 DQ_KEYS = 64  # keys per block of grad_q (144 KB of shared memory at D 128)
 
@@ -101,7 +101,8 @@ def _wg_gemm_rs(tiled_mma, thr, acc_: cute.Tensor, rA: cute.Tensor, sB: cute.Ten
 
 
 class SdpaBwdSm90(SdpaMasks):
-    """One static configuration: head dim, io dtype, masks and padding."""
+    """One static configuration: head dim, io dtype, masks, padding, ragged operands and whether dQ
+    takes its own pass (deterministic)."""
 
     def __init__(
         self,
@@ -483,7 +484,7 @@ class SdpaBwdSm90(SdpaMasks):
         n_block, hk, b = cute.arch.block_idx()
         rows_q, rows_kv = self.lengths(mSeqQ, mSeqKv, b, s_q, s_kv)
         n0 = n_block * BN
-        if n0 < s_kv:  # a block past the sequence's length still writes its rows: dK, dV 0
+        if n0 < s_kv:  # a block past the sequence's length still writes its rows (dK, dV 0), unless ragged
             offset = self.offset(rows_q, rows_kv)
             first, blocks = self.query_blocks(n0, BN, offset, rows_q, rows_kv, BQ)
             steps = blocks * group  # (query head of the group, query block) pairs
@@ -593,8 +594,9 @@ class SdpaBwdSm90(SdpaMasks):
                         s_t[i] = cute.math.exp2(s_t[i] * scale_log2 - lse, fastmath=True)
                         s_t[i + 2] = cute.math.exp2(s_t[i + 2] * scale_log2 - lse, fastmath=True)
                 # P where the masks or the lengths hide the pair: chosen, not computed (a hidden row's
-                # lse may be -inf or unset); a block inside every mask skips the test per element
-                if self.cuts(i0, BQ, n0, BN, offset, rows_kv) != 0:
+                # lse may be -inf or unset); a block inside every mask and both lengths skips the
+                # test per element
+                if self.cuts(i0, BQ, n0, BN, offset, rows_kv) != 0 or i0 + BQ > rows_q:
                     for i in cutlass.range_constexpr(cute.size(s_t)):
                         if self.seen(i0 + crd_s[i][1], n0 + crd_s[i][0], offset, rows_q, rows_kv) == 0:
                             s_t[i] = Float32(0.0)

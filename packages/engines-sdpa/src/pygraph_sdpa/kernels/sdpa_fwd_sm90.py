@@ -239,7 +239,7 @@ class SdpaFwdSm90(SdpaMasks):
         m_block = self.query_block(m_block)
         rows_q, rows_kv = self.lengths(mSeqQ, mSeqKv, b, s_q, s_kv)
         row0 = m_block * BM
-        if row0 < s_q:  # a block past the sequence's length still writes its rows: O 0, lse -inf
+        if row0 < s_q:  # a block past the sequence's length still writes lse -inf and (unless ragged) O 0
             offset = self.offset(rows_q, rows_kv)
             first, last = self.key_blocks(row0, BM, offset, rows_q, rows_kv, BN)
 
