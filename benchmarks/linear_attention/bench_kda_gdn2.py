@@ -3,7 +3,7 @@
 checked against pygraph's float64 references, then timed.
 
     python -m benchmarks.linear_attention.bench_kda_gdn2 [--ops kda,gdn2] [--rounds 3]
-        [--skip semantics,timing,bwd,fla,cudnn] [--shapes B4xT4096,B1xT32768]
+        [--skip semantics,timing,bwd,pygraph,fla,cudnn] [--shapes B4xT4096,B1xT32768]
 
 1. Semantics (`SEMANTIC_CASES`): a varlen batch (lengths 37, 1, 90; H4, D128, bf16 q/k/v/beta, fp32
    g and states) with an initial and a final state, in three option sets: per-channel log decays
@@ -16,7 +16,8 @@ checked against pygraph's float64 references, then timed.
    the engines are written to (FLA's state is [N, H, K, V], ours and cudnn-frontend's [N, HO, V, K]).
 2. Timing at the issue's shapes (H16, D128, bf16; unit-norm k rows, g = logsigmoid(normal) per
    channel, beta in (0, 1)): forward and forward+backward of each anchor, median of ``--rounds``
-   cold-L2 rounds in rotated order (`benchmarks.harness.interleaved`), ms and tokens/s.
+   cold-L2 rounds in rotated order (`benchmarks.harness.interleaved`), ms and tokens/s; the
+   "pygraph" column (forward) is the op's graph on the hook's first plan (`kda_cases.build_graph`).
 """
 
 from __future__ import annotations
@@ -198,12 +199,40 @@ def _timing_inputs(op: str, lengths: tuple[int, ...]) -> dict:
     }
 
 
+def _pygraph_call(op: str, x: dict, lengths: tuple[int, ...]):
+    """The op's graph on ``x`` (the hook's first plan, the cuTile engines opted in), its pack bound
+    once: a call is one ``execute``."""
+    import os
+
+    import torch
+
+    from benchmarks.linear_attention.kda_cases import KdaCase, build_graph
+    from pygraph.environment import OPT_IN_ENV
+
+    os.environ[OPT_IN_ENV] = "kda_cutile,gdn2_cutile"
+    case = KdaCase(
+        op, "bench", lengths, heads_qk=HEADS, heads_v=HEADS, key_dim=DIM, value_dim=DIM, options=()
+    )
+    tensors = {n: x[n] for n in ("q", "k", "v", "g", "beta", *(("w",) if op == "gdn2" else ()), "cu_seqlens")}
+    g, ports = build_graph(case, tensors, {})
+    print(f"  pygraph plan: {g.selected_plan.name}")
+    o = torch.empty_like(x["v"])
+    pack = {ports[n]: t for n, t in tensors.items()} | {ports["O"]: o}
+    workspace = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    return lambda: g.execute(pack, workspace=workspace)
+
+
 def _columns(op: str, x: dict, lengths: tuple[int, ...], backward: bool, skip: set) -> dict:
     """The anchors' calls on ``x`` (forward, or forward then backward through O)."""
     columns = {}
     names = _grads(op)
     leaves = {n: x[n].detach().clone().requires_grad_(backward) for n in names}
     dense = len(set(lengths)) == 1 and len(lengths) > 1
+    if "pygraph" not in skip and not backward:
+        try:
+            columns["pygraph"] = _pygraph_call(op, x, lengths)
+        except Exception as exc:
+            print(f"  pygraph: not built: {type(exc).__name__}: {str(exc)[:300]}")
     if "fla" not in skip:
         try:
             import fla.ops.common.chunk_o as chunk_o
@@ -273,7 +302,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", default="kda,gdn2", help="comma list: kda, gdn2")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--skip", default="", help="comma list: semantics, timing, bwd, fla, cudnn")
+    parser.add_argument("--skip", default="", help="comma list: semantics, timing, bwd, pygraph, fla, cudnn")
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {list(SHAPES)}")
     args = parser.parse_args()
     skip = {s for s in args.skip.split(",") if s}

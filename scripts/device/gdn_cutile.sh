@@ -9,7 +9,8 @@
 # fla (the forward against flash-linear-attention's on the same inputs),
 # ops (the torch op's sm90 tests: opcheck, a side stream, a compiled training step), memcheck
 # (compute-sanitizer over the varlen-odd forward and backward cases, or MEMCHECK_CASES's; not in
-# all), ncu KERNEL [SHAPE] [--bwd]
+# all), kda (kda_cutile's and gdn2_cutile's forward tests and the kernels' compile for sm_80..sm_120; not in
+# all), kdabench (bench_kda_gdn2: the anchors and the forward's pygraph column; not in all), ncu KERNEL [SHAPE] [--bwd]
 # (Nsight Compute's per-source-line stall samples of one launch of a kernel, e.g. chunk_prepare, at a
 # bench_gdn shape, default B4xT4096; not in all), bench. Run the parts as
 # separate calls where one call's time is bounded: each kernel compiles on its first launch into
@@ -20,7 +21,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
 part=all
-case "${1:-}" in all|fwd|sm90|sm90bwd|wgmma|bwd|fla|ops|memcheck|ncu|bench) part=$1; shift ;; esac
+case "${1:-}" in all|fwd|sm90|sm90bwd|wgmma|bwd|fla|ops|memcheck|ncu|bench|kda|kdabench) part=$1; shift ;; esac
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
 python3 -c "import cuda.tile, torch; print('cuda.tile', cuda.tile.__version__, 'torch', torch.__version__)" 2>&1 | tee -a "$OUTDIR/device.txt"
 tests=packages/engines-linear-attention/tests/test_gdn_cutile_sm90.py  # run_tests (env.sh) reads it
@@ -36,6 +37,13 @@ fi
 if [ "$part" = all ] || [ "$part" = ops ]; then
   python3 -m pytest -m sm90 -p no:cacheprovider -q -rs --maxfail=5 packages/engines-linear-attention/tests/test_gdn_ops_sm90.py \
     2>&1 | tee "$OUTDIR/gdn_ops_sm90_pytest.log" | tail -25
+fi
+if [ "$part" = kda ]; then
+  tests=packages/engines-linear-attention/tests/test_kda_cutile_sm90.py run_tests "${K:-forward}" kda_cutile_fwd_pytest.log
+  python3 -m pytest -p no:cacheprovider -q -rs packages/engines-linear-attention/tests/test_kda_cutile_compile.py 2>&1 | tail -3
+fi
+if [ "$part" = kdabench ]; then
+  python3 -m benchmarks.linear_attention.bench_kda_gdn2 "$@" 2>&1 | tee "$OUTDIR/bench_kda_gdn2.log"
 fi
 if [ "$part" = memcheck ]; then  # API-error reports off: CUDA's own cuGetProcAddress probing raises harmless ones
   # TMA off (PYGRAPH_CUTILE_TMA=0): memcheck flags the TMA accesses of sliced views' partial tail

@@ -30,13 +30,16 @@ from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
     _ZERO,
     SUB,
     TMA,
+    _constants,
+    _constraint,
     _l2_normalized,
+    _Param,
     _rows_at,
     _unit_lower_inverse,
     chunk_table_kernel,
 )
 
-__all__ = ["KERNELS", "kda_prepare_kernel", "kda_scan_kernel"]
+__all__ = ["KERNELS", "export_signatures", "kda_prepare_kernel", "kda_scan_kernel"]
 
 ConstInt = ct.Constant[int]
 ConstFloat = ct.Constant[float]
@@ -232,3 +235,37 @@ def kda_scan_kernel(
 
 # the launches of `kda_cutile_host.launch_forward`, by name
 KERNELS = {"table": chunk_table_kernel, "prepare": kda_prepare_kernel, "scan": kda_scan_kernel}
+
+
+def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> dict:
+    """One `KernelSignature` per kernel for ``cfg`` (a `KdaCutileConfig`), for
+    ``cuda.tile.compilation.export_kernel`` (compiling for a named target without a GPU), with the
+    arguments `kda_cutile_host.kernel_arguments` passes (as `gdn_cutile_fwd.export_signatures`)."""
+    from cuda.tile.compilation import CallingConvention, KernelSignature
+
+    from pygraph_linear_attention.kernels.kda_cutile_host import kernel_arguments
+
+    io, gdn2 = cfg.io_dtype, cfg.op == "gdn2"
+    params = {
+        "q": _Param(io, 3), "k": _Param(io, 3), "v": _Param(io, 3), "g": _Param("float32", 3),
+        "beta": _Param(beta, 3 if gdn2 else 2), "cu_seqlens": _Param("int32", 1), "o": _Param(io, 3),
+        "table": _Param("int32", 2), "gamma": _Param("float32", 3), "w": _Param(io, 3), "u": _Param(io, 3),
+        "spare": _Param("float32", 1), "spare2": _Param("float32", 2), "spare4": _Param("float32", 4),
+    }  # fmt: skip
+    if gdn2:
+        params["w_gate"] = _Param(io, 3)
+    if cfg.has_a_log:
+        params["a_log"] = _Param("float32", 1)
+    if cfg.has_dt_bias:
+        params["dt_bias"] = _Param("float32", 2)
+    if cfg.has_initial_state:
+        params["h0"] = _Param(state, 4)
+    if cfg.output_final_state:
+        params["ht"] = _Param(state, 4)
+    convention = CallingConvention.cutile_python_v1()
+    return {
+        name: KernelSignature(
+            [_constraint(x, c) for x, c in zip(args, _constants(KERNELS[name]))], convention
+        )
+        for name, args in kernel_arguments(cfg, params).items()
+    }

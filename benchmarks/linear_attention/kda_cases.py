@@ -1,0 +1,175 @@
+"""The kda and gdn2 forward's correctness cases and the runner the sm90 tests and bench_kda_gdn2 share.
+
+A case is one kda or gdn2 graph (a varlen THD batch, heads, head dims, dtypes, options). `run_case`
+builds it, plans it (the ranked plan list, or the plan with the BLOCK_V given), runs it on fresh
+random inputs with the outputs poisoned (NaN) first, and returns the relative error of O and of the
+final state against the float64 token loops of `pygraph_linear_attention.reference` on the same
+inputs: ||got - want|| / ||want||.
+
+Inputs are what models feed: q standard normal, k unit rows (raw normal rows under ``qk_l2norm``),
+v normal, g = logsigmoid(normal) per key channel (a log decay; under ``safe_gate`` raw logits with
+a_log = log U(1, 16) and dt_bias normal [HV, K], so every channel's gate sits in (-5, 0)), beta in
+(0, 1) (logits under ``beta_sigmoid``), GDN-2's beta per key channel and its write gate w in (0, 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+from benchmarks.linear_attention.gdn_cases import _select, _torch_dtype
+
+__all__ = ["CASES", "KdaCase", "build_graph", "make_inputs", "run_case"]
+
+
+@dataclasses.dataclass(frozen=True)
+class KdaCase:
+    op: str  # "kda" or "gdn2"
+    name: str
+    lengths: tuple[int, ...]
+    heads_qk: int = 4
+    heads_v: int = 4
+    key_dim: int = 128
+    value_dim: int = 128
+    io: str = "bfloat16"
+    options: tuple[str, ...] = (
+        "final_state",
+    )  # initial_state final_state qk_l2norm beta_sigmoid neg_eigval safe_gate scale
+    block_v: int | None = None  # None: the hook's first pick
+    tolerance: float = 1e-2
+
+    @property
+    def heads_out(self) -> int:
+        return max(self.heads_qk, self.heads_v)
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}-{self.name}"
+
+
+_ALL = ("initial_state", "final_state", "qk_l2norm", "beta_sigmoid", "neg_eigval", "safe_gate")
+_SHAPES = (
+    ("varlen-odd", dict(lengths=(1, 63, 64, 65, 130, 7, 200), options=("initial_state", "final_state"))),
+    ("t1", dict(lengths=(1,))),
+    ("empty-inside", dict(lengths=(65, 0, 33), options=("initial_state", "final_state"))),
+    ("no-final", dict(lengths=(65, 130), options=())),
+    ("l2norm-sigmoid-negeig", dict(lengths=(97, 30), options=("qk_l2norm", "beta_sigmoid", "neg_eigval", "final_state"))),
+    ("safe-gate", dict(lengths=(97, 30), options=("safe_gate", "initial_state", "final_state"))),
+    ("scale", dict(lengths=(97, 30), options=("scale", "final_state"))),
+    ("all-options-gva", dict(lengths=(130, 1, 64), heads_qk=2, heads_v=4, options=_ALL)),
+    ("gqa", dict(lengths=(100, 50), heads_qk=4, heads_v=2, options=("final_state",))),
+    ("long-4097", dict(lengths=(4097,), options=("initial_state", "final_state"))),
+    ("d64", dict(lengths=(65, 70), key_dim=64, value_dim=64, options=("initial_state", "final_state"))),
+    ("fp16", dict(lengths=(130, 60), io="float16", options=("initial_state", "final_state"))),
+    ("block-v32", dict(lengths=(130, 60), block_v=32, options=("initial_state", "final_state"))),
+)  # fmt: skip
+CASES: tuple[KdaCase, ...] = tuple(KdaCase(op, name, **kw) for op in ("kda", "gdn2") for name, kw in _SHAPES)
+
+
+def make_inputs(case: KdaCase, seed: int = 0, device: str = "cuda") -> tuple[dict, dict]:
+    """(tensors, options) of a case: the op's inputs on ``device`` and the reference's keywords."""
+    import torch
+    import torch.nn.functional as F
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    io = _torch_dtype(torch, case.io)
+    t, n, ho = sum(case.lengths), len(case.lengths), case.heads_out
+    hq, hv, dk, dv = case.heads_qk, case.heads_v, case.key_dim, case.value_dim
+
+    def normal(*shape):
+        return torch.randn(*shape, device=device, generator=gen)
+
+    def uniform(*shape):
+        return torch.rand(*shape, device=device, generator=gen)
+
+    k = normal(t, hq, dk)
+    if "qk_l2norm" not in case.options:
+        k = F.normalize(k, dim=-1)
+    beta_shape = (t, hv, dk) if case.op == "gdn2" else (t, hv)
+    tensors = {
+        "q": normal(t, hq, dk).to(io),
+        "k": k.to(io),
+        "v": normal(t, hv, dv).to(io),
+        "g": F.logsigmoid(normal(t, hv, dk)),
+        "beta": (normal(*beta_shape) if "beta_sigmoid" in case.options else uniform(*beta_shape)).to(io),
+    }
+    if case.op == "gdn2":
+        tensors["w"] = uniform(t, hv, dv).to(io)
+    tensors["cu_seqlens"] = torch.tensor(
+        [0, *itertools.accumulate(case.lengths)], dtype=torch.int32, device=device
+    )
+    options = {
+        "output_final_state": "final_state" in case.options,
+        "use_qk_l2norm": "qk_l2norm" in case.options,
+        "use_beta_sigmoid": "beta_sigmoid" in case.options,
+        "allow_neg_eigval": "neg_eigval" in case.options,
+        "safe_gate": "safe_gate" in case.options,
+    }
+    if "scale" in case.options:
+        options["scale"] = 0.05
+    if "initial_state" in case.options:
+        tensors["initial_state"] = normal(n, ho, dv, dk) * 0.1
+    if "safe_gate" in case.options:
+        tensors["g"] = normal(t, hv, dk)
+        tensors["a_log"] = torch.log(1 + 15 * uniform(hv))
+        tensors["dt_bias"] = normal(hv, dk)
+    return tensors, options
+
+
+def build_graph(case: KdaCase, tensors: dict, options: dict) -> tuple[Any, dict]:
+    """The planned and built graph of a case: (graph, {name: pygraph Tensor}) incl. O (and final_state)."""
+    import pygraph
+
+    g = pygraph.Graph(name=case.id, io_data_type=tensors["q"].dtype)
+    ports = {
+        name: g.tensor(name=name, dim=list(x.shape), stride=list(x.stride()), data_type=x.dtype)
+        for name, x in tensors.items()
+    }
+    o, final = getattr(g, case.op)(**ports, **options)
+    o.set_output(True)
+    ports["O"] = o
+    if final is not None:
+        final.set_output(True).set_data_type(tensors["g"].dtype)
+        ports["final_state"] = final
+    g.create_execution_plans()
+    _select(g, f"{case.op}_cutile", BLOCK_V=case.block_v)
+    g.build_plans()
+    return g, ports
+
+
+def run_case(case: KdaCase, seed: int = 0) -> dict:
+    """Run a case on the device: {plan, o_rel, state_rel (None without a final state)}."""
+    import torch
+
+    from pygraph_linear_attention.reference import (
+        gated_delta_net_v2_reference,
+        kimi_delta_attention_reference,
+    )
+
+    tensors, options = make_inputs(case, seed)
+    g, ports = build_graph(case, tensors, options)
+    t, ho, n = sum(case.lengths), case.heads_out, len(case.lengths)
+    out = {"O": torch.full((t, ho, case.value_dim), float("nan"), dtype=tensors["q"].dtype, device="cuda")}
+    if "final_state" in ports:
+        out["final_state"] = torch.full((n, ho, case.value_dim, case.key_dim), float("nan"), device="cuda")
+    workspace = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    g.execute({ports[name]: x for name, x in {**tensors, **out}.items()}, workspace=workspace)
+    torch.cuda.synchronize()
+
+    ref = gated_delta_net_v2_reference if case.op == "gdn2" else kimi_delta_attention_reference
+    gates = [tensors["g"], tensors["beta"], *([tensors["w"]] if case.op == "gdn2" else [])]
+    named = ("q", "k", "v", "g", "beta", "w", "cu_seqlens")
+    extra = {k: v for k, v in tensors.items() if k not in named}
+    want_o, want_s = ref(
+        tensors["q"], tensors["k"], tensors["v"], *gates, tensors["cu_seqlens"].cpu(), **extra, **options
+    )
+
+    def rel(got: Any, want: Any) -> float:
+        return float((got.double() - want).norm() / want.norm().clamp_min(1e-30))
+
+    return {
+        "plan": g.selected_plan.name,
+        "o_rel": rel(out["O"], want_o),
+        "state_rel": rel(out["final_state"], want_s) if "final_state" in out else None,
+    }

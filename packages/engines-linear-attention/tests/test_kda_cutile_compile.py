@@ -1,0 +1,38 @@
+"""The kda_cutile / gdn2_cutile kernels compile for SM80, SM90, SM100 and SM120, on any machine with
+cuTile's compiler (`cuda.tile.compilation.export_kernel`, no GPU needed), from the signatures the
+engine's launches have (`kda_cutile_fwd.export_signatures`). Where cuTile or its compiler is absent
+(CI) the test skips saying which. On SM80, SM100 and SM120 the kernels are compiled, not run."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+ct = pytest.importorskip(
+    "cuda.tile", reason="cuTile is not installed (pip install 'pygraph-engines-linear-attention[cutile]')"
+)
+
+pytestmark = pytest.mark.usefixtures("cutile_compiler")  # skips where cuTile's compiler is absent
+
+from pygraph_linear_attention.kernels.kda_cutile_fwd import KERNELS, export_signatures  # noqa: E402
+from pygraph_linear_attention.kernels.kda_cutile_host import KdaCutileConfig  # noqa: E402
+
+
+def _config(op: str) -> KdaCutileConfig:
+    # every option on (the most code): GVA 2, the safe gate with a_log and dt_bias, both states
+    return KdaCutileConfig(
+        op=op, tokens=4096, sequences=4, heads_qk=8, heads_v=16, key_dim=128, value_dim=128,
+        io_dtype="bfloat16", scale=128**-0.5, use_qk_l2norm=True, use_beta_sigmoid=True,
+        allow_neg_eigval=True, safe_gate=True, has_a_log=True, has_dt_bias=True,
+        has_initial_state=True, output_final_state=True, block_v=64,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("op", ["kda", "gdn2"])
+@pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])
+def test_every_kernel_compiles_to_a_cubin_for(op, target):
+    for name, signature in export_signatures(_config(op)).items():
+        out = io.BytesIO()
+        ct.compilation.export_kernel(KERNELS[name], [signature], out, gpu_code=target, output_format="cubin")
+        assert out.getvalue()[:4] == b"\x7fELF", f"{op} {name} for {target}: not an ELF cubin"

@@ -1,0 +1,30 @@
+"""kda_cutile and gdn2_cutile on the H200 against the float64 references: the forward's correctness table.
+
+Every case of `benchmarks.linear_attention.kda_cases.CASES` for both ops (varlen with odd lengths,
+T = 1, an empty sequence, initial and final state, each option, GQA and GVA, a 4097-token sequence,
+head dim 64, fp16, BLOCK_V 32): fresh random inputs, outputs poisoned (NaN) first, planned and
+executed through the graph API with the engines opted in; the relative error of O and of the final
+state must be within the case's tolerance (1e-2 for bf16 and fp16 io).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from benchmarks.linear_attention.kda_cases import CASES, run_case  # noqa: E402
+from pygraph.environment import OPT_IN_ENV  # noqa: E402
+
+pytestmark = pytest.mark.sm90
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_the_forward_matches_the_float64_reference(case, monkeypatch):
+    monkeypatch.setenv(OPT_IN_ENV, "kda_cutile,gdn2_cutile")
+    result = run_case(case)
+    print(f"{case.id}: {result}")
+    assert result["plan"].startswith(f"{case.op}_cutile[")
+    assert result["o_rel"] <= case.tolerance, result
+    if "final_state" in case.options:
+        assert result["state_rel"] is not None and result["state_rel"] <= case.tolerance, result
