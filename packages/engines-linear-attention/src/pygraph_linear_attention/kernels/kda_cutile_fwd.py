@@ -101,7 +101,7 @@ def kda_prepare_kernel(
     SAFE_GATE,
     HAS_A_LOG,
     HAS_DT_BIAS,
-    HAS_W,
+    HAS_W: ConstInt,  # GDN-2's write gate; constant, as its absent operand's stand-in has another rank
     LOWER_BOUND: ConstFloat,  # the safe gate's bound (negative)
     BETA_PER_CHANNEL: ConstInt,  # 1: GDN-2's beta [T, HB, K]
     K: ConstInt,
