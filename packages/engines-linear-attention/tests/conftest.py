@@ -1,5 +1,6 @@
 """Fixtures of the family's tests: ``gdn_stand_in``, gdn_cutile built with its launch sequences
-replaced by the chunked spec computed on the host.
+replaced by the chunked spec computed on the host (and ``kda_stand_in``, kda_cutile and gdn2_cutile
+the same way).
 
 The stand-in: gdn_cutile's kernel modules replaced in ``sys.modules`` by sentinels, cuTile's launch
 by a no-op, and the plan's launch sequences (`launch_forward`, `launch_backward`) by functions that
@@ -73,6 +74,57 @@ class StandIn:
                            ("d_initial_state", "dh0"), ("d_a_log", "d_a_log"), ("d_dt_bias", "d_dt_bias")):  # fmt: skip
             if role in arrays:
                 _host(arrays[role]).copy_(grads[name])
+
+
+class KdaStandIn:
+    """kda_cutile's / gdn2_cutile's launch sequence computing `chunked.py`'s KDA or GDN-2 in float64
+    on the host; records each run ("kda" or "gdn2")."""
+
+    def __init__(self):
+        self.runs = []
+
+    def forward(self, launch, kernels, cfg, arrays):
+        from pygraph_linear_attention.chunked import chunked_gated_delta_net_v2, chunked_kimi_delta_attention
+
+        self.runs.append(cfg.op)
+        x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "o")}
+        extra = {name: _host(arrays[role]) for name, role in (("initial_state", "h0"), ("a_log", "a_log"),
+                 ("dt_bias", "dt_bias")) if arrays.get(role) is not None}  # fmt: skip
+        gates = [x["g"], x["beta"]] + ([_host(arrays["w_gate"])] if cfg.op == "gdn2" else [])
+        run = chunked_gated_delta_net_v2 if cfg.op == "gdn2" else chunked_kimi_delta_attention
+        o, final = run(
+            x["q"], x["k"], x["v"], *gates, x["cu_seqlens"], **extra, output_final_state=cfg.output_final_state,
+            gate_lower_bound=cfg.gate_lower_bound if cfg.safe_gate else None, **_options(cfg),
+        )  # fmt: skip
+        x["o"].copy_(o)
+        if cfg.output_final_state:
+            _host(arrays["ht"]).copy_(final)
+
+
+@pytest.fixture
+def kda_stand_in(monkeypatch):
+    """kda_cutile and gdn2_cutile offered (opted in) and built with the stand-in launch sequence;
+    the op's graph cache empty. Yields the `KdaStandIn`."""
+    pytest.importorskip("torch")
+    from pygraph.environment import OPT_IN_ENV
+    from pygraph_linear_attention import op_arguments, op_graphs
+    from pygraph_linear_attention.engines import kda_cutile as engine_mod
+
+    monkeypatch.setattr(
+        op_arguments, "DEVICE_TYPES", ("cuda", "cpu")
+    )  # host tensors: the stand-in reads them
+    monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "off")
+    monkeypatch.setenv(OPT_IN_ENV, "kda_cutile,gdn2_cutile")
+    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
+    monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: lambda *args: None)
+    fwd = types.ModuleType("pygraph_linear_attention.kernels.kda_cutile_fwd")
+    fwd.KERNELS = {name: name for name in ("table", "prepare", "scan")}
+    monkeypatch.setitem(sys.modules, fwd.__name__, fwd)
+    recorder = KdaStandIn()
+    monkeypatch.setattr(engine_mod, "launch_forward", recorder.forward)
+    op_graphs.GRAPHS.clear()
+    yield recorder
+    op_graphs.GRAPHS.clear()
 
 
 @pytest.fixture

@@ -7,9 +7,11 @@ chunked forward and backward the kernels compute, in plain torch); they need
 ``pygraph-engines-linear-attention[torch]``. ``engines/cutile.py`` is ``gdn_cutile``, the gdn
 forward and backward in cuTile (``kernels/``; needs the ``cutile`` extra), default-on;
 ``engines/sm90.py`` is ``gdn_sm90``, the gdn forward in CuTe DSL for Hopper (the ``cute`` extra),
-default-on; the other CuTe DSL engines are planned. ``ops.py`` is the torch op ``gated_delta_net`` (a ``torch.library`` custom
-op over gdn and gdn_bwd graphs; needs torch), also reachable as
-``pygraph_linear_attention.gated_delta_net``, imported on first access. No backend lowers these
+default-on; ``engines/kda_cutile.py`` is the kda and gdn2 forward in cuTile; the other CuTe DSL
+engines are planned. ``ops.py`` is the torch op ``gated_delta_net`` (a ``torch.library`` custom op
+over gdn and gdn_bwd graphs; needs torch), ``kda_ops.py`` the ops ``kimi_delta_attention`` and
+``gated_delta_net_v2``; each is also reachable as ``pygraph_linear_attention.<name>``, imported on
+first access. No backend lowers these
 ops, so a graph no engine serves raises `pygraph.GraphNotSupportedError` naming each engine's
 reason. Importing this package imports no framework.
 """
@@ -18,13 +20,14 @@ from typing import Any
 
 from pygraph_linear_attention._version import __version__
 
-__all__ = ["__version__", "gated_delta_net"]
+__all__ = ["__version__", "gated_delta_net", "gated_delta_net_v2", "kimi_delta_attention"]
+_OPS = {"gated_delta_net": "ops", "kimi_delta_attention": "kda_ops", "gated_delta_net_v2": "kda_ops"}
 
 
 def __getattr__(name: str) -> Any:
-    # the torch op is imported on first access, so importing the package imports no framework
-    if name == "gated_delta_net":
-        from pygraph_linear_attention.ops import gated_delta_net
+    # the torch ops are imported on first access, so importing the package imports no framework
+    if name in _OPS:
+        import importlib
 
-        return gated_delta_net
+        return getattr(importlib.import_module(f"pygraph_linear_attention.{_OPS[name]}"), name)
     raise AttributeError(f"module 'pygraph_linear_attention' has no attribute {name!r}")

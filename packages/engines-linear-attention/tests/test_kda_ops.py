@@ -1,0 +1,199 @@
+"""The KDA and GDN-2 torch ops on the CPU: graphs built and cached per key, planned to kda_cutile /
+gdn2_cutile (opted in), executed through their plan with the kernels' launch replaced by a stand-in
+computing the chunked spec (`chunked.py`) in float64 on the host tensors (``kda_stand_in``,
+``conftest.py``); the outputs against the token loops (`reference.py`); `torch.compile(fullgraph=True)`
+and `torch.library.opcheck` over the same path; the gradient's graph, which no engine serves yet,
+surfacing the planner's error; typed argument errors through the Python functions.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import pygraph  # noqa: E402
+from pygraph.errors import OpInputError  # noqa: E402
+from pygraph_linear_attention import op_graphs  # noqa: E402
+from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention  # noqa: E402
+from pygraph_linear_attention.reference import (  # noqa: E402
+    gated_delta_net_v2_reference,
+    kimi_delta_attention_reference,
+)
+
+OPS = {"kda": kimi_delta_attention, "gdn2": gated_delta_net_v2}
+CUSTOM = {
+    "kda": torch.ops.pygraph_linear_attention.kimi_delta_attention,
+    "gdn2": torch.ops.pygraph_linear_attention.gated_delta_net_v2,
+}
+
+
+def _inputs(
+    op, lengths=(5, 1, 9), h=1, hv=2, d=64, io=torch.bfloat16, *, state=False, safe_gate=False, seed=0
+):
+    gen = torch.Generator().manual_seed(seed)
+    t, n = sum(lengths), len(lengths)
+
+    def normal(*shape):
+        return torch.randn(*shape, generator=gen)
+
+    x = {
+        "q": normal(t, h, d).to(io),
+        "k": torch.nn.functional.normalize(normal(t, h, d), dim=-1).to(io),
+        "v": normal(t, hv, d).to(io),
+        "g": torch.nn.functional.logsigmoid(normal(t, hv, d)),
+        "beta": torch.rand(t, hv, *((d,) if op == "gdn2" else ()), generator=gen),
+    }
+    if op == "gdn2":
+        x["w"] = torch.rand(t, hv, d, generator=gen).to(io)
+    x["cu_seqlens"] = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    if state:
+        x["initial_state"] = normal(n, hv, d, d) * 0.1
+    if safe_gate:
+        x["g"] = normal(t, hv, d)
+        x["a_log"] = torch.log(1 + 15 * torch.rand(hv, generator=gen))
+        x["dt_bias"] = normal(hv, d)
+    return x
+
+
+def _rel(got, want) -> float:
+    return float((got.double() - want.double()).norm() / want.double().norm().clamp_min(1e-30))
+
+
+CASES = {
+    "plain": ({}, {}),
+    "state-final": ({"state": True}, {"output_final_state": True}),
+    "options": ({"state": True}, {"output_final_state": True, "use_qk_l2norm_in_kernel": True,
+                                  "use_beta_sigmoid_in_kernel": True, "allow_neg_eigval": True, "scale": 0.2}),
+    "safe-gate-bound": ({"safe_gate": True}, {"output_final_state": True, "safe_gate": True,
+                                               "gate_lower_bound": -3.0}),
+    "fp16-mha": ({"io": torch.float16, "h": 2, "hv": 2}, {"output_final_state": True}),
+}  # fmt: skip
+REFERENCE_KEYS = {
+    "use_qk_l2norm_in_kernel": "use_qk_l2norm",
+    "use_beta_sigmoid_in_kernel": "use_beta_sigmoid",
+}
+
+
+def _reference(op, x, flags):
+    options = {REFERENCE_KEYS.get(k, k): v for k, v in flags.items()}
+    extra = {k: x[k] for k in ("initial_state", "a_log", "dt_bias") if k in x}
+    gates = [x["g"], x["beta"], *([x["w"]] if op == "gdn2" else [])]
+    ref = gated_delta_net_v2_reference if op == "gdn2" else kimi_delta_attention_reference
+    return ref(x["q"], x["k"], x["v"], *gates, x["cu_seqlens"], **extra, **options)
+
+
+@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("case", list(CASES))
+def test_forward_values_equal_the_float64_reference(kda_stand_in, op, case):
+    shape, flags = CASES[case]
+    x = _inputs(op, **shape)
+    o, final = OPS[op](**x, **flags)
+    want_o, want_s = _reference(op, x, flags)
+    assert o.dtype == x["q"].dtype and o.shape == want_o.shape
+    assert _rel(o, want_o) <= 4e-3  # the stand-in is float64: O's rounding to the io dtype alone
+    if flags.get("output_final_state"):
+        assert final.dtype == torch.float32 and _rel(final, want_s) <= 1e-6
+    else:
+        assert final is None
+    assert kda_stand_in.runs == [op]
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_one_graph_per_key_reused_across_calls(kda_stand_in, op):
+    x = _inputs(op)
+    OPS[op](**x)
+    OPS[op](**_inputs(op, seed=1))
+    assert op_graphs.GRAPHS.builds == 1 and kda_stand_in.runs == [op, op]
+    OPS[op](**x, output_final_state=True)  # another key
+    assert op_graphs.GRAPHS.builds == 2
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_no_token_runs_nothing(kda_stand_in, op):
+    x = _inputs(op, lengths=(0, 0), state=True)
+    o, final = OPS[op](**x, output_final_state=True)
+    assert o.shape == (0, 2, 64) and torch.equal(final, x["initial_state"])
+    assert kda_stand_in.runs == [] and op_graphs.GRAPHS.builds == 0
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_the_gradient_graph_no_engine_serves_raises_the_planners_error(kda_stand_in, op):
+    x = {n: t.requires_grad_(n in ("q", "k", "v")) for n, t in _inputs(op).items()}
+    o, _ = OPS[op](**x)  # the forward is served
+    with pytest.raises(pygraph.GraphNotSupportedError, match=rf"{op}_bwd"):
+        o.float().sum().backward()
+    assert not any(k[0] == f"{op}_bwd" for k in op_graphs.GRAPHS.keys())  # a failure is not cached
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_torch_compile_fullgraph_traces_the_forward(kda_stand_in, op):
+    torch._dynamo.reset()
+    x = _inputs(op, state=True)
+
+    def f(**kw):
+        o, final = OPS[op](**kw, output_final_state=True)
+        return o.float().square().sum() + final.sum()
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    assert torch.equal(compiled(**x), f(**x))
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_torch_compile_with_fake_inputs_traces_without_running(kda_stand_in, op):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    torch._dynamo.reset()
+    captured = []
+
+    def backend(gm, example_inputs):
+        captured.append([n.target for n in gm.graph.nodes if n.op == "call_function"])
+        return gm
+
+    def f(**kw):
+        return OPS[op](**kw)[0]
+
+    x = _inputs(op)
+    with FakeTensorMode(allow_non_fake_inputs=False) as mode:
+        fake = {n: mode.from_tensor(t) for n, t in x.items()}
+        out = torch.compile(f, fullgraph=True, backend=backend)(**fake)
+    assert out.shape == (15, 2, 64)
+    assert any(CUSTOM[op].default in targets for targets in captured), captured
+    assert op_graphs.GRAPHS.builds == 0 and kda_stand_in.runs == []
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_opcheck_of_the_forward(kda_stand_in, op):
+    x = _inputs(op, state=True)
+    positional = tuple(v for n, v in x.items() if n != "initial_state")
+    # no input requires grad: the backward has no engine yet (the test above), opcheck's autograd
+    # registration check still runs
+    torch.library.opcheck(
+        CUSTOM[op], positional, {"initial_state": x["initial_state"], "output_final_state": True}
+    )
+
+
+@pytest.mark.parametrize(
+    ("op", "change", "message"),
+    [
+        ("kda", {"g": lambda x: x["g"][..., 0].contiguous()}, r"kimi_delta_attention\(\): g must be \[T, HV, K\]"),
+        ("kda", {"g": lambda x: x["g"].bfloat16()}, r"kimi_delta_attention\(\): g must be torch.float32"),
+        ("gdn2", {"w": lambda x: x["w"].float()}, r"gated_delta_net_v2\(\): w must be q's dtype"),
+        ("gdn2", {"beta": lambda x: x["beta"][..., 0].contiguous()}, r"gated_delta_net_v2\(\): beta must be \[T, HV, K\]"),
+    ],
+)  # fmt: skip
+def test_a_bad_argument_raises_a_typed_error_naming_it(kda_stand_in, op, change, message):
+    x = _inputs(op)
+    x.update({n: f(x) for n, f in change.items()})
+    with pytest.raises(OpInputError, match=message):
+        OPS[op](**x)
+    assert kda_stand_in.runs == []
+
+
+def test_the_package_reaches_the_ops_on_first_access():
+    import pygraph_linear_attention
+
+    assert pygraph_linear_attention.kimi_delta_attention is kimi_delta_attention
+    assert pygraph_linear_attention.gated_delta_net_v2 is gated_delta_net_v2
