@@ -74,6 +74,16 @@ def _channel_rows(view, c, h, C: ConstInt, D: ConstInt):
     return ct.astype(_rows_at(view, (c, h, 0), C, D), ct.float32)
 
 
+def _chunk_gamma(g_seq, c, h, r, rows, C: ConstInt, K: ConstInt):
+    """(gamma [C, K] of chunk ``c``, head ``h``, its rows past the sequence's end reading the last
+    real row's, so that every exp of a gap stays a decay or a bounded growth; that last row [1, K]).
+    ``rows``: the chunk's real rows (more than C for all but a sequence's last chunk)."""
+    last_row = ct.expand_dims(r == ct.minimum(rows, C) - 1, 1)
+    gam = _channel_rows(g_seq, c, h, C, K)
+    last = ct.sum(ct.where(last_row, gam, 0.0), axis=0, keepdims=True)  # [1, K]
+    return ct.where(ct.expand_dims(r < rows, 1), gam, last), last
+
+
 @ct.kernel
 def kda_prepare_kernel(
     k,  # [T, H, K] io
@@ -88,6 +98,7 @@ def kda_prepare_kernel(
     gamma_out,  # [T, HO, K] fp32
     w_out,  # [T, HO, K] io
     u_out,  # [T, HO, V] io
+    t_out,  # [slots, HO, C, C] fp32: T, for the backward (written when STORE_T)
     K_GROUP,  # output heads per k head (HO // H)
     V_GROUP,  # HO // HV
     G_GROUP,  # HO // HG
@@ -104,6 +115,7 @@ def kda_prepare_kernel(
     HAS_W: ConstInt,  # GDN-2's write gate; constant, as its absent operand's stand-in has another rank
     LOWER_BOUND: ConstFloat,  # the safe gate's bound (negative)
     BETA_PER_CHANNEL: ConstInt,  # 1: GDN-2's beta [T, HB, K]
+    STORE_T: ConstInt,  # 1: the backward's launch, which reads T again
     K: ConstInt,
     V: ConstInt,
     C: ConstInt,
@@ -145,7 +157,10 @@ def kda_prepare_kernel(
     erase = kf * wr  # the erase read's key, beta per token or per channel
     below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
     a = _weighted_pairs(erase, kf, gamma, below, C, K)
-    t = ct.astype(_unit_lower_inverse(a), kt.dtype)
+    inverse = _unit_lower_inverse(a)
+    if STORE_T != 0:
+        ct.store(t_out, (ct.bid(0), h, 0, 0), ct.reshape(inverse, (1, 1, C, C)), allow_tma=TMA)
+    t = ct.astype(inverse, kt.dtype)
 
     w = ct.mma(t, ct.astype(erase * ct.exp(gamma), kt.dtype), ct.zeros((C, K), dtype=ct.float32))
     ct.store(
@@ -206,12 +221,7 @@ def kda_scan_kernel(
             kt = _l2_normalized(kt)
         wt = _rows_at(w_seq, (c, h, 0), C, K)
         ut = _rows_at(u_seq, (c, h, vb), C, BV)
-        # gamma [C, K], and past the sequence's end the last real row's (no further decay), so
-        # every exp below stays a decay or a bounded growth
-        last_row = ct.expand_dims(r == ct.minimum(rows, C) - 1, 1)
-        gam = _channel_rows(g_seq, c, h, C, K)
-        last = ct.sum(ct.where(last_row, gam, 0.0), axis=0, keepdims=True)  # [1, K]
-        gam = ct.where(ct.expand_dims(valid, 1), gam, last)
+        gam, last = _chunk_gamma(g_seq, c, h, r, rows, C, K)
         state_t = ct.transpose(ct.astype(state, kt.dtype))  # [K, BV]
         v_new = ct.astype(ut, ct.float32) - ct.mma(wt, state_t, ct.zeros((C, BV), dtype=ct.float32))
 

@@ -1,0 +1,516 @@
+"""The KDA and GDN-2 backward in cuTile: the steps of `chunked_kda_bwd.py` on the device.
+
+The graph carries nothing of the forward, so the backward recomputes it. The launches, in stream
+order (the host side is `kda_cutile_bwd_host.launch_backward`):
+
+1. The forward's `chunk_table_kernel` and `kda_prepare_kernel` (gamma [T, HO, K] fp32, w, u, and
+   each chunk's T = (I + A)^-1 in fp32), and `chunk_offsets_kernel` (each sequence's first chunk
+   slot: a chunk's slot is its sequence's offset plus its index).
+2. `kda_state_scan_kernel` (grid: sequences x heads x value blocks): the forward's state scan
+   again, storing the state entering each chunk (``h`` [slots, HO, V, K], io dtype) and ``v_new``.
+3. `kda_grad_scan_kernel` (same grid), chunks in reverse from d_final_state: stores the gradient
+   of the state leaving each chunk (``dh``) and ``dv_new``; its last state is d_initial_state.
+4. `kda_grad_output_kernel` (grid: chunk slots x heads): the output's and the passed state's
+   terms (dq whole; dk's and dgamma's first terms; dw = -dv_new h); `kda_grad_wy_kernel` (same
+   grid): the WY solve's (dv, the write gate's gradient, the rest of dk, beta's), dgamma's reverse
+   cumulative sum per channel and the gates' chain rules. Cut in two so each holds fewer tiles.
+5. `group_sum_kernel` / `gate_sum_kernel` / `param_sum_kernel` (GDN's) and
+   `channel_param_sum_kernel`: the per-output-head gradients summed over the heads each input
+   head serves (q's and k's taken back through their L2 norm there), over tokens for a_log and
+   dt_bias, cast to the graph's dtypes.
+
+Every decay-weighted product is per key channel, ``sum_j m[r, j] y_j exp(gamma_r - gamma_j)``
+(`_row_weighted`) or ``sum_r m[r, j] x_r exp(gamma_r - gamma_j)`` (`_col_weighted``), for a
+lower-triangular ``m``: by sub-chunks of `SUB` rows (or columns) against the sub-chunk's first
+gamma, so across sub-chunks both factors are decays and inside one the growth is at most
+``exp(-(SUB - 1) min g)`` (the forward's `_weighted_pairs` does the same).
+"""
+
+from __future__ import annotations
+
+import cuda.tile as ct
+
+from pygraph_linear_attention.kernels.gdn_cutile_bwd import (
+    gate_sum_kernel,
+    group_sum_kernel,
+    param_sum_kernel,
+)
+from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
+    _ZERO,
+    SUB,
+    TMA,
+    _l2_normalized,
+    _rows_at,
+    chunk_offsets_kernel,
+    chunk_table_kernel,
+)
+from pygraph_linear_attention.kernels.kda_cutile_fwd import (
+    _channel_rows,
+    _chunk_gamma,
+    _weighted_pairs,
+    kda_prepare_kernel,
+)
+
+__all__ = [
+    "BWD_KERNELS",
+    "channel_param_sum_kernel",
+    "kda_grad_output_kernel",
+    "kda_grad_scan_kernel",
+    "kda_grad_wy_kernel",
+    "kda_state_scan_kernel",
+]
+
+ConstInt = ct.Constant[int]
+ConstFloat = ct.Constant[float]
+
+
+def _mm(x, y, dtype):
+    """x @ y with ``dtype`` operands and fp32 accumulation."""
+    return ct.mma(
+        ct.astype(x, dtype), ct.astype(y, dtype), ct.zeros((x.shape[0], y.shape[1]), dtype=ct.float32)
+    )
+
+
+def _block(view, index, C: ConstInt, D: ConstInt):
+    """A [C, D] fp32 tile of a [T, heads, D'] view at ``index`` (block units), 0 past the view's end."""
+    return ct.astype(
+        ct.reshape(ct.load(view, index, shape=(C, 1, D), padding_mode=_ZERO, allow_tma=TMA), (C, D)),
+        ct.float32,
+    )
+
+
+def _state_block(states, slot, h, vb, BV: ConstInt, K: ConstInt):
+    """The [BV, K] fp32 block ``vb`` of a per-chunk state tile [slots, HO, V, K]."""
+    return ct.astype(ct.reshape(ct.load(states, (slot, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), ct.float32)
+
+
+def _rows_block(m, y, gamma, keys, i, C: ConstInt, K: ConstInt):
+    """Rows ``i * SUB ..`` of `_row_weighted` [SUB, K]."""
+    ref = ct.extract(gamma, (i * SUB, 0), (1, K))
+    seen = keys < (i + 1) * SUB  # keys past the sub-chunk (m is 0 there) weighted 0 before the exp
+    right = ct.where(seen, y * ct.exp(ct.where(seen, ref - gamma, 0.0)), 0.0)
+    rows = ct.mma(ct.extract(m, (i, 0), (SUB, C)), right, ct.zeros((SUB, K), dtype=ct.float32))
+    return rows * ct.exp(ct.extract(gamma, (i, 0), (SUB, K)) - ref)
+
+
+def _row_weighted(m, y, gamma, C: ConstInt, K: ConstInt):
+    """[C, K]: row r is ``sum_j m[r, j] y_j exp(gamma_r - gamma_j)`` channel by channel; m [C, C]
+    fp32, 0 above the diagonal; y, gamma [C, K] fp32 (module docstring)."""
+    keys = ct.expand_dims(ct.arange(C, dtype=ct.int32), 1)
+    top = ct.cat((_rows_block(m, y, gamma, keys, 0, C, K), _rows_block(m, y, gamma, keys, 1, C, K)), 0)
+    bottom = ct.cat((_rows_block(m, y, gamma, keys, 2, C, K), _rows_block(m, y, gamma, keys, 3, C, K)), 0)
+    return ct.cat((top, bottom), 0)
+
+
+def _cols_block(m, x, gamma, rows, i, C: ConstInt, K: ConstInt):
+    """Rows ``i * SUB ..`` of `_col_weighted` [SUB, K]."""
+    ref = ct.extract(gamma, (i * SUB, 0), (1, K))
+    later = rows >= i * SUB  # rows before the sub-chunk (m is 0 there) weighted 0 before the exp
+    left = ct.where(later, x * ct.exp(ct.where(later, gamma - ref, 0.0)), 0.0)
+    cols = ct.mma(ct.transpose(ct.extract(m, (0, i), (C, SUB))), left, ct.zeros((SUB, K), dtype=ct.float32))
+    return cols * ct.exp(ref - ct.extract(gamma, (i, 0), (SUB, K)))
+
+
+def _col_weighted(m, x, gamma, C: ConstInt, K: ConstInt):
+    """[C, K]: row j is ``sum_r m[r, j] x_r exp(gamma_r - gamma_j)`` channel by channel; m [C, C]
+    fp32, 0 above the diagonal; x, gamma [C, K] fp32."""
+    rows = ct.expand_dims(ct.arange(C, dtype=ct.int32), 1)
+    top = ct.cat((_cols_block(m, x, gamma, rows, 0, C, K), _cols_block(m, x, gamma, rows, 1, C, K)), 0)
+    bottom = ct.cat((_cols_block(m, x, gamma, rows, 2, C, K), _cols_block(m, x, gamma, rows, 3, C, K)), 0)
+    return ct.cat((top, bottom), 0)
+
+
+def _qk(q_seq, k_seq, c, hk, L2NORM, C: ConstInt, K: ConstInt):
+    """q and k [C, K] (io dtype) of chunk ``c``, L2-normalized where L2NORM."""
+    qt = _rows_at(q_seq, (c, hk, 0), C, K)
+    kt = _rows_at(k_seq, (c, hk, 0), C, K)
+    if L2NORM != 0:
+        qt = _l2_normalized(qt)
+        kt = _l2_normalized(kt)
+    return qt, kt
+
+
+def _bounds(cu_seqlens, n):
+    bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
+    eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
+    return bos, eos
+
+
+@ct.kernel
+def kda_state_scan_kernel(
+    k,  # [T, H, K] io
+    w,  # [T, HO, K] io, from kda_prepare_kernel
+    u,  # [T, HO, V] io
+    gamma,  # [T, HO, K] fp32
+    cu_seqlens,  # [N + 1]
+    offsets,  # [N] int32, from chunk_offsets_kernel
+    h0,  # [N, HO, V, K] (read when HAS_H0)
+    h_out,  # [slots, HO, V, K] io: the state entering each chunk
+    v_new_out,  # [T, HO, V] io
+    K_GROUP,
+    L2NORM,
+    HAS_H0,
+    K: ConstInt,
+    BV: ConstInt,
+    C: ConstInt,
+):
+    n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
+    bos, eos = _bounds(cu_seqlens, n)
+    base = ct.load(offsets, (n,), shape=())
+    length = eos - bos
+    state = ct.zeros((BV, K), dtype=ct.float32)
+    if HAS_H0 != 0:
+        state = _state_block(h0, n, h, vb, BV, K)
+    r = ct.arange(C, dtype=ct.int32)
+    hk = h // K_GROUP
+    for c in range(ct.cdiv(length, C)):
+        k_seq, w_seq, u_seq = k.slice(0, bos, eos), w.slice(0, bos, eos), u.slice(0, bos, eos)
+        g_seq, vn_seq = gamma.slice(0, bos, eos), v_new_out.slice(0, bos, eos)
+        rows = length - c * C
+        kt = _rows_at(k_seq, (c, hk, 0), C, K)
+        if L2NORM != 0:
+            kt = _l2_normalized(kt)
+        wt = _rows_at(w_seq, (c, h, 0), C, K)
+        ut = _rows_at(u_seq, (c, h, vb), C, BV)
+        gam, last = _chunk_gamma(g_seq, c, h, r, rows, C, K)
+        ct.store(
+            h_out,
+            (base + c, h, vb, 0),
+            ct.reshape(ct.astype(state, h_out.dtype), (1, 1, BV, K)),
+            allow_tma=TMA,
+        )
+        state_t = ct.transpose(ct.astype(state, kt.dtype))
+        v_new = ct.astype(ut, ct.float32) - ct.mma(wt, state_t, ct.zeros((C, BV), dtype=ct.float32))
+        ct.store(vn_seq, (c, h, vb), ct.reshape(ct.astype(v_new, v_new_out.dtype), (C, 1, BV)), allow_tma=TMA)
+        keys = ct.astype(kt, ct.float32) * ct.exp(last - gam)  # padded rows: k is 0
+        state = ct.mma(
+            ct.transpose(ct.astype(v_new, kt.dtype)), ct.astype(keys, kt.dtype), state * ct.exp(last)
+        )
+
+
+@ct.kernel
+def kda_grad_scan_kernel(
+    q,  # [T, H, K] io
+    k,  # [T, H, K] io
+    w,  # [T, HO, K] io
+    gamma,  # [T, HO, K] fp32
+    do,  # [T, HO, V] io: dO
+    cu_seqlens,  # [N + 1]
+    offsets,  # [N] int32
+    dht,  # [N, HO, V, K] (read when HAS_DHT): d_final_state
+    dh_out,  # [slots, HO, V, K] io: the gradient of the state leaving each chunk
+    dv_new_out,  # [T, HO, V] io
+    dh0,  # [N, HO, V, K] (written when HAS_H0): d_initial_state
+    K_GROUP,
+    L2NORM,
+    HAS_DHT,
+    HAS_H0,
+    K: ConstInt,
+    BV: ConstInt,
+    C: ConstInt,
+    SCALE: ConstFloat,
+):
+    n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
+    bos, eos = _bounds(cu_seqlens, n)
+    base = ct.load(offsets, (n,), shape=())
+    length = eos - bos
+    d_state = ct.zeros((BV, K), dtype=ct.float32)
+    if HAS_DHT != 0:
+        d_state = _state_block(dht, n, h, vb, BV, K)
+    r = ct.arange(C, dtype=ct.int32)
+    causal = ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)
+    hk = h // K_GROUP
+    chunks = ct.cdiv(length, C)
+    for i in range(chunks):
+        c = chunks - 1 - i
+        q_seq, k_seq, w_seq = q.slice(0, bos, eos), k.slice(0, bos, eos), w.slice(0, bos, eos)
+        g_seq, do_seq, dvn_seq = (
+            gamma.slice(0, bos, eos),
+            do.slice(0, bos, eos),
+            dv_new_out.slice(0, bos, eos),
+        )
+        rows = length - c * C
+        valid = r < rows
+        qt, kt = _qk(q_seq, k_seq, c, hk, L2NORM, C, K)
+        io = kt.dtype
+        wt = _rows_at(w_seq, (c, h, 0), C, K)
+        gam, last = _chunk_gamma(g_seq, c, h, r, rows, C, K)
+        dot = _block(do_seq, (c, h, vb), C, BV) * SCALE
+        ct.store(
+            dh_out,
+            (base + c, h, vb, 0),
+            ct.reshape(ct.astype(d_state, dh_out.dtype), (1, 1, BV, K)),
+            allow_tma=TMA,
+        )
+
+        qf, kf = ct.astype(qt, ct.float32), ct.astype(kt, ct.float32)
+        live = causal & ct.expand_dims(valid, 0) & ct.expand_dims(valid, 1)
+        scores = _weighted_pairs(qf, kf, gam, live, C, K)  # P [C, C]
+        tail = kf * ct.exp(last - gam)  # k exp(last - gamma); padded rows: k is 0
+        dv_new = _mm(ct.transpose(scores), dot, io) + _mm(tail, ct.transpose(d_state), io)
+        ct.store(
+            dvn_seq, (c, h, vb), ct.reshape(ct.astype(dv_new, dv_new_out.dtype), (C, 1, BV)), allow_tma=TMA
+        )
+        q_decayed = ct.astype(qf * ct.exp(gam), io)
+        # one accumulator chain (as GDN's grad scan: tileiras 13.4 rejects a sum of separate products
+        # here for sm_80)
+        d_state = ct.mma(ct.transpose(ct.astype(-dv_new, io)), wt, d_state * ct.exp(last))
+        d_state = ct.mma(ct.transpose(ct.astype(dot, io)), q_decayed, d_state)
+    if HAS_H0 != 0:
+        ct.store(dh0, (n, h, vb, 0), ct.reshape(ct.astype(d_state, dh0.dtype), (1, 1, BV, K)), allow_tma=TMA)
+
+
+@ct.kernel
+def kda_grad_output_kernel(
+    q,  # [T, H, K] io
+    k,  # [T, H, K] io
+    gamma,  # [T, HO, K] fp32, from kda_prepare_kernel
+    do,  # [T, HO, V] io
+    cu_seqlens,  # [N + 1]
+    table,  # [slots, 2] int32
+    h,  # [slots, HO, V, K] io, from kda_state_scan_kernel
+    dh,  # [slots, HO, V, K] io, from kda_grad_scan_kernel
+    v_new,  # [T, HO, V] io
+    dv_new,  # [T, HO, V] io
+    dq_out,  # [T, HO, K] fp32: per output head, of the normalized q
+    dk_out,  # [T, HO, K] fp32: the output's and the passed state's terms of dk
+    dw_out,  # [T, HO, K] fp32: the gradient of w
+    dgamma_out,  # [T, HO, K] fp32: those terms' part of d gamma
+    K_GROUP,
+    L2NORM,
+    K: ConstInt,
+    V: ConstInt,
+    BV: ConstInt,
+    C: ConstInt,
+    SCALE: ConstFloat,
+):
+    slot, head = ct.bid(0), ct.bid(1)
+    n = ct.load(table, (slot, 0), shape=())
+    if n < 0:
+        return
+    c = ct.load(table, (slot, 1), shape=())
+    bos, eos = _bounds(cu_seqlens, n)
+    r = ct.arange(C, dtype=ct.int32)
+    rows = eos - bos - c * C
+    valid = r < rows
+    gam, last = _chunk_gamma(gamma.slice(0, bos, eos), c, head, r, rows, C, K)
+    qt, kt = _qk(q.slice(0, bos, eos), k.slice(0, bos, eos), c, head // K_GROUP, L2NORM, C, K)
+    io = kt.dtype
+
+    dq_state = ct.zeros((C, K), dtype=ct.float32)  # dO h
+    dk_state = ct.zeros((C, K), dtype=ct.float32)  # v_new dh
+    dw = ct.zeros((C, K), dtype=ct.float32)
+    dp = ct.zeros((C, C), dtype=ct.float32)
+    d_last = ct.zeros((1, K), dtype=ct.float32)  # sum_v dh * h
+    do_seq, vn_seq, dvn_seq = do.slice(0, bos, eos), v_new.slice(0, bos, eos), dv_new.slice(0, bos, eos)
+    for vb in range(V // BV):
+        dot = ct.astype(_block(do_seq, (c, head, vb), C, BV) * SCALE, io)
+        vn = ct.astype(_block(vn_seq, (c, head, vb), C, BV), io)
+        dvn = ct.astype(_block(dvn_seq, (c, head, vb), C, BV), io)
+        hs = ct.reshape(ct.load(h, (slot, head, vb, 0), shape=(1, 1, BV, K)), (BV, K))
+        dhs = ct.reshape(ct.load(dh, (slot, head, vb, 0), shape=(1, 1, BV, K)), (BV, K))
+        dq_state = ct.mma(dot, hs, dq_state)
+        dp = ct.mma(dot, ct.transpose(vn), dp)
+        dk_state = ct.mma(vn, dhs, dk_state)
+        dw = ct.mma(-dvn, hs, dw)
+        d_last = d_last + ct.sum(
+            ct.astype(dhs, ct.float32) * ct.astype(hs, ct.float32), axis=0, keepdims=True
+        )
+
+    qf, kf = ct.astype(qt, ct.float32), ct.astype(kt, ct.float32)
+    live = (
+        (ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)) & ct.expand_dims(valid, 0) & ct.expand_dims(valid, 1)
+    )
+    dp = ct.where(live, dp, 0.0)
+    # o = (q exp(gamma)) h^T + P v_new, P[r, j] = sum_c q_r exp(gamma_r - gamma_j) k_j
+    dq = dq_state * ct.exp(gam) + _row_weighted(dp, kf, gam, C, K)
+    dk_scores = _col_weighted(dp, qf, gam, C, K)
+    # the state passed on: h_out = h exp(last) + v_new^T (k exp(last - gamma))
+    dk_tail = dk_state * ct.where(ct.expand_dims(valid, 1), ct.exp(last - gam), 0.0)
+    dk = dk_scores + dk_tail
+    dgamma = qf * dq - kf * dk
+    d_last = d_last * ct.exp(last) + ct.sum(kf * dk_tail, axis=0, keepdims=True)
+    dgamma = dgamma + ct.where(ct.expand_dims(r == ct.minimum(rows, C) - 1, 1), d_last, 0.0)
+
+    ct.store(dq_out.slice(0, bos, eos), (c, head, 0), ct.reshape(dq, (C, 1, K)), allow_tma=TMA)
+    ct.store(dk_out.slice(0, bos, eos), (c, head, 0), ct.reshape(dk, (C, 1, K)), allow_tma=TMA)
+    ct.store(dw_out.slice(0, bos, eos), (c, head, 0), ct.reshape(dw, (C, 1, K)), allow_tma=TMA)
+    ct.store(dgamma_out.slice(0, bos, eos), (c, head, 0), ct.reshape(dgamma, (C, 1, K)), allow_tma=TMA)
+
+
+@ct.kernel
+def kda_grad_wy_kernel(
+    k,  # [T, H, K] io
+    v,  # [T, HV, V] io
+    g,  # [T, HG, K] fp32: the raw gate
+    beta,  # [T, HB] (KDA) or [T, HB, K] (GDN-2), fp32 or io
+    w_gate,  # [T, HW, V] io (read when HAS_W)
+    a_log,  # [HA] (read when SAFE_GATE and HAS_A_LOG)
+    dt_bias,  # [HD, K] (read when SAFE_GATE and HAS_DT_BIAS)
+    gamma,  # [T, HO, K] fp32, from kda_prepare_kernel
+    cu_seqlens,  # [N + 1]
+    table,  # [slots, 2] int32
+    t_mat,  # [slots, HO, C, C] fp32: T = (I + A)^-1, from kda_prepare_kernel
+    dv_new,  # [T, HO, V] io
+    dw,  # [T, HO, K] fp32, from kda_grad_output_kernel
+    dk_io,  # [T, HO, K] fp32: read (the output's terms), written with the WY terms added
+    dgamma_part,  # [T, HO, K] fp32, from kda_grad_output_kernel
+    dv_out,  # [T, HO, V] fp32
+    dwg_out,  # [T, HO, V] fp32: the write gate's gradient (written when HAS_W)
+    dg_out,  # [T, HO, K] fp32: of the raw g (what dt_bias's gradient sums too)
+    dbeta_out,  # [T, HO] or [T, HO, K] fp32: of the raw beta
+    da_out,  # [T, HO] fp32: each token's term of d_a_log (written when SAFE_GATE and HAS_A_LOG)
+    K_GROUP,
+    V_GROUP,
+    G_GROUP,
+    B_GROUP,
+    W_GROUP,
+    A_GROUP,
+    D_GROUP,
+    L2NORM,
+    BETA_SIGMOID,
+    NEG_EIGVAL,
+    SAFE_GATE,
+    HAS_A_LOG,
+    HAS_DT_BIAS,
+    HAS_W: ConstInt,  # GDN-2 (constant: KDA's absent write gate is a stand-in of another rank)
+    LOWER_BOUND: ConstFloat,
+    BETA_PER_CHANNEL: ConstInt,
+    K: ConstInt,
+    V: ConstInt,
+    BV: ConstInt,
+    C: ConstInt,
+):
+    slot, head = ct.bid(0), ct.bid(1)
+    n = ct.load(table, (slot, 0), shape=())
+    if n < 0:
+        return
+    c = ct.load(table, (slot, 1), shape=())
+    bos, eos = _bounds(cu_seqlens, n)
+    r = ct.arange(C, dtype=ct.int32)
+    rows = eos - bos - c * C
+    valid = ct.expand_dims(r < rows, 1)  # [C, 1]
+
+    # the gates as kda_prepare_kernel applies the options
+    raw_g = _channel_rows(g.slice(0, bos, eos), c, head // G_GROUP, C, K)
+    rate = ct.zeros((1, 1), dtype=ct.float32) + 1.0  # exp(a_log), 1 without it
+    biased = raw_g  # the safe gate's g + dt_bias
+    if SAFE_GATE != 0:
+        if HAS_DT_BIAS != 0:
+            biased = raw_g + ct.astype(ct.load(dt_bias, (head // D_GROUP, 0), shape=(1, K)), ct.float32)
+        if HAS_A_LOG != 0:
+            rate = rate * ct.exp(ct.astype(ct.load(a_log, (head // A_GROUP,), shape=()), ct.float32))
+    beta_seq = beta.slice(0, bos, eos)
+    if BETA_PER_CHANNEL != 0:
+        raw_b = _channel_rows(beta_seq, c, head // B_GROUP, C, K)  # [C, K]
+    else:
+        raw_b = ct.load(beta_seq, (c, head // B_GROUP), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA)
+        raw_b = ct.astype(raw_b, ct.float32)  # [C, 1]
+    wr = raw_b
+    if BETA_SIGMOID != 0:
+        wr = ct.where(valid, 1.0 / (1.0 + ct.exp(-raw_b)), 0.0)
+    if NEG_EIGVAL != 0:
+        wr = wr * 2.0
+    gam, last = _chunk_gamma(gamma.slice(0, bos, eos), c, head, r, rows, C, K)
+
+    kt = _rows_at(k.slice(0, bos, eos), (c, head // K_GROUP, 0), C, K)
+    if L2NORM != 0:
+        kt = _l2_normalized(kt)
+    io = kt.dtype
+    kf = ct.astype(kt, ct.float32)
+    erase = kf * wr  # e = beta k
+    kw = erase * ct.exp(gam)
+    dwt = _block(dw.slice(0, bos, eos), (c, head, 0), C, K)
+    dt = _mm(dwt, ct.transpose(kw), io)  # dT = dw kw^T + dv_new vw^T
+    tr = ct.transpose(
+        ct.astype(ct.reshape(ct.load(t_mat, (slot, head, 0, 0), shape=(1, 1, C, C)), (C, C)), io)
+    )
+
+    # u = T vw (KDA: vw = beta v; GDN-2: the write gate times v): dv, the gates' value terms
+    d_write = ct.zeros((C, 1), dtype=ct.float32)
+    dvn_seq, v_seq, dv_seq = dv_new.slice(0, bos, eos), v.slice(0, bos, eos), dv_out.slice(0, bos, eos)
+    hv = head // V_GROUP
+    for vb in range(V // BV):
+        dvn = ct.astype(_block(dvn_seq, (c, head, vb), C, BV), io)
+        vt = _block(v_seq, (c, hv, vb), C, BV)
+        dvw = ct.mma(tr, dvn, ct.zeros((C, BV), dtype=ct.float32))
+        if HAS_W != 0:
+            wgt = _block(w_gate.slice(0, bos, eos), (c, head // W_GROUP, vb), C, BV)
+            ct.store(
+                dwg_out.slice(0, bos, eos), (c, head, vb), ct.reshape(dvw * vt, (C, 1, BV)), allow_tma=TMA
+            )
+            vw = vt * wgt
+            ct.store(dv_seq, (c, head, vb), ct.reshape(dvw * wgt, (C, 1, BV)), allow_tma=TMA)
+        else:
+            d_write = d_write + ct.sum(dvw * vt, axis=1, keepdims=True)
+            vw = vt * wr
+            ct.store(dv_seq, (c, head, vb), ct.reshape(dvw * wr, (C, 1, BV)), allow_tma=TMA)
+        dt = ct.mma(dvn, ct.transpose(ct.astype(vw, io)), dt)
+
+    # T = (I + A)^-1, A = tril(kw kd^T, -1) with kd = k exp(-gamma): by the weighted products
+    below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
+    da = ct.where(below, -_mm(_mm(tr, dt, io), tr, io), 0.0)
+    de = ct.exp(gam) * ct.mma(tr, ct.astype(dwt, io), ct.zeros((C, K), dtype=ct.float32))
+    de = de + _row_weighted(da, kf, gam, C, K)  # the erase key's gradient (kw = e exp(gamma))
+    dk_a = _col_weighted(da, erase, gam, C, K)  # through kd
+    dk = _block(dk_io.slice(0, bos, eos), (c, head, 0), C, K) + dk_a + wr * de
+    ct.store(dk_io.slice(0, bos, eos), (c, head, 0), ct.reshape(dk, (C, 1, K)), allow_tma=TMA)
+    dgamma = _block(dgamma_part.slice(0, bos, eos), (c, head, 0), C, K) + erase * de - kf * dk_a
+    if BETA_PER_CHANNEL != 0:
+        d_write = de * kf  # [C, K]
+    else:
+        d_write = d_write + ct.sum(de * kf, axis=1, keepdims=True)
+    # gamma = cumsum(gate) down the chunk: the gate's gradient is dgamma's reverse cumulative sum
+    d_decay = ct.sum(dgamma, axis=0, keepdims=True) - ct.cumsum(dgamma, 0) + dgamma
+
+    # the options' chain rules (q's and k's L2 norm: in group_sum_kernel, after the head sums)
+    if NEG_EIGVAL != 0:
+        d_write = d_write * 2.0
+    if BETA_SIGMOID != 0:
+        s = 1.0 / (1.0 + ct.exp(-raw_b))
+        d_write = d_write * s * (1.0 - s)
+    d_raw_g = d_decay
+    if SAFE_GATE != 0:  # gate = LOWER_BOUND sigmoid(z), z = exp(a_log) (g + dt_bias)
+        z = rate * biased
+        s = 1.0 / (1.0 + ct.exp(-z))
+        d_z = ct.where(valid, d_decay * LOWER_BOUND * s * (1.0 - s), 0.0)
+        d_raw_g = d_z * rate
+        if HAS_A_LOG != 0:
+            ct.store(
+                da_out.slice(0, bos, eos), (c, head), ct.sum(d_z * z, axis=1, keepdims=True), allow_tma=TMA
+            )
+    ct.store(dg_out.slice(0, bos, eos), (c, head, 0), ct.reshape(d_raw_g, (C, 1, K)), allow_tma=TMA)
+    if BETA_PER_CHANNEL != 0:
+        ct.store(dbeta_out.slice(0, bos, eos), (c, head, 0), ct.reshape(d_write, (C, 1, K)), allow_tma=TMA)
+    else:
+        ct.store(dbeta_out.slice(0, bos, eos), (c, head), d_write, allow_tma=TMA)
+
+
+@ct.kernel
+def channel_param_sum_kernel(src, dst, T, GROUP, K: ConstInt, TB: ConstInt):
+    """dst[p, :] = the sum over all tokens and the heads p serves of src: src [T, HO, K] fp32, dst
+    [HO // GROUP, K] (dt_bias's gradient, one value per head and key channel)."""
+    p = ct.bid(0)
+    acc = ct.zeros((TB, 1, K), dtype=ct.float32)
+    for step in range(ct.cdiv(T, TB)):
+        for i in range(GROUP):
+            acc = acc + ct.load(
+                src, (step, p * GROUP + i, 0), shape=(TB, 1, K), padding_mode=_ZERO, allow_tma=TMA
+            )
+    ct.store(dst, (p, 0), ct.astype(ct.reshape(ct.sum(acc, axis=0), (1, K)), dst.dtype), allow_tma=TMA)
+
+
+# the kernels by the names the host side (`kda_cutile_bwd_host`) launches them under
+BWD_KERNELS = {
+    "table": chunk_table_kernel,
+    "prepare": kda_prepare_kernel,
+    "offsets": chunk_offsets_kernel,
+    "states": kda_state_scan_kernel,
+    "grad_scan": kda_grad_scan_kernel,
+    "grad_output": kda_grad_output_kernel,
+    "grad_wy": kda_grad_wy_kernel,
+    "group_sum": group_sum_kernel,
+    "gate_sum": gate_sum_kernel,
+    "param_sum": param_sum_kernel,
+    "channel_param_sum": channel_param_sum_kernel,
+}
