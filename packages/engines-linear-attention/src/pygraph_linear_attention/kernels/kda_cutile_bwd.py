@@ -411,7 +411,7 @@ def kda_grad_wy_kernel(
         wr = ct.where(valid, 1.0 / (1.0 + ct.exp(-raw_b)), 0.0)
     if NEG_EIGVAL != 0:
         wr = wr * 2.0
-    gam, last = _chunk_gamma(gamma.slice(0, bos, eos), c, head, r, rows, C, K)
+    gam, _ = _chunk_gamma(gamma.slice(0, bos, eos), c, head, r, rows, C, K)
 
     kt = _rows_at(k.slice(0, bos, eos), (c, head // K_GROUP, 0), C, K)
     if L2NORM != 0:

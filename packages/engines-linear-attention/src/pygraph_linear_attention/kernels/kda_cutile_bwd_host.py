@@ -124,7 +124,7 @@ def backward_arguments(cfg: KdaCutileBwdConfig, arrays: Mapping[str, Any]) -> di
 
     a = arrays
     forward = kernel_arguments(cfg, {"o": None, **arrays})  # its table and prepare (T stored: a["t"])
-    ho, kd, vd, bv, gv = cfg.heads_out, cfg.key_dim, cfg.value_dim, cfg.block_v, cfg.grad_block_v
+    kd, vd, bv, gv = cfg.key_dim, cfg.value_dim, cfg.block_v, cfg.grad_block_v
     kg, l2, scale = cfg.group(cfg.heads_qk), int(cfg.use_qk_l2norm), float(cfg.scale)
     gdn2 = cfg.op == "gdn2"
     return {
