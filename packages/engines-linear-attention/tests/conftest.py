@@ -77,8 +77,8 @@ class StandIn:
 
 
 class KdaStandIn:
-    """kda_cutile's / gdn2_cutile's launch sequence computing `chunked.py`'s KDA or GDN-2 in float64
-    on the host; records each run ("kda" or "gdn2")."""
+    """kda_cutile's / gdn2_cutile's launch sequences computing `chunked.py`'s KDA or GDN-2 (and
+    `chunked_kda_bwd.py`'s backward) in float64 on the host; records each run ("kda", "kda_bwd", ...)."""
 
     def __init__(self):
         self.runs = []
@@ -100,11 +100,35 @@ class KdaStandIn:
         if cfg.output_final_state:
             _host(arrays["ht"]).copy_(final)
 
+    def backward(self, launch, kernels, cfg, arrays):
+        from pygraph_linear_attention.chunked_kda_bwd import (
+            chunked_gated_delta_net_v2_backward,
+            chunked_kimi_delta_attention_backward,
+        )
+
+        self.runs.append(f"{cfg.op}_bwd")
+        x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "dO")}
+        extra = {name: _host(arrays[role]) for name, role in (("initial_state", "h0"), ("a_log", "a_log"),
+                 ("dt_bias", "dt_bias"), ("grad_final_state", "dht")) if arrays.get(role) is not None}  # fmt: skip
+        gates = [x["g"], x["beta"]] + ([_host(arrays["w_gate"])] if cfg.op == "gdn2" else [])
+        run = (
+            chunked_gated_delta_net_v2_backward if cfg.op == "gdn2" else chunked_kimi_delta_attention_backward
+        )
+        grads = run(
+            x["q"], x["k"], x["v"], *gates, x["cu_seqlens"], x["dO"], **extra,
+            gate_lower_bound=cfg.gate_lower_bound if cfg.safe_gate else None, **_options(cfg),
+        )  # fmt: skip
+        roles = {"dQ": "dQ", "dK": "dK", "dV": "dV", "dG": "dG", "dBeta": "dBeta", "dW": "dW",
+                 "d_initial_state": "dh0", "d_a_log": "d_a_log", "d_dt_bias": "d_dt_bias"}  # fmt: skip
+        for name, role in roles.items():
+            if arrays.get(role) is not None:
+                _host(arrays[role]).copy_(grads[name])
+
 
 @pytest.fixture
 def kda_stand_in(monkeypatch):
-    """kda_cutile and gdn2_cutile offered (opted in) and built with the stand-in launch sequence;
-    the op's graph cache empty. Yields the `KdaStandIn`."""
+    """kda_cutile, gdn2_cutile and their backwards offered (opted in) and built with the stand-in
+    launch sequences; the op's graph cache empty. Yields the `KdaStandIn`."""
     pytest.importorskip("torch")
     from pygraph.environment import OPT_IN_ENV
     from pygraph_linear_attention import op_arguments, op_graphs
@@ -114,14 +138,18 @@ def kda_stand_in(monkeypatch):
         op_arguments, "DEVICE_TYPES", ("cuda", "cpu")
     )  # host tensors: the stand-in reads them
     monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "off")
-    monkeypatch.setenv(OPT_IN_ENV, "kda_cutile,gdn2_cutile")
+    monkeypatch.setenv(OPT_IN_ENV, "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd")
     monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
     monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: lambda *args: None)
     fwd = types.ModuleType("pygraph_linear_attention.kernels.kda_cutile_fwd")
     fwd.KERNELS = {name: name for name in ("table", "prepare", "scan")}
+    bwd = types.ModuleType("pygraph_linear_attention.kernels.kda_cutile_bwd")
+    bwd.BWD_KERNELS = {}
     monkeypatch.setitem(sys.modules, fwd.__name__, fwd)
+    monkeypatch.setitem(sys.modules, bwd.__name__, bwd)
     recorder = KdaStandIn()
     monkeypatch.setattr(engine_mod, "launch_forward", recorder.forward)
+    monkeypatch.setattr(engine_mod, "launch_backward", recorder.backward)
     op_graphs.GRAPHS.clear()
     yield recorder
     op_graphs.GRAPHS.clear()

@@ -43,7 +43,9 @@ def test_family_blocks_anchors_and_hooks(name, block, anchors):
         anchors,
         "pygraph-engines-linear-attention",
     )
-    extra = {"gdn_cutile_bwd": block + 2, "gdn_sm90_bwd": block + 3} if name == "gdn" else {}
+    extra = {f"{name}_cutile_bwd": block + 2}
+    if name == "gdn":
+        extra["gdn_sm90_bwd"] = block + 3
     assert fam.ids == {f"{name}_sm90": block, f"{name}_cutile": block + 1, **extra}
     assert fam.package == "pygraph_linear_attention"
     assert fam.analyzer == ("pygraph_linear_attention.analyzer", "analyze")
@@ -51,11 +53,15 @@ def test_family_blocks_anchors_and_hooks(name, block, anchors):
 
 
 @pytest.mark.parametrize("name", ["kda", "gdn2"])
-def test_the_cutile_forward_ships_opt_in_and_the_sm90_slot_is_planned(name, monkeypatch):
+def test_the_cutile_engines_ship_opt_in_and_the_sm90_slot_is_planned(name, monkeypatch):
     fam = pygraph.engines.family_by_name(name)
-    cutile = fam.slots[f"{name}_cutile"]
-    cls = "Gdn2CutileEngine" if name == "gdn2" else "KdaCutileEngine"
-    assert (cutile.impl, cutile.opt_in) == (("pygraph_linear_attention.engines.kda_cutile", cls), True)
+    prefix = "Gdn2" if name == "gdn2" else "Kda"
+    for slot, cls in (
+        (f"{name}_cutile", f"{prefix}CutileEngine"),
+        (f"{name}_cutile_bwd", f"{prefix}CutileBwdEngine"),
+    ):
+        cutile = fam.slots[slot]
+        assert (cutile.impl, cutile.opt_in) == (("pygraph_linear_attention.engines.kda_cutile", cls), True)
     assert fam.slots[f"{name}_sm90"].is_planned
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
     assert pygraph.engines.offered_ids(fam) == {}  # off until named
@@ -64,8 +70,11 @@ def test_the_cutile_forward_ships_opt_in_and_the_sm90_slot_is_planned(name, monk
     assert built.unavailable[f"{name}_sm90"] == (
         f"planned: the chunked CuTe DSL kernels for Hopper are not written yet; no backend lowers {name} graphs"
     )
-    monkeypatch.setenv(OPT_IN_ENV, f"{name}_cutile")
-    assert pygraph.engines.offered_ids(fam) == {f"{name}_cutile": fam.engine_id + 1}
+    monkeypatch.setenv(OPT_IN_ENV, f"{name}_cutile,{name}_cutile_bwd")
+    assert pygraph.engines.offered_ids(fam) == {
+        f"{name}_cutile": fam.engine_id + 1,
+        f"{name}_cutile_bwd": fam.engine_id + 2,
+    }
 
 
 def test_gdn_ships_its_four_engines_default_on(monkeypatch):

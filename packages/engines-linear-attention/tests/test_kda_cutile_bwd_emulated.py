@@ -44,17 +44,18 @@ KERNEL_DIR = pathlib.Path(gdn_cutile_host.__file__).parent
 _IMPORTS = r"from pygraph_linear_attention\.kernels\.\w+ import (\([^)]*\)|[^\n]*)\n"
 
 
-def _module():
+def emulated_module(emu=EMU):
     """The GDN forward's, GDN backward's, KDA forward's and KDA backward's source run against the
-    stand-in in one namespace (each imports its helpers from the ones before)."""
-    namespace = {"ct": EMU, "__name__": "kda_cutile_bwd_emulated"}
+    stand-in ``emu`` in one namespace (each imports its helpers from the ones before). The launcher
+    must be ``emu``'s: its programs read their block index from it."""
+    namespace = {"ct": emu, "__name__": "kda_cutile_bwd_emulated"}
     for file in ("gdn_cutile_fwd.py", "gdn_cutile_bwd.py", "kda_cutile_fwd.py", "kda_cutile_bwd.py"):
         source = (KERNEL_DIR / file).read_text().replace("import cuda.tile as ct\n", "")
         exec(compile(re.sub(_IMPORTS, "", source), file, "exec"), namespace)
     return types.SimpleNamespace(**namespace)
 
 
-KDA_BWD = _module()
+KDA_BWD = emulated_module()
 F64 = torch.float64
 BV = 8
 

@@ -36,3 +36,19 @@ def test_every_kernel_compiles_to_a_cubin_for(op, target):
         out = io.BytesIO()
         ct.compilation.export_kernel(KERNELS[name], [signature], out, gpu_code=target, output_format="cubin")
         assert out.getvalue()[:4] == b"\x7fELF", f"{op} {name} for {target}: not an ELF cubin"
+
+
+@pytest.mark.parametrize("op", ["kda", "gdn2"])
+@pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])
+def test_every_backward_kernel_compiles_to_a_cubin_for(op, target):
+    import dataclasses
+
+    from pygraph_linear_attention.kernels.kda_cutile_bwd import export_signatures as bwd_signatures
+    from pygraph_linear_attention.kernels.kda_cutile_bwd_host import KdaCutileBwdConfig
+
+    fields = {f.name: getattr(_config(op), f.name) for f in dataclasses.fields(KdaCutileConfig)}
+    cfg = KdaCutileBwdConfig(**{**fields, "output_final_state": False}, has_d_final_state=True)
+    for name, (kernel, signature) in bwd_signatures(cfg).items():
+        out = io.BytesIO()
+        ct.compilation.export_kernel(kernel, [signature], out, gpu_code=target, output_format="cubin")
+        assert out.getvalue()[:4] == b"\x7fELF", f"{op} backward {name} for {target}: not an ELF cubin"

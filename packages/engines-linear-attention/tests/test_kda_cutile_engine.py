@@ -70,10 +70,18 @@ def emulated(monkeypatch):
     emulation = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(emulation)
     launcher = sys.modules.get("gdn_cutile_emulation") or emulation.EMULATION
+    spec = importlib.util.spec_from_file_location(
+        "kda_bwd_emulation", here.with_name("test_kda_cutile_bwd_emulated.py")
+    )
+    backward = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(backward)
     monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.kda_cutile_fwd", emulation.KDA)
+    # built on the launcher's stand-in: each program reads its block index from the one that launches it
+    bwd_kernels = backward.emulated_module(launcher.EMU)
+    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.kda_cutile_bwd", bwd_kernels)
     monkeypatch.setattr(engine_mod, "_cutile_launch", launcher._EmulatedLaunch)
     monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
-    monkeypatch.setenv(OPT_IN_ENV, "kda_cutile,gdn2_cutile")
+    monkeypatch.setenv(OPT_IN_ENV, "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd")
 
 
 @pytest.mark.parametrize("op", ["kda", "gdn2"])
@@ -107,6 +115,56 @@ def test_a_graph_runs_end_to_end_on_the_emulated_kernels(emulated, op, safe_gate
     assert rel(out[o], want_o) < 1e-2 and rel(out[final], want_s) < 1e-2  # bf16 w, u, O between kernels
 
 
+@pytest.mark.parametrize("op", ["kda", "gdn2"])
+@pytest.mark.parametrize("safe_gate", [False, True], ids=["gates-as-given", "safe-gate"])
+def test_a_backward_graph_runs_end_to_end_on_the_emulated_kernels(emulated, op, safe_gate):
+    from pygraph_linear_attention.reference import (
+        gated_delta_net_v2_backward_reference,
+        kimi_delta_attention_backward_reference,
+    )
+
+    x = _inputs(op, safe_gate=safe_gate)
+    t, n = sum(T_LENGTHS), len(T_LENGTHS)
+    gen = torch.Generator().manual_seed(3)
+    d_o = torch.randn(t, H, D, generator=gen).bfloat16()
+    d_final = torch.randn(n, H, D, D, generator=gen)
+    attrs = {"safe_gate": True, "gate_lower_bound": -4.0} if safe_gate else {}
+    g = pygraph.Graph(name=f"{op}-bwd-emulated", io_data_type=torch.bfloat16)
+    ports = {
+        name: g.tensor(name=name, dim=list(v.shape), stride=list(v.stride()), data_type=v.dtype)
+        for name, v in {**x, "dO": d_o, "d_final_state": d_final}.items()
+    }
+    outs = getattr(g, f"{op}_bwd")(**ports, **attrs)
+    names = ["dQ", "dK", "dV", "dG", "dBeta", *(["dW"] if op == "gdn2" else []), "d_initial_state", "d_a_log",
+             "d_dt_bias"]  # fmt: skip
+    like = {"dQ": "q", "dK": "k", "dV": "v", "dG": "g", "dBeta": "beta", "dW": "w", "d_initial_state": "initial_state",
+            "d_a_log": "a_log", "d_dt_bias": "dt_bias"}  # fmt: skip
+    out = {}
+    for name, port in zip(names, outs):
+        if port is not None:
+            port.set_output(True).set_data_type(x[like[name]].dtype)
+            out[name] = (port, torch.full(x[like[name]].shape, float("nan"), dtype=x[like[name]].dtype))
+    g.create_execution_plans()
+    g.build_plans()
+    assert g.selected_plan.name.startswith(f"{op}_cutile_bwd[")
+    raw = torch.empty(g.get_workspace_size() + 256, dtype=torch.uint8)
+    pack = {ports[name]: v for name, v in {**x, "dO": d_o, "d_final_state": d_final}.items()}
+    g.execute({**pack, **dict(out.values())}, workspace=raw[(-raw.data_ptr()) % 256 :])
+
+    options = {"a_log": x["a_log"], "dt_bias": x["dt_bias"], **attrs} if safe_gate else {}
+    gates = [x["g"], x["beta"], *([x["w"]] if op == "gdn2" else [])]
+    ref = gated_delta_net_v2_backward_reference if op == "gdn2" else kimi_delta_attention_backward_reference
+    want = ref(x["q"], x["k"], x["v"], *gates, x["cu_seqlens"], d_o, grad_final_state=d_final,
+               initial_state=x["initial_state"], **options)  # fmt: skip
+    assert set(out) == set(want)
+    errors = {
+        name: float((got.double() - want[name]).norm() / want[name].norm()) for name, (_, got) in out.items()
+    }
+    assert all(err < 2e-2 for err in errors.values()), (
+        errors
+    )  # bf16 h, dh, v_new, dv_new and dQ, dK, dV between kernels
+
+
 def test_the_engines_ship_opt_in(monkeypatch):
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
     monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
@@ -129,7 +187,10 @@ def _decline(op: str, x: dict, **attrs) -> str:
     ("op", "change", "message"),
     [
         ("kda", {"safe_gate": True, "a_log": torch.zeros(H), "dt_bias": torch.zeros(H)},
-         "dt_bias has 2 values: 64 per head for heads dividing the output's 2"),
+         "dt_bias must be [heads, K], got [2]"),
+        ("kda", {"safe_gate": True, "a_log": torch.zeros(H), "dt_bias": torch.zeros(H, 3)},
+         "dt_bias has 6 values: 64 per head for heads dividing the output's 2"),
+        ("kda", {"safe_gate": True, "a_log": torch.zeros(H, 1)}, "a_log must be [heads], got [2, 1]"),
         ("kda", {"gate_domain": "linear"}, "gate_domain='linear' is not served"),
         ("gdn2", {"w": torch.zeros(127, H, D)}, "w (the write gate) must be the io dtype BFLOAT16, got FLOAT"),
         ("kda", {"q": torch.zeros(127, H, 48, dtype=torch.bfloat16), "k": torch.zeros(127, H, 48, dtype=torch.bfloat16)},

@@ -2,8 +2,9 @@
 gdn2_cutile (opted in), executed through their plan with the kernels' launch replaced by a stand-in
 computing the chunked spec (`chunked.py`) in float64 on the host tensors (``kda_stand_in``,
 ``conftest.py``); the outputs against the token loops (`reference.py`); `torch.compile(fullgraph=True)`
-and `torch.library.opcheck` over the same path; the gradient's graph, which no engine serves yet,
-surfacing the planner's error; typed argument errors through the Python functions.
+and `torch.library.opcheck` over the same path; the gradients (kda_bwd / gdn2_bwd graphs on the backward
+engines, whose stand-in computes `chunked_kda_bwd.py`) against autograd through the token loops; a
+backward graph no engine serves surfacing the planner's error; typed argument errors.
 """
 
 from __future__ import annotations
@@ -117,26 +118,81 @@ def test_no_token_runs_nothing(kda_stand_in, op):
     assert kda_stand_in.runs == [] and op_graphs.GRAPHS.builds == 0
 
 
+def _leaves(op, x):
+    names = ("q", "k", "v", "g", "beta", "w", "initial_state", "a_log", "dt_bias")
+    return [n for n in names if n in x]
+
+
+def _reference_grads(op, x, flags, grad_o, grad_final):
+    leaves = {n: x[n].detach().double().requires_grad_(True) for n in _leaves(op, x)}
+    o, final = _reference(op, {**x, **leaves}, flags)
+    outputs, grads = [o], [grad_o.double()]
+    if grad_final is not None:
+        outputs.append(final)
+        grads.append(grad_final.double())
+    values = torch.autograd.grad(outputs, list(leaves.values()), grads)
+    return dict(zip(leaves, values))
+
+
 @pytest.mark.parametrize("op", list(OPS))
-def test_the_gradient_graph_no_engine_serves_raises_the_planners_error(kda_stand_in, op):
+@pytest.mark.parametrize("case", list(CASES))
+def test_autograd_gradients_equal_the_float64_reference(kda_stand_in, op, case):
+    shape, flags = CASES[case]
+    x = _inputs(op, **shape)
+    leaves = {n: t.clone().requires_grad_(n in _leaves(op, x)) for n, t in x.items()}
+    o, final = OPS[op](**leaves, **flags)
+    gen = torch.Generator().manual_seed(7)
+    outputs, grads = [o], [torch.randn(o.shape, generator=gen).to(o.dtype)]
+    if final is not None:
+        outputs.append(final)
+        grads.append(torch.randn(final.shape, generator=gen))
+    torch.autograd.backward(outputs, grads)
+    want = _reference_grads(op, x, flags, grads[0], grads[1] if final is not None else None)
+    assert kda_stand_in.runs == [op, f"{op}_bwd"]
+    for name, w in want.items():
+        got = leaves[name].grad
+        assert got is not None and got.shape == w.shape and got.dtype == x[name].dtype, name
+        # the stand-in is float64: each gradient's rounding to its input's dtype alone
+        assert _rel(got, w) <= 4e-3, (name, _rel(got, w))
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_a_backward_graph_no_engine_serves_raises_the_planners_error(kda_stand_in, op, monkeypatch):
+    from pygraph_linear_attention.engines import kda_cutile as engine_mod
+
+    real = engine_mod._support_reason
+
+    def forward_only(facts, served, backward=False):
+        return "the backward is switched off for this test" if backward else real(facts, served, backward)
+
+    monkeypatch.setattr(engine_mod, "_support_reason", forward_only)
     x = {n: t.requires_grad_(n in ("q", "k", "v")) for n, t in _inputs(op).items()}
     o, _ = OPS[op](**x)  # the forward is served
-    with pytest.raises(pygraph.GraphNotSupportedError, match=rf"{op}_bwd"):
+    with pytest.raises(
+        pygraph.GraphNotSupportedError, match=rf"{op}_cutile_bwd: the backward is switched off"
+    ):
         o.float().sum().backward()
     assert not any(k[0] == f"{op}_bwd" for k in op_graphs.GRAPHS.keys())  # a failure is not cached
 
 
 @pytest.mark.parametrize("op", list(OPS))
-def test_torch_compile_fullgraph_traces_the_forward(kda_stand_in, op):
+def test_torch_compile_fullgraph_traces_the_op_and_its_gradient(kda_stand_in, op):
     torch._dynamo.reset()
     x = _inputs(op, state=True)
+    leaves = _leaves(op, x)
 
-    def f(**kw):
+    def step(**kw):
         o, final = OPS[op](**kw, output_final_state=True)
         return o.float().square().sum() + final.sum()
 
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    assert torch.equal(compiled(**x), f(**x))
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    ours = {n: t.clone().requires_grad_(n in leaves) for n, t in x.items()}
+    compiled(**ours).backward()
+    eager = {n: t.clone().requires_grad_(n in leaves) for n, t in x.items()}
+    step(**eager).backward()
+    assert kda_stand_in.runs == [op, f"{op}_bwd", op, f"{op}_bwd"]
+    for name in leaves:
+        assert torch.equal(ours[name].grad, eager[name].grad), name
     torch._dynamo.reset()
 
 
@@ -165,11 +221,10 @@ def test_torch_compile_with_fake_inputs_traces_without_running(kda_stand_in, op)
 
 
 @pytest.mark.parametrize("op", list(OPS))
-def test_opcheck_of_the_forward(kda_stand_in, op):
+def test_opcheck(kda_stand_in, op):
     x = _inputs(op, state=True)
+    x = {n: t.requires_grad_(n in _leaves(op, x)) for n, t in x.items()}
     positional = tuple(v for n, v in x.items() if n != "initial_state")
-    # no input requires grad: the backward has no engine yet (the test above), opcheck's autograd
-    # registration check still runs
     torch.library.opcheck(
         CUSTOM[op], positional, {"initial_state": x["initial_state"], "output_final_state": True}
     )

@@ -59,8 +59,9 @@ def pygraph_families() -> list[EngineFamily]:
                 ),
             },
         ),
-        # the cuTile forwards of kda and gdn2 ship opt-in: their kernels pass on the CPU emulator
-        # against the chunked algorithm (tests/test_kda_cutile_emulated.py); the device suite is next
+        # the cuTile forwards and backwards of kda and gdn2 ship opt-in: their kernels pass on the CPU
+        # emulator against the chunked algorithms (tests/test_kda_cutile_emulated.py,
+        # test_kda_cutile_bwd_emulated.py); the device suite is next
         _family(
             "kda",
             20200,
@@ -68,6 +69,11 @@ def pygraph_families() -> list[EngineFamily]:
             cutile=EngineSlot(
                 1, impl=("pygraph_linear_attention.engines.kda_cutile", "KdaCutileEngine"), opt_in=True
             ),
+            extra={
+                "kda_cutile_bwd": EngineSlot(
+                    2, impl=("pygraph_linear_attention.engines.kda_cutile", "KdaCutileBwdEngine"), opt_in=True
+                ),
+            },
         ),
         _family(
             "gdn2",
@@ -76,5 +82,12 @@ def pygraph_families() -> list[EngineFamily]:
             cutile=EngineSlot(
                 1, impl=("pygraph_linear_attention.engines.kda_cutile", "Gdn2CutileEngine"), opt_in=True
             ),
+            extra={
+                "gdn2_cutile_bwd": EngineSlot(
+                    2,
+                    impl=("pygraph_linear_attention.engines.kda_cutile", "Gdn2CutileBwdEngine"),
+                    opt_in=True,
+                ),
+            },
         ),
     ]

@@ -11,8 +11,9 @@ first entry with each SEGMENT (the split scans). On the backward gdn_sm90_bwd's 
 gdn_cutile_bwd's in the cells where they measured faster (a scan grid under the SMs or past two
 CTAs per SM) and after them elsewhere. No backend lowers
 these ops, so the backend's block is empty; it keeps its place after ours. ``kda`` and ``gdn2``:
-their cuTile forwards (``kda_cutile``, ``gdn2_cutile``, opt-in) at each BLOCK_V that tiles V, 64
-first (untimed: gdn_cutile's preference where its scan's grid is large); otherwise the backend's
+their cuTile engines (``kda_cutile``, ``gdn2_cutile`` and the ``_bwd`` of each, opt-in) at each
+BLOCK_V that tiles V, 64 first (untimed: gdn_cutile's preference where its scan's grid is large);
+otherwise the backend's
 block (empty: planning raises `pygraph.GraphNotSupportedError` naming each slot's reason).
 """
 
@@ -72,10 +73,11 @@ def recommend(
     backend_entries: Sequence[PlanConfig],
 ) -> list[PlanConfig]:
     """The plan list: gdn_cutile's configs (where it accepted the graph), then the backend's block."""
-    channel = f"{facts.op}_cutile"  # kda_cutile, gdn2_cutile: the forwards of the per-channel gates
     if facts.op != "gdn":
+        # kda_cutile / gdn2_cutile and their _bwd: the per-channel gates' cuTile engines
+        channel = f"{facts.op}_cutile_bwd" if facts.backward else f"{facts.op}_cutile"
         ours = []
-        if channel in offered and not facts.backward:
+        if channel in offered:
             blocks = [b for b in (64, 32) if facts.head_dim_v % b == 0]
             ours = [PlanConfig(offered[channel], {"BLOCK_V": b}) for b in blocks]
         return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)

@@ -1,12 +1,13 @@
-"""``kda_cutile`` and ``gdn2_cutile``: the ``kda`` and ``gdn2`` families' portable forward (cuTile).
+"""``kda_cutile`` / ``gdn2_cutile`` and ``kda_cutile_bwd`` / ``gdn2_cutile_bwd``: the ``kda`` and
+``gdn2`` families' portable forward and backward (cuTile).
 
-Both run ``kernels/kda_cutile_fwd.py`` (the chunk table, ``kda_prepare_kernel`` and
-``kda_scan_kernel``) through ``kda_cutile_host``; they differ in the graphs they take (a ``kda``
-node: beta [T, HB]; a ``gdn2`` node: beta [T, HB, K] and the write gate w [T, HW, V]). The plan is
+The forwards run ``kernels/kda_cutile_fwd.py`` (the chunk table, ``kda_prepare_kernel`` and
+``kda_scan_kernel``) through ``kda_cutile_host``, the backwards ``kernels/kda_cutile_bwd.py``
+through ``kda_cutile_bwd_host``; the two ops differ in the graphs they take (a ``kda`` node: beta
+[T, HB]; a ``gdn2`` node: beta [T, HB, K] and the write gate w [T, HW, V]). The plan is
 gdn_cutile's (`engines.cutile.GdnCutilePlan`: the declared geometry checked per call, device
 arrays over the pack's pointers and the workspace's regions, the kernels enqueued on the call's
-stream). The backwards have no cuTile engine yet, and the forwards ship opt-in
-(``PYGRAPH_ENABLE_OPT_IN_ENGINES``) until their device suite has run.
+stream). They ship opt-in (``PYGRAPH_ENABLE_OPT_IN_ENGINES``) until their device suite has run.
 """
 
 from __future__ import annotations
@@ -35,13 +36,21 @@ from pygraph_linear_attention.engines.cutile import (
     _cutile_launch,
     facts_of,
 )
+from pygraph_linear_attention.kernels.kda_cutile_bwd_host import KdaCutileBwdConfig, launch_backward
 from pygraph_linear_attention.kernels.kda_cutile_host import (
     DEFAULT_LOWER_BOUND,
     KdaCutileConfig,
     launch_forward,
 )
 
-__all__ = ["BLOCK_V", "Gdn2CutileEngine", "KdaCutileEngine", "config_for"]
+__all__ = [
+    "BLOCK_V",
+    "Gdn2CutileBwdEngine",
+    "Gdn2CutileEngine",
+    "KdaCutileBwdEngine",
+    "KdaCutileEngine",
+    "config_for",
+]
 
 BLOCK_V = (64, 32)  # knob BLOCK_V: value rows of the state one scan program carries
 _FEATURES = frozenset(
@@ -61,12 +70,14 @@ def _heads(t: Any) -> int:
     return int(t.dim[1]) if len(t.dim) >= 2 else int(t.dim[0])
 
 
-def _support_reason(facts: LinearAttentionFacts, op: str) -> str | None:
-    """Why the ``op`` cuTile forward cannot serve these facts (the rule and the value), or None."""
-    if facts.op != op:
-        return f"serves {op} graphs, this is a {facts.op} graph"
-    if facts.backward:
-        return f"serves the {op} forward; {op}_bwd has no cuTile engine yet"
+def _support_reason(facts: LinearAttentionFacts, op: str, backward: bool = False) -> str | None:
+    """Why the ``op`` cuTile forward (or, with ``backward``, backward) cannot serve these facts (the
+    rule and the value), or None."""
+    served = f"{op}_bwd" if backward else op
+    if facts.op != op or facts.backward != backward:
+        this = f"{facts.op}_bwd" if facts.backward else facts.op
+        other = f"{facts.op}_cutile_bwd" if facts.backward else f"{facts.op}_cutile"
+        return f"serves {served} graphs, this is a {this} graph (served by {other})"
     if facts.stray_nodes:
         return f"serves a lone {facts.node.op} node; the graph also has {list(facts.stray_nodes)}"
     q, k, v = facts.dtypes
@@ -104,6 +115,9 @@ def _support_reason(facts: LinearAttentionFacts, op: str) -> str | None:
     for port, t, per in (("a_log", a_log, 1), ("dt_bias", dt_bias, facts.head_dim_k)):
         if t is None:
             continue
+        if len(t.dim) != (1 if port == "a_log" else 2):
+            layout = "[heads]" if port == "a_log" else "[heads, K]"
+            return f"{port} must be {layout}, got {[int(d) for d in t.dim]}"
         if t.data_type not in (data_type.FLOAT, data_type.BFLOAT16, data_type.HALF):
             return f"{port} must be FLOAT, BFLOAT16 or HALF, got {t.data_type.name}"
         if _count(t) % per or ho % (_count(t) // per):
@@ -111,7 +125,10 @@ def _support_reason(facts: LinearAttentionFacts, op: str) -> str | None:
     bound = node.params.get("gate_lower_bound")
     if bound is not None and not (isinstance(bound, (int, float)) and -math.inf < float(bound) < 0):
         return f"gate_lower_bound must be a negative finite float, got {bound!r}"
-    state = node.outputs.get("final_state")
+    reason = _backward_reason(node, q, op) if backward else None
+    if reason is not None:
+        return reason
+    state = None if backward else node.outputs.get("final_state")
     if (
         facts.output_final_state
         and state is not None
@@ -125,9 +142,38 @@ def _support_reason(facts: LinearAttentionFacts, op: str) -> str | None:
     return None
 
 
+def _backward_reason(node: Any, io: Any, op: str) -> str | None:
+    """The backward's own rules: dO in the io dtype, each gradient in a dtype its store can write."""
+    d_o = node.inputs["dO"]
+    if d_o.data_type is not io:
+        return f"dO must be the io dtype {io.name}, got {d_o.data_type.name}"
+    floats = (data_type.FLOAT, data_type.BFLOAT16, data_type.HALF)
+    ports = ("dQ", "dK", "dV", "dG", "dBeta", *(("dW",) if op == "gdn2" else ()), "d_initial_state", "d_a_log",
+             "d_dt_bias")  # fmt: skip
+    for port in ports:
+        out = node.outputs.get(port)
+        allowed = (io,) if port in ("dQ", "dK", "dV") else floats[:2] if port == "d_initial_state" else floats
+        if out is not None and out.data_type not in allowed:
+            return f"{port} must be one of {[d.name for d in allowed]}, got {out.data_type.name}"
+    state = node.inputs.get("d_final_state")
+    if state is not None and state.data_type not in floats[:2]:
+        return f"d_final_state must be FLOAT or BFLOAT16, got {state.data_type.name}"
+    return None
+
+
 def _operands(facts: LinearAttentionFacts) -> dict[str, Any]:
     """The node's tensors by kernel role (absent optionals left out)."""
     node = facts.node
+    if facts.backward:
+        roles = {
+            "q": node.inputs["q"], "k": node.inputs["k"], "v": node.inputs["v"], "g": node.inputs["g"],
+            "beta": node.inputs["beta"], "w_gate": node.inputs.get("w"), "cu_seqlens": node.inputs["cu_seqlens"],
+            "dO": node.inputs["dO"], "a_log": node.inputs.get("a_log"), "dt_bias": node.inputs.get("dt_bias"),
+            "h0": node.inputs.get("initial_state"), "dht": node.inputs.get("d_final_state"),
+            **{p: node.outputs.get(p) for p in ("dQ", "dK", "dV", "dG", "dBeta", "dW", "d_a_log", "d_dt_bias")},
+            "dh0": node.outputs.get("d_initial_state"),
+        }  # fmt: skip
+        return {role: t for role, t in roles.items() if t is not None}
     roles = {
         "q": node.inputs["q"], "k": node.inputs["k"], "v": node.inputs["v"], "g": node.inputs["g"],
         "beta": node.inputs["beta"], "w_gate": node.inputs.get("w"), "cu_seqlens": node.inputs["cu_seqlens"],
@@ -143,7 +189,8 @@ def config_for(facts: LinearAttentionFacts, block_v: int) -> KdaCutileConfig:
     node = facts.node
     a_log, dt_bias, w = node.inputs.get("a_log"), node.inputs.get("dt_bias"), node.inputs.get("w")
     bound = node.params.get("gate_lower_bound")
-    return KdaCutileConfig(
+    backward = {"has_d_final_state": facts.output_final_state} if facts.backward else {}
+    return (KdaCutileBwdConfig if facts.backward else KdaCutileConfig)(
         op=facts.op, tokens=facts.tokens, sequences=facts.sequences, heads_qk=facts.heads_qk,
         heads_v=facts.heads_v, key_dim=facts.head_dim_k, value_dim=facts.head_dim_v,
         io_dtype=_IO[facts.dtypes[0]], scale=facts.scale if facts.scale is not None else facts.head_dim_k**-0.5,
@@ -154,7 +201,8 @@ def config_for(facts: LinearAttentionFacts, block_v: int) -> KdaCutileConfig:
         allow_neg_eigval=facts.allow_neg_eigval, safe_gate=facts.safe_gate,
         has_a_log=facts.safe_gate and a_log is not None, has_dt_bias=facts.safe_gate and dt_bias is not None,
         gate_lower_bound=DEFAULT_LOWER_BOUND if bound is None else float(bound),
-        has_initial_state=facts.initial_state, output_final_state=facts.output_final_state, block_v=block_v,
+        has_initial_state=facts.initial_state, output_final_state=facts.output_final_state and not facts.backward,
+        block_v=block_v, **backward,
     )  # fmt: skip
 
 
@@ -163,6 +211,7 @@ class KdaCutileEngine(BaseEngine):
 
     name = "kda_cutile"
     op = "kda"
+    serves_backward = False
     capabilities = Capabilities(
         sm_lo=80,
         sm_hi=121,
@@ -186,7 +235,9 @@ class KdaCutileEngine(BaseEngine):
 
     def check_support(self, request: EngineRequest) -> None:
         facts = self._facts(request)
-        reason = _support_reason(facts, self.op) or self.capabilities.mismatch(facts, device=request.device)
+        reason = _support_reason(facts, self.op, self.serves_backward) or self.capabilities.mismatch(
+            facts, device=request.device
+        )
         if reason is not None:
             raise GraphNotSupportedError(f"{self.name}: {reason}")
         if not _cutile_installed():
@@ -211,10 +262,16 @@ class KdaCutileEngine(BaseEngine):
                 raise GraphNotSupportedError(
                     f"{self.name}: operand {role} has dtype {d.dtype.name}, not served"
                 )
-        from pygraph_linear_attention.kernels.kda_cutile_fwd import KERNELS
+        if facts.backward:
+            from pygraph_linear_attention.kernels.kda_cutile_bwd import BWD_KERNELS as kernels
 
+            run = launch_backward
+        else:
+            from pygraph_linear_attention.kernels.kda_cutile_fwd import KERNELS as kernels
+
+            run = launch_forward
         return GdnCutilePlan(
-            request.graph.name, cfg, positions, declared, launch, KERNELS, launch_forward, engine=self.name
+            request.graph.name, cfg, positions, declared, launch, kernels, run, engine=self.name
         )
 
 
@@ -223,3 +280,18 @@ class Gdn2CutileEngine(KdaCutileEngine):
 
     name = "gdn2_cutile"
     op = "gdn2"
+
+
+class KdaCutileBwdEngine(KdaCutileEngine):
+    """``kda_cutile_bwd``: kda_bwd graphs (the backward's kernels, `kernels/kda_cutile_bwd.py`)."""
+
+    name = "kda_cutile_bwd"
+    serves_backward = True
+
+
+class Gdn2CutileBwdEngine(KdaCutileEngine):
+    """``gdn2_cutile_bwd``: gdn2_bwd graphs."""
+
+    name = "gdn2_cutile_bwd"
+    op = "gdn2"
+    serves_backward = True

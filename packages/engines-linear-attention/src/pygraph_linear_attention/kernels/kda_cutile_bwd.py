@@ -54,6 +54,7 @@ from pygraph_linear_attention.kernels.kda_cutile_fwd import (
 __all__ = [
     "BWD_KERNELS",
     "channel_param_sum_kernel",
+    "export_signatures",
     "kda_grad_output_kernel",
     "kda_grad_scan_kernel",
     "kda_grad_wy_kernel",
@@ -514,3 +515,46 @@ BWD_KERNELS = {
     "param_sum": param_sum_kernel,
     "channel_param_sum": channel_param_sum_kernel,
 }
+
+
+def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> dict:
+    """One (kernel, `KernelSignature`) per launch of the backward for ``cfg`` (a `KdaCutileBwdConfig`),
+    for ``cuda.tile.compilation.export_kernel``, with the arguments
+    `kda_cutile_bwd_host.backward_arguments` passes (as `gdn_cutile_fwd.export_signatures`)."""
+    from cuda.tile.compilation import CallingConvention, KernelSignature
+
+    from pygraph_linear_attention.kernels.gdn_cutile_fwd import _constants, _constraint, _Param
+    from pygraph_linear_attention.kernels.kda_cutile_bwd_host import _KERNEL_OF, backward_arguments
+
+    io, f32, gdn2 = cfg.io_dtype, "float32", cfg.op == "gdn2"
+    params = {
+        name: _Param(io, 3) for name in ("q", "k", "v", "dO", "dQ", "dK", "dV", "w", "u", "v_new", "dv_new")
+    }
+    params |= {name: _Param(f32, 3) for name in ("g", "dG", "gamma", "dq", "dk", "dw", "dgamma", "dv", "dg")}
+    params |= {name: _Param(io, 4) for name in ("h", "dh")}
+    params |= {
+        "beta": _Param(beta, 3 if gdn2 else 2), "dBeta": _Param(beta, 3 if gdn2 else 2),
+        "dbeta": _Param(f32, 3 if gdn2 else 2), "da": _Param(f32, 2), "cu_seqlens": _Param("int32", 1),
+        "table": _Param("int32", 2), "offsets": _Param("int32", 1), "t": _Param(f32, 4),
+        "spare": _Param(f32, 1), "spare2": _Param(f32, 2), "spare4": _Param(f32, 4),
+    }  # fmt: skip
+    if gdn2:
+        params |= {"w_gate": _Param(io, 3), "dW": _Param(io, 3), "dwg": _Param(f32, 3)}
+    if cfg.has_a_log:
+        params |= {"a_log": _Param(f32, 1), "d_a_log": _Param(f32, 1)}
+    if cfg.has_dt_bias:
+        params |= {"dt_bias": _Param(f32, 2), "d_dt_bias": _Param(f32, 2)}
+    if cfg.has_initial_state:
+        params |= {"h0": _Param(state, 4), "dh0": _Param(state, 4)}
+    if cfg.has_d_final_state:
+        params["dht"] = _Param(state, 4)
+    convention = CallingConvention.cutile_python_v1()
+    args = backward_arguments(cfg, params)
+    out = {}
+    for name in cfg.launches():
+        kernel = BWD_KERNELS[_KERNEL_OF[name]]
+        out[name] = (
+            kernel,
+            KernelSignature([_constraint(x, c) for x, c in zip(args[name], _constants(kernel))], convention),
+        )
+    return out
