@@ -20,7 +20,7 @@ from typing import Any
 
 from benchmarks.linear_attention.gdn_cases import _select, _torch_dtype
 
-__all__ = ["CASES", "KdaCase", "build_graph", "make_inputs", "run_case"]
+__all__ = ["CASES", "KdaCase", "build_graph", "make_inputs", "run_bwd_case", "run_case"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,3 +173,81 @@ def run_case(case: KdaCase, seed: int = 0) -> dict:
         "o_rel": rel(out["O"], want_o),
         "state_rel": rel(out["final_state"], want_s) if "final_state" in out else None,
     }
+
+
+def run_bwd_case(case: KdaCase, seed: int = 0) -> dict:
+    """Run a case's backward on the device: {plan, rel: {gradient: relative error}} against autograd
+    through the float64 reference, on fresh inputs and output gradients, the gradients poisoned first."""
+    import torch
+
+    from pygraph_linear_attention.reference import (
+        gated_delta_net_v2_backward_reference,
+        kimi_delta_attention_backward_reference,
+    )
+
+    tensors, options = make_inputs(case, seed)
+    final = options.pop("output_final_state")
+    t, ho, n = sum(case.lengths), case.heads_out, len(case.lengths)
+    gen = torch.Generator(device="cuda").manual_seed(seed + 1)
+    extra = {"dO": torch.randn(t, ho, case.value_dim, device="cuda", generator=gen).to(tensors["q"].dtype)}
+    if final:
+        extra["d_final_state"] = torch.randn(
+            n, ho, case.value_dim, case.key_dim, device="cuda", generator=gen
+        )
+    g = pygraph_graph(case, {**tensors, **extra})
+    ports = g.ports
+    outs = getattr(g.graph, f"{case.op}_bwd")(**ports, **options)
+    names = ["dQ", "dK", "dV", "dG", "dBeta", *(["dW"] if case.op == "gdn2" else []), "d_initial_state",
+             "d_a_log", "d_dt_bias"]  # fmt: skip
+    like = {"dQ": "q", "dK": "k", "dV": "v", "dG": "g", "dBeta": "beta", "dW": "w", "d_initial_state": "initial_state",
+            "d_a_log": "a_log", "d_dt_bias": "dt_bias"}  # fmt: skip
+    out = {}
+    for name, port in zip(names, outs):
+        if port is not None:
+            src = tensors[like[name]]
+            port.set_output(True).set_data_type(src.dtype)
+            out[name] = (port, torch.full(src.shape, float("nan"), dtype=src.dtype, device="cuda"))
+    g.graph.create_execution_plans()
+    _select(g.graph, f"{case.op}_cutile_bwd", BLOCK_V=case.block_v)
+    g.graph.build_plans()
+    workspace = torch.empty(max(g.graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    g.graph.execute(
+        {**{ports[k]: v for k, v in {**tensors, **extra}.items()}, **dict(out.values())}, workspace=workspace
+    )
+    torch.cuda.synchronize()
+
+    ref = (
+        gated_delta_net_v2_backward_reference
+        if case.op == "gdn2"
+        else kimi_delta_attention_backward_reference
+    )
+    gates = [tensors["g"], tensors["beta"], *([tensors["w"]] if case.op == "gdn2" else [])]
+    kw = {k: v for k, v in tensors.items() if k in ("initial_state", "a_log", "dt_bias")}
+    want = ref(tensors["q"], tensors["k"], tensors["v"], *gates, tensors["cu_seqlens"].cpu(), extra["dO"],
+               grad_final_state=extra.get("d_final_state"), **kw, **options)  # fmt: skip
+
+    def rel(got: Any, w: Any) -> float:
+        return float((got.double() - w).norm() / w.norm().clamp_min(1e-30))
+
+    return {
+        "plan": g.graph.selected_plan.name,
+        "rel": {name: rel(got, want[name]) for name, (_, got) in out.items()},
+    }
+
+
+@dataclasses.dataclass
+class _Declared:
+    graph: Any
+    ports: dict
+
+
+def pygraph_graph(case: KdaCase, tensors: dict) -> _Declared:
+    """A graph with every tensor of ``tensors`` declared as a port (shapes, strides, dtypes)."""
+    import pygraph
+
+    g = pygraph.Graph(name=f"{case.id}-bwd", io_data_type=tensors["q"].dtype)
+    ports = {
+        name: g.tensor(name=name, dim=list(x.shape), stride=list(x.stride()), data_type=x.dtype)
+        for name, x in tensors.items()
+    }
+    return _Declared(g, ports)

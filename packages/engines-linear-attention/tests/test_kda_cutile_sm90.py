@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks.linear_attention.kda_cases import CASES, run_case  # noqa: E402
+from benchmarks.linear_attention.kda_cases import CASES, run_bwd_case, run_case  # noqa: E402
 from pygraph.environment import OPT_IN_ENV  # noqa: E402
 
 pytestmark = pytest.mark.sm90
@@ -28,3 +28,13 @@ def test_the_forward_matches_the_float64_reference(case, monkeypatch):
     assert result["o_rel"] <= case.tolerance, result
     if "final_state" in case.options:
         assert result["state_rel"] is not None and result["state_rel"] <= case.tolerance, result
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_the_backward_matches_autograd_through_the_float64_reference(case, monkeypatch):
+    monkeypatch.setenv(OPT_IN_ENV, "kda_cutile_bwd,gdn2_cutile_bwd")
+    result = run_bwd_case(case)
+    print(f"bwd-{case.id}: {result}")
+    assert result["plan"].startswith(f"{case.op}_cutile_bwd[")
+    # every gradient within the tolerance (a NaN compares False, so it fails here, not in a max)
+    assert all(err <= case.tolerance for err in result["rel"].values()), result
