@@ -106,3 +106,39 @@ def test_the_backward_matches_the_reference_and_the_backend(case: Case, determin
         errors,
         {n: _where(grads[n], want[n].to(grads[n].dtype)) for n in grads},
     )
+
+
+PADDED = (
+    next(c for c in CASES if c.name == "padding"),  # batch 0: every key seen, 56 query rows past its length
+    next(c for c in KERNEL_CASES if c.name == "padding-window"),
+)
+
+
+@pytest.mark.parametrize("deterministic", [0, 1], ids=["atomic-dq", "deterministic"])
+@pytest.mark.parametrize("case", PADDED, ids=[c.name for c in PADDED])
+def test_rows_past_a_sequence_reach_no_gradient_whatever_they_hold(case: Case, deterministic: int) -> None:
+    """Rows past seq_len_q are unspecified: dO random there and the stats as the forward writes them
+    (-inf). A query block that the masks and the key length leave whole but the query length cuts
+    must still test each row (a row's P there is not computed, it is chosen 0)."""
+    q, k, v = _inputs(case, seed=21)
+    scale = case.d**-0.5
+    opts = case.reference_options()
+    want_o, want_lse = sdpa_reference(q, k, v, scale=scale, return_lse=True, **opts)
+    gen = torch.Generator(device="cuda").manual_seed(22)
+    d_o = torch.randn(q.shape, generator=gen, device="cuda").to(q.dtype)
+    stats, o = want_lse.float().clone(), want_o.to(q.dtype).clone()
+    clean = d_o.clone()
+    for b in range(case.b):
+        stats[b, :, case.seq_len_q[b] :] = float("-inf")
+        o[b, :, case.seq_len_q[b] :] = 0
+        clean[b, :, case.seq_len_q[b] :] = 0
+    grads, plan = _backward(case, (q, k, v, o, d_o, stats), f"{ENGINE}[DETERMINISTIC={deterministic}")
+    want = dict(zip(("dQ", "dK", "dV"), sdpa_backward_reference(q, k, v, clean, scale=scale, **opts)))
+    errors = {
+        "dQ": _rel(_valid_rows(case, grads["dQ"]), _valid_rows(case, want["dQ"])),
+        "dK": _rel(_valid_keys(case, grads["dK"]), _valid_keys(case, want["dK"])),
+        "dV": _rel(_valid_keys(case, grads["dV"]), _valid_keys(case, want["dV"])),
+    }
+    print(f"{ENGINE}-unspecified-rows-{case.name}: {{plan: {plan!r}, rel: {errors}}}")
+    assert plan.startswith(ENGINE)
+    assert all(err <= TOLERANCE[case.io] for err in errors.values()), errors
