@@ -17,7 +17,8 @@ checked against pygraph's float64 references, then timed.
 2. Timing at the issue's shapes (H16, D128, bf16; unit-norm k rows, g = logsigmoid(normal) per
    channel, beta in (0, 1)): forward and forward+backward of each anchor, median of ``--rounds``
    cold-L2 rounds in rotated order (`benchmarks.harness.interleaved`), ms and tokens/s; the
-   "pygraph" column (forward) is the op's graph on the hook's first plan (`kda_cases.build_graph`).
+   "pygraph" column is the op's graph on the hook's first plan (`kda_cases.build_graph`) for the
+   forward, the torch op (`kda_ops`) forward and backward for forward+backward.
 """
 
 from __future__ import annotations
@@ -222,15 +223,35 @@ def _pygraph_call(op: str, x: dict, lengths: tuple[int, ...]):
     return lambda: g.execute(pack, workspace=workspace)
 
 
+def _pygraph_op_call(op: str, x: dict, leaves: dict):
+    """The torch op (`kimi_delta_attention` / `gated_delta_net_v2`) forward then backward through O,
+    on the hook's first plans (the cuTile engines opted in)."""
+    import os
+
+    from pygraph.environment import OPT_IN_ENV
+    from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention
+
+    os.environ[OPT_IN_ENV] = "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd"
+    fn = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
+    names = [*_grads(op), "cu_seqlens"]
+    args = [leaves[n] if n in leaves else x[n] for n in names]
+
+    def call():
+        o, _ = fn(*args)
+        o.backward(x["d_o"])
+
+    return call
+
+
 def _columns(op: str, x: dict, lengths: tuple[int, ...], backward: bool, skip: set) -> dict:
     """The anchors' calls on ``x`` (forward, or forward then backward through O)."""
     columns = {}
     names = _grads(op)
     leaves = {n: x[n].detach().clone().requires_grad_(backward) for n in names}
     dense = len(set(lengths)) == 1 and len(lengths) > 1
-    if "pygraph" not in skip and not backward:
+    if "pygraph" not in skip:
         try:
-            columns["pygraph"] = _pygraph_call(op, x, lengths)
+            columns["pygraph"] = _pygraph_op_call(op, x, leaves) if backward else _pygraph_call(op, x, lengths)
         except Exception as exc:
             print(f"  pygraph: not built: {type(exc).__name__}: {str(exc)[:300]}")
     if "fla" not in skip:
