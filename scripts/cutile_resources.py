@@ -1,7 +1,7 @@
-"""Registers, spill frame and shared memory of the gdn_cutile kernels, compiled without a GPU.
+"""Registers, spill frame and shared memory of the cuTile kernels, compiled without a GPU.
 
-    .venv/bin/python scripts/cutile_resources.py [--dim 128] [--target sm_90] [--only chunk_grad_wy,prepare]
-        [--occupancy 2]
+    .venv/bin/python scripts/cutile_resources.py [--op gdn|kda|gdn2] [--dim 128] [--target sm_90]
+        [--only chunk_grad_wy,prepare] [--occupancy 2]
 
 Each kernel is compiled with ``cuda.tile.compilation.export_kernel`` for the named target, from the
 signatures the engine's launches have (the forward's and the backward's ``export_signatures``), and
@@ -22,8 +22,6 @@ from pygraph_linear_attention.kernels.cubin_resources import resources
 
 
 def main() -> None:
-    import cuda.tile as ct
-
     from pygraph_linear_attention.kernels import gdn_cutile_bwd, gdn_cutile_fwd
     from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig
 
@@ -33,7 +31,10 @@ def main() -> None:
     parser.add_argument("--block-v", type=int, default=64)
     parser.add_argument("--only", default="", help="comma list of launch names (default: every kernel)")
     parser.add_argument("--occupancy", type=int, default=0, help="cuTile's occupancy hint (0: none)")
+    parser.add_argument("--op", default="gdn", choices=("gdn", "kda", "gdn2"), help="whose kernels")
     args = parser.parse_args()
+    if args.op != "gdn":
+        return _channel_gates(args)
     cfg = GdnCutileBwdConfig(
         tokens=16384, sequences=4, heads_qk=16, heads_v=16, heads_g=16, heads_beta=16, heads_a_log=1,
         heads_dt_bias=1, key_dim=args.dim, value_dim=args.dim, io_dtype="bfloat16", scale=args.dim**-0.5,
@@ -41,9 +42,34 @@ def main() -> None:
     )  # fmt: skip
     launches = {"scan": (gdn_cutile_fwd.KERNELS["scan"], gdn_cutile_fwd.export_signatures(cfg)["scan"])}
     launches |= gdn_cutile_bwd.export_signatures(cfg)
+    print(f"gdn_cutile kernels for {args.target}, K = V = {args.dim}, BLOCK_V {args.block_v}, bf16")
+    _report(launches, args)
+
+
+def _channel_gates(args: argparse.Namespace) -> None:
+    """The kda / gdn2 cuTile forward's and backward's kernels (every option on)."""
+    from pygraph_linear_attention.kernels import kda_cutile_bwd, kda_cutile_fwd
+    from pygraph_linear_attention.kernels.kda_cutile_bwd_host import KdaCutileBwdConfig
+
+    cfg = KdaCutileBwdConfig(
+        op=args.op, tokens=16384, sequences=4, heads_qk=16, heads_v=16, key_dim=args.dim, value_dim=args.dim,
+        io_dtype="bfloat16", scale=args.dim**-0.5, use_qk_l2norm=True, safe_gate=True, has_a_log=True,
+        has_dt_bias=True, has_initial_state=True, has_d_final_state=True, block_v=args.block_v,
+    )  # fmt: skip
+    forward = kda_cutile_fwd.export_signatures(cfg)
+    launches = {"output": (kda_cutile_fwd.KERNELS["output"], forward["output"])}
+    launches |= kda_cutile_bwd.export_signatures(cfg)  # the forward's other kernels among them
+    print(f"{args.op}_cutile kernels for {args.target}, K = V = {args.dim}, BLOCK_V {args.block_v}, bf16")
+    _report(launches, args)
+
+
+def _report(launches: dict, args: argparse.Namespace) -> None:
+    import cuda.tile as ct
+
+    from pygraph_linear_attention.kernels import gdn_cutile_fwd
+
     wanted = {n for n in args.only.split(",") if n}
     seen = set()
-    print(f"gdn_cutile kernels for {args.target}, K = V = {args.dim}, BLOCK_V {args.block_v}, bf16")
     for name, (kernel, signature) in launches.items():
         if (wanted and name not in wanted) or kernel in seen:
             continue

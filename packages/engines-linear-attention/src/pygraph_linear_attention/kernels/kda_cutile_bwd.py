@@ -6,8 +6,8 @@ order (the host side is `kda_cutile_bwd_host.launch_backward`):
 1. The forward's `chunk_table_kernel` and `kda_prepare_kernel` (gamma [T, HO, K] fp32, w, u, and
    each chunk's T = (I + A)^-1 in fp32), and `chunk_offsets_kernel` (each sequence's first chunk
    slot: a chunk's slot is its sequence's offset plus its index).
-2. `kda_state_scan_kernel` (grid: sequences x heads x value blocks): the forward's state scan
-   again, storing the state entering each chunk (``h`` [slots, HO, V, K], io dtype) and ``v_new``.
+2. The forward's `kda_state_scan_kernel` (grid: sequences x heads x value blocks): the state
+   entering each chunk (``h`` [slots, HO, V, K], io dtype) and ``v_new`` again.
 3. `kda_grad_scan_kernel` (same grid), chunks in reverse from d_final_state: stores the gradient
    of the state leaving each chunk (``dh``) and ``dv_new``; its last state is d_initial_state.
 4. `kda_grad_output_kernel` (grid: chunk slots x heads): the output's and the passed state's
@@ -49,6 +49,7 @@ from pygraph_linear_attention.kernels.kda_cutile_fwd import (
     _chunk_gamma,
     _weighted_pairs,
     kda_prepare_kernel,
+    kda_state_scan_kernel,
 )
 
 __all__ = [
@@ -58,7 +59,6 @@ __all__ = [
     "kda_grad_output_kernel",
     "kda_grad_scan_kernel",
     "kda_grad_wy_kernel",
-    "kda_state_scan_kernel",
 ]
 
 ConstInt = ct.Constant[int]
@@ -135,58 +135,6 @@ def _bounds(cu_seqlens, n):
     bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
     eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
     return bos, eos
-
-
-@ct.kernel
-def kda_state_scan_kernel(
-    k,  # [T, H, K] io
-    w,  # [T, HO, K] io, from kda_prepare_kernel
-    u,  # [T, HO, V] io
-    gamma,  # [T, HO, K] fp32
-    cu_seqlens,  # [N + 1]
-    offsets,  # [N] int32, from chunk_offsets_kernel
-    h0,  # [N, HO, V, K] (read when HAS_H0)
-    h_out,  # [slots, HO, V, K] io: the state entering each chunk
-    v_new_out,  # [T, HO, V] io
-    K_GROUP,
-    L2NORM,
-    HAS_H0,
-    K: ConstInt,
-    BV: ConstInt,
-    C: ConstInt,
-):
-    n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
-    bos, eos = _bounds(cu_seqlens, n)
-    base = ct.load(offsets, (n,), shape=())
-    length = eos - bos
-    state = ct.zeros((BV, K), dtype=ct.float32)
-    if HAS_H0 != 0:
-        state = _state_block(h0, n, h, vb, BV, K)
-    r = ct.arange(C, dtype=ct.int32)
-    hk = h // K_GROUP
-    for c in range(ct.cdiv(length, C)):
-        k_seq, w_seq, u_seq = k.slice(0, bos, eos), w.slice(0, bos, eos), u.slice(0, bos, eos)
-        g_seq, vn_seq = gamma.slice(0, bos, eos), v_new_out.slice(0, bos, eos)
-        rows = length - c * C
-        kt = _rows_at(k_seq, (c, hk, 0), C, K)
-        if L2NORM != 0:
-            kt = _l2_normalized(kt)
-        wt = _rows_at(w_seq, (c, h, 0), C, K)
-        ut = _rows_at(u_seq, (c, h, vb), C, BV)
-        gam, last = _chunk_gamma(g_seq, c, h, r, rows, C, K)
-        ct.store(
-            h_out,
-            (base + c, h, vb, 0),
-            ct.reshape(ct.astype(state, h_out.dtype), (1, 1, BV, K)),
-            allow_tma=TMA,
-        )
-        state_t = ct.transpose(ct.astype(state, kt.dtype))
-        v_new = ct.astype(ut, ct.float32) - ct.mma(wt, state_t, ct.zeros((C, BV), dtype=ct.float32))
-        ct.store(vn_seq, (c, h, vb), ct.reshape(ct.astype(v_new, v_new_out.dtype), (C, 1, BV)), allow_tma=TMA)
-        keys = ct.astype(kt, ct.float32) * ct.exp(last - gam)  # padded rows: k is 0
-        state = ct.mma(
-            ct.transpose(ct.astype(v_new, kt.dtype)), ct.astype(keys, kt.dtype), state * ct.exp(last)
-        )
 
 
 @ct.kernel

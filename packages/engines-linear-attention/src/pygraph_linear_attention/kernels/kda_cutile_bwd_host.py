@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK, TABLE_SEQ_BLOCK, Region, layout_regions
+from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK, Region, layout_regions
 from pygraph_linear_attention.kernels.kda_cutile_host import KdaCutileConfig, kernel_arguments
 
 __all__ = ["SUM_BLOCK", "KdaCutileBwdConfig", "backward_arguments", "launch_backward"]
@@ -92,8 +92,8 @@ class KdaCutileBwdConfig(KdaCutileConfig):
             "table": forward["table"],
             "offsets": (1,),
             "prepare": forward["prepare"],
-            "states": forward["scan"],
-            "grad_scan": forward["scan"],
+            "states": forward["states"],
+            "grad_scan": forward["states"],
             "grad_output": (self.chunk_slots, self.heads_out),
             "grad_wy": (self.chunk_slots, self.heads_out),
             "dQ": (blocks, self.heads_qk),
@@ -129,12 +129,9 @@ def backward_arguments(cfg: KdaCutileBwdConfig, arrays: Mapping[str, Any]) -> di
     gdn2 = cfg.op == "gdn2"
     return {
         "table": forward["table"],
-        "offsets": (a["cu_seqlens"], a["offsets"], cfg.sequences, CHUNK, TABLE_SEQ_BLOCK),
+        "offsets": forward["offsets"],
         "prepare": forward["prepare"],
-        "states": (
-            a["k"], a["w"], a["u"], a["gamma"], a["cu_seqlens"], a["offsets"], get("h0", "spare4"), a["h"],
-            a["v_new"], kg, l2, int(cfg.has_initial_state), kd, bv, CHUNK,
-        ),
+        "states": forward["states"],  # the forward's state scan (no final state stored in a backward)
         "grad_scan": (
             a["q"], a["k"], a["w"], a["gamma"], a["dO"], a["cu_seqlens"], a["offsets"], get("dht", "spare4"),
             a["dh"], a["dv_new"], get("dh0", "spare4"), kg, l2, int(cfg.has_d_final_state),

@@ -36,37 +36,54 @@ from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
     _Param,
     _rows_at,
     _unit_lower_inverse,
+    chunk_offsets_kernel,
     chunk_table_kernel,
 )
 
-__all__ = ["KERNELS", "export_signatures", "kda_prepare_kernel", "kda_scan_kernel"]
+__all__ = ["KERNELS", "export_signatures", "kda_output_kernel", "kda_prepare_kernel", "kda_state_scan_kernel"]
 
 ConstInt = ct.Constant[int]
 ConstFloat = ct.Constant[float]
 
 
-def _sub_chunk_pairs(x, y, gamma, keys, i, C: ConstInt, K: ConstInt):
-    """Rows ``i * SUB ..`` of `_weighted_pairs` ([SUB, C], unmasked): ``(x_i exp(gamma_i - ref))
-    (y exp(ref - gamma))^T`` with ``ref`` the sub-chunk's first gamma, keys past it weighted 0."""
-    ref = ct.extract(gamma, (i * SUB, 0), (1, K))  # [1, K]
-    left = ct.extract(x, (i, 0), (SUB, K)) * ct.exp(ct.extract(gamma, (i, 0), (SUB, K)) - ref)
-    # keys past the sub-chunk (masked anyway) weighted 0 before the exp: their gap is a growth
-    seen = keys < (i + 1) * SUB
-    right = ct.where(seen, y * ct.exp(ct.where(seen, ref - gamma, 0.0)), 0.0)
-    return ct.mma(left, ct.transpose(right), ct.zeros((SUB, C), dtype=ct.float32))
+def _rows_of(x, i, K: ConstInt):
+    """Sub-chunk ``i``'s rows [SUB, K] of a [C, K] tile, in fp32."""
+    return ct.astype(ct.extract(x, (i, 0), (SUB, K)), ct.float32)
+
+
+def _pair_block(left, y, gamma, ref, j, K: ConstInt):
+    """Block (i, j) [SUB, SUB] of `_weighted_pairs`: ``left (y_j exp(ref - gamma_j))^T``, ``left``
+    sub-chunk i's rows already scaled by ``exp(gamma_i - ref)``."""
+    right = _rows_of(y, j, K) * ct.exp(ref - _rows_of(gamma, j, K))
+    return ct.mma(left, ct.transpose(right), ct.zeros((SUB, SUB), dtype=ct.float32))
+
+
+def _left(x, gamma, i, K: ConstInt):
+    """(sub-chunk i's rows of x scaled by exp(gamma_i - ref) [SUB, K], ref = its first gamma [1, K])."""
+    ref = ct.extract(gamma, (i * SUB, 0), (1, K))
+    return _rows_of(x, i, K) * ct.exp(_rows_of(gamma, i, K) - ref), ref
 
 
 def _weighted_pairs(x, y, gamma, mask, C: ConstInt, K: ConstInt):
     """[C, C]: ``sum_c x_r[c] exp(gamma_r[c] - gamma_j[c]) y_j[c]`` where ``mask`` holds, else 0;
-    x, y [C, K] fp32, gamma [C, K] fp32 non-increasing down the rows, C = 4 SUB (module docstring)."""
-    keys = ct.expand_dims(ct.arange(C, dtype=ct.int32), 1)  # [C, 1]
-    top = ct.cat(
-        (_sub_chunk_pairs(x, y, gamma, keys, 0, C, K), _sub_chunk_pairs(x, y, gamma, keys, 1, C, K)), 0
-    )
-    bottom = ct.cat(
-        (_sub_chunk_pairs(x, y, gamma, keys, 2, C, K), _sub_chunk_pairs(x, y, gamma, keys, 3, C, K)), 0
-    )
-    return ct.where(mask, ct.cat((top, bottom), 0), 0.0)
+    x, y [C, K] (any float dtype: taken to fp32 a sub-chunk at a time), gamma [C, K] fp32
+    non-increasing down the rows, C = 4 SUB (module docstring).
+    Block (i, j) of SUB x SUB for j <= i, the blocks above the diagonal 0: each a [SUB, K] product,
+    so no [C, K] factor is live beside the operands."""
+    zero = ct.zeros((SUB, SUB), dtype=ct.float32)
+    l0, r0 = _left(x, gamma, 0, K)
+    row0 = ct.cat((ct.cat((_pair_block(l0, y, gamma, r0, 0, K), zero), 1), ct.cat((zero, zero), 1)), 1)
+    l1, r1 = _left(x, gamma, 1, K)
+    b10, b11 = _pair_block(l1, y, gamma, r1, 0, K), _pair_block(l1, y, gamma, r1, 1, K)
+    row1 = ct.cat((ct.cat((b10, b11), 1), ct.cat((zero, zero), 1)), 1)
+    l2, r2 = _left(x, gamma, 2, K)
+    b20, b21 = _pair_block(l2, y, gamma, r2, 0, K), _pair_block(l2, y, gamma, r2, 1, K)
+    row2 = ct.cat((ct.cat((b20, b21), 1), ct.cat((_pair_block(l2, y, gamma, r2, 2, K), zero), 1)), 1)
+    l3, r3 = _left(x, gamma, 3, K)
+    b30, b31 = _pair_block(l3, y, gamma, r3, 0, K), _pair_block(l3, y, gamma, r3, 1, K)
+    b32, b33 = _pair_block(l3, y, gamma, r3, 2, K), _pair_block(l3, y, gamma, r3, 3, K)
+    row3 = ct.cat((ct.cat((b30, b31), 1), ct.cat((b32, b33), 1)), 1)
+    return ct.where(mask, ct.cat((ct.cat((row0, row1), 0), ct.cat((row2, row3), 0)), 0), 0.0)
 
 
 def _channel_rows(view, c, h, C: ConstInt, D: ConstInt):
@@ -81,6 +98,67 @@ def _chunk_gamma(g_seq, c, h, r, rows, C: ConstInt, K: ConstInt):
     last_row = ct.expand_dims(r == ct.minimum(rows, C) - 1, 1)
     gam = _channel_rows(g_seq, c, h, C, K)
     last = ct.sum(ct.where(last_row, gam, 0.0), axis=0, keepdims=True)  # [1, K]
+    return ct.where(ct.expand_dims(r < rows, 1), gam, last), last
+
+
+def _block_rows(view, c, h, kb, C: ConstInt, BK: ConstInt):
+    """Block ``kb`` [C, BK] fp32 of chunk ``c``'s rows of a [T, heads, D] view at head ``h`` (0 past
+    the view's end)."""
+    x = ct.load(view, (c, h, kb), shape=(C, 1, BK), padding_mode=_ZERO, allow_tma=TMA)
+    return ct.astype(ct.reshape(x, (C, BK)), ct.float32)
+
+
+def _gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_A_LOG, HAS_DT_BIAS,
+                LOWER_BOUND: ConstFloat, C: ConstInt, BK: ConstInt):  # fmt: skip
+    """(the gate [C, BK] of key block ``kb``, 0 past the sequence's end; under the safe gate its
+    logit z = exp(a_log) (g + dt_bias) and rate exp(a_log), for the chain rule; else the gate twice
+    and 1). ``gh``, ``ah``, ``dh``: the heads of g, a_log and dt_bias the output head reads."""
+    gate = _block_rows(g_seq, c, gh, kb, C, BK)
+    z, rate = gate, ct.zeros((1, 1), dtype=ct.float32) + 1.0
+    if SAFE_GATE != 0:
+        if HAS_DT_BIAS != 0:
+            z = z + ct.astype(ct.load(dt_bias, (dh, kb), shape=(1, BK)), ct.float32)
+        if HAS_A_LOG != 0:
+            rate = rate * ct.exp(ct.astype(ct.load(a_log, (ah,), shape=()), ct.float32))
+        z = z * rate
+        gate = ct.where(valid, LOWER_BOUND / (1.0 + ct.exp(-z)), 0.0)
+    return gate, z, rate
+
+
+def _write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL: ConstInt, BETA_SIGMOID, NEG_EIGVAL, C: ConstInt,
+                BK: ConstInt):  # fmt: skip
+    """(beta after the options: [C, 1] per token, or [C, BK] key block ``kb`` for GDN-2; the raw beta)."""
+    if BETA_PER_CHANNEL != 0:
+        raw = _block_rows(beta_seq, c, bh, kb, C, BK)
+    else:
+        raw = ct.astype(
+            ct.load(beta_seq, (c, bh), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), ct.float32
+        )
+    wr = raw
+    if BETA_SIGMOID != 0:
+        wr = ct.where(valid, 1.0 / (1.0 + ct.exp(-raw)), 0.0)
+    if NEG_EIGVAL != 0:
+        wr = wr * 2.0
+    return wr, raw
+
+
+def _inverse_norms(x_seq, c, head, L2NORM, BLOCKS: ConstInt, BK: ConstInt, C: ConstInt):
+    """1 / max(|row|, 1e-12) [C, 1] fp32 of chunk ``c``'s rows at ``head`` over its key blocks (the
+    norm `_l2_normalized` divides a whole row by); 1 without L2NORM."""
+    inv = ct.zeros((C, 1), dtype=ct.float32) + 1.0
+    if L2NORM != 0:
+        squares = ct.zeros((C, 1), dtype=ct.float32)
+        for b in range(BLOCKS):
+            x = _block_rows(x_seq, c, head, b, C, BK)
+            squares = squares + ct.sum(x * x, axis=1, keepdims=True)
+        inv = 1.0 / ct.maximum(ct.sqrt(squares), 1e-12)
+    return inv
+
+
+def _gamma_block(g_seq, c, h, kb, r, rows, C: ConstInt, BK: ConstInt):
+    """`_chunk_gamma` for key block ``kb`` of BK channels: ([C, BK], its last real row [1, BK])."""
+    gam = _block_rows(g_seq, c, h, kb, C, BK)
+    last = ct.sum(ct.where(ct.expand_dims(r == ct.minimum(rows, C) - 1, 1), gam, 0.0), axis=0, keepdims=True)
     return ct.where(ct.expand_dims(r < rows, 1), gam, last), last
 
 
@@ -118,124 +196,118 @@ def kda_prepare_kernel(
     STORE_T: ConstInt,  # 1: the backward's launch, which reads T again
     K: ConstInt,
     V: ConstInt,
+    BK: ConstInt,  # key channels per step (each channel's decay is its own: the products split by key blocks)
+    BV: ConstInt,
     C: ConstInt,
 ):
-    h = ct.bid(1)
-    n = ct.load(table, (ct.bid(0), 0), shape=())
+    slot, h = ct.bid(0), ct.bid(1)
+    n = ct.load(table, (slot, 0), shape=())
     if n < 0:
         return
-    c = ct.load(table, (ct.bid(0), 1), shape=())
+    c = ct.load(table, (slot, 1), shape=())
     bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
     eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
     r = ct.arange(C, dtype=ct.int32)
     valid = ct.expand_dims(r < (eos - bos - c * C), 1)  # [C, 1]
+    g_seq, beta_seq, k_seq = g.slice(0, bos, eos), beta.slice(0, bos, eos), k.slice(0, bos, eos)
+    hk, gh, bh, ah, dh = h // K_GROUP, h // G_GROUP, h // B_GROUP, h // A_GROUP, h // D_GROUP
+    inv_k = _inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
+    io = k.dtype
 
-    gate = _channel_rows(g.slice(0, bos, eos), c, h // G_GROUP, C, K)  # [C, K]
-    if SAFE_GATE != 0:
-        if HAS_DT_BIAS != 0:
-            bias = ct.load(dt_bias, (h // D_GROUP, 0), shape=(1, K))
-            gate = gate + ct.astype(bias, ct.float32)
-        if HAS_A_LOG != 0:
-            gate = gate * ct.exp(ct.astype(ct.load(a_log, (h // A_GROUP,), shape=()), ct.float32))
-        gate = ct.where(valid, LOWER_BOUND / (1.0 + ct.exp(-gate)), 0.0)
-    beta_seq = beta.slice(0, bos, eos)
-    if BETA_PER_CHANNEL != 0:
-        wr = _channel_rows(beta_seq, c, h // B_GROUP, C, K)  # [C, K]
-    else:
-        wr = ct.load(beta_seq, (c, h // B_GROUP), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA)
-        wr = ct.astype(wr, ct.float32)  # [C, 1]
-    if BETA_SIGMOID != 0:
-        wr = ct.where(valid, 1.0 / (1.0 + ct.exp(-wr)), 0.0)
-    if NEG_EIGVAL != 0:
-        wr = wr * 2.0
-    gamma = ct.cumsum(gate, 0)  # [C, K]
-
-    kt = _rows_at(k.slice(0, bos, eos), (c, h // K_GROUP, 0), C, K)
-    if L2NORM != 0:
-        kt = _l2_normalized(kt)
-    kf = ct.astype(kt, ct.float32)
-    erase = kf * wr  # the erase read's key, beta per token or per channel
+    # A = tril(sum over channels of e_r exp(gamma_r - gamma_j) k_j, -1), e = beta k: key block by block
+    a = ct.zeros((C, C), dtype=ct.float32)
+    for kb in range(K // BK):
+        gate, _, _ = _gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_A_LOG,
+                                 HAS_DT_BIAS, LOWER_BOUND, C, BK)  # fmt: skip
+        gamma = ct.cumsum(gate, 0)  # [C, BK]; past the end the gate reads 0: the last real row's
+        ct.store(gamma_out.slice(0, bos, eos), (c, h, kb), ct.reshape(gamma, (C, 1, BK)), allow_tma=TMA)
+        wr, _ = _write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
+        kf = _block_rows(k_seq, c, hk, kb, C, BK) * inv_k
+        a = a + _weighted_pairs(kf * wr, kf, gamma, ct.expand_dims(r, 1) >= 0, C, BK)
     below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
-    a = _weighted_pairs(erase, kf, gamma, below, C, K)
-    inverse = _unit_lower_inverse(a)
+    inverse = _unit_lower_inverse(ct.where(below, a, 0.0))
     if STORE_T != 0:
-        ct.store(t_out, (ct.bid(0), h, 0, 0), ct.reshape(inverse, (1, 1, C, C)), allow_tma=TMA)
-    t = ct.astype(inverse, kt.dtype)
+        ct.store(t_out, (slot, h, 0, 0), ct.reshape(inverse, (1, 1, C, C)), allow_tma=TMA)
+    t = ct.astype(inverse, io)
 
-    w = ct.mma(t, ct.astype(erase * ct.exp(gamma), kt.dtype), ct.zeros((C, K), dtype=ct.float32))
-    ct.store(
-        w_out.slice(0, bos, eos), (c, h, 0), ct.reshape(ct.astype(w, w_out.dtype), (C, 1, K)), allow_tma=TMA
-    )
-    vt = ct.astype(_rows_at(v.slice(0, bos, eos), (c, h // V_GROUP, 0), C, V), ct.float32)
-    if HAS_W != 0:
-        vt = vt * _channel_rows(w_gate.slice(0, bos, eos), c, h // W_GROUP, C, V)
-    else:
-        vt = vt * wr  # KDA: beta [C, 1] scales the value
-    u = ct.mma(t, ct.astype(vt, kt.dtype), ct.zeros((C, V), dtype=ct.float32))
-    ct.store(
-        u_out.slice(0, bos, eos), (c, h, 0), ct.reshape(ct.astype(u, u_out.dtype), (C, 1, V)), allow_tma=TMA
-    )
-    ct.store(gamma_out.slice(0, bos, eos), (c, h, 0), ct.reshape(gamma, (C, 1, K)), allow_tma=TMA)
+    # w = T (e exp(gamma)), key block by block (gamma recomputed: cheaper than a round trip)
+    for kb in range(K // BK):
+        gate, _, _ = _gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_A_LOG,
+                                 HAS_DT_BIAS, LOWER_BOUND, C, BK)  # fmt: skip
+        wr, _ = _write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
+        kf = _block_rows(k_seq, c, hk, kb, C, BK) * inv_k
+        w = ct.mma(
+            t, ct.astype(kf * wr * ct.exp(ct.cumsum(gate, 0)), io), ct.zeros((C, BK), dtype=ct.float32)
+        )
+        ct.store(w_out.slice(0, bos, eos), (c, h, kb), ct.reshape(ct.astype(w, w_out.dtype), (C, 1, BK)),
+                 allow_tma=TMA)  # fmt: skip
+    # u = T (beta v) (GDN-2: T (w_gate v)), value block by value block
+    v_seq = v.slice(0, bos, eos)
+    wr, _ = _write_rows(beta_seq, c, bh, 0, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
+    for vb in range(V // BV):
+        vt = _block_rows(v_seq, c, h // V_GROUP, vb, C, BV)
+        if HAS_W != 0:
+            vt = vt * _block_rows(w_gate.slice(0, bos, eos), c, h // W_GROUP, vb, C, BV)
+        else:
+            vt = vt * wr  # KDA: beta [C, 1] scales the value
+        u = ct.mma(t, ct.astype(vt, io), ct.zeros((C, BV), dtype=ct.float32))
+        ct.store(u_out.slice(0, bos, eos), (c, h, vb), ct.reshape(ct.astype(u, u_out.dtype), (C, 1, BV)),
+                 allow_tma=TMA)  # fmt: skip
 
 
 @ct.kernel
-def kda_scan_kernel(
-    q,  # [T, H, K] io
+def kda_state_scan_kernel(
     k,  # [T, H, K] io
     w,  # [T, HO, K] io, from kda_prepare_kernel
     u,  # [T, HO, V] io
     gamma,  # [T, HO, K] fp32
     cu_seqlens,  # [N + 1]
-    h0,  # [N, HO, V, K] fp32 or bf16 (read when HAS_H0)
-    o,  # [T, HO, V] out
+    offsets,  # [N] int32, from chunk_offsets_kernel
+    h0,  # [N, HO, V, K] (read when HAS_H0)
+    h_out,  # [slots, HO, V, K] io: the state entering each chunk
+    v_new_out,  # [T, HO, V] io
     ht,  # [N, HO, V, K] out (written when STORE_HT)
-    K_GROUP,  # output heads per q/k head
-    L2NORM,  # 0 or 1 (runtime)
+    K_GROUP,
+    L2NORM,
     HAS_H0,
     STORE_HT,
     K: ConstInt,
     BV: ConstInt,
     C: ConstInt,
-    SCALE: ConstFloat,
 ):
     n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
     bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
     eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
+    base = ct.load(offsets, (n,), shape=())
     length = eos - bos
     state = ct.zeros((BV, K), dtype=ct.float32)
     if HAS_H0 != 0:
         state = ct.astype(ct.reshape(ct.load(h0, (n, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), ct.float32)
     r = ct.arange(C, dtype=ct.int32)
-    causal = ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)
     hk = h // K_GROUP
     for c in range(ct.cdiv(length, C)):
         # sliced inside the loop: an empty last sequence (bos == T) must not slice
-        q_seq, k_seq, o_seq = q.slice(0, bos, eos), k.slice(0, bos, eos), o.slice(0, bos, eos)
-        w_seq, u_seq, g_seq = w.slice(0, bos, eos), u.slice(0, bos, eos), gamma.slice(0, bos, eos)
+        k_seq, w_seq, u_seq = k.slice(0, bos, eos), w.slice(0, bos, eos), u.slice(0, bos, eos)
+        g_seq, vn_seq = gamma.slice(0, bos, eos), v_new_out.slice(0, bos, eos)
         rows = length - c * C
-        valid = r < rows
-        qt = _rows_at(q_seq, (c, hk, 0), C, K)
         kt = _rows_at(k_seq, (c, hk, 0), C, K)
         if L2NORM != 0:
-            qt = _l2_normalized(qt)
             kt = _l2_normalized(kt)
         wt = _rows_at(w_seq, (c, h, 0), C, K)
         ut = _rows_at(u_seq, (c, h, vb), C, BV)
         gam, last = _chunk_gamma(g_seq, c, h, r, rows, C, K)
-        state_t = ct.transpose(ct.astype(state, kt.dtype))  # [K, BV]
+        ct.store(
+            h_out,
+            (base + c, h, vb, 0),
+            ct.reshape(ct.astype(state, h_out.dtype), (1, 1, BV, K)),
+            allow_tma=TMA,
+        )
+        state_t = ct.transpose(ct.astype(state, kt.dtype))
         v_new = ct.astype(ut, ct.float32) - ct.mma(wt, state_t, ct.zeros((C, BV), dtype=ct.float32))
-
-        live = causal & ct.expand_dims(valid, 0) & ct.expand_dims(valid, 1)
-        qf, kf = ct.astype(qt, ct.float32), ct.astype(kt, ct.float32)
-        scores = _weighted_pairs(qf, kf, gam, live, C, K)
-        q_decayed = ct.astype(qf * ct.exp(gam), kt.dtype)
-        inter = ct.mma(q_decayed, state_t, ct.zeros((C, BV), dtype=ct.float32))
-        out = ct.mma(ct.astype(scores, kt.dtype), ct.astype(v_new, kt.dtype), inter) * SCALE
-        ct.store(o_seq, (c, h, vb), ct.reshape(ct.astype(out, o.dtype), (C, 1, BV)), allow_tma=TMA)
-
+        ct.store(vn_seq, (c, h, vb), ct.reshape(ct.astype(v_new, v_new_out.dtype), (C, 1, BV)), allow_tma=TMA)
         # the state leaving the chunk: its columns decay by exp(last), the chunk's writes land
         # along their keys, each decayed from its row to the last real one (padded rows: k is 0)
-        keys = kf * ct.exp(last - gam)
+        keys = ct.astype(kt, ct.float32) * ct.exp(last - gam)
         state = ct.mma(
             ct.transpose(ct.astype(v_new, kt.dtype)), ct.astype(keys, kt.dtype), state * ct.exp(last)
         )
@@ -243,8 +315,68 @@ def kda_scan_kernel(
         ct.store(ht, (n, h, vb, 0), ct.reshape(ct.astype(state, ht.dtype), (1, 1, BV, K)), allow_tma=TMA)
 
 
+@ct.kernel
+def kda_output_kernel(
+    q,  # [T, H, K] io
+    k,  # [T, H, K] io
+    gamma,  # [T, HO, K] fp32, from kda_prepare_kernel
+    cu_seqlens,  # [N + 1]
+    table,  # [slots, 2] int32
+    h,  # [slots, HO, V, K] io: the state entering each chunk, from kda_state_scan_kernel
+    v_new,  # [T, HO, V] io
+    o,  # [T, HO, V] out
+    K_GROUP,
+    L2NORM,
+    K: ConstInt,
+    BK: ConstInt,
+    BV: ConstInt,
+    C: ConstInt,
+    SCALE: ConstFloat,
+):
+    slot, head, vb = ct.bid(0), ct.bid(1), ct.bid(2)
+    n = ct.load(table, (slot, 0), shape=())
+    if n < 0:
+        return
+    c = ct.load(table, (slot, 1), shape=())
+    bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
+    eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
+    r = ct.arange(C, dtype=ct.int32)
+    rows = eos - bos - c * C
+    valid = r < rows
+    hk = head // K_GROUP
+    q_seq, k_seq, g_seq = q.slice(0, bos, eos), k.slice(0, bos, eos), gamma.slice(0, bos, eos)
+    inv_q = _inverse_norms(q_seq, c, hk, L2NORM, K // BK, BK, C)
+    inv_k = _inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
+    io = q.dtype
+    # o = scale ((q exp(gamma)) h^T + P v_new): P and the state's term summed over key blocks (each
+    # channel's decay is its own; a whole [C, K] of fp32 factors spilled 3.2 KB per thread at K 128)
+    scores = ct.zeros((C, C), dtype=ct.float32)
+    inter = ct.zeros((C, BV), dtype=ct.float32)
+    for kb in range(K // BK):
+        qf = _block_rows(q_seq, c, hk, kb, C, BK) * inv_q
+        kf = _block_rows(k_seq, c, hk, kb, C, BK) * inv_k
+        gam, _ = _gamma_block(g_seq, c, head, kb, r, rows, C, BK)
+        scores = scores + _weighted_pairs(qf, kf, gam, ct.expand_dims(r, 1) >= 0, C, BK)
+        hs = ct.reshape(ct.load(h, (slot, head, vb, kb), shape=(1, 1, BV, BK)), (BV, BK))
+        inter = ct.mma(ct.astype(qf * ct.exp(gam), io), ct.transpose(hs), inter)
+    live = (
+        (ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)) & ct.expand_dims(valid, 0) & ct.expand_dims(valid, 1)
+    )
+    vn = _rows_at(v_new.slice(0, bos, eos), (c, head, vb), C, BV)
+    out = ct.mma(ct.astype(ct.where(live, scores, 0.0), io), vn, inter) * SCALE
+    ct.store(
+        o.slice(0, bos, eos), (c, head, vb), ct.reshape(ct.astype(out, o.dtype), (C, 1, BV)), allow_tma=TMA
+    )
+
+
 # the launches of `kda_cutile_host.launch_forward`, by name
-KERNELS = {"table": chunk_table_kernel, "prepare": kda_prepare_kernel, "scan": kda_scan_kernel}
+KERNELS = {
+    "table": chunk_table_kernel,
+    "offsets": chunk_offsets_kernel,
+    "prepare": kda_prepare_kernel,
+    "states": kda_state_scan_kernel,
+    "output": kda_output_kernel,
+}
 
 
 def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> dict:
@@ -261,6 +393,7 @@ def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> 
         "beta": _Param(beta, 3 if gdn2 else 2), "cu_seqlens": _Param("int32", 1), "o": _Param(io, 3),
         "table": _Param("int32", 2), "gamma": _Param("float32", 3), "w": _Param(io, 3), "u": _Param(io, 3),
         "spare": _Param("float32", 1), "spare2": _Param("float32", 2), "spare4": _Param("float32", 4),
+        "offsets": _Param("int32", 1), "h": _Param(io, 4), "v_new": _Param(io, 3),
     }  # fmt: skip
     if gdn2:
         params["w_gate"] = _Param(io, 3)

@@ -1,5 +1,6 @@
 """Host side of the KDA / GDN-2 cuTile forward (`kda_cutile_fwd`): one problem's configuration, its
-workspace regions, each kernel's grid and arguments, and the launch order (table, prepare, scan).
+workspace regions, each kernel's grid and arguments, and the launch order (table, offsets, prepare,
+states, output).
 
 The workspace layout and the chunk table are `gdn_cutile_host`'s (`layout_regions`, `CHUNK`, the
 table kernel's blocks); gamma is per key channel here ([T, HO, K] fp32). ``launch(grid, kernel,
@@ -25,7 +26,7 @@ __all__ = ["LAUNCHES", "SUB_CHUNK", "KdaCutileConfig", "kernel_arguments", "laun
 
 SUB_CHUNK = 16  # rows per sub-chunk of the decay-weighted products (kda_cutile_fwd's SUB)
 DEFAULT_LOWER_BOUND = -5.0  # the safe gate's bound when none is given
-LAUNCHES = ("table", "prepare", "scan")
+LAUNCHES = ("table", "offsets", "prepare", "states", "output")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,14 +83,37 @@ class KdaCutileConfig:
         """Output heads per head of a tensor with ``heads`` heads (0: one per output head)."""
         return self.heads_out // (heads or self.heads_out)
 
+    @property
+    def key_block(self) -> int:
+        """Key channels per step of the per-channel products (BK): min(32, K / 2). A whole [64, K] of
+        fp32 decay factors spilled 3.2-4.9 KB per thread at K = 128 on sm_90 (scripts/cutile_resources.py),
+        32 channels a step 16 B; at least two steps, as tileiras 13.4 rejects an accumulating loop of
+        one (`GdnCutileBwdConfig.grad_block_v`)."""
+        return min(32, self.key_dim // 2)
+
+    @property
+    def output_key_block(self) -> int:
+        """Key channels per step of the output kernel's scores: min(16, K / 2). At K = 128 on sm_90,
+        with the L2 norm: a spill frame of 1112 B at 32 channels a step, 288 B at 16 (and 9 KB of
+        shared memory against 218)."""
+        return min(16, self.key_dim // 2)
+
+    @property
+    def value_block(self) -> int:
+        """Value rows per step of prepare's u = T (beta v): min(64, V / 2), at least two steps."""
+        return min(64, self.value_dim // 2)
+
     def workspace_regions(self) -> tuple[Region, ...]:
-        t, ho, k, v = self.tokens, self.heads_out, self.key_dim, self.value_dim
+        t, ho, k, v, io = self.tokens, self.heads_out, self.key_dim, self.value_dim, self.io_dtype
         return layout_regions(
             [
                 ("table", "int32", (self.chunk_slots, 2)),
+                ("offsets", "int32", (self.sequences,)),
                 ("gamma", "float32", (t, ho, k)),
-                ("w", self.io_dtype, (t, ho, k)),
-                ("u", self.io_dtype, (t, ho, v)),
+                ("w", io, (t, ho, k)),
+                ("u", io, (t, ho, v)),
+                ("h", io, (self.chunk_slots, ho, v, k)),  # the state entering each chunk
+                ("v_new", io, (t, ho, v)),
                 ("spare", "float32", (1,)),  # what an absent operand's argument points at (never read)
             ]
         )
@@ -102,8 +126,10 @@ class KdaCutileConfig:
     def grids(self) -> dict[str, tuple[int, ...]]:
         return {
             "table": (-(-self.chunk_slots // TABLE_BLOCK),),
+            "offsets": (1,),
             "prepare": (self.chunk_slots, self.heads_out),
-            "scan": (self.sequences, self.heads_out, self.value_dim // self.block_v),
+            "states": (self.sequences, self.heads_out, self.value_dim // self.block_v),
+            "output": (self.chunk_slots, self.heads_out, self.value_dim // self.block_v),
         }
 
 
@@ -128,13 +154,19 @@ def kernel_arguments(cfg: KdaCutileConfig, arrays: Mapping[str, Any]) -> dict[st
             flag(cfg.use_qk_l2norm), flag(cfg.use_beta_sigmoid), flag(cfg.allow_neg_eigval),
             flag(cfg.safe_gate), flag(cfg.has_a_log), flag(cfg.has_dt_bias), flag(cfg.op == "gdn2"),
             float(cfg.gate_lower_bound), flag(cfg.op == "gdn2"), flag(arrays.get("t") is not None),
-            cfg.key_dim, cfg.value_dim, CHUNK,
+            cfg.key_dim, cfg.value_dim, cfg.key_block, cfg.value_block, CHUNK,
         ),
-        "scan": (
-            arrays["q"], arrays["k"], arrays["w"], arrays["u"], arrays["gamma"], arrays["cu_seqlens"],
-            get("h0", "spare4"), arrays["o"], get("ht", "spare4"),
-            cfg.group(cfg.heads_qk), flag(cfg.use_qk_l2norm), flag(cfg.has_initial_state),
-            flag(cfg.output_final_state), cfg.key_dim, cfg.block_v, CHUNK, float(cfg.scale),
+        "offsets": (arrays["cu_seqlens"], arrays["offsets"], cfg.sequences, CHUNK, TABLE_SEQ_BLOCK),
+        "states": (
+            arrays["k"], arrays["w"], arrays["u"], arrays["gamma"], arrays["cu_seqlens"], arrays["offsets"],
+            get("h0", "spare4"), arrays["h"], arrays["v_new"], get("ht", "spare4"), cfg.group(cfg.heads_qk),
+            flag(cfg.use_qk_l2norm), flag(cfg.has_initial_state), flag(cfg.output_final_state), cfg.key_dim,
+            cfg.block_v, CHUNK,
+        ),
+        "output": (
+            arrays["q"], arrays["k"], arrays["gamma"], arrays["cu_seqlens"], arrays["table"], arrays["h"],
+            arrays["v_new"], arrays["o"], cfg.group(cfg.heads_qk), flag(cfg.use_qk_l2norm), cfg.key_dim,
+            cfg.output_key_block, cfg.block_v, CHUNK, float(cfg.scale),
         ),
     }  # fmt: skip
 
