@@ -45,9 +45,13 @@ from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
     chunk_table_kernel,
 )
 from pygraph_linear_attention.kernels.kda_cutile_fwd import (
-    _channel_rows,
+    _block_rows,
     _chunk_gamma,
+    _gamma_block,
+    _gate_block,
+    _inverse_norms,
     _weighted_pairs,
+    _write_rows,
     kda_prepare_kernel,
     kda_state_scan_kernel,
 )
@@ -85,39 +89,69 @@ def _state_block(states, slot, h, vb, BV: ConstInt, K: ConstInt):
     return ct.astype(ct.reshape(ct.load(states, (slot, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), ct.float32)
 
 
-def _rows_block(m, y, gamma, keys, i, C: ConstInt, K: ConstInt):
-    """Rows ``i * SUB ..`` of `_row_weighted` [SUB, K]."""
-    ref = ct.extract(gamma, (i * SUB, 0), (1, K))
-    seen = keys < (i + 1) * SUB  # keys past the sub-chunk (m is 0 there) weighted 0 before the exp
-    right = ct.where(seen, y * ct.exp(ct.where(seen, ref - gamma, 0.0)), 0.0)
-    rows = ct.mma(ct.extract(m, (i, 0), (SUB, C)), right, ct.zeros((SUB, K), dtype=ct.float32))
-    return rows * ct.exp(ct.extract(gamma, (i, 0), (SUB, K)) - ref)
+def _sub(x, i, D: ConstInt):
+    """Sub-chunk ``i``'s rows [SUB, D] of a [C, D] tile."""
+    return ct.extract(x, (i, 0), (SUB, D))
+
+
+def _row_part(m, y, gamma, ref, i, j, K: ConstInt):
+    """``m[i, j] (y_j exp(ref - gamma_j))`` [SUB, K]: block (i, j) of m [SUB, SUB] against sub-chunk j."""
+    right = _sub(y, j, K) * ct.exp(ref - _sub(gamma, j, K))
+    return ct.mma(ct.extract(m, (i, j), (SUB, SUB)), right, ct.zeros((SUB, K), dtype=ct.float32))
 
 
 def _row_weighted(m, y, gamma, C: ConstInt, K: ConstInt):
     """[C, K]: row r is ``sum_j m[r, j] y_j exp(gamma_r - gamma_j)`` channel by channel; m [C, C]
-    fp32, 0 above the diagonal; y, gamma [C, K] fp32 (module docstring)."""
-    keys = ct.expand_dims(ct.arange(C, dtype=ct.int32), 1)
-    top = ct.cat((_rows_block(m, y, gamma, keys, 0, C, K), _rows_block(m, y, gamma, keys, 1, C, K)), 0)
-    bottom = ct.cat((_rows_block(m, y, gamma, keys, 2, C, K), _rows_block(m, y, gamma, keys, 3, C, K)), 0)
+    fp32, 0 above the diagonal; y, gamma [C, K] fp32. Sub-chunk i of rows against its first gamma
+    ``ref_i``: ``exp(gamma_i - ref_i) sum_{j <= i} m[i, j] (y_j exp(ref_i - gamma_j))``, SUB x SUB
+    blocks of m, so no [C, K] factor is live (module docstring)."""
+    g0 = ct.extract(gamma, (0, 0), (1, K))
+    g1 = ct.extract(gamma, (SUB, 0), (1, K))
+    g2 = ct.extract(gamma, (2 * SUB, 0), (1, K))
+    g3 = ct.extract(gamma, (3 * SUB, 0), (1, K))
+    o0 = _row_part(m, y, gamma, g0, 0, 0, K)
+    o1 = _row_part(m, y, gamma, g1, 1, 0, K) + _row_part(m, y, gamma, g1, 1, 1, K)
+    o2 = (
+        _row_part(m, y, gamma, g2, 2, 0, K)
+        + _row_part(m, y, gamma, g2, 2, 1, K)
+        + _row_part(m, y, gamma, g2, 2, 2, K)
+    )
+    o3 = (
+        _row_part(m, y, gamma, g3, 3, 0, K) + _row_part(m, y, gamma, g3, 3, 1, K)
+        + _row_part(m, y, gamma, g3, 3, 2, K) + _row_part(m, y, gamma, g3, 3, 3, K)
+    )  # fmt: skip
+    top = ct.cat((o0 * ct.exp(_sub(gamma, 0, K) - g0), o1 * ct.exp(_sub(gamma, 1, K) - g1)), 0)
+    bottom = ct.cat((o2 * ct.exp(_sub(gamma, 2, K) - g2), o3 * ct.exp(_sub(gamma, 3, K) - g3)), 0)
     return ct.cat((top, bottom), 0)
 
 
-def _cols_block(m, x, gamma, rows, i, C: ConstInt, K: ConstInt):
-    """Rows ``i * SUB ..`` of `_col_weighted` [SUB, K]."""
-    ref = ct.extract(gamma, (i * SUB, 0), (1, K))
-    later = rows >= i * SUB  # rows before the sub-chunk (m is 0 there) weighted 0 before the exp
-    left = ct.where(later, x * ct.exp(ct.where(later, gamma - ref, 0.0)), 0.0)
-    cols = ct.mma(ct.transpose(ct.extract(m, (0, i), (C, SUB))), left, ct.zeros((SUB, K), dtype=ct.float32))
-    return cols * ct.exp(ref - ct.extract(gamma, (i, 0), (SUB, K)))
+def _col_part(m, x, gamma, ref, i, j, K: ConstInt):
+    """``m[i, j]^T (x_i exp(gamma_i - ref))`` [SUB, K]: block (i, j) of m transposed against sub-chunk i."""
+    left = _sub(x, i, K) * ct.exp(_sub(gamma, i, K) - ref)
+    return ct.mma(ct.transpose(ct.extract(m, (i, j), (SUB, SUB))), left, ct.zeros((SUB, K), dtype=ct.float32))
 
 
 def _col_weighted(m, x, gamma, C: ConstInt, K: ConstInt):
     """[C, K]: row j is ``sum_r m[r, j] x_r exp(gamma_r - gamma_j)`` channel by channel; m [C, C]
-    fp32, 0 above the diagonal; x, gamma [C, K] fp32."""
-    rows = ct.expand_dims(ct.arange(C, dtype=ct.int32), 1)
-    top = ct.cat((_cols_block(m, x, gamma, rows, 0, C, K), _cols_block(m, x, gamma, rows, 1, C, K)), 0)
-    bottom = ct.cat((_cols_block(m, x, gamma, rows, 2, C, K), _cols_block(m, x, gamma, rows, 3, C, K)), 0)
+    fp32, 0 above the diagonal; x, gamma [C, K] fp32. Sub-chunk j of columns against its first
+    gamma ``ref_j``: ``exp(ref_j - gamma_j) sum_{i >= j} m[i, j]^T (x_i exp(gamma_i - ref_j))``."""
+    g0 = ct.extract(gamma, (0, 0), (1, K))
+    g1 = ct.extract(gamma, (SUB, 0), (1, K))
+    g2 = ct.extract(gamma, (2 * SUB, 0), (1, K))
+    g3 = ct.extract(gamma, (3 * SUB, 0), (1, K))
+    o0 = (
+        _col_part(m, x, gamma, g0, 0, 0, K) + _col_part(m, x, gamma, g0, 1, 0, K)
+        + _col_part(m, x, gamma, g0, 2, 0, K) + _col_part(m, x, gamma, g0, 3, 0, K)
+    )  # fmt: skip
+    o1 = (
+        _col_part(m, x, gamma, g1, 1, 1, K)
+        + _col_part(m, x, gamma, g1, 2, 1, K)
+        + _col_part(m, x, gamma, g1, 3, 1, K)
+    )
+    o2 = _col_part(m, x, gamma, g2, 2, 2, K) + _col_part(m, x, gamma, g2, 3, 2, K)
+    o3 = _col_part(m, x, gamma, g3, 3, 3, K)
+    top = ct.cat((o0 * ct.exp(g0 - _sub(gamma, 0, K)), o1 * ct.exp(g1 - _sub(gamma, 1, K))), 0)
+    bottom = ct.cat((o2 * ct.exp(g2 - _sub(gamma, 2, K)), o3 * ct.exp(g3 - _sub(gamma, 3, K))), 0)
     return ct.cat((top, bottom), 0)
 
 
@@ -229,11 +263,12 @@ def kda_grad_output_kernel(
     L2NORM,
     K: ConstInt,
     V: ConstInt,
+    BK: ConstInt,  # key channels of this program (grid axis 2): each channel's gradient is its own
     BV: ConstInt,
     C: ConstInt,
     SCALE: ConstFloat,
 ):
-    slot, head = ct.bid(0), ct.bid(1)
+    slot, head, kb = ct.bid(0), ct.bid(1), ct.bid(2)
     n = ct.load(table, (slot, 0), shape=())
     if n < 0:
         return
@@ -242,22 +277,26 @@ def kda_grad_output_kernel(
     r = ct.arange(C, dtype=ct.int32)
     rows = eos - bos - c * C
     valid = r < rows
-    gam, last = _chunk_gamma(gamma.slice(0, bos, eos), c, head, r, rows, C, K)
-    qt, kt = _qk(q.slice(0, bos, eos), k.slice(0, bos, eos), c, head // K_GROUP, L2NORM, C, K)
-    io = kt.dtype
+    hk = head // K_GROUP
+    q_seq, k_seq = q.slice(0, bos, eos), k.slice(0, bos, eos)
+    gam, last = _gamma_block(gamma.slice(0, bos, eos), c, head, kb, r, rows, C, BK)
+    qf = _block_rows(q_seq, c, hk, kb, C, BK) * _inverse_norms(q_seq, c, hk, L2NORM, K // BK, BK, C)
+    kf = _block_rows(k_seq, c, hk, kb, C, BK) * _inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
+    io = q.dtype
 
-    dq_state = ct.zeros((C, K), dtype=ct.float32)  # dO h
-    dk_state = ct.zeros((C, K), dtype=ct.float32)  # v_new dh
-    dw = ct.zeros((C, K), dtype=ct.float32)
+    # the sums over value blocks accumulate in the products' own accumulators (at least two steps)
+    dq_state = ct.zeros((C, BK), dtype=ct.float32)  # dO h
+    dk_state = ct.zeros((C, BK), dtype=ct.float32)  # v_new dh
+    dw = ct.zeros((C, BK), dtype=ct.float32)
     dp = ct.zeros((C, C), dtype=ct.float32)
-    d_last = ct.zeros((1, K), dtype=ct.float32)  # sum_v dh * h
+    d_last = ct.zeros((1, BK), dtype=ct.float32)  # sum_v dh * h
     do_seq, vn_seq, dvn_seq = do.slice(0, bos, eos), v_new.slice(0, bos, eos), dv_new.slice(0, bos, eos)
     for vb in range(V // BV):
         dot = ct.astype(_block(do_seq, (c, head, vb), C, BV) * SCALE, io)
         vn = ct.astype(_block(vn_seq, (c, head, vb), C, BV), io)
         dvn = ct.astype(_block(dvn_seq, (c, head, vb), C, BV), io)
-        hs = ct.reshape(ct.load(h, (slot, head, vb, 0), shape=(1, 1, BV, K)), (BV, K))
-        dhs = ct.reshape(ct.load(dh, (slot, head, vb, 0), shape=(1, 1, BV, K)), (BV, K))
+        hs = ct.reshape(ct.load(h, (slot, head, vb, kb), shape=(1, 1, BV, BK)), (BV, BK))
+        dhs = ct.reshape(ct.load(dh, (slot, head, vb, kb), shape=(1, 1, BV, BK)), (BV, BK))
         dq_state = ct.mma(dot, hs, dq_state)
         dp = ct.mma(dot, ct.transpose(vn), dp)
         dk_state = ct.mma(vn, dhs, dk_state)
@@ -266,25 +305,23 @@ def kda_grad_output_kernel(
             ct.astype(dhs, ct.float32) * ct.astype(hs, ct.float32), axis=0, keepdims=True
         )
 
-    qf, kf = ct.astype(qt, ct.float32), ct.astype(kt, ct.float32)
     live = (
         (ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)) & ct.expand_dims(valid, 0) & ct.expand_dims(valid, 1)
     )
     dp = ct.where(live, dp, 0.0)
     # o = (q exp(gamma)) h^T + P v_new, P[r, j] = sum_c q_r exp(gamma_r - gamma_j) k_j
-    dq = dq_state * ct.exp(gam) + _row_weighted(dp, kf, gam, C, K)
-    dk_scores = _col_weighted(dp, qf, gam, C, K)
+    dq = dq_state * ct.exp(gam) + _row_weighted(dp, kf, gam, C, BK)
     # the state passed on: h_out = h exp(last) + v_new^T (k exp(last - gamma))
     dk_tail = dk_state * ct.where(ct.expand_dims(valid, 1), ct.exp(last - gam), 0.0)
-    dk = dk_scores + dk_tail
+    dk = _col_weighted(dp, qf, gam, C, BK) + dk_tail
     dgamma = qf * dq - kf * dk
     d_last = d_last * ct.exp(last) + ct.sum(kf * dk_tail, axis=0, keepdims=True)
     dgamma = dgamma + ct.where(ct.expand_dims(r == ct.minimum(rows, C) - 1, 1), d_last, 0.0)
 
-    ct.store(dq_out.slice(0, bos, eos), (c, head, 0), ct.reshape(dq, (C, 1, K)), allow_tma=TMA)
-    ct.store(dk_out.slice(0, bos, eos), (c, head, 0), ct.reshape(dk, (C, 1, K)), allow_tma=TMA)
-    ct.store(dw_out.slice(0, bos, eos), (c, head, 0), ct.reshape(dw, (C, 1, K)), allow_tma=TMA)
-    ct.store(dgamma_out.slice(0, bos, eos), (c, head, 0), ct.reshape(dgamma, (C, 1, K)), allow_tma=TMA)
+    ct.store(dq_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dq, (C, 1, BK)), allow_tma=TMA)
+    ct.store(dk_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dk, (C, 1, BK)), allow_tma=TMA)
+    ct.store(dw_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dw, (C, 1, BK)), allow_tma=TMA)
+    ct.store(dgamma_out.slice(0, bos, eos), (c, head, kb), ct.reshape(dgamma, (C, 1, BK)), allow_tma=TMA)
 
 
 @ct.kernel
@@ -327,6 +364,7 @@ def kda_grad_wy_kernel(
     BETA_PER_CHANNEL: ConstInt,
     K: ConstInt,
     V: ConstInt,
+    BK: ConstInt,  # key channels per step (each channel's terms are its own; dT sums over them)
     BV: ConstInt,
     C: ConstInt,
 ):
@@ -339,44 +377,27 @@ def kda_grad_wy_kernel(
     r = ct.arange(C, dtype=ct.int32)
     rows = eos - bos - c * C
     valid = ct.expand_dims(r < rows, 1)  # [C, 1]
-
-    # the gates as kda_prepare_kernel applies the options
-    raw_g = _channel_rows(g.slice(0, bos, eos), c, head // G_GROUP, C, K)
-    rate = ct.zeros((1, 1), dtype=ct.float32) + 1.0  # exp(a_log), 1 without it
-    biased = raw_g  # the safe gate's g + dt_bias
-    if SAFE_GATE != 0:
-        if HAS_DT_BIAS != 0:
-            biased = raw_g + ct.astype(ct.load(dt_bias, (head // D_GROUP, 0), shape=(1, K)), ct.float32)
-        if HAS_A_LOG != 0:
-            rate = rate * ct.exp(ct.astype(ct.load(a_log, (head // A_GROUP,), shape=()), ct.float32))
-    beta_seq = beta.slice(0, bos, eos)
-    if BETA_PER_CHANNEL != 0:
-        raw_b = _channel_rows(beta_seq, c, head // B_GROUP, C, K)  # [C, K]
-    else:
-        raw_b = ct.load(beta_seq, (c, head // B_GROUP), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA)
-        raw_b = ct.astype(raw_b, ct.float32)  # [C, 1]
-    wr = raw_b
-    if BETA_SIGMOID != 0:
-        wr = ct.where(valid, 1.0 / (1.0 + ct.exp(-raw_b)), 0.0)
-    if NEG_EIGVAL != 0:
-        wr = wr * 2.0
-    gam, _ = _chunk_gamma(gamma.slice(0, bos, eos), c, head, r, rows, C, K)
-
-    kt = _rows_at(k.slice(0, bos, eos), (c, head // K_GROUP, 0), C, K)
-    if L2NORM != 0:
-        kt = _l2_normalized(kt)
-    io = kt.dtype
-    kf = ct.astype(kt, ct.float32)
-    erase = kf * wr  # e = beta k
-    kw = erase * ct.exp(gam)
-    dwt = _block(dw.slice(0, bos, eos), (c, head, 0), C, K)
-    dt = _mm(dwt, ct.transpose(kw), io)  # dT = dw kw^T + dv_new vw^T
+    g_seq, beta_seq, k_seq = g.slice(0, bos, eos), beta.slice(0, bos, eos), k.slice(0, bos, eos)
+    gm_seq, dw_seq = gamma.slice(0, bos, eos), dw.slice(0, bos, eos)
+    hk, gh, bh, ah, dh = head // K_GROUP, head // G_GROUP, head // B_GROUP, head // A_GROUP, head // D_GROUP
+    inv_k = _inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
+    io = k.dtype
     tr = ct.transpose(
         ct.astype(ct.reshape(ct.load(t_mat, (slot, head, 0, 0), shape=(1, 1, C, C)), (C, C)), io)
     )
 
+    # dT = dw kw^T + dv_new vw^T, kw = e exp(gamma), e = beta k: over key blocks, then value blocks
+    dt = ct.zeros((C, C), dtype=ct.float32)
+    for kb in range(K // BK):
+        gam, _ = _gamma_block(gm_seq, c, head, kb, r, rows, C, BK)
+        wr, _ = _write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
+        kw = _block_rows(k_seq, c, hk, kb, C, BK) * inv_k * wr * ct.exp(gam)
+        dt = ct.mma(
+            ct.astype(_block_rows(dw_seq, c, head, kb, C, BK), io), ct.transpose(ct.astype(kw, io)), dt
+        )
     # u = T vw (KDA: vw = beta v; GDN-2: the write gate times v): dv, the gates' value terms
-    d_write = ct.zeros((C, 1), dtype=ct.float32)
+    wr, raw_b = _write_rows(beta_seq, c, bh, 0, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
+    d_write = ct.zeros((C, 1), dtype=ct.float32)  # KDA's beta: its value term, then its key terms
     dvn_seq, v_seq, dv_seq = dv_new.slice(0, bos, eos), v.slice(0, bos, eos), dv_out.slice(0, bos, eos)
     hv = head // V_GROUP
     for vb in range(V // BV):
@@ -396,43 +417,58 @@ def kda_grad_wy_kernel(
             ct.store(dv_seq, (c, head, vb), ct.reshape(dvw * wr, (C, 1, BV)), allow_tma=TMA)
         dt = ct.mma(dvn, ct.transpose(ct.astype(vw, io)), dt)
 
-    # T = (I + A)^-1, A = tril(kw kd^T, -1) with kd = k exp(-gamma): by the weighted products
+    # T = (I + A)^-1, A = tril(kw kd^T, -1), kd = k exp(-gamma): dA, then each key block's terms
     below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
     da = ct.where(below, -_mm(_mm(tr, dt, io), tr, io), 0.0)
-    de = ct.exp(gam) * ct.mma(tr, ct.astype(dwt, io), ct.zeros((C, K), dtype=ct.float32))
-    de = de + _row_weighted(da, kf, gam, C, K)  # the erase key's gradient (kw = e exp(gamma))
-    dk_a = _col_weighted(da, erase, gam, C, K)  # through kd
-    dk = _block(dk_io.slice(0, bos, eos), (c, head, 0), C, K) + dk_a + wr * de
-    ct.store(dk_io.slice(0, bos, eos), (c, head, 0), ct.reshape(dk, (C, 1, K)), allow_tma=TMA)
-    dgamma = _block(dgamma_part.slice(0, bos, eos), (c, head, 0), C, K) + erase * de - kf * dk_a
-    if BETA_PER_CHANNEL != 0:
-        d_write = de * kf  # [C, K]
-    else:
-        d_write = d_write + ct.sum(de * kf, axis=1, keepdims=True)
-    # gamma = cumsum(gate) down the chunk: the gate's gradient is dgamma's reverse cumulative sum
-    d_decay = ct.sum(dgamma, axis=0, keepdims=True) - ct.cumsum(dgamma, 0) + dgamma
-
-    # the options' chain rules (q's and k's L2 norm: in group_sum_kernel, after the head sums)
-    if NEG_EIGVAL != 0:
-        d_write = d_write * 2.0
-    if BETA_SIGMOID != 0:
-        s = 1.0 / (1.0 + ct.exp(-raw_b))
-        d_write = d_write * s * (1.0 - s)
-    d_raw_g = d_decay
-    if SAFE_GATE != 0:  # gate = LOWER_BOUND sigmoid(z), z = exp(a_log) (g + dt_bias)
-        z = rate * biased
-        s = 1.0 / (1.0 + ct.exp(-z))
-        d_z = ct.where(valid, d_decay * LOWER_BOUND * s * (1.0 - s), 0.0)
-        d_raw_g = d_z * rate
-        if HAS_A_LOG != 0:
+    da_token = ct.zeros((C, 1), dtype=ct.float32)  # sum over channels of d_z z (d_a_log's term)
+    dk_seq, dgp_seq = dk_io.slice(0, bos, eos), dgamma_part.slice(0, bos, eos)
+    for kb in range(K // BK):
+        _, z, rate = _gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_A_LOG,
+                                    HAS_DT_BIAS, LOWER_BOUND, C, BK)  # fmt: skip
+        gam, _ = _gamma_block(gm_seq, c, head, kb, r, rows, C, BK)
+        wr_b, raw_b_k = _write_rows(
+            beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK
+        )
+        kf = _block_rows(k_seq, c, hk, kb, C, BK) * inv_k
+        erase = kf * wr_b
+        dwt = _block_rows(dw_seq, c, head, kb, C, BK)
+        de = ct.exp(gam) * ct.mma(tr, ct.astype(dwt, io), ct.zeros((C, BK), dtype=ct.float32))
+        de = de + _row_weighted(da, kf, gam, C, BK)  # the erase key's gradient (kw = e exp(gamma))
+        dk_a = _col_weighted(da, erase, gam, C, BK)  # through kd
+        dk = _block_rows(dk_seq, c, head, kb, C, BK) + dk_a + wr_b * de
+        ct.store(dk_seq, (c, head, kb), ct.reshape(dk, (C, 1, BK)), allow_tma=TMA)
+        dgamma = _block_rows(dgp_seq, c, head, kb, C, BK) + erase * de - kf * dk_a
+        # gamma = cumsum(gate) down the chunk: the gate's gradient is dgamma's reverse cumulative sum
+        d_decay = ct.sum(dgamma, axis=0, keepdims=True) - ct.cumsum(dgamma, 0) + dgamma
+        d_raw_g = d_decay
+        if SAFE_GATE != 0:  # gate = LOWER_BOUND sigmoid(z), z = exp(a_log) (g + dt_bias)
+            s = 1.0 / (1.0 + ct.exp(-z))
+            d_z = ct.where(valid, d_decay * LOWER_BOUND * s * (1.0 - s), 0.0)
+            d_raw_g = d_z * rate
+            da_token = da_token + ct.sum(d_z * z, axis=1, keepdims=True)
+        ct.store(dg_out.slice(0, bos, eos), (c, head, kb), ct.reshape(d_raw_g, (C, 1, BK)), allow_tma=TMA)
+        if BETA_PER_CHANNEL != 0:  # GDN-2: beta per channel, this block's gradient is its own
+            d_beta = de * kf
+            if NEG_EIGVAL != 0:
+                d_beta = d_beta * 2.0
+            if BETA_SIGMOID != 0:
+                sb = 1.0 / (1.0 + ct.exp(-raw_b_k))
+                d_beta = d_beta * sb * (1.0 - sb)
             ct.store(
-                da_out.slice(0, bos, eos), (c, head), ct.sum(d_z * z, axis=1, keepdims=True), allow_tma=TMA
+                dbeta_out.slice(0, bos, eos), (c, head, kb), ct.reshape(d_beta, (C, 1, BK)), allow_tma=TMA
             )
-    ct.store(dg_out.slice(0, bos, eos), (c, head, 0), ct.reshape(d_raw_g, (C, 1, K)), allow_tma=TMA)
-    if BETA_PER_CHANNEL != 0:
-        ct.store(dbeta_out.slice(0, bos, eos), (c, head, 0), ct.reshape(d_write, (C, 1, K)), allow_tma=TMA)
-    else:
+        else:
+            d_write = d_write + ct.sum(de * kf, axis=1, keepdims=True)
+    if BETA_PER_CHANNEL == 0:  # KDA: beta one value per token
+        if NEG_EIGVAL != 0:
+            d_write = d_write * 2.0
+        if BETA_SIGMOID != 0:
+            sb = 1.0 / (1.0 + ct.exp(-raw_b))
+            d_write = d_write * sb * (1.0 - sb)
         ct.store(dbeta_out.slice(0, bos, eos), (c, head), d_write, allow_tma=TMA)
+    if SAFE_GATE != 0:
+        if HAS_A_LOG != 0:
+            ct.store(da_out.slice(0, bos, eos), (c, head), da_token, allow_tma=TMA)
 
 
 @ct.kernel

@@ -41,6 +41,13 @@ class KdaCutileBwdConfig(KdaCutileConfig):
         `GdnCutileBwdConfig.grad_block_v`)."""
         return min(64, self.value_dim // 2)
 
+    @property
+    def grad_key_block(self) -> int:
+        """Key channels per program of kda_grad_output_kernel and per step of kda_grad_wy_kernel:
+        min(32, K / 2) (each channel's terms are its own; a whole [64, 128] of fp32 factors spilled
+        11-20 KB per thread on sm_90)."""
+        return min(16, self.key_dim // 2)
+
     def workspace_regions(self) -> tuple[Region, ...]:
         """The forward's table, gamma, w, u; the chunk offsets; each chunk's T (fp32); the
         per-chunk states and their gradients (io dtype); v_new and dv_new; the per-output-head fp32
@@ -94,7 +101,7 @@ class KdaCutileBwdConfig(KdaCutileConfig):
             "prepare": forward["prepare"],
             "states": forward["states"],
             "grad_scan": forward["states"],
-            "grad_output": (self.chunk_slots, self.heads_out),
+            "grad_output": (self.chunk_slots, self.heads_out, self.key_dim // self.grad_key_block),
             "grad_wy": (self.chunk_slots, self.heads_out),
             "dQ": (blocks, self.heads_qk),
             "dK": (blocks, self.heads_qk),
@@ -139,7 +146,8 @@ def backward_arguments(cfg: KdaCutileBwdConfig, arrays: Mapping[str, Any]) -> di
         ),
         "grad_output": (
             a["q"], a["k"], a["gamma"], a["dO"], a["cu_seqlens"], a["table"], a["h"], a["dh"], a["v_new"],
-            a["dv_new"], a["dq"], a["dk"], a["dw"], a["dgamma"], kg, l2, kd, vd, gv, CHUNK, scale,
+            a["dv_new"], a["dq"], a["dk"], a["dw"], a["dgamma"], kg, l2, kd, vd, cfg.grad_key_block, gv, CHUNK,
+            scale,
         ),
         "grad_wy": (
             a["k"], a["v"], a["g"], a["beta"], get("w_gate", "spare"), get("a_log", "spare"),
@@ -148,7 +156,7 @@ def backward_arguments(cfg: KdaCutileBwdConfig, arrays: Mapping[str, Any]) -> di
             cfg.group(cfg.heads_v), cfg.group(cfg.heads_g), cfg.group(cfg.heads_beta), cfg.group(cfg.heads_w),
             cfg.group(cfg.heads_a_log), cfg.group(cfg.heads_dt_bias), l2, int(cfg.use_beta_sigmoid),
             int(cfg.allow_neg_eigval), int(cfg.safe_gate), int(cfg.has_a_log), int(cfg.has_dt_bias), int(gdn2),
-            float(cfg.gate_lower_bound), int(gdn2), kd, vd, gv, CHUNK,
+            float(cfg.gate_lower_bound), int(gdn2), kd, vd, cfg.grad_key_block, gv, CHUNK,
         ),
         "dQ": (a["dq"], a["q"], a["dQ"], kg, l2, kd, SUM_BLOCK),
         "dK": (a["dk"], a["k"], a["dK"], kg, l2, kd, SUM_BLOCK),
