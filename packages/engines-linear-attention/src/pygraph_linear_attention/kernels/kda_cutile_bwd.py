@@ -10,10 +10,12 @@ order (the host side is `kda_cutile_bwd_host.launch_backward`):
    entering each chunk (``h`` [slots, HO, V, K], io dtype) and ``v_new`` again.
 3. `kda_grad_scan_kernel` (same grid), chunks in reverse from d_final_state: stores the gradient
    of the state leaving each chunk (``dh``) and ``dv_new``; its last state is d_initial_state.
-4. `kda_grad_output_kernel` (grid: chunk slots x heads): the output's and the passed state's
-   terms (dq whole; dk's and dgamma's first terms; dw = -dv_new h); `kda_grad_wy_kernel` (same
-   grid): the WY solve's (dv, the write gate's gradient, the rest of dk, beta's), dgamma's reverse
-   cumulative sum per channel and the gates' chain rules. Cut in two so each holds fewer tiles.
+4. `kda_grad_output_kernel`: the output's and the passed state's
+   terms, by key blocks (grid: chunk slots x heads x key blocks: dq, dk's and dgamma's first terms,
+   dw = -dv_new h); `kda_grad_dt_kernel` (chunk slots x heads): the WY solve's dT, hence dA (to the
+   workspace), dv and the write gate's gradient; `kda_grad_wy_kernel` (same grid): each key
+   block's WY terms (the rest of dk, beta's), dgamma's reverse cumulative sum per channel and the
+   gates' chain rules. Cut by concern so each holds few tiles (spill frames: `kda_cutile_bwd_host`).
 5. `group_sum_kernel` / `gate_sum_kernel` / `param_sum_kernel` (GDN's) and
    `channel_param_sum_kernel`: the per-output-head gradients summed over the heads each input
    head serves (q's and k's taken back through their L2 norm there), over tokens for a_log and
@@ -60,6 +62,7 @@ __all__ = [
     "BWD_KERNELS",
     "channel_param_sum_kernel",
     "export_signatures",
+    "kda_grad_dt_kernel",
     "kda_grad_output_kernel",
     "kda_grad_scan_kernel",
     "kda_grad_wy_kernel",
@@ -325,32 +328,113 @@ def kda_grad_output_kernel(
 
 
 @ct.kernel
-def kda_grad_wy_kernel(
+def kda_grad_dt_kernel(
     k,  # [T, H, K] io
     v,  # [T, HV, V] io
-    g,  # [T, HG, K] fp32: the raw gate
     beta,  # [T, HB] (KDA) or [T, HB, K] (GDN-2), fp32 or io
     w_gate,  # [T, HW, V] io (read when HAS_W)
-    a_log,  # [HA] (read when SAFE_GATE and HAS_A_LOG)
-    dt_bias,  # [HD, K] (read when SAFE_GATE and HAS_DT_BIAS)
     gamma,  # [T, HO, K] fp32, from kda_prepare_kernel
     cu_seqlens,  # [N + 1]
     table,  # [slots, 2] int32
     t_mat,  # [slots, HO, C, C] fp32: T = (I + A)^-1, from kda_prepare_kernel
     dv_new,  # [T, HO, V] io
     dw,  # [T, HO, K] fp32, from kda_grad_output_kernel
-    dk_io,  # [T, HO, K] fp32: read (the output's terms), written with the WY terms added
-    dgamma_part,  # [T, HO, K] fp32, from kda_grad_output_kernel
     dv_out,  # [T, HO, V] fp32
     dwg_out,  # [T, HO, V] fp32: the write gate's gradient (written when HAS_W)
-    dg_out,  # [T, HO, K] fp32: of the raw g (what dt_bias's gradient sums too)
-    dbeta_out,  # [T, HO] or [T, HO, K] fp32: of the raw beta
-    da_out,  # [T, HO] fp32: each token's term of d_a_log (written when SAFE_GATE and HAS_A_LOG)
+    dbeta_out,  # [T, HO] fp32: KDA's beta, its value term (before the options; written unless HAS_W)
+    da_out,  # [slots, HO, C, C] fp32: the gradient of A
     K_GROUP,
     V_GROUP,
-    G_GROUP,
     B_GROUP,
     W_GROUP,
+    L2NORM,
+    BETA_SIGMOID,
+    NEG_EIGVAL,
+    HAS_W: ConstInt,  # GDN-2 (constant: KDA's absent write gate is a stand-in of another rank)
+    BETA_PER_CHANNEL: ConstInt,
+    K: ConstInt,
+    V: ConstInt,
+    BK: ConstInt,
+    BV: ConstInt,
+    C: ConstInt,
+):
+    slot, head = ct.bid(0), ct.bid(1)
+    n = ct.load(table, (slot, 0), shape=())
+    if n < 0:
+        return
+    c = ct.load(table, (slot, 1), shape=())
+    bos, eos = _bounds(cu_seqlens, n)
+    r = ct.arange(C, dtype=ct.int32)
+    rows = eos - bos - c * C
+    valid = ct.expand_dims(r < rows, 1)  # [C, 1]
+    beta_seq, k_seq = beta.slice(0, bos, eos), k.slice(0, bos, eos)
+    gm_seq, dw_seq = gamma.slice(0, bos, eos), dw.slice(0, bos, eos)
+    hk, bh = head // K_GROUP, head // B_GROUP
+    inv_k = _inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
+    io = k.dtype
+    tr = ct.transpose(
+        ct.astype(ct.reshape(ct.load(t_mat, (slot, head, 0, 0), shape=(1, 1, C, C)), (C, C)), io)
+    )
+
+    # dT = dw kw^T + dv_new vw^T, kw = e exp(gamma), e = beta k: over key blocks, then value blocks
+    dt = ct.zeros((C, C), dtype=ct.float32)
+    for kb in range(K // BK):
+        gam, _ = _gamma_block(gm_seq, c, head, kb, r, rows, C, BK)
+        wr, _ = _write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
+        kw = _block_rows(k_seq, c, hk, kb, C, BK) * inv_k * wr * ct.exp(gam)
+        dt = ct.mma(
+            ct.astype(_block_rows(dw_seq, c, head, kb, C, BK), io), ct.transpose(ct.astype(kw, io)), dt
+        )
+    # u = T vw (KDA: vw = beta v; GDN-2: the write gate times v): dv, the gates' value terms
+    wr, _ = _write_rows(beta_seq, c, bh, 0, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
+    d_write = ct.zeros((C, 1), dtype=ct.float32)
+    dvn_seq, v_seq, dv_seq = dv_new.slice(0, bos, eos), v.slice(0, bos, eos), dv_out.slice(0, bos, eos)
+    hv = head // V_GROUP
+    for vb in range(V // BV):
+        dvn = ct.astype(_block(dvn_seq, (c, head, vb), C, BV), io)
+        vt = _block(v_seq, (c, hv, vb), C, BV)
+        dvw = ct.mma(tr, dvn, ct.zeros((C, BV), dtype=ct.float32))
+        if HAS_W != 0:
+            wgt = _block(w_gate.slice(0, bos, eos), (c, head // W_GROUP, vb), C, BV)
+            ct.store(
+                dwg_out.slice(0, bos, eos), (c, head, vb), ct.reshape(dvw * vt, (C, 1, BV)), allow_tma=TMA
+            )
+            vw = vt * wgt
+            ct.store(dv_seq, (c, head, vb), ct.reshape(dvw * wgt, (C, 1, BV)), allow_tma=TMA)
+        else:
+            d_write = d_write + ct.sum(dvw * vt, axis=1, keepdims=True)
+            vw = vt * wr
+            ct.store(dv_seq, (c, head, vb), ct.reshape(dvw * wr, (C, 1, BV)), allow_tma=TMA)
+        dt = ct.mma(dvn, ct.transpose(ct.astype(vw, io)), dt)
+    if HAS_W == 0:
+        ct.store(dbeta_out.slice(0, bos, eos), (c, head), d_write, allow_tma=TMA)
+    # T = (I + A)^-1: dA = -T^T dT T^T, strictly lower
+    below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
+    da = ct.where(below, -_mm(_mm(tr, dt, io), tr, io), 0.0)
+    ct.store(da_out, (slot, head, 0, 0), ct.reshape(da, (1, 1, C, C)), allow_tma=TMA)
+
+
+@ct.kernel
+def kda_grad_wy_kernel(
+    k,  # [T, H, K] io
+    g,  # [T, HG, K] fp32: the raw gate
+    beta,  # [T, HB] (KDA) or [T, HB, K] (GDN-2), fp32 or io
+    a_log,  # [HA] (read when SAFE_GATE and HAS_A_LOG)
+    dt_bias,  # [HD, K] (read when SAFE_GATE and HAS_DT_BIAS)
+    gamma,  # [T, HO, K] fp32, from kda_prepare_kernel
+    cu_seqlens,  # [N + 1]
+    table,  # [slots, 2] int32
+    t_mat,  # [slots, HO, C, C] fp32: T = (I + A)^-1, from kda_prepare_kernel
+    da_mat,  # [slots, HO, C, C] fp32: dA, from kda_grad_dt_kernel
+    dw,  # [T, HO, K] fp32, from kda_grad_output_kernel
+    dk_io,  # [T, HO, K] fp32: read (the output's terms), written with the WY terms added
+    dgamma_part,  # [T, HO, K] fp32, from kda_grad_output_kernel
+    dg_out,  # [T, HO, K] fp32: of the raw g (what dt_bias's gradient sums too)
+    dbeta_out,  # [T, HO] (KDA: read, its value term, and written) or [T, HO, K] fp32: of the raw beta
+    da_out,  # [T, HO] fp32: each token's term of d_a_log (written when SAFE_GATE and HAS_A_LOG)
+    K_GROUP,
+    G_GROUP,
+    B_GROUP,
     A_GROUP,
     D_GROUP,
     L2NORM,
@@ -359,13 +443,10 @@ def kda_grad_wy_kernel(
     SAFE_GATE,
     HAS_A_LOG,
     HAS_DT_BIAS,
-    HAS_W: ConstInt,  # GDN-2 (constant: KDA's absent write gate is a stand-in of another rank)
     LOWER_BOUND: ConstFloat,
     BETA_PER_CHANNEL: ConstInt,
     K: ConstInt,
-    V: ConstInt,
-    BK: ConstInt,  # key channels per step (each channel's terms are its own; dT sums over them)
-    BV: ConstInt,
+    BK: ConstInt,  # key channels per step (each channel's terms are its own)
     C: ConstInt,
 ):
     slot, head = ct.bid(0), ct.bid(1)
@@ -385,46 +466,15 @@ def kda_grad_wy_kernel(
     tr = ct.transpose(
         ct.astype(ct.reshape(ct.load(t_mat, (slot, head, 0, 0), shape=(1, 1, C, C)), (C, C)), io)
     )
+    da = ct.reshape(ct.load(da_mat, (slot, head, 0, 0), shape=(1, 1, C, C)), (C, C))
 
-    # dT = dw kw^T + dv_new vw^T, kw = e exp(gamma), e = beta k: over key blocks, then value blocks
-    dt = ct.zeros((C, C), dtype=ct.float32)
-    for kb in range(K // BK):
-        gam, _ = _gamma_block(gm_seq, c, head, kb, r, rows, C, BK)
-        wr, _ = _write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
-        kw = _block_rows(k_seq, c, hk, kb, C, BK) * inv_k * wr * ct.exp(gam)
-        dt = ct.mma(
-            ct.astype(_block_rows(dw_seq, c, head, kb, C, BK), io), ct.transpose(ct.astype(kw, io)), dt
-        )
-    # u = T vw (KDA: vw = beta v; GDN-2: the write gate times v): dv, the gates' value terms
-    wr, raw_b = _write_rows(beta_seq, c, bh, 0, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
-    d_write = ct.zeros((C, 1), dtype=ct.float32)  # KDA's beta: its value term, then its key terms
-    dvn_seq, v_seq, dv_seq = dv_new.slice(0, bos, eos), v.slice(0, bos, eos), dv_out.slice(0, bos, eos)
-    hv = head // V_GROUP
-    for vb in range(V // BV):
-        dvn = ct.astype(_block(dvn_seq, (c, head, vb), C, BV), io)
-        vt = _block(v_seq, (c, hv, vb), C, BV)
-        dvw = ct.mma(tr, dvn, ct.zeros((C, BV), dtype=ct.float32))
-        if HAS_W != 0:
-            wgt = _block(w_gate.slice(0, bos, eos), (c, head // W_GROUP, vb), C, BV)
-            ct.store(
-                dwg_out.slice(0, bos, eos), (c, head, vb), ct.reshape(dvw * vt, (C, 1, BV)), allow_tma=TMA
-            )
-            vw = vt * wgt
-            ct.store(dv_seq, (c, head, vb), ct.reshape(dvw * wgt, (C, 1, BV)), allow_tma=TMA)
-        else:
-            d_write = d_write + ct.sum(dvw * vt, axis=1, keepdims=True)
-            vw = vt * wr
-            ct.store(dv_seq, (c, head, vb), ct.reshape(dvw * wr, (C, 1, BV)), allow_tma=TMA)
-        dt = ct.mma(dvn, ct.transpose(ct.astype(vw, io)), dt)
-
-    # T = (I + A)^-1, A = tril(kw kd^T, -1), kd = k exp(-gamma): dA, then each key block's terms
-    below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
-    da = ct.where(below, -_mm(_mm(tr, dt, io), tr, io), 0.0)
+    # A = tril(kw kd^T, -1), kd = k exp(-gamma), kw = e exp(gamma), w = T kw: each key block's terms
+    d_write = ct.zeros((C, 1), dtype=ct.float32)  # KDA's beta: its key terms
     da_token = ct.zeros((C, 1), dtype=ct.float32)  # sum over channels of d_z z (d_a_log's term)
     dk_seq, dgp_seq = dk_io.slice(0, bos, eos), dgamma_part.slice(0, bos, eos)
     for kb in range(K // BK):
         _, z, rate = _gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_A_LOG,
-                                    HAS_DT_BIAS, LOWER_BOUND, C, BK)  # fmt: skip
+                                 HAS_DT_BIAS, LOWER_BOUND, C, BK)  # fmt: skip
         gam, _ = _gamma_block(gm_seq, c, head, kb, r, rows, C, BK)
         wr_b, raw_b_k = _write_rows(
             beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK
@@ -459,13 +509,16 @@ def kda_grad_wy_kernel(
             )
         else:
             d_write = d_write + ct.sum(de * kf, axis=1, keepdims=True)
-    if BETA_PER_CHANNEL == 0:  # KDA: beta one value per token
+    if BETA_PER_CHANNEL == 0:  # KDA: beta one value per token, its value term from kda_grad_dt_kernel
+        db_seq = dbeta_out.slice(0, bos, eos)
+        d_write = d_write + ct.load(db_seq, (c, head), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA)
+        _, raw_b = _write_rows(beta_seq, c, bh, 0, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
         if NEG_EIGVAL != 0:
             d_write = d_write * 2.0
         if BETA_SIGMOID != 0:
             sb = 1.0 / (1.0 + ct.exp(-raw_b))
             d_write = d_write * sb * (1.0 - sb)
-        ct.store(dbeta_out.slice(0, bos, eos), (c, head), d_write, allow_tma=TMA)
+        ct.store(db_seq, (c, head), d_write, allow_tma=TMA)
     if SAFE_GATE != 0:
         if HAS_A_LOG != 0:
             ct.store(da_out.slice(0, bos, eos), (c, head), da_token, allow_tma=TMA)
@@ -493,6 +546,7 @@ BWD_KERNELS = {
     "states": kda_state_scan_kernel,
     "grad_scan": kda_grad_scan_kernel,
     "grad_output": kda_grad_output_kernel,
+    "grad_dt": kda_grad_dt_kernel,
     "grad_wy": kda_grad_wy_kernel,
     "group_sum": group_sum_kernel,
     "gate_sum": gate_sum_kernel,
@@ -519,7 +573,7 @@ def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> 
     params |= {
         "beta": _Param(beta, 3 if gdn2 else 2), "dBeta": _Param(beta, 3 if gdn2 else 2),
         "dbeta": _Param(f32, 3 if gdn2 else 2), "da": _Param(f32, 2), "cu_seqlens": _Param("int32", 1),
-        "table": _Param("int32", 2), "offsets": _Param("int32", 1), "t": _Param(f32, 4),
+        "table": _Param("int32", 2), "offsets": _Param("int32", 1), "t": _Param(f32, 4), "da_mat": _Param(f32, 4),
         "spare": _Param(f32, 1), "spare2": _Param(f32, 2), "spare4": _Param(f32, 4),
     }  # fmt: skip
     if gdn2:

@@ -20,7 +20,7 @@ SUM_BLOCK = 64  # tokens per program of the head-group sums
 # launch name -> the kernel it runs (`kda_cutile_bwd.BWD_KERNELS`)
 _KERNEL_OF = {
     "table": "table", "offsets": "offsets", "prepare": "prepare", "states": "states", "grad_scan": "grad_scan",
-    "grad_output": "grad_output", "grad_wy": "grad_wy", "dQ": "group_sum", "dK": "group_sum", "dV": "group_sum",
+    "grad_output": "grad_output", "grad_dt": "grad_dt", "grad_wy": "grad_wy", "dQ": "group_sum", "dK": "group_sum", "dV": "group_sum",
     "dG": "group_sum", "dBeta": "group_sum", "dBeta_token": "gate_sum", "dW": "group_sum",
     "d_a_log": "param_sum", "d_dt_bias": "channel_param_sum",
 }  # fmt: skip
@@ -43,10 +43,16 @@ class KdaCutileBwdConfig(KdaCutileConfig):
 
     @property
     def grad_key_block(self) -> int:
-        """Key channels per program of kda_grad_output_kernel and per step of kda_grad_wy_kernel:
-        min(32, K / 2) (each channel's terms are its own; a whole [64, 128] of fp32 factors spilled
-        11-20 KB per thread on sm_90)."""
+        """Key channels per program of kda_grad_output_kernel and per step of kda_grad_dt_kernel:
+        min(16, K / 2) (each channel's terms are its own; the whole key dim at once spilled 11.4 KB
+        per thread in grad_output at K = 128 on sm_90, 16 channels 616 B)."""
         return min(16, self.key_dim // 2)
+
+    @property
+    def wy_key_block(self) -> int:
+        """Key channels per step of kda_grad_wy_kernel: min(8, K / 2) (spill frames at K = 128 on
+        sm_90: 2392 B at 16, 808 B at 8; its dA and T tiles stay live across the steps)."""
+        return min(8, self.key_dim // 2)
 
     def workspace_regions(self) -> tuple[Region, ...]:
         """The forward's table, gamma, w, u; the chunk offsets; each chunk's T (fp32); the
@@ -59,6 +65,7 @@ class KdaCutileBwdConfig(KdaCutileConfig):
             ("table", "int32", (slots, 2)),
             ("offsets", "int32", (self.sequences,)),
             ("t", "float32", (slots, ho, CHUNK, CHUNK)),
+            ("da_mat", "float32", (slots, ho, CHUNK, CHUNK)),  # dA, from grad_dt to grad_wy
             ("gamma", "float32", (t, ho, kd)),
             ("w", io, (t, ho, kd)),
             ("u", io, (t, ho, vd)),
@@ -82,7 +89,7 @@ class KdaCutileBwdConfig(KdaCutileConfig):
 
     def launches(self) -> tuple[str, ...]:
         """The launches in stream order (the parameter sums only where the graph has those outputs)."""
-        names = ["table", "offsets", "prepare", "states", "grad_scan", "grad_output", "grad_wy"]
+        names = ["table", "offsets", "prepare", "states", "grad_scan", "grad_output", "grad_dt", "grad_wy"]
         names += ["dQ", "dK", "dV", "dG", "dBeta" if self.op == "gdn2" else "dBeta_token"]
         if self.op == "gdn2":
             names.append("dW")
@@ -102,6 +109,7 @@ class KdaCutileBwdConfig(KdaCutileConfig):
             "states": forward["states"],
             "grad_scan": forward["states"],
             "grad_output": (self.chunk_slots, self.heads_out, self.key_dim // self.grad_key_block),
+            "grad_dt": (self.chunk_slots, self.heads_out),
             "grad_wy": (self.chunk_slots, self.heads_out),
             "dQ": (blocks, self.heads_qk),
             "dK": (blocks, self.heads_qk),
@@ -149,14 +157,20 @@ def backward_arguments(cfg: KdaCutileBwdConfig, arrays: Mapping[str, Any]) -> di
             a["dv_new"], a["dq"], a["dk"], a["dw"], a["dgamma"], kg, l2, kd, vd, cfg.grad_key_block, gv, CHUNK,
             scale,
         ),
+        "grad_dt": (
+            a["k"], a["v"], a["beta"], get("w_gate", "spare"), a["gamma"], a["cu_seqlens"], a["table"], a["t"],
+            a["dv_new"], a["dw"], a["dv"], get("dwg", "spare"), a["dbeta"], a["da_mat"], kg,
+            cfg.group(cfg.heads_v), cfg.group(cfg.heads_beta), cfg.group(cfg.heads_w), l2,
+            int(cfg.use_beta_sigmoid), int(cfg.allow_neg_eigval), int(gdn2), int(gdn2), kd, vd, cfg.grad_key_block,
+            gv, CHUNK,
+        ),
         "grad_wy": (
-            a["k"], a["v"], a["g"], a["beta"], get("w_gate", "spare"), get("a_log", "spare"),
-            get("dt_bias", "spare2"), a["gamma"], a["cu_seqlens"], a["table"], a["t"], a["dv_new"], a["dw"],
-            a["dk"], a["dgamma"], a["dv"], get("dwg", "spare"), a["dg"], a["dbeta"], a["da"], kg,
-            cfg.group(cfg.heads_v), cfg.group(cfg.heads_g), cfg.group(cfg.heads_beta), cfg.group(cfg.heads_w),
-            cfg.group(cfg.heads_a_log), cfg.group(cfg.heads_dt_bias), l2, int(cfg.use_beta_sigmoid),
-            int(cfg.allow_neg_eigval), int(cfg.safe_gate), int(cfg.has_a_log), int(cfg.has_dt_bias), int(gdn2),
-            float(cfg.gate_lower_bound), int(gdn2), kd, vd, cfg.grad_key_block, gv, CHUNK,
+            a["k"], a["g"], a["beta"], get("a_log", "spare"), get("dt_bias", "spare2"), a["gamma"],
+            a["cu_seqlens"], a["table"], a["t"], a["da_mat"], a["dw"], a["dk"], a["dgamma"], a["dg"], a["dbeta"],
+            a["da"], kg, cfg.group(cfg.heads_g), cfg.group(cfg.heads_beta), cfg.group(cfg.heads_a_log),
+            cfg.group(cfg.heads_dt_bias), l2, int(cfg.use_beta_sigmoid), int(cfg.allow_neg_eigval),
+            int(cfg.safe_gate), int(cfg.has_a_log), int(cfg.has_dt_bias), float(cfg.gate_lower_bound), int(gdn2),
+            kd, cfg.wy_key_block, CHUNK,
         ),
         "dQ": (a["dq"], a["q"], a["dQ"], kg, l2, kd, SUM_BLOCK),
         "dK": (a["dk"], a["k"], a["dK"], kg, l2, kd, SUM_BLOCK),
