@@ -52,3 +52,30 @@ def test_every_backward_kernel_compiles_to_a_cubin_for(op, target):
         out = io.BytesIO()
         ct.compilation.export_kernel(kernel, [signature], out, gpu_code=target, output_format="cubin")
         assert out.getvalue()[:4] == b"\x7fELF", f"{op} backward {name} for {target}: not an ELF cubin"
+
+
+# spill frames (bytes per thread) measured on sm_90 at K = V = 128, every option on
+# (scripts/cutile_resources.py --op kda|gdn2): a regression past them is a slower kernel
+SPILL_AT_MOST = {"prepare": 144, "states": 0, "output": 288, "grad_scan": 3544, "grad_output": 616, "grad_dt": 0,
+                 "grad_wy": 808}  # fmt: skip
+
+
+@pytest.mark.parametrize("op", ["kda", "gdn2"])
+def test_the_chunk_kernels_spill_no_more_than_measured_on_sm90(op):
+    import dataclasses
+
+    from pygraph_linear_attention.kernels.cubin_resources import resources
+    from pygraph_linear_attention.kernels.kda_cutile_bwd import export_signatures as bwd_signatures
+    from pygraph_linear_attention.kernels.kda_cutile_bwd_host import KdaCutileBwdConfig
+
+    fields = {f.name: getattr(_config(op), f.name) for f in dataclasses.fields(KdaCutileConfig)}
+    cfg = KdaCutileBwdConfig(**{**fields, "output_final_state": False}, has_d_final_state=True)
+    forward = export_signatures(cfg)
+    launches = {"output": (KERNELS["output"], forward["output"]), **bwd_signatures(cfg)}
+    frames = {}
+    for name in SPILL_AT_MOST:
+        kernel, signature = launches[name]
+        out = io.BytesIO()
+        ct.compilation.export_kernel(kernel, [signature], out, gpu_code="sm_90", output_format="cubin")
+        frames[name] = resources(out.getvalue())["frame"]
+    assert all(frames[n] <= limit for n, limit in SPILL_AT_MOST.items()), frames

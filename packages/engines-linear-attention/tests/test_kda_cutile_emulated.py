@@ -1,9 +1,10 @@
 """The KDA / GDN-2 cuTile forward (`kernels/kda_cutile_fwd.py`) on the CPU: its source run on the
 numpy stand-in of cuTile that `test_gdn_cutile_emulated.py` defines (with the GDN forward's helpers
-it imports), launched as the engine will (the chunk table, then prepare over chunk slots x output
-heads, then the scan over sequences x heads x value blocks), against `chunked.py` in float64.
-The grids and argument order are `kda_cutile_host`'s. Workspace and outputs are poisoned (NaN), so a read of what no kernel wrote shows. What this cannot
-see (bf16 rounding, the compiler) waits for the device.
+it imports), launched as the engine will (the chunk table and offsets, prepare over chunk slots x
+output heads, the state scan over sequences x heads x value blocks, the output over chunk slots x
+heads x value blocks), against `chunked.py` in float64. The grids and argument order are
+`kda_cutile_host`'s. Workspace and outputs are poisoned (NaN), so a read of what no kernel wrote
+shows. What this cannot see (bf16 rounding, the compiler) waits for the device.
 """
 
 from __future__ import annotations
@@ -184,11 +185,14 @@ def test_a_config_the_kernels_cannot_take_is_refused(change, message):
         KdaCutileConfig(**args)
 
 
-def test_the_workspace_holds_the_table_gamma_per_channel_w_and_u_aligned():
+def test_the_workspace_holds_the_table_gamma_per_channel_w_u_and_the_chunk_states_aligned():
     cfg = KdaCutileConfig("gdn2", 1000, 3, 2, 4, 128, 64, "bfloat16", 0.1)
     regions = {r.name: r for r in cfg.workspace_regions()}
-    assert regions["table"].shape == (-(-1000 // 64) + 3, 2)
+    slots = -(-1000 // 64) + 3
+    assert regions["table"].shape == (slots, 2) and regions["offsets"].shape == (3,)
     assert regions["gamma"].shape == (1000, 4, 128) and regions["gamma"].dtype == "float32"
     assert regions["w"].shape == (1000, 4, 128) and regions["u"].shape == (1000, 4, 64)
+    assert regions["h"].shape == (slots, 4, 64, 128) and regions["h"].dtype == "bfloat16"
+    assert regions["v_new"].shape == (1000, 4, 64)
     assert all(r.offset % 256 == 0 for r in regions.values())
     assert cfg.workspace_bytes == regions["spare"].offset + regions["spare"].nbytes
