@@ -36,7 +36,14 @@ import torch
 from pygraph_linear_attention.chunked import CHUNK, _chunks
 from pygraph_linear_attention.reference import _fail, prepare_inputs
 
-__all__ = ["chunk_grads", "chunk_state_step", "chunk_wy", "chunked_gated_delta_net_backward"]
+__all__ = [
+    "beta_backward",
+    "chunk_grads",
+    "chunk_state_step",
+    "chunk_wy",
+    "chunked_gated_delta_net_backward",
+    "qkv_backward",
+]
 
 
 def chunk_wy(
@@ -180,6 +187,38 @@ def _l2norm_backward(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     )
 
 
+def qkv_backward(
+    per_head: dict[str, torch.Tensor], q: torch.Tensor, k: torch.Tensor, v_heads: int, heads: int, *,
+    use_qk_l2norm: bool, dtype: torch.dtype,
+) -> dict[str, torch.Tensor]:  # fmt: skip
+    """dQ, dK, dV from the per-output-head dq, dk, dv: through the q/k L2 norm (per output head, of
+    the q/k head it reads), then summed over the output heads each input head serves."""
+    dq, dk = per_head["dq"], per_head["dk"]
+    if use_qk_l2norm:
+        qh = q.to(dtype).repeat_interleave(heads // q.shape[1], dim=1)
+        kh = k.to(dtype).repeat_interleave(heads // k.shape[1], dim=1)
+        dq, dk = _l2norm_backward(qh, dq), _l2norm_backward(kh, dk)
+    return {
+        "dQ": _group_sum(dq, q.shape[1]),
+        "dK": _group_sum(dk, k.shape[1]),
+        "dV": _group_sum(per_head["dv"], v_heads),
+    }
+
+
+def beta_backward(
+    d_write: torch.Tensor, beta: torch.Tensor, heads: int, *, use_beta_sigmoid: bool, allow_neg_eigval: bool,
+    dtype: torch.dtype,
+) -> torch.Tensor:  # fmt: skip
+    """dBeta from the effective beta's per-output-head gradient (through the 2x scaling and the
+    sigmoid), summed over the output heads each beta head serves."""
+    if allow_neg_eigval:
+        d_write = 2 * d_write
+    if use_beta_sigmoid:
+        s = torch.sigmoid(beta.to(dtype).repeat_interleave(heads // beta.shape[1], dim=1))
+        d_write = d_write * s * (1 - s)
+    return _group_sum(d_write, beta.shape[1])
+
+
 def chunked_gated_delta_net_backward(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -295,25 +334,11 @@ def _options_backward(
     dtype: torch.dtype,
 ) -> dict[str, torch.Tensor]:
     """Step 4: the per-output-head gradients of the effective inputs to the graph's inputs."""
-    dq, dk = per_head["dq"], per_head["dk"]
-    if use_qk_l2norm:  # per output head: the norm is of the q/k head it reads
-        qh = q.to(dtype).repeat_interleave(heads // q.shape[1], dim=1)
-        kh = k.to(dtype).repeat_interleave(heads // k.shape[1], dim=1)
-        dq, dk = _l2norm_backward(qh, dq), _l2norm_backward(kh, dk)
-    out = {
-        "dQ": _group_sum(dq, q.shape[1]),
-        "dK": _group_sum(dk, k.shape[1]),
-        "dV": _group_sum(per_head["dv"], v_heads),
-    }
-
-    d_write = per_head["d_write"]
-    raw_beta = beta.to(dtype).repeat_interleave(heads // beta.shape[1], dim=1)
-    if allow_neg_eigval:
-        d_write = 2 * d_write
-    if use_beta_sigmoid:
-        s = torch.sigmoid(raw_beta)
-        d_write = d_write * s * (1 - s)
-    out["dBeta"] = _group_sum(d_write, beta.shape[1])
+    out = qkv_backward(per_head, q, k, v_heads, heads, use_qk_l2norm=use_qk_l2norm, dtype=dtype)
+    out["dBeta"] = beta_backward(
+        per_head["d_write"], beta, heads, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
+        dtype=dtype,
+    )  # fmt: skip
 
     d_decay = per_head["d_decay"]
     if safe_gate:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import torch
 
 from pygraph_linear_attention.chunked import CHUNK, _chunks
-from pygraph_linear_attention.chunked_bwd import _group_sum, _l2norm_backward
+from pygraph_linear_attention.chunked_bwd import _group_sum, beta_backward, qkv_backward
 from pygraph_linear_attention.reference import PreparedInputs, _fail, prepare_inputs
 
 __all__ = ["chunked_gated_delta_net_v2_backward", "chunked_kimi_delta_attention_backward"]
@@ -187,24 +187,11 @@ def _options_backward(
 ) -> dict[str, torch.Tensor]:  # fmt: skip
     """Step 4: the per-output-head gradients of the effective inputs to the graph's inputs."""
     heads = p.heads
-    dq, dk = per_head["dq"], per_head["dk"]
-    if use_qk_l2norm:  # per output head: the norm is of the q/k head it reads
-        qh = q.to(dtype).repeat_interleave(heads // q.shape[1], dim=1)
-        kh = k.to(dtype).repeat_interleave(heads // k.shape[1], dim=1)
-        dq, dk = _l2norm_backward(qh, dq), _l2norm_backward(kh, dk)
-    out = {
-        "dQ": _group_sum(dq, q.shape[1]),
-        "dK": _group_sum(dk, k.shape[1]),
-        "dV": _group_sum(per_head["dv"], v.shape[1]),
-    }
-
-    d_write = per_head["d_write"]
-    if allow_neg_eigval:
-        d_write = 2 * d_write
-    if use_beta_sigmoid:
-        s = torch.sigmoid(beta.to(dtype).repeat_interleave(heads // beta.shape[1], dim=1))
-        d_write = d_write * s * (1 - s)
-    out["dBeta"] = _group_sum(d_write, beta.shape[1])
+    out = qkv_backward(per_head, q, k, v.shape[1], heads, use_qk_l2norm=use_qk_l2norm, dtype=dtype)
+    out["dBeta"] = beta_backward(
+        per_head["d_write"], beta, heads, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
+        dtype=dtype,
+    )  # fmt: skip
     if w is not None:
         out["dW"] = _group_sum(per_head["d_value_gate"], w.shape[1])
 

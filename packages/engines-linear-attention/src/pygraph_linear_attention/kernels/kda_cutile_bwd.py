@@ -48,6 +48,7 @@ from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
 )
 from pygraph_linear_attention.kernels.kda_cutile_fwd import (
     _block_rows,
+    _chunk_at,
     _chunk_gamma,
     _gamma_block,
     _gate_block,
@@ -272,13 +273,10 @@ def kda_grad_output_kernel(
     SCALE: ConstFloat,
 ):
     slot, head, kb = ct.bid(0), ct.bid(1), ct.bid(2)
-    n = ct.load(table, (slot, 0), shape=())
+    n, c, bos, eos, rows = _chunk_at(table, cu_seqlens, slot, C)
     if n < 0:
         return
-    c = ct.load(table, (slot, 1), shape=())
-    bos, eos = _bounds(cu_seqlens, n)
     r = ct.arange(C, dtype=ct.int32)
-    rows = eos - bos - c * C
     valid = r < rows
     hk = head // K_GROUP
     q_seq, k_seq = q.slice(0, bos, eos), k.slice(0, bos, eos)
@@ -359,13 +357,10 @@ def kda_grad_dt_kernel(
     C: ConstInt,
 ):
     slot, head = ct.bid(0), ct.bid(1)
-    n = ct.load(table, (slot, 0), shape=())
+    n, c, bos, eos, rows = _chunk_at(table, cu_seqlens, slot, C)
     if n < 0:
         return
-    c = ct.load(table, (slot, 1), shape=())
-    bos, eos = _bounds(cu_seqlens, n)
     r = ct.arange(C, dtype=ct.int32)
-    rows = eos - bos - c * C
     valid = ct.expand_dims(r < rows, 1)  # [C, 1]
     beta_seq, k_seq = beta.slice(0, bos, eos), k.slice(0, bos, eos)
     gm_seq, dw_seq = gamma.slice(0, bos, eos), dw.slice(0, bos, eos)
@@ -450,13 +445,10 @@ def kda_grad_wy_kernel(
     C: ConstInt,
 ):
     slot, head = ct.bid(0), ct.bid(1)
-    n = ct.load(table, (slot, 0), shape=())
+    n, c, bos, eos, rows = _chunk_at(table, cu_seqlens, slot, C)
     if n < 0:
         return
-    c = ct.load(table, (slot, 1), shape=())
-    bos, eos = _bounds(cu_seqlens, n)
     r = ct.arange(C, dtype=ct.int32)
-    rows = eos - bos - c * C
     valid = ct.expand_dims(r < rows, 1)  # [C, 1]
     g_seq, beta_seq, k_seq = g.slice(0, bos, eos), beta.slice(0, bos, eos), k.slice(0, bos, eos)
     gm_seq, dw_seq = gamma.slice(0, bos, eos), dw.slice(0, bos, eos)

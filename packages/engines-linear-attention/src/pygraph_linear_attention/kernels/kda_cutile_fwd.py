@@ -162,6 +162,17 @@ def _gamma_block(g_seq, c, h, kb, r, rows, C: ConstInt, BK: ConstInt):
     return ct.where(ct.expand_dims(r < rows, 1), gam, last), last
 
 
+def _chunk_at(table, cu_seqlens, slot, C: ConstInt):
+    """(sequence n, its chunk c, the sequence's bounds bos and eos, the chunk's real rows) of a chunk
+    slot of the table; n < 0 marks a slot past the last chunk (its bounds then read sequence 0's)."""
+    n = ct.load(table, (slot, 0), shape=())
+    c = ct.load(table, (slot, 1), shape=())
+    seq = ct.maximum(n, 0)
+    bos = ct.astype(ct.load(cu_seqlens, (seq,), shape=()), ct.int32)
+    eos = ct.astype(ct.load(cu_seqlens, (seq + 1,), shape=()), ct.int32)
+    return n, c, bos, eos, eos - bos - c * C
+
+
 @ct.kernel
 def kda_prepare_kernel(
     k,  # [T, H, K] io
@@ -201,14 +212,11 @@ def kda_prepare_kernel(
     C: ConstInt,
 ):
     slot, h = ct.bid(0), ct.bid(1)
-    n = ct.load(table, (slot, 0), shape=())
+    n, c, bos, eos, rows = _chunk_at(table, cu_seqlens, slot, C)
     if n < 0:
         return
-    c = ct.load(table, (slot, 1), shape=())
-    bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
-    eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
     r = ct.arange(C, dtype=ct.int32)
-    valid = ct.expand_dims(r < (eos - bos - c * C), 1)  # [C, 1]
+    valid = ct.expand_dims(r < rows, 1)  # [C, 1]
     g_seq, beta_seq, k_seq = g.slice(0, bos, eos), beta.slice(0, bos, eos), k.slice(0, bos, eos)
     hk, gh, bh, ah, dh = h // K_GROUP, h // G_GROUP, h // B_GROUP, h // A_GROUP, h // D_GROUP
     inv_k = _inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
@@ -334,14 +342,10 @@ def kda_output_kernel(
     SCALE: ConstFloat,
 ):
     slot, head, vb = ct.bid(0), ct.bid(1), ct.bid(2)
-    n = ct.load(table, (slot, 0), shape=())
+    n, c, bos, eos, rows = _chunk_at(table, cu_seqlens, slot, C)
     if n < 0:
         return
-    c = ct.load(table, (slot, 1), shape=())
-    bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
-    eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
     r = ct.arange(C, dtype=ct.int32)
-    rows = eos - bos - c * C
     valid = r < rows
     hk = head // K_GROUP
     q_seq, k_seq, g_seq = q.slice(0, bos, eos), k.slice(0, bos, eos), gamma.slice(0, bos, eos)
