@@ -251,7 +251,9 @@ def _columns(op: str, x: dict, lengths: tuple[int, ...], backward: bool, skip: s
     dense = len(set(lengths)) == 1 and len(lengths) > 1
     if "pygraph" not in skip:
         try:
-            columns["pygraph"] = _pygraph_op_call(op, x, leaves) if backward else _pygraph_call(op, x, lengths)
+            columns["pygraph"] = (
+                _pygraph_op_call(op, x, leaves) if backward else _pygraph_call(op, x, lengths)
+            )
         except Exception as exc:
             print(f"  pygraph: not built: {type(exc).__name__}: {str(exc)[:300]}")
     if "fla" not in skip:

@@ -20,7 +20,22 @@ from typing import Any
 
 from benchmarks.linear_attention.gdn_cases import _select, _torch_dtype
 
-__all__ = ["CASES", "KdaCase", "build_graph", "make_inputs", "run_bwd_case", "run_case"]
+__all__ = ["CASES", "DEVICE", "KdaCase", "build_graph", "make_inputs", "run_bwd_case", "run_case"]
+
+# where the runners put their tensors: the H200's suites run on "cuda"; the CPU tests run the same
+# runners on host tensors with the kernels emulated (tests/test_kda_cutile_engine.py)
+DEVICE = "cuda"
+
+
+def _workspace(torch: Any, graph: Any) -> Any:
+    """The graph's workspace, 256-byte aligned as the engines require (a host allocation is not)."""
+    raw = torch.empty(graph.get_workspace_size() + 256, dtype=torch.uint8, device=DEVICE)
+    return raw[(-raw.data_ptr()) % 256 :]
+
+
+def _synchronize(torch: Any) -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,11 +82,12 @@ _SHAPES = (
 CASES: tuple[KdaCase, ...] = tuple(KdaCase(op, name, **kw) for op in ("kda", "gdn2") for name, kw in _SHAPES)
 
 
-def make_inputs(case: KdaCase, seed: int = 0, device: str = "cuda") -> tuple[dict, dict]:
+def make_inputs(case: KdaCase, seed: int = 0, device: str | None = None) -> tuple[dict, dict]:
     """(tensors, options) of a case: the op's inputs on ``device`` and the reference's keywords."""
     import torch
     import torch.nn.functional as F
 
+    device = device or DEVICE
     gen = torch.Generator(device=device).manual_seed(seed)
     io = _torch_dtype(torch, case.io)
     t, n, ho = sum(case.lengths), len(case.lengths), case.heads_out
@@ -150,12 +166,12 @@ def run_case(case: KdaCase, seed: int = 0) -> dict:
     tensors, options = make_inputs(case, seed)
     g, ports = build_graph(case, tensors, options)
     t, ho, n = sum(case.lengths), case.heads_out, len(case.lengths)
-    out = {"O": torch.full((t, ho, case.value_dim), float("nan"), dtype=tensors["q"].dtype, device="cuda")}
+    out = {"O": torch.full((t, ho, case.value_dim), float("nan"), dtype=tensors["q"].dtype, device=DEVICE)}
     if "final_state" in ports:
-        out["final_state"] = torch.full((n, ho, case.value_dim, case.key_dim), float("nan"), device="cuda")
-    workspace = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+        out["final_state"] = torch.full((n, ho, case.value_dim, case.key_dim), float("nan"), device=DEVICE)
+    workspace = _workspace(torch, g)
     g.execute({ports[name]: x for name, x in {**tensors, **out}.items()}, workspace=workspace)
-    torch.cuda.synchronize()
+    _synchronize(torch)
 
     ref = gated_delta_net_v2_reference if case.op == "gdn2" else kimi_delta_attention_reference
     gates = [tensors["g"], tensors["beta"], *([tensors["w"]] if case.op == "gdn2" else [])]
@@ -188,11 +204,11 @@ def run_bwd_case(case: KdaCase, seed: int = 0) -> dict:
     tensors, options = make_inputs(case, seed)
     final = options.pop("output_final_state")
     t, ho, n = sum(case.lengths), case.heads_out, len(case.lengths)
-    gen = torch.Generator(device="cuda").manual_seed(seed + 1)
-    extra = {"dO": torch.randn(t, ho, case.value_dim, device="cuda", generator=gen).to(tensors["q"].dtype)}
+    gen = torch.Generator(device=DEVICE).manual_seed(seed + 1)
+    extra = {"dO": torch.randn(t, ho, case.value_dim, device=DEVICE, generator=gen).to(tensors["q"].dtype)}
     if final:
         extra["d_final_state"] = torch.randn(
-            n, ho, case.value_dim, case.key_dim, device="cuda", generator=gen
+            n, ho, case.value_dim, case.key_dim, device=DEVICE, generator=gen
         )
     g = pygraph_graph(case, {**tensors, **extra})
     ports = g.ports
@@ -206,15 +222,15 @@ def run_bwd_case(case: KdaCase, seed: int = 0) -> dict:
         if port is not None:
             src = tensors[like[name]]
             port.set_output(True).set_data_type(src.dtype)
-            out[name] = (port, torch.full(src.shape, float("nan"), dtype=src.dtype, device="cuda"))
+            out[name] = (port, torch.full(src.shape, float("nan"), dtype=src.dtype, device=DEVICE))
     g.graph.create_execution_plans()
     _select(g.graph, f"{case.op}_cutile_bwd", BLOCK_V=case.block_v)
     g.graph.build_plans()
-    workspace = torch.empty(max(g.graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    workspace = _workspace(torch, g.graph)
     g.graph.execute(
         {**{ports[k]: v for k, v in {**tensors, **extra}.items()}, **dict(out.values())}, workspace=workspace
     )
-    torch.cuda.synchronize()
+    _synchronize(torch)
 
     ref = (
         gated_delta_net_v2_backward_reference

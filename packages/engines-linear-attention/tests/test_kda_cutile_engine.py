@@ -207,3 +207,22 @@ def test_a_graph_it_cannot_serve_is_declined_naming_the_rule(monkeypatch, op, ch
     if "q" in change:
         x.pop("initial_state")
     assert message in _decline(op, x, **attrs)
+
+
+@pytest.mark.parametrize("op", ["kda", "gdn2"])
+def test_the_device_suites_runners_run_on_the_emulated_kernels(emulated, op, monkeypatch):
+    """`kda_cases`' runners (the sm90 suite's) on host tensors, the kernels emulated: the harness the
+    device run uses, checked before it spends device time."""
+    from benchmarks.linear_attention import kda_cases
+
+    monkeypatch.setattr(kda_cases, "DEVICE", "cpu")
+    case = next(c for c in kda_cases.CASES if c.op == op and c.name == "d64")
+    forward = kda_cases.run_case(case)
+    assert (
+        forward["plan"].startswith(f"{op}_cutile[")
+        and forward["o_rel"] < 1e-2
+        and forward["state_rel"] < 1e-2
+    )
+    backward = kda_cases.run_bwd_case(case)
+    assert backward["plan"].startswith(f"{op}_cutile_bwd[")
+    assert all(err < 2e-2 for err in backward["rel"].values()), backward
