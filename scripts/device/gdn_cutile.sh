@@ -9,8 +9,10 @@
 # fla (the forward against flash-linear-attention's on the same inputs),
 # ops (the torch op's sm90 tests: opcheck, a side stream, a compiled training step), memcheck
 # (compute-sanitizer over the varlen-odd forward and backward cases, or MEMCHECK_CASES's; not in
-# all), kda (kda_cutile's and gdn2_cutile's forward tests and the kernels' compile for sm_80..sm_120; not in
-# all), kdabench (bench_kda_gdn2: the anchors and the forward's pygraph column; not in all), ncu KERNEL [SHAPE] [--bwd]
+# all), kda (kda_cutile's and gdn2_cutile's forward tests, K=backward their backwards' (kda_cutile_bwd,
+# gdn2_cutile_bwd), and the kernels' compile for sm_80..sm_120; not in all), kdabench (bench_kda_gdn2: the
+# anchors and the pygraph columns, forward through the graph, forward+backward through the torch op; not in
+# all), ncu KERNEL [SHAPE] [--bwd]
 # (Nsight Compute's per-source-line stall samples of one launch of a kernel, e.g. chunk_prepare, at a
 # bench_gdn shape, default B4xT4096; not in all), bench. Run the parts as
 # separate calls where one call's time is bounded: each kernel compiles on its first launch into
@@ -39,7 +41,7 @@ if [ "$part" = all ] || [ "$part" = ops ]; then
     2>&1 | tee "$OUTDIR/gdn_ops_sm90_pytest.log" | tail -25
 fi
 if [ "$part" = kda ]; then
-  tests=packages/engines-linear-attention/tests/test_kda_cutile_sm90.py run_tests "${K:-forward}" kda_cutile_fwd_pytest.log
+  tests=packages/engines-linear-attention/tests/test_kda_cutile_sm90.py run_tests "${K:-forward}" "kda_cutile_${K:-forward}_pytest.log"
   python3 -m pytest -p no:cacheprovider -q -rs packages/engines-linear-attention/tests/test_kda_cutile_compile.py 2>&1 | tail -3
 fi
 if [ "$part" = kdabench ]; then
