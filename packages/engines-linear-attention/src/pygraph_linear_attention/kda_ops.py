@@ -81,10 +81,7 @@ def _backward(
     op: str, x: dict[str, Any], d_o: Tensor, d_final: Tensor | None, scale: Any, options: tuple, glb: Any
 ) -> tuple[Tensor, ...]:
     """Both ops' backward: every gradient of `op_graphs.gradients` in order (absent: empty fp32)."""
-    flags = _flags(d_final is not None, options)
-    p = _problem(op, x, scale, flags, glb)
-    check_backward(p, d_o, d_final)
-    grads = _new_gradients(p, x)
+    p, flags, grads = _checked_backward(op, x, d_o, d_final, scale, options, glb)
     if p.tokens == 0:  # no token: the initial state reaches the final one untouched
         for name in ("d_initial_state", "d_a_log", "d_dt_bias"):
             if name in grads:
@@ -98,11 +95,19 @@ def _backward(
     return tuple(grads.get(name, _none_state(x["q"])) for name, _ in op_graphs.gradients(op))
 
 
-def _backward_fake(op: str, x: dict[str, Any], d_o: Tensor, d_final: Tensor | None, scale, options, glb):
+def _checked_backward(
+    op: str, x: dict[str, Any], d_o: Tensor, d_final: Tensor | None, scale: Any, options: tuple, glb: Any
+) -> tuple[GdnProblem, dict[str, bool], dict[str, Tensor]]:
+    """The backward's problem (the incoming gradients checked too), its flags and its new gradients:
+    what the op and its fake kernel both start from."""
     flags = _flags(d_final is not None, options)
     p = _problem(op, x, scale, flags, glb)
     check_backward(p, d_o, d_final)
-    grads = _new_gradients(p, x)
+    return p, flags, _new_gradients(p, x)
+
+
+def _backward_fake(op: str, x: dict[str, Any], d_o: Tensor, d_final: Tensor | None, scale, options, glb):
+    _, _, grads = _checked_backward(op, x, d_o, d_final, scale, options, glb)
     return tuple(grads.get(name, _none_state(x["q"])) for name, _ in op_graphs.gradients(op))
 
 
