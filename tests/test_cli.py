@@ -126,8 +126,15 @@ def test_a_closed_pipe_ends_quietly_with_141():
 
 
 def test_ctrl_c_ends_quietly_with_130():
+    # Ctrl-C as a terminal delivers it: a child inherits an ignored SIGINT from a parent that ignores
+    # it (a shell's background job), and Python then installs no KeyboardInterrupt handler, so the
+    # child puts the default one back before running `python -m pygraph`
+    run = (
+        "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "runpy.run_module('pygraph', run_name='__main__', alter_sys=True)"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pygraph", "explain", "gemm", "--all"],
+        [sys.executable, "-c", run, "explain", "gemm", "--all"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         # the interrupt may land inside the import system, whose abandoned .pyc handle then warns
