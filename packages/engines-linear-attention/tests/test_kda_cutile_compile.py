@@ -1,5 +1,5 @@
-"""The kda_cutile / gdn2_cutile kernels compile for SM80, SM90, SM100 and SM120, on any machine with
-cuTile's compiler (`cuda.tile.compilation.export_kernel`, no GPU needed), from the signatures the
+"""The kda_cutile / gdn2_cutile kernels compile for SM80, SM90, SM100 and SM120 (the backward's for
+SM80, SM90 and SM120), on any machine with cuTile's compiler (`cuda.tile.compilation.export_kernel`, no GPU needed), from the signatures the
 engine's launches have (`kda_cutile_fwd.export_signatures`). Where cuTile or its compiler is absent
 (CI) the test skips saying which. On SM80, SM100 and SM120 the kernels are compiled, not run."""
 
@@ -38,8 +38,10 @@ def test_every_kernel_compiles_to_a_cubin_for(op, target):
         assert out.getvalue()[:4] == b"\x7fELF", f"{op} {name} for {target}: not an ELF cubin"
 
 
+# not sm_100: tileiras 13.4 fails kda_grad_scan_kernel there, and the backward engines decline SM100
+# saying so (tests/test_kda_cutile_engine.py)
 @pytest.mark.parametrize("op", ["kda", "gdn2"])
-@pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])
+@pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_120"])
 def test_every_backward_kernel_compiles_to_a_cubin_for(op, target):
     import dataclasses
 

@@ -226,3 +226,28 @@ def test_the_device_suites_runners_run_on_the_emulated_kernels(emulated, op, mon
     backward = kda_cases.run_bwd_case(case)
     assert backward["plan"].startswith(f"{op}_cutile_bwd[")
     assert all(err < 2e-2 for err in backward["rel"].values()), backward
+
+
+@pytest.mark.parametrize(("sm", "declined"), [(90, False), (100, True), (103, True), (120, False)])
+def test_the_backward_engines_decline_the_archs_their_gradient_scan_does_not_compile_for(
+    monkeypatch, sm, declined
+):
+    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
+    x = _inputs("kda")
+    g = pygraph.Graph(name="kda-bwd-arch", io_data_type=torch.bfloat16, sm_version=sm)
+    d_o = torch.zeros(sum(T_LENGTHS), H, D, dtype=torch.bfloat16)
+    ports = {
+        n: g.tensor(name=n, dim=list(v.shape), stride=list(v.stride()), data_type=v.dtype)
+        for n, v in {**x, "dO": d_o}.items()
+    }
+    for out in g.kda_bwd(**ports):
+        if out is not None:
+            out.set_output(True)
+    engine = engine_mod.KdaCutileBwdEngine(20202)
+    if declined:
+        with pytest.raises(
+            pygraph.GraphNotSupportedError, match=rf"kda_cutile_bwd: SM{sm}: tileiras 13.4 fails"
+        ):
+            engine.check_support(g.engine_request())
+    else:
+        engine.check_support(g.engine_request())
