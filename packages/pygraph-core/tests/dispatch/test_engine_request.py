@@ -50,6 +50,13 @@ def test_capabilities_judge_the_declared_device_before_the_facts():
     assert caps.mismatch(facts, device=DeviceInfo()) == "requires SM90..SM90, found SM80"
 
 
+def test_capabilities_decline_an_excluded_arch_inside_their_range_with_its_reason():
+    caps = Capabilities(sm_lo=80, sm_hi=121, sm_excluded={100: "the compiler fails kernel X there"})
+    facts = type("Facts", (), {"sm": None})()
+    assert caps.mismatch(facts, device=DeviceInfo(sm=90)) is None
+    assert caps.mismatch(facts, device=DeviceInfo(sm=100)) == "SM100: the compiler fails kernel X there"
+
+
 def test_a_request_built_by_hand_reads_its_layout_on_demand():
     reads = []
     request = EngineRequest(

@@ -12,6 +12,7 @@ stream). They ship opt-in (``PYGRAPH_ENABLE_OPT_IN_ENGINES``) until their device
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -56,7 +57,11 @@ BLOCK_V = (64, 32)  # knob BLOCK_V: value rows of the state one scan program car
 # the backward's gradient scan does not compile for these (cuTile 1.7 / tileiras 13.4, checked
 # 2026-12-04 on the CPU with export_kernel; its row-product form compiles there but spills 160 KB
 # per thread, so the engines decline rather than ship it)
-_NO_BACKWARD_SM = frozenset({100, 101, 103})
+_NO_BACKWARD = {
+    sm: "tileiras 13.4 fails to compile kda_grad_scan_kernel for it (return code 5 after 7 minutes; "
+    "sm_80, sm_90 and sm_120 compile)"
+    for sm in (100, 101, 103)
+}
 _FEATURES = frozenset(
     {
         "qk_l2norm", "beta_sigmoid", "neg_eigval", "safe_gate", "gate_lower_bound", "initial_state",
@@ -239,26 +244,13 @@ class KdaCutileEngine(BaseEngine):
 
     def check_support(self, request: EngineRequest) -> None:
         facts = self._facts(request)
-        reason = (
-            _support_reason(facts, self.op, self.serves_backward)
-            or self.capabilities.mismatch(facts, device=request.device)
-            or self._arch_reason(facts, request)
+        reason = _support_reason(facts, self.op, self.serves_backward) or self.capabilities.mismatch(
+            facts, device=request.device
         )
         if reason is not None:
             raise GraphNotSupportedError(f"{self.name}: {reason}")
         if not _cutile_installed():
             raise ImportError(f"{self.name}: needs cuTile ({_INSTALL})")
-
-    def _arch_reason(self, facts: LinearAttentionFacts, request: EngineRequest) -> str | None:
-        """The archs this engine's kernels do not build for (the capabilities' range aside)."""
-        device = request.device
-        sm = device.sm if device is not None and device.sm is not None else getattr(facts, "sm", None)
-        if self.serves_backward and sm is not None and sm in _NO_BACKWARD_SM:
-            return (
-                f"SM{sm}: tileiras 13.4 fails to compile kda_grad_scan_kernel for it (return code 5 "
-                "after 7 minutes; sm_80, sm_90 and sm_120 compile)"
-            )
-        return None
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         facts = self._facts(request)
@@ -304,11 +296,11 @@ class KdaCutileBwdEngine(KdaCutileEngine):
 
     name = "kda_cutile_bwd"
     serves_backward = True
+    capabilities = dataclasses.replace(KdaCutileEngine.capabilities, sm_excluded=_NO_BACKWARD)
 
 
-class Gdn2CutileBwdEngine(KdaCutileEngine):
+class Gdn2CutileBwdEngine(KdaCutileBwdEngine):
     """``gdn2_cutile_bwd``: gdn2_bwd graphs."""
 
     name = "gdn2_cutile_bwd"
     op = "gdn2"
-    serves_backward = True

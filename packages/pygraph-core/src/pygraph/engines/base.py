@@ -181,8 +181,9 @@ class EngineRequest:
 class Capabilities:
     """What an engine can serve: an arch range, dtypes, features and a domain per knob axis.
 
-    ``sm_lo``/``sm_hi`` are major*10+minor, inclusive. Facts describe a graph, capabilities judge
-    it: `mismatch` reads the device's ``sm`` (the facts' ``sm`` when no device is given or it
+    ``sm_lo``/``sm_hi`` are major*10+minor, inclusive; ``sm_excluded`` names archs inside that range
+    the engine still does not build for, each with its reason. Facts describe a graph, capabilities
+    judge it: `mismatch` reads the device's ``sm`` (the facts' ``sm`` when no device is given or it
     declares none), the facts' ``dtypes`` and ``features`` (whichever they have) and returns the
     first reason it finds, or None.
     """
@@ -192,8 +193,10 @@ class Capabilities:
     dtypes: frozenset[Any] = frozenset()
     features: frozenset[str] = frozenset()
     knob_domains: Mapping[str, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
+    sm_excluded: Mapping[int, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "sm_excluded", MappingProxyType(dict(self.sm_excluded)))
         object.__setattr__(self, "dtypes", frozenset(self.dtypes))
         object.__setattr__(self, "features", frozenset(self.features))
         object.__setattr__(
@@ -221,6 +224,8 @@ def mismatch(
     sm = device.sm if device is not None and device.sm is not None else getattr(facts, "sm", None)
     if sm is not None and not caps.sm_lo <= sm <= caps.sm_hi:
         return f"requires SM{caps.sm_lo}..SM{caps.sm_hi}, found SM{sm}"
+    if sm is not None and sm in caps.sm_excluded:
+        return f"SM{sm}: {caps.sm_excluded[sm]}"
     for dtype in getattr(facts, "dtypes", None) or ():
         if caps.dtypes and dtype not in caps.dtypes:
             allowed = ", ".join(sorted(getattr(d, "name", str(d)) for d in caps.dtypes))
