@@ -33,6 +33,7 @@ from __future__ import annotations
 import cuda.tile as ct
 
 from pygraph_linear_attention.kernels.gdn_cutile_bwd import (
+    _mm,
     gate_sum_kernel,
     group_sum_kernel,
     param_sum_kernel,
@@ -49,10 +50,10 @@ from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
 from pygraph_linear_attention.kernels.kda_cutile_fwd import (
     _block_rows,
     _chunk_at,
-    _chunk_gamma,
     _gamma_block,
     _gate_block,
     _inverse_norms,
+    _sequence_bounds,
     _weighted_pairs,
     _write_rows,
     kda_prepare_kernel,
@@ -71,21 +72,6 @@ __all__ = [
 
 ConstInt = ct.Constant[int]
 ConstFloat = ct.Constant[float]
-
-
-def _mm(x, y, dtype):
-    """x @ y with ``dtype`` operands and fp32 accumulation."""
-    return ct.mma(
-        ct.astype(x, dtype), ct.astype(y, dtype), ct.zeros((x.shape[0], y.shape[1]), dtype=ct.float32)
-    )
-
-
-def _block(view, index, C: ConstInt, D: ConstInt):
-    """A [C, D] fp32 tile of a [T, heads, D'] view at ``index`` (block units), 0 past the view's end."""
-    return ct.astype(
-        ct.reshape(ct.load(view, index, shape=(C, 1, D), padding_mode=_ZERO, allow_tma=TMA), (C, D)),
-        ct.float32,
-    )
 
 
 def _state_block(states, slot, h, vb, BV: ConstInt, K: ConstInt):
@@ -169,12 +155,6 @@ def _qk(q_seq, k_seq, c, hk, L2NORM, C: ConstInt, K: ConstInt):
     return qt, kt
 
 
-def _bounds(cu_seqlens, n):
-    bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
-    eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
-    return bos, eos
-
-
 @ct.kernel
 def kda_grad_scan_kernel(
     q,  # [T, H, K] io
@@ -198,7 +178,7 @@ def kda_grad_scan_kernel(
     SCALE: ConstFloat,
 ):
     n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
-    bos, eos = _bounds(cu_seqlens, n)
+    bos, eos = _sequence_bounds(cu_seqlens, n)
     base = ct.load(offsets, (n,), shape=())
     length = eos - bos
     d_state = ct.zeros((BV, K), dtype=ct.float32)
@@ -221,8 +201,8 @@ def kda_grad_scan_kernel(
         qt, kt = _qk(q_seq, k_seq, c, hk, L2NORM, C, K)
         io = kt.dtype
         wt = _rows_at(w_seq, (c, h, 0), C, K)
-        gam, last = _chunk_gamma(g_seq, c, h, r, rows, C, K)
-        dot = _block(do_seq, (c, h, vb), C, BV) * SCALE
+        gam, last = _gamma_block(g_seq, c, h, 0, r, rows, C, K)
+        dot = _block_rows(do_seq, c, h, vb, C, BV) * SCALE
         ct.store(
             dh_out,
             (base + c, h, vb, 0),
@@ -293,9 +273,9 @@ def kda_grad_output_kernel(
     d_last = ct.zeros((1, BK), dtype=ct.float32)  # sum_v dh * h
     do_seq, vn_seq, dvn_seq = do.slice(0, bos, eos), v_new.slice(0, bos, eos), dv_new.slice(0, bos, eos)
     for vb in range(V // BV):
-        dot = ct.astype(_block(do_seq, (c, head, vb), C, BV) * SCALE, io)
-        vn = ct.astype(_block(vn_seq, (c, head, vb), C, BV), io)
-        dvn = ct.astype(_block(dvn_seq, (c, head, vb), C, BV), io)
+        dot = ct.astype(_block_rows(do_seq, c, head, vb, C, BV) * SCALE, io)
+        vn = ct.astype(_block_rows(vn_seq, c, head, vb, C, BV), io)
+        dvn = ct.astype(_block_rows(dvn_seq, c, head, vb, C, BV), io)
         hs = ct.reshape(ct.load(h, (slot, head, vb, kb), shape=(1, 1, BV, BK)), (BV, BK))
         dhs = ct.reshape(ct.load(dh, (slot, head, vb, kb), shape=(1, 1, BV, BK)), (BV, BK))
         dq_state = ct.mma(dot, hs, dq_state)
@@ -386,11 +366,11 @@ def kda_grad_dt_kernel(
     dvn_seq, v_seq, dv_seq = dv_new.slice(0, bos, eos), v.slice(0, bos, eos), dv_out.slice(0, bos, eos)
     hv = head // V_GROUP
     for vb in range(V // BV):
-        dvn = ct.astype(_block(dvn_seq, (c, head, vb), C, BV), io)
-        vt = _block(v_seq, (c, hv, vb), C, BV)
+        dvn = ct.astype(_block_rows(dvn_seq, c, head, vb, C, BV), io)
+        vt = _block_rows(v_seq, c, hv, vb, C, BV)
         dvw = ct.mma(tr, dvn, ct.zeros((C, BV), dtype=ct.float32))
         if HAS_W != 0:
-            wgt = _block(w_gate.slice(0, bos, eos), (c, head // W_GROUP, vb), C, BV)
+            wgt = _block_rows(w_gate.slice(0, bos, eos), c, head // W_GROUP, vb, C, BV)
             ct.store(
                 dwg_out.slice(0, bos, eos), (c, head, vb), ct.reshape(dvw * vt, (C, 1, BV)), allow_tma=TMA
             )

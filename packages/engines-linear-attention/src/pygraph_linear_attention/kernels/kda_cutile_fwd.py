@@ -86,19 +86,11 @@ def _weighted_pairs(x, y, gamma, mask, C: ConstInt, K: ConstInt):
     return ct.where(mask, ct.cat((ct.cat((row0, row1), 0), ct.cat((row2, row3), 0)), 0), 0.0)
 
 
-def _channel_rows(view, c, h, C: ConstInt, D: ConstInt):
-    """A gate's [C, D] fp32 rows of chunk ``c``, head ``h`` (0 past the view's end)."""
-    return ct.astype(_rows_at(view, (c, h, 0), C, D), ct.float32)
-
-
-def _chunk_gamma(g_seq, c, h, r, rows, C: ConstInt, K: ConstInt):
-    """(gamma [C, K] of chunk ``c``, head ``h``, its rows past the sequence's end reading the last
-    real row's, so that every exp of a gap stays a decay or a bounded growth; that last row [1, K]).
-    ``rows``: the chunk's real rows (more than C for all but a sequence's last chunk)."""
-    last_row = ct.expand_dims(r == ct.minimum(rows, C) - 1, 1)
-    gam = _channel_rows(g_seq, c, h, C, K)
-    last = ct.sum(ct.where(last_row, gam, 0.0), axis=0, keepdims=True)  # [1, K]
-    return ct.where(ct.expand_dims(r < rows, 1), gam, last), last
+def _sequence_bounds(cu_seqlens, n):
+    """Sequence ``n``'s first token and the token past its last (int32)."""
+    bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
+    eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
+    return bos, eos
 
 
 def _block_rows(view, c, h, kb, C: ConstInt, BK: ConstInt):
@@ -156,7 +148,10 @@ def _inverse_norms(x_seq, c, head, L2NORM, BLOCKS: ConstInt, BK: ConstInt, C: Co
 
 
 def _gamma_block(g_seq, c, h, kb, r, rows, C: ConstInt, BK: ConstInt):
-    """`_chunk_gamma` for key block ``kb`` of BK channels: ([C, BK], its last real row [1, BK])."""
+    """(gamma [C, BK] of chunk ``c``, head ``h``, key block ``kb``, its rows past the sequence's end
+    reading the last real row's, so that every exp of a gap stays a decay or a bounded growth; that
+    last row [1, BK]). ``rows``: the chunk's real rows (more than C for all but a sequence's last
+    chunk); ``kb`` 0 and BK = K: the whole key dim."""
     gam = _block_rows(g_seq, c, h, kb, C, BK)
     last = ct.sum(ct.where(ct.expand_dims(r == ct.minimum(rows, C) - 1, 1), gam, 0.0), axis=0, keepdims=True)
     return ct.where(ct.expand_dims(r < rows, 1), gam, last), last
@@ -167,9 +162,7 @@ def _chunk_at(table, cu_seqlens, slot, C: ConstInt):
     slot of the table; n < 0 marks a slot past the last chunk (its bounds then read sequence 0's)."""
     n = ct.load(table, (slot, 0), shape=())
     c = ct.load(table, (slot, 1), shape=())
-    seq = ct.maximum(n, 0)
-    bos = ct.astype(ct.load(cu_seqlens, (seq,), shape=()), ct.int32)
-    eos = ct.astype(ct.load(cu_seqlens, (seq + 1,), shape=()), ct.int32)
+    bos, eos = _sequence_bounds(cu_seqlens, ct.maximum(n, 0))
     return n, c, bos, eos, eos - bos - c * C
 
 
@@ -284,8 +277,7 @@ def kda_state_scan_kernel(
     C: ConstInt,
 ):
     n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
-    bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
-    eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
+    bos, eos = _sequence_bounds(cu_seqlens, n)
     base = ct.load(offsets, (n,), shape=())
     length = eos - bos
     state = ct.zeros((BV, K), dtype=ct.float32)
@@ -303,7 +295,7 @@ def kda_state_scan_kernel(
             kt = _l2_normalized(kt)
         wt = _rows_at(w_seq, (c, h, 0), C, K)
         ut = _rows_at(u_seq, (c, h, vb), C, BV)
-        gam, last = _chunk_gamma(g_seq, c, h, r, rows, C, K)
+        gam, last = _gamma_block(g_seq, c, h, 0, r, rows, C, K)
         ct.store(
             h_out,
             (base + c, h, vb, 0),
