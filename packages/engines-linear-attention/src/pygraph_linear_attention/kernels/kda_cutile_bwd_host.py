@@ -55,23 +55,17 @@ class KdaCutileBwdConfig(KdaCutileConfig):
         return min(8, self.key_dim // 2)
 
     def workspace_regions(self) -> tuple[Region, ...]:
-        """The forward's table, gamma, w, u; the chunk offsets; each chunk's T (fp32); the
-        per-chunk states and their gradients (io dtype); v_new and dv_new; the per-output-head fp32
-        gradients; a spare."""
+        """The forward's arrays (`KdaCutileConfig.forward_shapes`); each chunk's T and dA (fp32);
+        the per-chunk state gradients and dv_new (io dtype); the per-output-head fp32 gradients; a
+        spare."""
         t, ho, kd, vd, io = self.tokens, self.heads_out, self.key_dim, self.value_dim, self.io_dtype
         slots = self.chunk_slots
         beta = (t, ho, kd) if self.op == "gdn2" else (t, ho)
         shapes = [
-            ("table", "int32", (slots, 2)),
-            ("offsets", "int32", (self.sequences,)),
+            *self.forward_shapes(),
             ("t", "float32", (slots, ho, CHUNK, CHUNK)),
             ("da_mat", "float32", (slots, ho, CHUNK, CHUNK)),  # dA, from grad_dt to grad_wy
-            ("gamma", "float32", (t, ho, kd)),
-            ("w", io, (t, ho, kd)),
-            ("u", io, (t, ho, vd)),
-            ("h", io, (slots, ho, vd, kd)),
             ("dh", io, (slots, ho, vd, kd)),
-            ("v_new", io, (t, ho, vd)),
             ("dv_new", io, (t, ho, vd)),
             ("dq", "float32", (t, ho, kd)),
             ("dk", "float32", (t, ho, kd)),
@@ -103,10 +97,7 @@ class KdaCutileBwdConfig(KdaCutileConfig):
         forward = super().grids()
         blocks = -(-self.tokens // SUM_BLOCK)
         return {
-            "table": forward["table"],
-            "offsets": (1,),
-            "prepare": forward["prepare"],
-            "states": forward["states"],
+            **{name: forward[name] for name in ("table", "offsets", "prepare", "states")},
             "grad_scan": forward["states"],
             "grad_output": (self.chunk_slots, self.heads_out, self.key_dim // self.grad_key_block),
             "grad_dt": (self.chunk_slots, self.heads_out),

@@ -103,20 +103,22 @@ class KdaCutileConfig:
         """Value rows per step of prepare's u = T (beta v): min(64, V / 2), at least two steps."""
         return min(64, self.value_dim // 2)
 
-    def workspace_regions(self) -> tuple[Region, ...]:
+    def forward_shapes(self) -> list[tuple[str, str, tuple[int, ...]]]:
+        """The forward's workspace arrays as (name, dtype, shape): what the backward carves too."""
         t, ho, k, v, io = self.tokens, self.heads_out, self.key_dim, self.value_dim, self.io_dtype
-        return layout_regions(
-            [
-                ("table", "int32", (self.chunk_slots, 2)),
-                ("offsets", "int32", (self.sequences,)),
-                ("gamma", "float32", (t, ho, k)),
-                ("w", io, (t, ho, k)),
-                ("u", io, (t, ho, v)),
-                ("h", io, (self.chunk_slots, ho, v, k)),  # the state entering each chunk
-                ("v_new", io, (t, ho, v)),
-                ("spare", "float32", (1,)),  # what an absent operand's argument points at (never read)
-            ]
-        )
+        return [
+            ("table", "int32", (self.chunk_slots, 2)),
+            ("offsets", "int32", (self.sequences,)),
+            ("gamma", "float32", (t, ho, k)),
+            ("w", io, (t, ho, k)),
+            ("u", io, (t, ho, v)),
+            ("h", io, (self.chunk_slots, ho, v, k)),  # the state entering each chunk
+            ("v_new", io, (t, ho, v)),
+        ]
+
+    def workspace_regions(self) -> tuple[Region, ...]:
+        # the spare: what an absent operand's argument points at (never read)
+        return layout_regions([*self.forward_shapes(), ("spare", "float32", (1,))])
 
     @property
     def workspace_bytes(self) -> int:
