@@ -597,10 +597,8 @@ def export_signatures(
     ``cuda.tile.compilation.export_kernel``, as `gdn_cutile_fwd.export_signatures` describes them:
     the arrays as the engine passes them, runtime scalars int32, the host side's constants."""
 
-    from cuda.tile.compilation import CallingConvention, KernelSignature
-
     from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import _KERNEL_OF, backward_arguments
-    from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS, _constants, _constraint, _Param
+    from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS, _Param, signature
 
     io, f32 = cfg.io_dtype, "float32"
     params = {
@@ -627,15 +625,8 @@ def export_signatures(
         params["dht"] = _Param(state, 4)
     kernels = {**KERNELS, **BWD_KERNELS}
 
-    convention = CallingConvention.cutile_python_v1()
     args = backward_arguments(cfg, params)
     return {
-        name: (
-            kernels[_KERNEL_OF[name]],
-            KernelSignature(
-                [_constraint(x, c) for x, c in zip(args[name], _constants(kernels[_KERNEL_OF[name]]))],
-                convention,
-            ),
-        )
+        name: (kernels[_KERNEL_OF[name]], signature(kernels[_KERNEL_OF[name]], args[name]))
         for name in cfg.launches()
     }

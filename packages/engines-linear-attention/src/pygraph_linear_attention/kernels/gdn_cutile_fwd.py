@@ -493,6 +493,15 @@ def _constants(kernel: Any) -> list[bool]:
     ]
 
 
+def signature(kernel: Any, args: tuple) -> Any:
+    """The `KernelSignature` of launching ``kernel`` with ``args`` (`_Param` arrays, runtime scalars,
+    constants), for ``cuda.tile.compilation.export_kernel``."""
+    from cuda.tile.compilation import CallingConvention, KernelSignature
+
+    constraints = [_constraint(x, c) for x, c in zip(args, _constants(kernel))]
+    return KernelSignature(constraints, CallingConvention.cutile_python_v1())
+
+
 def export_signatures(
     cfg: Any, *, cu_seqlens: str = "int32", beta: str = "float32", state: str = "float32"
 ) -> dict:
@@ -503,8 +512,6 @@ def export_signatures(
     aliasing), runtime scalars as int32, and the constants are the ones
     `gdn_cutile_host.kernel_arguments` passes, so the compiled code is the code a launch runs.
     """
-
-    from cuda.tile.compilation import CallingConvention, KernelSignature
 
     from pygraph_linear_attention.kernels.gdn_cutile_host import kernel_arguments
 
@@ -526,10 +533,4 @@ def export_signatures(
     if cfg.output_final_state:
         params["ht"] = _Param(state, 4)
 
-    convention = CallingConvention.cutile_python_v1()
-    return {
-        name: KernelSignature(
-            [_constraint(x, c) for x, c in zip(args, _constants(KERNELS[name]))], convention
-        )
-        for name, args in kernel_arguments(cfg, params).items()
-    }
+    return {name: signature(KERNELS[name], args) for name, args in kernel_arguments(cfg, params).items()}

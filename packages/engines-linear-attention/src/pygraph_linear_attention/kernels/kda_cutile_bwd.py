@@ -531,9 +531,7 @@ def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> 
     """One (kernel, `KernelSignature`) per launch of the backward for ``cfg`` (a `KdaCutileBwdConfig`),
     for ``cuda.tile.compilation.export_kernel``, with the arguments
     `kda_cutile_bwd_host.backward_arguments` passes (as `gdn_cutile_fwd.export_signatures`)."""
-    from cuda.tile.compilation import CallingConvention, KernelSignature
-
-    from pygraph_linear_attention.kernels.gdn_cutile_fwd import _constants, _constraint, _Param
+    from pygraph_linear_attention.kernels.gdn_cutile_fwd import _Param, signature
     from pygraph_linear_attention.kernels.kda_cutile_bwd_host import _KERNEL_OF, backward_arguments
 
     io, f32, gdn2 = cfg.io_dtype, "float32", cfg.op == "gdn2"
@@ -558,13 +556,6 @@ def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> 
         params |= {"h0": _Param(state, 4), "dh0": _Param(state, 4)}
     if cfg.has_d_final_state:
         params["dht"] = _Param(state, 4)
-    convention = CallingConvention.cutile_python_v1()
     args = backward_arguments(cfg, params)
-    out = {}
-    for name in cfg.launches():
-        kernel = BWD_KERNELS[_KERNEL_OF[name]]
-        out[name] = (
-            kernel,
-            KernelSignature([_constraint(x, c) for x, c in zip(args[name], _constants(kernel))], convention),
-        )
-    return out
+    kernels = {name: BWD_KERNELS[_KERNEL_OF[name]] for name in cfg.launches()}
+    return {name: (kernel, signature(kernel, args[name])) for name, kernel in kernels.items()}

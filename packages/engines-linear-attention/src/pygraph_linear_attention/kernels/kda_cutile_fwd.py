@@ -30,14 +30,13 @@ from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
     _ZERO,
     SUB,
     TMA,
-    _constants,
-    _constraint,
     _l2_normalized,
     _Param,
     _rows_at,
     _unit_lower_inverse,
     chunk_offsets_kernel,
     chunk_table_kernel,
+    signature,
 )
 
 __all__ = ["KERNELS", "export_signatures", "kda_output_kernel", "kda_prepare_kernel", "kda_state_scan_kernel"]
@@ -379,8 +378,6 @@ def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> 
     """One `KernelSignature` per kernel for ``cfg`` (a `KdaCutileConfig`), for
     ``cuda.tile.compilation.export_kernel`` (compiling for a named target without a GPU), with the
     arguments `kda_cutile_host.kernel_arguments` passes (as `gdn_cutile_fwd.export_signatures`)."""
-    from cuda.tile.compilation import CallingConvention, KernelSignature
-
     from pygraph_linear_attention.kernels.kda_cutile_host import kernel_arguments
 
     io, gdn2 = cfg.io_dtype, cfg.op == "gdn2"
@@ -401,10 +398,4 @@ def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> 
         params["h0"] = _Param(state, 4)
     if cfg.output_final_state:
         params["ht"] = _Param(state, 4)
-    convention = CallingConvention.cutile_python_v1()
-    return {
-        name: KernelSignature(
-            [_constraint(x, c) for x, c in zip(args, _constants(KERNELS[name]))], convention
-        )
-        for name, args in kernel_arguments(cfg, params).items()
-    }
+    return {name: signature(KERNELS[name], args) for name, args in kernel_arguments(cfg, params).items()}
