@@ -17,8 +17,9 @@ checked against pygraph's float64 references, then timed.
 2. Timing at the issue's shapes (H16, D128, bf16; unit-norm k rows, g = logsigmoid(normal) per
    channel, beta in (0, 1)): forward and forward+backward of each anchor, median of ``--rounds``
    cold-L2 rounds in rotated order (`benchmarks.harness.interleaved`), ms and tokens/s; the
-   "pygraph" column is the op's graph on the hook's first plan (`kda_cases.build_graph`) for the
-   forward, the torch op (`kda_ops`) forward and backward for forward+backward.
+   forward's "pygraph-cutile" and "pygraph-sm90" columns are the op's graph on each engine's first
+   plan (`kda_cases.build_graph`: kda_cutile / gdn2_cutile, kda_sm90 / gdn2_sm90), the forward+backward's
+   "pygraph" the torch op (`kda_ops`) forward and backward on the hook's first plans.
 """
 
 from __future__ import annotations
@@ -200,9 +201,9 @@ def _timing_inputs(op: str, lengths: tuple[int, ...]) -> dict:
     }
 
 
-def _pygraph_call(op: str, x: dict, lengths: tuple[int, ...]):
-    """The op's graph on ``x`` (the hook's first plan, the cuTile engines opted in), its pack bound
-    once: a call is one ``execute``."""
+def _pygraph_call(op: str, x: dict, lengths: tuple[int, ...], engine: str):
+    """The op's graph on ``x`` on ``engine``'s first plan ("cutile" or "sm90", the engines opted in),
+    its pack bound once: a call is one ``execute``."""
     import os
 
     import torch
@@ -210,12 +211,12 @@ def _pygraph_call(op: str, x: dict, lengths: tuple[int, ...]):
     from benchmarks.linear_attention.kda_cases import KdaCase, build_graph
     from pygraph.environment import OPT_IN_ENV
 
-    os.environ[OPT_IN_ENV] = "kda_cutile,gdn2_cutile"
+    os.environ[OPT_IN_ENV] = "kda_cutile,gdn2_cutile,kda_sm90,gdn2_sm90"
     case = KdaCase(
         op, "bench", lengths, heads_qk=HEADS, heads_v=HEADS, key_dim=DIM, value_dim=DIM, options=()
     )
     tensors = {n: x[n] for n in ("q", "k", "v", "g", "beta", *(("w",) if op == "gdn2" else ()), "cu_seqlens")}
-    g, ports = build_graph(case, tensors, {})
+    g, ports = build_graph(case, tensors, {}, engine)
     print(f"  pygraph plan: {g.selected_plan.name}")
     o = torch.empty_like(x["v"])
     pack = {ports[n]: t for n, t in tensors.items()} | {ports["O"]: o}
@@ -225,13 +226,13 @@ def _pygraph_call(op: str, x: dict, lengths: tuple[int, ...]):
 
 def _pygraph_op_call(op: str, x: dict, leaves: dict):
     """The torch op (`kimi_delta_attention` / `gated_delta_net_v2`) forward then backward through O,
-    on the hook's first plans (the cuTile engines opted in)."""
+    on the hook's first plans (the cuTile engines and the CuTe DSL forwards opted in)."""
     import os
 
     from pygraph.environment import OPT_IN_ENV
     from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention
 
-    os.environ[OPT_IN_ENV] = "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd"
+    os.environ[OPT_IN_ENV] = "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd,kda_sm90,gdn2_sm90"
     fn = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
     names = [*_grads(op), "cu_seqlens"]
     args = [leaves[n] if n in leaves else x[n] for n in names]
@@ -250,12 +251,16 @@ def _columns(op: str, x: dict, lengths: tuple[int, ...], backward: bool, skip: s
     leaves = {n: x[n].detach().clone().requires_grad_(backward) for n in names}
     dense = len(set(lengths)) == 1 and len(lengths) > 1
     if "pygraph" not in skip:
-        try:
-            columns["pygraph"] = (
-                _pygraph_op_call(op, x, leaves) if backward else _pygraph_call(op, x, lengths)
-            )
-        except Exception as exc:
-            print(f"  pygraph: not built: {type(exc).__name__}: {str(exc)[:300]}")
+        pygraph_columns = (
+            {"pygraph": lambda: _pygraph_op_call(op, x, leaves)}
+            if backward
+            else {f"pygraph-{e}": lambda e=e: _pygraph_call(op, x, lengths, e) for e in ("cutile", "sm90")}
+        )
+        for name, make in pygraph_columns.items():
+            try:
+                columns[name] = make()
+            except Exception as exc:
+                print(f"  {name}: not built: {type(exc).__name__}: {str(exc)[:300]}")
     if "fla" not in skip:
         try:
             import fla.ops.common.chunk_o as chunk_o
@@ -318,7 +323,7 @@ def timing(op: str, shapes: list[str], rounds: int, skip: set, log: list) -> Non
             times = interleaved(columns, rounds, log)
             print(f"-- {what} ({tokens} tokens, H{HEADS} D{DIM} bf16), median of {rounds} cold-L2 rounds")
             for name, ms in times.items():
-                print(f"  {name:8s} {ms:8.3f} ms  {tokens / ms / 1e3:8.2f} Mtok/s")
+                print(f"  {name:14s} {ms:8.3f} ms  {tokens / ms / 1e3:8.2f} Mtok/s")
 
 
 def main() -> None:

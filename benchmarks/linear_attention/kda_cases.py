@@ -133,8 +133,10 @@ def make_inputs(case: KdaCase, seed: int = 0, device: str | None = None) -> tupl
     return tensors, options
 
 
-def build_graph(case: KdaCase, tensors: dict, options: dict) -> tuple[Any, dict]:
-    """The planned and built graph of a case: (graph, {name: pygraph Tensor}) incl. O (and final_state)."""
+def build_graph(case: KdaCase, tensors: dict, options: dict, engine: str = "cutile") -> tuple[Any, dict]:
+    """The planned and built graph of a case: (graph, {name: pygraph Tensor}) incl. O (and final_state),
+    on the op's ``engine`` ("cutile": kda_cutile / gdn2_cutile; "sm90": kda_sm90 / gdn2_sm90), its
+    first-ranked plan with the case's BLOCK_V."""
     import pygraph
 
     g = pygraph.Graph(name=case.id, io_data_type=tensors["q"].dtype)
@@ -149,13 +151,14 @@ def build_graph(case: KdaCase, tensors: dict, options: dict) -> tuple[Any, dict]
         final.set_output(True).set_data_type(tensors["g"].dtype)
         ports["final_state"] = final
     g.create_execution_plans()
-    _select(g, f"{case.op}_cutile", BLOCK_V=case.block_v)
+    _select(g, f"{case.op}_{engine}", force=True, BLOCK_V=case.block_v)
     g.build_plans()
     return g, ports
 
 
-def run_case(case: KdaCase, seed: int = 0) -> dict:
-    """Run a case on the device: {plan, o_rel, state_rel (None without a final state)}."""
+def run_case(case: KdaCase, seed: int = 0, engine: str = "cutile") -> dict:
+    """Run a case on the device through the op's ``engine`` (`build_graph`): {plan, o_rel, state_rel
+    (None without a final state)}."""
     import torch
 
     from pygraph_linear_attention.reference import (
@@ -164,7 +167,7 @@ def run_case(case: KdaCase, seed: int = 0) -> dict:
     )
 
     tensors, options = make_inputs(case, seed)
-    g, ports = build_graph(case, tensors, options)
+    g, ports = build_graph(case, tensors, options, engine)
     t, ho, n = sum(case.lengths), case.heads_out, len(case.lengths)
     out = {"O": torch.full((t, ho, case.value_dim), float("nan"), dtype=tensors["q"].dtype, device=DEVICE)}
     if "final_state" in ports:
@@ -224,7 +227,7 @@ def run_bwd_case(case: KdaCase, seed: int = 0) -> dict:
             port.set_output(True).set_data_type(src.dtype)
             out[name] = (port, torch.full(src.shape, float("nan"), dtype=src.dtype, device=DEVICE))
     g.graph.create_execution_plans()
-    _select(g.graph, f"{case.op}_cutile_bwd", BLOCK_V=case.block_v)
+    _select(g.graph, f"{case.op}_cutile_bwd", force=True, BLOCK_V=case.block_v)
     g.graph.build_plans()
     workspace = _workspace(torch, g.graph)
     g.graph.execute(

@@ -9,7 +9,7 @@
 # fla (the forward against flash-linear-attention's on the same inputs),
 # ops (the torch op's sm90 tests: opcheck, a side stream, a compiled training step), memcheck
 # (compute-sanitizer over the varlen-odd forward and backward cases, or MEMCHECK_CASES's; not in
-# all), kda (kda_cutile's and gdn2_cutile's forward tests, K=backward their backwards' (kda_cutile_bwd,
+# all), kda (the forward tests of kda_cutile, gdn2_cutile, kda_sm90 and gdn2_sm90, K=backward the backwards (kda_cutile_bwd,
 # gdn2_cutile_bwd), and the kernels' compile for sm_80..sm_120; not in all), kdabench (bench_kda_gdn2: the
 # anchors and the pygraph columns, forward through the graph, forward+backward through the torch op; not in
 # all), ncu KERNEL [SHAPE] [--bwd]
@@ -51,8 +51,11 @@ if [ "$part" = memcheck ]; then  # API-error reports off: CUDA's own cuGetProcAd
   # TMA off (PYGRAPH_CUTILE_TMA=0): memcheck flags the TMA accesses of sliced views' partial tail
   # chunks, which the hardware clips (kernels/gdn_cutile_fwd.py says more); MEMCHECK_TMA=1 runs the
   # TMA build instead, to see those reports.
-  # MEMCHECK_CASES: the pytest -k expressions, ';'-separated (default: every varlen-odd case)
+  # MEMCHECK_CASES: the pytest -k expressions, ';'-separated (default: every varlen-odd case);
+  # MEMCHECK_TESTS: the test file (default the gdn suite; KDA and GDN-2:
+  # packages/engines-linear-attention/tests/test_kda_cutile_sm90.py)
   IFS=';' read -ra exprs <<< "${MEMCHECK_CASES:-forward and varlen-odd;backward and varlen-odd}"
+  tests=${MEMCHECK_TESTS:-$tests}
   for k in "${exprs[@]}"; do
     PYGRAPH_CUTILE_TMA=${MEMCHECK_TMA:-0} compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
       python3 -m pytest -m sm90 -p no:cacheprovider -q -k "$k" "$tests" 2>&1 | tee -a "$OUTDIR/gdn_memcheck.log" | tail -8

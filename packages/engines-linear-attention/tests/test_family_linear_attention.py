@@ -53,25 +53,23 @@ def test_family_blocks_anchors_and_hooks(name, block, anchors):
 
 
 @pytest.mark.parametrize("name", ["kda", "gdn2"])
-def test_the_cutile_engines_ship_opt_in_and_the_sm90_slot_is_planned(name, monkeypatch):
+def test_every_engine_ships_opt_in(name, monkeypatch):
     fam = pygraph.engines.family_by_name(name)
     prefix = "Gdn2" if name == "gdn2" else "Kda"
-    for slot, cls in (
-        (f"{name}_cutile", f"{prefix}CutileEngine"),
-        (f"{name}_cutile_bwd", f"{prefix}CutileBwdEngine"),
+    for slot, module, cls in (
+        (f"{name}_cutile", "kda_cutile", f"{prefix}CutileEngine"),
+        (f"{name}_cutile_bwd", "kda_cutile", f"{prefix}CutileBwdEngine"),
+        (f"{name}_sm90", "kda_sm90", f"{prefix}Sm90Engine"),
     ):
-        cutile = fam.slots[slot]
-        assert (cutile.impl, cutile.opt_in) == (("pygraph_linear_attention.engines.kda_cutile", cls), True)
-    assert fam.slots[f"{name}_sm90"].is_planned
+        engine = fam.slots[slot]
+        assert (engine.impl, engine.opt_in) == ((f"pygraph_linear_attention.engines.{module}", cls), True)
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
     assert pygraph.engines.offered_ids(fam) == {}  # off until named
     built = pygraph.engines.instantiate(fam)
     assert built.engines == ()
-    assert built.unavailable[f"{name}_sm90"] == (
-        f"planned: the chunked CuTe DSL kernels for Hopper are not written yet; no backend lowers {name} graphs"
-    )
-    monkeypatch.setenv(OPT_IN_ENV, f"{name}_cutile,{name}_cutile_bwd")
+    monkeypatch.setenv(OPT_IN_ENV, f"{name}_cutile,{name}_cutile_bwd,{name}_sm90")
     assert pygraph.engines.offered_ids(fam) == {
+        f"{name}_sm90": fam.engine_id,
         f"{name}_cutile": fam.engine_id + 1,
         f"{name}_cutile_bwd": fam.engine_id + 2,
     }

@@ -1,4 +1,5 @@
-"""kda_cutile and gdn2_cutile on the H200 against the float64 references: the forward's correctness table.
+"""kda_cutile, gdn2_cutile (cuTile) and kda_sm90, gdn2_sm90 (CuTe DSL, forward) on the H200 against the
+float64 references: the correctness table.
 
 Every case of `benchmarks.linear_attention.kda_cases.CASES` for both ops (varlen with odd lengths,
 T = 1, an empty sequence, initial and final state, each option, GQA and GVA, a 4097-token sequence,
@@ -19,12 +20,13 @@ from pygraph.environment import OPT_IN_ENV  # noqa: E402
 pytestmark = pytest.mark.sm90
 
 
+@pytest.mark.parametrize("engine", ["cutile", "sm90"])
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_the_forward_matches_the_float64_reference(case, monkeypatch):
-    monkeypatch.setenv(OPT_IN_ENV, "kda_cutile,gdn2_cutile")
-    result = run_case(case)
-    print(f"{case.id}: {result}")
-    assert result["plan"].startswith(f"{case.op}_cutile[")
+def test_the_forward_matches_the_float64_reference(case, engine, monkeypatch):
+    monkeypatch.setenv(OPT_IN_ENV, "kda_cutile,gdn2_cutile,kda_sm90,gdn2_sm90")
+    result = run_case(case, engine=engine)
+    print(f"{case.id} {engine}: {result}")
+    assert result["plan"].startswith(f"{case.op}_{engine}[")
     assert result["o_rel"] <= case.tolerance, result
     if "final_state" in case.options:
         assert result["state_rel"] is not None and result["state_rel"] <= case.tolerance, result

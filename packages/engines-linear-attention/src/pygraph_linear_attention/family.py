@@ -61,13 +61,17 @@ def pygraph_families() -> list[EngineFamily]:
         ),
         # the cuTile forwards and backwards of kda and gdn2 ship opt-in: their kernels pass on the CPU
         # emulator against the chunked algorithms (tests/test_kda_cutile_emulated.py,
-        # test_kda_cutile_bwd_emulated.py); the device suite is next
+        # test_kda_cutile_bwd_emulated.py); the CuTe DSL forwards (kda_sm90, gdn2_sm90) opt-in too:
+        # they compile for sm_90a on the CPU (tests/test_kda_sm90_engine.py). The device suite is next
         _family(
             "kda",
             20200,
             ("KDA", "KDA_BWD"),
             cutile=EngineSlot(
                 1, impl=("pygraph_linear_attention.engines.kda_cutile", "KdaCutileEngine"), opt_in=True
+            ),
+            sm90=EngineSlot(
+                0, impl=("pygraph_linear_attention.engines.kda_sm90", "KdaSm90Engine"), opt_in=True
             ),
             extra={
                 "kda_cutile_bwd": EngineSlot(
@@ -81,6 +85,9 @@ def pygraph_families() -> list[EngineFamily]:
             ("GDN2", "GDN2_BWD"),
             cutile=EngineSlot(
                 1, impl=("pygraph_linear_attention.engines.kda_cutile", "Gdn2CutileEngine"), opt_in=True
+            ),
+            sm90=EngineSlot(
+                0, impl=("pygraph_linear_attention.engines.kda_sm90", "Gdn2Sm90Engine"), opt_in=True
             ),
             extra={
                 "gdn2_cutile_bwd": EngineSlot(

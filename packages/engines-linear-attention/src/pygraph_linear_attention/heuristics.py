@@ -11,7 +11,8 @@ first entry with each SEGMENT (the split scans). On the backward gdn_sm90_bwd's 
 gdn_cutile_bwd's in the cells where they measured faster (a scan grid under the SMs or past two
 CTAs per SM) and after them elsewhere. No backend lowers
 these ops, so the backend's block is empty; it keeps its place after ours. ``kda`` and ``gdn2``:
-their cuTile engines (``kda_cutile``, ``gdn2_cutile`` and the ``_bwd`` of each, opt-in) at each
+their CuTe DSL forwards (``kda_sm90``, ``gdn2_sm90``, opt-in, `kda_sm90_order`), then their cuTile
+engines (``kda_cutile``, ``gdn2_cutile`` and the ``_bwd`` of each, opt-in) at each
 BLOCK_V that tiles V, 64 first (untimed: gdn_cutile's preference where its scan's grid is large);
 otherwise the backend's
 block (empty: planning raises `pygraph.GraphNotSupportedError` naming each slot's reason).
@@ -33,7 +34,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import (
     chunk_state_elements,
 )
 
-__all__ = ["block_v_order", "recommend", "sm90_order", "split_first"]
+__all__ = ["block_v_order", "kda_sm90_order", "recommend", "sm90_order", "split_first"]
 
 # BLOCK_V, measured on the H200 (H16 D128 bf16, cold L2, median of 3, one run): where the scan's grid
 # at 64 (sequences x heads x V / 64 programs) fills at least half of the 132 SMs, 64 is first (B4
@@ -80,6 +81,11 @@ def recommend(
         if channel in offered:
             blocks = [b for b in (64, 32) if facts.head_dim_v % b == 0]
             ours = [PlanConfig(offered[channel], {"BLOCK_V": b}) for b in blocks]
+        # kda_sm90 / gdn2_sm90 (CuTe DSL, forward) before them, untimed: their scan and output are
+        # gdn_sm90's, ordered as gdn_sm90's were measured (`kda_sm90_order`)
+        hopper = f"{facts.op}_sm90"
+        if hopper in offered and not facts.backward:
+            ours = [*(PlanConfig(offered[hopper], knobs) for knobs in kda_sm90_order(facts)), *ours]
         return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
     engine = "gdn_cutile_bwd" if facts.backward else "gdn_cutile"
     ours = []
@@ -160,6 +166,14 @@ def sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
     if first in every:
         every = [first, *(k for k in every if k != first)]
     return every
+
+
+def kda_sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
+    """kda_sm90's / gdn2_sm90's knob sets: BLOCK_V 32 first, STAGES 2 first up to two scan CTAs per
+    SM and 1 past that (gdn_sm90's measured rule for the same scan, `sm90_order`); then the rest."""
+    blocks = [b for b in BLOCK_V_SM90 if facts.head_dim_v % b == 0]
+    stages = (2, 1) if _scan_grid(facts) <= 2 * _SMS else (1, 2)
+    return [{"BLOCK_V": b, "STAGES": st} for b in blocks for st in stages]
 
 
 def _states_overflow(facts: LinearAttentionFacts) -> bool:

@@ -55,7 +55,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import (
     workspace_regions,
 )
 
-__all__ = ["GdnSm90BwdEngine", "GdnSm90Engine", "GdnSm90Plan"]
+__all__ = ["GdnSm90BwdEngine", "GdnSm90Engine", "GdnSm90Plan", "build_reason"]
 
 _INSTALL = "pip install 'pygraph-engines-linear-attention[cute]'"
 # the compiled function's pointer arguments, in order (`gdn_sm90_host`)
@@ -91,6 +91,13 @@ def _sm90_reason(facts: LinearAttentionFacts, backward: bool) -> str | None:
         mine, theirs = ("gdn_bwd", "gdn") if backward else ("gdn", "gdn_bwd")
         other = "gdn_sm90" if backward else "gdn_sm90_bwd"
         return f"serves {mine} graphs; {theirs} graphs are served by {other}"
+    return build_reason(facts, _operands(facts), backward)
+
+
+def build_reason(facts: LinearAttentionFacts, operands: dict[str, Any], chunk_states: bool) -> str | None:
+    """The CuTe DSL kernels' own rules (gdn_sm90's and kda_sm90's): K and V of 64 or 128, 32-bit
+    offsets (with ``chunk_states`` also over the per-chunk states), a_log and dt_bias FLOAT, every
+    operand (``operands`` by role) row-major contiguous. The rule and the value, or None."""
     if facts.head_dim_k not in HEAD_DIMS_SM90 or facts.head_dim_v not in HEAD_DIMS_SM90:
         return f"head dims K={facts.head_dim_k}, V={facts.head_dim_v}: each must be one of {HEAD_DIMS_SM90}"
     elements = facts.tokens * facts.heads_out * max(facts.head_dim_k, facts.head_dim_v)
@@ -99,11 +106,11 @@ def _sm90_reason(facts: LinearAttentionFacts, backward: bool) -> str | None:
             f"T x heads x head dim = {facts.tokens} x {facts.heads_out} x "
             f"{max(facts.head_dim_k, facts.head_dim_v)} = {elements}: the kernels index with 32-bit offsets (< 2^31)"
         )
-    if backward:
+    if chunk_states:
         reason = _chunk_states_reason(facts)
         if reason is not None:
             return reason
-    for role, t in _operands(facts).items():
+    for role, t in operands.items():
         if role in ("a_log", "dt_bias") and t.data_type is not data_type.FLOAT:
             return f"{role} must be FLOAT, got {t.data_type.name}"
         shape = tuple(int(d) for d in t.dim)

@@ -75,6 +75,11 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
 class GdnSm90Fwd(OutputKernels):
     """One static configuration of the forward: dims, value block, dtypes and options."""
 
+    # KDA / GDN-2 (`kda_sm90_fwd.KdaSm90Fwd`): the decay is per key channel, so `scan_wg` and
+    # `output` take prepare's decayed operands (k exp(last - gamma), q exp(gamma), the chunk's scores)
+    # and per-channel decays instead of a gamma per row
+    channel_decay = False
+
     def __init__(
         self,
         *,
@@ -520,7 +525,12 @@ class GdnSm90Fwd(OutputKernels):
         [K, BV] in fp32 wgmma accumulators; per chunk ``v_new = w S^T`` (A = w, B = the state's io
         copy, both K-major) and ``S^T = exp(last) S^T + k^T carried`` (A = k and B = carried, both
         read MN-major from their row-major tiles). Stores each chunk's entering state and v_new, as
-        `scan` does with split."""
+        `scan` does with split.
+
+        With ``channel_decay`` (KDA, GDN-2): ``mK`` is prepare's ``k exp(last - gamma)`` per output
+        head (``k_group`` 1) and ``mGamma`` the chunks' last gamma [slots, HO, K]; the update is
+        ``S^T = diag(exp(last)) S^T + kd^T v_new`` (rows past the sequence: w, u and kd load as 0, so
+        v_new is 0 there)."""
         K, BV, C, io = self.K, self.BV, CHUNK, self.io
         tidx, _, _ = cute.arch.thread_idx()
         n, h, vb = cute.arch.block_idx()
@@ -540,12 +550,14 @@ class GdnSm90Fwd(OutputKernels):
         sCar = smem.allocate_tensor(io, v_layout, 1024, v_swz)
         sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
         sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
-        sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, nbuf), stride=(1, C)), 16)
+        # gamma per row, or (channel_decay) exp(last gamma) per key channel
+        gates = K if const_expr(self.channel_decay) else C
+        sGammas = smem.allocate_tensor(Float32, cute.make_layout((gates, nbuf), stride=(1, gates)), 16)
         s2g_k, s2g_v = _s2g(io, K), _s2g(io, BV)
 
         mma_v = _wg_mma(io, BV, False, False)  # v_new [C, BV] = w [C, K] . S [BV, K]^T
         mma_s = _wg_mma(io, BV, True, True)  # S^T [K, BV] += k^T [K, C] . carried^T [BV, C]^T
-        state, _ = _acc(mma_s, tidx, K, BV)
+        state, crd_s = _acc(mma_s, tidx, K, BV)
         thr_s = mma_s.get_slice(tidx)
         if const_expr(self.has_h0):
             src = thr_s.partition_C(_transposed(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0))))
@@ -554,11 +566,12 @@ class GdnSm90Fwd(OutputKernels):
         g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
         tiles = (None, mK, mW, mU, hk, h, vb, K, BV)
         chunks = cute.ceil_div(length, C)
+        first_slot = bos // C + n  # the chunk slot of the sequence's chunk 0 (prepare's)
         if const_expr(nbuf == 2):
             _load_chunk(g2s_k, g2s_v, tidx, tiles, bos, length, (None, sKs, sWs, sUs), 0, False)
             cute.arch.cp_async_commit_group()
-            if tidx < C:
-                sGammas[tidx, 0] = _gamma_row(mGamma, bos, length, h, tidx)
+            if tidx < gates and chunks > 0:
+                sGammas[tidx, 0] = self._scan_gate(mGamma, bos, length, first_slot, h, tidx)
 
         for c in cutlass.range(chunks, unroll=1):
             r0 = bos + c * C
@@ -579,13 +592,13 @@ class GdnSm90Fwd(OutputKernels):
                         False,
                     )
                 cute.arch.cp_async_commit_group()
-                if tidx < C:
-                    g_next = _gamma_row(mGamma, r0 + C, rows_left - C, h, tidx)
+                if tidx < gates and c + 1 < chunks:
+                    g_next = self._scan_gate(mGamma, r0 + C, rows_left - C, first_slot + c + 1, h, tidx)
             else:
                 _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, (None, sKs, sWs, sUs), 0, False)
                 cute.arch.cp_async_commit_group()
-                if tidx < C:
-                    sGammas[tidx, 0] = _gamma_row(mGamma, r0, rows_left, h, tidx)
+                if tidx < gates:
+                    sGammas[tidx, 0] = self._scan_gate(mGamma, r0, rows_left, first_slot + c, h, tidx)
             sK, sW = sKs[None, None, buf], sWs[None, None, buf]
             sU, sGamma = sUs[None, None, buf], sGammas[None, buf]
             # the entering state: its io copy for the product, and from it to the workspace (`output`)
@@ -593,45 +606,55 @@ class GdnSm90Fwd(OutputKernels):
             cute.arch.cp_async_wait_group(nbuf - 1)
             _async_visible()
             cute.arch.sync_threads()
-            slot = bos // C + n + c
+            slot = first_slot + c
             _store_rows(s2g_k, tidx, sS, cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0)), BV)
-            if const_expr(self.l2norm):
+            if const_expr(self.l2norm and not self.channel_decay):
                 _l2_normalize_rows(sK, tidx, K)
                 _async_visible()
                 cute.arch.sync_threads()
 
             # v_new = u - w S^T; the carried rows (v_new exp(last - gamma)) beside it
-            last_row = rows_left - 1
-            if rows_left > C:
-                last_row = C - 1
-            last = sGamma[last_row]
             v_new, crd_v = _acc(mma_v, tidx, C, BV)
             _wg_gemm(mma_v, tidx, v_new, sW, sS)
             cute.nvgpu.warpgroup.wait_group(0)
             u_part = mma_v.get_slice(tidx).partition_C(sU)
-            car_part = mma_v.get_slice(tidx).partition_C(sCar)
             vn_part = mma_v.get_slice(tidx).partition_C(sVn)
-            ra, rb = _row_pair(crd_v)
-            ta, tb = _tail(ra, rows_left, last, sGamma), _tail(rb, rows_left, last, sGamma)
-            for i in cutlass.range_constexpr(cute.size(v_new)):
-                val = u_part[i].to(Float32) - v_new[i]
-                vn_part[i] = val.to(io)
-                tail = tb
-                if crd_v[i][0] == ra:
-                    tail = ta
-                car_part[i] = (val * tail).to(io)
+            if const_expr(self.channel_decay):
+                for i in cutlass.range_constexpr(cute.size(v_new)):
+                    vn_part[i] = (u_part[i].to(Float32) - v_new[i]).to(io)
+                carried = sVn  # kd holds the decay to the chunk's end
+            else:
+                last_row = rows_left - 1
+                if rows_left > C:
+                    last_row = C - 1
+                last = sGamma[last_row]
+                car_part = mma_v.get_slice(tidx).partition_C(sCar)
+                ra, rb = _row_pair(crd_v)
+                ta, tb = _tail(ra, rows_left, last, sGamma), _tail(rb, rows_left, last, sGamma)
+                for i in cutlass.range_constexpr(cute.size(v_new)):
+                    val = u_part[i].to(Float32) - v_new[i]
+                    vn_part[i] = val.to(io)
+                    tail = tb
+                    if crd_v[i][0] == ra:
+                        tail = ta
+                    car_part[i] = (val * tail).to(io)
+                carried = sCar
             _async_visible()
             cute.arch.sync_threads()  # sCar and sVn complete
             _store_rows(s2g_v, tidx, sVn, _chunk_rows(mVnew, r0, h, BV, vb), rows_left)
 
-            # S^T = exp(last) S^T + k^T carried
-            decay = _exp(last)
-            for i in cutlass.range_constexpr(cute.size(state)):
-                state[i] = state[i] * decay
-            _wg_gemm(mma_s, tidx, state, _transposed(sK), _transposed(sCar))
+            # S^T = exp(last) S^T + k^T carried (channel_decay: row by row, exp(last) per channel)
+            if const_expr(self.channel_decay):
+                for i in cutlass.range_constexpr(cute.size(state)):
+                    state[i] = state[i] * sGamma[crd_s[i][0]]
+            else:
+                decay = _exp(last)
+                for i in cutlass.range_constexpr(cute.size(state)):
+                    state[i] = state[i] * decay
+            _wg_gemm(mma_s, tidx, state, _transposed(sK), _transposed(carried))
             cute.nvgpu.warpgroup.wait_group(0)
             if const_expr(nbuf == 2):
-                if tidx < C:
+                if tidx < gates:
                     sGammas[tidx, 1 - buf] = g_next
             cute.arch.sync_threads()  # every read of this chunk's tiles is done
 
@@ -639,6 +662,14 @@ class GdnSm90Fwd(OutputKernels):
             dst = thr_s.partition_C(_transposed(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0))))
             for i in cutlass.range_constexpr(cute.size(state)):
                 dst[i] = state[i].to(self.ht_t)
+
+    def _scan_gate(self, mGamma, r0, rows_left, slot, h, tidx):
+        """What `scan_wg` keeps per chunk for thread ``tidx`` (trace time): gamma of the chunk's row
+        ``tidx`` (0 past its rows), or with ``channel_decay`` exp(the chunk's last gamma) of key
+        channel ``tidx``."""
+        if self.channel_decay:
+            return _exp(Float32(mGamma[slot, h, tidx]))
+        return _gamma_row(mGamma, r0, rows_left, h, tidx)
 
 
 @cute.jit

@@ -233,22 +233,25 @@ def compiled_backward(key: Sm90BwdKey, arch: str = ARCH) -> Any:
     return _compiled(key, arch)
 
 
-def _compiled(key: Any, arch: str) -> Any:
+def _compiled(key: Any, arch: str, name: str | None = None, build: Any = None) -> Any:
+    """The compiled function for ``key``: from the process, the disk or ``build(key, arch)``
+    (`_compile` unless given; ``name``: the function's symbol in the stored object)."""
     found = _CACHE.get((key, arch))
     if found is not None:
         return found
-    name = BWD_FN_NAME if isinstance(key, Sm90BwdKey) else FN_NAME
+    name = name or (BWD_FN_NAME if isinstance(key, Sm90BwdKey) else FN_NAME)
+    build = build or _compile
     with _LOCK:
         found = _CACHE.get((key, arch))
         if found is None:
             disk = _disk()
             if disk is None:
-                found = _compile(key, arch)
+                found = build(key, arch)
             else:
                 found = disk.fetch(
                     _disk_key(key, arch),
                     load=lambda path: _load_object(path, name),
-                    build=lambda: _compile(key, arch),
+                    build=lambda: build(key, arch),
                     save=lambda fn, path: _save_object(fn, path, name),
                 )
             _CACHE[(key, arch)] = found
@@ -276,16 +279,18 @@ def _disk_key(key: Sm90Key, arch: str) -> str:
 
 
 def _source_digest() -> str:
-    """sha256 of the kernel modules (``gdn_sm90_*.py``: the kernels, their building blocks), this one
-    and the shared blocks (`pygraph.engines.cute_tiles`): what a compiled object is built from."""
+    """sha256 of the kernel modules (``gdn_sm90_*.py`` and ``kda_sm90_*.py``: the kernels, their
+    building blocks, the hosts) and the shared blocks (`pygraph.engines.cute_tiles`): what a
+    compiled object is built from."""
     digest = hashlib.sha256()
     here = Path(__file__).resolve().parent
     from pygraph.engines.cute_tiles import SOURCE as shared
 
     for path in (
         *sorted(here.glob("gdn_sm90_*.py")),
+        *sorted(here.glob("kda_sm90_*.py")),
         shared,
-    ):  # the kernels, their blocks, this one, the shared
+    ):  # the kernels, their blocks, the hosts, the shared
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()

@@ -55,7 +55,12 @@ class OutputKernels:
         """SPLIT: every chunk's output at once, from the state entering it and its v_new (the scan's).
         Grid: chunk slots x output heads x value blocks of BLOCK_V, on mma.sync; with WGMMA 2
         (``wgmma_output``) one CTA per chunk slot and head over the whole value dim, on warpgroup MMAs,
-        so q k^T is computed once per chunk instead of once per value block."""
+        so q k^T is computed once per chunk instead of once per value block.
+
+        With ``channel_decay`` (KDA, GDN-2; WGMMA 2 only) prepare has done the per-channel decays:
+        ``mQ`` is ``q exp(gamma)`` per output head (``k_group`` 1) and ``mK`` the chunk's scores P
+        [T, HO, 64] (decay-weighted, causal, 0 past the sequence), so o = scale (mQ S^T + P v_new)
+        and ``mGamma`` is not read."""
         K, C, io, whole = self.K, CHUNK, self.io, self.wgmma_output
         BV = self.V if const_expr(whole) else self.BV  # the value columns one CTA computes
         tidx, _, _ = cute.arch.thread_idx()
@@ -70,8 +75,9 @@ class OutputKernels:
             v_layout, v_swz = _row_major(C, BV)
             s_layout, s_swz = _row_major(BV, K)
             p_layout, p_swz = _row_major(C, C)
+            kda = self.channel_decay
             sQ = smem.allocate_tensor(io, k_layout, 1024, k_swz)
-            sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+            sK = None if const_expr(kda) else smem.allocate_tensor(io, k_layout, 1024, k_swz)
             sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
             sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
             sO = smem.allocate_tensor(io, v_layout, 1024, v_swz) if const_expr(whole) else None
@@ -80,15 +86,19 @@ class OutputKernels:
             g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
 
             _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
-            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
+            if const_expr(kda):
+                _load_rows(_g2s(io, C), tidx, _chunk_rows(mK, r0, h, C), sP, rows_left)
+            else:
+                _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
             _load_rows(g2s_v, tidx, _chunk_rows(mVnew, r0, h, BV, vb), sVn, rows_left)
             _load_rows(g2s_k, tidx, cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0)), sS, BV)
             cute.arch.cp_async_commit_group()
-            if tidx < C:
-                sGamma[tidx] = _gamma_row(mGamma, r0, rows_left, h, tidx)
+            if const_expr(not kda):
+                if tidx < C:
+                    sGamma[tidx] = _gamma_row(mGamma, r0, rows_left, h, tidx)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
-            if const_expr(self.l2norm):
+            if const_expr(self.l2norm and not kda):
                 _l2_normalize_rows(sQ, tidx, K)
                 _l2_normalize_rows(sK, tidx, K)
                 cute.arch.sync_threads()
@@ -96,7 +106,7 @@ class OutputKernels:
             if const_expr(whole):
                 _async_visible()
                 cute.arch.sync_threads()
-                _chunk_output_wg(tidx, sQ, sK, sS, sVn, sP, sO, sGamma, gO, rows_left, io, self.scale)
+                _chunk_output_wg(tidx, sQ, sK, sS, sVn, sP, sO, sGamma, gO, rows_left, io, self.scale, kda)
             else:
                 mma_cc, mma_cv = _tiled_mma(io, C, C), _tiled_mma(io, C, BV)
                 _chunk_output(
@@ -106,19 +116,53 @@ class OutputKernels:
 
 @cute.jit
 def _chunk_output_wg(
-    tidx, sQ, sK, sS, sVn, sP, sO, sGamma, gO, rows_left, io: cutlass.Constexpr, scale: cutlass.Constexpr
+    tidx,
+    sQ,
+    sK,
+    sS,
+    sVn,
+    sP,
+    sO,
+    sGamma,
+    gO,
+    rows_left,
+    io: cutlass.Constexpr,
+    scale: cutlass.Constexpr,
+    given_scores: cutlass.Constexpr = False,
 ):
     """`_chunk_output` on warpgroup MMAs for the whole value dim: o = scale (exp(gamma) q S^T +
     P v_new), P = (q k^T) exp(gamma_i - gamma_j) on the causal, real part; q S^T and q k^T issue
     together, P v_new reads v_new MN-major; o leaves through ``sO``, 16 bytes per store. The tiles
-    are complete and visible to the async proxy on entry."""
+    are complete and visible to the async proxy on entry. ``given_scores``: ``sP`` already holds P
+    and ``sQ`` the decayed q (KDA, GDN-2), so o = scale (sQ S^T + P v_new)."""
     C, V = CHUNK, cute.size(sVn, mode=[1])
-    mma_cc = _wg_mma(io, C, False, False)  # q k^T
     mma_qs = _wg_mma(io, V, False, False)  # q S^T: S [V, K] K-major
     mma_pv = _wg_mma(io, V, False, True)  # P v_new: v_new [C, V] read MN-major
+    out, crd_o = _acc(mma_qs, tidx, C, V)
+    if const_expr(given_scores):
+        _wg_gemm(mma_qs, tidx, out, sQ, sS)
+        cute.nvgpu.warpgroup.wait_group(0)
+    else:
+        _scores_wg(tidx, sQ, sK, sS, sP, sGamma, out, crd_o, mma_qs, rows_left, io)
+        _async_visible()
+        cute.arch.sync_threads()  # sP complete
+    _wg_gemm(mma_pv, tidx, out, sP, _transposed(sVn))
+    cute.nvgpu.warpgroup.wait_group(0)
+    o_part = mma_qs.get_slice(tidx).partition_C(sO)
+    for i in cutlass.range_constexpr(cute.size(out)):
+        o_part[i] = (out[i] * scale).to(io)
+    cute.arch.sync_threads()  # sO complete
+    _store_rows(_s2g(io, V), tidx, sO, gO, rows_left)
+
+
+@cute.jit
+def _scores_wg(tidx, sQ, sK, sS, sP, sGamma, out, crd_o, mma_qs, rows_left, io: cutlass.Constexpr):
+    """GDN's half of `_chunk_output_wg`: q k^T and q S^T issued together, then P (the decayed causal
+    scores of the real rows) into ``sP`` and ``out`` = exp(gamma) q S^T."""
+    C = CHUNK
+    mma_cc = _wg_mma(io, C, False, False)  # q k^T
     scores, crd_p = _acc(mma_cc, tidx, C, C)
     _wg_gemm(mma_cc, tidx, scores, sQ, sK)
-    out, crd_o = _acc(mma_qs, tidx, C, V)
     _wg_gemm(mma_qs, tidx, out, sQ, sS)
     cute.nvgpu.warpgroup.wait_group(0)
     pa, pb = _row_pair(crd_p)
@@ -140,15 +184,6 @@ def _chunk_output_wg(
         if crd_o[i][0] == oa:
             e = ea
         out[i] = out[i] * e
-    _async_visible()
-    cute.arch.sync_threads()  # sP complete
-    _wg_gemm(mma_pv, tidx, out, sP, _transposed(sVn))
-    cute.nvgpu.warpgroup.wait_group(0)
-    o_part = mma_qs.get_slice(tidx).partition_C(sO)
-    for i in cutlass.range_constexpr(cute.size(out)):
-        o_part[i] = (out[i] * scale).to(io)
-    cute.arch.sync_threads()  # sO complete
-    _store_rows(_s2g(io, V), tidx, sO, gO, rows_left)
 
 
 @cute.jit

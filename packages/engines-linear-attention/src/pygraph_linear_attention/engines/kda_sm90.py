@@ -1,0 +1,136 @@
+"""``kda_sm90`` and ``gdn2_sm90``: the ``kda`` and ``gdn2`` families' Hopper forward (CuTe DSL).
+
+``kernels/kda_sm90_fwd.py``: a prepare kernel that takes every per-channel decay (gamma, the
+decay-weighted products by sub-chunks, the WY transform, the decayed q and k), then gdn_sm90's
+split scan and whole-V output on warpgroup MMAs. They serve what ``kda_cutile`` / ``gdn2_cutile``
+serve within the CuTe DSL kernels' build (`engines.sm90.build_reason`: K and V of 64 or 128, every
+operand row-major contiguous, a_log and dt_bias FLOAT, 32-bit offsets), SM90 only. The plan is
+gdn_sm90's (`engines.sm90.GdnSm90Plan`: the declared geometry and 16-byte alignment checked per
+call, raw addresses into the compiled function). Opt-in (``PYGRAPH_ENABLE_OPT_IN_ENGINES``): they
+compile on the CPU, and have not run on a GPU yet.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from pygraph.engines.base import (
+    BaseEngine,
+    Capabilities,
+    CompiledPlan,
+    EngineRequest,
+    ExecutionContext,
+    PlanConfig,
+)
+from pygraph.errors import GraphNotSupportedError
+from pygraph.ir.dtypes import data_type
+from pygraph_linear_attention.analyzer import LinearAttentionFacts
+from pygraph_linear_attention.engines.cutile import _NAMES, facts_of
+from pygraph_linear_attention.engines.kda_cutile import _FEATURES, _operands, _support_reason, config_for
+from pygraph_linear_attention.engines.sm90 import GdnSm90Plan, build_reason
+from pygraph_linear_attention.kernels.gdn_sm90_host import search_steps
+from pygraph_linear_attention.kernels.kda_sm90_host import (
+    BLOCK_V_KDA_SM90,
+    POINTERS,
+    STAGES_KDA_SM90,
+    compiled_forward,
+    key_for,
+    workspace_bytes,
+    workspace_regions,
+)
+
+__all__ = ["Gdn2Sm90Engine", "KdaSm90Engine"]
+
+_INSTALL = "pip install 'pygraph-engines-linear-attention[cute]'"
+
+
+def _sizes(cfg: Any) -> tuple[int, ...]:
+    """The compiled function's 32-bit sizes (an absent per-head operand counts as one head per
+    output head, so no group divides by 0)."""
+    ho = cfg.heads_out
+    return (
+        cfg.tokens, cfg.sequences, search_steps(cfg.sequences), cfg.heads_qk, cfg.heads_v, ho,
+        cfg.heads_g or ho, cfg.heads_beta or ho, cfg.heads_w or ho, cfg.heads_a_log or ho,
+        cfg.heads_dt_bias or ho,
+    )  # fmt: skip
+
+
+class KdaSm90Engine(BaseEngine):
+    """``kda_sm90``: kda (forward) graphs. Knobs: BLOCK_V (the scan's value rows per CTA) and STAGES
+    (2: the scan prefetches the next chunk)."""
+
+    name = "kda_sm90"
+    op = "kda"
+    serves_backward = False
+    capabilities = Capabilities(
+        sm_lo=90,
+        sm_hi=90,
+        dtypes={data_type.BFLOAT16, data_type.HALF},
+        features=_FEATURES,
+        knob_domains={"BLOCK_V": BLOCK_V_KDA_SM90, "STAGES": STAGES_KDA_SM90},
+    )
+
+    def _facts(self, request: EngineRequest) -> LinearAttentionFacts:
+        return facts_of(self.name, request)
+
+    def check_support(self, request: EngineRequest) -> None:
+        facts = self._facts(request)
+        reason = (
+            _support_reason(facts, self.op, self.serves_backward)
+            or build_reason(facts, _operands(facts), chunk_states=True)
+            or self.capabilities.mismatch(facts, device=request.device)
+        )
+        if reason is not None:
+            raise GraphNotSupportedError(f"{self.name}: {reason}")
+        if importlib.util.find_spec("cutlass") is None:
+            raise ImportError(f"{self.name}: needs CuTe DSL ({_INSTALL})")
+
+    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int]:
+        """(BLOCK_V, STAGES) of the plan, checked against their domains and the value head dim."""
+        problem = self.capabilities.mismatch(facts, plan.knobs or {})
+        if problem is not None:
+            raise GraphNotSupportedError(f"{self.name}: {problem}")
+        knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
+        block_v, stages = knobs.get("BLOCK_V", BLOCK_V_KDA_SM90[0]), knobs.get("STAGES", STAGES_KDA_SM90[0])
+        if facts.head_dim_v % block_v:
+            raise GraphNotSupportedError(
+                f"{self.name}: BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
+            )
+        return block_v, stages
+
+    def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
+        facts = self._facts(request)
+        return workspace_bytes(config_for(facts, self._knobs(facts, plan)[0]))
+
+    def build_plan(
+        self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
+    ) -> CompiledPlan:
+        self.check_support(request)
+        facts = self._facts(request)
+        block_v, stages = self._knobs(facts, plan)
+        cfg = config_for(facts, block_v)
+        layout = request.layout
+        positions = {role: layout.position(t) for role, t in _operands(facts).items()}
+        declared = {role: layout.declared[p] for role, p in positions.items()}
+        for role, d in declared.items():
+            if d.dtype not in _NAMES:
+                raise GraphNotSupportedError(
+                    f"{self.name}: operand {role} has dtype {d.dtype.name}, not served"
+                )
+        names = {role: _NAMES[d.dtype] for role, d in declared.items()}
+        rows = tuple(
+            (role, pos, tuple(declared[role].shape), tuple(declared[role].stride))
+            for role, pos in positions.items()
+        )
+        compiled = compiled_forward(key_for(cfg, names, stages))
+        built = GdnSm90Plan(request.graph.name, compiled, rows, workspace_regions(cfg), _sizes(cfg), POINTERS)
+        built.engine_name = self.name  # its refusals name this engine
+        return built
+
+
+class Gdn2Sm90Engine(KdaSm90Engine):
+    """``gdn2_sm90``: gdn2 (forward) graphs, the same kernels with GDN-2's gates."""
+
+    name = "gdn2_sm90"
+    op = "gdn2"

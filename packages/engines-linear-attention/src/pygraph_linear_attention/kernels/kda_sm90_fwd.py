@@ -1,0 +1,394 @@
+"""The KDA and GDN-2 forward in CuTe DSL (the ``kda_sm90`` and ``gdn2_sm90`` engines): three kernels
+over 64-token chunks, the last two `gdn_sm90_fwd`'s own (its split scan and whole-V output on
+warpgroup MMAs, run with ``channel_decay``).
+
+1. `KdaSm90Fwd.prepare_kda` (grid: chunk slots x output heads, 128 threads) does everything that
+   carries a per-channel decay, so the scan and the output take plain operands:
+
+   - the gates, one key channel per thread: the bounded safe gate
+     ``lower_bound * sigmoid(exp(a_log) (g + dt_bias))`` where asked, and gamma, the cumulative sum
+     down the chunk ([64, K] fp32 in shared memory; rows past the sequence keep the last real row's);
+   - the decay-weighted products ``sum_c x_r[c] exp(gamma_r[c] - gamma_j[c]) k_j[c]`` by sub-chunks
+     of 16 rows (`chunked.py`'s ``sub_chunk`` form): rows of sub-chunk i scaled by
+     ``exp(gamma_r - ref_i)``, keys up to its end by ``exp(ref_i - gamma_j)``, ``ref_i`` its first
+     row's gamma, so across sub-chunks both factors are decays and inside one the key side grows
+     by at most ``exp(-15 min g)`` (``exp(75)`` at the safe gate's bound of -5). The factors are
+     bf16 whatever the io dtype (fp16 would overflow at ``exp(11)``), each product one
+     ``mma.sync`` of [16, K] x [K, 64]. With x = beta k (GDN-2: beta per channel) they give ``A``
+     (strictly lower), with x = q the chunk's scores ``P`` (causal, 0 past the sequence), stored
+     [T, HO, 64] in the io dtype;
+   - ``T = (I + A)^-1`` by `gdn_sm90_fwd._substitute` (exact fp32 forward substitution, a column a
+     thread), stored as ``T diag(beta)`` (KDA) or ``T`` (GDN-2) in the io dtype, then
+     ``u = T diag(beta) v`` (GDN-2: ``T (w_gate v)``) and ``w = T diag(beta) (k exp(gamma))``
+     (GDN-2: ``T (beta k exp(gamma))``);
+   - the decayed operands of the next kernels: ``q exp(gamma)``, ``k exp(last - gamma)`` (``last``
+     the chunk's last real row) and that last gamma [slots, HO, K] fp32.
+
+2. `GdnSm90Fwd.scan_wg` (grid: sequences x output heads x value blocks): the state carried
+   transposed in fp32 wgmma accumulators, ``v_new = u - w S^T``, ``S^T = diag(exp(last)) S^T +
+   (k exp(last - gamma))^T v_new``; stores each chunk's entering state and v_new.
+3. `GdnSm90Fwd.output` (grid: chunk slots x output heads, whole V):
+   ``o = scale ((q exp(gamma)) S^T + P v_new)``.
+
+Indices are 32-bit (the engine declines past 2^31 elements). No chunk table: the chunk slots and the
+binary search of ``cu_seqlens`` are `gdn_sm90_fwd`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils as utils
+from cutlass import Float32, Int32, const_expr
+
+from pygraph_linear_attention.kernels.gdn_sm90_fwd import GdnSm90Fwd, _substitute
+from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
+    CHUNK,
+    THREADS,
+    _acc,
+    _aligned,
+    _chunk_rows,
+    _exp,
+    _g2s,
+    _gemm,
+    _l2_normalize_rows,
+    _load_rows,
+    _row_major,
+    _slot_chunk,
+    _tile,
+    _tiled_mma,
+    _to_gmem,
+    _transposed,
+    _vector,
+)
+
+__all__ = ["SUB", "KdaSm90Fwd"]
+
+SUB = 16  # rows per sub-chunk of the decay-weighted products
+_PAIR = cutlass.BFloat16  # their factors' dtype: fp32's exponent range (the key side reaches exp(75))
+
+
+class KdaSm90Fwd(GdnSm90Fwd):
+    """One static configuration of the KDA (``gdn2`` False) or GDN-2 forward: dims, the scan's value
+    block and stages, dtypes and options. The scan and the output are GDN's (``channel_decay``)."""
+
+    channel_decay = True
+
+    def __init__(
+        self,
+        *,
+        key_dim: int,
+        value_dim: int,
+        block_v: int,
+        io_dtype: str,
+        beta_dtype: str,
+        h0_dtype: str,
+        ht_dtype: str,
+        cu_dtype: str,
+        scale: float,
+        gdn2: bool,
+        l2norm: bool,
+        beta_sigmoid: bool,
+        neg_eigval: bool,
+        safe_gate: bool,
+        has_a_log: bool,
+        has_dt_bias: bool,
+        lower_bound: float,
+        has_h0: bool,
+        store_ht: bool,
+        stages: int = 1,
+    ) -> None:
+        super().__init__(
+            key_dim=key_dim, value_dim=value_dim, block_v=block_v, io_dtype=io_dtype, beta_dtype=beta_dtype,
+            h0_dtype=h0_dtype, ht_dtype=ht_dtype, cu_dtype=cu_dtype, scale=scale, l2norm=l2norm,
+            beta_sigmoid=beta_sigmoid, neg_eigval=neg_eigval, safe_gate=safe_gate, has_dt_bias=has_dt_bias,
+            has_h0=has_h0, store_ht=store_ht, stages=stages, split=True, wgmma=2,
+        )  # fmt: skip
+        self.gdn2 = gdn2  # beta [T, HB, K] inside the erase read, and the write gate w [T, HW, V]
+        self.has_a_log = has_a_log
+        self.lower_bound = lower_bound
+
+    # ------------------------------------------------------------------ host side (traced once)
+    @cute.jit
+    def __call__(
+        self,
+        q_ptr: cute.Pointer,
+        k_ptr: cute.Pointer,
+        v_ptr: cute.Pointer,
+        g_ptr: cute.Pointer,
+        beta_ptr: cute.Pointer,
+        w_gate_ptr: cute.Pointer,
+        a_log_ptr: cute.Pointer,
+        dt_bias_ptr: cute.Pointer,
+        cu_ptr: cute.Pointer,
+        h0_ptr: cute.Pointer,
+        o_ptr: cute.Pointer,
+        ht_ptr: cute.Pointer,
+        glast_ptr: cute.Pointer,
+        qd_ptr: cute.Pointer,
+        kd_ptr: cute.Pointer,
+        w_ptr: cute.Pointer,
+        u_ptr: cute.Pointer,
+        p_ptr: cute.Pointer,
+        hs_ptr: cute.Pointer,
+        vnew_ptr: cute.Pointer,
+        tokens: Int32,
+        sequences: Int32,
+        search_steps: Int32,  # ceil(log2(sequences + 1)): the slot search's halvings
+        heads_qk: Int32,
+        heads_v: Int32,
+        heads_out: Int32,
+        heads_g: Int32,
+        heads_beta: Int32,
+        heads_w: Int32,
+        heads_a_log: Int32,
+        heads_dt_bias: Int32,
+        stream: Any,
+    ):
+        K, V, C = self.K, self.V, CHUNK
+
+        def rows(ptr, heads, dim, aligned=True):
+            """A [tokens, heads, dim] row-major view (rows 16-byte aligned where copied 16 bytes at a time)."""
+            stride = _aligned(heads * dim) if aligned else heads * dim
+            return cute.make_tensor(ptr, cute.make_layout((tokens, heads, dim), stride=(stride, dim, 1)))
+
+        mQ, mK, mV = rows(q_ptr, heads_qk, K), rows(k_ptr, heads_qk, K), rows(v_ptr, heads_v, V)
+        mG = rows(g_ptr, heads_g, K, False)
+        if const_expr(self.gdn2):
+            mBeta = rows(beta_ptr, heads_beta, K, False)
+        else:
+            mBeta = cute.make_tensor(beta_ptr, cute.make_layout((tokens, heads_beta), stride=(heads_beta, 1)))
+        mWg = rows(w_gate_ptr, heads_w, V, False)
+        mALog = cute.make_tensor(a_log_ptr, cute.make_layout((heads_a_log,)))
+        mDtBias = cute.make_tensor(dt_bias_ptr, cute.make_layout((heads_dt_bias, K), stride=(K, 1)))
+        mCu = cute.make_tensor(cu_ptr, cute.make_layout((sequences + 1,)))
+        state_shape = (sequences, heads_out, V, K)
+        state_stride = (heads_out * V * K, V * K, K, 1)
+        mH0 = cute.make_tensor(h0_ptr, cute.make_layout(state_shape, stride=state_stride))
+        mHt = cute.make_tensor(ht_ptr, cute.make_layout(state_shape, stride=state_stride))
+        mO = rows(o_ptr, heads_out, V)
+        slots = tokens // C + sequences + 1
+        mGlast = cute.make_tensor(
+            glast_ptr, cute.make_layout((slots, heads_out, K), stride=(heads_out * K, K, 1))
+        )
+        mQd, mKd, mW = rows(qd_ptr, heads_out, K), rows(kd_ptr, heads_out, K), rows(w_ptr, heads_out, K)
+        mU, mVnew, mP = rows(u_ptr, heads_out, V), rows(vnew_ptr, heads_out, V), rows(p_ptr, heads_out, C)
+        mHs = cute.make_tensor(
+            hs_ptr,
+            cute.make_layout((slots, heads_out, V, K), stride=(_aligned(heads_out * V * K), V * K, K, 1)),
+        )
+        groups = (
+            heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
+            heads_out // heads_w, heads_out // heads_a_log, heads_out // heads_dt_bias,
+        )  # fmt: skip
+        self.prepare_kda(
+            mQ, mK, mV, mG, mBeta, mWg, mALog, mDtBias, mCu, mGlast, mQd, mKd, mW, mU, mP, sequences,
+            search_steps, groups,
+        ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)  # fmt: skip
+        # the scan and the output read prepare's per-output-head operands: one output head per "k head"
+        self.scan_wg(mKd, mW, mU, mGlast, mCu, mH0, mHt, mHs, mVnew, Int32(1)).launch(
+            grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+        )
+        self.output(mQd, mP, mGlast, mCu, mHs, mVnew, mO, sequences, search_steps, Int32(1)).launch(
+            grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream
+        )
+
+    # ------------------------------------------------------------------ device side
+    @cute.kernel
+    def prepare_kda(
+        self,
+        mQ: cute.Tensor,
+        mK: cute.Tensor,
+        mV: cute.Tensor,
+        mG: cute.Tensor,  # [T, HG, K] fp32: the log decay per channel, or the safe gate's logits
+        mBeta: cute.Tensor,  # [T, HB] (KDA) or [T, HB, K] (GDN-2)
+        mWg: cute.Tensor,  # [T, HW, V] io: GDN-2's write gate
+        mALog: cute.Tensor,
+        mDtBias: cute.Tensor,  # [HD, K]
+        mCu: cute.Tensor,
+        mGlast: cute.Tensor,  # [slots, HO, K] fp32: each chunk's last gamma
+        mQd: cute.Tensor,  # [T, HO, K] io: q exp(gamma)
+        mKd: cute.Tensor,  # [T, HO, K] io: k exp(last - gamma)
+        mW: cute.Tensor,
+        mU: cute.Tensor,
+        mP: cute.Tensor,  # [T, HO, 64] io: the chunk's decay-weighted causal scores
+        sequences: Int32,
+        search_steps: Int32,
+        groups: Any,
+    ):
+        K, V, C, io = self.K, self.V, CHUNK, self.io
+        k_group, v_group, g_group, b_group, w_group, a_group, d_group = groups
+        tidx, _, _ = cute.arch.thread_idx()
+        slot, h, _ = cute.arch.block_idx()
+        hk, bh = h // k_group, h // b_group
+
+        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
+        rows_left = length - c * C
+        if c * C < length:
+            r0 = bos + c * C
+            smem = utils.SmemAllocator()
+            # 104 KB at K = V = 128: two CTAs an SM
+            sQ = _tile(smem, io, C, K)
+            sK = _tile(smem, io, C, K)
+            sGam = smem.allocate_tensor(Float32, cute.make_layout((C, K), stride=(K, 1)), 16)
+            # A (fp32), then (once the substitution has read it) T's scaled copy (io), as gdn_sm90's
+            raw_a = smem.allocate(C * C * 4, 1024)
+            sA = cute.make_tensor(
+                cute.recast_ptr(raw_a, dtype=Float32), cute.make_layout((C, C), stride=(C, 1))
+            )
+            t_layout, t_swz = _row_major(C, C)
+            sT = cute.make_tensor(cute.recast_ptr(raw_a, t_swz, dtype=io), t_layout)
+            # one 16 KB region, in turn: the key-side factors, v (u's operand), k exp(gamma) (w's)
+            raw_r = smem.allocate(C * max(K, V) * 2, 1024)
+            y_layout, y_swz = _row_major(C, K)
+            v_layout, v_swz = _row_major(C, V)
+            sY = cute.make_tensor(cute.recast_ptr(raw_r, y_swz, dtype=_PAIR), y_layout)
+            sV = cute.make_tensor(cute.recast_ptr(raw_r, v_swz, dtype=io), v_layout)
+            sKg = cute.make_tensor(cute.recast_ptr(raw_r, y_swz, dtype=io), y_layout)
+            sX = _tile(smem, _PAIR, SUB, K)
+            sQX = _tile(smem, _PAIR, SUB, K)
+            sBeta = _vector(smem)
+
+            g2s_k = _g2s(io, K)
+            _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
+            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
+            cute.arch.cp_async_commit_group()
+
+            # the gates, a key channel per thread: gamma = cumsum of the (safe) gate down the chunk; the
+            # gate past the sequence is 0, so those rows keep the last real row's gamma
+            if tidx < K:
+                rate = Float32(1.0)
+                bias = Float32(0.0)
+                if const_expr(self.safe_gate and self.has_a_log):
+                    rate = _exp(Float32(mALog[h // a_group]))
+                if const_expr(self.safe_gate and self.has_dt_bias):
+                    bias = Float32(mDtBias[h // d_group, tidx])
+                total = Float32(0.0)
+                for r in cutlass.range_constexpr(C):
+                    gate = Float32(0.0)
+                    if r < rows_left:
+                        gate = Float32(mG[r0 + r, h // g_group, tidx])
+                        if const_expr(self.safe_gate):
+                            gate = self.lower_bound / (1.0 + _exp(-(gate + bias) * rate))
+                    total = total + gate
+                    sGam[r, tidx] = total
+                mGlast[slot, h, tidx] = total
+            if const_expr(not self.gdn2):
+                if tidx < C:
+                    sBeta[tidx] = self._beta(mBeta, r0 + tidx, bh, 0, tidx < rows_left)
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            if const_expr(self.l2norm):
+                _l2_normalize_rows(sQ, tidx, K)
+                _l2_normalize_rows(sK, tidx, K)
+                cute.arch.sync_threads()
+
+            # the scan's and the output's operands: q exp(gamma), k exp(last - gamma)
+            last_row = rows_left - 1
+            if rows_left > C:
+                last_row = C - 1
+            for e in cutlass.range_constexpr(C * K // THREADS):
+                r, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
+                if r < rows_left:
+                    gam = sGam[r, col]
+                    mQd[r0 + r, h, col] = (sQ[r, col].to(Float32) * _exp(gam)).to(io)
+                    mKd[r0 + r, h, col] = (sK[r, col].to(Float32) * _exp(sGam[last_row, col] - gam)).to(io)
+
+            # A and P by sub-chunks: rows ref.. ref + 15 against the keys up to their end
+            mma_sub = _tiled_mma(_PAIR, SUB, C)
+            for i in cutlass.range_constexpr(C // SUB):
+                ref = i * SUB
+                for e in cutlass.range_constexpr(SUB * K // THREADS):
+                    rr, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
+                    r = ref + rr
+                    f = _exp(sGam[r, col] - sGam[ref, col])
+                    kx = sK[r, col].to(Float32) * f
+                    if const_expr(self.gdn2):
+                        kx = kx * self._beta(mBeta, r0 + r, bh, col, r < rows_left)
+                    sX[rr, col] = kx.to(_PAIR)
+                    sQX[rr, col] = (sQ[r, col].to(Float32) * f).to(_PAIR)
+                # keys past the sub-chunk's end are left as they are: their columns are masked below
+                for e in cutlass.range_constexpr((i + 1) * SUB * K // THREADS):
+                    r, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
+                    sY[r, col] = (sK[r, col].to(Float32) * _exp(sGam[ref, col] - sGam[r, col])).to(_PAIR)
+                cute.arch.sync_threads()
+                gram, crd = _acc(mma_sub, tidx, SUB, C)
+                _gemm(mma_sub, tidx, gram, sX, sY, False, False, _PAIR)
+                scores, _ = _acc(mma_sub, tidx, SUB, C)
+                _gemm(mma_sub, tidx, scores, sQX, sY, False, False, _PAIR)
+                for idx in cutlass.range_constexpr(cute.size(gram)):
+                    row, col = crd[idx][0] + ref, crd[idx][1]
+                    val = Float32(0.0)
+                    if row > col:
+                        val = gram[idx]
+                        if const_expr(not self.gdn2):
+                            val = val * sBeta[row]
+                    sA[row, col] = val
+                    if row < rows_left:
+                        p = Float32(0.0)
+                        if row >= col:
+                            p = scores[idx]
+                        mP[r0 + row, h, col] = p.to(io)
+                cute.arch.sync_threads()  # the factors are read; sA is complete
+
+            # v into the factors' region while T is solved
+            _load_rows(_g2s(io, V), tidx, _chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
+            cute.arch.cp_async_commit_group()
+            # column j of T = (I + A)^-1, a thread each (warps 0 and 1), stored scaled by beta_j (KDA)
+            if tidx < C:
+                x = cute.make_rmem_tensor((C,), Float32)
+                if tidx < 32:
+                    _substitute(sA, x, tidx, 0)
+                else:
+                    _substitute(sA, x, tidx, 32)
+                cute.arch.barrier(barrier_id=1, number_of_threads=C)  # both warps done reading A
+                col_scale = Float32(1.0)
+                if const_expr(not self.gdn2):
+                    col_scale = sBeta[tidx]
+                for i in cutlass.range_constexpr(C):
+                    sT[i, tidx] = (x[i] * col_scale).to(io)
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            if const_expr(self.gdn2):  # u = T (w_gate v)
+                for e in cutlass.range_constexpr(C * V // THREADS):
+                    r, col = (tidx + e * THREADS) // V, (tidx + e * THREADS) % V
+                    if r < rows_left:
+                        gated = sV[r, col].to(Float32) * mWg[r0 + r, h // w_group, col].to(Float32)
+                        sV[r, col] = gated.to(io)
+                cute.arch.sync_threads()
+            mma_cv = _tiled_mma(io, C, V)
+            u, crd_u = _acc(mma_cv, tidx, C, V)
+            _gemm(mma_cv, tidx, u, sT, _transposed(sV), False, True, io)
+            _to_gmem(mma_cv, tidx, u, crd_u, _chunk_rows(mU, r0, h, V), rows_left, io)
+            cute.arch.sync_threads()  # v is read
+
+            # w = T (k exp(gamma)) (GDN-2: beta per channel inside)
+            for e in cutlass.range_constexpr(C * K // THREADS):
+                r, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
+                kx = sK[r, col].to(Float32) * _exp(sGam[r, col])
+                if const_expr(self.gdn2):
+                    kx = kx * self._beta(mBeta, r0 + r, bh, col, r < rows_left)
+                sKg[r, col] = kx.to(io)
+            cute.arch.sync_threads()
+            mma_ck = _tiled_mma(io, C, K)
+            w, crd_w = _acc(mma_ck, tidx, C, K)
+            _gemm(mma_ck, tidx, w, sT, _transposed(sKg), False, True, io)
+            _to_gmem(mma_ck, tidx, w, crd_w, _chunk_rows(mW, r0, h, K), rows_left, io)
+
+    @cute.jit
+    def _beta(self, mBeta: cute.Tensor, tok: Int32, bh: Int32, col: Int32, valid: cutlass.Boolean):
+        """beta of token ``tok`` (KDA: its head's one value; GDN-2: channel ``col``) after the options,
+        0 where not ``valid`` (past the sequence: nothing is read)."""
+        wr = Float32(0.0)
+        if valid:
+            if const_expr(self.gdn2):
+                wr = Float32(mBeta[tok, bh, col].to(Float32))
+            else:
+                wr = Float32(mBeta[tok, bh].to(Float32))
+            if const_expr(self.beta_sigmoid):
+                wr = 1.0 / (1.0 + _exp(-wr))
+        if const_expr(self.neg_eigval):
+            wr = wr * 2.0
+        return wr

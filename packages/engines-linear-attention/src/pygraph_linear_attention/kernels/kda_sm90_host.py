@@ -1,0 +1,149 @@
+"""The host side of the CuTe DSL KDA / GDN-2 forward (``kda_sm90_fwd``): the compile key, the
+workspace carve and the compile (kept per process and on disk by `gdn_sm90_host`'s cache).
+
+The compiled function takes raw device addresses, 32-bit sizes and the stream. Its pointer
+arguments, in order, are `POINTERS`: q, k, v, g, beta, the write gate (GDN-2), a_log, dt_bias,
+cu_seqlens, initial state, o, final state, then the workspace's glast, qd, kd, w, u, p, hs and vnew;
+then tokens, sequences, the slot search's halvings and the head counts of q/k, v, the output, g,
+beta, w, a_log and dt_bias; then the stream. An absent optional operand is passed as the workspace's
+spare address: the branches that would read it are compiled out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+from pygraph_linear_attention.kernels import gdn_sm90_host
+from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK, Region, layout_regions
+from pygraph_linear_attention.kernels.gdn_sm90_host import ARCH, BLOCK_V_SM90, STAGES_SM90, prepare_slots
+from pygraph_linear_attention.kernels.kda_cutile_host import KdaCutileConfig
+
+__all__ = [
+    "BLOCK_V_KDA_SM90",
+    "FN_NAME",
+    "POINTERS",
+    "STAGES_KDA_SM90",
+    "KdaSm90Key",
+    "compiled_forward",
+    "key_for",
+    "workspace_bytes",
+    "workspace_regions",
+]
+
+# the scan's value rows per CTA and its shared buffers (gdn_sm90's knobs, the same scan kernel);
+# untimed on KDA: the order is gdn_sm90's measured one (BLOCK_V 32, STAGES 1 first)
+BLOCK_V_KDA_SM90 = BLOCK_V_SM90
+STAGES_KDA_SM90 = STAGES_SM90
+FN_NAME = "pygraph_kda_sm90_fwd"
+POINTERS = (
+    "q", "k", "v", "g", "beta", "w_gate", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht",
+    "glast", "qd", "kd", "w", "u", "p", "hs", "vnew",
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class KdaSm90Key:
+    """What one compiled KDA / GDN-2 forward is specialised for: dims, the scan's value block and
+    stages, dtypes (by name) and options."""
+
+    gdn2: bool
+    key_dim: int
+    value_dim: int
+    block_v: int
+    io_dtype: str
+    beta_dtype: str
+    h0_dtype: str  # "float32" when there is no initial state
+    ht_dtype: str  # "float32" when there is no final state
+    cu_dtype: str
+    scale: float
+    l2norm: bool
+    beta_sigmoid: bool
+    neg_eigval: bool
+    safe_gate: bool
+    has_a_log: bool
+    has_dt_bias: bool
+    lower_bound: float
+    has_h0: bool
+    store_ht: bool
+    stages: int = 1
+
+
+def key_for(cfg: KdaCutileConfig, names: dict[str, str], stages: int = 1) -> KdaSm90Key:
+    """The key of ``cfg`` with the operands' dtype names by role (beta, cu_seqlens, h0, ht)."""
+    f32 = "float32"
+    return KdaSm90Key(
+        gdn2=cfg.op == "gdn2", key_dim=cfg.key_dim, value_dim=cfg.value_dim, block_v=cfg.block_v,
+        io_dtype=cfg.io_dtype, beta_dtype=names["beta"], h0_dtype=names.get("h0", f32),
+        ht_dtype=names.get("ht", f32), cu_dtype=names["cu_seqlens"], scale=float(cfg.scale),
+        l2norm=cfg.use_qk_l2norm, beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval,
+        safe_gate=cfg.safe_gate, has_a_log=cfg.has_a_log, has_dt_bias=cfg.has_dt_bias,
+        lower_bound=float(cfg.gate_lower_bound), has_h0=cfg.has_initial_state, store_ht=cfg.output_final_state,
+        stages=stages,
+    )  # fmt: skip
+
+
+def workspace_regions(cfg: KdaCutileConfig) -> tuple[Region, ...]:
+    """Each chunk's last gamma (fp32 [slots, HO, K]); q exp(gamma), k exp(last - gamma), w, u, the
+    chunks' scores P [T, HO, 64], the per-chunk states and v_new (io dtype); the spare."""
+    t, ho, k, v, io = cfg.tokens, cfg.heads_out, cfg.key_dim, cfg.value_dim, cfg.io_dtype
+    slots = prepare_slots(cfg)
+    rows = [
+        ("glast", "float32", (slots, ho, k)), ("qd", io, (t, ho, k)), ("kd", io, (t, ho, k)),
+        ("w", io, (t, ho, k)), ("u", io, (t, ho, v)), ("p", io, (t, ho, CHUNK)),
+        ("hs", io, (slots, ho, v, k)), ("vnew", io, (t, ho, v)),
+    ]  # fmt: skip
+    return layout_regions([*rows, ("spare", "float32", (64,))])
+
+
+def workspace_bytes(cfg: KdaCutileConfig) -> int:
+    last = workspace_regions(cfg)[-1]
+    return last.offset + last.nbytes
+
+
+def compiled_forward(key: KdaSm90Key, arch: str = ARCH) -> Any:
+    """The compiled forward for ``key``, kept per process and on disk as `gdn_sm90_host` keeps
+    gdn_sm90's (the disk key holds the kernel sources' digest)."""
+    return gdn_sm90_host._compiled(key, arch, FN_NAME, _compile)
+
+
+def _compile(key: KdaSm90Key, arch: str) -> Any:
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    from pygraph_linear_attention.kernels.gdn_sm90_tiles import _DT
+    from pygraph_linear_attention.kernels.kda_sm90_fwd import KdaSm90Fwd
+
+    kernel = KdaSm90Fwd(
+        key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,
+        beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, ht_dtype=key.ht_dtype, cu_dtype=key.cu_dtype,
+        scale=key.scale, gdn2=key.gdn2, l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid,
+        neg_eigval=key.neg_eigval, safe_gate=key.safe_gate, has_a_log=key.has_a_log,
+        has_dt_bias=key.has_dt_bias, lower_bound=key.lower_bound, has_h0=key.has_h0, store_ht=key.store_ht,
+        stages=key.stages,
+    )  # fmt: skip
+    gmem = cute.AddressSpace.gmem
+
+    def ptr(dtype: str, align: int) -> Any:
+        return make_ptr(_DT[dtype], 0, gmem, assumed_align=align)
+
+    io, f32 = key.io_dtype, "float32"
+    cu = make_ptr(cutlass.Int64 if key.cu_dtype == "int64" else cutlass.Int32, 0, gmem, assumed_align=4)
+    pointers = [
+        # q k v g beta w_gate a_log dt_bias
+        ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(f32, 4), ptr(key.beta_dtype, 2), ptr(io, 2), ptr(f32, 4),
+        ptr(f32, 4),
+        # cu_seqlens h0 o ht
+        cu, ptr(key.h0_dtype, 4), ptr(io, 16), ptr(key.ht_dtype, 4),
+        # the workspace: glast qd kd w u p hs vnew
+        ptr(f32, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16),
+    ]  # fmt: skip
+    assert len(pointers) == len(POINTERS)
+    sizes = [cutlass.Int32(1)] * 11
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # trace-time advisories on the intended fully unrolled loops
+        return cute.compile(
+            kernel, *pointers, *sizes, make_fake_stream(), options=f"--enable-tvm-ffi --gpu-arch {arch}"
+        )

@@ -1,0 +1,207 @@
+"""kda_sm90 and gdn2_sm90 on the CPU: that they ship opt-in, their support rules (each decline naming
+the rule and the value), their call path with the compiled function replaced by a recorder (pointer
+order, sizes, the spare address of absent operands), the hook's order, and real CuTe DSL compiles of
+their kernels for sm_90a (no GPU needed). The device suite is `test_kda_cutile_sm90.py`'s cases."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+import pygraph
+from pygraph import data_type as dt
+from pygraph.environment import OPT_IN_ENV
+from pygraph_linear_attention.engines import kda_sm90 as engine_mod
+from pygraph_linear_attention.engines.kda_sm90 import Gdn2Sm90Engine, KdaSm90Engine
+from pygraph_linear_attention.kernels import kda_sm90_host as host
+from pygraph_linear_attention.kernels.gdn_sm90_host import search_steps
+from pygraph_linear_attention.kernels.kda_cutile_host import KdaCutileConfig
+
+_OPT_IN = "kda_sm90,gdn2_sm90"
+_NEEDS_CUTE = pytest.mark.skipif(
+    importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
+)
+
+
+def _graph(op="kda", t=130, n=3, h=2, hv=2, d=128, io=dt.BFLOAT16, *, state=False, final=False, q_stride=None,
+           safe=False, a_log_dtype=dt.FLOAT, sm=90, **attrs):  # fmt: skip
+    g = pygraph.Graph(name=op, io_data_type=io, sm_version=sm)
+    ho = max(h, hv)
+    ports = {
+        "q": g.tensor(name="q", dim=[t, h, d], stride=q_stride, data_type=io),
+        "k": g.tensor(name="k", dim=[t, h, d], data_type=io),
+        "v": g.tensor(name="v", dim=[t, hv, d], data_type=io),
+        "g": g.tensor(name="g", dim=[t, hv, d], data_type=dt.FLOAT),
+        "beta": g.tensor(name="beta", dim=[t, hv, d] if op == "gdn2" else [t, hv], data_type=dt.FLOAT),
+        "cu_seqlens": g.tensor(name="cu_seqlens", dim=[n + 1], data_type=dt.INT32),
+    }
+    if op == "gdn2":
+        ports["w"] = g.tensor(name="w", dim=[t, hv, d], data_type=io)
+    if state:
+        ports["initial_state"] = g.tensor(name="h0", dim=[n, ho, d, d], data_type=dt.FLOAT)
+    if safe:
+        ports["a_log"] = g.tensor(name="a_log", dim=[hv], data_type=a_log_dtype)
+        ports["dt_bias"] = g.tensor(name="dt_bias", dim=[hv, d], data_type=dt.FLOAT)
+        attrs["safe_gate"] = True
+    o, fs = getattr(g, op)(**ports, output_final_state=final, **attrs)
+    o.set_output(True)
+    if fs is not None:
+        fs.set_output(True).set_data_type(dt.FLOAT)
+    g.outputs_for_test = (o, fs)
+    return g
+
+
+def _engine(op):
+    return Gdn2Sm90Engine(20300) if op == "gdn2" else KdaSm90Engine(20200)
+
+
+def _decline(graph, op="kda") -> str:
+    with pytest.raises(pygraph.GraphNotSupportedError) as err:
+        _engine(op).check_support(graph.engine_request())
+    return str(err.value)
+
+
+def _plan_names(g) -> list[str]:
+    g.create_execution_plans()
+    return [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+
+
+def test_the_engines_ship_opt_in(monkeypatch):
+    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.delenv(OPT_IN_ENV, raising=False)
+    with pytest.raises(pygraph.GraphNotSupportedError):
+        _graph().create_execution_plans()
+    monkeypatch.setenv(OPT_IN_ENV, _OPT_IN)
+    assert _plan_names(_graph())[0] == "kda_sm90[BLOCK_V=32,STAGES=2]"
+
+
+@_NEEDS_CUTE
+@pytest.mark.parametrize("op", ["kda", "gdn2"])
+def test_accepts_the_forward_it_is_built_for(op):
+    _engine(op).check_support(
+        _graph(op, state=True, final=True, safe=True, use_qk_l2norm=True).engine_request()
+    )
+    _engine(op).check_support(_graph(op, d=64, h=1, hv=4).engine_request())
+
+
+@pytest.mark.parametrize(
+    ("op", "kwargs", "reason"),
+    [
+        ("kda", {"d": 256}, "kda_sm90: head dims K=256, V=256: each must be one of (64, 128)"),
+        ("gdn2", {"q_stride": [2 * 2 * 128, 128, 1]},
+         "gdn2_sm90: operand q (q) must be row-major contiguous [256, 128, 1], got stride [512, 128, 1]"),
+        ("kda", {"safe": True, "a_log_dtype": dt.BFLOAT16}, "kda_sm90: a_log must be FLOAT, got BFLOAT16"),
+        ("kda", {"t": 2**20, "n": 1, "h": 16, "hv": 16},
+         "kda_sm90: T x heads x head dim = 1048576 x 16 x 128 = 2147483648"),
+        ("gdn2", {"sm": 100}, "gdn2_sm90: requires SM90..SM90, found SM100"),
+    ],
+)  # fmt: skip
+def test_declines_naming_the_rule_and_the_value(op, kwargs, reason):
+    assert reason in _decline(_graph(op, **kwargs), op)
+
+
+def test_a_kda_graph_is_not_a_gdn2_one():
+    assert "gdn2_sm90: serves gdn2 graphs, this is a kda graph (served by kda_cutile)" in _decline(
+        _graph(), "gdn2"
+    )
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls, self.keys = [], []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    fn = _Recorder()
+    monkeypatch.setattr(engine_mod, "compiled_forward", lambda key: fn.keys.append(key) or fn)
+    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setenv(OPT_IN_ENV, _OPT_IN)
+    return fn
+
+
+def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(recorder):
+    t, n, h, d = 130, 3, 2, 128
+    g = _graph("gdn2", t=t, n=n, h=h, d=d, final=True)
+    names = _plan_names(g)
+    g.select_plan(names.index("gdn2_sm90[BLOCK_V=32,STAGES=2]"))
+    g.build_plans()
+    ports = ("q", "k", "v", "g", "beta", "w", "cu_seqlens")
+    addresses = {name: 0x100000 * (i + 1) for i, name in enumerate(ports)}
+    tensors = {g.find_tensor(name): addr for name, addr in addresses.items()}
+    o, final = g.outputs_for_test
+    tensors[o], tensors[final] = 0xA00000, 0xB00000
+    workspace = 0xC00000
+    g.execute(tensors, workspace=workspace)
+    (args,) = recorder.calls
+    pointers, sizes, stream = args[:20], args[20:-1], args[-1]
+    regions = pointers[12:20]  # glast qd kd w u p hs vnew, in the workspace's order
+    assert regions[0] == workspace and list(regions) == sorted(regions)
+    assert all(r % 256 == 0 for r in regions)
+    spare = pointers[6]
+    assert spare > regions[-1]  # a_log, dt_bias, h0 absent: the spare region, after the last
+    assert pointers[:12] == (
+        addresses["q"], addresses["k"], addresses["v"], addresses["g"], addresses["beta"], addresses["w"],
+        spare, spare, addresses["cu_seqlens"], spare, 0xA00000, 0xB00000,
+    )  # fmt: skip
+    assert sizes == (t, n, search_steps(n), h, h, h, h, h, h, h, h)
+    assert stream == 0
+    (key,) = recorder.keys
+    assert key.gdn2 and key.block_v == 32 and key.stages == 2 and key.store_ht and not key.has_h0
+
+
+def test_the_workspace_is_what_the_plan_carves(recorder):
+    g = _graph(t=4096, n=4, h=16, hv=16)
+    g.create_execution_plans()
+    g.build_plans()
+    assert g.selected_plan.name.startswith("kda_sm90[")
+    cfg = KdaCutileConfig(op="kda", tokens=4096, sequences=4, heads_qk=16, heads_v=16, key_dim=128,
+                          value_dim=128, io_dtype="bfloat16", scale=1.0)  # fmt: skip
+    assert g.get_workspace_size() == host.workspace_bytes(cfg)
+    names = [r.name for r in host.workspace_regions(cfg)]
+    assert names == ["glast", *host.POINTERS[13:], "spare"]
+
+
+def test_the_hook_puts_the_hopper_forward_first_with_gdn_sm90s_stages_rule(monkeypatch):
+    monkeypatch.setenv(OPT_IN_ENV, f"{_OPT_IN},kda_cutile,gdn2_cutile")
+    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
+    from pygraph_linear_attention.engines import kda_cutile
+
+    monkeypatch.setattr(kda_cutile, "_cutile_installed", lambda: True)
+    long_single = _plan_names(_graph(t=32768, n=1, h=16, hv=16))  # 64 scan CTAs at BLOCK_V 32
+    wide = _plan_names(_graph("gdn2", t=32768, n=8, h=16, hv=16))  # 512
+    assert long_single[:4] == [
+        "kda_sm90[BLOCK_V=32,STAGES=2]", "kda_sm90[BLOCK_V=32,STAGES=1]",
+        "kda_sm90[BLOCK_V=64,STAGES=2]", "kda_sm90[BLOCK_V=64,STAGES=1]",
+    ]  # fmt: skip
+    assert long_single[4].startswith("kda_cutile[")
+    assert wide[0] == "gdn2_sm90[BLOCK_V=32,STAGES=1]" and wide[4].startswith("gdn2_cutile[")
+
+
+@_NEEDS_CUTE
+@pytest.mark.parametrize(
+    ("op", "io", "d", "stages", "options"),
+    [
+        ("kda", "bfloat16", 128, 1, True),
+        ("gdn2", "float16", 64, 2, False),
+    ],
+    ids=["kda-bf16-d128-every-option", "gdn2-fp16-d64-stages2"],
+)
+def test_the_kernels_compile_for_sm90a_without_a_gpu(monkeypatch, tmp_path, op, io, d, stages, options):
+    monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))  # a compile, not a load from an earlier run
+    flags = dict(use_qk_l2norm=options, use_beta_sigmoid=options, allow_neg_eigval=options, safe_gate=options,
+                 has_a_log=options, has_dt_bias=options, has_initial_state=options, output_final_state=options)  # fmt: skip
+    cfg = KdaCutileConfig(op=op, tokens=256, sequences=2, heads_qk=2, heads_v=4, key_dim=d, value_dim=d,
+                          io_dtype=io, scale=0.1, block_v=32, **flags)  # fmt: skip
+    names = {"beta": io if op == "gdn2" else "float32", "cu_seqlens": "int64" if options else "int32"}
+    if options:
+        names |= {"h0": "bfloat16", "ht": "float32"}
+    key = host.key_for(cfg, names, stages)
+    fn = host.compiled_forward(key)
+    assert callable(fn)
+    assert host.compiled_forward(key) is fn  # kept for the process
+    assert list(tmp_path.rglob("*.o"))  # and on disk
