@@ -10,7 +10,8 @@
 # ops (the torch op's sm90 tests: opcheck, a side stream, a compiled training step), memcheck
 # (compute-sanitizer over the varlen-odd forward and backward cases, or MEMCHECK_CASES's; not in
 # all), kda (the forward tests of kda_cutile, gdn2_cutile, kda_sm90 and gdn2_sm90, K=backward the backwards (kda_cutile_bwd,
-# gdn2_cutile_bwd), and the kernels' compile for sm_80..sm_120; not in all), kdabench (bench_kda_gdn2: the
+# gdn2_cutile_bwd), and the kernels' compile for sm_80..sm_120; not in all), kdaops (the KDA and GDN-2 torch
+# ops' sm90 tests through each forward engine; not in all), kdabench (bench_kda_gdn2: the
 # anchors and the pygraph columns, forward through the graph, forward+backward through the torch op; not in
 # all), ncu KERNEL [SHAPE] [--bwd]
 # (Nsight Compute's per-source-line stall samples of one launch of a kernel, e.g. chunk_prepare, at a
@@ -23,7 +24,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
 part=all
-case "${1:-}" in all|fwd|sm90|sm90bwd|wgmma|bwd|fla|ops|memcheck|ncu|bench|kda|kdabench) part=$1; shift ;; esac
+case "${1:-}" in all|fwd|sm90|sm90bwd|wgmma|bwd|fla|ops|memcheck|ncu|bench|kda|kdaops|kdabench) part=$1; shift ;; esac
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
 python3 -c "import cuda.tile, torch; print('cuda.tile', cuda.tile.__version__, 'torch', torch.__version__)" 2>&1 | tee -a "$OUTDIR/device.txt"
 tests=packages/engines-linear-attention/tests/test_gdn_cutile_sm90.py  # run_tests (env.sh) reads it
@@ -43,6 +44,10 @@ fi
 if [ "$part" = kda ]; then
   tests=packages/engines-linear-attention/tests/test_kda_cutile_sm90.py run_tests "${K:-forward}" "kda_cutile_${K:-forward}_pytest.log"
   python3 -m pytest -p no:cacheprovider -q -rs packages/engines-linear-attention/tests/test_kda_cutile_compile.py 2>&1 | tail -3
+fi
+if [ "$part" = kdaops ]; then  # the KDA and GDN-2 torch ops through each forward engine
+  python3 -m pytest -m sm90 -p no:cacheprovider -q -rs -s --maxfail=5 packages/engines-linear-attention/tests/test_kda_ops_sm90.py \
+    2>&1 | tee "$OUTDIR/kda_ops_sm90_pytest.log" | grep -E ": o |steps|passed|failed|Error" | cut -c1-300
 fi
 if [ "$part" = kdabench ]; then
   python3 -m benchmarks.linear_attention.bench_kda_gdn2 "$@" 2>&1 | tee "$OUTDIR/bench_kda_gdn2.log"
