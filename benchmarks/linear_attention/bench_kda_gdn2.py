@@ -14,6 +14,8 @@ checked against pygraph's float64 references, then timed.
    `gated_delta_net_v2_reference`, beta [T, H, K] and w [T, H, V] in (0, 1); FLA's GDN-2 takes no
    beta logits, so its third set is skipped), relative errors printed. This fixes the conventions
    the engines are written to (FLA's state is [N, H, K, V], ours and cudnn-frontend's [N, HO, V, K]).
+   Our torch ops run as two more anchors, "pygraph-cutile" (the cuTile pair) and "pygraph-sm90"
+   (the CuTe DSL forward, the cuTile backward), each also against FLA's O and final state.
 2. Timing at the issue's shapes (H16, D128, bf16; unit-norm k rows, g = logsigmoid(normal) per
    channel, beta in (0, 1)): forward and forward+backward of each anchor, median of ``--rounds``
    cold-L2 rounds in rotated order (`benchmarks.harness.interleaved`), ms and tokens/s; the
@@ -125,6 +127,37 @@ def _fla(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:
     return o[0], final.transpose(-1, -2)  # FLA's state is [N, H, K, V]
 
 
+def _pygraph(engines: str):
+    """Our torch op (`kda_ops`) as a semantics anchor, with the KDA engines of ``engines`` ("cutile":
+    the cuTile pair; "sm90": the CuTe DSL forward, the cuTile backward) opted in."""
+
+    def run(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:
+        import os
+
+        from pygraph.environment import OPT_IN_ENV
+        from pygraph_linear_attention import op_graphs
+        from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention
+
+        forward = "kda_sm90,gdn2_sm90" if engines == "sm90" else "kda_cutile,gdn2_cutile"
+        os.environ[OPT_IN_ENV] = f"{forward},kda_cutile_bwd,gdn2_cutile_bwd"
+        op_graphs.GRAPHS.clear()  # plans of the other engine set are not reused
+        fn = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
+        kwargs: dict[str, Any] = {
+            "use_qk_l2norm_in_kernel": bool(options.get("use_qk_l2norm")),
+            "use_beta_sigmoid_in_kernel": bool(options.get("use_beta_sigmoid")),
+            "allow_neg_eigval": bool(options.get("allow_neg_eigval")),
+        }
+        if options.get("safe_gate"):
+            kwargs |= {"safe_gate": True, "gate_lower_bound": LOWER_BOUND}
+            kwargs |= {"a_log": leaves["a_log"], "dt_bias": leaves["dt_bias"]}
+        return fn(
+            *(leaves[n] for n in _grads(op)), inputs["cu_seqlens"], initial_state=leaves["initial_state"],
+            output_final_state=True, **kwargs,
+        )  # fmt: skip
+
+    return run
+
+
 def _cudnn(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:
     from cudnn.linear_attention import gated_delta_net_v2, kimi_delta_attention
 
@@ -149,7 +182,13 @@ def semantics(op: str, skip: set, log: list) -> None:
     """Each anchor of ``op`` against the float64 reference in every `SEMANTIC_CASES` option set."""
     import torch
 
-    anchors = [(n, f) for n, f in (("fla", _fla), ("cudnn", _cudnn)) if n not in skip]
+    every = (
+        ("fla", _fla),
+        ("cudnn", _cudnn),
+        ("pygraph-cutile", _pygraph("cutile")),
+        ("pygraph-sm90", _pygraph("sm90")),
+    )
+    anchors = [(n, f) for n, f in every if n.split("-")[0] not in skip]
     for case, options in SEMANTIC_CASES.items():
         inputs = _semantic_inputs(op, options)
         gen = torch.Generator(device="cuda").manual_seed(1)
@@ -157,6 +196,7 @@ def semantics(op: str, skip: set, log: list) -> None:
         d_final = torch.randn(inputs["initial_state"].shape, generator=gen, device="cuda")
         want = _reference(op, inputs, options, d_o, d_final)
         names = _names(op, options)
+        outputs = {}
         for anchor, run in anchors:
             if op == "gdn2" and anchor == "fla" and options.get("use_beta_sigmoid"):
                 continue  # FLA's GDN-2 takes beta post-activation only
@@ -169,12 +209,19 @@ def semantics(op: str, skip: set, log: list) -> None:
                 print(f"  semantics {op} {case} {anchor}: failed: {type(exc).__name__}: {str(exc)[:300]}")
                 log.append(f"semantics {op} {case} {anchor}: {type(exc).__name__}")
                 continue
+            outputs[anchor] = (o.detach(), final.detach())
             errors = {"o": _rel(o, want["o"]), "final": _rel(final, want["final"])}
             for n in names:
                 got = leaves[n].grad
                 errors[f"d{n}"] = float("nan") if got is None else _rel(got, want[f"d{n}"])
             text = " ".join(f"{k} {v:.2e}" for k, v in errors.items())
             print(f"  semantics {op} {case} {anchor} vs float64 reference: {text}")
+        for ours in ("pygraph-cutile", "pygraph-sm90"):  # ours against FLA's on the same inputs
+            if ours in outputs and "fla" in outputs:
+                (o, final), (fla_o, fla_final) = outputs[ours], outputs["fla"]
+                print(
+                    f"  semantics {op} {case} {ours} vs fla: o {_rel(o, fla_o):.2e} final {_rel(final, fla_final):.2e}"
+                )
 
 
 def _timing_inputs(op: str, lengths: tuple[int, ...]) -> dict:
