@@ -173,6 +173,18 @@ def _operands(facts: LinearAttentionFacts) -> dict[str, Any]:
     return {role: t for role, t in roles.items() if t is not None}
 
 
+def declared_operands(engine: str, request: EngineRequest, operands: dict[str, Any]) -> tuple[dict, dict]:
+    """The operands' (by role) pack positions and declared tensors; an operand whose dtype no
+    kernel takes is declined naming ``engine``, the role and the dtype."""
+    layout = request.layout
+    positions = {role: layout.position(t) for role, t in operands.items()}
+    declared = {role: layout.declared[p] for role, p in positions.items()}
+    for role, d in declared.items():
+        if d.dtype not in _NAMES:
+            raise GraphNotSupportedError(f"{engine}: operand {role} has dtype {d.dtype.name}, not served")
+    return positions, declared
+
+
 def _layout_reason(facts: LinearAttentionFacts) -> str | None:
     """The kernels read rows: every operand's last dim must be contiguous (stride 1)."""
     for role, t in _operands(facts).items():
@@ -390,14 +402,7 @@ class GdnCutileEngine(BaseEngine):
         if reason is not None:
             raise GraphNotSupportedError(f"{self.name}: {reason}")
         launch = _cutile_launch()
-        layout = request.layout
-        positions = {role: layout.position(t) for role, t in _operands(facts).items()}
-        declared = {role: layout.declared[p] for role, p in positions.items()}
-        for role, d in declared.items():
-            if d.dtype not in _NAMES:
-                raise GraphNotSupportedError(
-                    f"{self.name}: operand {role} has dtype {d.dtype.name}, not served"
-                )
+        positions, declared = declared_operands(self.name, request, _operands(facts))
         from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS
 
         occupancy = knobs.get("OCCUPANCY", OCCUPANCY[0])

@@ -30,11 +30,11 @@ from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.engines.cutile import (
     _INSTALL,
     _IO,
-    _NAMES,
     HEAD_DIMS,
     GdnCutilePlan,
     _cutile_installed,
     _cutile_launch,
+    declared_operands,
     facts_of,
 )
 from pygraph_linear_attention.kernels.kda_cutile_bwd_host import KdaCutileBwdConfig, launch_backward
@@ -263,14 +263,7 @@ class KdaCutileEngine(BaseEngine):
         facts = self._facts(request)
         cfg = config_for(facts, self._block_v(facts, plan))
         launch = _cutile_launch()
-        layout = request.layout
-        positions = {role: layout.position(t) for role, t in _operands(facts).items()}
-        declared = {role: layout.declared[p] for role, p in positions.items()}
-        for role, d in declared.items():
-            if d.dtype not in _NAMES:
-                raise GraphNotSupportedError(
-                    f"{self.name}: operand {role} has dtype {d.dtype.name}, not served"
-                )
+        positions, declared = declared_operands(self.name, request, _operands(facts))
         if facts.backward:
             from pygraph_linear_attention.kernels.kda_cutile_bwd import BWD_KERNELS as kernels
 

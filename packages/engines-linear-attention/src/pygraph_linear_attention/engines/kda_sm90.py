@@ -26,7 +26,7 @@ from pygraph.engines.base import (
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
-from pygraph_linear_attention.engines.cutile import _NAMES, facts_of
+from pygraph_linear_attention.engines.cutile import _NAMES, declared_operands, facts_of
 from pygraph_linear_attention.engines.kda_cutile import _FEATURES, _operands, _support_reason, config_for
 from pygraph_linear_attention.engines.sm90 import GdnSm90Plan, build_reason
 from pygraph_linear_attention.kernels.gdn_sm90_host import search_steps
@@ -110,14 +110,7 @@ class KdaSm90Engine(BaseEngine):
         facts = self._facts(request)
         block_v, stages = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
-        layout = request.layout
-        positions = {role: layout.position(t) for role, t in _operands(facts).items()}
-        declared = {role: layout.declared[p] for role, p in positions.items()}
-        for role, d in declared.items():
-            if d.dtype not in _NAMES:
-                raise GraphNotSupportedError(
-                    f"{self.name}: operand {role} has dtype {d.dtype.name}, not served"
-                )
+        positions, declared = declared_operands(self.name, request, _operands(facts))
         names = {role: _NAMES[d.dtype] for role, d in declared.items()}
         rows = tuple(
             (role, pos, tuple(declared[role].shape), tuple(declared[role].stride))

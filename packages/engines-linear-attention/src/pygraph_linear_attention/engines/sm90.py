@@ -35,6 +35,7 @@ from pygraph_linear_attention.engines.cutile import (
     _row_major,
     _support_reason,
     config_for,
+    declared_operands,
     facts_of,
 )
 from pygraph_linear_attention.kernels.gdn_sm90_host import (
@@ -267,14 +268,7 @@ class GdnSm90Engine(BaseEngine):
 
     def _declared(self, request: EngineRequest, facts: LinearAttentionFacts) -> tuple[dict, dict, dict]:
         """The operands' pack positions, declared tensors and dtype names by role."""
-        layout = request.layout
-        positions = {role: layout.position(t) for role, t in _operands(facts).items()}
-        declared = {role: layout.declared[p] for role, p in positions.items()}
-        for role, d in declared.items():
-            if d.dtype not in _NAMES:
-                raise GraphNotSupportedError(
-                    f"{self.name}: operand {role} has dtype {d.dtype.name}, not served"
-                )
+        positions, declared = declared_operands(self.name, request, _operands(facts))
         return positions, declared, {role: _NAMES[d.dtype] for role, d in declared.items()}
 
 

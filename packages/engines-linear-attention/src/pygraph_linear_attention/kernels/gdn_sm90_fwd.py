@@ -69,6 +69,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
     _transposed,
     _wg_gemm,
     _wg_mma,
+    _wy_rows_to_gmem,
 )
 
 
@@ -349,16 +350,8 @@ class GdnSm90Fwd(OutputKernels):
             cute.arch.sync_threads()
 
             # w = Tk k, u = Tv v: B is k / v read column-wise (N = K or V, K = the chunk)
-            mma_ck = _tiled_mma(io, C, K)
-            w, crd_w = _acc(mma_ck, tidx, C, K)
-            _gemm(mma_ck, tidx, w, sTk, _transposed(sK), False, True, io)
-            gW = _chunk_rows(mW, r0, h, K)
-            _to_gmem(mma_ck, tidx, w, crd_w, gW, rows_left, io)
-            mma_cv = _tiled_mma(io, C, V)
-            u, crd_u = _acc(mma_cv, tidx, C, V)
-            _gemm(mma_cv, tidx, u, sTv, _transposed(sV), False, True, io)
-            gU = _chunk_rows(mU, r0, h, V)
-            _to_gmem(mma_cv, tidx, u, crd_u, gU, rows_left, io)
+            _wy_rows_to_gmem(tidx, sTk, sK, _chunk_rows(mW, r0, h, K), rows_left, io, K)
+            _wy_rows_to_gmem(tidx, sTv, sV, _chunk_rows(mU, r0, h, V), rows_left, io, V)
             if tidx < rows_left and tidx < C:
                 mGamma[r0 + tidx, h] = sGamma[tidx]
 
@@ -566,12 +559,13 @@ class GdnSm90Fwd(OutputKernels):
         g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
         tiles = (None, mK, mW, mU, hk, h, vb, K, BV)
         chunks = cute.ceil_div(length, C)
-        first_slot = bos // C + n  # the chunk slot of the sequence's chunk 0 (prepare's)
+        # (channel_decay: chunk c's slot is bos // C + n + c, prepare's; reading the slot one past a
+        # sequence's chunks, or an empty sequence's, stays inside the [slots, HO, K] gates and is unused)
         if const_expr(nbuf == 2):
             _load_chunk(g2s_k, g2s_v, tidx, tiles, bos, length, (None, sKs, sWs, sUs), 0, False)
             cute.arch.cp_async_commit_group()
-            if tidx < gates and chunks > 0:
-                sGammas[tidx, 0] = self._scan_gate(mGamma, bos, length, first_slot, h, tidx)
+            if tidx < gates:
+                sGammas[tidx, 0] = self._scan_gate(mGamma, bos, length, bos // C + n, h, tidx)
 
         for c in cutlass.range(chunks, unroll=1):
             r0 = bos + c * C
@@ -592,13 +586,13 @@ class GdnSm90Fwd(OutputKernels):
                         False,
                     )
                 cute.arch.cp_async_commit_group()
-                if tidx < gates and c + 1 < chunks:
-                    g_next = self._scan_gate(mGamma, r0 + C, rows_left - C, first_slot + c + 1, h, tidx)
+                if tidx < gates:
+                    g_next = self._scan_gate(mGamma, r0 + C, rows_left - C, bos // C + n + c + 1, h, tidx)
             else:
                 _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, (None, sKs, sWs, sUs), 0, False)
                 cute.arch.cp_async_commit_group()
                 if tidx < gates:
-                    sGammas[tidx, 0] = self._scan_gate(mGamma, r0, rows_left, first_slot + c, h, tidx)
+                    sGammas[tidx, 0] = self._scan_gate(mGamma, r0, rows_left, bos // C + n + c, h, tidx)
             sK, sW = sKs[None, None, buf], sWs[None, None, buf]
             sU, sGamma = sUs[None, None, buf], sGammas[None, buf]
             # the entering state: its io copy for the product, and from it to the workspace (`output`)
@@ -606,7 +600,7 @@ class GdnSm90Fwd(OutputKernels):
             cute.arch.cp_async_wait_group(nbuf - 1)
             _async_visible()
             cute.arch.sync_threads()
-            slot = first_slot + c
+            slot = bos // C + n + c
             _store_rows(s2g_k, tidx, sS, cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0)), BV)
             if const_expr(self.l2norm and not self.channel_decay):
                 _l2_normalize_rows(sK, tidx, K)
@@ -614,21 +608,23 @@ class GdnSm90Fwd(OutputKernels):
                 cute.arch.sync_threads()
 
             # v_new = u - w S^T; the carried rows (v_new exp(last - gamma)) beside it
-            v_new, crd_v = _acc(mma_v, tidx, C, BV)
-            _wg_gemm(mma_v, tidx, v_new, sW, sS)
-            cute.nvgpu.warpgroup.wait_group(0)
-            u_part = mma_v.get_slice(tidx).partition_C(sU)
-            vn_part = mma_v.get_slice(tidx).partition_C(sVn)
-            if const_expr(self.channel_decay):
-                for i in cutlass.range_constexpr(cute.size(v_new)):
-                    vn_part[i] = (u_part[i].to(Float32) - v_new[i]).to(io)
-                carried = sVn  # kd holds the decay to the chunk's end
-            else:
+            if const_expr(not self.channel_decay):
                 last_row = rows_left - 1
                 if rows_left > C:
                     last_row = C - 1
                 last = sGamma[last_row]
+            v_new, crd_v = _acc(mma_v, tidx, C, BV)
+            _wg_gemm(mma_v, tidx, v_new, sW, sS)
+            cute.nvgpu.warpgroup.wait_group(0)
+            u_part = mma_v.get_slice(tidx).partition_C(sU)
+            if const_expr(self.channel_decay):
+                vn_part = mma_v.get_slice(tidx).partition_C(sVn)
+                for i in cutlass.range_constexpr(cute.size(v_new)):
+                    vn_part[i] = (u_part[i].to(Float32) - v_new[i]).to(io)
+                carried = sVn  # kd holds the decay to the chunk's end
+            else:
                 car_part = mma_v.get_slice(tidx).partition_C(sCar)
+                vn_part = mma_v.get_slice(tidx).partition_C(sVn)
                 ra, rb = _row_pair(crd_v)
                 ta, tb = _tail(ra, rows_left, last, sGamma), _tail(rb, rows_left, last, sGamma)
                 for i in cutlass.range_constexpr(cute.size(v_new)):

@@ -136,14 +136,20 @@ def _chunk_output_wg(
     are complete and visible to the async proxy on entry. ``given_scores``: ``sP`` already holds P
     and ``sQ`` the decayed q (KDA, GDN-2), so o = scale (sQ S^T + P v_new)."""
     C, V = CHUNK, cute.size(sVn, mode=[1])
+    mma_cc = _wg_mma(io, C, False, False)  # q k^T
     mma_qs = _wg_mma(io, V, False, False)  # q S^T: S [V, K] K-major
     mma_pv = _wg_mma(io, V, False, True)  # P v_new: v_new [C, V] read MN-major
-    out, crd_o = _acc(mma_qs, tidx, C, V)
     if const_expr(given_scores):
+        out, crd_o = _acc(mma_qs, tidx, C, V)
         _wg_gemm(mma_qs, tidx, out, sQ, sS)
         cute.nvgpu.warpgroup.wait_group(0)
     else:
-        _scores_wg(tidx, sQ, sK, sS, sP, sGamma, out, crd_o, mma_qs, rows_left, io)
+        scores, crd_p = _acc(mma_cc, tidx, C, C)
+        _wg_gemm(mma_cc, tidx, scores, sQ, sK)
+        out, crd_o = _acc(mma_qs, tidx, C, V)
+        _wg_gemm(mma_qs, tidx, out, sQ, sS)
+        cute.nvgpu.warpgroup.wait_group(0)
+        _decayed_scores(tidx, scores, crd_p, mma_cc, sP, sGamma, out, crd_o, rows_left, io)
         _async_visible()
         cute.arch.sync_threads()  # sP complete
     _wg_gemm(mma_pv, tidx, out, sP, _transposed(sVn))
@@ -156,15 +162,9 @@ def _chunk_output_wg(
 
 
 @cute.jit
-def _scores_wg(tidx, sQ, sK, sS, sP, sGamma, out, crd_o, mma_qs, rows_left, io: cutlass.Constexpr):
-    """GDN's half of `_chunk_output_wg`: q k^T and q S^T issued together, then P (the decayed causal
-    scores of the real rows) into ``sP`` and ``out`` = exp(gamma) q S^T."""
-    C = CHUNK
-    mma_cc = _wg_mma(io, C, False, False)  # q k^T
-    scores, crd_p = _acc(mma_cc, tidx, C, C)
-    _wg_gemm(mma_cc, tidx, scores, sQ, sK)
-    _wg_gemm(mma_qs, tidx, out, sQ, sS)
-    cute.nvgpu.warpgroup.wait_group(0)
+def _decayed_scores(tidx, scores, crd_p, mma_cc, sP, sGamma, out, crd_o, rows_left, io: cutlass.Constexpr):
+    """GDN's part of `_chunk_output_wg`, from q k^T and q S^T: P (the decayed causal scores of the real
+    rows) into ``sP`` and ``out`` = exp(gamma) q S^T."""
     pa, pb = _row_pair(crd_p)
     ga, gb = sGamma[pa], sGamma[pb]
     p_part = mma_cc.get_slice(tidx).partition_C(sP)

@@ -170,6 +170,15 @@ def _to_gmem(tiled_mma, tidx, acc, crd, g_tile, rows_left, dtype: cutlass.Conste
             dst[i] = acc[i].to(dtype)
 
 
+def _wy_rows_to_gmem(tidx, sT, s_rows, g_tile, rows_left, io, n: int):
+    """``g_tile`` = sT [C, C] @ s_rows [C, n] (the WY transform's w or u: T, scaled, times the chunk's
+    rows as loaded, read column-wise), its rows before ``rows_left`` stored in the io dtype."""
+    mma = _tiled_mma(io, CHUNK, n)
+    acc, crd = _acc(mma, tidx, CHUNK, n)
+    _gemm(mma, tidx, acc, sT, _transposed(s_rows), False, True, io)
+    _to_gmem(mma, tidx, acc, crd, g_tile, rows_left, io)
+
+
 def _row_inv_norm(s_tile, row, lane, D: int):
     """1 / max(||row||, 1e-12) of row ``row`` of the shared (C, D) tile (torch's F.normalize floor),
     in every lane of the warp: each lane sums D / 32 columns, then a butterfly over the warp."""

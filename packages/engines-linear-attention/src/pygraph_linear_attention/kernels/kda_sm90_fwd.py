@@ -59,9 +59,8 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
     _slot_chunk,
     _tile,
     _tiled_mma,
-    _to_gmem,
-    _transposed,
     _vector,
+    _wy_rows_to_gmem,
 )
 
 __all__ = ["SUB", "KdaSm90Fwd"]
@@ -358,10 +357,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
                         gated = sV[r, col].to(Float32) * mWg[r0 + r, h // w_group, col].to(Float32)
                         sV[r, col] = gated.to(io)
                 cute.arch.sync_threads()
-            mma_cv = _tiled_mma(io, C, V)
-            u, crd_u = _acc(mma_cv, tidx, C, V)
-            _gemm(mma_cv, tidx, u, sT, _transposed(sV), False, True, io)
-            _to_gmem(mma_cv, tidx, u, crd_u, _chunk_rows(mU, r0, h, V), rows_left, io)
+            _wy_rows_to_gmem(tidx, sT, sV, _chunk_rows(mU, r0, h, V), rows_left, io, V)
             cute.arch.sync_threads()  # v is read
 
             # w = T (k exp(gamma)) (GDN-2: beta per channel inside)
@@ -372,10 +368,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
                     kx = kx * self._beta(mBeta, r0 + r, bh, col, r < rows_left)
                 sKg[r, col] = kx.to(io)
             cute.arch.sync_threads()
-            mma_ck = _tiled_mma(io, C, K)
-            w, crd_w = _acc(mma_ck, tidx, C, K)
-            _gemm(mma_ck, tidx, w, sT, _transposed(sKg), False, True, io)
-            _to_gmem(mma_ck, tidx, w, crd_w, _chunk_rows(mW, r0, h, K), rows_left, io)
+            _wy_rows_to_gmem(tidx, sT, sKg, _chunk_rows(mW, r0, h, K), rows_left, io, K)
 
     @cute.jit
     def _beta(self, mBeta: cute.Tensor, tok: Int32, bh: Int32, col: Int32, valid: cutlass.Boolean):
