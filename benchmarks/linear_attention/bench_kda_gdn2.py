@@ -127,6 +127,19 @@ def _fla(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:
     return o[0], final.transpose(-1, -2)  # FLA's state is [N, H, K, V]
 
 
+def _op_options(options: dict, leaves: dict) -> dict[str, Any]:
+    """A semantics option set as keywords of the ANCHOR.md signature (cudnn-frontend's ops and ours)."""
+    kwargs: dict[str, Any] = {
+        "use_qk_l2norm_in_kernel": bool(options.get("use_qk_l2norm")),
+        "use_beta_sigmoid_in_kernel": bool(options.get("use_beta_sigmoid")),
+        "allow_neg_eigval": bool(options.get("allow_neg_eigval")),
+    }
+    if options.get("safe_gate"):
+        kwargs |= {"safe_gate": True, "gate_lower_bound": LOWER_BOUND}
+        kwargs |= {"a_log": leaves["a_log"], "dt_bias": leaves["dt_bias"]}
+    return kwargs
+
+
 def _pygraph(engines: str):
     """Our torch op (`kda_ops`) as a semantics anchor, with the KDA engines of ``engines`` ("cutile":
     the cuTile pair; "sm90": the CuTe DSL forward, the cuTile backward) opted in."""
@@ -142,14 +155,7 @@ def _pygraph(engines: str):
         os.environ[OPT_IN_ENV] = f"{forward},kda_cutile_bwd,gdn2_cutile_bwd"
         op_graphs.GRAPHS.clear()  # plans of the other engine set are not reused
         fn = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
-        kwargs: dict[str, Any] = {
-            "use_qk_l2norm_in_kernel": bool(options.get("use_qk_l2norm")),
-            "use_beta_sigmoid_in_kernel": bool(options.get("use_beta_sigmoid")),
-            "allow_neg_eigval": bool(options.get("allow_neg_eigval")),
-        }
-        if options.get("safe_gate"):
-            kwargs |= {"safe_gate": True, "gate_lower_bound": LOWER_BOUND}
-            kwargs |= {"a_log": leaves["a_log"], "dt_bias": leaves["dt_bias"]}
+        kwargs = _op_options(options, leaves)
         return fn(
             *(leaves[n] for n in _grads(op)), inputs["cu_seqlens"], initial_state=leaves["initial_state"],
             output_final_state=True, **kwargs,
@@ -162,15 +168,7 @@ def _cudnn(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any
     from cudnn.linear_attention import gated_delta_net_v2, kimi_delta_attention
 
     run = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
-
-    kwargs: dict[str, Any] = {
-        "use_qk_l2norm_in_kernel": bool(options.get("use_qk_l2norm")),
-        "use_beta_sigmoid_in_kernel": bool(options.get("use_beta_sigmoid")),
-        "allow_neg_eigval": bool(options.get("allow_neg_eigval")),
-    }
-    if options.get("safe_gate"):
-        kwargs |= {"safe_gate": True, "gate_lower_bound": LOWER_BOUND}
-        kwargs |= {"a_log": leaves["a_log"], "dt_bias": leaves["dt_bias"]}
+    kwargs = _op_options(options, leaves)
     o, final = run(
         *(leaves[n] for n in _grads(op)), inputs["cu_seqlens"], initial_state=leaves["initial_state"],
         output_final_state=True, **kwargs,
