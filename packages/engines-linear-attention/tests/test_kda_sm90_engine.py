@@ -178,8 +178,13 @@ def test_the_hook_puts_the_hopper_forward_first_with_gdn_sm90s_stages_rule(monke
         "kda_sm90[BLOCK_V=32,STAGES=2]", "kda_sm90[BLOCK_V=32,STAGES=1]",
         "kda_sm90[BLOCK_V=64,STAGES=2]", "kda_sm90[BLOCK_V=64,STAGES=1]",
     ]  # fmt: skip
-    assert long_single[4].startswith("kda_cutile[")
-    assert wide[0] == "gdn2_sm90[BLOCK_V=32,STAGES=1]" and wide[4].startswith("gdn2_cutile[")
+    # then the cuTile forward, BLOCK_V by gdn_cutile's rule: 32 first under half the SMs at 64 (32
+    # programs), 64 first past it (256)
+    assert long_single[4:] == ["kda_cutile[BLOCK_V=32]", "kda_cutile[BLOCK_V=64]"]
+    assert wide[0] == "gdn2_sm90[BLOCK_V=32,STAGES=1]" and wide[4:] == [
+        "gdn2_cutile[BLOCK_V=64]",
+        "gdn2_cutile[BLOCK_V=32]",
+    ]
 
 
 @_NEEDS_CUTE

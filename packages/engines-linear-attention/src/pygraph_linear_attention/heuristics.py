@@ -13,7 +13,7 @@ CTAs per SM) and after them elsewhere. No backend lowers
 these ops, so the backend's block is empty; it keeps its place after ours. ``kda`` and ``gdn2``:
 their CuTe DSL forwards (``kda_sm90``, ``gdn2_sm90``, opt-in, `kda_sm90_order`), then their cuTile
 engines (``kda_cutile``, ``gdn2_cutile`` and the ``_bwd`` of each, opt-in) at each
-BLOCK_V that tiles V, 64 first (untimed: gdn_cutile's preference where its scan's grid is large);
+BLOCK_V that tiles V in `block_v_order`'s order (untimed on these: gdn_cutile's measured rule);
 otherwise the backend's
 block (empty: planning raises `pygraph.GraphNotSupportedError` naming each slot's reason).
 """
@@ -33,6 +33,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import (
     STAGES_SM90,
     chunk_state_elements,
 )
+from pygraph_linear_attention.kernels.kda_cutile_host import BLOCK_V as KDA_BLOCK_V
 
 __all__ = ["block_v_order", "kda_sm90_order", "recommend", "sm90_order", "split_first"]
 
@@ -79,7 +80,9 @@ def recommend(
         channel = f"{facts.op}_cutile_bwd" if facts.backward else f"{facts.op}_cutile"
         ours = []
         if channel in offered:
-            blocks = [b for b in (64, 32) if facts.head_dim_v % b == 0]
+            # gdn_cutile's measured BLOCK_V rule for the same scan shape (`block_v_order`: 32 first where
+            # the scan's grid at 64 fills under half the SMs, as a long single sequence's), untimed here
+            blocks = [b for b in block_v_order(facts) if b in KDA_BLOCK_V]
             ours = [PlanConfig(offered[channel], {"BLOCK_V": b}) for b in blocks]
         # kda_sm90 / gdn2_sm90 (CuTe DSL, forward) before them, untimed: their scan and output are
         # gdn_sm90's, ordered as gdn_sm90's were measured (`kda_sm90_order`)

@@ -39,6 +39,7 @@ from pygraph_linear_attention.engines.cutile import (
 )
 from pygraph_linear_attention.kernels.kda_cutile_bwd_host import KdaCutileBwdConfig, launch_backward
 from pygraph_linear_attention.kernels.kda_cutile_host import (
+    BLOCK_V,
     DEFAULT_LOWER_BOUND,
     KdaCutileConfig,
     launch_forward,
@@ -53,7 +54,6 @@ __all__ = [
     "config_for",
 ]
 
-BLOCK_V = (64, 32)  # knob BLOCK_V: value rows of the state one scan program carries
 # the backward's gradient scan does not compile for these (cuTile 1.7 / tileiras 13.4, checked
 # 2026-12-04 on the CPU with export_kernel; its row-product form compiles there but spills 160 KB
 # per thread, so the engines decline rather than ship it)

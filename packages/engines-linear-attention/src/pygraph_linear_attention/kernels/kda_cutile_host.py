@@ -22,8 +22,9 @@ from pygraph_linear_attention.kernels.gdn_cutile_host import (
     layout_regions,
 )
 
-__all__ = ["LAUNCHES", "SUB_CHUNK", "KdaCutileConfig", "kernel_arguments", "launch_forward"]
+__all__ = ["BLOCK_V", "LAUNCHES", "SUB_CHUNK", "KdaCutileConfig", "kernel_arguments", "launch_forward"]
 
+BLOCK_V = (64, 32)  # the engines' knob BLOCK_V: value rows of the state one scan program carries
 SUB_CHUNK = 16  # rows per sub-chunk of the decay-weighted products (kda_cutile_fwd's SUB)
 DEFAULT_LOWER_BOUND = -5.0  # the safe gate's bound when none is given
 LAUNCHES = ("table", "offsets", "prepare", "states", "output")
