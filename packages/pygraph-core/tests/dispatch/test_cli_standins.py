@@ -72,6 +72,24 @@ def test_info_names_the_standin_family_and_its_engines(standins, run):
     ]
 
 
+def test_info_says_which_slots_are_planned_and_which_opt_in(run, monkeypatch):
+    from pygraph.engines.manifest import EngineFamily, EngineSlot
+    from pygraph.environment import OPT_IN_ENV
+    from pygraph.testing import manifest_override
+
+    monkeypatch.delenv(OPT_IN_ENV, raising=False)
+    slots = {
+        "later": EngineSlot(0, planned="its kernels are not written yet"),
+        "opted": EngineSlot(1, impl=("pygraph.engines.base", "BaseEngine"), opt_in=True),
+    }
+    with manifest_override([EngineFamily("slots", 29000, "pygraph", slots, ("MATMUL",))]):
+        code, out, _ = run("info", "--json")
+    assert code == 0
+    ((later, opted),) = [fam["engines"] for fam in json.loads(out)["families"]]
+    assert (later["status"], later["reason"]) == ("planned", "its kernels are not written yet")
+    assert opted["status"] == "opt-in" and OPT_IN_ENV in opted["reason"]
+
+
 def test_families_prints_the_overridden_manifest(standins, run):
     code, out, _ = run("families")
     assert code == 0 and out.startswith("EngineFamily(standin: block 20900..20999; alpha=20900")
