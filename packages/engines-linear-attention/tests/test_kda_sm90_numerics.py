@@ -9,6 +9,8 @@ them, the state carried in fp32. Against the float64 recurrence on every device 
 64, fp16, gates down to the safe gate's bound), O and the final state must be within the device
 suite's tolerance. What this proves is the design's precision (bf16 factors, the sub-chunk
 references), not the kernels' code: that is the device suite's (`test_kda_cutile_sm90.py`).
+The second half does the same for the planned CuTe DSL backward (every gradient against autograd
+through the float64 recurrence), whose kernels are not written yet.
 """
 
 from __future__ import annotations
