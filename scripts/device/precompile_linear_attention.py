@@ -1,0 +1,63 @@
+"""Compile the CuTe DSL linear-attention kernels the device runs use, on any machine (no GPU needed).
+
+    PYGRAPH_GDN_SM90_CACHE_DIR=.lacache python scripts/device/precompile_linear_attention.py
+    source scripts/device/env.sh && PYGRAPH_GDN_SM90_CACHE_DIR=.lacache \\
+      python3 scripts/device/precompile_linear_attention.py [--only cases,bench,ops]
+
+Each graph is planned and built exactly as the device run builds it (`kda_cases.build_graph` on the
+kda_sm90 / gdn2_sm90 engine), so `build_plan` compiles each configuration (about 14 s a key on a CPU
+core) into the disk cache of `gdn_sm90_host` (keyed by the kernel sources' digest and CuTe DSL's
+version); carry that folder to the device with the same variable set and the runs load instead of
+compiling. ``cases``: every case of `kda_cases.CASES`; ``bench``: bench_kda_gdn2's forward shapes;
+``ops``: test_kda_ops_sm90's layer (the bounded safe gate, sigmoid beta, L2 norm). Prints one line
+per graph and the cache's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+
+def _graphs(parts: set[str]):
+    from benchmarks.linear_attention import bench_kda_gdn2, kda_cases
+
+    if "cases" in parts:
+        yield from kda_cases.CASES
+    for op in ("kda", "gdn2"):
+        if "bench" in parts:
+            for shape, lengths in bench_kda_gdn2.SHAPES.items():
+                heads, dim = bench_kda_gdn2.HEADS, bench_kda_gdn2.DIM
+                yield kda_cases.KdaCase(op, f"bench-{shape}", lengths, heads, heads, dim, dim, options=())
+        if "ops" in parts:  # the compiled training step's layer: 2 heads, every gate option
+            options = ("qk_l2norm", "beta_sigmoid", "safe_gate")
+            yield kda_cases.KdaCase(op, "ops-layer", (63, 1, 136), 2, 2, options=options)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="cases,bench,ops", help="comma list: cases, bench, ops")
+    args = parser.parse_args()
+    from benchmarks.linear_attention import kda_cases
+    from pygraph.environment import OPT_IN_ENV
+
+    os.environ[OPT_IN_ENV] = "kda_sm90,gdn2_sm90"
+    kda_cases.DEVICE = "cpu"  # the inputs' metadata is all the planning reads
+    started = time.perf_counter()
+    for case in _graphs(set(args.only.split(","))):
+        t0 = time.perf_counter()
+        tensors, options = kda_cases.make_inputs(case, device="cpu")
+        if case.name.startswith("ops-"):  # the layer passes its beta logits in float32
+            tensors["beta"] = tensors["beta"].float()
+        g, _ = kda_cases.build_graph(case, tensors, options, engine="sm90")
+        print(f"{case.id:32s} {g.selected_plan.name:36s} {time.perf_counter() - t0:6.1f} s", flush=True)
+    from pygraph.disk_cache import cache_dir
+
+    folder = cache_dir("gdn_sm90", "PYGRAPH_GDN_SM90_CACHE_DIR")
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder else 0
+    print(f"{time.perf_counter() - started:.0f} s; cache {folder}: {size / 2**20:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()
