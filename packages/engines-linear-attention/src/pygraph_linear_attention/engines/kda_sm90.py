@@ -28,7 +28,7 @@ from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.engines.cutile import _NAMES, declared_operands, facts_of
 from pygraph_linear_attention.engines.kda_cutile import _FEATURES, _operands, _support_reason, config_for
-from pygraph_linear_attention.engines.sm90 import GdnSm90Plan, build_reason
+from pygraph_linear_attention.engines.sm90 import _INSTALL, GdnSm90Plan, build_reason
 from pygraph_linear_attention.kernels.gdn_sm90_host import search_steps
 from pygraph_linear_attention.kernels.kda_sm90_host import (
     BLOCK_V_KDA_SM90,
@@ -41,8 +41,6 @@ from pygraph_linear_attention.kernels.kda_sm90_host import (
 )
 
 __all__ = ["Gdn2Sm90Engine", "KdaSm90Engine"]
-
-_INSTALL = "pip install 'pygraph-engines-linear-attention[cute]'"
 
 
 def _sizes(cfg: Any) -> tuple[int, ...]:
