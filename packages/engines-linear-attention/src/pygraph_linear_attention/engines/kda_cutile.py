@@ -12,7 +12,6 @@ stream). They ship opt-in (``PYGRAPH_ENABLE_OPT_IN_ENGINES``) until their device
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -54,14 +53,6 @@ __all__ = [
     "config_for",
 ]
 
-# the backward's gradient scan does not compile for these (cuTile 1.7 / tileiras 13.4, checked
-# 2026-12-04 on the CPU with export_kernel; its row-product form compiles there but spills 160 KB
-# per thread, so the engines decline rather than ship it)
-_NO_BACKWARD = {
-    sm: "tileiras 13.4 fails to compile kda_grad_scan_kernel for it (return code 5 after 7 minutes; "
-    "sm_80, sm_90 and sm_120 compile)"
-    for sm in (100, 101, 103)
-}
 _FEATURES = frozenset(
     {
         "qk_l2norm", "beta_sigmoid", "neg_eigval", "safe_gate", "gate_lower_bound", "initial_state",
@@ -289,7 +280,6 @@ class KdaCutileBwdEngine(KdaCutileEngine):
 
     name = "kda_cutile_bwd"
     serves_backward = True
-    capabilities = dataclasses.replace(KdaCutileEngine.capabilities, sm_excluded=_NO_BACKWARD)
 
 
 class Gdn2CutileBwdEngine(KdaCutileBwdEngine):

@@ -4,12 +4,14 @@ The graph carries nothing of the forward, so the backward recomputes it. The lau
 order (the host side is `kda_cutile_bwd_host.launch_backward`):
 
 1. The forward's `chunk_table_kernel` and `kda_prepare_kernel` (gamma [T, HO, K] fp32, w, u, and
-   each chunk's T = (I + A)^-1 in fp32), and `chunk_offsets_kernel` (each sequence's first chunk
+   each chunk's T = (I + A)^-1 in fp32, the gradient scan's decayed operands), and `chunk_offsets_kernel` (each sequence's first chunk
    slot: a chunk's slot is its sequence's offset plus its index).
 2. The forward's `kda_state_scan_kernel` (grid: sequences x heads x value blocks): the state
    entering each chunk (``h`` [slots, HO, V, K], io dtype) and ``v_new`` again.
-3. `kda_grad_scan_kernel` (same grid), chunks in reverse from d_final_state: stores the gradient
-   of the state leaving each chunk (``dh``) and ``dv_new``; its last state is d_initial_state.
+3. `kda_grad_scan_kernel` (same grid), chunks in reverse from d_final_state, on plain products of
+   what the backward's prepare launch stored beside T (``q exp(gamma)``, ``k exp(last - gamma)``
+   and the scores P, io dtype): stores the gradient of the state leaving each chunk (``dh``) and
+   ``dv_new``; its last state is d_initial_state.
 4. `kda_grad_output_kernel`: the output's and the passed state's
    terms, by key blocks (grid: chunk slots x heads x key blocks: dq, dk's and dgamma's first terms,
    dw = -dv_new h); `kda_grad_dt_kernel` (chunk slots x heads): the WY solve's dT, hence dA (to the
@@ -54,7 +56,6 @@ from pygraph_linear_attention.kernels.kda_cutile_fwd import (
     _gate_block,
     _inverse_norms,
     _sequence_bounds,
-    _weighted_pairs,
     _write_rows,
     kda_prepare_kernel,
     kda_state_scan_kernel,
@@ -157,10 +158,11 @@ def _qk(q_seq, k_seq, c, hk, L2NORM, C: ConstInt, K: ConstInt):
 
 @ct.kernel
 def kda_grad_scan_kernel(
-    q,  # [T, H, K] io
-    k,  # [T, H, K] io
+    qd,  # [T, HO, K] io: q exp(gamma), from kda_prepare_kernel (its backward launch)
+    kd,  # [T, HO, K] io: k exp(last - gamma)
+    p,  # [T, HO, C] io: the chunk's scores
     w,  # [T, HO, K] io
-    gamma,  # [T, HO, K] fp32
+    gamma,  # [T, HO, K] fp32: its chunk's last row decays the state
     do,  # [T, HO, V] io: dO
     cu_seqlens,  # [N + 1]
     offsets,  # [N] int32
@@ -168,8 +170,6 @@ def kda_grad_scan_kernel(
     dh_out,  # [slots, HO, V, K] io: the gradient of the state leaving each chunk
     dv_new_out,  # [T, HO, V] io
     dh0,  # [N, HO, V, K] (written when HAS_H0): d_initial_state
-    K_GROUP,
-    L2NORM,
     HAS_DHT,
     HAS_H0,
     K: ConstInt,
@@ -184,45 +184,39 @@ def kda_grad_scan_kernel(
     d_state = ct.zeros((BV, K), dtype=ct.float32)
     if HAS_DHT != 0:
         d_state = _state_block(dht, n, h, vb, BV, K)
-    r = ct.arange(C, dtype=ct.int32)
-    causal = ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)
-    hk = h // K_GROUP
     chunks = ct.cdiv(length, C)
     for i in range(chunks):
         c = chunks - 1 - i
-        q_seq, k_seq, w_seq = q.slice(0, bos, eos), k.slice(0, bos, eos), w.slice(0, bos, eos)
-        g_seq, do_seq, dvn_seq = (
-            gamma.slice(0, bos, eos),
-            do.slice(0, bos, eos),
-            dv_new_out.slice(0, bos, eos),
-        )
-        rows = length - c * C
-        valid = r < rows
-        qt, kt = _qk(q_seq, k_seq, c, hk, L2NORM, C, K)
-        io = kt.dtype
-        wt = _rows_at(w_seq, (c, h, 0), C, K)
-        gam, last = _gamma_block(g_seq, c, h, 0, r, rows, C, K)
-        dot = _block_rows(do_seq, c, h, vb, C, BV) * SCALE
+        # sliced inside the loop: an empty last sequence (bos == T) must not slice
+        qd_seq, kd_seq, p_seq = qd.slice(0, bos, eos), kd.slice(0, bos, eos), p.slice(0, bos, eos)
+        w_seq, g_seq = w.slice(0, bos, eos), gamma.slice(0, bos, eos)
+        do_seq, dvn_seq = do.slice(0, bos, eos), dv_new_out.slice(0, bos, eos)
+        last_row = c * C + ct.minimum(length - c * C, C) - 1
+        last = ct.reshape(ct.load(g_seq, (last_row, h, 0), shape=(1, 1, K)), (1, K))
+        # rows past the sequence load as 0 (every operand), so they add nothing
+        qdt, kdt = _rows_at(qd_seq, (c, h, 0), C, K), _rows_at(kd_seq, (c, h, 0), C, K)
+        wt, pt = _rows_at(w_seq, (c, h, 0), C, K), _rows_at(p_seq, (c, h, 0), C, C)
+        io = qdt.dtype
+        dot = ct.astype(_block_rows(do_seq, c, h, vb, C, BV) * SCALE, io)
         ct.store(
             dh_out,
             (base + c, h, vb, 0),
             ct.reshape(ct.astype(d_state, dh_out.dtype), (1, 1, BV, K)),
             allow_tma=TMA,
         )
-
-        qf, kf = ct.astype(qt, ct.float32), ct.astype(kt, ct.float32)
-        live = causal & ct.expand_dims(valid, 0) & ct.expand_dims(valid, 1)
-        scores = _weighted_pairs(qf, kf, gam, live, C, K)  # P [C, C]
-        tail = kf * ct.exp(last - gam)  # k exp(last - gamma); padded rows: k is 0
-        dv_new = _mm(ct.transpose(scores), dot, io) + _mm(tail, ct.transpose(d_state), io)
+        # dv_new = P^T (scale dO) + (k exp(last - gamma)) dS^T, one accumulator chain
+        dv_new = ct.mma(
+            ct.transpose(pt),
+            dot,
+            ct.mma(kdt, ct.transpose(ct.astype(d_state, io)), ct.zeros((C, BV), dtype=ct.float32)),
+        )
         ct.store(
             dvn_seq, (c, h, vb), ct.reshape(ct.astype(dv_new, dv_new_out.dtype), (C, 1, BV)), allow_tma=TMA
         )
-        q_decayed = ct.astype(qf * ct.exp(gam), io)
         # one accumulator chain (as GDN's grad scan: tileiras 13.4 rejects a sum of separate products
         # here for sm_80)
         d_state = ct.mma(ct.transpose(ct.astype(-dv_new, io)), wt, d_state * ct.exp(last))
-        d_state = ct.mma(ct.transpose(ct.astype(dot, io)), q_decayed, d_state)
+        d_state = ct.mma(ct.transpose(dot), qdt, d_state)
     if HAS_H0 != 0:
         ct.store(dh0, (n, h, vb, 0), ct.reshape(ct.astype(d_state, dh0.dtype), (1, 1, BV, K)), allow_tma=TMA)
 
@@ -540,6 +534,7 @@ def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> 
     }
     params |= {name: _Param(f32, 3) for name in ("g", "dG", "gamma", "dq", "dk", "dw", "dgamma", "dv", "dg")}
     params |= {name: _Param(io, 4) for name in ("h", "dh")}
+    params |= {name: _Param(io, 3) for name in ("q_decayed", "k_decayed", "scores")}
     params |= {
         "beta": _Param(beta, 3 if gdn2 else 2), "dBeta": _Param(beta, 3 if gdn2 else 2),
         "dbeta": _Param(f32, 3 if gdn2 else 2), "da": _Param(f32, 2), "cu_seqlens": _Param("int32", 1),

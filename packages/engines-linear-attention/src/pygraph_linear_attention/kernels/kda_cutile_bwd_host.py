@@ -42,6 +42,14 @@ class KdaCutileBwdConfig(KdaCutileConfig):
         return min(64, self.value_dim // 2)
 
     @property
+    def key_block(self) -> int:
+        """Key channels per step of the backward's prepare launch: min(16, K / 2). It also takes the
+        gradient scan's decayed operands (the scores P, q exp(gamma), k exp(last - gamma)); at K = 128
+        on sm_90 its spill frame is 552 B at 16 channels a step against 1704 B at the forward's 32,
+        and the gradient scan's falls from 3544 B (P computed inside the sequential loop) to 136 B."""
+        return min(16, self.key_dim // 2)
+
+    @property
     def grad_key_block(self) -> int:
         """Key channels per program of kda_grad_output_kernel and per step of kda_grad_dt_kernel:
         min(16, K / 2) (each channel's terms are its own; the whole key dim at once spilled 11.4 KB
@@ -66,6 +74,10 @@ class KdaCutileBwdConfig(KdaCutileConfig):
             ("t", "float32", (slots, ho, CHUNK, CHUNK)),
             ("da_mat", "float32", (slots, ho, CHUNK, CHUNK)),  # dA, from grad_dt to grad_wy
             ("dh", io, (slots, ho, vd, kd)),
+            # the gradient scan's decayed operands (the prepare launch's, with T)
+            ("q_decayed", io, (t, ho, kd)),
+            ("k_decayed", io, (t, ho, kd)),
+            ("scores", io, (t, ho, CHUNK)),
             ("dv_new", io, (t, ho, vd)),
             ("dq", "float32", (t, ho, kd)),
             ("dk", "float32", (t, ho, kd)),
@@ -139,9 +151,9 @@ def backward_arguments(cfg: KdaCutileBwdConfig, arrays: Mapping[str, Any]) -> di
         "prepare": forward["prepare"],
         "states": forward["states"],  # the forward's state scan (no final state stored in a backward)
         "grad_scan": (
-            a["q"], a["k"], a["w"], a["gamma"], a["dO"], a["cu_seqlens"], a["offsets"], get("dht", "spare4"),
-            a["dh"], a["dv_new"], get("dh0", "spare4"), kg, l2, int(cfg.has_d_final_state),
-            int(cfg.has_initial_state), kd, bv, CHUNK, scale,
+            a["q_decayed"], a["k_decayed"], a["scores"], a["w"], a["gamma"], a["dO"], a["cu_seqlens"],
+            a["offsets"], get("dht", "spare4"), a["dh"], a["dv_new"], get("dh0", "spare4"),
+            int(cfg.has_d_final_state), int(cfg.has_initial_state), kd, bv, CHUNK, scale,
         ),
         "grad_output": (
             a["q"], a["k"], a["gamma"], a["dO"], a["cu_seqlens"], a["table"], a["h"], a["dh"], a["v_new"],

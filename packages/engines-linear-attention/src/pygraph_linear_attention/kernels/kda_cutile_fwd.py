@@ -180,6 +180,10 @@ def kda_prepare_kernel(
     w_out,  # [T, HO, K] io
     u_out,  # [T, HO, V] io
     t_out,  # [slots, HO, C, C] fp32: T, for the backward (written when STORE_T)
+    q,  # [T, H, K] io (read when STORE_T)
+    qd_out,  # [T, HO, K] io: q exp(gamma), for the backward's gradient scan (written when STORE_T)
+    kd_out,  # [T, HO, K] io: k exp(last - gamma) (written when STORE_T)
+    p_out,  # [T, HO, C] io: the decay-weighted causal scores P (written when STORE_T)
     K_GROUP,  # output heads per k head (HO // H)
     V_GROUP,  # HO // HV
     G_GROUP,  # HO // HG
@@ -196,7 +200,7 @@ def kda_prepare_kernel(
     HAS_W: ConstInt,  # GDN-2's write gate; constant, as its absent operand's stand-in has another rank
     LOWER_BOUND: ConstFloat,  # the safe gate's bound (negative)
     BETA_PER_CHANNEL: ConstInt,  # 1: GDN-2's beta [T, HB, K]
-    STORE_T: ConstInt,  # 1: the backward's launch, which reads T again
+    STORE_T: ConstInt,  # 1: the backward's launch: T, and the gradient scan's decayed operands
     K: ConstInt,
     V: ConstInt,
     BK: ConstInt,  # key channels per step (each channel's decay is its own: the products split by key blocks)
@@ -215,7 +219,13 @@ def kda_prepare_kernel(
     io = k.dtype
 
     # A = tril(sum over channels of e_r exp(gamma_r - gamma_j) k_j, -1), e = beta k: key block by block
+    # (with STORE_T, the scores P the same way, and the decayed q and k: the gradient scan then takes
+    # plain products; computed inside its sequential loop they spilled 3.5 KB per thread at K = 128)
     a = ct.zeros((C, C), dtype=ct.float32)
+    scores = ct.zeros((C, C), dtype=ct.float32)
+    inv_q = inv_k
+    if STORE_T != 0:
+        inv_q = _inverse_norms(q.slice(0, bos, eos), c, hk, L2NORM, K // BK, BK, C)
     for kb in range(K // BK):
         gate, _, _ = _gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_A_LOG,
                                  HAS_DT_BIAS, LOWER_BOUND, C, BK)  # fmt: skip
@@ -224,6 +234,18 @@ def kda_prepare_kernel(
         wr, _ = _write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
         kf = _block_rows(k_seq, c, hk, kb, C, BK) * inv_k
         a = a + _weighted_pairs(kf * wr, kf, gamma, ct.expand_dims(r, 1) >= 0, C, BK)
+        if STORE_T != 0:
+            qf = _block_rows(q.slice(0, bos, eos), c, hk, kb, C, BK) * inv_q
+            scores = scores + _weighted_pairs(qf, kf, gamma, ct.expand_dims(r, 1) >= 0, C, BK)
+            last = ct.extract(gamma, (C - 1, 0), (1, BK))  # past the end the gate is 0: the last real row
+            qd = ct.reshape(ct.astype(qf * ct.exp(gamma), io), (C, 1, BK))
+            ct.store(qd_out.slice(0, bos, eos), (c, h, kb), qd, allow_tma=TMA)
+            kd = ct.reshape(ct.astype(kf * ct.exp(last - gamma), io), (C, 1, BK))
+            ct.store(kd_out.slice(0, bos, eos), (c, h, kb), kd, allow_tma=TMA)
+    if STORE_T != 0:
+        live = (ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)) & valid & ct.expand_dims(r < rows, 0)
+        p = ct.reshape(ct.astype(ct.where(live, scores, 0.0), io), (C, 1, C))
+        ct.store(p_out.slice(0, bos, eos), (c, h, 0), p, allow_tma=TMA)
     below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
     inverse = _unit_lower_inverse(ct.where(below, a, 0.0))
     if STORE_T != 0:

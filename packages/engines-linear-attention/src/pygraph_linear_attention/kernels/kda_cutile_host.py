@@ -151,8 +151,8 @@ def kernel_arguments(cfg: KdaCutileConfig, arrays: Mapping[str, Any]) -> dict[st
         "prepare": (
             arrays["k"], arrays["v"], arrays["g"], arrays["beta"], get("w_gate", "spare"),
             get("a_log", "spare"), get("dt_bias", "spare2"), arrays["cu_seqlens"], arrays["table"],
-            arrays["gamma"], arrays["w"], arrays["u"], get("t", "spare4"),
-            cfg.group(cfg.heads_qk), cfg.group(cfg.heads_v), cfg.group(cfg.heads_g), cfg.group(cfg.heads_beta),
+            arrays["gamma"], arrays["w"], arrays["u"], get("t", "spare4"), arrays["q"], get("q_decayed", "spare"),
+            get("k_decayed", "spare"), get("scores", "spare"), cfg.group(cfg.heads_qk), cfg.group(cfg.heads_v), cfg.group(cfg.heads_g), cfg.group(cfg.heads_beta),
             cfg.group(cfg.heads_w), cfg.group(cfg.heads_a_log), cfg.group(cfg.heads_dt_bias),
             flag(cfg.use_qk_l2norm), flag(cfg.use_beta_sigmoid), flag(cfg.allow_neg_eigval),
             flag(cfg.safe_gate), flag(cfg.has_a_log), flag(cfg.has_dt_bias), flag(cfg.op == "gdn2"),
