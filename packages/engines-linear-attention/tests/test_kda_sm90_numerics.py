@@ -39,10 +39,11 @@ def _round(x: torch.Tensor, dtype) -> torch.Tensor:
     return x.to(dtype).float()
 
 
-def _chunk(p, lo, rows, h, io, state):
-    """One chunk of one head through the kernels' steps: (O rows [rows, V], the state after it)."""
+def _chunk_recompute(p, lo, rows, h, io, state):
+    """One chunk of one head through prepare_kda and the scan's step, with their rounding points: the
+    values the output and the backward read (gamma, the bf16-factor products A and P, T, w, u, the
+    decayed q and k, the entering state's io copy, v_new) and the state after the chunk."""
     gdn2 = p.value_gate is not None
-    kdim = p.k.shape[-1]
 
     def padded(x):
         out = x.new_zeros((C, *x.shape[2:]))
@@ -50,39 +51,40 @@ def _chunk(p, lo, rows, h, io, state):
         return out
 
     q, k, v = (_round(padded(x), io) for x in (p.q, p.k, p.v))
-    gamma = padded(p.decay).cumsum(0)  # rows past the sequence: the last real row's gamma
+    gamma = padded(p.decay).cumsum(0)
     beta = padded(p.write)
-    bf16 = FACTORS
+    value_gate = padded(p.value_gate) if gdn2 else None
     a, scores = torch.zeros(C, C), torch.zeros(C, C)
     for i in range(C // SUB):
-        rows_i = slice(i * SUB, (i + 1) * SUB)
-        ref = gamma[i * SUB]
-        x = k[rows_i] * torch.exp(gamma[rows_i] - ref)
-        if gdn2:
-            x = x * beta[rows_i]
-        qx = _round(q[rows_i] * torch.exp(gamma[rows_i] - ref), bf16)
-        y = torch.zeros(C, kdim)
-        end = (i + 1) * SUB
-        y[:end] = _round(k[:end] * torch.exp(ref - gamma[:end]), bf16)
-        a[rows_i] = _round(x, bf16) @ y.T
-        scores[rows_i] = qx @ y.T
-    if not gdn2:
-        a = a * beta[:, None]
-    a = torch.tril(a, -1)
+        rows_i, end, ref = slice(i * SUB, (i + 1) * SUB), (i + 1) * SUB, gamma[i * SUB]
+        x = k[rows_i] * torch.exp(gamma[rows_i] - ref) * (beta[rows_i] if gdn2 else 1.0)
+        y = torch.zeros(C, k.shape[-1])
+        y[:end] = _round(k[:end] * torch.exp(ref - gamma[:end]), FACTORS)
+        a[rows_i] = _round(x, FACTORS) @ y.T
+        scores[rows_i] = _round(q[rows_i] * torch.exp(gamma[rows_i] - ref), FACTORS) @ y.T
+    a = torch.tril(a if gdn2 else a * beta[:, None], -1)
     live = torch.tril(torch.ones(C, C, dtype=torch.bool)) & (torch.arange(C) < rows)[:, None]
-    scores = _round(torch.where(live, scores, 0.0), io)
     t = torch.linalg.solve_triangular(torch.eye(C) + a, torch.eye(C), upper=False, unitriangular=True)
-    t = _round(t if gdn2 else t * beta[None, :], io)
-    value = _round(v * padded(p.value_gate), io) if gdn2 else v
-    u = _round(t @ value, io)
-    kg = k * torch.exp(gamma) * (beta if gdn2 else 1.0)
-    w = _round(t @ _round(kg, io), io)
+    t_scaled = _round(t if gdn2 else t * beta[None, :], io)
+    value = _round(v * value_gate, io) if gdn2 else v
+    u = _round(t_scaled @ value, io)
+    w = _round(t_scaled @ _round(k * torch.exp(gamma) * (beta if gdn2 else 1.0), io), io)
     last = gamma[min(rows, C) - 1]
-    qd, kd = _round(q * torch.exp(gamma), io), _round(k * torch.exp(last - gamma), io)
-    entering = _round(state, io)  # [V, K]
-    v_new = _round(u - w @ entering.T, io)
-    o = _round(p.scale * (qd @ entering.T + scores @ v_new), io)
-    return o[:rows], state * torch.exp(last)[None, :] + v_new.T @ kd
+    h_io = _round(state, io)
+    v_new = _round(u - w @ h_io.T, io)
+    f = {
+        "q": q, "k": k, "v": v, "gamma": gamma, "last": last, "beta": beta, "value_gate": value_gate,
+        "scores": _round(torch.where(live, scores, 0.0), io), "t": _round(t, io), "w": w, "h": h_io,
+        "v_new": v_new, "qd": _round(q * torch.exp(gamma), io), "kd": _round(k * torch.exp(last - gamma), io),
+    }  # fmt: skip
+    return f, state * torch.exp(last)[None, :] + v_new.T @ f["kd"]
+
+
+def _chunk(p, lo, rows, h, io, state):
+    """One chunk of one head through the kernels' steps: (O rows [rows, V], the state after it)."""
+    f, after = _chunk_recompute(p, lo, rows, h, io, state)
+    o = _round(p.scale * (f["qd"] @ f["h"].T + f["scores"] @ f["v_new"]), io)
+    return o[:rows], after
 
 
 def _model(case, tensors, options):
@@ -216,46 +218,6 @@ def _chunk_backward(p, lo, rows, h, io, f, d_state, do):
     else:
         out |= {"dv": beta[:, None] * dvw, "d_write": (de * k).sum(-1) + (dvw * v).sum(-1)}
     return {name: x[:rows] for name, x in out.items()}, d_in
-
-
-def _chunk_recompute(p, lo, rows, h, io, state):
-    """The forward's per-chunk values the backward reads, as `_chunk` computes them, and the state
-    after the chunk."""
-    gdn2 = p.value_gate is not None
-
-    def padded(x):
-        out = x.new_zeros((C, *x.shape[2:]))
-        out[:rows] = x[lo : lo + rows, h]
-        return out
-
-    q, k, v = (_round(padded(x), io) for x in (p.q, p.k, p.v))
-    gamma = padded(p.decay).cumsum(0)
-    beta = padded(p.write)
-    value_gate = padded(p.value_gate) if gdn2 else None
-    a, scores = torch.zeros(C, C), torch.zeros(C, C)
-    for i in range(C // SUB):
-        rows_i, end, ref = slice(i * SUB, (i + 1) * SUB), (i + 1) * SUB, gamma[i * SUB]
-        x = k[rows_i] * torch.exp(gamma[rows_i] - ref) * (beta[rows_i] if gdn2 else 1.0)
-        y = torch.zeros(C, k.shape[-1])
-        y[:end] = _round(k[:end] * torch.exp(ref - gamma[:end]), FACTORS)
-        a[rows_i] = _round(x, FACTORS) @ y.T
-        scores[rows_i] = _round(q[rows_i] * torch.exp(gamma[rows_i] - ref), FACTORS) @ y.T
-    a = torch.tril(a if gdn2 else a * beta[:, None], -1)
-    live = torch.tril(torch.ones(C, C, dtype=torch.bool)) & (torch.arange(C) < rows)[:, None]
-    t = torch.linalg.solve_triangular(torch.eye(C) + a, torch.eye(C), upper=False, unitriangular=True)
-    t_scaled = _round(t if gdn2 else t * beta[None, :], io)
-    value = _round(v * value_gate, io) if gdn2 else v
-    u = _round(t_scaled @ value, io)
-    w = _round(t_scaled @ _round(k * torch.exp(gamma) * (beta if gdn2 else 1.0), io), io)
-    last = gamma[min(rows, C) - 1]
-    h_io = _round(state, io)
-    v_new = _round(u - w @ h_io.T, io)
-    f = {
-        "q": q, "k": k, "v": v, "gamma": gamma, "last": last, "beta": beta, "value_gate": value_gate,
-        "scores": _round(torch.where(live, scores, 0.0), io), "t": _round(t, io), "w": w, "h": h_io,
-        "v_new": v_new, "qd": _round(q * torch.exp(gamma), io), "kd": _round(k * torch.exp(last - gamma), io),
-    }  # fmt: skip
-    return f, state * torch.exp(last)[None, :] + v_new.T @ f["kd"]
 
 
 def _backward_model(case, tensors, options, d_o, d_final):
