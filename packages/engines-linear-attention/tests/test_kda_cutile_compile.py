@@ -38,6 +38,7 @@ def test_every_kernel_compiles_to_a_cubin_for(op, target):
         assert out.getvalue()[:4] == b"\x7fELF", f"{op} {name} for {target}: not an ELF cubin"
 
 
+@pytest.mark.parametrize("op", ["kda", "gdn2"])
 @pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])
 def test_every_backward_kernel_compiles_to_a_cubin_for(op, target):
     import dataclasses
