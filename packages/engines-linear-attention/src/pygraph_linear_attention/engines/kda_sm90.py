@@ -26,9 +26,16 @@ from pygraph.engines.base import (
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
-from pygraph_linear_attention.engines.cutile import _NAMES, declared_operands, facts_of
+from pygraph_linear_attention.engines.cutile import declared_operands, facts_of
 from pygraph_linear_attention.engines.kda_cutile import _FEATURES, _operands, _support_reason, config_for
-from pygraph_linear_attention.engines.sm90 import _INSTALL, GdnSm90Plan, build_reason
+from pygraph_linear_attention.engines.sm90 import (
+    _INSTALL,
+    GdnSm90Plan,
+    build_reason,
+    check_block_v,
+    dtype_names,
+    knobs_in_domains,
+)
 from pygraph_linear_attention.kernels.gdn_sm90_host import search_steps
 from pygraph_linear_attention.kernels.kda_sm90_host import (
     BLOCK_V_KDA_SM90,
@@ -86,15 +93,9 @@ class KdaSm90Engine(BaseEngine):
 
     def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int]:
         """(BLOCK_V, STAGES) of the plan, checked against their domains and the value head dim."""
-        problem = self.capabilities.mismatch(facts, plan.knobs or {})
-        if problem is not None:
-            raise GraphNotSupportedError(f"{self.name}: {problem}")
-        knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
+        knobs = knobs_in_domains(self, facts, plan)
         block_v, stages = knobs.get("BLOCK_V", BLOCK_V_KDA_SM90[0]), knobs.get("STAGES", STAGES_KDA_SM90[0])
-        if facts.head_dim_v % block_v:
-            raise GraphNotSupportedError(
-                f"{self.name}: BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
-            )
+        check_block_v(self.name, facts, block_v)
         return block_v, stages
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
@@ -108,16 +109,11 @@ class KdaSm90Engine(BaseEngine):
         facts = self._facts(request)
         block_v, stages = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
-        positions, declared = declared_operands(self.name, request, _operands(facts))
-        names = {role: _NAMES[d.dtype] for role, d in declared.items()}
-        rows = tuple(
-            (role, pos, tuple(declared[role].shape), tuple(declared[role].stride))
-            for role, pos in positions.items()
+        operands = declared_operands(self.name, request, _operands(facts))
+        compiled = compiled_forward(key_for(cfg, dtype_names(operands), stages))
+        return GdnSm90Plan(
+            self.name, request.graph.name, compiled, operands, workspace_regions(cfg), _sizes(cfg), POINTERS
         )
-        compiled = compiled_forward(key_for(cfg, names, stages))
-        built = GdnSm90Plan(request.graph.name, compiled, rows, workspace_regions(cfg), _sizes(cfg), POINTERS)
-        built.engine_name = self.name  # its refusals name this engine
-        return built
 
 
 class Gdn2Sm90Engine(KdaSm90Engine):

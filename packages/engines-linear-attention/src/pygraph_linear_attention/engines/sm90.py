@@ -56,7 +56,10 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import (
     workspace_regions,
 )
 
-__all__ = ["GdnSm90BwdEngine", "GdnSm90Engine", "GdnSm90Plan", "build_reason"]
+__all__ = [
+    "GdnSm90BwdEngine", "GdnSm90Engine", "GdnSm90Plan", "build_reason", "check_block_v", "dtype_names",
+    "knobs_in_domains",
+]  # fmt: skip
 
 _INSTALL = "pip install 'pygraph-engines-linear-attention[cute]'"
 # the compiled function's pointer arguments, in order (`gdn_sm90_host`)
@@ -130,20 +133,30 @@ def _sizes(cfg: Any) -> tuple[int, ...]:
 
 
 class GdnSm90Plan(CompiledPlan):
-    """The compiled forward (or, as `GdnSm90BwdPlan`, backward) bound to one graph: operand positions,
-    geometry and workspace settled at build, down to where each of the compiled function's pointers
-    (``pointers``, in its argument order) comes from."""
+    """A compiled CuTe DSL linear-attention function (gdn_sm90's forward or backward, kda_sm90's)
+    bound to one graph: operand positions, geometry and workspace settled at build, down to where each
+    of the compiled function's pointers (``pointers``, in its argument order) comes from. ``engine``
+    names it in its refusals."""
 
     reads_stream = True
 
-    engine_name = "gdn_sm90"
-
     def __init__(
-        self, name: str, fn: Any, rows: tuple, regions: tuple, sizes: tuple, pointers: tuple = _POINTERS
+        self,
+        engine: str,
+        name: str,
+        fn: Any,
+        operands: tuple[dict, dict],
+        regions: tuple,
+        sizes: tuple,
+        pointers: tuple = _POINTERS,
     ) -> None:
-        self._name, self._fn, self._sizes = name, fn, sizes
+        self.engine_name, self._name, self._fn, self._sizes = engine, name, fn, sizes
+        positions, declared = operands  # `declared_operands`
         # (role, pack position, declared shape, declared stride, 16-byte copies read or write it)
-        self._rows = tuple((role, pos, shape, stride, role in _ALIGNED) for role, pos, shape, stride in rows)
+        self._rows = tuple(
+            (role, pos, tuple(declared[role].shape), tuple(declared[role].stride), role in _ALIGNED)
+            for role, pos in positions.items()
+        )
         last = regions[-1]
         self._workspace_bytes = last.offset + last.nbytes
         # each pointer argument: (index into the call's operands, -1 for none; workspace offset)
@@ -184,6 +197,27 @@ class GdnSm90Plan(CompiledPlan):
 def _knob_values(plan: PlanConfig) -> dict[str, Any]:
     """The plan's knobs by name."""
     return {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
+
+
+def knobs_in_domains(engine: BaseEngine, facts: LinearAttentionFacts, plan: PlanConfig) -> dict[str, Any]:
+    """The plan's knobs by name, each checked against ``engine``'s domain (`Capabilities.mismatch`)."""
+    problem = engine.capabilities.mismatch(facts, plan.knobs or {})
+    if problem is not None:
+        raise GraphNotSupportedError(f"{engine.name}: {problem}")
+    return _knob_values(plan)
+
+
+def check_block_v(engine: str, facts: LinearAttentionFacts, block_v: int) -> None:
+    """Decline (naming ``engine``) a BLOCK_V that does not tile the value head dim."""
+    if facts.head_dim_v % block_v:
+        raise GraphNotSupportedError(
+            f"{engine}: BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
+        )
+
+
+def dtype_names(operands: tuple[dict, dict]) -> dict[str, str]:
+    """The dtype names by role of `declared_operands`' result (what the compile keys hold)."""
+    return {role: _NAMES[d.dtype] for role, d in operands[1].items()}
 
 
 class GdnSm90Engine(BaseEngine):
@@ -230,18 +264,11 @@ class GdnSm90Engine(BaseEngine):
             )
         if split and (reason := _chunk_states_reason(facts)) is not None:
             raise GraphNotSupportedError(f"{self.name}: SPLIT=1: {reason}")
-        if facts.head_dim_v % block_v:
-            raise GraphNotSupportedError(
-                f"{self.name}: BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
-            )
+        check_block_v(self.name, facts, block_v)
         return block_v, stages, split, wgmma
 
     def _in_domains(self, facts: LinearAttentionFacts, plan: PlanConfig) -> dict[str, Any]:
-        """The plan's knobs by name, each checked against its domain (`Capabilities.mismatch`)."""
-        problem = self.capabilities.mismatch(facts, plan.knobs or {})
-        if problem is not None:
-            raise GraphNotSupportedError(f"{self.name}: {problem}")
-        return _knob_values(plan)
+        return knobs_in_domains(self, facts, plan)
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         cfg = config_for(self._facts(request), BLOCK_V_SM90[0])  # the workspace does not depend on BLOCK_V
@@ -254,28 +281,16 @@ class GdnSm90Engine(BaseEngine):
         facts = self._facts(request)
         block_v, stages, split, wgmma = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
-        positions, declared, names = self._declared(request, facts)
+        operands = declared_operands(self.name, request, _operands(facts))
+        names = dtype_names(operands)
         key = key_for(
             cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
             cu=names["cu_seqlens"], stages=stages, split=bool(split), wgmma=int(wgmma),
         )  # fmt: skip
-        rows = tuple(
-            (role, pos, tuple(declared[role].shape), tuple(declared[role].stride))
-            for role, pos in positions.items()
-        )
         regions = workspace_regions(cfg, bool(split))
-        return GdnSm90Plan(request.graph.name, compiled_forward(key), rows, regions, _sizes(cfg))
-
-    def _declared(self, request: EngineRequest, facts: LinearAttentionFacts) -> tuple[dict, dict, dict]:
-        """The operands' pack positions, declared tensors and dtype names by role."""
-        positions, declared = declared_operands(self.name, request, _operands(facts))
-        return positions, declared, {role: _NAMES[d.dtype] for role, d in declared.items()}
-
-
-class GdnSm90BwdPlan(GdnSm90Plan):
-    """The compiled backward bound to one graph (its refusals name gdn_sm90_bwd)."""
-
-    engine_name = "gdn_sm90_bwd"
+        return GdnSm90Plan(
+            self.name, request.graph.name, compiled_forward(key), operands, regions, _sizes(cfg)
+        )
 
 
 class GdnSm90BwdEngine(GdnSm90Engine):
@@ -301,10 +316,7 @@ class GdnSm90BwdEngine(GdnSm90Engine):
                 f"{self.name}: knob STAGES={stages!r} needs WGMMA=1 (the prefetching gradient scan is the "
                 f"warpgroup one), got WGMMA={wgmma!r}"
             )
-        if facts.head_dim_v % block_v:
-            raise GraphNotSupportedError(
-                f"{self.name}: BLOCK_V={block_v} does not divide the value head dim {facts.head_dim_v}"
-            )
+        check_block_v(self.name, facts, block_v)
         return block_v, stages, 1, wgmma
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
@@ -318,16 +330,13 @@ class GdnSm90BwdEngine(GdnSm90Engine):
         facts = self._facts(request)
         block_v, stages, _, wgmma = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
-        positions, declared, names = self._declared(request, facts)
-        key = bwd_key_for(cfg, names, bool(wgmma), stages)
-        rows = tuple(
-            (role, pos, tuple(declared[role].shape), tuple(declared[role].stride))
-            for role, pos in positions.items()
-        )
-        return GdnSm90BwdPlan(
+        operands = declared_operands(self.name, request, _operands(facts))
+        key = bwd_key_for(cfg, dtype_names(operands), bool(wgmma), stages)
+        return GdnSm90Plan(
+            self.name,
             request.graph.name,
             compiled_backward(key),
-            rows,
+            operands,
             backward_regions(cfg),
             _sizes(cfg),
             _BWD_POINTERS,
