@@ -44,7 +44,6 @@ from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
     _ZERO,
     SUB,
     TMA,
-    _l2_normalized,
     _rows_at,
     chunk_offsets_kernel,
     chunk_table_kernel,
@@ -144,16 +143,6 @@ def _col_weighted(m, x, gamma, C: ConstInt, K: ConstInt):
     top = ct.cat((o0 * ct.exp(g0 - _sub(gamma, 0, K)), o1 * ct.exp(g1 - _sub(gamma, 1, K))), 0)
     bottom = ct.cat((o2 * ct.exp(g2 - _sub(gamma, 2, K)), o3 * ct.exp(g3 - _sub(gamma, 3, K))), 0)
     return ct.cat((top, bottom), 0)
-
-
-def _qk(q_seq, k_seq, c, hk, L2NORM, C: ConstInt, K: ConstInt):
-    """q and k [C, K] (io dtype) of chunk ``c``, L2-normalized where L2NORM."""
-    qt = _rows_at(q_seq, (c, hk, 0), C, K)
-    kt = _rows_at(k_seq, (c, hk, 0), C, K)
-    if L2NORM != 0:
-        qt = _l2_normalized(qt)
-        kt = _l2_normalized(kt)
-    return qt, kt
 
 
 @ct.kernel
