@@ -309,12 +309,7 @@ def _save_object(fn: Any, path: Path, name: str = FN_NAME) -> None:
 def _compile(key: Any, arch: str) -> Any:
     if isinstance(key, Sm90BwdKey):
         return _compile_backward(key, arch)
-    import cutlass
-    import cutlass.cute as cute
-    from cutlass.cute.runtime import make_fake_stream, make_ptr
-
     from pygraph_linear_attention.kernels.gdn_sm90_fwd import GdnSm90Fwd
-    from pygraph_linear_attention.kernels.gdn_sm90_tiles import _DT
 
     kernel = GdnSm90Fwd(
         key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,
@@ -323,33 +318,16 @@ def _compile(key: Any, arch: str) -> Any:
         safe_gate=key.safe_gate, has_dt_bias=key.has_dt_bias, has_h0=key.has_h0, store_ht=key.store_ht,
         stages=key.stages, split=key.split, wgmma=key.wgmma,
     )  # fmt: skip
-    gmem = cute.AddressSpace.gmem
-
-    def ptr(dtype: str, align: int) -> Any:
-        return make_ptr(_DT[dtype], 0, gmem, assumed_align=align)
-
     io, f32 = key.io_dtype, "float32"
-    cu = make_ptr(cutlass.Int64 if key.cu_dtype == "int64" else cutlass.Int32, 0, gmem, assumed_align=4)
     pointers = [
-        ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(f32, 4), ptr(key.beta_dtype, 2), ptr(f32, 4), ptr(f32, 4),
-        cu, ptr(key.h0_dtype, 4), ptr(io, 16), ptr(key.ht_dtype, 4), ptr(f32, 4), ptr(io, 16), ptr(io, 16),
-        ptr(io, 16), ptr(io, 16),
+        (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, 2), (f32, 4), (f32, 4), ("cu", 4),
+        (key.h0_dtype, 4), (io, 16), (key.ht_dtype, 4), (f32, 4), (io, 16), (io, 16), (io, 16), (io, 16),
     ]  # fmt: skip
-    sizes = [cutlass.Int32(1)] * 10
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # trace-time advisories on the intended fully unrolled loops
-        return cute.compile(
-            kernel, *pointers, *sizes, make_fake_stream(), options=f"--enable-tvm-ffi --gpu-arch {arch}"
-        )
+    return cute_compile(kernel, pointers, key.cu_dtype, 10, arch)
 
 
 def _compile_backward(key: Sm90BwdKey, arch: str) -> Any:
-    import cutlass
-    import cutlass.cute as cute
-    from cutlass.cute.runtime import make_fake_stream, make_ptr
-
     from pygraph_linear_attention.kernels.gdn_sm90_bwd import GdnSm90Bwd
-    from pygraph_linear_attention.kernels.gdn_sm90_tiles import _DT
 
     kernel = GdnSm90Bwd(
         key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,
@@ -358,28 +336,37 @@ def _compile_backward(key: Sm90BwdKey, arch: str) -> Any:
         has_dt_bias=key.has_dt_bias, has_h0=key.has_h0, has_dht=key.has_dht, direct_qk=key.direct_qk,
         direct_v=key.direct_v, wgmma=key.wgmma, stages=key.stages,
     )  # fmt: skip
-    gmem = cute.AddressSpace.gmem
-
-    def ptr(dtype: str, align: int) -> Any:
-        return make_ptr(_DT[dtype], 0, gmem, assumed_align=align)
-
     io, f32 = key.io_dtype, "float32"
-    cu = make_ptr(cutlass.Int64 if key.cu_dtype == "int64" else cutlass.Int32, 0, gmem, assumed_align=4)
     pointers = [
         # q k v g beta a_log dt_bias cu_seqlens h0 dO dht
-        ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(f32, 4), ptr(key.beta_dtype, 2), ptr(f32, 4), ptr(f32, 4),
-        cu, ptr(key.h0_dtype, 4), ptr(io, 16), ptr(key.dht_dtype, 4),
+        (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, 2), (f32, 4), (f32, 4), ("cu", 4),
+        (key.h0_dtype, 4), (io, 16), (key.dht_dtype, 4),
         # dQ dK dV dG dBeta d_initial_state d_a_log d_dt_bias
-        ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(key.dg_dtype, 2), ptr(key.dbeta_dtype, 2),
-        ptr(key.dh0_dtype, 4), ptr(key.da_log_dtype, 2), ptr(key.ddt_bias_dtype, 2),
+        (io, 16), (io, 16), (io, 16), (key.dg_dtype, 2), (key.dbeta_dtype, 2), (key.dh0_dtype, 4),
+        (key.da_log_dtype, 2), (key.ddt_bias_dtype, 2),
         # the workspace: gamma w u t hs vnew dh dvnew dq dk dw dv dgp dg dbeta da
-        ptr(f32, 4), ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16),
-        ptr(io, 16), ptr(f32, 16), ptr(f32, 16), ptr(io, 16), ptr(f32, 16), ptr(f32, 4), ptr(f32, 4),
-        ptr(f32, 4), ptr(f32, 4),
+        (f32, 4), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (f32, 16), (f32, 16),
+        (io, 16), (f32, 16), (f32, 4), (f32, 4), (f32, 4), (f32, 4),
     ]  # fmt: skip
-    sizes = [cutlass.Int32(1)] * 10
+    return cute_compile(kernel, pointers, key.cu_dtype, 10, arch)
+
+
+def cute_compile(kernel: Any, pointers: list[tuple[str, int]], cu_dtype: str, sizes: int, arch: str) -> Any:
+    """``cute.compile`` of ``kernel`` (a host-side @cute.jit callable) for ``arch`` as a TVM-FFI
+    function of raw addresses: ``pointers`` as (dtype name, or "cu" for cu_seqlens' ``cu_dtype``;
+    assumed alignment in bytes), then ``sizes`` 32-bit sizes and the stream."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    from pygraph_linear_attention.kernels.gdn_sm90_tiles import _DT
+
+    types = {**_DT, "cu": cutlass.Int64 if cu_dtype == "int64" else cutlass.Int32}
+    gmem = cute.AddressSpace.gmem
+    args = [make_ptr(types[dtype], 0, gmem, assumed_align=align) for dtype, align in pointers]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # trace-time advisories on the intended fully unrolled loops
         return cute.compile(
-            kernel, *pointers, *sizes, make_fake_stream(), options=f"--enable-tvm-ffi --gpu-arch {arch}"
-        )
+            kernel, *args, *[cutlass.Int32(1)] * sizes, make_fake_stream(),
+            options=f"--enable-tvm-ffi --gpu-arch {arch}",
+        )  # fmt: skip

@@ -12,7 +12,6 @@ spare address: the branches that would read it are compiled out.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from typing import Any
 
 from pygraph_linear_attention.kernels import gdn_sm90_host
@@ -109,11 +108,6 @@ def compiled_forward(key: KdaSm90Key, arch: str = ARCH) -> Any:
 
 
 def _compile(key: KdaSm90Key, arch: str) -> Any:
-    import cutlass
-    import cutlass.cute as cute
-    from cutlass.cute.runtime import make_fake_stream, make_ptr
-
-    from pygraph_linear_attention.kernels.gdn_sm90_tiles import _DT
     from pygraph_linear_attention.kernels.kda_sm90_fwd import KdaSm90Fwd
 
     kernel = KdaSm90Fwd(
@@ -124,26 +118,14 @@ def _compile(key: KdaSm90Key, arch: str) -> Any:
         has_dt_bias=key.has_dt_bias, lower_bound=key.lower_bound, has_h0=key.has_h0, store_ht=key.store_ht,
         stages=key.stages,
     )  # fmt: skip
-    gmem = cute.AddressSpace.gmem
-
-    def ptr(dtype: str, align: int) -> Any:
-        return make_ptr(_DT[dtype], 0, gmem, assumed_align=align)
-
     io, f32 = key.io_dtype, "float32"
-    cu = make_ptr(cutlass.Int64 if key.cu_dtype == "int64" else cutlass.Int32, 0, gmem, assumed_align=4)
     pointers = [
         # q k v g beta w_gate a_log dt_bias
-        ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(f32, 4), ptr(key.beta_dtype, 2), ptr(io, 2), ptr(f32, 4),
-        ptr(f32, 4),
+        (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, 2), (io, 2), (f32, 4), (f32, 4),
         # cu_seqlens h0 o ht
-        cu, ptr(key.h0_dtype, 4), ptr(io, 16), ptr(key.ht_dtype, 4),
+        ("cu", 4), (key.h0_dtype, 4), (io, 16), (key.ht_dtype, 4),
         # the workspace: glast qd kd w u p hs vnew
-        ptr(f32, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16), ptr(io, 16),
+        (f32, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16),
     ]  # fmt: skip
     assert len(pointers) == len(POINTERS)
-    sizes = [cutlass.Int32(1)] * 11
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # trace-time advisories on the intended fully unrolled loops
-        return cute.compile(
-            kernel, *pointers, *sizes, make_fake_stream(), options=f"--enable-tvm-ffi --gpu-arch {arch}"
-        )
+    return gdn_sm90_host.cute_compile(kernel, pointers, key.cu_dtype, 11, arch)
