@@ -59,7 +59,7 @@ def _op_kwargs(options: dict) -> dict:
 
 
 def _call(op, x, options):
-    return OPS[op](**{n: t for n, t in x.items()}, **_op_kwargs(options))
+    return OPS[op](**x, **_op_kwargs(options))
 
 
 @pytest.mark.parametrize("case", OP_CASES, ids=[c.id for c in OP_CASES])
