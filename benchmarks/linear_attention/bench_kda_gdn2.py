@@ -21,7 +21,9 @@ checked against pygraph's float64 references, then timed.
    cold-L2 rounds in rotated order (`benchmarks.harness.interleaved`), ms and tokens/s; the
    forward's "pygraph-cutile" and "pygraph-sm90" columns are the op's graph on each engine's first
    plan (`kda_cases.build_graph`: kda_cutile / gdn2_cutile, kda_sm90 / gdn2_sm90), the forward+backward's
-   "pygraph" the torch op (`kda_ops`) forward and backward on the hook's first plans.
+   "pygraph" the torch op (`kda_ops`) forward and backward on the hook's first plans, and
+   "graph-cutile" / "graph-sm90" the forward and backward graphs of each engine pair executed one
+   after the other (`kda_cases.build_bwd_graph`: kda_cutile_bwd, kda_sm90_bwd), no autograd.
 """
 
 from __future__ import annotations
@@ -269,6 +271,38 @@ def _pygraph_call(op: str, x: dict, lengths: tuple[int, ...], engine: str):
     return lambda: g.execute(pack, workspace=workspace)
 
 
+def _pygraph_graphs_call(op: str, x: dict, lengths: tuple[int, ...], engine: str):
+    """The forward graph then the backward graph of ``engine``'s pair ("cutile" or "sm90"), each on
+    its first plan, packs bound once: a call is two ``execute``s."""
+    import os
+
+    import torch
+
+    from benchmarks.linear_attention.kda_cases import KdaCase, build_bwd_graph
+    from pygraph.environment import OPT_IN_ENV
+
+    os.environ[OPT_IN_ENV] = (
+        "kda_cutile,gdn2_cutile,kda_sm90,gdn2_sm90,kda_cutile_bwd,gdn2_cutile_bwd,kda_sm90_bwd,gdn2_sm90_bwd"
+    )
+    case = KdaCase(
+        op, "bench", lengths, heads_qk=HEADS, heads_v=HEADS, key_dim=DIM, value_dim=DIM, options=()
+    )
+    tensors = {n: x[n] for n in ("q", "k", "v", "g", "beta", *(("w",) if op == "gdn2" else ()), "cu_seqlens")}
+    forward = _pygraph_call(op, x, lengths, engine)
+    g, grads = build_bwd_graph(case, tensors, {"dO": x["d_o"]}, {}, engine)
+    print(f"  pygraph backward plan: {g.graph.selected_plan.name}")
+    like = {"dQ": "q", "dK": "k", "dV": "v", "dG": "g", "dBeta": "beta", "dW": "w"}
+    pack = {g.ports[n]: t for n, t in {**tensors, "dO": x["d_o"]}.items()}
+    pack |= {port: torch.empty_like(x[like[name]]) for name, port in grads.items()}
+    workspace = torch.empty(max(g.graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+
+    def call():
+        forward()
+        g.graph.execute(pack, workspace=workspace)
+
+    return call
+
+
 def _pygraph_op_call(op: str, x: dict, leaves: dict):
     """The torch op (`kimi_delta_attention` / `gated_delta_net_v2`) forward then backward through O,
     on the hook's first plans (the cuTile engines and the CuTe DSL forwards opted in)."""
@@ -297,7 +331,13 @@ def _columns(op: str, x: dict, lengths: tuple[int, ...], backward: bool, skip: s
     dense = len(set(lengths)) == 1 and len(lengths) > 1
     if "pygraph" not in skip:
         pygraph_columns = (
-            {"pygraph": lambda: _pygraph_op_call(op, x, leaves)}
+            {
+                "pygraph": lambda: _pygraph_op_call(op, x, leaves),
+                **{
+                    f"graph-{e}": lambda e=e: _pygraph_graphs_call(op, x, lengths, e)
+                    for e in ("cutile", "sm90")
+                },
+            }
             if backward
             else {f"pygraph-{e}": lambda e=e: _pygraph_call(op, x, lengths, e) for e in ("cutile", "sm90")}
         )

@@ -200,9 +200,11 @@ def run_case(case: KdaCase, seed: int = 0, engine: str = "cutile") -> dict:
     }
 
 
-def run_bwd_case(case: KdaCase, seed: int = 0) -> dict:
-    """Run a case's backward on the device: {plan, rel: {gradient: relative error}} against autograd
-    through the float64 reference, on fresh inputs and output gradients, the gradients poisoned first."""
+def run_bwd_case(case: KdaCase, seed: int = 0, engine: str = "cutile") -> dict:
+    """Run a case's backward on the device through the op's ``engine`` ("cutile": kda_cutile_bwd /
+    gdn2_cutile_bwd; "sm90": kda_sm90_bwd / gdn2_sm90_bwd): {plan, rel: {gradient: relative error}}
+    against autograd through the float64 reference, on fresh inputs and output gradients, the
+    gradients poisoned first."""
     import torch
 
     from pygraph_linear_attention.reference import (
@@ -219,22 +221,17 @@ def run_bwd_case(case: KdaCase, seed: int = 0) -> dict:
         extra["d_final_state"] = torch.randn(
             n, ho, case.value_dim, case.key_dim, device=DEVICE, generator=gen
         )
-    g = pygraph_graph(case, {**tensors, **extra})
+    g, grads = build_bwd_graph(case, tensors, extra, options, engine)
     ports = g.ports
-    outs = getattr(g.graph, f"{case.op}_bwd")(**ports, **options)
-    names = ["dQ", "dK", "dV", "dG", "dBeta", *(["dW"] if case.op == "gdn2" else []), "d_initial_state",
-             "d_a_log", "d_dt_bias"]  # fmt: skip
-    like = {"dQ": "q", "dK": "k", "dV": "v", "dG": "g", "dBeta": "beta", "dW": "w", "d_initial_state": "initial_state",
-            "d_a_log": "a_log", "d_dt_bias": "dt_bias"}  # fmt: skip
-    out = {}
-    for name, port in zip(names, outs):
-        if port is not None:
-            src = tensors[like[name]]
-            port.set_output(True).set_data_type(src.dtype)
-            out[name] = (port, torch.full(src.shape, float("nan"), dtype=src.dtype, device=DEVICE))
-    g.graph.create_execution_plans()
-    _select(g.graph, f"{case.op}_cutile_bwd", force=True, BLOCK_V=case.block_v)
-    g.graph.build_plans()
+    out = {
+        name: (
+            port,
+            torch.full(
+                tensors[_LIKE[name]].shape, float("nan"), dtype=tensors[_LIKE[name]].dtype, device=DEVICE
+            ),
+        )
+        for name, port in grads.items()
+    }
     workspace = _workspace(torch, g.graph)
     g.graph.execute(
         {**{ports[k]: v for k, v in {**tensors, **extra}.items()}, **dict(out.values())}, workspace=workspace
@@ -255,6 +252,31 @@ def run_bwd_case(case: KdaCase, seed: int = 0) -> dict:
         "plan": g.graph.selected_plan.name,
         "rel": {name: relative_error(got, want[name]) for name, (_, got) in out.items()},
     }
+
+
+_LIKE = {"dQ": "q", "dK": "k", "dV": "v", "dG": "g", "dBeta": "beta", "dW": "w", "d_initial_state": "initial_state",
+         "d_a_log": "a_log", "d_dt_bias": "dt_bias"}  # fmt: skip
+
+
+def build_bwd_graph(
+    case: KdaCase, tensors: dict, extra: dict, options: dict, engine: str = "cutile"
+) -> tuple[Any, dict]:
+    """The planned and built backward graph of a case (``extra``: dO, d_final_state; ``options`` without
+    output_final_state) on the op's ``engine`` backward, its first plan with the case's BLOCK_V:
+    (the declared graph, {gradient name: its port})."""
+    g = pygraph_graph(case, {**tensors, **extra})
+    outs = getattr(g.graph, f"{case.op}_bwd")(**g.ports, **options)
+    names = ["dQ", "dK", "dV", "dG", "dBeta", *(["dW"] if case.op == "gdn2" else []), "d_initial_state",
+             "d_a_log", "d_dt_bias"]  # fmt: skip
+    grads = {}
+    for name, port in zip(names, outs):
+        if port is not None:
+            port.set_output(True).set_data_type(tensors[_LIKE[name]].dtype)
+            grads[name] = port
+    g.graph.create_execution_plans()
+    _select(g.graph, f"{case.op}_{engine}_bwd", force=True, BLOCK_V=case.block_v)
+    g.graph.build_plans()
+    return g, grads
 
 
 def relative_error(got: Any, want: Any) -> float:

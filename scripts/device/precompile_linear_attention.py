@@ -2,15 +2,16 @@
 
     PYGRAPH_GDN_SM90_CACHE_DIR=.lacache python scripts/device/precompile_linear_attention.py
     source scripts/device/env.sh && PYGRAPH_GDN_SM90_CACHE_DIR=.lacache \\
-      python3 scripts/device/precompile_linear_attention.py [--only cases,bench,ops]
+      python3 scripts/device/precompile_linear_attention.py [--only cases,bench,ops,bwd]
 
 Each graph is planned and built exactly as the device run builds it (`kda_cases.build_graph` on the
 kda_sm90 / gdn2_sm90 engine), so `build_plan` compiles each configuration (about 14 s a key on a CPU
 core) into the disk cache of `gdn_sm90_host` (keyed by the kernel sources' digest and CuTe DSL's
 version); carry that folder to the device with the same variable set and the runs load instead of
 compiling. ``cases``: every case of `kda_cases.CASES`; ``bench``: bench_kda_gdn2's forward shapes;
-``ops``: test_kda_ops_sm90's layer (the bounded safe gate, sigmoid beta, L2 norm). Prints one line
-per graph and the cache's size.
+``ops``: test_kda_ops_sm90's layer (the bounded safe gate, sigmoid beta, L2 norm); ``bwd``: every
+case's backward on kda_sm90_bwd / gdn2_sm90_bwd (`kda_cases.build_bwd_graph`, about 25-45 s a key).
+Prints one line per graph and the cache's size.
 """
 
 from __future__ import annotations
@@ -37,15 +38,32 @@ def _graphs(parts: set[str]):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="cases,bench,ops", help="comma list: cases, bench, ops")
+    parser.add_argument("--only", default="cases,bench,ops,bwd", help="comma list: cases, bench, ops, bwd")
     args = parser.parse_args()
     from benchmarks.linear_attention import kda_cases
     from pygraph.environment import OPT_IN_ENV
 
-    os.environ[OPT_IN_ENV] = "kda_sm90,gdn2_sm90"
+    os.environ[OPT_IN_ENV] = "kda_sm90,gdn2_sm90,kda_sm90_bwd,gdn2_sm90_bwd"
     kda_cases.DEVICE = "cpu"  # the inputs' metadata is all the planning reads
     started = time.perf_counter()
-    for case in _graphs(set(args.only.split(","))):
+    parts = set(args.only.split(","))
+    if "bwd" in parts:
+        import torch
+
+        for case in kda_cases.CASES:
+            t0 = time.perf_counter()
+            tensors, options = kda_cases.make_inputs(case, device="cpu")
+            final = options.pop("output_final_state")
+            t, n = sum(case.lengths), len(case.lengths)
+            extra = {"dO": torch.zeros(t, case.heads_out, case.value_dim, dtype=tensors["q"].dtype)}
+            if final:
+                extra["d_final_state"] = torch.zeros(n, case.heads_out, case.value_dim, case.key_dim)
+            g, _ = kda_cases.build_bwd_graph(case, tensors, extra, options, engine="sm90")
+            print(
+                f"bwd-{case.id:28s} {g.graph.selected_plan.name:36s} {time.perf_counter() - t0:6.1f} s",
+                flush=True,
+            )
+    for case in _graphs(parts):
         t0 = time.perf_counter()
         tensors, options = kda_cases.make_inputs(case, device="cpu")
         if case.name.startswith("ops-"):  # the layer passes its beta logits in float32

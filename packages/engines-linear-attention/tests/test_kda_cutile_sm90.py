@@ -1,5 +1,5 @@
-"""kda_cutile, gdn2_cutile (cuTile) and kda_sm90, gdn2_sm90 (CuTe DSL, forward) on the H200 against the
-float64 references: the correctness table.
+"""kda_cutile, gdn2_cutile (cuTile) and kda_sm90, gdn2_sm90 (CuTe DSL), forward and backward, on the H200
+against the float64 references: the correctness table.
 
 Every case of `benchmarks.linear_attention.kda_cases.CASES` for both ops (varlen with odd lengths,
 T = 1, an empty sequence, initial and final state, each option, GQA and GVA, a 4097-token sequence,
@@ -32,11 +32,12 @@ def test_the_forward_matches_the_float64_reference(case, engine, monkeypatch):
         assert result["state_rel"] is not None and result["state_rel"] <= case.tolerance, result
 
 
+@pytest.mark.parametrize("engine", ["cutile", "sm90"])
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_the_backward_matches_autograd_through_the_float64_reference(case, monkeypatch):
-    monkeypatch.setenv(OPT_IN_ENV, "kda_cutile_bwd,gdn2_cutile_bwd")
-    result = run_bwd_case(case)
-    print(f"bwd-{case.id}: {result}")
-    assert result["plan"].startswith(f"{case.op}_cutile_bwd[")
+def test_the_backward_matches_autograd_through_the_float64_reference(case, engine, monkeypatch):
+    monkeypatch.setenv(OPT_IN_ENV, "kda_cutile_bwd,gdn2_cutile_bwd,kda_sm90_bwd,gdn2_sm90_bwd")
+    result = run_bwd_case(case, engine=engine)
+    print(f"bwd-{case.id} {engine}: {result}")
+    assert result["plan"].startswith(f"{case.op}_{engine}_bwd[")
     # every gradient within the tolerance (a NaN compares False, so it fails here, not in a max)
     assert all(err <= case.tolerance for err in result["rel"].values()), result

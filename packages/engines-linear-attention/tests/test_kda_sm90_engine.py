@@ -1,7 +1,8 @@
-"""kda_sm90 and gdn2_sm90 on the CPU: that they ship opt-in, their support rules (each decline naming
-the rule and the value), their call path with the compiled function replaced by a recorder (pointer
-order, sizes, the spare address of absent operands), the hook's order, and real CuTe DSL compiles of
-their kernels for sm_90a (no GPU needed). The device suite is `test_kda_cutile_sm90.py`'s cases."""
+"""kda_sm90, gdn2_sm90 and their backwards (kda_sm90_bwd, gdn2_sm90_bwd) on the CPU: that they ship
+opt-in, their support rules (each decline naming the rule and the value), their call paths with the
+compiled function replaced by a recorder (pointer order, sizes, the spare address of absent operands),
+the hook's order, and real CuTe DSL compiles of their kernels for sm_90a (no GPU needed). The device
+suite is `test_kda_cutile_sm90.py`'s cases."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import pygraph
 from pygraph import data_type as dt
 from pygraph.environment import OPT_IN_ENV
 from pygraph_linear_attention.engines import kda_sm90 as engine_mod
-from pygraph_linear_attention.engines.kda_sm90 import Gdn2Sm90Engine, KdaSm90Engine
+from pygraph_linear_attention.engines.kda_sm90 import Gdn2Sm90Engine, KdaSm90BwdEngine, KdaSm90Engine
 from pygraph_linear_attention.kernels import kda_sm90_host as host
 from pygraph_linear_attention.kernels.gdn_sm90_host import search_steps
+from pygraph_linear_attention.kernels.kda_cutile_bwd_host import KdaCutileBwdConfig
 from pygraph_linear_attention.kernels.kda_cutile_host import KdaCutileConfig
 
 _OPT_IN = "kda_sm90,gdn2_sm90"
@@ -210,3 +212,150 @@ def test_the_kernels_compile_for_sm90a_without_a_gpu(monkeypatch, tmp_path, op, 
     assert callable(fn)
     assert host.compiled_forward(key) is fn  # kept for the process
     assert list(tmp_path.rglob("*.o"))  # and on disk
+
+
+def _bwd_graph(op="kda", t=130, n=3, h=2, hv=2, d=128, io=dt.BFLOAT16, *, state=False, d_final=False, safe=False,
+               **attrs):  # fmt: skip
+    """A kda_bwd / gdn2_bwd graph (every gradient an output in its input's dtype)."""
+    g = pygraph.Graph(name=f"{op}-bwd", io_data_type=io, sm_version=90)
+    ho = max(h, hv)
+    ports = {
+        "q": g.tensor(name="q", dim=[t, h, d], data_type=io),
+        "k": g.tensor(name="k", dim=[t, h, d], data_type=io),
+        "v": g.tensor(name="v", dim=[t, hv, d], data_type=io),
+        "g": g.tensor(name="g", dim=[t, hv, d], data_type=dt.FLOAT),
+        "beta": g.tensor(name="beta", dim=[t, hv, d] if op == "gdn2" else [t, hv], data_type=io),
+        "cu_seqlens": g.tensor(name="cu_seqlens", dim=[n + 1], data_type=dt.INT32),
+        "dO": g.tensor(name="dO", dim=[t, ho, d], data_type=io),
+    }
+    if op == "gdn2":
+        ports["w"] = g.tensor(name="w", dim=[t, hv, d], data_type=io)
+    if state:
+        ports["initial_state"] = g.tensor(name="h0", dim=[n, ho, d, d], data_type=dt.FLOAT)
+    if d_final:
+        ports["d_final_state"] = g.tensor(name="dht", dim=[n, ho, d, d], data_type=dt.FLOAT)
+    if safe:
+        ports["a_log"] = g.tensor(name="a_log", dim=[hv], data_type=dt.FLOAT)
+        ports["dt_bias"] = g.tensor(name="dt_bias", dim=[hv, d], data_type=dt.FLOAT)
+        attrs["safe_gate"] = True
+    outs = [o for o in getattr(g, f"{op}_bwd")(**ports, **attrs) if o is not None]
+    for o in outs:
+        o.set_output(True)
+    g.outputs_for_test = outs
+    return g
+
+
+@pytest.fixture
+def bwd_recorder(monkeypatch):
+    fn = _Recorder()
+    monkeypatch.setattr(engine_mod, "compiled_backward", lambda key: fn.keys.append(key) or fn)
+    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setenv(OPT_IN_ENV, "kda_sm90_bwd,gdn2_sm90_bwd")
+    return fn
+
+
+def test_the_backward_ships_opt_in_and_declines_a_forward_graph(monkeypatch):
+    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.delenv(OPT_IN_ENV, raising=False)
+    with pytest.raises(pygraph.GraphNotSupportedError):
+        _bwd_graph().create_execution_plans()
+    with pytest.raises(pygraph.GraphNotSupportedError) as err:
+        KdaSm90BwdEngine(20203).check_support(_graph().engine_request())
+    assert "kda_sm90_bwd: serves kda_bwd graphs, this is a kda graph" in str(err.value)
+
+
+def test_a_backward_call_passes_the_pointers_in_order(bwd_recorder):
+    t, n, h, d = 130, 3, 2, 128
+    g = _bwd_graph("gdn2", t=t, n=n, h=h, d=d, d_final=True)
+    names = _plan_names(g)
+    assert names[0] == "gdn2_sm90_bwd[BLOCK_V=32,STAGES=2]"
+    g.select_plan(0)
+    g.build_plans()
+    ports = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "dO", "d_final_state")
+    addresses = {name: 0x100000 * (i + 1) for i, name in enumerate(ports)}
+    tensors = {
+        g.find_tensor({"d_final_state": "dht"}.get(name, name)): addr for name, addr in addresses.items()
+    }
+    grads = {o.name: 0x1000000 * (i + 1) for i, o in enumerate(g.outputs_for_test)}
+    tensors |= {o: grads[o.name] for o in g.outputs_for_test}
+    workspace = 0x40000000
+    g.execute(tensors, workspace=workspace)
+    (args,) = bwd_recorder.calls
+    count = len(host.BWD_POINTERS)
+    pointers, sizes, stream = args[:count], args[count:-1], args[-1]
+    regions = pointers[21:]  # glast .. pb, in the workspace's order
+    assert regions[0] == workspace and list(regions) == sorted(regions)
+    assert all(r % 256 == 0 for r in regions)
+    spare = pointers[6]  # a_log absent
+    assert spare > regions[-1]
+    by_role = dict(zip(host.BWD_POINTERS, pointers))
+    for role in ("q", "k", "v", "g", "beta", "cu_seqlens", "dO"):
+        assert by_role[role] == addresses[role]
+    assert by_role["w_gate"] == addresses["w"] and by_role["dht"] == addresses["d_final_state"]
+    assert by_role["h0"] == by_role["dh0"] == by_role["d_a_log"] == spare
+    assert sorted(by_role[r] for r in ("dQ", "dK", "dV", "dG", "dBeta", "dW")) == sorted(grads.values())
+    assert sizes == (t, n, search_steps(n), h, h, h, h, h, h, h, h)
+    assert stream == 0
+    (key,) = bwd_recorder.keys
+    assert key.gdn2 and key.has_dht and not key.has_h0 and key.direct_qk and key.direct_v
+
+
+def test_the_backward_workspace_is_what_the_plan_carves(bwd_recorder):
+    g = _bwd_graph(t=4096, n=4, h=16, hv=16)
+    g.create_execution_plans()
+    g.build_plans()
+    assert g.selected_plan.name.startswith("kda_sm90_bwd[")
+    cfg = KdaCutileBwdConfig(op="kda", tokens=4096, sequences=4, heads_qk=16, heads_v=16, key_dim=128,
+                             value_dim=128, io_dtype="bfloat16", scale=1.0)  # fmt: skip
+    last = host.backward_regions(cfg)[-1]
+    assert g.get_workspace_size() == last.offset + last.nbytes
+    assert [r.name for r in host.backward_regions(cfg)] == [*host.BWD_POINTERS[21:], "spare"]
+
+
+def test_the_hook_puts_the_cutile_backward_before_the_unproven_cute_one(monkeypatch):
+    monkeypatch.setenv(OPT_IN_ENV, "kda_sm90_bwd,kda_cutile_bwd")
+    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
+    from pygraph_linear_attention.engines import kda_cutile
+
+    monkeypatch.setattr(kda_cutile, "_cutile_installed", lambda: True)
+    names = _plan_names(_bwd_graph(t=32768, n=1, h=16, hv=16))
+    assert names[:2] == ["kda_cutile_bwd[BLOCK_V=32]", "kda_cutile_bwd[BLOCK_V=64]"]
+    assert names[2:6] == [
+        "kda_sm90_bwd[BLOCK_V=32,STAGES=2]", "kda_sm90_bwd[BLOCK_V=32,STAGES=1]",
+        "kda_sm90_bwd[BLOCK_V=64,STAGES=2]", "kda_sm90_bwd[BLOCK_V=64,STAGES=1]",
+    ]  # fmt: skip
+
+
+@_NEEDS_CUTE
+@pytest.mark.parametrize(
+    ("op", "io", "d", "stages", "options"),
+    [
+        ("kda", "bfloat16", 128, 2, True),
+        ("gdn2", "float16", 64, 1, False),
+    ],
+    ids=["kda-bf16-d128-every-option", "gdn2-fp16-d64-stages1"],
+)
+def test_the_backward_kernels_compile_for_sm90a_without_a_gpu(
+    monkeypatch, tmp_path, op, io, d, stages, options
+):
+    monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))
+    flags = dict(use_qk_l2norm=options, use_beta_sigmoid=options, allow_neg_eigval=options, safe_gate=options,
+                 has_a_log=options, has_dt_bias=options, has_initial_state=options, has_d_final_state=options)  # fmt: skip
+    cfg = KdaCutileBwdConfig(op=op, tokens=256, sequences=2, heads_qk=2, heads_v=4, key_dim=d, value_dim=d,
+                             io_dtype=io, scale=0.1, block_v=32, **flags)  # fmt: skip
+    names = {"beta": io, "cu_seqlens": "int32", "dG": "float32", "dBeta": io}
+    if options:
+        names |= {
+            "h0": "float32",
+            "dh0": "float32",
+            "dht": "float32",
+            "d_a_log": "float32",
+            "d_dt_bias": "float32",
+        }
+    if op == "gdn2":
+        names["dW"] = io
+    key = host.bwd_key_for(cfg, names, stages)
+    fn = host.compiled_backward(key)
+    assert callable(fn)
+    assert host.compiled_backward(key) is fn
+    assert list(tmp_path.rglob("*.o"))

@@ -61,8 +61,9 @@ def pygraph_families() -> list[EngineFamily]:
         ),
         # the cuTile forwards and backwards of kda and gdn2 ship opt-in: their kernels pass on the CPU
         # emulator against the chunked algorithms (tests/test_kda_cutile_emulated.py,
-        # test_kda_cutile_bwd_emulated.py); the CuTe DSL forwards (kda_sm90, gdn2_sm90) opt-in too:
-        # they compile for sm_90a on the CPU (tests/test_kda_sm90_engine.py). The device suite is next
+        # test_kda_cutile_bwd_emulated.py); the CuTe DSL forwards and backwards (kda_sm90, gdn2_sm90,
+        # kda_sm90_bwd, gdn2_sm90_bwd) opt-in too: they compile for sm_90a on the CPU
+        # (tests/test_kda_sm90_engine.py). The device suite is next
         _family(
             "kda",
             20200,
@@ -76,6 +77,9 @@ def pygraph_families() -> list[EngineFamily]:
             extra={
                 "kda_cutile_bwd": EngineSlot(
                     2, impl=("pygraph_linear_attention.engines.kda_cutile", "KdaCutileBwdEngine"), opt_in=True
+                ),
+                "kda_sm90_bwd": EngineSlot(
+                    3, impl=("pygraph_linear_attention.engines.kda_sm90", "KdaSm90BwdEngine"), opt_in=True
                 ),
             },
         ),
@@ -94,6 +98,9 @@ def pygraph_families() -> list[EngineFamily]:
                     2,
                     impl=("pygraph_linear_attention.engines.kda_cutile", "Gdn2CutileBwdEngine"),
                     opt_in=True,
+                ),
+                "gdn2_sm90_bwd": EngineSlot(
+                    3, impl=("pygraph_linear_attention.engines.kda_sm90", "Gdn2Sm90BwdEngine"), opt_in=True
                 ),
             },
         ),

@@ -89,6 +89,10 @@ def recommend(
         hopper = f"{facts.op}_sm90"
         if hopper in offered and not facts.backward:
             ours = [*(PlanConfig(offered[hopper], knobs) for knobs in kda_sm90_order(facts)), *ours]
+        # kda_sm90_bwd / gdn2_sm90_bwd (CuTe DSL, backward) after the cuTile backward: the cuTile one
+        # is proven on the emulator, this one compiles but has not run (the same knob order)
+        if f"{hopper}_bwd" in offered and facts.backward:
+            ours = [*ours, *(PlanConfig(offered[f"{hopper}_bwd"], knobs) for knobs in kda_sm90_order(facts))]
         return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
     engine = "gdn_cutile_bwd" if facts.backward else "gdn_cutile"
     ours = []

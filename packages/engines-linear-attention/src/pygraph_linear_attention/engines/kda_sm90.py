@@ -1,4 +1,5 @@
-"""``kda_sm90`` and ``gdn2_sm90``: the ``kda`` and ``gdn2`` families' Hopper forward (CuTe DSL).
+"""``kda_sm90`` / ``gdn2_sm90`` and ``kda_sm90_bwd`` / ``gdn2_sm90_bwd``: the ``kda`` and ``gdn2``
+families' Hopper forward and backward (CuTe DSL).
 
 ``kernels/kda_sm90_fwd.py``: a prepare kernel that takes every per-channel decay (gamma, the
 decay-weighted products by sub-chunks, the WY transform, the decayed q and k), then gdn_sm90's
@@ -6,8 +7,10 @@ split scan and whole-V output on warpgroup MMAs. They serve what ``kda_cutile`` 
 serve within the CuTe DSL kernels' build (`engines.sm90.build_reason`: K and V of 64 or 128, every
 operand row-major contiguous, a_log and dt_bias FLOAT, 32-bit offsets), SM90 only. The plan is
 gdn_sm90's (`engines.sm90.GdnSm90Plan`: the declared geometry and 16-byte alignment checked per
-call, raw addresses into the compiled function). Opt-in (``PYGRAPH_ENABLE_OPT_IN_ENGINES``): they
-compile on the CPU, and have not run on a GPU yet.
+call, raw addresses into the compiled function). The backwards run ``kernels/kda_sm90_bwd.py`` (the
+forward's prepare and scan again, gdn_sm90's gradient scan with per-channel decays, two chunk gradient
+kernels, the head and parameter sums). Opt-in (``PYGRAPH_ENABLE_OPT_IN_ENGINES``): they compile on
+the CPU, and have not run on a GPU yet.
 """
 
 from __future__ import annotations
@@ -39,15 +42,19 @@ from pygraph_linear_attention.engines.sm90 import (
 from pygraph_linear_attention.kernels.gdn_sm90_host import search_steps
 from pygraph_linear_attention.kernels.kda_sm90_host import (
     BLOCK_V_KDA_SM90,
+    BWD_POINTERS,
     POINTERS,
     STAGES_KDA_SM90,
+    backward_regions,
+    bwd_key_for,
+    compiled_backward,
     compiled_forward,
     key_for,
     workspace_bytes,
     workspace_regions,
 )
 
-__all__ = ["Gdn2Sm90Engine", "KdaSm90Engine"]
+__all__ = ["Gdn2Sm90BwdEngine", "Gdn2Sm90Engine", "KdaSm90BwdEngine", "KdaSm90Engine"]
 
 
 def _sizes(cfg: Any) -> tuple[int, ...]:
@@ -120,4 +127,43 @@ class Gdn2Sm90Engine(KdaSm90Engine):
     """``gdn2_sm90``: gdn2 (forward) graphs, the same kernels with GDN-2's gates."""
 
     name = "gdn2_sm90"
+    op = "gdn2"
+
+
+class KdaSm90BwdEngine(KdaSm90Engine):
+    """``kda_sm90_bwd``: kda_bwd graphs. Knobs: BLOCK_V (the scans' value rows per CTA) and STAGES
+    (2: both scans prefetch the next chunk)."""
+
+    name = "kda_sm90_bwd"
+    serves_backward = True
+
+    def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
+        facts = self._facts(request)
+        last = backward_regions(config_for(facts, self._knobs(facts, plan)[0]))[-1]
+        return last.offset + last.nbytes
+
+    def build_plan(
+        self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
+    ) -> CompiledPlan:
+        self.check_support(request)
+        facts = self._facts(request)
+        block_v, stages = self._knobs(facts, plan)
+        cfg = config_for(facts, block_v)
+        operands = declared_operands(self.name, request, _operands(facts))
+        compiled = compiled_backward(bwd_key_for(cfg, dtype_names(operands), stages))
+        return GdnSm90Plan(
+            self.name,
+            request.graph.name,
+            compiled,
+            operands,
+            backward_regions(cfg),
+            _sizes(cfg),
+            BWD_POINTERS,
+        )
+
+
+class Gdn2Sm90BwdEngine(KdaSm90BwdEngine):
+    """``gdn2_sm90_bwd``: gdn2_bwd graphs, the same kernels with GDN-2's gates and write gate."""
+
+    name = "gdn2_sm90_bwd"
     op = "gdn2"

@@ -43,6 +43,8 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
 class GradScanKernels:
     """The gradient scans of `GdnSm90Bwd` (a mixin: they read its configuration)."""
 
+    channel_decay = False  # KDA and GDN-2 (`kda_sm90_bwd`): `grad_scan_wg` on prepare's decayed operands
+
     @cute.kernel
     def grad_scan(
         self,
@@ -167,10 +169,18 @@ class GradScanKernels:
         mDvnew: cute.Tensor,
         mDh0: cute.Tensor,
         k_group: Int32,
+        mP: cute.Tensor = None,
     ):
         """`grad_scan` (WGMMA) on warpgroup MMAs: the gradient carried transposed, dS^T [K, BV] in
         fp32 wgmma accumulators; ``k dS^T`` reads dS's io copy K-major, ``P^T dO`` and the update's
-        ``w^T (-dv_new)`` and ``q^T (scale exp(gamma) dO)`` read their row-major tiles MN-major."""
+        ``w^T (-dv_new)`` and ``q^T (scale exp(gamma) dO)`` read their row-major tiles MN-major.
+
+        With ``channel_decay`` (KDA, GDN-2) every decay is in prepare's operands (per output head,
+        ``k_group`` 1): ``mQ`` is ``q exp(gamma)``, ``mK`` ``k exp(last - gamma)``, ``mP`` the
+        chunk's scores [T, HO, 64] and ``mGamma`` the chunks' last gamma [slots, HO, K]; so
+        ``dv_new = scale P^T dO + kd dS^T`` and ``dS^T = diag(exp(last)) dS^T - w^T dv_new + qd^T
+        (scale dO)``, the decay a scale of the accumulator's rows (one per key channel)."""
+        kda = self.channel_decay
         K, BV, C, io = self.K, self.BV, CHUNK, self.io
         tidx, _, _ = cute.arch.thread_idx()
         n, h, vb = cute.arch.block_idx()
@@ -185,15 +195,23 @@ class GradScanKernels:
         sQs, sKs, sWs = (smem.allocate_tensor(io, k_layout, 1024, k_swz) for _ in range(3))
         sDos = smem.allocate_tensor(io, v_layout, 1024, v_swz)
         sNdv, sDd = _tile(smem, io, C, BV), _tile(smem, io, C, BV)
-        sP, sDs, sDvn = _tile(smem, io, C, C), _tile(smem, io, BV, K), _tile(smem, io, C, BV)
-        sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, nbuf), stride=(1, C)), 16)
+        if const_expr(kda):  # prepare's scores, loaded with the chunk's other tiles
+            p_layout, p_swz = _row_major(C, C, nbuf)
+            sPs = smem.allocate_tensor(io, p_layout, 1024, p_swz)
+            g2s_p = _g2s(io, C)
+            sDs, sDvn = _tile(smem, io, BV, K), _tile(smem, io, C, BV)
+        else:
+            sP, sDs, sDvn = _tile(smem, io, C, C), _tile(smem, io, BV, K), _tile(smem, io, C, BV)
+        # gamma per row, or (channel_decay) exp(last gamma) per key channel
+        gates = K if const_expr(kda) else C
+        sGammas = smem.allocate_tensor(Float32, cute.make_layout((gates, nbuf), stride=(1, gates)), 16)
         s2g_k, s2g_v = _s2g(io, K), _s2g(io, BV)
 
         mma_s = _wg_mma(io, BV, True, True)  # dS^T [K, BV] += x^T [K, C] . y^T [BV, C]^T
         mma_v = _wg_mma(io, BV, False, False)  # k dS^T: [C, BV] = k [C, K] . dS [BV, K]^T
         mma_t = _wg_mma(io, BV, True, True)  # P^T dO: [C, BV] = P^T [C, C] . dO^T [BV, C]^T
         mma_cc = _wg_mma(io, C, False, False)  # q k^T
-        d_state, _ = _acc(mma_s, tidx, K, BV)
+        d_state, crd_s = _acc(mma_s, tidx, K, BV)
         thr_s = mma_s.get_slice(tidx)
         if const_expr(self.has_dht):
             src = thr_s.partition_C(_transposed(cute.local_tile(mDht[n, h, None, None], (BV, K), (vb, 0))))
@@ -210,9 +228,15 @@ class GradScanKernels:
             if chunks > 0:
                 last_rows = length - last_chunk * C
             _load_chunk(g2s_k, g2s_v, tidx, tiles, r_last, last_rows, buffers, 0)
+            if const_expr(kda):
+                _load_rows(g2s_p, tidx, _chunk_rows(mP, r_last, h, C), sPs[None, None, 0], last_rows)
             cute.arch.cp_async_commit_group()
-            if tidx < C:
-                sGammas[tidx, 0] = _gamma_row(mGamma, r_last, last_rows, h, tidx)
+            if const_expr(kda):
+                if tidx < K:
+                    sGammas[tidx, 0] = _exp(Float32(mGamma[bos // C + n + last_chunk, h, tidx]))
+            else:
+                if tidx < C:
+                    sGammas[tidx, 0] = _gamma_row(mGamma, r_last, last_rows, h, tidx)
         for i in cutlass.range(chunks, unroll=1):
             c = chunks - 1 - i
             r0 = bos + c * C
@@ -224,14 +248,25 @@ class GradScanKernels:
                 # the sequence (before the tensor, for the first one)
                 if i + 1 < chunks:
                     _load_chunk(g2s_k, g2s_v, tidx, tiles, r0 - C, rows_left + C, buffers, 1 - buf)
-                    if tidx < C:
-                        g_next = _gamma_row(mGamma, r0 - C, rows_left + C, h, tidx)
+                    if const_expr(kda):
+                        _load_rows(g2s_p, tidx, _chunk_rows(mP, r0 - C, h, C), sPs[None, None, 1 - buf], C)
+                        if tidx < K:
+                            g_next = _exp(Float32(mGamma[bos // C + n + c - 1, h, tidx]))
+                    else:
+                        if tidx < C:
+                            g_next = _gamma_row(mGamma, r0 - C, rows_left + C, h, tidx)
                 cute.arch.cp_async_commit_group()
             else:
                 _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, 0)
+                if const_expr(kda):
+                    _load_rows(g2s_p, tidx, _chunk_rows(mP, r0, h, C), sPs[None, None, 0], rows_left)
                 cute.arch.cp_async_commit_group()
-                if tidx < C:
-                    sGammas[tidx, 0] = _gamma_row(mGamma, r0, rows_left, h, tidx)
+                if const_expr(kda):
+                    if tidx < K:
+                        sGammas[tidx, 0] = _exp(Float32(mGamma[bos // C + n + c, h, tidx]))
+                else:
+                    if tidx < C:
+                        sGammas[tidx, 0] = _gamma_row(mGamma, r0, rows_left, h, tidx)
             sQ, sK, sW = sQs[None, None, buf], sKs[None, None, buf], sWs[None, None, buf]
             sDo, sGamma = sDos[None, None, buf], sGammas[None, buf]
             _to_smem(mma_s, tidx, d_state, _transposed(sDs), io)
@@ -240,69 +275,100 @@ class GradScanKernels:
             cute.arch.sync_threads()
             slot = bos // C + n + c  # the gradient of the state leaving chunk c, from its io copy
             _store_rows(s2g_k, tidx, sDs, cute.local_tile(mDh[slot, h, None, None], (BV, K), (vb, 0)), BV)
-            if const_expr(self.l2norm):
+            if const_expr(self.l2norm and not kda):
                 _l2_normalize_rows(sQ, tidx, K)
                 _l2_normalize_rows(sK, tidx, K)
                 _async_visible()
                 cute.arch.sync_threads()
-            last_row = rows_left - 1
-            if rows_left > C:
-                last_row = C - 1
-            last = sGamma[last_row]
+            if const_expr(kda):
+                # dv_new = scale P^T dO + kd dS^T (kd = k exp(last - gamma)), dO scaled beside it
+                passed, crd_v = _acc(mma_v, tidx, C, BV)
+                _wg_gemm(mma_v, tidx, passed, sK, sDs)
+                _scaled_rows(sDo, sDd, lambda r: self.scale, tidx, C, BV)
+                _async_visible()
+                cute.arch.sync_threads()
+                through, _ = _acc(mma_t, tidx, C, BV)
+                _wg_gemm(mma_t, tidx, through, _transposed(sPs[None, None, buf]), _transposed(sDo))
+                cute.nvgpu.warpgroup.wait_group(0)
+                ndv_part = mma_v.get_slice(tidx).partition_C(sNdv)
+                dvn_part = mma_v.get_slice(tidx).partition_C(sDvn)
+                for e in cutlass.range_constexpr(cute.size(through)):
+                    val = through[e] * self.scale + passed[e]
+                    dvn_part[e] = val.to(io)
+                    ndv_part[e] = (-val).to(io)
+                _async_visible()
+                cute.arch.sync_threads()
+                _store_rows(s2g_v, tidx, sDvn, _chunk_rows(mDvnew, r0, h, BV, vb), rows_left)
 
-            # q k^T and k dS^T at once; then P = (q k^T) exp(gamma_i - gamma_j) on the causal, real
-            # part, and dO scaled by scale exp(gamma) beside it
-            scores, crd_p = _acc(mma_cc, tidx, C, C)
-            _wg_gemm(mma_cc, tidx, scores, sQ, sK)
-            passed, crd_v = _acc(mma_v, tidx, C, BV)
-            _wg_gemm(mma_v, tidx, passed, sK, sDs)
-            cute.nvgpu.warpgroup.wait_group(0)
-            p_part = mma_cc.get_slice(tidx).partition_C(sP)
-            pa, pb = _row_pair(crd_p)
-            ga, gb = sGamma[pa], sGamma[pb]
-            for e in cutlass.range_constexpr(cute.size(scores)):
-                row, col = crd_p[e][0], crd_p[e][1]
-                g_row = gb
-                if row == pa:
-                    g_row = ga
-                val = Float32(0.0)
-                if row >= col and row < rows_left:
-                    val = scores[e] * _exp(g_row - sGamma[col])
-                p_part[e] = val.to(io)
-            _scaled_rows(sDo, sDd, lambda r, gam=sGamma: self.scale * _exp(gam[r]), tidx, C, BV)
-            _async_visible()
-            cute.arch.sync_threads()
+                # dS^T = diag(exp(last)) dS^T - w^T dv_new + qd^T (scale dO)
+                for e in cutlass.range_constexpr(cute.size(d_state)):
+                    d_state[e] = d_state[e] * sGamma[crd_s[e][0]]
+                _wg_gemm(mma_s, tidx, d_state, _transposed(sW), _transposed(sNdv))
+                _wg_gemm(mma_s, tidx, d_state, _transposed(sQ), _transposed(sDd))
+                cute.nvgpu.warpgroup.wait_group(0)
+                if const_expr(nbuf == 2):
+                    if tidx < K:
+                        sGammas[tidx, 1 - buf] = g_next
+                cute.arch.sync_threads()  # every read of this chunk's tiles is done
+            else:
+                last_row = rows_left - 1
+                if rows_left > C:
+                    last_row = C - 1
+                last = sGamma[last_row]
 
-            # dv_new = scale P^T dO + exp(last - gamma) (k dS^T)
-            through, _ = _acc(mma_t, tidx, C, BV)
-            _wg_gemm(mma_t, tidx, through, _transposed(sP), _transposed(sDo))
-            cute.nvgpu.warpgroup.wait_group(0)
-            ndv_part = mma_v.get_slice(tidx).partition_C(sNdv)
-            dvn_part = mma_v.get_slice(tidx).partition_C(sDvn)
-            va, vb_row = _row_pair(crd_v)
-            ta, tb = _tail(va, rows_left, last, sGamma), _tail(vb_row, rows_left, last, sGamma)
-            for e in cutlass.range_constexpr(cute.size(through)):
-                tail = tb
-                if crd_v[e][0] == va:
-                    tail = ta
-                val = through[e] * self.scale + tail * passed[e]
-                dvn_part[e] = val.to(io)
-                ndv_part[e] = (-val).to(io)
-            _async_visible()
-            cute.arch.sync_threads()
-            _store_rows(s2g_v, tidx, sDvn, _chunk_rows(mDvnew, r0, h, BV, vb), rows_left)
+                # q k^T and k dS^T at once; then P = (q k^T) exp(gamma_i - gamma_j) on the causal, real
+                # part, and dO scaled by scale exp(gamma) beside it
+                scores, crd_p = _acc(mma_cc, tidx, C, C)
+                _wg_gemm(mma_cc, tidx, scores, sQ, sK)
+                passed, crd_v = _acc(mma_v, tidx, C, BV)
+                _wg_gemm(mma_v, tidx, passed, sK, sDs)
+                cute.nvgpu.warpgroup.wait_group(0)
+                p_part = mma_cc.get_slice(tidx).partition_C(sP)
+                pa, pb = _row_pair(crd_p)
+                ga, gb = sGamma[pa], sGamma[pb]
+                for e in cutlass.range_constexpr(cute.size(scores)):
+                    row, col = crd_p[e][0], crd_p[e][1]
+                    g_row = gb
+                    if row == pa:
+                        g_row = ga
+                    val = Float32(0.0)
+                    if row >= col and row < rows_left:
+                        val = scores[e] * _exp(g_row - sGamma[col])
+                    p_part[e] = val.to(io)
+                _scaled_rows(sDo, sDd, lambda r, gam=sGamma: self.scale * _exp(gam[r]), tidx, C, BV)
+                _async_visible()
+                cute.arch.sync_threads()
 
-            # dS^T = exp(last) dS^T - w^T dv_new + q^T (scale exp(gamma) dO)
-            decay = _exp(last)
-            for e in cutlass.range_constexpr(cute.size(d_state)):
-                d_state[e] = d_state[e] * decay
-            _wg_gemm(mma_s, tidx, d_state, _transposed(sW), _transposed(sNdv))
-            _wg_gemm(mma_s, tidx, d_state, _transposed(sQ), _transposed(sDd))
-            cute.nvgpu.warpgroup.wait_group(0)
-            if const_expr(nbuf == 2):
-                if tidx < C:
-                    sGammas[tidx, 1 - buf] = g_next
-            cute.arch.sync_threads()  # every read of this chunk's tiles is done
+                # dv_new = scale P^T dO + exp(last - gamma) (k dS^T)
+                through, _ = _acc(mma_t, tidx, C, BV)
+                _wg_gemm(mma_t, tidx, through, _transposed(sP), _transposed(sDo))
+                cute.nvgpu.warpgroup.wait_group(0)
+                ndv_part = mma_v.get_slice(tidx).partition_C(sNdv)
+                dvn_part = mma_v.get_slice(tidx).partition_C(sDvn)
+                va, vb_row = _row_pair(crd_v)
+                ta, tb = _tail(va, rows_left, last, sGamma), _tail(vb_row, rows_left, last, sGamma)
+                for e in cutlass.range_constexpr(cute.size(through)):
+                    tail = tb
+                    if crd_v[e][0] == va:
+                        tail = ta
+                    val = through[e] * self.scale + tail * passed[e]
+                    dvn_part[e] = val.to(io)
+                    ndv_part[e] = (-val).to(io)
+                _async_visible()
+                cute.arch.sync_threads()
+                _store_rows(s2g_v, tidx, sDvn, _chunk_rows(mDvnew, r0, h, BV, vb), rows_left)
+
+                # dS^T = exp(last) dS^T - w^T dv_new + q^T (scale exp(gamma) dO)
+                decay = _exp(last)
+                for e in cutlass.range_constexpr(cute.size(d_state)):
+                    d_state[e] = d_state[e] * decay
+                _wg_gemm(mma_s, tidx, d_state, _transposed(sW), _transposed(sNdv))
+                _wg_gemm(mma_s, tidx, d_state, _transposed(sQ), _transposed(sDd))
+                cute.nvgpu.warpgroup.wait_group(0)
+                if const_expr(nbuf == 2):
+                    if tidx < C:
+                        sGammas[tidx, 1 - buf] = g_next
+                cute.arch.sync_threads()  # every read of this chunk's tiles is done
 
         if const_expr(self.has_h0):
             dst = thr_s.partition_C(_transposed(cute.local_tile(mDh0[n, h, None, None], (BV, K), (vb, 0))))

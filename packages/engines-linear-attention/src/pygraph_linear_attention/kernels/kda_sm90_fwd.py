@@ -98,12 +98,13 @@ class KdaSm90Fwd(GdnSm90Fwd):
         has_h0: bool,
         store_ht: bool,
         stages: int = 1,
+        store_t: bool = False,  # the backward's prepare (`kda_sm90_bwd`) also stores T
     ) -> None:
         super().__init__(
             key_dim=key_dim, value_dim=value_dim, block_v=block_v, io_dtype=io_dtype, beta_dtype=beta_dtype,
             h0_dtype=h0_dtype, ht_dtype=ht_dtype, cu_dtype=cu_dtype, scale=scale, l2norm=l2norm,
             beta_sigmoid=beta_sigmoid, neg_eigval=neg_eigval, safe_gate=safe_gate, has_dt_bias=has_dt_bias,
-            has_h0=has_h0, store_ht=store_ht, stages=stages, split=True, wgmma=2,
+            has_h0=has_h0, store_ht=store_ht, stages=stages, split=True, store_t=store_t, wgmma=2,
         )  # fmt: skip
         self.gdn2 = gdn2  # beta [T, HB, K] inside the erase read, and the write gate w [T, HW, V]
         self.has_a_log = has_a_log
@@ -183,7 +184,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
             heads_out // heads_w, heads_out // heads_a_log, heads_out // heads_dt_bias,
         )  # fmt: skip
         self.prepare_kda(
-            mQ, mK, mV, mG, mBeta, mWg, mALog, mDtBias, mCu, mGlast, mQd, mKd, mW, mU, mP, sequences,
+            mQ, mK, mV, mG, mBeta, mWg, mALog, mDtBias, mCu, mGlast, mQd, mKd, mW, mU, mP, mP, sequences,
             search_steps, groups,
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)  # fmt: skip
         # the scan and the output read prepare's per-output-head operands: one output head per "k head"
@@ -213,6 +214,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
         mW: cute.Tensor,
         mU: cute.Tensor,
         mP: cute.Tensor,  # [T, HO, 64] io: the chunk's decay-weighted causal scores
+        mT: cute.Tensor,  # [slots, HO, 64, 64] io: T = (I + A)^-1 (with store_t: the backward's)
         sequences: Int32,
         search_steps: Int32,
         groups: Any,
@@ -258,22 +260,9 @@ class KdaSm90Fwd(GdnSm90Fwd):
             # the gates, a key channel per thread: gamma = cumsum of the (safe) gate down the chunk; the
             # gate past the sequence is 0, so those rows keep the last real row's gamma
             if tidx < K:
-                rate = Float32(1.0)
-                bias = Float32(0.0)
-                if const_expr(self.safe_gate and self.has_a_log):
-                    rate = _exp(Float32(mALog[h // a_group]))
-                if const_expr(self.safe_gate and self.has_dt_bias):
-                    bias = Float32(mDtBias[h // d_group, tidx])
-                total = Float32(0.0)
-                for r in cutlass.range_constexpr(C):
-                    gate = Float32(0.0)
-                    if r < rows_left:
-                        gate = Float32(mG[r0 + r, h // g_group, tidx])
-                        if const_expr(self.safe_gate):
-                            gate = self.lower_bound / (1.0 + _exp(-(gate + bias) * rate))
-                    total = total + gate
-                    sGam[r, tidx] = total
-                mGlast[slot, h, tidx] = total
+                mGlast[slot, h, tidx] = self._gamma_column(
+                    mG, mALog, mDtBias, sGam, r0, rows_left, h, (g_group, a_group, d_group), tidx
+                )
             if const_expr(not self.gdn2):
                 if tidx < C:
                     sBeta[tidx] = self._beta(mBeta, r0 + tidx, bh, 0, tidx < rows_left)
@@ -348,6 +337,8 @@ class KdaSm90Fwd(GdnSm90Fwd):
                     col_scale = sBeta[tidx]
                 for i in cutlass.range_constexpr(C):
                     sT[i, tidx] = (x[i] * col_scale).to(io)
+                    if const_expr(self.store_t):
+                        mT[slot, h, i, tidx] = x[i].to(io)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             if const_expr(self.gdn2):  # u = T (w_gate v)
@@ -369,6 +360,49 @@ class KdaSm90Fwd(GdnSm90Fwd):
                 sKg[r, col] = kx.to(io)
             cute.arch.sync_threads()
             _wy_rows_to_gmem(tidx, sT, sKg, _chunk_rows(mW, r0, h, K), rows_left, io, K)
+
+    @cute.jit
+    def _gate_params(
+        self, mALog: cute.Tensor, mDtBias: cute.Tensor, h: Int32, a_group: Int32, d_group: Int32, col: Int32
+    ):
+        """(rate, bias) of the safe gate ``lower_bound * sigmoid(rate (g + bias))`` for output head
+        ``h``, key channel ``col``: exp(a_log) and dt_bias where given, else 1 and 0."""
+        rate = Float32(1.0)
+        bias = Float32(0.0)
+        if const_expr(self.safe_gate and self.has_a_log):
+            rate = _exp(Float32(mALog[h // a_group]))
+        if const_expr(self.safe_gate and self.has_dt_bias):
+            bias = Float32(mDtBias[h // d_group, col])
+        return rate, bias
+
+    @cute.jit
+    def _gamma_column(
+        self,
+        mG: cute.Tensor,
+        mALog: cute.Tensor,
+        mDtBias: cute.Tensor,
+        sGam: cute.Tensor,
+        r0: Int32,
+        rows_left: Int32,
+        h: Int32,
+        groups: Any,
+        col: Int32,
+    ):
+        """gamma of key channel ``col`` down the chunk from token ``r0`` into ``sGam`` [64, K] fp32
+        (the cumulative sum of the gate, the safe gate where asked; the gate past the sequence is 0,
+        so those rows keep the last real row's gamma); returns the chunk's last gamma."""
+        g_group, a_group, d_group = groups
+        rate, bias = self._gate_params(mALog, mDtBias, h, a_group, d_group, col)
+        total = Float32(0.0)
+        for r in cutlass.range_constexpr(CHUNK):
+            gate = Float32(0.0)
+            if r < rows_left:
+                gate = Float32(mG[r0 + r, h // g_group, col])
+                if const_expr(self.safe_gate):
+                    gate = self.lower_bound / (1.0 + _exp(-(gate + bias) * rate))
+            total = total + gate
+            sGam[r, col] = total
+        return total
 
     @cute.jit
     def _beta(self, mBeta: cute.Tensor, tok: Int32, bh: Int32, col: Int32, valid: cutlass.Boolean):

@@ -1,12 +1,14 @@
-"""The host side of the CuTe DSL KDA / GDN-2 forward (``kda_sm90_fwd``): the compile key, the
-workspace carve and the compile (kept per process and on disk by `gdn_sm90_host`'s cache).
+"""The host side of the CuTe DSL KDA / GDN-2 forward (``kda_sm90_fwd``) and backward (``kda_sm90_bwd``):
+the compile keys, the workspace carves and the compiles (kept per process and on disk by
+`gdn_sm90_host`'s cache).
 
 The compiled function takes raw device addresses, 32-bit sizes and the stream. Its pointer
 arguments, in order, are `POINTERS`: q, k, v, g, beta, the write gate (GDN-2), a_log, dt_bias,
 cu_seqlens, initial state, o, final state, then the workspace's glast, qd, kd, w, u, p, hs and vnew;
 then tokens, sequences, the slot search's halvings and the head counts of q/k, v, the output, g,
 beta, w, a_log and dt_bias; then the stream. An absent optional operand is passed as the workspace's
-spare address: the branches that would read it are compiled out.
+spare address: the branches that would read it are compiled out. The backward's are `BWD_POINTERS`
+(the inputs, dO and d_final_state, the gradients, then its workspace's regions) and the same sizes.
 """
 
 from __future__ import annotations
@@ -21,10 +23,16 @@ from pygraph_linear_attention.kernels.kda_cutile_host import KdaCutileConfig
 
 __all__ = [
     "BLOCK_V_KDA_SM90",
+    "BWD_FN_NAME",
+    "BWD_POINTERS",
     "FN_NAME",
     "POINTERS",
     "STAGES_KDA_SM90",
+    "KdaSm90BwdKey",
     "KdaSm90Key",
+    "backward_regions",
+    "bwd_key_for",
+    "compiled_backward",
     "compiled_forward",
     "key_for",
     "workspace_bytes",
@@ -39,6 +47,13 @@ FN_NAME = "pygraph_kda_sm90_fwd"
 POINTERS = (
     "q", "k", "v", "g", "beta", "w_gate", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht",
     "glast", "qd", "kd", "w", "u", "p", "hs", "vnew",
+)  # fmt: skip
+BWD_FN_NAME = "pygraph_kda_sm90_bwd"
+BWD_POINTERS = (
+    "q", "k", "v", "g", "beta", "w_gate", "a_log", "dt_bias", "cu_seqlens", "h0", "dO", "dht",
+    "dQ", "dK", "dV", "dG", "dBeta", "dW", "dh0", "d_a_log", "d_dt_bias",
+    "glast", "qd", "kd", "w", "u", "p", "t", "hs", "vnew", "dh", "dvnew", "dq", "dk", "dw", "de", "dgp", "dg",
+    "dv", "db", "dwg", "pa", "pb",
 )  # fmt: skip
 
 
@@ -128,4 +143,111 @@ def _compile(key: KdaSm90Key, arch: str) -> Any:
         (f32, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16),
     ]  # fmt: skip
     assert len(pointers) == len(POINTERS)
+    return gdn_sm90_host.cute_compile(kernel, pointers, key.cu_dtype, 11, arch)
+
+
+@dataclasses.dataclass(frozen=True)
+class KdaSm90BwdKey:
+    """What one compiled KDA / GDN-2 backward is specialised for: the forward's fields it recomputes,
+    the gradients' dtypes (by name) and which of them the chunk kernels write themselves."""
+
+    gdn2: bool
+    key_dim: int
+    value_dim: int
+    block_v: int
+    io_dtype: str
+    beta_dtype: str
+    h0_dtype: str  # "float32" when there is no initial state
+    dh0_dtype: str
+    dht_dtype: str  # "float32" when there is no d_final_state
+    cu_dtype: str
+    dg_dtype: str
+    dbeta_dtype: str
+    dw_dtype: str  # GDN-2's write gate's gradient ("float32" for KDA: unused)
+    da_log_dtype: str
+    ddt_bias_dtype: str
+    scale: float
+    l2norm: bool
+    beta_sigmoid: bool
+    neg_eigval: bool
+    safe_gate: bool
+    has_a_log: bool
+    has_dt_bias: bool
+    lower_bound: float
+    has_h0: bool
+    has_dht: bool
+    direct_qk: bool  # one output head per q/k head and no l2 norm: dQ, dK written by the chunk kernels
+    direct_v: bool  # one output head per v head: dV likewise
+    stages: int = 1
+
+
+def bwd_key_for(cfg: Any, names: dict[str, str], stages: int = 1) -> KdaSm90BwdKey:
+    """The backward's key for ``cfg`` (a `KdaCutileBwdConfig`) and the operands' dtypes by role."""
+    f32 = "float32"
+    return KdaSm90BwdKey(
+        gdn2=cfg.op == "gdn2", key_dim=cfg.key_dim, value_dim=cfg.value_dim, block_v=cfg.block_v,
+        io_dtype=cfg.io_dtype, beta_dtype=names["beta"], h0_dtype=names.get("h0", f32),
+        dh0_dtype=names.get("dh0", f32), dht_dtype=names.get("dht", f32), cu_dtype=names["cu_seqlens"],
+        dg_dtype=names["dG"], dbeta_dtype=names["dBeta"], dw_dtype=names.get("dW", f32),
+        da_log_dtype=names.get("d_a_log", f32), ddt_bias_dtype=names.get("d_dt_bias", f32),
+        scale=float(cfg.scale), l2norm=cfg.use_qk_l2norm, beta_sigmoid=cfg.use_beta_sigmoid,
+        neg_eigval=cfg.allow_neg_eigval, safe_gate=cfg.safe_gate, has_a_log=cfg.has_a_log,
+        has_dt_bias=cfg.has_dt_bias, lower_bound=float(cfg.gate_lower_bound), has_h0=cfg.has_initial_state,
+        has_dht=cfg.has_d_final_state, direct_qk=cfg.heads_qk == cfg.heads_out and not cfg.use_qk_l2norm,
+        direct_v=cfg.heads_v == cfg.heads_out, stages=stages,
+    )  # fmt: skip
+
+
+def backward_regions(cfg: Any) -> tuple[Region, ...]:
+    """The backward's workspace: the forward's operands (`workspace_regions`) and each chunk's T (io);
+    the per-chunk state gradients and dv_new (io); the per-output-head gradients in fp32 (dw in the io
+    dtype: an operand), the erase key's and d gamma's staged terms, the raw gate's gradient, beta's
+    ([T, HO] for KDA, [T, HO, K] for GDN-2), GDN-2's write gate's; the per-chunk shares of d_a_log and
+    d_dt_bias; the spare."""
+    t, ho, k, v, io, f32 = cfg.tokens, cfg.heads_out, cfg.key_dim, cfg.value_dim, cfg.io_dtype, "float32"
+    slots = prepare_slots(cfg)
+    gdn2 = cfg.op == "gdn2"
+    rows = [
+        ("glast", f32, (slots, ho, k)), ("qd", io, (t, ho, k)), ("kd", io, (t, ho, k)), ("w", io, (t, ho, k)),
+        ("u", io, (t, ho, v)), ("p", io, (t, ho, CHUNK)), ("t", io, (slots, ho, CHUNK, CHUNK)),
+        ("hs", io, (slots, ho, v, k)), ("vnew", io, (t, ho, v)), ("dh", io, (slots, ho, v, k)),
+        ("dvnew", io, (t, ho, v)), ("dq", f32, (t, ho, k)), ("dk", f32, (t, ho, k)), ("dw", io, (t, ho, k)),
+        ("de", f32, (t, ho, k)), ("dgp", f32, (t, ho, k)), ("dg", f32, (t, ho, k)), ("dv", f32, (t, ho, v)),
+        ("db", f32, (t, ho, k) if gdn2 else (t, ho)), ("dwg", f32, (t, ho, v) if gdn2 else (1,)),
+        ("pa", f32, (slots, ho, k)), ("pb", f32, (slots, ho, k)),
+    ]  # fmt: skip
+    return layout_regions([*rows, ("spare", "float32", (64,))])
+
+
+def compiled_backward(key: KdaSm90BwdKey, arch: str = ARCH) -> Any:
+    """The compiled backward for ``key``, kept as `compiled_forward` keeps the forward."""
+    return gdn_sm90_host._compiled(key, arch, BWD_FN_NAME, _compile_backward)
+
+
+def _compile_backward(key: KdaSm90BwdKey, arch: str) -> Any:
+    from pygraph_linear_attention.kernels.kda_sm90_bwd import KdaSm90Bwd
+
+    kernel = KdaSm90Bwd(
+        key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,
+        beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, cu_dtype=key.cu_dtype, scale=key.scale, gdn2=key.gdn2,
+        l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval, safe_gate=key.safe_gate,
+        has_a_log=key.has_a_log, has_dt_bias=key.has_dt_bias, lower_bound=key.lower_bound, has_h0=key.has_h0,
+        has_dht=key.has_dht, direct_qk=key.direct_qk, direct_v=key.direct_v, stages=key.stages,
+    )  # fmt: skip
+    io, f32 = key.io_dtype, "float32"
+    pointers = [
+        # q k v g beta w_gate a_log dt_bias cu_seqlens h0 dO dht
+        (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, 2), (io, 2), (f32, 4), (f32, 4), ("cu", 4),
+        (key.h0_dtype, 4), (io, 16), (key.dht_dtype, 4),
+        # dQ dK dV dG dBeta dW d_initial_state d_a_log d_dt_bias
+        (io, 16), (io, 16), (io, 16), (key.dg_dtype, 2), (key.dbeta_dtype, 2), (key.dw_dtype, 2),
+        (key.dh0_dtype, 4), (key.da_log_dtype, 2), (key.ddt_bias_dtype, 2),
+        # the workspace: glast qd kd w u p t hs vnew dh dvnew
+        (f32, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16),
+        (io, 16),
+        # dq dk dw de dgp dg dv db dwg pa pb
+        (f32, 16), (f32, 16), (io, 16), (f32, 16), (f32, 16), (f32, 16), (f32, 16), (f32, 16), (f32, 16),
+        (f32, 16), (f32, 16),
+    ]  # fmt: skip
+    assert len(pointers) == len(BWD_POINTERS)
     return gdn_sm90_host.cute_compile(kernel, pointers, key.cu_dtype, 11, arch)

@@ -1,0 +1,720 @@
+"""The KDA and GDN-2 backward in CuTe DSL (the ``kda_sm90_bwd`` and ``gdn2_sm90_bwd`` engines): the steps
+of `chunked_kda_bwd.py` over 64-token chunks, the forward recomputed (the graph stores nothing of it).
+
+Launches, in stream order:
+
+1. The forward's `KdaSm90Fwd.prepare_kda` (also storing each chunk's ``T = (I + A)^-1``) and its
+   split `scan_wg`: the decayed operands ``qd = q exp(gamma)``, ``kd = k exp(last - gamma)``, the
+   scores P, w, u, the state entering each chunk (``hs``) and ``v_new``.
+2. gdn_sm90's `grad_scan_wg` with ``channel_decay``: chunks in reverse from d_final_state on plain
+   products of prepare's operands; per chunk the gradient of the state leaving it (``dh``) and
+   ``dv_new``; its last state is d_initial_state.
+3. `KdaSm90Bwd.grad_output_kda` (grid: chunk slots x output heads): the output's and the passed
+   state's terms: dq (whole), dk's first terms, dw = -dv_new h and those terms of d gamma.
+4. `KdaSm90Bwd.grad_wy_kda` (same grid): the WY transform's terms from T, dw and dv_new: dv, the
+   rest of dk, beta's (GDN-2: and the write gate's), d gamma's reverse sum down the chunk and the
+   gates' chain rules.
+5. gdn_sm90's `head_sum` and `gate_sum` (dQ, dK through the l2 norm, dV, dG, dBeta, GDN-2's dW) and
+   `slot_param_sum` (d_a_log, d_dt_bias from per-chunk partial sums).
+
+Steps 3 and 4 each run their plain products on ``mma.sync`` (io operands, fp32 accumulators), then a
+pass with a key channel per thread for the decay-weighted products, ``sum_j m[r, j] y_j exp(gamma_r -
+gamma_j)`` (rows weighted: dq's ``dp k``, the erase key's ``dA k``) and ``sum_r m[r, j] x_r exp(gamma_r
+- gamma_j)`` (columns weighted: dk's ``dp^T q`` and ``dA^T e``), for lower-triangular m (dp, dA) in
+shared fp32. Each is taken by sub-chunks of 16 rows (columns) against one reference gamma, so a
+factor grows by at most ``exp(-15 min g)`` inside the sub-chunk and decays across them (the forward's
+form), in fp32 on the CUDA cores: d gamma is a sum of products that cancel, and a model of these
+products with bf16 factors put dG at 1.1e-2 to 2.1e-2 of the float64 reference
+(`tests/test_kda_sm90_numerics.py`), fp32 keeps it at the plain products' error. The per-channel pass
+also does everything per channel (d gamma, its reverse sum, the safe gate's chain rule), so no row
+or column sums of fragments are needed for d gamma.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils as utils
+from cutlass import Float32, Int32, const_expr
+
+from pygraph_linear_attention.kernels.gdn_sm90_bwd import GdnSm90Bwd
+from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
+    _DT,
+    CHUNK,
+    THREADS,
+    _acc,
+    _aligned,
+    _block_sum,
+    _chunk_rows,
+    _exp,
+    _g2s,
+    _l2_normalize_rows,
+    _load_rows,
+    _mm,
+    _row_sums,
+    _slot_chunk,
+    _t,
+    _tile,
+    _tiled_mma,
+    _to_gmem,
+    _to_smem,
+    _vector,
+)
+from pygraph_linear_attention.kernels.kda_sm90_fwd import SUB, KdaSm90Fwd
+
+__all__ = ["KdaSm90Bwd"]
+
+
+class KdaSm90Bwd(GdnSm90Bwd):
+    """One static configuration of the KDA (``gdn2`` False) or GDN-2 backward: the forward's (which it
+    recomputes, `KdaSm90Fwd` with ``store_t``) and which gradients the chunk kernels write themselves.
+    The gradients' dtypes are their pointers'."""
+
+    channel_decay = True
+
+    def __init__(
+        self,
+        *,
+        key_dim: int,
+        value_dim: int,
+        block_v: int,
+        io_dtype: str,
+        beta_dtype: str,
+        h0_dtype: str,
+        cu_dtype: str,
+        scale: float,
+        gdn2: bool,
+        l2norm: bool,
+        beta_sigmoid: bool,
+        neg_eigval: bool,
+        safe_gate: bool,
+        has_a_log: bool,
+        has_dt_bias: bool,
+        lower_bound: float,
+        has_h0: bool,
+        has_dht: bool,
+        direct_qk: bool,
+        direct_v: bool,
+        stages: int = 1,
+    ) -> None:
+        self.K, self.V, self.BV = key_dim, value_dim, block_v
+        self.io = _DT[io_dtype]
+        self.scale = scale
+        self.gdn2 = gdn2
+        self.l2norm, self.beta_sigmoid, self.neg_eigval = l2norm, beta_sigmoid, neg_eigval
+        self.safe_gate, self.has_a_log, self.has_dt_bias = safe_gate, has_a_log, has_dt_bias
+        self.lower_bound = lower_bound
+        self.has_h0, self.has_dht = has_h0, has_dht
+        self.direct_qk, self.direct_v = direct_qk, direct_v
+        self.wgmma, self.stages = True, stages
+        self.fwd = KdaSm90Fwd(
+            key_dim=key_dim, value_dim=value_dim, block_v=block_v, io_dtype=io_dtype, beta_dtype=beta_dtype,
+            h0_dtype=h0_dtype, ht_dtype="float32", cu_dtype=cu_dtype, scale=scale,
+            gdn2=gdn2, l2norm=l2norm, beta_sigmoid=beta_sigmoid, neg_eigval=neg_eigval, safe_gate=safe_gate,
+            has_a_log=has_a_log, has_dt_bias=has_dt_bias, lower_bound=lower_bound, has_h0=has_h0,
+            store_ht=False, stages=stages, store_t=True,
+        )  # fmt: skip
+
+    # ------------------------------------------------------------------ host side (traced once)
+    @cute.jit
+    def __call__(
+        self,
+        q_ptr: cute.Pointer,
+        k_ptr: cute.Pointer,
+        v_ptr: cute.Pointer,
+        g_ptr: cute.Pointer,
+        beta_ptr: cute.Pointer,
+        w_gate_ptr: cute.Pointer,
+        a_log_ptr: cute.Pointer,
+        dt_bias_ptr: cute.Pointer,
+        cu_ptr: cute.Pointer,
+        h0_ptr: cute.Pointer,
+        do_ptr: cute.Pointer,
+        dht_ptr: cute.Pointer,
+        dq_final_ptr: cute.Pointer,
+        dk_final_ptr: cute.Pointer,
+        dv_final_ptr: cute.Pointer,
+        dg_final_ptr: cute.Pointer,
+        dbeta_final_ptr: cute.Pointer,
+        dw_final_ptr: cute.Pointer,
+        dh0_ptr: cute.Pointer,
+        da_log_ptr: cute.Pointer,
+        ddt_bias_ptr: cute.Pointer,
+        glast_ptr: cute.Pointer,
+        qd_ptr: cute.Pointer,
+        kd_ptr: cute.Pointer,
+        w_ptr: cute.Pointer,
+        u_ptr: cute.Pointer,
+        p_ptr: cute.Pointer,
+        t_ptr: cute.Pointer,
+        hs_ptr: cute.Pointer,
+        vnew_ptr: cute.Pointer,
+        dh_ptr: cute.Pointer,
+        dvnew_ptr: cute.Pointer,
+        dq_ptr: cute.Pointer,
+        dk_ptr: cute.Pointer,
+        dw_ptr: cute.Pointer,
+        de_ptr: cute.Pointer,
+        dgp_ptr: cute.Pointer,
+        dg_ptr: cute.Pointer,
+        dv_ptr: cute.Pointer,
+        db_ptr: cute.Pointer,
+        dwg_ptr: cute.Pointer,
+        pa_ptr: cute.Pointer,
+        pb_ptr: cute.Pointer,
+        tokens: Int32,
+        sequences: Int32,
+        search_steps: Int32,
+        heads_qk: Int32,
+        heads_v: Int32,
+        heads_out: Int32,
+        heads_g: Int32,
+        heads_beta: Int32,
+        heads_w: Int32,
+        heads_a_log: Int32,
+        heads_dt_bias: Int32,
+        stream: Any,
+    ):
+        K, V, C = self.K, self.V, CHUNK
+        slots = tokens // C + sequences + 1
+
+        def rows(ptr, heads, dim, aligned=True):
+            stride = _aligned(heads * dim) if aligned else heads * dim
+            return cute.make_tensor(ptr, cute.make_layout((tokens, heads, dim), stride=(stride, dim, 1)))
+
+        def rows2(ptr, heads):
+            return cute.make_tensor(ptr, cute.make_layout((tokens, heads), stride=(heads, 1)))
+
+        def states(ptr, count, height, width):
+            shape = (count, heads_out, height, width)
+            stride = (_aligned(heads_out * height * width), height * width, width, 1)
+            return cute.make_tensor(ptr, cute.make_layout(shape, stride=stride))
+
+        def per_slot(ptr):
+            return cute.make_tensor(
+                ptr, cute.make_layout((slots, heads_out, K), stride=(heads_out * K, K, 1))
+            )
+
+        mQ, mK, mV = rows(q_ptr, heads_qk, K), rows(k_ptr, heads_qk, K), rows(v_ptr, heads_v, V)
+        mG = rows(g_ptr, heads_g, K, False)
+        if const_expr(self.gdn2):
+            mBeta, mDBeta = rows(beta_ptr, heads_beta, K, False), rows(dbeta_final_ptr, heads_beta, K, False)
+            mDb = rows(db_ptr, heads_out, K, False)
+        else:
+            mBeta, mDBeta, mDb = (
+                rows2(beta_ptr, heads_beta),
+                rows2(dbeta_final_ptr, heads_beta),
+                rows2(db_ptr, heads_out),
+            )
+        mWg, mDW = rows(w_gate_ptr, heads_w, V, False), rows(dw_final_ptr, heads_w, V, False)
+        mALog = cute.make_tensor(a_log_ptr, cute.make_layout((heads_a_log,)))
+        mDtBias = cute.make_tensor(dt_bias_ptr, cute.make_layout((heads_dt_bias, K), stride=(K, 1)))
+        mDALog = cute.make_tensor(da_log_ptr, cute.make_layout((heads_a_log,)))
+        mDDtBias = cute.make_tensor(ddt_bias_ptr, cute.make_layout((heads_dt_bias, K), stride=(K, 1)))
+        mCu = cute.make_tensor(cu_ptr, cute.make_layout((sequences + 1,)))
+        mH0, mDht, mDh0 = (
+            states(h0_ptr, sequences, V, K),
+            states(dht_ptr, sequences, V, K),
+            states(dh0_ptr, sequences, V, K),
+        )
+        mDo = rows(do_ptr, heads_out, V)
+        mDQ, mDK, mDV = (
+            rows(dq_final_ptr, heads_qk, K),
+            rows(dk_final_ptr, heads_qk, K),
+            rows(dv_final_ptr, heads_v, V),
+        )
+        mDG = rows(dg_final_ptr, heads_g, K, False)
+        mGlast, mPa, mPb = per_slot(glast_ptr), per_slot(pa_ptr), per_slot(pb_ptr)
+        mQd, mKd, mW = rows(qd_ptr, heads_out, K), rows(kd_ptr, heads_out, K), rows(w_ptr, heads_out, K)
+        mU, mP = rows(u_ptr, heads_out, V), rows(p_ptr, heads_out, C)
+        mT, mHs, mDh = states(t_ptr, slots, C, C), states(hs_ptr, slots, V, K), states(dh_ptr, slots, V, K)
+        mVnew, mDvnew = rows(vnew_ptr, heads_out, V), rows(dvnew_ptr, heads_out, V)
+        mDq, mDk, mDw = rows(dq_ptr, heads_out, K), rows(dk_ptr, heads_out, K), rows(dw_ptr, heads_out, K)
+        mDe, mDgp, mDg = rows(de_ptr, heads_out, K), rows(dgp_ptr, heads_out, K), rows(dg_ptr, heads_out, K)
+        mDv, mDwg = rows(dv_ptr, heads_out, V), rows(dwg_ptr, heads_out, V)
+        groups = (
+            heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
+            heads_out // heads_w, heads_out // heads_a_log, heads_out // heads_dt_bias,
+        )  # fmt: skip
+        fwd = self.fwd
+        fwd.prepare_kda(
+            mQ, mK, mV, mG, mBeta, mWg, mALog, mDtBias, mCu, mGlast, mQd, mKd, mW, mU, mP, mT, sequences,
+            search_steps, groups,
+        ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)  # fmt: skip
+        fwd.scan_wg(mKd, mW, mU, mGlast, mCu, mH0, mH0, mHs, mVnew, Int32(1)).launch(
+            grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+        )
+        self.grad_scan_wg(mQd, mKd, mW, mGlast, mDo, mCu, mDht, mDh, mDvnew, mDh0, Int32(1), mP).launch(
+            grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+        )
+        self.grad_output_kda(
+            mQ, mK, mG, mALog, mDtBias, mDo, mCu, mHs, mDh, mVnew, mDvnew, mDq, mDQ, mDk, mDw, mDgp, sequences,
+            search_steps, groups,
+        ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)  # fmt: skip
+        self.grad_wy_kda(
+            mK, mV, mG, mBeta, mWg, mALog, mDtBias, mCu, mT, mDvnew, mDw, mDe, mDk, mDgp, mDv, mDK, mDV, mDg,
+            mDb, mDwg, mPa, mPb, sequences, search_steps, groups,
+        ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)  # fmt: skip
+        if const_expr(not self.direct_qk):
+            self.head_sum(mDq, mQ, mDQ, groups[0], K, True).launch(
+                grid=[tokens, heads_qk, 1], block=[THREADS, 1, 1], stream=stream
+            )
+            self.head_sum(mDk, mK, mDK, groups[0], K, True).launch(
+                grid=[tokens, heads_qk, 1], block=[THREADS, 1, 1], stream=stream
+            )
+        if const_expr(not self.direct_v):
+            self.head_sum(mDv, mV, mDV, groups[1], V, False).launch(
+                grid=[tokens, heads_v, 1], block=[THREADS, 1, 1], stream=stream
+            )
+        self.head_sum(mDg, mG, mDG, groups[2], K, False).launch(
+            grid=[tokens, heads_g, 1], block=[THREADS, 1, 1], stream=stream
+        )
+        if const_expr(self.gdn2):
+            self.head_sum(mDb, mBeta, mDBeta, groups[3], K, False).launch(
+                grid=[tokens, heads_beta, 1], block=[THREADS, 1, 1], stream=stream
+            )
+            self.head_sum(mDwg, mWg, mDW, groups[4], V, False).launch(
+                grid=[tokens, heads_w, 1], block=[THREADS, 1, 1], stream=stream
+            )
+        else:
+            self.gate_sum(mDb, mDBeta, groups[3], tokens).launch(
+                grid=[(tokens + THREADS - 1) // THREADS, heads_beta, 1], block=[THREADS, 1, 1], stream=stream
+            )
+        if const_expr(self.safe_gate and self.has_a_log):
+            self.slot_param_sum(mPa, mDALog, groups[5], slots, False).launch(
+                grid=[heads_a_log, 1, 1], block=[THREADS, 1, 1], stream=stream
+            )
+        if const_expr(self.safe_gate and self.has_dt_bias):
+            self.slot_param_sum(mPb, mDDtBias, groups[6], slots, True).launch(
+                grid=[heads_dt_bias, 1, 1], block=[THREADS, 1, 1], stream=stream
+            )
+
+    # ------------------------------------------------------------------ device side
+    @cute.kernel
+    def grad_output_kda(
+        self,
+        mQ: cute.Tensor,
+        mK: cute.Tensor,
+        mG: cute.Tensor,
+        mALog: cute.Tensor,
+        mDtBias: cute.Tensor,
+        mDo: cute.Tensor,
+        mCu: cute.Tensor,
+        mHs: cute.Tensor,
+        mDh: cute.Tensor,
+        mVnew: cute.Tensor,
+        mDvnew: cute.Tensor,
+        mDq: cute.Tensor,
+        mDQ: cute.Tensor,
+        mDk: cute.Tensor,
+        mDw: cute.Tensor,
+        mDgp: cute.Tensor,
+        sequences: Int32,
+        search_steps: Int32,
+        groups: Any,
+    ):
+        """The output's terms (o = scale (qd h^T + P v_new)) and the passed state's (S' = diag(exp(last))
+        h + v_new^T kd) of one chunk's gradients: dq whole (to dQ where it needs no head sum), dk's
+        first terms (fp32), dw = -dv_new h (io: the next kernel's operand) and those terms of d gamma
+        (fp32 [T, HO, K]). 192 KB of shared memory at K = V = 128 (one CTA an SM)."""
+        K, V, C, io = self.K, self.V, CHUNK, self.io
+        k_group, _, g_group, _, _, a_group, d_group = groups
+        tidx, _, _ = cute.arch.thread_idx()
+        slot, h, _ = cute.arch.block_idx()
+        hk = h // k_group
+        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
+        rows_left = length - c * C
+        if c * C < length:
+            r0 = bos + c * C
+            smem = utils.SmemAllocator()
+            sQ, sK = _tile(smem, io, C, K), _tile(smem, io, C, K)
+            sDo, sVn, sDvn = _tile(smem, io, C, V), _tile(smem, io, C, V), _tile(smem, io, C, V)
+            sH, sDh = _tile(smem, io, V, K), _tile(smem, io, V, K)
+            sGam = smem.allocate_tensor(Float32, cute.make_layout((C, K), stride=(K, 1)), 16)
+            sM = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)
+            g2s_k, g2s_v = _g2s(io, K), _g2s(io, V)
+            _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
+            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
+            _load_rows(g2s_v, tidx, _chunk_rows(mDo, r0, h, V), sDo, rows_left)
+            _load_rows(g2s_v, tidx, _chunk_rows(mVnew, r0, h, V), sVn, rows_left)
+            _load_rows(g2s_v, tidx, _chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
+            _load_rows(g2s_k, tidx, mHs[slot, h, None, None], sH, V)
+            _load_rows(g2s_k, tidx, mDh[slot, h, None, None], sDh, V)
+            cute.arch.cp_async_commit_group()
+            if tidx < K:
+                self.fwd._gamma_column(
+                    mG, mALog, mDtBias, sGam, r0, rows_left, h, (g_group, a_group, d_group), tidx
+                )
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            if const_expr(self.l2norm):
+                _l2_normalize_rows(sQ, tidx, K)
+                _l2_normalize_rows(sK, tidx, K)
+                cute.arch.sync_threads()
+            last_row = rows_left - 1
+            if rows_left > C:
+                last_row = C - 1
+            mma_ck, mma_cc = _tiled_mma(io, C, K), _tiled_mma(io, C, C)
+
+            # dq's state term scale exp(gamma) (dO h), staged in fp32 for the per-channel pass
+            acc, crd = _acc(mma_ck, tidx, C, K)
+            _mm(mma_ck, tidx, acc, sDo, sH, io)
+            for e in cutlass.range_constexpr(cute.size(acc)):
+                acc[e] = acc[e] * self.scale * _exp(sGam[crd[e][0], crd[e][1]])
+            _to_gmem(mma_ck, tidx, acc, crd, _chunk_rows(mDq, r0, h, K), rows_left, Float32)
+            # the passed state's dk term exp(last - gamma) (v_new dh)
+            kt, _ = _acc(mma_ck, tidx, C, K)
+            _mm(mma_ck, tidx, kt, sVn, sDh, io)
+            for e in cutlass.range_constexpr(cute.size(kt)):
+                col = crd[e][1]
+                kt[e] = kt[e] * _exp(sGam[last_row, col] - sGam[crd[e][0], col])
+            _to_gmem(mma_ck, tidx, kt, crd, _chunk_rows(mDk, r0, h, K), rows_left, Float32)
+            # dw = -dv_new h
+            dw, _ = _acc(mma_ck, tidx, C, K)
+            _mm(mma_ck, tidx, dw, sDvn, sH, io)
+            for e in cutlass.range_constexpr(cute.size(dw)):
+                dw[e] = -dw[e]
+            _to_gmem(mma_ck, tidx, dw, crd, _chunk_rows(mDw, r0, h, K), rows_left, io)
+            # dp = scale dO v_new^T on the causal, real part
+            dp, crd_p = _acc(mma_cc, tidx, C, C)
+            _mm(mma_cc, tidx, dp, sDo, _t(sVn), io)
+            for e in cutlass.range_constexpr(cute.size(dp)):
+                row, col = crd_p[e][0], crd_p[e][1]
+                val = Float32(0.0)
+                if row >= col and row < rows_left:
+                    val = dp[e] * self.scale
+                sM[row, col] = val
+            cute.arch.sync_threads()  # sM complete, the staged terms written
+
+            if tidx < K:
+                col = tidx
+                # the state's own last-row term: the state leaving is diag(exp(last)) h + ...
+                part = Float32(0.0)
+                for v in cutlass.range(V, unroll=8):
+                    part = part + sDh[v, col].to(Float32) * sH[v, col].to(Float32)
+                # dq = staged + the rows-weighted dp k; d gamma's q dq
+                for i in cutlass.range_constexpr(C // SUB):
+                    ref = sGam[i * SUB, col]
+                    f = cute.make_rmem_tensor(((i + 1) * SUB,), Float32)
+                    for j in cutlass.range_constexpr((i + 1) * SUB):
+                        f[j] = sK[j, col].to(Float32) * _exp(ref - sGam[j, col])
+                    for rr in cutlass.range(SUB, unroll=1):
+                        r = i * SUB + rr
+                        s = Float32(0.0)
+                        for j in cutlass.range_constexpr((i + 1) * SUB):  # dp is 0 above the diagonal
+                            s = s + sM[r, j] * f[j]
+                        if r < rows_left:
+                            dq = Float32(mDq[r0 + r, h, col]) + s * _exp(sGam[r, col] - ref)
+                            if const_expr(self.direct_qk):
+                                mDQ[r0 + r, h, col] = dq.to(mDQ.element_type)
+                            else:
+                                mDq[r0 + r, h, col] = dq
+                            mDgp[r0 + r, h, col] = sQ[r, col].to(Float32) * dq
+                # dk's first terms = the passed state's + the columns-weighted dp^T q; d gamma's -k dk
+                passed = Float32(0.0)
+                for i in cutlass.range_constexpr(C // SUB):
+                    ref = sGam[i * SUB + SUB - 1, col]
+                    f = cute.make_rmem_tensor((C - i * SUB,), Float32)
+                    for r in cutlass.range_constexpr(i * SUB, C):
+                        f[r - i * SUB] = sQ[r, col].to(Float32) * _exp(sGam[r, col] - ref)
+                    for jj in cutlass.range(SUB, unroll=1):
+                        j = i * SUB + jj
+                        s = Float32(0.0)
+                        for r in cutlass.range_constexpr(i * SUB, C):  # dp is 0 above the diagonal
+                            s = s + sM[r, j] * f[r - i * SUB]
+                        if j < rows_left:
+                            kv = sK[j, col].to(Float32)
+                            kt_j = Float32(mDk[r0 + j, h, col])
+                            dk = kt_j + s * _exp(ref - sGam[j, col])
+                            mDk[r0 + j, h, col] = dk
+                            mDgp[r0 + j, h, col] = Float32(mDgp[r0 + j, h, col]) - kv * dk
+                            passed = passed + kv * kt_j
+                tail = Float32(mDgp[r0 + last_row, h, col])
+                mDgp[r0 + last_row, h, col] = tail + _exp(sGam[last_row, col]) * part + passed
+
+    @cute.kernel
+    def grad_wy_kda(
+        self,
+        mK: cute.Tensor,
+        mV: cute.Tensor,
+        mG: cute.Tensor,
+        mBeta: cute.Tensor,
+        mWg: cute.Tensor,
+        mALog: cute.Tensor,
+        mDtBias: cute.Tensor,
+        mCu: cute.Tensor,
+        mT: cute.Tensor,
+        mDvnew: cute.Tensor,
+        mDw: cute.Tensor,
+        mDe: cute.Tensor,
+        mDk: cute.Tensor,
+        mDgp: cute.Tensor,
+        mDv: cute.Tensor,
+        mDK: cute.Tensor,
+        mDV: cute.Tensor,
+        mDg: cute.Tensor,
+        mDb: cute.Tensor,
+        mDwg: cute.Tensor,
+        mPa: cute.Tensor,
+        mPb: cute.Tensor,
+        sequences: Int32,
+        search_steps: Int32,
+        groups: Any,
+    ):
+        """The WY transform's terms (w = T kw, u = T vw, T = (I + A)^-1, A = tril(kw kd^T, -1); kw = e
+        exp(gamma) with the erase key e = beta k, vw = beta v (GDN-2: the write gate times v)) and the
+        gates' chain rules of one chunk: dv, dk (finished), d beta, GDN-2's write gate's gradient, d
+        gamma's reverse sum per channel into the raw gate's gradient, and per chunk the sums d_a_log
+        and d_dt_bias are made of."""
+        K, V, C, io = self.K, self.V, CHUNK, self.io
+        k_group, v_group, g_group, b_group, w_group, a_group, d_group = groups
+        tidx, _, _ = cute.arch.thread_idx()
+        slot, h, _ = cute.arch.block_idx()
+        bh = h // b_group
+        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
+        rows_left = length - c * C
+        if c * C < length:
+            r0 = bos + c * C
+            smem = utils.SmemAllocator()
+            sK, sDw, sKw = _tile(smem, io, C, K), _tile(smem, io, C, K), _tile(smem, io, C, K)
+            sV, sDvn, sVw = _tile(smem, io, C, V), _tile(smem, io, C, V), _tile(smem, io, C, V)
+            sT, sDt, sTmp = _tile(smem, io, C, C), _tile(smem, io, C, C), _tile(smem, io, C, C)
+            sGam = smem.allocate_tensor(Float32, cute.make_layout((C, K), stride=(K, 1)), 16)
+            sM = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)
+            sBeta, sDwrite = _vector(smem), _vector(smem)
+            g2s_k, g2s_v, g2s_c = _g2s(io, K), _g2s(io, V), _g2s(io, C)
+            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, h // k_group, K), sK, rows_left)
+            _load_rows(g2s_v, tidx, _chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
+            _load_rows(g2s_k, tidx, _chunk_rows(mDw, r0, h, K), sDw, rows_left)
+            _load_rows(g2s_v, tidx, _chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
+            _load_rows(g2s_c, tidx, mT[slot, h, None, None], sT, C)
+            cute.arch.cp_async_commit_group()
+            if tidx < K:
+                self.fwd._gamma_column(
+                    mG, mALog, mDtBias, sGam, r0, rows_left, h, (g_group, a_group, d_group), tidx
+                )
+            if tidx < C:
+                if const_expr(not self.gdn2):
+                    sBeta[tidx] = self.fwd._beta(mBeta, r0 + tidx, bh, 0, tidx < rows_left)
+                sDwrite[tidx] = Float32(0.0)
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            if const_expr(self.l2norm):
+                _l2_normalize_rows(sK, tidx, K)
+                cute.arch.sync_threads()
+            # kw = e exp(gamma), and GDN-2's gated values w_gate v
+            for e in cutlass.range_constexpr(C * K // THREADS):
+                r, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
+                kx = (
+                    sK[r, col].to(Float32)
+                    * _exp(sGam[r, col])
+                    * self._erase_beta(mBeta, sBeta, r0, r, bh, col, rows_left)
+                )
+                sKw[r, col] = kx.to(io)
+            if const_expr(self.gdn2):
+                for e in cutlass.range_constexpr(C * V // THREADS):
+                    r, col = (tidx + e * THREADS) // V, (tidx + e * THREADS) % V
+                    gated = Float32(0.0)
+                    if r < rows_left:
+                        gated = sV[r, col].to(Float32) * mWg[r0 + r, h // w_group, col].to(Float32)
+                    sVw[r, col] = gated.to(io)
+            cute.arch.sync_threads()
+            mma_cc, mma_ck, mma_cv = _tiled_mma(io, C, C), _tiled_mma(io, C, K), _tiled_mma(io, C, V)
+
+            # dT = dv_new vw^T + dw kw^T (KDA: beta a column scale of dv_new v^T)
+            dt, crd_p = _acc(mma_cc, tidx, C, C)
+            if const_expr(self.gdn2):
+                _mm(mma_cc, tidx, dt, sDvn, _t(sVw), io)
+            else:
+                _mm(mma_cc, tidx, dt, sDvn, _t(sV), io)
+                for e in cutlass.range_constexpr(cute.size(dt)):
+                    dt[e] = dt[e] * sBeta[crd_p[e][1]]
+            _mm(mma_cc, tidx, dt, sDw, _t(sKw), io)
+            _to_smem(mma_cc, tidx, dt, sDt, io)
+
+            # dvw = T^T dv_new: dv = beta dvw (GDN-2: w_gate dvw); beta's term sum_v dvw v (GDN-2: the
+            # write gate's gradient dvw v)
+            dvw, crd_v = _acc(mma_cv, tidx, C, V)
+            _mm(mma_cv, tidx, dvw, _t(sT), sDvn, io)
+            terms_v, _ = _acc(mma_cv, tidx, C, V)
+            v_part = mma_cv.get_slice(tidx).partition_C(sV)
+            for e in cutlass.range_constexpr(cute.size(dvw)):
+                row, col = crd_v[e][0], crd_v[e][1]
+                terms_v[e] = dvw[e] * v_part[e].to(Float32)
+                if const_expr(self.gdn2):
+                    gate = Float32(0.0)
+                    if row < rows_left:
+                        gate = mWg[r0 + row, h // w_group, col].to(Float32)
+                    dvw[e] = dvw[e] * gate
+                else:
+                    dvw[e] = dvw[e] * sBeta[row]
+            if const_expr(self.gdn2):
+                _to_gmem(mma_cv, tidx, terms_v, crd_v, _chunk_rows(mDwg, r0, h, V), rows_left, Float32)
+            else:
+                _row_sums(terms_v, crd_v, sDwrite)
+            if const_expr(self.direct_v):
+                _to_gmem(mma_cv, tidx, dvw, crd_v, _chunk_rows(mDV, r0, h, V), rows_left, io)
+            else:
+                _to_gmem(mma_cv, tidx, dvw, crd_v, _chunk_rows(mDv, r0, h, V), rows_left, Float32)
+            cute.arch.sync_threads()  # sDt complete
+
+            # dA = -tril(T^T dT T^T, -1), fp32 for the per-channel pass
+            tmp, _ = _acc(mma_cc, tidx, C, C)
+            _mm(mma_cc, tidx, tmp, _t(sT), sDt, io)
+            _to_smem(mma_cc, tidx, tmp, sTmp, io)
+            cute.arch.sync_threads()
+            da, _ = _acc(mma_cc, tidx, C, C)
+            _mm(mma_cc, tidx, da, sTmp, _t(sT), io)
+            for e in cutlass.range_constexpr(cute.size(da)):
+                row, col = crd_p[e][0], crd_p[e][1]
+                val = Float32(0.0)
+                if row > col and row < rows_left:
+                    val = -da[e]
+                sM[row, col] = val
+            # the erase key's first term exp(gamma) (T^T dw), staged in fp32
+            de, crd = _acc(mma_ck, tidx, C, K)
+            _mm(mma_ck, tidx, de, _t(sT), sDw, io)
+            for e in cutlass.range_constexpr(cute.size(de)):
+                de[e] = de[e] * _exp(sGam[crd[e][0], crd[e][1]])
+            _to_gmem(mma_ck, tidx, de, crd, _chunk_rows(mDe, r0, h, K), rows_left, Float32)
+            cute.arch.sync_threads()  # sM complete, de staged
+
+            if tidx < K:
+                col = tidx
+                # de += the rows-weighted dA k (A = tril(kw kd^T, -1): dkw = T^T dw + dA kd)
+                for i in cutlass.range_constexpr(C // SUB):
+                    ref = sGam[i * SUB, col]
+                    f = cute.make_rmem_tensor(((i + 1) * SUB,), Float32)
+                    for j in cutlass.range_constexpr((i + 1) * SUB):
+                        f[j] = sK[j, col].to(Float32) * _exp(ref - sGam[j, col])
+                    for rr in cutlass.range(SUB, unroll=1):
+                        r = i * SUB + rr
+                        s = Float32(0.0)
+                        for j in cutlass.range_constexpr((i + 1) * SUB):  # dA is 0 on and above the diagonal
+                            s = s + sM[r, j] * f[j]
+                        if r < rows_left:
+                            mDe[r0 + r, h, col] = Float32(mDe[r0 + r, h, col]) + s * _exp(sGam[r, col] - ref)
+                # dk = its first terms + the columns-weighted dA^T e + beta de; d gamma's e de - k (dA^T e)
+                lane = tidx % 32
+                for i in cutlass.range_constexpr(C // SUB):
+                    ref = sGam[i * SUB + SUB - 1, col]
+                    f = cute.make_rmem_tensor((C - i * SUB,), Float32)
+                    for r in cutlass.range_constexpr(i * SUB, C):
+                        erase = sK[r, col].to(Float32) * self._erase_beta(
+                            mBeta, sBeta, r0, r, bh, col, rows_left
+                        )
+                        f[r - i * SUB] = erase * _exp(sGam[r, col] - ref)
+                    for jj in cutlass.range(SUB, unroll=1):
+                        j = i * SUB + jj
+                        s = Float32(0.0)
+                        for r in cutlass.range_constexpr(i * SUB, C):  # dA is 0 on and above the diagonal
+                            s = s + sM[r, j] * f[r - i * SUB]
+                        written = Float32(0.0)  # beta's term of this channel
+                        if j < rows_left:
+                            kv = sK[j, col].to(Float32)
+                            b = self._erase_beta(mBeta, sBeta, r0, j, bh, col, rows_left)
+                            de_j = Float32(mDe[r0 + j, h, col])
+                            through = s * _exp(ref - sGam[j, col])
+                            dk = Float32(mDk[r0 + j, h, col]) + through + b * de_j
+                            if const_expr(self.direct_qk):
+                                mDK[r0 + j, h, col] = dk.to(mDK.element_type)
+                            else:
+                                mDk[r0 + j, h, col] = dk
+                            dgp = Float32(mDgp[r0 + j, h, col]) + b * kv * de_j - kv * through
+                            mDgp[r0 + j, h, col] = dgp
+                            written = de_j * kv
+                            if const_expr(self.gdn2):
+                                mDb[r0 + j, h, col] = self._write_chain(mBeta, r0 + j, bh, col, written)
+                        if const_expr(not self.gdn2):
+                            for off in cutlass.range_constexpr(5):
+                                written = written + cute.arch.shuffle_sync_bfly(written, 1 << off)
+                            if lane == 0:
+                                cute.arch.atomic_add(sDwrite.iterator + j, written)
+                # the decay's gradient: gamma_r = g_0 + ... + g_r, so d gamma's reverse sum down the
+                # chunk; then the safe gate's chain rule, and this chunk's shares of d_a_log, d_dt_bias
+                rate, bias = self.fwd._gate_params(mALog, mDtBias, h, a_group, d_group, col)
+                run = Float32(0.0)
+                part_a = Float32(0.0)
+                part_b = Float32(0.0)
+                for rr in cutlass.range(C, unroll=1):
+                    r = C - 1 - rr
+                    if r < rows_left:
+                        run = run + Float32(mDgp[r0 + r, h, col])
+                        d_raw = run
+                        if const_expr(self.safe_gate):
+                            z = (Float32(mG[r0 + r, h // g_group, col]) + bias) * rate
+                            sig = 1.0 / (1.0 + _exp(-z))
+                            d_z = run * self.lower_bound * sig * (1.0 - sig)
+                            d_raw = d_z * rate
+                            part_a = part_a + d_z * z
+                            part_b = part_b + d_raw
+                        mDg[r0 + r, h, col] = d_raw
+                if const_expr(self.safe_gate):
+                    mPa[slot, h, col] = part_a
+                    mPb[slot, h, col] = part_b
+            if const_expr(not self.gdn2):
+                cute.arch.sync_threads()  # every channel's share of beta's gradient is in
+                if tidx < rows_left and tidx < C:
+                    mDb[r0 + tidx, h] = self._write_chain(mBeta, r0 + tidx, bh, 0, sDwrite[tidx])
+        else:
+            if const_expr(self.safe_gate):  # an idle slot: nothing to add to the parameters' sums
+                if tidx < K:
+                    mPa[slot, h, tidx] = Float32(0.0)
+                    mPb[slot, h, tidx] = Float32(0.0)
+
+    @cute.jit
+    def _erase_beta(
+        self,
+        mBeta: cute.Tensor,
+        sBeta: cute.Tensor,
+        r0: Int32,
+        r: Int32,
+        bh: Int32,
+        col: Int32,
+        rows_left: Int32,
+    ):
+        """beta of the erase key at row ``r`` of the chunk and key channel ``col`` (KDA: the row's,
+        from shared memory; GDN-2: the channel's, after the options), 0 past the sequence."""
+        if const_expr(self.gdn2):
+            return self.fwd._beta(mBeta, r0 + r, bh, col, r < rows_left)
+        return sBeta[r]
+
+    @cute.jit
+    def _write_chain(self, mBeta: cute.Tensor, tok: Int32, bh: Int32, col: Int32, d_write: Float32):
+        """The gradient of beta's raw input from that of beta after the options (x2, sigmoid)."""
+        if const_expr(self.neg_eigval):
+            d_write = d_write * 2.0
+        if const_expr(self.beta_sigmoid):
+            raw = Float32(0.0)
+            if const_expr(self.gdn2):
+                raw = Float32(mBeta[tok, bh, col].to(Float32))
+            else:
+                raw = Float32(mBeta[tok, bh].to(Float32))
+            s = 1.0 / (1.0 + _exp(-raw))
+            d_write = d_write * s * (1.0 - s)
+        return d_write
+
+    @cute.kernel
+    def slot_param_sum(
+        self, mSrc: cute.Tensor, mDst: cute.Tensor, group: Int32, slots: Int32, per_channel: cutlass.Constexpr
+    ):
+        """dst[p] (``per_channel``: dst[p, channel]) = the sum of the per-chunk partials src [slots,
+        HO, K] over every chunk slot, the output heads parameter head p serves (and the channels)."""
+        tidx, _, _ = cute.arch.thread_idx()
+        p, _, _ = cute.arch.block_idx()
+        smem = utils.SmemAllocator()
+        sRed = _vector(smem, 4)
+        acc = Float32(0.0)
+        if tidx < self.K:
+            for s in cutlass.range(slots, unroll=4):
+                for i in cutlass.range(group, unroll=1):
+                    acc = acc + Float32(mSrc[s, p * group + i, tidx])
+        if const_expr(per_channel):
+            if tidx < self.K:
+                mDst[p, tidx] = acc.to(mDst.element_type)
+        else:
+            total = _block_sum(acc, tidx, sRed)
+            if tidx == 0:
+                mDst[p] = total.to(mDst.element_type)
