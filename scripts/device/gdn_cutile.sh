@@ -43,7 +43,8 @@ if [ "$part" = all ] || [ "$part" = ops ]; then
 fi
 if [ "$part" = kda ]; then
   # (the compile checks for the other archs run on the CPU: scripts/cpu_cutile_env.sh)
-  tests=packages/engines-linear-attention/tests/test_kda_cutile_sm90.py run_tests "${K:-forward}" "kda_cutile_${K:-forward}_pytest.log"
+  # (K may be an expression, e.g. "backward and sm90": its spaces become underscores in the log's name)
+  tests=packages/engines-linear-attention/tests/test_kda_cutile_sm90.py run_tests "${K:-forward}" "kda_$(echo "${K:-forward}" | tr ' ' '_')_pytest.log"
 fi
 if [ "$part" = kdaops ]; then  # the KDA and GDN-2 torch ops through each forward engine
   python3 -m pytest -m sm90 -p no:cacheprovider -q -rs -s --maxfail=5 packages/engines-linear-attention/tests/test_kda_ops_sm90.py \
