@@ -9,8 +9,8 @@ them, the state carried in fp32. Against the float64 recurrence on every device 
 64, fp16, gates down to the safe gate's bound), O and the final state must be within the device
 suite's tolerance. What this proves is the design's precision (bf16 factors, the sub-chunk
 references), not the kernels' code: that is the device suite's (`test_kda_cutile_sm90.py`).
-The second half does the same for the planned CuTe DSL backward (every gradient against autograd
-through the float64 recurrence), whose kernels are not written yet.
+The second half does the same for the CuTe DSL backward (`kernels/kda_sm90_bwd.py`: every gradient
+against autograd through the float64 recurrence).
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from pygraph_linear_attention.reference import (  # noqa: E402
 
 C, SUB = 64, 16
 FACTORS = torch.bfloat16  # the forward's decay-weighted products' factors (the kernels' _PAIR)
-BWD_FACTORS = "tf32"  # the planned backward's: bf16 there put dG at 1.1e-2 to 2.1e-2 (cancellation in dgamma)
+# the backward's weighted products run in fp32 on the CUDA cores (one key channel a thread): bf16
+# factors there put dG at 1.1e-2 to 2.1e-2 (cancellation in dgamma), TF32 ones within 7.3e-3
+BWD_FACTORS = torch.float32
 
 
 def _round(x: torch.Tensor, dtype) -> torch.Tensor:
@@ -152,10 +154,9 @@ def test_gates_at_the_safe_gates_bound_keep_the_factors_finite(op, io):
     assert float((got_state.double() - want_state).norm() / want_state.norm()) <= case.tolerance
 
 
-# --- the planned CuTe DSL backward (docs/linear-attention.md, "The CuTe DSL backward of KDA and GDN-2:
-# the plan"): its terms in their four forms, with the forward's rounding points, so the plan's
-# precision is known before its kernels are written. It fixed one choice: the weighted products'
-# factors are TF32 (BWD_FACTORS), as bf16 ones put dG past the tolerance.
+# --- the CuTe DSL backward (kernels/kda_sm90_bwd.py): its terms in their four forms (plain products
+# on io operands, rows weighted, columns weighted, elementwise), with the kernels' rounding points.
+# It fixed one choice: the weighted products' factors are not bf16 (BWD_FACTORS).
 
 
 def _weighted_rows(m, y, gamma):
@@ -171,10 +172,10 @@ def _weighted_rows(m, y, gamma):
 
 def _weighted_cols(m, x, gamma):
     """[C, D]: row j = sum_r m[r, j] x_r exp(gamma_r - gamma_j) for a lower-triangular m, by sub-chunks
-    of columns against their first gamma."""
+    of columns against their last gamma (as `grad_output_kda` and `grad_wy_kda` take them)."""
     out = torch.zeros(C, x.shape[-1])
     for j in range(C // SUB):
-        cols_j, start, ref = slice(j * SUB, (j + 1) * SUB), j * SUB, gamma[j * SUB]
+        cols_j, start, ref = slice(j * SUB, (j + 1) * SUB), j * SUB, gamma[(j + 1) * SUB - 1]
         left = _round(x[start:] * torch.exp(gamma[start:] - ref), BWD_FACTORS)
         out[cols_j] = torch.exp(ref - gamma[cols_j]) * (_round(m[start:, cols_j], BWD_FACTORS).T @ left)
     return out
@@ -221,7 +222,7 @@ def _chunk_backward(p, lo, rows, h, io, f, d_state, do):
 
 
 def _backward_model(case, tensors, options, d_o, d_final):
-    """The graph's gradients as the planned kernels would compute them (per-head terms in fp32 with
+    """The graph's gradients as the kernels compute them (per-head terms in fp32 with
     the rounding above, the options' chain rules and head sums in float64)."""
     from pygraph_linear_attention.chunked_kda_bwd import _options_backward
 
@@ -276,7 +277,7 @@ BWD_CASES = [c for c in kda_cases.CASES if c.name != "long-4097"]
 
 
 @pytest.mark.parametrize("case", BWD_CASES, ids=[c.id for c in BWD_CASES])
-def test_the_planned_backwards_precision_meets_the_device_tolerance(case):
+def test_the_backwards_precision_meets_the_device_tolerance(case):
     from pygraph_linear_attention.reference import (
         gated_delta_net_v2_backward_reference,
         kimi_delta_attention_backward_reference,
