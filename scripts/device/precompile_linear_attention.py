@@ -10,7 +10,8 @@ core) into the disk cache of `gdn_sm90_host` (keyed by the kernel sources' diges
 version); carry that folder to the device with the same variable set and the runs load instead of
 compiling. ``cases``: every case of `kda_cases.CASES`; ``bench``: bench_kda_gdn2's forward shapes;
 ``ops``: test_kda_ops_sm90's layer (the bounded safe gate, sigmoid beta, L2 norm); ``bwd``: every
-case's backward on kda_sm90_bwd / gdn2_sm90_bwd (`kda_cases.build_bwd_graph`, about 25-45 s a key).
+case's and bench shape's backward on kda_sm90_bwd / gdn2_sm90_bwd (`kda_cases.build_bwd_graph`, about
+25-45 s a key).
 Prints one line per graph and the cache's size.
 """
 
@@ -50,7 +51,15 @@ def main() -> None:
     if "bwd" in parts:
         import torch
 
-        for case in kda_cases.CASES:
+        from benchmarks.linear_attention import bench_kda_gdn2
+
+        heads, dim = bench_kda_gdn2.HEADS, bench_kda_gdn2.DIM
+        bench = [
+            kda_cases.KdaCase(op, f"bench-{shape}", lengths, heads, heads, dim, dim, options=())
+            for op in ("kda", "gdn2")
+            for shape, lengths in bench_kda_gdn2.SHAPES.items()
+        ]
+        for case in [*kda_cases.CASES, *bench]:
             t0 = time.perf_counter()
             tensors, options = kda_cases.make_inputs(case, device="cpu")
             final = options.pop("output_final_state")
