@@ -43,9 +43,7 @@ def test_family_blocks_anchors_and_hooks(name, block, anchors):
         anchors,
         "pygraph-engines-linear-attention",
     )
-    extra = {f"{name}_cutile_bwd": block + 2}
-    if name == "gdn":
-        extra["gdn_sm90_bwd"] = block + 3
+    extra = {f"{name}_cutile_bwd": block + 2, f"{name}_sm90_bwd": block + 3}
     assert fam.ids == {f"{name}_sm90": block, f"{name}_cutile": block + 1, **extra}
     assert fam.package == "pygraph_linear_attention"
     assert fam.analyzer == ("pygraph_linear_attention.analyzer", "analyze")
