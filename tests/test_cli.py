@@ -69,7 +69,7 @@ def test_info_without_a_gpu_says_so_and_lists_every_family():
     assert gemm["gemm_sm80"]["status"] == "opt-in"
     assert families["sdpa_fwd"]["engines"][0]["status"] == "offered"
     assert [(e["name"], e["status"]) for e in families["kda"]["engines"]] == [
-        ("kda_sm90", "opt-in"), ("kda_cutile", "opt-in"), ("kda_cutile_bwd", "opt-in"),
+        ("kda_sm90", "offered"), ("kda_cutile", "opt-in"), ("kda_cutile_bwd", "opt-in"),
         ("kda_sm90_bwd", "opt-in"),
     ]  # fmt: skip
     text = _pygraph("info").stdout
@@ -95,6 +95,8 @@ def test_explain_every_example(name):
         assert data["no_plan"] is None and data["plans"][0]["name"].startswith("gdn_cutile[")
     elif name == "gdn" and importlib.util.find_spec("cutlass") is not None:  # CuTe DSL only: gdn_sm90
         assert data["no_plan"] is None and data["plans"][0]["name"].startswith("gdn_sm90[")
+    elif name in ("kda", "gdn2") and importlib.util.find_spec("cutlass") is not None:  # kda_sm90 / gdn2_sm90
+        assert data["no_plan"] is None and data["plans"][0]["name"].startswith(f"{name}_sm90[")
     elif name.startswith("sdpa") and importlib.util.find_spec("cutlass") is not None:  # the CuTe DSL engines
         engine = "sdpa_bwd_sm90[" if name == "sdpa-bwd" else "sdpa_fwd_sm90["
         assert data["no_plan"] is None and data["plans"][0]["name"].startswith(engine)

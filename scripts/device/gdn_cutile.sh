@@ -59,7 +59,9 @@ if [ "$part" = memcheck ]; then  # API-error reports off: CUDA's own cuGetProcAd
   # TMA build instead, to see those reports.
   # MEMCHECK_CASES: the pytest -k expressions, ';'-separated (default: every varlen-odd case);
   # MEMCHECK_TESTS: the test file (default the gdn suite; KDA and GDN-2:
-  # packages/engines-linear-attention/tests/test_kda_cutile_sm90.py)
+  # packages/engines-linear-attention/tests/test_kda_cutile_sm90.py, whose ids end in the engine, so
+  # one expression per engine keeps a fault of one from failing the other's case in the same process:
+  # MEMCHECK_CASES="forward and kda-varlen-odd-sm90;backward and kda-varlen-odd-sm90;backward and kda-varlen-odd-cutile")
   IFS=';' read -ra exprs <<< "${MEMCHECK_CASES:-forward and varlen-odd;backward and varlen-odd}"
   tests=${MEMCHECK_TESTS:-$tests}
   for k in "${exprs[@]}"; do

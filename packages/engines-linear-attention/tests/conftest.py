@@ -126,6 +126,24 @@ class KdaStandIn:
 
 
 @pytest.fixture
+def no_cute_dsl_kda(monkeypatch) -> None:
+    """kda_sm90 / gdn2_sm90 (default-on, first on sm90) and their backwards decline, so a CPU stand-in
+    of the cuTile engines computes the plans."""
+    decline_cute_dsl_kda(monkeypatch)
+
+
+def decline_cute_dsl_kda(monkeypatch) -> None:
+    """The `no_cute_dsl_kda` fixture's work, for fixtures that set up a stand-in."""
+    from pygraph.errors import GraphNotSupportedError
+    from pygraph_linear_attention.engines import kda_sm90
+
+    def decline(self, request):
+        raise GraphNotSupportedError(f"{self.name}: the CPU stand-in serves the cuTile engines")
+
+    monkeypatch.setattr(kda_sm90.KdaSm90Engine, "check_support", decline)
+
+
+@pytest.fixture
 def kda_stand_in(monkeypatch):
     """kda_cutile, gdn2_cutile and their backwards offered (opted in) and built with the stand-in
     launch sequences; the op's graph cache empty. Yields the `KdaStandIn`."""
@@ -150,6 +168,7 @@ def kda_stand_in(monkeypatch):
     recorder = KdaStandIn()
     monkeypatch.setattr(engine_mod, "launch_forward", recorder.forward)
     monkeypatch.setattr(engine_mod, "launch_backward", recorder.backward)
+    decline_cute_dsl_kda(monkeypatch)
     op_graphs.GRAPHS.clear()
     yield recorder
     op_graphs.GRAPHS.clear()

@@ -59,7 +59,7 @@ def _graph(op: str, x: dict, **attrs):
 
 
 @pytest.fixture
-def emulated(monkeypatch):
+def emulated(monkeypatch, no_cute_dsl_kda):
     import importlib.util
     import pathlib
 
@@ -165,7 +165,7 @@ def test_a_backward_graph_runs_end_to_end_on_the_emulated_kernels(emulated, op, 
     )  # bf16 h, dh, v_new, dv_new and dQ, dK, dV between kernels
 
 
-def test_the_engines_ship_opt_in(monkeypatch):
+def test_the_engines_ship_opt_in(monkeypatch, no_cute_dsl_kda):  # kda_sm90 (default-on) declining
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
     monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
     g, *_ = _graph("kda", _inputs("kda"))

@@ -69,13 +69,11 @@ def _plan_names(g) -> list[str]:
     return [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
 
 
-def test_the_engines_ship_opt_in(monkeypatch):
+def test_the_forward_ships_default_on(monkeypatch):
     monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
-    with pytest.raises(pygraph.GraphNotSupportedError):
-        _graph().create_execution_plans()
-    monkeypatch.setenv(OPT_IN_ENV, _OPT_IN)
     assert _plan_names(_graph())[0] == "kda_sm90[BLOCK_V=32,STAGES=2]"
+    assert _plan_names(_graph("gdn2"))[0] == "gdn2_sm90[BLOCK_V=32,STAGES=2]"
 
 
 @_NEEDS_CUTE
@@ -312,18 +310,18 @@ def test_the_backward_workspace_is_what_the_plan_carves(bwd_recorder):
     assert [r.name for r in host.backward_regions(cfg)] == [*host.BWD_POINTERS[21:], "spare"]
 
 
-def test_the_hook_puts_the_cutile_backward_before_the_unproven_cute_one(monkeypatch):
+def test_the_hook_puts_the_cute_backward_before_the_cutile_one(monkeypatch):
     monkeypatch.setenv(OPT_IN_ENV, "kda_sm90_bwd,kda_cutile_bwd")
     monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
     from pygraph_linear_attention.engines import kda_cutile
 
     monkeypatch.setattr(kda_cutile, "_cutile_installed", lambda: True)
     names = _plan_names(_bwd_graph(t=32768, n=1, h=16, hv=16))
-    assert names[:2] == ["kda_cutile_bwd[BLOCK_V=32]", "kda_cutile_bwd[BLOCK_V=64]"]
-    assert names[2:6] == [
+    assert names[:4] == [
         "kda_sm90_bwd[BLOCK_V=32,STAGES=2]", "kda_sm90_bwd[BLOCK_V=32,STAGES=1]",
         "kda_sm90_bwd[BLOCK_V=64,STAGES=2]", "kda_sm90_bwd[BLOCK_V=64,STAGES=1]",
     ]  # fmt: skip
+    assert names[4:6] == ["kda_cutile_bwd[BLOCK_V=32]", "kda_cutile_bwd[BLOCK_V=64]"]
 
 
 @_NEEDS_CUTE

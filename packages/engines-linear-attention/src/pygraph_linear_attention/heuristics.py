@@ -11,10 +11,10 @@ first entry with each SEGMENT (the split scans). On the backward gdn_sm90_bwd's 
 gdn_cutile_bwd's in the cells where they measured faster (a scan grid under the SMs or past two
 CTAs per SM) and after them elsewhere. No backend lowers
 these ops, so the backend's block is empty; it keeps its place after ours. ``kda`` and ``gdn2``:
-their CuTe DSL forwards (``kda_sm90``, ``gdn2_sm90``, opt-in, `kda_sm90_order`), then their cuTile
-engines (``kda_cutile``, ``gdn2_cutile`` and the ``_bwd`` of each, opt-in) at each
-BLOCK_V that tiles V in `block_v_order`'s order (untimed on these: gdn_cutile's measured rule);
-otherwise the backend's
+their CuTe DSL forwards (``kda_sm90``, ``gdn2_sm90``, default-on) or backwards (``*_sm90_bwd``,
+opt-in) in `kda_sm90_order`, then their cuTile engines (``kda_cutile``, ``gdn2_cutile`` and the
+``_bwd`` of each, opt-in) at each BLOCK_V that tiles V in `block_v_order`'s order (untimed on these:
+gdn_cutile's measured rule); otherwise the backend's
 block (empty: planning raises `pygraph.GraphNotSupportedError` naming each slot's reason).
 """
 
@@ -89,10 +89,12 @@ def recommend(
         hopper = f"{facts.op}_sm90"
         if hopper in offered and not facts.backward:
             ours = [*(PlanConfig(offered[hopper], knobs) for knobs in kda_sm90_order(facts)), *ours]
-        # kda_sm90_bwd / gdn2_sm90_bwd (CuTe DSL, backward) after the cuTile backward: the cuTile one
-        # is proven on the emulator, this one compiles but has not run (the same knob order)
+        # kda_sm90_bwd / gdn2_sm90_bwd (CuTe DSL, backward) before the cuTile backward, untimed: both
+        # passed the 26 device cases on the H200 (2026-12-05), and compute-sanitizer reported out-of-
+        # bounds accesses in the cuTile one's gradient scan the same day (the same knob order as the
+        # forward's)
         if f"{hopper}_bwd" in offered and facts.backward:
-            ours = [*ours, *(PlanConfig(offered[f"{hopper}_bwd"], knobs) for knobs in kda_sm90_order(facts))]
+            ours = [*(PlanConfig(offered[f"{hopper}_bwd"], knobs) for knobs in kda_sm90_order(facts)), *ours]
         return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
     engine = "gdn_cutile_bwd" if facts.backward else "gdn_cutile"
     ours = []
