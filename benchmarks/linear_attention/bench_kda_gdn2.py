@@ -285,7 +285,7 @@ def _pygraph_graphs_call(op: str, x: dict, lengths: tuple[int, ...], engine: str
 
     import torch
 
-    from benchmarks.linear_attention.kda_cases import KdaCase, build_bwd_graph
+    from benchmarks.linear_attention.kda_cases import GRADIENT_OF, KdaCase, build_bwd_graph
     from pygraph.environment import OPT_IN_ENV
 
     case = KdaCase(
@@ -296,9 +296,8 @@ def _pygraph_graphs_call(op: str, x: dict, lengths: tuple[int, ...], engine: str
     os.environ[OPT_IN_ENV] = _EVERY_ENGINE  # after _pygraph_call, which offers the forwards alone
     g, grads = build_bwd_graph(case, tensors, {"dO": x["d_o"]}, {}, engine)
     print(f"  pygraph backward plan: {g.graph.selected_plan.name}")
-    like = {"dQ": "q", "dK": "k", "dV": "v", "dG": "g", "dBeta": "beta", "dW": "w"}
     pack = {g.ports[n]: t for n, t in {**tensors, "dO": x["d_o"]}.items()}
-    pack |= {port: torch.empty_like(x[like[name]]) for name, port in grads.items()}
+    pack |= {port: torch.empty_like(x[GRADIENT_OF[name]]) for name, port in grads.items()}
     workspace = torch.empty(max(g.graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
 
     def call():

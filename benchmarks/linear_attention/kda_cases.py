@@ -224,12 +224,7 @@ def run_bwd_case(case: KdaCase, seed: int = 0, engine: str = "cutile") -> dict:
     g, grads = build_bwd_graph(case, tensors, extra, options, engine)
     ports = g.ports
     out = {
-        name: (
-            port,
-            torch.full(
-                tensors[_LIKE[name]].shape, float("nan"), dtype=tensors[_LIKE[name]].dtype, device=DEVICE
-            ),
-        )
+        name: (port, torch.full_like(tensors[GRADIENT_OF[name]], float("nan")))
         for name, port in grads.items()
     }
     workspace = _workspace(torch, g.graph)
@@ -254,8 +249,11 @@ def run_bwd_case(case: KdaCase, seed: int = 0, engine: str = "cutile") -> dict:
     }
 
 
-_LIKE = {"dQ": "q", "dK": "k", "dV": "v", "dG": "g", "dBeta": "beta", "dW": "w", "d_initial_state": "initial_state",
-         "d_a_log": "a_log", "d_dt_bias": "dt_bias"}  # fmt: skip
+# each gradient output of a backward graph by the input it is the gradient of (its shape and dtype)
+GRADIENT_OF = {
+    "dQ": "q", "dK": "k", "dV": "v", "dG": "g", "dBeta": "beta", "dW": "w", "d_initial_state": "initial_state",
+    "d_a_log": "a_log", "d_dt_bias": "dt_bias",
+}  # fmt: skip
 
 
 def build_bwd_graph(
@@ -271,7 +269,7 @@ def build_bwd_graph(
     grads = {}
     for name, port in zip(names, outs):
         if port is not None:
-            port.set_output(True).set_data_type(tensors[_LIKE[name]].dtype)
+            port.set_output(True).set_data_type(tensors[GRADIENT_OF[name]].dtype)
             grads[name] = port
     g.graph.create_execution_plans()
     _select(g.graph, f"{case.op}_{engine}_bwd", force=True, BLOCK_V=case.block_v)

@@ -50,7 +50,6 @@ from pygraph_linear_attention.kernels.kda_sm90_host import (
     compiled_backward,
     compiled_forward,
     key_for,
-    workspace_bytes,
     workspace_regions,
 )
 
@@ -105,9 +104,20 @@ class KdaSm90Engine(BaseEngine):
         check_block_v(self.name, facts, block_v)
         return block_v, stages
 
+    # the forward's and the backward's differences: the compiled function's pointers, its workspace
+    # and its compile (the module's functions looked up per call, so tests can stand them in)
+    pointers = POINTERS
+
+    def _regions(self, cfg: Any) -> tuple:
+        return workspace_regions(cfg)
+
+    def _compiled(self, cfg: Any, names: dict[str, str], stages: int) -> Any:
+        return compiled_forward(key_for(cfg, names, stages))
+
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         facts = self._facts(request)
-        return workspace_bytes(config_for(facts, self._knobs(facts, plan)[0]))
+        last = self._regions(config_for(facts, self._knobs(facts, plan)[0]))[-1]
+        return last.offset + last.nbytes
 
     def build_plan(
         self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
@@ -117,9 +127,9 @@ class KdaSm90Engine(BaseEngine):
         block_v, stages = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
         operands = declared_operands(self.name, request, _operands(facts))
-        compiled = compiled_forward(key_for(cfg, dtype_names(operands), stages))
+        compiled = self._compiled(cfg, dtype_names(operands), stages)
         return GdnSm90Plan(
-            self.name, request.graph.name, compiled, operands, workspace_regions(cfg), _sizes(cfg), POINTERS
+            self.name, request.graph.name, compiled, operands, self._regions(cfg), _sizes(cfg), self.pointers
         )
 
 
@@ -136,30 +146,13 @@ class KdaSm90BwdEngine(KdaSm90Engine):
 
     name = "kda_sm90_bwd"
     serves_backward = True
+    pointers = BWD_POINTERS
 
-    def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
-        facts = self._facts(request)
-        last = backward_regions(config_for(facts, self._knobs(facts, plan)[0]))[-1]
-        return last.offset + last.nbytes
+    def _regions(self, cfg: Any) -> tuple:
+        return backward_regions(cfg)
 
-    def build_plan(
-        self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
-    ) -> CompiledPlan:
-        self.check_support(request)
-        facts = self._facts(request)
-        block_v, stages = self._knobs(facts, plan)
-        cfg = config_for(facts, block_v)
-        operands = declared_operands(self.name, request, _operands(facts))
-        compiled = compiled_backward(bwd_key_for(cfg, dtype_names(operands), stages))
-        return GdnSm90Plan(
-            self.name,
-            request.graph.name,
-            compiled,
-            operands,
-            backward_regions(cfg),
-            _sizes(cfg),
-            BWD_POINTERS,
-        )
+    def _compiled(self, cfg: Any, names: dict[str, str], stages: int) -> Any:
+        return compiled_backward(bwd_key_for(cfg, names, stages))
 
 
 class Gdn2Sm90BwdEngine(KdaSm90BwdEngine):
