@@ -254,7 +254,7 @@ class GdnSm90Engine(BaseEngine):
     def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int]:
         """(BLOCK_V, STAGES, SPLIT, WGMMA) of the plan, checked against their domains and the value
         head dim."""
-        knobs = self._in_domains(facts, plan)
+        knobs = knobs_in_domains(self, facts, plan)
         block_v, stages = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("STAGES", STAGES_SM90[0])
         split = knobs.get("SPLIT", SPLIT_SM90[0])
         wgmma = knobs.get("WGMMA", WGMMA_SM90[0])
@@ -266,9 +266,6 @@ class GdnSm90Engine(BaseEngine):
             raise GraphNotSupportedError(f"{self.name}: SPLIT=1: {reason}")
         check_block_v(self.name, facts, block_v)
         return block_v, stages, split, wgmma
-
-    def _in_domains(self, facts: LinearAttentionFacts, plan: PlanConfig) -> dict[str, Any]:
-        return knobs_in_domains(self, facts, plan)
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         cfg = config_for(self._facts(request), BLOCK_V_SM90[0])  # the workspace does not depend on BLOCK_V
@@ -308,7 +305,7 @@ class GdnSm90BwdEngine(GdnSm90Engine):
     )
 
     def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int]:
-        knobs = self._in_domains(facts, plan)
+        knobs = knobs_in_domains(self, facts, plan)
         block_v, wgmma = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("WGMMA", WGMMA_BWD_SM90[0])
         stages = knobs.get("STAGES", STAGES_SM90[0])
         if stages != 1 and not wgmma:
