@@ -84,17 +84,14 @@ def recommend(
             # the scan's grid at 64 fills under half the SMs, as a long single sequence's), untimed here
             blocks = [b for b in block_v_order(facts) if b in KDA_BLOCK_V]
             ours = [PlanConfig(offered[channel], {"BLOCK_V": b}) for b in blocks]
-        # kda_sm90 / gdn2_sm90 (CuTe DSL, forward) before them, untimed: their scan and output are
-        # gdn_sm90's, ordered as gdn_sm90's were measured (`kda_sm90_order`)
-        hopper = f"{facts.op}_sm90"
-        if hopper in offered and not facts.backward:
+        # the CuTe DSL engine before them, untimed, in gdn_sm90's measured order for the same scans
+        # (`kda_sm90_order`): kda_sm90 / gdn2_sm90 on the forward (their scan and output are gdn_sm90's),
+        # kda_sm90_bwd / gdn2_sm90_bwd on the backward (both backwards passed the 26 device cases on
+        # the H200, 2026-12-05; compute-sanitizer reported out-of-bounds accesses in the cuTile one's
+        # gradient scan the same day)
+        hopper = f"{facts.op}_sm90_bwd" if facts.backward else f"{facts.op}_sm90"
+        if hopper in offered:
             ours = [*(PlanConfig(offered[hopper], knobs) for knobs in kda_sm90_order(facts)), *ours]
-        # kda_sm90_bwd / gdn2_sm90_bwd (CuTe DSL, backward) before the cuTile backward, untimed: both
-        # passed the 26 device cases on the H200 (2026-12-05), and compute-sanitizer reported out-of-
-        # bounds accesses in the cuTile one's gradient scan the same day (the same knob order as the
-        # forward's)
-        if f"{hopper}_bwd" in offered and facts.backward:
-            ours = [*(PlanConfig(offered[f"{hopper}_bwd"], knobs) for knobs in kda_sm90_order(facts)), *ours]
         return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
     engine = "gdn_cutile_bwd" if facts.backward else "gdn_cutile"
     ours = []
