@@ -64,6 +64,35 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
 )
 from pygraph_linear_attention.kernels.kda_sm90_fwd import SUB, KdaSm90Fwd
 
+# The per-channel pass reads each row's staged fp32 terms from the workspace: read in the row's own
+# iteration, every row waited a global round trip (64 in a row a pass). They are read AHEAD rows
+# ahead instead, into a ring of registers (a row's sum of up to 64 multiply-adds covers about a
+# quarter of a round trip); the reverse sum, whose rows are a few instructions each, reads them
+# _REVERSE at a time.
+AHEAD = 4
+_REVERSE = 16
+
+
+@cute.jit
+def _staged(m: cute.Tensor, r0: Int32, base: Int32, last_row: Int32, h: Int32, col: Int32, n: int = AHEAD):
+    """``m[r0 + base + u, h, col]`` for u < n as fp32 registers, every load issued before any is
+    used; rows past ``last_row`` (the chunk's last real row) read that row instead, in bounds, for
+    the caller to ignore."""
+    out = cute.make_rmem_tensor((n,), Float32)
+    for u in cutlass.range_constexpr(n):
+        out[u] = Float32(m[r0 + cutlass.min(base + u, last_row), h, col])
+    return out
+
+
+@cute.jit
+def _advance(ring: cute.Tensor, m: cute.Tensor, r0: Int32, row: Int32, last_row: Int32, h: Int32, col: Int32):
+    """Shift the ring (`_staged`) by one row, reading ``m`` at ``row`` (clamped) into its end: its
+    first entry is then the next row's term."""
+    for u in cutlass.range_constexpr(AHEAD - 1):
+        ring[u] = ring[u + 1]
+    ring[AHEAD - 1] = Float32(m[r0 + cutlass.min(row, last_row), h, col])
+
+
 __all__ = ["KdaSm90Bwd"]
 
 
@@ -400,13 +429,16 @@ class KdaSm90Bwd(GdnSm90Bwd):
                     f = cute.make_rmem_tensor(((i + 1) * SUB,), Float32)
                     for j in cutlass.range_constexpr((i + 1) * SUB):
                         f[j] = sK[j, col].to(Float32) * _exp(ref - sGam[j, col])
+                    ring = _staged(mDq, r0, i * SUB, last_row, h, col)
                     for rr in cutlass.range(SUB, unroll=1):
                         r = i * SUB + rr
+                        staged = ring[0]
+                        _advance(ring, mDq, r0, r + AHEAD, last_row, h, col)
                         s = Float32(0.0)
                         for j in cutlass.range_constexpr((i + 1) * SUB):  # dp is 0 above the diagonal
                             s = s + sM[r, j] * f[j]
                         if r < rows_left:
-                            dq = Float32(mDq[r0 + r, h, col]) + s * _exp(sGam[r, col] - ref)
+                            dq = staged + s * _exp(sGam[r, col] - ref)
                             if const_expr(self.direct_qk):
                                 mDQ[r0 + r, h, col] = dq.to(mDQ.element_type)
                             else:
@@ -419,17 +451,21 @@ class KdaSm90Bwd(GdnSm90Bwd):
                     f = cute.make_rmem_tensor((C - i * SUB,), Float32)
                     for r in cutlass.range_constexpr(i * SUB, C):
                         f[r - i * SUB] = sQ[r, col].to(Float32) * _exp(sGam[r, col] - ref)
+                    ring_k = _staged(mDk, r0, i * SUB, last_row, h, col)
+                    ring_g = _staged(mDgp, r0, i * SUB, last_row, h, col)
                     for jj in cutlass.range(SUB, unroll=1):
                         j = i * SUB + jj
+                        kt_j, dgp = ring_k[0], ring_g[0]
+                        _advance(ring_k, mDk, r0, j + AHEAD, last_row, h, col)
+                        _advance(ring_g, mDgp, r0, j + AHEAD, last_row, h, col)
                         s = Float32(0.0)
                         for r in cutlass.range_constexpr(i * SUB, C):  # dp is 0 above the diagonal
                             s = s + sM[r, j] * f[r - i * SUB]
                         if j < rows_left:
                             kv = sK[j, col].to(Float32)
-                            kt_j = Float32(mDk[r0 + j, h, col])
                             dk = kt_j + s * _exp(ref - sGam[j, col])
                             mDk[r0 + j, h, col] = dk
-                            mDgp[r0 + j, h, col] = Float32(mDgp[r0 + j, h, col]) - kv * dk
+                            mDgp[r0 + j, h, col] = dgp - kv * dk
                             passed = passed + kv * kt_j
                 tail = Float32(mDgp[r0 + last_row, h, col])
                 mDgp[r0 + last_row, h, col] = tail + _exp(sGam[last_row, col]) * part + passed
@@ -477,6 +513,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
         rows_left = length - c * C
         if c * C < length:
             r0 = bos + c * C
+            last_row = cutlass.min(rows_left, C) - 1  # the chunk's last real row
             smem = utils.SmemAllocator()
             sK, sDw, sKw = _tile(smem, io, C, K), _tile(smem, io, C, K), _tile(smem, io, C, K)
             sV, sDvn, sVw = _tile(smem, io, C, V), _tile(smem, io, C, V), _tile(smem, io, C, V)
@@ -497,7 +534,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
                 )
             if tidx < C:
                 if const_expr(not self.gdn2):
-                    sBeta[tidx] = self.fwd._beta(mBeta, r0 + tidx, bh, 0, tidx < rows_left)
+                    sBeta[tidx] = self.fwd._beta(mBeta, r0, tidx, last_row, bh, 0)
                 sDwrite[tidx] = Float32(0.0)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
@@ -510,15 +547,16 @@ class KdaSm90Bwd(GdnSm90Bwd):
                 kx = (
                     sK[r, col].to(Float32)
                     * _exp(sGam[r, col])
-                    * self._erase_beta(mBeta, sBeta, r0, r, bh, col, rows_left)
+                    * self._erase_beta(mBeta, sBeta, r0, r, bh, col, last_row)
                 )
                 sKw[r, col] = kx.to(io)
             if const_expr(self.gdn2):
                 for e in cutlass.range_constexpr(C * V // THREADS):
                     r, col = (tidx + e * THREADS) // V, (tidx + e * THREADS) % V
-                    gated = Float32(0.0)
-                    if r < rows_left:
-                        gated = sV[r, col].to(Float32) * mWg[r0 + r, h // w_group, col].to(Float32)
+                    # v's rows past the sequence are 0; the gate read from a real row, without a branch
+                    gated = sV[r, col].to(Float32) * mWg[
+                        r0 + cutlass.min(Int32(r), last_row), h // w_group, col
+                    ].to(Float32)
                     sVw[r, col] = gated.to(io)
             cute.arch.sync_threads()
             mma_cc, mma_ck, mma_cv = _tiled_mma(io, C, C), _tiled_mma(io, C, K), _tiled_mma(io, C, V)
@@ -544,9 +582,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
                 row, col = crd_v[e][0], crd_v[e][1]
                 terms_v[e] = dvw[e] * v_part[e].to(Float32)
                 if const_expr(self.gdn2):
-                    gate = Float32(0.0)
-                    if row < rows_left:
-                        gate = mWg[r0 + row, h // w_group, col].to(Float32)
+                    gate = mWg[r0 + cutlass.min(Int32(row), last_row), h // w_group, col].to(Float32)
                     dvw[e] = dvw[e] * gate
                 else:
                     dvw[e] = dvw[e] * sBeta[row]
@@ -589,13 +625,16 @@ class KdaSm90Bwd(GdnSm90Bwd):
                     f = cute.make_rmem_tensor(((i + 1) * SUB,), Float32)
                     for j in cutlass.range_constexpr((i + 1) * SUB):
                         f[j] = sK[j, col].to(Float32) * _exp(ref - sGam[j, col])
+                    ring = _staged(mDe, r0, i * SUB, last_row, h, col)
                     for rr in cutlass.range(SUB, unroll=1):
                         r = i * SUB + rr
+                        staged = ring[0]
+                        _advance(ring, mDe, r0, r + AHEAD, last_row, h, col)
                         s = Float32(0.0)
                         for j in cutlass.range_constexpr((i + 1) * SUB):  # dA is 0 on and above the diagonal
                             s = s + sM[r, j] * f[j]
                         if r < rows_left:
-                            mDe[r0 + r, h, col] = Float32(mDe[r0 + r, h, col]) + s * _exp(sGam[r, col] - ref)
+                            mDe[r0 + r, h, col] = staged + s * _exp(sGam[r, col] - ref)
                 # dk = its first terms + the columns-weighted dA^T e + beta de; d gamma's e de - k (dA^T e)
                 lane = tidx % 32
                 for i in cutlass.range_constexpr(C // SUB):
@@ -603,26 +642,32 @@ class KdaSm90Bwd(GdnSm90Bwd):
                     f = cute.make_rmem_tensor((C - i * SUB,), Float32)
                     for r in cutlass.range_constexpr(i * SUB, C):
                         erase = sK[r, col].to(Float32) * self._erase_beta(
-                            mBeta, sBeta, r0, r, bh, col, rows_left
+                            mBeta, sBeta, r0, r, bh, col, last_row
                         )
                         f[r - i * SUB] = erase * _exp(sGam[r, col] - ref)
+                    ring_e = _staged(mDe, r0, i * SUB, last_row, h, col)
+                    ring_k = _staged(mDk, r0, i * SUB, last_row, h, col)
+                    ring_g = _staged(mDgp, r0, i * SUB, last_row, h, col)
                     for jj in cutlass.range(SUB, unroll=1):
                         j = i * SUB + jj
+                        de_j, kt_j, dgp = ring_e[0], ring_k[0], ring_g[0]
+                        _advance(ring_e, mDe, r0, j + AHEAD, last_row, h, col)
+                        _advance(ring_k, mDk, r0, j + AHEAD, last_row, h, col)
+                        _advance(ring_g, mDgp, r0, j + AHEAD, last_row, h, col)
                         s = Float32(0.0)
                         for r in cutlass.range_constexpr(i * SUB, C):  # dA is 0 on and above the diagonal
                             s = s + sM[r, j] * f[r - i * SUB]
                         written = Float32(0.0)  # beta's term of this channel
                         if j < rows_left:
                             kv = sK[j, col].to(Float32)
-                            b = self._erase_beta(mBeta, sBeta, r0, j, bh, col, rows_left)
-                            de_j = Float32(mDe[r0 + j, h, col])
+                            b = self._erase_beta(mBeta, sBeta, r0, j, bh, col, last_row)
                             through = s * _exp(ref - sGam[j, col])
-                            dk = Float32(mDk[r0 + j, h, col]) + through + b * de_j
+                            dk = kt_j + through + b * de_j
                             if const_expr(self.direct_qk):
                                 mDK[r0 + j, h, col] = dk.to(mDK.element_type)
                             else:
                                 mDk[r0 + j, h, col] = dk
-                            dgp = Float32(mDgp[r0 + j, h, col]) + b * kv * de_j - kv * through
+                            dgp = dgp + b * kv * de_j - kv * through
                             mDgp[r0 + j, h, col] = dgp
                             written = de_j * kv
                             if const_expr(self.gdn2):
@@ -638,19 +683,25 @@ class KdaSm90Bwd(GdnSm90Bwd):
                 run = Float32(0.0)
                 part_a = Float32(0.0)
                 part_b = Float32(0.0)
-                for rr in cutlass.range(C, unroll=1):
-                    r = C - 1 - rr
-                    if r < rows_left:
-                        run = run + Float32(mDgp[r0 + r, h, col])
-                        d_raw = run
-                        if const_expr(self.safe_gate):
-                            z = (Float32(mG[r0 + r, h // g_group, col]) + bias) * rate
-                            sig = 1.0 / (1.0 + _exp(-z))
-                            d_z = run * self.lower_bound * sig * (1.0 - sig)
-                            d_raw = d_z * rate
-                            part_a = part_a + d_z * z
-                            part_b = part_b + d_raw
-                        mDg[r0 + r, h, col] = d_raw
+                for rq in cutlass.range(C // _REVERSE, unroll=1):
+                    top = C - 1 - rq * _REVERSE  # this group's rows, from the bottom up
+                    staged = _staged(mDgp, r0, top - (_REVERSE - 1), last_row, h, col, _REVERSE)
+                    raw_g = staged
+                    if const_expr(self.safe_gate):
+                        raw_g = _staged(mG, r0, top - (_REVERSE - 1), last_row, h // g_group, col, _REVERSE)
+                    for u in cutlass.range_constexpr(_REVERSE):
+                        r = top - u
+                        if r < rows_left:
+                            run = run + staged[_REVERSE - 1 - u]
+                            d_raw = run
+                            if const_expr(self.safe_gate):
+                                z = (raw_g[_REVERSE - 1 - u] + bias) * rate
+                                sig = 1.0 / (1.0 + _exp(-z))
+                                d_z = run * self.lower_bound * sig * (1.0 - sig)
+                                d_raw = d_z * rate
+                                part_a = part_a + d_z * z
+                                part_b = part_b + d_raw
+                            mDg[r0 + r, h, col] = d_raw
                 if const_expr(self.safe_gate):
                     mPa[slot, h, col] = part_a
                     mPb[slot, h, col] = part_b
@@ -673,12 +724,12 @@ class KdaSm90Bwd(GdnSm90Bwd):
         r: Int32,
         bh: Int32,
         col: Int32,
-        rows_left: Int32,
+        last_row: Int32,
     ):
         """beta of the erase key at row ``r`` of the chunk and key channel ``col`` (KDA: the row's,
-        from shared memory; GDN-2: the channel's, after the options), 0 past the sequence."""
+        from shared memory; GDN-2: the channel's, after the options), 0 past the chunk's last real row."""
         if const_expr(self.gdn2):
-            return self.fwd._beta(mBeta, r0 + r, bh, col, r < rows_left)
+            return self.fwd._beta(mBeta, r0, r, last_row, bh, col)
         return sBeta[r]
 
     @cute.jit

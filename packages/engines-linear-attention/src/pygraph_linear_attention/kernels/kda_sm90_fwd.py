@@ -229,6 +229,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
         rows_left = length - c * C
         if c * C < length:
             r0 = bos + c * C
+            last_row = cutlass.min(rows_left, C) - 1  # the chunk's last real row
             smem = utils.SmemAllocator()
             # 104 KB at K = V = 128: two CTAs an SM
             sQ = _tile(smem, io, C, K)
@@ -241,13 +242,12 @@ class KdaSm90Fwd(GdnSm90Fwd):
             )
             t_layout, t_swz = _row_major(C, C)
             sT = cute.make_tensor(cute.recast_ptr(raw_a, t_swz, dtype=io), t_layout)
-            # one 16 KB region, in turn: the key-side factors, v (u's operand), k exp(gamma) (w's)
+            # one 16 KB region, in turn: the key-side factors, v (u's operand)
             raw_r = smem.allocate(C * max(K, V) * 2, 1024)
             y_layout, y_swz = _row_major(C, K)
             v_layout, v_swz = _row_major(C, V)
             sY = cute.make_tensor(cute.recast_ptr(raw_r, y_swz, dtype=_PAIR), y_layout)
             sV = cute.make_tensor(cute.recast_ptr(raw_r, v_swz, dtype=io), v_layout)
-            sKg = cute.make_tensor(cute.recast_ptr(raw_r, y_swz, dtype=io), y_layout)
             sX = _tile(smem, _PAIR, SUB, K)
             sQX = _tile(smem, _PAIR, SUB, K)
             sBeta = _vector(smem)
@@ -265,7 +265,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
                 )
             if const_expr(not self.gdn2):
                 if tidx < C:
-                    sBeta[tidx] = self._beta(mBeta, r0 + tidx, bh, 0, tidx < rows_left)
+                    sBeta[tidx] = self._beta(mBeta, r0, tidx, last_row, bh, 0)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
@@ -273,16 +273,17 @@ class KdaSm90Fwd(GdnSm90Fwd):
                 _l2_normalize_rows(sK, tidx, K)
                 cute.arch.sync_threads()
 
-            # the scan's and the output's operands: q exp(gamma), k exp(last - gamma)
-            last_row = rows_left - 1
-            if rows_left > C:
-                last_row = C - 1
+            # the scan's and the output's operands: q exp(gamma), k exp(last - gamma); computed
+            # unconditionally, only the stores predicated (each element behind its own branch, the
+            # loop was a chain of 64 dependent shared-load, exp, store steps a thread)
             for e in cutlass.range_constexpr(C * K // THREADS):
                 r, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
+                gam = sGam[r, col]
+                qd = (sQ[r, col].to(Float32) * _exp(gam)).to(io)
+                kd = (sK[r, col].to(Float32) * _exp(sGam[last_row, col] - gam)).to(io)
                 if r < rows_left:
-                    gam = sGam[r, col]
-                    mQd[r0 + r, h, col] = (sQ[r, col].to(Float32) * _exp(gam)).to(io)
-                    mKd[r0 + r, h, col] = (sK[r, col].to(Float32) * _exp(sGam[last_row, col] - gam)).to(io)
+                    mQd[r0 + r, h, col] = qd
+                    mKd[r0 + r, h, col] = kd
 
             # A and P by sub-chunks: rows ref.. ref + 15 against the keys up to their end
             mma_sub = _tiled_mma(_PAIR, SUB, C)
@@ -291,12 +292,16 @@ class KdaSm90Fwd(GdnSm90Fwd):
                 for e in cutlass.range_constexpr(SUB * K // THREADS):
                     rr, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
                     r = ref + rr
-                    f = _exp(sGam[r, col] - sGam[ref, col])
-                    kx = sK[r, col].to(Float32) * f
+                    gam = sGam[r, col]
+                    f = _exp(gam - sGam[ref, col])
+                    k_val = sK[r, col].to(Float32)
                     if const_expr(self.gdn2):
-                        kx = kx * self._beta(mBeta, r0 + r, bh, col, r < rows_left)
-                    sX[rr, col] = kx.to(_PAIR)
+                        k_val = k_val * self._beta(mBeta, r0, r, last_row, bh, col)
+                    sX[rr, col] = (k_val * f).to(_PAIR)
                     sQX[rr, col] = (sQ[r, col].to(Float32) * f).to(_PAIR)
+                    # q's row is read no more: its place takes w's operand k exp(gamma) (GDN-2: beta
+                    # inside), so beta is read once an element
+                    sQ[r, col] = (k_val * _exp(gam)).to(io)
                 # keys past the sub-chunk's end are left as they are: their columns are masked below
                 for e in cutlass.range_constexpr((i + 1) * SUB * K // THREADS):
                     r, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
@@ -341,25 +346,16 @@ class KdaSm90Fwd(GdnSm90Fwd):
                         mT[slot, h, i, tidx] = x[i].to(io)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
-            if const_expr(self.gdn2):  # u = T (w_gate v)
+            if const_expr(self.gdn2):  # u = T (w_gate v); v's rows past the sequence are 0 already
                 for e in cutlass.range_constexpr(C * V // THREADS):
                     r, col = (tidx + e * THREADS) // V, (tidx + e * THREADS) % V
-                    if r < rows_left:
-                        gated = sV[r, col].to(Float32) * mWg[r0 + r, h // w_group, col].to(Float32)
-                        sV[r, col] = gated.to(io)
+                    gate = mWg[r0 + cutlass.min(Int32(r), last_row), h // w_group, col].to(Float32)
+                    sV[r, col] = (sV[r, col].to(Float32) * gate).to(io)
                 cute.arch.sync_threads()
             _wy_rows_to_gmem(tidx, sT, sV, _chunk_rows(mU, r0, h, V), rows_left, io, V)
-            cute.arch.sync_threads()  # v is read
 
-            # w = T (k exp(gamma)) (GDN-2: beta per channel inside)
-            for e in cutlass.range_constexpr(C * K // THREADS):
-                r, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
-                kx = sK[r, col].to(Float32) * _exp(sGam[r, col])
-                if const_expr(self.gdn2):
-                    kx = kx * self._beta(mBeta, r0 + r, bh, col, r < rows_left)
-                sKg[r, col] = kx.to(io)
-            cute.arch.sync_threads()
-            _wy_rows_to_gmem(tidx, sT, sKg, _chunk_rows(mW, r0, h, K), rows_left, io, K)
+            # w = T (k exp(gamma)) (GDN-2: beta per channel inside), its operand in q's tile
+            _wy_rows_to_gmem(tidx, sT, sQ, _chunk_rows(mW, r0, h, K), rows_left, io, K)
 
     @cute.jit
     def _gate_params(
@@ -393,29 +389,37 @@ class KdaSm90Fwd(GdnSm90Fwd):
         so those rows keep the last real row's gamma); returns the chunk's last gamma."""
         g_group, a_group, d_group = groups
         rate, bias = self._gate_params(mALog, mDtBias, h, a_group, d_group, col)
+        hg = h // g_group
+        last = cutlass.min(rows_left, CHUNK) - 1
+        # every row's load first, from a row inside the sequence, so the 64 loads are in flight
+        # together: loaded inside the sum's per-row branch, each waited for the one before (64 serial
+        # global round trips a thread, in SASS one LDG a branch)
+        gates = cute.make_rmem_tensor((CHUNK,), Float32)
+        for r in cutlass.range_constexpr(CHUNK):
+            gates[r] = Float32(mG[r0 + cutlass.min(Int32(r), last), hg, col])
         total = Float32(0.0)
         for r in cutlass.range_constexpr(CHUNK):
-            gate = Float32(0.0)
-            if r < rows_left:
-                gate = Float32(mG[r0 + r, h // g_group, col])
-                if const_expr(self.safe_gate):
-                    gate = self.lower_bound / (1.0 + _exp(-(gate + bias) * rate))
-            total = total + gate
+            gate = gates[r]
+            if const_expr(self.safe_gate):
+                gate = self.lower_bound / (1.0 + _exp(-(gate + bias) * rate))
+            total = total + cutlass.select_(Int32(r) < rows_left, gate, Float32(0.0))
             sGam[r, col] = total
         return total
 
     @cute.jit
-    def _beta(self, mBeta: cute.Tensor, tok: Int32, bh: Int32, col: Int32, valid: cutlass.Boolean):
-        """beta of token ``tok`` (KDA: its head's one value; GDN-2: channel ``col``) after the options,
-        0 where not ``valid`` (past the sequence: nothing is read)."""
+    def _beta(self, mBeta: cute.Tensor, r0: Int32, r: Int32, last_row: Int32, bh: Int32, col: Int32):
+        """beta of row ``r`` of the chunk from token ``r0`` (KDA: its head's one value; GDN-2: channel
+        ``col``) after the options, 0 past ``last_row`` (the chunk's last real row). Read from a row
+        inside the chunk whatever ``r``, without a branch: behind one, each read in an unrolled loop
+        waited for the one before."""
+        tok = r0 + cutlass.min(Int32(r), last_row)
         wr = Float32(0.0)
-        if valid:
-            if const_expr(self.gdn2):
-                wr = Float32(mBeta[tok, bh, col].to(Float32))
-            else:
-                wr = Float32(mBeta[tok, bh].to(Float32))
-            if const_expr(self.beta_sigmoid):
-                wr = 1.0 / (1.0 + _exp(-wr))
+        if const_expr(self.gdn2):
+            wr = Float32(mBeta[tok, bh, col].to(Float32))
+        else:
+            wr = Float32(mBeta[tok, bh].to(Float32))
+        if const_expr(self.beta_sigmoid):
+            wr = 1.0 / (1.0 + _exp(-wr))
         if const_expr(self.neg_eigval):
             wr = wr * 2.0
-        return wr
+        return Float32(cutlass.select_(Int32(r) <= last_row, wr, Float32(0.0)))
