@@ -144,7 +144,7 @@ def _op_options(options: dict, leaves: dict) -> dict[str, Any]:
 
 def _pygraph(engines: str):
     """Our torch op (`kda_ops`) as a semantics anchor, with the KDA engines of ``engines`` ("cutile":
-    the cuTile pair; "sm90": the CuTe DSL forward, the cuTile backward) opted in."""
+    the cuTile pair; "sm90": the CuTe DSL pair, default-on and ranked first) opted in."""
 
     def run(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:
         import os

@@ -132,15 +132,24 @@ def no_cute_dsl_kda(monkeypatch) -> None:
     decline_cute_dsl_kda(monkeypatch)
 
 
-def decline_cute_dsl_kda(monkeypatch) -> None:
-    """The `no_cute_dsl_kda` fixture's work, for fixtures that set up a stand-in."""
+@pytest.fixture
+def no_cute_dsl_kda_bwd(monkeypatch) -> None:
+    """kda_sm90_bwd / gdn2_sm90_bwd (default-on, first on sm90) decline, so the cuTile backwards serve
+    the CuTe DSL forwards' gradients."""
+    decline_cute_dsl_kda(monkeypatch, backward_only=True)
+
+
+def decline_cute_dsl_kda(monkeypatch, backward_only: bool = False) -> None:
+    """The `no_cute_dsl_kda` fixture's work, for fixtures that set up a stand-in; with
+    ``backward_only`` only the CuTe DSL backwards decline (the forward stays first)."""
     from pygraph.errors import GraphNotSupportedError
     from pygraph_linear_attention.engines import kda_sm90
 
     def decline(self, request):
-        raise GraphNotSupportedError(f"{self.name}: the CPU stand-in serves the cuTile engines")
+        raise GraphNotSupportedError(f"{self.name}: declined here, so the cuTile engine serves")
 
-    monkeypatch.setattr(kda_sm90.KdaSm90Engine, "check_support", decline)
+    engine = kda_sm90.KdaSm90BwdEngine if backward_only else kda_sm90.KdaSm90Engine
+    monkeypatch.setattr(engine, "check_support", decline)
 
 
 @pytest.fixture

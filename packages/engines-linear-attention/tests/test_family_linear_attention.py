@@ -51,22 +51,25 @@ def test_family_blocks_anchors_and_hooks(name, block, anchors):
 
 
 @pytest.mark.parametrize("name", ["kda", "gdn2"])
-def test_the_hopper_forward_ships_default_on_and_the_rest_opt_in(name, monkeypatch):
+def test_the_hopper_engines_ship_default_on_and_the_cutile_ones_opt_in(name, monkeypatch):
     fam = pygraph.engines.family_by_name(name)
     prefix = "Gdn2" if name == "gdn2" else "Kda"
     for slot, module, cls, opt_in in (
         (f"{name}_sm90", "kda_sm90", f"{prefix}Sm90Engine", False),
         (f"{name}_cutile", "kda_cutile", f"{prefix}CutileEngine", True),
         (f"{name}_cutile_bwd", "kda_cutile", f"{prefix}CutileBwdEngine", True),
-        (f"{name}_sm90_bwd", "kda_sm90", f"{prefix}Sm90BwdEngine", True),
+        (f"{name}_sm90_bwd", "kda_sm90", f"{prefix}Sm90BwdEngine", False),
     ):
         engine = fam.slots[slot]
         assert (engine.impl, engine.opt_in) == ((f"pygraph_linear_attention.engines.{module}", cls), opt_in)
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
-    assert pygraph.engines.offered_ids(fam) == {f"{name}_sm90": fam.engine_id}  # the rest off until named
+    assert pygraph.engines.offered_ids(fam) == {  # the cuTile ones off until named
+        f"{name}_sm90": fam.engine_id,
+        f"{name}_sm90_bwd": fam.engine_id + 3,
+    }
     built = pygraph.engines.instantiate(fam)
-    assert [e.name for e in built.engines] == [f"{name}_sm90"]
-    monkeypatch.setenv(OPT_IN_ENV, f"{name}_cutile,{name}_cutile_bwd,{name}_sm90_bwd")
+    assert [e.name for e in built.engines] == [f"{name}_sm90", f"{name}_sm90_bwd"]
+    monkeypatch.setenv(OPT_IN_ENV, f"{name}_cutile,{name}_cutile_bwd")
     assert pygraph.engines.offered_ids(fam) == {
         f"{name}_sm90": fam.engine_id,
         f"{name}_cutile": fam.engine_id + 1,

@@ -28,12 +28,13 @@ pytestmark = pytest.mark.sm90
 
 OPS = {"kda": kimi_delta_attention, "gdn2": gated_delta_net_v2}
 REFERENCES = {"kda": kimi_delta_attention_reference, "gdn2": gated_delta_net_v2_reference}
-# the engines each run opts in (kda_sm90 and gdn2_sm90 are default-on; the "cutile" run has them
-# decline): the forward and the backward the op's plans rank first among them
+# the engines each run opts in (the CuTe DSL ones are default-on and ranked first; the "cutile" run
+# has them decline, the "sm90-cutile-bwd" run their backwards): the forward and the backward the op's
+# plans rank first among them
 ENGINES = {
     "cutile": "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd",
-    "sm90": "kda_cutile_bwd,gdn2_cutile_bwd",
-    "sm90-pair": "kda_sm90_bwd,gdn2_sm90_bwd",
+    "sm90-cutile-bwd": "kda_cutile_bwd,gdn2_cutile_bwd",
+    "sm90": "",
 }
 OP_CASES = [
     c for c in CASES if c.heads_v % c.heads_qk == 0 and c.block_v is None and c.name != "long-4097"
@@ -47,6 +48,8 @@ def engines(request, monkeypatch):
     monkeypatch.setenv(OPT_IN_ENV, ENGINES[request.param])
     if request.param == "cutile":
         request.getfixturevalue("no_cute_dsl_kda")
+    if request.param == "sm90-cutile-bwd":
+        request.getfixturevalue("no_cute_dsl_kda_bwd")
     monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "off")
     op_graphs.GRAPHS.clear()
     yield request.param

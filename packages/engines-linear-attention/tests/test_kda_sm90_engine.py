@@ -1,5 +1,5 @@
 """kda_sm90, gdn2_sm90 and their backwards (kda_sm90_bwd, gdn2_sm90_bwd) on the CPU: that they ship
-opt-in, their support rules (each decline naming the rule and the value), their call paths with the
+default-on, their support rules (each decline naming the rule and the value), their call paths with the
 compiled function replaced by a recorder (pointer order, sizes, the spare address of absent operands),
 the hook's order, and real CuTe DSL compiles of their kernels for sm_90a (no GPU needed). The device
 suite is `test_kda_cutile_sm90.py`'s cases."""
@@ -252,11 +252,10 @@ def bwd_recorder(monkeypatch):
     return fn
 
 
-def test_the_backward_ships_opt_in_and_declines_a_forward_graph(monkeypatch):
+def test_the_backward_ships_default_on_and_declines_a_forward_graph(monkeypatch):
     monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
-    with pytest.raises(pygraph.GraphNotSupportedError):
-        _bwd_graph().create_execution_plans()
+    assert _plan_names(_bwd_graph())[0] == "kda_sm90_bwd[BLOCK_V=32,STAGES=2]"  # no opt-in needed
     with pytest.raises(pygraph.GraphNotSupportedError) as err:
         KdaSm90BwdEngine(20203).check_support(_graph().engine_request())
     assert "kda_sm90_bwd: serves kda_bwd graphs, this is a kda graph" in str(err.value)

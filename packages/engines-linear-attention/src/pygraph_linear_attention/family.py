@@ -59,12 +59,12 @@ def pygraph_families() -> list[EngineFamily]:
                 ),
             },
         ),
-        # kda and gdn2: the CuTe DSL forwards (kda_sm90, gdn2_sm90) default-on: on the H200 (2026-12-05)
-        # they passed the 26 device cases (O 2.4e-3 to 5.0e-3), compute-sanitizer on the varlen-odd
-        # case, and the torch ops' opcheck and compiled training step. Opt-in still: the backwards
-        # (both engines passed the 26 cases, gradients within 9.9e-3; compute-sanitizer reported out of
-        # bounds in the cuTile one's gradient scan and has not checked the CuTe one) and the cuTile
-        # forwards (correct and clean there, but 7x FLA's time; on other archs compile-checked only)
+        # kda and gdn2: the CuTe DSL forwards and backwards (kda_sm90, gdn2_sm90, kda_sm90_bwd,
+        # gdn2_sm90_bwd) default-on: on the H200 (2026-12-05) they passed the 26 device cases each (O
+        # <= 5.0e-3, gradients <= 9.1e-3), compute-sanitizer on the varlen-odd forward and backward,
+        # and the torch ops' opcheck and compiled training step. Opt-in: the cuTile engines (correct,
+        # but 4-7x FLA's time, and compute-sanitizer reported out of bounds in the backward's gradient
+        # scan; on other archs compile-checked only)
         _family(
             "kda",
             20200,
@@ -78,7 +78,7 @@ def pygraph_families() -> list[EngineFamily]:
                     2, impl=("pygraph_linear_attention.engines.kda_cutile", "KdaCutileBwdEngine"), opt_in=True
                 ),
                 "kda_sm90_bwd": EngineSlot(
-                    3, impl=("pygraph_linear_attention.engines.kda_sm90", "KdaSm90BwdEngine"), opt_in=True
+                    3, impl=("pygraph_linear_attention.engines.kda_sm90", "KdaSm90BwdEngine")
                 ),
             },
         ),
@@ -97,7 +97,7 @@ def pygraph_families() -> list[EngineFamily]:
                     opt_in=True,
                 ),
                 "gdn2_sm90_bwd": EngineSlot(
-                    3, impl=("pygraph_linear_attention.engines.kda_sm90", "Gdn2Sm90BwdEngine"), opt_in=True
+                    3, impl=("pygraph_linear_attention.engines.kda_sm90", "Gdn2Sm90BwdEngine")
                 ),
             },
         ),
