@@ -11,8 +11,8 @@ first entry with each SEGMENT (the split scans). On the backward gdn_sm90_bwd's 
 gdn_cutile_bwd's in the cells where they measured faster (a scan grid under the SMs or past two
 CTAs per SM) and after them elsewhere. No backend lowers
 these ops, so the backend's block is empty; it keeps its place after ours. ``kda`` and ``gdn2``:
-their CuTe DSL forwards (``kda_sm90``, ``gdn2_sm90``, default-on) or backwards (``*_sm90_bwd``,
-opt-in) in `kda_sm90_order`, then their cuTile engines (``kda_cutile``, ``gdn2_cutile`` and the
+their CuTe DSL forwards (``kda_sm90``, ``gdn2_sm90``) or backwards (``*_sm90_bwd``), default-on,
+in `kda_sm90_order`, then their cuTile engines (``kda_cutile``, ``gdn2_cutile`` and the
 ``_bwd`` of each, opt-in) at each BLOCK_V that tiles V in `block_v_order`'s order (untimed on these:
 gdn_cutile's measured rule); otherwise the backend's
 block (empty: planning raises `pygraph.GraphNotSupportedError` naming each slot's reason).

@@ -9,8 +9,8 @@ operand row-major contiguous, a_log and dt_bias FLOAT, 32-bit offsets), SM90 onl
 gdn_sm90's (`engines.sm90.GdnSm90Plan`: the declared geometry and 16-byte alignment checked per
 call, raw addresses into the compiled function). The backwards run ``kernels/kda_sm90_bwd.py`` (the
 forward's prepare and scan again, gdn_sm90's gradient scan with per-channel decays, two chunk gradient
-kernels, the head and parameter sums). The forwards are default-on (the H200's device suite, 2026-12-05);
-the backwards opt-in (``PYGRAPH_ENABLE_OPT_IN_ENGINES``) until their compute-sanitizer run.
+kernels, the head and parameter sums). All four are default-on (the H200's device suite and
+compute-sanitizer, 2026-12-05).
 """
 
 from __future__ import annotations
