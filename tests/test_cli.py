@@ -70,7 +70,7 @@ def test_info_without_a_gpu_says_so_and_lists_every_family():
     assert families["sdpa_fwd"]["engines"][0]["status"] == "offered"
     assert [(e["name"], e["status"]) for e in families["kda"]["engines"]] == [
         ("kda_sm90", "offered"), ("kda_cutile", "opt-in"), ("kda_cutile_bwd", "opt-in"),
-        ("kda_sm90_bwd", "opt-in"),
+        ("kda_sm90_bwd", "offered"),
     ]  # fmt: skip
     text = _pygraph("info").stdout
     assert "device: no GPU" in text and "gemm_sm90" in text and "plan cache: off" in text
