@@ -29,6 +29,7 @@ checked against pygraph's float64 references, then timed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from typing import Any
 
@@ -143,8 +144,9 @@ def _op_options(options: dict, leaves: dict) -> dict[str, Any]:
 
 
 def _pygraph(engines: str):
-    """Our torch op (`kda_ops`) as a semantics anchor, with the KDA engines of ``engines`` ("cutile":
-    the cuTile pair; "sm90": the CuTe DSL pair, default-on and ranked first) opted in."""
+    """Our torch op (`kda_ops`) as a semantics anchor on the KDA engines of ``engines`` ("cutile":
+    the cuTile pair, opted in, run inside `_cute_dsl_declined`; "sm90": the CuTe DSL pair, default-on
+    and ranked first)."""
 
     def run(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:
         import os
@@ -153,8 +155,7 @@ def _pygraph(engines: str):
         from pygraph_linear_attention import op_graphs
         from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention
 
-        forward = "kda_sm90,gdn2_sm90" if engines == "sm90" else "kda_cutile,gdn2_cutile"
-        os.environ[OPT_IN_ENV] = f"{forward},kda_cutile_bwd,gdn2_cutile_bwd"
+        os.environ[OPT_IN_ENV] = "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd"
         op_graphs.GRAPHS.clear()  # plans of the other engine set are not reused
         fn = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
         kwargs = _op_options(options, leaves)
@@ -164,6 +165,26 @@ def _pygraph(engines: str):
         )  # fmt: skip
 
     return run
+
+
+@contextlib.contextmanager
+def _cute_dsl_declined():
+    """kda_sm90 / gdn2_sm90 and their backwards (by inheritance) decline while inside: the op cannot
+    name its engines, and the CuTe DSL ones are default-on and ranked first, so the cuTile column's
+    forward and backward (planned at the first backward call) run inside this."""
+    from pygraph.errors import GraphNotSupportedError
+    from pygraph_linear_attention.engines.kda_sm90 import KdaSm90Engine
+
+    own = KdaSm90Engine.__dict__["check_support"]
+
+    def decline(self, request):
+        raise GraphNotSupportedError(f"{self.name}: declined for the bench's cuTile column")
+
+    KdaSm90Engine.check_support = decline
+    try:
+        yield
+    finally:
+        KdaSm90Engine.check_support = own
 
 
 def _cudnn(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:
@@ -202,9 +223,10 @@ def semantics(op: str, skip: set, log: list) -> None:
                 continue  # FLA's GDN-2 takes beta post-activation only
             leaves = {n: inputs[n].detach().clone().requires_grad_(True) for n in names}
             try:
-                o, final = run(op, inputs, options, leaves)
-                torch.autograd.backward([o, final], [d_o, d_final])
-                torch.cuda.synchronize()
+                with _cute_dsl_declined() if anchor == "pygraph-cutile" else contextlib.nullcontext():
+                    o, final = run(op, inputs, options, leaves)
+                    torch.autograd.backward([o, final], [d_o, d_final])
+                    torch.cuda.synchronize()
             except Exception as exc:  # an anchor that cannot take the option set says why
                 print(f"  semantics {op} {case} {anchor}: failed: {type(exc).__name__}: {str(exc)[:300]}")
                 log.append(f"semantics {op} {case} {anchor}: {type(exc).__name__}")
