@@ -1,11 +1,14 @@
 """Generate the manifest table from the families' pluggy declarations.
 
 Discovery reads the sibling packages' ``pyproject.toml`` files for entry points in the group
-``pygraph.families`` (installed metadata is not visible under build isolation), puts their ``src``
-folders on ``sys.path``, registers the named modules with pluggy and calls the hook.
+``pygraph.families`` (installed metadata is not visible under build isolation), registers the named
+modules with pluggy and calls the hook. The modules are imported from the monorepo's sources, not
+from whatever is installed: `main` runs the generation in a child interpreter whose ``PYTHONPATH``
+starts with pygraph-core's, the declaring packages' and this package's ``src`` folders.
 
     python -m pygraph_manifest.generate            # rewrite _table.py and record new ids in the lock
     python -m pygraph_manifest.generate --check    # exit 1 if _table.py differs from a fresh generation
+    python -m pygraph_manifest.generate --print    # write the fresh table's source to stdout
 
 ``nox -s manifest`` runs the first; the build hook runs the generation on every build.
 """
@@ -15,7 +18,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import pprint
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -26,6 +31,7 @@ REGENERATE_COMMAND = "nox -s manifest"
 MANIFEST_ROOT = Path(__file__).resolve().parents[2]  # packages/manifest
 TABLE_PATH = MANIFEST_ROOT / "src" / "pygraph_manifest" / "_table.py"
 LOCK_PATH = MANIFEST_ROOT / "ids.lock.json"
+_WITH_SOURCES = "PYGRAPH_MANIFEST_WITH_SOURCES"  # set in the child `run_with_sources` starts
 
 _HEADER = f'''"""GENERATED FILE - DO NOT EDIT.
 
@@ -57,15 +63,23 @@ def _declaring_projects(packages: Path) -> list[tuple[str, Path, list[str]]]:
     return found
 
 
+def run_with_sources(packages: Path, args: list[str], **run: Any) -> subprocess.CompletedProcess:
+    """``python -m pygraph_manifest.generate ARGS`` in a child interpreter whose ``PYTHONPATH`` puts the
+    monorepo's sources first (pygraph-core's, the declaring packages', this package's), so the
+    declarations under ``packages`` are what it imports; ``run``: `subprocess.run`'s options."""
+    sources = [packages / "pygraph-core" / "src", *(src for _, src, _ in _declaring_projects(packages))]
+    path = [*map(str, sources), str(MANIFEST_ROOT / "src"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p), _WITH_SOURCES: "1"}
+    return subprocess.run([sys.executable, "-m", "pygraph_manifest.generate", *args], env=env, **run)
+
+
 def discover(packages: Path) -> list[Any]:
-    """Every EngineFamily the monorepo declares, with its distribution filled in, sorted by block."""
+    """Every EngineFamily the monorepo declares, with its distribution filled in, sorted by block
+    (the declaring modules importable: `run_with_sources`)."""
     import dataclasses
 
     import pluggy
 
-    for src in [packages / "pygraph-core" / "src", *(src for _, src, _ in _declaring_projects(packages))]:
-        if str(src) not in sys.path:
-            sys.path.insert(0, str(src))
     from pygraph.engines import hookspec
 
     families = []
@@ -100,7 +114,7 @@ def render(families: list[Any]) -> str:
 
 def generate(packages: Path) -> tuple[str, dict[str, Any]]:
     """(table source, merged lock) for the declarations under ``packages``; raises on any conflict."""
-    families = discover(packages)  # puts the sibling sources on sys.path first
+    families = discover(packages)
     from pygraph.engines.manifest_rules import check_against_lock, check_families
     from pygraph.errors import ManifestError
 
@@ -117,16 +131,22 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m pygraph_manifest.generate", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--check", action="store_true", help="fail if the table on disk is stale")
+    parser.add_argument("--print", action="store_true", help="write the fresh table's source to stdout")
     args = parser.parse_args(argv)
     packages = repo_packages()
     if packages is None:
         print("pygraph manifest: not inside the monorepo; nothing to generate", file=sys.stderr)
         return 2
+    if os.environ.get(_WITH_SOURCES) != "1":
+        return run_with_sources(packages, sys.argv[1:] if argv is None else argv).returncode
     try:
         source, merged = generate(packages)
     except GenerationError as exc:
         print(exc, file=sys.stderr)
         return 1
+    if args.print:
+        sys.stdout.write(source)
+        return 0
     if args.check:
         stale = not TABLE_PATH.is_file() or TABLE_PATH.read_text() != source
         unlocked = merged != read_lock()
