@@ -145,7 +145,7 @@ def _op_options(options: dict, leaves: dict) -> dict[str, Any]:
 
 def _pygraph(engines: str):
     """Our torch op (`kda_ops`) as a semantics anchor on the KDA engines of ``engines`` ("cutile":
-    the cuTile pair, opted in, run inside `_cute_dsl_declined`; "sm90": the CuTe DSL pair, default-on
+    the cuTile pair, opted in, run inside `_without_cute_dsl`; "sm90": the CuTe DSL pair, default-on
     and ranked first)."""
 
     def run(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:
@@ -168,23 +168,22 @@ def _pygraph(engines: str):
 
 
 @contextlib.contextmanager
-def _cute_dsl_declined():
-    """kda_sm90 / gdn2_sm90 and their backwards (by inheritance) decline while inside: the op cannot
-    name its engines, and the CuTe DSL ones are default-on and ranked first, so the cuTile column's
+def _without_cute_dsl():
+    """The manifest without kda_sm90 / gdn2_sm90 and their backwards (`pygraph.testing.manifest_override`):
+    the op cannot name its engines, and those are default-on and ranked first, so the cuTile column's
     forward and backward (planned at the first backward call) run inside this."""
-    from pygraph.errors import GraphNotSupportedError
-    from pygraph_linear_attention.engines.kda_sm90 import KdaSm90Engine
+    import dataclasses
 
-    own = KdaSm90Engine.__dict__["check_support"]
+    import pygraph
+    from pygraph.testing import manifest_override
 
-    def decline(self, request):
-        raise GraphNotSupportedError(f"{self.name}: declined for the bench's cuTile column")
+    def cutile_only(fam):
+        if fam.name not in ("kda", "gdn2"):
+            return fam
+        return dataclasses.replace(fam, slots={n: s for n, s in fam.slots.items() if "_sm90" not in n})
 
-    KdaSm90Engine.check_support = decline
-    try:
+    with manifest_override(cutile_only(fam) for fam in pygraph.engines.families()):
         yield
-    finally:
-        KdaSm90Engine.check_support = own
 
 
 def _cudnn(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:
@@ -223,7 +222,7 @@ def semantics(op: str, skip: set, log: list) -> None:
                 continue  # FLA's GDN-2 takes beta post-activation only
             leaves = {n: inputs[n].detach().clone().requires_grad_(True) for n in names}
             try:
-                with _cute_dsl_declined() if anchor == "pygraph-cutile" else contextlib.nullcontext():
+                with _without_cute_dsl() if anchor == "pygraph-cutile" else contextlib.nullcontext():
                     o, final = run(op, inputs, options, leaves)
                     torch.autograd.backward([o, final], [d_o, d_final])
                     torch.cuda.synchronize()
