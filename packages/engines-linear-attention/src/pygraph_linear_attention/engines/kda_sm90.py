@@ -39,6 +39,7 @@ from pygraph_linear_attention.engines.sm90 import (
     dtype_names,
     knobs_in_domains,
 )
+from pygraph_linear_attention.kernels.gdn_cutile_host import regions_bytes
 from pygraph_linear_attention.kernels.gdn_sm90_host import search_steps
 from pygraph_linear_attention.kernels.kda_sm90_host import (
     BLOCK_V_KDA_SM90,
@@ -116,8 +117,7 @@ class KdaSm90Engine(BaseEngine):
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         facts = self._facts(request)
-        last = self._regions(config_for(facts, self._knobs(facts, plan)[0]))[-1]
-        return last.offset + last.nbytes
+        return regions_bytes(self._regions(config_for(facts, self._knobs(facts, plan)[0])))
 
     def build_plan(
         self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None

@@ -38,6 +38,7 @@ from pygraph_linear_attention.engines.cutile import (
     declared_operands,
     facts_of,
 )
+from pygraph_linear_attention.kernels.gdn_cutile_host import regions_bytes
 from pygraph_linear_attention.kernels.gdn_sm90_host import (
     BLOCK_V_SM90,
     HEAD_DIMS_SM90,
@@ -157,8 +158,7 @@ class GdnSm90Plan(CompiledPlan):
             (role, pos, tuple(declared[role].shape), tuple(declared[role].stride), role in _ALIGNED)
             for role, pos in positions.items()
         )
-        last = regions[-1]
-        self._workspace_bytes = last.offset + last.nbytes
+        self._workspace_bytes = regions_bytes(regions)
         # each pointer argument: (index into the call's operands, -1 for none; workspace offset)
         offsets = {r.name: r.offset for r in regions}
         index = {row[0]: i for i, row in enumerate(self._rows)}
@@ -317,8 +317,7 @@ class GdnSm90BwdEngine(GdnSm90Engine):
         return block_v, stages, 1, wgmma
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
-        last = backward_regions(config_for(self._facts(request), BLOCK_V_SM90[0]))[-1]
-        return last.offset + last.nbytes
+        return regions_bytes(backward_regions(config_for(self._facts(request), BLOCK_V_SM90[0])))
 
     def build_plan(
         self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None

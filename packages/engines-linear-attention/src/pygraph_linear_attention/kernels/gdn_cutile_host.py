@@ -94,6 +94,11 @@ def layout_regions(shapes: Iterable[tuple[str, str, tuple[int, ...]]]) -> tuple[
     return tuple(regions)
 
 
+def regions_bytes(regions: tuple[Region, ...]) -> int:
+    """The bytes a `layout_regions` layout spans: its last region's end."""
+    return regions[-1].offset + regions[-1].nbytes
+
+
 @dataclasses.dataclass(frozen=True)
 class GdnCutileConfig:
     """One gdn forward problem as the kernels see it (dtypes by name: bfloat16, float16, float32, ...)."""
@@ -178,8 +183,7 @@ class GdnCutileConfig:
 
     @property
     def workspace_bytes(self) -> int:
-        last = self.workspace_regions()[-1]
-        return last.offset + last.nbytes
+        return regions_bytes(self.workspace_regions())
 
     def grids(self) -> dict[str, tuple[int, ...]]:
         """Launch grids of the kernels (the split scan's where ``segment`` is set)."""

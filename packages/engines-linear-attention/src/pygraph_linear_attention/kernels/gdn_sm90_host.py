@@ -19,7 +19,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK, GdnCutileConfig, Region, layout_regions
+from pygraph_linear_attention.kernels.gdn_cutile_host import (
+    CHUNK,
+    GdnCutileConfig,
+    Region,
+    layout_regions,
+    regions_bytes,
+)
 
 __all__ = [
     "ARCH",
@@ -198,8 +204,7 @@ def workspace_regions(cfg: GdnCutileConfig, split: bool = False) -> tuple[Region
 
 def workspace_bytes(cfg: GdnCutileConfig, split: bool = False) -> int:
     """The workspace `workspace_regions` lays out, in bytes."""
-    last = workspace_regions(cfg, split)[-1]
-    return last.offset + last.nbytes
+    return regions_bytes(workspace_regions(cfg, split))
 
 
 def prepare_slots(cfg: GdnCutileConfig) -> int:

@@ -20,6 +20,7 @@ from pygraph_linear_attention.kernels.gdn_cutile_host import (
     TABLE_SEQ_BLOCK,
     Region,
     layout_regions,
+    regions_bytes,
 )
 
 __all__ = ["BLOCK_V", "LAUNCHES", "SUB_CHUNK", "KdaCutileConfig", "kernel_arguments", "launch_forward"]
@@ -123,8 +124,7 @@ class KdaCutileConfig:
 
     @property
     def workspace_bytes(self) -> int:
-        last = self.workspace_regions()[-1]
-        return last.offset + last.nbytes
+        return regions_bytes(self.workspace_regions())
 
     def grids(self) -> dict[str, tuple[int, ...]]:
         return {

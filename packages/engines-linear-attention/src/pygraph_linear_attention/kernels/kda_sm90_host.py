@@ -17,7 +17,7 @@ import dataclasses
 from typing import Any
 
 from pygraph_linear_attention.kernels import gdn_sm90_host
-from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK, Region, layout_regions
+from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK, Region, layout_regions, regions_bytes
 from pygraph_linear_attention.kernels.gdn_sm90_host import ARCH, BLOCK_V_SM90, STAGES_SM90, prepare_slots
 from pygraph_linear_attention.kernels.kda_cutile_host import KdaCutileConfig
 
@@ -112,8 +112,7 @@ def workspace_regions(cfg: KdaCutileConfig) -> tuple[Region, ...]:
 
 
 def workspace_bytes(cfg: KdaCutileConfig) -> int:
-    last = workspace_regions(cfg)[-1]
-    return last.offset + last.nbytes
+    return regions_bytes(workspace_regions(cfg))
 
 
 def compiled_forward(key: KdaSm90Key, arch: str = ARCH) -> Any:
