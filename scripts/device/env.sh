@@ -9,6 +9,20 @@ PYTHONPATH="$PYTHONPATH:$_root"
 # logs go under $OUT
 OUTDIR=${OUTDIR:-${OUT:-/tmp/out}}  # a caller may point one step's logs elsewhere
 mkdir -p "$OUTDIR"
+# The reference libraries' Triton kernels (flash-linear-attention's) autotune on their first call, 30 s
+# to 4 minutes of device time a shape. Their results are kept on disk (TRITON_CACHE_AUTOTUNING: the
+# best config per kernel and key, keyed by Triton, the target and the kernel's source) and come back
+# with a call's logs: `save_autotune` packs the results (not the compiled kernels) into
+# $OUTDIR/triton-autotune.tgz; unpacked into .tritoncache/ of the checkout and carried, a later
+# machine's first calls read them instead of tuning again.
+export TRITON_CACHE_AUTOTUNING=1 TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache}
+if [ -d "$_root/.tritoncache" ] && [ ! -e "$TRITON_CACHE_DIR/.restored" ]; then
+  mkdir -p "$TRITON_CACHE_DIR" && cp -r "$_root/.tritoncache/." "$TRITON_CACHE_DIR/" && touch "$TRITON_CACHE_DIR/.restored"
+fi
+save_autotune() {
+  (cd "$TRITON_CACHE_DIR" 2>/dev/null && find . -name '*.autotune.json' | tar czf "$OUTDIR/triton-autotune.tgz" -T - \
+    && echo "save_autotune: $(tar tzf "$OUTDIR/triton-autotune.tgz" | wc -l) results in $OUTDIR/triton-autotune.tgz")
+}
 # ab_table LOG: the per-column lines benchmarks.gemm.ab_gemm appended to LOG, one table
 ab_table() { grep -hvE "^\s*$|^device" "$1" | sed -E 's/ +/ /g' | cut -c1-110; }
 # One pytest process per test id, PAR (default 8) at once: cuTile and CuTe DSL compile a configuration's

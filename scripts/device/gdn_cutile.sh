@@ -62,6 +62,7 @@ if [ "$part" = kdaops ]; then  # the KDA and GDN-2 torch ops through each engine
 fi
 if [ "$part" = kdabench ]; then
   python3 -m benchmarks.linear_attention.bench_kda_gdn2 "$@" 2>&1 | tee "$OUTDIR/bench_kda_gdn2.log"
+  save_autotune
 fi
 if [ "$part" = memcheck ]; then  # API-error reports off: CUDA's own cuGetProcAddress probing raises harmless ones
   # TMA off (PYGRAPH_CUTILE_TMA=0): memcheck flags the TMA accesses of sliced views' partial tail
@@ -94,4 +95,5 @@ if [ "$part" = ncu ]; then
 fi
 if [ "$part" = all ] || [ "$part" = bench ]; then
   python3 -m benchmarks.linear_attention.bench_gdn --skip cases "$@" 2>&1 | tee "$OUTDIR/bench_gdn.log"
+  save_autotune
 fi
