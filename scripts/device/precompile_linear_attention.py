@@ -11,7 +11,7 @@ version); carry that folder to the device with the same variable set and the run
 compiling. ``cases``: every case of `kda_cases.CASES`; ``bench``: bench_kda_gdn2's forward shapes;
 ``ops``: test_kda_ops_sm90's layer (the bounded safe gate, sigmoid beta, L2 norm); ``bwd``: every
 case's and bench shape's backward on kda_sm90_bwd / gdn2_sm90_bwd (`kda_cases.build_bwd_graph`, about
-25-45 s a key).
+25-45 s a key), and the layer's with ``ops`` too.
 Prints one line per graph and the cache's size.
 """
 
@@ -59,9 +59,12 @@ def main() -> None:
             for op in ("kda", "gdn2")
             for shape, lengths in bench_kda_gdn2.SHAPES.items()
         ]
-        for case in [*bench, *kda_cases.CASES]:  # the bench shapes first: a timing run needs them
+        layer = [case for case in _graphs({"ops"})] if "ops" in parts else []
+        for case in [*bench, *kda_cases.CASES, *layer]:  # the bench shapes first: a timing run needs them
             t0 = time.perf_counter()
             tensors, options = kda_cases.make_inputs(case, device="cpu")
+            if case.name.startswith("ops-"):  # the layer passes its beta logits in float32
+                tensors["beta"] = tensors["beta"].float()
             final = options.pop("output_final_state")
             t, n = sum(case.lengths), len(case.lengths)
             extra = {"dO": torch.zeros(t, case.heads_out, case.value_dim, dtype=tensors["q"].dtype)}
