@@ -34,7 +34,10 @@ def main(bundle: Path) -> int:
         return 0
     wheels = sorted(bundle.glob("nvidia_cuda_crt-*.whl"))
     if not wheels:
-        print(f"crt_headers: {include} lacks crt/mma.h and {bundle} holds no nvidia_cuda_crt wheel", file=sys.stderr)
+        print(
+            f"crt_headers: {include} lacks crt/mma.h and {bundle} holds no nvidia_cuda_crt wheel",
+            file=sys.stderr,
+        )
         return 1
     with zipfile.ZipFile(wheels[-1]) as wheel:
         members = [m for m in wheel.namelist() if m.startswith(PREFIX) and not m.endswith("/")]
