@@ -143,28 +143,23 @@ def _op_options(options: dict, leaves: dict) -> dict[str, Any]:
     return kwargs
 
 
-def _pygraph(engines: str):
-    """Our torch op (`kda_ops`) as a semantics anchor on the KDA engines of ``engines`` ("cutile":
-    the cuTile pair, opted in, run inside `_without_cute_dsl`; "sm90": the CuTe DSL pair, default-on
-    and ranked first)."""
+def _pygraph(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:
+    """Our torch op (`kda_ops`) as a semantics anchor, the cuTile engines opted in: the CuTe DSL pair
+    (default-on) ranks first, unless the call runs inside `_without_cute_dsl`."""
+    import os
 
-    def run(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:
-        import os
+    from pygraph.environment import OPT_IN_ENV
+    from pygraph_linear_attention import op_graphs
+    from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention
 
-        from pygraph.environment import OPT_IN_ENV
-        from pygraph_linear_attention import op_graphs
-        from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention
-
-        os.environ[OPT_IN_ENV] = "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd"
-        op_graphs.GRAPHS.clear()  # plans of the other engine set are not reused
-        fn = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
-        kwargs = _op_options(options, leaves)
-        return fn(
-            *(leaves[n] for n in _grads(op)), inputs["cu_seqlens"], initial_state=leaves["initial_state"],
-            output_final_state=True, **kwargs,
-        )  # fmt: skip
-
-    return run
+    os.environ[OPT_IN_ENV] = "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd"
+    op_graphs.GRAPHS.clear()  # plans of the other engine set are not reused
+    fn = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
+    kwargs = _op_options(options, leaves)
+    return fn(
+        *(leaves[n] for n in _grads(op)), inputs["cu_seqlens"], initial_state=leaves["initial_state"],
+        output_final_state=True, **kwargs,
+    )  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -202,13 +197,14 @@ def semantics(op: str, skip: set, log: list) -> None:
     """Each anchor of ``op`` against the float64 reference in every `SEMANTIC_CASES` option set."""
     import torch
 
+    # (name, call, the context its call and backward run in)
     every = (
-        ("fla", _fla),
-        ("cudnn", _cudnn),
-        ("pygraph-cutile", _pygraph("cutile")),
-        ("pygraph-sm90", _pygraph("sm90")),
+        ("fla", _fla, contextlib.nullcontext),
+        ("cudnn", _cudnn, contextlib.nullcontext),
+        ("pygraph-cutile", _pygraph, _without_cute_dsl),
+        ("pygraph-sm90", _pygraph, contextlib.nullcontext),
     )
-    anchors = [(n, f) for n, f in every if n.split("-")[0] not in skip]
+    anchors = [anchor for anchor in every if anchor[0].split("-")[0] not in skip]
     for case, options in SEMANTIC_CASES.items():
         inputs = _semantic_inputs(op, options)
         gen = torch.Generator(device="cuda").manual_seed(1)
@@ -217,12 +213,12 @@ def semantics(op: str, skip: set, log: list) -> None:
         want = _reference(op, inputs, options, d_o, d_final)
         names = _names(op, options)
         outputs = {}
-        for anchor, run in anchors:
+        for anchor, run, around in anchors:
             if op == "gdn2" and anchor == "fla" and options.get("use_beta_sigmoid"):
                 continue  # FLA's GDN-2 takes beta post-activation only
             leaves = {n: inputs[n].detach().clone().requires_grad_(True) for n in names}
             try:
-                with _without_cute_dsl() if anchor == "pygraph-cutile" else contextlib.nullcontext():
+                with around():
                     o, final = run(op, inputs, options, leaves)
                     torch.autograd.backward([o, final], [d_o, d_final])
                     torch.cuda.synchronize()

@@ -18,7 +18,6 @@ Prints one line per graph and the cache's size.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 
@@ -37,34 +36,32 @@ def _graphs(parts: set[str]):
             yield kda_cases.KdaCase(op, "ops-layer", (63, 1, 136), 2, 2, options=options)
 
 
+def _inputs(case):
+    """The case's CPU inputs and options as the device run makes them."""
+    from benchmarks.linear_attention import kda_cases
+
+    tensors, options = kda_cases.make_inputs(case, device="cpu")
+    if case.name.startswith("ops-"):  # the layer passes its beta logits in float32
+        tensors["beta"] = tensors["beta"].float()
+    return tensors, options
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="cases,bench,ops,bwd", help="comma list: cases, bench, ops, bwd")
     args = parser.parse_args()
     from benchmarks.linear_attention import kda_cases
-    from pygraph.environment import OPT_IN_ENV
 
-    os.environ[OPT_IN_ENV] = "kda_sm90,gdn2_sm90,kda_sm90_bwd,gdn2_sm90_bwd"
     kda_cases.DEVICE = "cpu"  # the inputs' metadata is all the planning reads
     started = time.perf_counter()
     parts = set(args.only.split(","))
     if "bwd" in parts:
         import torch
 
-        from benchmarks.linear_attention import bench_kda_gdn2
-
-        heads, dim = bench_kda_gdn2.HEADS, bench_kda_gdn2.DIM
-        bench = [
-            kda_cases.KdaCase(op, f"bench-{shape}", lengths, heads, heads, dim, dim, options=())
-            for op in ("kda", "gdn2")
-            for shape, lengths in bench_kda_gdn2.SHAPES.items()
-        ]
-        layer = [case for case in _graphs({"ops"})] if "ops" in parts else []
-        for case in [*bench, *kda_cases.CASES, *layer]:  # the bench shapes first: a timing run needs them
+        # the bench shapes first: a timing run needs them
+        for case in [*_graphs({"bench"}), *kda_cases.CASES, *_graphs({"ops"} & parts)]:
             t0 = time.perf_counter()
-            tensors, options = kda_cases.make_inputs(case, device="cpu")
-            if case.name.startswith("ops-"):  # the layer passes its beta logits in float32
-                tensors["beta"] = tensors["beta"].float()
+            tensors, options = _inputs(case)
             final = options.pop("output_final_state")
             t, n = sum(case.lengths), len(case.lengths)
             extra = {"dO": torch.zeros(t, case.heads_out, case.value_dim, dtype=tensors["q"].dtype)}
@@ -77,9 +74,7 @@ def main() -> None:
             )
     for case in _graphs(parts):
         t0 = time.perf_counter()
-        tensors, options = kda_cases.make_inputs(case, device="cpu")
-        if case.name.startswith("ops-"):  # the layer passes its beta logits in float32
-            tensors["beta"] = tensors["beta"].float()
+        tensors, options = _inputs(case)
         g, _ = kda_cases.build_graph(case, tensors, options, engine="sm90")
         print(f"{case.id:32s} {g.selected_plan.name:36s} {time.perf_counter() - t0:6.1f} s", flush=True)
     from pygraph.disk_cache import cache_dir
