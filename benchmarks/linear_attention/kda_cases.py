@@ -25,7 +25,9 @@ __all__ = [
     "DEVICE",
     "KdaCase",
     "build_graph",
+    "execute_case",
     "make_inputs",
+    "reference_forward",
     "relative_error",
     "run_bwd_case",
     "run_case",
@@ -165,17 +167,11 @@ def build_graph(case: KdaCase, tensors: dict, options: dict, engine: str = "cuti
     return g, ports
 
 
-def run_case(case: KdaCase, seed: int = 0, engine: str = "cutile") -> dict:
-    """Run a case on the device through the op's ``engine`` (`build_graph`): {plan, o_rel, state_rel
-    (None without a final state)}."""
+def execute_case(case: KdaCase, tensors: dict, options: dict, engine: str = "cutile") -> tuple[str, Any, Any]:
+    """Execute a case's graph (`build_graph`) on ``tensors``, its outputs poisoned (NaN) first:
+    (the plan's name, O, the final state or None)."""
     import torch
 
-    from pygraph_linear_attention.reference import (
-        gated_delta_net_v2_reference,
-        kimi_delta_attention_reference,
-    )
-
-    tensors, options = make_inputs(case, seed)
     g, ports = build_graph(case, tensors, options, engine)
     t, ho, n = sum(case.lengths), case.heads_out, len(case.lengths)
     out = {"O": torch.full((t, ho, case.value_dim), float("nan"), dtype=tensors["q"].dtype, device=DEVICE)}
@@ -184,19 +180,36 @@ def run_case(case: KdaCase, seed: int = 0, engine: str = "cutile") -> dict:
     workspace = _workspace(torch, g)
     g.execute({ports[name]: x for name, x in {**tensors, **out}.items()}, workspace=workspace)
     _synchronize(torch)
+    return g.selected_plan.name, out["O"], out.get("final_state")
+
+
+def reference_forward(case: KdaCase, tensors: dict, options: dict) -> tuple[Any, Any]:
+    """(O, final state or None) of the float64 token loop of `pygraph_linear_attention.reference` on a
+    case's inputs."""
+    from pygraph_linear_attention.reference import (
+        gated_delta_net_v2_reference,
+        kimi_delta_attention_reference,
+    )
 
     ref = gated_delta_net_v2_reference if case.op == "gdn2" else kimi_delta_attention_reference
     gates = [tensors["g"], tensors["beta"], *([tensors["w"]] if case.op == "gdn2" else [])]
     named = ("q", "k", "v", "g", "beta", "w", "cu_seqlens")
     extra = {k: v for k, v in tensors.items() if k not in named}
-    want_o, want_s = ref(
+    return ref(
         tensors["q"], tensors["k"], tensors["v"], *gates, tensors["cu_seqlens"].cpu(), **extra, **options
     )
 
+
+def run_case(case: KdaCase, seed: int = 0, engine: str = "cutile") -> dict:
+    """Run a case on the device through the op's ``engine`` (`build_graph`): {plan, o_rel, state_rel
+    (None without a final state)}."""
+    tensors, options = make_inputs(case, seed)
+    plan, o, final = execute_case(case, tensors, options, engine)
+    want_o, want_s = reference_forward(case, tensors, options)
     return {
-        "plan": g.selected_plan.name,
-        "o_rel": relative_error(out["O"], want_o),
-        "state_rel": relative_error(out["final_state"], want_s) if "final_state" in out else None,
+        "plan": plan,
+        "o_rel": relative_error(o, want_o),
+        "state_rel": relative_error(final, want_s) if final is not None else None,
     }
 
 

@@ -12,7 +12,8 @@
 # all), kda (the forward tests of kda_cutile, gdn2_cutile, kda_sm90 and gdn2_sm90, K=backward the backwards (kda_cutile_bwd,
 # gdn2_cutile_bwd); not in all), kdasm90 (the CuTe DSL KDA / GDN-2 cases alone, forward and backward, no
 # cuTile needed; not in all), kdaops (the KDA and GDN-2 torch
-# ops' sm90 tests through each forward engine; not in all), kdabench (bench_kda_gdn2: the
+# ops' sm90 tests through each forward engine; not in all), kdafla (the KDA and GDN-2 forward against
+# flash-linear-attention's chunk_kda / chunk_gdn2 on the same inputs; not in all), kdabench (bench_kda_gdn2: the
 # anchors and the pygraph columns, forward through the graph, forward+backward through the torch op; not in
 # all), ncu KERNEL [SHAPE] [--bwd]
 # (Nsight Compute's per-source-line stall samples of one launch of a kernel, e.g. chunk_prepare, at a
@@ -25,7 +26,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
 part=all
-case "${1:-}" in all|fwd|sm90|sm90bwd|wgmma|bwd|fla|ops|memcheck|ncu|bench|kda|kdasm90|kdaops|kdabench) part=$1; shift ;; esac
+case "${1:-}" in all|fwd|sm90|sm90bwd|wgmma|bwd|fla|ops|memcheck|ncu|bench|kda|kdasm90|kdaops|kdafla|kdabench) part=$1; shift ;; esac
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
 python3 -c "import cuda.tile, torch; print('cuda.tile', cuda.tile.__version__, 'torch', torch.__version__)" 2>&1 | tee -a "$OUTDIR/device.txt"
 tests=packages/engines-linear-attention/tests/test_gdn_cutile_sm90.py  # run_tests (env.sh) reads it
@@ -54,6 +55,10 @@ if [ "$part" = kdasm90 ]; then
   ids=$(python3 -m pytest -m sm90 -p no:cacheprovider -q --collect-only "$tests" 2>/dev/null \
     | grep -o '\[[a-z0-9-]*-sm90\]' | tr -d '[]' | sort -u | paste -sd' ' | sed 's/ / or /g')
   run_tests "$ids" kda_sm90_pytest.log
+fi
+if [ "$part" = kdafla ]; then
+  python3 -m pytest -m sm90 -p no:cacheprovider -q -rs -s packages/engines-linear-attention/tests/test_kda_vs_fla_sm90.py \
+    2>&1 | tee "$OUTDIR/kda_vs_fla_pytest.log" | grep -E "^(kda|gdn2)-|passed|failed" | cut -c1-300
 fi
 if [ "$part" = kdaops ]; then  # the KDA and GDN-2 torch ops through each engine pair (K: a -k expression,
   # e.g. K='not cutile' for the CuTe DSL pair alone, without cuTile)
