@@ -149,11 +149,9 @@ def _pygraph(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, A
     import os
 
     from pygraph.environment import OPT_IN_ENV
-    from pygraph_linear_attention import op_graphs
     from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention
 
     os.environ[OPT_IN_ENV] = "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd"
-    op_graphs.GRAPHS.clear()  # plans of the other engine set are not reused
     fn = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
     kwargs = _op_options(options, leaves)
     return fn(
@@ -164,21 +162,23 @@ def _pygraph(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, A
 
 @contextlib.contextmanager
 def _without_cute_dsl():
-    """The manifest without kda_sm90 / gdn2_sm90 and their backwards (`pygraph.testing.manifest_override`):
-    the op cannot name its engines, and those are default-on and ranked first, so the cuTile column's
-    forward and backward (planned at the first backward call) run inside this."""
-    import dataclasses
+    """kda_sm90 / gdn2_sm90 and their backwards disabled (``PYGRAPH_DISABLE_ENGINES``): they are
+    default-on and ranked first, so the cuTile column's forward and backward (planned at the first
+    backward call) run inside this; the op's graph cache keys on the variable, so no plan of the
+    other engine set is reused."""
+    import os
 
-    import pygraph
-    from pygraph.testing import manifest_override
+    from pygraph.environment import DISABLE_ENV
 
-    def cutile_only(fam):
-        if fam.name not in ("kda", "gdn2"):
-            return fam
-        return dataclasses.replace(fam, slots={n: s for n, s in fam.slots.items() if "_sm90" not in n})
-
-    with manifest_override(cutile_only(fam) for fam in pygraph.engines.families()):
+    before = os.environ.get(DISABLE_ENV)
+    os.environ[DISABLE_ENV] = "kda_sm90,gdn2_sm90,kda_sm90_bwd,gdn2_sm90_bwd"
+    try:
         yield
+    finally:
+        if before is None:
+            os.environ.pop(DISABLE_ENV)
+        else:
+            os.environ[DISABLE_ENV] = before
 
 
 def _cudnn(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:

@@ -111,6 +111,21 @@ def test_one_graph_per_key_reused_across_calls(kda_stand_in, op):
 
 
 @pytest.mark.parametrize("op", list(OPS))
+def test_a_disabled_engine_is_planned_out_of_the_next_call(kda_stand_in, op, monkeypatch):
+    from pygraph.environment import DISABLE_ENV
+
+    x = _inputs(op)
+    OPS[op](**x)  # built on the cuTile engine (the CuTe DSL one declines here)
+    monkeypatch.setenv(DISABLE_ENV, f"{op}_cutile")
+    # the graph built before is not reused: the engine settings are part of the key
+    with pytest.raises(pygraph.GraphNotSupportedError, match=rf"{op}_cutile: disabled by {DISABLE_ENV}"):
+        OPS[op](**x)
+    monkeypatch.delenv(DISABLE_ENV)
+    OPS[op](**x)
+    assert kda_stand_in.runs == [op, op] and op_graphs.GRAPHS.builds == 1
+
+
+@pytest.mark.parametrize("op", list(OPS))
 def test_no_token_runs_nothing(kda_stand_in, op):
     x = _inputs(op, lengths=(0, 0), state=True)
     o, final = OPS[op](**x, output_final_state=True)

@@ -214,6 +214,8 @@ def info(as_json: bool) -> None:
         out.print(f"plan cache: {_escape(cache['path'])} ({cache['entries']} entries)")
     opt_in = data["opt_in"]
     out.print(f"opt-in engines ({opt_in['env']}): {_escape(opt_in['value'] or 'none enabled')}")
+    kept_out = data["disabled"]
+    out.print(f"disabled engines ({kept_out['env']}): {_escape(kept_out['value'] or 'none')}")
     packages = _table("package", "version", title="Packages")
     for name, version in data["packages"].items():
         packages.add_row(name, version or "[dim]not installed[/]")
@@ -240,7 +242,13 @@ def info(as_json: bool) -> None:
 
 
 def _status(status: str) -> str:
-    colour = {"offered": "green", "accepts": "green", "planned": "dim", "opt-in": "yellow"}.get(status, "red")
+    colour = {
+        "offered": "green",
+        "accepts": "green",
+        "planned": "dim",
+        "opt-in": "yellow",
+        "disabled": "yellow",
+    }.get(status, "red")
     return f"[{colour}]{status}[/]"
 
 

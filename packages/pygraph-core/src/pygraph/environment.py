@@ -8,6 +8,9 @@ unset: nothing is raised and execution goes on.
 - ``PYGRAPH_ENABLE_OPT_IN_ENGINES``: which opt-in engines are offered. ``1``/``true``/``yes``/
   ``on``/``all``/``*``: every one; ``0``/``false``/``no``/``off``/``none`` or unset: none; otherwise
   a comma-separated list of engine and family names (`opt_in`).
+- ``PYGRAPH_DISABLE_ENGINES``: engines never offered, whatever their maturity: a comma-separated
+  list of engine and family names (`disabled`), e.g. to keep a default-on engine out of every graph,
+  the torch ops' among them, and let the next-ranked one serve.
 - ``PYGRAPH_CACHE_DIR`` and the per-cache variables (``PYGRAPH_GEMM_CACHE_DIR``, ``PYGRAPH_GDN_SM90_CACHE_DIR``): where the disk
   caches live, or ``off`` to disable them (`pygraph.disk_cache.cache_dir`).
 """
@@ -24,9 +27,13 @@ from typing import NamedTuple
 
 from pygraph.errors import ConfigurationWarning
 
-__all__ = ["OFF_VALUES", "ON_VALUES", "OPT_IN_ENV", "OptIn", "opt_in", "warn_once"]
+__all__ = [
+    "DISABLE_ENV", "OFF_VALUES", "ON_VALUES", "OPT_IN_ENV", "OptIn", "disabled", "engine_settings", "opt_in",
+    "warn_once",
+]  # fmt: skip
 
 OPT_IN_ENV = "PYGRAPH_ENABLE_OPT_IN_ENGINES"
+DISABLE_ENV = "PYGRAPH_DISABLE_ENGINES"
 ON_VALUES = frozenset({"1", "true", "yes", "on", "all", "*"})
 OFF_VALUES = frozenset({"0", "false", "no", "off", "none", "disable", "disabled"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -99,3 +106,39 @@ def opt_in(known: Callable[[], Iterable[str]] | None = None) -> OptIn:
                 f"manifest (engines and families: {', '.join(sorted(names))}); ignored",
             )
     return parsed
+
+
+def disabled(known: Callable[[], Iterable[str]] | None = None) -> OptIn:
+    """The engines and families ``PYGRAPH_DISABLE_ENGINES`` keeps out (``every`` is always False).
+
+    Parsed as the opt-in list; ``1``/``all`` would disable every engine, so it is warned about and
+    ignored, as are a token that is not a name and (given ``known``) a name that is no engine or
+    family, once per process and value.
+    """
+    raw = os.environ.get(DISABLE_ENV, "")
+    parsed, bad = _parse_opt_in(raw)
+    if parsed.every:
+        bad = (raw.strip(),)
+        parsed = OptIn(False, frozenset())
+    if bad:
+        warn_once(
+            (DISABLE_ENV, raw, "unparsable"),
+            f"{DISABLE_ENV}={raw!r}: {', '.join(map(repr, bad))} is not a list of engine and family names; "
+            "the value is a comma-separated list of them (e.g. kda_sm90,kda_sm90_bwd) or 0; ignored",
+        )
+    if parsed.names and known is not None:
+        names = set(known())
+        unknown = sorted(parsed.names - names)
+        if unknown:
+            warn_once(
+                (DISABLE_ENV, raw, "unknown"),
+                f"{DISABLE_ENV}={raw!r}: {', '.join(map(repr, unknown))} names no engine or family of the "
+                f"manifest (engines and families: {', '.join(sorted(names))}); ignored",
+            )
+    return parsed
+
+
+def engine_settings() -> tuple[str, str]:
+    """The raw values of the variables that decide which engines are offered (opt-in, disabled): part
+    of the key of anything built once per process from a plan, so a change takes effect."""
+    return os.environ.get(OPT_IN_ENV, ""), os.environ.get(DISABLE_ENV, "")

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from pygraph.environment import engine_settings
 from pygraph.errors import OpInputError
 from pygraph.ir.shapes import row_major_stride
 
@@ -49,7 +50,9 @@ class BuiltGraph:
 
 
 class GraphCache:
-    """Built graphs by key, least recently used dropped past ``capacity``; one build per key."""
+    """Built graphs by key and the engine settings (``PYGRAPH_ENABLE_OPT_IN_ENGINES``,
+    ``PYGRAPH_DISABLE_ENGINES``) they were planned under, least recently used dropped past
+    ``capacity``; one build per key."""
 
     capacity = 128
 
@@ -59,6 +62,9 @@ class GraphCache:
         self.builds = 0  # graphs built (for tests and for the curious)
 
     def get(self, key: tuple, build: Any) -> BuiltGraph:
+        # which engines are offered (opt-in, disabled) is part of the key: a graph planned before the
+        # variables changed is not reused after
+        key = (key, engine_settings())
         found = self._graphs.get(key)
         if found is not None:
             try:
@@ -77,7 +83,8 @@ class GraphCache:
             return found
 
     def keys(self) -> list[tuple]:
-        return list(self._graphs)
+        """The callers' keys of the graphs kept (under any engine settings)."""
+        return [key for key, _ in self._graphs]
 
     def clear(self) -> None:
         """Drop every graph (and reset the count of builds)."""

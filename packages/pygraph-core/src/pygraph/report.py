@@ -21,7 +21,7 @@ from pygraph import engines
 from pygraph._version import __version__
 from pygraph.engines.engine_ids import FAMILY_BLOCK, EntryKind, entry_kind
 from pygraph.engines.factory import install_command, is_installed
-from pygraph.engines.manifest import OPT_IN_ENV
+from pygraph.engines.manifest import DISABLE_ENV, OPT_IN_ENV
 from pygraph.errors import GraphNotSupportedError
 
 __all__ = ["explain", "info", "plain"]
@@ -82,12 +82,15 @@ def _engine_rows(family: Any, device: Any) -> list[dict[str, Any]]:
     offered = engines.offered_ids(family)
     built = engines.instantiate(family) if offered else None
     by_name = {e.name: e for e in (built.engines if built is not None else ())}
+    kept_out = engines.disabled_slots(family)
     rows = []
     for name, slot in family.slots_in_order():
         row: dict[str, Any] = {"name": name, "id": family.engine_id + slot.slot, "arch": None}
         engine = by_name.get(name)
         if slot.is_planned:
             row.update(status="planned", reason=slot.planned)
+        elif name in kept_out:
+            row.update(status="disabled", reason=f"disabled: {DISABLE_ENV} names it (or its family)")
         elif name not in offered:
             row.update(status="opt-in", reason=f"opt-in: offered when {OPT_IN_ENV} names it (or is 1)")
         elif engine is None:
@@ -147,6 +150,7 @@ def info() -> dict[str, Any]:
         "device": None if device is None else dataclasses.asdict(device),
         "device_reason": no_device_reason(),
         "opt_in": {"env": OPT_IN_ENV, "value": os.environ.get(OPT_IN_ENV)},
+        "disabled": {"env": DISABLE_ENV, "value": os.environ.get(DISABLE_ENV)},
         "plan_cache": cache_row,
         "families": [_family_row(f, device) for f in engines.families()],
     }

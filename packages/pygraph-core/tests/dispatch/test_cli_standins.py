@@ -90,6 +90,25 @@ def test_info_says_which_slots_are_planned_and_which_opt_in(run, monkeypatch):
     assert opted["status"] == "opt-in" and OPT_IN_ENV in opted["reason"]
 
 
+def test_info_and_explain_say_which_engines_are_disabled(standins, run, monkeypatch):
+    from pygraph.environment import DISABLE_ENV
+
+    monkeypatch.setenv(DISABLE_ENV, "beta")
+    code, out, _ = run("info")
+    assert code == 0 and f"disabled engines ({DISABLE_ENV}): beta" in out
+    code, out, _ = run("info", "--json")
+    data = json.loads(out)
+    assert data["disabled"] == {"env": DISABLE_ENV, "value": "beta"}
+    ((alpha, beta, _),) = [fam["engines"] for fam in data["families"]]
+    assert alpha["status"] == "offered" and beta["status"] == "disabled" and DISABLE_ENV in beta["reason"]
+    code, out, _ = run("explain", *GEMM, "--json", "--all")
+    data = json.loads(out)
+    assert ("beta", "declines", f"disabled by {DISABLE_ENV}") in [
+        (c["name"], c["verdict"], c["reason"]) for c in data["candidates"]
+    ]
+    assert not any(p["name"].startswith("beta[") for p in data["plans"])
+
+
 def test_families_prints_the_overridden_manifest(standins, run):
     code, out, _ = run("families")
     assert code == 0 and out.startswith("EngineFamily(standin: block 20900..20999; alpha=20900")

@@ -1,5 +1,6 @@
-"""PYGRAPH_ENABLE_OPT_IN_ENGINES parsed once per value: garbage or a name that is no engine is one
-ConfigurationWarning per process, naming the variable and the value, and is ignored."""
+"""PYGRAPH_ENABLE_OPT_IN_ENGINES and PYGRAPH_DISABLE_ENGINES parsed once per value: garbage or a name
+that is no engine is one ConfigurationWarning per process, naming the variable and the value, and is
+ignored; a disabled engine is never offered, opted in or not."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dispatch_helpers import standin_family
 
 from pygraph import environment
 from pygraph.engines.manifest import EngineSlot, family_by_name, offered_ids
-from pygraph.environment import OPT_IN_ENV
+from pygraph.environment import DISABLE_ENV, OPT_IN_ENV
 from pygraph.errors import ConfigurationWarning
 from pygraph.testing import manifest_override
 
@@ -68,7 +69,57 @@ def test_a_known_name_beside_an_unknown_one_still_counts(monkeypatch, opt_in_fam
 
 
 def test_the_value_is_parsed_once(monkeypatch, opt_in_family):
+    monkeypatch.setenv(DISABLE_ENV, "alpha")
     for _ in range(3):
         _offered(monkeypatch, opt_in_family, "beta")
     info = environment._parse_opt_in.cache_info()
-    assert info.misses == 1 and info.hits == 2
+    assert info.misses == 2 and info.hits == 4  # each variable's value once
+
+
+def _offered_without(monkeypatch, family, value, opted_in="1"):
+    monkeypatch.setenv(OPT_IN_ENV, opted_in)
+    monkeypatch.setenv(DISABLE_ENV, value)
+    return sorted(offered_ids(family))
+
+
+@pytest.mark.parametrize(
+    ("value", "offered"),
+    [("", ["alpha", "beta"]), ("0", ["alpha", "beta"]), ("alpha", ["beta"]), ("beta", ["alpha"]),
+     (" alpha , beta ", []), ("standin", [])],
+)  # fmt: skip
+def test_a_disabled_engine_is_never_offered(monkeypatch, opt_in_family, value, offered):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _offered_without(monkeypatch, opt_in_family, value) == offered
+
+
+def test_disabling_beats_opting_in(monkeypatch, opt_in_family):
+    assert _offered_without(monkeypatch, opt_in_family, "beta", opted_in="beta") == ["alpha"]
+
+
+@pytest.mark.parametrize(
+    ("value", "fragments"),
+    [
+        ("alpah", ["'alpah' names no engine or family", "alpha", "beta", "standin"]),
+        ("1", ["'1' is not a list of engine and family names", "comma-separated"]),
+        ("alpha;x", ["'alpha;x' is not a list of engine and family names"]),
+    ],
+)
+def test_a_bad_disable_list_is_warned_once_and_ignored(monkeypatch, opt_in_family, value, fragments):
+    with pytest.warns(ConfigurationWarning) as caught:
+        assert _offered_without(monkeypatch, opt_in_family, value) == ["alpha", "beta"]
+    (message,) = [str(w.message) for w in caught]
+    assert message.startswith(f"{DISABLE_ENV}={value!r}: ")
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process and value
+        assert _offered_without(monkeypatch, opt_in_family, value) == ["alpha", "beta"]
+
+
+def test_the_engine_settings_are_the_raw_values(monkeypatch):
+    monkeypatch.setenv(OPT_IN_ENV, "beta")
+    monkeypatch.delenv(DISABLE_ENV, raising=False)
+    assert environment.engine_settings() == ("beta", "")
+    monkeypatch.setenv(DISABLE_ENV, "alpha")
+    assert environment.engine_settings() == ("beta", "alpha")

@@ -209,7 +209,7 @@ def test_a_recorded_config_ranking_did_not_list_is_replayed_first(cache_file):
         assert g.get_plan_name_at_index(0) == "alpha[TILE=128]"  # a deselected engine stays out
 
 
-def test_an_engine_not_offered_here_keeps_its_entry(cache_file, monkeypatch):
+def test_an_engine_not_offered_here_or_disabled_keeps_its_entry(cache_file, monkeypatch):
     family = standin_family(
         alpha=EngineSlot(0, impl=("pygraph_standins", "Alpha")),
         beta=EngineSlot(1, impl=("pygraph_standins", "Beta"), opt_in=True),
@@ -223,6 +223,12 @@ def test_an_engine_not_offered_here_keeps_its_entry(cache_file, monkeypatch):
             warnings.simplefilter("error")
             assert planned_names() == ["alpha[TILE=128]", "alpha[TILE=64]"]
         assert len(PlanCache(cache_file).entries()) == 1  # kept: the engine still exists
+        monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "beta")
+        monkeypatch.setenv("PYGRAPH_DISABLE_ENGINES", "beta")  # disabled: as if not offered
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert planned_names() == ["alpha[TILE=128]", "alpha[TILE=64]"]
+        assert len(PlanCache(cache_file).entries()) == 1
 
 
 def test_off_records_nothing_and_reads_nothing(standins, tmp_path, monkeypatch):

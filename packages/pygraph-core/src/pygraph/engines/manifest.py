@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from pygraph.engines.engine_ids import FAMILY_BLOCK, is_python_engine
 from pygraph.engines.factory import FamilyEngines, HookRef, build_engines, resolve_hook
-from pygraph.environment import OPT_IN_ENV, opt_in
+from pygraph.environment import DISABLE_ENV, OPT_IN_ENV, disabled, opt_in
 from pygraph.errors import NotFoundError, OpInputError, UnknownEngineError
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "EngineRef",
     "EngineSlot",
     "FamilyEngines",
+    "disabled_slots",
     "engine_for_id",
     "families",
     "family_by_name",
@@ -311,16 +312,26 @@ def offered_ids(family: EngineFamily) -> dict[str, int]:
     Planned slots are never offered. Opt-in slots are offered only when
     ``PYGRAPH_ENABLE_OPT_IN_ENGINES`` is ``1``/``all`` or lists the engine's (or the family's) name,
     comma-separated (`pygraph.environment.opt_in`: a name that is no engine or family, or a value
-    that cannot be parsed, is warned about once and ignored).
+    that cannot be parsed, is warned about once and ignored). A slot that ``PYGRAPH_DISABLE_ENGINES``
+    names (or whose family it names) is never offered (`pygraph.environment.disabled`).
     """
     wanted = None
     if any(s.opt_in for s in family.slots.values()):
         wanted = opt_in(lambda: [*_known_names(), family.name, *family.slots])
+    kept_out = disabled_slots(family)
     return {
         name: family.engine_id + slot.slot
         for name, slot in family.slots_in_order()
-        if not slot.is_planned and (not slot.opt_in or wanted.enables(family.name, name))
+        if not slot.is_planned
+        and (not slot.opt_in or wanted.enables(family.name, name))
+        and name not in kept_out
     }
+
+
+def disabled_slots(family: EngineFamily) -> tuple[str, ...]:
+    """The family's slots ``PYGRAPH_DISABLE_ENGINES`` keeps out (it names them or the family)."""
+    kept_out = disabled(lambda: [*_known_names(), family.name, *family.slots])
+    return tuple(name for name in family.slots if kept_out.enables(family.name, name))
 
 
 def engine_for_id(engine_id: int) -> EngineRef:
@@ -357,12 +368,16 @@ def instantiate(family: EngineFamily) -> FamilyEngines:
     core's contract) offers nothing and says why; a planned slot says it is planned.
     """
     offered = offered_ids(family)
-    key = (family.name, tuple(offered.items()))
+    kept_out = disabled_slots(family)
+    key = (family.name, tuple(offered.items()), kept_out)
     with _lock:
         cached = _instances.get(key)
     if cached is not None:
         return cached
     result = build_engines(family, offered)
+    if kept_out:  # the planner's reasons then say why a disabled engine did not serve
+        reasons = {name: f"disabled by {DISABLE_ENV}" for name in kept_out}
+        result = dataclasses.replace(result, unavailable={**result.unavailable, **reasons})
     with _lock:
         _instances[key] = result
     return result
