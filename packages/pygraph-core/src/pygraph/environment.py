@@ -81,60 +81,56 @@ def _parse_opt_in(raw: str) -> tuple[OptIn, tuple[str, ...]]:
     return OptIn(False, frozenset(names)), tuple(bad)
 
 
+def _engine_list(env: str, usage: str, known: Callable[[], Iterable[str]] | None) -> tuple[str, OptIn]:
+    """(the raw value, the parse) of an engine-list variable; a token that is not a name and (given
+    ``known``) a name that is no engine or family warned about once per process and value, naming the
+    variable, the value and ``usage`` (what the value may be)."""
+    raw = os.environ.get(env, "")
+    parsed, bad = _parse_opt_in(raw)
+    if bad:
+        warn_once(
+            (env, raw, "unparsable"),
+            f"{env}={raw!r}: {', '.join(map(repr, bad))} cannot be an engine or family name; {usage}; ignored",
+        )
+    if parsed.names and known is not None:
+        names = set(known())
+        unknown = sorted(parsed.names - names)
+        if unknown:
+            warn_once(
+                (env, raw, "unknown"),
+                f"{env}={raw!r}: {', '.join(map(repr, unknown))} names no engine or family of the "
+                f"manifest (engines and families: {', '.join(sorted(names))}); ignored",
+            )
+    return raw, parsed
+
+
 def opt_in(known: Callable[[], Iterable[str]] | None = None) -> OptIn:
     """What ``PYGRAPH_ENABLE_OPT_IN_ENGINES`` enables now.
 
     ``known`` gives the engine and family names a listed name may be; a name that is none of them,
     and a token that is not a name, are warned about once (per process and value) and ignored.
     """
-    raw = os.environ.get(OPT_IN_ENV, "")
-    parsed, bad = _parse_opt_in(raw)
-    if bad:
-        warn_once(
-            (OPT_IN_ENV, raw, "unparsable"),
-            f"{OPT_IN_ENV}={raw!r}: {', '.join(map(repr, bad))} cannot be an engine or family name; the "
-            "value is 1 (every opt-in engine), 0, or a comma-separated list of engine and family names "
-            "(e.g. gemm_sm80,gemm); ignored",
-        )
-    if parsed.names and known is not None:
-        names = set(known())
-        unknown = sorted(parsed.names - names)
-        if unknown:
-            warn_once(
-                (OPT_IN_ENV, raw, "unknown"),
-                f"{OPT_IN_ENV}={raw!r}: {', '.join(map(repr, unknown))} names no engine or family of the "
-                f"manifest (engines and families: {', '.join(sorted(names))}); ignored",
-            )
-    return parsed
+    usage = (
+        "the value is 1 (every opt-in engine), 0, or a comma-separated list of engine and family names "
+        "(e.g. gemm_sm80,gemm)"
+    )
+    return _engine_list(OPT_IN_ENV, usage, known)[1]
 
 
 def disabled(known: Callable[[], Iterable[str]] | None = None) -> OptIn:
     """The engines and families ``PYGRAPH_DISABLE_ENGINES`` keeps out (``every`` is always False).
 
-    Parsed as the opt-in list; ``1``/``all`` would disable every engine, so it is warned about and
-    ignored, as are a token that is not a name and (given ``known``) a name that is no engine or
-    family, once per process and value.
+    Parsed as the opt-in list, and warned about alike; ``1``/``all`` would disable every engine, so
+    it is warned about and ignored too.
     """
-    raw = os.environ.get(DISABLE_ENV, "")
-    parsed, bad = _parse_opt_in(raw)
+    usage = "the value is 0 or a comma-separated list of engine and family names (e.g. kda_sm90,kda_sm90_bwd)"
+    raw, parsed = _engine_list(DISABLE_ENV, usage, known)
     if parsed.every:
-        bad = (raw.strip(),)
-        parsed = OptIn(False, frozenset())
-    if bad:
         warn_once(
-            (DISABLE_ENV, raw, "unparsable"),
-            f"{DISABLE_ENV}={raw!r}: {', '.join(map(repr, bad))} is not a list of engine and family names; "
-            "the value is a comma-separated list of them (e.g. kda_sm90,kda_sm90_bwd) or 0; ignored",
+            (DISABLE_ENV, raw, "every"),
+            f"{DISABLE_ENV}={raw!r}: would disable every engine; {usage}; ignored",
         )
-    if parsed.names and known is not None:
-        names = set(known())
-        unknown = sorted(parsed.names - names)
-        if unknown:
-            warn_once(
-                (DISABLE_ENV, raw, "unknown"),
-                f"{DISABLE_ENV}={raw!r}: {', '.join(map(repr, unknown))} names no engine or family of the "
-                f"manifest (engines and families: {', '.join(sorted(names))}); ignored",
-            )
+        return OptIn(False, frozenset())
     return parsed
 
 
