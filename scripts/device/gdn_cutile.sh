@@ -13,7 +13,9 @@
 # gdn2_cutile_bwd); not in all), kdasm90 (the CuTe DSL KDA / GDN-2 cases alone, forward and backward, no
 # cuTile needed; not in all), kdaops (the KDA and GDN-2 torch
 # ops' sm90 tests through each forward engine; not in all), kdafla (the KDA and GDN-2 forward against
-# flash-linear-attention's chunk_kda / chunk_gdn2 on the same inputs; not in all), kdabench (bench_kda_gdn2: the
+# flash-linear-attention's chunk_kda / chunk_gdn2 on the same inputs; not in all), kdacheck (the CuTe DSL
+# pair's device check in one call: kdasm90, each kernel's time forward and forward+backward, kdaops
+# through the pair, memcheck on both ops' varlen-odd forward and backward; not in all), kdabench (bench_kda_gdn2: the
 # anchors and the pygraph columns, forward through the graph, forward+backward through the torch op; not in
 # all), ncu KERNEL [SHAPE] [--bwd]
 # (Nsight Compute's per-source-line stall samples of one launch of a kernel, e.g. chunk_prepare, at a
@@ -23,10 +25,11 @@
 # configuration, and the backward's cases span about ten), so a later part finds them compiled.
 # cuTile needs its compiler (tileiras with a ptxas/libnvvm of CUDA 13.2+: .dev3/cutile.sh).
 set -uo pipefail
+self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"  # kdacheck runs its parts through it
 cd "$(dirname "$0")/../.."
 source scripts/device/env.sh
 part=all
-case "${1:-}" in all|fwd|sm90|sm90bwd|wgmma|bwd|fla|ops|memcheck|ncu|bench|kda|kdasm90|kdaops|kdafla|kdabench) part=$1; shift ;; esac
+case "${1:-}" in all|fwd|sm90|sm90bwd|wgmma|bwd|fla|ops|memcheck|ncu|bench|kda|kdasm90|kdaops|kdafla|kdacheck|kdabench) part=$1; shift ;; esac
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm --format=csv,noheader | tee "$OUTDIR/device.txt"
 python3 -c "import cuda.tile, torch; print('cuda.tile', cuda.tile.__version__, 'torch', torch.__version__)" 2>&1 | tee -a "$OUTDIR/device.txt"
 tests=packages/engines-linear-attention/tests/test_gdn_cutile_sm90.py  # run_tests (env.sh) reads it
@@ -64,6 +67,15 @@ if [ "$part" = kdaops ]; then  # the KDA and GDN-2 torch ops through each engine
   # e.g. K='not cutile' for the CuTe DSL pair alone, without cuTile)
   python3 -m pytest -m sm90 -p no:cacheprovider -q -rs -s --maxfail=5 -k "${K:-}" packages/engines-linear-attention/tests/test_kda_ops_sm90.py \
     2>&1 | tee "$OUTDIR/kda_ops_sm90_pytest.log" | grep -E ": o |steps|passed|failed|Error" | cut -c1-300
+fi
+if [ "$part" = kdacheck ]; then
+  bash "$self" kdasm90 | tail -3
+  python3 scripts/device/kda_kernel_times.py 2>&1 | tee "$OUTDIR/kda_kernel_times.txt" | tail -40
+  python3 scripts/device/kda_kernel_times.py --bwd 2>&1 | tee "$OUTDIR/kda_kernel_times_bwd.txt" | tail -40
+  K='not cutile' bash "$self" kdaops | tail -6
+  MEMCHECK_TESTS=packages/engines-linear-attention/tests/test_kda_cutile_sm90.py \
+    MEMCHECK_CASES="forward and kda-varlen-odd-sm90;backward and kda-varlen-odd-sm90;forward and gdn2-varlen-odd-sm90;backward and gdn2-varlen-odd-sm90" \
+    bash "$self" memcheck | grep "exit status"
 fi
 if [ "$part" = kdabench ]; then
   python3 -m benchmarks.linear_attention.bench_kda_gdn2 "$@" 2>&1 | tee "$OUTDIR/bench_kda_gdn2.log"
