@@ -37,7 +37,9 @@ from pygraph_linear_attention.engines.sm90 import (
     build_reason,
     check_block_v,
     dtype_names,
+    kernels_ready,
     knobs_in_domains,
+    plan_label,
 )
 from pygraph_linear_attention.kernels.gdn_cutile_host import regions_bytes
 from pygraph_linear_attention.kernels.gdn_sm90_host import search_steps
@@ -127,7 +129,8 @@ class KdaSm90Engine(BaseEngine):
         block_v, stages = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
         operands = declared_operands(self.name, request, _operands(facts))
-        compiled = self._compiled(cfg, dtype_names(operands), stages)
+        names = dtype_names(operands)
+        compiled = kernels_ready(self.name, plan_label(plan, cfg), lambda: self._compiled(cfg, names, stages))
         return GdnSm90Plan(
             self.name, request.graph.name, compiled, operands, self._regions(cfg), _sizes(cfg), self.pointers
         )

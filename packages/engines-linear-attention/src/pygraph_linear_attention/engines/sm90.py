@@ -7,7 +7,8 @@ output (SPLIT: a states-only scan, then every chunk's output; WGMMA: that scan o
 ``gdn_cutile_bwd`` serve, within the kernels' narrower build: K and V of 64 or 128, every operand
 row-major contiguous ([T, heads, dim]), a_log and dt_bias FLOAT. `build_plan` compiles the
 configuration (CuTe DSL, about 6 s for the forward and 23 s for the backward on a CPU core, then
-kept per process and on disk: `gdn_sm90_host.compiled_forward`, `compiled_backward`) and binds the
+kept per process and on disk: `gdn_sm90_host.compiled_forward`, `compiled_backward`; a build that
+took a second or more is logged at info with its time, `kernels_ready`) and binds the
 operand positions; a call checks the declared geometry and the 16-byte alignment the copies need,
 and launches with raw addresses.
 """
@@ -15,6 +16,9 @@ and launches with raw addresses.
 from __future__ import annotations
 
 import importlib.util
+import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from pygraph.engines.base import (
@@ -59,10 +63,36 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import (
 
 __all__ = [
     "GdnSm90BwdEngine", "GdnSm90Engine", "GdnSm90Plan", "build_reason", "check_block_v", "dtype_names",
-    "knobs_in_domains",
+    "kernels_ready", "knobs_in_domains", "plan_label",
 ]  # fmt: skip
 
 _INSTALL = "pip install 'pygraph-engines-linear-attention[cute]'"
+log = logging.getLogger(__name__)
+
+
+def kernels_ready(engine: str, what: str, get: Callable[[], Any]) -> Any:
+    """``get()``, the engine's compiled kernels for ``what`` (a plan's configuration), logged at info
+    with how long it took: a first use compiles them for tens of seconds (a later process loads them
+    from the disk cache in well under one), which a user should not take for a hang."""
+    started = time.perf_counter()
+    compiled = get()
+    elapsed = time.perf_counter() - started
+    if elapsed >= 1.0:
+        log.info(
+            "%s: kernels for %s ready in %.1f s (compiled; kept on disk for later processes)",
+            engine,
+            what,
+            elapsed,
+        )
+    return compiled
+
+
+def plan_label(plan: PlanConfig, cfg: Any) -> str:
+    """A plan's configuration in a log line: its knobs and the head dims."""
+    knobs = ",".join(f"{k}={v}" for k, v in sorted((plan.knobs or {}).items(), key=lambda kv: str(kv[0])))
+    return f"K={cfg.key_dim} V={cfg.value_dim}" + (f" [{knobs}]" if knobs else "")
+
+
 # the compiled function's pointer arguments, in order (`gdn_sm90_host`)
 _POINTERS = (
     "q", "k", "v", "g", "beta", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht", "gamma", "w", "u", "hs", "vnew",
@@ -175,6 +205,7 @@ class GdnSm90Plan(CompiledPlan):
         if workspace % 256:
             self._refuse(f"workspace pointer {workspace:#x} is not 256-byte aligned")
         got = []
+
         for role, pos, shape, stride, aligned in self._rows:
             buf = bufs[pos]
             if buf.shape != shape or buf.stride != stride:
@@ -285,9 +316,8 @@ class GdnSm90Engine(BaseEngine):
             cu=names["cu_seqlens"], stages=stages, split=bool(split), wgmma=int(wgmma),
         )  # fmt: skip
         regions = workspace_regions(cfg, bool(split))
-        return GdnSm90Plan(
-            self.name, request.graph.name, compiled_forward(key), operands, regions, _sizes(cfg)
-        )
+        compiled = kernels_ready(self.name, plan_label(plan, cfg), lambda: compiled_forward(key))
+        return GdnSm90Plan(self.name, request.graph.name, compiled, operands, regions, _sizes(cfg))
 
 
 class GdnSm90BwdEngine(GdnSm90Engine):
@@ -331,7 +361,7 @@ class GdnSm90BwdEngine(GdnSm90Engine):
         return GdnSm90Plan(
             self.name,
             request.graph.name,
-            compiled_backward(key),
+            kernels_ready(self.name, plan_label(plan, cfg), lambda: compiled_backward(key)),
             operands,
             backward_regions(cfg),
             _sizes(cfg),
