@@ -25,6 +25,7 @@ from pygraph.engines.base import (
     EngineRequest,
     ExecutionContext,
     PlanConfig,
+    kernels_ready,
 )
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
@@ -37,7 +38,6 @@ from pygraph_linear_attention.engines.sm90 import (
     build_reason,
     check_block_v,
     dtype_names,
-    kernels_ready,
     knobs_in_domains,
     plan_label,
 )

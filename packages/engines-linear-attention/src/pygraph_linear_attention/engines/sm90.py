@@ -8,7 +8,8 @@ output (SPLIT: a states-only scan, then every chunk's output; WGMMA: that scan o
 row-major contiguous ([T, heads, dim]), a_log and dt_bias FLOAT. `build_plan` compiles the
 configuration (CuTe DSL, about 6 s for the forward and 23 s for the backward on a CPU core, then
 kept per process and on disk: `gdn_sm90_host.compiled_forward`, `compiled_backward`; a build that
-took a second or more is logged at info with its time, `kernels_ready`) and binds the
+took a second or more is logged at info with its time, `pygraph.engines.base.kernels_ready`) and
+binds the
 operand positions; a call checks the declared geometry and the 16-byte alignment the copies need,
 and launches with raw addresses.
 """
@@ -16,9 +17,6 @@ and launches with raw addresses.
 from __future__ import annotations
 
 import importlib.util
-import logging
-import time
-from collections.abc import Callable
 from typing import Any
 
 from pygraph.engines.base import (
@@ -28,6 +26,7 @@ from pygraph.engines.base import (
     EngineRequest,
     ExecutionContext,
     PlanConfig,
+    kernels_ready,
 )
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
@@ -63,28 +62,10 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import (
 
 __all__ = [
     "GdnSm90BwdEngine", "GdnSm90Engine", "GdnSm90Plan", "build_reason", "check_block_v", "dtype_names",
-    "kernels_ready", "knobs_in_domains", "plan_label",
+    "knobs_in_domains", "plan_label",
 ]  # fmt: skip
 
 _INSTALL = "pip install 'pygraph-engines-linear-attention[cute]'"
-log = logging.getLogger(__name__)
-
-
-def kernels_ready(engine: str, what: str, get: Callable[[], Any]) -> Any:
-    """``get()``, the engine's compiled kernels for ``what`` (a plan's configuration), logged at info
-    with how long it took: a first use compiles them for tens of seconds (a later process loads them
-    from the disk cache in well under one), which a user should not take for a hang."""
-    started = time.perf_counter()
-    compiled = get()
-    elapsed = time.perf_counter() - started
-    if elapsed >= 1.0:
-        log.info(
-            "%s: kernels for %s ready in %.1f s (compiled; kept on disk for later processes)",
-            engine,
-            what,
-            elapsed,
-        )
-    return compiled
 
 
 def plan_label(plan: PlanConfig, cfg: Any) -> str:

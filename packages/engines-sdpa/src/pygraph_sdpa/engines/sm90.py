@@ -29,6 +29,7 @@ from pygraph.engines.base import (
     EngineRequest,
     ExecutionContext,
     PlanConfig,
+    kernels_ready,
 )
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
@@ -347,7 +348,9 @@ class SdpaFwdSm90Engine(BaseEngine):
         )  # fmt: skip
         knobs = {getattr(k, "name", k): v for k, v in (plan.knobs or {}).items()}
         # no knob: P in registers, which measured 7-13% faster in every timed cell (docs/sdpa.md)
-        fn = compiled_forward(key_for(facts, bool(knobs.get("P_REGS", 1))))
+        key = key_for(facts, bool(knobs.get("P_REGS", 1)))
+        what = f"{self.plan_name(plan)}, head dim {facts.head_dim_qk}"
+        fn = kernels_ready(self.name, what, lambda: compiled_forward(key))
         # the kernel takes the scale in the log2 domain of its softmax
         return SdpaFwdSm90Plan(request.graph.name, fn, rows, sizes, facts.scale * _LOG2E, facts.ragged)
 
@@ -481,5 +484,7 @@ class SdpaBwdSm90Engine(SdpaFwdSm90Engine):
         workspace = backward_workspace(
             facts.batch, facts.heads_q, facts.seq_q, facts.head_dim_qk, deterministic
         )
-        fn = compiled_backward(bwd_key_for(facts, deterministic))
+        key = bwd_key_for(facts, deterministic)
+        what = f"{self.plan_name(plan)}, head dim {facts.head_dim_qk}"
+        fn = kernels_ready(self.name, what, lambda: compiled_backward(key))
         return SdpaBwdSm90Plan(request.graph.name, fn, rows, sizes, facts.scale, workspace, facts.ragged)

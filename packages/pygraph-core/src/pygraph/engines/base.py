@@ -9,8 +9,8 @@ It answers two questions, and the planner asks them in this order:
    ``importlib.util.find_spec`` and never imported here). Any other exception is a bug in the
    engine and propagates unchanged.
 2. ``build_plan(request, plan, ctx) -> CompiledPlan``: compile ``plan.knobs`` for this graph (the
-   expensive step: import the DSL here, compile, cache). The planner calls it once per graph and
-   config and keeps the result. ``get_workspace_size(request, plan)`` says what the plan will need
+   expensive step: import the DSL here, compile, cache; `kernels_ready` logs a slow one with its
+   time). The planner calls it once per graph and config and keeps the result. ``get_workspace_size(request, plan)`` says what the plan will need
    before it is built.
 
 Everything an engine needs arrives in the `EngineRequest`; an engine imports nothing from
@@ -42,9 +42,11 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import logging
+import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pygraph.errors import GraphNotSupportedError, KnobTypeError, OpInputError
 from pygraph.execution.context import ExecutionContext
@@ -64,6 +66,7 @@ __all__ = [
     "PlanConfig",
     "ShapeOverrideError",
     "ShapeOverrides",
+    "kernels_ready",
     "knobs_key",
     "mismatch",
 ]
@@ -330,3 +333,21 @@ class BaseEngine(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} id={self.engine_id}>"
+
+
+_T = TypeVar("_T")
+_build_log = logging.getLogger("pygraph.engines.build")
+
+
+def kernels_ready(engine: str, what: str, get: Callable[[], _T]) -> _T:
+    """``get()``: an engine's compiled kernels for ``what`` (a plan's configuration), logged at info
+    on ``pygraph.engines.build`` with its time when it took a second or more. A first use compiles
+    for seconds to tens of seconds (a later one loads from a disk cache in well under one), which a
+    user should not take for a hang."""
+    started = time.perf_counter()
+    compiled = get()
+    elapsed = time.perf_counter() - started
+    if elapsed >= 1.0:
+        _build_log.info("%s: kernels for %s ready in %.1f s (compiled; kept on disk for later processes)",
+                        engine, what, elapsed)  # fmt: skip
+    return compiled
