@@ -100,9 +100,13 @@ if [ "$part" = memcheck ]; then  # API-error reports off: CUDA's own cuGetProcAd
 fi
 if [ "$part" = ncu ]; then
   kernel=${1:?ncu needs a kernel name, e.g. chunk_prepare}; shape=${2:-B4xT4096}; shift $(( $# < 2 ? $# : 2 ))
+  # NCU_RUN: the python command to profile instead of gdn_profile.py's GDN shapes, e.g. the KDA pair's
+  # NCU_RUN="scripts/device/kda_kernel_times.py --ops kda --shapes B4xT4096 --no-profile" (ncu ... prepare_kda;
+  # --bwd for the gradient kernels)
+  if [ -n "${NCU_RUN:-}" ]; then read -ra runner <<< "$NCU_RUN"; else runner=(scripts/device/gdn_profile.py run "$shape" "$@"); fi
   ncu -k "regex:$kernel" -s 1 -c 1 --section SourceCounters --section WarpStateStats --section LaunchStats \
     --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-    --import-source yes -o "$OUTDIR/$kernel" -f python3 scripts/device/gdn_profile.py run "$shape" "$@" 2>&1 | tail -2
+    --import-source yes -o "$OUTDIR/$kernel" -f python3 "${runner[@]}" 2>&1 | tail -2
   ncu -i "$OUTDIR/$kernel.ncu-rep" --page details 2>&1 | grep -E "Registers Per|Block Size|Warp Cycles Per Issued|Duration|Throughput|Occupancy|Block Limit|Issue Slots Busy|Executed Ipc|Shared Memory Configuration Size|Dynamic Shared"
   ncu -i "$OUTDIR/$kernel.ncu-rep" --page source --csv --print-source cuda,sass > "$OUTDIR/$kernel.source.csv"
   # no line info (the CuTe DSL kernels): the SASS page instead

@@ -2,7 +2,7 @@
 
     source scripts/device/env.sh && PYGRAPH_GDN_SM90_CACHE_DIR=.lacache \\
       python3 scripts/device/kda_kernel_times.py [--ops kda,gdn2] [--shapes B4xT4096,B1xT32768] \\
-      [--engine sm90|cutile] [--bwd] [--calls 5]
+      [--engine sm90|cutile] [--bwd] [--calls 5] [--no-profile]
 
 The forward graph (or, with ``--bwd``, the forward then the backward graph) of ``bench_kda_gdn2``'s
 columns on the engine pair's first plans, on its timing inputs; two warm-up calls, then ``--calls``
@@ -29,6 +29,10 @@ def main() -> None:
     parser.add_argument("--engine", default="sm90", choices=("sm90", "cutile"))
     parser.add_argument("--bwd", action="store_true", help="the forward then the backward graph")
     parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument(
+        "--no-profile", action="store_true",
+        help="run the warm-up calls only (for Nsight Compute: gdn_cutile.sh ncu with NCU_RUN)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     import torch
@@ -47,6 +51,8 @@ def main() -> None:
             for _ in range(2):
                 call()
             torch.cuda.synchronize()
+            if args.no_profile:  # ncu profiles a launch of these; torch.profiler would contend for CUPTI
+                continue
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 for _ in range(args.calls):
                     call()
