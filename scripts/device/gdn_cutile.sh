@@ -13,9 +13,9 @@
 # gdn2_cutile_bwd); not in all), kdasm90 (the CuTe DSL KDA / GDN-2 cases alone, forward and backward, no
 # cuTile needed; not in all), kdaops (the KDA and GDN-2 torch
 # ops' sm90 tests through each forward engine; not in all), kdafla (the KDA and GDN-2 forward against
-# flash-linear-attention's chunk_kda / chunk_gdn2 on the same inputs; not in all), kdacheck (the CuTe DSL
-# pair's device check in one call: kdasm90, each kernel's time forward and forward+backward, kdaops
-# through the pair, memcheck on both ops' varlen-odd forward and backward; not in all), kdabench (bench_kda_gdn2: the
+# flash-linear-attention's chunk_kda / chunk_gdn2 on the same inputs; not in all), kdacheck (the rest of
+# the CuTe DSL pair's device check once kdasm90 passed: each kernel's time forward and forward+backward,
+# kdaops through the pair, memcheck on both ops' varlen-odd forward and backward; not in all), kdabench (bench_kda_gdn2: the
 # anchors and the pygraph columns, forward through the graph, forward+backward through the torch op; not in
 # all), ncu KERNEL [SHAPE] [--bwd]
 # (Nsight Compute's per-source-line stall samples of one launch of a kernel, e.g. chunk_prepare, at a
@@ -69,7 +69,6 @@ if [ "$part" = kdaops ]; then  # the KDA and GDN-2 torch ops through each engine
     2>&1 | tee "$OUTDIR/kda_ops_sm90_pytest.log" | grep -E ": o |steps|passed|failed|Error" | cut -c1-300
 fi
 if [ "$part" = kdacheck ]; then
-  bash "$self" kdasm90 | tail -3
   python3 scripts/device/kda_kernel_times.py 2>&1 | tee "$OUTDIR/kda_kernel_times.txt" | tail -40
   python3 scripts/device/kda_kernel_times.py --bwd 2>&1 | tee "$OUTDIR/kda_kernel_times_bwd.txt" | tail -40
   K='not cutile' bash "$self" kdaops | tail -6
