@@ -167,18 +167,12 @@ def _without_cute_dsl():
     backward call) run inside this; the op's graph cache keys on the variable, so no plan of the
     other engine set is reused."""
     import os
+    from unittest import mock
 
     from pygraph.environment import DISABLE_ENV
 
-    before = os.environ.get(DISABLE_ENV)
-    os.environ[DISABLE_ENV] = "kda_sm90,gdn2_sm90,kda_sm90_bwd,gdn2_sm90_bwd"
-    try:
+    with mock.patch.dict(os.environ, {DISABLE_ENV: "kda_sm90,gdn2_sm90,kda_sm90_bwd,gdn2_sm90_bwd"}):
         yield
-    finally:
-        if before is None:
-            os.environ.pop(DISABLE_ENV)
-        else:
-            os.environ[DISABLE_ENV] = before
 
 
 def _cudnn(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:

@@ -9,9 +9,8 @@ row-major contiguous ([T, heads, dim]), a_log and dt_bias FLOAT. `build_plan` co
 configuration (CuTe DSL, about 6 s for the forward and 23 s for the backward on a CPU core, then
 kept per process and on disk: `gdn_sm90_host.compiled_forward`, `compiled_backward`; a build that
 took a second or more is logged at info with its time, `pygraph.engines.base.kernels_ready`) and
-binds the
-operand positions; a call checks the declared geometry and the 16-byte alignment the copies need,
-and launches with raw addresses.
+binds the operand positions; a call checks the declared geometry and the 16-byte alignment the
+copies need, and launches with raw addresses.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from pygraph.engines.base import (
     ExecutionContext,
     PlanConfig,
     kernels_ready,
+    knobs_key,
 )
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
@@ -70,7 +70,7 @@ _INSTALL = "pip install 'pygraph-engines-linear-attention[cute]'"
 
 def plan_label(plan: PlanConfig, cfg: Any) -> str:
     """A plan's configuration in a log line: its knobs and the head dims."""
-    knobs = ",".join(f"{k}={v}" for k, v in sorted((plan.knobs or {}).items(), key=lambda kv: str(kv[0])))
+    knobs = ",".join(f"{k}={v}" for k, v in knobs_key(plan.knobs))
     return f"K={cfg.key_dim} V={cfg.value_dim}" + (f" [{knobs}]" if knobs else "")
 
 
@@ -186,7 +186,6 @@ class GdnSm90Plan(CompiledPlan):
         if workspace % 256:
             self._refuse(f"workspace pointer {workspace:#x} is not 256-byte aligned")
         got = []
-
         for role, pos, shape, stride, aligned in self._rows:
             buf = bufs[pos]
             if buf.shape != shape or buf.stride != stride:

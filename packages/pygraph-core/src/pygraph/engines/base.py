@@ -10,8 +10,8 @@ It answers two questions, and the planner asks them in this order:
    engine and propagates unchanged.
 2. ``build_plan(request, plan, ctx) -> CompiledPlan``: compile ``plan.knobs`` for this graph (the
    expensive step: import the DSL here, compile, cache; `kernels_ready` logs a slow one with its
-   time). The planner calls it once per graph and config and keeps the result. ``get_workspace_size(request, plan)`` says what the plan will need
-   before it is built.
+   time). The planner calls it once per graph and config and keeps the result.
+   ``get_workspace_size(request, plan)`` says what the plan will need before it is built.
 
 Everything an engine needs arrives in the `EngineRequest`; an engine imports nothing from
 ``pygraph.planning``:

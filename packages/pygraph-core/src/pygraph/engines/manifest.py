@@ -315,10 +315,14 @@ def offered_ids(family: EngineFamily) -> dict[str, int]:
     that cannot be parsed, is warned about once and ignored). A slot that ``PYGRAPH_DISABLE_ENGINES``
     names (or whose family it names) is never offered (`pygraph.environment.disabled`).
     """
+    return _offered_ids(family, disabled_slots(family))
+
+
+def _offered_ids(family: EngineFamily, kept_out: tuple[str, ...]) -> dict[str, int]:
+    """`offered_ids` with the disabled slots already read (`instantiate` reads them once for both)."""
     wanted = None
     if any(s.opt_in for s in family.slots.values()):
         wanted = opt_in(lambda: [*_known_names(), family.name, *family.slots])
-    kept_out = disabled_slots(family)
     return {
         name: family.engine_id + slot.slot
         for name, slot in family.slots_in_order()
@@ -367,8 +371,8 @@ def instantiate(family: EngineFamily) -> FamilyEngines:
     importing the family's package only here. A family whose package is absent (or outside this
     core's contract) offers nothing and says why; a planned slot says it is planned.
     """
-    offered = offered_ids(family)
     kept_out = disabled_slots(family)
+    offered = _offered_ids(family, kept_out)
     key = (family.name, tuple(offered.items()), kept_out)
     with _lock:
         cached = _instances.get(key)
