@@ -3,7 +3,7 @@
 checked against pygraph's float64 references, then timed.
 
     python -m benchmarks.linear_attention.bench_kda_gdn2 [--ops kda,gdn2] [--rounds 3]
-        [--skip semantics,timing,bwd,pygraph,fla,cudnn] [--shapes B4xT4096,B1xT32768]
+        [--skip semantics,timing,bwd,pygraph,cutile,fla,cudnn] [--shapes B4xT4096,B1xT32768]
 
 1. Semantics (`SEMANTIC_CASES`): a varlen batch (lengths 37, 1, 90; H4, D128, bf16 q/k/v/beta, fp32
    g and states) with an initial and a final state, in three option sets: per-channel log decays
@@ -198,7 +198,7 @@ def semantics(op: str, skip: set, log: list) -> None:
         ("pygraph-cutile", _pygraph, _without_cute_dsl),
         ("pygraph-sm90", _pygraph, contextlib.nullcontext),
     )
-    anchors = [anchor for anchor in every if anchor[0].split("-")[0] not in skip]
+    anchors = [anchor for anchor in every if not set(anchor[0].split("-")) & skip]
     for case, options in SEMANTIC_CASES.items():
         inputs = _semantic_inputs(op, options)
         gen = torch.Generator(device="cuda").manual_seed(1)
@@ -347,16 +347,14 @@ def _columns(op: str, x: dict, lengths: tuple[int, ...], backward: bool, skip: s
     leaves = {n: x[n].detach().clone().requires_grad_(backward) for n in names}
     dense = len(set(lengths)) == 1 and len(lengths) > 1
     if "pygraph" not in skip:
+        engines = [e for e in ("cutile", "sm90") if e not in skip]  # --skip cutile: no cuTile compiler
         pygraph_columns = (
             {
                 "pygraph": lambda: _pygraph_op_call(op, x, leaves),
-                **{
-                    f"graph-{e}": lambda e=e: _pygraph_graphs_call(op, x, lengths, e)
-                    for e in ("cutile", "sm90")
-                },
+                **{f"graph-{e}": lambda e=e: _pygraph_graphs_call(op, x, lengths, e) for e in engines},
             }
             if backward
-            else {f"pygraph-{e}": lambda e=e: _pygraph_call(op, x, lengths, e) for e in ("cutile", "sm90")}
+            else {f"pygraph-{e}": lambda e=e: _pygraph_call(op, x, lengths, e) for e in engines}
         )
         for name, make in pygraph_columns.items():
             try:
@@ -432,7 +430,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", default="kda,gdn2", help="comma list: kda, gdn2")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--skip", default="", help="comma list: semantics, timing, bwd, pygraph, fla, cudnn")
+    parser.add_argument(
+        "--skip", default="", help="comma list: semantics, timing, bwd, pygraph, cutile, fla, cudnn"
+    )
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {list(SHAPES)}")
     args = parser.parse_args()
     skip = {s for s in args.skip.split(",") if s}
