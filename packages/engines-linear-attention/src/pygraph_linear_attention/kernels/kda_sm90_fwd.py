@@ -66,6 +66,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
 __all__ = ["SUB", "KdaSm90Fwd"]
 
 SUB = 16  # rows per sub-chunk of the decay-weighted products
+_UNROLL = 4  # the element loops' unrolling (see prepare_kda's first)
 _PAIR = cutlass.BFloat16  # their factors' dtype: fp32's exponent range (the key side reaches exp(75))
 
 
@@ -273,23 +274,22 @@ class KdaSm90Fwd(GdnSm90Fwd):
                 _l2_normalize_rows(sK, tidx, K)
                 cute.arch.sync_threads()
 
-            # the scan's and the output's operands: q exp(gamma), k exp(last - gamma); computed
-            # unconditionally, only the stores predicated (each element behind its own branch, the
-            # loop was a chain of 64 dependent shared-load, exp, store steps a thread)
-            for e in cutlass.range_constexpr(C * K // THREADS):
+            # the output's operand q exp(gamma) (k exp(last - gamma) is the idle warps' during the
+            # substitution). The element loops run at run time, unrolled by 4: fully unrolled, the
+            # kernel's 12 K instructions made instruction fetch 37% of its stalls (ncu, H200); values
+            # are computed unconditionally and only the stores predicated, so no load or exp waits
+            # behind a per-element branch
+            for e in cutlass.range(C * K // THREADS, unroll=_UNROLL):
                 r, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
-                gam = sGam[r, col]
-                qd = (sQ[r, col].to(Float32) * _exp(gam)).to(io)
-                kd = (sK[r, col].to(Float32) * _exp(sGam[last_row, col] - gam)).to(io)
+                qd = (sQ[r, col].to(Float32) * _exp(sGam[r, col])).to(io)
                 if r < rows_left:
                     mQd[r0 + r, h, col] = qd
-                    mKd[r0 + r, h, col] = kd
 
             # A and P by sub-chunks: rows ref.. ref + 15 against the keys up to their end
             mma_sub = _tiled_mma(_PAIR, SUB, C)
             for i in cutlass.range_constexpr(C // SUB):
                 ref = i * SUB
-                for e in cutlass.range_constexpr(SUB * K // THREADS):
+                for e in cutlass.range(SUB * K // THREADS, unroll=_UNROLL):
                     rr, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
                     r = ref + rr
                     gam = sGam[r, col]
@@ -303,7 +303,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
                     # inside), so beta is read once an element
                     sQ[r, col] = (k_val * _exp(gam)).to(io)
                 # keys past the sub-chunk's end are left as they are: their columns are masked below
-                for e in cutlass.range_constexpr((i + 1) * SUB * K // THREADS):
+                for e in cutlass.range((i + 1) * SUB * K // THREADS, unroll=_UNROLL):
                     r, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
                     sY[r, col] = (sK[r, col].to(Float32) * _exp(sGam[ref, col] - sGam[r, col])).to(_PAIR)
                 cute.arch.sync_threads()
@@ -344,10 +344,17 @@ class KdaSm90Fwd(GdnSm90Fwd):
                     sT[i, tidx] = (x[i] * col_scale).to(io)
                     if const_expr(self.store_t):
                         mT[slot, h, i, tidx] = x[i].to(io)
+            else:  # warps 2 and 3, idle otherwise: the scan's operand k exp(last - gamma)
+                for e in cutlass.range(C * K // (THREADS - C), unroll=_UNROLL):
+                    flat = tidx - C + e * (THREADS - C)
+                    r, col = flat // K, flat % K
+                    kd = (sK[r, col].to(Float32) * _exp(sGam[last_row, col] - sGam[r, col])).to(io)
+                    if r < rows_left:
+                        mKd[r0 + r, h, col] = kd
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             if const_expr(self.gdn2):  # u = T (w_gate v); v's rows past the sequence are 0 already
-                for e in cutlass.range_constexpr(C * V // THREADS):
+                for e in cutlass.range(C * V // THREADS, unroll=_UNROLL):
                     r, col = (tidx + e * THREADS) // V, (tidx + e * THREADS) % V
                     gate = mWg[r0 + cutlass.min(Int32(r), last_row), h // w_group, col].to(Float32)
                     sV[r, col] = (sV[r, col].to(Float32) * gate).to(io)
