@@ -531,7 +531,14 @@ class KdaSm90Bwd(GdnSm90Bwd):
             sT, sDt, sTmp = _tile(smem, io, C, C), _tile(smem, io, C, C), _tile(smem, io, C, C)
             sGam = smem.allocate_tensor(Float32, cute.make_layout((C, K), stride=(K, 1)), 16)
             sM = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)
-            sBeta, sDwrite = _vector(smem), _vector(smem)
+            sDwrite = _vector(smem)
+            # the erase key's beta: KDA's one a row; GDN-2's one a channel, after the options, kept
+            # [C, K] fp32 (32 KB, 201 KB in all) where it was read from global memory at each use,
+            # the per-channel pass's row loop waiting on one such read a row
+            if const_expr(self.gdn2):
+                sBeta = smem.allocate_tensor(Float32, cute.make_layout((C, K), stride=(K, 1)), 16)
+            else:
+                sBeta = _vector(smem)
             g2s_k, g2s_v, g2s_c = _g2s(io, K), _g2s(io, V), _g2s(io, C)
             _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, h // k_group, K), sK, rows_left)
             _load_rows(g2s_v, tidx, _chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
@@ -555,12 +562,12 @@ class KdaSm90Bwd(GdnSm90Bwd):
             # kw = e exp(gamma), and GDN-2's gated values w_gate v
             for e in cutlass.range_constexpr(C * K // THREADS):
                 r, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
-                kx = (
-                    sK[r, col].to(Float32)
-                    * _exp(sGam[r, col])
-                    * self._erase_beta(mBeta, sBeta, r0, r, bh, col, last_row)
-                )
-                sKw[r, col] = kx.to(io)
+                if const_expr(self.gdn2):
+                    b = self.fwd._beta(mBeta, r0, r, last_row, bh, col)
+                    sBeta[r, col] = b
+                else:
+                    b = sBeta[r]
+                sKw[r, col] = (sK[r, col].to(Float32) * _exp(sGam[r, col]) * b).to(io)
             if const_expr(self.gdn2):
                 for e in cutlass.range_constexpr(C * V // THREADS):
                     r, col = (tidx + e * THREADS) // V, (tidx + e * THREADS) % V
@@ -650,9 +657,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
                     ref = sGam[i * SUB + SUB - 1, col]
                     f = cute.make_rmem_tensor((C - i * SUB,), Float32)
                     for r in cutlass.range_constexpr(i * SUB, C):
-                        erase = sK[r, col].to(Float32) * self._erase_beta(
-                            mBeta, sBeta, r0, r, bh, col, last_row
-                        )
+                        erase = sK[r, col].to(Float32) * self._erase_beta(sBeta, r, col)
                         f[r - i * SUB] = erase * _exp(sGam[r, col] - ref)
                     ring_e = _staged(mDe, r0, i * SUB, last_row, h, col)
                     ring_k = _staged(mDk, r0, i * SUB, last_row, h, col)
@@ -667,7 +672,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
                         written = Float32(0.0)  # beta's term of this channel
                         if j < rows_left:
                             kv = sK[j, col].to(Float32)
-                            b = self._erase_beta(mBeta, sBeta, r0, j, bh, col, last_row)
+                            b = self._erase_beta(sBeta, j, col)
                             through = s * _exp(ref - sGam[j, col])
                             dk = kt_j + through + b * de_j
                             if const_expr(self.direct_qk):
@@ -723,20 +728,11 @@ class KdaSm90Bwd(GdnSm90Bwd):
                     mPb[slot, h, tidx] = Float32(0.0)
 
     @cute.jit
-    def _erase_beta(
-        self,
-        mBeta: cute.Tensor,
-        sBeta: cute.Tensor,
-        r0: Int32,
-        r: Int32,
-        bh: Int32,
-        col: Int32,
-        last_row: Int32,
-    ):
-        """beta of the erase key at row ``r`` of the chunk and key channel ``col`` (KDA: the row's,
-        from shared memory; GDN-2: the channel's, after the options), 0 past the chunk's last real row."""
+    def _erase_beta(self, sBeta: cute.Tensor, r: Int32, col: Int32):
+        """beta of the erase key at row ``r`` of the chunk and key channel ``col``, from shared memory
+        (KDA: the row's, [C]; GDN-2: the channel's after the options, [C, K]); 0 past the sequence."""
         if const_expr(self.gdn2):
-            return self.fwd._beta(mBeta, r0, r, last_row, bh, col)
+            return sBeta[r, col]
         return sBeta[r]
 
     @cute.jit
