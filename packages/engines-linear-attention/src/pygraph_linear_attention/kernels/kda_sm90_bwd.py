@@ -62,7 +62,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
     _to_smem,
     _vector,
 )
-from pygraph_linear_attention.kernels.kda_sm90_fwd import SUB, KdaSm90Fwd
+from pygraph_linear_attention.kernels.kda_sm90_fwd import PREP_LAUNCH, SUB, KdaSm90Fwd
 
 # The per-channel pass reads each row's staged fp32 terms from the workspace: read in the row's own
 # iteration, every row waited a global round trip (64 in a row a pass). They are read AHEAD rows
@@ -286,7 +286,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
         fwd.prepare_kda(
             mQ, mK, mV, mG, mBeta, mWg, mALog, mDtBias, mCu, mGlast, mQd, mKd, mW, mU, mP, mT, sequences,
             search_steps, groups,
-        ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)  # fmt: skip
+        ).launch(grid=[slots, heads_out, 1], stream=stream, **PREP_LAUNCH)  # fmt: skip
         fwd.scan_wg(mKd, mW, mU, mGlast, mCu, mH0, mH0, mHs, mVnew, Int32(1)).launch(
             grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
         )

@@ -2,7 +2,7 @@
 over 64-token chunks, the last two `gdn_sm90_fwd`'s own (its split scan and whole-V output on
 warpgroup MMAs, run with ``channel_decay``).
 
-1. `KdaSm90Fwd.prepare_kda` (grid: chunk slots x output heads, 128 threads) does everything that
+1. `KdaSm90Fwd.prepare_kda` (grid: chunk slots x output heads, 256 threads) does everything that
    carries a per-channel decay, so the scan and the output take plain operands:
 
    - the gates, one key channel per thread: the bounded safe gate
@@ -63,9 +63,19 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
     _wy_rows_to_gmem,
 )
 
-__all__ = ["SUB", "KdaSm90Fwd"]
+__all__ = ["PREP_LAUNCH", "PREP_THREADS", "SUB", "KdaSm90Fwd"]
 
 SUB = 16  # rows per sub-chunk of the decay-weighted products
+# prepare_kda's threads: two groups of the family's 128, which split its element loops and take one
+# of each pair of products (A and P, u and w) each. Its shared memory (104 KB) allows two CTAs an SM:
+# at 128 threads that was 8 warps an SM for a kernel whose stalls are latencies (ncu on the H200:
+# instruction fetch, barrier and shared-memory waits, about 0.7 instructions a cycle an SM); at 256
+# the registers (128 a thread) still allow two.
+PREP_THREADS = 2 * THREADS
+# its launch: two CTAs an SM asked of the compiler (registers capped at 128: the backward's variant,
+# which also stores T, took 154 uncapped, one CTA an SM), and the largest shared-memory carveout
+# (two CTAs take 208 KB of the 228; named, the compile does not ask the device, so it runs on a CPU)
+PREP_LAUNCH = {"block": [PREP_THREADS, 1, 1], "min_blocks_per_mp": 2, "preferred_smem_carveout": 100}
 _UNROLL = 4  # the element loops' unrolling (see prepare_kda's first)
 _PAIR = cutlass.BFloat16  # their factors' dtype: fp32's exponent range (the key side reaches exp(75))
 
@@ -187,7 +197,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
         self.prepare_kda(
             mQ, mK, mV, mG, mBeta, mWg, mALog, mDtBias, mCu, mGlast, mQd, mKd, mW, mU, mP, mP, sequences,
             search_steps, groups,
-        ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)  # fmt: skip
+        ).launch(grid=[slots, heads_out, 1], stream=stream, **PREP_LAUNCH)  # fmt: skip
         # the scan and the output read prepare's per-output-head operands: one output head per "k head"
         self.scan_wg(mKd, mW, mU, mGlast, mCu, mH0, mHt, mHs, mVnew, Int32(1)).launch(
             grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
@@ -253,9 +263,12 @@ class KdaSm90Fwd(GdnSm90Fwd):
             sQX = _tile(smem, _PAIR, SUB, K)
             sBeta = _vector(smem)
 
+            # each group of 128 threads issues its copies and takes its MMA fragments by its own index
             g2s_k = _g2s(io, K)
-            _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
-            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
+            if tidx < THREADS:
+                _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
+            else:
+                _load_rows(g2s_k, tidx - THREADS, _chunk_rows(mK, r0, hk, K), sK, rows_left)
             cute.arch.cp_async_commit_group()
 
             # the gates, a key channel per thread: gamma = cumsum of the (safe) gate down the chunk; the
@@ -264,14 +277,18 @@ class KdaSm90Fwd(GdnSm90Fwd):
                 mGlast[slot, h, tidx] = self._gamma_column(
                     mG, mALog, mDtBias, sGam, r0, rows_left, h, (g_group, a_group, d_group), tidx
                 )
-            if const_expr(not self.gdn2):
-                if tidx < C:
-                    sBeta[tidx] = self._beta(mBeta, r0, tidx, last_row, bh, 0)
+            if const_expr(not self.gdn2):  # beta by the second group, while the first sums the gates
+                b_row = tidx - THREADS
+                if b_row >= 0:
+                    if b_row < C:
+                        sBeta[b_row] = self._beta(mBeta, r0, b_row, last_row, bh, 0)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
-                _l2_normalize_rows(sQ, tidx, K)
-                _l2_normalize_rows(sK, tidx, K)
+                if tidx < THREADS:
+                    _l2_normalize_rows(sQ, tidx, K)
+                else:
+                    _l2_normalize_rows(sK, tidx - THREADS, K)
                 cute.arch.sync_threads()
 
             # the output's operand q exp(gamma) (k exp(last - gamma) is the idle warps' during the
@@ -279,18 +296,19 @@ class KdaSm90Fwd(GdnSm90Fwd):
             # kernel's 12 K instructions made instruction fetch 37% of its stalls (ncu, H200); values
             # are computed unconditionally and only the stores predicated, so no load or exp waits
             # behind a per-element branch
-            for e in cutlass.range(C * K // THREADS, unroll=_UNROLL):
-                r, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
+            for e in cutlass.range(C * K // PREP_THREADS, unroll=_UNROLL):
+                r, col = (tidx + e * PREP_THREADS) // K, (tidx + e * PREP_THREADS) % K
                 qd = (sQ[r, col].to(Float32) * _exp(sGam[r, col])).to(io)
                 if r < rows_left:
                     mQd[r0 + r, h, col] = qd
 
-            # A and P by sub-chunks: rows ref.. ref + 15 against the keys up to their end
+            # A and P by sub-chunks: rows ref.. ref + 15 against the keys up to their end (A by the
+            # first group, P by the second)
             mma_sub = _tiled_mma(_PAIR, SUB, C)
             for i in cutlass.range_constexpr(C // SUB):
                 ref = i * SUB
-                for e in cutlass.range(SUB * K // THREADS, unroll=_UNROLL):
-                    rr, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
+                for e in cutlass.range(SUB * K // PREP_THREADS, unroll=_UNROLL):
+                    rr, col = (tidx + e * PREP_THREADS) // K, (tidx + e * PREP_THREADS) % K
                     r = ref + rr
                     gam = sGam[r, col]
                     f = _exp(gam - sGam[ref, col])
@@ -303,31 +321,36 @@ class KdaSm90Fwd(GdnSm90Fwd):
                     # inside), so beta is read once an element
                     sQ[r, col] = (k_val * _exp(gam)).to(io)
                 # keys past the sub-chunk's end are left as they are: their columns are masked below
-                for e in cutlass.range((i + 1) * SUB * K // THREADS, unroll=_UNROLL):
-                    r, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
+                for e in cutlass.range((i + 1) * SUB * K // PREP_THREADS, unroll=_UNROLL):
+                    r, col = (tidx + e * PREP_THREADS) // K, (tidx + e * PREP_THREADS) % K
                     sY[r, col] = (sK[r, col].to(Float32) * _exp(sGam[ref, col] - sGam[r, col])).to(_PAIR)
                 cute.arch.sync_threads()
-                gram, crd = _acc(mma_sub, tidx, SUB, C)
-                _gemm(mma_sub, tidx, gram, sX, sY, False, False, _PAIR)
-                scores, _ = _acc(mma_sub, tidx, SUB, C)
-                _gemm(mma_sub, tidx, scores, sQX, sY, False, False, _PAIR)
-                for idx in cutlass.range_constexpr(cute.size(gram)):
-                    row, col = crd[idx][0] + ref, crd[idx][1]
-                    val = Float32(0.0)
-                    if row > col:
-                        val = gram[idx]
-                        if const_expr(not self.gdn2):
-                            val = val * sBeta[row]
-                    sA[row, col] = val
-                    if row < rows_left:
-                        p = Float32(0.0)
-                        if row >= col:
-                            p = scores[idx]
-                        mP[r0 + row, h, col] = p.to(io)
+                if tidx < THREADS:
+                    gram, crd = _acc(mma_sub, tidx, SUB, C)
+                    _gemm(mma_sub, tidx, gram, sX, sY, False, False, _PAIR)
+                    for idx in cutlass.range_constexpr(cute.size(gram)):
+                        row, col = crd[idx][0] + ref, crd[idx][1]
+                        val = Float32(0.0)
+                        if row > col:
+                            val = gram[idx]
+                            if const_expr(not self.gdn2):
+                                val = val * sBeta[row]
+                        sA[row, col] = val
+                else:
+                    scores, crd = _acc(mma_sub, tidx - THREADS, SUB, C)
+                    _gemm(mma_sub, tidx - THREADS, scores, sQX, sY, False, False, _PAIR)
+                    for idx in cutlass.range_constexpr(cute.size(scores)):
+                        row, col = crd[idx][0] + ref, crd[idx][1]
+                        if row < rows_left:
+                            p = Float32(0.0)
+                            if row >= col:
+                                p = scores[idx]
+                            mP[r0 + row, h, col] = p.to(io)
                 cute.arch.sync_threads()  # the factors are read; sA is complete
 
             # v into the factors' region while T is solved
-            _load_rows(_g2s(io, V), tidx, _chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
+            if tidx < THREADS:
+                _load_rows(_g2s(io, V), tidx, _chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
             cute.arch.cp_async_commit_group()
             # column j of T = (I + A)^-1, a thread each (warps 0 and 1), stored scaled by beta_j (KDA)
             if tidx < C:
@@ -344,25 +367,28 @@ class KdaSm90Fwd(GdnSm90Fwd):
                     sT[i, tidx] = (x[i] * col_scale).to(io)
                     if const_expr(self.store_t):
                         mT[slot, h, i, tidx] = x[i].to(io)
-            else:  # warps 2 and 3, idle otherwise: the scan's operand k exp(last - gamma)
-                for e in cutlass.range(C * K // (THREADS - C), unroll=_UNROLL):
-                    flat = tidx - C + e * (THREADS - C)
-                    r, col = flat // K, flat % K
-                    kd = (sK[r, col].to(Float32) * _exp(sGam[last_row, col] - sGam[r, col])).to(io)
-                    if r < rows_left:
-                        mKd[r0 + r, h, col] = kd
+            else:  # the second group, idle otherwise: the scan's operand k exp(last - gamma)
+                if tidx >= THREADS:
+                    for e in cutlass.range(C * K // THREADS, unroll=_UNROLL):
+                        flat = tidx - THREADS + e * THREADS
+                        r, col = flat // K, flat % K
+                        kd = (sK[r, col].to(Float32) * _exp(sGam[last_row, col] - sGam[r, col])).to(io)
+                        if r < rows_left:
+                            mKd[r0 + r, h, col] = kd
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             if const_expr(self.gdn2):  # u = T (w_gate v); v's rows past the sequence are 0 already
-                for e in cutlass.range(C * V // THREADS, unroll=_UNROLL):
-                    r, col = (tidx + e * THREADS) // V, (tidx + e * THREADS) % V
+                for e in cutlass.range(C * V // PREP_THREADS, unroll=_UNROLL):
+                    r, col = (tidx + e * PREP_THREADS) // V, (tidx + e * PREP_THREADS) % V
                     gate = mWg[r0 + cutlass.min(Int32(r), last_row), h // w_group, col].to(Float32)
                     sV[r, col] = (sV[r, col].to(Float32) * gate).to(io)
                 cute.arch.sync_threads()
-            _wy_rows_to_gmem(tidx, sT, sV, _chunk_rows(mU, r0, h, V), rows_left, io, V)
-
-            # w = T (k exp(gamma)) (GDN-2: beta per channel inside), its operand in q's tile
-            _wy_rows_to_gmem(tidx, sT, sQ, _chunk_rows(mW, r0, h, K), rows_left, io, K)
+            # u by the first group; w = T (k exp(gamma)) (GDN-2: beta per channel inside), its operand
+            # in q's tile, by the second
+            if tidx < THREADS:
+                _wy_rows_to_gmem(tidx, sT, sV, _chunk_rows(mU, r0, h, V), rows_left, io, V)
+            else:
+                _wy_rows_to_gmem(tidx - THREADS, sT, sQ, _chunk_rows(mW, r0, h, K), rows_left, io, K)
 
     @cute.jit
     def _gate_params(
