@@ -108,7 +108,13 @@ def _dot(sM: cute.Tensor, row: Any, col: Any, f: cute.Tensor, lo: int, n: int):
     return (parts[0] + parts[1]) + (parts[2] + parts[3])
 
 
-__all__ = ["KdaSm90Bwd"]
+__all__ = ["GRAD_THREADS", "KdaSm90Bwd"]
+
+# grad_output_kda's and grad_wy_kda's threads: two groups of the family's 128. Their shared memory
+# (169-201 KB) holds one CTA an SM, at 128 threads 4 warps an SM, one a scheduler, for passes whose
+# stalls are latencies (ncu on the H200: FMA chains, global and shared loads). Each group takes half
+# of the plain products, and in the per-channel pass half of the sub-chunks of every channel.
+GRAD_THREADS = 2 * THREADS
 
 
 class KdaSm90Bwd(GdnSm90Bwd):
@@ -296,11 +302,11 @@ class KdaSm90Bwd(GdnSm90Bwd):
         self.grad_output_kda(
             mQ, mK, mG, mALog, mDtBias, mDo, mCu, mHs, mDh, mVnew, mDvnew, mDq, mDQ, mDk, mDw, mDgp, sequences,
             search_steps, groups,
-        ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)  # fmt: skip
+        ).launch(grid=[slots, heads_out, 1], block=[GRAD_THREADS, 1, 1], stream=stream)  # fmt: skip
         self.grad_wy_kda(
             mK, mV, mG, mBeta, mWg, mALog, mDtBias, mCu, mT, mDvnew, mDw, mDe, mDk, mDgp, mDv, mDK, mDV, mDg,
             mDb, mDwg, mPa, mPb, sequences, search_steps, groups,
-        ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)  # fmt: skip
+        ).launch(grid=[slots, heads_out, 1], block=[GRAD_THREADS, 1, 1], stream=stream)  # fmt: skip
         if const_expr(not self.direct_qk):
             self.head_sum(mDq, mQ, mDQ, groups[0], K, True).launch(
                 grid=[tokens, heads_qk, 1], block=[THREADS, 1, 1], stream=stream
@@ -378,14 +384,18 @@ class KdaSm90Bwd(GdnSm90Bwd):
             sH, sDh = _tile(smem, io, V, K), _tile(smem, io, V, K)
             sGam = smem.allocate_tensor(Float32, cute.make_layout((C, K), stride=(K, 1)), 16)
             sM = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)
+            sPassed = _vector(smem, K)  # the second group's share of the passed state's d gamma term
             g2s_k, g2s_v = _g2s(io, K), _g2s(io, V)
-            _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
-            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, hk, K), sK, rows_left)
-            _load_rows(g2s_v, tidx, _chunk_rows(mDo, r0, h, V), sDo, rows_left)
-            _load_rows(g2s_v, tidx, _chunk_rows(mVnew, r0, h, V), sVn, rows_left)
-            _load_rows(g2s_v, tidx, _chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
-            _load_rows(g2s_k, tidx, mHs[slot, h, None, None], sH, V)
-            _load_rows(g2s_k, tidx, mDh[slot, h, None, None], sDh, V)
+            gtid = tidx % THREADS  # the index within its group of 128 (copies, MMA fragments)
+            if tidx < THREADS:
+                _load_rows(g2s_k, gtid, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
+                _load_rows(g2s_k, gtid, _chunk_rows(mK, r0, hk, K), sK, rows_left)
+                _load_rows(g2s_v, gtid, _chunk_rows(mDo, r0, h, V), sDo, rows_left)
+                _load_rows(g2s_k, gtid, mHs[slot, h, None, None], sH, V)
+            else:
+                _load_rows(g2s_v, gtid, _chunk_rows(mVnew, r0, h, V), sVn, rows_left)
+                _load_rows(g2s_v, gtid, _chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
+                _load_rows(g2s_k, gtid, mDh[slot, h, None, None], sDh, V)
             cute.arch.cp_async_commit_group()
             if tidx < K:
                 self.fwd._gamma_column(
@@ -394,92 +404,160 @@ class KdaSm90Bwd(GdnSm90Bwd):
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
-                _l2_normalize_rows(sQ, tidx, K)
-                _l2_normalize_rows(sK, tidx, K)
+                if tidx < THREADS:
+                    _l2_normalize_rows(sQ, gtid, K)
+                else:
+                    _l2_normalize_rows(sK, gtid, K)
                 cute.arch.sync_threads()
             last_row = rows_left - 1
             if rows_left > C:
                 last_row = C - 1
             mma_ck, mma_cc = _tiled_mma(io, C, K), _tiled_mma(io, C, C)
 
-            # dq's state term scale exp(gamma) (dO h), staged in fp32 for the per-channel pass
-            acc, crd = _acc(mma_ck, tidx, C, K)
-            _mm(mma_ck, tidx, acc, sDo, sH, io)
-            for e in cutlass.range_constexpr(cute.size(acc)):
-                acc[e] = acc[e] * self.scale * _exp(sGam[crd[e][0], crd[e][1]])
-            _to_gmem(mma_ck, tidx, acc, crd, _chunk_rows(mDq, r0, h, K), rows_left, Float32)
-            # the passed state's dk term exp(last - gamma) (v_new dh)
-            kt, _ = _acc(mma_ck, tidx, C, K)
-            _mm(mma_ck, tidx, kt, sVn, sDh, io)
-            for e in cutlass.range_constexpr(cute.size(kt)):
-                col = crd[e][1]
-                kt[e] = kt[e] * _exp(sGam[last_row, col] - sGam[crd[e][0], col])
-            _to_gmem(mma_ck, tidx, kt, crd, _chunk_rows(mDk, r0, h, K), rows_left, Float32)
-            # dw = -dv_new h
-            dw, _ = _acc(mma_ck, tidx, C, K)
-            _mm(mma_ck, tidx, dw, sDvn, sH, io)
-            for e in cutlass.range_constexpr(cute.size(dw)):
-                dw[e] = -dw[e]
-            _to_gmem(mma_ck, tidx, dw, crd, _chunk_rows(mDw, r0, h, K), rows_left, io)
-            # dp = scale dO v_new^T on the causal, real part
-            dp, crd_p = _acc(mma_cc, tidx, C, C)
-            _mm(mma_cc, tidx, dp, sDo, _t(sVn), io)
-            for e in cutlass.range_constexpr(cute.size(dp)):
-                row, col = crd_p[e][0], crd_p[e][1]
-                val = Float32(0.0)
-                if row >= col and row < rows_left:
-                    val = dp[e] * self.scale
-                sM[row, col] = val
+            if tidx < THREADS:
+                # dq's state term scale exp(gamma) (dO h), staged in fp32 for the per-channel pass
+                acc, crd = _acc(mma_ck, gtid, C, K)
+                _mm(mma_ck, gtid, acc, sDo, sH, io)
+                for e in cutlass.range_constexpr(cute.size(acc)):
+                    acc[e] = acc[e] * self.scale * _exp(sGam[crd[e][0], crd[e][1]])
+                _to_gmem(mma_ck, gtid, acc, crd, _chunk_rows(mDq, r0, h, K), rows_left, Float32)
+                # dw = -dv_new h
+                dw, _ = _acc(mma_ck, gtid, C, K)
+                _mm(mma_ck, gtid, dw, sDvn, sH, io)
+                for e in cutlass.range_constexpr(cute.size(dw)):
+                    dw[e] = -dw[e]
+                _to_gmem(mma_ck, gtid, dw, crd, _chunk_rows(mDw, r0, h, K), rows_left, io)
+            else:
+                # the passed state's dk term exp(last - gamma) (v_new dh)
+                kt, crd = _acc(mma_ck, gtid, C, K)
+                _mm(mma_ck, gtid, kt, sVn, sDh, io)
+                for e in cutlass.range_constexpr(cute.size(kt)):
+                    col = crd[e][1]
+                    kt[e] = kt[e] * _exp(sGam[last_row, col] - sGam[crd[e][0], col])
+                _to_gmem(mma_ck, gtid, kt, crd, _chunk_rows(mDk, r0, h, K), rows_left, Float32)
+                # dp = scale dO v_new^T on the causal, real part
+                dp, crd_p = _acc(mma_cc, gtid, C, C)
+                _mm(mma_cc, gtid, dp, sDo, _t(sVn), io)
+                for e in cutlass.range_constexpr(cute.size(dp)):
+                    row, col = crd_p[e][0], crd_p[e][1]
+                    val = Float32(0.0)
+                    if row >= col and row < rows_left:
+                        val = dp[e] * self.scale
+                    sM[row, col] = val
             cute.arch.sync_threads()  # sM complete, the staged terms written
 
+            # the per-channel pass, a key channel per thread of each group: the first takes sub-chunks
+            # 0 and 3, the second 1 and 2 (equal work: a row's sum of sub-chunk i has 16 (i + 1)
+            # terms, a column's 16 (4 - i)); sub-chunk i's dk reads d gamma's rows its dq wrote, so
+            # both are one thread's
+            col = gtid
+            part = Float32(0.0)
+            passed = Float32(0.0)
+            if col < K:
+                if tidx < THREADS:
+                    # the state's own last-row term: the state leaving is diag(exp(last)) h + ...
+                    for v in cutlass.range(V, unroll=8):
+                        part = part + sDh[v, col].to(Float32) * sH[v, col].to(Float32)
+                    for i in cutlass.range_constexpr(0, C // SUB, 3):
+                        self._dq_rows(i, col, sQ, sK, sGam, sM, mDq, mDQ, mDgp, r0, rows_left, last_row, h)
+                    for i in cutlass.range_constexpr(0, C // SUB, 3):
+                        passed = passed + self._dk_first_cols(
+                            i, col, sQ, sK, sGam, sM, mDk, mDgp, r0, rows_left, last_row, h
+                        )
+                else:
+                    for i in cutlass.range_constexpr(1, 3):
+                        self._dq_rows(i, col, sQ, sK, sGam, sM, mDq, mDQ, mDgp, r0, rows_left, last_row, h)
+                    for i in cutlass.range_constexpr(1, 3):
+                        passed = passed + self._dk_first_cols(
+                            i, col, sQ, sK, sGam, sM, mDk, mDgp, r0, rows_left, last_row, h
+                        )
+                    sPassed[col] = passed
+            cute.arch.sync_threads()  # both groups' rows of d gamma written, the second's share in
             if tidx < K:
-                col = tidx
-                # the state's own last-row term: the state leaving is diag(exp(last)) h + ...
-                part = Float32(0.0)
-                for v in cutlass.range(V, unroll=8):
-                    part = part + sDh[v, col].to(Float32) * sH[v, col].to(Float32)
-                # dq = staged + the rows-weighted dp k; d gamma's q dq
-                for i in cutlass.range_constexpr(C // SUB):
-                    ref = sGam[i * SUB, col]
-                    f = cute.make_rmem_tensor(((i + 1) * SUB,), Float32)
-                    for j in cutlass.range_constexpr((i + 1) * SUB):
-                        f[j] = sK[j, col].to(Float32) * _exp(ref - sGam[j, col])
-                    ring = _staged(mDq, r0, i * SUB, last_row, h, col)
-                    for rr in cutlass.range(SUB, unroll=1):
-                        r = i * SUB + rr
-                        staged = ring[0]
-                        _advance(ring, mDq, r0, r + AHEAD, last_row, h, col)
-                        s = _dot(sM, r, None, f, 0, (i + 1) * SUB)  # dp is 0 above the diagonal
-                        if r < rows_left:
-                            dq = staged + s * _exp(sGam[r, col] - ref)
-                            if const_expr(self.direct_qk):
-                                mDQ[r0 + r, h, col] = dq.to(mDQ.element_type)
-                            else:
-                                mDq[r0 + r, h, col] = dq
-                            mDgp[r0 + r, h, col] = sQ[r, col].to(Float32) * dq
-                # dk's first terms = the passed state's + the columns-weighted dp^T q; d gamma's -k dk
-                passed = Float32(0.0)
-                for i in cutlass.range_constexpr(C // SUB):
-                    ref = sGam[i * SUB + SUB - 1, col]
-                    f = cute.make_rmem_tensor((C - i * SUB,), Float32)
-                    for r in cutlass.range_constexpr(i * SUB, C):
-                        f[r - i * SUB] = sQ[r, col].to(Float32) * _exp(sGam[r, col] - ref)
-                    ring_k = _staged(mDk, r0, i * SUB, last_row, h, col)
-                    ring_g = _staged(mDgp, r0, i * SUB, last_row, h, col)
-                    for jj in cutlass.range(SUB, unroll=1):
-                        j = i * SUB + jj
-                        kt_j, dgp = ring_k[0], ring_g[0]
-                        _advance(ring_k, mDk, r0, j + AHEAD, last_row, h, col)
-                        _advance(ring_g, mDgp, r0, j + AHEAD, last_row, h, col)
-                        s = _dot(sM, None, j, f, i * SUB, C - i * SUB)  # dp is 0 above the diagonal
-                        if j < rows_left:
-                            kv = sK[j, col].to(Float32)
-                            dk = kt_j + s * _exp(ref - sGam[j, col])
-                            mDk[r0 + j, h, col] = dk
-                            mDgp[r0 + j, h, col] = dgp - kv * dk
-                            passed = passed + kv * kt_j
                 tail = Float32(mDgp[r0 + last_row, h, col])
-                mDgp[r0 + last_row, h, col] = tail + _exp(sGam[last_row, col]) * part + passed
+                mDgp[r0 + last_row, h, col] = tail + _exp(sGam[last_row, col]) * part + passed + sPassed[col]
+
+    @cute.jit
+    def _dq_rows(
+        self,
+        i: cutlass.Constexpr,
+        col: Int32,
+        sQ: cute.Tensor,
+        sK: cute.Tensor,
+        sGam: cute.Tensor,
+        sM: cute.Tensor,
+        mDq: cute.Tensor,
+        mDQ: cute.Tensor,
+        mDgp: cute.Tensor,
+        r0: Int32,
+        rows_left: Int32,
+        last_row: Int32,
+        h: Int32,
+    ):
+        """Sub-chunk ``i``'s rows of channel ``col``: dq = its staged state term + the rows-weighted
+        dp k, and d gamma's q dq (the staged terms read no row past the sub-chunk: the other group
+        writes those; a sub-chunk past the sequence is skipped)."""
+        if Int32(i * SUB) < rows_left:
+            ref = sGam[i * SUB, col]
+            f = cute.make_rmem_tensor(((i + 1) * SUB,), Float32)
+            for j in cutlass.range_constexpr((i + 1) * SUB):
+                f[j] = sK[j, col].to(Float32) * _exp(ref - sGam[j, col])
+            sub_last = cutlass.min(last_row, Int32(i * SUB + SUB - 1))
+            ring = _staged(mDq, r0, i * SUB, sub_last, h, col)
+            for rr in cutlass.range(SUB, unroll=1):
+                r = i * SUB + rr
+                staged = ring[0]
+                _advance(ring, mDq, r0, r + AHEAD, sub_last, h, col)
+                s = _dot(sM, r, None, f, 0, (i + 1) * SUB)  # dp is 0 above the diagonal
+                if r < rows_left:
+                    dq = staged + s * _exp(sGam[r, col] - ref)
+                    if const_expr(self.direct_qk):
+                        mDQ[r0 + r, h, col] = dq.to(mDQ.element_type)
+                    else:
+                        mDq[r0 + r, h, col] = dq
+                    mDgp[r0 + r, h, col] = sQ[r, col].to(Float32) * dq
+
+    @cute.jit
+    def _dk_first_cols(
+        self,
+        i: cutlass.Constexpr,
+        col: Int32,
+        sQ: cute.Tensor,
+        sK: cute.Tensor,
+        sGam: cute.Tensor,
+        sM: cute.Tensor,
+        mDk: cute.Tensor,
+        mDgp: cute.Tensor,
+        r0: Int32,
+        rows_left: Int32,
+        last_row: Int32,
+        h: Int32,
+    ):
+        """Sub-chunk ``i``'s columns of channel ``col``: dk's first terms = the passed state's + the
+        columns-weighted dp^T q, d gamma's -k dk; returns the sub-chunk's share of the passed
+        state's d gamma term (sum of k times that state's dk term)."""
+        passed = Float32(0.0)
+        if Int32(i * SUB) < rows_left:
+            ref = sGam[i * SUB + SUB - 1, col]
+            f = cute.make_rmem_tensor((CHUNK - i * SUB,), Float32)
+            for r in cutlass.range_constexpr(i * SUB, CHUNK):
+                f[r - i * SUB] = sQ[r, col].to(Float32) * _exp(sGam[r, col] - ref)
+            sub_last = cutlass.min(last_row, Int32(i * SUB + SUB - 1))
+            ring_k = _staged(mDk, r0, i * SUB, sub_last, h, col)
+            ring_g = _staged(mDgp, r0, i * SUB, sub_last, h, col)
+            for jj in cutlass.range(SUB, unroll=1):
+                j = i * SUB + jj
+                kt_j, dgp = ring_k[0], ring_g[0]
+                _advance(ring_k, mDk, r0, j + AHEAD, sub_last, h, col)
+                _advance(ring_g, mDgp, r0, j + AHEAD, sub_last, h, col)
+                s = _dot(sM, None, j, f, i * SUB, CHUNK - i * SUB)  # dp is 0 above the diagonal
+                if j < rows_left:
+                    kv = sK[j, col].to(Float32)
+                    dk = kt_j + s * _exp(ref - sGam[j, col])
+                    mDk[r0 + j, h, col] = dk
+                    mDgp[r0 + j, h, col] = dgp - kv * dk
+                    passed = passed + kv * kt_j
+        return passed
 
     @cute.kernel
     def grad_wy_kda(
@@ -540,28 +618,33 @@ class KdaSm90Bwd(GdnSm90Bwd):
             else:
                 sBeta = _vector(smem)
             g2s_k, g2s_v, g2s_c = _g2s(io, K), _g2s(io, V), _g2s(io, C)
-            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, h // k_group, K), sK, rows_left)
-            _load_rows(g2s_v, tidx, _chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
-            _load_rows(g2s_k, tidx, _chunk_rows(mDw, r0, h, K), sDw, rows_left)
-            _load_rows(g2s_v, tidx, _chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
-            _load_rows(g2s_c, tidx, mT[slot, h, None, None], sT, C)
+            gtid = tidx % THREADS  # the index within its group of 128 (copies, MMA fragments)
+            if tidx < THREADS:
+                _load_rows(g2s_k, gtid, _chunk_rows(mK, r0, h // k_group, K), sK, rows_left)
+                _load_rows(g2s_v, gtid, _chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
+                _load_rows(g2s_k, gtid, _chunk_rows(mDw, r0, h, K), sDw, rows_left)
+            else:
+                _load_rows(g2s_v, gtid, _chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
+                _load_rows(g2s_c, gtid, mT[slot, h, None, None], sT, C)
             cute.arch.cp_async_commit_group()
             if tidx < K:
                 self.fwd._gamma_column(
                     mG, mALog, mDtBias, sGam, r0, rows_left, h, (g_group, a_group, d_group), tidx
                 )
-            if tidx < C:
-                if const_expr(not self.gdn2):
-                    sBeta[tidx] = self.fwd._beta(mBeta, r0, tidx, last_row, bh, 0)
-                sDwrite[tidx] = Float32(0.0)
+            if tidx >= THREADS:  # while the first group sums the gates
+                if gtid < C:
+                    if const_expr(not self.gdn2):
+                        sBeta[gtid] = self.fwd._beta(mBeta, r0, gtid, last_row, bh, 0)
+                    sDwrite[gtid] = Float32(0.0)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
-                _l2_normalize_rows(sK, tidx, K)
+                if tidx < THREADS:
+                    _l2_normalize_rows(sK, gtid, K)
                 cute.arch.sync_threads()
             # kw = e exp(gamma), and GDN-2's gated values w_gate v
-            for e in cutlass.range_constexpr(C * K // THREADS):
-                r, col = (tidx + e * THREADS) // K, (tidx + e * THREADS) % K
+            for e in cutlass.range_constexpr(C * K // GRAD_THREADS):
+                r, col = (tidx + e * GRAD_THREADS) // K, (tidx + e * GRAD_THREADS) % K
                 if const_expr(self.gdn2):
                     b = self.fwd._beta(mBeta, r0, r, last_row, bh, col)
                     sBeta[r, col] = b
@@ -569,8 +652,8 @@ class KdaSm90Bwd(GdnSm90Bwd):
                     b = sBeta[r]
                 sKw[r, col] = (sK[r, col].to(Float32) * _exp(sGam[r, col]) * b).to(io)
             if const_expr(self.gdn2):
-                for e in cutlass.range_constexpr(C * V // THREADS):
-                    r, col = (tidx + e * THREADS) // V, (tidx + e * THREADS) % V
+                for e in cutlass.range_constexpr(C * V // GRAD_THREADS):
+                    r, col = (tidx + e * GRAD_THREADS) // V, (tidx + e * GRAD_THREADS) % V
                     # v's rows past the sequence are 0; the gate read from a real row, without a branch
                     gated = sV[r, col].to(Float32) * mWg[
                         r0 + cutlass.min(Int32(r), last_row), h // w_group, col
@@ -579,116 +662,88 @@ class KdaSm90Bwd(GdnSm90Bwd):
             cute.arch.sync_threads()
             mma_cc, mma_ck, mma_cv = _tiled_mma(io, C, C), _tiled_mma(io, C, K), _tiled_mma(io, C, V)
 
-            # dT = dv_new vw^T + dw kw^T (KDA: beta a column scale of dv_new v^T)
-            dt, crd_p = _acc(mma_cc, tidx, C, C)
-            if const_expr(self.gdn2):
-                _mm(mma_cc, tidx, dt, sDvn, _t(sVw), io)
-            else:
-                _mm(mma_cc, tidx, dt, sDvn, _t(sV), io)
-                for e in cutlass.range_constexpr(cute.size(dt)):
-                    dt[e] = dt[e] * sBeta[crd_p[e][1]]
-            _mm(mma_cc, tidx, dt, sDw, _t(sKw), io)
-            _to_smem(mma_cc, tidx, dt, sDt, io)
-
-            # dvw = T^T dv_new: dv = beta dvw (GDN-2: w_gate dvw); beta's term sum_v dvw v (GDN-2: the
-            # write gate's gradient dvw v)
-            dvw, crd_v = _acc(mma_cv, tidx, C, V)
-            _mm(mma_cv, tidx, dvw, _t(sT), sDvn, io)
-            terms_v, _ = _acc(mma_cv, tidx, C, V)
-            v_part = mma_cv.get_slice(tidx).partition_C(sV)
-            for e in cutlass.range_constexpr(cute.size(dvw)):
-                row, col = crd_v[e][0], crd_v[e][1]
-                terms_v[e] = dvw[e] * v_part[e].to(Float32)
+            # the first group: dT = dv_new vw^T + dw kw^T (KDA: beta a column scale of dv_new v^T), then
+            # dA = -tril(T^T dT T^T, -1) in fp32 for the per-channel pass; the second: dvw = T^T dv_new
+            # (dv = beta dvw, GDN-2: w_gate dvw; beta's term sum_v dvw v, GDN-2: the write gate's
+            # gradient dvw v), then the erase key's first term exp(gamma) (T^T dw), staged in fp32
+            if tidx < THREADS:
+                dt, crd_p = _acc(mma_cc, gtid, C, C)
                 if const_expr(self.gdn2):
-                    gate = mWg[r0 + cutlass.min(Int32(row), last_row), h // w_group, col].to(Float32)
-                    dvw[e] = dvw[e] * gate
+                    _mm(mma_cc, gtid, dt, sDvn, _t(sVw), io)
                 else:
-                    dvw[e] = dvw[e] * sBeta[row]
-            if const_expr(self.gdn2):
-                _to_gmem(mma_cv, tidx, terms_v, crd_v, _chunk_rows(mDwg, r0, h, V), rows_left, Float32)
+                    _mm(mma_cc, gtid, dt, sDvn, _t(sV), io)
+                    for e in cutlass.range_constexpr(cute.size(dt)):
+                        dt[e] = dt[e] * sBeta[crd_p[e][1]]
+                _mm(mma_cc, gtid, dt, sDw, _t(sKw), io)
+                _to_smem(mma_cc, gtid, dt, sDt, io)
             else:
-                _row_sums(terms_v, crd_v, sDwrite)
-            if const_expr(self.direct_v):
-                _to_gmem(mma_cv, tidx, dvw, crd_v, _chunk_rows(mDV, r0, h, V), rows_left, io)
-            else:
-                _to_gmem(mma_cv, tidx, dvw, crd_v, _chunk_rows(mDv, r0, h, V), rows_left, Float32)
+                dvw, crd_v = _acc(mma_cv, gtid, C, V)
+                _mm(mma_cv, gtid, dvw, _t(sT), sDvn, io)
+                terms_v, _ = _acc(mma_cv, gtid, C, V)
+                v_part = mma_cv.get_slice(gtid).partition_C(sV)
+                for e in cutlass.range_constexpr(cute.size(dvw)):
+                    row, col = crd_v[e][0], crd_v[e][1]
+                    terms_v[e] = dvw[e] * v_part[e].to(Float32)
+                    if const_expr(self.gdn2):
+                        gate = mWg[r0 + cutlass.min(Int32(row), last_row), h // w_group, col].to(Float32)
+                        dvw[e] = dvw[e] * gate
+                    else:
+                        dvw[e] = dvw[e] * sBeta[row]
+                if const_expr(self.gdn2):
+                    _to_gmem(mma_cv, gtid, terms_v, crd_v, _chunk_rows(mDwg, r0, h, V), rows_left, Float32)
+                else:
+                    _row_sums(terms_v, crd_v, sDwrite)
+                if const_expr(self.direct_v):
+                    _to_gmem(mma_cv, gtid, dvw, crd_v, _chunk_rows(mDV, r0, h, V), rows_left, io)
+                else:
+                    _to_gmem(mma_cv, gtid, dvw, crd_v, _chunk_rows(mDv, r0, h, V), rows_left, Float32)
             cute.arch.sync_threads()  # sDt complete
 
-            # dA = -tril(T^T dT T^T, -1), fp32 for the per-channel pass
-            tmp, _ = _acc(mma_cc, tidx, C, C)
-            _mm(mma_cc, tidx, tmp, _t(sT), sDt, io)
-            _to_smem(mma_cc, tidx, tmp, sTmp, io)
-            cute.arch.sync_threads()
-            da, _ = _acc(mma_cc, tidx, C, C)
-            _mm(mma_cc, tidx, da, sTmp, _t(sT), io)
-            for e in cutlass.range_constexpr(cute.size(da)):
-                row, col = crd_p[e][0], crd_p[e][1]
-                val = Float32(0.0)
-                if row > col and row < rows_left:
-                    val = -da[e]
-                sM[row, col] = val
-            # the erase key's first term exp(gamma) (T^T dw), staged in fp32
-            de, crd = _acc(mma_ck, tidx, C, K)
-            _mm(mma_ck, tidx, de, _t(sT), sDw, io)
-            for e in cutlass.range_constexpr(cute.size(de)):
-                de[e] = de[e] * _exp(sGam[crd[e][0], crd[e][1]])
-            _to_gmem(mma_ck, tidx, de, crd, _chunk_rows(mDe, r0, h, K), rows_left, Float32)
+            if tidx < THREADS:
+                tmp, _ = _acc(mma_cc, gtid, C, C)
+                _mm(mma_cc, gtid, tmp, _t(sT), sDt, io)
+                _to_smem(mma_cc, gtid, tmp, sTmp, io)
+            else:
+                de, crd = _acc(mma_ck, gtid, C, K)
+                _mm(mma_ck, gtid, de, _t(sT), sDw, io)
+                for e in cutlass.range_constexpr(cute.size(de)):
+                    de[e] = de[e] * _exp(sGam[crd[e][0], crd[e][1]])
+                _to_gmem(mma_ck, gtid, de, crd, _chunk_rows(mDe, r0, h, K), rows_left, Float32)
+            cute.arch.sync_threads()  # sTmp complete
+            if tidx < THREADS:
+                da, crd_p = _acc(mma_cc, gtid, C, C)
+                _mm(mma_cc, gtid, da, sTmp, _t(sT), io)
+                for e in cutlass.range_constexpr(cute.size(da)):
+                    row, col = crd_p[e][0], crd_p[e][1]
+                    val = Float32(0.0)
+                    if row > col and row < rows_left:
+                        val = -da[e]
+                    sM[row, col] = val
             cute.arch.sync_threads()  # sM complete, de staged
 
+            # the per-channel pass, a key channel per thread of each group, sub-chunks 0 and 3 to the
+            # first, 1 and 2 to the second (as grad_output_kda's): de += the rows-weighted dA k, then
+            # dk, d gamma's terms and beta's
+            col = gtid
+            if col < K:
+                if tidx < THREADS:
+                    for i in cutlass.range_constexpr(0, C // SUB, 3):
+                        self._de_rows(i, col, sK, sGam, sM, mDe, r0, rows_left, last_row, h)
+                    for i in cutlass.range_constexpr(0, C // SUB, 3):
+                        self._dk_cols(
+                            i, col, sK, sGam, sM, sBeta, sDwrite, mBeta, mDe, mDk, mDgp, mDK, mDb, r0, rows_left,
+                            last_row, h, bh,
+                        )  # fmt: skip
+                else:
+                    for i in cutlass.range_constexpr(1, 3):
+                        self._de_rows(i, col, sK, sGam, sM, mDe, r0, rows_left, last_row, h)
+                    for i in cutlass.range_constexpr(1, 3):
+                        self._dk_cols(
+                            i, col, sK, sGam, sM, sBeta, sDwrite, mBeta, mDe, mDk, mDgp, mDK, mDb, r0, rows_left,
+                            last_row, h, bh,
+                        )  # fmt: skip
+            cute.arch.sync_threads()  # every row of d gamma's terms written
             if tidx < K:
-                col = tidx
-                # de += the rows-weighted dA k (A = tril(kw kd^T, -1): dkw = T^T dw + dA kd)
-                for i in cutlass.range_constexpr(C // SUB):
-                    ref = sGam[i * SUB, col]
-                    f = cute.make_rmem_tensor(((i + 1) * SUB,), Float32)
-                    for j in cutlass.range_constexpr((i + 1) * SUB):
-                        f[j] = sK[j, col].to(Float32) * _exp(ref - sGam[j, col])
-                    ring = _staged(mDe, r0, i * SUB, last_row, h, col)
-                    for rr in cutlass.range(SUB, unroll=1):
-                        r = i * SUB + rr
-                        staged = ring[0]
-                        _advance(ring, mDe, r0, r + AHEAD, last_row, h, col)
-                        s = _dot(sM, r, None, f, 0, (i + 1) * SUB)  # dA is 0 on and above the diagonal
-                        if r < rows_left:
-                            mDe[r0 + r, h, col] = staged + s * _exp(sGam[r, col] - ref)
-                # dk = its first terms + the columns-weighted dA^T e + beta de; d gamma's e de - k (dA^T e)
-                lane = tidx % 32
-                for i in cutlass.range_constexpr(C // SUB):
-                    ref = sGam[i * SUB + SUB - 1, col]
-                    f = cute.make_rmem_tensor((C - i * SUB,), Float32)
-                    for r in cutlass.range_constexpr(i * SUB, C):
-                        erase = sK[r, col].to(Float32) * self._erase_beta(sBeta, r, col)
-                        f[r - i * SUB] = erase * _exp(sGam[r, col] - ref)
-                    ring_e = _staged(mDe, r0, i * SUB, last_row, h, col)
-                    ring_k = _staged(mDk, r0, i * SUB, last_row, h, col)
-                    ring_g = _staged(mDgp, r0, i * SUB, last_row, h, col)
-                    for jj in cutlass.range(SUB, unroll=1):
-                        j = i * SUB + jj
-                        de_j, kt_j, dgp = ring_e[0], ring_k[0], ring_g[0]
-                        _advance(ring_e, mDe, r0, j + AHEAD, last_row, h, col)
-                        _advance(ring_k, mDk, r0, j + AHEAD, last_row, h, col)
-                        _advance(ring_g, mDgp, r0, j + AHEAD, last_row, h, col)
-                        s = _dot(sM, None, j, f, i * SUB, C - i * SUB)  # dA is 0 on and above the diagonal
-                        written = Float32(0.0)  # beta's term of this channel
-                        if j < rows_left:
-                            kv = sK[j, col].to(Float32)
-                            b = self._erase_beta(sBeta, j, col)
-                            through = s * _exp(ref - sGam[j, col])
-                            dk = kt_j + through + b * de_j
-                            if const_expr(self.direct_qk):
-                                mDK[r0 + j, h, col] = dk.to(mDK.element_type)
-                            else:
-                                mDk[r0 + j, h, col] = dk
-                            dgp = dgp + b * kv * de_j - kv * through
-                            mDgp[r0 + j, h, col] = dgp
-                            written = de_j * kv
-                            if const_expr(self.gdn2):
-                                mDb[r0 + j, h, col] = self._write_chain(mBeta, r0 + j, bh, col, written)
-                        if const_expr(not self.gdn2):
-                            for off in cutlass.range_constexpr(5):
-                                written = written + cute.arch.shuffle_sync_bfly(written, 1 << off)
-                            if lane == 0:
-                                cute.arch.atomic_add(sDwrite.iterator + j, written)
                 # the decay's gradient: gamma_r = g_0 + ... + g_r, so d gamma's reverse sum down the
                 # chunk; then the safe gate's chain rule, and this chunk's shares of d_a_log, d_dt_bias
                 rate, bias = self.fwd._gate_params(mALog, mDtBias, h, a_group, d_group, col)
@@ -726,6 +781,101 @@ class KdaSm90Bwd(GdnSm90Bwd):
                 if tidx < K:
                     mPa[slot, h, tidx] = Float32(0.0)
                     mPb[slot, h, tidx] = Float32(0.0)
+
+    @cute.jit
+    def _de_rows(
+        self,
+        i: cutlass.Constexpr,
+        col: Int32,
+        sK: cute.Tensor,
+        sGam: cute.Tensor,
+        sM: cute.Tensor,
+        mDe: cute.Tensor,
+        r0: Int32,
+        rows_left: Int32,
+        last_row: Int32,
+        h: Int32,
+    ):
+        """Sub-chunk ``i``'s rows of channel ``col``: de += the rows-weighted dA k (A = tril(kw kd^T,
+        -1): dkw = T^T dw + dA kd); no staged row past the sub-chunk is read."""
+        if Int32(i * SUB) < rows_left:
+            ref = sGam[i * SUB, col]
+            f = cute.make_rmem_tensor(((i + 1) * SUB,), Float32)
+            for j in cutlass.range_constexpr((i + 1) * SUB):
+                f[j] = sK[j, col].to(Float32) * _exp(ref - sGam[j, col])
+            sub_last = cutlass.min(last_row, Int32(i * SUB + SUB - 1))
+            ring = _staged(mDe, r0, i * SUB, sub_last, h, col)
+            for rr in cutlass.range(SUB, unroll=1):
+                r = i * SUB + rr
+                staged = ring[0]
+                _advance(ring, mDe, r0, r + AHEAD, sub_last, h, col)
+                s = _dot(sM, r, None, f, 0, (i + 1) * SUB)  # dA is 0 on and above the diagonal
+                if r < rows_left:
+                    mDe[r0 + r, h, col] = staged + s * _exp(sGam[r, col] - ref)
+
+    @cute.jit
+    def _dk_cols(
+        self,
+        i: cutlass.Constexpr,
+        col: Int32,
+        sK: cute.Tensor,
+        sGam: cute.Tensor,
+        sM: cute.Tensor,
+        sBeta: cute.Tensor,
+        sDwrite: cute.Tensor,
+        mBeta: cute.Tensor,
+        mDe: cute.Tensor,
+        mDk: cute.Tensor,
+        mDgp: cute.Tensor,
+        mDK: cute.Tensor,
+        mDb: cute.Tensor,
+        r0: Int32,
+        rows_left: Int32,
+        last_row: Int32,
+        h: Int32,
+        bh: Int32,
+    ):
+        """Sub-chunk ``i``'s columns of channel ``col``: dk = its first terms + the columns-weighted
+        dA^T e + beta de, d gamma's e de - k (dA^T e), and beta's term (KDA: summed over the warp's
+        channels into ``sDwrite``, so every lane of a warp takes part; GDN-2: stored per channel)."""
+        if Int32(i * SUB) < rows_left:
+            lane = col % 32  # the channels of a warp are consecutive
+            ref = sGam[i * SUB + SUB - 1, col]
+            f = cute.make_rmem_tensor((CHUNK - i * SUB,), Float32)
+            for r in cutlass.range_constexpr(i * SUB, CHUNK):
+                erase = sK[r, col].to(Float32) * self._erase_beta(sBeta, r, col)
+                f[r - i * SUB] = erase * _exp(sGam[r, col] - ref)
+            sub_last = cutlass.min(last_row, Int32(i * SUB + SUB - 1))
+            ring_e = _staged(mDe, r0, i * SUB, sub_last, h, col)
+            ring_k = _staged(mDk, r0, i * SUB, sub_last, h, col)
+            ring_g = _staged(mDgp, r0, i * SUB, sub_last, h, col)
+            for jj in cutlass.range(SUB, unroll=1):
+                j = i * SUB + jj
+                de_j, kt_j, dgp = ring_e[0], ring_k[0], ring_g[0]
+                _advance(ring_e, mDe, r0, j + AHEAD, sub_last, h, col)
+                _advance(ring_k, mDk, r0, j + AHEAD, sub_last, h, col)
+                _advance(ring_g, mDgp, r0, j + AHEAD, sub_last, h, col)
+                s = _dot(sM, None, j, f, i * SUB, CHUNK - i * SUB)  # dA is 0 on and above the diagonal
+                written = Float32(0.0)  # beta's term of this channel
+                if j < rows_left:
+                    kv = sK[j, col].to(Float32)
+                    b = self._erase_beta(sBeta, j, col)
+                    through = s * _exp(ref - sGam[j, col])
+                    dk = kt_j + through + b * de_j
+                    if const_expr(self.direct_qk):
+                        mDK[r0 + j, h, col] = dk.to(mDK.element_type)
+                    else:
+                        mDk[r0 + j, h, col] = dk
+                    dgp = dgp + b * kv * de_j - kv * through
+                    mDgp[r0 + j, h, col] = dgp
+                    written = de_j * kv
+                    if const_expr(self.gdn2):
+                        mDb[r0 + j, h, col] = self._write_chain(mBeta, r0 + j, bh, col, written)
+                if const_expr(not self.gdn2):
+                    for off in cutlass.range_constexpr(5):
+                        written = written + cute.arch.shuffle_sync_bfly(written, 1 << off)
+                    if lane == 0:
+                        cute.arch.atomic_add(sDwrite.iterator + j, written)
 
     @cute.jit
     def _erase_beta(self, sBeta: cute.Tensor, r: Int32, col: Int32):
