@@ -459,14 +459,18 @@ class KdaSm90Bwd(GdnSm90Bwd):
                     for v in cutlass.range(V, unroll=8):
                         part = part + sDh[v, col].to(Float32) * sH[v, col].to(Float32)
                     for i in cutlass.range_constexpr(0, C // SUB, 3):
-                        self._dq_rows(i, col, sQ, sK, sGam, sM, mDq, mDQ, mDgp, r0, rows_left, last_row, h)
+                        self._rows_weighted(
+                            i, col, sQ, sK, sGam, sM, mDq, mDQ, mDgp, r0, rows_left, last_row, h, True
+                        )
                     for i in cutlass.range_constexpr(0, C // SUB, 3):
                         passed = passed + self._dk_first_cols(
                             i, col, sQ, sK, sGam, sM, mDk, mDgp, r0, rows_left, last_row, h
                         )
                 else:
                     for i in cutlass.range_constexpr(1, 3):
-                        self._dq_rows(i, col, sQ, sK, sGam, sM, mDq, mDQ, mDgp, r0, rows_left, last_row, h)
+                        self._rows_weighted(
+                            i, col, sQ, sK, sGam, sM, mDq, mDQ, mDgp, r0, rows_left, last_row, h, True
+                        )
                     for i in cutlass.range_constexpr(1, 3):
                         passed = passed + self._dk_first_cols(
                             i, col, sQ, sK, sGam, sM, mDk, mDgp, r0, rows_left, last_row, h
@@ -478,7 +482,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
                 mDgp[r0 + last_row, h, col] = tail + _exp(sGam[last_row, col]) * part + passed + sPassed[col]
 
     @cute.jit
-    def _dq_rows(
+    def _rows_weighted(
         self,
         i: cutlass.Constexpr,
         col: Int32,
@@ -486,36 +490,40 @@ class KdaSm90Bwd(GdnSm90Bwd):
         sK: cute.Tensor,
         sGam: cute.Tensor,
         sM: cute.Tensor,
-        mDq: cute.Tensor,
+        mStaged: cute.Tensor,
         mDQ: cute.Tensor,
         mDgp: cute.Tensor,
         r0: Int32,
         rows_left: Int32,
         last_row: Int32,
         h: Int32,
+        is_dq: cutlass.Constexpr,
     ):
-        """Sub-chunk ``i``'s rows of channel ``col``: dq = its staged state term + the rows-weighted
-        dp k, and d gamma's q dq (the staged terms read no row past the sub-chunk: the other group
-        writes those; a sub-chunk past the sequence is skipped)."""
+        """Sub-chunk ``i``'s rows of channel ``col``: ``mStaged`` += the rows-weighted ``sM`` k, the
+        lower-triangular sM being dp (``is_dq``: mStaged holds dq's state term; dq goes to dQ where it
+        needs no head sum, and d gamma's q dq to ``mDgp``) or dA (mStaged holds the erase key's first
+        term: dkw = T^T dw + dA kd). No staged row past the sub-chunk is read (the other group writes
+        those); a sub-chunk past the sequence is skipped."""
         if Int32(i * SUB) < rows_left:
             ref = sGam[i * SUB, col]
             f = cute.make_rmem_tensor(((i + 1) * SUB,), Float32)
             for j in cutlass.range_constexpr((i + 1) * SUB):
                 f[j] = sK[j, col].to(Float32) * _exp(ref - sGam[j, col])
             sub_last = cutlass.min(last_row, Int32(i * SUB + SUB - 1))
-            ring = _staged(mDq, r0, i * SUB, sub_last, h, col)
+            ring = _staged(mStaged, r0, i * SUB, sub_last, h, col)
             for rr in cutlass.range(SUB, unroll=1):
                 r = i * SUB + rr
                 staged = ring[0]
-                _advance(ring, mDq, r0, r + AHEAD, sub_last, h, col)
-                s = _dot(sM, r, None, f, 0, (i + 1) * SUB)  # dp is 0 above the diagonal
+                _advance(ring, mStaged, r0, r + AHEAD, sub_last, h, col)
+                s = _dot(sM, r, None, f, 0, (i + 1) * SUB)  # sM is 0 above the diagonal
                 if r < rows_left:
-                    dq = staged + s * _exp(sGam[r, col] - ref)
-                    if const_expr(self.direct_qk):
-                        mDQ[r0 + r, h, col] = dq.to(mDQ.element_type)
+                    total = staged + s * _exp(sGam[r, col] - ref)
+                    if const_expr(is_dq and self.direct_qk):
+                        mDQ[r0 + r, h, col] = total.to(mDQ.element_type)
                     else:
-                        mDq[r0 + r, h, col] = dq
-                    mDgp[r0 + r, h, col] = sQ[r, col].to(Float32) * dq
+                        mStaged[r0 + r, h, col] = total
+                    if const_expr(is_dq):
+                        mDgp[r0 + r, h, col] = sQ[r, col].to(Float32) * total
 
     @cute.jit
     def _dk_first_cols(
@@ -728,7 +736,9 @@ class KdaSm90Bwd(GdnSm90Bwd):
             if col < K:
                 if tidx < THREADS:
                     for i in cutlass.range_constexpr(0, C // SUB, 3):
-                        self._de_rows(i, col, sK, sGam, sM, mDe, r0, rows_left, last_row, h)
+                        self._rows_weighted(
+                            i, col, sK, sK, sGam, sM, mDe, mDe, mDe, r0, rows_left, last_row, h, False
+                        )
                     for i in cutlass.range_constexpr(0, C // SUB, 3):
                         self._dk_cols(
                             i, col, sK, sGam, sM, sBeta, sDwrite, mBeta, mDe, mDk, mDgp, mDK, mDb, r0, rows_left,
@@ -736,7 +746,9 @@ class KdaSm90Bwd(GdnSm90Bwd):
                         )  # fmt: skip
                 else:
                     for i in cutlass.range_constexpr(1, 3):
-                        self._de_rows(i, col, sK, sGam, sM, mDe, r0, rows_left, last_row, h)
+                        self._rows_weighted(
+                            i, col, sK, sK, sGam, sM, mDe, mDe, mDe, r0, rows_left, last_row, h, False
+                        )
                     for i in cutlass.range_constexpr(1, 3):
                         self._dk_cols(
                             i, col, sK, sGam, sM, sBeta, sDwrite, mBeta, mDe, mDk, mDgp, mDK, mDb, r0, rows_left,
@@ -781,37 +793,6 @@ class KdaSm90Bwd(GdnSm90Bwd):
                 if tidx < K:
                     mPa[slot, h, tidx] = Float32(0.0)
                     mPb[slot, h, tidx] = Float32(0.0)
-
-    @cute.jit
-    def _de_rows(
-        self,
-        i: cutlass.Constexpr,
-        col: Int32,
-        sK: cute.Tensor,
-        sGam: cute.Tensor,
-        sM: cute.Tensor,
-        mDe: cute.Tensor,
-        r0: Int32,
-        rows_left: Int32,
-        last_row: Int32,
-        h: Int32,
-    ):
-        """Sub-chunk ``i``'s rows of channel ``col``: de += the rows-weighted dA k (A = tril(kw kd^T,
-        -1): dkw = T^T dw + dA kd); no staged row past the sub-chunk is read."""
-        if Int32(i * SUB) < rows_left:
-            ref = sGam[i * SUB, col]
-            f = cute.make_rmem_tensor(((i + 1) * SUB,), Float32)
-            for j in cutlass.range_constexpr((i + 1) * SUB):
-                f[j] = sK[j, col].to(Float32) * _exp(ref - sGam[j, col])
-            sub_last = cutlass.min(last_row, Int32(i * SUB + SUB - 1))
-            ring = _staged(mDe, r0, i * SUB, sub_last, h, col)
-            for rr in cutlass.range(SUB, unroll=1):
-                r = i * SUB + rr
-                staged = ring[0]
-                _advance(ring, mDe, r0, r + AHEAD, sub_last, h, col)
-                s = _dot(sM, r, None, f, 0, (i + 1) * SUB)  # dA is 0 on and above the diagonal
-                if r < rows_left:
-                    mDe[r0 + r, h, col] = staged + s * _exp(sGam[r, col] - ref)
 
     @cute.jit
     def _dk_cols(
