@@ -453,28 +453,21 @@ class KdaSm90Bwd(GdnSm90Bwd):
             col = gtid
             part = Float32(0.0)
             passed = Float32(0.0)
+            tiles, at = (sQ, sK, sGam, sM), (r0, rows_left, last_row, h)
             if col < K:
                 if tidx < THREADS:
                     # the state's own last-row term: the state leaving is diag(exp(last)) h + ...
                     for v in cutlass.range(V, unroll=8):
                         part = part + sDh[v, col].to(Float32) * sH[v, col].to(Float32)
                     for i in cutlass.range_constexpr(0, C // SUB, 3):
-                        self._rows_weighted(
-                            i, col, sQ, sK, sGam, sM, mDq, mDQ, mDgp, r0, rows_left, last_row, h, True
-                        )
+                        self._rows_weighted(i, col, tiles, mDq, mDQ, mDgp, at, True)
                     for i in cutlass.range_constexpr(0, C // SUB, 3):
-                        passed = passed + self._dk_first_cols(
-                            i, col, sQ, sK, sGam, sM, mDk, mDgp, r0, rows_left, last_row, h
-                        )
+                        passed = passed + self._dk_first_cols(i, col, tiles, mDk, mDgp, at)
                 else:
                     for i in cutlass.range_constexpr(1, 3):
-                        self._rows_weighted(
-                            i, col, sQ, sK, sGam, sM, mDq, mDQ, mDgp, r0, rows_left, last_row, h, True
-                        )
+                        self._rows_weighted(i, col, tiles, mDq, mDQ, mDgp, at, True)
                     for i in cutlass.range_constexpr(1, 3):
-                        passed = passed + self._dk_first_cols(
-                            i, col, sQ, sK, sGam, sM, mDk, mDgp, r0, rows_left, last_row, h
-                        )
+                        passed = passed + self._dk_first_cols(i, col, tiles, mDk, mDgp, at)
                     sPassed[col] = passed
             cute.arch.sync_threads()  # both groups' rows of d gamma written, the second's share in
             if tidx < K:
@@ -486,24 +479,21 @@ class KdaSm90Bwd(GdnSm90Bwd):
         self,
         i: cutlass.Constexpr,
         col: Int32,
-        sQ: cute.Tensor,
-        sK: cute.Tensor,
-        sGam: cute.Tensor,
-        sM: cute.Tensor,
+        tiles: Any,
         mStaged: cute.Tensor,
         mDQ: cute.Tensor,
         mDgp: cute.Tensor,
-        r0: Int32,
-        rows_left: Int32,
-        last_row: Int32,
-        h: Int32,
+        at: Any,
         is_dq: cutlass.Constexpr,
     ):
         """Sub-chunk ``i``'s rows of channel ``col``: ``mStaged`` += the rows-weighted ``sM`` k, the
         lower-triangular sM being dp (``is_dq``: mStaged holds dq's state term; dq goes to dQ where it
         needs no head sum, and d gamma's q dq to ``mDgp``) or dA (mStaged holds the erase key's first
         term: dkw = T^T dw + dA kd). No staged row past the sub-chunk is read (the other group writes
-        those); a sub-chunk past the sequence is skipped."""
+        those); a sub-chunk past the sequence is skipped. ``tiles``: the shared (q, k, gamma, sM);
+        ``at``: (first token, rows left, last real row, output head) of the chunk."""
+        sQ, sK, sGam, sM = tiles
+        r0, rows_left, last_row, h = at
         if Int32(i * SUB) < rows_left:
             ref = sGam[i * SUB, col]
             f = cute.make_rmem_tensor(((i + 1) * SUB,), Float32)
@@ -530,20 +520,16 @@ class KdaSm90Bwd(GdnSm90Bwd):
         self,
         i: cutlass.Constexpr,
         col: Int32,
-        sQ: cute.Tensor,
-        sK: cute.Tensor,
-        sGam: cute.Tensor,
-        sM: cute.Tensor,
+        tiles: Any,
         mDk: cute.Tensor,
         mDgp: cute.Tensor,
-        r0: Int32,
-        rows_left: Int32,
-        last_row: Int32,
-        h: Int32,
+        at: Any,
     ):
         """Sub-chunk ``i``'s columns of channel ``col``: dk's first terms = the passed state's + the
         columns-weighted dp^T q, d gamma's -k dk; returns the sub-chunk's share of the passed
         state's d gamma term (sum of k times that state's dk term)."""
+        sQ, sK, sGam, sM = tiles
+        r0, rows_left, last_row, h = at
         passed = Float32(0.0)
         if Int32(i * SUB) < rows_left:
             ref = sGam[i * SUB + SUB - 1, col]
@@ -733,27 +719,22 @@ class KdaSm90Bwd(GdnSm90Bwd):
             # first, 1 and 2 to the second (as grad_output_kda's): de += the rows-weighted dA k, then
             # dk, d gamma's terms and beta's
             col = gtid
+            at = (r0, rows_left, last_row, h)
             if col < K:
                 if tidx < THREADS:
                     for i in cutlass.range_constexpr(0, C // SUB, 3):
-                        self._rows_weighted(
-                            i, col, sK, sK, sGam, sM, mDe, mDe, mDe, r0, rows_left, last_row, h, False
-                        )
+                        self._rows_weighted(i, col, (sK, sK, sGam, sM), mDe, mDe, mDe, at, False)
                     for i in cutlass.range_constexpr(0, C // SUB, 3):
                         self._dk_cols(
-                            i, col, sK, sGam, sM, sBeta, sDwrite, mBeta, mDe, mDk, mDgp, mDK, mDb, r0, rows_left,
-                            last_row, h, bh,
-                        )  # fmt: skip
+                            i, col, sK, sGam, sM, sBeta, sDwrite, mBeta, mDe, mDk, mDgp, mDK, mDb, at, bh
+                        )
                 else:
                     for i in cutlass.range_constexpr(1, 3):
-                        self._rows_weighted(
-                            i, col, sK, sK, sGam, sM, mDe, mDe, mDe, r0, rows_left, last_row, h, False
-                        )
+                        self._rows_weighted(i, col, (sK, sK, sGam, sM), mDe, mDe, mDe, at, False)
                     for i in cutlass.range_constexpr(1, 3):
                         self._dk_cols(
-                            i, col, sK, sGam, sM, sBeta, sDwrite, mBeta, mDe, mDk, mDgp, mDK, mDb, r0, rows_left,
-                            last_row, h, bh,
-                        )  # fmt: skip
+                            i, col, sK, sGam, sM, sBeta, sDwrite, mBeta, mDe, mDk, mDgp, mDK, mDb, at, bh
+                        )
             cute.arch.sync_threads()  # every row of d gamma's terms written
             if tidx < K:
                 # the decay's gradient: gamma_r = g_0 + ... + g_r, so d gamma's reverse sum down the
@@ -810,15 +791,14 @@ class KdaSm90Bwd(GdnSm90Bwd):
         mDgp: cute.Tensor,
         mDK: cute.Tensor,
         mDb: cute.Tensor,
-        r0: Int32,
-        rows_left: Int32,
-        last_row: Int32,
-        h: Int32,
+        at: Any,
         bh: Int32,
     ):
         """Sub-chunk ``i``'s columns of channel ``col``: dk = its first terms + the columns-weighted
         dA^T e + beta de, d gamma's e de - k (dA^T e), and beta's term (KDA: summed over the warp's
-        channels into ``sDwrite``, so every lane of a warp takes part; GDN-2: stored per channel)."""
+        channels into ``sDwrite``, so every lane of a warp takes part; GDN-2: stored per channel).
+        ``at`` as `_rows_weighted`'s."""
+        r0, rows_left, last_row, h = at
         if Int32(i * SUB) < rows_left:
             lane = col % 32  # the channels of a warp are consecutive
             ref = sGam[i * SUB + SUB - 1, col]
