@@ -295,6 +295,8 @@ def test_a_backward_call_passes_the_pointers_in_order(bwd_recorder):
     assert stream == 0
     (key,) = bwd_recorder.keys
     assert key.gdn2 and key.has_dht and not key.has_h0 and key.direct_qk and key.direct_v
+    # one head per output head everywhere: the gates' gradients are written without head sums
+    assert key.direct_g and key.direct_beta and key.direct_w
 
 
 def test_the_backward_workspace_is_what_the_plan_carves(bwd_recorder):
@@ -338,8 +340,10 @@ def test_the_backward_kernels_compile_for_sm90a_without_a_gpu(
     monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))
     flags = dict(use_qk_l2norm=options, use_beta_sigmoid=options, allow_neg_eigval=options, safe_gate=options,
                  has_a_log=options, has_dt_bias=options, has_initial_state=options, has_d_final_state=options)  # fmt: skip
+    # GDN-2's g shared by two output heads: its gradient through the head sum, beta's and w's written
+    # directly (both paths compiled)
     cfg = KdaCutileBwdConfig(op=op, tokens=256, sequences=2, heads_qk=2, heads_v=4, key_dim=d, value_dim=d,
-                             io_dtype=io, scale=0.1, block_v=32, **flags)  # fmt: skip
+                             io_dtype=io, scale=0.1, block_v=32, heads_g=2 if op == "gdn2" else 0, **flags)  # fmt: skip
     names = {"beta": io, "cu_seqlens": "int32", "dG": "float32", "dBeta": io}
     if options:
         names |= {
@@ -352,6 +356,9 @@ def test_the_backward_kernels_compile_for_sm90a_without_a_gpu(
     if op == "gdn2":
         names["dW"] = io
     key = host.bwd_key_for(cfg, names, stages)
+    assert (key.direct_g, key.direct_beta, key.direct_w) == (
+        (False, True, True) if op == "gdn2" else (True, False, False)
+    )
     fn = host.compiled_backward(key)
     assert callable(fn)
     assert host.compiled_backward(key) is fn

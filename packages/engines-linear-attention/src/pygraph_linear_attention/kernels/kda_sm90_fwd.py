@@ -291,11 +291,14 @@ class KdaSm90Fwd(GdnSm90Fwd):
                     _l2_normalize_rows(sK, tidx - THREADS, K)
                 cute.arch.sync_threads()
 
-            # the output's operand q exp(gamma) (k exp(last - gamma) is the idle warps' during the
+            # the output's operand q exp(gamma) (k exp(last - gamma) is the second group's during the
             # substitution). The element loops run at run time, unrolled by 4: fully unrolled, the
             # kernel's 12 K instructions made instruction fetch 37% of its stalls (ncu, H200); values
             # are computed unconditionally and only the stores predicated, so no load or exp waits
-            # behind a per-element branch
+            # behind a per-element branch. A thread reads here the elements of q whose place the
+            # sub-chunk pass below overwrites by the same thread (both loops map (r, c) to thread
+            # c + 128 (r % 2) at K = 128, c + 64 (r % 4) at 64: SUB * K a multiple of 256), so no
+            # barrier between them
             for e in cutlass.range(C * K // PREP_THREADS, unroll=_UNROLL):
                 r, col = (tidx + e * PREP_THREADS) // K, (tidx + e * PREP_THREADS) % K
                 qd = (sQ[r, col].to(Float32) * _exp(sGam[r, col])).to(io)

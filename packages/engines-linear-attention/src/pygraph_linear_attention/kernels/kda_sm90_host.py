@@ -178,11 +178,16 @@ class KdaSm90BwdKey:
     direct_qk: bool  # one output head per q/k head and no l2 norm: dQ, dK written by the chunk kernels
     direct_v: bool  # one output head per v head: dV likewise
     stages: int = 1
+    # one output head per g head: dG written by grad_wy itself, no head sum (GDN-2: beta's and the
+    # write gate's, per their heads, likewise)
+    direct_g: bool = False
+    direct_beta: bool = False
+    direct_w: bool = False
 
 
 def bwd_key_for(cfg: Any, names: dict[str, str], stages: int = 1) -> KdaSm90BwdKey:
     """The backward's key for ``cfg`` (a `KdaCutileBwdConfig`) and the operands' dtypes by role."""
-    f32 = "float32"
+    f32, ho = "float32", cfg.heads_out
     return KdaSm90BwdKey(
         gdn2=cfg.op == "gdn2", key_dim=cfg.key_dim, value_dim=cfg.value_dim, block_v=cfg.block_v,
         io_dtype=cfg.io_dtype, beta_dtype=names["beta"], h0_dtype=names.get("h0", f32),
@@ -193,7 +198,9 @@ def bwd_key_for(cfg: Any, names: dict[str, str], stages: int = 1) -> KdaSm90BwdK
         neg_eigval=cfg.allow_neg_eigval, safe_gate=cfg.safe_gate, has_a_log=cfg.has_a_log,
         has_dt_bias=cfg.has_dt_bias, lower_bound=float(cfg.gate_lower_bound), has_h0=cfg.has_initial_state,
         has_dht=cfg.has_d_final_state, direct_qk=cfg.heads_qk == cfg.heads_out and not cfg.use_qk_l2norm,
-        direct_v=cfg.heads_v == cfg.heads_out, stages=stages,
+        direct_v=cfg.heads_v == cfg.heads_out, stages=stages, direct_g=(cfg.heads_g or ho) == ho,
+        direct_beta=cfg.op == "gdn2" and (cfg.heads_beta or ho) == ho,
+        direct_w=cfg.op == "gdn2" and (cfg.heads_w or ho) == ho,
     )  # fmt: skip
 
 
@@ -232,6 +239,7 @@ def _compile_backward(key: KdaSm90BwdKey, arch: str) -> Any:
         l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval, safe_gate=key.safe_gate,
         has_a_log=key.has_a_log, has_dt_bias=key.has_dt_bias, lower_bound=key.lower_bound, has_h0=key.has_h0,
         has_dht=key.has_dht, direct_qk=key.direct_qk, direct_v=key.direct_v, stages=key.stages,
+        direct_g=key.direct_g, direct_beta=key.direct_beta, direct_w=key.direct_w,
     )  # fmt: skip
     io, f32 = key.io_dtype, "float32"
     pointers = [
