@@ -21,7 +21,7 @@ Steps 3 and 4 each run their plain products on ``mma.sync`` (io operands, fp32 a
 pass with a key channel per thread for the decay-weighted products, ``sum_j m[r, j] y_j exp(gamma_r -
 gamma_j)`` (rows weighted: dq's ``dp k``, the erase key's ``dA k``) and ``sum_r m[r, j] x_r exp(gamma_r
 - gamma_j)`` (columns weighted: dk's ``dp^T q`` and ``dA^T e``), for lower-triangular m (dp, dA) in
-shared fp32. Each is taken by sub-chunks of 16 rows (columns) against one reference gamma, so a
+shared fp32, with its transpose beside it so both kinds read rows (16-byte loads). Each is taken by sub-chunks of 16 rows (columns) against one reference gamma, so a
 factor grows by at most ``exp(-15 min g)`` inside the sub-chunk and decays across them (the forward's
 form), in fp32 on the CUDA cores: d gamma is a sum of products that cancel, and a model of these
 products with bf16 factors put dG at 1.1e-2 to 2.1e-2 of the float64 reference
@@ -98,14 +98,40 @@ _PARTS = 4  # partial sums of a weighted sum: one chain of dependent multiply-ad
 
 
 @cute.jit
-def _dot(sM: cute.Tensor, row: Any, col: Any, f: cute.Tensor, lo: int, n: int):
-    """``sum_u sM[row, lo + u] f[u]`` (``col`` None) or ``sum_u sM[lo + u, col] f[u]`` (``row`` None)
-    over u < n, in _PARTS interleaved partial sums."""
+def _dot(sM: cute.Tensor, row: Int32, f: cute.Tensor, lo: int, n: int):
+    """``sum_u sM[row, lo + u] f[u]`` over u < n, in _PARTS interleaved partial sums. A row: every lane
+    of a warp reads the same words, four at a time (16-byte loads); the columns-weighted sums read
+    the transposed copy's rows (`_lower_to_smem`), where reading the matrix's columns took one 4-byte
+    load a term."""
     parts = [Float32(0.0) for _ in range(_PARTS)]
     for u in cutlass.range_constexpr(n):
-        m = sM[row, lo + u] if col is None else sM[lo + u, col]
-        parts[u % _PARTS] = parts[u % _PARTS] + m * f[u]
+        parts[u % _PARTS] = parts[u % _PARTS] + sM[row, lo + u] * f[u]
     return (parts[0] + parts[1]) + (parts[2] + parts[3])
+
+
+@cute.jit
+def _lower_to_smem(
+    acc: cute.Tensor,
+    crd: Any,
+    sM: cute.Tensor,
+    sMT: cute.Tensor,
+    scale: Float32,
+    diagonal: cutlass.Constexpr,
+    rows_left: Int32,
+):
+    """An accumulator of a [C, C] product into ``sM`` and its transpose ``sMT`` (fp32), times ``scale``,
+    on and below the diagonal (strictly below unless ``diagonal``) in rows before ``rows_left``, 0
+    elsewhere."""
+    for e in cutlass.range_constexpr(cute.size(acc)):
+        row, col = crd[e][0], crd[e][1]
+        val = Float32(0.0)
+        keep = row > col
+        if const_expr(diagonal):
+            keep = row >= col
+        if keep and row < rows_left:
+            val = acc[e] * scale
+        sM[row, col] = val
+        sMT[col, row] = val
 
 
 __all__ = ["GRAD_THREADS", "KdaSm90Bwd"]
@@ -398,6 +424,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
             sH, sDh = _tile(smem, io, V, K), _tile(smem, io, V, K)
             sGam = smem.allocate_tensor(Float32, cute.make_layout((C, K), stride=(K, 1)), 16)
             sM = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)
+            sMT = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)  # 208 KB in all
             sPassed = _vector(smem, K)  # the second group's share of the passed state's d gamma term
             g2s_k, g2s_v = _g2s(io, K), _g2s(io, V)
             gtid = tidx % THREADS  # the index within its group of 128 (copies, MMA fragments)
@@ -452,12 +479,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
                 # dp = scale dO v_new^T on the causal, real part
                 dp, crd_p = _acc(mma_cc, gtid, C, C)
                 _mm(mma_cc, gtid, dp, sDo, _t(sVn), io)
-                for e in cutlass.range_constexpr(cute.size(dp)):
-                    row, col = crd_p[e][0], crd_p[e][1]
-                    val = Float32(0.0)
-                    if row >= col and row < rows_left:
-                        val = dp[e] * self.scale
-                    sM[row, col] = val
+                _lower_to_smem(dp, crd_p, sM, sMT, Float32(self.scale), True, rows_left)
             cute.arch.sync_threads()  # sM complete, the staged terms written
 
             # the per-channel pass, a key channel per thread of each group: the first takes sub-chunks
@@ -468,6 +490,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
             part = Float32(0.0)
             passed = Float32(0.0)
             tiles, at = (sQ, sK, sGam, sM), (r0, rows_left, last_row, h)
+            tiles_t = (sQ, sK, sGam, sMT)  # the columns' passes read dp^T's rows
             if col < K:
                 if tidx < THREADS:
                     # the state's own last-row term: the state leaving is diag(exp(last)) h + ...
@@ -476,12 +499,12 @@ class KdaSm90Bwd(GdnSm90Bwd):
                     for i in cutlass.range_constexpr(0, C // SUB, 3):
                         self._rows_weighted(i, col, tiles, mDq, mDQ, mDgp, at, True)
                     for i in cutlass.range_constexpr(0, C // SUB, 3):
-                        passed = passed + self._dk_first_cols(i, col, tiles, mDk, mDgp, at)
+                        passed = passed + self._dk_first_cols(i, col, tiles_t, mDk, mDgp, at)
                 else:
                     for i in cutlass.range_constexpr(1, 3):
                         self._rows_weighted(i, col, tiles, mDq, mDQ, mDgp, at, True)
                     for i in cutlass.range_constexpr(1, 3):
-                        passed = passed + self._dk_first_cols(i, col, tiles, mDk, mDgp, at)
+                        passed = passed + self._dk_first_cols(i, col, tiles_t, mDk, mDgp, at)
                     sPassed[col] = passed
             cute.arch.sync_threads()  # both groups' rows of d gamma written, the second's share in
             if tidx < K:
@@ -519,7 +542,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
                 r = i * SUB + rr
                 staged = ring[0]
                 _advance(ring, mStaged, r0, r + AHEAD, sub_last, h, col)
-                s = _dot(sM, r, None, f, 0, (i + 1) * SUB)  # sM is 0 above the diagonal
+                s = _dot(sM, r, f, 0, (i + 1) * SUB)  # sM is 0 above the diagonal
                 if r < rows_left:
                     total = staged + s * _exp(sGam[r, col] - ref)
                     if const_expr(is_dq and self.direct_qk):
@@ -542,7 +565,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
         """Sub-chunk ``i``'s columns of channel ``col``: dk's first terms = the passed state's + the
         columns-weighted dp^T q, d gamma's -k dk; returns the sub-chunk's share of the passed
         state's d gamma term (sum of k times that state's dk term)."""
-        sQ, sK, sGam, sM = tiles
+        sQ, sK, sGam, sMT = tiles
         r0, rows_left, last_row, h = at
         passed = Float32(0.0)
         if Int32(i * SUB) < rows_left:
@@ -558,7 +581,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
                 kt_j, dgp = ring_k[0], ring_g[0]
                 _advance(ring_k, mDk, r0, j + AHEAD, sub_last, h, col)
                 _advance(ring_g, mDgp, r0, j + AHEAD, sub_last, h, col)
-                s = _dot(sM, None, j, f, i * SUB, CHUNK - i * SUB)  # dp is 0 above the diagonal
+                s = _dot(sMT, j, f, i * SUB, CHUNK - i * SUB)  # dp is 0 above the diagonal
                 if j < rows_left:
                     kv = sK[j, col].to(Float32)
                     dk = kt_j + s * _exp(ref - sGam[j, col])
@@ -617,6 +640,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
             sT, sDt, sTmp = _tile(smem, io, C, C), _tile(smem, io, C, C), _tile(smem, io, C, C)
             sGam = smem.allocate_tensor(Float32, cute.make_layout((C, K), stride=(K, 1)), 16)
             sM = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)
+            sMT = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)
             sDwrite = _vector(smem)
             # the erase key's beta: KDA's one a row; GDN-2's one a channel, after the options, kept
             # [C, K] fp32 (32 KB, 201 KB in all) where it was read from global memory at each use,
@@ -729,12 +753,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
             if tidx < THREADS:
                 da, crd_p = _acc(mma_cc, gtid, C, C)
                 _mm(mma_cc, gtid, da, sTmp, _t(sT), io)
-                for e in cutlass.range_constexpr(cute.size(da)):
-                    row, col = crd_p[e][0], crd_p[e][1]
-                    val = Float32(0.0)
-                    if row > col and row < rows_left:
-                        val = -da[e]
-                    sM[row, col] = val
+                _lower_to_smem(da, crd_p, sM, sMT, Float32(-1.0), False, rows_left)
             cute.arch.sync_threads()  # sM complete, de staged
 
             # the per-channel pass, a key channel per thread of each group, sub-chunks 0 and 3 to the
@@ -748,14 +767,14 @@ class KdaSm90Bwd(GdnSm90Bwd):
                         self._rows_weighted(i, col, (sK, sK, sGam, sM), mDe, mDe, mDe, at, False)
                     for i in cutlass.range_constexpr(0, C // SUB, 3):
                         self._dk_cols(
-                            i, col, sK, sGam, sM, sBeta, sDwrite, mBeta, mDe, mDk, mDgp, mDK, mDb, at, bh
+                            i, col, sK, sGam, sMT, sBeta, sDwrite, mBeta, mDe, mDk, mDgp, mDK, mDb, at, bh
                         )
                 else:
                     for i in cutlass.range_constexpr(1, 3):
                         self._rows_weighted(i, col, (sK, sK, sGam, sM), mDe, mDe, mDe, at, False)
                     for i in cutlass.range_constexpr(1, 3):
                         self._dk_cols(
-                            i, col, sK, sGam, sM, sBeta, sDwrite, mBeta, mDe, mDk, mDgp, mDK, mDb, at, bh
+                            i, col, sK, sGam, sMT, sBeta, sDwrite, mBeta, mDe, mDk, mDgp, mDK, mDb, at, bh
                         )
             cute.arch.sync_threads()  # every row of d gamma's terms written
             if tidx < K:
@@ -804,7 +823,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
         col: Int32,
         sK: cute.Tensor,
         sGam: cute.Tensor,
-        sM: cute.Tensor,
+        sMT: cute.Tensor,
         sBeta: cute.Tensor,
         sDwrite: cute.Tensor,
         mBeta: cute.Tensor,
@@ -819,7 +838,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
         """Sub-chunk ``i``'s columns of channel ``col``: dk = its first terms + the columns-weighted
         dA^T e + beta de, d gamma's e de - k (dA^T e), and beta's term (KDA: summed over the warp's
         channels into ``sDwrite``, so every lane of a warp takes part; GDN-2: stored per channel).
-        ``at`` as `_rows_weighted`'s."""
+        ``sMT``: dA transposed; ``at`` as `_rows_weighted`'s."""
         r0, rows_left, last_row, h = at
         if Int32(i * SUB) < rows_left:
             lane = col % 32  # the channels of a warp are consecutive
@@ -838,7 +857,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
                 _advance(ring_e, mDe, r0, j + AHEAD, sub_last, h, col)
                 _advance(ring_k, mDk, r0, j + AHEAD, sub_last, h, col)
                 _advance(ring_g, mDgp, r0, j + AHEAD, sub_last, h, col)
-                s = _dot(sM, None, j, f, i * SUB, CHUNK - i * SUB)  # dA is 0 on and above the diagonal
+                s = _dot(sMT, j, f, i * SUB, CHUNK - i * SUB)  # dA is 0 on and above the diagonal
                 written = Float32(0.0)  # beta's term of this channel
                 if j < rows_left:
                     kv = sK[j, col].to(Float32)
