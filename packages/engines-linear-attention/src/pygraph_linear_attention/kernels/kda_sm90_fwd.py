@@ -45,6 +45,7 @@ from cutlass import Float32, Int32, const_expr
 
 from pygraph_linear_attention.kernels.gdn_sm90_fwd import GdnSm90Fwd, _substitute
 from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
+    _VEC,
     CHUNK,
     THREADS,
     _acc,
@@ -76,8 +77,20 @@ PREP_THREADS = 2 * THREADS
 # which also stores T, took 154 uncapped, one CTA an SM), and the largest shared-memory carveout
 # (two CTAs take 208 KB of the 228; named, the compile does not ask the device, so it runs on a CPU)
 PREP_LAUNCH = {"block": [PREP_THREADS, 1, 1], "min_blocks_per_mp": 2, "preferred_smem_carveout": 100}
-_UNROLL = 4  # the element loops' unrolling (see prepare_kda's first)
 _PAIR = cutlass.BFloat16  # their factors' dtype: fp32's exponent range (the key side reaches exp(75))
+
+
+def _vec8(tile, row, c8):
+    """The ``c8``-th 8 values of row ``row`` of a row-major tile (shared: 16 contiguous bytes of a
+    swizzled 16-bit tile, 32 of an fp32 one) or of a global row."""
+    return cute.local_tile(tile[row, None], (_VEC,), (c8,))
+
+
+def _load8(tile, row, c8):
+    """`_vec8` of the tile, copied into registers."""
+    vals = cute.make_rmem_tensor((_VEC,), tile.element_type)
+    cute.autovec_copy(_vec8(tile, row, c8), vals)
+    return vals
 
 
 class KdaSm90Fwd(GdnSm90Fwd):
@@ -292,41 +305,65 @@ class KdaSm90Fwd(GdnSm90Fwd):
                 cute.arch.sync_threads()
 
             # the output's operand q exp(gamma) (k exp(last - gamma) is the second group's during the
-            # substitution). The element loops run at run time, unrolled by 4: fully unrolled, the
-            # kernel's 12 K instructions made instruction fetch 37% of its stalls (ncu, H200); values
-            # are computed unconditionally and only the stores predicated, so no load or exp waits
-            # behind a per-element branch. A thread reads here the elements of q whose place the
-            # sub-chunk pass below overwrites by the same thread (both loops map (r, c) to thread
-            # c + 128 (r % 2) at K = 128, c + 64 (r % 4) at 64: SUB * K a multiple of 256), so no
-            # barrier between them
-            for e in cutlass.range(C * K // PREP_THREADS, unroll=_UNROLL):
-                r, col = (tidx + e * PREP_THREADS) // K, (tidx + e * PREP_THREADS) % K
-                qd = (sQ[r, col].to(Float32) * _exp(sGam[r, col])).to(io)
+            # substitution). The element loops take 8 channels a thread (16-byte shared loads and
+            # global stores; one element a thread spent 60% of its instructions on addresses, SASS)
+            # and run at run time: fully unrolled, the kernel's 12 K instructions made instruction
+            # fetch 37% of its stalls (ncu, H200). Values are computed unconditionally and only the
+            # stores predicated, so no load or exp waits behind a per-element branch. A thread reads
+            # here the vectors of q whose place the sub-chunk pass below overwrites by the same
+            # thread (that pass gives vector f = r * K / 8 + c8 to thread f % 256, as this loop
+            # does), so no barrier between them
+            per_row = K // _VEC
+            c8 = tidx % per_row  # this thread's 8 channels in every element loop (256 % per_row == 0)
+            for e in cutlass.range(C * per_row // PREP_THREADS, unroll=2):
+                r = (tidx + e * PREP_THREADS) // per_row
+                q8, gam8 = _load8(sQ, r, c8), _load8(sGam, r, c8)
+                qd8 = cute.make_rmem_tensor((_VEC,), io)
+                for j in cutlass.range_constexpr(_VEC):
+                    qd8[j] = (q8[j].to(Float32) * _exp(gam8[j])).to(io)
                 if r < rows_left:
-                    mQd[r0 + r, h, col] = qd
+                    cute.autovec_copy(qd8, _vec8(mQd[None, h, None], r0 + r, c8))
 
             # A and P by sub-chunks: rows ref.. ref + 15 against the keys up to their end (A by the
             # first group, P by the second)
             mma_sub = _tiled_mma(_PAIR, SUB, C)
+            sub_vectors = SUB * per_row  # a sub-chunk's vectors: 256 at K = 128, 128 at 64
             for i in cutlass.range_constexpr(C // SUB):
                 ref = i * SUB
-                for e in cutlass.range(SUB * K // PREP_THREADS, unroll=_UNROLL):
-                    rr, col = (tidx + e * PREP_THREADS) // K, (tidx + e * PREP_THREADS) % K
-                    r = ref + rr
-                    gam = sGam[r, col]
-                    f = _exp(gam - sGam[ref, col])
-                    k_val = sK[r, col].to(Float32)
-                    if const_expr(self.gdn2):
-                        k_val = k_val * self._beta(mBeta, r0, r, last_row, bh, col)
-                    sX[rr, col] = (k_val * f).to(_PAIR)
-                    sQX[rr, col] = (sQ[r, col].to(Float32) * f).to(_PAIR)
+                ref8 = _load8(sGam, ref, c8)
+                # the sub-chunk's rows: vector f to thread f % 256, as the q loop gave them (at K = 64
+                # the first 128 threads take the even sub-chunks, the others the odd)
+                first = i * sub_vectors % PREP_THREADS  # the sub-chunk's first vector's thread
+                if tidx // sub_vectors == first // sub_vectors:
+                    r = (tidx - first + i * sub_vectors) // per_row
+                    k8, q8, gam8 = _load8(sK, r, c8), _load8(sQ, r, c8), _load8(sGam, r, c8)
+                    x8 = cute.make_rmem_tensor((_VEC,), _PAIR)
+                    qx8 = cute.make_rmem_tensor((_VEC,), _PAIR)
+                    kg8 = cute.make_rmem_tensor((_VEC,), io)
+                    for j in cutlass.range_constexpr(_VEC):
+                        f = _exp(gam8[j] - ref8[j])
+                        k_val = k8[j].to(Float32)
+                        if const_expr(self.gdn2):
+                            k_val = k_val * self._beta(mBeta, r0, r, last_row, bh, c8 * _VEC + j)
+                        x8[j] = (k_val * f).to(_PAIR)
+                        qx8[j] = (q8[j].to(Float32) * f).to(_PAIR)
+                        kg8[j] = (k_val * _exp(gam8[j])).to(io)
+                    cute.autovec_copy(x8, _vec8(sX, r - ref, c8))
+                    cute.autovec_copy(qx8, _vec8(sQX, r - ref, c8))
                     # q's row is read no more: its place takes w's operand k exp(gamma) (GDN-2: beta
                     # inside), so beta is read once an element
-                    sQ[r, col] = (k_val * _exp(gam)).to(io)
-                # keys past the sub-chunk's end are left as they are: their columns are masked below
-                for e in cutlass.range((i + 1) * SUB * K // PREP_THREADS, unroll=_UNROLL):
-                    r, col = (tidx + e * PREP_THREADS) // K, (tidx + e * PREP_THREADS) % K
-                    sY[r, col] = (sK[r, col].to(Float32) * _exp(sGam[ref, col] - sGam[r, col])).to(_PAIR)
+                    cute.autovec_copy(kg8, _vec8(sQ, r, c8))
+                # the keys up to the sub-chunk's end (past it they are left as they are: their columns
+                # are masked below)
+                for e in cutlass.range(((i + 1) * sub_vectors + PREP_THREADS - 1) // PREP_THREADS, unroll=2):
+                    flat_y = tidx + e * PREP_THREADS
+                    if flat_y < (i + 1) * sub_vectors:
+                        r = flat_y // per_row
+                        k8, gam8 = _load8(sK, r, c8), _load8(sGam, r, c8)
+                        y8 = cute.make_rmem_tensor((_VEC,), _PAIR)
+                        for j in cutlass.range_constexpr(_VEC):
+                            y8[j] = (k8[j].to(Float32) * _exp(ref8[j] - gam8[j])).to(_PAIR)
+                        cute.autovec_copy(y8, _vec8(sY, r, c8))
                 cute.arch.sync_threads()
                 if tidx < THREADS:
                     gram, crd = _acc(mma_sub, tidx, SUB, C)
@@ -372,19 +409,26 @@ class KdaSm90Fwd(GdnSm90Fwd):
                         mT[slot, h, i, tidx] = x[i].to(io)
             else:  # the second group, idle otherwise: the scan's operand k exp(last - gamma)
                 if tidx >= THREADS:
-                    for e in cutlass.range(C * K // THREADS, unroll=_UNROLL):
-                        flat = tidx - THREADS + e * THREADS
-                        r, col = flat // K, flat % K
-                        kd = (sK[r, col].to(Float32) * _exp(sGam[last_row, col] - sGam[r, col])).to(io)
+                    last8 = _load8(sGam, last_row, c8)
+                    for e in cutlass.range(C * per_row // THREADS, unroll=2):
+                        r = (tidx - THREADS + e * THREADS) // per_row
+                        k8, gam8 = _load8(sK, r, c8), _load8(sGam, r, c8)
+                        kd8 = cute.make_rmem_tensor((_VEC,), io)
+                        for j in cutlass.range_constexpr(_VEC):
+                            kd8[j] = (k8[j].to(Float32) * _exp(last8[j] - gam8[j])).to(io)
                         if r < rows_left:
-                            mKd[r0 + r, h, col] = kd
+                            cute.autovec_copy(kd8, _vec8(mKd[None, h, None], r0 + r, c8))
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             if const_expr(self.gdn2):  # u = T (w_gate v); v's rows past the sequence are 0 already
-                for e in cutlass.range(C * V // PREP_THREADS, unroll=_UNROLL):
-                    r, col = (tidx + e * PREP_THREADS) // V, (tidx + e * PREP_THREADS) % V
-                    gate = mWg[r0 + cutlass.min(Int32(r), last_row), h // w_group, col].to(Float32)
-                    sV[r, col] = (sV[r, col].to(Float32) * gate).to(io)
+                v_row = V // _VEC
+                for e in cutlass.range(C * v_row // PREP_THREADS, unroll=2):
+                    r, cv = (tidx + e * PREP_THREADS) // v_row, (tidx + e * PREP_THREADS) % v_row
+                    v8 = _load8(sV, r, cv)
+                    for j in cutlass.range_constexpr(_VEC):
+                        gate = mWg[r0 + cutlass.min(Int32(r), last_row), h // w_group, cv * _VEC + j]
+                        v8[j] = (v8[j].to(Float32) * gate.to(Float32)).to(io)
+                    cute.autovec_copy(v8, _vec8(sV, r, cv))
                 cute.arch.sync_threads()
             # u by the first group; w = T (k exp(gamma)) (GDN-2: beta per channel inside), its operand
             # in q's tile, by the second
