@@ -266,9 +266,9 @@ _EVERY_ENGINE = (
 )
 
 
-def _pygraph_call(op: str, x: dict, lengths: tuple[int, ...], engine: str):
-    """The op's graph on ``x`` on ``engine``'s first plan ("cutile" or "sm90", the engines opted in),
-    its pack bound once: a call is one ``execute``."""
+def _pygraph_call(op: str, x: dict, lengths: tuple[int, ...], engine: str, block_v: int | None = None):
+    """The op's graph on ``x`` on ``engine``'s first plan ("cutile" or "sm90", the engines opted in;
+    ``block_v`` its first at that BLOCK_V), its pack bound once: a call is one ``execute``."""
     import os
 
     import torch
@@ -278,8 +278,9 @@ def _pygraph_call(op: str, x: dict, lengths: tuple[int, ...], engine: str):
 
     os.environ[OPT_IN_ENV] = "kda_cutile,gdn2_cutile,kda_sm90,gdn2_sm90"
     case = KdaCase(
-        op, "bench", lengths, heads_qk=HEADS, heads_v=HEADS, key_dim=DIM, value_dim=DIM, options=()
-    )
+        op, "bench", lengths, heads_qk=HEADS, heads_v=HEADS, key_dim=DIM, value_dim=DIM, options=(),
+        block_v=block_v,
+    )  # fmt: skip
     tensors = {n: x[n] for n in ("q", "k", "v", "g", "beta", *(("w",) if op == "gdn2" else ()), "cu_seqlens")}
     g, ports = build_graph(case, tensors, {}, engine)
     print(f"  pygraph plan: {g.selected_plan.name}")
@@ -289,9 +290,9 @@ def _pygraph_call(op: str, x: dict, lengths: tuple[int, ...], engine: str):
     return lambda: g.execute(pack, workspace=workspace)
 
 
-def _pygraph_graphs_call(op: str, x: dict, lengths: tuple[int, ...], engine: str):
+def _pygraph_graphs_call(op: str, x: dict, lengths: tuple[int, ...], engine: str, block_v: int | None = None):
     """The forward graph then the backward graph of ``engine``'s pair ("cutile" or "sm90"), each on
-    its first plan, packs bound once: a call is two ``execute``s."""
+    its first plan (at ``block_v`` where given), packs bound once: a call is two ``execute``s."""
     import os
 
     import torch
@@ -300,10 +301,11 @@ def _pygraph_graphs_call(op: str, x: dict, lengths: tuple[int, ...], engine: str
     from pygraph.environment import OPT_IN_ENV
 
     case = KdaCase(
-        op, "bench", lengths, heads_qk=HEADS, heads_v=HEADS, key_dim=DIM, value_dim=DIM, options=()
-    )
+        op, "bench", lengths, heads_qk=HEADS, heads_v=HEADS, key_dim=DIM, value_dim=DIM, options=(),
+        block_v=block_v,
+    )  # fmt: skip
     tensors = {n: x[n] for n in ("q", "k", "v", "g", "beta", *(("w",) if op == "gdn2" else ()), "cu_seqlens")}
-    forward = _pygraph_call(op, x, lengths, engine)
+    forward = _pygraph_call(op, x, lengths, engine, block_v)
     os.environ[OPT_IN_ENV] = _EVERY_ENGINE  # after _pygraph_call, which offers the forwards alone
     g, grads = build_bwd_graph(case, tensors, {"dO": x["d_o"]}, {}, engine)
     print(f"  pygraph backward plan: {g.graph.selected_plan.name}")

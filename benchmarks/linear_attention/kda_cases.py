@@ -89,6 +89,7 @@ _SHAPES = (
     ("d64", dict(lengths=(65, 70), key_dim=64, value_dim=64, options=("initial_state", "final_state"))),
     ("fp16", dict(lengths=(130, 60), io="float16", options=("initial_state", "final_state"))),
     ("block-v32", dict(lengths=(130, 60), block_v=32, options=("initial_state", "final_state"))),
+    ("block-v16", dict(lengths=(130, 1, 60), block_v=16, options=("initial_state", "final_state"))),
 )  # fmt: skip
 CASES: tuple[KdaCase, ...] = tuple(KdaCase(op, name, **kw) for op in ("kda", "gdn2") for name, kw in _SHAPES)
 

@@ -2,7 +2,7 @@
 
     source scripts/device/env.sh && PYGRAPH_GDN_SM90_CACHE_DIR=.lacache \\
       python3 scripts/device/kda_kernel_times.py [--ops kda,gdn2] [--shapes B4xT4096,B1xT32768] \\
-      [--engine sm90|cutile] [--bwd] [--calls 5] [--no-profile]
+      [--engine sm90|cutile] [--bwd] [--block-v 16] [--calls 5] [--no-profile]
 
 The forward graph (or, with ``--bwd``, the forward then the backward graph) of ``bench_kda_gdn2``'s
 columns on the engine pair's first plans, on its timing inputs; two warm-up calls, then ``--calls``
@@ -28,6 +28,9 @@ def main() -> None:
     parser.add_argument("--shapes", default="B4xT4096,B1xT32768")
     parser.add_argument("--engine", default="sm90", choices=("sm90", "cutile"))
     parser.add_argument("--bwd", action="store_true", help="the forward then the backward graph")
+    parser.add_argument(
+        "--block-v", type=int, default=None, help="the plans at this BLOCK_V (default: the hook's)"
+    )
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument(
         "--no-profile", action="store_true",
@@ -45,9 +48,9 @@ def main() -> None:
             lengths = bench.SHAPES[shape]
             x = bench._timing_inputs(op, lengths)
             if args.bwd:
-                call = bench._pygraph_graphs_call(op, x, lengths, args.engine)
+                call = bench._pygraph_graphs_call(op, x, lengths, args.engine, args.block_v)
             else:
-                call = bench._pygraph_call(op, x, lengths, args.engine)
+                call = bench._pygraph_call(op, x, lengths, args.engine, args.block_v)
             for _ in range(2):
                 call()
             torch.cuda.synchronize()
@@ -64,7 +67,8 @@ def main() -> None:
                     times[key] = times.get(key, 0.0) + event.device_time_total / 1e3 / args.calls
             pass_name = "fwd+bwd" if args.bwd else "fwd"
             print(
-                f"-- {op} {shape} {pass_name} ({args.engine}): ms per call, {sum(times.values()):.3f} in all"
+                f"-- {op} {shape} {pass_name} ({args.engine}, BLOCK_V {args.block_v or 'by the hook'}): ms per call, "
+                f"{sum(times.values()):.3f} in all"
             )
             for key, ms in sorted(times.items(), key=lambda kv: -kv[1]):
                 print(f"  {key:50s} {ms:8.3f}")

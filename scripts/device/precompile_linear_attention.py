@@ -31,6 +31,10 @@ def _graphs(parts: set[str]):
             for shape, lengths in bench_kda_gdn2.SHAPES.items():
                 heads, dim = bench_kda_gdn2.HEADS, bench_kda_gdn2.DIM
                 yield kda_cases.KdaCase(op, f"bench-{shape}", lengths, heads, heads, dim, dim, options=())
+                if len(lengths) == 1:  # one long sequence: BLOCK_V 16's plans too, for kda_kernel_times
+                    yield kda_cases.KdaCase(
+                        op, f"bench-{shape}-v16", lengths, heads, heads, dim, dim, options=(), block_v=16
+                    )
         if "ops" in parts:  # the compiled training step's layer: 2 heads, every gate option
             options = ("qk_l2norm", "beta_sigmoid", "safe_gate")
             yield kda_cases.KdaCase(op, "ops-layer", (63, 1, 136), 2, 2, options=options)

@@ -174,14 +174,15 @@ def test_the_hook_puts_the_hopper_forward_first_with_gdn_sm90s_stages_rule(monke
     monkeypatch.setattr(kda_cutile, "_cutile_installed", lambda: True)
     long_single = _plan_names(_graph(t=32768, n=1, h=16, hv=16))  # 64 scan CTAs at BLOCK_V 32
     wide = _plan_names(_graph("gdn2", t=32768, n=8, h=16, hv=16))  # 512
-    assert long_single[:4] == [
+    assert long_single[:6] == [
         "kda_sm90[BLOCK_V=32,STAGES=2]", "kda_sm90[BLOCK_V=32,STAGES=1]",
         "kda_sm90[BLOCK_V=64,STAGES=2]", "kda_sm90[BLOCK_V=64,STAGES=1]",
+        "kda_sm90[BLOCK_V=16,STAGES=2]", "kda_sm90[BLOCK_V=16,STAGES=1]",
     ]  # fmt: skip
     # then the cuTile forward, BLOCK_V by gdn_cutile's rule: 32 first under half the SMs at 64 (32
     # programs), 64 first past it (256)
-    assert long_single[4:] == ["kda_cutile[BLOCK_V=32]", "kda_cutile[BLOCK_V=64]"]
-    assert wide[0] == "gdn2_sm90[BLOCK_V=32,STAGES=1]" and wide[4:] == [
+    assert long_single[6:] == ["kda_cutile[BLOCK_V=32]", "kda_cutile[BLOCK_V=64]"]
+    assert wide[0] == "gdn2_sm90[BLOCK_V=32,STAGES=1]" and wide[6:] == [
         "gdn2_cutile[BLOCK_V=64]",
         "gdn2_cutile[BLOCK_V=32]",
     ]
@@ -189,19 +190,21 @@ def test_the_hook_puts_the_hopper_forward_first_with_gdn_sm90s_stages_rule(monke
 
 @_NEEDS_CUTE
 @pytest.mark.parametrize(
-    ("op", "io", "d", "stages", "options"),
+    ("op", "io", "d", "stages", "options", "block_v"),
     [
-        ("kda", "bfloat16", 128, 1, True),
-        ("gdn2", "float16", 64, 2, False),
+        ("kda", "bfloat16", 128, 1, True, 32),
+        ("gdn2", "float16", 64, 2, False, 16),
     ],
-    ids=["kda-bf16-d128-every-option", "gdn2-fp16-d64-stages2"],
+    ids=["kda-bf16-d128-every-option", "gdn2-fp16-d64-stages2-block-v16"],
 )
-def test_the_kernels_compile_for_sm90a_without_a_gpu(monkeypatch, tmp_path, op, io, d, stages, options):
+def test_the_kernels_compile_for_sm90a_without_a_gpu(
+    monkeypatch, tmp_path, op, io, d, stages, options, block_v
+):
     monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))  # a compile, not a load from an earlier run
     flags = dict(use_qk_l2norm=options, use_beta_sigmoid=options, allow_neg_eigval=options, safe_gate=options,
                  has_a_log=options, has_dt_bias=options, has_initial_state=options, output_final_state=options)  # fmt: skip
     cfg = KdaCutileConfig(op=op, tokens=256, sequences=2, heads_qk=2, heads_v=4, key_dim=d, value_dim=d,
-                          io_dtype=io, scale=0.1, block_v=32, **flags)  # fmt: skip
+                          io_dtype=io, scale=0.1, block_v=block_v, **flags)  # fmt: skip
     names = {"beta": io if op == "gdn2" else "float32", "cu_seqlens": "int64" if options else "int32"}
     if options:
         names |= {"h0": "bfloat16", "ht": "float32"}
@@ -318,24 +321,25 @@ def test_the_hook_puts_the_cute_backward_before_the_cutile_one(monkeypatch):
 
     monkeypatch.setattr(kda_cutile, "_cutile_installed", lambda: True)
     names = _plan_names(_bwd_graph(t=32768, n=1, h=16, hv=16))
-    assert names[:4] == [
+    assert names[:6] == [
         "kda_sm90_bwd[BLOCK_V=32,STAGES=2]", "kda_sm90_bwd[BLOCK_V=32,STAGES=1]",
         "kda_sm90_bwd[BLOCK_V=64,STAGES=2]", "kda_sm90_bwd[BLOCK_V=64,STAGES=1]",
+        "kda_sm90_bwd[BLOCK_V=16,STAGES=2]", "kda_sm90_bwd[BLOCK_V=16,STAGES=1]",
     ]  # fmt: skip
-    assert names[4:6] == ["kda_cutile_bwd[BLOCK_V=32]", "kda_cutile_bwd[BLOCK_V=64]"]
+    assert names[6:8] == ["kda_cutile_bwd[BLOCK_V=32]", "kda_cutile_bwd[BLOCK_V=64]"]
 
 
 @_NEEDS_CUTE
 @pytest.mark.parametrize(
-    ("op", "io", "d", "stages", "options"),
+    ("op", "io", "d", "stages", "options", "block_v"),
     [
-        ("kda", "bfloat16", 128, 2, True),
-        ("gdn2", "float16", 64, 1, False),
+        ("kda", "bfloat16", 128, 2, True, 32),
+        ("gdn2", "float16", 64, 1, False, 16),
     ],
-    ids=["kda-bf16-d128-every-option", "gdn2-fp16-d64-stages1"],
+    ids=["kda-bf16-d128-every-option", "gdn2-fp16-d64-stages1-block-v16"],
 )
 def test_the_backward_kernels_compile_for_sm90a_without_a_gpu(
-    monkeypatch, tmp_path, op, io, d, stages, options
+    monkeypatch, tmp_path, op, io, d, stages, options, block_v
 ):
     monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))
     flags = dict(use_qk_l2norm=options, use_beta_sigmoid=options, allow_neg_eigval=options, safe_gate=options,
@@ -343,7 +347,7 @@ def test_the_backward_kernels_compile_for_sm90a_without_a_gpu(
     # GDN-2's g shared by two output heads: its gradient through the head sum, beta's and w's written
     # directly (both paths compiled)
     cfg = KdaCutileBwdConfig(op=op, tokens=256, sequences=2, heads_qk=2, heads_v=4, key_dim=d, value_dim=d,
-                             io_dtype=io, scale=0.1, block_v=32, heads_g=2 if op == "gdn2" else 0, **flags)  # fmt: skip
+                             io_dtype=io, scale=0.1, block_v=block_v, heads_g=2 if op == "gdn2" else 0, **flags)  # fmt: skip
     names = {"beta": io, "cu_seqlens": "int32", "dG": "float32", "dBeta": io}
     if options:
         names |= {

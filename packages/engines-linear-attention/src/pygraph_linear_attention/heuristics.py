@@ -34,6 +34,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import (
     chunk_state_elements,
 )
 from pygraph_linear_attention.kernels.kda_cutile_host import BLOCK_V as KDA_BLOCK_V
+from pygraph_linear_attention.kernels.kda_sm90_host import BLOCK_V_KDA_SM90
 
 __all__ = ["block_v_order", "kda_sm90_order", "recommend", "sm90_order", "split_first"]
 
@@ -176,8 +177,9 @@ def sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
 
 def kda_sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
     """kda_sm90's / gdn2_sm90's knob sets: BLOCK_V 32 first, STAGES 2 first up to two scan CTAs per
-    SM and 1 past that (gdn_sm90's measured rule for the same scan, `sm90_order`); then the rest."""
-    blocks = [b for b in BLOCK_V_SM90 if facts.head_dim_v % b == 0]
+    SM and 1 past that (gdn_sm90's measured rule for the same scan, `sm90_order`); then the rest
+    (BLOCK_V 64, then the untimed 16)."""
+    blocks = [b for b in BLOCK_V_KDA_SM90 if facts.head_dim_v % b == 0]
     stages = (2, 1) if _scan_grid(facts) <= 2 * _SMS else (1, 2)
     return [{"BLOCK_V": b, "STAGES": st} for b in blocks for st in stages]
 

@@ -40,8 +40,10 @@ __all__ = [
 ]
 
 # the scan's value rows per CTA and its shared buffers (gdn_sm90's knobs, the same scan kernel);
-# untimed on KDA: the order is gdn_sm90's measured one (BLOCK_V 32, STAGES 1 first)
-BLOCK_V_KDA_SM90 = BLOCK_V_SM90
+# untimed on KDA: the order is gdn_sm90's measured one (BLOCK_V 32, STAGES 1 first). BLOCK_V 16 too
+# (wgmma n16, 32-byte rows): twice the scan CTAs of 32, for a long single sequence whose scan grid
+# at 32 leaves half the SMs idle (B1 T32768 H16: 64 CTAs on 132 SMs); compiled, not yet timed
+BLOCK_V_KDA_SM90 = (*BLOCK_V_SM90, 16)
 STAGES_KDA_SM90 = STAGES_SM90
 FN_NAME = "pygraph_kda_sm90_fwd"
 POINTERS = (
