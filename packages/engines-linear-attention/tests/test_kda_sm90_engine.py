@@ -188,15 +188,19 @@ def test_the_hook_puts_the_hopper_forward_first_with_gdn_sm90s_stages_rule(monke
     ]
 
 
+def _compile_cases(kda_stages: int, gdn2_stages: int) -> list:
+    """The compile tests' two configurations: KDA bf16 D128 with every option at BLOCK_V 32, GDN-2
+    fp16 D64 with none at BLOCK_V 16 (the STAGES each takes)."""
+    return [
+        pytest.param("kda", "bfloat16", 128, kda_stages, True, 32, id="kda-bf16-d128-every-option"),
+        pytest.param(
+            "gdn2", "float16", 64, gdn2_stages, False, 16, id=f"gdn2-fp16-d64-stages{gdn2_stages}-block-v16"
+        ),
+    ]
+
+
 @_NEEDS_CUTE
-@pytest.mark.parametrize(
-    ("op", "io", "d", "stages", "options", "block_v"),
-    [
-        ("kda", "bfloat16", 128, 1, True, 32),
-        ("gdn2", "float16", 64, 2, False, 16),
-    ],
-    ids=["kda-bf16-d128-every-option", "gdn2-fp16-d64-stages2-block-v16"],
-)
+@pytest.mark.parametrize(("op", "io", "d", "stages", "options", "block_v"), _compile_cases(1, 2))
 def test_the_kernels_compile_for_sm90a_without_a_gpu(
     monkeypatch, tmp_path, op, io, d, stages, options, block_v
 ):
@@ -330,14 +334,7 @@ def test_the_hook_puts_the_cute_backward_before_the_cutile_one(monkeypatch):
 
 
 @_NEEDS_CUTE
-@pytest.mark.parametrize(
-    ("op", "io", "d", "stages", "options", "block_v"),
-    [
-        ("kda", "bfloat16", 128, 2, True, 32),
-        ("gdn2", "float16", 64, 1, False, 16),
-    ],
-    ids=["kda-bf16-d128-every-option", "gdn2-fp16-d64-stages1-block-v16"],
-)
+@pytest.mark.parametrize(("op", "io", "d", "stages", "options", "block_v"), _compile_cases(2, 1))
 def test_the_backward_kernels_compile_for_sm90a_without_a_gpu(
     monkeypatch, tmp_path, op, io, d, stages, options, block_v
 ):
