@@ -154,6 +154,33 @@ def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(r
     assert key.gdn2 and key.block_v == 32 and key.stages == 2 and key.store_ht and not key.has_h0
 
 
+@pytest.mark.parametrize("port", ["beta", "w"])
+def test_gdn2s_beta_and_write_gate_must_be_16_byte_aligned(recorder, port):
+    # GDN-2's prepare and grad_wy read them 8 channels (16 bytes) at a time: a misaligned one is refused
+    # at the call that passes it, before any launch; KDA's one beta a row is read 2 bytes at a time
+    g = _graph("gdn2", t=64, n=1, h=1, hv=1)
+    g.create_execution_plans()
+    g.build_plans()
+    tensors = {g.find_tensor(name): 0x100000 * (i + 1) for i, name in enumerate(("q", "k", "v", "g", "beta", "w", "cu_seqlens"))}  # fmt: skip
+    tensors[g.find_tensor(port)] += 8
+    tensors[g.outputs_for_test[0]] = 0xA00000
+    role = {"beta": "beta", "w": "w_gate"}[port]
+    with pytest.raises(
+        ValueError,
+        match=rf"gdn2_sm90 \(graph 'gdn2'\): operand {role} at 0x[0-9a-f]+8 is not 16-byte aligned",
+    ):
+        g.execute(tensors, workspace=0xC00000)
+    assert recorder.calls == []
+    kda = _graph(t=64, n=1, h=1, hv=1)
+    kda.create_execution_plans()
+    kda.build_plans()
+    tensors = {kda.find_tensor(name): 0x100000 * (i + 1) for i, name in enumerate(("q", "k", "v", "g", "beta", "cu_seqlens"))}  # fmt: skip
+    tensors[kda.find_tensor("beta")] += 2
+    tensors[kda.outputs_for_test[0]] = 0xA00000
+    kda.execute(tensors, workspace=0xC00000)
+    assert len(recorder.calls) == 1
+
+
 def test_the_workspace_is_what_the_plan_carves(recorder):
     g = _graph(t=4096, n=4, h=16, hv=16)
     g.create_execution_plans()

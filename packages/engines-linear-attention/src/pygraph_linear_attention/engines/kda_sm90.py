@@ -33,6 +33,7 @@ from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.engines.cutile import declared_operands, facts_of
 from pygraph_linear_attention.engines.kda_cutile import _FEATURES, _operands, _support_reason, config_for
 from pygraph_linear_attention.engines.sm90 import (
+    _ALIGNED,
     _INSTALL,
     GdnSm90Plan,
     build_reason,
@@ -46,6 +47,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import search_steps
 from pygraph_linear_attention.kernels.kda_sm90_host import (
     BLOCK_V_KDA_SM90,
     BWD_POINTERS,
+    GDN2_ALIGNED,
     POINTERS,
     STAGES_KDA_SM90,
     backward_regions,
@@ -131,8 +133,16 @@ class KdaSm90Engine(BaseEngine):
         operands = declared_operands(self.name, request, _operands(facts))
         names = dtype_names(operands)
         compiled = kernels_ready(self.name, plan_label(plan, cfg), lambda: self._compiled(cfg, names, stages))
+        aligned = (*_ALIGNED, *GDN2_ALIGNED) if self.op == "gdn2" else _ALIGNED
         return GdnSm90Plan(
-            self.name, request.graph.name, compiled, operands, self._regions(cfg), _sizes(cfg), self.pointers
+            self.name,
+            request.graph.name,
+            compiled,
+            operands,
+            self._regions(cfg),
+            _sizes(cfg),
+            self.pointers,
+            aligned,
         )
 
 

@@ -148,7 +148,7 @@ class GdnSm90Plan(CompiledPlan):
     """A compiled CuTe DSL linear-attention function (gdn_sm90's forward or backward, kda_sm90's)
     bound to one graph: operand positions, geometry and workspace settled at build, down to where each
     of the compiled function's pointers (``pointers``, in its argument order) comes from. ``engine``
-    names it in its refusals."""
+    names it in its refusals; ``aligned`` the roles its kernels read or write 16 bytes at a time."""
 
     reads_stream = True
 
@@ -161,12 +161,13 @@ class GdnSm90Plan(CompiledPlan):
         regions: tuple,
         sizes: tuple,
         pointers: tuple = _POINTERS,
+        aligned: tuple = _ALIGNED,
     ) -> None:
         self.engine_name, self._name, self._fn, self._sizes = engine, name, fn, sizes
         positions, declared = operands  # `declared_operands`
         # (role, pack position, declared shape, declared stride, 16-byte copies read or write it)
         self._rows = tuple(
-            (role, pos, tuple(declared[role].shape), tuple(declared[role].stride), role in _ALIGNED)
+            (role, pos, tuple(declared[role].shape), tuple(declared[role].stride), role in aligned)
             for role, pos in positions.items()
         )
         self._workspace_bytes = regions_bytes(regions)
@@ -195,7 +196,7 @@ class GdnSm90Plan(CompiledPlan):
                 )
             if aligned and buf.pointer % 16:
                 self._refuse(
-                    f"operand {role} at {buf.pointer:#x} is not 16-byte aligned (its rows are copied 16 bytes at a time)"
+                    f"operand {role} at {buf.pointer:#x} is not 16-byte aligned (its rows are read or written 16 bytes at a time)"
                 )
             got.append(buf.pointer)
         pointers = [got[i] if i >= 0 else workspace + offset for i, offset in self._sources]

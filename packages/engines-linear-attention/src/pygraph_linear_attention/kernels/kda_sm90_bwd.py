@@ -42,6 +42,7 @@ from cutlass import Float32, Int32, const_expr
 from pygraph_linear_attention.kernels.gdn_sm90_bwd import GdnSm90Bwd
 from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
     _DT,
+    _VEC,
     CHUNK,
     THREADS,
     _acc,
@@ -62,7 +63,7 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
     _to_smem,
     _vector,
 )
-from pygraph_linear_attention.kernels.kda_sm90_fwd import PREP_LAUNCH, SUB, KdaSm90Fwd
+from pygraph_linear_attention.kernels.kda_sm90_fwd import PREP_LAUNCH, SUB, KdaSm90Fwd, _load8, _vec8
 
 # The per-channel pass reads each row's staged fp32 terms from the workspace: read in the row's own
 # iteration, every row waited a global round trip (64 in a row a pass). They are read AHEAD rows
@@ -282,7 +283,7 @@ class KdaSm90Bwd(GdnSm90Bwd):
         mQ, mK, mV = rows(q_ptr, heads_qk, K), rows(k_ptr, heads_qk, K), rows(v_ptr, heads_v, V)
         mG = rows(g_ptr, heads_g, K, False)
         if const_expr(self.gdn2):
-            mBeta, mDBeta = rows(beta_ptr, heads_beta, K, False), rows(dbeta_final_ptr, heads_beta, K, False)
+            mBeta, mDBeta = rows(beta_ptr, heads_beta, K), rows(dbeta_final_ptr, heads_beta, K, False)
             mDb = rows(db_ptr, heads_out, K, False)
         else:
             mBeta, mDBeta, mDb = (
@@ -290,7 +291,8 @@ class KdaSm90Bwd(GdnSm90Bwd):
                 rows2(dbeta_final_ptr, heads_beta),
                 rows2(db_ptr, heads_out),
             )
-        mWg, mDW = rows(w_gate_ptr, heads_w, V, False), rows(dw_final_ptr, heads_w, V, False)
+        # GDN-2's beta and write gate: read 8 channels at a time (as the forward's)
+        mWg, mDW = rows(w_gate_ptr, heads_w, V, self.gdn2), rows(dw_final_ptr, heads_w, V, False)
         mALog = cute.make_tensor(a_log_ptr, cute.make_layout((heads_a_log,)))
         mDtBias = cute.make_tensor(dt_bias_ptr, cute.make_layout((heads_dt_bias, K), stride=(K, 1)))
         mDALog = cute.make_tensor(da_log_ptr, cute.make_layout((heads_a_log,)))
@@ -674,23 +676,35 @@ class KdaSm90Bwd(GdnSm90Bwd):
                 if tidx < THREADS:
                     _l2_normalize_rows(sK, gtid, K)
                 cute.arch.sync_threads()
-            # kw = e exp(gamma), and GDN-2's gated values w_gate v
-            for e in cutlass.range_constexpr(C * K // GRAD_THREADS):
-                r, col = (tidx + e * GRAD_THREADS) // K, (tidx + e * GRAD_THREADS) % K
+            # kw = e exp(gamma), and GDN-2's gated values w_gate v, 8 channels a thread (16-byte
+            # shared loads and stores, GDN-2's beta and gate 16-byte global loads: the prepare's form)
+            per_row = K // _VEC
+            c8 = tidx % per_row  # this thread's 8 channels (GRAD_THREADS % per_row == 0)
+            for e in cutlass.range_constexpr(C * per_row // GRAD_THREADS):
+                r = (tidx + e * GRAD_THREADS) // per_row
+                k8, gam8 = _load8(sK, r, c8), _load8(sGam, r, c8)
+                kw8 = cute.make_rmem_tensor((_VEC,), io)
                 if const_expr(self.gdn2):
-                    b = self.fwd._beta(mBeta, r0, r, last_row, bh, col)
-                    sBeta[r, col] = b
+                    beta8 = self.fwd._beta8(mBeta, r0, r, last_row, bh, c8)
+                    cute.autovec_copy(beta8, _vec8(sBeta, r, c8))
+                    for j in cutlass.range_constexpr(_VEC):
+                        kw8[j] = (k8[j].to(Float32) * _exp(gam8[j]) * beta8[j]).to(io)
                 else:
                     b = sBeta[r]
-                sKw[r, col] = (sK[r, col].to(Float32) * _exp(sGam[r, col]) * b).to(io)
+                    for j in cutlass.range_constexpr(_VEC):
+                        kw8[j] = (k8[j].to(Float32) * _exp(gam8[j]) * b).to(io)
+                cute.autovec_copy(kw8, _vec8(sKw, r, c8))
             if const_expr(self.gdn2):
-                for e in cutlass.range_constexpr(C * V // GRAD_THREADS):
-                    r, col = (tidx + e * GRAD_THREADS) // V, (tidx + e * GRAD_THREADS) % V
+                v_row = V // _VEC
+                for e in cutlass.range_constexpr(C * v_row // GRAD_THREADS):
+                    r, cv = (tidx + e * GRAD_THREADS) // v_row, (tidx + e * GRAD_THREADS) % v_row
                     # v's rows past the sequence are 0; the gate read from a real row, without a branch
-                    gated = sV[r, col].to(Float32) * mWg[
-                        r0 + cutlass.min(Int32(r), last_row), h // w_group, col
-                    ].to(Float32)
-                    sVw[r, col] = gated.to(io)
+                    v8 = _load8(sV, r, cv)
+                    gate8 = _load8(mWg[None, h // w_group, None], r0 + cutlass.min(Int32(r), last_row), cv)
+                    vw8 = cute.make_rmem_tensor((_VEC,), io)
+                    for j in cutlass.range_constexpr(_VEC):
+                        vw8[j] = (v8[j].to(Float32) * gate8[j].to(Float32)).to(io)
+                    cute.autovec_copy(vw8, _vec8(sVw, r, cv))
             cute.arch.sync_threads()
             mma_cc, mma_ck, mma_cv = _tiled_mma(io, C, C), _tiled_mma(io, C, K), _tiled_mma(io, C, V)
 

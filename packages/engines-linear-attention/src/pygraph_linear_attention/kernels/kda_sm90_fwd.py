@@ -180,11 +180,11 @@ class KdaSm90Fwd(GdnSm90Fwd):
 
         mQ, mK, mV = rows(q_ptr, heads_qk, K), rows(k_ptr, heads_qk, K), rows(v_ptr, heads_v, V)
         mG = rows(g_ptr, heads_g, K, False)
-        if const_expr(self.gdn2):
-            mBeta = rows(beta_ptr, heads_beta, K, False)
+        if const_expr(self.gdn2):  # GDN-2's beta and write gate: read 8 channels at a time
+            mBeta = rows(beta_ptr, heads_beta, K)
         else:
             mBeta = cute.make_tensor(beta_ptr, cute.make_layout((tokens, heads_beta), stride=(heads_beta, 1)))
-        mWg = rows(w_gate_ptr, heads_w, V, False)
+        mWg = rows(w_gate_ptr, heads_w, V, self.gdn2)
         mALog = cute.make_tensor(a_log_ptr, cute.make_layout((heads_a_log,)))
         mDtBias = cute.make_tensor(dt_bias_ptr, cute.make_layout((heads_dt_bias, K), stride=(K, 1)))
         mCu = cute.make_tensor(cu_ptr, cute.make_layout((sequences + 1,)))
@@ -340,11 +340,13 @@ class KdaSm90Fwd(GdnSm90Fwd):
                     x8 = cute.make_rmem_tensor((_VEC,), _PAIR)
                     qx8 = cute.make_rmem_tensor((_VEC,), _PAIR)
                     kg8 = cute.make_rmem_tensor((_VEC,), io)
+                    if const_expr(self.gdn2):
+                        beta8 = self._beta8(mBeta, r0, r, last_row, bh, c8)
                     for j in cutlass.range_constexpr(_VEC):
                         f = _exp(gam8[j] - ref8[j])
                         k_val = k8[j].to(Float32)
                         if const_expr(self.gdn2):
-                            k_val = k_val * self._beta(mBeta, r0, r, last_row, bh, c8 * _VEC + j)
+                            k_val = k_val * beta8[j]
                         x8[j] = (k_val * f).to(_PAIR)
                         qx8[j] = (q8[j].to(Float32) * f).to(_PAIR)
                         kg8[j] = (k_val * _exp(gam8[j])).to(io)
@@ -425,9 +427,9 @@ class KdaSm90Fwd(GdnSm90Fwd):
                 for e in cutlass.range(C * v_row // PREP_THREADS, unroll=2):
                     r, cv = (tidx + e * PREP_THREADS) // v_row, (tidx + e * PREP_THREADS) % v_row
                     v8 = _load8(sV, r, cv)
+                    gate8 = _load8(mWg[None, h // w_group, None], r0 + cutlass.min(Int32(r), last_row), cv)
                     for j in cutlass.range_constexpr(_VEC):
-                        gate = mWg[r0 + cutlass.min(Int32(r), last_row), h // w_group, cv * _VEC + j]
-                        v8[j] = (v8[j].to(Float32) * gate.to(Float32)).to(io)
+                        v8[j] = (v8[j].to(Float32) * gate8[j].to(Float32)).to(io)
                     cute.autovec_copy(v8, _vec8(sV, r, cv))
                 cute.arch.sync_threads()
             # u by the first group; w = T (k exp(gamma)) (GDN-2: beta per channel inside), its operand
@@ -503,3 +505,18 @@ class KdaSm90Fwd(GdnSm90Fwd):
         if const_expr(self.neg_eigval):
             wr = wr * 2.0
         return Float32(cutlass.select_(Int32(r) <= last_row, wr, Float32(0.0)))
+
+    @cute.jit
+    def _beta8(self, mBeta: cute.Tensor, r0: Int32, r: Int32, last_row: Int32, bh: Int32, c8: Int32):
+        """GDN-2's `_beta` of channels ``8 c8 .. 8 c8 + 7`` in fp32 registers: one 16-byte load (two
+        for fp32 beta) where eight 2-byte ones were (the engine checks beta's alignment)."""
+        raw = _load8(mBeta[None, bh, None], r0 + cutlass.min(Int32(r), last_row), c8)
+        vals = cute.make_rmem_tensor((_VEC,), Float32)
+        for j in cutlass.range_constexpr(_VEC):
+            wr = raw[j].to(Float32)
+            if const_expr(self.beta_sigmoid):
+                wr = 1.0 / (1.0 + _exp(-wr))
+            if const_expr(self.neg_eigval):
+                wr = wr * 2.0
+            vals[j] = cutlass.select_(Int32(r) <= last_row, wr, Float32(0.0))
+        return vals

@@ -50,6 +50,8 @@ POINTERS = (
     "q", "k", "v", "g", "beta", "w_gate", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht",
     "glast", "qd", "kd", "w", "u", "p", "hs", "vnew",
 )  # fmt: skip
+# GDN-2's operands read 16 bytes at a time besides the family's (`engines.sm90`): beta and the write gate
+GDN2_ALIGNED = ("beta", "w_gate")
 BWD_FN_NAME = "pygraph_kda_sm90_bwd"
 BWD_POINTERS = (
     "q", "k", "v", "g", "beta", "w_gate", "a_log", "dt_bias", "cu_seqlens", "h0", "dO", "dht",
@@ -135,9 +137,10 @@ def _compile(key: KdaSm90Key, arch: str) -> Any:
         stages=key.stages,
     )  # fmt: skip
     io, f32 = key.io_dtype, "float32"
+    gate_align = 16 if key.gdn2 else 2  # GDN-2's beta and write gate: 16-byte loads (GDN2_ALIGNED)
     pointers = [
         # q k v g beta w_gate a_log dt_bias
-        (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, 2), (io, 2), (f32, 4), (f32, 4),
+        (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, gate_align), (io, gate_align), (f32, 4), (f32, 4),
         # cu_seqlens h0 o ht
         ("cu", 4), (key.h0_dtype, 4), (io, 16), (key.ht_dtype, 4),
         # the workspace: glast qd kd w u p hs vnew
@@ -244,9 +247,11 @@ def _compile_backward(key: KdaSm90BwdKey, arch: str) -> Any:
         direct_g=key.direct_g, direct_beta=key.direct_beta, direct_w=key.direct_w,
     )  # fmt: skip
     io, f32 = key.io_dtype, "float32"
+    gate_align = 16 if key.gdn2 else 2
     pointers = [
         # q k v g beta w_gate a_log dt_bias cu_seqlens h0 dO dht
-        (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, 2), (io, 2), (f32, 4), (f32, 4), ("cu", 4),
+        (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, gate_align), (io, gate_align), (f32, 4), (f32, 4),
+        ("cu", 4),
         (key.h0_dtype, 4), (io, 16), (key.dht_dtype, 4),
         # dQ dK dV dG dBeta dW d_initial_state d_a_log d_dt_bias
         (io, 16), (io, 16), (io, 16), (key.dg_dtype, 2), (key.dbeta_dtype, 2), (key.dw_dtype, 2),
