@@ -47,7 +47,6 @@ from pygraph_linear_attention.kernels.gdn_sm90_host import search_steps
 from pygraph_linear_attention.kernels.kda_sm90_host import (
     BLOCK_V_KDA_SM90,
     BWD_POINTERS,
-    GDN2_ALIGNED,
     POINTERS,
     STAGES_KDA_SM90,
     backward_regions,
@@ -59,6 +58,10 @@ from pygraph_linear_attention.kernels.kda_sm90_host import (
 )
 
 __all__ = ["Gdn2Sm90BwdEngine", "Gdn2Sm90Engine", "KdaSm90BwdEngine", "KdaSm90Engine"]
+
+# GDN-2's operands its kernels read 16 bytes at a time besides the family's (the compiled functions
+# assume those pointers 16-byte aligned: `kda_sm90_host`): beta and the write gate
+GDN2_ALIGNED = ("beta", "w_gate")
 
 
 def _sizes(cfg: Any) -> tuple[int, ...]:

@@ -50,8 +50,6 @@ POINTERS = (
     "q", "k", "v", "g", "beta", "w_gate", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht",
     "glast", "qd", "kd", "w", "u", "p", "hs", "vnew",
 )  # fmt: skip
-# GDN-2's operands read 16 bytes at a time besides the family's (`engines.sm90`): beta and the write gate
-GDN2_ALIGNED = ("beta", "w_gate")
 BWD_FN_NAME = "pygraph_kda_sm90_bwd"
 BWD_POINTERS = (
     "q", "k", "v", "g", "beta", "w_gate", "a_log", "dt_bias", "cu_seqlens", "h0", "dO", "dht",
@@ -137,7 +135,7 @@ def _compile(key: KdaSm90Key, arch: str) -> Any:
         stages=key.stages,
     )  # fmt: skip
     io, f32 = key.io_dtype, "float32"
-    gate_align = 16 if key.gdn2 else 2  # GDN-2's beta and write gate: 16-byte loads (GDN2_ALIGNED)
+    gate_align = 16 if key.gdn2 else 2  # GDN-2's beta and write gate: 16-byte loads (engines.kda_sm90)
     pointers = [
         # q k v g beta w_gate a_log dt_bias
         (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, gate_align), (io, gate_align), (f32, 4), (f32, 4),
