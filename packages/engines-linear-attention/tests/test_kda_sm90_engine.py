@@ -333,6 +333,25 @@ def test_a_backward_call_passes_the_pointers_in_order(bwd_recorder):
     assert key.direct_g and key.direct_beta and key.direct_w
 
 
+@pytest.mark.parametrize("port", ["beta", "w"])
+def test_gdn2s_backward_also_refuses_a_misaligned_beta_or_write_gate(bwd_recorder, port):
+    g = _bwd_graph("gdn2", t=130, n=3, h=2, d=128, d_final=True)
+    _plan_names(g)
+    g.select_plan(0)
+    g.build_plans()
+    ports = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "dO", "d_final_state")
+    tensors = {
+        g.find_tensor({"d_final_state": "dht"}.get(n, n)): 0x100000 * (i + 1) for i, n in enumerate(ports)
+    }
+    tensors |= {o: 0x1000000 * (i + 1) for i, o in enumerate(g.outputs_for_test)}
+    tensors[g.find_tensor(port)] += 8
+    with pytest.raises(
+        ValueError, match=r"gdn2_sm90_bwd \(graph .*\): operand (beta|w_gate) at .* not 16-byte aligned"
+    ):
+        g.execute(tensors, workspace=0x40000000)
+    assert bwd_recorder.calls == []
+
+
 def test_the_backward_workspace_is_what_the_plan_carves(bwd_recorder):
     g = _bwd_graph(t=4096, n=4, h=16, hv=16)
     g.create_execution_plans()
