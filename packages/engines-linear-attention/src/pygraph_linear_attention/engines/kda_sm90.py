@@ -115,6 +115,7 @@ class KdaSm90Engine(BaseEngine):
     # the forward's and the backward's differences: the compiled function's pointers, its workspace
     # and its compile (the module's functions looked up per call, so tests can stand them in)
     pointers = POINTERS
+    aligned = _ALIGNED  # the operands read or written 16 bytes at a time (GDN-2: GDN2_ALIGNED too)
 
     def _regions(self, cfg: Any) -> tuple:
         return workspace_regions(cfg)
@@ -136,7 +137,6 @@ class KdaSm90Engine(BaseEngine):
         operands = declared_operands(self.name, request, _operands(facts))
         names = dtype_names(operands)
         compiled = kernels_ready(self.name, plan_label(plan, cfg), lambda: self._compiled(cfg, names, stages))
-        aligned = (*_ALIGNED, *GDN2_ALIGNED) if self.op == "gdn2" else _ALIGNED
         return GdnSm90Plan(
             self.name,
             request.graph.name,
@@ -145,7 +145,7 @@ class KdaSm90Engine(BaseEngine):
             self._regions(cfg),
             _sizes(cfg),
             self.pointers,
-            aligned,
+            self.aligned,
         )
 
 
@@ -154,6 +154,7 @@ class Gdn2Sm90Engine(KdaSm90Engine):
 
     name = "gdn2_sm90"
     op = "gdn2"
+    aligned = (*_ALIGNED, *GDN2_ALIGNED)
 
 
 class KdaSm90BwdEngine(KdaSm90Engine):
@@ -176,3 +177,4 @@ class Gdn2Sm90BwdEngine(KdaSm90BwdEngine):
 
     name = "gdn2_sm90_bwd"
     op = "gdn2"
+    aligned = (*_ALIGNED, *GDN2_ALIGNED)

@@ -687,12 +687,15 @@ class KdaSm90Bwd(GdnSm90Bwd):
                 if const_expr(self.gdn2):
                     beta8 = self.fwd._beta8(mBeta, r0, r, last_row, bh, c8)
                     cute.autovec_copy(beta8, _vec8(sBeta, r, c8))
-                    for j in cutlass.range_constexpr(_VEC):
-                        kw8[j] = (k8[j].to(Float32) * _exp(gam8[j]) * beta8[j]).to(io)
                 else:
                     b = sBeta[r]
-                    for j in cutlass.range_constexpr(_VEC):
-                        kw8[j] = (k8[j].to(Float32) * _exp(gam8[j]) * b).to(io)
+                for j in cutlass.range_constexpr(_VEC):
+                    kw = k8[j].to(Float32) * _exp(gam8[j])
+                    if const_expr(self.gdn2):
+                        kw = kw * beta8[j]
+                    else:
+                        kw = kw * b
+                    kw8[j] = kw.to(io)
                 cute.autovec_copy(kw8, _vec8(sKw, r, c8))
             if const_expr(self.gdn2):
                 v_row = V // _VEC

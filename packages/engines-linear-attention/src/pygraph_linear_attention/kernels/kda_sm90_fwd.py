@@ -500,6 +500,12 @@ class KdaSm90Fwd(GdnSm90Fwd):
             wr = Float32(mBeta[tok, bh, col].to(Float32))
         else:
             wr = Float32(mBeta[tok, bh].to(Float32))
+        return self._beta_options(wr, r, last_row)
+
+    @cute.jit
+    def _beta_options(self, wr: Float32, r: Int32, last_row: Int32):
+        """A raw beta of row ``r`` after the options (sigmoid, then the negative-eigenvalue 2x), 0
+        past ``last_row``."""
         if const_expr(self.beta_sigmoid):
             wr = 1.0 / (1.0 + _exp(-wr))
         if const_expr(self.neg_eigval):
@@ -513,10 +519,5 @@ class KdaSm90Fwd(GdnSm90Fwd):
         raw = _load8(mBeta[None, bh, None], r0 + cutlass.min(Int32(r), last_row), c8)
         vals = cute.make_rmem_tensor((_VEC,), Float32)
         for j in cutlass.range_constexpr(_VEC):
-            wr = raw[j].to(Float32)
-            if const_expr(self.beta_sigmoid):
-                wr = 1.0 / (1.0 + _exp(-wr))
-            if const_expr(self.neg_eigval):
-                wr = wr * 2.0
-            vals[j] = cutlass.select_(Int32(r) <= last_row, wr, Float32(0.0))
+            vals[j] = self._beta_options(Float32(raw[j].to(Float32)), r, last_row)
         return vals
