@@ -159,6 +159,22 @@ def ratio_lines(
     return lines
 
 
+def time_lines(
+    times: dict[str, float], tokens: int, anchors: tuple[str, ...] = ("fla", "cudnn"), width: int = 14
+) -> list[str]:
+    """A timing table's rows: per column ms and tokens/s and, on every column that is not an anchor,
+    each anchor's time over its own (> 1: the column is faster), all from the same run."""
+    lines = []
+    for name, ms in times.items():
+        ratios = (
+            ""
+            if name in anchors
+            else "".join(f"  {a}/{name} {times[a] / ms:.2f}x" for a in anchors if a in times)
+        )
+        lines.append(f"  {name:{width}s} {ms:8.3f} ms  {tokens / ms / 1e3:8.2f} Mtok/s{ratios}")
+    return lines
+
+
 def run_footer() -> str:
     """The device and the date, the last line of every table."""
     import torch

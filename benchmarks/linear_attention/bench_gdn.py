@@ -41,7 +41,7 @@ import pathlib
 import time
 from typing import Any
 
-from benchmarks.harness import interleaved, run_footer
+from benchmarks.harness import interleaved, run_footer, time_lines
 from benchmarks.linear_attention.gdn_cases import (
     BWD_CASES,
     CASES,
@@ -256,13 +256,7 @@ def _anchors(what: str, makers: tuple, args: tuple, run: TimingRun):
 def _print_times(title: str, times: dict[str, float], tokens: int, rounds: int) -> None:
     """The timing table: ms, tokens/s and, on our rows, each anchor's time over ours."""
     print(f"-- {title} ({tokens} tokens, H{HEADS} D{DIM} bf16), median of {rounds} cold-L2 rounds")
-    for name, ms in times.items():
-        ratios = "".join(
-            f"  {a}/{name} {times[a] / ms:.2f}x"
-            for a in ("fla", "cudnn")
-            if a in times and name.startswith("ours")
-        )
-        print(f"  {name:14s} {ms:8.3f} ms  {tokens / ms / 1e3:8.2f} Mtok/s{ratios}")
+    print("\n".join(time_lines(times, tokens)))
 
 
 def timing(run: TimingRun) -> list[dict]:

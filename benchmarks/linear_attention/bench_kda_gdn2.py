@@ -33,7 +33,7 @@ import contextlib
 import time
 from typing import Any
 
-from benchmarks.harness import interleaved, run_footer
+from benchmarks.harness import interleaved, run_footer, time_lines
 
 SHAPES = {"B4xT4096": (4096,) * 4, "B1xT32768": (32768,)}
 HEADS, DIM = 16, 128
@@ -424,8 +424,7 @@ def timing(op: str, shapes: list[str], rounds: int, skip: set, log: list) -> Non
                 columns[name] = call
             times = interleaved(columns, rounds, log)
             print(f"-- {what} ({tokens} tokens, H{HEADS} D{DIM} bf16), median of {rounds} cold-L2 rounds")
-            for name, ms in times.items():
-                print(f"  {name:14s} {ms:8.3f} ms  {tokens / ms / 1e3:8.2f} Mtok/s")
+            print("\n".join(time_lines(times, tokens)))
 
 
 def main() -> None:

@@ -26,6 +26,8 @@ __all__ = [
     "KdaCase",
     "build_graph",
     "execute_case",
+    "gate_parameter_error",
+    "gate_parameter_terms",
     "make_inputs",
     "reference_forward",
     "relative_error",
@@ -257,10 +259,11 @@ def run_bwd_case(case: KdaCase, seed: int = 0, engine: str = "cutile") -> dict:
     want = ref(tensors["q"], tensors["k"], tensors["v"], *gates, tensors["cu_seqlens"].cpu(), extra["dO"],
                grad_final_state=extra.get("d_final_state"), **kw, **options)  # fmt: skip
 
-    return {
-        "plan": g.graph.selected_plan.name,
-        "rel": {name: relative_error(got, want[name]) for name, (_, got) in out.items()},
-    }
+    rel = {name: relative_error(got, want[name]) for name, (_, got) in out.items()}
+    for name, leaf in (("d_a_log", "a_log"), ("d_dt_bias", "dt_bias")):
+        if name in out:
+            rel[name] = gate_parameter_error(leaf, out[name][1], want[name], tensors, want["dG"])
+    return {"plan": g.graph.selected_plan.name, "rel": rel}
 
 
 # each gradient output of a backward graph by the input it is the gradient of (its shape and dtype)
@@ -289,6 +292,36 @@ def build_bwd_graph(
     _select(g.graph, f"{case.op}_{engine}_bwd", force=True, BLOCK_V=case.block_v)
     g.graph.build_plans()
     return g, grads
+
+
+def gate_parameter_error(name: str, got: Any, want: Any, tensors: dict, d_g: Any) -> float:
+    """The error of the safe gate's parameter gradient ``name`` ("a_log" or "dt_bias") relative to the
+    summed magnitudes of the terms it adds up: ||got - want|| / ||sum |term|||.
+
+    Both are sums of the raw gate's gradient ``d_g`` [T, H, K] (`gate_parameter_terms`). A sum of
+    signed terms is exact, relative to its value, only to its terms' error times its condition number
+    sum |term| / |sum term|: d_a_log's (a head's T * K terms of both signs) is 10 to 30 on the
+    all-options cases, so a 1e-2 bound on ||got - want|| / ||want|| would ask ~4e-4 of each
+    bf16-computed term (bf16's unit roundoff is 3.9e-3; the kernels' d_g sits at 4e-3). Relative to
+    the magnitudes the bound is the one every other gradient meets; d_dt_bias (condition ~2) is
+    measured the same way."""
+    terms = gate_parameter_terms(name, tensors, d_g)
+    magnitude = terms.abs().sum(dim=0 if name == "dt_bias" else (0, 2)).reshape(want.shape)
+    diff = got.detach().double() - want.detach().double().to(got.device)
+    return float(diff.norm() / magnitude.to(got.device).norm())
+
+
+def gate_parameter_terms(name: str, tensors: dict, d_g: Any) -> Any:
+    """The float64 terms [T, H, K] whose sums are the safe gate's parameter gradient ``name``: d_g
+    for dt_bias (summed over tokens), d_g (g + dt_bias) for a_log (over tokens and channels)."""
+    g = tensors["g"].detach().double()
+    d_g = d_g.detach().double().to(g.device)
+    if name == "dt_bias":
+        return d_g
+    if name != "a_log":
+        raise ValueError(f"gate_parameter_terms: name must be 'a_log' or 'dt_bias', got {name!r}")
+    bias = tensors.get("dt_bias")
+    return d_g * (g if bias is None else g + bias.detach().double().reshape(g.shape[1:]))
 
 
 def relative_error(got: Any, want: Any) -> float:

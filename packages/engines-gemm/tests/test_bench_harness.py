@@ -27,6 +27,13 @@ def test_the_ratio_table_reads_per_round_ratios_against_each_anchor():
     assert harness.tflops(1000, 1000, 500, 1.0) == pytest.approx(1.0)
 
 
+def test_the_timing_table_gives_each_anchors_time_over_every_other_column():
+    lines = harness.time_lines({"ours": 0.5, "fla": 1.0, "cudnn": 0.25}, tokens=10_000)
+    ours, fla, cudnn = (line.split() for line in lines)
+    assert ours == ["ours", "0.500", "ms", "20.00", "Mtok/s", "fla/ours", "2.00x", "cudnn/ours", "0.50x"]
+    assert fla == ["fla", "1.000", "ms", "10.00", "Mtok/s"] and cudnn[0] == "cudnn" and len(cudnn) == 5
+
+
 def test_quartiles_are_the_middle_half():
     assert harness.quartiles([1, 2, 3, 4, 5, 6, 7]) == (2, 4, 6)
 

@@ -300,5 +300,36 @@ def test_the_backwards_precision_meets_the_device_tolerance(case):
     want = ref(tensors["q"], tensors["k"], tensors["v"], *gates, tensors["cu_seqlens"], d_o,
                grad_final_state=d_final, **kw, **options)  # fmt: skip
     errors = {name: kda_cases.relative_error(got[name], want[name]) for name in want}
+    for name, leaf in (("d_a_log", "a_log"), ("d_dt_bias", "dt_bias")):
+        if name in want:  # sums of dG: against their terms' magnitudes (kda_cases.gate_parameter_error)
+            errors[name] = kda_cases.gate_parameter_error(leaf, got[name], want[name], tensors, want["dG"])
     print(case.id, {k: f"{v:.1e}" for k, v in errors.items()})
     assert all(err <= case.tolerance for err in errors.values()), errors
+
+
+@pytest.mark.parametrize("op", ["kda", "gdn2"])
+def test_the_gate_parameters_gradients_are_the_sums_of_their_terms(op):
+    """`kda_cases.gate_parameter_terms` (what the device suites measure d_a_log and d_dt_bias against)
+    sums to the float64 reference's gradients, and its magnitudes bound the sums."""
+    from pygraph_linear_attention.reference import (
+        gated_delta_net_v2_backward_reference,
+        kimi_delta_attention_backward_reference,
+    )
+
+    case = next(c for c in kda_cases.CASES if c.op == op and c.name == "all-options-gva")
+    tensors, options = kda_cases.make_inputs(case, seed=3, device="cpu")
+    options.pop("output_final_state")
+    gen = torch.Generator().manual_seed(4)
+    d_o = torch.randn(sum(case.lengths), case.heads_out, case.value_dim, generator=gen).to(tensors["q"].dtype)
+    ref = gated_delta_net_v2_backward_reference if op == "gdn2" else kimi_delta_attention_backward_reference
+    gates = [tensors["g"], tensors["beta"], *([tensors["w"]] if op == "gdn2" else [])]
+    kw = {k: v for k, v in tensors.items() if k in ("initial_state", "a_log", "dt_bias")}
+    want = ref(tensors["q"], tensors["k"], tensors["v"], *gates, tensors["cu_seqlens"], d_o, **kw, **options)
+    for name, dims in (("a_log", (0, 2)), ("dt_bias", 0)):
+        terms = kda_cases.gate_parameter_terms(name, tensors, want["dG"])
+        grad = want[f"d_{name}"].double()
+        torch.testing.assert_close(terms.sum(dims).reshape(grad.shape), grad, rtol=1e-9, atol=1e-12)
+        assert (terms.abs().sum(dims).reshape(grad.shape) >= grad.abs()).all()
+        assert kda_cases.gate_parameter_error(name, grad, grad, tensors, want["dG"]) == 0.0
+    with pytest.raises(ValueError, match="gate_parameter_terms: name must be 'a_log' or 'dt_bias', got 'g'"):
+        kda_cases.gate_parameter_terms("g", tensors, want["dG"])
