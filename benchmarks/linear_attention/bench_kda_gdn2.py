@@ -18,7 +18,8 @@ checked against pygraph's float64 references, then timed.
    (the CuTe DSL forward, the cuTile backward), each also against FLA's O and final state.
 2. Timing at the issue's shapes (H16, D128, bf16; unit-norm k rows, g = logsigmoid(normal) per
    channel, beta in (0, 1)): forward and forward+backward of each anchor, median of ``--rounds``
-   cold-L2 rounds in rotated order (`benchmarks.harness.interleaved`), ms and tokens/s; the
+   cold-L2 rounds in rotated order (`benchmarks.harness.interleaved`), ms, tokens/s and each
+   anchor's time over every pygraph column's (`benchmarks.harness.time_lines`); the
    forward's "pygraph-cutile" and "pygraph-sm90" columns are the op's graph on each engine's first
    plan (`kda_cases.build_graph`: kda_cutile / gdn2_cutile, kda_sm90 / gdn2_sm90), the forward+backward's
    "pygraph" the torch op (`kda_ops`) forward and backward on the hook's first plans, and
