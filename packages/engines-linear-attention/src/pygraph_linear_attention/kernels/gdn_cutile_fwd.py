@@ -46,9 +46,9 @@ ConstFloat = ct.Constant[float]
 
 SUB = 16  # the diagonal blocks the inverse starts from
 _ZERO = ct.PaddingMode.ZERO
-# PYGRAPH_CUTILE_TMA=0 compiles every tile load and store of these kernels without TMA, for
-# compute-sanitizer runs: memcheck reports the TMA accesses of a sliced view's partial tail chunk
-# (warp-wide 4-byte atomics over 128-byte ranges, at addresses in no allocation) while the results
+# PYGRAPH_CUTILE_TMA=0 compiles the tile accesses of sliced views (the KDA kernels': every one) without
+# TMA, for compute-sanitizer: memcheck reports the TMA accesses of a sliced view (warp-wide 4-byte
+# atomics over 128-byte ranges, at addresses in no allocation; partial tail chunks) while the results
 # are exact and the hardware clips TMA at the view's bounds; with TMA off the same cases run clean
 # (scripts/device/gdn_cutile.sh memcheck). Read at import: it changes the compiled kernels.
 TMA = os.environ.get("PYGRAPH_CUTILE_TMA", "1").strip().lower() not in OFF_VALUES

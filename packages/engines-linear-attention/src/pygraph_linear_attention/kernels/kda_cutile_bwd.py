@@ -76,7 +76,9 @@ ConstFloat = ct.Constant[float]
 
 def _state_block(states, slot, h, vb, BV: ConstInt, K: ConstInt):
     """The [BV, K] fp32 block ``vb`` of a per-chunk state tile [slots, HO, V, K]."""
-    return ct.astype(ct.reshape(ct.load(states, (slot, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), ct.float32)
+    return ct.astype(
+        ct.reshape(ct.load(states, (slot, h, vb, 0), shape=(1, 1, BV, K), allow_tma=TMA), (BV, K)), ct.float32
+    )
 
 
 def _sub(x, i, D: ConstInt):
@@ -181,7 +183,7 @@ def kda_grad_scan_kernel(
         w_seq, g_seq = w.slice(0, bos, eos), gamma.slice(0, bos, eos)
         do_seq, dvn_seq = do.slice(0, bos, eos), dv_new_out.slice(0, bos, eos)
         last_row = c * C + ct.minimum(length - c * C, C) - 1
-        last = ct.reshape(ct.load(g_seq, (last_row, h, 0), shape=(1, 1, K)), (1, K))
+        last = ct.reshape(ct.load(g_seq, (last_row, h, 0), shape=(1, 1, K), allow_tma=TMA), (1, K))
         # rows past the sequence load as 0 (every operand), so they add nothing
         qdt, kdt = _rows_at(qd_seq, (c, h, 0), C, K), _rows_at(kd_seq, (c, h, 0), C, K)
         wt, pt = _rows_at(w_seq, (c, h, 0), C, K), _rows_at(p_seq, (c, h, 0), C, C)
@@ -259,8 +261,8 @@ def kda_grad_output_kernel(
         dot = ct.astype(_block_rows(do_seq, c, head, vb, C, BV) * SCALE, io)
         vn = ct.astype(_block_rows(vn_seq, c, head, vb, C, BV), io)
         dvn = ct.astype(_block_rows(dvn_seq, c, head, vb, C, BV), io)
-        hs = ct.reshape(ct.load(h, (slot, head, vb, kb), shape=(1, 1, BV, BK)), (BV, BK))
-        dhs = ct.reshape(ct.load(dh, (slot, head, vb, kb), shape=(1, 1, BV, BK)), (BV, BK))
+        hs = ct.reshape(ct.load(h, (slot, head, vb, kb), shape=(1, 1, BV, BK), allow_tma=TMA), (BV, BK))
+        dhs = ct.reshape(ct.load(dh, (slot, head, vb, kb), shape=(1, 1, BV, BK), allow_tma=TMA), (BV, BK))
         dq_state = ct.mma(dot, hs, dq_state)
         dp = ct.mma(dot, ct.transpose(vn), dp)
         dk_state = ct.mma(vn, dhs, dk_state)
@@ -331,7 +333,9 @@ def kda_grad_dt_kernel(
     inv_k = _inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
     io = k.dtype
     tr = ct.transpose(
-        ct.astype(ct.reshape(ct.load(t_mat, (slot, head, 0, 0), shape=(1, 1, C, C)), (C, C)), io)
+        ct.astype(
+            ct.reshape(ct.load(t_mat, (slot, head, 0, 0), shape=(1, 1, C, C), allow_tma=TMA), (C, C)), io
+        )
     )
 
     # dT = dw kw^T + dv_new vw^T, kw = e exp(gamma), e = beta k: over key blocks, then value blocks
@@ -419,9 +423,11 @@ def kda_grad_wy_kernel(
     inv_k = _inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
     io = k.dtype
     tr = ct.transpose(
-        ct.astype(ct.reshape(ct.load(t_mat, (slot, head, 0, 0), shape=(1, 1, C, C)), (C, C)), io)
+        ct.astype(
+            ct.reshape(ct.load(t_mat, (slot, head, 0, 0), shape=(1, 1, C, C), allow_tma=TMA), (C, C)), io
+        )
     )
-    da = ct.reshape(ct.load(da_mat, (slot, head, 0, 0), shape=(1, 1, C, C)), (C, C))
+    da = ct.reshape(ct.load(da_mat, (slot, head, 0, 0), shape=(1, 1, C, C), allow_tma=TMA), (C, C))
 
     # A = tril(kw kd^T, -1), kd = k exp(-gamma), kw = e exp(gamma), w = T kw: each key block's terms
     d_write = ct.zeros((C, 1), dtype=ct.float32)  # KDA's beta: its key terms

@@ -108,7 +108,7 @@ def _gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_
     z, rate = gate, ct.zeros((1, 1), dtype=ct.float32) + 1.0
     if SAFE_GATE != 0:
         if HAS_DT_BIAS != 0:
-            z = z + ct.astype(ct.load(dt_bias, (dh, kb), shape=(1, BK)), ct.float32)
+            z = z + ct.astype(ct.load(dt_bias, (dh, kb), shape=(1, BK), allow_tma=TMA), ct.float32)
         if HAS_A_LOG != 0:
             rate = rate * ct.exp(ct.astype(ct.load(a_log, (ah,), shape=()), ct.float32))
         z = z * rate
@@ -303,7 +303,9 @@ def kda_state_scan_kernel(
     length = eos - bos
     state = ct.zeros((BV, K), dtype=ct.float32)
     if HAS_H0 != 0:
-        state = ct.astype(ct.reshape(ct.load(h0, (n, h, vb, 0), shape=(1, 1, BV, K)), (BV, K)), ct.float32)
+        state = ct.astype(
+            ct.reshape(ct.load(h0, (n, h, vb, 0), shape=(1, 1, BV, K), allow_tma=TMA), (BV, K)), ct.float32
+        )
     r = ct.arange(C, dtype=ct.int32)
     hk = h // K_GROUP
     for c in range(ct.cdiv(length, C)):
@@ -374,7 +376,7 @@ def kda_output_kernel(
         kf = _block_rows(k_seq, c, hk, kb, C, BK) * inv_k
         gam, _ = _gamma_block(g_seq, c, head, kb, r, rows, C, BK)
         scores = scores + _weighted_pairs(qf, kf, gam, ct.expand_dims(r, 1) >= 0, C, BK)
-        hs = ct.reshape(ct.load(h, (slot, head, vb, kb), shape=(1, 1, BV, BK)), (BV, BK))
+        hs = ct.reshape(ct.load(h, (slot, head, vb, kb), shape=(1, 1, BV, BK), allow_tma=TMA), (BV, BK))
         inter = ct.mma(ct.astype(qf * ct.exp(gam), io), ct.transpose(hs), inter)
     live = (
         (ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)) & ct.expand_dims(valid, 0) & ct.expand_dims(valid, 1)
