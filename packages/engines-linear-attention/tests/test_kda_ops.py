@@ -126,6 +126,27 @@ def test_a_disabled_engine_is_planned_out_of_the_next_call(kda_stand_in, op, mon
 
 
 @pytest.mark.parametrize("op", list(OPS))
+def test_an_operand_starting_mid_row_reaches_the_graph_aligned(kda_stand_in, op, monkeypatch):
+    # the CuTe DSL plans refuse an operand not 16-byte aligned (they copy rows 16 bytes at a time);
+    # the op copies such a view instead of passing it on
+    x = _inputs(op)
+    flat = torch.empty(x["k"].numel() + 1, dtype=x["k"].dtype)[1:]
+    k = flat.view(x["k"].shape).copy_(x["k"])
+    assert k.is_contiguous() and k.data_ptr() % 16 != 0
+    seen = {}
+    execute = op_graphs.execute
+
+    def spy(built, tensors, device):
+        seen.update({name: t.data_ptr() % 16 for name, t in tensors.items()})
+        return execute(built, tensors, device)
+
+    monkeypatch.setattr(op_graphs, "execute", spy)
+    o, _ = OPS[op](**{**x, "k": k})
+    assert seen["k"] == 0 and not any(seen.values()), seen
+    torch.testing.assert_close(o, OPS[op](**x)[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("op", list(OPS))
 def test_no_token_runs_nothing(kda_stand_in, op):
     x = _inputs(op, lengths=(0, 0), state=True)
     o, final = OPS[op](**x, output_final_state=True)

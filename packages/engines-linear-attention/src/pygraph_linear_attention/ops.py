@@ -50,7 +50,15 @@ def _none_state(like: Tensor) -> Tensor:
 
 
 def _contiguous(tensors: dict[str, Any]) -> dict[str, Tensor]:
-    return {name: t.contiguous() for name, t in tensors.items() if t is not None}
+    """The operands as the ops' graphs declare them: contiguous, and starting on a 16-byte boundary,
+    where the CuTe DSL kernels read their rows 16 bytes at a time; a view that starts inside its
+    storage elsewhere (a slice of a flat buffer) is copied rather than refused by the plan."""
+    out = {}
+    for name, t in tensors.items():
+        if t is not None:
+            t = t.contiguous()
+            out[name] = t.clone() if t.data_ptr() % 16 else t
+    return out
 
 
 # --- the forward ------------------------------------------------------------------------------------
