@@ -337,10 +337,19 @@ def _pygraph_op_call(op: str, x: dict, leaves: dict):
         # the op plans its graphs at its first call (the backward's at its first backward): every
         # engine offered then, whichever column set the variable last
         os.environ[OPT_IN_ENV] = _EVERY_ENGINE
+        _unset_grads(leaves)
         o, _ = fn(*args)
         o.backward(x["d_o"])
 
     return call
+
+
+def _unset_grads(leaves: dict) -> None:
+    """Each autograd column's call starts with no gradient on its leaves (a training step's
+    ``zero_grad(set_to_none=True)``): accumulating into them added an elementwise pass over every
+    gradient to each call, about 0.3 ms of KDA's forward+backward at B4 T4096 on an H100."""
+    for leaf in leaves.values():
+        leaf.grad = None
 
 
 def _columns(op: str, x: dict, lengths: tuple[int, ...], backward: bool, skip: set) -> dict:
@@ -379,6 +388,7 @@ def _columns(op: str, x: dict, lengths: tuple[int, ...], backward: bool, skip: s
             grad = x["d_o"].view(b, -1, HEADS, DIM) if dense else x["d_o"][None]
 
             def fla_call():
+                _unset_grads(leaves)
                 o, _ = fla_op(*args, **kwargs)
                 if backward:
                     o.backward(grad)
@@ -393,6 +403,7 @@ def _columns(op: str, x: dict, lengths: tuple[int, ...], backward: bool, skip: s
             cudnn_op = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
 
             def cudnn_call():
+                _unset_grads(leaves)
                 o, _ = cudnn_op(*(leaves[n] for n in names), x["cu_seqlens"])
                 if backward:
                     o.backward(x["d_o"])
