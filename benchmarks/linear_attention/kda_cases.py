@@ -23,11 +23,13 @@ from benchmarks.linear_attention.gdn_cases import _select, _torch_dtype
 __all__ = [
     "CASES",
     "DEVICE",
+    "GATE_PARAMETERS",
     "KdaCase",
     "build_graph",
     "execute_case",
     "gate_parameter_error",
     "gate_parameter_terms",
+    "gradient_error",
     "make_inputs",
     "reference_forward",
     "relative_error",
@@ -259,11 +261,12 @@ def run_bwd_case(case: KdaCase, seed: int = 0, engine: str = "cutile") -> dict:
     want = ref(tensors["q"], tensors["k"], tensors["v"], *gates, tensors["cu_seqlens"].cpu(), extra["dO"],
                grad_final_state=extra.get("d_final_state"), **kw, **options)  # fmt: skip
 
-    rel = {name: relative_error(got, want[name]) for name, (_, got) in out.items()}
-    for name, leaf in (("d_a_log", "a_log"), ("d_dt_bias", "dt_bias")):
-        if name in out:
-            rel[name] = gate_parameter_error(leaf, out[name][1], want[name], tensors, want["dG"])
-    return {"plan": g.graph.selected_plan.name, "rel": rel}
+    return {
+        "plan": g.graph.selected_plan.name,
+        "rel": {
+            name: gradient_error(name, got, want[name], tensors, want["dG"]) for name, (_, got) in out.items()
+        },
+    }
 
 
 # each gradient output of a backward graph by the input it is the gradient of (its shape and dtype)
@@ -294,6 +297,18 @@ def build_bwd_graph(
     return g, grads
 
 
+# the safe gate's parameters' gradients by the parameter: sums of dG (`gate_parameter_error`)
+GATE_PARAMETERS = {"d_a_log": "a_log", "d_dt_bias": "dt_bias"}
+
+
+def gradient_error(name: str, got: Any, want: Any, tensors: dict, d_g: Any) -> float:
+    """The error of gradient ``name`` (`GRADIENT_OF`'s names): `relative_error`, but
+    `gate_parameter_error` for the safe gate's parameters (``d_g``: the reference's dG)."""
+    if name in GATE_PARAMETERS:
+        return gate_parameter_error(GATE_PARAMETERS[name], got, want, tensors, d_g)
+    return relative_error(got, want)
+
+
 def gate_parameter_error(name: str, got: Any, want: Any, tensors: dict, d_g: Any) -> float:
     """The error of the safe gate's parameter gradient ``name`` ("a_log" or "dt_bias") relative to the
     summed magnitudes of the terms it adds up: ||got - want|| / ||sum |term|||.
@@ -305,23 +320,24 @@ def gate_parameter_error(name: str, got: Any, want: Any, tensors: dict, d_g: Any
     bf16-computed term (bf16's unit roundoff is 3.9e-3; the kernels' d_g sits at 4e-3). Relative to
     the magnitudes the bound is the one every other gradient meets; d_dt_bias (condition ~2) is
     measured the same way."""
-    terms = gate_parameter_terms(name, tensors, d_g)
-    magnitude = terms.abs().sum(dim=0 if name == "dt_bias" else (0, 2)).reshape(want.shape)
+    terms, dims = gate_parameter_terms(name, tensors, d_g)
+    magnitude = terms.abs().sum(dim=dims).reshape(want.shape)
     diff = got.detach().double() - want.detach().double().to(got.device)
     return float(diff.norm() / magnitude.to(got.device).norm())
 
 
-def gate_parameter_terms(name: str, tensors: dict, d_g: Any) -> Any:
-    """The float64 terms [T, H, K] whose sums are the safe gate's parameter gradient ``name``: d_g
-    for dt_bias (summed over tokens), d_g (g + dt_bias) for a_log (over tokens and channels)."""
+def gate_parameter_terms(name: str, tensors: dict, d_g: Any) -> tuple[Any, tuple[int, ...]]:
+    """The float64 terms [T, H, K] whose sums are the safe gate's parameter gradient ``name``, and the
+    dims they are summed over: d_g for dt_bias (over tokens), d_g (g + dt_bias) for a_log (over
+    tokens and channels)."""
     g = tensors["g"].detach().double()
     d_g = d_g.detach().double().to(g.device)
     if name == "dt_bias":
-        return d_g
+        return d_g, (0,)
     if name != "a_log":
         raise ValueError(f"gate_parameter_terms: name must be 'a_log' or 'dt_bias', got {name!r}")
     bias = tensors.get("dt_bias")
-    return d_g * (g if bias is None else g + bias.detach().double().reshape(g.shape[1:]))
+    return d_g * (g if bias is None else g + bias.detach().double().reshape(g.shape[1:])), (0, 2)
 
 
 def relative_error(got: Any, want: Any) -> float:

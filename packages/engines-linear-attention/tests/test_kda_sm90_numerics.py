@@ -299,10 +299,9 @@ def test_the_backwards_precision_meets_the_device_tolerance(case):
     kw = {k: v for k, v in tensors.items() if k in ("initial_state", "a_log", "dt_bias")}
     want = ref(tensors["q"], tensors["k"], tensors["v"], *gates, tensors["cu_seqlens"], d_o,
                grad_final_state=d_final, **kw, **options)  # fmt: skip
-    errors = {name: kda_cases.relative_error(got[name], want[name]) for name in want}
-    for name, leaf in (("d_a_log", "a_log"), ("d_dt_bias", "dt_bias")):
-        if name in want:  # sums of dG: against their terms' magnitudes (kda_cases.gate_parameter_error)
-            errors[name] = kda_cases.gate_parameter_error(leaf, got[name], want[name], tensors, want["dG"])
+    errors = {
+        name: kda_cases.gradient_error(name, got[name], want[name], tensors, want["dG"]) for name in want
+    }
     print(case.id, {k: f"{v:.1e}" for k, v in errors.items()})
     assert all(err <= case.tolerance for err in errors.values()), errors
 
@@ -325,8 +324,8 @@ def test_the_gate_parameters_gradients_are_the_sums_of_their_terms(op):
     gates = [tensors["g"], tensors["beta"], *([tensors["w"]] if op == "gdn2" else [])]
     kw = {k: v for k, v in tensors.items() if k in ("initial_state", "a_log", "dt_bias")}
     want = ref(tensors["q"], tensors["k"], tensors["v"], *gates, tensors["cu_seqlens"], d_o, **kw, **options)
-    for name, dims in (("a_log", (0, 2)), ("dt_bias", 0)):
-        terms = kda_cases.gate_parameter_terms(name, tensors, want["dG"])
+    for name in kda_cases.GATE_PARAMETERS.values():
+        terms, dims = kda_cases.gate_parameter_terms(name, tensors, want["dG"])
         grad = want[f"d_{name}"].double()
         torch.testing.assert_close(terms.sum(dims).reshape(grad.shape), grad, rtol=1e-9, atol=1e-12)
         assert (terms.abs().sum(dims).reshape(grad.shape) >= grad.abs()).all()

@@ -23,7 +23,7 @@ import torch
 
 from pygraph_linear_attention import op_graphs
 from pygraph_linear_attention.op_arguments import GdnProblem, check_backward, check_forward
-from pygraph_linear_attention.ops import _contiguous, _none_state
+from pygraph_linear_attention.ops import _aligned_contiguous, _none_state
 
 __all__ = ["gated_delta_net_v2", "kimi_delta_attention"]
 
@@ -59,7 +59,7 @@ def _forward(
             final.copy_(x["initial_state"]) if x.get("initial_state") is not None else final.zero_()
         return o, final
     built = op_graphs.forward_graph(p, scale, flags)
-    tensors = _contiguous(x)
+    tensors = _aligned_contiguous(x)
     tensors["o"] = o
     if flags["output_final_state"]:
         tensors["final_state"] = final
@@ -90,7 +90,7 @@ def _backward(
             grads["d_initial_state"].copy_(d_final)
     else:
         built = op_graphs.backward_graph(p, scale, flags, d_final is not None)
-        tensors = _contiguous({**x, "dO": d_o, "d_final_state": d_final})
+        tensors = _aligned_contiguous({**x, "dO": d_o, "d_final_state": d_final})
         op_graphs.execute(built, {**tensors, **grads}, p.device)
     return tuple(grads.get(name, _none_state(x["q"])) for name, _ in op_graphs.gradients(op))
 

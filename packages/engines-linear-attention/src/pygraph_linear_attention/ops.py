@@ -49,7 +49,7 @@ def _none_state(like: Tensor) -> Tensor:
     return like.new_empty((0,), dtype=torch.float32)
 
 
-def _contiguous(tensors: dict[str, Any]) -> dict[str, Tensor]:
+def _aligned_contiguous(tensors: dict[str, Any]) -> dict[str, Tensor]:
     """The operands as the ops' graphs declare them: contiguous, and starting on a 16-byte boundary,
     where the CuTe DSL kernels read their rows 16 bytes at a time; a view that starts inside its
     storage elsewhere (a slice of a flat buffer) is copied rather than refused by the plan."""
@@ -95,7 +95,7 @@ def _forward_op(
             final.zero_()
         return o, final
     built = op_graphs.forward_graph(p, scale, flags)
-    tensors = _contiguous(
+    tensors = _aligned_contiguous(
         {"q": q, "k": k, "v": v, "g": g, "beta": beta, "cu_seqlens": cu_seqlens, "initial_state": initial_state,
          "a_log": a_log, "dt_bias": dt_bias}
     )  # fmt: skip
@@ -155,7 +155,7 @@ def _backward_op(
             grads["d_initial_state"].copy_(d_final_state)
     else:
         built = op_graphs.backward_graph(p, scale, flags, d_final_state is not None)
-        tensors = _contiguous(
+        tensors = _aligned_contiguous(
             {"q": q, "k": k, "v": v, "g": g, "beta": beta, "cu_seqlens": cu_seqlens, "dO": d_o,
              "d_final_state": d_final_state, "initial_state": initial_state, "a_log": a_log, "dt_bias": dt_bias}
         )  # fmt: skip
