@@ -123,6 +123,13 @@ def compiled_forward(key: KdaSm90Key, arch: str = ARCH) -> Any:
     return gdn_sm90_host._compiled(key, arch, FN_NAME, _compile)
 
 
+def _gate_align(gdn2: bool) -> int:
+    """The alignment the compiled functions assume of beta and the write gate: 16 bytes for GDN-2,
+    whose kernels read them 8 channels a load (the engines check it: ``engines.kda_sm90``), 2 for
+    KDA's one-a-row beta."""
+    return 16 if gdn2 else 2
+
+
 def _compile(key: KdaSm90Key, arch: str) -> Any:
     from pygraph_linear_attention.kernels.kda_sm90_fwd import KdaSm90Fwd
 
@@ -135,7 +142,7 @@ def _compile(key: KdaSm90Key, arch: str) -> Any:
         stages=key.stages,
     )  # fmt: skip
     io, f32 = key.io_dtype, "float32"
-    gate_align = 16 if key.gdn2 else 2  # GDN-2's beta and write gate: 16-byte loads (engines.kda_sm90)
+    gate_align = _gate_align(key.gdn2)
     pointers = [
         # q k v g beta w_gate a_log dt_bias
         (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, gate_align), (io, gate_align), (f32, 4), (f32, 4),
@@ -245,7 +252,7 @@ def _compile_backward(key: KdaSm90BwdKey, arch: str) -> Any:
         direct_g=key.direct_g, direct_beta=key.direct_beta, direct_w=key.direct_w,
     )  # fmt: skip
     io, f32 = key.io_dtype, "float32"
-    gate_align = 16 if key.gdn2 else 2
+    gate_align = _gate_align(key.gdn2)
     pointers = [
         # q k v g beta w_gate a_log dt_bias cu_seqlens h0 dO dht
         (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, gate_align), (io, gate_align), (f32, 4), (f32, 4),
