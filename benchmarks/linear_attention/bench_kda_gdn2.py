@@ -24,7 +24,10 @@ checked against pygraph's float64 references, then timed.
    plan (`kda_cases.build_graph`: kda_cutile / gdn2_cutile, kda_sm90 / gdn2_sm90), the forward+backward's
    "pygraph" the torch op (`kda_ops`) forward and backward on the hook's first plans, and
    "graph-cutile" / "graph-sm90" the forward and backward graphs of each engine pair executed one
-   after the other (`kda_cases.build_bwd_graph`: kda_cutile_bwd, kda_sm90_bwd), no autograd.
+   after the other (`kda_cases.build_bwd_graph`: kda_cutile_bwd, kda_sm90_bwd), no autograd. Each
+   column's first call's O is held to the first column's on the same inputs (the relative error is
+   printed on its "first call" line), so a time never stands for an output that went wrong at the
+   timing shape but not at the semantic cases'.
 """
 
 from __future__ import annotations
@@ -288,7 +291,12 @@ def _pygraph_call(op: str, x: dict, lengths: tuple[int, ...], engine: str, block
     o = torch.empty_like(x["v"])
     pack = {ports[n]: t for n, t in tensors.items()} | {ports["O"]: o}
     workspace = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
-    return lambda: g.execute(pack, workspace=workspace)
+
+    def call():
+        g.execute(pack, workspace=workspace)
+        return o
+
+    return call
 
 
 def _pygraph_graphs_call(op: str, x: dict, lengths: tuple[int, ...], engine: str, block_v: int | None = None):
@@ -315,8 +323,9 @@ def _pygraph_graphs_call(op: str, x: dict, lengths: tuple[int, ...], engine: str
     workspace = torch.empty(max(g.graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
 
     def call():
-        forward()
+        o = forward()
         g.graph.execute(pack, workspace=workspace)
+        return o
 
     return call
 
@@ -340,6 +349,7 @@ def _pygraph_op_call(op: str, x: dict, leaves: dict):
         _unset_grads(leaves)
         o, _ = fn(*args)
         o.backward(x["d_o"])
+        return o
 
     return call
 
@@ -353,7 +363,7 @@ def _unset_grads(leaves: dict) -> None:
 
 
 def _columns(op: str, x: dict, lengths: tuple[int, ...], backward: bool, skip: set) -> dict:
-    """The anchors' calls on ``x`` (forward, or forward then backward through O)."""
+    """The anchors' calls on ``x`` (forward, or forward then backward through O), each returning O [T, H, V]."""
     columns = {}
     names = _grads(op)
     leaves = {n: x[n].detach().clone().requires_grad_(backward) for n in names}
@@ -392,6 +402,7 @@ def _columns(op: str, x: dict, lengths: tuple[int, ...], backward: bool, skip: s
                 o, _ = fla_op(*args, **kwargs)
                 if backward:
                     o.backward(grad)
+                return o.reshape(x["v"].shape)
 
             columns["fla"] = fla_call
         except Exception as exc:
@@ -407,6 +418,7 @@ def _columns(op: str, x: dict, lengths: tuple[int, ...], backward: bool, skip: s
                 o, _ = cudnn_op(*(leaves[n] for n in names), x["cu_seqlens"])
                 if backward:
                     o.backward(x["d_o"])
+                return o
 
             columns["cudnn"] = cudnn_call
         except Exception as exc:
@@ -423,17 +435,21 @@ def timing(op: str, shapes: list[str], rounds: int, skip: set, log: list) -> Non
         tokens = sum(lengths)
         for backward in (False, True) if "bwd" not in skip else (False,):
             what = f"{op} {shape} {'fwd+bwd' if backward else 'fwd'}"
-            columns = {}
+            columns, first = {}, None  # first: the first column's O, which every other's is held to
             for name, call in _columns(op, x, lengths, backward, skip).items():
                 t0 = time.perf_counter()
                 try:
-                    call()
+                    o = call().detach()
                     torch.cuda.synchronize()
                 except Exception as exc:
                     print(f"  {what} {name}: first call failed: {type(exc).__name__}: {str(exc)[:300]}")
                     continue
-                print(f"  {what} {name}: first call {time.perf_counter() - t0:.1f} s")
+                seconds = time.perf_counter() - t0
+                agree = "" if first is None else f", O vs {first[0]}'s {_rel(o, first[1]):.2e}"
+                print(f"  {what} {name}: first call {seconds:.1f} s{agree}")
+                first = first or (name, o.clone())
                 columns[name] = call
+            del first
             times = interleaved(columns, rounds, log)
             print(f"-- {what} ({tokens} tokens, H{HEADS} D{DIM} bf16), median of {rounds} cold-L2 rounds")
             print("\n".join(time_lines(times, tokens)))

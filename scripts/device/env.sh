@@ -24,10 +24,9 @@ save_autotune() {
     && echo "save_autotune: $(tar tzf "$OUTDIR/triton-autotune.tgz" | wc -l) results in $OUTDIR/triton-autotune.tgz")
 }
 # cudnn-frontend's Hopper KDA anchor compiles with NVRTC against CUDA headers whose crt/ part the
-# image's pip tree lacks: with .dev4 carried (scripts/device/bundle_crt.sh), add it once a machine
-if [ -d "$_root/.dev4" ] && [ ! -e /tmp/.pygraph_crt_headers ]; then
-  python3 "$_root/scripts/device/crt_headers.py" "$_root/.dev4" && touch /tmp/.pygraph_crt_headers
-fi
+# image's pip tree lacks: with .dev4 carried (scripts/device/bundle_crt.sh), add it to every tree the
+# compiler may pick under this call's CUDA_HOME and sys.path (a no-op once they have it)
+if [ -d "$_root/.dev4" ]; then python3 "$_root/scripts/device/crt_headers.py" "$_root/.dev4"; fi
 # ab_table LOG: the per-column lines benchmarks.gemm.ab_gemm appended to LOG, one table
 ab_table() { grep -hvE "^\s*$|^device" "$1" | sed -E 's/ +/ /g' | cut -c1-110; }
 # One pytest process per test id, PAR (default 8) at once: cuTile and CuTe DSL compile a configuration's
