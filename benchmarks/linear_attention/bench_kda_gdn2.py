@@ -466,7 +466,6 @@ def timing(op: str, shapes: list[str], rounds: int, skip: set, log: list, gates:
                 print(f"  {what} {name}: first call {seconds:.1f} s{agree}")
                 first = first or (name, o.clone())
                 columns[name] = call
-            del first
             times = interleaved(columns, rounds, log)
             print(f"-- {what} ({tokens} tokens, H{HEADS} D{DIM} bf16), median of {rounds} cold-L2 rounds")
             print("\n".join(time_lines(times, tokens)))

@@ -5,8 +5,10 @@ against the first CUDA include tree holding ``cuda_bf16.h`` (`cudnn.linear_atten
 cuda_include_dirs`: CUDA_HOME, then the pip ``nvidia/cu13`` trees on sys.path, then
 /usr/local/cuda). Since CUDA 13 the ``crt/`` headers ``mma.h`` includes ship in their own wheel
 (nvidia-cuda-crt), which the device image's pip tree lacks: the anchor failed with "crt/mma.h"
-missing. This copies the carried wheel's ``crt/`` into each such tree (the wheel of the image's CUDA,
-13.0: ``bash scripts/device/bundle_crt.sh`` puts it in ``.dev4/``).
+missing. This copies the carried wheel's ``crt/`` into that tree (the wheel of the image's CUDA,
+13.0: ``bash scripts/device/bundle_crt.sh`` puts it in ``.dev4/``). Which tree that is depends on the
+environment (``.dev3/cutile.sh`` sets CUDA_HOME), so ``env.sh`` runs this in every call, under the
+call's own CUDA_HOME and sys.path; a tree that has the headers already is left alone.
 
     python3 scripts/device/crt_headers.py [.dev4]
 
@@ -15,7 +17,6 @@ Prints what it found and did; exits 0 when cudnn-frontend is absent (nothing to 
 
 from __future__ import annotations
 
-import os
 import sys
 import zipfile
 from pathlib import Path
@@ -23,48 +24,30 @@ from pathlib import Path
 PREFIX = "nvidia/cu13/include/crt/"
 
 
-def _trees() -> list[Path]:
-    """Every include tree cudnn-frontend's compiler may pick, in its order: which one wins depends on
-    CUDA_HOME and sys.path at the call (a staged toolchain's env.sh sets CUDA_HOME later in a machine's
-    life than the first call that ran this), so each one holding ``cuda_bf16.h`` gets the headers."""
-    from cudnn.linear_attention.cake import compiler
-
-    trees = [Path(compiler.cuda_include_dirs()[0])]
-    roots = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH", "CUDAToolkit_ROOT")]
-    trees += [Path(r) / "include" for r in roots if r]
-    trees += [Path(base) / "nvidia" / "cu13" / "include" for base in sys.path if base]
-    unique = []
-    for tree in trees:
-        if (tree / "cuda_bf16.h").is_file() and tree.resolve() not in {t.resolve() for t in unique}:
-            unique.append(tree)
-    return unique
-
-
 def main(bundle: Path) -> int:
     try:
-        trees = _trees()
+        from cudnn.linear_attention.cake import compiler
     except ImportError as exc:
         print(f"crt_headers: cudnn-frontend's KDA compiler is not importable ({exc}); nothing to do")
         return 0
-    lacking = [tree for tree in trees if not (tree / "crt" / "mma.h").is_file()]
-    if not lacking:
-        print(f"crt_headers: every include tree has crt/mma.h ({', '.join(map(str, trees))})")
+    include = Path(compiler.cuda_include_dirs()[0])
+    if (include / "crt" / "mma.h").is_file():
+        print(f"crt_headers: {include} already has crt/mma.h")
         return 0
     wheels = sorted(bundle.glob("nvidia_cuda_crt-*.whl"))
     if not wheels:
         print(
-            f"crt_headers: {lacking[0]} lacks crt/mma.h and {bundle} holds no nvidia_cuda_crt wheel",
+            f"crt_headers: {include} lacks crt/mma.h and {bundle} holds no nvidia_cuda_crt wheel",
             file=sys.stderr,
         )
         return 1
     with zipfile.ZipFile(wheels[-1]) as wheel:
         members = [m for m in wheel.namelist() if m.startswith(PREFIX) and not m.endswith("/")]
-        for tree in lacking:
-            for member in members:
-                target = tree / "crt" / member[len(PREFIX) :]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(wheel.read(member))
-            print(f"crt_headers: {len(members)} crt headers from {wheels[-1].name} into {tree}")
+        for member in members:
+            target = include / "crt" / member[len(PREFIX) :]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(wheel.read(member))
+    print(f"crt_headers: {len(members)} crt headers from {wheels[-1].name} into {include}")
     return 0
 
 

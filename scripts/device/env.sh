@@ -24,8 +24,8 @@ save_autotune() {
     && echo "save_autotune: $(tar tzf "$OUTDIR/triton-autotune.tgz" | wc -l) results in $OUTDIR/triton-autotune.tgz")
 }
 # cudnn-frontend's Hopper KDA anchor compiles with NVRTC against CUDA headers whose crt/ part the
-# image's pip tree lacks: with .dev4 carried (scripts/device/bundle_crt.sh), add it to every tree the
-# compiler may pick under this call's CUDA_HOME and sys.path (a no-op once they have it)
+# image's pip tree lacks: with .dev4 carried (scripts/device/bundle_crt.sh), add it to the tree the
+# compiler picks under this call's CUDA_HOME and sys.path (a no-op once it has them)
 if [ -d "$_root/.dev4" ]; then python3 "$_root/scripts/device/crt_headers.py" "$_root/.dev4"; fi
 # ab_table LOG: the per-column lines benchmarks.gemm.ab_gemm appended to LOG, one table
 ab_table() { grep -hvE "^\s*$|^device" "$1" | sed -E 's/ +/ /g' | cut -c1-110; }

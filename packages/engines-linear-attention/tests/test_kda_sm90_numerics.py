@@ -276,20 +276,13 @@ def _backward_model(case, tensors, options, d_o, d_final):
 BWD_CASES = [c for c in kda_cases.CASES if c.name != "long-4097"]
 
 
-@pytest.mark.parametrize("case", BWD_CASES, ids=[c.id for c in BWD_CASES])
-def test_the_backwards_precision_meets_the_device_tolerance(case):
+def _reference_backward(case, tensors: dict, options: dict, d_o, d_final=None) -> dict:
+    """The float64 reference's gradients of ``case``'s op on ``tensors``."""
     from pygraph_linear_attention.reference import (
         gated_delta_net_v2_backward_reference,
         kimi_delta_attention_backward_reference,
     )
 
-    tensors, options = kda_cases.make_inputs(case, device="cpu")
-    final = options.pop("output_final_state")
-    gen = torch.Generator().manual_seed(1)
-    t, n, ho = sum(case.lengths), len(case.lengths), case.heads_out
-    d_o = torch.randn(t, ho, case.value_dim, generator=gen).to(tensors["q"].dtype)
-    d_final = torch.randn(n, ho, case.value_dim, case.key_dim, generator=gen) if final else None
-    got = _backward_model(case, tensors, options, d_o, d_final)
     ref = (
         gated_delta_net_v2_backward_reference
         if case.op == "gdn2"
@@ -297,8 +290,20 @@ def test_the_backwards_precision_meets_the_device_tolerance(case):
     )
     gates = [tensors["g"], tensors["beta"], *([tensors["w"]] if case.op == "gdn2" else [])]
     kw = {k: v for k, v in tensors.items() if k in ("initial_state", "a_log", "dt_bias")}
-    want = ref(tensors["q"], tensors["k"], tensors["v"], *gates, tensors["cu_seqlens"], d_o,
+    return ref(tensors["q"], tensors["k"], tensors["v"], *gates, tensors["cu_seqlens"], d_o,
                grad_final_state=d_final, **kw, **options)  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BWD_CASES, ids=[c.id for c in BWD_CASES])
+def test_the_backwards_precision_meets_the_device_tolerance(case):
+    tensors, options = kda_cases.make_inputs(case, device="cpu")
+    final = options.pop("output_final_state")
+    gen = torch.Generator().manual_seed(1)
+    t, n, ho = sum(case.lengths), len(case.lengths), case.heads_out
+    d_o = torch.randn(t, ho, case.value_dim, generator=gen).to(tensors["q"].dtype)
+    d_final = torch.randn(n, ho, case.value_dim, case.key_dim, generator=gen) if final else None
+    got = _backward_model(case, tensors, options, d_o, d_final)
+    want = _reference_backward(case, tensors, options, d_o, d_final)
     errors = {
         name: kda_cases.gradient_error(name, got[name], want[name], tensors, want["dG"]) for name in want
     }
@@ -310,20 +315,12 @@ def test_the_backwards_precision_meets_the_device_tolerance(case):
 def test_the_gate_parameters_gradients_are_the_sums_of_their_terms(op):
     """`kda_cases.gate_parameter_terms` (what the device suites measure d_a_log and d_dt_bias against)
     sums to the float64 reference's gradients, and its magnitudes bound the sums."""
-    from pygraph_linear_attention.reference import (
-        gated_delta_net_v2_backward_reference,
-        kimi_delta_attention_backward_reference,
-    )
-
     case = next(c for c in kda_cases.CASES if c.op == op and c.name == "all-options-gva")
     tensors, options = kda_cases.make_inputs(case, seed=3, device="cpu")
     options.pop("output_final_state")
     gen = torch.Generator().manual_seed(4)
     d_o = torch.randn(sum(case.lengths), case.heads_out, case.value_dim, generator=gen).to(tensors["q"].dtype)
-    ref = gated_delta_net_v2_backward_reference if op == "gdn2" else kimi_delta_attention_backward_reference
-    gates = [tensors["g"], tensors["beta"], *([tensors["w"]] if op == "gdn2" else [])]
-    kw = {k: v for k, v in tensors.items() if k in ("initial_state", "a_log", "dt_bias")}
-    want = ref(tensors["q"], tensors["k"], tensors["v"], *gates, tensors["cu_seqlens"], d_o, **kw, **options)
+    want = _reference_backward(case, tensors, options, d_o)
     for name in kda_cases.GATE_PARAMETERS.values():
         terms, dims = kda_cases.gate_parameter_terms(name, tensors, want["dG"])
         grad = want[f"d_{name}"].double()
