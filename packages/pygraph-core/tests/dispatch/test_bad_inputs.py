@@ -37,6 +37,7 @@ from pygraph.execution.errors import (
     HandleError,
     OperandAddressError,
     OperandDtypeError,
+    OperandGeometryError,
     OperandMissingError,
     OperandTypeError,
     ShapeOverrideError,
@@ -317,7 +318,56 @@ ROWS: dict[str, Row] = {
         OpInputError,
         ["create_execution_plan()", "engine id (int) or a python engine"],
     ),
+    # --- geometry: nothing a caller declares can make a kernel write outside a buffer (issue 52, item 1)
+    "validate-output-dims": (
+        lambda w: (lambda g, a, b, c: (c.set_dim([1, 16, 4]), g.validate()))(*w.graph()),
+        InvalidGraphError,
+        ["validate()", "output 'C'", "node 'mm'", "declared dim [1, 16, 4]", "imply [1, 16, 8]"],
+    ),
+    "validate-la-output-dims": (
+        lambda w: (lambda g, o: (o.set_dim([16, 2, 64]), g.validate()))(*_gdn(64, 2, 2)),
+        InvalidGraphError,
+        ["validate()", "output 'O'", "(gdn)", "declared dim [16, 2, 64]", "imply [64, 2, 64]"],
+    ),
+    "builder-la-k-heads": (lambda w: _gdn(64, 4, 4, k_heads=2), OpInputError, ["gdn()", "port 'k'", "[64, 2, 64]", "[64, 4, 64]"]),
+    "builder-la-heads-divide": (lambda w: _gdn(64, 3, 2), OpInputError, ["gdn()", "heads 3", "v heads 2", "divide"]),
+    "builder-la-state-dims": (
+        lambda w: _gdn(64, 2, 2, state=[1, 2, 64, 32]),
+        OpInputError,
+        ["gdn()", "port 'initial_state'", "[1, 2, 64, 32]", "imply [1, 2, 64, 64]"],
+    ),
+    "execute-small-output": (
+        lambda w: _execute(w, lambda a, b, c, v: v.update({c: _host((1, 8, 8))})),
+        OperandGeometryError,
+        ["execute()", "tensor 'C'", "shape [1, 8, 8]", "runs shape [1, 16, 8]", "does not hold"],
+    ),
+    "execute-transposed-input": (
+        lambda w: _execute(w, lambda a, b, c, v: v.update({a: _host((1, 32, 16)).transpose(0, 2, 1)})),
+        OperandGeometryError,
+        ["execute()", "tensor 'A'", "stride [512, 1, 16]", "runs shape [1, 16, 32] stride [512, 32, 1]"],
+    ),
 }  # fmt: skip
+
+
+def _host(shape: tuple[int, ...]) -> Any:
+    """A host buffer of ``shape`` (numpy, read through __dlpack__)."""
+    import numpy as np
+
+    return np.zeros(shape, np.float16)
+
+
+def _gdn(t: int, h: int, hv: int, *, k_heads: int | None = None, state: list[int] | None = None):
+    """A python-only gdn graph of one sequence (head dims 64): (graph, O)."""
+    g = pygraph.Graph("la", io_data_type=dt.BFLOAT16)
+    q = g.tensor([t, h, 64], name="q")
+    k = g.tensor([t, k_heads or h, 64], name="k")
+    v = g.tensor([t, hv, 64], name="v")
+    gate = g.tensor([t, hv], name="g", data_type=dt.FLOAT)
+    beta = g.tensor([t, hv], name="beta", data_type=dt.FLOAT)
+    cu = g.tensor([2], name="cu_seqlens", data_type=dt.INT32)
+    extra = {"initial_state": g.tensor(state, name="h0", data_type=dt.FLOAT)} if state else {}
+    o, _ = g.gdn(q=q, k=k, v=v, g=gate, beta=beta, cu_seqlens=cu, **extra)
+    return g, o
 
 
 def _two_relus_serialized() -> bytes:

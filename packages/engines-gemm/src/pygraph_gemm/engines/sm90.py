@@ -25,6 +25,7 @@ from pygraph.engines.base import (
     PlanConfig,
 )
 from pygraph.errors import GraphNotSupportedError
+from pygraph.execution.errors import OperandGeometryError
 from pygraph.ir.dtypes import data_type
 from pygraph_gemm.analyzer import GemmFacts
 from pygraph_gemm.support import (
@@ -128,6 +129,7 @@ class GemmSm90Plan(CompiledPlan):
     """
 
     reads_stream = True
+    checks_geometry = True  # a call outside the declared geometry is mapped for it or refused (`_per_call`)
 
     def __init__(
         self,
@@ -313,7 +315,7 @@ class GemmSm90Plan(CompiledPlan):
 
     def _refuse(self, rule: str) -> None:
         """Raise naming the rule the call breaks (the call path launches nothing)."""
-        raise ValueError(f"{self._engine} (graph {self._name!r}): {rule}")
+        raise OperandGeometryError(f"{self._engine} (graph {self._name!r}): {rule}", tensor=None)
 
 
 class GemmSm90Engine(BaseEngine):
@@ -333,6 +335,7 @@ class GemmSm90Engine(BaseEngine):
                 f"{self.name}: graph {request.graph.name!r} came with no gemm facts (got {type(facts).__name__}); "
                 "it is not planned as a gemm graph"
             )
+        request.refuse_contradicting_geometry(self.name)
         return facts
 
     def check_support(self, request: EngineRequest) -> None:

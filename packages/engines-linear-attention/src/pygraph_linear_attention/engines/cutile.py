@@ -26,6 +26,7 @@ from pygraph.engines.base import (
     PlanConfig,
 )
 from pygraph.errors import GraphNotSupportedError
+from pygraph.execution.errors import OperandGeometryError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig, launch_backward
@@ -70,6 +71,7 @@ def facts_of(engine: str, request: EngineRequest) -> LinearAttentionFacts:
             f"{engine}: graph {request.graph.name!r} came with no linear-attention facts "
             f"(got {type(facts).__name__})"
         )
+    request.refuse_contradicting_geometry(engine)
     return facts
 
 
@@ -250,6 +252,7 @@ class GdnCutilePlan(CompiledPlan):
     """
 
     reads_stream = True
+    checks_geometry = True  # every operand held to its declared shape and stride in `execute`
 
     def __init__(
         self,
@@ -336,7 +339,7 @@ class GdnCutilePlan(CompiledPlan):
 
     def _refuse(self, rule: str) -> None:
         """Raise naming the rule the call breaks (nothing is enqueued)."""
-        raise ValueError(f"{self._engine} (graph {self._name!r}): {rule}")
+        raise OperandGeometryError(f"{self._engine} (graph {self._name!r}): {rule}", tensor=None)
 
 
 def _row_major(shape: tuple) -> tuple:

@@ -29,6 +29,7 @@ from pygraph.engines.base import (
     knobs_key,
 )
 from pygraph.errors import GraphNotSupportedError
+from pygraph.execution.errors import OperandGeometryError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.engines.cutile import (
@@ -151,6 +152,7 @@ class GdnSm90Plan(CompiledPlan):
     names it in its refusals; ``aligned`` the roles its kernels read or write 16 bytes at a time."""
 
     reads_stream = True
+    checks_geometry = True  # every operand held to its declared shape and stride in `execute`
 
     def __init__(
         self,
@@ -203,7 +205,7 @@ class GdnSm90Plan(CompiledPlan):
         self._fn(*pointers, *self._sizes, ctx.stream or 0)
 
     def _refuse(self, rule: str) -> None:
-        raise ValueError(f"{self.engine_name} (graph {self._name!r}): {rule}")
+        raise OperandGeometryError(f"{self.engine_name} (graph {self._name!r}): {rule}", tensor=None)
 
 
 def _knob_values(plan: PlanConfig) -> dict[str, Any]:

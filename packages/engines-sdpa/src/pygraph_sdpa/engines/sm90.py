@@ -32,6 +32,7 @@ from pygraph.engines.base import (
     kernels_ready,
 )
 from pygraph.errors import GraphNotSupportedError
+from pygraph.execution.errors import OperandGeometryError
 from pygraph.ir.dtypes import data_type
 from pygraph_sdpa.analyzer import SdpaFacts
 from pygraph_sdpa.kernels.sdpa_fwd_sm90_host import (
@@ -247,6 +248,9 @@ class SdpaFwdSm90Plan(CompiledPlan):
     """The compiled forward bound to one graph: each pointer's pack position (or none) and the sizes."""
 
     reads_stream = True
+    checks_geometry = (
+        True  # every operand held to its declared geometry (or a ragged one's THD rows) in `_pointers`
+    )
     engine_name = "sdpa_fwd_sm90"
     copied = frozenset({"q", "k", "v", "o"})  # the operands whose rows the kernels copy 16 bytes at a time
 
@@ -264,7 +268,7 @@ class SdpaFwdSm90Plan(CompiledPlan):
         return 0
 
     def _refuse(self, rule: str) -> None:
-        raise ValueError(f"{self.engine_name} (graph {self._name!r}): {rule}")
+        raise OperandGeometryError(f"{self.engine_name} (graph {self._name!r}): {rule}", tensor=None)
 
     def _pointers(self, pack: Any) -> list[int]:
         """The call's addresses in the compiled function's order (0 for an absent operand), each
@@ -315,6 +319,7 @@ class SdpaFwdSm90Engine(BaseEngine):
             raise GraphNotSupportedError(
                 f"{self.name}: graph {request.graph.name!r} came with no sdpa facts (got {type(facts).__name__})"
             )
+        request.refuse_contradicting_geometry(self.name)
         return facts
 
     def check_support(self, request: EngineRequest) -> None:

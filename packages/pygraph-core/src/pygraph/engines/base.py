@@ -174,10 +174,25 @@ class EngineRequest:
     facts: Any
     device: DeviceInfo
     layout_of: Callable[[], OperandLayout] = dataclasses.field(repr=False)
+    _memo: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def layout(self) -> OperandLayout:
         return self.layout_of()
+
+    def refuse_contradicting_geometry(self, engine: str) -> None:
+        """Decline (naming ``engine``) a graph whose declared geometry contradicts itself: an
+        operand its op refuses, an output declared other than its inputs imply. Kernels size their
+        writes from the inputs, so such a graph would be written past a buffer. validate() refuses
+        it first; this keeps an engine asked directly from accepting it. Computed once a request."""
+        memo = self._memo
+        if "geometry" not in memo:
+            from pygraph.ir.validate import geometry_contradiction
+
+            memo["geometry"] = geometry_contradiction(getattr(self.graph, "nodes", ()))
+        reason = memo["geometry"]
+        if reason is not None:
+            raise GraphNotSupportedError(f"{engine}: {reason}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,12 +276,17 @@ class CompiledPlan(abc.ABC):
     ``execute`` receives the call's `VariantPack` (operands in ascending uid order, each with its
     own geometry) and the explicit `ExecutionContext`. ``takes_variant_pack`` False means the plan
     wants ``{uid: OperandBuffer}`` instead; ``reads_stream`` False means ``ctx.stream`` is not read
-    (the per-call path then skips reading the handle's stream). Both are read once, when the plan
-    is bound, not per call.
+    (the per-call path then skips reading the handle's stream). ``checks_geometry`` False (the
+    default) has the per-call path hold every buffer to its declared geometry first. All three are
+    read once, when the plan is bound, not per call.
     """
 
     takes_variant_pack: bool = True
     reads_stream: bool = True
+    # True: ``execute`` checks each buffer's geometry itself (its own rules: a gemm plan maps a
+    # call's other geometry, a linear-attention plan refuses it). False: the per-call path refuses
+    # any buffer whose geometry is not the declared one before the plan runs (`planning.runner`).
+    checks_geometry: bool = False
 
     @abc.abstractmethod
     def execute(self, graph: Any, pack: VariantPack, ctx: ExecutionContext) -> None: ...

@@ -10,6 +10,7 @@ __all__ = [
     "OperandDeviceError",
     "OperandDtypeError",
     "OperandError",
+    "OperandGeometryError",
     "OperandMissingError",
     "OperandTypeError",
     "ShapeOverrideError",
@@ -54,6 +55,11 @@ class OperandAddressError(OperandError):
 
 class DuplicateOperandError(OperandError):
     """One operand given twice in one call (as its Tensor and by its name or uid)."""
+
+
+class OperandGeometryError(OperandError):
+    """A buffer's shape, strides or alignment is not what the plan runs: the plan would read or
+    write it as the declared tensor, past its end or at the wrong elements."""
 
 
 class OperandDeviceError(OperandError):

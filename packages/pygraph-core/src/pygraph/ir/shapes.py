@@ -7,7 +7,7 @@ from typing import Any
 
 from pygraph.errors import OpInputError
 
-__all__ = ["bad_dims", "bad_strides", "broadcast", "row_major_stride", "to_dims"]
+__all__ = ["bad_dims", "bad_strides", "broadcast", "row_major_stride", "same_extents", "to_dims"]
 
 
 def to_dims(value: Any, what: str) -> tuple[int, ...]:
@@ -67,3 +67,11 @@ def broadcast(shapes: Sequence[Sequence[int]]) -> tuple[int, ...] | None:
             elif x not in (1, cur):
                 return None
     return tuple(out)
+
+
+def same_extents(a: Sequence[int], b: Sequence[int]) -> bool:
+    """True when ``a`` and ``b`` are one shape up to leading unit axes ([1, 4, 16] and [4, 16])."""
+    rank = max(len(a), len(b))
+    pad_a = (1,) * (rank - len(a)) + tuple(a)
+    pad_b = (1,) * (rank - len(b)) + tuple(b)
+    return pad_a == pad_b

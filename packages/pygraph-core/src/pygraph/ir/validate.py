@@ -1,24 +1,25 @@
 """IR-side validation (run by `Graph.validate()` before any lowering, and so by planning).
 
 Two layers: each node against its op (re-inferred outputs, the op's own checks, dims on what it
-reads), then the graph as a whole (`InvalidGraphError`): at least one node and one output, every
+reads), then the graph as a whole (`InvalidGraphError`): at least one node and one output (on a python-only
+graph every output a node writes is one), every
 wired tensor of this graph with dims and strides a kernel can run, no tensor written by two nodes,
 no cycle, and no virtual tensor read as a graph input.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pygraph.errors import InvalidGraphError, OpInputError
-from pygraph.ir.shapes import bad_dims, bad_strides
+from pygraph.ir.shapes import bad_dims, bad_strides, same_extents
 
 if TYPE_CHECKING:
     from pygraph.ir.container import GraphIR
     from pygraph.ir.node import Node
 
-__all__ = ["check_graph", "find_cycle", "validate_ir"]
+__all__ = ["check_graph", "declared_output_mismatch", "find_cycle", "geometry_contradiction", "validate_ir"]
 
 
 def validate_ir(ir: GraphIR) -> None:
@@ -38,6 +39,7 @@ def validate_ir(ir: GraphIR) -> None:
         infer_outputs(node)
         if node.spec.check is not None:
             node.spec.check(node)
+        _check_declared_outputs(node)
     python_only = ir.is_python_only
     for node in ir.nodes:
         for t in node.input_tensors():
@@ -57,6 +59,54 @@ def validate_ir(ir: GraphIR) -> None:
                     f"{list(t.stride)} of another rank"
                 )
     check_graph(ir)
+
+
+def _check_declared_outputs(node: Node) -> None:
+    """An output whose dims the caller set must have the dims its inputs imply.
+
+    Kernels size their grids and writes from the inputs (a gdn kernel writes T x HO x V rows of O
+    whatever O was declared), while execute() checks each buffer against the declared dims: a
+    declared output smaller than the implied one would be written past its end. So a contradiction
+    is refused here, before any plan exists."""
+    found = declared_output_mismatch(node)
+    if found is not None:
+        raise InvalidGraphError(f"validate(): {found}")
+
+
+def declared_output_mismatch(node: Node) -> str | None:
+    """The first output of ``node`` whose user-set dims differ from the dims its inputs imply, as
+    a message naming the node, the port, what was declared and what is implied; or None. Leading
+    unit axes are no contradiction ([1, 4, 16] is the [4, 16] a matmul of two matrices implies)."""
+    from pygraph.ops.build import implied_dims
+
+    for out in node.spec.outputs:
+        t = node.outputs.get(out.name)
+        if t is None or out.from_kwarg or not t.dim_assigned:
+            continue
+        implied = implied_dims(node, out)
+        if implied is not None and not same_extents(t.dim, implied):
+            return (
+                f"output {out.name!r} ({t.name!r}) of node {node.name!r} ({node.op}) is declared dim "
+                f"{list(t.dim)}, but its inputs imply {list(implied)}; set_dim({list(implied)}) or leave "
+                "the dims to the op"
+            )
+    return None
+
+
+def geometry_contradiction(nodes: Iterable[Node]) -> str | None:
+    """Why the declared geometry of ``nodes`` contradicts itself (an input the op's own check
+    refuses, an output declared other than its inputs imply), or None. What `validate_ir` raises,
+    as a reason an engine's check_support declines with."""
+    for node in nodes:
+        if node.spec.check is not None:
+            try:
+                node.spec.check(node)
+            except OpInputError as exc:
+                return str(exc)
+        found = declared_output_mismatch(node)
+        if found is not None:
+            return found
+    return None
 
 
 def _wired(node: Node) -> Iterator[tuple[str, Any]]:
@@ -176,7 +226,9 @@ def check_graph(ir: GraphIR) -> None:
                     "is non-virtual (set_is_virtual(False), the default of graph.tensor())"
                 )
         outputs = outputs or any(not t.is_virtual for t in node.output_tensors())
-    if not outputs:
+    # On a python-only graph is_virtual speaks of a lowering that never happens: every output a
+    # node writes is a caller slot (planning.layout), so a gdn graph whose O is left virtual has one.
+    if not outputs and not ir.is_python_only:
         raise InvalidGraphError(
             f"validate(): graph {ir.name!r} has no output: every tensor its nodes produce is virtual; mark "
             "the results with set_output(True)"

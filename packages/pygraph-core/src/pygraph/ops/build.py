@@ -19,7 +19,7 @@ from pygraph.ops.spec import NO_DEFAULT, Attr, OpSpec, Output, Port
 if TYPE_CHECKING:
     from pygraph.ir.container import GraphIR
 
-__all__ = ["UnknownDims", "build_node", "dims_of", "infer_outputs", "make_builder"]
+__all__ = ["UnknownDims", "build_node", "dims_of", "implied_dims", "infer_outputs", "make_builder"]
 
 
 class UnknownDims(Exception):
@@ -159,7 +159,8 @@ def _default_dtype(node: Node) -> data_type:
     return data_type.NOT_SET
 
 
-def _infer_dims(node: Node, out: Output) -> tuple[int, ...] | None:
+def implied_dims(node: Node, out: Output) -> tuple[int, ...] | None:
+    """The dims ``node``'s inputs imply for output ``out``, or None where its op infers none."""
     if out.dims is None:
         return None
     try:
@@ -175,7 +176,7 @@ def infer_outputs(node: Node) -> None:
         t = node.outputs.get(out.name)
         if t is None or out.from_kwarg:
             continue
-        dims = _infer_dims(node, out)
+        dims = implied_dims(node, out)
         stride = row_major_stride(dims) if dims is not None else None
         dtype = out.dtype(node) if out.dtype is not None else _default_dtype(node)
         t._set_inferred(dims, stride, dtype)

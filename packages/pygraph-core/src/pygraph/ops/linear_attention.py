@@ -40,6 +40,9 @@ def _state_dtype(node) -> data_type:
 
 
 def _check(node) -> None:
+    """The op's geometry, whole: every kernel sizes its reads and writes from q and v, so every
+    other operand must have the extents q and v imply (a k with fewer heads than q would be read
+    past its end)."""
     op = node.op
     tokens = {}
     for port in ("q", "k", "v", "g", "beta", "w", "dO"):
@@ -49,11 +52,63 @@ def _check(node) -> None:
     if len(set(tokens.values())) > 1:
         shown = ", ".join(f"{p}: T={n}" for p, n in tokens.items())
         raise OpInputError(f"{op}(): ports disagree on the token count T (dim 0): {shown}")
-    q, k = node.inputs["q"], node.inputs["k"]
+    q, k, v = node.inputs["q"], node.inputs["k"], node.inputs["v"]
     if q.dim and k.dim and q.dim[-1] != k.dim[-1]:
         raise OpInputError(
             f"{op}(): port 'q' (dim {list(q.dim)}) and port 'k' (dim {list(k.dim)}) differ in head dim K"
         )
+    if not (q.dim and k.dim and v.dim):
+        return
+    if tuple(k.dim) != tuple(q.dim):
+        raise OpInputError(
+            f"{op}(): port 'k' (tensor {k.name!r}) has dim {list(k.dim)}, port 'q' {list(q.dim)}; k has "
+            "q's dims [T, H, K] (the kernels read k with q's head count)"
+        )
+    (t, h, dk), (hv, dv) = q.dim, v.dim[1:]
+    ho = max(h, hv)
+    if ho % h or ho % hv:
+        raise OpInputError(
+            f"{op}(): q/k heads {h} and v heads {hv}: the smaller must divide the larger (the output "
+            f"has {ho} heads)"
+        )
+    channels = {"g": dk if len(node.inputs["g"].dim) == 3 else None, "beta": None, "w": dv}
+    if node.inputs["beta"].dim and len(node.inputs["beta"].dim) == 3:
+        channels["beta"] = dk
+    for port, per in channels.items():
+        gate = node.inputs.get(port)
+        if gate is None or not gate.dim:
+            continue
+        heads = gate.dim[1]
+        if ho % heads or (per is not None and gate.dim[2] != per):
+            want = f"[{t}, heads, {per}]" if per is not None else f"[{t}, heads]"
+            raise OpInputError(
+                f"{op}(): port {port!r} (tensor {gate.name!r}) has dim {list(gate.dim)}; it must be {want} "
+                f"with heads dividing the output's {ho}"
+            )
+    n = _sequences(node)
+    wants = {"dO": (t, ho, dv), "initial_state": (n, ho, dv, dk), "d_final_state": (n, ho, dv, dk)}
+    for port, want in wants.items():
+        tensor = node.inputs.get(port)
+        if tensor is None or not tensor.dim or None in want:
+            continue
+        if tuple(tensor.dim) != want:
+            raise OpInputError(
+                f"{op}(): port {port!r} (tensor {tensor.name!r}) has dim {list(tensor.dim)}; q and v "
+                f"imply {list(want)}"
+            )
+
+
+def _sequences(node) -> int | None:
+    """N, from cu_seqlens' length (None while its dims are unset)."""
+    cu = node.inputs["cu_seqlens"]
+    if not cu.dim:
+        return None
+    if cu.dim[0] < 2:
+        raise OpInputError(
+            f"{node.op}(): port 'cu_seqlens' (tensor {cu.name!r}) has dim {list(cu.dim)}; it holds N + 1 "
+            "offsets for N >= 1 sequences"
+        )
+    return cu.dim[0] - 1
 
 
 def _ports(gate_rank: int, beta_rank: int, with_w: bool, backward: bool) -> tuple[Port, ...]:

@@ -36,7 +36,7 @@ from pygraph.lifecycle import NOT_PLANNED, PLANNED, GraphState, require
 from pygraph.planning import backend as _backend
 from pygraph.planning.kinds import PlanKinds
 from pygraph.planning.layout import layout_for
-from pygraph.planning.runner import make_runner, refuse_workspace
+from pygraph.planning.runner import make_runner, overridden_rows, refuse_geometry, refuse_workspace
 
 __all__ = ["Planner", "Prepared", "SelectedPlan", "planner_of"]
 
@@ -473,6 +473,8 @@ class Planner:
         plan, name = self.compiled[index], self.name_at(index)
         pack = normalize(self.layout, values, workspace)
         refuse_workspace(name, plan.get_workspace_size(), pack)
+        if not getattr(plan, "checks_geometry", False):
+            refuse_geometry(name, overridden_rows(self.layout, ShapeOverrides(*overrides)), pack)
         handle = self.graph.handle if handle is None else handle
         ctx = ExecutionContext(handle, None, pack.workspace)
         plan.execute_with_overrides(self.graph, pack, ctx, ShapeOverrides(*overrides), name)

@@ -12,11 +12,11 @@ from typing import Any
 
 from pygraph.engines.base import CompiledPlan
 from pygraph.execution.context import ExecutionContext, stream_of
-from pygraph.execution.errors import WorkspaceTooSmallError
+from pygraph.execution.errors import OperandGeometryError, WorkspaceTooSmallError
 from pygraph.execution.normalize import normalize
-from pygraph.execution.variant_pack import OperandLayout, VariantPack
+from pygraph.execution.variant_pack import DEVICE_UNKNOWN, OperandLayout, VariantPack
 
-__all__ = ["make_runner", "refuse_workspace"]
+__all__ = ["geometry_rows", "holds", "make_runner", "overridden_rows", "refuse_geometry", "refuse_workspace"]
 
 Runner = Callable[[Any, Any, Any], None]
 
@@ -36,6 +36,70 @@ def refuse_workspace(plan_name: str, needed: int, pack: VariantPack) -> None:
         )
 
 
+def geometry_rows(layout: OperandLayout) -> tuple[tuple[int, tuple, tuple], ...]:
+    """(position, declared shape, declared stride) of every device operand of ``layout``."""
+    return tuple(
+        (i, tuple(d.shape), tuple(d.stride))
+        for i, d in enumerate(layout.declared)
+        if not layout.host[i] and d.shape
+    )
+
+
+def overridden_rows(layout: OperandLayout, overrides: Any) -> tuple[tuple[int, tuple, tuple], ...]:
+    """`geometry_rows` with execute-time shape overrides (uids, shapes, strides) applied: the
+    geometry a backend plan runs with its dynamic shapes."""
+    new = {}
+    for uid, shape, stride in zip(overrides.uids or (), overrides.shapes or (), overrides.strides or ()):
+        new[uid] = (tuple(shape), tuple(stride))
+    rows = []
+    for i, shape, stride in geometry_rows(layout):
+        shape, stride = new.get(layout.uids[i], (shape, stride))
+        rows.append((i, shape, stride))
+    return tuple(rows)
+
+
+def refuse_geometry(plan_name: str, rows: tuple, pack: VariantPack) -> None:
+    """Raise `OperandGeometryError` when a buffer of ``pack`` does not hold the tensor the plan runs.
+
+    The plan reads and writes each operand with the geometry in ``rows`` (the declared one for a
+    backend plan, or its execute-time overrides), so a smaller buffer would be read or written past
+    its end, and one of other strides at the wrong elements. The common case is one tuple
+    comparison per operand; the rest (`holds`) runs only when a buffer is not exactly that tensor.
+    A bare address (its extent unknown) is read as the declared tensor."""
+    bufs = pack.buffers
+    for i, shape, stride in rows:
+        buf = bufs[i]
+        if buf[1] != shape or buf[2] != stride:
+            if buf[4] != DEVICE_UNKNOWN and not holds(buf[1], buf[2], shape, stride):
+                name = pack.layout.names[i]
+                raise OperandGeometryError(
+                    f"execute(): tensor {name!r} is shape {list(buf[1])} stride {list(buf[2])}; plan "
+                    f"{plan_name} runs shape {list(shape)} stride {list(stride)}, which that buffer does "
+                    "not hold",
+                    tensor=name,
+                )
+
+
+def holds(shape: tuple, stride: tuple, want_shape: tuple, want_stride: tuple) -> bool:
+    """Whether a buffer of ``shape``/``stride`` holds a tensor of ``want_shape``/``want_stride``
+    starting at its first element: on every axis (right-aligned, missing leading axes of extent 1)
+    the buffer is at least as long, with the same stride wherever the tensor is longer than 1. So a
+    [16, 8] buffer holds a declared [1, 16, 8], a [1, 32, 8] one holds its first 16 rows, and a
+    smaller or transposed one holds nothing the plan would run."""
+    if len(shape) != len(stride) or len(want_shape) != len(want_stride):
+        return False
+    rank = max(len(shape), len(want_shape))
+    pad, want_pad = rank - len(shape), rank - len(want_shape)
+    for axis in range(rank):
+        w = want_shape[axis - want_pad] if axis >= want_pad else 1
+        d = shape[axis - pad] if axis >= pad else 1
+        if w > d:
+            return False
+        if w > 1 and stride[axis - pad] != want_stride[axis - want_pad]:
+            return False
+    return True
+
+
 def make_runner(
     graph: Any, layout: OperandLayout, plan: CompiledPlan, plan_name: str, default_handle: Any
 ) -> Runner:
@@ -46,6 +110,7 @@ def make_runner(
     """
     execute = plan.execute
     needed = plan.get_workspace_size()
+
     new = tuple.__new__
     context = ExecutionContext
     reads_stream = getattr(plan, "reads_stream", True)
@@ -55,6 +120,14 @@ def make_runner(
 
         def execute(graph: Any, pack: VariantPack, ctx: ExecutionContext) -> None:
             by_pack(graph, pack.by_uid(), ctx)
+
+    if not getattr(plan, "checks_geometry", False):
+        rows = geometry_rows(layout)
+        unchecked = execute
+
+        def execute(graph: Any, pack: VariantPack, ctx: ExecutionContext) -> None:
+            refuse_geometry(plan_name, rows, pack)
+            unchecked(graph, pack, ctx)
 
     # A call with no handle and no workspace runs with the same (immutable) context every time.
     if reads_stream:
