@@ -247,6 +247,24 @@ def test_an_unaligned_pointer_is_refused_and_launches_nothing(monkeypatch) -> No
     assert fn.calls == []
 
 
+@pytest.mark.parametrize("batching", ["2d", "batched"])
+def test_an_output_smaller_than_a_at_b_is_refused_and_launches_nothing(monkeypatch, batching) -> None:
+    """The plan maps M, N, K and the batch from A and B: an output buffer with fewer rows, columns
+    or batch matrices than they imply would be written past its end."""
+    from pygraph.execution import OperandGeometryError
+
+    plan, _kp, fn, declared, positions, _l = _setup(monkeypatch, False, False, False, False, batching, ())
+    ob = BATCHING[batching][4]
+    small = [_matrix(ob, M - 8, N, False), _matrix(ob, M, N - 8, False)]
+    if ob:
+        small.append(_matrix((ob[0] - 1,), M, N, False))
+    for geometry in small:
+        pack = _pack(declared, positions, out=geometry)
+        with pytest.raises(OperandGeometryError, match=r"gemm_sm90 \(graph .g.\): operand (out|a) "):
+            plan.execute(None, pack, SimpleNamespace(stream=STREAM, workspace=0))
+    assert fn.calls == []
+
+
 def test_batch_dims_that_do_not_collapse_are_refused(monkeypatch) -> None:
     plan, _kp, fn, declared, positions, _l = _setup(
         monkeypatch, False, False, False, False, "batched_2dims", ()

@@ -7,10 +7,12 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+import torch  # imported here: the recorder fixture replaces importlib's find_spec
 
 import pygraph
 from pygraph import data_type as dt
 from pygraph.engines.base import PlanConfig
+from pygraph.execution import OperandGeometryError
 from pygraph_linear_attention.engines import sm90 as engine_mod
 from pygraph_linear_attention.engines.sm90 import GdnSm90BwdEngine, GdnSm90Engine
 from pygraph_linear_attention.kernels.gdn_sm90_host import Sm90BwdKey, Sm90Key, compiled_forward, search_steps
@@ -126,6 +128,19 @@ def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
     tensors[o] = 0x900000
     with pytest.raises(
         ValueError, match=r"gdn_sm90 \(graph 'gdn'\): operand q at 0x10008 is not 16-byte aligned"
+    ):
+        g.execute(tensors, workspace=0xC00000)
+    assert recorder.calls == []
+
+
+def test_an_output_buffer_smaller_than_declared_is_refused_before_the_launch(recorder):
+    g = _built(_graph(t=64, n=1, h=2), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1,WGMMA=0]")
+    o, _ = g.outputs_for_test
+    names = ("q", "k", "v", "g", "beta", "cu_seqlens")
+    tensors = {g.find_tensor(name): 0x10000 * (i + 1) for i, name in enumerate(names)}
+    tensors[o] = torch.empty(16, 2, 128, dtype=torch.bfloat16)  # 16 of the 64 tokens' rows
+    with pytest.raises(
+        OperandGeometryError, match=r"gdn_sm90 \(graph 'gdn'\): operand o is shape \[16, 2, 128\]"
     ):
         g.execute(tensors, workspace=0xC00000)
     assert recorder.calls == []

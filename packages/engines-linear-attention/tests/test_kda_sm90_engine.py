@@ -9,10 +9,12 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+import torch  # imported here: the recorder fixture replaces importlib's find_spec
 
 import pygraph
 from pygraph import data_type as dt
 from pygraph.environment import OPT_IN_ENV
+from pygraph.execution import OperandGeometryError
 from pygraph_linear_attention.engines import kda_sm90 as engine_mod
 from pygraph_linear_attention.engines.kda_sm90 import Gdn2Sm90Engine, KdaSm90BwdEngine, KdaSm90Engine
 from pygraph_linear_attention.kernels import kda_sm90_host as host
@@ -179,6 +181,24 @@ def test_gdn2s_beta_and_write_gate_must_be_16_byte_aligned(recorder, port):
     tensors[kda.outputs_for_test[0]] = 0xA00000
     kda.execute(tensors, workspace=0xC00000)
     assert len(recorder.calls) == 1
+
+
+@pytest.mark.parametrize("op", ["kda", "gdn2"])
+def test_an_output_buffer_smaller_than_declared_is_refused_before_the_launch(recorder, op):
+    g = _graph(op, t=64, n=1, h=1, hv=1)
+    g.create_execution_plans()
+    g.build_plans()
+    ports = (
+        ("q", "k", "v", "g", "beta", "w", "cu_seqlens")
+        if op == "gdn2"
+        else ("q", "k", "v", "g", "beta", "cu_seqlens")
+    )
+    tensors = {g.find_tensor(name): 0x100000 * (i + 1) for i, name in enumerate(ports)}
+    o = g.outputs_for_test[0]
+    tensors[o] = torch.empty(16, *o.dim[1:], dtype=torch.bfloat16)  # 16 of the 64 tokens' rows
+    with pytest.raises(OperandGeometryError, match=rf"{op}_sm90 .*operand o is shape \[16, 1, 128\]"):
+        g.execute(tensors, workspace=0xC00000)
+    assert recorder.calls == []
 
 
 def test_the_workspace_is_what_the_plan_carves(recorder):

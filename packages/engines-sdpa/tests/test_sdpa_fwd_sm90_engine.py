@@ -238,6 +238,22 @@ def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
     assert recorder.calls == []
 
 
+def test_an_output_buffer_smaller_than_declared_is_refused_before_the_launch(recorder):
+    from pygraph.execution import OperandGeometryError
+    from pygraph.execution.context import ExecutionContext
+
+    graph = _graph()
+    plan = SdpaFwdSm90Engine(ENGINE_ID).build_plan(graph.engine_request(), PlanConfig(ENGINE_ID), None)
+    pack = pack_of(graph, base=0x10000, step=0x10000)
+    o = pack.index_of(graph.get_node("sdpa").outputs["O"])
+    buf = pack.buffers[o]
+    half = (buf.shape[0], buf.shape[1], buf.shape[2] // 2, buf.shape[3])  # half the query rows
+    pack.buffers[o] = buf._replace(shape=half)
+    with pytest.raises(OperandGeometryError, match=r"sdpa_fwd_sm90 .*operand o is shape"):
+        plan.execute(graph, pack, ExecutionContext(handle=None, stream=None, workspace=0))
+    assert recorder.calls == []
+
+
 @needs_cute
 @pytest.mark.parametrize(
     "key",

@@ -77,7 +77,15 @@ def test_a_plan_that_checks_geometry_itself_gets_the_call_as_passed(standins):
     g.create_execution_plans()
     plan = _SelfChecking()
     run = make_runner(g, g._planner.layout, plan, "self_checking", None)
-    run({a: np.zeros((1, 16, 32), np.float16), b: np.zeros((1, 32, 8), np.float16), c: np.zeros((1, 8, 8), np.float16)}, None, None)
+    run(
+        {
+            a: np.zeros((1, 16, 32), np.float16),
+            b: np.zeros((1, 32, 8), np.float16),
+            c: np.zeros((1, 8, 8), np.float16),
+        },
+        None,
+        None,
+    )
     assert plan.ran == 1
 
 
