@@ -411,3 +411,16 @@ def test_a_lock_that_cannot_be_taken_costs_the_cache_not_the_build(tmp_path, mon
     assert builds == [b"object-bytes"] * 2  # built each time: nothing stored past a lock not taken
     assert not (tmp_path / "entries" / "k1.bin").exists()
     assert precious.read_text() == "the user's own file"  # a symlinked lock truncated nothing
+
+
+def test_a_lock_of_this_users_that_others_can_write_is_taken(tmp_path):
+    cache, builds = _cache(tmp_path), []
+    cache.directory.mkdir()
+    lock = cache.directory / "k1.bin.lock"
+    lock.write_text("")
+    lock.chmod(0o666)  # an older filelock under umask 0; what a lock file holds is never read
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _fetch(cache, "k1", b"object-bytes", builds) == b"object-bytes"
+        assert _fetch(cache, "k1", b"never-built", builds) == b"object-bytes"
+    assert builds == [b"object-bytes"] and cache.lookup("k1") is not None

@@ -149,10 +149,11 @@ def make_private_dirs(path: Path) -> None:
         raise FileExistsError(f"{path} exists and is not a directory")
 
 
-def untrusted(path: Path | str) -> str | None:
+def untrusted(path: Path | str, *, content: bool = True) -> str | None:
     """Why the file ``path`` (a cache entry, its sidecar, its lock) cannot be trusted ("is a symlink"),
-    or None: it must be a regular file (not a symlink), owned by this process's user and writable by
-    no one else. A path that does not exist is None: there is nothing to distrust."""
+    or None: it must be a regular file (not a symlink) owned by this process's user and, when its
+    ``content`` is read (an entry, a sidecar; not a lock), writable by no one else. A path that does
+    not exist is None: there is nothing to distrust."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -163,7 +164,7 @@ def untrusted(path: Path | str) -> str | None:
         return "is a symlink"
     if not stat.S_ISREG(st.st_mode):
         return "is not a regular file"
-    return _foreign_owner(st) or _shared_write(st)
+    return _foreign_owner(st) or (_shared_write(st) if content else None)
 
 
 def _distrusted_dir(path: Path, env: str) -> tuple[str, str] | None:
@@ -309,7 +310,7 @@ class DiskCache:
         from filelock import Timeout
 
         path = self._lock_path(key)
-        why = untrusted(path)
+        why = untrusted(path, content=False)  # what a lock file holds is never read
         if why is None:
             lock = self.lock(key)
             try:
