@@ -295,6 +295,7 @@ def test_cache_commands_on_a_path_that_is_not_a_file_exit_1_and_create_nothing(
         monkeypatch.setenv(plan_cache.CACHE_ENV, str(path.parent))
     code, out, err = run("cache", "list")
     assert (code, out) == (1, "") and f"plan cache {path}: is not a regular file (it is {kind})" in err
+    assert "point PYGRAPH_PLAN_CACHE at a file, or at a folder to hold plans.sqlite" in err
     code, out, err = run("info")
     assert code == 0 and f"not usable: is not a regular file (it is {kind})" in out and "Traceback" not in err
     code, out, err = run("cache", "clear")
