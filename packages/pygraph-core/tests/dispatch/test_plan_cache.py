@@ -229,8 +229,9 @@ def test_a_writer_killed_mid_commit_leaves_the_cache_usable(tmp_path):
     assert writer.returncode == -signal.SIGKILL
     journal = tmp_path / "plans.sqlite-journal"
     assert journal.stat().st_size > 0
-    with pytest.raises(sqlite3.OperationalError) as hot:  # the journal is hot: a read-only open is stuck
-        sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True).execute("SELECT count(*) FROM pygraph_plans")
+    read_only = contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True))
+    with read_only as conn, pytest.raises(sqlite3.OperationalError) as hot:  # the journal is hot:
+        conn.execute("SELECT count(*) FROM pygraph_plans")  # a read-only open cannot roll it back
     assert hot.value.sqlite_errorname == "SQLITE_READONLY_ROLLBACK"
     reader = subprocess.run(
         [sys.executable, "-W", "error", "-c", _READER, str(path)], capture_output=True, text=True, timeout=120
