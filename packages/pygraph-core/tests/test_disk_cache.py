@@ -1,11 +1,17 @@
 """The disk cache: where it lives, atomic publication under a file lock, and entries verified before
-use. A writer killed mid-write and two processes writing one entry are real subprocesses."""
+use. A writer killed mid-write and two processes writing one entry are real subprocesses. Who may
+write is what is trusted: a directory, entry or lock that is another user's, shared or a symlink is
+not used, and the directories it creates are 0700."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -227,3 +233,194 @@ def test_keys_are_plain_file_names(tmp_path):
     with pytest.raises(ValueError, match="not a plain file name"):
         _cache(tmp_path).path("../escape")
     assert disk_cache.FORMAT == "pygraph-disk-cache"
+
+
+# --- trust: who may write ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def owned_by_another_user(*paths: Path):
+    """``os.stat``/``os.lstat`` report ``paths`` as another uid's (a chown needs root); yields the uid."""
+    other = os.geteuid() + 4242
+    targets = {os.fspath(p) for p in paths}
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("stat", "lstat"):
+            real = getattr(os, name)
+
+            def fake(path, *args, _real=real, **kwargs):
+                st = _real(path, *args, **kwargs)
+                if isinstance(path, (str, os.PathLike)) and os.fspath(path) in targets:
+                    fields = list(st)
+                    fields[4] = other  # st_uid
+                    return os.stat_result(fields)
+                return st
+
+            mp.setattr(os, name, fake)
+        yield other
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_directories_it_creates_are_0700_whatever_the_umask(tmp_path, monkeypatch):
+    monkeypatch.setenv(OWN_ENV, str(tmp_path / "a" / "b" / "kernels"))
+    old = os.umask(0)
+    try:
+        assert cache_dir("kernels", OWN_ENV) == tmp_path / "a" / "b" / "kernels"
+        monkeypatch.delenv(OWN_ENV)
+        assert cache_dir("kernels", OWN_ENV) == tmp_path / "user-cache" / "pygraph" / "kernels"
+    finally:
+        os.umask(old)
+    created = [tmp_path / "a", tmp_path / "a" / "b", tmp_path / "a" / "b" / "kernels"]
+    created += [
+        tmp_path / "user-cache",
+        tmp_path / "user-cache" / "pygraph",
+        tmp_path / "user-cache" / "pygraph" / "kernels",
+    ]
+    assert {str(p.relative_to(tmp_path)): oct(_mode(p)) for p in created} == {
+        str(p.relative_to(tmp_path)): "0o700" for p in created
+    }
+
+
+@pytest.mark.parametrize(
+    ("mode", "says"),
+    [(0o777, "writable by group and others (mode 0o777)"), (0o770, "writable by group (mode 0o770)")],
+    ids=["world-writable", "group-writable"],
+)
+def test_a_directory_others_can_write_is_not_used(tmp_path, monkeypatch, mode, says):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+    monkeypatch.setenv(OWN_ENV, str(shared))
+    with pytest.warns(CacheWarning) as caught:
+        assert cache_dir("kernels", OWN_ENV) is None
+    (message,) = [str(w.message) for w in caught]
+    assert str(shared) in message and says in message and "native code" in message
+    assert f"chmod 700 {shared}, or point {OWN_ENV} at a directory only you can write" in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cache_dir("kernels", OWN_ENV) is None  # once per process
+    assert _mode(shared) == mode  # left as it is: what is in it may already be someone else's
+
+
+def test_a_directory_of_another_user_is_not_used(tmp_path, monkeypatch):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    monkeypatch.setenv(OWN_ENV, str(theirs))
+    with owned_by_another_user(theirs) as uid, pytest.warns(CacheWarning) as caught:
+        assert cache_dir("kernels", OWN_ENV) is None
+    (message,) = [str(w.message) for w in caught]
+    assert f"{theirs} (from {OWN_ENV}={theirs}) cannot be used: it is owned by uid {uid}" in message
+    assert f"not by this user (uid {os.geteuid()})" in message
+    assert f"point {OWN_ENV} at a directory of your own" in message
+
+
+def _symlinked(entry: Path, tmp_path: Path) -> None:
+    """``entry`` replaced by a symlink to a copy of itself outside the cache."""
+    elsewhere = tmp_path / "elsewhere.bin"
+    elsewhere.write_bytes(entry.read_bytes())
+    entry.unlink()
+    entry.symlink_to(elsewhere)
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        (lambda entry, tmp_path: _symlinked(entry, tmp_path), "it is a symlink"),
+        (lambda entry, tmp_path: entry.chmod(0o666), "it is writable by group and others (mode 0o666)"),
+        (
+            lambda entry, tmp_path: entry.with_name("k1.bin.meta").chmod(0o620),
+            "its sidecar is writable by group (mode 0o620)",
+        ),
+    ],
+    ids=["symlink", "shared-entry", "shared-sidecar"],
+)
+def test_an_entry_someone_else_could_have_written_is_rebuilt_not_loaded(tmp_path, damage, says):
+    cache, builds = _cache(tmp_path), []
+    _fetch(cache, "k1", b"object-bytes", builds)
+    entry = tmp_path / "entries" / "k1.bin"
+    damage(entry, tmp_path)
+    with pytest.warns(CacheWarning, match=re.escape(says)) as caught:
+        assert _fetch(cache, "k1", b"object-bytes", builds) == b"object-bytes"
+    assert len(caught) == 1 and str(entry) in str(caught[0].message)
+    assert builds == [b"object-bytes"] * 2
+    assert not entry.is_symlink() and _mode(entry) == 0o600 and cache.lookup("k1") == entry  # rebuilt, ours
+
+
+def test_an_entry_of_another_user_is_rebuilt_not_loaded(tmp_path):
+    cache, builds = _cache(tmp_path), []
+    _fetch(cache, "k1", b"object-bytes", builds)
+    entry = tmp_path / "entries" / "k1.bin"
+    with owned_by_another_user(entry) as uid, pytest.warns(CacheWarning, match=f"it is owned by uid {uid}"):
+        assert _fetch(cache, "k1", b"object-bytes", builds) == b"object-bytes"
+    assert builds == [b"object-bytes"] * 2 and cache.lookup("k1") == entry
+
+
+class _RefusingLock:
+    """A FileLock whose acquire the system refuses, as open(2) does a lock file this user may not open."""
+
+    def __init__(self, path, **kwargs):
+        self.path = path
+
+    def acquire(self):
+        raise PermissionError(errno.EACCES, "Permission denied", self.path)
+
+
+def _symlinked_lock(lock: Path, monkeypatch) -> contextlib.AbstractContextManager:
+    lock.symlink_to(lock.parent.parent / "precious.txt")
+    return contextlib.nullcontext()
+
+
+def _foreign_lock(lock: Path, monkeypatch) -> contextlib.AbstractContextManager:
+    lock.write_text("")
+    lock.chmod(0o600)
+    return owned_by_another_user(lock)
+
+
+def _refused_lock(lock: Path, monkeypatch) -> contextlib.AbstractContextManager:
+    import filelock
+
+    monkeypatch.setattr(filelock, "FileLock", _RefusingLock)
+    return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (_symlinked_lock, "is a symlink"),
+        (_foreign_lock, "is owned by uid"),
+        (_refused_lock, "cannot be taken (PermissionError: Permission denied)"),
+    ],
+    ids=["symlink", "another-users", "eacces"],
+)
+def test_a_lock_that_cannot_be_taken_costs_the_cache_not_the_build(tmp_path, monkeypatch, make, says):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("the user's own file")
+    cache, builds = _cache(tmp_path), []
+    cache.directory.mkdir()
+    lock = tmp_path / "entries" / "k1.bin.lock"
+    with make(lock, monkeypatch):
+        with pytest.warns(CacheWarning) as caught:
+            assert _fetch(cache, "k1", b"object-bytes", builds) == b"object-bytes"
+        (message,) = [str(w.message) for w in caught]
+        assert f"its lock {lock} {says}" in message and "built without the cache" in message
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert _fetch(cache, "k1", b"object-bytes", builds) == b"object-bytes"  # once per lock
+    assert builds == [b"object-bytes"] * 2  # built each time: nothing stored past a lock not taken
+    assert not (tmp_path / "entries" / "k1.bin").exists()
+    assert precious.read_text() == "the user's own file"  # a symlinked lock truncated nothing
+
+
+def test_a_lock_of_this_users_that_others_can_write_is_taken(tmp_path):
+    cache, builds = _cache(tmp_path), []
+    cache.directory.mkdir()
+    lock = cache.directory / "k1.bin.lock"
+    lock.write_text("")
+    lock.chmod(0o666)  # an older filelock under umask 0; what a lock file holds is never read
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _fetch(cache, "k1", b"object-bytes", builds) == b"object-bytes"
+        assert _fetch(cache, "k1", b"never-built", builds) == b"object-bytes"
+    assert builds == [b"object-bytes"] and cache.lookup("k1") is not None

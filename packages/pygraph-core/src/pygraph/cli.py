@@ -561,7 +561,10 @@ def _open_cache() -> Any:
         raise CommandError(f"the plan cache is off ({CACHE_ENV}={os.environ.get(CACHE_ENV)})")
     problem = store.problem()
     if problem is not None:
-        raise CommandError(f"plan cache {store.path}: {problem}; remove or move the file, or set {CACHE_ENV}")
+        fix = f"remove or move the file, or set {CACHE_ENV}"
+        if not store.path.is_file():  # a device or a folder is not the user's to remove
+            fix = f"point {CACHE_ENV} at a file, or at a folder to hold plans.sqlite"
+        raise CommandError(f"plan cache {store.path}: {problem}; {fix}")
     return store
 
 

@@ -6,13 +6,20 @@
   Linux). Either variable set to ``off`` (``0``, ``false``, ``no``, ``none``, ``disable``) disables it.
   A directory that cannot be used (a file is in the way, it cannot be created or written) is a
   `CacheWarning` once per process and directory, and the cache is off: callers go on without it.
+  Directories it creates are 0700, whatever the umask (`make_private_dirs`).
 - How: `DiskCache.fetch` serializes one entry's writers with a file lock (filelock, released by the
   kernel if the holder dies), writes the entry to a temporary file in the same directory and
   publishes it with ``os.replace``, so a reader sees the whole old entry, the whole new one, or none.
-- Trust: each entry ``<key><suffix>`` has a sidecar ``<key><suffix>.meta`` (JSON: format, kind, key,
-  size, sha256) written after it. An entry is used only when its sidecar is present, names this cache
-  and key, and its size and sha256 match; anything else (torn by a crash, foreign, edited) is removed
-  and rebuilt with a `CacheWarning` once per entry, never loaded.
+  A lock that cannot be taken (a symlink, another user's file, EACCES) costs the cache, not the
+  build: the object is built and not stored, with a `CacheWarning` once per lock.
+- Trust: the entries of the kernel caches are native code loaded into the process, and a sha256 only
+  detects corruption, so who can write is what is trusted. A directory not owned by this user, or
+  writable by group or others, is not used (a `CacheWarning` once per directory saying why and how
+  to fix it), and an entry or sidecar that is not a regular file of this user's, writable by no one
+  else, is removed and rebuilt. Each entry ``<key><suffix>`` has a sidecar ``<key><suffix>.meta``
+  (JSON: format, kind, key, size, sha256) written after it. An entry is used only when its sidecar
+  is present, names this cache and key, and its size and sha256 match; anything else (torn by a
+  crash, foreign, edited) is removed and rebuilt with a `CacheWarning` once per entry, never loaded.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import threading
 from collections.abc import Callable
@@ -30,7 +38,10 @@ from typing import Any, TypeVar
 from pygraph.environment import OFF_VALUES, warn_once
 from pygraph.errors import CacheWarning
 
-__all__ = ["CACHE_ENV", "DiskCache", "cache_dir", "setting", "usable_dir", "user_cache_root"]
+__all__ = [
+    "CACHE_ENV", "DiskCache", "cache_dir", "make_private_dirs", "setting", "untrusted", "usable_dir",
+    "user_cache_root",
+]  # fmt: skip
 
 CACHE_ENV = "PYGRAPH_CACHE_DIR"
 FORMAT = "pygraph-disk-cache"
@@ -72,32 +83,34 @@ def cache_dir(name: str, env: str | None = None) -> Path | None:
         if off:
             return None
         if path is not None:
-            return usable_dir(path, f"{env}={path}")
+            return usable_dir(path, f"{env}={path}", env)
     root, off = setting(CACHE_ENV)
     if off:
         return None
     if root is not None:
-        return usable_dir(root / name, f"{CACHE_ENV}={root}")
-    return usable_dir(user_cache_root() / name, "the user's cache directory")
+        return usable_dir(root / name, f"{CACHE_ENV}={root}", env or CACHE_ENV)
+    return usable_dir(user_cache_root() / name, "the user's cache directory", env or CACHE_ENV)
 
 
-def usable_dir(path: Path, source: str) -> Path | None:
-    """``path`` created if need be, when it is a directory this process can write; otherwise None and
-    a `CacheWarning` (once per process and path) naming the path, where it came from and why."""
+def usable_dir(path: Path, source: str, env: str = CACHE_ENV) -> Path | None:
+    """``path`` created if need be (0700), when it is a directory this process can write and may
+    trust; otherwise None and a `CacheWarning` (once per process and path) naming the path, where it
+    came from (``source``), why, and how to fix it (``env``: the variable that moves it)."""
     key = str(path)
     with _usable_lock:
         known = _usable.get(key)
     if known is not None:
         return path if known else None
     reason = None
+    fix = f"point {env} at a writable directory, or set it to 'off'"
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(path)
     except FileExistsError:
         reason = "a file is in the way (it is not a directory)"
     except OSError as exc:
         reason = f"it cannot be created ({type(exc).__name__}: {exc.strerror or exc})"
-    if reason is None and not path.is_dir():
-        reason = "it is not a directory"
+    if reason is None:
+        reason, fix = _distrusted_dir(path, env) or (None, fix)
     if reason is None and not os.access(path, os.W_OK | os.X_OK):
         reason = "this process cannot write to it"
     with _usable_lock:
@@ -106,11 +119,87 @@ def usable_dir(path: Path, source: str) -> Path | None:
         warn_once(
             ("cache-dir", key),
             f"disk cache directory {key} (from {source}) cannot be used: {reason}; going on without the "
-            "disk cache (point the variable at a writable directory, or set it to 'off')",
+            f"disk cache ({fix})",
             CacheWarning,
         )
         return None
     return path
+
+
+# --- trust ---------------------------------------------------------------------------------------------
+
+
+def make_private_dirs(path: Path) -> None:
+    """Create ``path`` and its missing parents, each mode 0700 whatever the umask (one that exists is
+    left as it is). ``FileExistsError`` when something that is not a directory is in the way."""
+    missing = []
+    at = Path(path)
+    while not os.path.lexists(at) and at.parent != at:
+        missing.append(at)
+        at = at.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:  # made at the same moment by another process: its own mode stands
+            if not directory.is_dir():
+                raise
+            continue
+        os.chmod(directory, 0o700)  # the umask may have taken bits from mkdir's mode
+    if not os.path.isdir(path):
+        raise FileExistsError(f"{path} exists and is not a directory")
+
+
+def untrusted(path: Path | str, *, content: bool = True) -> str | None:
+    """Why the file ``path`` (a cache entry, its sidecar, its lock) cannot be trusted ("is a symlink"),
+    or None: it must be a regular file (not a symlink) owned by this process's user and, when its
+    ``content`` is read (an entry, a sidecar; not a lock), writable by no one else. A path that does
+    not exist is None: there is nothing to distrust."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be inspected ({type(exc).__name__}: {exc.strerror or exc})"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    return _foreign_owner(st) or (_shared_write(st) if content else None)
+
+
+def _distrusted_dir(path: Path, env: str) -> tuple[str, str] | None:
+    """(why, how to fix it) when the directory ``path`` is not this user's alone, else None."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"it cannot be inspected ({type(exc).__name__}: {exc.strerror or exc})", f"set {env}=off"
+    why = (
+        "; its entries are native code this process would load, so only a directory no one else can "
+        "write is used"
+    )
+    owner = _foreign_owner(st)
+    if owner is not None:
+        return f"it {owner}{why}", f"point {env} at a directory of your own"
+    shared = _shared_write(st)
+    if shared is not None:
+        return f"it {shared}{why}", f"chmod 700 {path}, or point {env} at a directory only you can write"
+    return None
+
+
+def _foreign_owner(st: os.stat_result) -> str | None:
+    geteuid = getattr(os, "geteuid", None)
+    if geteuid is None or st.st_uid == geteuid():  # no POSIX owners (Windows): the profile is private
+        return None
+    return f"is owned by uid {st.st_uid}, not by this user (uid {geteuid()})"
+
+
+def _shared_write(st: os.stat_result) -> str | None:
+    if not hasattr(os, "geteuid"):
+        return None
+    writers = [who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if st.st_mode & bit]
+    if not writers:
+        return None
+    return f"is writable by {' and '.join(writers)} (mode {stat.S_IMODE(st.st_mode):#o})"
 
 
 class DiskCache:
@@ -143,13 +232,13 @@ class DiskCache:
         if problem is None:
             return entry
         if problem:
-            from filelock import Timeout
-
-            try:
-                with self.lock(key):
-                    return self._checked(key)
-            except Timeout:
+            lock = self._acquire(key)
+            if lock is None:
                 return None
+            try:
+                return self._checked(key)
+            finally:
+                lock.release()
         return None
 
     def _checked(self, key: str) -> Path | None:
@@ -165,11 +254,15 @@ class DiskCache:
     def _verify(self, entry: Path, key: str) -> str | None:
         """None when ``entry`` is good; "" when there is no entry at all; otherwise what is wrong."""
         meta_path = self._meta(entry)
-        has_entry, has_meta = entry.exists(), meta_path.exists()
+        has_entry, has_meta = os.path.lexists(entry), os.path.lexists(meta_path)
         if not has_entry:
             return "its sidecar has no object" if has_meta else ""
         if not has_meta:
             return "it has no sidecar (torn by a crash, or not written by this cache)"
+        for subject, path in (("it", entry), ("its sidecar", meta_path)):
+            distrust = untrusted(path)  # native code: only this user's own files are read
+            if distrust is not None:
+                return f"{subject} {distrust}"
         try:
             meta = json.loads(meta_path.read_text())
             expected = (FORMAT, VERSION, self.kind, key)
@@ -200,10 +293,40 @@ class DiskCache:
     # --- writing ------------------------------------------------------------------------------------
 
     def lock(self, key: str, timeout: float = LOCK_TIMEOUT_S) -> Any:
-        """The file lock that serializes the writers of ``key``'s entry (across processes and threads)."""
+        """The file lock that serializes the writers of ``key``'s entry (across processes and threads).
+        Take it through `_acquire`, which first checks the lock file is one to open."""
         from filelock import FileLock
 
-        return FileLock(str(self.path(key)) + ".lock", timeout=timeout)
+        return FileLock(self._lock_path(key), timeout=timeout, mode=0o600)
+
+    def _lock_path(self, key: str) -> str:
+        return str(self.path(key)) + ".lock"
+
+    def _acquire(self, key: str) -> Any | None:
+        """``key``'s lock, taken; or None, with a notice once per lock, when it cannot be: a lock file
+        that is a symlink or another user's (opening it could truncate what it points at), one the
+        system refuses (EACCES), or one held past `LOCK_TIMEOUT_S`. The caller goes on without the
+        cache for this entry."""
+        from filelock import Timeout
+
+        path = self._lock_path(key)
+        why = untrusted(path, content=False)  # what a lock file holds is never read
+        if why is None:
+            lock = self.lock(key)
+            try:
+                lock.acquire()
+                return lock
+            except Timeout:  # a TimeoutError, hence an OSError: caught first
+                why = f"stayed locked for {LOCK_TIMEOUT_S:.0f} s"
+            except OSError as exc:
+                why = f"cannot be taken ({type(exc).__name__}: {exc.strerror or exc})"
+        warn_once(
+            ("cache-lock", path),
+            f"disk cache entry {self.path(key)} is not cached: its lock {path} {why}; the object is built "
+            "without the cache",
+            CacheWarning,
+        )
+        return None
 
     def store(self, key: str, write: Callable[[Path], None]) -> Path | None:
         """Publish ``key``'s entry: ``write(path)`` fills a temporary file in this directory, which
@@ -283,33 +406,28 @@ class DiskCache:
         ``load(path)`` reads an entry back; ``build()`` makes the object; ``save(obj, path)`` writes
         it to a path. Builders of one key queue on its lock, and each re-checks the entry first, so
         concurrent processes build it once. An entry that verifies but fails to load is discarded and
-        rebuilt. A lock held past `LOCK_TIMEOUT_S`, or a directory that refuses writes, costs the
-        cache only: the object is built and returned.
+        rebuilt. A lock that cannot be taken (held past `LOCK_TIMEOUT_S`, a symlink, another user's,
+        EACCES), or a directory that refuses writes, costs the cache only: the object is built and
+        returned.
         """
         entry = self.path(key)
         if self._verify(entry, key) is None:
             found = self._load(key, entry, load)
             if found is not None:
                 return found[0]
-        from filelock import Timeout
-
-        try:
-            with self.lock(key):
-                entry = self._checked(key)
-                found = None if entry is None else self._load(key, entry, load)
-                if found is not None:
-                    return found[0]
-                obj = build()
-                self.store(key, lambda path: save(obj, path))
-                return obj
-        except Timeout:
-            warn_once(
-                ("cache-lock", str(self.path(key))),
-                f"disk cache entry {self.path(key)} stayed locked for {LOCK_TIMEOUT_S:.0f} s; building it "
-                "without the cache",
-                CacheWarning,
-            )
+        lock = self._acquire(key)
+        if lock is None:  # a lock that cannot be taken costs the cache, never the build
             return build()
+        try:
+            entry = self._checked(key)
+            found = None if entry is None else self._load(key, entry, load)
+            if found is not None:
+                return found[0]
+            obj = build()
+            self.store(key, lambda path: save(obj, path))
+            return obj
+        finally:
+            lock.release()
 
     def _load(self, key: str, entry: Path, load: Callable[[Path], T]) -> tuple[T] | None:
         try:

@@ -112,6 +112,7 @@ class ConfigurationWarning(UserWarning):
 
 
 class CacheWarning(UserWarning):
-    """A disk cache cannot be used (its directory is a file, or unwritable), or one of its entries
-    failed its integrity check and is rebuilt. Execution goes on without the cache; warned once per
-    process and directory (or entry)."""
+    """A disk cache cannot be used (its directory is a file, unwritable, another user's or writable by
+    others), one of its entries failed its integrity or ownership check and is rebuilt, or an entry's
+    lock cannot be taken and the object is built without the cache. Execution goes on without the
+    cache; warned once per process and directory (or entry, or lock)."""

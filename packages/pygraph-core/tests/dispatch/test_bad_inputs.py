@@ -43,6 +43,7 @@ from pygraph.execution.errors import (
     ShapeOverrideError,
     UnknownOperandError,
 )
+from pygraph.tuning import PlanCacheWarning
 
 BACKEND = {"A": [(8, {"K": 1})], "FALLBACK": []}
 
@@ -418,6 +419,86 @@ def _opted_in(w: World, value: str) -> dict:
     return pygraph.engines.offered_ids(family)
 
 
+# --- the caches survive their writers and trust only their user: helpers of the rows of that block at
+# the end of WARNING_ROWS -------------------------------------------------------------------------------
+
+
+def _autotuned(w: World):
+    """`matmul_graph`'s graph autotuned (every plan 1 ms), its winner recorded in the plan cache."""
+    g, a, b, c = w.graph()
+    return g.autotune({a: 0x1000, b: 0x2000, c: 0x3000}, 0x9000, timer=lambda run, **kw: [1.0])
+
+
+def _damaged_plan_row(w: World):
+    import contextlib
+    import sqlite3
+
+    path = w.tmp_path / "plans.sqlite"
+    w.monkeypatch.setenv("PYGRAPH_PLAN_CACHE", str(path))
+    assert _autotuned(w).recorded.id == 1
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE pygraph_plans SET knobs = '[[\"TILE\", 64' WHERE id = 1")
+    return w.planned()
+
+
+def _plan_cache_not_a_file(w: World, where: str):
+    if where == "device":
+        w.monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "/dev/null")
+    else:  # the folder it names holds a directory where plans.sqlite would be
+        (w.tmp_path / "folder" / "plans.sqlite").mkdir(parents=True)
+        w.monkeypatch.setenv("PYGRAPH_PLAN_CACHE", str(w.tmp_path / "folder"))
+    assert _autotuned(w).recorded is None
+
+
+def _kernel_cache_dir(w: World, whose: str):
+    import os
+
+    folder = w.tmp_path / whose
+    folder.mkdir()
+    if whose == "shared":
+        folder.chmod(0o777)
+    else:  # another uid's: os.stat says so (a chown needs root)
+        real = os.stat
+
+        def stat(path, *args, **kwargs):
+            st = real(path, *args, **kwargs)
+            if isinstance(path, (str, os.PathLike)) and os.fspath(path) == str(folder):
+                return os.stat_result([*st[:4], os.geteuid() + 4242, *st[5:]])
+            return st
+
+        w.monkeypatch.setattr(os, "stat", stat)
+    w.monkeypatch.setenv("PYGRAPH_TEST_CACHE_DIR", str(folder))
+    return __import__("pygraph.disk_cache", fromlist=["x"]).cache_dir("t", "PYGRAPH_TEST_CACHE_DIR")
+
+
+def _kernel_cache_lock(w: World, how: str):
+    import errno
+    from pathlib import Path
+
+    import filelock
+
+    from pygraph.disk_cache import DiskCache
+
+    cache = DiskCache(w.tmp_path / "entries", kind="row object", suffix=".o")
+    cache.directory.mkdir()
+    if how == "symlink":
+        (cache.directory / "k.o.lock").symlink_to(w.tmp_path / "the-users-file")
+    else:
+
+        class Refusing:
+            def __init__(self, path, **kwargs):
+                self.path = path
+
+            def acquire(self):
+                raise PermissionError(errno.EACCES, "Permission denied", self.path)
+
+        w.monkeypatch.setattr(filelock, "FileLock", Refusing)
+    built = cache.fetch(
+        "k", load=Path.read_bytes, build=lambda: b"obj", save=lambda obj, path: path.write_bytes(obj)
+    )
+    assert built == b"obj"  # built all the same
+
+
 WARNING_ROWS = {
     "opt-in-unknown-name": (
         lambda w: _opted_in(w, "alpah"),
@@ -437,6 +518,54 @@ WARNING_ROWS = {
         ),
         CacheWarning,
         ["disk cache directory", "/f", "PYGRAPH_TEST_CACHE_DIR", "a file is in the way", "going on without"],
+    ),
+    # --- the caches survive their writers and trust only their user ------------------------------------
+    "plan-cache-damaged-row": (
+        _damaged_plan_row,
+        PlanCacheWarning,
+        ["plan cache", "plans.sqlite", "entry 1 (key '", "is damaged: knobs is not JSON", "is skipped"],
+    ),
+    "plan-cache-device": (
+        lambda w: _plan_cache_not_a_file(w, "device"),
+        PlanCacheWarning,
+        ["plan cache /dev/null", "is not a regular file (it is a character device)", "PYGRAPH_PLAN_CACHE"],
+    ),
+    "plan-cache-directory": (
+        lambda w: _plan_cache_not_a_file(w, "directory"),
+        PlanCacheWarning,
+        ["folder/plans.sqlite", "is not a regular file (it is a directory)", "PYGRAPH_PLAN_CACHE"],
+    ),
+    "kernel-cache-dir-shared": (
+        lambda w: _kernel_cache_dir(w, "shared"),
+        CacheWarning,
+        [
+            "disk cache directory",
+            "/shared",
+            "writable by group and others (mode 0o777)",
+            "native code",
+            "chmod 700",
+        ],
+    ),
+    "kernel-cache-dir-another-users": (
+        lambda w: _kernel_cache_dir(w, "theirs"),
+        CacheWarning,
+        [
+            "disk cache directory",
+            "/theirs",
+            "is owned by uid",
+            "not by this user",
+            "PYGRAPH_TEST_CACHE_DIR at a directory of your own",
+        ],
+    ),
+    "kernel-cache-lock-symlink": (
+        lambda w: _kernel_cache_lock(w, "symlink"),
+        CacheWarning,
+        ["entries/k.o", "its lock", "k.o.lock is a symlink", "built without the cache"],
+    ),
+    "kernel-cache-lock-eacces": (
+        lambda w: _kernel_cache_lock(w, "eacces"),
+        CacheWarning,
+        ["k.o.lock", "cannot be taken (PermissionError: Permission denied)", "built without the cache"],
     ),
 }
 

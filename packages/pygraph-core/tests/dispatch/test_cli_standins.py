@@ -250,6 +250,59 @@ def test_cache_commands_on_a_corrupt_file_exit_1(run, tmp_path, monkeypatch):
     assert code == 1 and "the plan cache is off" in err
 
 
+def test_cache_list_and_info_on_a_damaged_cache_list_what_is_readable(run, tmp_path, monkeypatch):
+    import sqlite3
+    import warnings
+
+    from pygraph.tuning.graph_key import PlanKey
+
+    path = tmp_path / "plans.sqlite"
+    monkeypatch.setenv(plan_cache.CACHE_ENV, str(path))
+    for name in ("damaged", "kept"):
+        PlanCache(path).record(
+            PlanKey(name, "g", "dev", {}, "standin", name), BETA, {"TILE": 64}, plan_name=name
+        )
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE pygraph_plans SET knobs = 'not json', engine_id = 'x' WHERE key = 'damaged'")
+    conn.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")  # what a user sees: the command's one warning line per row
+        listed = run("cache", "list")
+        as_json = run("cache", "list", "--json")
+        info = run("info")
+    code, out, err = listed
+    assert code == 0 and "kept" in out and "damaged" not in out
+    assert err.startswith(f"pygraph: warning: plan cache {path}: entry 1 (key 'damaged') is damaged: ")
+    assert err.count("pygraph: warning:") == 1 and "Traceback" not in err
+    code, out, err = as_json
+    assert code == 0 and [e["key"] for e in json.loads(out)["entries"]] == ["kept"] and "Traceback" not in err
+    code, out, err = info
+    assert code == 0 and f"plan cache: {path} (1 entries)" in out and "Traceback" not in err
+
+
+@pytest.mark.parametrize("target", ["device", "directory"])
+def test_cache_commands_on_a_path_that_is_not_a_file_exit_1_and_create_nothing(
+    run, tmp_path, monkeypatch, target
+):
+    import os
+
+    if target == "device":
+        path, kind = os.devnull, "a character device"
+        monkeypatch.setenv(plan_cache.CACHE_ENV, path)
+    else:  # the folder PYGRAPH_PLAN_CACHE names holds a directory where plans.sqlite would be
+        path, kind = tmp_path / "cache" / "plans.sqlite", "a directory"
+        path.mkdir(parents=True)
+        monkeypatch.setenv(plan_cache.CACHE_ENV, str(path.parent))
+    code, out, err = run("cache", "list")
+    assert (code, out) == (1, "") and f"plan cache {path}: is not a regular file (it is {kind})" in err
+    assert "point PYGRAPH_PLAN_CACHE at a file, or at a folder to hold plans.sqlite" in err
+    code, out, err = run("info")
+    assert code == 0 and f"not usable: is not a regular file (it is {kind})" in out and "Traceback" not in err
+    code, out, err = run("cache", "clear")
+    assert code == 1 and "is not a regular file" in err
+    assert not os.path.lexists(f"{path}-journal")
+
+
 def test_demo_walks_the_standin_family(standins, run):
     code, out, _ = run("demo")
     assert code == 0

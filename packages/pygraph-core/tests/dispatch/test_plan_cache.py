@@ -1,11 +1,16 @@
 """The persistent plan cache: write, replay in a fresh process, a corrupt file, a foreign schema, two
-processes writing at once, a stale engine id or knob, an engine not offered here, off."""
+processes writing at once, a writer killed mid-transaction, a damaged row, a path that is not a
+regular file, a stale engine id or knob, an engine not offered here, off."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -13,7 +18,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from dispatch_helpers import ALPHA, BETA, BLOCK, RANKED, matmul_graph, standin_family
+from dispatch_helpers import ALPHA, BETA, BLOCK, GAMMA, RANKED, matmul_graph, standin_family
 
 from pygraph.engines.manifest import EngineSlot
 from pygraph.testing import manifest_override
@@ -176,6 +181,153 @@ def test_processes_writing_at_once_lose_nothing(tmp_path):
     assert {e.key for e in entries} == {f"w{n}-{i}" for n in range(4) for i in range(40)} | {"shared"}
     assert len(entries) == 161  # the shared key is one entry, replaced in place
     assert next(e for e in entries if e.key == "shared").plan_name.endswith("/shared/39")
+
+
+# A writer that begins its transaction on the cache, writes (spilling pages into the file itself, so
+# only the journal can undo them) and is SIGKILLed before it commits: it leaves a hot journal.
+_KILLED_WRITER = """
+import sys, time
+from pygraph.tuning.plan_cache import PlanCache
+with PlanCache(sys.argv[1])._open(write=True) as conn:
+    conn.execute("PRAGMA cache_size = 1")
+    conn.execute("UPDATE pygraph_plans SET plan_name = 'torn', knobs = 'torn'")
+    for i in range(300):
+        conn.execute(
+            "INSERT INTO pygraph_plans (key, graph, summary, device, versions, engine_id, knobs, plan_name, "
+            "recorded_at) VALUES (?, ?, 's', 'd', '{}', 1, '[]', 'p', 'now')",
+            (f"killed-{i}", "x" * 4000),
+        )
+    open(sys.argv[2], "w").close()
+    time.sleep(600)
+"""
+
+_READER = """
+import json, sys
+from pygraph.tuning.graph_key import PlanKey
+from pygraph.tuning.plan_cache import PlanCache
+cache = PlanCache(sys.argv[1])
+found = cache.lookup("before")
+key = PlanKey("after", "g", "dev", {}, "standin", "recorded after the kill")
+recorded = cache.record(key, 20901, {"TILE": 64}, plan_name="after")
+print(json.dumps([found.plan_name, dict(found.knobs), recorded.plan_name, [e.key for e in cache.entries()]]))
+"""
+
+
+def test_a_writer_killed_mid_commit_leaves_the_cache_usable(tmp_path):
+    path, ready = tmp_path / "plans.sqlite", tmp_path / "ready"
+    before = PlanKey("before", "g", "dev", {}, "standin", "recorded before the kill")
+    assert PlanCache(path).record(before, 20900, {"TILE": 128}, plan_name="before") is not None
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_WRITER, str(path), str(ready)], stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert writer.poll() is None and time.monotonic() < deadline, writer.communicate()
+        time.sleep(0.01)
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.communicate(timeout=30)
+    assert writer.returncode == -signal.SIGKILL
+    journal = tmp_path / "plans.sqlite-journal"
+    assert journal.stat().st_size > 0
+    read_only = contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True))
+    with read_only as conn, pytest.raises(sqlite3.OperationalError) as hot:  # the journal is hot:
+        conn.execute("SELECT count(*) FROM pygraph_plans")  # a read-only open cannot roll it back
+    assert hot.value.sqlite_errorname == "SQLITE_READONLY_ROLLBACK"
+    reader = subprocess.run(
+        [sys.executable, "-W", "error", "-c", _READER, str(path)], capture_output=True, text=True, timeout=120
+    )  # a fresh process, in which any warning is an error
+    assert reader.returncode == 0, reader.stderr
+    assert json.loads(reader.stdout) == ["before", {"TILE": 128}, "after", ["before", "after"]]
+    assert not journal.exists()  # rolled back: nothing the killed writer wrote survives
+
+
+def _damage(path: Path, assignment: str) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(f"UPDATE pygraph_plans SET {assignment} WHERE id = 1")
+
+
+@pytest.mark.parametrize(
+    ("assignment", "says"),
+    [
+        ("""knobs = '[["TILE", 64'""", "knobs is not JSON"),
+        ("versions = 'pygraph-core 0.1'", "versions is not JSON"),
+        ("""knobs = '{"TILE": 64}'""", """knobs is dict {'TILE': 64}, not a list of [name, value] pairs"""),
+        ("""knobs = '[["TILE", [64]]]'""", "not a list of [name, value] pairs"),
+        ("versions = '[1]'", "versions is list [1], not an object of version strings"),
+        ("engine_id = 'beta'", "engine_id is str 'beta', not an integer"),
+        ("time_ms = 'fast'", "time_ms is str 'fast', not a number or NULL"),
+        ("first_name = x'41'", "first_name is bytes b'A', not text or NULL"),
+        ("knobs = x'00ff'", "knobs is bytes b'\\x00\\xff', not text"),
+    ],
+    ids=[
+        "knobs-json", "versions-json", "knobs-object", "knob-value-list", "versions-list", "engine-id-text",
+        "time-text", "name-blob", "knobs-blob",
+    ],
+)  # fmt: skip
+def test_a_damaged_row_is_skipped_with_one_warning_naming_it(standins, cache_file, assignment, says):
+    record_for_graph(BETA, {"TILE": 64}, "beta[TILE=64]")  # entry 1: this graph's
+    other = PlanKey("other", "g", "dev", {}, "standin", "another graph")
+    PlanCache(cache_file).record(other, ALPHA, {"TILE": 64}, plan_name="kept")  # entry 2
+    _damage(cache_file, assignment)
+    with pytest.warns(PlanCacheWarning) as seen:
+        assert planned_names() == RANKED  # the damaged winner is not replayed, and planning goes on
+        assert planned_names() == RANKED
+        assert [e.plan_name for e in PlanCache(cache_file).entries()] == ["kept"]  # what is readable
+    (message,) = [str(w.message) for w in seen]
+    assert message.startswith(f"plan cache {cache_file}: entry 1 (key '")
+    assert re.search(re.escape(says), message) and "is skipped" in message
+    record_for_graph(GAMMA, {"TILE": 64}, "gamma[TILE=64]")  # recording the graph again mends the row
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert planned_names()[0] == "gamma[TILE=64]"
+        assert [e.plan_name for e in PlanCache(cache_file).entries()] == ["gamma[TILE=64]", "kept"]
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_dev_null_is_not_used_and_nothing_is_created_beside_it(standins, monkeypatch):
+    monkeypatch.setenv(plan_cache.CACHE_ENV, os.devnull)
+    beside = lambda: [n for n in _listing(Path(os.devnull).parent) if n.startswith(Path(os.devnull).name)]  # noqa: E731
+    before = beside()
+    g, a, b, c = matmul_graph()
+    with pytest.warns(PlanCacheWarning) as seen:
+        result = g.autotune({a: 1, b: 2, c: 3}, 0x9000, timer=lambda run, **kw: [1.0])
+        assert planned_names() == RANKED
+    (message,) = [str(w.message) for w in seen]
+    assert f"plan cache {os.devnull}: is not a regular file (it is a character device)" in message
+    assert result.recorded is None and "is not a regular file" in result.not_recorded
+    assert PlanCache(os.devnull).problem() == "is not a regular file (it is a character device)"
+    assert beside() == before == ["null"]  # no journal beside the device
+
+
+def test_a_directory_where_the_file_would_be_is_not_used_and_nothing_is_created(
+    standins, tmp_path, monkeypatch
+):
+    folder = tmp_path / "cache"
+    (folder / "plans.sqlite").mkdir(parents=True)  # PYGRAPH_PLAN_CACHE=<folder>: <folder>/plans.sqlite
+    monkeypatch.setenv(plan_cache.CACHE_ENV, str(folder))
+    g, a, b, c = matmul_graph()
+    with pytest.warns(PlanCacheWarning, match=r"is not a regular file \(it is a directory\)") as seen:
+        result = g.autotune({a: 1, b: 2, c: 3}, 0x9000, timer=lambda run, **kw: [1.0])
+    assert len(seen) == 1 and result.recorded is None
+    assert _listing(tmp_path) == ["cache"] and _listing(folder) == ["plans.sqlite"]
+    assert _listing(folder / "plans.sqlite") == []
+    assert PlanCache(folder / "plans.sqlite").problem() == "is not a regular file (it is a directory)"
+
+
+def test_the_folders_it_creates_are_0700_whatever_the_umask(standins, tmp_path, monkeypatch):
+    path = tmp_path / "a" / "b" / "plans.sqlite"
+    monkeypatch.setenv(plan_cache.CACHE_ENV, str(path))
+    old = os.umask(0)
+    try:
+        record_for_graph(BETA, {"TILE": 64})
+    finally:
+        os.umask(old)
+    assert [oct(stat.S_IMODE(p.stat().st_mode)) for p in (tmp_path / "a", tmp_path / "a" / "b")] == [
+        "0o700"
+    ] * 2
 
 
 @pytest.mark.parametrize(

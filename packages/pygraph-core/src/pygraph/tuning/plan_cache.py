@@ -11,9 +11,12 @@ by the database's own lock. Where it lives: ``PYGRAPH_PLAN_CACHE=<path>`` (a fil
 hold ``plans.sqlite``), else ``plans.sqlite`` in ``PYGRAPH_CACHE_DIR`` (the root of every pygraph
 disk cache), else in the user's cache folder (platformdirs: ``~/.cache/pygraph`` on Linux); either
 variable set to ``off`` disables it. The cache is never a reason to fail: a file that is not a database,
-or a database of another program or of another schema version, is reported once per process (a
-`PlanCacheWarning`) and ignored; an entry whose engine id or knobs no longer exist is dropped with a
-warning that says why.
+or a database of another program or of another schema version, or a path that is not a regular file
+(a device, a directory), is reported once per process (a `PlanCacheWarning`) and ignored, and nothing
+is created beside it; a row that does not hold an entry (bad JSON, a value of the wrong type) is
+skipped with a warning naming it; an entry whose engine id or knobs no longer exist is dropped with a
+warning that says why. A writer killed mid-transaction leaves a hot journal: readers open the file
+read-write (never creating it), so the next one rolls the journal back and the cache goes on.
 """
 
 from __future__ import annotations
@@ -25,13 +28,14 @@ import json
 import logging
 import os
 import sqlite3
+import stat
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pygraph.disk_cache import CACHE_ENV as ROOT_ENV
-from pygraph.disk_cache import setting, user_cache_root
+from pygraph.disk_cache import make_private_dirs, setting, user_cache_root
 from pygraph.engines.base import DECLINE_TYPES, PlanConfig, knobs_key
 from pygraph.engines.engine_ids import EntryKind, entry_kind
 from pygraph.environment import warn_once
@@ -81,6 +85,10 @@ class _Unusable(Exception):
     """The file at the cache's path is not a plan cache this pygraph can read."""
 
 
+class _DamagedRow(Exception):
+    """A row of the plans table that holds no entry: bad JSON, or a value of the wrong type."""
+
+
 @dataclasses.dataclass(frozen=True)
 class CacheEntry:
     """One recorded winner. ``first_ms``/``first_name``: the plan list's default first plan, timed in
@@ -104,13 +112,52 @@ class CacheEntry:
 
     @classmethod
     def _from_row(cls, row: Sequence[Any]) -> CacheEntry:
+        """The entry a row holds; `_DamagedRow` naming the first column that holds none (SQLite
+        stores whatever a damaged or hand-edited file put there, whatever the column's type)."""
         fields = dict(zip(_COLUMNS.split(", "), row))
-        fields["versions"] = json.loads(fields["versions"])
-        fields["knobs"] = dict(json.loads(fields["knobs"]))
+        for column, kinds, expected in _ROW_TYPES:
+            value = fields[column]
+            if not isinstance(value, kinds) or isinstance(value, bool):
+                raise _DamagedRow(f"{column} is {_shown(value)}, not {expected}")
+        for column in ("versions", "knobs"):
+            try:
+                fields[column] = json.loads(fields[column])
+            except ValueError as exc:
+                raise _DamagedRow(f"{column} is not JSON ({exc}): {_shown(fields[column])}") from None
+        versions, knobs = fields["versions"], fields["knobs"]
+        if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
+            raise _DamagedRow(f"versions is {_shown(versions)}, not an object of version strings")
+        if not isinstance(knobs, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_scalar(pair[1])
+            for pair in knobs
+        ):
+            raise _DamagedRow(f"knobs is {_shown(knobs)}, not a list of [name, value] pairs")
+        fields["knobs"] = dict(knobs)
         return cls(**fields)
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "versions": dict(self.versions), "knobs": dict(self.knobs)}
+
+
+# (column, the Python types SQLite may hand back for a whole row, what the message says is expected)
+_ROW_TYPES = (
+    *((c, str, "text") for c in ("key", "graph", "summary", "device", "versions", "knobs", "plan_name")),
+    ("recorded_at", str, "text"),
+    *((c, (str, type(None)), "text or NULL") for c in ("family", "first_name")),
+    *((c, int, "an integer") for c in ("id", "engine_id")),
+    ("reps", (int, type(None)), "an integer or NULL"),
+    *((c, (int, float, type(None)), "a number or NULL") for c in ("time_ms", "first_ms")),
+)
+
+
+def _is_scalar(value: Any) -> bool:
+    """A knob value a plan can hold: what JSON reads back for a bool, a number or a string."""
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
 # --- where it lives -------------------------------------------------------------------------------
@@ -191,18 +238,24 @@ class PlanCache:
     def _open(self, *, write: bool) -> Iterator[sqlite3.Connection | None]:
         """A connection inside one transaction (None when a read finds no file or no tables).
 
-        A write creates the file and its tables; a file that is not our plan cache, or one SQLite
-        cannot open, raises `_Unusable`.
+        A write creates the file and its tables (and its missing folders, 0700); a path that is not a
+        regular file, a file that is not our plan cache, or one SQLite cannot open, raises `_Unusable`.
+        A read opens the file read-write without creating it: a writer killed mid-transaction left a
+        hot journal, which only a connection that may write can roll back (SQLite falls back to
+        read-only by itself when the file is write-protected).
         """
+        not_regular = _not_regular(self.path)
+        if not_regular is not None:  # SQLite would put its journal beside a device or a folder
+            raise _Unusable(f"is not a regular file (it is {not_regular})")
         if not write and not self.path.is_file():
             yield None
             return
         try:
             if write:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                make_private_dirs(self.path.parent)
                 conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
             else:
-                uri = self.path.resolve().as_uri() + "?mode=ro"
+                uri = self.path.resolve().as_uri() + "?mode=rw"
                 conn = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise _Unusable(f"cannot be opened ({type(exc).__name__}: {exc})") from exc
@@ -241,8 +294,8 @@ class PlanCache:
                 return default if conn is None else body(conn)
         except _Unusable as exc:
             _report_once(self.path, str(exc))
-        except sqlite3.OperationalError as exc:  # busy past the timeout, read-only, disk full
-            _report_once(self.path, f"{what} failed ({exc})")
+        except sqlite3.Error as exc:  # busy past the timeout, read-only, disk full, a damaged table
+            _report_once(self.path, f"{what} failed ({_sqlite_problem(exc)})")
         return default
 
     def problem(self) -> str | None:
@@ -252,19 +305,37 @@ class PlanCache:
                 return None
         except _Unusable as exc:
             return str(exc)
-        except sqlite3.OperationalError as exc:
-            return f"cannot be read ({exc})"
+        except sqlite3.Error as exc:
+            return f"cannot be read ({_sqlite_problem(exc)})"
+
+    def _entries(self, rows: list[Sequence[Any]]) -> list[CacheEntry]:
+        """The entries ``rows`` hold; a row that holds none is skipped with a `PlanCacheWarning` naming
+        it (once per process and row). Called after the transaction: a warning turned into an error
+        (``-W error``) leaves the file as it was."""
+        entries = []
+        for row in rows:
+            try:
+                entries.append(CacheEntry._from_row(row))
+            except _DamagedRow as exc:
+                rowid, key = row[0], row[1]
+                warn_once(
+                    ("plan cache row", str(self.path), rowid, str(exc)),
+                    f"plan cache {self.path}: entry {rowid} (key {key!r}) is damaged: {exc}; it is skipped "
+                    "(recording its graph again replaces it; `pygraph cache clear` removes every entry)",
+                    PlanCacheWarning,
+                )
+        return entries
 
     # --- entries ------------------------------------------------------------------------------
 
     def lookup(self, key: PlanKey | str) -> CacheEntry | None:
         digest = key.digest if isinstance(key, PlanKey) else key
 
-        def body(conn: sqlite3.Connection) -> CacheEntry | None:
-            row = conn.execute(f"SELECT {_COLUMNS} FROM pygraph_plans WHERE key = ?", (digest,)).fetchone()
-            return None if row is None else CacheEntry._from_row(row)
+        def body(conn: sqlite3.Connection) -> list[Sequence[Any]]:
+            return conn.execute(f"SELECT {_COLUMNS} FROM pygraph_plans WHERE key = ?", (digest,)).fetchall()
 
-        return self._run("lookup", False, body, None)
+        found = self._entries(self._run("lookup", False, body, []))
+        return found[0] if found else None
 
     def record(
         self,
@@ -292,24 +363,24 @@ class PlanCache:
                 "INSERT INTO pygraph_plans (key, graph, family, summary, device, versions, engine_id, knobs, "
                 "plan_name, time_ms, first_ms, first_name, reps, recorded_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT(key) DO UPDATE SET engine_id = excluded.engine_id, knobs = excluded.knobs, "
-                "plan_name = excluded.plan_name, time_ms = excluded.time_ms, first_ms = excluded.first_ms, "
-                "first_name = excluded.first_name, reps = excluded.reps, recorded_at = excluded.recorded_at",
+                # every column: recording a graph again also mends a row a damaged file left
+                f"ON CONFLICT(key) DO UPDATE SET {_UPDATE_ALL}",
                 values,
             )
-            row = conn.execute(
+            return conn.execute(
                 f"SELECT {_COLUMNS} FROM pygraph_plans WHERE key = ?", (key.digest,)
-            ).fetchone()
-            return CacheEntry._from_row(row)
+            ).fetchall()
 
-        return self._run("recording", True, body, None)
+        found = self._entries(self._run("recording", True, body, []))
+        return found[0] if found else None
 
     def entries(self) -> list[CacheEntry]:
-        def body(conn: sqlite3.Connection) -> list[CacheEntry]:
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM pygraph_plans ORDER BY id").fetchall()
-            return [CacheEntry._from_row(row) for row in rows]
+        """Every entry the file holds, in the order recorded; a damaged row is skipped with a warning."""
 
-        return self._run("listing", False, body, [])
+        def body(conn: sqlite3.Connection) -> list[Sequence[Any]]:
+            return conn.execute(f"SELECT {_COLUMNS} FROM pygraph_plans ORDER BY id").fetchall()
+
+        return self._entries(self._run("listing", False, body, []))
 
     def get(self, ref: int | str) -> CacheEntry | None:
         """The entry with id ``ref`` (an int, or digits) or whose key starts with ``ref``."""
@@ -331,6 +402,29 @@ class PlanCache:
 
 
 _DELETE = "DELETE FROM pygraph_plans WHERE key = ?"
+_UPDATE_ALL = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.split(", ")[2:])
+
+
+def _not_regular(path: Path) -> str | None:
+    """What ``path`` is when it exists and is not a regular file (following symlinks), else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # missing (a write creates it), or unreachable (opening it says why)
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    return next((name for test, name in kinds if test(mode)), f"of mode {mode:#o}")
+
+
+def _sqlite_problem(exc: sqlite3.Error) -> str:
+    if getattr(exc, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
+        return (
+            "a writer was killed mid-transaction and its journal cannot be rolled back by a process that "
+            "cannot write the file"
+        )
+    return f"{type(exc).__name__}: {exc}"
 
 
 # --- what planning and autotuning call ----------------------------------------------------------------
