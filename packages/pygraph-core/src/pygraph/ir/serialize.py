@@ -1,7 +1,10 @@
 """The IR as plain data (`inspect()`, the JSON repr) and its JSON round trip.
 
-Reading back checks the whole payload before anything is built (`check_payload`), naming the first
-bad field by its path (``$.tensors[2].dim[0]``), so a refused payload leaves the graph untouched.
+Reading back checks the whole payload's fields before anything is built (`check_payload`), naming
+the first bad field by its path (``$.tensors[2].dim[0]``); then each node is rebuilt through the
+builders' own rules (`pygraph.ops.build.restore_node`: required ports, ranks, dtypes, attribute
+kinds, the op's check), into a fresh IR swapped in at the end, so a refused payload leaves the graph
+untouched.
 """
 
 from __future__ import annotations
@@ -11,20 +14,24 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pygraph.errors import DeserializationError, GraphStateError
+from pygraph.errors import DeserializationError, GraphStateError, OpInputError
 from pygraph.ir import dtypes as _dtypes
-from pygraph.ir.node import Node
+from pygraph.ir.shapes import INT64_MAX
 from pygraph.ir.tensor import Tensor
 
 if TYPE_CHECKING:
     from pygraph.graph import Graph
     from pygraph.ir.container import GraphIR
+    from pygraph.ir.node import Node
 
 __all__ = ["check_payload", "dumps", "is_ir_payload", "loads_into", "parse_ir", "to_plain"]
 
 FORMAT = "pygraph_ir"
 VERSION = 1
 _PREFIX = '{"format": "pygraph_ir"'
+# how deep a parameter's value may nest (a list of slices is 3 levels): past it a payload is refused
+# by its path rather than recursed into
+MAX_PARAM_DEPTH = 16
 
 
 def encode(value: Any) -> Any:
@@ -149,6 +156,14 @@ def parse_ir(payload: Any) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(text)
+    except RecursionError:
+        # the parser recurses per level: a deep payload is refused here, not by the interpreter
+        if is_ir_payload(opening) or '"pygraph_ir"' in opening[:200]:
+            raise DeserializationError(
+                "deserialize(): the pygraph IR payload nests its JSON too deeply to be read (what "
+                "serialize() writes nests a few levels)"
+            ) from None
+        return None
     except ValueError as exc:
         if is_ir_payload(opening) or '"pygraph_ir"' in opening[:200]:
             raise DeserializationError(
@@ -165,8 +180,9 @@ def loads_into(graph: Graph, payload: bytes | str | dict[str, Any]) -> None:
     """Rebuild a serialized IR into ``graph`` (which must be empty).
 
     The whole payload is checked first (`check_payload`: every field's type and value, every uid a
-    port names, no cycle), and the graph is built only from a payload that passed, into a fresh IR
-    swapped in at the end: a refused payload leaves ``graph`` as it was.
+    port names, no cycle), and the graph is built only from a payload that passed, each node through
+    the builders' rules, into a fresh IR swapped in at the end: a refused payload leaves ``graph`` as
+    it was.
     """
     ir = graph._ir
     if ir.tensors or ir.nodes:
@@ -250,6 +266,8 @@ def _ints(values: list[Any], path: str, least: int) -> None:
             raise _fail(f"{path}[{i}]", f"expected an int, got {type(v).__name__} {v!r}")
         if v < least:
             raise _fail(f"{path}[{i}]", f"{v} is below {least}")
+        if v > INT64_MAX:
+            raise _fail(f"{path}[{i}]", f"{v} is beyond int64 (at most 2**63 - 1)")
 
 
 def check_payload(data: Any) -> None:
@@ -269,13 +287,18 @@ def check_payload(data: Any) -> None:
     uids: dict[int, str] = {}
     for path, rec in _records(tensors, "$.tensors", _TENSOR_FIELDS):
         uid = rec["uid"]
-        if uid <= 0:
-            raise _fail(f"{path}.uid", f"{uid} is not a positive int")
+        if not 0 < uid <= INT64_MAX:
+            raise _fail(f"{path}.uid", f"{uid} is not a positive int64")
         if uid in uids:
             raise _fail(f"{path}.uid", f"uid {uid} is also tensor {uids[uid]!r}'s; uids are unique")
         uids[uid] = rec["name"]
         _ints(rec["dim"], f"{path}.dim", 1)
         _ints(rec["stride"], f"{path}.stride", 0)
+        count = 1
+        for extent in rec["dim"]:
+            count *= extent
+        if count > INT64_MAX:
+            raise _fail(f"{path}.dim", f"{rec['dim']} holds {count} elements, beyond int64")
         if rec["dim"] and rec["stride"] and len(rec["dim"]) != len(rec["stride"]):
             raise _fail(
                 f"{path}.stride", f"rank {len(rec['stride'])}, dim {rec['dim']} has rank {len(rec['dim'])}"
@@ -354,10 +377,12 @@ def _port_uids(value: Any, uids: dict[int, str], where: str) -> list[int]:
     return out
 
 
-def _check_encoded(value: Any, uids: dict[int, str], where: str) -> list[int]:
+def _check_encoded(value: Any, uids: dict[int, str], where: str, depth: int = 0) -> list[int]:
     """What `decode` would refuse, refused here by path; returns the tensor uids the value holds."""
+    if depth > MAX_PARAM_DEPTH:
+        raise _fail(where, f"a parameter value nested deeper than {MAX_PARAM_DEPTH} levels")
     if isinstance(value, list):
-        return [u for k, v in enumerate(value) for u in _check_encoded(v, uids, f"{where}[{k}]")]
+        return [u for k, v in enumerate(value) for u in _check_encoded(v, uids, f"{where}[{k}]", depth + 1)]
     if not isinstance(value, dict):
         if value is not None and not isinstance(value, (bool, int, float, str)):
             raise _fail(where, f"{type(value).__name__} is no parameter value")
@@ -381,7 +406,7 @@ def _check_encoded(value: Any, uids: dict[int, str], where: str) -> list[int]:
         return _port_uids(value["__tensor__"], uids, f"{where}.__tensor__")
     if "__opaque__" in value:
         raise _fail(where, f"the non-data parameter {value['__opaque__']} cannot be deserialized")
-    return [u for k, v in value.items() for u in _check_encoded(v, uids, f"{where}.{k}")]
+    return [u for k, v in value.items() for u in _check_encoded(v, uids, f"{where}.{k}", depth + 1)]
 
 
 def _check_acyclic(reads: list[tuple[str, list[int]]], producers: dict[int, str]) -> None:
@@ -414,6 +439,7 @@ def _check_acyclic(reads: list[tuple[str, list[int]]], producers: dict[int, str]
 
 def _build(graph: Graph, data: dict[str, Any]) -> GraphIR:
     from pygraph.ir.container import GraphContext, GraphIR
+    from pygraph.ops.build import restore_node
     from pygraph.ops.registry import OPS
 
     old = graph._ir
@@ -452,16 +478,39 @@ def _build(graph: Graph, data: dict[str, Any]) -> GraphIR:
             return tuple(by_uid[u] for u in value)
         return by_uid[value] if value is not None else None
 
-    for rec in data["nodes"]:
+    for i, rec in enumerate(data["nodes"]):
+        at = f"$.nodes[{i}]"
         spec = OPS[rec["op"]]
-        inputs = {k: port(v) for k, v in rec["inputs"].items()}
+        recorded = {k: port(v) for k, v in rec["inputs"].items()}
         params = {k: decode(v, by_uid) for k, v in rec["params"].items()}
+        if spec.mode is not None:  # a pointwise op's mode is its name: the builder sets it
+            mode = params.pop("mode", spec.mode)
+            if mode != spec.mode:
+                raise _fail(f"{at}.params.mode", f"{mode!r}, but the node's op is {spec.name!r}")
+        for key, value in params.items():
+            if key in recorded:
+                raise _fail(f"{at}.params.{key}", f"{key!r} is also an input of the node; it is one or the other")
+            recorded[key] = value
         name = ir.node_name(spec.name, rec["name"])
-        node = Node(ir, spec, name, inputs, params, dt[rec["compute_data_type"]])
-        for k, v in rec["outputs"].items():
-            out = port(v)
-            node.outputs._data[k] = out
-            if out is not None:
-                out._raw_set("_producer", node)
+        try:
+            node = restore_node(ir, spec, name, recorded, dt[rec["compute_data_type"]])
+        except OpInputError as exc:
+            raise _fail(at, f"node {rec['name']!r}: {exc}") from None
+        _wire_outputs(node, rec["outputs"], port, at)
         ir.add_node(node)
     return ir
+
+
+def _wire_outputs(node: Node, outputs: dict[str, Any], port: Any, at: str) -> None:
+    """Every output of the op, as the builder leaves them: the recorded tensor, or None where the
+    payload has none; an output the op always writes must be there."""
+    for out in node.spec.outputs:
+        t = port(outputs.get(out.name))
+        if t is None and out.when is None and not out.from_kwarg:
+            raise _fail(
+                f"{at}.outputs.{out.name}",
+                f"missing: op {node.op} always writes output {out.name!r} (node {node.name!r})",
+            )
+        node.outputs._data[out.name] = t
+        if t is not None:
+            t._raw_set("_producer", node)

@@ -19,7 +19,7 @@ from pygraph.ops.spec import NO_DEFAULT, Attr, OpSpec, Output, Port
 if TYPE_CHECKING:
     from pygraph.ir.container import GraphIR
 
-__all__ = ["UnknownDims", "build_node", "dims_of", "infer_outputs", "make_builder"]
+__all__ = ["UnknownDims", "build_node", "dims_of", "infer_outputs", "make_builder", "restore_node"]
 
 
 class UnknownDims(Exception):
@@ -215,6 +215,21 @@ def build_node(ir: GraphIR, spec: OpSpec, args: tuple[Any, ...], kwargs: dict[st
     if spec.returns_single:
         return returned[0]
     return returned
+
+
+def restore_node(
+    ir: GraphIR, spec: OpSpec, name: str, recorded: dict[str, Any], compute_data_type: data_type
+) -> Node:
+    """A node rebuilt from a payload's ports and attributes (``recorded``, by keyword; `deserialize`)
+    through the builder's own rules, so a payload is held to what a call is: no unknown keyword,
+    every required port, a list only where the op takes a list, each port's rank and dtype, each
+    attribute's kind, then the op's cross-port check. Raises `OpInputError`. The node is not added,
+    and its outputs are the caller's to wire."""
+    inputs, params, _ = _bind(ir, spec, (), dict(recorded))
+    node = Node(ir, spec, name, inputs, params, compute_data_type)
+    if spec.check is not None:
+        spec.check(node)
+    return node
 
 
 def make_builder(spec: OpSpec) -> Callable[..., Any]:
