@@ -22,10 +22,11 @@ __all__ = ["check_graph", "find_cycle", "validate_ir"]
 
 
 def validate_ir(ir: GraphIR) -> None:
-    """Re-infer outputs (inputs may have changed since the builder ran), re-run each op's checks,
-    and require dims on every tensor a node reads — and, for a python-only graph, on every output
-    (no backend will infer them); then `check_graph`."""
-    from pygraph.ops.build import infer_outputs
+    """Re-check each node's ports against its op (`check_ports`), re-infer outputs (inputs may have
+    changed since the builder ran), re-run each op's checks, and require dims on every tensor a node
+    reads — and, for a python-only graph, on every output (no backend will infer them); then
+    `check_graph`."""
+    from pygraph.ops.build import check_ports, infer_outputs
 
     if not ir.nodes:
         raise InvalidGraphError(
@@ -35,6 +36,7 @@ def validate_ir(ir: GraphIR) -> None:
     for node in ir.nodes:
         _check_members(ir, node)
     for node in ir.nodes:
+        check_ports(node)
         infer_outputs(node)
         if node.spec.check is not None:
             node.spec.check(node)
