@@ -226,6 +226,12 @@ _NODE_FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 
+def _shown(value: Any) -> str:
+    """A value as a message shows it: its repr, cut where a payload holds something huge."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:72]}... ({len(text)} characters)"
+
+
 def _fail(path: str, message: str) -> DeserializationError:
     return DeserializationError(f"deserialize(): {path}: {message}", path=path)
 
@@ -238,7 +244,7 @@ def _field(record: dict[str, Any], key: str, kinds: tuple[type, ...], path: str)
     ok = bool in kinds if isinstance(value, bool) else isinstance(value, kinds)
     if not ok:
         want = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
-        raise _fail(f"{path}.{key}", f"expected {want}, got {type(value).__name__} {value!r}")
+        raise _fail(f"{path}.{key}", f"expected {want}, got {type(value).__name__} {_shown(value)}")
     return value
 
 
@@ -256,14 +262,16 @@ def _records(records: list[Any], path: str, fields: dict[str, tuple[type, ...]])
 
 def _member(enum_cls: Any, name: Any, path: str) -> Any:
     if not isinstance(name, str) or name not in enum_cls.__members__:
-        raise _fail(path, f"{name!r} is not a {enum_cls.__name__} (one of {', '.join(enum_cls.__members__)})")
+        raise _fail(
+            path, f"{_shown(name)} is not a {enum_cls.__name__} (one of {', '.join(enum_cls.__members__)})"
+        )
     return enum_cls[name]
 
 
 def _ints(values: list[Any], path: str, least: int) -> None:
     for i, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, int):
-            raise _fail(f"{path}[{i}]", f"expected an int, got {type(v).__name__} {v!r}")
+            raise _fail(f"{path}[{i}]", f"expected an int, got {type(v).__name__} {_shown(v)}")
         if v < least:
             raise _fail(f"{path}[{i}]", f"{v} is below {least}")
         if v > INT64_MAX:
@@ -277,9 +285,10 @@ def check_payload(data: Any) -> None:
     if not isinstance(data, dict):
         raise _fail("$", f"expected a JSON object, got {type(data).__name__}")
     if data.get("format") != FORMAT:
-        raise _fail("$.format", f"{data.get('format')!r} is not {FORMAT!r}")
-    if data.get("version") != VERSION:
-        raise _fail("$.version", f"IR format version {data.get('version')!r}, expected {VERSION}")
+        raise _fail("$.format", f"{_shown(data.get('format'))} is not {FORMAT!r}")
+    version = data.get("version")
+    if type(version) is not int or version != VERSION:  # JSON true and 1.0 equal 1 in Python
+        raise _fail("$.version", f"IR format version {_shown(version)}, expected {VERSION}")
     ctx = _field(data, "context", (dict,), "$")
     for key in ("io_data_type", "intermediate_data_type", "compute_data_type"):
         _member(_dtypes.data_type, _field(ctx, key, (str,), "$.context"), f"$.context.{key}")
@@ -321,7 +330,7 @@ def check_payload(data: Any) -> None:
     for path, rec in _records(nodes, "$.nodes", _NODE_FIELDS):
         spec = OPS.get(rec["op"])
         if spec is None:
-            raise _fail(f"{path}.op", f"{rec['op']!r} is no op of this pygraph")
+            raise _fail(f"{path}.op", f"{_shown(rec['op'])} is no op of this pygraph")
         if rec["name"] in names:
             raise _fail(f"{path}.name", f"node name {rec['name']!r} repeats")
         names.add(rec["name"])
@@ -370,7 +379,7 @@ def _port_uids(value: Any, uids: dict[int, str], where: str) -> list[int]:
         if uid is None and not isinstance(value, list):
             continue
         if isinstance(uid, bool) or not isinstance(uid, int):
-            raise _fail(at, f"expected a tensor uid, got {type(uid).__name__} {uid!r}")
+            raise _fail(at, f"expected a tensor uid, got {type(uid).__name__} {_shown(uid)}")
         if uid not in uids:
             raise _fail(at, f"uid {uid} names no tensor of the payload")
         out.append(uid)
@@ -390,7 +399,7 @@ def _check_encoded(value: Any, uids: dict[int, str], where: str, depth: int = 0)
     if "__enum__" in value:
         enum_cls = getattr(_dtypes, str(value["__enum__"]), None)
         if not isinstance(enum_cls, type) or not issubclass(enum_cls, enum.Enum):
-            raise _fail(where, f"{value['__enum__']!r} is no pygraph enum")
+            raise _fail(where, f"{_shown(value['__enum__'])} is no pygraph enum")
         _member(enum_cls, value.get("name"), f"{where}.name")
         return []
     if "__slice__" in value:
@@ -400,7 +409,7 @@ def _check_encoded(value: Any, uids: dict[int, str], where: str, depth: int = 0)
             or len(bounds) != 3
             or not all(b is None or (isinstance(b, int) and not isinstance(b, bool)) for b in bounds)
         ):
-            raise _fail(where, f"a slice is [start, stop, step] of ints or nulls, got {bounds!r}")
+            raise _fail(where, f"a slice is [start, stop, step] of ints or nulls, got {_shown(bounds)}")
         return []
     if "__tensor__" in value:
         return _port_uids(value["__tensor__"], uids, f"{where}.__tensor__")
@@ -486,10 +495,12 @@ def _build(graph: Graph, data: dict[str, Any]) -> GraphIR:
         if spec.mode is not None:  # a pointwise op's mode is its name: the builder sets it
             mode = params.pop("mode", spec.mode)
             if mode != spec.mode:
-                raise _fail(f"{at}.params.mode", f"{mode!r}, but the node's op is {spec.name!r}")
+                raise _fail(f"{at}.params.mode", f"{_shown(mode)}, but the node's op is {spec.name!r}")
         for key, value in params.items():
             if key in recorded:
-                raise _fail(f"{at}.params.{key}", f"{key!r} is also an input of the node; it is one or the other")
+                raise _fail(
+                    f"{at}.params.{key}", f"{key!r} is also an input of the node; it is one or the other"
+                )
             recorded[key] = value
         name = ir.node_name(spec.name, rec["name"])
         try:
