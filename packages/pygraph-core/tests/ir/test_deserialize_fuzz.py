@@ -86,9 +86,10 @@ def _mutations(data: dict) -> Iterator[tuple[str, Callable[[dict], Any]]]:
 
 
 def _deep(payload: str, field: str) -> str:
-    """The payload with ``field``'s value nested DEEP lists down (as text: json cannot write it)."""
-    start = payload.index(f'"{field}": ') + len(field) + 4
-    return payload[:start] + "[" * DEEP + "]" * DEEP + ", " + payload[start:]
+    """The payload with a key nested DEEP lists down beside ``field``'s first occurrence (as text:
+    json cannot write it)."""
+    start = payload.index(f'"{field}": ')
+    return payload[:start] + '"deep": ' + "[" * DEEP + "]" * DEEP + ", " + payload[start:]
 
 
 def _cases(name: str) -> Iterator[tuple[str, bytes]]:

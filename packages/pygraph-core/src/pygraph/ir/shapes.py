@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -41,9 +40,11 @@ def bad_dims(dims: Sequence[int]) -> str | None:
             return f"extent {extent} at axis {axis}; every extent is >= 1"
         if extent > INT64_MAX:
             return f"extent {extent} at axis {axis} is beyond int64 (at most 2**63 - 1)"
-    count = math.prod(dims)
-    if count > INT64_MAX:
-        return f"{count} elements, beyond int64 (at most 2**63 - 1)"
+    count = 1
+    for extent in dims:
+        count *= extent
+        if count > INT64_MAX:  # stopped here: a long list of large extents is no huge product
+            return "more than 2**63 - 1 elements, beyond int64"
     return None
 
 
