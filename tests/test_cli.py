@@ -46,6 +46,25 @@ def test_demo_of_an_unknown_family_lists_the_known_ones():
     assert "--family nosuch: no such family; the manifest has gdn, kda, gdn2, gemm, sdpa_fwd, sdpa_bwd" in err
 
 
+def test_a_malformed_graph_file_is_one_line_and_exit_2(tmp_path):
+    """A process's stderr: no traceback for a missing port (a KeyError once) or 100k-deep JSON (the
+    parser's RecursionError once)."""
+    graph = EXAMPLES["gdn"].graph((64, 2, 64, 2))
+    data = json.loads(repr(graph))
+    del data["nodes"][0]["inputs"]["v"]
+    files = {
+        "missing-port": (json.dumps(data, indent=1), "gdn(): missing required port 'v'"),
+        "deep": ('{"format": "pygraph_ir", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "too deeply"),
+    }
+    for name, (text, says) in files.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(text)
+        err = _pygraph("explain", str(path), code=2).stderr
+        assert err.count("\n") == 1 and f"graph file {str(path)!r}: deserialize(): " in err and says in err, (
+            err
+        )
+
+
 def test_families_command_prints_the_manifest():
     out = _pygraph("families").stdout
     assert "EngineFamily(gemm: block 20400..20499; gemm_sm90=20400" in out

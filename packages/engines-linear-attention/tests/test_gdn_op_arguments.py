@@ -59,6 +59,14 @@ BAD = [
     ("scale", {"scale": float("nan")}, "scale must be a finite float or None (K ** -0.5), got nan"),
     ("device", {"g": torch.zeros(T, HV, device="meta")}, "g is on meta, q on cpu: every tensor of one call is on one device"),
     ("host", {}, "q is on cpu: the op runs on cuda devices"),
+    # a zero head dim or head count names the op (the graph's tensor() would refuse it unnamed)
+    ("q-zero-head-dim", {"q": torch.zeros(T, H, 0, dtype=torch.bfloat16), "k": torch.zeros(T, H, 0, dtype=torch.bfloat16)},
+     "q must be [T, H, K] with a head dim K >= 1, got shape [10, 1, 0]"),
+    ("v-zero-head-dim", {"v": torch.zeros(T, HV, 0, dtype=torch.bfloat16)},
+     "v must be [T, HV, V] with HV >= 1 heads and a head dim V >= 1, got shape [10, 2, 0]"),
+    ("v-zero-heads", {"v": torch.zeros(T, 0, V, dtype=torch.bfloat16), "g": torch.zeros(T, 0), "beta": torch.zeros(T, 0)},
+     "v must be [T, HV, V] with HV >= 1 heads and a head dim V >= 1, got shape [10, 0, 64]"),
+    ("scale-overflow", {"scale": 2**1100}, "scale must be a finite float or None (K ** -0.5), got 1"),
 ]  # fmt: skip
 
 

@@ -49,6 +49,12 @@ BAD = [
     ("gdn2", "w-shape", {"w": torch.zeros(T, HV, K, dtype=BF)}, "w must be [T, HV, V] = [10, 2, 32], got shape [10, 2, 64]"),
     ("gdn2", "w-dtype", {"w": torch.zeros(T, HV, V)}, "w must be q's dtype torch.bfloat16 (the write gate, post-activation), got torch.float32"),
     ("gdn2", "w-device", {"w": torch.zeros(T, HV, V, dtype=BF, device="meta")}, "w is on meta, q on cpu"),
+    ("kda", "k-zero-head-dim", {"q": torch.zeros(T, H, 0, dtype=BF), "k": torch.zeros(T, H, 0, dtype=BF)},
+     "q must be [T, H, K] with a head dim K >= 1, got shape [10, 1, 0]"),
+    ("gdn2", "v-zero-head-dim", {"v": torch.zeros(T, HV, 0, dtype=BF), "w": torch.zeros(T, HV, 0, dtype=BF)},
+     "v must be [T, HV, V] with HV >= 1 heads and a head dim V >= 1, got shape [10, 2, 0]"),
+    ("kda", "bound-overflow", {"gate_lower_bound": -(2**1100), "safe_gate": True},
+     "gate_lower_bound must be a negative finite float, got -1"),
 ]  # fmt: skip
 
 

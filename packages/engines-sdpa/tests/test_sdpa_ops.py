@@ -211,6 +211,20 @@ BAD = [
     ({"scale": float("nan")}, r"scale must be a finite float or None"),
     ({"is_causal": 1}, r"is_causal must be a bool, got int 1"),
     ({"return_lse": "yes"}, r"return_lse must be a bool"),
+    # a zero head dim is refused naming the op (no empty problem: a row's scores would all be 0)
+    (
+        {
+            "query": torch.zeros(2, 4, 9, 0, dtype=torch.bfloat16),
+            "key": torch.zeros(2, 2, 13, 0, dtype=torch.bfloat16),
+        },
+        r"query must have a head dim D >= 1, got shape \[2, 4, 9, 0\]",
+    ),
+    (
+        {"value": torch.zeros(2, 2, 13, 0, dtype=torch.bfloat16)},
+        r"value must have a head dim D_v >= 1, got shape \[2, 2, 13, 0\]",
+    ),
+    ({"is_causal": True, "window_left": 2**70}, r"window_left=1180591620717411303424 is beyond int64"),
+    ({"scale": 2**1100}, r"scale must be a finite float or None"),
 ]
 
 
@@ -331,6 +345,13 @@ RAGGED_BAD = [
         r"query must be \[T, H, D\] \(THD, with cu_seqlens\)",
     ),
     ({"max_seqlen_q": True}, r"max_seqlen_q must be an int, got bool True"),
+    (
+        {
+            "query": torch.zeros(14, 4, 0, dtype=torch.bfloat16),
+            "key": torch.zeros(19, 2, 0, dtype=torch.bfloat16),
+        },
+        r"query must have a head dim D >= 1, got shape \[14, 4, 0\]",
+    ),
 ]
 
 

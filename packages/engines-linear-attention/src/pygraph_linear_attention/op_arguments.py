@@ -68,6 +68,16 @@ class GdnProblem:
         return (self.sequences, self.heads_v, self.value_dim, self.key_dim)
 
 
+def _finite(value: Any) -> bool:
+    """A real number a float holds finitely (an int past float's range is not: it overflows)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 class _Rules:
     """The checks of one op's call, each refusal an `OpInputError` naming the call."""
 
@@ -132,18 +142,22 @@ def check_forward(
     if op != "gdn2" and w is not None:
         raise _fail("w (the write gate) is gated_delta_net_v2's")
     rules.flags(flags)
-    if scale is not None and (
-        isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale)
-    ):
+    if scale is not None and not _finite(scale):
         raise _fail(f"scale must be a finite float or None (K ** -0.5), got {scale!r}")
 
     if q.dim() != 3:
         raise _fail(f"q must be [T, H, K] (rank 3, THD), got shape {list(q.shape)}")
     tokens, heads_qk, key_dim = q.shape
+    if key_dim < 1:  # the graph has no zero extent: refused here, naming the op, not by its tensor()
+        raise _fail(f"q must be [T, H, K] with a head dim K >= 1, got shape {list(q.shape)}")
     _shape("k", k, q.shape, "[T, H, K] like q")
     if v.dim() != 3 or v.shape[0] != tokens:
         raise _fail(f"v must be [T, HV, V] with q's T = {tokens}, got shape {list(v.shape)}")
     heads_v, value_dim = v.shape[1], v.shape[2]
+    if heads_v < 1 or value_dim < 1:
+        raise _fail(
+            f"v must be [T, HV, V] with HV >= 1 heads and a head dim V >= 1, got shape {list(v.shape)}"
+        )
     if heads_qk < 1 or heads_v % heads_qk:
         raise _fail(
             f"q/k heads H = {heads_qk} must divide v heads HV = {heads_v} (GVA), got v {list(v.shape)}"
@@ -173,11 +187,7 @@ def check_forward(
     if gate_lower_bound is not None:
         if op == "gdn":
             raise _fail(f"gate_lower_bound={gate_lower_bound!r}: gated_delta_net's safe gate has no bound")
-        if (
-            isinstance(gate_lower_bound, bool)
-            or not isinstance(gate_lower_bound, (int, float))
-            or not -math.inf < gate_lower_bound < 0
-        ):
+        if not _finite(gate_lower_bound) or not gate_lower_bound < 0:
             raise _fail(f"gate_lower_bound must be a negative finite float, got {gate_lower_bound!r}")
         if not flags.get("safe_gate"):
             raise _fail(f"gate_lower_bound={gate_lower_bound} bounds the safe gate: set safe_gate=True")

@@ -122,6 +122,8 @@ def _bool(name: str, value: Any) -> None:
 def _int(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise _fail(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if not -(2**63) <= value < 2**63:  # the custom op's int arguments are int64
+        raise _fail(f"{name}={value} is beyond int64")
 
 
 def check_call(
@@ -156,9 +158,14 @@ def check_call(
 
 
 def _scale(scale: Any) -> None:
-    if scale is not None and (
-        isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale)
-    ):
+    if scale is None:
+        return
+    finite = not isinstance(scale, bool) and isinstance(scale, (int, float))
+    try:
+        finite = finite and math.isfinite(scale)
+    except OverflowError:  # an int past float's range
+        finite = False
+    if not finite:
         raise _fail(f"scale must be a finite float or None (D ** -0.5), got {scale!r}")
 
 
@@ -293,6 +300,11 @@ def _dense(
         raise _fail(
             f"value must be key's {list(key.shape[:-1])} with its own head dim, got shape {list(value.shape)}"
         )
+    # a zero head dim is no empty problem (a row's scores would all be 0, not -inf): refused
+    if d_qk < 1:
+        raise _fail(f"query must have a head dim D >= 1, got shape {list(query.shape)}")
+    if v_shape[3] < 1:
+        raise _fail(f"value must have a head dim D_v >= 1, got shape {list(value.shape)}")
     if heads_kv < 1 or heads_q % heads_kv:
         raise _fail(f"key/value heads H_kv = {heads_kv} must divide query heads H = {heads_q} (GQA, MQA)")
     if query.dtype not in IO_DTYPES:

@@ -8,7 +8,6 @@ graph) is read by `load_graph` as well. Building an example imports no framework
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -247,7 +246,8 @@ def load_graph(
     """(the graph, its example or None) for an example name or a serialized graph file.
 
     ``shape`` and ``dtype`` apply to examples only. A file holds the JSON ``repr(graph)`` prints
-    or the bytes ``graph.serialize()`` returns; it is read through ``Graph.deserialize``.
+    or the bytes ``graph.serialize()`` returns; it is read through ``Graph.deserialize``, whose
+    refusal (a `DeserializationError`) is raised again naming the file.
     """
     example = EXAMPLES.get(target)
     if example is not None:
@@ -259,17 +259,19 @@ def load_graph(
         )
     if shape is not None or dtype is not None:
         raise OpInputError(f"--shape and --dtype apply to the built-in examples, not to the file {target!r}")
+    from pygraph.errors import DeserializationError
     from pygraph.graph import Graph
-    from pygraph.ir.serialize import is_ir_payload
 
-    payload = path.read_bytes()
-    if not is_ir_payload(payload):
-        try:  # the indented JSON repr(graph) prints: the same data, compacted
-            data = json.loads(payload)
-        except (ValueError, UnicodeDecodeError):
-            data = None
-        if isinstance(data, dict) and data.get("format") == "pygraph_ir":
-            payload = json.dumps(data).encode()
+    try:
+        payload = path.read_bytes()
+    except OSError as exc:
+        raise UnknownTargetError(f"graph file {target!r} cannot be read: {exc.strerror or exc}") from None
     graph = Graph(name=path.stem)
-    graph.deserialize(payload)
+    try:
+        graph.deserialize(payload)  # the indented JSON repr(graph) prints is read as well
+    except DeserializationError as exc:
+        # the same type (BackendPayloadError stays one), prefixed with the file, on one line (the
+        # backend's refusal may span several)
+        message = " ".join(str(exc).split())
+        raise type(exc)(f"graph file {target!r}: {message}", path=exc.path) from exc
     return graph, None

@@ -9,6 +9,7 @@ A row is (the call, the exception type, fragments its message must hold). The ca
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -347,6 +348,94 @@ ROWS: dict[str, Row] = {
         OperandGeometryError,
         ["execute()", "tensor 'A'", "stride [512, 1, 16]", "runs shape [1, 16, 32] stride [512, 32, 1]"],
     ),
+    # --- issue 52, items 4 and 7: deserialize binds each node through the builders' rules; extents,
+    # attributes and uids past int64; nesting; validate() re-checks rewired ports; the CLI's graph file
+    "deserialize-missing-port": (
+        lambda w: _half().deserialize(_mm_payload(lambda d: d["nodes"][0]["inputs"].pop("B"))),
+        DeserializationError,
+        ["deserialize()", "$.nodes[0]", "node 'mm'", "matmul(): missing required port 'B'"],
+    ),
+    "deserialize-list-in-single-port": (
+        lambda w: _half().deserialize(_mm_payload(lambda d: d["nodes"][0]["inputs"].update(A=[1]))),
+        DeserializationError,
+        ["deserialize()", "$.nodes[0]", "matmul()", "port 'A' expects a pygraph.Tensor", "(Tensor(name='A'"],
+    ),
+    "deserialize-attribute-kind": (
+        lambda w: _half().deserialize(_mm_payload(lambda d: d["nodes"][0]["params"].update(padding="x"))),
+        DeserializationError,
+        ["deserialize()", "$.nodes[0]", "matmul()", "attribute 'padding'", "'x'", "expected a number"],
+    ),
+    "deserialize-extent-int64": (
+        lambda w: _half().deserialize(_mm_payload(lambda d: d["tensors"][0]["dim"].__setitem__(1, 2**70))),
+        DeserializationError,
+        ["deserialize()", "$.tensors[0].dim[1]", "1180591620717411303424", "beyond int64"],
+    ),
+    "deserialize-elements-int64": (
+        lambda w: _half().deserialize(_mm_payload(lambda d: d["tensors"][0].update(dim=[2**40, 2**40, 32]))),
+        DeserializationError,
+        ["deserialize()", "$.tensors[0].dim", "[1099511627776, 1099511627776, 32]", "more than 2**63 - 1 elements"],
+    ),
+    "deserialize-uid-int64": (
+        lambda w: _half().deserialize(_mm_payload(lambda d: d["tensors"][0].update(uid=2**63))),
+        DeserializationError,
+        ["deserialize()", "$.tensors[0].uid", "9223372036854775808", "positive int64"],
+    ),
+    "deserialize-nesting": (
+        lambda w: _half().deserialize(_deep_payload()),
+        DeserializationError,
+        ["deserialize()", "pygraph IR payload", "nests its JSON too deeply"],
+    ),
+    "deserialize-param-nesting": (
+        lambda w: _half().deserialize(_mm_payload(lambda d: d["nodes"][0]["params"].update(padding=_nested(20)))),
+        DeserializationError,
+        ["deserialize()", "$.nodes[0].params.padding[0]", "nested deeper than 16 levels"],
+    ),
+    "deserialize-output-missing": (
+        lambda w: _half().deserialize(
+            _mm_payload(lambda d: (d["nodes"][0]["outputs"].update(C=None), d["tensors"][2].update(producer=None)))
+        ),
+        DeserializationError,
+        ["deserialize()", "$.nodes[0].outputs.C", "missing", "always writes output 'C'", "node 'mm'"],
+    ),
+    "tensor-extent-int64": (lambda w: _half().tensor([4, 2**70], name="x"), OpInputError, ["tensor('x')", "1180591620717411303424", "axis 1", "beyond int64"]),
+    "tensor-stride-int64": (lambda w: _half().tensor([4, 2], [2**63, 1], name="x"), OpInputError, ["tensor('x')", "9223372036854775808", "axis 0", "beyond int64"]),
+    "tensor-uid-int64": (lambda w: _half().tensor([2], uid=2**63, name="x"), OpInputError, ["uid", "'x'", "9223372036854775808", "int64"]),
+    "builder-attribute-kind": (
+        lambda w: _sdpa(sliding_window_length="64"),
+        OpInputError,
+        ["sdpa()", "attribute 'sliding_window_length'", "'64'", "expected an int"],
+    ),
+    "builder-int-attribute-int64": (
+        lambda w: _sdpa(sliding_window_length=2**70),
+        OpInputError,
+        ["sdpa()", "attribute 'sliding_window_length'", "1180591620717411303424", "beyond int64"],
+    ),
+    "builder-flag-kind": (lambda w: _sdpa(use_causal_mask="yes"), OpInputError, ["sdpa()", "attribute 'use_causal_mask'", "'yes'", "expected a bool"]),
+    "validate-unwired-port": (
+        lambda w: (lambda g: (g.nodes[0].inputs.__setitem__("B", None), g.validate()))(w.graph()[0]),
+        OpInputError,
+        ["matmul()", "node 'mm'", "required port 'B'", "not wired"],
+    ),
+    "validate-tuple-in-port": (
+        lambda w: (lambda g, a, b, c: (g.nodes[0].inputs.__setitem__("A", (a,)), g.validate()))(*w.graph()),
+        OpInputError,
+        ["matmul()", "node 'mm'", "port 'A'", "takes one tensor", "(Tensor(name='A'"],
+    ),
+    "validate-rewired-port-rank": (
+        lambda w: (lambda g: (g.nodes[0].inputs.__setitem__("B", g.tensor([8], name="b1")), g.validate()))(w.graph()[0]),
+        OpInputError,
+        ["matmul()", "node 'mm'", "port 'B'", "rank >= 2", "'b1'", "[8]"],
+    ),
+    "cli-graph-file-missing-port": (
+        lambda w: _load_file(w, "mm.json", _mm_payload(lambda d: d["nodes"][0]["inputs"].pop("B"))),
+        DeserializationError,
+        ["graph file", "mm.json", "deserialize()", "$.nodes[0]", "missing required port 'B'"],
+    ),
+    "cli-graph-file-nesting": (
+        lambda w: _load_file(w, "deep.json", _deep_payload()),
+        DeserializationError,
+        ["graph file", "deep.json", "deserialize()", "nests its JSON too deeply"],
+    ),
 }  # fmt: skip
 
 
@@ -369,6 +458,44 @@ def _gdn(t: int, h: int, hv: int, *, k_heads: int | None = None, state: list[int
     extra = {"initial_state": g.tensor(state, name="h0", data_type=dt.FLOAT)} if state else {}
     o, _ = g.gdn(q=q, k=k, v=v, g=gate, beta=beta, cu_seqlens=cu, **extra)
     return g, o
+
+
+def _mm_payload(change: Callable[[dict], Any] | None = None) -> bytes:
+    """The stand-in matmul graph's IR payload (nodes[0] is 'mm'; tensors A, B, C are uids 1-3),
+    ``change``d."""
+    from pygraph.ir import serialize
+
+    data = json.loads(serialize.dumps(matmul_graph("mm")[0]))
+    if change is not None:
+        change(data)
+    return json.dumps(data).encode()
+
+
+def _deep_payload(depth: int = 100_000) -> bytes:
+    """IR's opening, then a value nested ``depth`` lists down (json.dumps cannot write it)."""
+    return b'{"format": "pygraph_ir", "version": 1, "nodes": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _sdpa(**attrs: Any) -> Any:
+    g = _half()
+    q, k, v = (g.tensor([1, 2, 64, 64], name=n) for n in "qkv")
+    return g.sdpa(q, k, v, **attrs)
+
+
+def _load_file(w: World, name: str, payload: bytes) -> Any:
+    """What the CLI does with a TARGET that is a file."""
+    from pygraph.examples import load_graph
+
+    path = w.tmp_path / name
+    path.write_bytes(payload)
+    return load_graph(str(path))
 
 
 def _two_relus_serialized() -> bytes:

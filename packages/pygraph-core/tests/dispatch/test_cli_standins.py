@@ -167,6 +167,55 @@ def test_explain_reads_a_serialized_graph_file(standins, run, tmp_path):
     assert code == 2 and "apply to the built-in examples" in err
 
 
+def _mm_payload(change) -> bytes:
+    from dispatch_helpers import matmul_graph
+
+    from pygraph.ir import serialize
+
+    data = json.loads(serialize.dumps(matmul_graph()[0]))
+    change(data)
+    return json.dumps(data, indent=2).encode()  # as repr(graph) prints it
+
+
+MALFORMED = {
+    "missing-port": (
+        lambda: _mm_payload(lambda d: d["nodes"][0]["inputs"].pop("B")),
+        "$.nodes[0]: node 'mm': matmul(): missing required port 'B'",
+    ),
+    "list-in-port": (
+        lambda: _mm_payload(lambda d: d["nodes"][0]["inputs"].update(A=[1, 2])),
+        "matmul(): port 'A' expects a pygraph.Tensor",
+    ),
+    "attribute-kind": (
+        lambda: _mm_payload(lambda d: d["nodes"][0]["params"].update(padding=[0.0])),
+        "attribute 'padding' got (0.0,)",
+    ),
+    "extent-int64": (
+        lambda: _mm_payload(lambda d: d["tensors"][1]["dim"].__setitem__(0, 2**64)),
+        "$.tensors[1].dim[0]: 18446744073709551616 is beyond int64",
+    ),
+    "deep-nesting": (
+        lambda: b'{"format": "pygraph_ir", "nodes": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        "nests its JSON too deeply",
+    ),
+    "truncated": (lambda: _mm_payload(lambda d: None)[:200], "not whole JSON"),
+    "not-json": (lambda: b"\x00\x01 garbage", "is not pygraph IR"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_graph_file_is_one_line_naming_it_and_exit_2(standins, run, tmp_path, case):
+    payload, says = MALFORMED[case]
+    path = tmp_path / f"{case}.json"
+    path.write_bytes(payload())
+    code, out, err = run("explain", str(path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(
+        f"pygraph: error: graph file {str(path)!r}: deserialize(): "
+    )
+    assert says in err, err
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pygraph.errors import OpInputError
 from pygraph.ir.dtypes import data_type, data_type_arg
+from pygraph.ir.shapes import INT64_MAX
 from pygraph.ir.tensor import Tensor
 from pygraph.lifecycle import MUTABLE, GraphState, require
 
@@ -100,8 +101,8 @@ class GraphIR:
         return t
 
     def _check_user_uid(self, who: str, uid: Any, tensor: Tensor | None = None) -> None:
-        if isinstance(uid, bool) or not isinstance(uid, int) or uid <= 0:
-            raise OpInputError(f"Tensor.uid of {who!r}: expected a positive int, got {uid!r}")
+        if isinstance(uid, bool) or not isinstance(uid, int) or not 0 < uid <= INT64_MAX:
+            raise OpInputError(f"Tensor.uid of {who!r}: expected a positive int64, got {uid!r}")
         holder = self._by_uid.get(uid)
         if holder is not None and holder is not tensor and holder.uid_assigned:
             raise OpInputError(

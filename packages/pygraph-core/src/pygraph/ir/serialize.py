@@ -1,7 +1,10 @@
 """The IR as plain data (`inspect()`, the JSON repr) and its JSON round trip.
 
-Reading back checks the whole payload before anything is built (`check_payload`), naming the first
-bad field by its path (``$.tensors[2].dim[0]``), so a refused payload leaves the graph untouched.
+Reading back checks the whole payload's fields before anything is built (`check_payload`), naming
+the first bad field by its path (``$.tensors[2].dim[0]``); then each node is rebuilt through the
+builders' own rules (`pygraph.ops.build.restore_node`: required ports, ranks, dtypes, attribute
+kinds, the op's check), into a fresh IR swapped in at the end, so a refused payload leaves the graph
+untouched.
 """
 
 from __future__ import annotations
@@ -11,20 +14,24 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pygraph.errors import DeserializationError, GraphStateError
+from pygraph.errors import DeserializationError, GraphStateError, OpInputError
 from pygraph.ir import dtypes as _dtypes
-from pygraph.ir.node import Node
+from pygraph.ir.shapes import INT64_MAX
 from pygraph.ir.tensor import Tensor
 
 if TYPE_CHECKING:
     from pygraph.graph import Graph
     from pygraph.ir.container import GraphIR
+    from pygraph.ir.node import Node
 
 __all__ = ["check_payload", "dumps", "is_ir_payload", "loads_into", "parse_ir", "to_plain"]
 
 FORMAT = "pygraph_ir"
 VERSION = 1
 _PREFIX = '{"format": "pygraph_ir"'
+# how deep a parameter's value may nest (a list of slices is 3 levels): past it a payload is refused
+# by its path rather than recursed into
+MAX_PARAM_DEPTH = 16
 
 
 def encode(value: Any) -> Any:
@@ -149,6 +156,14 @@ def parse_ir(payload: Any) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(text)
+    except RecursionError:
+        # the parser recurses per level: a deep payload is refused here, not by the interpreter
+        if is_ir_payload(opening) or '"pygraph_ir"' in opening[:200]:
+            raise DeserializationError(
+                "deserialize(): the pygraph IR payload nests its JSON too deeply to be read (what "
+                "serialize() writes nests a few levels)"
+            ) from None
+        return None
     except ValueError as exc:
         if is_ir_payload(opening) or '"pygraph_ir"' in opening[:200]:
             raise DeserializationError(
@@ -165,8 +180,9 @@ def loads_into(graph: Graph, payload: bytes | str | dict[str, Any]) -> None:
     """Rebuild a serialized IR into ``graph`` (which must be empty).
 
     The whole payload is checked first (`check_payload`: every field's type and value, every uid a
-    port names, no cycle), and the graph is built only from a payload that passed, into a fresh IR
-    swapped in at the end: a refused payload leaves ``graph`` as it was.
+    port names, no cycle), and the graph is built only from a payload that passed, each node through
+    the builders' rules, into a fresh IR swapped in at the end: a refused payload leaves ``graph`` as
+    it was.
     """
     ir = graph._ir
     if ir.tensors or ir.nodes:
@@ -210,6 +226,12 @@ _NODE_FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 
+def _shown(value: Any) -> str:
+    """A value as a message shows it: its repr, cut where a payload holds something huge."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:72]}... ({len(text)} characters)"
+
+
 def _fail(path: str, message: str) -> DeserializationError:
     return DeserializationError(f"deserialize(): {path}: {message}", path=path)
 
@@ -222,7 +244,7 @@ def _field(record: dict[str, Any], key: str, kinds: tuple[type, ...], path: str)
     ok = bool in kinds if isinstance(value, bool) else isinstance(value, kinds)
     if not ok:
         want = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
-        raise _fail(f"{path}.{key}", f"expected {want}, got {type(value).__name__} {value!r}")
+        raise _fail(f"{path}.{key}", f"expected {want}, got {type(value).__name__} {_shown(value)}")
     return value
 
 
@@ -240,16 +262,20 @@ def _records(records: list[Any], path: str, fields: dict[str, tuple[type, ...]])
 
 def _member(enum_cls: Any, name: Any, path: str) -> Any:
     if not isinstance(name, str) or name not in enum_cls.__members__:
-        raise _fail(path, f"{name!r} is not a {enum_cls.__name__} (one of {', '.join(enum_cls.__members__)})")
+        raise _fail(
+            path, f"{_shown(name)} is not a {enum_cls.__name__} (one of {', '.join(enum_cls.__members__)})"
+        )
     return enum_cls[name]
 
 
 def _ints(values: list[Any], path: str, least: int) -> None:
     for i, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, int):
-            raise _fail(f"{path}[{i}]", f"expected an int, got {type(v).__name__} {v!r}")
+            raise _fail(f"{path}[{i}]", f"expected an int, got {type(v).__name__} {_shown(v)}")
         if v < least:
             raise _fail(f"{path}[{i}]", f"{v} is below {least}")
+        if v > INT64_MAX:
+            raise _fail(f"{path}[{i}]", f"{v} is beyond int64 (at most 2**63 - 1)")
 
 
 def check_payload(data: Any) -> None:
@@ -259,9 +285,10 @@ def check_payload(data: Any) -> None:
     if not isinstance(data, dict):
         raise _fail("$", f"expected a JSON object, got {type(data).__name__}")
     if data.get("format") != FORMAT:
-        raise _fail("$.format", f"{data.get('format')!r} is not {FORMAT!r}")
-    if data.get("version") != VERSION:
-        raise _fail("$.version", f"IR format version {data.get('version')!r}, expected {VERSION}")
+        raise _fail("$.format", f"{_shown(data.get('format'))} is not {FORMAT!r}")
+    version = data.get("version")
+    if type(version) is not int or version != VERSION:  # JSON true and 1.0 equal 1 in Python
+        raise _fail("$.version", f"IR format version {_shown(version)}, expected {VERSION}")
     ctx = _field(data, "context", (dict,), "$")
     for key in ("io_data_type", "intermediate_data_type", "compute_data_type"):
         _member(_dtypes.data_type, _field(ctx, key, (str,), "$.context"), f"$.context.{key}")
@@ -269,13 +296,18 @@ def check_payload(data: Any) -> None:
     uids: dict[int, str] = {}
     for path, rec in _records(tensors, "$.tensors", _TENSOR_FIELDS):
         uid = rec["uid"]
-        if uid <= 0:
-            raise _fail(f"{path}.uid", f"{uid} is not a positive int")
+        if not 0 < uid <= INT64_MAX:
+            raise _fail(f"{path}.uid", f"{uid} is not a positive int64")
         if uid in uids:
             raise _fail(f"{path}.uid", f"uid {uid} is also tensor {uids[uid]!r}'s; uids are unique")
         uids[uid] = rec["name"]
         _ints(rec["dim"], f"{path}.dim", 1)
         _ints(rec["stride"], f"{path}.stride", 0)
+        count = 1
+        for extent in rec["dim"]:
+            count *= extent
+            if count > INT64_MAX:  # stopped here: a long list of large extents is no huge product
+                raise _fail(f"{path}.dim", f"{_shown(rec['dim'])} holds more than 2**63 - 1 elements")
         if rec["dim"] and rec["stride"] and len(rec["dim"]) != len(rec["stride"]):
             raise _fail(
                 f"{path}.stride", f"rank {len(rec['stride'])}, dim {rec['dim']} has rank {len(rec['dim'])}"
@@ -298,7 +330,7 @@ def check_payload(data: Any) -> None:
     for path, rec in _records(nodes, "$.nodes", _NODE_FIELDS):
         spec = OPS.get(rec["op"])
         if spec is None:
-            raise _fail(f"{path}.op", f"{rec['op']!r} is no op of this pygraph")
+            raise _fail(f"{path}.op", f"{_shown(rec['op'])} is no op of this pygraph")
         if rec["name"] in names:
             raise _fail(f"{path}.name", f"node name {rec['name']!r} repeats")
         names.add(rec["name"])
@@ -347,17 +379,19 @@ def _port_uids(value: Any, uids: dict[int, str], where: str) -> list[int]:
         if uid is None and not isinstance(value, list):
             continue
         if isinstance(uid, bool) or not isinstance(uid, int):
-            raise _fail(at, f"expected a tensor uid, got {type(uid).__name__} {uid!r}")
+            raise _fail(at, f"expected a tensor uid, got {type(uid).__name__} {_shown(uid)}")
         if uid not in uids:
             raise _fail(at, f"uid {uid} names no tensor of the payload")
         out.append(uid)
     return out
 
 
-def _check_encoded(value: Any, uids: dict[int, str], where: str) -> list[int]:
+def _check_encoded(value: Any, uids: dict[int, str], where: str, depth: int = 0) -> list[int]:
     """What `decode` would refuse, refused here by path; returns the tensor uids the value holds."""
+    if depth > MAX_PARAM_DEPTH:
+        raise _fail(where, f"a parameter value nested deeper than {MAX_PARAM_DEPTH} levels")
     if isinstance(value, list):
-        return [u for k, v in enumerate(value) for u in _check_encoded(v, uids, f"{where}[{k}]")]
+        return [u for k, v in enumerate(value) for u in _check_encoded(v, uids, f"{where}[{k}]", depth + 1)]
     if not isinstance(value, dict):
         if value is not None and not isinstance(value, (bool, int, float, str)):
             raise _fail(where, f"{type(value).__name__} is no parameter value")
@@ -365,7 +399,7 @@ def _check_encoded(value: Any, uids: dict[int, str], where: str) -> list[int]:
     if "__enum__" in value:
         enum_cls = getattr(_dtypes, str(value["__enum__"]), None)
         if not isinstance(enum_cls, type) or not issubclass(enum_cls, enum.Enum):
-            raise _fail(where, f"{value['__enum__']!r} is no pygraph enum")
+            raise _fail(where, f"{_shown(value['__enum__'])} is no pygraph enum")
         _member(enum_cls, value.get("name"), f"{where}.name")
         return []
     if "__slice__" in value:
@@ -375,13 +409,13 @@ def _check_encoded(value: Any, uids: dict[int, str], where: str) -> list[int]:
             or len(bounds) != 3
             or not all(b is None or (isinstance(b, int) and not isinstance(b, bool)) for b in bounds)
         ):
-            raise _fail(where, f"a slice is [start, stop, step] of ints or nulls, got {bounds!r}")
+            raise _fail(where, f"a slice is [start, stop, step] of ints or nulls, got {_shown(bounds)}")
         return []
     if "__tensor__" in value:
         return _port_uids(value["__tensor__"], uids, f"{where}.__tensor__")
     if "__opaque__" in value:
         raise _fail(where, f"the non-data parameter {value['__opaque__']} cannot be deserialized")
-    return [u for k, v in value.items() for u in _check_encoded(v, uids, f"{where}.{k}")]
+    return [u for k, v in value.items() for u in _check_encoded(v, uids, f"{where}.{k}", depth + 1)]
 
 
 def _check_acyclic(reads: list[tuple[str, list[int]]], producers: dict[int, str]) -> None:
@@ -414,6 +448,7 @@ def _check_acyclic(reads: list[tuple[str, list[int]]], producers: dict[int, str]
 
 def _build(graph: Graph, data: dict[str, Any]) -> GraphIR:
     from pygraph.ir.container import GraphContext, GraphIR
+    from pygraph.ops.build import restore_node
     from pygraph.ops.registry import OPS
 
     old = graph._ir
@@ -452,16 +487,41 @@ def _build(graph: Graph, data: dict[str, Any]) -> GraphIR:
             return tuple(by_uid[u] for u in value)
         return by_uid[value] if value is not None else None
 
-    for rec in data["nodes"]:
+    for i, rec in enumerate(data["nodes"]):
+        at = f"$.nodes[{i}]"
         spec = OPS[rec["op"]]
-        inputs = {k: port(v) for k, v in rec["inputs"].items()}
+        recorded = {k: port(v) for k, v in rec["inputs"].items()}
         params = {k: decode(v, by_uid) for k, v in rec["params"].items()}
+        if spec.mode is not None:  # a pointwise op's mode is its name: the builder sets it
+            mode = params.pop("mode", spec.mode)
+            if mode != spec.mode:
+                raise _fail(f"{at}.params.mode", f"{_shown(mode)}, but the node's op is {spec.name!r}")
+        for key, value in params.items():
+            if key in recorded:
+                raise _fail(
+                    f"{at}.params.{key}", f"{key!r} is also an input of the node; it is one or the other"
+                )
+            recorded[key] = value
         name = ir.node_name(spec.name, rec["name"])
-        node = Node(ir, spec, name, inputs, params, dt[rec["compute_data_type"]])
-        for k, v in rec["outputs"].items():
-            out = port(v)
-            node.outputs._data[k] = out
-            if out is not None:
-                out._raw_set("_producer", node)
+        try:
+            node = restore_node(ir, spec, name, recorded, dt[rec["compute_data_type"]])
+        except OpInputError as exc:
+            raise _fail(at, f"node {rec['name']!r}: {exc}") from None
+        _wire_outputs(node, rec["outputs"], port, at)
         ir.add_node(node)
     return ir
+
+
+def _wire_outputs(node: Node, outputs: dict[str, Any], port: Any, at: str) -> None:
+    """Every output of the op, as the builder leaves them: the recorded tensor, or None where the
+    payload has none; an output the op always writes must be there."""
+    for out in node.spec.outputs:
+        t = port(outputs.get(out.name))
+        if t is None and out.when is None and not out.from_kwarg:
+            raise _fail(
+                f"{at}.outputs.{out.name}",
+                f"missing: op {node.op} always writes output {out.name!r} (node {node.name!r})",
+            )
+        node.outputs._data[out.name] = t
+        if t is not None:
+            t._raw_set("_producer", node)

@@ -7,7 +7,10 @@ from typing import Any
 
 from pygraph.errors import OpInputError
 
-__all__ = ["bad_dims", "bad_strides", "broadcast", "row_major_stride", "same_extents", "to_dims"]
+__all__ = ["INT64_MAX", "bad_dims", "bad_strides", "broadcast", "row_major_stride", "same_extents", "to_dims"]
+
+# the backend and the kernels index in int64: an extent, a stride or an element count past it wraps
+INT64_MAX = 2**63 - 1
 
 
 def to_dims(value: Any, what: str) -> tuple[int, ...]:
@@ -25,7 +28,8 @@ def to_dims(value: Any, what: str) -> tuple[int, ...]:
 
 
 def bad_dims(dims: Sequence[int]) -> str | None:
-    """Why ``dims`` cannot be a tensor's extents, or None: a rank of at least 1, every extent >= 1.
+    """Why ``dims`` cannot be a tensor's extents, or None: a rank of at least 1, every extent >= 1,
+    and the element count within int64.
 
     There is no zero-extent tensor: a ragged batch whose sequence is empty says so in its offsets
     (the values of a ragged-offset or cu_seqlens tensor), never in a declared dim."""
@@ -34,16 +38,26 @@ def bad_dims(dims: Sequence[int]) -> str | None:
     for axis, extent in enumerate(dims):
         if extent < 1:
             return f"extent {extent} at axis {axis}; every extent is >= 1"
+        if extent > INT64_MAX:
+            return f"extent {extent} at axis {axis} is beyond int64 (at most 2**63 - 1)"
+    count = 1
+    for extent in dims:
+        count *= extent
+        if count > INT64_MAX:  # stopped here: a long list of large extents is no huge product
+            return "more than 2**63 - 1 elements, beyond int64"
     return None
 
 
 def bad_strides(strides: Sequence[int]) -> str | None:
-    """Why ``strides`` cannot be a tensor's strides, or None: every stride >= 0 (0 broadcasts)."""
+    """Why ``strides`` cannot be a tensor's strides, or None: every stride >= 0 (0 broadcasts) and
+    within int64."""
     if not strides:
         return "a tensor has rank >= 1, so at least one stride"
     for axis, stride in enumerate(strides):
         if stride < 0:
             return f"stride {stride} at axis {axis}; every stride is >= 0 (0 broadcasts the axis)"
+        if stride > INT64_MAX:
+            return f"stride {stride} at axis {axis} is beyond int64 (at most 2**63 - 1)"
     return None
 
 

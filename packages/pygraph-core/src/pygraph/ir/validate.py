@@ -23,10 +23,11 @@ __all__ = ["check_graph", "declared_output_mismatch", "find_cycle", "geometry_co
 
 
 def validate_ir(ir: GraphIR) -> None:
-    """Re-infer outputs (inputs may have changed since the builder ran), re-run each op's checks,
-    and require dims on every tensor a node reads — and, for a python-only graph, on every output
-    (no backend will infer them); then `check_graph`."""
-    from pygraph.ops.build import infer_outputs
+    """Re-check each node's ports against its op (`check_ports`), re-infer outputs (inputs may have
+    changed since the builder ran), re-run each op's checks, and require dims on every tensor a node
+    reads — and, for a python-only graph, on every output (no backend will infer them); then
+    `check_graph`."""
+    from pygraph.ops.build import check_ports, infer_outputs
 
     if not ir.nodes:
         raise InvalidGraphError(
@@ -36,6 +37,7 @@ def validate_ir(ir: GraphIR) -> None:
     for node in ir.nodes:
         _check_members(ir, node)
     for node in ir.nodes:
+        check_ports(node)
         infer_outputs(node)
         if node.spec.check is not None:
             node.spec.check(node)

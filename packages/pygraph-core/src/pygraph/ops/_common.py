@@ -7,16 +7,18 @@ from typing import Any
 
 from pygraph.errors import OpInputError
 from pygraph.ir.dtypes import data_type
-from pygraph.ir.shapes import broadcast
+from pygraph.ir.shapes import INT64_MAX, broadcast
 from pygraph.ops.build import dims_of, dtype_of
 
 __all__ = [
     "FLOAT_ONLY",
     "INTS",
     "as_bool",
+    "as_callable",
     "as_float",
     "as_int",
     "as_ints",
+    "as_str",
     "const_dtype",
     "like",
     "like_dtype",
@@ -41,6 +43,8 @@ def optional_float(value: Any) -> float | None:
 def as_int(value: Any) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError("expected an int")
+    if not -INT64_MAX - 1 <= int(value) <= INT64_MAX:
+        raise ValueError("beyond int64 (the backend's integer attributes are int64)")
     return int(value)
 
 
@@ -48,6 +52,18 @@ def as_bool(value: Any) -> bool:
     if not isinstance(value, (bool, int)):
         raise TypeError("expected a bool")
     return bool(value)
+
+
+def as_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("expected a str")
+    return value
+
+
+def as_callable(value: Any) -> Any:
+    if not callable(value):
+        raise TypeError("expected a callable")
+    return value
 
 
 def as_ints(value: Any) -> tuple[int, ...]:

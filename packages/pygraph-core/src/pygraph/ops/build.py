@@ -19,7 +19,16 @@ from pygraph.ops.spec import NO_DEFAULT, Attr, OpSpec, Output, Port
 if TYPE_CHECKING:
     from pygraph.ir.container import GraphIR
 
-__all__ = ["UnknownDims", "build_node", "dims_of", "implied_dims", "infer_outputs", "make_builder"]
+__all__ = [
+    "UnknownDims",
+    "build_node",
+    "check_ports",
+    "dims_of",
+    "implied_dims",
+    "infer_outputs",
+    "make_builder",
+    "restore_node",
+]
 
 
 class UnknownDims(Exception):
@@ -63,6 +72,13 @@ def _check_port(spec: OpSpec, port: Port, t: Tensor) -> None:
             f"{where}: port {port.name!r} got tensor {t.name!r} whose dim {list(t.dim)} and stride "
             f"{list(t.stride)} differ in rank; give it a stride of rank {rank} with set_stride()"
         )
+    _check_port_kind(spec, port, t)
+
+
+def _check_port_kind(spec: OpSpec, port: Port, t: Tensor, where: str = "") -> None:
+    """The port's rank and dtype rules (a port without them takes any); ``where`` the call."""
+    where = where or f"{spec.name}()"
+    rank = len(t.dim)
     if rank:
         if port.ranks is not None and rank not in port.ranks:
             want = " or ".join(str(r) for r in port.ranks)
@@ -216,6 +232,41 @@ def build_node(ir: GraphIR, spec: OpSpec, args: tuple[Any, ...], kwargs: dict[st
     if spec.returns_single:
         return returned[0]
     return returned
+
+
+def check_ports(node: Node) -> None:
+    """A node's ports against its op, as the builder left them: every required port wired, a tuple
+    exactly where the op takes a list, each tensor's rank and dtype. `validate()` runs it before the
+    op's check, for ports written after the builder ran (``node.inputs[...] = ...``); a dim and a
+    stride of different ranks are the graph check's to report. Raises `OpInputError` naming the
+    node."""
+    spec = node.spec
+    where = f"{spec.name}(): node {node.name!r}"
+    for port in spec.inputs:
+        value = node.inputs.get(port.name)
+        if port.is_list != isinstance(value, tuple) and value is not None:
+            takes = "a list of tensors" if port.is_list else "one tensor"
+            raise OpInputError(f"{where}: port {port.name!r} takes {takes}, holds {value!r}")
+        if port.required and not value:
+            raise OpInputError(f"{where}: required port {port.name!r} is not wired")
+        for t in value if isinstance(value, tuple) else (value,):
+            if t is not None:
+                _check_port_kind(spec, port, t, where)
+
+
+def restore_node(
+    ir: GraphIR, spec: OpSpec, name: str, recorded: dict[str, Any], compute_data_type: data_type
+) -> Node:
+    """A node rebuilt from a payload's ports and attributes (``recorded``, by keyword; `deserialize`)
+    through the builder's own rules, so a payload is held to what a call is: no unknown keyword,
+    every required port, a list only where the op takes a list, each port's rank and dtype, each
+    attribute's kind, then the op's cross-port check. Raises `OpInputError`. The node is not added,
+    and its outputs are the caller's to wire."""
+    inputs, params, _ = _bind(ir, spec, (), dict(recorded))
+    node = Node(ir, spec, name, inputs, params, compute_data_type)
+    if spec.check is not None:
+        spec.check(node)
+    return node
 
 
 def make_builder(spec: OpSpec) -> Callable[..., Any]:

@@ -11,7 +11,16 @@ from __future__ import annotations
 from pygraph.errors import OpInputError
 from pygraph.ir.dtypes import data_type
 from pygraph.node_types import NodeType
-from pygraph.ops._common import FLOAT_ONLY, INTS, as_bool, like, like_dtype, optional_float, port_given
+from pygraph.ops._common import (
+    FLOAT_ONLY,
+    INTS,
+    as_bool,
+    as_str,
+    like,
+    like_dtype,
+    optional_float,
+    port_given,
+)
 from pygraph.ops.build import dims_of
 from pygraph.ops.spec import Attr, OpSpec, Output, Port
 
@@ -140,7 +149,7 @@ def _attrs(forward: bool, gate_lower_bound: bool) -> tuple[Attr, ...]:
         Attr("use_beta_sigmoid", False, as_bool),
         Attr("allow_neg_eigval", False, as_bool),
         Attr("safe_gate", False, as_bool),
-        Attr("gate_domain", None),
+        Attr("gate_domain", None, as_str),
     ]
     if gate_lower_bound:
         attrs.append(Attr("gate_lower_bound", None, optional_float))

@@ -13,7 +13,7 @@ from pygraph.errors import OpInputError
 from pygraph.ir.dtypes import attention_implementation, convert_enum, data_type, diagonal_alignment
 from pygraph.ir.tensor import Tensor
 from pygraph.node_types import NodeType
-from pygraph.ops._common import const_dtype, like, like_dtype
+from pygraph.ops._common import as_bool, as_callable, as_int, const_dtype, like, like_dtype, optional_float
 from pygraph.ops.build import dims_of
 from pygraph.ops.spec import NO_DEFAULT, Attr, Lowering, OpSpec, Output, Port
 
@@ -38,13 +38,22 @@ def _dropout(value: Any) -> tuple[Any, ...]:
     return tuple(value)
 
 
+# the scalar keywords by kind (the rest are flags): each converter refuses a value of another kind
+# at the builder (and at deserialize, which binds through it), not in an engine's analysis
+_INT_ATTRS = frozenset(
+    "sliding_window_length sliding_window diagonal_band_left_bound diagonal_band_right_bound left_bound "
+    "right_bound paged_attention_max_seq_len_kv max_total_seq_len_q max_total_seq_len_kv".split()
+)
+_CALLABLE_ATTRS = frozenset({"score_mod", "score_mod_bprop", "fn"})
+
+
 def _attrs(text: str) -> tuple[Attr, ...]:
     """``"name=default ..."``; defaults: None, False, True, TOP_LEFT, AUTO, REQUIRED."""
     out = []
     for item in text.split():
         name, _, default = item.partition("=")
         if name == "attn_scale":
-            out.append(Attr(name, None, tensor_ok=True))
+            out.append(Attr(name, None, optional_float, tensor_ok=True))
         elif name == "diagonal_alignment":
             out.append(Attr(name, diagonal_alignment.TOP_LEFT, _diag))
         elif name == "implementation":
@@ -53,7 +62,8 @@ def _attrs(text: str) -> tuple[Attr, ...]:
             out.append(Attr(name, None, _dropout))
         else:
             value = {"None": None, "False": False, "True": True, "REQUIRED": NO_DEFAULT}[default or "None"]
-            out.append(Attr(name, value))
+            convert = as_int if name in _INT_ATTRS else as_callable if name in _CALLABLE_ATTRS else as_bool
+            out.append(Attr(name, value, convert))
     return tuple(out)
 
 
