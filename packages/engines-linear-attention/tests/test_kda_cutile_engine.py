@@ -193,7 +193,8 @@ def _decline(op: str, x: dict, **attrs) -> str:
         ("kda", {"safe_gate": True, "a_log": torch.zeros(H, 1)}, "a_log must be [heads], got [2, 1]"),
         ("kda", {"gate_domain": "linear"}, "gate_domain='linear' is not served"),
         ("gdn2", {"w": torch.zeros(127, H, D)}, "w (the write gate) must be the io dtype BFLOAT16, got FLOAT"),
-        ("kda", {"q": torch.zeros(127, H, 48, dtype=torch.bfloat16), "k": torch.zeros(127, H, 48, dtype=torch.bfloat16)},
+        ("kda", {"q": torch.zeros(127, H, 48, dtype=torch.bfloat16), "k": torch.zeros(127, H, 48, dtype=torch.bfloat16),
+                 "g": -torch.ones(127, H, 48)},  # a per-channel gate of K=48 (the op refuses another)
          "head dims K=48, V=64: each must be one of (64, 128, 256)"),
     ],
 )  # fmt: skip
