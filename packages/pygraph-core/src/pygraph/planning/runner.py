@@ -124,9 +124,17 @@ def make_runner(
     if not getattr(plan, "checks_geometry", False):
         rows = geometry_rows(layout)
         unchecked = execute
+        # The buffers of the last call that passed. `normalize` hands back the very OperandBuffer
+        # a position accepted before when a call passes an equal buffer, so a call repeating its
+        # buffers compares two lists element by identity and checks nothing again (host_cost_cpu:
+        # a per-row check every call cost 0.45 us of the 0.3 the per-call budget allows).
+        passed: list[Any] = [None]
 
         def execute(graph: Any, pack: VariantPack, ctx: ExecutionContext) -> None:
-            refuse_geometry(plan_name, rows, pack)
+            bufs = pack.buffers
+            if bufs != passed[0]:
+                refuse_geometry(plan_name, rows, pack)
+                passed[0] = bufs
             unchecked(graph, pack, ctx)
 
     # A call with no handle and no workspace runs with the same (immutable) context every time.
