@@ -167,7 +167,7 @@ def main() -> int:
         ws = torch.empty(1, device="cuda", dtype=torch.uint8)
         g.execute(values, None, handle)
         sync()
-        planner = g._planner
+        planner = g.planner
         plan = planner.compiled[planner.index]
         pack = normalize(planner.layout, values, None)
         ctx = ExecutionContext(handle, stream, 0)
@@ -268,7 +268,7 @@ def gemm_plan_rows(
     name = g.get_plan_name_at_index(index)
     g.select_plan(index)
     g.build_plans()
-    planner = g._planner
+    planner = g.planner
     plan = planner.compiled[planner.index]
     assert type(plan).__name__ == "GemmSm90Plan", type(plan)
     values = {a: A, b: B, c: C}

@@ -79,7 +79,7 @@ def main() -> int:
         g.create_execution_plans()
         g.build_plans()
         assert g.selected_engine is not None, (g.plans, g.decline_reasons())
-        planner = g._planner
+        planner = g.planner
         plan = planner.compiled[planner.index]
         layout = planner.layout
         for label, values in (

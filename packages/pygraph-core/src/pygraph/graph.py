@@ -1,11 +1,20 @@
-"""`pygraph.Graph`: the thin façade users build, inspect, validate and (through the planning
-mixin) plan and execute. The IR, the op specs and the lowering live in their own modules."""
+"""`pygraph.Graph`: the thin façade users build, inspect, validate, plan and execute.
+
+The graph owns, from its construction, its IR (`pygraph.ir.container.GraphIR`), its `Lifecycle`
+(the one state, shared by the IR and the planner) and its `Planner`; it hands each lower layer what
+that layer acts on (lowering and serialization the IR, autotune and explain the planner), and no
+other module reads the graph's private attributes. The IR, the op specs, lowering, planning and
+execution live in their own modules.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
+from operator import attrgetter
 from typing import Any
 
+from pygraph.engines.base import EngineRequest, PlanConfig
 from pygraph.errors import (
     BackendPayloadError,
     DeserializationError,
@@ -21,11 +30,11 @@ from pygraph.ir.node import Node
 from pygraph.ir.shapes import bad_dims, bad_strides, row_major_stride, to_dims
 from pygraph.ir.tensor import Tensor
 from pygraph.ir.validate import validate_ir
-from pygraph.lifecycle import VALIDATED, GraphState, require
-from pygraph.lowering.backend import LoweredGraph, import_backend, lower
+from pygraph.lifecycle import VALIDATED, GraphState, Lifecycle, require
+from pygraph.lowering.backend import LoweredGraph, empty_backend_graph, import_backend, lower
 from pygraph.ops.build import make_builder
 from pygraph.ops.registry import OPS
-from pygraph.planning.api import PlanningMixin
+from pygraph.planning.planner import Planner, SelectedPlan
 
 __all__ = ["Graph"]
 
@@ -41,7 +50,7 @@ _BACKEND_ARGS = (
 )
 
 
-class Graph(PlanningMixin):
+class Graph:
     """A graph of deep-learning ops (the classic ``cudnn.pygraph`` surface).
 
     One builder method per op (see ``docs/ops.md``), generated from the op specs.
@@ -64,7 +73,6 @@ class Graph(PlanningMixin):
         *,
         is_cuda_graph_replay_expected: bool = False,
     ) -> None:
-        super().__init__()
         if not isinstance(name, str):
             raise OpInputError(f"Graph(): name must be a str, got {type(name).__name__} {name!r}")
         for arg, value in (("sm_count", sm_count), ("sm_version", sm_version)):
@@ -78,7 +86,8 @@ class Graph(PlanningMixin):
             data_type_arg(intermediate_data_type, f"Graph({name!r}): intermediate_data_type"),
             data_type_arg(compute_data_type, f"Graph({name!r}): compute_data_type"),
         )
-        self._ir = GraphIR(self, name, context)
+        self._lifecycle = Lifecycle(name)
+        self._ir = GraphIR(self, name, context, self._lifecycle)
         self.handle = handle
         self.sm_count = sm_count
         self.sm_version = sm_version
@@ -91,6 +100,7 @@ class Graph(PlanningMixin):
         self._lowered: LoweredGraph | None = None
         self._backend_decline: GraphNotSupportedError | None = None
         self._bindings: dict[int, Any] = {}
+        self._planner = Planner(self, self._lifecycle, self._lower)
 
     def __getattr__(self, name: str) -> Any:
         # Classic parity: backend methods this façade does not define are forwarded once lowered.
@@ -132,7 +142,7 @@ class Graph(PlanningMixin):
 
     @property
     def state(self) -> GraphState:
-        return self._ir.state
+        return self._lifecycle.state
 
     @property
     def is_python_only(self) -> bool:
@@ -152,6 +162,12 @@ class Graph(PlanningMixin):
     def default_bindings(self) -> dict[int, Any]:
         """uid -> framework tensor given to a builder or tensor_like(): execute()'s default buffers."""
         return dict(self._bindings)
+
+    @property
+    def planner(self) -> Planner:
+        """The graph's `pygraph.planning.planner.Planner` (created with the graph): the plan list,
+        the selection and the built plans, for the tools that act on them (autotune, explain)."""
+        return self._planner
 
     # -- tensors ------------------------------------------------------------------------------
     def tensor(
@@ -312,7 +328,7 @@ class Graph(PlanningMixin):
 
     def inspect(self) -> dict[str, Any]:
         """The whole graph as plain data (what the JSON repr prints)."""
-        return _serialize.to_plain(self)
+        return _serialize.to_plain(self._ir)
 
     def __repr__(self) -> str:
         return json.dumps(self.inspect(), indent=2)
@@ -321,13 +337,13 @@ class Graph(PlanningMixin):
     def validate(self) -> None:
         """Check the IR. A graph the backend can lower is lowered and frozen here (a backend refusal
         raises GraphNotSupportedError); a python-only graph stays mutable until planning."""
-        if self._ir.state.frozen:
+        if self._lifecycle.state.frozen:
             if self._lowered is None and not self.is_python_only and self._backend_decline is not None:
                 raise self._backend_decline
             return
         validate_ir(self._ir)
         if self.is_python_only:
-            self._ir.state = GraphState.VALIDATED
+            self._lifecycle.validated()
             return
         self._lower(validated=True)
 
@@ -337,31 +353,24 @@ class Graph(PlanningMixin):
         ``validated``: the caller just ran the IR's validation (validate() does), so it is not rerun."""
         if self._lowered is not None:
             return self._lowered
-        if not validated and not self._ir.state.frozen:
+        if not validated and not self._lifecycle.state.frozen:
             validate_ir(self._ir)
         try:
-            self._lowered = lower(self)
+            self._lowered = lower(self._ir, self._backend_args())
         except GraphNotSupportedError as exc:
             self._backend_decline = exc
             raise
         self._backend_decline = None
-        self._ir.state = max(self._ir.state, GraphState.FROZEN)
+        self._lifecycle.freeze()
         return self._lowered
 
     def _freeze(self) -> None:
         """Seal the whole public surface (idempotent)."""
-        if not self._ir.state.frozen:
-            self._ir.state = GraphState.FROZEN
+        self._lifecycle.freeze()
 
     def _advance(self, state: GraphState) -> None:
         """Move forward to PLANNED or BUILT (planning's transitions); never backwards."""
-        if state < GraphState.FROZEN:
-            raise GraphStateError(f"_advance({state.name}): only FROZEN, PLANNED or BUILT can be advanced to")
-        if state < self._ir.state:
-            raise GraphStateError(
-                f"graph {self.name!r} is {self._ir.state.name}; it cannot go back to {state.name}"
-            )
-        self._ir.state = state
+        self._lifecycle.advance(state)
 
     def build_operation_graph(self) -> None:
         """Classic step after validate(): the backend builds its operation graph, and its inferred
@@ -385,6 +394,134 @@ class Graph(PlanningMixin):
                 t._raw_set("_dim", tuple(bt.get_dim()))
             if not t.stride_assigned:
                 t._raw_set("_stride", tuple(bt.get_stride()))
+
+    # -- planning ---------------------------------------------------------------------------------
+    def create_execution_plans(self, modes: Iterable[Any] | None = None) -> None:
+        """Build the ONE ranked plan list (default modes [A, FALLBACK]). One-shot: a second call raises."""
+        self._planner.create_execution_plans(modes)
+
+    def create_execution_plan(self, engine_id: int, knobs: Mapping[Any, Any] | None = None) -> Any:
+        """Replay ``(engine_id, knobs)`` (a python or backend id) and pin it."""
+        self._planner.create_execution_plan(engine_id, knobs)
+        return self
+
+    def engine_request(self) -> EngineRequest:
+        """What planning hands this graph's engines (the graph, its family's facts, the operand
+        layout, the declared device). Validates and freezes the graph as planning does; for trying
+        an engine on a graph directly: ``engine.check_support(graph.engine_request())``."""
+        return self._planner.request
+
+    @property
+    def plans(self) -> tuple[PlanConfig, ...]:
+        return tuple(self._planner.plans)
+
+    @property
+    def selected_plan(self) -> SelectedPlan:
+        """The selected plan: its name, engine id, knobs, kind ("python" or "backend") and python
+        engine (None for a backend plan), whichever kind serves it. Needs the plan list."""
+        return self._planner.selected("selected_plan")
+
+    @property
+    def selected_engine(self) -> Any:
+        """The python engine of the selected plan; None for a backend plan or before planning
+        (classic parity; `selected_plan` describes either kind)."""
+        return self._planner.selected_engine()
+
+    def backend_plan_entries(self) -> list[PlanConfig]:
+        """The backend's own entries (mode-tagged, the delegating one untagged); [] when it declined."""
+        return self._planner.backend_entries()
+
+    def backend_decline_reason(self) -> str | None:
+        return self._planner.backend_declined()
+
+    def decline_reasons(self) -> dict[str, str]:
+        """Engine name -> why it does not serve this graph (after planning)."""
+        return dict(self._planner.declines)
+
+    def check_support(self) -> Any:
+        self._planner.check_support()
+        return self
+
+    def build_plans(self, policy: Any = None) -> Any:
+        self._planner.build_plans(policy)
+        return self
+
+    def build(self, modes: Iterable[Any] | None = None, policy: Any = None) -> Any:
+        """Plan (if not yet), check support, build: the classic one-call path."""
+        self._planner.build(modes, policy)
+        return self
+
+    def select_plan(self, index: int) -> Any:
+        self._planner.select(index)
+        return self
+
+    def deselect_engines(self, names: Iterable[str]) -> Any:
+        self._planner.deselect_engines([names] if isinstance(names, str) else names)
+        return self
+
+    def deselect_workspace_greater_than(self, limit: int) -> Any:
+        self._planner.deselect_workspace_greater_than(limit)
+        return self
+
+    # -- the list, by index -----------------------------------------------------------------------
+    def get_execution_plan_count(self) -> int:
+        return len(self._planner.plans)
+
+    def get_plan_name_at_index(self, index: int) -> str:
+        return self._planner.name_at(index)
+
+    def get_engine_and_knobs_at_index(self, index: int) -> tuple[int, dict[Any, Any]]:
+        p = self._planner
+        cfg = p.plans[p.check_index(index, "get_engine_and_knobs_at_index()")]
+        return cfg.engine_id, dict(cfg.knobs or {})
+
+    def build_plan_at_index(self, index: int) -> Any:
+        p = self._planner
+        p.build_at(p.check_index(index, "build_plan_at_index()"))
+        return self
+
+    def get_workspace_size_plan_at_index(self, index: int) -> int:
+        return self._planner.workspace_at(index)
+
+    def get_workspace_size(self) -> int:
+        p = self._planner
+        p.require_planned("get_workspace_size()")
+        return p.workspace_at(p.index, "get_workspace_size()")
+
+    # -- execution ----------------------------------------------------------------------------------
+    def execute(
+        self,
+        tensors: Mapping[Any, Any],
+        workspace: Any = None,
+        handle: Any = None,
+        override_uids: Any = None,
+        override_shapes: Any = None,
+        override_strides: Any = None,
+    ) -> None:
+        """Run the selected plan on ``tensors`` (keyed by Tensor, name or uid).
+
+        Plans and builds on first use. Buffers may be torch tensors, ``__dlpack__`` or
+        ``__cuda_array_interface__`` producers, or int device addresses.
+        """
+        run = self._planner.run
+        if run is not None and override_uids is None and override_shapes is None and override_strides is None:
+            run(tensors, workspace, handle)
+            return
+        self._planner.execute(tensors, workspace, handle, (override_uids, override_shapes, override_strides))
+
+    def execute_plan_at_index(
+        self,
+        tensors: Mapping[Any, Any],
+        workspace: Any = None,
+        index: int = 0,
+        handle: Any = None,
+        override_uids: Any = None,
+        override_shapes: Any = None,
+        override_strides: Any = None,
+    ) -> None:
+        self._planner.execute(
+            tensors, workspace, handle, (override_uids, override_shapes, override_strides), index=index
+        )
 
     # -- autotuning ---------------------------------------------------------------------------
     def autotune(
@@ -421,7 +558,7 @@ class Graph(PlanningMixin):
     def serialize(self, *args: Any, **kwargs: Any) -> Any:
         """A lowered graph: the backend's serialization. A python-only graph: its IR as JSON bytes."""
         if self.is_python_only:
-            return _serialize.dumps(self)
+            return _serialize.dumps(self._ir)
         return self._lower().backend.serialize(*args, **kwargs)
 
     def deserialize(self, *args: Any, **kwargs: Any) -> None:
@@ -432,30 +569,15 @@ class Graph(PlanningMixin):
         first, and a refusal is a `DeserializationError` naming the first bad field by its path."""
         if self._ir.tensors or self._ir.nodes or self._lowered is not None:
             raise GraphStateError(f"deserialize(): graph {self.name!r} is not empty")
-        payload = (
-            kwargs["pyobj"]
-            if "pyobj" in kwargs
-            else (args[1] if len(args) >= 2 else args[0] if args else None)
-        )
-        if not isinstance(payload, (bytes, bytearray, memoryview, str, list, tuple)):
-            raise DeserializationError(
-                "deserialize(): expected the payload as bytes, str or a list of byte values (what "
-                f"serialize() returns), got {type(payload).__name__} {payload!r}"[:300]
-            )
-        if len(payload) == 0:
-            raise DeserializationError(
-                f"deserialize(): the payload is empty ({type(payload).__name__} of length 0)"
-            )
+        payload = _serialize.deserialize_payload(args, kwargs)
         data = _serialize.parse_ir(payload)
         if data is not None:
-            _serialize.loads_into(self, data)
+            self._ir = _serialize.loads_into(self._ir, data)
             return
-        from pygraph.lowering.backend import _Lowerer
-
-        seen = _describe_payload(payload)
+        seen = _serialize.describe_payload(payload)
         try:
             module = import_backend()
-            backend = _Lowerer(self, module).backend
+            backend = empty_backend_graph(self._ir, self._backend_args(), module)
         except ImportError as exc:
             raise BackendPayloadError(
                 f"deserialize(): the payload ({seen}) is not pygraph IR, and any other payload is read by "
@@ -472,14 +594,11 @@ class Graph(PlanningMixin):
         self._lowered = LoweredGraph(
             backend, {}, {}, module=module, operation_graph_built=True, deserialized=True
         )
-        self._ir.state = max(self._ir.state, GraphState.FROZEN)
+        self._lifecycle.freeze()
 
 
-def _describe_payload(payload: Any) -> str:
-    head = bytes(payload[:16]) if isinstance(payload, (bytes, bytearray, memoryview)) else payload[:16]
-    return f"{type(payload).__name__} of length {len(payload)} starting {head!r}"
-
-
+# the builders reach the IR through the accessor the graph hands them
+_ir_of = attrgetter("_ir")
 for _spec in OPS.values():
-    setattr(Graph, _spec.name, make_builder(_spec))
+    setattr(Graph, _spec.name, make_builder(_spec, _ir_of))
 del _spec

@@ -212,7 +212,6 @@ def explain(graph: Any, *, modes: Iterable[Any] | None = None, head: int | None 
     backend say who declined.
     """
     from pygraph.engines.heuristics import normalize_modes
-    from pygraph.planning.planner import planner_of
     from pygraph.tuning import plan_cache
 
     modes = normalize_modes(modes)
@@ -222,7 +221,7 @@ def explain(graph: Any, *, modes: Iterable[Any] | None = None, head: int | None 
             graph.create_execution_plans(modes)
         except GraphNotSupportedError as exc:
             no_plan = str(exc)
-    planner = planner_of(graph)
+    planner = graph.planner
     prep = planner.prepare()
     family = prep.family
     count = len(planner.plans)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from pygraph.execution.errors import UnknownOperandError
+from pygraph.ir.tensor import Tensor
 
 __all__ = [
     "DEVICE_CUDA_ANY",
@@ -112,7 +113,7 @@ class OperandLayout:
         if uid is not None and uid in self.positions:
             i = self.positions[uid]
             owner = getattr(key, "graph", None)
-            if owner is not None and hasattr(key, "_ir") and key is not self.tensors[i]:
+            if owner is not None and isinstance(key, Tensor) and key is not self.tensors[i]:
                 # a pygraph Tensor of another graph: its uid is a number of that graph, not of this one
                 raise UnknownOperandError(
                     f"tensor {_key_name(key)} (uid {uid}) is a tensor of graph {getattr(owner, 'name', owner)!r}, "

@@ -1,4 +1,5 @@
-"""`GraphIR`: the tensors and nodes of one graph, its uid namespace and its lifecycle state.
+"""`GraphIR`: the tensors and nodes of one graph and its uid namespace; its lifecycle state is the
+graph's `Lifecycle`, which the IR shares with the graph's planner.
 
 The IR owns every uid: each tensor gets one at creation. A user uid that lands on an auto-assigned
 one takes it (the holder is renumbered); two user uids colliding raise ValueError naming both.
@@ -12,7 +13,7 @@ from pygraph.errors import OpInputError
 from pygraph.ir.dtypes import data_type, data_type_arg
 from pygraph.ir.shapes import INT64_MAX
 from pygraph.ir.tensor import Tensor
-from pygraph.lifecycle import MUTABLE, GraphState, require
+from pygraph.lifecycle import GraphState, Lifecycle
 
 if TYPE_CHECKING:
     from pygraph.ir.node import Node
@@ -39,6 +40,10 @@ class GraphContext:
         dt = data_type_arg(value, f"setting GraphContext.{key}")
         object.__setattr__(self, "_" + key.split("_")[0], dt)
 
+    def _attach(self, ir: GraphIR) -> None:
+        """Guard this context's writes with ``ir``'s lifecycle (the IR holding it calls this once)."""
+        object.__setattr__(self, "_ir", ir)
+
     @property
     def io_data_type(self) -> data_type:
         return self._io
@@ -60,12 +65,15 @@ class GraphContext:
 
 
 class GraphIR:
-    def __init__(self, owner: Any, name: str, context: GraphContext) -> None:
+    def __init__(
+        self, owner: Any, name: str, context: GraphContext, lifecycle: Lifecycle | None = None
+    ) -> None:
         self.owner = owner
         self.name = name
         self.context = context
-        object.__setattr__(context, "_ir", self)
-        self.state = GraphState.BUILDING
+        context._attach(self)
+        # shared, not copied: an IR rebuilt by deserialize() keeps the graph's one lifecycle
+        self.lifecycle = lifecycle if lifecycle is not None else Lifecycle(name)
         self.tensors: list[Tensor] = []
         self.nodes: list[Node] = []
         self._by_uid: dict[int, Tensor] = {}
@@ -73,11 +81,13 @@ class GraphIR:
         self._node_names: set[str] = set()
 
     # -- lifecycle guard ------------------------------------------------------------------------
+    @property
+    def state(self) -> GraphState:
+        return self.lifecycle.state
+
     def before_mutation(self, what: str) -> None:
         """Every public mutation calls this first: frozen -> raise; validated -> invalidated."""
-        require(self, what, MUTABLE, "it stays readable, but build a new graph to change it")
-        if self.state is GraphState.VALIDATED:
-            self.state = GraphState.BUILDING
+        self.lifecycle.mutating(what)
 
     # -- uids -----------------------------------------------------------------------------------
     def _fresh_uid(self) -> int:
@@ -133,10 +143,10 @@ class GraphIR:
     def check_member(self, tensor: Any, port: str, where: str) -> None:
         if not isinstance(tensor, Tensor):
             raise OpInputError(f"{where}: port {port!r} expects a pygraph.Tensor, got {tensor!r}")
-        if tensor._ir is not self:
+        if self._by_uid.get(tensor.uid) is not tensor:
             raise OpInputError(
                 f"{where}: port {port!r} got tensor {tensor.name!r} (uid {tensor.uid}) of another graph "
-                f"({tensor._ir.name!r}); tensors cannot cross graphs"
+                f"({tensor.graph.name!r}); tensors cannot cross graphs"
             )
 
     def node_name(self, op: str, requested: str | None) -> str:

@@ -128,6 +128,11 @@ class Node:
             if isinstance(value, tuple):
                 yield from (v for v in value if isinstance(v, Tensor))
 
+    def check_member(self, tensor: Any, port: str, where: str) -> None:
+        """`OpInputError` unless ``tensor`` is a tensor of this node's graph: an op's check runs it on a
+        tensor held in a parameter (SDPA's dropout), which the builder does not check as a port."""
+        self._ir.check_member(tensor, port, where)
+
     def output_tensors(self) -> Iterator[Any]:
         for value in self._outputs.values():
             if value is not None:

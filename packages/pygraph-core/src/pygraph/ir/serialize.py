@@ -3,8 +3,8 @@
 Reading back checks the whole payload's fields before anything is built (`check_payload`), naming
 the first bad field by its path (``$.tensors[2].dim[0]``); then each node is rebuilt through the
 builders' own rules (`pygraph.ops.build.restore_node`: required ports, ranks, dtypes, attribute
-kinds, the op's check), into a fresh IR swapped in at the end, so a refused payload leaves the graph
-untouched.
+kinds, the op's check), into a fresh IR the graph swaps in, so a refused payload leaves the graph
+untouched. Every function here reads or builds the IR it is handed, never the graph object.
 """
 
 from __future__ import annotations
@@ -20,11 +20,19 @@ from pygraph.ir.shapes import INT64_MAX
 from pygraph.ir.tensor import Tensor
 
 if TYPE_CHECKING:
-    from pygraph.graph import Graph
     from pygraph.ir.container import GraphIR
     from pygraph.ir.node import Node
 
-__all__ = ["check_payload", "dumps", "is_ir_payload", "loads_into", "parse_ir", "to_plain"]
+__all__ = [
+    "check_payload",
+    "describe_payload",
+    "deserialize_payload",
+    "dumps",
+    "is_ir_payload",
+    "loads_into",
+    "parse_ir",
+    "to_plain",
+]
 
 FORMAT = "pygraph_ir"
 VERSION = 1
@@ -111,20 +119,22 @@ def _node_record(node: Node) -> dict[str, Any]:
     }
 
 
-def to_plain(graph: Graph) -> dict[str, Any]:
+def to_plain(ir: GraphIR) -> dict[str, Any]:
+    """``ir`` as plain data; anything reading like an IR (name, state, context, tensors, nodes)
+    will do, a `pygraph.Graph` too."""
     return {
         "format": FORMAT,
         "version": VERSION,
-        "name": graph.name,
-        "state": graph.state.name,
-        "context": graph.context.to_dict(),
-        "tensors": [_tensor_record(t) for t in graph._ir.tensors],
-        "nodes": [_node_record(n) for n in graph._ir.nodes],
+        "name": ir.name,
+        "state": ir.state.name,
+        "context": ir.context.to_dict(),
+        "tensors": [_tensor_record(t) for t in ir.tensors],
+        "nodes": [_node_record(n) for n in ir.nodes],
     }
 
 
-def dumps(graph: Graph) -> bytes:
-    return json.dumps(to_plain(graph)).encode()
+def dumps(ir: GraphIR) -> bytes:
+    return json.dumps(to_plain(ir)).encode()
 
 
 def is_ir_payload(payload: Any) -> bool:
@@ -176,22 +186,46 @@ def parse_ir(payload: Any) -> dict[str, Any] | None:
     return None
 
 
-def loads_into(graph: Graph, payload: bytes | str | dict[str, Any]) -> None:
-    """Rebuild a serialized IR into ``graph`` (which must be empty).
+def loads_into(ir: GraphIR, payload: bytes | str | dict[str, Any]) -> GraphIR:
+    """A fresh IR rebuilt from a serialized one, to replace ``ir`` (which must be empty).
 
     The whole payload is checked first (`check_payload`: every field's type and value, every uid a
-    port names, no cycle), and the graph is built only from a payload that passed, each node through
-    the builders' rules, into a fresh IR swapped in at the end: a refused payload leaves ``graph`` as
-    it was.
+    port names, no cycle), and the IR is built only from a payload that passed, each node through
+    the builders' rules. The new IR has ``ir``'s owner, name and lifecycle; ``ir`` is left as it was,
+    so a refused payload leaves the graph untouched.
     """
-    ir = graph._ir
     if ir.tensors or ir.nodes:
-        raise GraphStateError(f"deserialize(): graph {graph.name!r} is not empty")
+        raise GraphStateError(f"deserialize(): graph {ir.name!r} is not empty")
     data = payload if isinstance(payload, dict) else parse_ir(payload)
     if data is None:
         raise DeserializationError("deserialize(): the payload is not pygraph IR")
     check_payload(data)
-    graph._ir = _build(graph, data)
+    return _build(ir, data)
+
+
+def deserialize_payload(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    """The payload of a ``deserialize()`` call (classic overloads: ``(data)``, ``(handle, data, ...)``
+    and ``pyobj=``), refused with a `DeserializationError` unless it is bytes, str or a list of byte
+    values, and not empty."""
+    payload = (
+        kwargs["pyobj"] if "pyobj" in kwargs else (args[1] if len(args) >= 2 else args[0] if args else None)
+    )
+    if not isinstance(payload, (bytes, bytearray, memoryview, str, list, tuple)):
+        raise DeserializationError(
+            "deserialize(): expected the payload as bytes, str or a list of byte values (what "
+            f"serialize() returns), got {type(payload).__name__} {payload!r}"[:300]
+        )
+    if len(payload) == 0:
+        raise DeserializationError(
+            f"deserialize(): the payload is empty ({type(payload).__name__} of length 0)"
+        )
+    return payload
+
+
+def describe_payload(payload: Any) -> str:
+    """The payload's type, length and first bytes, for an error naming it."""
+    head = bytes(payload[:16]) if isinstance(payload, (bytes, bytearray, memoryview)) else payload[:16]
+    return f"{type(payload).__name__} of length {len(payload)} starting {head!r}"
 
 
 # --- checking: every field, before anything is built ----------------------------------------------
@@ -446,18 +480,17 @@ def _check_acyclic(reads: list[tuple[str, list[int]]], producers: dict[int, str]
 # --- building: from a payload that passed ----------------------------------------------------------
 
 
-def _build(graph: Graph, data: dict[str, Any]) -> GraphIR:
+def _build(old: GraphIR, data: dict[str, Any]) -> GraphIR:
     from pygraph.ir.container import GraphContext, GraphIR
     from pygraph.ops.build import restore_node
     from pygraph.ops.registry import OPS
 
-    old = graph._ir
     dt = _dtypes.data_type
     ctx = data["context"]
     context = GraphContext(dt.NOT_SET, dt.NOT_SET, dt.NOT_SET)
     for key in ("io_data_type", "intermediate_data_type", "compute_data_type"):
         object.__setattr__(context, "_" + key.split("_")[0], dt[ctx[key]])
-    ir = GraphIR(graph, old.name, context)
+    ir = GraphIR(old.owner, old.name, context, old.lifecycle)
     by_uid: dict[int, Tensor] = {}
     for rec in data["tensors"]:
         t = ir.new_tensor(name=rec["name"], uid=rec["uid"])

@@ -113,6 +113,8 @@ def geometry_contradiction(nodes: Iterable[Node]) -> str | None:
 
 def _wired(node: Node) -> Iterator[tuple[str, Any]]:
     """(port, tensor) for every tensor a node reads or writes, ragged offsets included."""
+    from pygraph.ir.tensor import Tensor
+
     for port, value in (*node.inputs.items(), *node.outputs.items()):
         for t in value if isinstance(value, tuple) else (value,):
             if t is not None:
@@ -122,7 +124,7 @@ def _wired(node: Node) -> Iterator[tuple[str, Any]]:
     for port, value in node.params.items():
         if isinstance(value, tuple):
             for t in value:
-                if hasattr(t, "_ir"):
+                if isinstance(t, Tensor):
                     yield port, t
 
 
@@ -135,10 +137,10 @@ def _check_members(ir: GraphIR, node: Node) -> None:
             raise InvalidGraphError(
                 f"validate(): port {port!r} of node {node.name!r} holds {t!r}, not a pygraph.Tensor"
             )
-        if t._ir is not ir:
+        if ir.tensor_by_uid(t.uid) is not t:
             raise InvalidGraphError(
                 f"validate(): port {port!r} of node {node.name!r} holds tensor {t.name!r} (uid {t.uid}) of "
-                f"graph {t._ir.name!r}; tensors cannot cross graphs"
+                f"graph {t.graph.name!r}; tensors cannot cross graphs"
             )
 
 

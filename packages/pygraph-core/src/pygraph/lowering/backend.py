@@ -4,6 +4,9 @@ One generic walk over the op specs: each node is one backend builder call whose 
 the node's port and attribute names. The IR owns every uid and pushes each one; after the backend's
 validate a check fails loudly if any backend uid differs. Only user-assigned output dims/strides are
 pushed, except where the op's `Lowering.output_layout` says the backend needs the IR's layout.
+
+Lowering reads what it is handed, the IR (`pygraph.ir.container.GraphIR`) and the graph's backend
+arguments (handle, sm_count, ...), never the graph object.
 """
 
 from __future__ import annotations
@@ -19,10 +22,17 @@ from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.tensor import Tensor
 
 if TYPE_CHECKING:
-    from pygraph.graph import Graph
+    from pygraph.ir.container import GraphIR
     from pygraph.ir.node import Node
 
-__all__ = ["BACKEND_EXTRA_HINT", "LoweredGraph", "UidOwnershipError", "import_backend", "lower"]
+__all__ = [
+    "BACKEND_EXTRA_HINT",
+    "LoweredGraph",
+    "UidOwnershipError",
+    "empty_backend_graph",
+    "import_backend",
+    "lower",
+]
 
 BACKEND_EXTRA_HINT = "pip install 'pygraph-core[backend]'"
 
@@ -69,19 +79,19 @@ def to_backend(module: Any, value: Any) -> Any:
     return value
 
 
-def _refusal(graph: Graph, where: str, exc: BaseException) -> GraphNotSupportedError:
-    return GraphNotSupportedError(f"the cuDNN backend refused graph {graph.name!r} at {where}: {exc}")
+def _refusal(ir: GraphIR, where: str, exc: BaseException) -> GraphNotSupportedError:
+    return GraphNotSupportedError(f"the cuDNN backend refused graph {ir.name!r} at {where}: {exc}")
 
 
 class _Lowerer:
-    def __init__(self, graph: Graph, module: Any) -> None:
-        self.graph = graph
+    def __init__(self, ir: GraphIR, module: Any, backend_args: Mapping[str, Any]) -> None:
+        self.ir = ir
         self.module = module
         self.tensors: dict[int, Any] = {}
-        self.backend = self._make_graph()
+        self.backend = self._make_graph(backend_args)
 
-    def _make_graph(self) -> Any:
-        g, m = self.graph, self.module
+    def _make_graph(self, backend_args: Mapping[str, Any]) -> Any:
+        g, m = self.ir, self.module
         ctx = g.context
         kwargs: dict[str, Any] = {
             "name": g.name,
@@ -89,7 +99,7 @@ class _Lowerer:
             "intermediate_data_type": to_backend(m, ctx.intermediate_data_type),
             "compute_data_type": to_backend(m, ctx.compute_data_type),
         }
-        for key, value in g._backend_args().items():
+        for key, value in backend_args.items():
             if key == "handle":
                 value = backend_handle(value)
             if value is not None:
@@ -195,7 +205,7 @@ class _Lowerer:
         except TypeError:
             raise  # a keyword the backend does not take: our bug, not a refusal
         except Exception as exc:
-            raise _refusal(self.graph, f"node {node.name!r} ({spec.name})", exc) from exc
+            raise _refusal(self.ir, f"node {node.name!r} ({spec.name})", exc) from exc
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         for out, bt in zip(spec.returned_outputs, results):
             t = node.outputs.get(out.name)
@@ -212,9 +222,9 @@ class _Lowerer:
         for uid, bt in self.tensors.items():
             got = bt.get_uid()
             if got != uid:
-                name = self.graph._ir.tensor_by_uid(uid).name
+                name = self.ir.tensor_by_uid(uid).name
                 raise UidOwnershipError(
-                    f"uid ownership violated after lowering graph {self.graph.name!r}: tensor {name!r} has "
+                    f"uid ownership violated after lowering graph {self.ir.name!r}: tensor {name!r} has "
                     f"IR uid {uid} but backend uid {got}"
                 )
 
@@ -231,28 +241,42 @@ def backend_handle(handle: Any) -> int | None:
     return int(raw)
 
 
-def lower(graph: Graph, *, module: Any = None, validate: bool = True) -> LoweredGraph:
-    """Build (and by default validate) the backend graph of ``graph``.
+def empty_backend_graph(ir: GraphIR, backend_args: Mapping[str, Any], module: Any) -> Any:
+    """A backend graph with ``ir``'s name, dtypes and ``backend_args`` and no node yet (what a
+    backend payload is deserialized into)."""
+    return _Lowerer(ir, module, backend_args).backend
 
-    Raises GraphNotSupportedError for a python-only op or a backend refusal, ImportError without
-    the backend. ``module`` replaces ``cudnn._pybind_module`` (tests pass a recording stand-in).
+
+def lower(
+    ir: GraphIR,
+    backend_args: Mapping[str, Any] | None = None,
+    *,
+    module: Any = None,
+    validate: bool = True,
+) -> LoweredGraph:
+    """Build (and by default validate) the backend graph of ``ir``.
+
+    ``backend_args`` are the graph's backend arguments (``handle``, ``sm_count``, ...; None where
+    unset). Raises GraphNotSupportedError for a python-only op or a backend refusal, ImportError
+    without the backend. ``module`` replaces ``cudnn._pybind_module`` (tests pass a recording
+    stand-in).
     """
-    for node in graph._ir.nodes:
+    for node in ir.nodes:
         if not node.spec.is_lowerable:
             raise GraphNotSupportedError(
-                f"graph {graph.name!r}: node {node.name!r} ({node.op}) has no cuDNN backend lowering; "
+                f"graph {ir.name!r}: node {node.name!r} ({node.op}) has no cuDNN backend lowering; "
                 "only a python engine can serve it"
             )
-    lowerer = _Lowerer(graph, module if module is not None else import_backend())
-    for node in graph._ir.nodes:
+    lowerer = _Lowerer(ir, module if module is not None else import_backend(), backend_args or {})
+    for node in ir.nodes:
         lowerer.lower_node(node)
     if validate:
         try:
             lowerer.backend.validate()
         except Exception as exc:
-            raise _refusal(graph, "validate", exc) from exc
+            raise _refusal(ir, "validate", exc) from exc
     lowerer.check_uids()
-    uid_to_tensor = {uid: graph._ir.tensor_by_uid(uid) for uid in lowerer.tensors}
+    uid_to_tensor = {uid: ir.tensor_by_uid(uid) for uid in lowerer.tensors}
     return LoweredGraph(
         backend=lowerer.backend,
         uid_to_tensor=MappingProxyType(uid_to_tensor),

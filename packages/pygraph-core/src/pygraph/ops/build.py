@@ -269,9 +269,12 @@ def restore_node(
     return node
 
 
-def make_builder(spec: OpSpec) -> Callable[..., Any]:
+def make_builder(spec: OpSpec, ir_of: Callable[[Any], GraphIR]) -> Callable[..., Any]:
+    """The graph's builder method for ``spec``; ``ir_of(graph)`` is the IR it builds into (the graph
+    class hands it over, so no builder reaches into the graph)."""
+
     def builder(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return build_node(self._ir, spec, args, kwargs)
+        return build_node(ir_of(self), spec, args, kwargs)
 
     builder.__name__ = spec.name
     builder.__qualname__ = f"Graph.{spec.name}"

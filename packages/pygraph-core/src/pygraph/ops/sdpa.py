@@ -92,7 +92,7 @@ def _check(node) -> None:
         )
     for item in node.params.get("dropout") or ():
         if isinstance(item, Tensor):
-            node._ir.check_member(item, "dropout", f"{node.op}()")
+            node.check_member(item, "dropout", f"{node.op}()")
 
 
 def _lower_dropout(node, kwargs: dict[str, Any], lowerer: Any) -> None:

@@ -46,16 +46,19 @@ class BackendSource:
 
 
 def open_backend(graph: Any, refused: str | None = None) -> tuple[BackendSource | None, str | None]:
-    """The graph's backend side, or (None, why there is none). ``refused``: validate()'s refusal."""
+    """The graph's backend side, or (None, why there is none). ``refused``: why lowering failed
+    (validate()'s refusal); otherwise the graph is lowered (`graph.lowered`) or python-only."""
     if refused is not None:
         return None, refused
     if graph.is_python_only:
         names = sorted({n.type.name for n in graph.nodes if not getattr(n, "is_lowerable", True)})
         return None, f"python-only op(s) {', '.join(names) or '?'} have no backend lowering"
+    lowered = graph.lowered
+    if lowered is None:
+        return None, "the backend cannot lower this graph: it was not lowered"
     try:
-        lowered = graph.lowered if graph.lowered is not None else graph._lower()
         import cudnn
-    except (GraphNotSupportedError, ImportError) as exc:
+    except ImportError as exc:
         return None, f"the backend cannot lower this graph: {exc}"
     return (
         BackendSource(

@@ -1,8 +1,10 @@
 """One graph's planning: the plan list, the selection, the built plans, the declines.
 
-The `Planner` hangs on the graph (``graph._planner``); `PlanningMixin` is a thin façade over it.
-The graph's lifecycle lives in the graph's `GraphState` alone: each public call checks the state
-it needs with `pygraph.lifecycle.require`. Every entry of the plan list resolves to its plan kind
+The graph creates its `Planner` with itself and is a thin façade over it. The planner is handed,
+at construction, what it acts on: the graph (what engines and analyzers are given), the graph's
+`Lifecycle` (the one state, which the planner moves to FROZEN, PLANNED and BUILT) and the graph's
+lowering (a callable); it reaches into no graph internals. Each public call checks the state it
+needs with `pygraph.lifecycle.require`. Every entry of the plan list resolves to its plan kind
 through `PlanKinds` (python engines, the backend's configs and its delegating entry alike), so
 nothing here branches on which side an entry is.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -32,13 +34,13 @@ from pygraph.execution.context import ExecutionContext, stream_of
 from pygraph.execution.normalize import normalize
 from pygraph.execution.variant_pack import OperandLayout
 from pygraph.ir.dtypes import build_plan_policy, convert_enum, heur_mode
-from pygraph.lifecycle import NOT_PLANNED, PLANNED, GraphState, require
+from pygraph.lifecycle import NOT_PLANNED, PLANNED, GraphState, Lifecycle, require
 from pygraph.planning import backend as _backend
 from pygraph.planning.kinds import PlanKinds
 from pygraph.planning.layout import layout_for
 from pygraph.planning.runner import make_runner, overridden_rows, refuse_geometry, refuse_workspace
 
-__all__ = ["Planner", "Prepared", "SelectedPlan", "planner_of"]
+__all__ = ["Planner", "Prepared", "SelectedPlan"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,28 +76,14 @@ class Prepared(NamedTuple):
         return self.family is None or self.family.analyzer is None or self.facts is not None
 
 
-# Guards only the creation of a graph's planner: threads making a graph's first call at once must
-# share one planner (two would both plan the graph). Once it exists the lookup takes no lock.
-_CREATING = threading.Lock()
-
-
-def planner_of(graph: Any) -> Planner:
-    try:
-        return graph._planner
-    except AttributeError:
-        pass
-    with _CREATING:
-        try:
-            return graph._planner
-        except AttributeError:
-            planner = Planner(graph)
-            object.__setattr__(graph, "_planner", planner)
-            return planner
-
-
 class Planner:
-    def __init__(self, graph: Any) -> None:
+    """One graph's planning state. ``graph`` is handed to engines and analyzers; ``lifecycle`` is the
+    graph's state; ``lower()`` lowers the graph to the backend once (its `LoweredGraph`)."""
+
+    def __init__(self, graph: Any, lifecycle: Lifecycle, lower: Callable[[], Any]) -> None:
         self.graph = graph
+        self.lifecycle = lifecycle
+        self._lower = lower
         self.lock = threading.RLock()
         self.modes: list[Any] = []
         self.plans: list[PlanConfig] = []
@@ -134,6 +122,12 @@ class Planner:
                 raise
             # The backend refused (or is absent); a python engine may still serve the graph.
             refused = f"the backend cannot lower this graph: {type(exc).__name__}: {exc}"
+        if refused is None and graph.lowered is None and not graph.is_python_only:
+            # validate() of an already frozen graph does not lower it
+            try:
+                self._lower()
+            except (GraphNotSupportedError, ImportError) as exc:
+                refused = f"the backend cannot lower this graph: {exc}"
         source, reason = _backend.open_backend(graph, refused)
         if source is not None and graph.lowered is not None:
             try:
@@ -146,8 +140,7 @@ class Planner:
                 source.graph.deselect_engines(sorted(self.deselected))
             if self.workspace_limit is not None:
                 source.graph.deselect_workspace_greater_than(self.workspace_limit)
-        if not graph.state.frozen:
-            graph._freeze()
+        self.lifecycle.freeze()
         family = family_for(graph)
         facts = None
         if family is not None and family.analyzer is not None:
@@ -180,7 +173,7 @@ class Planner:
     def create_execution_plans(self, modes: Iterable[Any] | None) -> None:
         with self.lock:
             require(
-                self.graph,
+                self.lifecycle,
                 "create_execution_plans()",
                 NOT_PLANNED,
                 "planning runs once per graph: switch plans with select_plan(), or build a new graph to "
@@ -224,7 +217,7 @@ class Planner:
 
     def _install(self, plans: list[PlanConfig], modes: list[Any], index: int) -> None:
         self.plans, self.modes, self.index = plans, modes, index
-        self.graph._advance(GraphState.PLANNED)
+        self.lifecycle.advance(GraphState.PLANNED)
 
     def why_nothing(self) -> str:
         prep = self.prepare()
@@ -247,13 +240,13 @@ class Planner:
                     return
             self.plans.append(prep.kinds.of(engine_id).replay(prep.request, engine_id, knobs))
             self.index, self.pinned = len(self.plans) - 1, True
-            if not self.graph.state.planned:
+            if not self.lifecycle.state.planned:
                 self._install(self.plans, self.modes, self.index)
 
     # --- addressing the list ---------------------------------------------------------------------------
 
     def require_planned(self, call: str) -> None:
-        require(self.graph, call, PLANNED, "call create_execution_plans() first")
+        require(self.lifecycle, call, PLANNED, "call create_execution_plans() first")
 
     def check_index(self, index: int, call: str) -> int:
         self.require_planned(call)
@@ -292,7 +285,7 @@ class Planner:
 
     def selected_engine(self) -> BaseEngine | None:
         """The selected entry's python engine; None for a backend entry or before planning."""
-        if not self.graph.state.planned or not self.plans:
+        if not self.lifecycle.state.planned or not self.plans:
             return None
         return self.kind_of(self.plans[self.index]).engine
 
@@ -323,7 +316,7 @@ class Planner:
                 self._prepared.backend.source.graph.deselect_engines(sorted(names))
             if self.engines:
                 self.engines = [e for e in self.engines if e.name not in names]
-            if self.graph.state.planned:
+            if self.lifecycle.state.planned:
                 keep = [i for i, cfg in enumerate(self.plans) if not self.kind_of(cfg).deselected_by(names)]
                 current = self.plans[self.index] if self.plans else None
                 self.plans = [self.plans[i] for i in keep]
@@ -361,8 +354,8 @@ class Planner:
                 kind.refuse_workspace_over(request, cfg, self.workspace_limit)
             compiled = kind.build(request, cfg, ctx if ctx is not None else self.context())
             self.compiled[index] = compiled
-            if self.graph.state < GraphState.BUILT:
-                self.graph._advance(GraphState.BUILT)
+            if self.lifecycle.state < GraphState.BUILT:
+                self.lifecycle.advance(GraphState.BUILT)
             return compiled
 
     def build_plans(self, policy: Any = None, ctx: ExecutionContext | None = None) -> None:
@@ -440,14 +433,14 @@ class Planner:
         lock, so concurrent first calls plan once."""
         _policy(policy, "build()")  # refused before anything is planned
         with self.lock:
-            if not self.graph.state.planned:
+            if not self.lifecycle.state.planned:
                 self.create_execution_plans(modes)
             self.check_support()
             self.build_plans(policy)
 
     def ensure_built(self, ctx_handle: Any = None) -> Any:
         with self.lock:
-            if not self.graph.state.planned:
+            if not self.lifecycle.state.planned:
                 self.create_execution_plans(None)
             if self.run is None:
                 ctx = self.context(ctx_handle) if ctx_handle is not None else None

@@ -192,13 +192,11 @@ def time_plans(
     allocates one for a byte count (called once, with the largest need among the built plans).
     ``progress(stage, trial)`` is called before each build ("build") and each timing ("time").
     """
-    from pygraph.planning.planner import planner_of
-
     _check_count("reps", reps)
     _check_count("warmup", warmup, allow_zero=True)
     if not graph.state.planned:
         graph.create_execution_plans()
-    planner = planner_of(graph)
+    planner = graph.planner
     timer = timer if timer is not None else CudaEventTimer(call)
     trials, built = [], []
     for trial, compiled in _candidates(planner, bound, progress):
@@ -238,7 +236,6 @@ def autotune(
     progress: Callable[..., None] | None = None,
 ) -> AutotuneResult:
     """Time the head of ``graph``'s plan list, select the fastest, record it (`Graph.autotune`)."""
-    from pygraph.planning.planner import planner_of
     from pygraph.tuning import plan_cache
 
     bound = per_engine_bound(top, backend_top)
@@ -253,7 +250,7 @@ def autotune(
         )
     best = min(timed, key=lambda t: (t.time_ms, t.index))
     first = timed[0]
-    planner = planner_of(graph)
+    planner = graph.planner
     planner.select(best.index)
     result = AutotuneResult(trials, best, first)
     if not record:
