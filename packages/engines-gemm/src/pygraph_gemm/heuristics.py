@@ -14,7 +14,7 @@ from math import prod
 from typing import Any
 
 from pygraph.engines.base import PlanConfig, knobs_key
-from pygraph.engines.heuristics import PLACE_BACKEND, assemble
+from pygraph.engines.heuristics import PLACE_BACKEND, Deferred, assemble
 from pygraph.ir.dtypes import heur_mode
 from pygraph_gemm.analyzer import GemmFacts
 from pygraph_gemm.engines.sm80 import KNOB_DOMAINS as SM80_KNOB_DOMAINS
@@ -328,7 +328,9 @@ def recommend(
     epilogue = "fused" if facts.steps else "plain"
     cell = (dtype_short(facts.a.data_type), f"{facts.a_major}{facts.b_major}", shape_bucket(facts), epilogue)
     first_key = (engine_id, knobs_key(first))
-    behind = [p for p in _domain_configs(engine_id) if p.key != first_key]
+    # the rest of the domain (12,096 configs) is built only when the plan list is read past its
+    # ranked prefix: making it is most of a first plan list's cost, and a graph runs one of the first
+    behind = Deferred(engine_id, lambda: [p for p in _domain_configs(engine_id) if p.key != first_key])
 
     def propose(kind: Any) -> list[PlanConfig]:
         if kind is heur_mode.FALLBACK:
@@ -346,7 +348,7 @@ def recommend(
             return [PlanConfig(engine_id, safe), PLACE_BACKEND, *sm80[:1]]
         ours = [PlanConfig(engine_id, first)]
         if cell in _BACKEND_LEADS:
-            return [PLACE_BACKEND, *ours, *behind, *sm80]
-        return [*ours, PLACE_BACKEND, *behind, *sm80]
+            return [PLACE_BACKEND, *ours, behind, *sm80]
+        return [*ours, PLACE_BACKEND, behind, *sm80]
 
     return assemble(modes, propose, backend_entries)

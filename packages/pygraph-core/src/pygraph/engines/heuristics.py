@@ -13,6 +13,10 @@ untagged). What the hook returns IS the plan list: core only drops repeats of an
 
 Most hooks build their list with `assemble`, which walks the modes and splices the backend's
 block for each mode where the hook's proposals put the `PLACE_BACKEND` marker.
+
+A hook names a long tail (the rest of a knob domain) as a `Deferred` block: the planner builds the
+entries before the first such block at once and the rest when something reads past them
+(`pygraph.engines.plan_list`). The whole list, and every index of it, is the same either way.
 """
 
 from __future__ import annotations
@@ -23,10 +27,14 @@ from typing import Any
 
 from pygraph.engines.base import DECLINE_TYPES, BaseEngine, EngineRequest, PlanConfig
 from pygraph.engines.engine_ids import BACKEND_PLACEMENT_MARKER, EntryKind, entry_kind
+from pygraph.engines.plan_list import Deferred, PlanList, PlanSequence, dedup, expand, parts_of
 from pygraph.ir.dtypes import convert_enum, heur_mode
 
 __all__ = [
     "PLACE_BACKEND",
+    "Deferred",
+    "PlanList",
+    "PlanSequence",
     "assemble",
     "decline_reasons",
     "dedup",
@@ -76,7 +84,7 @@ def decline_reasons(
 # --- helpers for hooks ------------------------------------------------------------------------------
 
 
-def splice(proposals: Sequence[PlanConfig], block: Sequence[PlanConfig]) -> list[PlanConfig]:
+def splice(proposals: Sequence[Any], block: Sequence[PlanConfig]) -> list[Any]:
     """``proposals`` with ``block`` at the first `PLACE_BACKEND` marker (at the end when there is none).
 
     A repeated marker is dropped: one block per mode.
@@ -96,14 +104,15 @@ def splice(proposals: Sequence[PlanConfig], block: Sequence[PlanConfig]) -> list
 
 def assemble(
     modes: Sequence[Any],
-    propose: Callable[[Any], Sequence[PlanConfig]],
+    propose: Callable[[Any], Sequence[Any]],
     backend_entries: Sequence[PlanConfig],
-) -> list[PlanConfig]:
+) -> list[PlanConfig] | PlanSequence:
     """The plan list, mode block by mode block in the caller's order.
 
     ``propose(kind)`` gives the family's configs for ``heur_mode.A`` (candidates worth timing, best
     first; B asks the same) or ``heur_mode.FALLBACK`` (the configs expected to build), optionally
-    with a `PLACE_BACKEND` marker.
+    with a `PLACE_BACKEND` marker and `Deferred` blocks. The result is a list, or a `PlanSequence`
+    (which reads as the same whole list) when a proposal holds a deferred block.
 
     - A / B / FALLBACK: the proposals with the backend's block for that mode spliced at the marker.
       The block is led by the delegating entry, because the backend tries it before its own configs.
@@ -123,18 +132,8 @@ def assemble(
         block = delegating + [c for c in backend_entries if c.mode is mode]
         out += splice(list(propose(kind)), block)
     out += delegating
-    return out
-
-
-def dedup(plans: Iterable[PlanConfig]) -> list[PlanConfig]:
-    """Keep each ``(engine_id, knobs)`` at its first position."""
-    seen: set[Any] = set()
-    out = []
-    for cfg in plans:
-        key = cfg.key
-        if key not in seen:
-            seen.add(key)
-            out.append(cfg)
+    if any(isinstance(p, Deferred) for p in out):
+        return PlanSequence(out)
     return out
 
 
@@ -159,23 +158,38 @@ def rank(
     hook: Callable[..., Sequence[PlanConfig]] | None = None,
     facts: Any = None,
     analyzed: bool = True,
-) -> list[PlanConfig]:
-    """The plan list for ``graph``.
+) -> PlanList:
+    """The plan list for ``graph``, each ``(engine_id, knobs)`` at its first position.
 
     ``candidates`` are the family's engines that accepted the graph; ``hook`` the family's
     ``recommend`` (None: `_unranked`); ``facts`` the analyzer's parse. ``analyzed`` False means the
     family's analyzer could not express the graph: nothing to recommend on, the backend serves it.
+    A hook's configs are checked here, except those of its `Deferred` blocks, which are checked when
+    the list is built past its ranked prefix.
     """
     modes = normalize_modes(modes)
     if not analyzed or family is None:
-        plans = assemble(modes, lambda kind: [], backend_entries)
-    elif hook is None:
-        plans = _unranked(modes, candidates, backend_entries)
-    else:
-        offered = {e.name: e.engine_id for e in candidates}
-        plans = list(hook(modes, facts, dict(offered), list(backend_entries)))
-        _check_hook_result(family, plans, offered, candidates)
-    return dedup(plans)
+        return PlanList(assemble(modes, lambda kind: [], backend_entries))
+    if hook is None:
+        return PlanList(_unranked(modes, candidates, backend_entries))
+    offered = {e.name: e.engine_id for e in candidates}
+    parts = parts_of(hook(modes, facts, dict(offered), list(backend_entries)))
+    if not any(isinstance(p, Deferred) for p in parts):
+        _check_hook_result(family, parts, offered, candidates)
+        return PlanList(parts)
+    named = [p for p in parts if not isinstance(p, Deferred)]
+    foreign = [p for p in parts if isinstance(p, Deferred) and p.engine_id not in offered.values()]
+    try:
+        _check_hook_result(family, named, offered, candidates)
+        problem = None
+    except (TypeError, ValueError) as exc:
+        problem = exc
+    if problem is not None or foreign:
+        # the first refusal at its position in the whole list (building the blocks: a hook's bug)
+        _check_hook_result(family, list(expand(parts)), offered, candidates)
+        if problem is not None:
+            raise problem
+    return PlanList(parts, finish=lambda configs: _check_hook_result(family, configs, offered, candidates))
 
 
 def _check_hook_result(

@@ -29,6 +29,7 @@ from pygraph.engines.base import (
 )
 from pygraph.engines.knobs import validate_knobs
 from pygraph.engines.manifest import family_for, instantiate, resolve_hook
+from pygraph.engines.plan_list import PlanList
 from pygraph.errors import GraphNotSupportedError, OpInputError, PlanIndexError
 from pygraph.execution.context import ExecutionContext, stream_of
 from pygraph.execution.normalize import normalize
@@ -86,7 +87,8 @@ class Planner:
         self._lower = lower
         self.lock = threading.RLock()
         self.modes: list[Any] = []
-        self.plans: list[PlanConfig] = []
+        # the ranked prefix now, the rest of a knob domain when something reads past it (plan_list.py)
+        self.plans = PlanList()
         # the selection: which entry, and whether the caller pinned it (select_plan, a replay)
         self.index = 0
         self.pinned = False
@@ -215,7 +217,7 @@ class Planner:
             raise GraphNotSupportedError(f"engine {engine_id} was removed by deselect_engines()")
         return kind.replay(prep.request, engine_id, knobs)
 
-    def _install(self, plans: list[PlanConfig], modes: list[Any], index: int) -> None:
+    def _install(self, plans: PlanList, modes: list[Any], index: int) -> None:
         self.plans, self.modes, self.index = plans, modes, index
         self.lifecycle.advance(GraphState.PLANNED)
 
@@ -252,7 +254,7 @@ class Planner:
         self.require_planned(call)
         if not isinstance(index, int) or isinstance(index, bool):
             raise OpInputError(f"{call}: a plan index is an int, got {type(index).__name__} {index!r}")
-        if not 0 <= index < len(self.plans):
+        if index < 0 or not self.plans.has(index):
             raise PlanIndexError(
                 f"{call}: plan index {index} out of range for {len(self.plans)} plan(s) (0..{len(self.plans) - 1})"
             )
@@ -317,13 +319,12 @@ class Planner:
             if self.engines:
                 self.engines = [e for e in self.engines if e.name not in names]
             if self.lifecycle.state.planned:
-                keep = [i for i, cfg in enumerate(self.plans) if not self.kind_of(cfg).deselected_by(names)]
-                current = self.plans[self.index] if self.plans else None
-                self.plans = [self.plans[i] for i in keep]
-                self.compiled = {keep.index(i): p for i, p in self.compiled.items() if i in keep}
+                # every index handed out (selected, built) is one the list knows: `moved` covers it
+                moved = self.plans.keep(lambda cfg: not self.kind_of(cfg).deselected_by(names))
+                self.compiled = {moved[i]: p for i, p in self.compiled.items() if i in moved}
                 self.runners.clear()
                 self.run = None
-                self.index = self.plans.index(current) if current in self.plans else 0
+                self.index = moved.get(self.index, 0)
 
     def deselect_workspace_greater_than(self, limit: int) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
@@ -374,7 +375,9 @@ class Planner:
                 return
             failures: dict[str, str] = {}
             chosen = None
-            for i in range(self.index, len(self.plans)):
+            i = self.index - 1
+            while self.plans.has(i + 1):  # past the ranked prefix only when every entry there declines
+                i += 1
                 try:
                     self.build_at(i, ctx)
                 except DECLINE_TYPES as exc:
@@ -397,8 +400,7 @@ class Planner:
             try:
                 self.kind_of(cfg).check_support(self.request, cfg)
             except DECLINE_TYPES:
-                others = len(self.plans) - self.index - 1
-                if self.pinned or not others:
+                if self.pinned or not self.plans.has(self.index + 1):
                     raise
 
     def workspace_at(self, index: int, call: str = "get_workspace_size_plan_at_index()") -> int:

@@ -38,6 +38,7 @@ from pygraph.disk_cache import CACHE_ENV as ROOT_ENV
 from pygraph.disk_cache import make_private_dirs, setting, user_cache_root
 from pygraph.engines.base import DECLINE_TYPES, PlanConfig, knobs_key
 from pygraph.engines.engine_ids import EntryKind, entry_kind
+from pygraph.engines.plan_list import PlanList
 from pygraph.environment import warn_once
 from pygraph.errors import CacheWarning, KnobError, UnknownEngineError
 from pygraph.tuning.graph_key import PlanKey, Uncacheable, plan_key
@@ -505,16 +506,17 @@ def stale_reason(engine_id: int, knobs: Mapping[str, Any]) -> str | None:
 def recorded_first(
     graph: Any,
     family: Any,
-    plans: list[PlanConfig],
+    plans: PlanList,
     replay: Callable[[int, Mapping[str, Any]], PlanConfig],
-) -> list[PlanConfig]:
+) -> PlanList:
     """``plans`` with the recorded winner for ``graph`` first.
 
-    A winner already in the list moves to the front; one that is not is replayed through
-    ``replay(engine_id, knobs)`` (the planner's, ``create_execution_plan``'s path) and put in front.
-    A winner that no longer names a plan is dropped from the cache with a `PlanCacheWarning`; one
-    that merely declines here (an opt-in engine not enabled, a backend that is absent) is left in
-    the cache and the list is returned as ranked.
+    A winner the list names outright moves to the front; any other is replayed through
+    ``replay(engine_id, knobs)`` (the planner's, ``create_execution_plan``'s path) and put in front,
+    and the list keeps it at that first position only (one inside a deferred block is not built to
+    be found: the list it gives is the same). A winner that no longer names a plan is dropped from
+    the cache with a `PlanCacheWarning`; one that merely declines here (an opt-in engine not
+    enabled, a backend that is absent) is left in the cache and the list is returned as ranked.
     """
     cache = active_cache()
     if cache is None or not cache.path.is_file():
@@ -523,10 +525,10 @@ def recorded_first(
     entry = None if key is None else cache.lookup(key)
     if entry is None:
         return plans
-    wanted = PlanConfig(entry.engine_id, entry.knobs).key
-    for i, cfg in enumerate(plans):
-        if cfg.key == wanted:
-            return [cfg, *plans[:i], *plans[i + 1 :]]
+    found = plans.find(PlanConfig(entry.engine_id, entry.knobs).key)
+    if found is not None:
+        plans.put_first(found)
+        return plans
     stale = stale_reason(entry.engine_id, entry.knobs)
     if stale is not None:
         cache.drop(entry.key)
@@ -538,7 +540,7 @@ def recorded_first(
         )
         return plans
     if entry_kind(entry.engine_id) is EntryKind.BACKEND and not any(
-        entry_kind(p.engine_id) is EntryKind.BACKEND for p in plans
+        entry_kind(p.engine_id) is EntryKind.BACKEND for p in plans.named()
     ):
         return plans  # the backend offers no concrete config in these modes (OPENSOURCE) or declined
     try:
@@ -546,4 +548,5 @@ def recorded_first(
     except DECLINE_TYPES as exc:
         log.debug("recorded plan %s does not serve graph %r here: %s", entry.plan_name, graph.name, exc)
         return plans
-    return [cfg, *plans]
+    plans.put_first(cfg)
+    return plans

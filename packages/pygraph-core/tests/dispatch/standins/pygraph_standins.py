@@ -12,13 +12,16 @@ import threading
 from typing import Any
 
 from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, EngineRequest, PlanConfig
-from pygraph.engines.heuristics import PLACE_BACKEND, assemble
+from pygraph.engines.heuristics import PLACE_BACKEND, Deferred, assemble
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import heur_mode
 
 # engine name -> "accept" | "decline" (check_support) | "decline_build" | "import_build" | "bug" | "bug_build"
 BEHAVIOUR: dict[str, str] = {}
-# "place_first" (ours, then backend) | "backend_first" | "unoffered" | "marker_left" | "dupes"
+# "place_first" (ours, then backend) | "backend_first" | "unoffered" | "marker_left" | "dupes" |
+# "deferred" (place_first's list, mode A's TILE=64 configs in one Deferred block per engine; each
+# block built appends its engine id to HOOK["built"]) | "deferred_foreign" (a block yielding
+# another engine's config) | "deferred_unoffered" (a block of an engine not offered)
 HOOK: dict[str, Any] = {"style": "place_first"}
 CALLS: list[tuple[Any, ...]] = []
 ANALYZED: list[Any] = []
@@ -119,10 +122,28 @@ def recommend(
         return [PlanConfig(max(offered.values()) + 50, {"TILE": 128})]
     if style == "marker_left":
         return [PLACE_BACKEND]
+    if style == "deferred_foreign":
+        first, other = list(offered.values())[:2]
+        return [PlanConfig(first, {"TILE": 128}), Deferred(first, lambda: [PlanConfig(other, {"TILE": 64})])]
+    if style == "deferred_unoffered":
+        stranger = max(offered.values()) + 50
+        return [
+            PlanConfig(min(offered.values()), {"TILE": 128}),
+            Deferred(stranger, lambda: [PlanConfig(stranger, {"TILE": 64})]),
+        ]
+
+    def later(eid: int) -> Deferred:
+        def build() -> list[PlanConfig]:
+            HOOK.setdefault("built", []).append(eid)
+            return [PlanConfig(eid, {"TILE": 64})]
+
+        return Deferred(eid, build)
 
     def propose(kind: Any) -> list[PlanConfig]:
         tiles = (128, 64) if kind is heur_mode.A else (64,)
         ours = [PlanConfig(eid, {"TILE": t}) for t in tiles for eid in offered.values()]
+        if style == "deferred" and kind is heur_mode.A:
+            ours = [*ours[: len(offered)], *(later(eid) for eid in offered.values())]
         if style == "dupes":
             ours = ours + ours
         if style == "backend_first":
