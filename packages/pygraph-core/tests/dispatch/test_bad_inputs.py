@@ -338,6 +338,21 @@ ROWS: dict[str, Row] = {
         OpInputError,
         ["gdn()", "port 'initial_state'", "[1, 2, 64, 32]", "imply [1, 2, 64, 64]"],
     ),
+    "builder-sdpa-v-keys": (
+        lambda w: _sdpa_qkv([1, 4, 64, 64], [1, 2, 64, 64], [1, 2, 48, 64]),
+        OpInputError,
+        ["sdpa()", "port 'k'", "port 'v'", "[1, 2, 48, 64]", "differ in batch, heads or keys"],
+    ),
+    "builder-sdpa-gqa-heads": (
+        lambda w: _sdpa_qkv([1, 6, 64, 64], [1, 4, 64, 64], [1, 4, 64, 64]),
+        OpInputError,
+        ["sdpa()", "6 heads", "'k' 4", "multiple"],
+    ),
+    "builder-sdpa-batch": (
+        lambda w: _sdpa_qkv([2, 4, 64, 64], [1, 4, 64, 64], [1, 4, 64, 64]),
+        OpInputError,
+        ["sdpa()", "batch 2", "'k'", "1"],
+    ),
     "execute-small-output": (
         lambda w: _execute(w, lambda a, b, c, v: v.update({c: _host((1, 8, 8))})),
         OperandGeometryError,
@@ -437,6 +452,11 @@ ROWS: dict[str, Row] = {
         ["graph file", "deep.json", "deserialize()", "nests its JSON too deeply"],
     ),
 }  # fmt: skip
+
+
+def _sdpa_qkv(q: list[int], k: list[int], v: list[int]) -> Any:
+    g = _half()
+    return g.sdpa(g.tensor(q, name="q"), g.tensor(k, name="k"), g.tensor(v, name="v"))
 
 
 def _host(shape: tuple[int, ...]) -> Any:
