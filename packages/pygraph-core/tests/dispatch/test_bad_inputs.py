@@ -317,6 +317,28 @@ ROWS: dict[str, Row] = {
         OpInputError,
         ["create_execution_plan()", "engine id (int) or a python engine"],
     ),
+    # --- issue 52, items 5 and 6: frozen means frozen (the graph's settings, 64-bit extents and addresses) ---
+    "sm-version-after-freeze": (
+        lambda w: setattr(w.planned()[0], "sm_version", 80),
+        GraphStateError,
+        ["setting Graph.sm_version", "graph 'mm'", "not yet frozen", "it is PLANNED"],
+    ),
+    "sm-count-after-freeze": (
+        lambda w: setattr(w.planned()[0], "sm_count", 132),
+        GraphStateError,
+        ["setting Graph.sm_count", "graph 'mm'", "not yet frozen", "it is PLANNED"],
+    ),
+    "override-flag-after-freeze": (
+        lambda w: setattr(w.planned()[0], "is_override_shape_enabled", True),
+        GraphStateError,
+        ["setting Graph.is_override_shape_enabled", "graph 'mm'", "it is PLANNED"],
+    ),
+    "dynamic-flag-after-freeze": (
+        lambda w: setattr(w.planned()[0], "is_dynamic_shape_enabled", True),
+        GraphStateError,
+        ["setting Graph.is_dynamic_shape_enabled", "graph 'mm'", "it is PLANNED"],
+    ),
+    "sm-version-setter": (lambda w: setattr(w.graph()[0], "sm_version", 9.0), OpInputError, ["Graph.sm_version", "graph 'mm'", "9.0"]),
 }  # fmt: skip
 
 
