@@ -18,7 +18,7 @@ from pygraph.ir import serialize as _serialize
 from pygraph.ir.container import GraphContext, GraphIR
 from pygraph.ir.dtypes import data_type, data_type_arg, enum_arg, scalar_type, tensor_reordering
 from pygraph.ir.node import Node
-from pygraph.ir.shapes import bad_dims, bad_strides, row_major_stride, to_dims
+from pygraph.ir.shapes import bad_dims, bad_span, bad_strides, row_major_stride, to_dims
 from pygraph.ir.tensor import Tensor
 from pygraph.ir.validate import validate_ir
 from pygraph.lifecycle import VALIDATED, GraphState, require
@@ -219,6 +219,9 @@ class Graph(PlanningMixin):
             raise OpInputError(f"{label}: stride {list(strides)}: {reason}")
         if len(strides) != len(dims):
             raise OpInputError(f"{label}: stride {list(strides)} has a different rank than dim {list(dims)}")
+        reason = bad_span(dims, strides)
+        if reason is not None:
+            raise OpInputError(f"{label}: dim {list(dims)} with stride {list(strides)}: {reason}")
         dt = data_type_arg(data_type, f"{label}: data_type")
         if not isinstance(name, str):
             raise OpInputError(f"tensor(): name must be a str, got {type(name).__name__} {name!r}")

@@ -339,6 +339,30 @@ ROWS: dict[str, Row] = {
         ["setting Graph.is_dynamic_shape_enabled", "graph 'mm'", "it is PLANNED"],
     ),
     "sm-version-setter": (lambda w: setattr(w.graph()[0], "sm_version", 9.0), OpInputError, ["Graph.sm_version", "graph 'mm'", "9.0"]),
+    "tensor-dim-beyond-int64": (lambda w: _half().tensor([2**63, 4], name="x"), OpInputError, ["tensor('x')", "9223372036854775808", "axis 0", "int64"]),
+    "tensor-elements-beyond-int64": (
+        lambda w: _half().tensor([2**32, 2**32], name="x"),
+        OpInputError,
+        ["tensor('x')", "[4294967296, 4294967296]", "18446744073709551616 elements", "int64"],
+    ),
+    "tensor-stride-beyond-int64": (lambda w: _half().tensor([2, 4], [2**63, 1], name="x"), OpInputError, ["tensor('x')", "stride 9223372036854775808", "int64"]),
+    "tensor-span-beyond-int64": (
+        lambda w: _half().tensor([3, 2], [2**62, 1], name="x"),
+        OpInputError,
+        ["tensor('x')", "[3, 2]", "[4611686018427387904, 1]", "offset 9223372036854775809", "int64"],
+    ),
+    "set-dim-beyond-int64": (lambda w: _half().tensor([2], name="x").set_dim([2**64]), OpInputError, ["set_dim()", "'x'", "18446744073709551616", "int64"]),
+    "set-stride-beyond-int64": (lambda w: _half().tensor([2], name="x").set_stride([2**63]), OpInputError, ["set_stride()", "'x'", "9223372036854775808", "int64"]),
+    "builder-span-beyond-int64": (
+        lambda w: (lambda g: g.relu(g.tensor([4, 4], name="x").set_stride([2**62, 1])))(_half()),
+        OpInputError,
+        ["relu()", "port 'input'", "'x'", "[4611686018427387904, 1]", "int64"],
+    ),
+    "validate-span-beyond-int64": (
+        lambda w: _validate(lambda g: _two_relus(g)[0].set_stride([2**62, 1])),
+        InvalidGraphError,
+        ["validate()", "tensor 'x'", "node 'r'", "[4611686018427387904, 1]", "int64"],
+    ),
 }  # fmt: skip
 
 
