@@ -363,6 +363,16 @@ ROWS: dict[str, Row] = {
         InvalidGraphError,
         ["validate()", "tensor 'x'", "node 'r'", "[4611686018427387904, 1]", "int64"],
     ),
+    "execute-address-beyond-64-bits": (
+        lambda w: _execute(w, lambda a, b, c, v: v.update({a: 2**64})),
+        OperandAddressError,
+        ["tensor 'A'", "bare address 18446744073709551616", "64 bits"],
+    ),
+    "execute-workspace-beyond-64-bits": (
+        lambda w: _execute(w, lambda a, b, c, v: None, workspace=2**64),
+        OperandAddressError,
+        ["workspace", "bare address 18446744073709551616", "64 bits"],
+    ),
 }  # fmt: skip
 
 
