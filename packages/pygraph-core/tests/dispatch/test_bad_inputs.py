@@ -444,6 +444,27 @@ WARNING_ROWS = {
         CacheWarning,
         ["disk cache directory", "/f", "PYGRAPH_TEST_CACHE_DIR", "a file is in the way", "going on without"],
     ),
+    # --- issue 52, item 6: every PYGRAPH_* variable validated where read (garbage: warned once, unset) ---
+    "cutile-tma-garbage": (
+        # what kernels/gdn_cutile_fwd.py runs at import (cuTile itself is not needed to read it)
+        lambda w: (
+            w.monkeypatch.setenv("PYGRAPH_CUTILE_TMA", "banana"),
+            __import__("pygraph.environment", fromlist=["x"]).switch("PYGRAPH_CUTILE_TMA", default=True),
+        ),
+        ConfigurationWarning,
+        ["PYGRAPH_CUTILE_TMA='banana'", "not a switch", "1 (on) or 0 (off)", "ignored"],
+    ),
+    "require-arch-garbage": (
+        # what the repository's conftest.py reads when a GPU-marked test lacks its device
+        lambda w: (
+            w.monkeypatch.setenv("PYGRAPH_REQUIRE_ARCH", "hopper"),
+            __import__("pygraph.environment", fromlist=["x"]).names(
+                "PYGRAPH_REQUIRE_ARCH", ("sm90", "sm100", "sm120")
+            ),
+        ),
+        ConfigurationWarning,
+        ["PYGRAPH_REQUIRE_ARCH='hopper'", "'hopper' is not one of sm100, sm120, sm90", "ignored"],
+    ),
 }
 
 
