@@ -454,6 +454,23 @@ WARNING_ROWS = {
         ConfigurationWarning,
         ["PYGRAPH_CUTILE_TMA='banana'", "not a switch", "1 (on) or 0 (off)", "ignored"],
     ),
+    "plan-cache-switch-value": (
+        lambda w: (
+            w.monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "yes"),
+            __import__("pygraph.tuning.plan_cache", fromlist=["x"]).cache_path(),
+        ),
+        ConfigurationWarning,
+        ["PYGRAPH_PLAN_CACHE='yes'", "not a path", "'off'", "ignored"],
+    ),
+    "cache-dir-switch-value": (
+        lambda w: (
+            w.monkeypatch.setenv("PYGRAPH_TEST_CACHE_DIR", "1"),
+            w.monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(w.tmp_path)),  # where the cache goes instead
+            __import__("pygraph.disk_cache", fromlist=["x"]).cache_dir("t", "PYGRAPH_TEST_CACHE_DIR"),
+        ),
+        ConfigurationWarning,
+        ["PYGRAPH_TEST_CACHE_DIR='1'", "not a path", "ignored"],
+    ),
     "require-arch-garbage": (
         # what the repository's conftest.py reads when a GPU-marked test lacks its device
         lambda w: (
