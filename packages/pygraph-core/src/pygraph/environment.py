@@ -1,13 +1,14 @@
 """The environment variables pygraph reads, parsed in one place, and the once-per-process notice.
 
-Each variable is read where it is used (so a test's ``monkeypatch.setenv`` takes effect) and parsed
-once per distinct value; a value that cannot be used is a `ConfigurationWarning` naming the
-variable, the value and what is accepted, warned once per process and value, and then treated as
-unset: nothing is raised and execution goes on.
+Each variable is read where it is used (so a test's ``monkeypatch.setenv`` takes effect); a value
+that cannot be used is a `ConfigurationWarning` naming the variable, the value and what is accepted,
+warned once per process and value, and then treated as unset: nothing is raised and execution goes
+on.
 
 - ``PYGRAPH_ENABLE_OPT_IN_ENGINES``: which opt-in engines are offered. ``1``/``true``/``yes``/
   ``on``/``all``/``*``: every one; ``0``/``false``/``no``/``off``/``none`` or unset: none; otherwise
-  a comma-separated list of engine and family names (`opt_in`).
+  a comma-separated list of engine and family names (`opt_in`; read at every planning, so parsed
+  once per distinct value).
 - ``PYGRAPH_DISABLE_ENGINES``: engines never offered, whatever their maturity: a comma-separated
   list of engine and family names (`disabled`), e.g. to keep a default-on engine out of every graph,
   the torch ops' among them, and let the next-ranked one serve.
