@@ -72,7 +72,9 @@ def test_editing_a_constant_in_an_imported_helper_changes_the_key(tree):
 
 def test_one_object_per_key_in_memory(monkeypatch, tmp_path):
     monkeypatch.setenv("PYGRAPH_TEST_KERNELS_DIR", "off")
-    cache = KernelCache("test", "PYGRAPH_TEST_KERNELS_DIR", roots=["pygraph.kernel_cache"], kind="test object")
+    cache = KernelCache(
+        "test", "PYGRAPH_TEST_KERNELS_DIR", roots=["pygraph.kernel_cache"], kind="test object"
+    )
     built = []
 
     def build():

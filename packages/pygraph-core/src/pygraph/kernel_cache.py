@@ -101,7 +101,7 @@ def source_digest(roots: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached_digest(roots: tuple[str, ...]) -> str:
     # sources do not change under a running process; the digest is read once per set of roots
     return source_digest(roots)
