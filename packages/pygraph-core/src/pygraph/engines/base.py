@@ -25,8 +25,9 @@ Everything an engine needs arrives in the `EngineRequest`; an engine imports not
 - ``request.device``: the `DeviceInfo` the graph is planned for (``sm`` = major*10+minor,
   ``name``, ``sm_count``): what the graph declares, the rest read once from the CUDA device this
   process runs on (`DeviceInfo.of_graph`), None where neither says. Capabilities judge it through
-  ``capabilities.mismatch(facts, device=request.device)``; a rule or a kernel sized by the SM count
-  reads ``request.device.sms`` (`REFERENCE_SM_COUNT` where the count is unknown).
+  ``capabilities.mismatch(facts, device=request.device)``; a rule sized by the SM count reads
+  ``request.device.sms`` (`REFERENCE_SM_COUNT` where the count is unknown), a kernel sized by it at
+  compile time ``request.device.sm_count`` (None: the GPU it is compiled on, if any, is asked).
 
 A `CompiledPlan` runs per call: ``execute(graph, pack, ctx)`` receives the call's `VariantPack`
 (operands in ascending uid order, each with its own pointer, shape, stride, dtype) and the explicit
@@ -140,11 +141,11 @@ class PlanConfig:
         return dataclasses.replace(self, **changes)
 
 
-# The SM count of the card the families' measured thresholds were taken on: the H200 (SM90, 132 SMs;
-# the H100 SXM has as many), where every table of benchmarks/RESULTS.md but the H100 ones was
-# measured. A rule states its threshold as a fraction of the device's SM count (`DeviceInfo.sms`);
-# this is the count it is read against where the device's is unknown (no declaration, no CUDA
-# device), so a graph ranks there as it does on the reference card.
+# The SM count of the card the families' measured thresholds were taken on: every table of
+# benchmarks/RESULTS.md ran on 132 SMs (the H200; the H100 80GB HBM3 of the linear-attention tables
+# has as many). A rule states its threshold as a fraction of the device's SM count
+# (`DeviceInfo.sms`); this is the count it is read against where the device's is unknown (no
+# declaration, no CUDA device), so a graph ranks there as it does on the reference card.
 REFERENCE_SM_COUNT = 132
 
 
@@ -154,7 +155,7 @@ class DeviceInfo:
 
     ``sm`` is major*10+minor (90 for Hopper); ``name`` the device's name; ``sm_count`` its
     streaming multiprocessors. None means unknown: not declared on the graph and no CUDA device to
-    read (`of_graph`). Rules sized by the SM count read `sms`, never ``sm_count`` directly.
+    read (`of_graph`). Rules sized by the SM count read `sms`, which is never None.
     """
 
     sm: int | None = None
