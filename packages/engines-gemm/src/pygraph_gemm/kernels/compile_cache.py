@@ -1,6 +1,7 @@
 """The compile cache of the GEMM kernels: in-process, then on disk, then CuTe DSL.
 
-Compile once per (knobs, kernel epilogue, kernel layout, arch); the compiled function is a TVM-FFI
+Compile once per (knobs, kernel epilogue, kernel layout, arch, resident clusters: the persistent
+grid's size, which the SM count of the card planned for sets); the compiled function is a TVM-FFI
 function whose arguments are raw device addresses (Python ints), 32-bit sizes and 64-bit strides
 and the CUDA stream, so the per-call path does no DLPack conversion.
 
@@ -24,8 +25,9 @@ from dataclasses import astuple
 from pathlib import Path
 
 from pygraph.disk_cache import DiskCache, cache_dir
+from pygraph.engines.base import REFERENCE_SM_COUNT
 
-from .config import GemmKnobs, KernelEpilogue, KernelLayout, dtype_bytes, needs_workspace, resident_fallback
+from .config import GemmKnobs, KernelEpilogue, KernelLayout, dtype_bytes, needs_workspace, resident_for
 
 _CACHE: dict[tuple, Callable] = {}
 _LOCK = threading.Lock()
@@ -35,23 +37,37 @@ CACHE_ENV = "PYGRAPH_GEMM_CACHE_DIR"
 
 
 def cache_key(
-    knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH, kernel: str = "sm90"
+    knobs: GemmKnobs,
+    epi: KernelEpilogue,
+    lay: KernelLayout,
+    arch: str = ARCH,
+    kernel: str = "sm90",
+    sm_count: int | None = None,
 ) -> tuple:
-    clusters = resident_clusters(knobs.cga_m * knobs.cga_n)
+    """The compiled function's identity. The SM count enters only through what it changes in the
+    code, the persistent grid's resident clusters (`resident_clusters`): two cards that place as
+    many clusters share a kernel."""
+    clusters = resident_clusters(knobs.cga_m * knobs.cga_n, sm_count)
     return (f"{kernel}_gemm_v1", astuple(knobs), astuple(epi), astuple(lay), arch, clusters)
 
 
-_RESIDENT: dict[int, int] = {}
+_RESIDENT: dict[tuple[int, int | None], int] = {}
 
 
-def resident_clusters(cluster_size: int) -> int:
-    """How many clusters of ``cluster_size`` CTAs (one per SM) the current GPU runs at once.
+def resident_clusters(cluster_size: int, sm_count: int | None = None) -> int:
+    """How many clusters of ``cluster_size`` CTAs (one per SM) a card of ``sm_count`` SMs (the
+    request's `DeviceInfo.sm_count`; None: the current GPU's) runs at once: the persistent grid's
+    size, a compile-time constant of the kernel (so part of its key, `cache_key`).
 
     The persistent grid must not exceed it: a cluster that cannot be placed waits for a whole
-    other cluster's share of tiles to finish. 4-CTA clusters do not tile every GPC exactly, so
-    this is the occupancy query's answer, not SMs / 4.
+    other cluster's share of tiles to finish (only time: the schedule reads the grid's size at run
+    time and split-K's last CTA reduces, nothing waits on a cluster being resident). 4-CTA clusters
+    do not tile every GPC exactly, so on the GPU present, when it is the card asked for, this is
+    the occupancy query's answer, not SMs / 4; with no GPU to ask (compiling ahead on a CPU) or a
+    card of another SM count asked for, `config.resident_for` (the reference card's table when
+    ``sm_count`` is None).
     """
-    hit = _RESIDENT.get(cluster_size)
+    hit = _RESIDENT.get((cluster_size, sm_count))
     if hit is not None:
         return hit
     n = None
@@ -59,21 +75,28 @@ def resident_clusters(cluster_size: int) -> int:
         import torch
 
         if torch.cuda.is_available():
-            from cutlass.utils import HardwareInfo
+            present = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+            if sm_count in (None, present):
+                from cutlass.utils import HardwareInfo
 
-            torch.empty(1, device="cuda")  # the occupancy query needs the device's context current
+                torch.empty(1, device="cuda")  # the occupancy query needs the device's context current
 
-            n = int(HardwareInfo().get_max_active_clusters(cluster_size))
+                n = int(HardwareInfo().get_max_active_clusters(cluster_size))
     except Exception:
         n = None
     if not n:
-        n = resident_fallback(cluster_size)  # no GPU to ask, e.g. compiling ahead on a CPU
-    _RESIDENT[cluster_size] = n
+        n = resident_for(sm_count or REFERENCE_SM_COUNT, cluster_size)
+    _RESIDENT[(cluster_size, sm_count)] = n
     return n
 
 
 def compile_uncached(
-    knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str, kernel: str = "sm90"
+    knobs: GemmKnobs,
+    epi: KernelEpilogue,
+    lay: KernelLayout,
+    arch: str,
+    kernel: str = "sm90",
+    sm_count: int | None = None,
 ) -> Callable:
     if kernel == "sm80":
         from .gemm_sm80 import compile_sm80
@@ -83,7 +106,8 @@ def compile_uncached(
     from .gemm_sm90_split import Sm90GemmSplitK
 
     cls = Sm90GemmSplitK if needs_workspace(knobs) else Sm90Gemm
-    kern = cls(knobs, lay, epi, max_active_clusters=resident_clusters(knobs.cga_m * knobs.cga_n))
+    clusters = resident_clusters(knobs.cga_m * knobs.cga_n, sm_count)
+    kern = cls(knobs, lay, epi, max_active_clusters=clusters)
     lean = is_lean(knobs, epi)
     return compile_kernel(kern, lay, epi, arch, with_workspace=needs_workspace(knobs), lean=lean)
 
@@ -200,12 +224,19 @@ def _source_digest() -> str:
 
 
 def get_compiled(
-    knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH, kernel: str = "sm90"
+    knobs: GemmKnobs,
+    epi: KernelEpilogue,
+    lay: KernelLayout,
+    arch: str = ARCH,
+    kernel: str = "sm90",
+    sm_count: int | None = None,
 ) -> Callable:
     """The compiled function for this static configuration (in-process dict, then disk, then compile).
     ``kernel``: "sm90" (TMA + wgmma, ``arch`` sm_90a) or "sm80" (portable mma.sync, built for ``arch``,
-    the GPU's own: a cubin loads only on its own major architecture); both take the same arguments."""
-    key = cache_key(knobs, epi, lay, arch, kernel)
+    the GPU's own: a cubin loads only on its own major architecture); both take the same arguments.
+    ``sm_count``: the SM count of the card planned for (the request's device; None: the GPU present,
+    else the reference card), which sizes the SM90 kernel's persistent grid (`resident_clusters`)."""
+    key = cache_key(knobs, epi, lay, arch, kernel, sm_count)
     fn = _CACHE.get(key)
     if fn is not None:
         return fn
@@ -215,12 +246,12 @@ def get_compiled(
             return fn
         disk = _disk()
         if disk is None:
-            fn = compile_uncached(knobs, epi, lay, arch, kernel)
+            fn = compile_uncached(knobs, epi, lay, arch, kernel, sm_count)
         else:
             fn = disk.fetch(
                 _disk_key(key),
                 load=_load_object,
-                build=lambda: compile_uncached(knobs, epi, lay, arch, kernel),
+                build=lambda: compile_uncached(knobs, epi, lay, arch, kernel, sm_count),
                 save=_save_object,
             )
         _CACHE[key] = fn

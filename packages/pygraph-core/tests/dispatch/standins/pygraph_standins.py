@@ -111,9 +111,15 @@ class Gamma(_StandIn):
 
 
 def recommend(
-    modes: list[Any], facts: Facts, offered: dict[str, int], backend_entries: list[PlanConfig]
+    modes: list[Any],
+    facts: Facts,
+    offered: dict[str, int],
+    backend_entries: list[PlanConfig],
+    *,
+    device: Any = None,
 ) -> list:
     HOOK["seen"] = (list(modes), facts, dict(offered), list(backend_entries))
+    HOOK["device"] = device
     style = HOOK["style"]
     if style == "unoffered":
         return [PlanConfig(max(offered.values()) + 50, {"TILE": 128})]
