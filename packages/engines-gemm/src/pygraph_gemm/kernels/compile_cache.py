@@ -10,30 +10,35 @@ Disk cache (`pygraph.disk_cache`): ``export_to_c`` writes the compiled host+devi
 PYGRAPH_GEMM_CACHE_DIR (or PYGRAPH_CACHE_DIR) moves it; ``off`` disables it. An object is written to
 a temporary file and renamed into place under a file lock (one process compiles a key, the others
 wait and load it), and checked against its sha256 sidecar before it is loaded: a torn or foreign
-file is recompiled, with a notice. Its key holds the digest of every module of this package, so an
-edited kernel never loads a stale object. Where an object is stored does not change its bytes.
+file is recompiled, with a notice. Its key holds the digest of the kernels' module graph
+(`pygraph.kernel_cache`), so an edited kernel never loads a stale object. Where an object is stored
+does not change its bytes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import astuple
-from pathlib import Path
 
-from pygraph.disk_cache import DiskCache, cache_dir
 from pygraph.engines.base import REFERENCE_SM_COUNT
+from pygraph.kernel_cache import KernelCache
 
 from .config import GemmKnobs, KernelEpilogue, KernelLayout, dtype_bytes, needs_workspace, resident_for
 
-_CACHE: dict[tuple, Callable] = {}
-_LOCK = threading.Lock()
 ARCH = "sm_90a"
 FN_NAME = "pygraph_gemm_sm90"
 CACHE_ENV = "PYGRAPH_GEMM_CACHE_DIR"
+# The compiled functions, per process and on disk (`pygraph.kernel_cache`): keyed by `cache_key`, the
+# DSL's version and the sources of the module graph of this module (it builds the compile's
+# arguments) and the two kernels. Named by this module's package, so a second copy of the kernels
+# loaded beside these (benchmarks.gemm.ab_gemm's tree B) hashes its own files.
+KERNELS = KernelCache(
+    "gemm",
+    CACHE_ENV,
+    roots=(__name__, f"{__package__}.gemm_sm90", f"{__package__}.gemm_sm80"),
+    kind="pygraph_gemm kernel object",
+)
 
 
 def cache_key(
@@ -175,54 +180,6 @@ def compile_kernel(
         return cute.compile(entry, *args, options=f"--enable-tvm-ffi --gpu-arch {arch}")
 
 
-def _disk() -> DiskCache | None:
-    """The compiled objects' disk cache, or None when it is off or its directory cannot be used."""
-    directory = cache_dir("gemm", CACHE_ENV)
-    return None if directory is None else DiskCache(directory, kind="pygraph_gemm kernel object", suffix=".o")
-
-
-def _disk_key(key: tuple) -> str:
-    import cutlass
-
-    # "sidecar": the entries written with their sha256 sidecar are named apart from the bare objects
-    # an older cache left in the same directory, which are then ignored rather than noticed as foreign
-    ident = (key, getattr(cutlass, "__version__", "?"), _source_digest(), "sidecar")
-    return hashlib.sha256(repr(ident).encode()).hexdigest()[:24]
-
-
-def _load_object(path: Path) -> Callable:
-    import cutlass.cute as cute
-
-    return getattr(cute.runtime.load_module(str(path), enable_tvm_ffi=True), FN_NAME)
-
-
-def _save_object(fn: Callable, path: Path) -> None:
-    fn.export_to_c(str(path), function_name=FN_NAME)
-
-
-_SOURCE_DIGEST: str | None = None
-
-
-def kernel_sources() -> list[str]:
-    """Every module of this package, by path: what a compiled kernel may be built from. All of them,
-    so a module added later cannot be left out of the cache key."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    return sorted(os.path.join(here, name) for name in os.listdir(here) if name.endswith(".py"))
-
-
-def _source_digest() -> str:
-    """Hash of the kernel's own source files: an edited kernel never loads a stale cached object."""
-    global _SOURCE_DIGEST
-    if _SOURCE_DIGEST is None:
-        digest = hashlib.sha256()
-        for path in kernel_sources():
-            digest.update(os.path.basename(path).encode())
-            with open(path, "rb") as f:
-                digest.update(f.read())
-        _SOURCE_DIGEST = digest.hexdigest()
-    return _SOURCE_DIGEST
-
-
 def get_compiled(
     knobs: GemmKnobs,
     epi: KernelEpilogue,
@@ -237,22 +194,6 @@ def get_compiled(
     ``sm_count``: the SM count of the card planned for (the request's device; None: the GPU present,
     else the reference card), which sizes the SM90 kernel's persistent grid (`resident_clusters`)."""
     key = cache_key(knobs, epi, lay, arch, kernel, sm_count)
-    fn = _CACHE.get(key)
-    if fn is not None:
-        return fn
-    with _LOCK:
-        fn = _CACHE.get(key)
-        if fn is not None:
-            return fn
-        disk = _disk()
-        if disk is None:
-            fn = compile_uncached(knobs, epi, lay, arch, kernel, sm_count)
-        else:
-            fn = disk.fetch(
-                _disk_key(key),
-                load=_load_object,
-                build=lambda: compile_uncached(knobs, epi, lay, arch, kernel, sm_count),
-                save=_save_object,
-            )
-        _CACHE[key] = fn
-        return fn
+    return KERNELS.get(
+        key, lambda: compile_uncached(knobs, epi, lay, arch, kernel, sm_count), function_name=FN_NAME
+    )
