@@ -47,7 +47,13 @@ def tests(session: nox.Session, arch: str) -> None:
     if arch != "any":
         found = _device_arch()
         if found != arch:
-            required = {a.strip() for a in os.environ.get("PYGRAPH_REQUIRE_ARCH", "").split(",") if a.strip()}
+            raw = os.environ.get("PYGRAPH_REQUIRE_ARCH", "")
+            required = {a.strip() for a in raw.split(",") if a.strip()}
+            if required - set(ARCH_MARKERS):  # nox's interpreter has no pygraph: checked here, alike
+                session.warn(
+                    f"PYGRAPH_REQUIRE_ARCH={raw!r}: {', '.join(sorted(required - set(ARCH_MARKERS)))} is not "
+                    f"one of {', '.join(ARCH_MARKERS)}; the value is a comma-separated list of them; ignored"
+                )
             message = f"no {arch} device (found: {found or 'no GPU'})"
             if arch in required:
                 session.error(

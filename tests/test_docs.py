@@ -62,3 +62,27 @@ def test_the_readme_reaches_every_docs_page():
         todo += [(page.parent / t.split("#", 1)[0]).resolve() for t in _links(page) if t.split("#", 1)[0]]
     missing = sorted(p.name for p in (ROOT / "docs").glob("*.md") if p.resolve() not in seen)
     assert not missing, f"docs pages no link from README.md leads to: {missing}"
+
+
+_VARIABLE = re.compile(r"PYGRAPH_[A-Z0-9_]+")
+
+
+def _environment_table() -> set[str]:
+    """The variables docs/cli.md's environment table lists (its first column)."""
+    text = (ROOT / "docs" / "cli.md").read_text()
+    section = text.split("## Environment", 1)[1].split("\n## ", 1)[0]
+    return {m.group(1) for m in re.finditer(r"^\| `([A-Z0-9_]+)` \|", section, flags=re.M)}
+
+
+def test_every_pygraph_variable_the_code_reads_is_in_the_environment_table():
+    sources = [*sorted(ROOT.glob("packages/*/src/**/*.py")), ROOT / "conftest.py", ROOT / "noxfile.py"]
+    read: dict[str, Path] = {}  # each variable -> the first source naming it
+    for path in sources:
+        for name in _VARIABLE.findall(path.read_text()):
+            read.setdefault(name, path)
+    assert {"PYGRAPH_CUTILE_TMA", "PYGRAPH_SDPA_SM90_CACHE_DIR", "PYGRAPH_REQUIRE_ARCH"} <= read.keys()
+    listed = _environment_table()
+    missing = sorted(f"{name} ({read[name].relative_to(ROOT)})" for name in read.keys() - listed)
+    assert not missing, f"PYGRAPH_* variables docs/cli.md's environment table does not list: {missing}"
+    stale = sorted(name for name in listed if name.startswith("PYGRAPH_") and name not in read)
+    assert not stale, f"docs/cli.md's environment table lists variables no source reads: {stale}"

@@ -49,6 +49,20 @@ def test_table_in_use_matches_a_fresh_generation():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_a_stray_with_sources_value_is_said_and_treated_as_unset(monkeypatch, capsys):
+    from pygraph_manifest import generate
+
+    monkeypatch.setenv("PYGRAPH_MANIFEST_WITH_SOURCES", "yes")
+    assert generate._with_sources() is False  # so the generator re-runs itself with the sources
+    err = capsys.readouterr().err
+    assert "PYGRAPH_MANIFEST_WITH_SOURCES='yes' is ignored" in err and "set to 1" in err
+    monkeypatch.setenv("PYGRAPH_MANIFEST_WITH_SOURCES", "1")
+    assert generate._with_sources() is True
+    monkeypatch.delenv("PYGRAPH_MANIFEST_WITH_SOURCES")
+    assert generate._with_sources() is False
+    assert capsys.readouterr().err == ""
+
+
 def test_generated_file_says_it_is_generated_and_how_to_regenerate():
     import pygraph_manifest._table as table
 

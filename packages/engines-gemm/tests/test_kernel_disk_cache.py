@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pygraph import kernel_cache
 from pygraph.errors import CacheWarning
 from pygraph_gemm.kernels import compile_cache as cc
 from pygraph_gemm.kernels.config import GemmKnobs, KernelEpilogue, KernelLayout
@@ -29,7 +30,7 @@ class _Compiled:
 
 @pytest.fixture
 def stood_in(monkeypatch, tmp_path):
-    monkeypatch.setattr(cc, "_CACHE", {})
+    monkeypatch.setattr(cc.KERNELS, "_memory", {})
     monkeypatch.delenv(cc.CACHE_ENV, raising=False)
     monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path / "root"))
     compiled: list[int] = []
@@ -39,12 +40,12 @@ def stood_in(monkeypatch, tmp_path):
         return _Compiled(b"object bytes " * 10)
 
     monkeypatch.setattr(cc, "compile_uncached", compile_uncached)
-    monkeypatch.setattr(cc, "_load_object", lambda path: ("loaded", path.read_bytes()))
+    monkeypatch.setattr(kernel_cache, "_load", lambda path, name: ("loaded", path.read_bytes()))
     return compiled
 
 
 def _get():
-    cc._CACHE.clear()  # a fresh process: only the disk remembers
+    cc.KERNELS.clear_memory()  # a fresh process: only the disk remembers
     return cc.get_compiled(KNOBS, EPILOGUE, LAYOUT, "sm_80", kernel="sm80")
 
 
@@ -86,7 +87,7 @@ def test_an_unusable_directory_is_one_notice_and_compiling_goes_on(stood_in, tmp
 
 def test_a_real_kernel_round_trips_through_the_cache(monkeypatch, tmp_path):
     pytest.importorskip("cutlass.cute")
-    monkeypatch.setattr(cc, "_CACHE", {})
+    monkeypatch.setattr(cc.KERNELS, "_memory", {})
     monkeypatch.setenv(cc.CACHE_ENV, str(tmp_path / "kernels"))
     compiled = []
     real = cc.compile_uncached

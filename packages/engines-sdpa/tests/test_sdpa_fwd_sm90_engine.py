@@ -77,7 +77,6 @@ def test_accepts_the_cells_it_is_built_for():
         ({"attn_scale": None}, "attn_scale must be a number, it is not given"),
         ({"attn_scale": -0.5}, "attn_scale must be positive (masked scores stay -inf through it), got -0.5"),
         ({"dropout": (0.1, 1, 2)}, "features ['dropout'] not supported"),
-        ({"h": 6, "hk": 4}, "query heads 6 must be a multiple of K's 4 and V's 4"),
         (
             {"q_stride": [200 * 4 * 130, 200 * 130, 130, 1]},
             "q's batch, head and row strides must be multiples of 8 (16-byte rows), got [104000, 26000, 130, 1]",

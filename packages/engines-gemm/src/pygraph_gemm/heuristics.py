@@ -1,8 +1,11 @@
 """The ``gemm`` family's ranking hook: one named config per shape bucket, the rest of the domain behind it.
 
-Rules read the facts only. Placement against the backend is a measurement: a cell where the backend
-was timed faster follows it (`_BACKEND_LEADS`; benchmarks.gemm.placement_gemm times every cell); an
-untimed cell keeps the default order (ours first), and says so below.
+Rules read the facts and the device's SM count (``device.sms``): a wave is one CTA per SM of the
+device the graph is planned for, so "one wave" thresholds are multiples of it, measured on the
+H200's 132 SMs (`pygraph.engines.base.REFERENCE_SM_COUNT`). Placement against the backend is a
+measurement: a cell where the backend was timed faster follows it (`_BACKEND_LEADS`;
+benchmarks.gemm.placement_gemm times every cell); an untimed cell keeps the default order (ours
+first), and says so below.
 """
 
 from __future__ import annotations
@@ -13,13 +16,13 @@ from collections.abc import Sequence
 from math import prod
 from typing import Any
 
-from pygraph.engines.base import PlanConfig, knobs_key
+from pygraph.engines.base import REFERENCE_SM_COUNT, DeviceInfo, PlanConfig, knobs_key
 from pygraph.engines.heuristics import PLACE_BACKEND, Deferred, assemble
 from pygraph.ir.dtypes import heur_mode
 from pygraph_gemm.analyzer import GemmFacts
 from pygraph_gemm.engines.sm80 import KNOB_DOMAINS as SM80_KNOB_DOMAINS
 from pygraph_gemm.engines.sm90 import KNOB_DOMAINS, knobs_from_config
-from pygraph_gemm.kernels.config import RESIDENT_132, ceil_div, padded
+from pygraph_gemm.kernels.config import ceil_div, padded, resident_for
 from pygraph_gemm.kernels.tile_schedule import placed_rank
 from pygraph_gemm.support import dtype_short
 
@@ -27,7 +30,8 @@ __all__ = ["recommend", "shape_bucket", "sm80_tile_rule", "tile_rule"]
 
 # (input dtype, A/B majors, bucket, epilogue) cells where the backend's plan was timed faster than
 # gemm_sm90's first config on the H200, both through graph.execute(): benchmarks.gemm.placement_gemm
-# (cold L2, paired rounds; the backend faster in 3 of 4 of them), 2026-11-30.
+# (cold L2, paired rounds; the backend faster in 3 of 4 of them; benchmarks/RESULTS.md, GEMM,
+# History: the one-wave rule's backend placement timed in all 64 cells, and the 4x1 clusters' run).
 # - skinny (16x4096x4096): plain in the layouts with a column-major operand
 #   (0.94-0.98x; kk bf16 0.99x stays ours).
 # - narrow and small, plain, every layout and dtype: the backend led at 1024x4096x4096 in kn, mk, mn
@@ -51,23 +55,20 @@ _BACKEND_LEADS: frozenset[tuple[str, str, str, str]] = frozenset(
     }
 )
 
-# SMs of the H200 the rules were measured on: one wave of the persistent grid, of single CTAs and of
-# 2-CTA clusters alike (the occupancy query placed 66 pairs; 4-CTA clusters only 30, kernels/config.py).
-_SMS = RESIDENT_132[1]
 # cluster rows a one-wave 64x128 grid needs before the wave rule numbers it GPC by GPC: eight rows
 # (1024x1024x4096) ran +14% numbered, two (256x4096x4096) 0.99
 _PLACED_MIN_ROWS = 8
 
 
-def shape_bucket(facts: GemmFacts) -> str:
-    """skinny: M <= 32 (swap A and B so N fills the tile's M); narrow: M <= 256; small: under one wave of
-    128x256 tiles; large: the rest."""
+def shape_bucket(facts: GemmFacts, *, sms: int = REFERENCE_SM_COUNT) -> str:
+    """skinny: M <= 32 (swap A and B so N fills the tile's M); narrow: M <= 256; small: at most one
+    wave of 128x256 tiles on ``sms`` SMs (the device's, `DeviceInfo.sms`); large: the rest."""
     batch = prod(facts.batch)
     if facts.m <= 32 and facts.n >= 256:
         return "skinny"
     if facts.m <= 256:
         return "narrow"
-    if facts.m * facts.n * batch <= 128 * 256 * _SMS:
+    if facts.m * facts.n * batch <= 128 * 256 * sms:
         return "small"
     return "large"
 
@@ -91,10 +92,11 @@ _LONG_K: dict[str, Any] = {
 _WAVE_LADDER = ((128, 256), (128, 192), (128, 128), (64, 128), (64, 64))
 
 
-def _launched_ctas(facts: GemmFacts, tile_m: int, tile_n: int) -> tuple[int, int, int]:
+def _launched_ctas(facts: GemmFacts, tile_m: int, tile_n: int, sms: int) -> tuple[int, int, int]:
     """(CTAs the persistent grid runs for one output tile each, the cluster's M and N extents): pairs
     of row tiles share B in a 2x1 cluster whenever there are two row tiles, an odd count padded by one.
-    Where that padding alone pushes a tile of up to 128 columns past one wave, pairs of column tiles
+    Where that padding alone pushes a tile of up to 128 columns past one wave (``sms`` CTAs: 2-CTA
+    clusters fill every SM, as the occupancy query placed 66 pairs on 132 SMs), pairs of column tiles
     share A in a 1x2 cluster instead (no cluster when that does not fit either): 640x3000x4096, five
     row tiles of 128x128, runs 120 CTAs in 1x2 clusters at 493 TFLOP/s bias+gelu, 482 with none,
     against 419 for the 96 CTAs of 128x192 that padding to six rows left (bf16, H200)."""
@@ -102,24 +104,24 @@ def _launched_ctas(facts: GemmFacts, tile_m: int, tile_n: int) -> tuple[int, int
     if rows < 2:
         return cols * batch, 1, 1
     paired_rows = padded(rows, 2) * cols * batch
-    if paired_rows <= _SMS or rows % 2 == 0 or tile_n > 128:
+    if paired_rows <= sms or rows % 2 == 0 or tile_n > 128:
         return paired_rows, 2, 1
     paired_cols = rows * padded(cols, 2) * batch
-    if cols >= 2 and paired_cols <= _SMS:
+    if cols >= 2 and paired_cols <= sms:
         return paired_cols, 1, 2
-    if rows * cols * batch <= _SMS:
+    if rows * cols * batch <= sms:
         return rows * cols * batch, 1, 1
     return paired_rows, 2, 1
 
 
-def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
-    """M <= 256, or under one wave of 128x256 tiles: the ladder's tile that puts the most CTAs to
-    work while they all fit one wave of the H200's 132 SMs; K never split.
+def _wave_tiles(facts: GemmFacts, sms: int) -> dict[str, Any]:
+    """M <= 256, or at most one wave of 128x256 tiles: the ladder's tile that puts the most CTAs to
+    work while they all fit one wave of the device's ``sms`` SMs; K never split.
 
     The grid takes about (waves x one tile's time), so one wave of the biggest tile that still fills
     the SMs beats both a half-empty wave of bigger tiles and two waves of smaller ones. Paired
-    cold-L2 rounds (scripts/device/narrow_gemm.sh, H200, bf16, plain / bias+gelu TFLOP/s,
-    2026-11-30):
+    cold-L2 rounds on the H200's 132 SMs (scripts/device/narrow_gemm.sh, bf16, plain / bias+gelu
+    TFLOP/s; benchmarks/RESULTS.md, GEMM, History: the one-wave rule):
     - 128x256 (the long-K rule's config): 1024x4096x4096 735 / 714 (128x128 tiles, the old small
       rule, 575 / 561; cuBLAS 742, cuBLASLt fused 715), 2048x2048x2048 634 / 604, 512x8192x1024
       478 / 444, 256x16384x4096 650 / 630 (128x128 567 / 552), 1100x3000x4096 (120 CTAs) 577 / 562.
@@ -145,15 +147,15 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
         return {"TILE_M": 64, "TILE_N": 64}
     # (CTAs, cluster M, cluster N, tile_m, tile_n) per rung; max and min keep the first (bigger) tile
     # on a tie
-    rungs = [(*_launched_ctas(facts, tm, tn), tm, tn) for tm, tn in _WAVE_LADDER]
-    one_wave = [r for r in rungs if r[0] <= _SMS]
+    rungs = [(*_launched_ctas(facts, tm, tn, sms), tm, tn) for tm, tn in _WAVE_LADDER]
+    one_wave = [r for r in rungs if r[0] <= sms]
     if one_wave:
         ctas, cga_m, cga_n, tile_m, tile_n = max(one_wave, key=lambda r: r[0])
     else:
-        ctas, cga_m, cga_n, tile_m, tile_n = min(rungs, key=lambda r: ceil_div(r[0], _SMS))
+        ctas, cga_m, cga_n, tile_m, tile_n = min(rungs, key=lambda r: ceil_div(r[0], sms))
     if tile_m == 128 and tile_n >= 192:
         return {**_LONG_K, "TILE_N": tile_n, "TILE_CGA_M": cga_m}
-    if (tile_m, tile_n, cga_m) == (64, 128, 2) and _fits_four_row_cluster(facts, tile_n):
+    if (tile_m, tile_n, cga_m) == (64, 128, 2) and _fits_four_row_cluster(facts, tile_n, sms):
         cga_m = 4
     wave = {"TILE_M": tile_m, "TILE_N": tile_n, "TILE_CGA_M": cga_m, "TILE_CGA_N": cga_n}
     if (
@@ -172,16 +174,18 @@ def _wave_tiles(facts: GemmFacts) -> dict[str, Any]:
 
 def _reordered(clusters: int) -> bool:
     """Whether `tile_schedule.placed_rank` renumbers a grid of ``clusters`` resident clusters (it is
-    the identity on grids whose placement was not read)."""
+    the identity on grids whose placement was not read: the H200's full grid and its one-wave 8x8
+    grid of 2-CTA clusters, so never on a card of fewer SMs, whose one wave holds fewer)."""
     return any(placed_rank(c, clusters) != c for c in range(clusters))
 
 
-def _fits_four_row_cluster(facts: GemmFacts, tile_n: int) -> bool:
+def _fits_four_row_cluster(facts: GemmFacts, tile_n: int, sms: int) -> bool:
     """64-row tiles read 1.5x the operand bytes per FLOP of 128-row ones, so their grid waits on the
     L2; a 4x1 cluster multicasts each B tile to four row tiles instead of two (12 KB instead of 16
     KB from L2 per CTA per 64x128 k-block). Taken when it pads no more row tiles than the 2x1 cluster
-    does (3, 4, 7, 8.. row tiles) and the grid still fits one wave of 4-CTA clusters (30 resident,
-    120 CTAs). Paired cold-L2 rounds (narrow_gemm.sh, 64x128 tiles, bias+gelu
+    does (3, 4, 7, 8.. row tiles) and the grid still fits one wave of 4-CTA clusters on ``sms`` SMs
+    (`kernels.config.resident_for`: 30 resident, 120 CTAs, on the H200's 132). Paired cold-L2 rounds
+    (narrow_gemm.sh, 64x128 tiles, bias+gelu
     TFLOP/s, 4x1 against 2x1): 200x3000x4104 218 against 187 bf16 (+16%), 218 against 189 fp16;
     150x3000x4104 167 against 148 (+13%). 2x2 clusters move the same bytes and read 212 at
     200x3000x4104; on 128-row tiles (1100x3000x4096 128x256, 640x3000x4096 128x192) they are level.
@@ -191,18 +195,18 @@ def _fits_four_row_cluster(facts: GemmFacts, tile_n: int) -> bool:
     if rows < 3 or padded(rows, 4) != padded(rows, 2):
         return False
     ctas = padded(rows, 4) * ceil_div(facts.n, tile_n) * prod(facts.batch)
-    return ctas <= RESIDENT_132[4] * 4
+    return ctas <= resident_for(sms, 4) * 4
 
 
-def tile_rule(facts: GemmFacts) -> dict[str, Any]:
-    """The config named first for the graph's bucket.
+def tile_rule(facts: GemmFacts, *, sms: int = REFERENCE_SM_COUNT) -> dict[str, Any]:
+    """The config named first for the graph's bucket on a device of ``sms`` SMs (`DeviceInfo.sms`).
 
     From the kernel's sweeps on the H200 (bf16 and fp16 alike; docs/gemm.md has the measurements):
     large shapes 128x256 cooperative with a 2x1 cluster, swizzle 8 and warpgroups 2 k-blocks apart,
-    ping-pong 128x128 when K <= 1024; M <= 256 or under one wave of 128x256 tiles: the biggest tile
+    ping-pong 128x128 when K <= 1024; M <= 256 or at most one wave of 128x256 tiles: the biggest tile
     that fills one wave (`_wave_tiles`); M=16 swapped 64x16 (1.04-1.05x cuBLAS).
     """
-    bucket = shape_bucket(facts)
+    bucket = shape_bucket(facts, sms=sms)
     base = {
         "TILEK": 64,
         "STAGES": 0,
@@ -221,15 +225,16 @@ def tile_rule(facts: GemmFacts) -> dict[str, Any]:
     if bucket == "skinny":
         return {**base, "TILE_M": 64, "TILE_N": 16, "SWAP_AB": True}
     if bucket in ("narrow", "small"):
-        return {**base, **_wave_tiles(facts)}
+        return {**base, **_wave_tiles(facts, sms)}
     if facts.k <= 1024:
         # short K: the epilogue is a large share of each tile, and ping-pong runs it under the other
         # warpgroup's main loop. 8192x8192x1024: 128x128 ping-pong 2x1 cluster plain
         # 654/644 vs 644/613 cooperative 128x256 (bf16/fp16 TFLOP/s), bias+gelu 644/597 vs 582/558.
         return {**base, "TILE_M": 128, "TILE_N": 128, "TILE_CGA_M": 2, "PINGPONG": True}
-    # long K: cooperative 128x256, 2x1 cluster, swizzle 8 (2026-11-29, bf16, 5
-    # interleaved rounds): 8192^3 plain 682 / bias+gelu 667 TFLOP/s vs 667 / 652 with swizzle 4 and
-    # 637 / 651 without (DRAM reads 1.22 vs 2.34 GB, SM clock 1.55 vs 1.50 GHz under ncu);
+    # long K: cooperative 128x256, 2x1 cluster, swizzle 8 (bf16, 5 interleaved rounds;
+    # benchmarks/RESULTS.md, GEMM, History: swizzle 8 and the kernel's own tile schedule): 8192^3
+    # plain 682 / bias+gelu 667 TFLOP/s vs 667 / 652 with swizzle 4 and 637 / 651 without (DRAM
+    # reads 1.22 vs 2.34 GB, SM clock 1.55 vs 1.50 GHz under ncu);
     # 16384x4096x4096 660 / 649, ahead of the 1x2 cluster rastered along N named before for tall
     # shapes (638 / 619 with swizzle 8 in the same run; 661 / 637 without, in the run before).
     # Warpgroups 2 k-blocks apart (STAGGER): in paired A/Bs of 41 rounds (benchmarks.gemm.ab_gemm,
@@ -294,39 +299,49 @@ def _points(domains: dict[str, tuple[Any, ...]]) -> list[dict[str, Any]]:
     return [dict(zip(axes, point, strict=True)) for point in itertools.product(*(domains[a] for a in axes))]
 
 
-def sm80_tile_rule(facts: GemmFacts) -> dict[str, Any]:
-    """gemm_sm80's first config: from benchmarks.gemm.bench_gemm_sm80 on the H200 (2026-11-29, bf16,
-    kernel built for sm_90): 128x128x32 on the large shapes (372-376 TFLOP/s at 8192^3, 0.53-0.55x
-    cuBLAS; 128x128x64 362, 64x128x64 289-306, 64x64x32 214); 64x128x64 when M <= 256 (98-103 TFLOP/s
-    at 128x4096x4096 vs 68-81 for 128x128 tiles; 13-14 at M=16)."""
-    if shape_bucket(facts) in ("skinny", "narrow"):
+def sm80_tile_rule(facts: GemmFacts, *, sms: int = REFERENCE_SM_COUNT) -> dict[str, Any]:
+    """gemm_sm80's first config: from benchmarks.gemm.bench_gemm_sm80 on the H200 (bf16, kernel built
+    for sm_90; benchmarks/RESULTS.md, GEMM: gemm_sm80, the portable slot): 128x128x32 on the large
+    shapes (372-376 TFLOP/s at 8192^3, 0.53-0.55x cuBLAS; 128x128x64 362, 64x128x64 289-306, 64x64x32
+    214); 64x128x64 when M <= 256 (98-103 TFLOP/s at 128x4096x4096 vs 68-81 for 128x128 tiles; 13-14
+    at M=16). The buckets it reads (skinny, narrow) do not depend on ``sms``."""
+    if shape_bucket(facts, sms=sms) in ("skinny", "narrow"):
         return {"TILE_M": 64, "TILE_N": 128, "TILEK": 64, "STAGES": 0, "SWAP_AB": False}
     return {"TILE_M": 128, "TILE_N": 128, "TILEK": 32, "STAGES": 0, "SWAP_AB": False}
 
 
-def _sm80_entries(engine_id: int | None, facts: GemmFacts) -> list[PlanConfig]:
+def _sm80_entries(engine_id: int | None, facts: GemmFacts, sms: int) -> list[PlanConfig]:
     """gemm_sm80's configs, its rule first; none when the slot is not offered (it is opt-in)."""
     if engine_id is None:
         return []
-    first = sm80_tile_rule(facts)
+    first = sm80_tile_rule(facts, sms=sms)
     return [PlanConfig(engine_id, first)] + [
         PlanConfig(engine_id, k) for k in _points(SM80_KNOB_DOMAINS) if k != first
     ]
 
 
 def recommend(
-    modes: Sequence[Any], facts: GemmFacts, offered: dict[str, int], backend_entries: Sequence[PlanConfig]
+    modes: Sequence[Any],
+    facts: GemmFacts,
+    offered: dict[str, int],
+    backend_entries: Sequence[PlanConfig],
+    *,
+    device: DeviceInfo | None = None,
 ) -> list[PlanConfig]:
+    """The plan list for a graph planned for ``device`` (None: nothing known, the reference card's
+    SM count): its bucket's config first, the backend's block where the cell's timing put it."""
+    sms = (device or DeviceInfo()).sms
     # gemm_sm80 (opt-in, portable) ran at 0.3-0.55x cuBLAS on the H200 in every measured cell: it
     # goes behind the backend, and behind every gemm_sm90 config
-    sm80 = _sm80_entries(offered.get("gemm_sm80"), facts)
+    sm80 = _sm80_entries(offered.get("gemm_sm80"), facts, sms)
     engine_id = offered.get("gemm_sm90")
     if engine_id is None:
         return assemble(modes, lambda kind: [PLACE_BACKEND, *(sm80[:1] if kind is heur_mode.FALLBACK else sm80)],
                         backend_entries)  # fmt: skip
-    first = tile_rule(facts)
+    first = tile_rule(facts, sms=sms)
     epilogue = "fused" if facts.steps else "plain"
-    cell = (dtype_short(facts.a.data_type), f"{facts.a_major}{facts.b_major}", shape_bucket(facts), epilogue)
+    bucket = shape_bucket(facts, sms=sms)
+    cell = (dtype_short(facts.a.data_type), f"{facts.a_major}{facts.b_major}", bucket, epilogue)
     first_key = (engine_id, knobs_key(first))
     # the rest of the domain (12,096 configs) is built only when the plan list is read past its
     # ranked prefix: making it is most of a first plan list's cost, and a graph runs one of the first

@@ -9,7 +9,9 @@ BLOCK_V that tiles the value head dim at the compiler's occupancy (the hook's fi
 untimed, for autotune: the forward's other BLOCK_V values at OCCUPANCY=2, the other hints, and the
 first entry with each SEGMENT (the split scans). On the backward gdn_sm90_bwd's plans come before
 gdn_cutile_bwd's in the cells where they measured faster (a scan grid under the SMs or past two
-CTAs per SM) and after them elsewhere. No backend lowers
+CTAs per SM) and after them elsewhere. The SM count is the device's (``device.sms``, the
+`pygraph.engines.base.DeviceInfo` the graph is planned for): every grid rule below is stated as a
+fraction or multiple of it, measured on the H200's 132 SMs. No backend lowers
 these ops, so the backend's block is empty; it keeps its place after ours. ``kda`` and ``gdn2``:
 their CuTe DSL forwards (``kda_sm90``, ``gdn2_sm90``) or backwards (``*_sm90_bwd``), default-on,
 in `kda_sm90_order`, then their cuTile engines (``kda_cutile``, ``gdn2_cutile`` and the
@@ -23,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pygraph.engines.base import PlanConfig
+from pygraph.engines.base import REFERENCE_SM_COUNT, DeviceInfo, PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.kernels.gdn_cutile_host import BLOCK_V, OCCUPANCY, OCCUPANCY_BWD, SEGMENT
@@ -38,33 +40,33 @@ from pygraph_linear_attention.kernels.kda_sm90_host import BLOCK_V_KDA_SM90
 
 __all__ = ["block_v_order", "kda_sm90_order", "recommend", "sm90_order", "split_first"]
 
-# BLOCK_V, measured on the H200 (H16 D128 bf16, cold L2, median of 3, one run): where the scan's grid
-# at 64 (sequences x heads x V / 64 programs) fills at least half of the 132 SMs, 64 is first (B4
-# T4096, 128 programs: 0.781 ms against 0.799 at 32; a varlen batch of 8, 256 programs but one
-# 8192-token sequence holding the tail: 1.809 against 1.749, within the run's spread); below that,
-# 32 doubles the programs (B1 T32768, 32 programs: 2.113 ms at 32 against 3.122 at 64).
+# BLOCK_V, measured on the H200's 132 SMs (H16 D128 bf16, cold L2, median of 3, one run;
+# docs/linear-attention.md, The backward, the BLOCK_V knob): where the scan's grid at 64 (sequences
+# x heads x V / 64 programs) fills at least half the SMs, 64 is first (B4 T4096, 128 programs:
+# 0.781 ms against 0.799 at 32; a varlen batch of 8, 256 programs but one 8192-token sequence
+# holding the tail: 1.809 against 1.749, within the run's spread); below that, 32 doubles the
+# programs (B1 T32768, 32 programs: 2.113 ms at 32 against 3.122 at 64).
 _PREFERRED = 64
-_HALF_THE_SMS = 66
-_SMS = 132  # the H200's
-# OCCUPANCY, measured on the H200 at the same shapes and run (2026-12-02): the hint 2 on the
-# forward's prepare kernel took it from 1.02 to 0.61 ms at 32768 tokens (one CTA of 4 warps per SM
-# left it latency-bound), forward 2.13 -> 1.72 ms at B1 T32768, 0.81 -> 0.59 at B4 T4096; on the
-# backward's per-chunk kernels forward+backward 8.04 -> 6.84 ms (B1), 3.19 -> 2.56 (B4), 7.04 ->
-# 6.08 (varlen8). The hint 4 timed the same as 2 (the kernels' shared memory admits two).
+# OCCUPANCY, measured on the H200 at the same shapes (benchmarks/RESULTS.md, Linear attention,
+# History: gdn_cutile at BLOCK_V 32 / OCC 2 first everywhere): the hint 2 on the forward's prepare
+# kernel took it from 1.02 to 0.61 ms at 32768 tokens (one CTA of 4 warps per SM left it
+# latency-bound), forward 2.13 -> 1.72 ms at B1 T32768, 0.81 -> 0.59 at B4 T4096; on the backward's
+# per-chunk kernels forward+backward 8.04 -> 6.84 ms (B1), 3.19 -> 2.56 (B4), 7.04 -> 6.08
+# (varlen8). The hint 4 timed the same as 2 (the kernels' shared memory admits two).
 _FIRST_OCCUPANCY = 2
 # The forward at OCCUPANCY 2 hints its scan too, and at BLOCK_V 32 two scan CTAs fit an SM (111 KB of
-# shared memory against 141 at 64), so 32 is the forward's first in every shape (H200, 2026-12-02, one
-# run, ms: B4 T4096 0.544 against 0.652 at 64; varlen8 1.290 against 1.530; B1 T32768 2.017, the same
-# plan as before). The backward keeps block_v_order: its scans take no hint.
+# shared memory against 141 at 64), so 32 is the forward's first in every shape (H200, one run: the
+# same History entry; ms: B4 T4096 0.544 against 0.652 at 64; varlen8 1.290 against 1.530; B1
+# T32768 2.017, the same plan as before). The backward keeps block_v_order: its scans take no hint.
 _FIRST_BLOCK_V_FWD = 32
 
 
-def block_v_order(facts: LinearAttentionFacts) -> list[int]:
-    """The BLOCK_V values that tile V, the first by the scan grid's size (above), then the others
-    ascending."""
+def block_v_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -> list[int]:
+    """The BLOCK_V values that tile V, the first by the scan grid's size against the ``sms`` SMs of
+    the device (above: 32 where the grid at 64 fills under half of them), then the others ascending."""
     fits = [b for b in BLOCK_V if b <= facts.head_dim_v and facts.head_dim_v % b == 0]
     programs = facts.sequences * facts.heads_out * max(facts.head_dim_v // _PREFERRED, 1)
-    preferred = 32 if programs < _HALF_THE_SMS and 32 in fits else _PREFERRED
+    preferred = 32 if programs < sms // 2 and 32 in fits else _PREFERRED
     first = [b for b in fits if b == preferred]
     return first + sorted(b for b in fits if b != preferred)
 
@@ -74,8 +76,12 @@ def recommend(
     facts: LinearAttentionFacts,
     offered: dict[str, int],
     backend_entries: Sequence[PlanConfig],
+    *,
+    device: DeviceInfo | None = None,
 ) -> list[PlanConfig]:
-    """The plan list: gdn_cutile's configs (where it accepted the graph), then the backend's block."""
+    """The plan list for a graph planned for ``device`` (None: nothing known, the reference card's
+    SM count): the engines' configs that accepted the graph, then the backend's block."""
+    sms = (device or DeviceInfo()).sms
     if facts.op != "gdn":
         # kda_cutile / gdn2_cutile and their _bwd: the per-channel gates' cuTile engines
         channel = f"{facts.op}_cutile_bwd" if facts.backward else f"{facts.op}_cutile"
@@ -83,21 +89,22 @@ def recommend(
         if channel in offered:
             # gdn_cutile's measured BLOCK_V rule for the same scan shape (`block_v_order`: 32 first where
             # the scan's grid at 64 fills under half the SMs, as a long single sequence's), untimed here
-            blocks = [b for b in block_v_order(facts) if b in KDA_BLOCK_V]
+            blocks = [b for b in block_v_order(facts, sms=sms) if b in KDA_BLOCK_V]
             ours = [PlanConfig(offered[channel], {"BLOCK_V": b}) for b in blocks]
         # the CuTe DSL engine before them, untimed, in gdn_sm90's measured order for the same scans
         # (`kda_sm90_order`): kda_sm90 / gdn2_sm90 on the forward (their scan and output are gdn_sm90's),
         # kda_sm90_bwd / gdn2_sm90_bwd on the backward (both backwards passed the 26 device cases on
-        # the H200, 2026-12-05; compute-sanitizer reported out-of-bounds accesses in the cuTile one's
-        # gradient scan the same day)
+        # the H200, where compute-sanitizer reported out-of-bounds accesses in the cuTile one's
+        # gradient scan: benchmarks/RESULTS.md, Linear attention, History, the first kda_sm90 and
+        # kda_sm90_bwd)
         hopper = f"{facts.op}_sm90_bwd" if facts.backward else f"{facts.op}_sm90"
         if hopper in offered:
-            ours = [*(PlanConfig(offered[hopper], knobs) for knobs in kda_sm90_order(facts)), *ours]
+            ours = [*(PlanConfig(offered[hopper], knobs) for knobs in kda_sm90_order(facts, sms=sms)), *ours]
         return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
     engine = "gdn_cutile_bwd" if facts.backward else "gdn_cutile"
     ours = []
     if engine in offered:
-        order = block_v_order(facts)
+        order = block_v_order(facts, sms=sms)
         hints = OCCUPANCY_BWD if facts.backward else OCCUPANCY
 
         def entry(block_v: int, occupancy: int, segment: int = SEGMENT[0]) -> PlanConfig:
@@ -113,27 +120,31 @@ def recommend(
         if facts.head_dim_k % order[0] == 0:  # the split scans, untimed
             ours += [entry(order[0], _FIRST_OCCUPANCY, segment) for segment in SEGMENT[1:]]
     # gdn_sm90 (CuTe DSL) first on the forward: its split scan with the output on warpgroup MMAs
-    # (WGMMA 2) measured at least as fast as gdn_cutile's first in every timed cell (H200, 2026-12-03
-    # 07:17, one run, ms: B4 T4096 0.520 against 0.521, B1 T32768 1.424 against 1.979, varlen8 1.165
-    # against 1.253); gdn_cutile's plans follow as the portable ones. Where the per-chunk states the
-    # split scan stores overflow 32-bit offsets, its fused scan leads instead (`sm90_order`).
+    # (WGMMA 2) measured at least as fast as gdn_cutile's first in every timed cell (H200, the one
+    # run that set the rule, recorded in benchmarks/RESULTS.md, Linear attention, History: "gdn_sm90
+    # at WGMMA 2 first for every sm90 forward"; ms: B4 T4096 0.520 against 0.521, B1 T32768 1.424
+    # against 1.979, varlen8 1.165 against 1.253); gdn_cutile's plans follow as the portable ones.
+    # Where the per-chunk states the split scan stores overflow 32-bit offsets, its fused scan leads
+    # instead (`sm90_order`).
     if "gdn_sm90" in offered and not facts.backward:
-        ours = [*(PlanConfig(offered["gdn_sm90"], knobs) for knobs in sm90_order(facts)), *ours]
-    # gdn_sm90_bwd (CuTe DSL) on warpgroup MMAs leads where its scans' grid leaves SMs idle or
-    # exceeds two CTAs per SM, and trails gdn_cutile_bwd's first between (H200, the forward+backward
-    # pair, ms: 2026-12-03 09:24, B1 T32768 (64 CTAs) 6.584 at STAGES 2 against 7.164 at STAGES 1;
-    # varlen8 (512) 5.287 at STAGES 1 against 5.435 at STAGES 2; 07:17, B4 T4096 (256) 2.521
-    # against gdn_cutile's 2.484). With grad_wy and grad_output at two CTAs per SM (10:04): B1 6.075
-    # against gdn_cutile's pair 7.062, varlen8 4.771 against 5.861; B4 (gdn_sm90's forward with
-    # gdn_cutile_bwd) 2.486. STAGES 2 (the scans' prefetch) first where the grid is under the SMs,
-    # then the other STAGES, then mma.sync; BLOCK_V 32 before 64.
+        ours = [*(PlanConfig(offered["gdn_sm90"], knobs) for knobs in sm90_order(facts, sms=sms)), *ours]
+    # gdn_sm90_bwd (CuTe DSL) on warpgroup MMAs leads where its scans' grid leaves SMs idle (under
+    # one CTA per SM) or exceeds two CTAs per SM, and trails gdn_cutile_bwd's first between (H200's
+    # 132 SMs, the forward+backward pair, ms; docs/linear-attention.md, The CuTe DSL backward
+    # (`gdn_sm90_bwd`)): B1 T32768 (64 CTAs) 6.584 at STAGES 2 against 7.164 at STAGES 1; varlen8
+    # (512) 5.287 at STAGES 1 against 5.435 at STAGES 2; B4 T4096 (256), in the run that set
+    # gdn_sm90's forward rule, 2.521 against gdn_cutile's 2.484. With grad_wy and grad_output at two
+    # CTAs per SM (benchmarks/RESULTS.md, Linear attention, History: gdn_sm90 at WGMMA 2 first): B1
+    # 6.075 against gdn_cutile's pair 7.062, varlen8 4.771 against 5.861; B4 (gdn_sm90's forward
+    # with gdn_cutile_bwd) 2.486. STAGES 2 (the scans' prefetch) first where the grid is under the
+    # SMs, then the other STAGES, then mma.sync; BLOCK_V 32 before 64.
     if "gdn_sm90_bwd" in offered and facts.backward:
         blocks = [b for b in BLOCK_V_SM90 if facts.head_dim_v % b == 0]
-        stages = (2, 1) if split_first(facts) else (1, 2)
+        stages = (2, 1) if split_first(facts, sms=sms) else (1, 2)
         knob_sets = [{"BLOCK_V": b, "STAGES": st, "WGMMA": 1} for st in stages for b in blocks]
         knob_sets += [{"BLOCK_V": b, "STAGES": 1, "WGMMA": 0} for b in blocks]
         sm90 = [PlanConfig(offered["gdn_sm90_bwd"], knobs) for knobs in knob_sets]
-        leads = split_first(facts) or _scan_grid(facts) > 2 * _SMS
+        leads = split_first(facts, sms=sms) or _scan_grid(facts) > 2 * sms
         ours = [*sm90, *ours] if leads else [*ours, *sm90]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
 
@@ -143,19 +154,22 @@ def _scan_grid(facts: LinearAttentionFacts) -> int:
     return facts.sequences * facts.heads_out * max(facts.head_dim_v // 32, 1)
 
 
-def split_first(facts: LinearAttentionFacts) -> bool:
-    """The CuTe DSL scans' grid at BLOCK_V 32 (sequences x heads x V / 32 CTAs) under the SMs (B1
-    T32768 H16: 64 CTAs), where gdn_sm90_bwd's prefetching scans lead."""
-    return _scan_grid(facts) < _SMS
+def split_first(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -> bool:
+    """The CuTe DSL scans' grid at BLOCK_V 32 (sequences x heads x V / 32 CTAs) under the device's
+    ``sms`` SMs (B1 T32768 H16: 64 CTAs on the H200's 132), where gdn_sm90_bwd's prefetching scans
+    lead."""
+    return _scan_grid(facts) < sms
 
 
-def sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
-    """gdn_sm90's knob sets: the first by the scan grid, then every (SPLIT, BLOCK_V, STAGES) on
-    mma.sync, then the split ones at WGMMA 1 and at WGMMA 2. The first (H200, 2026-12-03 07:17, one
-    run, ms): WGMMA 2 at BLOCK_V 32, STAGES 2 up to two scan CTAs per SM (B1 T32768, 64 CTAs: 1.424
-    against 1.652 at WGMMA 1 and 1.721 at STAGES 1; B4 T4096, 256 CTAs: 0.520 against 0.551 at
-    STAGES 1), STAGES 1 past that (varlen8, 512 CTAs: 1.165 against 1.178 at STAGES 2). The fused
-    scan at STAGES 1 where the split scan's per-chunk states overflow 32-bit offsets."""
+def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -> list[dict[str, int]]:
+    """gdn_sm90's knob sets: the first by the scan grid against the device's ``sms`` SMs, then every
+    (SPLIT, BLOCK_V, STAGES) on mma.sync, then the split ones at WGMMA 1 and at WGMMA 2. The first
+    (H200's 132 SMs, ms, the one run that set it: benchmarks/RESULTS.md, Linear attention, History,
+    "gdn_sm90 at WGMMA 2 first for every sm90 forward"): WGMMA 2 at BLOCK_V 32, STAGES 2 up to two
+    scan CTAs per SM (B1 T32768, 64 CTAs: 1.424 against 1.652 at WGMMA 1 and 1.721 at STAGES 1; B4
+    T4096, 256 CTAs: 0.520 against 0.551 at STAGES 1), STAGES 1 past that (varlen8, 512 CTAs: 1.165
+    against 1.178 at STAGES 2). The fused scan at STAGES 1 where the split scan's per-chunk states
+    overflow 32-bit offsets."""
     every = [
         {"BLOCK_V": b, "STAGES": st, "SPLIT": sp, "WGMMA": 0}
         for sp in SPLIT_SM90
@@ -166,7 +180,7 @@ def sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
     every += [{**k, "WGMMA": w} for w in (1, 2) for k in every if k["SPLIT"]]
     if _states_overflow(facts):
         first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 0, "WGMMA": 0}
-    elif _scan_grid(facts) <= 2 * _SMS:
+    elif _scan_grid(facts) <= 2 * sms:
         first = {"BLOCK_V": 32, "STAGES": 2, "SPLIT": 1, "WGMMA": 2}
     else:
         first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 2}
@@ -175,12 +189,12 @@ def sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
     return every
 
 
-def kda_sm90_order(facts: LinearAttentionFacts) -> list[dict[str, int]]:
+def kda_sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -> list[dict[str, int]]:
     """kda_sm90's / gdn2_sm90's knob sets: BLOCK_V 32 first, STAGES 2 first up to two scan CTAs per
-    SM and 1 past that (gdn_sm90's measured rule for the same scan, `sm90_order`); then the rest
-    (BLOCK_V 64, then the untimed 16)."""
+    SM of the device's ``sms`` and 1 past that (gdn_sm90's measured rule for the same scan,
+    `sm90_order`); then the rest (BLOCK_V 64, then the untimed 16)."""
     blocks = [b for b in BLOCK_V_KDA_SM90 if facts.head_dim_v % b == 0]
-    stages = (2, 1) if _scan_grid(facts) <= 2 * _SMS else (1, 2)
+    stages = (2, 1) if _scan_grid(facts) <= 2 * sms else (1, 2)
     return [{"BLOCK_V": b, "STAGES": st} for b in blocks for st in stages]
 
 

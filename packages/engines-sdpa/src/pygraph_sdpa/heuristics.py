@@ -6,7 +6,9 @@ values comes first; each rule is set from a timing of both on the H200 (`benchma
 and cites it in docs/sdpa.md. In every timed cell the backend measured faster (forward 0.67-0.74x
 of it, backward 0.59-0.73x), so every rule keeps the backend's entries first, in the backend's own
 order, with the python engines (``sdpa_fwd_sm90``, ``sdpa_bwd_sm90``) after them; an untimed cell
-does the same (`UNTIMED_FWD`, `UNTIMED_BWD`).
+does the same (`UNTIMED_FWD`, `UNTIMED_BWD`). No rule reads the device's SM count: the cells are
+set by head dim, causality, key length and grouped heads, and the engines' kernels are not
+persistent (one CTA per query or key block, head and batch), so nothing of theirs is sized by it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from pygraph.engines.base import PlanConfig
+from pygraph.engines.base import DeviceInfo, PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph_sdpa.analyzer import SdpaFacts
 
@@ -31,12 +33,15 @@ class Rule:
 
     leads: bool
     first: int = 0
-    measured: str = ""  # the run it comes from (command, date), as docs/sdpa.md cites it
+    measured: str = ""  # the run it comes from (command, card, the section of benchmarks/RESULTS.md)
 
 
 Cell = tuple[int, bool, int, bool]  # (head dim, causal, key-length bucket, grouped heads)
 
-_BENCH = "bash scripts/device/sdpa.sh bench, 2026-12-03 18:01, H200"
+_BENCH = (
+    "bash scripts/device/sdpa.sh bench, H200; benchmarks/RESULTS.md, SDPA: sdpa_fwd_sm90 and sdpa_bwd_sm90 "
+    "against cuDNN and flash-attention 4"
+)
 # forward: P in registers (P_REGS=1) beat P through shared memory in each cell, by 7-13%
 FWD_RULES: dict[Cell, Rule] = {
     (128, False, 1, False): Rule(leads=False, first=1, measured=f"4x16x4096x128: 0.71x cuDNN ({_BENCH})"),
@@ -67,10 +72,16 @@ def cell_of(facts: SdpaFacts) -> Cell:
 
 
 def recommend(
-    modes: Sequence[Any], facts: SdpaFacts, offered: dict[str, int], backend_entries: Sequence[PlanConfig]
+    modes: Sequence[Any],
+    facts: SdpaFacts,
+    offered: dict[str, int],
+    backend_entries: Sequence[PlanConfig],
+    *,
+    device: DeviceInfo | None = None,
 ) -> list[PlanConfig]:
     """The plan list: per mode, the backend's block and the python engine's configs, in the order
-    the graph's cell's rule gives (untimed: `UNTIMED_FWD` / `UNTIMED_BWD`)."""
+    the graph's cell's rule gives (untimed: `UNTIMED_FWD` / `UNTIMED_BWD`). ``device`` is taken as
+    every family's hook takes it; no cell's rule reads it (module docstring)."""
     engine, knob, rules, untimed = (
         ("sdpa_bwd_sm90", "DETERMINISTIC", BWD_RULES, UNTIMED_BWD)
         if facts.backward

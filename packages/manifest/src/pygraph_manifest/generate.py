@@ -73,6 +73,21 @@ def run_with_sources(packages: Path, args: list[str], **run: Any) -> subprocess.
     return subprocess.run([sys.executable, "-m", "pygraph_manifest.generate", *args], env=env, **run)
 
 
+def _with_sources() -> bool:
+    """Whether this process is the child `run_with_sources` started (it sets the variable to ``1``).
+    Any other value is a leftover or a mistake: said on stderr, naming the variable and the value, and
+    treated as unset, so the generator runs itself again with the sources. (The parent need not have
+    pygraph importable, so this is not `pygraph.environment`'s ConfigurationWarning.)"""
+    raw = os.environ.get(_WITH_SOURCES, "")
+    if raw and raw != "1":
+        print(
+            f"pygraph manifest: {_WITH_SOURCES}={raw!r} is ignored: it is internal, set to 1 in the child "
+            "the generator starts with the monorepo's sources; unset it",
+            file=sys.stderr,
+        )
+    return raw == "1"
+
+
 def discover(packages: Path) -> list[Any]:
     """Every EngineFamily the monorepo declares, with its distribution filled in, sorted by block
     (the declaring modules importable: `run_with_sources`)."""
@@ -137,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     if packages is None:
         print("pygraph manifest: not inside the monorepo; nothing to generate", file=sys.stderr)
         return 2
-    if os.environ.get(_WITH_SOURCES) != "1":
+    if not _with_sources():
         return run_with_sources(packages, sys.argv[1:] if argv is None else argv).returncode
     try:
         source, merged = generate(packages)

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pygraph.environment import OFF_VALUES, warn_once
+from pygraph.environment import path_setting, warn_once
 from pygraph.errors import CacheWarning
 
 __all__ = [
@@ -57,13 +57,9 @@ _usable_lock = threading.Lock()
 
 
 def setting(env: str) -> tuple[Path | None, bool]:
-    """(the path ``env`` names, whether it disables the cache); (None, False) when unset or empty."""
-    raw = os.environ.get(env, "").strip()
-    if not raw:
-        return None, False
-    if raw.lower() in OFF_VALUES:
-        return None, True
-    return Path(raw).expanduser(), False
+    """(the path ``env`` names, whether it disables the cache); (None, False) when unset or empty
+    (`pygraph.environment.path_setting`: a switch's "on" is warned about and treated as unset)."""
+    return path_setting(env)
 
 
 def user_cache_root() -> Path:

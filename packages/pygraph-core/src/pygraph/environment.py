@@ -1,18 +1,27 @@
 """The environment variables pygraph reads, parsed in one place, and the once-per-process notice.
 
-Each variable is read where it is used (so a test's ``monkeypatch.setenv`` takes effect) and parsed
-once per distinct value; a value that cannot be used is a `ConfigurationWarning` naming the
-variable, the value and what is accepted, warned once per process and value, and then treated as
-unset: nothing is raised and execution goes on.
+Each variable is read where it is used (so a test's ``monkeypatch.setenv`` takes effect); a value
+that cannot be used is a `ConfigurationWarning` naming the variable, the value and what is accepted,
+warned once per process and value, and then treated as unset: nothing is raised and execution goes
+on.
 
 - ``PYGRAPH_ENABLE_OPT_IN_ENGINES``: which opt-in engines are offered. ``1``/``true``/``yes``/
   ``on``/``all``/``*``: every one; ``0``/``false``/``no``/``off``/``none`` or unset: none; otherwise
-  a comma-separated list of engine and family names (`opt_in`).
+  a comma-separated list of engine and family names (`opt_in`; read at every planning, so parsed
+  once per distinct value).
 - ``PYGRAPH_DISABLE_ENGINES``: engines never offered, whatever their maturity: a comma-separated
   list of engine and family names (`disabled`), e.g. to keep a default-on engine out of every graph,
   the torch ops' among them, and let the next-ranked one serve.
-- ``PYGRAPH_CACHE_DIR`` and the per-cache variables (``PYGRAPH_GEMM_CACHE_DIR``, ``PYGRAPH_GDN_SM90_CACHE_DIR``): where the disk
-  caches live, or ``off`` to disable them (`pygraph.disk_cache.cache_dir`).
+- ``PYGRAPH_CACHE_DIR``, ``PYGRAPH_PLAN_CACHE`` and the per-cache variables
+  (``PYGRAPH_GEMM_CACHE_DIR``, ``PYGRAPH_GDN_SM90_CACHE_DIR``, ``PYGRAPH_SDPA_SM90_CACHE_DIR``):
+  where the disk caches live, or ``off`` to disable them (`path_setting`; where they are used:
+  `pygraph.disk_cache.cache_dir`, `pygraph.tuning.plan_cache.cache_path`).
+- Switches (`switch`): ``PYGRAPH_CUTILE_TMA``, whether the cuTile kernels compile their sliced
+  views' tile accesses with TMA (on unless ``0``; read when the kernel modules are imported).
+- Lists of fixed names (`names`): ``PYGRAPH_REQUIRE_ARCH``, the GPU archs whose missing device fails
+  the test suite instead of skipping (the repository's conftest.py).
+
+Every ``PYGRAPH_*`` variable the packages read is listed in docs/cli.md's environment table.
 """
 
 from __future__ import annotations
@@ -23,19 +32,22 @@ import re
 import threading
 import warnings
 from collections.abc import Callable, Hashable, Iterable
+from pathlib import Path
 from typing import NamedTuple
 
 from pygraph.errors import ConfigurationWarning
 
 __all__ = [
-    "DISABLE_ENV", "OFF_VALUES", "ON_VALUES", "OPT_IN_ENV", "OptIn", "disabled", "engine_settings", "opt_in",
-    "warn_once",
+    "DISABLE_ENV", "OFF_VALUES", "ON_VALUES", "OPT_IN_ENV", "SWITCH_ON", "OptIn", "disabled", "engine_settings",
+    "names", "opt_in", "path_setting", "switch", "warn_once",
 ]  # fmt: skip
 
 OPT_IN_ENV = "PYGRAPH_ENABLE_OPT_IN_ENGINES"
 DISABLE_ENV = "PYGRAPH_DISABLE_ENGINES"
 ON_VALUES = frozenset({"1", "true", "yes", "on", "all", "*"})
 OFF_VALUES = frozenset({"0", "false", "no", "off", "none", "disable", "disabled"})
+# a switch's "on" (ON_VALUES' "all" and "*" name every engine, not a yes)
+SWITCH_ON = frozenset({"1", "true", "yes", "on"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 _warned: set[Hashable] = set()
@@ -138,3 +150,63 @@ def engine_settings() -> tuple[str, str]:
     """The raw values of the variables that decide which engines are offered (opt-in, disabled): part
     of the key of anything built once per process from a plan, so a change takes effect."""
     return os.environ.get(OPT_IN_ENV, ""), os.environ.get(DISABLE_ENV, "")
+
+
+def switch(env: str, default: bool) -> bool:
+    """A yes/no variable: ``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off`` (any case,
+    spaces ignored); ``default`` when unset or empty. Any other value is warned about once (per process
+    and value), naming the variable, the value and what is accepted, and treated as unset."""
+    raw = os.environ.get(env, "")
+    value = raw.strip().lower()
+    if value in SWITCH_ON:
+        return True
+    if value in OFF_VALUES:
+        return False
+    if value:
+        warn_once(
+            (env, raw, "switch"),
+            f"{env}={raw!r}: not a switch; the value is 1 (on) or 0 (off) (also true/yes/on, false/no/off); "
+            f"ignored ({env} is {'on' if default else 'off'} when unset)",
+        )
+    return default
+
+
+def path_setting(env: str) -> tuple[Path | None, bool]:
+    """(the path ``env`` names, whether it turns its cache off); (None, False) when unset or empty.
+
+    ``off`` (``0``, ``false``, ``no``, ``none``, ``disable``) turns it off. A switch's "on" (``1``,
+    ``true``, ``yes``, ``on``) names no folder: taken as a path it would put the cache in a folder of
+    that name under the working directory, so it is warned about once (per process and value) and
+    treated as unset. Whether the path can be used is the cache's to find out (`disk_cache.usable_dir`).
+    """
+    raw = os.environ.get(env, "")
+    value = raw.strip()
+    if not value:
+        return None, False
+    if value.lower() in OFF_VALUES:
+        return None, True
+    if value.lower() in SWITCH_ON:
+        warn_once(
+            (env, raw, "path"),
+            f"{env}={raw!r}: not a path; the value is a folder (or, for PYGRAPH_PLAN_CACHE, a file) or 'off' "
+            "(the default location is used when unset); ignored",
+        )
+        return None, False
+    return Path(value).expanduser(), False
+
+
+def names(env: str, accepted: Iterable[str]) -> frozenset[str]:
+    """The names a comma-separated variable lists, each one of ``accepted``; empty when unset. A token
+    that is none of them is warned about once (per process and value), naming the variable, the value
+    and the accepted names, and ignored (the others still count)."""
+    raw = os.environ.get(env, "")
+    tokens = [token.strip() for token in raw.split(",") if token.strip()]
+    allowed = frozenset(accepted)
+    unknown = [token for token in tokens if token not in allowed]
+    if unknown:
+        warn_once(
+            (env, raw, "names"),
+            f"{env}={raw!r}: {', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not "
+            f"one of {', '.join(sorted(allowed))}; the value is a comma-separated list of them; ignored",
+        )
+    return frozenset(token for token in tokens if token in allowed)

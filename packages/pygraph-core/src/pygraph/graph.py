@@ -27,7 +27,7 @@ from pygraph.ir import serialize as _serialize
 from pygraph.ir.container import GraphContext, GraphIR
 from pygraph.ir.dtypes import data_type, data_type_arg, enum_arg, scalar_type, tensor_reordering
 from pygraph.ir.node import Node
-from pygraph.ir.shapes import bad_dims, bad_strides, row_major_stride, to_dims
+from pygraph.ir.shapes import bad_dims, bad_span, bad_strides, row_major_stride, to_dims
 from pygraph.ir.tensor import Tensor
 from pygraph.ir.validate import validate_ir
 from pygraph.lifecycle import VALIDATED, GraphState, Lifecycle, require
@@ -50,11 +50,54 @@ _BACKEND_ARGS = (
 )
 
 
+def _sm_arg(where: str, attr: str, value: Any) -> None:
+    """Refuse a device declaration (``sm_count``, ``sm_version``) that is not None or an int >= 0."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise OpInputError(
+            f"{where}: {attr} must be an int >= 0 (sm_version is major*10+minor, e.g. 90) "
+            f"or None, got {value!r}"
+        )
+
+
+class _Setting:
+    """A graph setting that planning reads: the declared device (engines judge their arch range by it),
+    the shape flags and the backend's arguments (the plan key holds the first two; lowering hands the
+    backend all of them). Writable until the freeze, like every other setter: a later write would
+    never reach the plans already made from the old value, so it raises `GraphStateError` instead."""
+
+    def __init__(self, check: Any = None) -> None:
+        self.check = check
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+        self.slot = f"_setting_{name}"
+
+    def __get__(self, graph: Any, owner: type | None = None) -> Any:
+        if graph is None:
+            return self
+        return graph.__dict__[self.slot]
+
+    def __set__(self, graph: Any, value: Any) -> None:
+        graph._ir.before_mutation(f"setting Graph.{self.name}")
+        if self.check is not None:
+            self.check(f"setting Graph.{self.name} on graph {graph.name!r}", self.name, value)
+        graph.__dict__[self.slot] = value
+
+
 class Graph:
     """A graph of deep-learning ops (the classic ``cudnn.pygraph`` surface).
 
     One builder method per op (see ``docs/ops.md``), generated from the op specs.
     """
+
+    sm_count = _Setting(_sm_arg)
+    sm_version = _Setting(_sm_arg)
+    kernel_cache = _Setting()
+    device_property = _Setting()
+    is_dynamic_shape_enabled = _Setting()
+    is_override_shape_enabled = _Setting()
+    cuda_graph_retention = _Setting()
+    is_cuda_graph_replay_expected = _Setting()
 
     def __init__(
         self,
@@ -76,11 +119,7 @@ class Graph:
         if not isinstance(name, str):
             raise OpInputError(f"Graph(): name must be a str, got {type(name).__name__} {name!r}")
         for arg, value in (("sm_count", sm_count), ("sm_version", sm_version)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise OpInputError(
-                    f"Graph({name!r}): {arg} must be an int >= 0 (sm_version is major*10+minor, e.g. 90) "
-                    f"or None, got {value!r}"
-                )
+            _sm_arg(f"Graph({name!r})", arg, value)
         context = GraphContext(
             data_type_arg(io_data_type, f"Graph({name!r}): io_data_type"),
             data_type_arg(intermediate_data_type, f"Graph({name!r}): intermediate_data_type"),
@@ -196,6 +235,9 @@ class Graph:
             raise OpInputError(f"{label}: stride {list(strides)}: {reason}")
         if len(strides) != len(dims):
             raise OpInputError(f"{label}: stride {list(strides)} has a different rank than dim {list(dims)}")
+        reason = bad_span(dims, strides)
+        if reason is not None:
+            raise OpInputError(f"{label}: dim {list(dims)} with stride {list(strides)}: {reason}")
         dt = data_type_arg(data_type, f"{label}: data_type")
         if not isinstance(name, str):
             raise OpInputError(f"tensor(): name must be a str, got {type(name).__name__} {name!r}")

@@ -338,6 +338,21 @@ ROWS: dict[str, Row] = {
         OpInputError,
         ["gdn()", "port 'initial_state'", "[1, 2, 64, 32]", "imply [1, 2, 64, 64]"],
     ),
+    "builder-sdpa-v-keys": (
+        lambda w: _sdpa_qkv([1, 4, 64, 64], [1, 2, 64, 64], [1, 2, 48, 64]),
+        OpInputError,
+        ["sdpa()", "port 'k'", "port 'v'", "[1, 2, 48, 64]", "differ in batch, heads or keys"],
+    ),
+    "builder-sdpa-gqa-heads": (
+        lambda w: _sdpa_qkv([1, 6, 64, 64], [1, 4, 64, 64], [1, 4, 64, 64]),
+        OpInputError,
+        ["sdpa()", "6 heads", "'k' 4", "multiple"],
+    ),
+    "builder-sdpa-batch": (
+        lambda w: _sdpa_qkv([2, 4, 64, 64], [1, 4, 64, 64], [1, 4, 64, 64]),
+        OpInputError,
+        ["sdpa()", "batch 2", "'k'", "1"],
+    ),
     "execute-small-output": (
         lambda w: _execute(w, lambda a, b, c, v: v.update({c: _host((1, 8, 8))})),
         OperandGeometryError,
@@ -368,7 +383,7 @@ ROWS: dict[str, Row] = {
     "deserialize-extent-int64": (
         lambda w: _half().deserialize(_mm_payload(lambda d: d["tensors"][0]["dim"].__setitem__(1, 2**70))),
         DeserializationError,
-        ["deserialize()", "$.tensors[0].dim[1]", "1180591620717411303424", "beyond int64"],
+        ["deserialize()", "$.tensors[0].dim[1]", "1180591620717411303424", "does not fit int64"],
     ),
     "deserialize-elements-int64": (
         lambda w: _half().deserialize(_mm_payload(lambda d: d["tensors"][0].update(dim=[2**40, 2**40, 32]))),
@@ -397,8 +412,8 @@ ROWS: dict[str, Row] = {
         DeserializationError,
         ["deserialize()", "$.nodes[0].outputs.C", "missing", "always writes output 'C'", "node 'mm'"],
     ),
-    "tensor-extent-int64": (lambda w: _half().tensor([4, 2**70], name="x"), OpInputError, ["tensor('x')", "1180591620717411303424", "axis 1", "beyond int64"]),
-    "tensor-stride-int64": (lambda w: _half().tensor([4, 2], [2**63, 1], name="x"), OpInputError, ["tensor('x')", "9223372036854775808", "axis 0", "beyond int64"]),
+    "tensor-extent-int64": (lambda w: _half().tensor([4, 2**70], name="x"), OpInputError, ["tensor('x')", "1180591620717411303424", "axis 1", "does not fit int64"]),
+    "tensor-stride-int64": (lambda w: _half().tensor([4, 2], [2**63, 1], name="x"), OpInputError, ["tensor('x')", "9223372036854775808", "axis 0", "does not fit int64"]),
     "tensor-uid-int64": (lambda w: _half().tensor([2], uid=2**63, name="x"), OpInputError, ["uid", "'x'", "9223372036854775808", "int64"]),
     "builder-attribute-kind": (
         lambda w: _sdpa(sliding_window_length="64"),
@@ -436,7 +451,68 @@ ROWS: dict[str, Row] = {
         DeserializationError,
         ["graph file", "deep.json", "deserialize()", "nests its JSON too deeply"],
     ),
+    # --- issue 52, items 5 and 6: frozen means frozen (the graph's settings, 64-bit extents and addresses) ---
+    "sm-version-after-freeze": (
+        lambda w: setattr(w.planned()[0], "sm_version", 80),
+        GraphStateError,
+        ["setting Graph.sm_version", "graph 'mm'", "not yet frozen", "it is PLANNED"],
+    ),
+    "sm-count-after-freeze": (
+        lambda w: setattr(w.planned()[0], "sm_count", 132),
+        GraphStateError,
+        ["setting Graph.sm_count", "graph 'mm'", "not yet frozen", "it is PLANNED"],
+    ),
+    "override-flag-after-freeze": (
+        lambda w: setattr(w.planned()[0], "is_override_shape_enabled", True),
+        GraphStateError,
+        ["setting Graph.is_override_shape_enabled", "graph 'mm'", "it is PLANNED"],
+    ),
+    "dynamic-flag-after-freeze": (
+        lambda w: setattr(w.planned()[0], "is_dynamic_shape_enabled", True),
+        GraphStateError,
+        ["setting Graph.is_dynamic_shape_enabled", "graph 'mm'", "it is PLANNED"],
+    ),
+    "sm-version-setter": (lambda w: setattr(w.graph()[0], "sm_version", 9.0), OpInputError, ["Graph.sm_version", "graph 'mm'", "9.0"]),
+    "tensor-dim-beyond-int64": (lambda w: _half().tensor([2**63, 4], name="x"), OpInputError, ["tensor('x')", "9223372036854775808", "axis 0", "int64"]),
+    "tensor-elements-beyond-int64": (
+        lambda w: _half().tensor([2**32, 2**32], name="x"),
+        OpInputError,
+        ["tensor('x')", "[4294967296, 4294967296]", "18446744073709551616 elements", "int64"],
+    ),
+    "tensor-stride-beyond-int64": (lambda w: _half().tensor([2, 4], [2**63, 1], name="x"), OpInputError, ["tensor('x')", "stride 9223372036854775808", "int64"]),
+    "tensor-span-beyond-int64": (
+        lambda w: _half().tensor([3, 2], [2**62, 1], name="x"),
+        OpInputError,
+        ["tensor('x')", "[3, 2]", "[4611686018427387904, 1]", "offset 9223372036854775809", "int64"],
+    ),
+    "set-dim-beyond-int64": (lambda w: _half().tensor([2], name="x").set_dim([2**64]), OpInputError, ["set_dim()", "'x'", "18446744073709551616", "int64"]),
+    "set-stride-beyond-int64": (lambda w: _half().tensor([2], name="x").set_stride([2**63]), OpInputError, ["set_stride()", "'x'", "9223372036854775808", "int64"]),
+    "builder-span-beyond-int64": (
+        lambda w: (lambda g: g.relu(g.tensor([4, 4], name="x").set_stride([2**62, 1])))(_half()),
+        OpInputError,
+        ["relu()", "port 'input'", "'x'", "[4611686018427387904, 1]", "int64"],
+    ),
+    "validate-span-beyond-int64": (
+        lambda w: _validate(lambda g: _two_relus(g)[0].set_stride([2**62, 1])),
+        InvalidGraphError,
+        ["validate()", "tensor 'x'", "node 'r'", "[4611686018427387904, 1]", "int64"],
+    ),
+    "execute-address-beyond-64-bits": (
+        lambda w: _execute(w, lambda a, b, c, v: v.update({a: 2**64})),
+        OperandAddressError,
+        ["tensor 'A'", "bare address 18446744073709551616", "64 bits"],
+    ),
+    "execute-workspace-beyond-64-bits": (
+        lambda w: _execute(w, lambda a, b, c, v: None, workspace=2**64),
+        OperandAddressError,
+        ["workspace", "bare address 18446744073709551616", "64 bits"],
+    ),
 }  # fmt: skip
+
+
+def _sdpa_qkv(q: list[int], k: list[int], v: list[int]) -> Any:
+    g = _half()
+    return g.sdpa(g.tensor(q, name="q"), g.tensor(k, name="k"), g.tensor(v, name="v"))
 
 
 def _host(shape: tuple[int, ...]) -> Any:
@@ -693,6 +769,44 @@ WARNING_ROWS = {
         lambda w: _kernel_cache_lock(w, "eacces"),
         CacheWarning,
         ["k.o.lock", "cannot be taken (PermissionError: Permission denied)", "built without the cache"],
+    ),
+    # --- issue 52, item 6: every PYGRAPH_* variable validated where read (garbage: warned once, unset) ---
+    "cutile-tma-garbage": (
+        # what kernels/gdn_cutile_fwd.py runs at import (cuTile itself is not needed to read it)
+        lambda w: (
+            w.monkeypatch.setenv("PYGRAPH_CUTILE_TMA", "banana"),
+            __import__("pygraph.environment", fromlist=["x"]).switch("PYGRAPH_CUTILE_TMA", default=True),
+        ),
+        ConfigurationWarning,
+        ["PYGRAPH_CUTILE_TMA='banana'", "not a switch", "1 (on) or 0 (off)", "ignored"],
+    ),
+    "plan-cache-switch-value": (
+        lambda w: (
+            w.monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "yes"),
+            __import__("pygraph.tuning.plan_cache", fromlist=["x"]).cache_path(),
+        ),
+        ConfigurationWarning,
+        ["PYGRAPH_PLAN_CACHE='yes'", "not a path", "'off'", "ignored"],
+    ),
+    "cache-dir-switch-value": (
+        lambda w: (
+            w.monkeypatch.setenv("PYGRAPH_TEST_CACHE_DIR", "1"),
+            w.monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(w.tmp_path)),  # where the cache goes instead
+            __import__("pygraph.disk_cache", fromlist=["x"]).cache_dir("t", "PYGRAPH_TEST_CACHE_DIR"),
+        ),
+        ConfigurationWarning,
+        ["PYGRAPH_TEST_CACHE_DIR='1'", "not a path", "ignored"],
+    ),
+    "require-arch-garbage": (
+        # what the repository's conftest.py reads when a GPU-marked test lacks its device
+        lambda w: (
+            w.monkeypatch.setenv("PYGRAPH_REQUIRE_ARCH", "hopper"),
+            __import__("pygraph.environment", fromlist=["x"]).names(
+                "PYGRAPH_REQUIRE_ARCH", ("sm90", "sm100", "sm120")
+            ),
+        ),
+        ConfigurationWarning,
+        ["PYGRAPH_REQUIRE_ARCH='hopper'", "'hopper' is not one of sm100, sm120, sm90", "ignored"],
     ),
 }
 

@@ -7,7 +7,9 @@ import dataclasses
 import pytest
 from dispatch_helpers import matmul_graph
 
-from pygraph.engines.base import Capabilities, DeviceInfo, EngineRequest
+from pygraph.engines.base import REFERENCE_SM_COUNT, Capabilities, DeviceInfo, EngineRequest
+from pygraph.tuning import device as device_mod
+from pygraph.tuning.device import CudaDevice
 
 
 def test_every_engine_is_handed_the_same_request_with_the_facts_and_the_layout(standins):
@@ -24,12 +26,57 @@ def test_every_engine_is_handed_the_same_request_with_the_facts_and_the_layout(s
     assert g.engine_request() is request
 
 
-def test_the_device_is_what_the_graph_declares(standins):
+H100_PCIE = CudaDevice("NVIDIA H100 PCIe", 90, 114)
+
+
+@pytest.fixture
+def no_cuda_device(monkeypatch):
+    monkeypatch.setattr(device_mod, "current_device", lambda: None)
+
+
+@pytest.fixture
+def h100_pcie(monkeypatch):
+    """The process runs on an H100 PCIe (114 SMs), whatever this machine has."""
+    monkeypatch.setattr(device_mod, "current_device", lambda: H100_PCIE)
+
+
+def test_the_device_is_what_the_graph_declares(standins, no_cuda_device):
     g, *_ = matmul_graph()
-    assert g.engine_request().device == DeviceInfo()  # nothing declared: nothing assumed
+    assert g.engine_request().device == DeviceInfo()  # nothing declared, no device: nothing known
+    assert g.engine_request().device.sms == REFERENCE_SM_COUNT == 132  # rules read the reference card
     g2, *_ = matmul_graph("mm2")
-    g2.sm_version, g2.sm_count = 90, 132
-    assert g2.engine_request().device == DeviceInfo(sm=90, sm_count=132)
+    g2.sm_version, g2.sm_count = 90, 114
+    assert g2.engine_request().device == DeviceInfo(sm=90, sm_count=114)
+    assert g2.engine_request().device.sms == 114
+
+
+def test_what_the_graph_does_not_declare_is_read_from_the_cuda_device(standins, h100_pcie):
+    g, *_ = matmul_graph()
+    assert g.engine_request().device == DeviceInfo(sm=90, name="NVIDIA H100 PCIe", sm_count=114)
+    assert g.engine_request().device.sms == 114
+    g2, *_ = matmul_graph("mm2")
+    g2.sm_version = 90  # the device's arch: its SM count fills the rest
+    assert g2.engine_request().device == DeviceInfo(sm=90, name="NVIDIA H100 PCIe", sm_count=114)
+
+
+def test_a_declared_sm_count_wins_over_the_device(standins, h100_pcie):
+    g, *_ = matmul_graph()
+    g.sm_count = 132  # planned for a 132-SM card of the device's arch: the count is the caller's
+    assert g.engine_request().device == DeviceInfo(sm=90, sm_count=132)
+
+
+def test_a_graph_declared_for_another_arch_takes_nothing_from_the_device(standins, h100_pcie):
+    g, *_ = matmul_graph()
+    g.sm_version = 100  # planned for another card: this one's SM count says nothing about it
+    assert g.engine_request().device == DeviceInfo(sm=100)
+    assert g.engine_request().device.sms == REFERENCE_SM_COUNT
+
+
+def test_the_hook_ranks_for_the_request_device(standins, h100_pcie):
+    g, *_ = matmul_graph()
+    g.create_execution_plans()
+    assert standins.HOOK["device"] is g.engine_request().device
+    assert standins.HOOK["device"].sms == 114
 
 
 def test_the_request_is_frozen(standins):

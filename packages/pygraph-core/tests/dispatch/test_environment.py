@@ -1,10 +1,12 @@
 """PYGRAPH_ENABLE_OPT_IN_ENGINES and PYGRAPH_DISABLE_ENGINES parsed once per value: garbage or a name
 that is no engine is one ConfigurationWarning per process, naming the variable and the value, and is
-ignored; a disabled engine is never offered, opted in or not."""
+ignored; a disabled engine is never offered, opted in or not. The other kinds of variable (switches,
+cache paths, lists of fixed names) alike: garbage is warned about once and treated as unset."""
 
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 from dispatch_helpers import standin_family
@@ -124,3 +126,84 @@ def test_the_engine_settings_are_the_raw_values(monkeypatch):
     assert environment.engine_settings() == ("beta", "")
     monkeypatch.setenv(DISABLE_ENV, "alpha")
     assert environment.engine_settings() == ("beta", "alpha")
+
+
+# --- the other kinds of variable: switches, paths, lists of fixed names ---------------------------------
+
+VAR = "PYGRAPH_TEST_VARIABLE"
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    monkeypatch.setattr(environment, "_warned", set())
+
+
+@pytest.mark.parametrize(
+    ("value", "default", "expected"),
+    [(None, True, True), ("", False, False), ("1", False, True), (" Yes ", False, True), ("on", False, True),
+     ("0", True, False), ("OFF", True, False), ("false", True, False), ("no", True, False)],
+)  # fmt: skip
+def test_a_switch_takes_its_values_and_defaults_when_unset(
+    monkeypatch, fresh_warnings, value, default, expected
+):
+    if value is None:
+        monkeypatch.delenv(VAR, raising=False)
+    else:
+        monkeypatch.setenv(VAR, value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert environment.switch(VAR, default) is expected
+
+
+@pytest.mark.parametrize("default", [True, False])
+def test_a_switch_that_is_neither_on_nor_off_is_warned_once_and_treated_as_unset(
+    monkeypatch, fresh_warnings, default
+):
+    monkeypatch.setenv(VAR, "banana")
+    _warned_once_and_ignored(
+        lambda: environment.switch(VAR, default),
+        default,
+        VAR,
+        "banana",
+        ["not a switch", "1 (on) or 0 (off)", f"{VAR} is {'on' if default else 'off'} when unset"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, (None, False)), (" ", (None, False)), ("off", (None, True)), ("0", (None, True)),
+     ("none", (None, True)), ("/tmp/c", (Path("/tmp/c"), False)), ("~/c", (Path("~/c").expanduser(), False)),
+     (" rel/c ", (Path("rel/c"), False))],
+)  # fmt: skip
+def test_a_path_setting_is_a_path_or_off(monkeypatch, fresh_warnings, value, expected):
+    if value is None:
+        monkeypatch.delenv(VAR, raising=False)
+    else:
+        monkeypatch.setenv(VAR, value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert environment.path_setting(VAR) == expected
+
+
+@pytest.mark.parametrize("value", ["1", "true", "ON"])
+def test_a_path_setting_that_is_a_switch_is_warned_once_and_treated_as_unset(
+    monkeypatch, fresh_warnings, value
+):
+    # taken as a path, "1" would put the cache in ./1 under whatever the working directory is
+    monkeypatch.setenv(VAR, value)
+    _warned_once_and_ignored(
+        lambda: environment.path_setting(VAR), (None, False), VAR, value, ["not a path", "'off'"]
+    )
+
+
+def test_a_list_of_names_keeps_the_known_ones_and_warns_once_about_the_rest(monkeypatch, fresh_warnings):
+    monkeypatch.setenv(VAR, " sm90 , hopper,sm100,")
+    _warned_once_and_ignored(
+        lambda: environment.names(VAR, ("sm90", "sm100", "sm120")),
+        frozenset({"sm90", "sm100"}),
+        VAR,
+        " sm90 , hopper,sm100,",
+        ["'hopper' is not one of sm100, sm120, sm90", "comma-separated"],
+    )
+    monkeypatch.delenv(VAR)
+    assert environment.names(VAR, ("sm90",)) == frozenset()

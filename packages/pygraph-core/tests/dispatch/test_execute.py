@@ -10,6 +10,7 @@ import torch
 from dispatch_helpers import matmul_graph
 
 from pygraph.execution import (
+    OperandAddressError,
     OperandDeviceError,
     OperandDtypeError,
     OperandMissingError,
@@ -147,6 +148,31 @@ def test_torch_workspace_is_read_by_its_true_span(standins, planned):
         g.execute({a: A, b: B, c: C}, workspace=torch.zeros(1, dtype=torch.float32).expand(256))
     with pytest.raises(OperandDeviceError, match="workspace"):
         g.execute({a: A, b: B, c: C}, workspace=CudaArray(0x10, (256,), "|u1"))
+
+
+def test_bare_addresses_take_every_64_bit_value_and_nothing_beyond(standins, planned):
+    g, a, b, c = planned
+    top = 2**64 - 1
+    g.execute({a: top, b: 0x2000, c: 0x3000}, top)
+    _, _, ptrs, _shapes, ctx = last_call(standins)
+    assert ptrs[0] == top and ctx.workspace == top
+    with pytest.raises(OperandAddressError, match=r"tensor 'B': bare address 18446744073709551616 \(0x1"):
+        g.execute({a: 0x1000, b: 2**64, c: 0x3000})
+    with pytest.raises(OperandAddressError, match=r"workspace: bare address 18446744073709551616"):
+        g.execute({a: 0x1000, b: 0x2000, c: 0x3000}, 2**64)
+
+
+class Address(int):
+    """An int subclass (an IntEnum, a numbered handle type): read as a bare address too."""
+
+
+def test_an_int_subclass_workspace_is_checked_as_a_bare_address(standins, planned):
+    g, a, b, c = planned
+    g.execute({a: 0x1000, b: 0x2000, c: 0x3000}, Address(0x9000))
+    assert last_call(standins)[4].workspace == 0x9000
+    for bad in (Address(-8), Address(2**64)):  # the second call takes the cached reader: same refusal
+        with pytest.raises(OperandAddressError, match=rf"workspace: bare address {int(bad)}"):
+            g.execute({a: 0x1000, b: 0x2000, c: 0x3000}, bad)
 
 
 def test_python_plan_refuses_overrides(standins, planned):

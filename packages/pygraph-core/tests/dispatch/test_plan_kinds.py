@@ -74,7 +74,7 @@ def test_the_selected_plan_of_a_backend_entry_and_of_the_delegating_entry(standi
 def test_a_hook_returning_an_id_no_entry_can_have_is_refused_naming_the_hook(standins, monkeypatch):
     from pygraph.engines.base import PlanConfig
 
-    monkeypatch.setattr(standins, "recommend", lambda *args: [PlanConfig(-5)])
+    monkeypatch.setattr(standins, "recommend", lambda *args, **kwargs: [PlanConfig(-5)])
     g, *_ = matmul_graph()
     with pytest.raises(
         ValueError, match="heuristics hook of family 'standin' returned PlanConfig\\(-5\\) at position 0"

@@ -75,6 +75,16 @@ BAD_FIELDS = {
         "-1 is below 0",
     ),
     "stride-rank": (lambda d: d["tensors"][0]["stride"].pop(), "$.tensors[0].stride", "rank"),
+    "dim-beyond-int64": (
+        lambda d: d["tensors"][0]["dim"].__setitem__(0, 2**63),
+        "$.tensors[0].dim[0]",
+        "9223372036854775808 does not fit int64",
+    ),
+    "stride-beyond-int64": (
+        lambda d: d["tensors"][0]["stride"].__setitem__(0, 2**64),
+        "$.tensors[0].stride[0]",
+        "18446744073709551616 does not fit int64",
+    ),
     "dim-not-ints": (lambda d: d["tensors"][0].update(dim="64"), "$.tensors[0].dim", "expected list"),
     "bool-uid": (lambda d: d["tensors"][0].update(uid=True), "$.tensors[0].uid", "expected int"),
     "missing-field": (lambda d: d["tensors"][2].pop("is_virtual"), "$.tensors[2].is_virtual", "missing"),

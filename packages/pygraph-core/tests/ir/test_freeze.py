@@ -6,7 +6,7 @@ import pytest
 
 import pygraph
 from pygraph import data_type as dt
-from pygraph.errors import GraphStateError
+from pygraph.errors import GraphStateError, OpInputError
 from pygraph.lifecycle import GraphState
 
 from .conftest import build_op
@@ -41,7 +41,18 @@ MUTATIONS = {
     "node_params": lambda g, t: g.nodes[0].params.__setitem__("scale", 0.5),
     "node_params_del": lambda g, t: g.nodes[0].params.__delitem__("scale"),
     "context": lambda g, t: setattr(g.context, "io_data_type", dt.FLOAT),
+    # the graph's settings: planning read them, so a later write would silently not apply
+    "graph_sm_version": lambda g, t: setattr(g, "sm_version", 80),
+    "graph_sm_count": lambda g, t: setattr(g, "sm_count", 132),
+    "graph_is_override_shape_enabled": lambda g, t: setattr(g, "is_override_shape_enabled", True),
+    "graph_is_dynamic_shape_enabled": lambda g, t: setattr(g, "is_dynamic_shape_enabled", True),
+    "graph_is_cuda_graph_replay_expected": lambda g, t: setattr(g, "is_cuda_graph_replay_expected", True),
+    "graph_kernel_cache": lambda g, t: setattr(g, "kernel_cache", object()),
+    "graph_device_property": lambda g, t: setattr(g, "device_property", object()),
+    "graph_cuda_graph_retention": lambda g, t: setattr(g, "cuda_graph_retention", "NONE"),
 }
+
+SETTINGS = [path.removeprefix("graph_") for path in MUTATIONS if path.startswith("graph_")]
 
 
 @pytest.mark.parametrize("path", list(MUTATIONS))
@@ -52,6 +63,40 @@ def test_mutation_after_freeze_raises(path: str) -> None:
         MUTATIONS[path](g, o)
     assert isinstance(info.value, GraphStateError)
     assert g.inspect() == before
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_a_graph_setting_written_after_the_freeze_names_itself_and_keeps_its_value(setting: str) -> None:
+    g, _ = build_op("gdn")
+    before = getattr(g, setting)
+    g._freeze()
+    with pytest.raises(GraphStateError) as info:
+        MUTATIONS[f"graph_{setting}"](g, None)
+    assert str(info.value).startswith(f"setting Graph.{setting}: needs graph {g.name!r} not yet frozen")
+    assert "it is FROZEN" in str(info.value)
+    assert getattr(g, setting) == before
+
+
+def test_graph_settings_are_writable_before_the_freeze_and_checked() -> None:
+    g, _ = build_op("gdn")
+    g.validate()  # python-only: stays mutable
+    g.sm_version, g.sm_count, g.is_override_shape_enabled = 90, 132, True
+    assert (g.sm_version, g.sm_count, g.is_override_shape_enabled) == (90, 132, True)
+    assert g.state is GraphState.BUILDING  # a write invalidates validate(), as every other mutation does
+    with pytest.raises(
+        OpInputError, match=r"setting Graph\.sm_count on graph .*: sm_count must be an int >= 0.* got -1"
+    ):
+        g.sm_count = -1
+    assert g.sm_count == 132
+
+
+def test_the_handle_stays_writable_after_the_freeze() -> None:
+    # execute() runs on the graph's handle unless the call passes one: a frozen graph may move to another
+    g, _ = build_op("gdn")
+    g._freeze()
+    handle = object()
+    g.handle = handle
+    assert g.handle is handle
 
 
 def test_dims_are_tuples_and_everything_stays_readable() -> None:

@@ -382,6 +382,7 @@ class GemmSm90Engine(BaseEngine):
         kernel_plan = Plan(
             knobs, spec, in_dt, out_dt, strides["A"], strides["B"], strides["out"],
             facts.m, facts.n, facts.k, batch, **self._kernel_args(),
+            sm_count=request.device.sm_count,  # the persistent grid of the card planned for
         )  # fmt: skip
         # compiling takes 0.5-3 s a kernel (a cached one loads in milliseconds): say which and how long
         log.info(

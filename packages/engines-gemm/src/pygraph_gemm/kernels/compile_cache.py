@@ -1,6 +1,7 @@
 """The compile cache of the GEMM kernels: in-process, then on disk, then CuTe DSL.
 
-Compile once per (knobs, kernel epilogue, kernel layout, arch); the compiled function is a TVM-FFI
+Compile once per (knobs, kernel epilogue, kernel layout, arch, resident clusters: the persistent
+grid's size, which the SM count of the card planned for sets); the compiled function is a TVM-FFI
 function whose arguments are raw device addresses (Python ints), 32-bit sizes and 64-bit strides
 and the CUDA stream, so the per-call path does no DLPack conversion.
 
@@ -9,49 +10,69 @@ Disk cache (`pygraph.disk_cache`): ``export_to_c`` writes the compiled host+devi
 PYGRAPH_GEMM_CACHE_DIR (or PYGRAPH_CACHE_DIR) moves it; ``off`` disables it. An object is written to
 a temporary file and renamed into place under a file lock (one process compiles a key, the others
 wait and load it), and checked against its sha256 sidecar before it is loaded: a torn or foreign
-file is recompiled, with a notice. Its key holds the digest of every module of this package, so an
-edited kernel never loads a stale object. Where an object is stored does not change its bytes.
+file is recompiled, with a notice. Its key holds the digest of the kernels' module graph
+(`pygraph.kernel_cache`), so an edited kernel never loads a stale object. Where an object is stored
+does not change its bytes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import astuple
-from pathlib import Path
 
-from pygraph.disk_cache import DiskCache, cache_dir
+from pygraph.engines.base import REFERENCE_SM_COUNT
+from pygraph.kernel_cache import KernelCache
 
-from .config import GemmKnobs, KernelEpilogue, KernelLayout, dtype_bytes, needs_workspace, resident_fallback
+from .config import GemmKnobs, KernelEpilogue, KernelLayout, dtype_bytes, needs_workspace, resident_for
 
-_CACHE: dict[tuple, Callable] = {}
-_LOCK = threading.Lock()
 ARCH = "sm_90a"
 FN_NAME = "pygraph_gemm_sm90"
 CACHE_ENV = "PYGRAPH_GEMM_CACHE_DIR"
+# The compiled functions, per process and on disk (`pygraph.kernel_cache`): keyed by `cache_key`, the
+# DSL's version and the sources of the module graph of this module (it builds the compile's
+# arguments) and the two kernels. Named by this module's package, so a second copy of the kernels
+# loaded beside these (benchmarks.gemm.ab_gemm's tree B) hashes its own files.
+KERNELS = KernelCache(
+    "gemm",
+    CACHE_ENV,
+    roots=(__name__, f"{__package__}.gemm_sm90", f"{__package__}.gemm_sm80"),
+    kind="pygraph_gemm kernel object",
+)
 
 
 def cache_key(
-    knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH, kernel: str = "sm90"
+    knobs: GemmKnobs,
+    epi: KernelEpilogue,
+    lay: KernelLayout,
+    arch: str = ARCH,
+    kernel: str = "sm90",
+    sm_count: int | None = None,
 ) -> tuple:
-    clusters = resident_clusters(knobs.cga_m * knobs.cga_n)
+    """The compiled function's identity. The SM count enters only through what it changes in the
+    code, the persistent grid's resident clusters (`resident_clusters`): two cards that place as
+    many clusters share a kernel."""
+    clusters = resident_clusters(knobs.cga_m * knobs.cga_n, sm_count)
     return (f"{kernel}_gemm_v1", astuple(knobs), astuple(epi), astuple(lay), arch, clusters)
 
 
-_RESIDENT: dict[int, int] = {}
+_RESIDENT: dict[tuple[int, int | None], int] = {}
 
 
-def resident_clusters(cluster_size: int) -> int:
-    """How many clusters of ``cluster_size`` CTAs (one per SM) the current GPU runs at once.
+def resident_clusters(cluster_size: int, sm_count: int | None = None) -> int:
+    """How many clusters of ``cluster_size`` CTAs (one per SM) a card of ``sm_count`` SMs (the
+    request's `DeviceInfo.sm_count`; None: the current GPU's) runs at once: the persistent grid's
+    size, a compile-time constant of the kernel (so part of its key, `cache_key`).
 
     The persistent grid must not exceed it: a cluster that cannot be placed waits for a whole
-    other cluster's share of tiles to finish. 4-CTA clusters do not tile every GPC exactly, so
-    this is the occupancy query's answer, not SMs / 4.
+    other cluster's share of tiles to finish (only time: the schedule reads the grid's size at run
+    time and split-K's last CTA reduces, nothing waits on a cluster being resident). 4-CTA clusters
+    do not tile every GPC exactly, so on the GPU present, when it is the card asked for, this is
+    the occupancy query's answer, not SMs / 4; with no GPU to ask (compiling ahead on a CPU) or a
+    card of another SM count asked for, `config.resident_for` (the reference card's table when
+    ``sm_count`` is None).
     """
-    hit = _RESIDENT.get(cluster_size)
+    hit = _RESIDENT.get((cluster_size, sm_count))
     if hit is not None:
         return hit
     n = None
@@ -59,21 +80,28 @@ def resident_clusters(cluster_size: int) -> int:
         import torch
 
         if torch.cuda.is_available():
-            from cutlass.utils import HardwareInfo
+            present = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+            if sm_count in (None, present):
+                from cutlass.utils import HardwareInfo
 
-            torch.empty(1, device="cuda")  # the occupancy query needs the device's context current
+                torch.empty(1, device="cuda")  # the occupancy query needs the device's context current
 
-            n = int(HardwareInfo().get_max_active_clusters(cluster_size))
+                n = int(HardwareInfo().get_max_active_clusters(cluster_size))
     except Exception:
         n = None
     if not n:
-        n = resident_fallback(cluster_size)  # no GPU to ask, e.g. compiling ahead on a CPU
-    _RESIDENT[cluster_size] = n
+        n = resident_for(sm_count or REFERENCE_SM_COUNT, cluster_size)
+    _RESIDENT[(cluster_size, sm_count)] = n
     return n
 
 
 def compile_uncached(
-    knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str, kernel: str = "sm90"
+    knobs: GemmKnobs,
+    epi: KernelEpilogue,
+    lay: KernelLayout,
+    arch: str,
+    kernel: str = "sm90",
+    sm_count: int | None = None,
 ) -> Callable:
     if kernel == "sm80":
         from .gemm_sm80 import compile_sm80
@@ -83,7 +111,8 @@ def compile_uncached(
     from .gemm_sm90_split import Sm90GemmSplitK
 
     cls = Sm90GemmSplitK if needs_workspace(knobs) else Sm90Gemm
-    kern = cls(knobs, lay, epi, max_active_clusters=resident_clusters(knobs.cga_m * knobs.cga_n))
+    clusters = resident_clusters(knobs.cga_m * knobs.cga_n, sm_count)
+    kern = cls(knobs, lay, epi, max_active_clusters=clusters)
     lean = is_lean(knobs, epi)
     return compile_kernel(kern, lay, epi, arch, with_workspace=needs_workspace(knobs), lean=lean)
 
@@ -151,77 +180,20 @@ def compile_kernel(
         return cute.compile(entry, *args, options=f"--enable-tvm-ffi --gpu-arch {arch}")
 
 
-def _disk() -> DiskCache | None:
-    """The compiled objects' disk cache, or None when it is off or its directory cannot be used."""
-    directory = cache_dir("gemm", CACHE_ENV)
-    return None if directory is None else DiskCache(directory, kind="pygraph_gemm kernel object", suffix=".o")
-
-
-def _disk_key(key: tuple) -> str:
-    import cutlass
-
-    # "sidecar": the entries written with their sha256 sidecar are named apart from the bare objects
-    # an older cache left in the same directory, which are then ignored rather than noticed as foreign
-    ident = (key, getattr(cutlass, "__version__", "?"), _source_digest(), "sidecar")
-    return hashlib.sha256(repr(ident).encode()).hexdigest()[:24]
-
-
-def _load_object(path: Path) -> Callable:
-    import cutlass.cute as cute
-
-    return getattr(cute.runtime.load_module(str(path), enable_tvm_ffi=True), FN_NAME)
-
-
-def _save_object(fn: Callable, path: Path) -> None:
-    fn.export_to_c(str(path), function_name=FN_NAME)
-
-
-_SOURCE_DIGEST: str | None = None
-
-
-def kernel_sources() -> list[str]:
-    """Every module of this package, by path: what a compiled kernel may be built from. All of them,
-    so a module added later cannot be left out of the cache key."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    return sorted(os.path.join(here, name) for name in os.listdir(here) if name.endswith(".py"))
-
-
-def _source_digest() -> str:
-    """Hash of the kernel's own source files: an edited kernel never loads a stale cached object."""
-    global _SOURCE_DIGEST
-    if _SOURCE_DIGEST is None:
-        digest = hashlib.sha256()
-        for path in kernel_sources():
-            digest.update(os.path.basename(path).encode())
-            with open(path, "rb") as f:
-                digest.update(f.read())
-        _SOURCE_DIGEST = digest.hexdigest()
-    return _SOURCE_DIGEST
-
-
 def get_compiled(
-    knobs: GemmKnobs, epi: KernelEpilogue, lay: KernelLayout, arch: str = ARCH, kernel: str = "sm90"
+    knobs: GemmKnobs,
+    epi: KernelEpilogue,
+    lay: KernelLayout,
+    arch: str = ARCH,
+    kernel: str = "sm90",
+    sm_count: int | None = None,
 ) -> Callable:
     """The compiled function for this static configuration (in-process dict, then disk, then compile).
     ``kernel``: "sm90" (TMA + wgmma, ``arch`` sm_90a) or "sm80" (portable mma.sync, built for ``arch``,
-    the GPU's own: a cubin loads only on its own major architecture); both take the same arguments."""
-    key = cache_key(knobs, epi, lay, arch, kernel)
-    fn = _CACHE.get(key)
-    if fn is not None:
-        return fn
-    with _LOCK:
-        fn = _CACHE.get(key)
-        if fn is not None:
-            return fn
-        disk = _disk()
-        if disk is None:
-            fn = compile_uncached(knobs, epi, lay, arch, kernel)
-        else:
-            fn = disk.fetch(
-                _disk_key(key),
-                load=_load_object,
-                build=lambda: compile_uncached(knobs, epi, lay, arch, kernel),
-                save=_save_object,
-            )
-        _CACHE[key] = fn
-        return fn
+    the GPU's own: a cubin loads only on its own major architecture); both take the same arguments.
+    ``sm_count``: the SM count of the card planned for (the request's device; None: the GPU present,
+    else the reference card), which sizes the SM90 kernel's persistent grid (`resident_clusters`)."""
+    key = cache_key(knobs, epi, lay, arch, kernel, sm_count)
+    return KERNELS.get(
+        key, lambda: compile_uncached(knobs, epi, lay, arch, kernel, sm_count), function_name=FN_NAME
+    )

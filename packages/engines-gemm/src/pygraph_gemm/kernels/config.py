@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pygraph.engines.base import REFERENCE_SM_COUNT
+
 ACTIVATIONS = ("none", "relu", "gelu", "gelu_approx_tanh", "silu", "sigmoid", "tanh")
 _ACT_ALIASES = {"swish": "silu", "gelu_erf": "gelu", "gelu_tanh": "gelu_approx_tanh", "identity": "none"}
 IN_DTYPES = ("bf16", "fp16")
@@ -300,15 +302,25 @@ def padded(count: int, group: int) -> int:
     return ceil_div(count, group) * group
 
 
-# Clusters of each size resident at once on a 132-SM H100 SXM / H200 (what the occupancy query gave
-# on the H200, 2026-11-29); used where no GPU can be asked, e.g. compiling ahead on a CPU machine.
-# 8 is not yet queried: 14 is what GPCs of 18 and 12 SMs would place (they also give 66 and 30);
-# a different answer on the device only means a fresh compile there.
-RESIDENT_132 = {1: 132, 2: 66, 4: 30, 8: 14}
+# Clusters of each size resident at once on the reference card (`REFERENCE_SM_COUNT` SMs: the H200,
+# and the H100 SXM), what the occupancy query gave on the H200 (docs/gemm.md, Cluster residency).
+# 4-CTA clusters do not tile every GPC: 30, not 33. 8 is not yet queried: 14 is what GPCs of 18 and
+# 12 SMs would place (they also give 66 and 30); a different answer on the device only means a
+# fresh compile there.
+RESIDENT_ON_REFERENCE = {1: REFERENCE_SM_COUNT, 2: REFERENCE_SM_COUNT // 2, 4: 30, 8: 14}
 
 
-def resident_fallback(cluster_size: int) -> int:
-    return RESIDENT_132.get(cluster_size, 132 // cluster_size)
+def resident_for(sm_count: int, cluster_size: int) -> int:
+    """Clusters of ``cluster_size`` CTAs (one per SM) resident at once on a card of ``sm_count`` SMs,
+    as known without asking the card: the reference card's occupancy answers on it; on another, 1-
+    and 2-CTA clusters fill every SM and larger ones take the reference card's share of its SMs
+    (rounded down, at least one). Used by the ranking rules, which never ask a GPU, and by the
+    compile where the card asked for is not the one present (`compile_cache.resident_clusters`)."""
+    if sm_count == REFERENCE_SM_COUNT:
+        return RESIDENT_ON_REFERENCE.get(cluster_size, sm_count // cluster_size)
+    if cluster_size <= 2 or cluster_size not in RESIDENT_ON_REFERENCE:
+        return max(1, sm_count // cluster_size)
+    return max(1, RESIDENT_ON_REFERENCE[cluster_size] * sm_count // REFERENCE_SM_COUNT)
 
 
 def splitk_tiles(m: int, n: int, l: int, knobs: GemmKnobs) -> int:

@@ -102,9 +102,7 @@ class _Roles(NamedTuple):
 class Sm90Gemm(Sm90Epilogue, Sm90Host):
     """C[m, n, l] = epilogue(sum_k A[m, k, l] * B[n, k, l]) for one static configuration."""
 
-    def __init__(
-        self, knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue, max_active_clusters: int = 132
-    ):
+    def __init__(self, knobs: GemmKnobs, lay: KernelLayout, epi: KernelEpilogue, max_active_clusters: int):
         self.knobs, self.lay, self.epi = knobs, lay, epi
         self.ab_dtype = _DT[lay.ab_dtype]
         self.c_dtype = _DT[lay.c_dtype]
@@ -147,7 +145,8 @@ class Sm90Gemm(Sm90Epilogue, Sm90Host):
         self.epi_stages = epi_ring_depth(knobs)  # store-ring slots (per warpgroup in ping-pong)
         self.mcast_a = knobs.cga_n  # A tile shared by CTAs along N
         self.mcast_b = knobs.cga_m
-        # the persistent grid: clusters of this shape resident at once (compile_cache.resident_clusters)
+        # the persistent grid: clusters of this shape resident at once on the card planned for
+        # (compile_cache.resident_clusters, from the request's SM count); no default: no card assumed
         self.max_active_clusters = max_active_clusters
         row, col = LayoutEnum.ROW_MAJOR, LayoutEnum.COL_MAJOR
         self.a_layout = row if lay.a_major == "k" else col

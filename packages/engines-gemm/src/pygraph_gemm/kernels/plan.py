@@ -44,9 +44,12 @@ class Plan:
         l: int,
         arch: str = ARCH,
         kernel: str = "sm90",
+        sm_count: int | None = None,
     ):
         """``kernel`` "sm80" builds the portable mma.sync kernel for ``arch`` (the GPU's own, e.g.
-        "sm_90" on an H200) instead of the SM90 one; a configuration it cannot build is a ValueError."""
+        "sm_90" on an H200) instead of the SM90 one; a configuration it cannot build is a ValueError.
+        ``sm_count``: the SM count of the card planned for, which sizes the SM90 kernel's persistent
+        grid (`compile_cache.resident_clusters`; None: the GPU present, else the reference card)."""
         lay = kernel_layout(knobs.swap_ab, ab_dtype, c_dtype, a_strides, b_strides, c_strides, m, n, k, l)
         self.kepi = KernelEpilogue.from_spec(spec, knobs.swap_ab)
         self.klay, self.knobs, self.swap = lay, knobs, knobs.swap_ab
@@ -56,7 +59,8 @@ class Plan:
         )
         self.lean = is_lean(knobs, self.kepi, kernel)
         self.pointer_order, self.geometry = kernel_frame(lay, knobs.swap_ab, self.lean)
-        self.fn = get_compiled(knobs, self.kepi, lay, arch, kernel)  # Sm80Gemm raises what it cannot build
+        # Sm80Gemm raises what it cannot build
+        self.fn = get_compiled(knobs, self.kepi, lay, arch, kernel, sm_count=sm_count)
         self._ws = None  # split-K: the plan's own workspace (torch tensor), grown on demand
 
     @property

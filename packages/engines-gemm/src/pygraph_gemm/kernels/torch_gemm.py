@@ -8,17 +8,31 @@ from __future__ import annotations
 
 from typing import Any
 
+from pygraph.engines.base import REFERENCE_SM_COUNT
+
 from .config import EpilogueSpec, GemmKnobs, can_implement, dtype_name
 from .plan import Plan
 
 
-def default_knobs(m: int, n: int, k: int, l: int = 1) -> GemmKnobs:
-    """A reasonable configuration without tuning."""
+def default_knobs(m: int, n: int, k: int, l: int = 1, sm_count: int = REFERENCE_SM_COUNT) -> GemmKnobs:
+    """A reasonable configuration without tuning, for a card of ``sm_count`` SMs: 128x128 tiles
+    while 128x256 ones fill at most one wave of them (the ranking's small bucket,
+    `heuristics.shape_bucket`), 128x256 in a 2x1 cluster past it."""
     if m <= 64 and n >= 256:
         return GemmKnobs(tile_m=128, tile_n=max(16, min(64, 16 * ((m + 15) // 16))), swap_ab=True)
-    if m * n * l <= 128 * 256 * 132:
+    if m * n * l <= 128 * 256 * sm_count:
         return GemmKnobs(tile_m=128, tile_n=128)
     return GemmKnobs(tile_m=128, tile_n=256, cga_m=2)
+
+
+def _sm_count(device: Any) -> int:
+    """The SM count of the CUDA device ``device`` (a torch.device); the reference card's for any
+    other (a meta tensor's: nothing runs)."""
+    if device.type != "cuda":
+        return REFERENCE_SM_COUNT
+    import torch
+
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 _PLANS: dict[tuple, Plan] = {}
@@ -76,7 +90,7 @@ def gemm(
         residual_dtype=dtype_name(r3.dtype) if r3 is not None else "bf16",
         aux_dtype=dtype_name(x3.dtype) if x3 is not None else "bf16",
     )
-    knobs = knobs or default_knobs(m, n, k, l)
+    knobs = knobs or default_knobs(m, n, k, l, _sm_count(a.device))
     st = lambda t: tuple(t.stride()) if t is not None else (0, 0, 0)  # noqa: E731
     vecs = tuple(v.data_ptr() for v in (bias, row_scale, col_scale) if v is not None)
     why = can_implement(

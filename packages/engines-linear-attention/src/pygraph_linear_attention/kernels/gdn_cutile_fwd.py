@@ -24,12 +24,11 @@ Matrix products take io-dtype operands with fp32 accumulation, except the invers
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import cuda.tile as ct
 
-from pygraph.environment import OFF_VALUES
+from pygraph.environment import switch
 
 __all__ = [
     "KERNELS",
@@ -51,7 +50,8 @@ _ZERO = ct.PaddingMode.ZERO
 # atomics over 128-byte ranges, at addresses in no allocation; partial tail chunks) while the results
 # are exact and the hardware clips TMA at the view's bounds; with TMA off the same cases run clean
 # (scripts/device/gdn_cutile.sh memcheck). Read at import: it changes the compiled kernels.
-TMA = os.environ.get("PYGRAPH_CUTILE_TMA", "1").strip().lower() not in OFF_VALUES
+TMA_ENV = "PYGRAPH_CUTILE_TMA"
+TMA = switch(TMA_ENV, default=True)
 
 
 def _block_counts(cu_seqlens, step, N, C: ConstInt, BN: ConstInt):

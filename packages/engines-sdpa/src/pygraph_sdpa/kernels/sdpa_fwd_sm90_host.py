@@ -5,11 +5,10 @@ kept per process and on disk (``PYGRAPH_SDPA_SM90_CACHE_DIR``; ``off`` disables 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import threading
 import warnings
-from pathlib import Path
 from typing import Any
+
+from pygraph.kernel_cache import KernelCache
 
 __all__ = ["HEAD_DIMS", "HEAD_DIMS_BWD", "SdpaBwdKey", "SdpaFwdKey", "compiled_backward", "compiled_forward"]
 
@@ -75,8 +74,14 @@ def backward_workspace(
     return delta, delta + (0 if deterministic else batch * heads * seq_q * head_dim * 4)
 
 
-_CACHE: dict[tuple[Any, str], Any] = {}
-_LOCK = threading.Lock()
+# the compiled functions, per process and on disk, keyed by (key, arch), the DSL's version and the
+# sources of the kernels' module graph (`pygraph.kernel_cache`)
+KERNELS = KernelCache(
+    "sdpa_sm90",
+    CACHE_ENV,
+    roots=(__name__, "pygraph_sdpa.kernels.sdpa_fwd_sm90", "pygraph_sdpa.kernels.sdpa_bwd_sm90"),
+    kind="sdpa_fwd_sm90 kernel object",
+)
 
 
 def compiled_backward(key: SdpaBwdKey, arch: str = "sm_90a") -> Any:
@@ -87,63 +92,11 @@ def compiled_backward(key: SdpaBwdKey, arch: str = "sm_90a") -> Any:
 def compiled_forward(key: Any, arch: str = "sm_90a") -> Any:
     """The compiled forward (or, for an `SdpaBwdKey`, backward) of ``key`` for ``arch``: from this
     process, else the disk, else compiled (about 5 s on a CPU core)."""
-    found = _CACHE.get((key, arch))
-    if found is not None:
-        return found
-    with _LOCK:
-        found = _CACHE.get((key, arch))
-        if found is None:
-            disk = _disk()
-            if disk is None:
-                found = _compile(key, arch)
-            else:
-                found = disk.fetch(
-                    _disk_key(key, arch),
-                    load=_load_object,
-                    build=lambda: _compile(key, arch),
-                    save=_save_object,
-                )
-            _CACHE[(key, arch)] = found
-    return found
-
-
-def _disk() -> Any:
-    from pygraph.disk_cache import DiskCache, cache_dir
-
-    directory = cache_dir("sdpa_sm90", CACHE_ENV)
-    return (
-        None if directory is None else DiskCache(directory, kind="sdpa_fwd_sm90 kernel object", suffix=".o")
+    return KERNELS.get(
+        (type(key).__name__, dataclasses.astuple(key), arch),
+        lambda: _compile(key, arch),
+        function_name=FN_NAME,
     )
-
-
-def _disk_key(key: SdpaFwdKey, arch: str) -> str:
-    import cutlass
-
-    digest = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    from pygraph.engines.cute_tiles import SOURCE as shared
-
-    for path in (*sorted(here.glob("sdpa_*.py")), shared):  # the kernels, this module, the shared blocks
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    ident = (
-        type(key).__name__,
-        dataclasses.astuple(key),
-        arch,
-        getattr(cutlass, "__version__", "?"),
-        digest.hexdigest(),
-    )
-    return hashlib.sha256(repr(ident).encode()).hexdigest()[:24]
-
-
-def _load_object(path: Path) -> Any:
-    import cutlass.cute as cute
-
-    return getattr(cute.runtime.load_module(str(path), enable_tvm_ffi=True), FN_NAME)
-
-
-def _save_object(fn: Any, path: Path) -> None:
-    fn.export_to_c(str(path), function_name=FN_NAME)
 
 
 def _compile(key: Any, arch: str) -> Any:

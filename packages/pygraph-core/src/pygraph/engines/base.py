@@ -23,8 +23,11 @@ Everything an engine needs arrives in the `EngineRequest`; an engine imports not
   build (``layout.position(tensor)``) and read ``pack.buffers[position]`` per call;
   ``layout.declared[position]`` is the geometry the graph declared for it.
 - ``request.device``: the `DeviceInfo` the graph is planned for (``sm`` = major*10+minor,
-  ``name``, ``sm_count``; None where the caller did not say). It is an input, never ambient
-  state: capabilities judge it through ``capabilities.mismatch(facts, device=request.device)``.
+  ``name``, ``sm_count``): what the graph declares, the rest read once from the CUDA device this
+  process runs on (`DeviceInfo.of_graph`), None where neither says. Capabilities judge it through
+  ``capabilities.mismatch(facts, device=request.device)``; a rule sized by the SM count reads
+  ``request.device.sms`` (`REFERENCE_SM_COUNT` where the count is unknown), a kernel sized by it at
+  compile time ``request.device.sm_count`` (None: the GPU it is compiled on, if any, is asked).
 
 A `CompiledPlan` runs per call: ``execute(graph, pack, ctx)`` receives the call's `VariantPack`
 (operands in ascending uid order, each with its own pointer, shape, stride, dtype) and the explicit
@@ -57,6 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DECLINE_TYPES",
+    "REFERENCE_SM_COUNT",
     "BaseEngine",
     "Capabilities",
     "CompiledPlan",
@@ -137,26 +141,53 @@ class PlanConfig:
         return dataclasses.replace(self, **changes)
 
 
+# The SM count of the card the families' measured thresholds were taken on: every table of
+# benchmarks/RESULTS.md ran on 132 SMs (the H200; the H100 80GB HBM3 of the linear-attention tables
+# has as many). A rule states its threshold as a fraction of the device's SM count
+# (`DeviceInfo.sms`); this is the count it is read against where the device's is unknown (no
+# declaration, no CUDA device), so a graph ranks there as it does on the reference card.
+REFERENCE_SM_COUNT = 132
+
+
 @dataclasses.dataclass(frozen=True)
 class DeviceInfo:
-    """The device a graph is planned for, as the caller declared it on the graph.
+    """The device a graph is planned for.
 
-    ``sm`` is major*10+minor (90 for Hopper); ``name`` and ``sm_count`` where the caller gave them.
-    None means "not declared": planning never asks the current CUDA device, so the same graph
-    plans the same way on any machine.
+    ``sm`` is major*10+minor (90 for Hopper); ``name`` the device's name; ``sm_count`` its
+    streaming multiprocessors. None means unknown: not declared on the graph and no CUDA device to
+    read (`of_graph`). Rules sized by the SM count read `sms`, which is never None.
     """
 
     sm: int | None = None
     name: str | None = None
     sm_count: int | None = None
 
+    @property
+    def sms(self) -> int:
+        """The SM count the rules and the kernels' grids are sized for: ``sm_count``, or
+        `REFERENCE_SM_COUNT` (the card the thresholds were measured on) where it is unknown."""
+        return self.sm_count or REFERENCE_SM_COUNT
+
     @classmethod
     def of_graph(cls, graph: Any) -> DeviceInfo:
-        """What ``graph`` declares: ``Graph(sm_version=..., sm_count=...)`` (0 or None: not declared)."""
-        return cls(
-            sm=getattr(graph, "sm_version", None) or None,
-            sm_count=getattr(graph, "sm_count", None) or None,
-        )
+        """What ``graph`` declares (``Graph(sm_version=..., sm_count=...)``; 0 or None: not declared),
+        the rest from the CUDA device this process runs on (`pygraph.tuning.device.current_device`:
+        asked of the driver once a process, torch's current device when torch has initialized CUDA;
+        no framework is imported). The device fills only a graph planned for its arch: a graph that
+        declares another SM is planned for another card, whose SM count this one does not give.
+        Without a CUDA device what was not declared stays None."""
+        sm = getattr(graph, "sm_version", None) or None
+        sm_count = getattr(graph, "sm_count", None) or None
+        name = None
+        if sm is None or sm_count is None:
+            from pygraph.tuning import device as _device
+
+            found = _device.current_device()
+            if found is not None and sm in (None, found.sm) and sm_count in (None, found.sm_count):
+                sm, name, sm_count = found.sm, found.name, found.sm_count
+            elif found is not None and sm in (None, found.sm):
+                sm = found.sm  # the declared SM count names another card of this arch
+        return cls(sm=sm, name=name, sm_count=sm_count)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

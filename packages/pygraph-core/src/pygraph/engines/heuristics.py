@@ -3,13 +3,15 @@
 The family's heuristics hook decides, in one call, which configs to try and where the backend's
 entries go::
 
-    recommend(modes, facts, offered, backend_entries) -> [PlanConfig, ...]
+    recommend(modes, facts, offered, backend_entries, *, device) -> [PlanConfig, ...]
 
 ``facts`` come from the family's analyzer (parsed once per graph), ``offered`` is
 {engine name: id} of the candidates that accepted the graph, ``backend_entries`` the backend's
 PlanConfigs, each tagged with the mode whose query produced it (the delegating entry, id -1,
-untagged). What the hook returns IS the plan list: core only drops repeats of an
-``(engine_id, knobs)`` (first position wins) and rejects an id the family did not offer.
+untagged), ``device`` the `DeviceInfo` the graph is planned for (``request.device``: a rule sized
+by the SM count states its threshold as a fraction of ``device.sms``). What the hook returns IS
+the plan list: core only drops repeats of an ``(engine_id, knobs)`` (first position wins) and
+rejects an id the family did not offer.
 
 Most hooks build their list with `assemble`, which walks the modes and splices the backend's
 block for each mode where the hook's proposals put the `PLACE_BACKEND` marker.
@@ -25,7 +27,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from pygraph.engines.base import DECLINE_TYPES, BaseEngine, EngineRequest, PlanConfig
+from pygraph.engines.base import DECLINE_TYPES, BaseEngine, DeviceInfo, EngineRequest, PlanConfig
 from pygraph.engines.engine_ids import BACKEND_PLACEMENT_MARKER, EntryKind, entry_kind
 from pygraph.engines.plan_list import Deferred, PlanList, PlanSequence, dedup, expand, parts_of
 from pygraph.ir.dtypes import convert_enum, heur_mode
@@ -158,14 +160,16 @@ def rank(
     hook: Callable[..., Sequence[PlanConfig]] | None = None,
     facts: Any = None,
     analyzed: bool = True,
+    device: DeviceInfo | None = None,
 ) -> PlanList:
     """The plan list for ``graph``, each ``(engine_id, knobs)`` at its first position.
 
     ``candidates`` are the family's engines that accepted the graph; ``hook`` the family's
-    ``recommend`` (None: `_unranked`); ``facts`` the analyzer's parse. ``analyzed`` False means the
-    family's analyzer could not express the graph: nothing to recommend on, the backend serves it.
-    A hook's configs are checked here, except those of its `Deferred` blocks, which are checked when
-    the list is built past its ranked prefix.
+    ``recommend`` (None: `_unranked`); ``facts`` the analyzer's parse; ``device`` what the graph is
+    planned for (None: nothing known, `DeviceInfo()`, whose rules read the reference card's SM
+    count). ``analyzed`` False means the family's analyzer could not express the graph: nothing to
+    recommend on, the backend serves it. A hook's configs are checked here, except those of its
+    `Deferred` blocks, which are checked when the list is built past its ranked prefix.
     """
     modes = normalize_modes(modes)
     if not analyzed or family is None:
@@ -173,7 +177,8 @@ def rank(
     if hook is None:
         return PlanList(_unranked(modes, candidates, backend_entries))
     offered = {e.name: e.engine_id for e in candidates}
-    parts = parts_of(hook(modes, facts, dict(offered), list(backend_entries)))
+    device = device if device is not None else DeviceInfo()
+    parts = parts_of(hook(modes, facts, dict(offered), list(backend_entries), device=device))
     if not any(isinstance(p, Deferred) for p in parts):
         _check_hook_result(family, parts, offered, candidates)
         return PlanList(parts)

@@ -107,8 +107,21 @@ class PlanSequence(Sequence[PlanConfig]):
     def __iter__(self) -> Iterator[PlanConfig]:
         return iter(self._whole())
 
+    def __eq__(self, other: object) -> bool:
+        return _same_entries(self, other)
+
+    __hash__ = None  # type: ignore[assignment]  # compares by its entries, like a list
+
     def __repr__(self) -> str:
         return f"PlanSequence({list(self.parts)!r})"
+
+
+def _same_entries(plans: Sequence[PlanConfig], other: object) -> bool | Any:
+    """A plan sequence equals any sequence (a list, a tuple, another plan sequence) of the same
+    entries in the same order, as a list would."""
+    if isinstance(other, (str, bytes)) or not isinstance(other, Sequence):
+        return NotImplemented
+    return list(plans) == list(other)
 
 
 def parts_of(plans: Iterable[Any]) -> list[Any]:
@@ -219,6 +232,11 @@ class PlanList(Sequence[PlanConfig]):
                 return
             else:
                 self.build()
+
+    def __eq__(self, other: object) -> bool:
+        return _same_entries(self, other)
+
+    __hash__ = None  # type: ignore[assignment]  # compares by its entries, like a list
 
     def __repr__(self) -> str:
         tail = "" if self._rest is None else ", ... (not built)"

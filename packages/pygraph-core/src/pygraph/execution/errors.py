@@ -50,7 +50,7 @@ class OperandTypeError(OperandError, TypeError):
 
 
 class OperandAddressError(OperandError):
-    """A bare int address that cannot be a buffer's: 0 (null) or negative."""
+    """A bare int address that cannot be a buffer's: 0 (null), negative, or beyond 64 bits."""
 
 
 class DuplicateOperandError(OperandError):

@@ -109,8 +109,13 @@ def _is_torch_tensor_type(kind: type) -> bool:
 
 
 def _read_address(address: int, decl: OperandBuffer) -> OperandBuffer:
-    if address > 0:
+    # Device addresses are 64-bit: a larger int would fail where the pointer array is packed
+    # (`VariantPack.address`) or be truncated where it is handed to a kernel. 2**64 as a literal: one
+    # chained comparison per call, no global lookup (this runs per bare-int operand of every call).
+    if 0 < address < 0x1_0000_0000_0000_0000:
         return _new(OperandBuffer, (address, decl.shape, decl.stride, decl.dtype, DEVICE_UNKNOWN))
+    if address > 0:
+        raise ValueError(f"bare address {address} ({address:#x}) does not fit 64 bits; addresses are < 2**64")
     raise ValueError(f"bare address {address} cannot be a buffer's (null or negative); addresses are > 0")
 
 
@@ -342,7 +347,7 @@ def normalize(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) 
     if workspace is None:
         return VariantPack(layout, buffers, device)
     if type(workspace) is int:
-        if workspace < 0:
+        if not 0 <= workspace < 0x1_0000_0000_0000_0000:  # 0: none; 2**64: 64-bit addresses
             return _checked(layout, values, workspace)
         return VariantPack(layout, buffers, device, workspace, None)
     if type(workspace) is tensor_type and workspace.is_contiguous():
@@ -352,7 +357,7 @@ def normalize(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) 
         return VariantPack(layout, buffers, device, workspace.data_ptr(), workspace.nbytes)
     try:
         ws = READERS[type(workspace)](workspace, _WORKSPACE_DECL)
-    except (KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError, ValueError):  # ValueError: an int subclass's bad address
         return _checked(layout, values, workspace)
     if ws[4] != device:
         return _checked(layout, values, workspace)
@@ -424,6 +429,8 @@ def _checked(layout: OperandLayout, values: Mapping[Any, Any], workspace: Any) -
             ws = reader_for(workspace)(workspace, _WORKSPACE_DECL)
         except TypeError as exc:
             raise OperandDtypeError(f"workspace: {exc}", tensor="workspace") from exc
+        except ValueError as exc:
+            raise OperandAddressError(f"workspace: {exc}", tensor="workspace") from exc
         if not device_matches(device, ws.device) or ws.device == DEVICE_HOST != device:
             raise OperandDeviceError(
                 f"workspace is on {_device_name(ws.device)}, the operands on {_device_name(device)}",

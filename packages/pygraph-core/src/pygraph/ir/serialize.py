@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from pygraph.errors import DeserializationError, GraphStateError, OpInputError
 from pygraph.ir import dtypes as _dtypes
-from pygraph.ir.shapes import INT64_MAX
+from pygraph.ir.node import Node
+from pygraph.ir.shapes import INT64_END, INT64_MAX
 from pygraph.ir.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -308,8 +309,8 @@ def _ints(values: list[Any], path: str, least: int) -> None:
             raise _fail(f"{path}[{i}]", f"expected an int, got {type(v).__name__} {_shown(v)}")
         if v < least:
             raise _fail(f"{path}[{i}]", f"{v} is below {least}")
-        if v > INT64_MAX:
-            raise _fail(f"{path}[{i}]", f"{v} is beyond int64 (at most 2**63 - 1)")
+        if v >= INT64_END:
+            raise _fail(f"{path}[{i}]", f"{v} does not fit int64 (dims and strides are < 2**63)")
 
 
 def check_payload(data: Any) -> None:

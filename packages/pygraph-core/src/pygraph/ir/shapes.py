@@ -7,10 +7,16 @@ from typing import Any
 
 from pygraph.errors import OpInputError
 
-__all__ = ["INT64_MAX", "bad_dims", "bad_strides", "broadcast", "row_major_stride", "same_extents", "to_dims"]
+__all__ = [
+    "INT64_END", "INT64_MAX", "bad_dims", "bad_span", "bad_strides", "broadcast", "row_major_stride", "same_extents",
+    "to_dims",
+]  # fmt: skip
 
-# the backend and the kernels index in int64: an extent, a stride or an element count past it wraps
-INT64_MAX = 2**63 - 1
+# Extents, strides, element counts and element offsets are int64 wherever a tensor is used (the cuDNN
+# backend's dims and strides, torch's sizes, the engines' index arithmetic): a larger one would fail
+# in the backend's binding or wrap around in a kernel, so it is refused where it is given.
+INT64_END = 1 << 63
+INT64_MAX = INT64_END - 1
 
 
 def to_dims(value: Any, what: str) -> tuple[int, ...]:
@@ -29,35 +35,43 @@ def to_dims(value: Any, what: str) -> tuple[int, ...]:
 
 def bad_dims(dims: Sequence[int]) -> str | None:
     """Why ``dims`` cannot be a tensor's extents, or None: a rank of at least 1, every extent >= 1,
-    and the element count within int64.
+    and every extent and the element count below 2**63 (int64).
 
     There is no zero-extent tensor: a ragged batch whose sequence is empty says so in its offsets
     (the values of a ragged-offset or cu_seqlens tensor), never in a declared dim."""
     if not dims:
         return "a tensor has rank >= 1 (a scalar is dim [1])"
+    count = 1
     for axis, extent in enumerate(dims):
         if extent < 1:
             return f"extent {extent} at axis {axis}; every extent is >= 1"
-        if extent > INT64_MAX:
-            return f"extent {extent} at axis {axis} is beyond int64 (at most 2**63 - 1)"
-    count = 1
-    for extent in dims:
+        if extent >= INT64_END:
+            return f"extent {extent} at axis {axis} does not fit int64; every extent is < 2**63"
         count *= extent
-        if count > INT64_MAX:  # stopped here: a long list of large extents is no huge product
-            return "more than 2**63 - 1 elements, beyond int64"
+    if count >= INT64_END:
+        return f"{count} elements do not fit int64; a tensor holds < 2**63 elements"
     return None
 
 
 def bad_strides(strides: Sequence[int]) -> str | None:
     """Why ``strides`` cannot be a tensor's strides, or None: every stride >= 0 (0 broadcasts) and
-    within int64."""
+    below 2**63 (int64)."""
     if not strides:
         return "a tensor has rank >= 1, so at least one stride"
     for axis, stride in enumerate(strides):
         if stride < 0:
             return f"stride {stride} at axis {axis}; every stride is >= 0 (0 broadcasts the axis)"
-        if stride > INT64_MAX:
-            return f"stride {stride} at axis {axis} is beyond int64 (at most 2**63 - 1)"
+        if stride >= INT64_END:
+            return f"stride {stride} at axis {axis} does not fit int64; every stride is < 2**63"
+    return None
+
+
+def bad_span(dims: Sequence[int], strides: Sequence[int]) -> str | None:
+    """Why the elements of ``dims`` laid out by ``strides`` (of one rank, each already accepted) cannot
+    be addressed by int64 offsets, or None: the last element's offset must be below 2**63."""
+    last = sum((extent - 1) * stride for extent, stride in zip(dims, strides))
+    if last >= INT64_END:
+        return f"its last element is at offset {last}, which does not fit int64; element offsets are < 2**63"
     return None
 
 

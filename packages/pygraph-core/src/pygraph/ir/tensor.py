@@ -2,8 +2,9 @@
 
 Every public write goes through the owning graph's mutation guard: after the freeze it raises
 `GraphStateError`; before it, it invalidates an earlier validate(). dims and strides are tuples, so
-they cannot be edited in place. Every extent is >= 1 and every stride >= 0, refused at the setter;
-whether dim and stride have one rank is checked where the tensor is read (the builder that wires
+they cannot be edited in place. Every extent is >= 1 and every stride >= 0, and both (and the
+element count) fit int64, refused at the setter; whether dim and stride have one rank, and whether
+the last element's offset fits int64, is checked where the tensor is read (the builder that wires
 it, and validate()), since the classic ``set_dim(...).set_stride(...)`` passes through a mismatch.
 """
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pygraph.errors import InvalidGraphError, OpInputError
-from pygraph.ir.shapes import bad_dims, bad_strides, same_extents
+from pygraph.ir.shapes import bad_dims, bad_span, bad_strides, same_extents
 
 if TYPE_CHECKING:
     from pygraph.ir.container import GraphIR
@@ -159,6 +159,9 @@ def _check_geometry(node: Node, port: str, t: Any) -> None:
                 f"{where}: dim {list(t.dim)} and stride {list(t.stride)} differ in rank; give it a stride "
                 f"of rank {len(t.dim)} with set_stride()"
             )
+        reason = bad_span(t.dim, t.stride) if t.dim else None
+        if reason is not None:
+            raise InvalidGraphError(f"{where}: dim {list(t.dim)} with stride {list(t.stride)}: {reason}")
 
 
 def find_cycle(nodes: list[Any], producers: dict[int, Any]) -> list[Any] | None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pygraph.errors import OpInputError
 from pygraph.ir.dtypes import data_type, to_data_type
 from pygraph.ir.node import Node
-from pygraph.ir.shapes import row_major_stride
+from pygraph.ir.shapes import bad_span, row_major_stride
 from pygraph.ir.tensor import Tensor
 from pygraph.ops.spec import NO_DEFAULT, Attr, OpSpec, Output, Port
 
@@ -71,6 +71,12 @@ def _check_port(spec: OpSpec, port: Port, t: Tensor) -> None:
         raise OpInputError(
             f"{where}: port {port.name!r} got tensor {t.name!r} whose dim {list(t.dim)} and stride "
             f"{list(t.stride)} differ in rank; give it a stride of rank {rank} with set_stride()"
+        )
+    reason = bad_span(t.dim, t.stride) if rank and t.stride else None
+    if reason is not None:
+        raise OpInputError(
+            f"{where}: port {port.name!r} got tensor {t.name!r} whose dim {list(t.dim)} with stride "
+            f"{list(t.stride)}: {reason}"
         )
     _check_port_kind(spec, port, t)
 

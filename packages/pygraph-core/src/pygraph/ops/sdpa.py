@@ -90,9 +90,46 @@ def _check(node) -> None:
             f"{node.op}(): head dims differ: port 'q' (tensor {q.name!r}) dim {list(q.dim)}, "
             f"port 'k' (tensor {k.name!r}) dim {list(k.dim)}"
         )
+    _check_geometry(node)
     for item in node.params.get("dropout") or ():
         if isinstance(item, Tensor):
             node.check_member(item, "dropout", f"{node.op}()")
+
+
+def _check_geometry(node) -> None:
+    """q, k and v agree: one batch, K and V one set of heads and keys, q's heads a multiple of K's
+    (GQA), and the backward's o, dO and stats what q and v imply. Kernels size their reads from q and
+    k, so a v with fewer keys or a k of another batch would be read past its end. A paged K/V (page
+    tables given) is [blocks, heads, block size, D]: its batch and key counts are the tables'."""
+    q, k, v = (node.inputs.get(p) for p in ("q", "k", "v"))
+    if not (q is not None and k is not None and v is not None and q.dim and k.dim and v.dim):
+        return
+    if len(q.dim) != 4 or len(k.dim) != 4 or len(v.dim) != 4:
+        return  # the ports' rank rule names it
+    op = node.op
+    paged = node.inputs.get("paged_attention_k_table") is not None
+    if k.dim[1] != v.dim[1] or (not paged and (k.dim[0], k.dim[2]) != (v.dim[0], v.dim[2])):
+        raise OpInputError(
+            f"{op}(): port 'k' (tensor {k.name!r}) dim {list(k.dim)} and port 'v' (tensor {v.name!r}) dim "
+            f"{list(v.dim)} differ in batch, heads or keys [B, H_kv, S_kv, *]"
+        )
+    if not paged and q.dim[0] != k.dim[0]:
+        raise OpInputError(
+            f"{op}(): port 'q' (tensor {q.name!r}) has batch {q.dim[0]}, port 'k' (tensor {k.name!r}) "
+            f"{k.dim[0]} (dims {list(q.dim)}, {list(k.dim)})"
+        )
+    if q.dim[1] % k.dim[1]:
+        raise OpInputError(
+            f"{op}(): port 'q' has {q.dim[1]} heads, port 'k' {k.dim[1]}: q's heads are a multiple of "
+            "K's (grouped-query attention)"
+        )
+    implied = {"o": (*q.dim[:-1], v.dim[-1]), "dO": (*q.dim[:-1], v.dim[-1]), "stats": (*q.dim[:-1], 1)}
+    for port, want in implied.items():
+        t = node.inputs.get(port)
+        if t is not None and t.dim and tuple(t.dim) != want:
+            raise OpInputError(
+                f"{op}(): port {port!r} (tensor {t.name!r}) has dim {list(t.dim)}; q and v imply {list(want)}"
+            )
 
 
 def _lower_dropout(node, kwargs: dict[str, Any], lowerer: Any) -> None:

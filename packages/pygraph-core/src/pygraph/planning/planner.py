@@ -199,6 +199,7 @@ class Planner:
                 hook=hook,
                 facts=prep.facts,
                 analyzed=prep.analyzed,
+                device=prep.request.device,
             )
             from pygraph.tuning.plan_cache import recorded_first  # sqlite3 loads on first planning
 

@@ -1,6 +1,7 @@
 """The CUDA device this process runs on: name, SM, SM count, memory, asked of the driver.
 
-Planning never reads this (a graph plans the same way on any machine); the plan cache keys its
+Planning reads it once a graph, for what the graph does not declare (`DeviceInfo.of_graph` in
+`pygraph.engines.base`: the families' rules are sized by the SM count); the plan cache keys its
 entries by it, because a measured winner is a fact about one device, and ``pygraph info`` prints it.
 It is asked of the CUDA driver through ctypes, so no framework is imported; torch's answer is used
 when torch is already imported with a CUDA device, because the device torch has made current is the
