@@ -1,19 +1,23 @@
 """pygraph engine families ``gdn``, ``kda`` and ``gdn2``: chunked gated linear attention.
 
-The family skeleton: ``family.py`` (the declarations), ``analyzer.py`` (facts, shared by the three
-families), ``heuristics.py`` (the ranking hook), ``reference.py`` (the plain-torch Gated DeltaNet
-recurrence, forward and backward, shipped for users), ``chunked.py`` and ``chunked_bwd.py`` (the
-chunked forward and backward the kernels compute, in plain torch); they need
-``pygraph-engines-linear-attention[torch]``. ``engines/cutile.py`` is ``gdn_cutile``, the gdn
-forward and backward in cuTile (``kernels/``; needs the ``cutile`` extra), default-on;
-``engines/sm90.py`` is ``gdn_sm90``, the gdn forward in CuTe DSL for Hopper (the ``cute`` extra),
-default-on; ``engines/kda_cutile.py`` is the kda and gdn2 forward in cuTile; the other CuTe DSL
-engines are planned. ``ops.py`` is the torch op ``gated_delta_net`` (a ``torch.library`` custom op
-over gdn and gdn_bwd graphs; needs torch), ``kda_ops.py`` the ops ``kimi_delta_attention`` and
-``gated_delta_net_v2``; each is also reachable as ``pygraph_linear_attention.<name>``, imported on
-first access. No backend lowers these
-ops, so a graph no engine serves raises `pygraph.GraphNotSupportedError` naming each engine's
-reason. Importing this package imports no framework.
+``family.py`` (the declarations), ``analyzer.py`` (facts, shared by the three families),
+``heuristics.py`` (the ranking hook), ``reference.py`` (the plain-torch recurrences, forward and
+backward, shipped for users), ``chunked.py``, ``chunked_bwd.py`` and ``chunked_kda_bwd.py`` (the
+chunked forward and backward the kernels compute, in plain torch); those need
+``pygraph-engines-linear-attention[torch]``. The engines (``engines/``, their kernels in
+``kernels/``), a forward and a backward each:
+
+- CuTe DSL for Hopper (the ``cute`` extra): ``gdn_sm90``, ``kda_sm90``, ``gdn2_sm90`` and their
+  ``_bwd``, all default-on;
+- cuTile (the ``cutile`` extra): ``gdn_cutile`` and ``gdn_cutile_bwd``, default-on; ``kda_cutile``,
+  ``gdn2_cutile`` and their ``_bwd``, opt-in (``PYGRAPH_ENABLE_OPT_IN_ENGINES``).
+
+``ops.py`` is the torch op ``gated_delta_net`` (a ``torch.library`` custom op over gdn and gdn_bwd
+graphs; needs torch), ``kda_ops.py`` the ops ``kimi_delta_attention`` and ``gated_delta_net_v2``;
+each is also reachable as ``pygraph_linear_attention.<name>``, imported on first access. No backend
+lowers these ops, so a graph no engine serves raises `pygraph.GraphNotSupportedError` naming each
+engine's reason. What each engine serves and why: ``docs/linear-attention.md``. Importing this
+package imports no framework.
 """
 
 from typing import Any

@@ -60,11 +60,12 @@ def pygraph_families() -> list[EngineFamily]:
             },
         ),
         # kda and gdn2: the CuTe DSL forwards and backwards (kda_sm90, gdn2_sm90, kda_sm90_bwd,
-        # gdn2_sm90_bwd) default-on: on the H200 (2026-12-05) they passed the 26 device cases each (O
-        # <= 5.0e-3, gradients <= 9.1e-3), compute-sanitizer on the varlen-odd forward and backward,
-        # and the torch ops' opcheck and compiled training step. Opt-in: the cuTile engines (correct,
-        # but 4-7x FLA's time, and compute-sanitizer reported out of bounds in the backward's gradient
-        # scan; on other archs compile-checked only)
+        # gdn2_sm90_bwd) default-on: they passed the 26 device cases each (O <= 5.0e-3, gradients <=
+        # 9.1e-3), compute-sanitizer on the varlen-odd forward and backward, and the torch ops'
+        # opcheck and compiled training step (benchmarks/RESULTS.md, Linear attention: "kda and
+        # gdn2, the CuTe DSL pairs against FLA", its correctness paragraph). Opt-in: the cuTile
+        # engines (correct, but 4-7x FLA's time, and compute-sanitizer reported out of bounds in the
+        # backward's gradient scan; on other archs compile-checked only)
         _family(
             "kda",
             20200,

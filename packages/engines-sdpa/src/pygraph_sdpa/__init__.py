@@ -1,12 +1,14 @@
 """pygraph engine families ``sdpa_fwd`` and ``sdpa_bwd``: fused scaled-dot-product attention.
 
-The family skeleton: ``family.py`` (the declaration), ``analyzer.py`` (facts, shared by both
-families), ``heuristics.py`` (the ranking hook), ``reference.py`` (plain-torch attention forward
-and backward, shipped for users; needs ``pygraph-engines-sdpa[torch]``). ``ops.py`` is the torch op
-``sdpa`` (a ``torch.library`` custom op over sdpa and sdpa_backward graphs; needs torch), also
-reachable as ``pygraph_sdpa.sdpa``, imported on first access. The engines (``engines/``) and their
-kernels (``kernels/``) are planned: until they ship, the cuDNN backend serves SDPA graphs.
-Importing this package imports no framework.
+``family.py`` (the declaration), ``analyzer.py`` (facts, shared by both families), ``heuristics.py``
+(the ranking hook), ``reference.py`` (plain-torch attention forward and backward, shipped for users;
+needs ``pygraph-engines-sdpa[torch]``). ``engines/sm90.py`` holds ``sdpa_fwd_sm90`` and
+``sdpa_bwd_sm90``, the CuTe DSL engines for Hopper (their kernels in ``kernels/``; the ``cute``
+extra), default-on and ranked after the cuDNN backend's entries, which measured faster in every
+timed cell; where no cuDNN runtime is installed they serve the graphs alone. ``ops.py`` is the torch
+op ``sdpa`` (a ``torch.library`` custom op over sdpa and sdpa_backward graphs; needs torch), also
+reachable as ``pygraph_sdpa.sdpa``, imported on first access. What each engine serves and why:
+``docs/sdpa.md``. Importing this package imports no framework.
 """
 
 from typing import Any

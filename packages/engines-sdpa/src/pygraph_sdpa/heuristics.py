@@ -2,13 +2,14 @@
 
 A graph falls in a cell: (head dim, causal, the key length's bucket, grouped heads). A cell's rule
 says whether the python engine leads the backend's entries or trails them, and which of its knob
-values comes first; each rule is set from a timing of both on the H200 (`benchmarks/sdpa/bench_sdpa`)
-and cites it in docs/sdpa.md. In every timed cell the backend measured faster (forward 0.67-0.74x
-of it, backward 0.59-0.73x), so every rule keeps the backend's entries first, in the backend's own
-order, with the python engines (``sdpa_fwd_sm90``, ``sdpa_bwd_sm90``) after them; an untimed cell
-does the same (`UNTIMED_FWD`, `UNTIMED_BWD`). No rule reads the device's SM count: the cells are
-set by head dim, causality, key length and grouped heads, and the engines' kernels are not
-persistent (one CTA per query or key block, head and batch), so nothing of theirs is sized by it.
+values comes first; each rule is set from a timing of both on the H200
+(`benchmarks/sdpa/bench_sdpa`) and cites its section of benchmarks/RESULTS.md (`Rule.measured`). In
+every timed cell the backend measured faster (forward 0.67-0.74x of it, backward 0.59-0.73x), so
+every rule keeps the backend's entries first, in the backend's own order, with the python engines
+(``sdpa_fwd_sm90``, ``sdpa_bwd_sm90``) after them; an untimed cell does the same (`UNTIMED_FWD`,
+`UNTIMED_BWD`). No rule reads the device's SM count: the cells are set by head dim, causality, key
+length and grouped heads, and the engines' kernels are not persistent (one CTA per query or key
+block, head and batch), so nothing of theirs is sized by it.
 """
 
 from __future__ import annotations

@@ -1,15 +1,16 @@
 """The torch op's graphs: one ``sdpa`` (or ``sdpa_backward``) graph per problem, planned and built
 once, then executed per call with the call's tensors.
 
-A key is everything a graph declares: the `SdpaProblem` (shapes, dtype, device, padding, ragged), the
-masks and the scale. A ragged (THD) problem's tensors are declared [N, H, S, D] with the THD strides
-(a token's heads side by side, tokens one after another) and a ragged offset each (int32
-[N + 1, 1, 1, 1], the element offset of each sequence's first token), with the padding mask over
-each sequence's length, as cuDNN's SDPA takes them; the stats stay [N, H, S, 1]. The first call of a key builds the graph, so it runs whatever plan the planner
-ranks first (today the cuDNN backend's); a graph nothing serves raises the planner's
+A key is everything a graph declares: the `SdpaProblem` (shapes, dtype, device, padding, ragged),
+the masks and the scale. A ragged (THD) problem's tensors are declared [N, H, S, D] with the THD
+strides (a token's heads side by side, tokens one after another) and a ragged offset each
+(int32 [N + 1, 1, 1, 1], the element offset of each sequence's first token), with the padding mask
+over each sequence's length, as cuDNN's SDPA takes them; the stats stay [N, H, S, 1]. The first
+call of a key builds the graph, so it runs whatever plan the planner ranks first (the cuDNN backend's where a
+cuDNN runtime is installed, else the CuTe DSL engine's); a graph nothing serves raises the planner's
 `pygraph.GraphNotSupportedError`, which is not cached. Operands are declared contiguous (the op
-passes contiguous tensors); O and the gradients in the io dtype, the stats (lse) fp32. The cache
-and the stream-ordered `execute` are `pygraph.op_support`'s.
+passes contiguous tensors); O and the gradients in the io dtype, the stats (lse) fp32. The cache and
+the stream-ordered `execute` are `pygraph.op_support`'s.
 """
 
 from __future__ import annotations

@@ -3,13 +3,13 @@
 ``pygraph_sdpa.sdpa(query, key, value, *, scale=None, is_causal=False, causal_bottom_right=False,
 window_left=-1, window_right=-1, seq_len_q=None, seq_len_kv=None, cu_seqlens_q=None,
 cu_seqlens_kv=None, max_seqlen_q=0, max_seqlen_kv=0, return_lse=False)`` builds (once per key,
-`op_graphs`) and executes an ``sdpa`` graph, so it runs whatever plan the planner ranks first
-(today the cuDNN backend's); its gradient executes an ``sdpa_backward`` graph the same way. The
-custom ops are ``torch.ops.pygraph_sdpa.sdpa_forward`` (O and lse) and
-``torch.ops.pygraph_sdpa.sdpa_backward`` (dQ, dK, dV); fake kernels give their outputs' shapes and
-dtypes, so the op traces under ``torch.compile(fullgraph=True)``. Arguments are checked
-(`op_arguments`) before anything runs. Semantics: `reference.sdpa_reference`'s; layout, dtypes and
-limits: ``docs/sdpa.md`` ("The torch op").
+`op_graphs`) and executes an ``sdpa`` graph, so it runs whatever plan the planner ranks first (the
+cuDNN backend's where a cuDNN runtime is installed, else ``sdpa_fwd_sm90``'s); its gradient executes
+an ``sdpa_backward`` graph the same way. The custom ops are ``torch.ops.pygraph_sdpa.sdpa_forward``
+(O and lse) and ``torch.ops.pygraph_sdpa.sdpa_backward`` (dQ, dK, dV); fake kernels give their
+outputs' shapes and dtypes, so the op traces under ``torch.compile(fullgraph=True)``. Arguments are
+checked (`op_arguments`) before anything runs. Semantics: `reference.sdpa_reference`'s; layout,
+dtypes and limits: ``docs/sdpa.md`` ("The torch op").
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""Lowering of the IR to execution backends (today: the cuDNN backend graph)."""
+"""Lowering of the IR to execution backends (the cuDNN backend graph)."""
