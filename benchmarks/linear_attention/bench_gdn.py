@@ -42,7 +42,7 @@ import time
 from typing import Any
 
 from benchmarks.harness import interleaved, run_footer, time_lines
-from benchmarks.linear_attention.gdn_cases import (
+from gdn_cases import (
     BWD_CASES,
     CASES,
     GdnCase,

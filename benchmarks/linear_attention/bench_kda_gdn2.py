@@ -288,7 +288,7 @@ def _pygraph_call(op: str, x: dict, lengths: tuple[int, ...], engine: str, block
 
     import torch
 
-    from benchmarks.linear_attention.kda_cases import KdaCase, build_graph
+    from kda_cases import KdaCase, build_graph
     from pygraph.environment import OPT_IN_ENV
 
     os.environ[OPT_IN_ENV] = "kda_cutile,gdn2_cutile,kda_sm90,gdn2_sm90"
@@ -317,7 +317,7 @@ def _pygraph_graphs_call(op: str, x: dict, lengths: tuple[int, ...], engine: str
 
     import torch
 
-    from benchmarks.linear_attention.kda_cases import GRADIENT_OF, KdaCase, build_bwd_graph
+    from kda_cases import GRADIENT_OF, KdaCase, build_bwd_graph
     from pygraph.environment import OPT_IN_ENV
 
     case = KdaCase(

@@ -20,9 +20,12 @@ from __future__ import annotations
 import argparse
 import time
 
+import benchmarks  # noqa: F401  (its import puts the tests' case tables on sys.path: kda_cases below)
+import kda_cases
+
 
 def _graphs(parts: set[str]):
-    from benchmarks.linear_attention import bench_kda_gdn2, kda_cases
+    from benchmarks.linear_attention import bench_kda_gdn2
 
     if "cases" in parts:
         yield from kda_cases.CASES
@@ -42,8 +45,6 @@ def _graphs(parts: set[str]):
 
 def _inputs(case):
     """The case's CPU inputs and options as the device run makes them."""
-    from benchmarks.linear_attention import kda_cases
-
     tensors, options = kda_cases.make_inputs(case, device="cpu")
     if case.name.startswith("ops-"):  # the layer passes its beta logits in float32
         tensors["beta"] = tensors["beta"].float()
@@ -54,8 +55,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="cases,bench,ops,bwd", help="comma list: cases, bench, ops, bwd")
     args = parser.parse_args()
-    from benchmarks.linear_attention import kda_cases
-
     kda_cases.DEVICE = "cpu"  # the inputs' metadata is all the planning reads
     started = time.perf_counter()
     parts = set(args.only.split(","))

@@ -215,7 +215,7 @@ def test_the_engine_serves_a_gdn_bwd_graph_end_to_end(name, monkeypatch):
     chunk states, v_new and dv_new in the io dtype, as on the device)."""
     import sys
 
-    from benchmarks.linear_attention import gdn_cases
+    import gdn_cases
     from pygraph_linear_attention.engines import cutile as engine_mod
 
     monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.gdn_cutile_fwd", FWD_MODULE)

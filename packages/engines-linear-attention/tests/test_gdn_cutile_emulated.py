@@ -349,7 +349,7 @@ def test_the_engine_end_to_end_through_the_graph_api(name, monkeypatch):
     """gdn_cases' runner on the CPU: plan, build and execute() a gdn graph, the kernels emulated."""
     import sys
 
-    from benchmarks.linear_attention import gdn_cases
+    import gdn_cases
     from pygraph_linear_attention.engines import cutile as engine_mod
     from pygraph_linear_attention.reference import gated_delta_net_reference
 

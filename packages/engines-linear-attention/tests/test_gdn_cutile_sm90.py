@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks.linear_attention.gdn_cases import (  # noqa: E402
+from gdn_cases import (  # noqa: E402
     BWD_CASES,
     CASES,
     run_bwd_case,

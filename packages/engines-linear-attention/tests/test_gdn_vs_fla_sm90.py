@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks.linear_attention.gdn_cases import CASES, execute_case, make_inputs  # noqa: E402
+from gdn_cases import CASES, execute_case, make_inputs  # noqa: E402
 
 pytestmark = pytest.mark.sm90
 

@@ -214,7 +214,7 @@ def test_a_graph_it_cannot_serve_is_declined_naming_the_rule(monkeypatch, op, ch
 def test_the_device_suites_runners_run_on_the_emulated_kernels(emulated, op, monkeypatch):
     """`kda_cases`' runners (the sm90 suite's) on host tensors, the kernels emulated: the harness the
     device run uses, checked before it spends device time."""
-    from benchmarks.linear_attention import kda_cases
+    import kda_cases
 
     monkeypatch.setattr(kda_cases, "DEVICE", "cpu")
     case = next(c for c in kda_cases.CASES if c.op == op and c.name == "d64")

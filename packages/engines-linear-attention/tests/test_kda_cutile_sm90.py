@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks.linear_attention.kda_cases import CASES, run_bwd_case, run_case  # noqa: E402
+from kda_cases import CASES, run_bwd_case, run_case  # noqa: E402
 from pygraph.environment import OPT_IN_ENV  # noqa: E402
 
 pytestmark = pytest.mark.sm90

@@ -18,7 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from benchmarks.linear_attention.kda_cases import (  # noqa: E402
+from kda_cases import (  # noqa: E402
     CASES,
     execute_case,
     make_inputs,

@@ -18,7 +18,7 @@ import dataclasses
 import itertools
 from typing import Any
 
-from benchmarks.linear_attention.gdn_cases import _select, _torch_dtype
+from gdn_cases import _select, _torch_dtype
 
 __all__ = [
     "CASES",
