@@ -102,7 +102,7 @@ if [ "$part" = ncu ]; then
   # NCU_RUN: the python command to profile instead of gdn_profile.py's GDN shapes, e.g. the KDA pair's
   # NCU_RUN="scripts/device/kda_kernel_times.py --ops kda --shapes B4xT4096 --no-profile" (ncu ... prepare_kda;
   # --bwd for the gradient kernels)
-  if [ -n "${NCU_RUN:-}" ]; then read -ra runner <<< "$NCU_RUN"; else runner=(scripts/device/gdn_profile.py run "$shape" "$@"); fi
+  if [ -n "${NCU_RUN:-}" ]; then read -ra runner <<< "$NCU_RUN"; else runner=(scripts/device/gdn_profile.py "$shape" "$@"); fi
   ncu -k "regex:$kernel" -s 1 -c 1 --section SourceCounters --section WarpStateStats --section LaunchStats \
     --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     --import-source yes -o "$OUTDIR/$kernel" -f python3 "${runner[@]}" 2>&1 | tail -2
@@ -111,7 +111,7 @@ if [ "$part" = ncu ]; then
   # no line info (the CuTe DSL kernels): the SASS page instead
   grep -q "^\"Line No\"" "$OUTDIR/$kernel.source.csv" \
     || ncu -i "$OUTDIR/$kernel.ncu-rep" --page source --csv --print-source sass > "$OUTDIR/$kernel.source.csv"
-  python3 scripts/device/gdn_profile.py lines "$OUTDIR/$kernel.source.csv" | tee "$OUTDIR/$kernel.lines.txt"
+  python3 -m benchmarks.ncu_lines "$OUTDIR/$kernel.source.csv" | tee "$OUTDIR/$kernel.lines.txt"
 fi
 if [ "$part" = all ] || [ "$part" = bench ]; then
   python3 -m benchmarks.linear_attention.bench_gdn --skip cases "$@" 2>&1 | tee "$OUTDIR/bench_gdn.log"

@@ -39,5 +39,5 @@ if [ "$part" = ncu ]; then
     python3 -m benchmarks.sdpa.bench_sdpa --shapes "$shape" --rounds 1 2>&1 | tail -2
   ncu -i "$OUTDIR/$kernel.ncu-rep" --page details 2>&1 | grep -E "Registers Per|Duration|Throughput|Occupancy|Block Limit|Issue Slots Busy|Warp Cycles Per Issued"
   ncu -i "$OUTDIR/$kernel.ncu-rep" --page source --csv --print-source sass > "$OUTDIR/$kernel.source.csv"
-  python3 scripts/device/gdn_profile.py lines "$OUTDIR/$kernel.source.csv" | tee "$OUTDIR/$kernel.lines.txt"
+  python3 -m benchmarks.ncu_lines "$OUTDIR/$kernel.source.csv" | tee "$OUTDIR/$kernel.lines.txt"
 fi

@@ -101,8 +101,9 @@ def test_cta_work_whole_tile_without_slices():
     assert (kt0, n_kt, ks, slices, slot) == (0, 7, 0, 1, 0)
 
 
-# The H200's GPCs as scripts/device/gpc_map.cu read them: the SMs each 16-CTA
-# cluster held, by GPC; GPC 0 (SMs 0, 1, 16, 17, 32, 33, 48, 49) and SMs 120-131 never held one.
+# The H200's GPCs as a probe read them (scripts/device/gpc_map.cu, in git at fba67cc5e32e): the SMs
+# each 16-CTA cluster held, by GPC; GPC 0 (SMs 0, 1, 16, 17, 32, 33, 48, 49) and SMs 120-131 never
+# held one.
 _GPC_OF_SM = {
     sm: gpc
     for gpc, sms in enumerate(
@@ -122,7 +123,7 @@ _GPC_OF_SM = {
 
 
 def _first_sm(c):
-    """SM of cluster c's first CTA as scripts/device/cluster_placement.py saw a full grid placed."""
+    """SM of cluster c's first CTA as a probe saw a full grid placed (tile_schedule's placement order)."""
     return 2 * (c - 4) if c >= 4 else 124 + 2 * c
 
 

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[4]
 
 
 def test_ops_doc_is_up_to_date() -> None:
-    spec = importlib.util.spec_from_file_location("gen_ops_doc", ROOT / "scripts" / "gen_ops_doc.py")
+    spec = importlib.util.spec_from_file_location("gen_ops_doc", ROOT / "tools" / "gen_ops_doc.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert (ROOT / "docs" / "ops.md").read_text() == module.render(), "run python scripts/gen_ops_doc.py"
+    assert (ROOT / "docs" / "ops.md").read_text() == module.render(), "run python tools/gen_ops_doc.py"

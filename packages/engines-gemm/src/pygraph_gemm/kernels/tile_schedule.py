@@ -69,8 +69,9 @@ def unit_coord(u, rows, cols, swizzle: int, raster_m: bool, serpentine: bool = F
 
 
 # ---------------------------------------------------------------------------- placement order
-# Where the H200 puts a full persistent grid of 2-CTA clusters (probes:
-# scripts/device/cluster_placement.py for the clusters, scripts/device/gpc_map.cu for the GPCs):
+# Where the H200 puts a full persistent grid of 2-CTA clusters (read by two probes kept in git,
+# `git show fba67cc5e32e:scripts/device/cluster_placement.py` for the clusters and gpc_map.cu there
+# for the GPCs):
 # clusters 0-3 go to TPCs 62-65 (SMs 124-131) and cluster c >= 4 to TPC c - 4 (SMs 2t, 2t + 1).
 # TPCs are numbered across the GPCs: TPC t < 32 sits in GPC t % 8, TPC 32 <= t < 60 in GPC
 # (t - 32) % 7 + 1, so GPCs 1-7 hold eight TPCs each below 60 and GPC 0 four. `placed_rank`

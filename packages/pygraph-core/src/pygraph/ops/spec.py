@@ -1,7 +1,7 @@
 """`OpSpec`: the one typed description of an op.
 
 A spec is the single source for the op's builder (`pygraph.ops.build`), its validation and
-shape/dtype inference, its documentation (`scripts/gen_ops_doc.py`) and its lowering
+shape/dtype inference, its documentation (`tools/gen_ops_doc.py`) and its lowering
 (`pygraph.lowering.backend`). The pointwise table, the structured table and the SDPA capture schema
 are three ways of writing specs.
 """

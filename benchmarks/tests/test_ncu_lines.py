@@ -1,19 +1,12 @@
-"""scripts/device/gdn_profile.py's ``lines``: the per-source-line stall table from an ncu source page."""
+"""benchmarks.ncu_lines: the per-source-line stall table from an ncu source page."""
 
 from __future__ import annotations
 
 import csv
-import importlib.util
-import pathlib
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[3] / "scripts" / "device" / "gdn_profile.py"
+import pytest
 
-
-def _module():
-    spec = importlib.util.spec_from_file_location("gdn_profile", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from benchmarks import ncu_lines
 
 
 def test_the_lines_with_most_samples_come_first_with_their_reasons(tmp_path, capsys):
@@ -30,7 +23,7 @@ def test_the_lines_with_most_samples_come_first_with_their_reasons(tmp_path, cap
     path = tmp_path / "source.csv"
     with path.open("w", newline="") as f:
         csv.writer(f).writerows(rows)
-    _module().lines(str(path), top=2)
+    ncu_lines.lines(str(path), top=2)
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("100 stall samples")
     assert out[1].split()[:2] == ["11", "70.0%"] and out[1].endswith("short_sb 100%")
@@ -39,18 +32,16 @@ def test_the_lines_with_most_samples_come_first_with_their_reasons(tmp_path, cap
 
 
 def test_a_sass_only_page_ranks_instructions_and_a_page_without_either_says_so(tmp_path, capsys):
-    import pytest
-
     header = ["Address", "Source", "Warp Stall Sampling (All Samples)", "stall_wait"]
     rows = [header, ["0x10", "HGMMA.64x128x16", "5", "5"], ["0x20", "MUFU.EX2 R1, R2", "15", "0"]]
     path = tmp_path / "sass.csv"
     with path.open("w", newline="") as f:
         csv.writer(f).writerows(rows)
-    _module().lines(str(path), top=5)
+    ncu_lines.lines(str(path), top=5)
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "20 stall samples; per instruction: share, then its top stall reasons"
     assert out[1].split()[:3] == ["0x20", "75.0%", "MUFU.EX2"]
     empty = tmp_path / "empty.csv"
     empty.write_text("==WARNING== No lineinfo available\n")
     with pytest.raises(SystemExit, match="no source or SASS table"):
-        _module().lines(str(empty), top=5)
+        ncu_lines.lines(str(empty), top=5)
