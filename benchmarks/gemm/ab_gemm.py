@@ -18,7 +18,8 @@ bursts and 2-5% behind it sustained.
 A refactor that changes the SASS (not the math) is timed against the kernels it replaces in the same
 process: ``--tree-b DIR`` loads another copy of the ``pygraph_gemm/kernels`` package (e.g. ``git
 archive main packages/engines-gemm/src/pygraph_gemm/kernels | tar -x``), and a label ending in
-``@b`` is built from it (scripts/device/ab_trees.sh).
+``@b`` is built from it (sustained, as scripts/device/floor_gemm.sh times them:
+``KNOBS=128x256c21z8g2vf,128x256c21z8g2vf@b AB_ARGS="--tree-b DIR" bash scripts/device/floor_gemm.sh``).
 """
 
 from __future__ import annotations

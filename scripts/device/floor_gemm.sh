@@ -12,7 +12,9 @@ source scripts/device/env.sh
 KNOBS=${KNOBS:-128x256c21z8g2}
 # shape:reps, about one second of launches each on the H200
 RUNS=${RUNS:-4096x4096x4096:5000 8192x8192x8192:600 4096x14336x4096:1400 16384x4096x4096:1200}
-# AB_ARGS: more ab_gemm arguments (ab_trees.sh passes --tree-b); LOG: the log under $OUT
+# AB_ARGS: more ab_gemm arguments, e.g. --tree-b DIR to time a refactor's kernels against the ones they
+# replace (KNOBS=128x256c21z8g2vf,128x256c21z8g2vf@b: a label ending in @b is built from DIR);
+# LOG: the log under $OUT
 LOG="$OUTDIR/${LOG:-floor_sustained.log}"
 for dt in ${DTYPES:-bf16 fp16}; do
   for run in $RUNS; do

@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument(
         "--no-profile", action="store_true",
-        help="run the warm-up calls only (for Nsight Compute: gdn_cutile.sh ncu with NCU_RUN)",
+        help="run the warm-up calls only (for Nsight Compute: run.sh linear-attention ncu with NCU_RUN)",
     )  # fmt: skip
     args = parser.parse_args()
 

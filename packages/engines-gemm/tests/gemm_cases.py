@@ -9,7 +9,7 @@ epilogue, kernel layout) in the layout the tests give the operands: scripts/kern
 compiles them to prove a restructuring leaves the kernels' objects unchanged.
 
 `SM90_MEMCHECK` / `SM80_MEMCHECK` name one case per config family for compute-sanitizer
-(``pytest -m memcheck``; scripts/device/memcheck_gemm.sh).
+(``pytest -m memcheck``; scripts/device/run.sh gemm memcheck).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The SM90 GEMM (`torch_gemm.gemm`) against the float64 reference, one test per `gemm_cases` case.
 
 Needs an SM90 GPU (marked ``sm90``; skipped with the reason elsewhere). One case per config family
-is marked ``memcheck`` too, for compute-sanitizer (scripts/device/memcheck_gemm.sh)::
+is marked ``memcheck`` too, for compute-sanitizer (scripts/device/run.sh gemm memcheck)::
 
     python -m pytest packages/engines-gemm/tests/test_gemm_sm90_numerics.py -k 128x256c21z8g2
 """

@@ -40,7 +40,7 @@ class Rule:
 Cell = tuple[int, bool, int, bool]  # (head dim, causal, key-length bucket, grouped heads)
 
 _BENCH = (
-    "bash scripts/device/sdpa.sh bench, H200; benchmarks/RESULTS.md, SDPA: sdpa_fwd_sm90 and sdpa_bwd_sm90 "
+    "bash scripts/device/run.sh sdpa bench, H200; benchmarks/RESULTS.md, SDPA: sdpa_fwd_sm90 and sdpa_bwd_sm90 "
     "against cuDNN and flash-attention 4"
 )
 # forward: P in registers (P_REGS=1) beat P through shared memory in each cell, by 7-13%
