@@ -19,12 +19,12 @@ import argparse
 import io
 import time
 
-from pygraph_linear_attention.kernels.cubin_resources import resources
+from pygraph_linear_attention.common.cubin_resources import resources
 
 
 def main() -> None:
-    from pygraph_linear_attention.kernels import gdn_cutile_bwd, gdn_cutile_fwd
-    from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig
+    from pygraph_linear_attention.gdn import cutile_bwd as gdn_cutile_bwd, gdn_cutile_fwd
+    from pygraph_linear_attention.gdn.cutile_bwd_host import GdnCutileBwdConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dim", type=int, default=128, help="K = V")
@@ -49,8 +49,8 @@ def main() -> None:
 
 def _channel_gates(args: argparse.Namespace) -> None:
     """The kda / gdn2 cuTile forward's and backward's kernels (every option on)."""
-    from pygraph_linear_attention.kernels import kda_cutile_bwd, kda_cutile_fwd
-    from pygraph_linear_attention.kernels.kda_cutile_bwd_host import KdaCutileBwdConfig
+    from pygraph_linear_attention.kda import cutile_bwd as kda_cutile_bwd, kda_cutile_fwd
+    from pygraph_linear_attention.kda.cutile_bwd_host import KdaCutileBwdConfig
 
     cfg = KdaCutileBwdConfig(
         op=args.op, tokens=16384, sequences=4, heads_qk=16, heads_v=16, key_dim=args.dim, value_dim=args.dim,
@@ -67,7 +67,7 @@ def _channel_gates(args: argparse.Namespace) -> None:
 def _report(launches: dict, args: argparse.Namespace) -> None:
     import cuda.tile as ct
 
-    from pygraph_linear_attention.kernels import gdn_cutile_fwd
+    from pygraph_linear_attention.gdn import cutile_fwd as gdn_cutile_fwd
 
     wanted = {n for n in args.only.split(",") if n}
     seen = set()

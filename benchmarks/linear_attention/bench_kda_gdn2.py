@@ -155,7 +155,7 @@ def _pygraph(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, A
     import os
 
     from pygraph.environment import OPT_IN_ENV
-    from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention
+    from pygraph_linear_attention.kda.op import gated_delta_net_v2, kimi_delta_attention
 
     os.environ[OPT_IN_ENV] = "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd"
     fn = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
@@ -347,7 +347,7 @@ def _pygraph_op_call(op: str, x: dict, leaves: dict):
     import os
 
     from pygraph.environment import OPT_IN_ENV
-    from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention
+    from pygraph_linear_attention.kda.op import gated_delta_net_v2, kimi_delta_attention
 
     fn = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
     names = [*_grads(op), "cu_seqlens"]

@@ -18,7 +18,7 @@ import types
 
 import pytest
 
-from pygraph_linear_attention.kernels.gdn_cutile_host import HINTED_BWD
+from pygraph_linear_attention.gdn.cutile_host import HINTED_BWD
 
 
 def _host(array, dtype=None):
@@ -46,7 +46,7 @@ class StandIn:
         self.runs = []
 
     def forward(self, launch, kernels, cfg, arrays):
-        from pygraph_linear_attention.chunked import chunked_gated_delta_net
+        from pygraph_linear_attention.common.chunked import chunked_gated_delta_net
 
         self.runs.append("gdn")
         x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "o")}
@@ -61,7 +61,7 @@ class StandIn:
             _host(arrays["ht"]).copy_(final)
 
     def backward(self, launch, kernels, cfg, arrays):
-        from pygraph_linear_attention.chunked_bwd import chunked_gated_delta_net_backward
+        from pygraph_linear_attention.gdn.chunked_bwd import chunked_gated_delta_net_backward
 
         self.runs.append("gdn_bwd")
         x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "dO")}
@@ -84,7 +84,7 @@ class KdaStandIn:
         self.runs = []
 
     def forward(self, launch, kernels, cfg, arrays):
-        from pygraph_linear_attention.chunked import chunked_gated_delta_net_v2, chunked_kimi_delta_attention
+        from pygraph_linear_attention.common.chunked import chunked_gated_delta_net_v2, chunked_kimi_delta_attention
 
         self.runs.append(cfg.op)
         x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "o")}
@@ -101,7 +101,7 @@ class KdaStandIn:
             _host(arrays["ht"]).copy_(final)
 
     def backward(self, launch, kernels, cfg, arrays):
-        from pygraph_linear_attention.chunked_kda_bwd import (
+        from pygraph_linear_attention.kda.chunked_bwd import (
             chunked_gated_delta_net_v2_backward,
             chunked_kimi_delta_attention_backward,
         )
@@ -143,7 +143,7 @@ def decline_cute_dsl_kda(monkeypatch, backward_only: bool = False) -> None:
     """The `no_cute_dsl_kda` fixture's work, for fixtures that set up a stand-in; with
     ``backward_only`` only the CuTe DSL backwards decline (the forward stays first)."""
     from pygraph.errors import GraphNotSupportedError
-    from pygraph_linear_attention.engines import kda_sm90
+    from pygraph_linear_attention.kda import engine_sm90 as kda_sm90
 
     def decline(self, request):
         raise GraphNotSupportedError(f"{self.name}: declined here, so the cuTile engine serves")
@@ -158,8 +158,8 @@ def kda_stand_in(monkeypatch):
     launch sequences; the op's graph cache empty. Yields the `KdaStandIn`."""
     pytest.importorskip("torch")
     from pygraph.environment import OPT_IN_ENV
-    from pygraph_linear_attention import op_arguments, op_graphs
-    from pygraph_linear_attention.engines import kda_cutile as engine_mod
+    from pygraph_linear_attention.common import op_arguments, op_graphs
+    from pygraph_linear_attention.kda import engine_cutile as engine_mod
 
     monkeypatch.setattr(
         op_arguments, "DEVICE_TYPES", ("cuda", "cpu")
@@ -168,9 +168,9 @@ def kda_stand_in(monkeypatch):
     monkeypatch.setenv(OPT_IN_ENV, "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd")
     monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
     monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: lambda *args: None)
-    fwd = types.ModuleType("pygraph_linear_attention.kernels.kda_cutile_fwd")
+    fwd = types.ModuleType("pygraph_linear_attention.kda.cutile_fwd")
     fwd.KERNELS = {name: name for name in ("table", "prepare", "scan")}
-    bwd = types.ModuleType("pygraph_linear_attention.kernels.kda_cutile_bwd")
+    bwd = types.ModuleType("pygraph_linear_attention.kda.cutile_bwd")
     bwd.BWD_KERNELS = {}
     monkeypatch.setitem(sys.modules, fwd.__name__, fwd)
     monkeypatch.setitem(sys.modules, bwd.__name__, bwd)
@@ -189,9 +189,9 @@ def gdn_stand_in(monkeypatch):
     declining); the op's graph cache empty.
     Yields the `StandIn` (its ``runs`` list the graphs executed, "gdn" or "gdn_bwd")."""
     pytest.importorskip("torch")
-    from pygraph_linear_attention import op_arguments, op_graphs
-    from pygraph_linear_attention.engines import cutile as engine_mod
-    from pygraph_linear_attention.engines import sm90 as sm90_mod
+    from pygraph_linear_attention.common import op_arguments, op_graphs
+    from pygraph_linear_attention.gdn import engine_cutile as engine_mod
+    from pygraph_linear_attention.gdn import engine_sm90 as sm90_mod
 
     monkeypatch.setattr(
         op_arguments, "DEVICE_TYPES", ("cuda", "cpu")
@@ -199,10 +199,10 @@ def gdn_stand_in(monkeypatch):
     monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "off")
     monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
     monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: lambda *args: None)
-    fwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_fwd")
+    fwd = types.ModuleType("pygraph_linear_attention.gdn.cutile_fwd")
     fwd.KERNELS = {name: name for name in ("table", "prepare", "scan")}
     fwd.hinted = lambda kernel, **hints: (kernel, hints)  # a plan's occupancy hint builds
-    bwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_bwd")
+    bwd = types.ModuleType("pygraph_linear_attention.gdn.cutile_bwd")
     bwd.BWD_KERNELS = {name: name for name in HINTED_BWD}
     monkeypatch.setitem(sys.modules, fwd.__name__, fwd)
     monkeypatch.setitem(sys.modules, bwd.__name__, bwd)

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from gdn_inputs import F64, OPTIONS, gdn_inputs  # noqa: E402
 
-from pygraph_linear_attention.chunked_bwd import chunked_gated_delta_net_backward  # noqa: E402
+from pygraph_linear_attention.gdn.chunked_bwd import chunked_gated_delta_net_backward  # noqa: E402
 from pygraph_linear_attention.reference import gated_delta_net_backward_reference  # noqa: E402
 
 

@@ -22,9 +22,9 @@ torch = pytest.importorskip("torch")
 
 from gdn_inputs import gdn_inputs  # noqa: E402
 
-from pygraph_linear_attention.chunked_bwd import chunked_gated_delta_net_backward  # noqa: E402
-from pygraph_linear_attention.kernels import gdn_cutile_host  # noqa: E402
-from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import (  # noqa: E402
+from pygraph_linear_attention.gdn.chunked_bwd import chunked_gated_delta_net_backward  # noqa: E402
+from pygraph_linear_attention.gdn import cutile_host as gdn_cutile_host  # noqa: E402
+from pygraph_linear_attention.gdn.cutile_bwd_host import (  # noqa: E402
     GdnCutileBwdConfig,
     launch_backward,
 )
@@ -48,7 +48,7 @@ def _emulated_modules():
     bwd_ns = {**fwd_ns, "__name__": "gdn_cutile_bwd_emulated"}  # the helpers it imports from the forward
     bwd = (KERNEL_DIR / "gdn_cutile_bwd.py").read_text().replace("import cuda.tile as ct\n", "")
     bwd = re.sub(  # one line, or a parenthesized list
-        r"from pygraph_linear_attention\.kernels\.gdn_cutile_fwd import (\([^)]*\)|[^\n]*)\n", "", bwd
+        r"from pygraph_linear_attention\.gdn\.cutile_fwd import (\([^)]*\)|[^\n]*)\n", "", bwd
     )
     exec(compile(bwd, "gdn_cutile_bwd.py", "exec"), bwd_ns)
     return types.SimpleNamespace(**fwd_ns), types.SimpleNamespace(**bwd_ns)
@@ -216,10 +216,10 @@ def test_the_engine_serves_a_gdn_bwd_graph_end_to_end(name, monkeypatch):
     import sys
 
     from benchmarks.linear_attention import gdn_cases
-    from pygraph_linear_attention.engines import cutile as engine_mod
+    from pygraph_linear_attention.gdn import engine_cutile as engine_mod
 
-    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.gdn_cutile_fwd", FWD_MODULE)
-    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.gdn_cutile_bwd", BWD_MODULE)
+    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.gdn.cutile_fwd", FWD_MODULE)
+    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.gdn.cutile_bwd", BWD_MODULE)
     monkeypatch.setattr(engine_mod, "_cutile_launch", EMULATION._EmulatedLaunch)
     monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
     case = next(c for c in gdn_cases.BWD_CASES if c.name == name)

@@ -20,8 +20,8 @@ ct = pytest.importorskip(
 
 pytestmark = pytest.mark.usefixtures("cutile_compiler")  # skips where cuTile's compiler is absent
 
-from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS, export_signatures, hinted  # noqa: E402
-from pygraph_linear_attention.kernels.gdn_cutile_host import GdnCutileConfig  # noqa: E402
+from pygraph_linear_attention.gdn.cutile_fwd import KERNELS, export_signatures, hinted  # noqa: E402
+from pygraph_linear_attention.gdn.cutile_host import GdnCutileConfig  # noqa: E402
 
 # every option on (the most code): GVA 2, safe gate with dt_bias, both states, BLOCK_V 64
 CONFIG = GdnCutileConfig(
@@ -44,7 +44,7 @@ def test_every_kernel_compiles_to_a_cubin_for(target):
 @pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])
 @pytest.mark.parametrize("occupancy", [2, 4])
 def test_the_hinted_kernels_compile_with_each_occupancy_hint_for(target, occupancy):
-    from pygraph_linear_attention.kernels.gdn_cutile_host import HINTED_FWD
+    from pygraph_linear_attention.gdn.cutile_host import HINTED_FWD
 
     for name in HINTED_FWD[occupancy]:
         out = io.BytesIO()

@@ -24,9 +24,9 @@ torch = pytest.importorskip("torch")
 
 from gdn_inputs import gdn_inputs  # noqa: E402
 
-from pygraph_linear_attention.chunked import chunked_gated_delta_net  # noqa: E402
-from pygraph_linear_attention.kernels import gdn_cutile_host  # noqa: E402
-from pygraph_linear_attention.kernels.gdn_cutile_host import GdnCutileConfig, launch_forward  # noqa: E402
+from pygraph_linear_attention.common.chunked import chunked_gated_delta_net  # noqa: E402
+from pygraph_linear_attention.gdn import cutile_host as gdn_cutile_host  # noqa: E402
+from pygraph_linear_attention.gdn.cutile_host import GdnCutileConfig, launch_forward  # noqa: E402
 
 KERNEL_SOURCE = pathlib.Path(gdn_cutile_host.__file__).with_name("gdn_cutile_fwd.py")
 
@@ -323,7 +323,7 @@ class _EmulatedLaunch:
         self.keep = []  # a DLPack consumer holds the producer's struct until its tensor dies
 
     def __call__(self, stream, grid, kernel, args):
-        from pygraph_linear_attention.kernels.device_arrays import DeviceArray
+        from pygraph_linear_attention.common.device_arrays import DeviceArray
 
         views, emulated = [], []
         for a in args:
@@ -350,10 +350,10 @@ def test_the_engine_end_to_end_through_the_graph_api(name, monkeypatch):
     import sys
 
     from benchmarks.linear_attention import gdn_cases
-    from pygraph_linear_attention.engines import cutile as engine_mod
+    from pygraph_linear_attention.gdn import engine_cutile as engine_mod
     from pygraph_linear_attention.reference import gated_delta_net_reference
 
-    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.gdn_cutile_fwd", KERNELS)
+    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.gdn.cutile_fwd", KERNELS)
     monkeypatch.setattr(engine_mod, "_cutile_launch", _EmulatedLaunch)
     monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
     case = next(c for c in gdn_cases.CASES if c.name == name)

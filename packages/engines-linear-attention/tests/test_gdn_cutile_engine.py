@@ -18,11 +18,11 @@ import pytest
 import pygraph
 from pygraph import data_type as dt
 from pygraph import heur_mode
-from pygraph_linear_attention.engines import cutile as engine_mod
-from pygraph_linear_attention.engines.cutile import GdnCutileBwdEngine, GdnCutileEngine
+from pygraph_linear_attention.gdn import engine_cutile as engine_mod
+from pygraph_linear_attention.gdn.engine_cutile import GdnCutileBwdEngine, GdnCutileEngine
 from pygraph_linear_attention.heuristics import block_v_order
-from pygraph_linear_attention.kernels.device_arrays import DeviceArray
-from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK
+from pygraph_linear_attention.common.device_arrays import DeviceArray
+from pygraph_linear_attention.gdn.cutile_host import CHUNK
 
 ENGINE_ID = 20101
 _REAL_PROBE = engine_mod._cutile_installed
@@ -228,11 +228,11 @@ def stand_in(monkeypatch):
     """The kernel modules and cuda.tile.launch replaced: (recorder, the sentinel kernels)."""
     names = "table prepare scan seg_table seg_offsets seg_bounds segment_scan segment_combine".split()
     kernels = {name: object() for name in names}
-    module = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_fwd")
+    module = types.ModuleType("pygraph_linear_attention.gdn.cutile_fwd")
     module.KERNELS = kernels
     module.hinted = lambda kernel, **hints: ("hinted", kernel, tuple(sorted(hints.items())))
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    bwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_bwd")
+    bwd = types.ModuleType("pygraph_linear_attention.gdn.cutile_bwd")
     bwd.BWD_KERNELS = {
         name: object()
         for name in (
@@ -409,7 +409,7 @@ def test_a_segment_knob_launches_the_split_scan_over_segments(stand_in):
 
 
 def test_a_segment_knob_that_cannot_tile_the_key_dim_is_declined():
-    from pygraph_linear_attention.engines.cutile import segment_reason
+    from pygraph_linear_attention.gdn.engine_cutile import segment_reason
 
     facts = types.SimpleNamespace(head_dim_k=64)
     assert segment_reason(facts, 128, 16) == "SEGMENT=16 needs BLOCK_V=128 to divide the key head dim 64"
@@ -539,7 +539,7 @@ def test_the_backward_occupancy_knob_hints_its_per_chunk_kernels_only(stand_in):
     ids=["plain", "l2norm", "gva", "gqa"],
 )
 def test_a_gradient_skips_its_head_sum_where_the_chunk_kernels_write_it(h, hv, l2norm, sums):
-    from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig
+    from pygraph_linear_attention.gdn.cutile_bwd_host import GdnCutileBwdConfig
 
     cfg = GdnCutileBwdConfig(
         tokens=100, sequences=2, heads_qk=h, heads_v=hv, heads_g=max(h, hv), heads_beta=max(h, hv),

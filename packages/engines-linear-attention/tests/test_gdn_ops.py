@@ -13,9 +13,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import pygraph  # noqa: E402
-from pygraph_linear_attention import op_graphs  # noqa: E402
-from pygraph_linear_attention.engines import cutile as engine_mod  # noqa: E402
-from pygraph_linear_attention.engines import sm90 as sm90_mod  # noqa: E402
+from pygraph_linear_attention.common import op_graphs  # noqa: E402
+from pygraph_linear_attention.gdn import engine_cutile as engine_mod  # noqa: E402
+from pygraph_linear_attention.gdn import engine_sm90 as sm90_mod  # noqa: E402
 from pygraph_linear_attention.ops import gated_delta_net  # noqa: E402
 from pygraph_linear_attention.reference import gated_delta_net_reference  # noqa: E402
 

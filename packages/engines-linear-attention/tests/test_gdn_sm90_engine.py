@@ -13,9 +13,9 @@ import pygraph
 from pygraph import data_type as dt
 from pygraph.engines.base import PlanConfig
 from pygraph.execution import OperandGeometryError
-from pygraph_linear_attention.engines import sm90 as engine_mod
-from pygraph_linear_attention.engines.sm90 import GdnSm90BwdEngine, GdnSm90Engine
-from pygraph_linear_attention.kernels.gdn_sm90_host import Sm90BwdKey, Sm90Key, compiled_forward, search_steps
+from pygraph_linear_attention.gdn import engine_sm90 as engine_mod
+from pygraph_linear_attention.gdn.engine_sm90 import GdnSm90BwdEngine, GdnSm90Engine
+from pygraph_linear_attention.gdn.sm90_host import Sm90BwdKey, Sm90Key, compiled_forward, search_steps
 
 ENGINE_ID = 20100
 
@@ -205,7 +205,7 @@ def test_the_kernels_compile_for_sm90a_without_a_gpu(monkeypatch, tmp_path, wgmm
     importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
 )
 def test_a_compiled_forward_is_stored_and_loaded_back_from_the_disk(monkeypatch, tmp_path):
-    from pygraph_linear_attention.kernels import gdn_sm90_host as host
+    from pygraph_linear_attention.gdn import sm90_host as host
 
     monkeypatch.setattr(host, "_CACHE", {})
     monkeypatch.delenv(host.CACHE_ENV, raising=False)
@@ -310,7 +310,7 @@ def test_a_backward_call_passes_its_pointers_in_order(bwd_recorder):
 def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(
     monkeypatch, tmp_path, wgmma, stages
 ):
-    from pygraph_linear_attention.kernels import gdn_sm90_host as host
+    from pygraph_linear_attention.gdn import sm90_host as host
 
     monkeypatch.setattr(host, "_CACHE", {})
     monkeypatch.delenv(host.CACHE_ENV, raising=False)

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pygraph_linear_attention.chunked_kda_bwd import (  # noqa: E402
+from pygraph_linear_attention.kda.chunked_bwd import (  # noqa: E402
     chunked_gated_delta_net_v2_backward,
     chunked_kimi_delta_attention_backward,
 )

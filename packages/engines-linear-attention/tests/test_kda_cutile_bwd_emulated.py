@@ -18,12 +18,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pygraph_linear_attention.chunked_kda_bwd import (  # noqa: E402
+from pygraph_linear_attention.kda.chunked_bwd import (  # noqa: E402
     chunked_gated_delta_net_v2_backward,
     chunked_kimi_delta_attention_backward,
 )
-from pygraph_linear_attention.kernels import gdn_cutile_host  # noqa: E402
-from pygraph_linear_attention.kernels.kda_cutile_bwd_host import (  # noqa: E402
+from pygraph_linear_attention.gdn import cutile_host as gdn_cutile_host  # noqa: E402
+from pygraph_linear_attention.kda.cutile_bwd_host import (  # noqa: E402
     KdaCutileBwdConfig,
     launch_backward,
 )

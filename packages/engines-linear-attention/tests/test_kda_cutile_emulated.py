@@ -19,12 +19,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pygraph_linear_attention.chunked import (  # noqa: E402
+from pygraph_linear_attention.common.chunked import (  # noqa: E402
     chunked_gated_delta_net_v2,
     chunked_kimi_delta_attention,
 )
-from pygraph_linear_attention.kernels import gdn_cutile_host  # noqa: E402
-from pygraph_linear_attention.kernels.kda_cutile_host import (  # noqa: E402
+from pygraph_linear_attention.gdn import cutile_host as gdn_cutile_host  # noqa: E402
+from pygraph_linear_attention.kda.cutile_host import (  # noqa: E402
     SUB_CHUNK,
     KdaCutileConfig,
     launch_forward,
@@ -49,7 +49,7 @@ def _kda_module() -> types.SimpleNamespace:
     kda_ns = {**gdn_ns, "__name__": "kda_cutile_fwd_emulated"}  # the helpers it imports from GDN's
     kda = (KERNEL_DIR / "kda_cutile_fwd.py").read_text().replace("import cuda.tile as ct\n", "")
     kda = re.sub(
-        r"from pygraph_linear_attention\.kernels\.gdn_cutile_fwd import (\([^)]*\)|[^\n]*)\n", "", kda
+        r"from pygraph_linear_attention\.gdn\.cutile_fwd import (\([^)]*\)|[^\n]*)\n", "", kda
     )
     exec(compile(kda, "kda_cutile_fwd.py", "exec"), kda_ns)
     return types.SimpleNamespace(**kda_ns)

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 import pygraph  # noqa: E402
 from pygraph.environment import OPT_IN_ENV  # noqa: E402
-from pygraph_linear_attention.engines import kda_cutile as engine_mod  # noqa: E402
+from pygraph_linear_attention.kda import engine_cutile as engine_mod  # noqa: E402
 from pygraph_linear_attention.reference import (  # noqa: E402
     gated_delta_net_v2_reference,
     kimi_delta_attention_reference,
@@ -75,10 +75,10 @@ def emulated(monkeypatch, no_cute_dsl_kda):
     )
     backward = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(backward)
-    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.kda_cutile_fwd", emulation.KDA)
+    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kda.cutile_fwd", emulation.KDA)
     # built on the launcher's stand-in: each program reads its block index from the one that launches it
     bwd_kernels = backward.emulated_module(launcher.EMU)
-    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.kda_cutile_bwd", bwd_kernels)
+    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kda.cutile_bwd", bwd_kernels)
     monkeypatch.setattr(engine_mod, "_cutile_launch", launcher._EmulatedLaunch)
     monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
     monkeypatch.setenv(OPT_IN_ENV, "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd")

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.sm90
 def _runs(engine: str, case) -> bool:
     """Whether ``engine`` serves the case's BLOCK_V (the cuTile engines: 32 and 64; the CuTe DSL
     pair 16 too)."""
-    from pygraph_linear_attention.kernels.kda_cutile_host import BLOCK_V as CUTILE_BLOCK_V
+    from pygraph_linear_attention.kda.cutile_host import BLOCK_V as CUTILE_BLOCK_V
 
     return engine == "sm90" or case.block_v is None or case.block_v in CUTILE_BLOCK_V
 

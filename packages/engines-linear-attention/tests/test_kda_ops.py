@@ -15,8 +15,8 @@ torch = pytest.importorskip("torch")
 
 import pygraph  # noqa: E402
 from pygraph.errors import OpInputError  # noqa: E402
-from pygraph_linear_attention import op_graphs  # noqa: E402
-from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention  # noqa: E402
+from pygraph_linear_attention.common import op_graphs  # noqa: E402
+from pygraph_linear_attention.kda.op import gated_delta_net_v2, kimi_delta_attention  # noqa: E402
 from pygraph_linear_attention.reference import (  # noqa: E402
     gated_delta_net_v2_reference,
     kimi_delta_attention_reference,
@@ -194,7 +194,7 @@ def test_autograd_gradients_equal_the_float64_reference(kda_stand_in, op, case):
 
 @pytest.mark.parametrize("op", list(OPS))
 def test_a_backward_graph_no_engine_serves_raises_the_planners_error(kda_stand_in, op, monkeypatch):
-    from pygraph_linear_attention.engines import kda_cutile as engine_mod
+    from pygraph_linear_attention.kda import engine_cutile as engine_mod
 
     real = engine_mod._support_reason
 

@@ -17,8 +17,8 @@ torch = pytest.importorskip("torch")
 from benchmarks.linear_attention import kda_cases  # noqa: E402
 from benchmarks.linear_attention.kda_cases import CASES, make_inputs  # noqa: E402
 from pygraph.environment import OPT_IN_ENV  # noqa: E402
-from pygraph_linear_attention import op_graphs  # noqa: E402
-from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention  # noqa: E402
+from pygraph_linear_attention.common import op_graphs  # noqa: E402
+from pygraph_linear_attention.kda.op import gated_delta_net_v2, kimi_delta_attention  # noqa: E402
 from pygraph_linear_attention.reference import (  # noqa: E402
     gated_delta_net_v2_reference,
     kimi_delta_attention_reference,

@@ -224,7 +224,7 @@ def _chunk_backward(p, lo, rows, h, io, f, d_state, do):
 def _backward_model(case, tensors, options, d_o, d_final):
     """The graph's gradients as the kernels compute them (per-head terms in fp32 with
     the rounding above, the options' chain rules and head sums in float64)."""
-    from pygraph_linear_attention.chunked_kda_bwd import _options_backward
+    from pygraph_linear_attention.kda.chunked_bwd import _options_backward
 
     io = tensors["q"].dtype
     extra = {n: tensors[n] for n in ("a_log", "dt_bias") if n in tensors}

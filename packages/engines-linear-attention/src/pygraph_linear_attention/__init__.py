@@ -21,7 +21,7 @@ from typing import Any
 from pygraph_linear_attention._version import __version__
 
 __all__ = ["__version__", "gated_delta_net", "gated_delta_net_v2", "kimi_delta_attention"]
-_OPS = {"gated_delta_net": "ops", "kimi_delta_attention": "kda_ops", "gated_delta_net_v2": "kda_ops"}
+_OPS = {"gated_delta_net": "gdn.op", "kimi_delta_attention": "kda.op", "gated_delta_net_v2": "kda.op"}
 
 
 def __getattr__(name: str) -> Any:

@@ -12,8 +12,8 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, const_expr
 
-from pygraph_linear_attention.kernels.gdn_sm90_tiles import CHUNK, _exp
-from pygraph_linear_attention.kernels.kda_sm90_fwd import SUB
+from pygraph_linear_attention.common.sm90_tiles import CHUNK, _exp
+from pygraph_linear_attention.kda.sm90_fwd import SUB
 
 __all__ = ["AHEAD", "KdaChannelPass"]
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pygraph_linear_attention.kernels import gdn_sm90_host
-from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK, Region, layout_regions, regions_bytes
-from pygraph_linear_attention.kernels.gdn_sm90_host import ARCH, BLOCK_V_SM90, STAGES_SM90, prepare_slots
-from pygraph_linear_attention.kernels.kda_cutile_host import KdaCutileConfig
+from pygraph_linear_attention.gdn import sm90_host as gdn_sm90_host
+from pygraph_linear_attention.gdn.cutile_host import CHUNK, Region, layout_regions, regions_bytes
+from pygraph_linear_attention.gdn.sm90_host import ARCH, BLOCK_V_SM90, STAGES_SM90, prepare_slots
+from pygraph_linear_attention.kda.cutile_host import KdaCutileConfig
 
 __all__ = [
     "BLOCK_V_KDA_SM90",
@@ -131,7 +131,7 @@ def _gate_align(gdn2: bool) -> int:
 
 
 def _compile(key: KdaSm90Key, arch: str) -> Any:
-    from pygraph_linear_attention.kernels.kda_sm90_fwd import KdaSm90Fwd
+    from pygraph_linear_attention.kda.sm90_fwd import KdaSm90Fwd
 
     kernel = KdaSm90Fwd(
         key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,
@@ -241,7 +241,7 @@ def compiled_backward(key: KdaSm90BwdKey, arch: str = ARCH) -> Any:
 
 
 def _compile_backward(key: KdaSm90BwdKey, arch: str) -> Any:
-    from pygraph_linear_attention.kernels.kda_sm90_bwd import KdaSm90Bwd
+    from pygraph_linear_attention.kda.sm90_bwd import KdaSm90Bwd
 
     kernel = KdaSm90Bwd(
         key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import torch
 
-from pygraph_linear_attention.reference import PreparedInputs, _fail, prepare_inputs
+from pygraph_linear_attention.common.reference import PreparedInputs, _fail, prepare_inputs
 
 __all__ = [
     "CHUNK",

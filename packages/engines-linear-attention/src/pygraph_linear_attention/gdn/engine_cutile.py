@@ -29,8 +29,8 @@ from pygraph.errors import GraphNotSupportedError
 from pygraph.execution.errors import OperandGeometryError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
-from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig, launch_backward
-from pygraph_linear_attention.kernels.gdn_cutile_host import (
+from pygraph_linear_attention.gdn.cutile_bwd_host import GdnCutileBwdConfig, launch_backward
+from pygraph_linear_attention.gdn.cutile_host import (
     BLOCK_V,
     HINTED_BWD,
     HINTED_FWD,
@@ -265,7 +265,7 @@ class GdnCutilePlan(CompiledPlan):
         run: Any,
         engine: str = "gdn_cutile",
     ) -> None:
-        from pygraph_linear_attention.kernels.device_arrays import DeviceArray
+        from pygraph_linear_attention.common.device_arrays import DeviceArray
 
         # engine: the name refusals carry (kda_cutile and gdn2_cutile bind their kernels with this plan)
         self._name, self._cfg, self._launch_kernel, self._engine = name, cfg, launch, engine
@@ -406,16 +406,16 @@ class GdnCutileEngine(BaseEngine):
             raise GraphNotSupportedError(f"{self.name}: {reason}")
         launch = _cutile_launch()
         positions, declared = declared_operands(self.name, request, _operands(facts))
-        from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS
+        from pygraph_linear_attention.gdn.cutile_fwd import KERNELS
 
         occupancy = knobs.get("OCCUPANCY", OCCUPANCY[0])
         kernels, run, hinted_names = KERNELS, launch_forward, HINTED_FWD.get(occupancy, ())
         if facts.backward:
-            from pygraph_linear_attention.kernels.gdn_cutile_bwd import BWD_KERNELS
+            from pygraph_linear_attention.gdn.cutile_bwd import BWD_KERNELS
 
             kernels, run, hinted_names = {**KERNELS, **BWD_KERNELS}, launch_backward, HINTED_BWD
         if occupancy:
-            from pygraph_linear_attention.kernels.gdn_cutile_fwd import hinted
+            from pygraph_linear_attention.gdn.cutile_fwd import hinted
 
             kernels = kernels | {n: hinted(kernels[n], occupancy=occupancy) for n in hinted_names}
         cfg = config_for(facts, block_v, segment)

@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import torch
 
-from pygraph_linear_attention.chunked import CHUNK, _chunks
-from pygraph_linear_attention.chunked_bwd import _group_sum, beta_backward, qkv_backward
-from pygraph_linear_attention.reference import PreparedInputs, _fail, prepare_inputs
+from pygraph_linear_attention.common.chunked import CHUNK, _chunks
+from pygraph_linear_attention.gdn.chunked_bwd import _group_sum, beta_backward, qkv_backward
+from pygraph_linear_attention.common.reference import PreparedInputs, _fail, prepare_inputs
 
 __all__ = ["chunked_gated_delta_net_v2_backward", "chunked_kimi_delta_attention_backward"]
 

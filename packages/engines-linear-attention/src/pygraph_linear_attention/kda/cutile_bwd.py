@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import cuda.tile as ct
 
-from pygraph_linear_attention.kernels.gdn_cutile_bwd import (
+from pygraph_linear_attention.gdn.cutile_bwd import (
     _mm,
     gate_sum_kernel,
     group_sum_kernel,
     param_sum_kernel,
 )
-from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
+from pygraph_linear_attention.gdn.cutile_fwd import (
     _ZERO,
     SUB,
     TMA,
@@ -48,7 +48,7 @@ from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
     chunk_offsets_kernel,
     chunk_table_kernel,
 )
-from pygraph_linear_attention.kernels.kda_cutile_fwd import (
+from pygraph_linear_attention.kda.cutile_fwd import (
     _block_rows,
     _chunk_at,
     _gamma_block,
@@ -520,8 +520,8 @@ def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> 
     """One (kernel, `KernelSignature`) per launch of the backward for ``cfg`` (a `KdaCutileBwdConfig`),
     for ``cuda.tile.compilation.export_kernel``, with the arguments
     `kda_cutile_bwd_host.backward_arguments` passes (as `gdn_cutile_fwd.export_signatures`)."""
-    from pygraph_linear_attention.kernels.gdn_cutile_fwd import _Param, signature
-    from pygraph_linear_attention.kernels.kda_cutile_bwd_host import _KERNEL_OF, backward_arguments
+    from pygraph_linear_attention.gdn.cutile_fwd import _Param, signature
+    from pygraph_linear_attention.kda.cutile_bwd_host import _KERNEL_OF, backward_arguments
 
     io, f32, gdn2 = cfg.io_dtype, "float32", cfg.op == "gdn2"
     params = {

@@ -32,7 +32,7 @@ from pygraph.errors import GraphNotSupportedError
 from pygraph.execution.errors import OperandGeometryError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
-from pygraph_linear_attention.engines.cutile import (
+from pygraph_linear_attention.gdn.engine_cutile import (
     _FEATURES,
     _NAMES,
     _operands,
@@ -42,8 +42,8 @@ from pygraph_linear_attention.engines.cutile import (
     declared_operands,
     facts_of,
 )
-from pygraph_linear_attention.kernels.gdn_cutile_host import regions_bytes
-from pygraph_linear_attention.kernels.gdn_sm90_host import (
+from pygraph_linear_attention.gdn.cutile_host import regions_bytes
+from pygraph_linear_attention.gdn.sm90_host import (
     BLOCK_V_SM90,
     HEAD_DIMS_SM90,
     SPLIT_SM90,

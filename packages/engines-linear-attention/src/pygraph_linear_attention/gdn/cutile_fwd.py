@@ -513,7 +513,7 @@ def export_signatures(
     `gdn_cutile_host.kernel_arguments` passes, so the compiled code is the code a launch runs.
     """
 
-    from pygraph_linear_attention.kernels.gdn_cutile_host import kernel_arguments
+    from pygraph_linear_attention.gdn.cutile_host import kernel_arguments
 
     io = cfg.io_dtype
     params = {

@@ -22,7 +22,7 @@ import torch
 from pygraph.op_support import BuiltGraph, GraphCache, execute, plan_and_build
 from pygraph.op_support import declare as _declare
 from pygraph.op_support import device_facts as _device_facts
-from pygraph_linear_attention.op_arguments import GdnProblem
+from pygraph_linear_attention.common.op_arguments import GdnProblem
 
 __all__ = ["GRAPHS", "BuiltGraph", "GraphCache", "backward_graph", "execute", "forward_graph", "gradients"]
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from pygraph_linear_attention import op_graphs
-from pygraph_linear_attention.op_arguments import GdnProblem, check_backward, check_forward
+from pygraph_linear_attention.common import op_graphs
+from pygraph_linear_attention.common.op_arguments import GdnProblem, check_backward, check_forward
 
 __all__ = ["gated_delta_net"]
 

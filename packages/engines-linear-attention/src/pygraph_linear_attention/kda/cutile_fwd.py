@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import cuda.tile as ct
 
-from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
+from pygraph_linear_attention.gdn.cutile_fwd import (
     _ZERO,
     SUB,
     TMA,
@@ -402,7 +402,7 @@ def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> 
     """One `KernelSignature` per kernel for ``cfg`` (a `KdaCutileConfig`), for
     ``cuda.tile.compilation.export_kernel`` (compiling for a named target without a GPU), with the
     arguments `kda_cutile_host.kernel_arguments` passes (as `gdn_cutile_fwd.export_signatures`)."""
-    from pygraph_linear_attention.kernels.kda_cutile_host import kernel_arguments
+    from pygraph_linear_attention.kda.cutile_host import kernel_arguments
 
     io, gdn2 = cfg.io_dtype, cfg.op == "gdn2"
     params = {

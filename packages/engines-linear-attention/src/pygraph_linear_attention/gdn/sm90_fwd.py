@@ -41,8 +41,8 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
-from pygraph_linear_attention.kernels.gdn_sm90_output import OutputKernels, _chunk_output
-from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
+from pygraph_linear_attention.gdn.sm90_output import OutputKernels, _chunk_output
+from pygraph_linear_attention.common.sm90_tiles import (
     _DT,
     CHUNK,
     THREADS,

@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from pygraph_linear_attention.kernels.gdn_cutile_host import (
+from pygraph_linear_attention.gdn.cutile_host import (
     CHUNK,
     GdnCutileConfig,
     Region,
@@ -314,7 +314,7 @@ def _save_object(fn: Any, path: Path, name: str = FN_NAME) -> None:
 def _compile(key: Any, arch: str) -> Any:
     if isinstance(key, Sm90BwdKey):
         return _compile_backward(key, arch)
-    from pygraph_linear_attention.kernels.gdn_sm90_fwd import GdnSm90Fwd
+    from pygraph_linear_attention.gdn.sm90_fwd import GdnSm90Fwd
 
     kernel = GdnSm90Fwd(
         key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,
@@ -332,7 +332,7 @@ def _compile(key: Any, arch: str) -> Any:
 
 
 def _compile_backward(key: Sm90BwdKey, arch: str) -> Any:
-    from pygraph_linear_attention.kernels.gdn_sm90_bwd import GdnSm90Bwd
+    from pygraph_linear_attention.gdn.sm90_bwd import GdnSm90Bwd
 
     kernel = GdnSm90Bwd(
         key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,
@@ -364,7 +364,7 @@ def cute_compile(kernel: Any, pointers: list[tuple[str, int]], cu_dtype: str, si
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_stream, make_ptr
 
-    from pygraph_linear_attention.kernels.gdn_sm90_tiles import _DT
+    from pygraph_linear_attention.common.sm90_tiles import _DT
 
     types = {**_DT, "cu": cutlass.Int64 if cu_dtype == "int64" else cutlass.Int32}
     gmem = cute.AddressSpace.gmem

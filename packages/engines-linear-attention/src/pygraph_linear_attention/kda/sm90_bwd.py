@@ -39,8 +39,8 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
-from pygraph_linear_attention.kernels.gdn_sm90_bwd import GdnSm90Bwd
-from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
+from pygraph_linear_attention.gdn.sm90_bwd import GdnSm90Bwd
+from pygraph_linear_attention.common.sm90_tiles import (
     _DT,
     _VEC,
     CHUNK,
@@ -63,13 +63,13 @@ from pygraph_linear_attention.kernels.gdn_sm90_tiles import (
     _to_smem,
     _vector,
 )
-from pygraph_linear_attention.kernels.kda_sm90_bwd_channels import (
+from pygraph_linear_attention.kda.sm90_bwd_channels import (
     _REVERSE,
     KdaChannelPass,
     _lower_to_smem,
     _staged,
 )
-from pygraph_linear_attention.kernels.kda_sm90_fwd import PREP_LAUNCH, SUB, KdaSm90Fwd, _load8, _vec8
+from pygraph_linear_attention.kda.sm90_fwd import PREP_LAUNCH, SUB, KdaSm90Fwd, _load8, _vec8
 
 __all__ = ["GRAD_THREADS", "KdaSm90Bwd"]
 

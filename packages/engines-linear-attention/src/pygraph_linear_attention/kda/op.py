@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from pygraph_linear_attention import op_graphs
-from pygraph_linear_attention.op_arguments import GdnProblem, check_backward, check_forward
-from pygraph_linear_attention.ops import _aligned_contiguous, _none_state
+from pygraph_linear_attention.common import op_graphs
+from pygraph_linear_attention.common.op_arguments import GdnProblem, check_backward, check_forward
+from pygraph_linear_attention.gdn.op import _aligned_contiguous, _none_state
 
 __all__ = ["gated_delta_net_v2", "kimi_delta_attention"]
 

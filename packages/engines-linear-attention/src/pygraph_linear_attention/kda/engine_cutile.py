@@ -26,7 +26,7 @@ from pygraph.engines.base import (
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
-from pygraph_linear_attention.engines.cutile import (
+from pygraph_linear_attention.gdn.engine_cutile import (
     _INSTALL,
     _IO,
     HEAD_DIMS,
@@ -36,8 +36,8 @@ from pygraph_linear_attention.engines.cutile import (
     declared_operands,
     facts_of,
 )
-from pygraph_linear_attention.kernels.kda_cutile_bwd_host import KdaCutileBwdConfig, launch_backward
-from pygraph_linear_attention.kernels.kda_cutile_host import (
+from pygraph_linear_attention.kda.cutile_bwd_host import KdaCutileBwdConfig, launch_backward
+from pygraph_linear_attention.kda.cutile_host import (
     BLOCK_V,
     DEFAULT_LOWER_BOUND,
     KdaCutileConfig,
@@ -256,11 +256,11 @@ class KdaCutileEngine(BaseEngine):
         launch = _cutile_launch()
         positions, declared = declared_operands(self.name, request, _operands(facts))
         if facts.backward:
-            from pygraph_linear_attention.kernels.kda_cutile_bwd import BWD_KERNELS as kernels
+            from pygraph_linear_attention.kda.cutile_bwd import BWD_KERNELS as kernels
 
             run = launch_backward
         else:
-            from pygraph_linear_attention.kernels.kda_cutile_fwd import KERNELS as kernels
+            from pygraph_linear_attention.kda.cutile_fwd import KERNELS as kernels
 
             run = launch_forward
         return GdnCutilePlan(

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import torch
 
-from pygraph_linear_attention.chunked import CHUNK, _chunks
-from pygraph_linear_attention.reference import _fail, prepare_inputs
+from pygraph_linear_attention.common.chunked import CHUNK, _chunks
+from pygraph_linear_attention.common.reference import _fail, prepare_inputs
 
 __all__ = [
     "beta_backward",

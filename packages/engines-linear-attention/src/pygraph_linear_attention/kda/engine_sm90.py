@@ -30,9 +30,9 @@ from pygraph.engines.base import (
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
-from pygraph_linear_attention.engines.cutile import declared_operands, facts_of
-from pygraph_linear_attention.engines.kda_cutile import _FEATURES, _operands, _support_reason, config_for
-from pygraph_linear_attention.engines.sm90 import (
+from pygraph_linear_attention.gdn.engine_cutile import declared_operands, facts_of
+from pygraph_linear_attention.kda.engine_cutile import _FEATURES, _operands, _support_reason, config_for
+from pygraph_linear_attention.gdn.engine_sm90 import (
     _ALIGNED,
     _INSTALL,
     GdnSm90Plan,
@@ -42,9 +42,9 @@ from pygraph_linear_attention.engines.sm90 import (
     knobs_in_domains,
     plan_label,
 )
-from pygraph_linear_attention.kernels.gdn_cutile_host import regions_bytes
-from pygraph_linear_attention.kernels.gdn_sm90_host import search_steps
-from pygraph_linear_attention.kernels.kda_sm90_host import (
+from pygraph_linear_attention.gdn.cutile_host import regions_bytes
+from pygraph_linear_attention.gdn.sm90_host import search_steps
+from pygraph_linear_attention.kda.sm90_host import (
     BLOCK_V_KDA_SM90,
     BWD_POINTERS,
     POINTERS,

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pygraph_linear_attention.kernels.gdn_cutile_host import (
+from pygraph_linear_attention.gdn.cutile_host import (
     CHUNK,
     TABLE_BLOCK,
     TABLE_SEQ_BLOCK,

@@ -10,8 +10,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK, Region, layout_regions
-from pygraph_linear_attention.kernels.kda_cutile_host import KdaCutileConfig, kernel_arguments
+from pygraph_linear_attention.gdn.cutile_host import CHUNK, Region, layout_regions
+from pygraph_linear_attention.kda.cutile_host import KdaCutileConfig, kernel_arguments
 
 __all__ = ["SUM_BLOCK", "KdaCutileBwdConfig", "backward_arguments", "launch_backward"]
 

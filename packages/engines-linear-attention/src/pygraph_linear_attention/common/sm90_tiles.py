@@ -20,7 +20,7 @@ from pygraph.engines.cute_tiles import row_predicate as _row_predicate
 from pygraph.engines.cute_tiles import store_rows as _store_rows
 from pygraph.engines.cute_tiles import transposed as _transposed
 from pygraph.engines.cute_tiles import wg_gemm as _wg_gemm
-from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK  # 64 tokens, as the cuTile kernels
+from pygraph_linear_attention.gdn.cutile_host import CHUNK  # 64 tokens, as the cuTile kernels
 
 THREADS = 128
 SHARED = (_acc, _row_predicate, _store_rows, _wg_gemm)  # the gdn_sm90 kernels import these from here too

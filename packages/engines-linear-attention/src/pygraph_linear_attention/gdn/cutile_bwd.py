@@ -37,7 +37,7 @@ from typing import Any
 
 import cuda.tile as ct
 
-from pygraph_linear_attention.kernels.gdn_cutile_fwd import (
+from pygraph_linear_attention.gdn.cutile_fwd import (
     TMA,
     _carry,
     _gamma_at,
@@ -597,8 +597,8 @@ def export_signatures(
     ``cuda.tile.compilation.export_kernel``, as `gdn_cutile_fwd.export_signatures` describes them:
     the arrays as the engine passes them, runtime scalars int32, the host side's constants."""
 
-    from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import _KERNEL_OF, backward_arguments
-    from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS, _Param, signature
+    from pygraph_linear_attention.gdn.cutile_bwd_host import _KERNEL_OF, backward_arguments
+    from pygraph_linear_attention.gdn.cutile_fwd import KERNELS, _Param, signature
 
     io, f32 = cfg.io_dtype, "float32"
     params = {
