@@ -23,7 +23,8 @@ from pygraph_linear_attention.common.cubin_resources import resources
 
 
 def main() -> None:
-    from pygraph_linear_attention.gdn import cutile_bwd as gdn_cutile_bwd, gdn_cutile_fwd
+    from pygraph_linear_attention.gdn import cutile_bwd as gdn_cutile_bwd
+    from pygraph_linear_attention.gdn import gdn_cutile_fwd
     from pygraph_linear_attention.gdn.cutile_bwd_host import GdnCutileBwdConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -49,7 +50,8 @@ def main() -> None:
 
 def _channel_gates(args: argparse.Namespace) -> None:
     """The kda / gdn2 cuTile forward's and backward's kernels (every option on)."""
-    from pygraph_linear_attention.kda import cutile_bwd as kda_cutile_bwd, kda_cutile_fwd
+    from pygraph_linear_attention.kda import cutile_bwd as kda_cutile_bwd
+    from pygraph_linear_attention.kda import kda_cutile_fwd
     from pygraph_linear_attention.kda.cutile_bwd_host import KdaCutileBwdConfig
 
     cfg = KdaCutileBwdConfig(

@@ -46,7 +46,7 @@ class StandIn:
         self.runs = []
 
     def forward(self, launch, kernels, cfg, arrays):
-        from pygraph_linear_attention.common.chunked import chunked_gated_delta_net
+        from pygraph_linear_attention.gdn.chunked import chunked_gated_delta_net
 
         self.runs.append("gdn")
         x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "o")}
@@ -84,7 +84,10 @@ class KdaStandIn:
         self.runs = []
 
     def forward(self, launch, kernels, cfg, arrays):
-        from pygraph_linear_attention.common.chunked import chunked_gated_delta_net_v2, chunked_kimi_delta_attention
+        from pygraph_linear_attention.kda.chunked import (
+            chunked_gated_delta_net_v2,
+            chunked_kimi_delta_attention,
+        )
 
         self.runs.append(cfg.op)
         x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "o")}
@@ -166,8 +169,8 @@ def kda_stand_in(monkeypatch):
     )  # host tensors: the stand-in reads them
     monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "off")
     monkeypatch.setenv(OPT_IN_ENV, "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd")
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
-    monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: lambda *args: None)
+    monkeypatch.setattr(engine_mod, "cutile_installed", lambda: True)
+    monkeypatch.setattr(engine_mod, "cutile_launch", lambda: lambda *args: None)
     fwd = types.ModuleType("pygraph_linear_attention.kda.cutile_fwd")
     fwd.KERNELS = {name: name for name in ("table", "prepare", "scan")}
     bwd = types.ModuleType("pygraph_linear_attention.kda.cutile_bwd")
@@ -197,8 +200,8 @@ def gdn_stand_in(monkeypatch):
         op_arguments, "DEVICE_TYPES", ("cuda", "cpu")
     )  # host tensors: the stand-in reads them
     monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "off")
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
-    monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: lambda *args: None)
+    monkeypatch.setattr(engine_mod, "cutile_installed", lambda: True)
+    monkeypatch.setattr(engine_mod, "cutile_launch", lambda: lambda *args: None)
     fwd = types.ModuleType("pygraph_linear_attention.gdn.cutile_fwd")
     fwd.KERNELS = {name: name for name in ("table", "prepare", "scan")}
     fwd.hinted = lambda kernel, **hints: (kernel, hints)  # a plan's occupancy hint builds

@@ -14,7 +14,8 @@ torch = pytest.importorskip("torch")
 
 from gdn_inputs import F64, OPTIONS, cu_seqlens, gdn_inputs  # noqa: E402
 
-from pygraph_linear_attention.common.chunked import CHUNK, chunk_prepare, chunked_gated_delta_net  # noqa: E402
+from pygraph_linear_attention.common.chunked import CHUNK, chunk_prepare  # noqa: E402
+from pygraph_linear_attention.gdn.chunked import chunked_gated_delta_net  # noqa: E402
 from pygraph_linear_attention.reference import gated_delta_net_reference  # noqa: E402
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
-import re
 import types
 
 import numpy as np
@@ -23,7 +22,6 @@ torch = pytest.importorskip("torch")
 from gdn_inputs import gdn_inputs  # noqa: E402
 
 from pygraph_linear_attention.gdn.chunked_bwd import chunked_gated_delta_net_backward  # noqa: E402
-from pygraph_linear_attention.gdn import cutile_host as gdn_cutile_host  # noqa: E402
 from pygraph_linear_attention.gdn.cutile_bwd_host import (  # noqa: E402
     GdnCutileBwdConfig,
     launch_backward,
@@ -37,20 +35,13 @@ EMULATION = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(EMULATION)  # the forward's emulator (its tests are collected from their own file)
 EMU, _Array = EMULATION.EMU, EMULATION._Array
 
-KERNEL_DIR = pathlib.Path(gdn_cutile_host.__file__).parent
-
 
 def _emulated_modules():
     """The forward's and the backward's kernel modules, their source run against the stand-in."""
-    fwd_ns = {"ct": EMU, "__name__": "gdn_cutile_fwd_emulated"}
-    fwd = (KERNEL_DIR / "gdn_cutile_fwd.py").read_text().replace("import cuda.tile as ct\n", "")
-    exec(compile(fwd, "gdn_cutile_fwd.py", "exec"), fwd_ns)
-    bwd_ns = {**fwd_ns, "__name__": "gdn_cutile_bwd_emulated"}  # the helpers it imports from the forward
-    bwd = (KERNEL_DIR / "gdn_cutile_bwd.py").read_text().replace("import cuda.tile as ct\n", "")
-    bwd = re.sub(  # one line, or a parenthesized list
-        r"from pygraph_linear_attention\.gdn\.cutile_fwd import (\([^)]*\)|[^\n]*)\n", "", bwd
-    )
-    exec(compile(bwd, "gdn_cutile_bwd.py", "exec"), bwd_ns)
+    fwd_ns = EMULATION.run_sources({"ct": EMU, "__name__": "gdn_cutile_fwd_emulated"}, "common/cutile_blocks.py",
+                                   "gdn/cutile_fwd.py")  # fmt: skip
+    # the backward over a copy: the blocks it imports from the forward's and the shared ones
+    bwd_ns = EMULATION.run_sources({**fwd_ns, "__name__": "gdn_cutile_bwd_emulated"}, "gdn/cutile_bwd.py")
     return types.SimpleNamespace(**fwd_ns), types.SimpleNamespace(**bwd_ns)
 
 
@@ -220,8 +211,8 @@ def test_the_engine_serves_a_gdn_bwd_graph_end_to_end(name, monkeypatch):
 
     monkeypatch.setitem(sys.modules, "pygraph_linear_attention.gdn.cutile_fwd", FWD_MODULE)
     monkeypatch.setitem(sys.modules, "pygraph_linear_attention.gdn.cutile_bwd", BWD_MODULE)
-    monkeypatch.setattr(engine_mod, "_cutile_launch", EMULATION._EmulatedLaunch)
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
+    monkeypatch.setattr(engine_mod, "cutile_launch", EMULATION._EmulatedLaunch)
+    monkeypatch.setattr(engine_mod, "cutile_installed", lambda: True)
     case = next(c for c in gdn_cases.BWD_CASES if c.name == name)
     tensors, options = gdn_cases.make_bwd_inputs(case, device="cpu")
     g, out = gdn_cases.execute_bwd(case, tensors, options, device="cpu")

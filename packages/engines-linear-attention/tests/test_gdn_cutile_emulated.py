@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import pathlib
+import re
 import types
 
 import numpy as np
@@ -24,11 +25,24 @@ torch = pytest.importorskip("torch")
 
 from gdn_inputs import gdn_inputs  # noqa: E402
 
-from pygraph_linear_attention.common.chunked import chunked_gated_delta_net  # noqa: E402
 from pygraph_linear_attention.gdn import cutile_host as gdn_cutile_host  # noqa: E402
+from pygraph_linear_attention.gdn.chunked import chunked_gated_delta_net  # noqa: E402
 from pygraph_linear_attention.gdn.cutile_host import GdnCutileConfig, launch_forward  # noqa: E402
 
-KERNEL_SOURCE = pathlib.Path(gdn_cutile_host.__file__).with_name("gdn_cutile_fwd.py")
+PACKAGE = pathlib.Path(gdn_cutile_host.__file__).parent.parent
+# an import of this package's modules, one line or a parenthesized list
+_PACKAGE_IMPORTS = r"from pygraph_linear_attention(?:\.\w+)+ import (\([^)]*\)|[^\n]*)\n"
+
+
+def run_sources(namespace: dict, *files: str) -> dict:
+    """Execute the kernel modules ``files`` (paths in the package) in ``namespace``, whose ``ct`` is
+    the stand-in: their imports of cuTile and of this package are dropped, so each takes the blocks it
+    imports from the files run before it (`common/cutile_blocks.py` first)."""
+    for file in files:
+        path = PACKAGE / file
+        source = re.sub(_PACKAGE_IMPORTS, "", path.read_text().replace("import cuda.tile as ct\n", ""))
+        exec(compile(source, str(path), "exec"), namespace)
+    return namespace
 
 
 class _DType:
@@ -175,9 +189,8 @@ class _Emulated(types.SimpleNamespace):
 
 def _emulated_module():
     emu = _Emulated()
-    source = KERNEL_SOURCE.read_text().replace("import cuda.tile as ct\n", "")
     namespace = {"ct": emu, "__name__": "gdn_cutile_fwd_emulated"}
-    exec(compile(source, str(KERNEL_SOURCE), "exec"), namespace)
+    run_sources(namespace, "common/cutile_blocks.py", "gdn/cutile_fwd.py")
     return emu, types.SimpleNamespace(**namespace)
 
 
@@ -354,8 +367,8 @@ def test_the_engine_end_to_end_through_the_graph_api(name, monkeypatch):
     from pygraph_linear_attention.reference import gated_delta_net_reference
 
     monkeypatch.setitem(sys.modules, "pygraph_linear_attention.gdn.cutile_fwd", KERNELS)
-    monkeypatch.setattr(engine_mod, "_cutile_launch", _EmulatedLaunch)
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
+    monkeypatch.setattr(engine_mod, "cutile_launch", _EmulatedLaunch)
+    monkeypatch.setattr(engine_mod, "cutile_installed", lambda: True)
     case = next(c for c in gdn_cases.CASES if c.name == name)
     tensors, options = gdn_cases.make_inputs(case, device="cpu")
     g, ports = gdn_cases.build_graph(case, tensors, options)

@@ -9,6 +9,7 @@ carve, `gdn_cutile_host.launch_forward`'s grids and argument tuples) runs withou
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 import types
@@ -18,20 +19,20 @@ import pytest
 import pygraph
 from pygraph import data_type as dt
 from pygraph import heur_mode
+from pygraph_linear_attention.common.device_arrays import DeviceArray
+from pygraph_linear_attention.common.host import CHUNK
 from pygraph_linear_attention.gdn import engine_cutile as engine_mod
 from pygraph_linear_attention.gdn.engine_cutile import GdnCutileBwdEngine, GdnCutileEngine
 from pygraph_linear_attention.heuristics import block_v_order
-from pygraph_linear_attention.common.device_arrays import DeviceArray
-from pygraph_linear_attention.gdn.cutile_host import CHUNK
 
 ENGINE_ID = 20101
-_REAL_PROBE = engine_mod._cutile_installed
+_REAL_PROBE = engine_mod.cutile_installed
 
 
 @pytest.fixture(autouse=True)
 def _cutile_found(monkeypatch):
     """cuTile reported installed (CI has none; its absence has its own test)."""
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
+    monkeypatch.setattr(engine_mod, "cutile_installed", lambda: True)
 
 
 def _graph(t=130, n=3, h=2, hv=2, d=128, dv=None, io=dt.BFLOAT16, beta=None, *, state=False, final=False,
@@ -179,10 +180,10 @@ def test_declines_a_device_outside_its_arch_range():
 
 
 def test_a_missing_cutile_is_an_import_decline(monkeypatch):
-    monkeypatch.setattr(engine_mod, "_cutile_installed", _REAL_PROBE)  # the probe itself, cuda.* not found
-    real = engine_mod.importlib.util.find_spec
+    monkeypatch.setattr(engine_mod, "cutile_installed", _REAL_PROBE)  # the probe itself, cuda.* not found
+    real = importlib.util.find_spec
     monkeypatch.setattr(
-        engine_mod.importlib.util,
+        importlib.util,
         "find_spec",
         lambda name, *a: None if name.startswith("cuda") else real(name, *a),
     )
@@ -243,7 +244,7 @@ def stand_in(monkeypatch):
     kernels.update(bwd.BWD_KERNELS)
     monkeypatch.setitem(sys.modules, bwd.__name__, bwd)
     recorder = _Recorder()
-    monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: recorder)
+    monkeypatch.setattr(engine_mod, "cutile_launch", lambda: recorder)
     return recorder, kernels
 
 

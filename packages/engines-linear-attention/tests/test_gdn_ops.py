@@ -154,13 +154,13 @@ def test_no_token_runs_nothing(gdn_stand_in):
 
 
 def test_a_gdn_bwd_graph_no_engine_serves_raises_the_planners_error(gdn_stand_in, monkeypatch):
-    real = engine_mod._support_reason
+    real = engine_mod.support_reason
 
     def forward_only(facts):
         return "the backward is switched off for this test" if facts.backward else real(facts)
 
-    monkeypatch.setattr(engine_mod, "_support_reason", forward_only)
-    monkeypatch.setattr(sm90_mod, "_support_reason", forward_only)  # gdn_sm90_bwd's copy of the rule
+    monkeypatch.setattr(engine_mod, "support_reason", forward_only)
+    monkeypatch.setattr(sm90_mod, "support_reason", forward_only)  # gdn_sm90_bwd's copy of the rule
     x = {n: t.requires_grad_(n in ("q", "k", "v")) for n, t in _inputs().items()}
     o, _ = gated_delta_net(**x)  # the forward is served
     with pytest.raises(

@@ -13,9 +13,10 @@ import pygraph
 from pygraph import data_type as dt
 from pygraph.engines.base import PlanConfig
 from pygraph.execution import OperandGeometryError
+from pygraph_linear_attention.common.host import search_steps
 from pygraph_linear_attention.gdn import engine_sm90 as engine_mod
 from pygraph_linear_attention.gdn.engine_sm90 import GdnSm90BwdEngine, GdnSm90Engine
-from pygraph_linear_attention.gdn.sm90_host import Sm90BwdKey, Sm90Key, compiled_forward, search_steps
+from pygraph_linear_attention.gdn.sm90_host import Sm90BwdKey, Sm90Key, compiled_forward
 
 ENGINE_ID = 20100
 
@@ -205,10 +206,11 @@ def test_the_kernels_compile_for_sm90a_without_a_gpu(monkeypatch, tmp_path, wgmm
     importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
 )
 def test_a_compiled_forward_is_stored_and_loaded_back_from_the_disk(monkeypatch, tmp_path):
+    from pygraph_linear_attention.common import sm90_compile as cache
     from pygraph_linear_attention.gdn import sm90_host as host
 
-    monkeypatch.setattr(host, "_CACHE", {})
-    monkeypatch.delenv(host.CACHE_ENV, raising=False)
+    monkeypatch.setattr(cache, "_CACHE", {})
+    monkeypatch.delenv(cache.CACHE_ENV, raising=False)
     monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))
     key = Sm90Key(
         key_dim=64, value_dim=64, block_v=32, io_dtype="bfloat16", beta_dtype="float32", h0_dtype="float32",
@@ -221,7 +223,7 @@ def test_a_compiled_forward_is_stored_and_loaded_back_from_the_disk(monkeypatch,
     assert callable(host.compiled_forward(key)) and built == [1]
     (entry,) = (tmp_path / "gdn_sm90").glob("*.o")
     assert entry.stat().st_size > 0
-    host._CACHE.clear()  # a fresh process: only the disk remembers
+    cache._CACHE.clear()  # a fresh process: only the disk remembers
     assert callable(host.compiled_forward(key)) and built == [1]
 
 
@@ -310,10 +312,11 @@ def test_a_backward_call_passes_its_pointers_in_order(bwd_recorder):
 def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(
     monkeypatch, tmp_path, wgmma, stages
 ):
+    from pygraph_linear_attention.common import sm90_compile as cache
     from pygraph_linear_attention.gdn import sm90_host as host
 
-    monkeypatch.setattr(host, "_CACHE", {})
-    monkeypatch.delenv(host.CACHE_ENV, raising=False)
+    monkeypatch.setattr(cache, "_CACHE", {})
+    monkeypatch.delenv(cache.CACHE_ENV, raising=False)
     monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))
     key = Sm90BwdKey(
         key_dim=128, value_dim=128, block_v=32, io_dtype="bfloat16", beta_dtype="bfloat16", h0_dtype="float32",
@@ -326,7 +329,7 @@ def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(
     real = host._compile
     monkeypatch.setattr(host, "_compile", lambda *a: built.append(1) or real(*a))
     assert callable(host.compiled_backward(key)) and built == [1]
-    host._CACHE.clear()
+    cache._CACHE.clear()
     assert callable(host.compiled_backward(key)) and built == [1]
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
-import re
 import types
 
 import numpy as np
@@ -22,7 +21,6 @@ from pygraph_linear_attention.kda.chunked_bwd import (  # noqa: E402
     chunked_gated_delta_net_v2_backward,
     chunked_kimi_delta_attention_backward,
 )
-from pygraph_linear_attention.gdn import cutile_host as gdn_cutile_host  # noqa: E402
 from pygraph_linear_attention.kda.cutile_bwd_host import (  # noqa: E402
     KdaCutileBwdConfig,
     launch_backward,
@@ -40,18 +38,16 @@ def _load(name: str, file: str):
 
 FORWARD = _load("kda_cutile_emulation", "test_kda_cutile_emulated.py")  # its emulator and inputs
 EMU, _Array = FORWARD.EMU, FORWARD._Array
-KERNEL_DIR = pathlib.Path(gdn_cutile_host.__file__).parent
-_IMPORTS = r"from pygraph_linear_attention\.kernels\.\w+ import (\([^)]*\)|[^\n]*)\n"
 
 
 def emulated_module(emu=EMU):
-    """The GDN forward's, GDN backward's, KDA forward's and KDA backward's source run against the
-    stand-in ``emu`` in one namespace (each imports its helpers from the ones before). The launcher
-    must be ``emu``'s: its programs read their block index from it."""
+    """The shared blocks', KDA forward's and KDA backward's source run against the stand-in ``emu``
+    in one namespace (each imports its helpers from the ones before). The launcher must be ``emu``'s:
+    its programs read their block index from it."""
     namespace = {"ct": emu, "__name__": "kda_cutile_bwd_emulated"}
-    for file in ("gdn_cutile_fwd.py", "gdn_cutile_bwd.py", "kda_cutile_fwd.py", "kda_cutile_bwd.py"):
-        source = (KERNEL_DIR / file).read_text().replace("import cuda.tile as ct\n", "")
-        exec(compile(re.sub(_IMPORTS, "", source), file, "exec"), namespace)
+    FORWARD.EMULATION.run_sources(
+        namespace, "common/cutile_blocks.py", "kda/cutile_fwd.py", "kda/cutile_bwd.py"
+    )
     return types.SimpleNamespace(**namespace)
 
 

@@ -19,11 +19,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pygraph_linear_attention.common.chunked import (  # noqa: E402
+from pygraph_linear_attention.kda.chunked import (  # noqa: E402
     chunked_gated_delta_net_v2,
     chunked_kimi_delta_attention,
 )
-from pygraph_linear_attention.gdn import cutile_host as gdn_cutile_host  # noqa: E402
 from pygraph_linear_attention.kda.cutile_host import (  # noqa: E402
     SUB_CHUNK,
     KdaCutileConfig,
@@ -37,22 +36,15 @@ _spec = importlib.util.spec_from_file_location(
 EMULATION = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(EMULATION)
 EMU, _Array = EMULATION.EMU, EMULATION._Array
-KERNEL_DIR = pathlib.Path(gdn_cutile_host.__file__).parent
 BV = 8
 F64 = torch.float64
 
 
 def _kda_module() -> types.SimpleNamespace:
-    gdn_ns = {"ct": EMU, "__name__": "gdn_cutile_fwd_emulated"}
-    gdn = (KERNEL_DIR / "gdn_cutile_fwd.py").read_text().replace("import cuda.tile as ct\n", "")
-    exec(compile(gdn, "gdn_cutile_fwd.py", "exec"), gdn_ns)
-    kda_ns = {**gdn_ns, "__name__": "kda_cutile_fwd_emulated"}  # the helpers it imports from GDN's
-    kda = (KERNEL_DIR / "kda_cutile_fwd.py").read_text().replace("import cuda.tile as ct\n", "")
-    kda = re.sub(
-        r"from pygraph_linear_attention\.gdn\.cutile_fwd import (\([^)]*\)|[^\n]*)\n", "", kda
+    namespace = {"ct": EMU, "__name__": "kda_cutile_fwd_emulated"}
+    return types.SimpleNamespace(
+        **EMULATION.run_sources(namespace, "common/cutile_blocks.py", "kda/cutile_fwd.py")
     )
-    exec(compile(kda, "kda_cutile_fwd.py", "exec"), kda_ns)
-    return types.SimpleNamespace(**kda_ns)
 
 
 KDA = _kda_module()

@@ -196,12 +196,12 @@ def test_autograd_gradients_equal_the_float64_reference(kda_stand_in, op, case):
 def test_a_backward_graph_no_engine_serves_raises_the_planners_error(kda_stand_in, op, monkeypatch):
     from pygraph_linear_attention.kda import engine_cutile as engine_mod
 
-    real = engine_mod._support_reason
+    real = engine_mod.support_reason
 
     def forward_only(facts, served, backward=False):
         return "the backward is switched off for this test" if backward else real(facts, served, backward)
 
-    monkeypatch.setattr(engine_mod, "_support_reason", forward_only)
+    monkeypatch.setattr(engine_mod, "support_reason", forward_only)
     x = {n: t.requires_grad_(n in ("q", "k", "v")) for n, t in _inputs(op).items()}
     o, _ = OPS[op](**x)  # the forward is served
     with pytest.raises(

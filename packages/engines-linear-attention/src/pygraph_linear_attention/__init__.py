@@ -1,19 +1,20 @@
 """pygraph engine families ``gdn``, ``kda`` and ``gdn2``: chunked gated linear attention.
 
-The family skeleton: ``family.py`` (the declarations), ``analyzer.py`` (facts, shared by the three
-families), ``heuristics.py`` (the ranking hook), ``reference.py`` (the plain-torch Gated DeltaNet
-recurrence, forward and backward, shipped for users), ``chunked.py`` and ``chunked_bwd.py`` (the
-chunked forward and backward the kernels compute, in plain torch); they need
-``pygraph-engines-linear-attention[torch]``. ``engines/cutile.py`` is ``gdn_cutile``, the gdn
-forward and backward in cuTile (``kernels/``; needs the ``cutile`` extra), default-on;
-``engines/sm90.py`` is ``gdn_sm90``, the gdn forward in CuTe DSL for Hopper (the ``cute`` extra),
-default-on; ``engines/kda_cutile.py`` is the kda and gdn2 forward in cuTile; the other CuTe DSL
-engines are planned. ``ops.py`` is the torch op ``gated_delta_net`` (a ``torch.library`` custom op
-over gdn and gdn_bwd graphs; needs torch), ``kda_ops.py`` the ops ``kimi_delta_attention`` and
-``gated_delta_net_v2``; each is also reachable as ``pygraph_linear_attention.<name>``, imported on
-first access. No backend lowers these
-ops, so a graph no engine serves raises `pygraph.GraphNotSupportedError` naming each engine's
-reason. Importing this package imports no framework.
+The family skeleton, shared by the three families: ``family.py`` (the declarations), ``analyzer.py``
+(facts), ``heuristics.py`` (the ranking hook). Then one folder per op, as flash-linear-attention lays
+out ``fla/ops/<op>/``, with the same file names in each: ``gdn/`` (Gated DeltaNet) and ``kda/`` (KDA
+and GDN-2, one set of kernels with GDN-2 as a flag) hold each op's ``reference``, ``chunked`` spec,
+cuTile kernels and host (``cutile_*``), CuTe DSL kernels and host (``sm90_*``), ``support`` rules,
+engines (``engine_cutile``, ``engine_sm90``) and torch ``op``; ``common/`` holds what they share. The
+references and chunked specs need ``pygraph-engines-linear-attention[torch]``, the cuTile kernels the
+``cutile`` extra, the CuTe DSL kernels the ``cute`` extra.
+
+Public paths: ``pygraph_linear_attention.reference`` (the plain-torch references),
+``pygraph_linear_attention.ops`` (``gated_delta_net``), and the torch ops ``gated_delta_net``,
+``kimi_delta_attention`` and ``gated_delta_net_v2``, each also reachable as
+``pygraph_linear_attention.<name>``, imported on first access. No backend lowers these ops, so a
+graph no engine serves raises `pygraph.GraphNotSupportedError` naming each engine's reason.
+Importing this package imports no framework.
 """
 
 from typing import Any

@@ -1,7 +1,9 @@
-"""The chunked Gated DeltaNet algorithm in plain torch: the executable spec of what the kernels compute.
+"""The chunked algorithm in plain torch, shared by the ops' executable specs (`gdn.chunked`,
+`kda.chunked`): what the kernels compute.
 
-`reference.py` runs the recurrence token by token; this module computes the same outputs the way
-the engines do, a chunk of ``C`` tokens at a time, and is tested against the reference in float64.
+The references (`gdn.reference`, `kda.reference`) run the recurrence token by token; the chunked
+specs compute the same outputs the way the engines do, a chunk of ``C`` tokens at a time, and are
+tested against the references in float64.
 Per sequence, head and chunk (tokens r = 0..C-1 of the chunk, state ``S`` [V, K] entering it):
 
 1. ``gamma = cumsum(g)`` within the chunk: the log decay from the chunk's start through token r.
@@ -18,10 +20,10 @@ write nothing and zero g decays nothing, so the padded chunk's last gamma is its
 token's, and the padding needs no other care. Steps 1-2 are independent per chunk (the engines run
 them in parallel); steps 3-4 run chunk after chunk per sequence. The options (`use_qk_l2norm`,
 `use_beta_sigmoid`, `allow_neg_eigval`, `safe_gate`) transform the inputs exactly as in
-`reference.py`, whose checks, layout and GQA/GVA head mapping this module shares (`prepare_inputs`). Autograd through
+the references', whose checks, layout and GQA/GVA head mapping the specs share (`common.reference.prepare_inputs`). Autograd through
 it is a backward (the engines' backward will recompute the same quantities).
 
-KDA (`chunked_kimi_delta_attention`) runs the same steps with gamma per key channel ([..., C, K]):
+KDA (`kda.chunked.chunked_kimi_delta_attention`) runs the same steps with gamma per key channel ([..., C, K]):
 every ``exp(gamma_r - gamma_j)`` above sits inside the dot product, channel by channel
 (``A[r, j] = beta_r * sum_c k_r[c] exp(gamma_r[c] - gamma_j[c]) k_j[c]``, the same for the output's
 scores), ``exp(gamma) * k`` and ``exp(gamma) * q`` scale each channel, and the state passing decays
@@ -37,7 +39,7 @@ g <= 0) and nothing overflows; inside a diagonal sub-chunk the key-side factor g
 (the safe gate's bound) at a sub-chunk of 16, which is why that pairing is the one the kernels use
 for bounded gates (flash-linear-attention's KDA makes the same split).
 
-GDN-2 (`chunked_gated_delta_net_v2`) moves beta inside the erase read, channel by channel, and
+GDN-2 (`kda.chunked.chunked_gated_delta_net_v2`) moves beta inside the erase read, channel by channel, and
 writes ``w * v``: with ``e = beta * k`` ([..., C, K]), ``A[r, j] = sum_c e_r[c] exp(gamma_r[c] -
 gamma_j[c]) k_j[c]`` (j < r), ``u = T (w * v)`` and ``w_wy = T (e * exp(gamma))``; steps 3-4 are
 KDA's (what a token writes lands along its own k). With beta and w one value per head these are
@@ -48,17 +50,10 @@ from __future__ import annotations
 
 import torch
 
-from pygraph_linear_attention.common.reference import PreparedInputs, _fail, prepare_inputs
+from pygraph_linear_attention.common.host import CHUNK
+from pygraph_linear_attention.common.reference import PreparedInputs, reference_error
 
-__all__ = [
-    "CHUNK",
-    "chunk_prepare",
-    "chunked_gated_delta_net",
-    "chunked_gated_delta_net_v2",
-    "chunked_kimi_delta_attention",
-]
-
-CHUNK = 64  # the engines' chunk: the tokens one triangular solve covers
+__all__ = ["CHUNK", "chunk_by_chunk", "chunk_prepare", "to_chunks"]
 
 
 def chunk_prepare(
@@ -121,7 +116,7 @@ def _attenuated_by_sub_chunks(
     with ``ref_i`` sub-chunk i's first gamma; ``mask`` then applies."""
     size = x.shape[-2]
     if size % sub:
-        raise _fail(f"sub_chunk={sub} must divide the chunk size {size}")
+        raise reference_error(f"sub_chunk={sub} must divide the chunk size {size}")
     out = x.new_zeros((*x.shape[:-1], size))
     for i in range(0, size, sub):
         ref = gamma[..., i : i + 1, :]
@@ -136,7 +131,7 @@ def _decayed(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
     return x * torch.exp(gamma if gamma.dim() == x.dim() else gamma[..., None])
 
 
-def _chunks(x: torch.Tensor, count: int, size: int) -> torch.Tensor:
+def to_chunks(x: torch.Tensor, count: int, size: int) -> torch.Tensor:
     """[L, HO, ...] tokens -> [HO, count, size, ...] chunks, zero-padded at the end."""
     pad = count * size - x.shape[0]
     if pad:
@@ -145,95 +140,7 @@ def _chunks(x: torch.Tensor, count: int, size: int) -> torch.Tensor:
     return x.movedim(2, 0)
 
 
-def chunked_gated_delta_net(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    *,
-    scale: float | None = None,
-    initial_state: torch.Tensor | None = None,
-    output_final_state: bool = False,
-    use_qk_l2norm: bool = False,
-    use_beta_sigmoid: bool = False,
-    allow_neg_eigval: bool = False,
-    safe_gate: bool = False,
-    a_log: torch.Tensor | None = None,
-    dt_bias: torch.Tensor | None = None,
-    chunk_size: int = CHUNK,
-    dtype: torch.dtype = torch.float64,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(O [T, HO, V], final state [N, HO, V, K] or None) in ``dtype``, chunk by chunk.
-
-    Same arguments, layout and result as `reference.gated_delta_net_reference`, plus
-    ``chunk_size`` (any positive size gives the same result; the engines use `CHUNK`).
-    """
-    if chunk_size < 1:
-        raise _fail(f"chunk_size must be positive, got {chunk_size}")
-    prepared = prepare_inputs(
-        q, k, v, g, beta, cu_seqlens, scale=scale, initial_state=initial_state,
-        use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
-        safe_gate=safe_gate, a_log=a_log, dt_bias=dt_bias, dtype=dtype,
-    )  # fmt: skip
-    return _chunk_by_chunk(prepared, initial_state, output_final_state, chunk_size)
-
-
-def chunked_kimi_delta_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    *,
-    initial_state: torch.Tensor | None = None,
-    output_final_state: bool = False,
-    gate_lower_bound: float | None = None,
-    chunk_size: int = CHUNK,
-    sub_chunk: int | None = None,
-    **options: object,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """KDA chunk by chunk: `reference.kimi_delta_attention_reference`'s arguments and result, plus
-    ``chunk_size`` and ``sub_chunk`` (the per-channel products by sub-chunks: module docstring)."""
-    if chunk_size < 1:
-        raise _fail(f"chunk_size must be positive, got {chunk_size}")
-    prepared = prepare_inputs(
-        q, k, v, g, beta, cu_seqlens, initial_state=initial_state, channel_gate=True,
-        gate_lower_bound=gate_lower_bound, **options,
-    )  # fmt: skip
-    return _chunk_by_chunk(prepared, initial_state, output_final_state, chunk_size, sub_chunk)
-
-
-def chunked_gated_delta_net_v2(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    w: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    *,
-    initial_state: torch.Tensor | None = None,
-    output_final_state: bool = False,
-    gate_lower_bound: float | None = None,
-    chunk_size: int = CHUNK,
-    sub_chunk: int | None = None,
-    **options: object,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """GDN-2 chunk by chunk: `reference.gated_delta_net_v2_reference`'s arguments and result, plus
-    ``chunk_size`` and ``sub_chunk``."""
-    if chunk_size < 1:
-        raise _fail(f"chunk_size must be positive, got {chunk_size}")
-    prepared = prepare_inputs(
-        q, k, v, g, beta, cu_seqlens, initial_state=initial_state, channel_gate=True,
-        gate_lower_bound=gate_lower_bound, w=w, **options,
-    )  # fmt: skip
-    return _chunk_by_chunk(prepared, initial_state, output_final_state, chunk_size, sub_chunk)
-
-
-def _chunk_by_chunk(
+def chunk_by_chunk(
     prepared: PreparedInputs,
     initial_state: torch.Tensor | None,
     output_final_state: bool,
@@ -251,12 +158,12 @@ def _chunk_by_chunk(
         state = prepared.start_state(n, initial_state)
         count = -(-(hi - lo) // chunk_size)
         if count:
-            cq, ck, cv = (_chunks(x[lo:hi], count, chunk_size) for x in (q, k, v))  # [HO, NC, C, D]
-            cg, cb = (_chunks(x[lo:hi], count, chunk_size) for x in (decay, write))  # [HO, NC, C(, K)]
+            cq, ck, cv = (to_chunks(x[lo:hi], count, chunk_size) for x in (q, k, v))  # [HO, NC, C, D]
+            cg, cb = (to_chunks(x[lo:hi], count, chunk_size) for x in (decay, write))  # [HO, NC, C(, K)]
             cw = (
                 None
                 if prepared.value_gate is None
-                else _chunks(prepared.value_gate[lo:hi], count, chunk_size)
+                else to_chunks(prepared.value_gate[lo:hi], count, chunk_size)
             )
             gamma, w, u = chunk_prepare(ck, cv, cg, cb, cw, sub_chunk)
             size = chunk_size

@@ -24,7 +24,10 @@ from pygraph.op_support import declare as _declare
 from pygraph.op_support import device_facts as _device_facts
 from pygraph_linear_attention.common.op_arguments import GdnProblem
 
-__all__ = ["GRAPHS", "BuiltGraph", "GraphCache", "backward_graph", "execute", "forward_graph", "gradients"]
+__all__ = [
+    "GRAPHS", "BuiltGraph", "GraphCache", "aligned_contiguous", "backward_graph", "execute", "forward_graph",
+    "gradients", "none_state",
+]  # fmt: skip
 
 # forward flags, in the op's order; the graph's attribute for each
 FLAG_ATTRS = {
@@ -139,3 +142,23 @@ def backward_graph(
         return BuiltGraph(g, ports, g.get_workspace_size())
 
     return GRAPHS.get(key, build)
+
+
+# --- the tensors the ops pass to a graph
+
+
+def none_state(like: torch.Tensor) -> torch.Tensor:
+    """The stand-in of an absent output (a custom op returns tensors only)."""
+    return like.new_empty((0,), dtype=torch.float32)
+
+
+def aligned_contiguous(tensors: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The operands as the ops' graphs declare them: contiguous, and starting on a 16-byte boundary,
+    where the CuTe DSL kernels read their rows 16 bytes at a time; a view that starts inside its
+    storage elsewhere (a slice of a flat buffer) is copied rather than refused by the plan."""
+    out = {}
+    for name, t in tensors.items():
+        if t is not None:
+            t = t.contiguous()
+            out[name] = t.clone() if t.data_ptr() % 16 else t
+    return out

@@ -1,25 +1,14 @@
-"""Plain-torch references of the linear-attention families: the Gated DeltaNet recurrence, token by token.
+"""The token loop the plain-torch references share (`gdn.reference`, `kda.reference`): one recurrence
+with a decay per head (GDN) or per key channel (KDA, GDN-2), beta per head or per key channel with
+GDN-2's write gate, and the checks, head mapping and options every reference and chunked spec
+applies to its inputs (`prepare_inputs`).
 
-Per sequence of ``cu_seqlens`` and per head, with the state ``S`` [V, K] starting at
-``initial_state`` (or 0), for each token ``t``::
-
-    S = exp(g_t) * S                          # decay (g is log-space)
-    S = S + beta_t * (v_t - S k_t) k_t^T      # delta-rule write
-    o_t = scale * S q_t                       # read (scale defaults to K ** -0.5)
-
-computed in ``dtype`` (float64 by default; any floating dtype runs) from the inputs converted to
-it. The backward is autograd through the same loop (`gated_delta_net_backward_reference`). The
-family's correctness suites check the engines against these, and a user can check a graph's
-``gdn`` the same way::
-
-    from pygraph_linear_attention.reference import gated_delta_net_reference
-    o, final_state = gated_delta_net_reference(q, k, v, g, beta, cu_seqlens, output_final_state=True)
-
-Layout (THD, as the graph's ``gdn`` op): q, k [T, H, K]; v [T, HV, V]; g, beta [T, HG] with HG
-dividing HO = max(H, HV) (the graph declares HV); ``cu_seqlens`` [N + 1] prefix sums (int32 or
-int64; a dense batch of B sequences of length L is [0, L, 2L, ...]). GQA/GVA: output head ``h``
-reads q/k head ``h // (HO // H)``, v head ``h // (HO // HV)``, and the same for every per-head
-input. O is [T, HO, V]; states are [N, HO, V, K].
+Layout (THD, as the graph's ops): q, k [T, H, K]; v [T, HV, V]; the gates [T, HG] (KDA, GDN-2:
+[T, HG, K], GDN-2's write gate w [T, HG, V]) with HG dividing HO = max(H, HV); ``cu_seqlens`` [N + 1]
+prefix sums (int32 or int64; a dense batch of B sequences of length L is [0, L, 2L, ...]).
+GQA/GVA: output head ``h`` reads q/k head ``h // (HO // H)``, v head ``h // (HO // HV)``, and the
+same for every per-head input. O is [T, HO, V]; states are [N, HO, V, K]. Everything is computed
+in ``dtype`` (float64 by default; any floating dtype runs) from the inputs converted to it.
 
 Options:
 
@@ -27,29 +16,13 @@ Options:
 - ``use_beta_sigmoid``: beta is given as logits; ``beta = sigmoid(beta)``.
 - ``allow_neg_eigval``: beta is scaled to [0, 2) (``beta = 2 * beta``, after the sigmoid), so the
   write ``I - beta k k^T`` may have a negative eigenvalue.
-- ``safe_gate``: g is given as raw logits with per-head ``a_log`` and ``dt_bias`` [HG]; the decay
-  is ``-exp(a_log) * softplus(g + dt_bias)``.
+- ``safe_gate``: g is given as raw logits. GDN's per-head ``a_log`` and ``dt_bias`` [HG] make the
+  decay ``-exp(a_log) * softplus(g + dt_bias)``; KDA's and GDN-2's is bounded below:
+  ``g = gate_lower_bound * sigmoid(exp(a_log) * (g + dt_bias))``, in (gate_lower_bound, 0), with
+  ``gate_lower_bound`` a negative float (default -5.0), ``a_log`` [HG] optional (absent: exp(a_log)
+  = 1) and ``dt_bias`` per head and channel ([HG, K] or [HG * K], optional: absent is 0).
 
-Kimi Delta Attention (KDA, `kimi_delta_attention_reference`) is the same loop with a decay per key
-channel: g is [T, HG, K] and the decay scales the state's columns, ``S = S * exp(g_t)[None, :]``
-(beta stays one value per token and head). Its ``safe_gate`` bounds the decay from below:
-``g = gate_lower_bound * sigmoid(exp(a_log) * (g + dt_bias))``, in (gate_lower_bound, 0), with
-``gate_lower_bound`` a negative float (default -5.0), ``a_log`` [HG] optional (absent: exp(a_log) = 1)
-and ``dt_bias`` per head and channel ([HG, K] or [HG * K], optional: absent is 0). This is
-nvidia-cudnn-frontend 1.32's KDA gate, and flash-linear-attention's with its lower bound.
-
-Gated DeltaNet-2 (GDN-2, `gated_delta_net_v2_reference`) makes every gate channel-wise: g and beta
-are [T, HG, K], and a write gate ``w`` [T, HG, V] scales the value written::
-
-    S = S * exp(g_t)[None, :]                         # decay per key channel
-    S = S + (w_t * v_t - S (beta_t * k_t)) k_t^T      # erase read through beta, write through w
-    o_t = scale * S q_t
-
-that is, with the key-major state X = S^T of the formulation nvidia-cudnn-frontend 1.32 documents,
-``X_t = (I - k_t (beta_t * k_t)^T) Diag(exp(g_t)) X_{t-1} + k_t (w_t * v_t)^T``. With beta and w
-equal to one value per token and head across their channels it is KDA, and with g too, GDN. Its
-options are KDA's (the safe gate per key channel, use_beta_sigmoid and allow_neg_eigval on beta;
-w is taken as given, post-activation).
+A bad argument raises `ValueError` naming the call, the argument and the value (`reference_error`).
 """
 
 from __future__ import annotations
@@ -60,34 +33,26 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-__all__ = [
-    "PreparedInputs",
-    "gated_delta_net_backward_reference",
-    "gated_delta_net_reference",
-    "gated_delta_net_v2_backward_reference",
-    "gated_delta_net_v2_reference",
-    "kimi_delta_attention_backward_reference",
-    "kimi_delta_attention_reference",
-    "prepare_inputs",
-]
+__all__ = ["PreparedInputs", "autograd_backward", "prepare_inputs", "recurrence", "reference_error"]
 
 _CALL = "pygraph_linear_attention.reference.gated_delta_net_reference"
 
 
-def _fail(message: str) -> ValueError:
+def reference_error(message: str) -> ValueError:
+    """The error a reference or chunked spec raises for a bad argument (it names the call)."""
     return ValueError(f"{_CALL}: {message}")
 
 
 def _boundaries(cu_seqlens: torch.Tensor, tokens: int) -> list[int]:
     if cu_seqlens.dtype not in (torch.int32, torch.int64) or cu_seqlens.dim() != 1:
-        raise _fail(
+        raise reference_error(
             f"cu_seqlens must be a 1-d int32 or int64 tensor, got {cu_seqlens.dtype} {list(cu_seqlens.shape)}"
         )
     values = [int(x) for x in cu_seqlens.tolist()]
     if not values or values[0] != 0 or values[-1] != tokens:
-        raise _fail(f"cu_seqlens must run from 0 to the token count {tokens}, got {values}")
+        raise reference_error(f"cu_seqlens must run from 0 to the token count {tokens}, got {values}")
     if any(b < a for a, b in itertools.pairwise(values)):
-        raise _fail(f"cu_seqlens must not decrease, got {values}")
+        raise reference_error(f"cu_seqlens must not decrease, got {values}")
     return values
 
 
@@ -95,7 +60,7 @@ def _per_head(t: torch.Tensor, heads: int, name: str, axis: int) -> torch.Tensor
     """``t`` with its head axis repeated to ``heads`` (each head serving ``heads // H_t`` outputs)."""
     have = t.shape[axis]
     if have == 0 or heads % have:
-        raise _fail(f"{name} has {have} heads, which does not divide the output's {heads}")
+        raise reference_error(f"{name} has {have} heads, which does not divide the output's {heads}")
     return t.repeat_interleave(heads // have, dim=axis)
 
 
@@ -119,14 +84,14 @@ def _gates(
         or not isinstance(gate_lower_bound, (int, float))
         or not gate_lower_bound < 0
     ):
-        raise _fail(
+        raise reference_error(
             f"gate_lower_bound must be a negative float (the decay's lower bound), got {gate_lower_bound!r}"
         )
     channels = g.shape[2:]  # () for GDN, (K,) for KDA and GDN-2
     g, beta = _per_head(g.to(dtype), heads, "g", 1), _per_head(beta.to(dtype), heads, "beta", 1)
     if safe_gate:
         if a_log is None and not channels:
-            raise _fail("safe_gate needs a_log (the per-head log decay rate)")
+            raise reference_error("safe_gate needs a_log (the per-head log decay rate)")
         rate = 0.0
         if a_log is not None:
             rate = _per_head(a_log.to(dtype).reshape(-1), heads, "a_log", 0).reshape(
@@ -139,13 +104,15 @@ def _gates(
             bound = -5.0 if gate_lower_bound is None else gate_lower_bound
             g = bound * torch.sigmoid(torch.exp(torch.as_tensor(rate, dtype=dtype)) * (g + bias))
         elif gate_lower_bound is not None:
-            raise _fail(f"gate_lower_bound={gate_lower_bound} applies to a gate per key channel (KDA, GDN-2)")
+            raise reference_error(
+                f"gate_lower_bound={gate_lower_bound} applies to a gate per key channel (KDA, GDN-2)"
+            )
         else:
             g = -torch.exp(rate) * F.softplus(g + bias)
     elif a_log is not None or dt_bias is not None:
-        raise _fail("a_log and dt_bias are read only with safe_gate=True")
+        raise reference_error("a_log and dt_bias are read only with safe_gate=True")
     elif gate_lower_bound is not None:
-        raise _fail(
+        raise reference_error(
             f"gate_lower_bound={gate_lower_bound} bounds the gate safe_gate computes: set safe_gate=True"
         )
     if use_beta_sigmoid:
@@ -207,40 +174,42 @@ def prepare_inputs(
     w: torch.Tensor | None = None,
 ) -> PreparedInputs:
     """Check the arguments (raising `ValueError` naming the call, the argument and the value) and
-    apply the head mapping and the options; shared by the token loop and `chunked`. ``channel_gate``:
+    apply the head mapping and the options; shared by the token loop and the chunked specs. ``channel_gate``:
     KDA's g, one value per key channel ([T, HG, K]); with ``w`` (GDN-2's write gate [T, HG, V]) beta
     is per key channel too."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 3:
-            raise _fail(f"{name} must be [T, heads, dim], got shape {list(t.shape)}")
+            raise reference_error(f"{name} must be [T, heads, dim], got shape {list(t.shape)}")
     tokens = q.shape[0]
     for name, t in (("k", k), ("v", v), ("g", g), ("beta", beta)):
         if t.shape[0] != tokens:
-            raise _fail(f"{name} has {t.shape[0]} tokens, q has {tokens}")
+            raise reference_error(f"{name} has {t.shape[0]} tokens, q has {tokens}")
     if q.shape[1:] != k.shape[1:]:
-        raise _fail(f"q {list(q.shape)} and k {list(k.shape)} must have the same heads and head dim")
+        raise reference_error(
+            f"q {list(q.shape)} and k {list(k.shape)} must have the same heads and head dim"
+        )
     if channel_gate and (g.dim() != 3 or g.shape[2] != q.shape[2]):
-        raise _fail(
+        raise reference_error(
             f"g must be [T, heads, K] (one value per key channel), K = {q.shape[2]}, got shape {list(g.shape)}"
         )
     if w is not None:
         if not channel_gate:
-            raise _fail("w (the write gate) belongs to GDN-2, whose g is per key channel")
+            raise reference_error("w (the write gate) belongs to GDN-2, whose g is per key channel")
         if beta.dim() != 3 or beta.shape[0] != tokens or beta.shape[2] != q.shape[2]:
-            raise _fail(
+            raise reference_error(
                 f"beta must be [T, heads, K] (one value per key channel), K = {q.shape[2]}, got shape {list(beta.shape)}"
             )
         if w.dim() != 3 or w.shape[0] != tokens or w.shape[2] != v.shape[2]:
-            raise _fail(
+            raise reference_error(
                 f"w must be [T, heads, V] (one value per value channel), V = {v.shape[2]}, got shape {list(w.shape)}"
             )
         if w.shape[1] != beta.shape[1] or g.shape[1] != beta.shape[1]:
-            raise _fail(
+            raise reference_error(
                 f"g, beta and w must have the same heads, got {g.shape[1]}, {beta.shape[1]} and {w.shape[1]}"
             )
     for name, t in () if w is not None else (("beta", beta),) if channel_gate else (("g", g), ("beta", beta)):
         if t.dim() != 2:
-            raise _fail(
+            raise reference_error(
                 f"{name} must be [T, heads] (one value per token and head), got shape {list(t.shape)}"
             )
     heads = max(q.shape[1], v.shape[1])
@@ -258,97 +227,19 @@ def prepare_inputs(
     )  # fmt: skip
     state_shape = (len(bounds) - 1, heads, value_dim, key_dim)
     if initial_state is not None and tuple(initial_state.shape) != state_shape:
-        raise _fail(
+        raise reference_error(
             f"initial_state must be [N, HO, V, K] = {list(state_shape)}, got {list(initial_state.shape)}"
         )
     value_gate = None if w is None else _per_head(w.to(dtype), heads, "w", 1)
     return PreparedInputs(q, k, v, decay, write, bounds, heads, scale, state_shape, value_gate)
 
 
-def gated_delta_net_reference(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    *,
-    scale: float | None = None,
-    initial_state: torch.Tensor | None = None,
-    output_final_state: bool = False,
-    use_qk_l2norm: bool = False,
-    use_beta_sigmoid: bool = False,
-    allow_neg_eigval: bool = False,
-    safe_gate: bool = False,
-    a_log: torch.Tensor | None = None,
-    dt_bias: torch.Tensor | None = None,
-    dtype: torch.dtype = torch.float64,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(O [T, HO, V], final state [N, HO, V, K] or None) in ``dtype``; the module docstring has the math.
-
-    Differentiable in every tensor input (autograd through the loop).
-    """
-    prepared = prepare_inputs(
-        q, k, v, g, beta, cu_seqlens, scale=scale, initial_state=initial_state,
-        use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
-        safe_gate=safe_gate, a_log=a_log, dt_bias=dt_bias, dtype=dtype,
-    )  # fmt: skip
-    return _recurrence(prepared, initial_state, output_final_state)
-
-
-def kimi_delta_attention_reference(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    *,
-    initial_state: torch.Tensor | None = None,
-    output_final_state: bool = False,
-    gate_lower_bound: float | None = None,
-    **options: object,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """KDA: (O [T, HO, V], final state [N, HO, V, K] or None) in ``dtype``, g [T, HG, K] decaying the
-    state per key channel (the module docstring has the math and the gate). ``options``: those of
-    `gated_delta_net_reference` (scale, use_qk_l2norm, use_beta_sigmoid, allow_neg_eigval,
-    safe_gate, a_log, dt_bias, dtype). Differentiable."""
-    prepared = prepare_inputs(
-        q, k, v, g, beta, cu_seqlens, initial_state=initial_state, channel_gate=True,
-        gate_lower_bound=gate_lower_bound, **options,
-    )  # fmt: skip
-    return _recurrence(prepared, initial_state, output_final_state)
-
-
-def gated_delta_net_v2_reference(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    w: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    *,
-    initial_state: torch.Tensor | None = None,
-    output_final_state: bool = False,
-    gate_lower_bound: float | None = None,
-    **options: object,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """GDN-2: (O [T, HO, V], final state [N, HO, V, K] or None) in ``dtype``, g and beta [T, HG, K],
-    the write gate w [T, HG, V] (the module docstring has the recurrence). ``options``: KDA's.
-    Differentiable."""
-    prepared = prepare_inputs(
-        q, k, v, g, beta, cu_seqlens, initial_state=initial_state, channel_gate=True,
-        gate_lower_bound=gate_lower_bound, w=w, **options,
-    )  # fmt: skip
-    return _recurrence(prepared, initial_state, output_final_state)
-
-
-def _recurrence(
+def recurrence(
     prepared: PreparedInputs, initial_state: torch.Tensor | None, output_final_state: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The token loop of the module docstring over ``prepared``: a decay per head or per key channel,
-    beta per head (scaling the erase read and the value) or per key channel with GDN-2's write gate."""
+    """The token loop over ``prepared`` (`gdn.reference`, `kda.reference` state it): a decay per head
+    or per key channel, beta per head (scaling the erase read and the value) or per key channel with
+    GDN-2's write gate."""
     q, k, v, decay, write = prepared.q, prepared.k, prepared.v, prepared.decay, prepared.write
     bounds, heads, scale = prepared.bounds, prepared.heads, prepared.scale
     sequences, value_dim = len(bounds) - 1, prepared.state_shape[2]
@@ -368,58 +259,7 @@ def _recurrence(
     return prepared.result(out, finals, output_final_state, initial_state)
 
 
-def gated_delta_net_backward_reference(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    grad_out: torch.Tensor,
-    **options: object,
-) -> dict[str, torch.Tensor]:
-    """The graph's ``gdn_bwd`` outputs in ``dtype``, by autograd through `gated_delta_net_reference`.
-
-    Keys: ``dQ dK dV dG dBeta``, plus ``d_initial_state`` when ``initial_state`` is given and
-    ``d_a_log`` / ``d_dt_bias`` when ``safe_gate`` is set and they are given. ``grad_out`` is dO;
-    ``grad_final_state`` the gradient flowing into the final state (0 when None); the other keywords
-    are the forward's.
-    """
-    return _backward(gated_delta_net_reference, q, k, v, g, beta, cu_seqlens, grad_out, **options)
-
-
-def kimi_delta_attention_backward_reference(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    grad_out: torch.Tensor,
-    **options: object,
-) -> dict[str, torch.Tensor]:
-    """The graph's ``kda_bwd`` outputs (`gated_delta_net_backward_reference`'s keys, dG [T, HG, K]) by
-    autograd through `kimi_delta_attention_reference`."""
-    return _backward(kimi_delta_attention_reference, q, k, v, g, beta, cu_seqlens, grad_out, **options)
-
-
-def gated_delta_net_v2_backward_reference(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    w: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    grad_out: torch.Tensor,
-    **options: object,
-) -> dict[str, torch.Tensor]:
-    """The graph's ``gdn2_bwd`` outputs: `gated_delta_net_backward_reference`'s keys (dG and dBeta
-    [T, HG, K]) and dW [T, HG, V], by autograd through `gated_delta_net_v2_reference`."""
-    return _backward(gated_delta_net_v2_reference, q, k, v, g, beta, cu_seqlens, grad_out, w=w, **options)
-
-
-def _backward(
+def autograd_backward(
     forward: object,
     q: torch.Tensor,
     k: torch.Tensor,
@@ -437,7 +277,7 @@ def _backward(
     w: torch.Tensor | None = None,
     **options: object,
 ) -> dict[str, torch.Tensor]:
-    """Autograd through ``forward`` (a reference above) at the given inputs and options (``w``: GDN-2's
+    """Autograd through ``forward`` (a reference: `gdn.reference`, `kda.reference`) at the given inputs and options (``w``: GDN-2's
     write gate, whose gradient is dW)."""
     named = {"dQ": q, "dK": k, "dV": v, "dG": g, "dBeta": beta}
     if w is not None:

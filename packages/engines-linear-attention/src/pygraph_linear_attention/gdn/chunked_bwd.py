@@ -1,9 +1,9 @@
-"""The chunked Gated DeltaNet backward in plain torch: the executable spec of what the backward kernels compute.
+"""The chunked Gated DeltaNet backward in plain torch: the executable spec of what gdn's backward kernels compute.
 
-`chunked.py` is the forward chunk by chunk; this module is its gradient written out (no autograd),
+`gdn.chunked` is the forward chunk by chunk; this module is its gradient written out (no autograd),
 the way the engines compute it, recomputing everything from the forward's inputs (the graph's
 ``gdn_bwd`` carries no forward intermediates). Per sequence and head, with the notation of
-`chunked.py` (chunk of C tokens, gamma the in-chunk cumulative log decay, ``e = exp(gamma)``,
+`common.chunked` (chunk of C tokens, gamma the in-chunk cumulative log decay, ``e = exp(gamma)``,
 ``tail = exp(gamma_last - gamma)``, ``M[r, j] = exp(gamma_r - gamma_j)`` for j <= r, ``T`` the WY
 inverse, ``kw = beta e k``, ``vw = beta v``, ``w = T kw``, ``u = T vw``, and ``dO`` already times
 the scale):
@@ -21,28 +21,27 @@ the scale):
    and ``dA = -(T^T dT T^T)`` strictly below the diagonal; hence dv, dbeta, and every term's
    derivative in gamma, summed into dgamma. The decay's gradient is dgamma's reverse cumulative
    sum within the chunk (gamma_r = g_0 + ... + g_r).
-4. The options' chain rules (`_options_backward`): safe_gate (to the raw g, a_log and dt_bias),
+4. The options' chain rules (`_options_backward`, on `common.chunked_bwd`'s): safe_gate (to the raw g, a_log and dt_bias),
    the beta sigmoid and the negative-eigenvalue scaling, the q/k L2 norm; then the gradients of
    grouped heads (GQA/GVA, per-head gates) summed over the output heads each serves.
 
 The padding of a sequence's last chunk is zero tokens, as in the forward: they add nothing to any
-gradient. Tested in float64 against autograd through `reference.py`.
+gradient. Tested in float64 against autograd through `gdn.reference`.
 """
 
 from __future__ import annotations
 
 import torch
 
-from pygraph_linear_attention.common.chunked import CHUNK, _chunks
-from pygraph_linear_attention.common.reference import _fail, prepare_inputs
+from pygraph_linear_attention.common.chunked import CHUNK, to_chunks
+from pygraph_linear_attention.common.chunked_bwd import beta_backward, group_sum, qkv_backward
+from pygraph_linear_attention.common.reference import prepare_inputs, reference_error
 
 __all__ = [
-    "beta_backward",
     "chunk_grads",
     "chunk_state_step",
     "chunk_wy",
     "chunked_gated_delta_net_backward",
-    "qkv_backward",
 ]
 
 
@@ -172,53 +171,6 @@ def chunk_grads(
     return {"dq": dq, "dk": dk, "dv": dv, "d_decay": d_decay, "d_write": d_write}
 
 
-def _group_sum(x: torch.Tensor, heads: int, axis: int = 1) -> torch.Tensor:
-    """Per-output-head gradients [.., HO, ..] summed into ``heads`` input heads (each serving HO // heads)."""
-    ho = x.shape[axis]
-    return x.unflatten(axis, (heads, ho // heads)).sum(axis + 1)
-
-
-def _l2norm_backward(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    """Gradient through y = x / max(|x|, 1e-12) (torch's F.normalize), rows over the last dim."""
-    norm = x.norm(dim=-1, keepdim=True)
-    y = x / norm.clamp_min(1e-12)
-    return torch.where(
-        norm > 1e-12, (dy - y * (dy * y).sum(-1, keepdim=True)) / norm.clamp_min(1e-12), dy / 1e-12
-    )
-
-
-def qkv_backward(
-    per_head: dict[str, torch.Tensor], q: torch.Tensor, k: torch.Tensor, v_heads: int, heads: int, *,
-    use_qk_l2norm: bool, dtype: torch.dtype,
-) -> dict[str, torch.Tensor]:  # fmt: skip
-    """dQ, dK, dV from the per-output-head dq, dk, dv: through the q/k L2 norm (per output head, of
-    the q/k head it reads), then summed over the output heads each input head serves."""
-    dq, dk = per_head["dq"], per_head["dk"]
-    if use_qk_l2norm:
-        qh = q.to(dtype).repeat_interleave(heads // q.shape[1], dim=1)
-        kh = k.to(dtype).repeat_interleave(heads // k.shape[1], dim=1)
-        dq, dk = _l2norm_backward(qh, dq), _l2norm_backward(kh, dk)
-    return {
-        "dQ": _group_sum(dq, q.shape[1]),
-        "dK": _group_sum(dk, k.shape[1]),
-        "dV": _group_sum(per_head["dv"], v_heads),
-    }
-
-
-def beta_backward(
-    d_write: torch.Tensor, beta: torch.Tensor, heads: int, *, use_beta_sigmoid: bool, allow_neg_eigval: bool,
-    dtype: torch.dtype,
-) -> torch.Tensor:  # fmt: skip
-    """dBeta from the effective beta's per-output-head gradient (through the 2x scaling and the
-    sigmoid), summed over the output heads each beta head serves."""
-    if allow_neg_eigval:
-        d_write = 2 * d_write
-    if use_beta_sigmoid:
-        s = torch.sigmoid(beta.to(dtype).repeat_interleave(heads // beta.shape[1], dim=1))
-        d_write = d_write * s * (1 - s)
-    return _group_sum(d_write, beta.shape[1])
-
-
 def chunked_gated_delta_net_backward(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -244,7 +196,7 @@ def chunked_gated_delta_net_backward(
     `reference.gated_delta_net_backward_reference` (``grad_out`` is dO, ``grad_final_state`` the
     gradient flowing into the final state, 0 when None), plus ``chunk_size``."""
     if chunk_size < 1:
-        raise _fail(f"chunk_size must be positive, got {chunk_size}")
+        raise reference_error(f"chunk_size must be positive, got {chunk_size}")
     prepared = prepare_inputs(
         q, k, v, g, beta, cu_seqlens, scale=scale, initial_state=initial_state,
         use_qk_l2norm=use_qk_l2norm, use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval,
@@ -262,8 +214,8 @@ def chunked_gated_delta_net_backward(
         d_state = grad_final_state[n].to(dtype) if grad_final_state is not None else qe.new_zeros(state.shape)
         count = -(-(hi - lo) // chunk_size)
         if count:
-            cq, ck, cv, cdo = (_chunks(x[lo:hi], count, chunk_size) for x in (qe, ke, ve, do_all))
-            cg, cb = (_chunks(x[lo:hi], count, chunk_size) for x in (decay, write))
+            cq, ck, cv, cdo = (to_chunks(x[lo:hi], count, chunk_size) for x in (qe, ke, ve, do_all))
+            cg, cb = (to_chunks(x[lo:hi], count, chunk_size) for x in (decay, write))
             wy = chunk_wy(ck, cv, cg, cb)  # [HO, NC, ...]
             states, v_news = [], []  # step 1: the forward's scan again
             for c in range(count):
@@ -348,9 +300,9 @@ def _options_backward(
         if dt_bias is not None:
             bias = dt_bias.to(dtype).reshape(-1).repeat_interleave(heads // dt_bias.numel())
         d_raw = d_decay * -rate * torch.sigmoid(raw_g + bias)  # decay = -rate softplus(g + bias)
-        out["d_a_log"] = _group_sum((d_decay * decay).sum(0), a_log.numel(), axis=0).reshape(a_log.shape)
+        out["d_a_log"] = group_sum((d_decay * decay).sum(0), a_log.numel(), axis=0).reshape(a_log.shape)
         if dt_bias is not None:
-            out["d_dt_bias"] = _group_sum(d_raw.sum(0), dt_bias.numel(), axis=0).reshape(dt_bias.shape)
+            out["d_dt_bias"] = group_sum(d_raw.sum(0), dt_bias.numel(), axis=0).reshape(dt_bias.shape)
         d_decay = d_raw
-    out["dG"] = _group_sum(d_decay, g.shape[1])
+    out["dG"] = group_sum(d_decay, g.shape[1])
     return out

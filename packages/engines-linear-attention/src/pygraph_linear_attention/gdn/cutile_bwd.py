@@ -37,40 +37,36 @@ from typing import Any
 
 import cuda.tile as ct
 
-from pygraph_linear_attention.gdn.cutile_fwd import (
+from pygraph_linear_attention.common.cutile_blocks import (
     TMA,
-    _carry,
-    _gamma_at,
-    _keys_at,
-    _l2_normalized,
-    _rows_at,
-    _softplus,
     chunk_offsets_kernel,
+    gate_sum_kernel,
+    group_sum_kernel,
+    l2_normalized,
+    mm,
+    param_sum_kernel,
+    rows_at,
+)
+from pygraph_linear_attention.gdn.cutile_fwd import (
+    carry_state,
+    gamma_at,
+    keys_at,
     segment_combine_kernel,
+    softplus,
 )
 
 __all__ = [
     "BWD_KERNELS",
     "chunk_grad_output_kernel",
     "chunk_grad_wy_kernel",
-    "chunk_offsets_kernel",
     "export_signatures",
-    "gate_sum_kernel",
     "grad_scan_kernel",
-    "group_sum_kernel",
-    "param_sum_kernel",
     "state_scan_kernel",
 ]
 
 ConstInt = ct.Constant[int]
 ConstFloat = ct.Constant[float]
 _ZERO = ct.PaddingMode.ZERO
-
-
-def _mm(x, y, dtype):
-    """x @ y with ``dtype`` operands and fp32 accumulation."""
-    acc = ct.zeros((x.shape[0], y.shape[1]), dtype=ct.float32)
-    return ct.mma(ct.astype(x, dtype), ct.astype(y, dtype), acc)
 
 
 def _rows(x, C: ConstInt, D: ConstInt):
@@ -111,10 +107,10 @@ def state_scan_kernel(
         g_seq, vn_seq = gamma.slice(0, bos, eos), v_new_out.slice(0, bos, eos)
         rows = length - c * C
         valid = r < rows
-        kt = _keys_at(k_seq, c, hk, L2NORM, C, K)
-        wt = _rows_at(w_seq, (c, h, 0), C, K)
-        ut = _rows_at(u_seq, (c, h, vb), C, BV)
-        gam = _gamma_at(g_seq, c, h, C)
+        kt = keys_at(k_seq, c, hk, L2NORM, C, K)
+        wt = rows_at(w_seq, (c, h, 0), C, K)
+        ut = rows_at(u_seq, (c, h, vb), C, BV)
+        gam = gamma_at(g_seq, c, h, C)
         state_io = ct.astype(state, kt.dtype)
         ct.store(
             h_out,
@@ -126,7 +122,7 @@ def state_scan_kernel(
             wt, ct.transpose(state_io), ct.zeros((C, BV), dtype=ct.float32)
         )
         ct.store(vn_seq, (c, h, vb), ct.reshape(ct.astype(v_new, v_new_out.dtype), (C, 1, BV)), allow_tma=TMA)
-        state = _carry(state, v_new, kt, gam, valid, rows, r, C)
+        state = carry_state(state, v_new, kt, gam, valid, rows, r, C)
 
 
 @ct.kernel
@@ -176,14 +172,14 @@ def grad_scan_kernel(
         )
         rows = length - c * C
         valid = r < rows
-        qt = _rows_at(q_seq, (c, hk, 0), C, K)
-        kt = _rows_at(k_seq, (c, hk, 0), C, K)
+        qt = rows_at(q_seq, (c, hk, 0), C, K)
+        kt = rows_at(k_seq, (c, hk, 0), C, K)
         if L2NORM != 0:
-            qt = _l2_normalized(qt)
-            kt = _l2_normalized(kt)
+            qt = l2_normalized(qt)
+            kt = l2_normalized(kt)
         io = kt.dtype
-        wt = _rows_at(w_seq, (c, h, 0), C, K)
-        gam = _gamma_at(g_seq, c, h, C)
+        wt = rows_at(w_seq, (c, h, 0), C, K)
+        gam = gamma_at(g_seq, c, h, C)
         dot = (
             _rows(ct.load(do_seq, (c, h, vb), shape=(C, 1, BV), padding_mode=_ZERO, allow_tma=TMA), C, BV)
             * SCALE
@@ -204,7 +200,7 @@ def grad_scan_kernel(
         scores = ct.mma(qt, ct.transpose(kt), ct.zeros((C, C), dtype=ct.float32))
         scores = ct.where(live, scores * ct.exp(ct.where(live, gap, 0.0)), 0.0)
         tail = ct.where(valid, ct.exp(last - gam), 0.0)
-        dv_new = _mm(ct.transpose(scores), dot, io) + ct.expand_dims(tail, 1) * _mm(
+        dv_new = mm(ct.transpose(scores), dot, io) + ct.expand_dims(tail, 1) * mm(
             kt, ct.transpose(d_state), io
         )
         if STORE_CHUNKS != 0:
@@ -223,18 +219,9 @@ def grad_scan_kernel(
         ct.store(dh0, (n, h, vb, 0), ct.reshape(ct.astype(d_state, dh0.dtype), (1, 1, BV, K)), allow_tma=TMA)
 
 
-def _l2norm_backward(x, dy):
-    """Gradient through y = x / max(|x|, 1e-12), rows of ``x`` [R, D] (raw) and ``dy`` fp32."""
-    xf = ct.astype(x, ct.float32)
-    norm = ct.sqrt(ct.sum(xf * xf, axis=1, keepdims=True))
-    floored = ct.maximum(norm, 1e-12)
-    y = xf / floored
-    return ct.where(norm > 1e-12, (dy - y * ct.sum(dy * y, axis=1, keepdims=True)) / floored, dy / 1e-12)
-
-
 def _inverse_row_norms(x_seq, c, head, BLOCKS: ConstInt, BK: ConstInt, C: ConstInt):
     """1 / max(|row|, 1e-12) [C, 1] fp32 of chunk ``c``'s rows of ``x_seq`` [T, H, K] at ``head``,
-    summed over its key blocks of BK (the normalization `_l2_normalized` applies to a whole row)."""
+    summed over its key blocks of BK (the normalization `l2_normalized` applies to a whole row)."""
     squares = ct.zeros((C, 1), dtype=ct.float32)
     for b in range(BLOCKS):
         x = _rows(ct.load(x_seq, (c, head, b), shape=(C, 1, BK), padding_mode=_ZERO, allow_tma=TMA), C, BK)
@@ -345,8 +332,8 @@ def chunk_grad_output_kernel(
     gap = ct.expand_dims(gam, 1) - ct.expand_dims(gam, 0)
     dp = ct.where(live, dp * ct.exp(ct.where(live, gap, 0.0)), 0.0)
     qk = ct.mma(qt, ct.transpose(kt), ct.zeros((C, C), dtype=ct.float32))  # this block's part of q k^T
-    dq = dq + _mm(dp, kt, io)
-    dk = _mm(ct.transpose(dp), qt, io)
+    dq = dq + mm(dp, kt, io)
+    dk = mm(ct.transpose(dp), qt, io)
     dgamma = dgamma + ct.sum(dp * qk, axis=1) - ct.sum(dp * qk, axis=0)
     # the state passed on
     dks = dk_state * ct.expand_dims(ct.where(valid, ct.exp(last - gam), 0.0), 1)
@@ -433,7 +420,7 @@ def chunk_grad_wy_kernel(
         rate = ct.exp(ct.astype(ct.load(a_log, (head // A_GROUP,), shape=()), ct.float32))
         if HAS_DT_BIAS != 0:
             biased = raw_g + ct.astype(ct.load(dt_bias, (head // D_GROUP,), shape=()), ct.float32)
-        gate = ct.where(valid, -rate * _softplus(biased), 0.0)
+        gate = ct.where(valid, -rate * softplus(biased), 0.0)
     raw_b = ct.load(
         beta.slice(0, bos, eos), (c, head // B_GROUP), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA
     )
@@ -490,7 +477,7 @@ def chunk_grad_wy_kernel(
     # the WY solve (fp32): A = beta (k k^T * decay), strictly lower; T = (I + A)^-1
     below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
     zero_cc = ct.zeros((C, C), dtype=ct.float32)
-    da = _mm(ct.mma(tr, ct.astype(dt, io), zero_cc), tr, io)
+    da = mm(ct.mma(tr, ct.astype(dt, io), zero_cc), tr, io)
     gap = ct.expand_dims(gamma, 1) - ct.expand_dims(gamma, 0)
     da_att = ct.where(below, -da * ct.exp(ct.where(below, gap, 0.0)), 0.0)  # dA * decay
     d_write = d_write + ct.sum(da_att * gram, axis=1)
@@ -540,42 +527,6 @@ def chunk_grad_wy_kernel(
     ct.store(dbeta_out.slice(0, bos, eos), (c, head), ct.reshape(d_write, (C, 1)), allow_tma=TMA)
 
 
-@ct.kernel
-def group_sum_kernel(src, raw, dst, GROUP, L2NORM, D: ConstInt, TB: ConstInt):
-    """dst[t, j] = sum of src[t, j * GROUP + i] over i < GROUP: src [T, HO, D] fp32, dst [T, HO // GROUP, D];
-    with L2NORM, the sum taken back through the rows' l2 normalization (``raw`` [T, HO // GROUP, D]:
-    the rows before it; one Jacobian per input row serves the heads it feeds, so it follows the sum)."""
-    tb, j = ct.bid(0), ct.bid(1)
-    acc = ct.zeros((TB, 1, D), dtype=ct.float32)
-    for i in range(GROUP):
-        acc = acc + ct.load(src, (tb, j * GROUP + i, 0), shape=(TB, 1, D), padding_mode=_ZERO, allow_tma=TMA)
-    if L2NORM != 0:
-        x = ct.reshape(ct.load(raw, (tb, j, 0), shape=(TB, 1, D), padding_mode=_ZERO, allow_tma=TMA), (TB, D))
-        acc = ct.reshape(_l2norm_backward(x, ct.reshape(acc, (TB, D))), (TB, 1, D))
-    ct.store(dst, (tb, j, 0), ct.astype(acc, dst.dtype), allow_tma=TMA)
-
-
-@ct.kernel
-def gate_sum_kernel(src, dst, GROUP, TB: ConstInt):
-    """`group_sum_kernel` for [T, heads] gates: src [T, HO] fp32, dst [T, HO // GROUP]."""
-    tb, j = ct.bid(0), ct.bid(1)
-    acc = ct.zeros((TB, 1), dtype=ct.float32)
-    for i in range(GROUP):
-        acc = acc + ct.load(src, (tb, j * GROUP + i), shape=(TB, 1), padding_mode=_ZERO, allow_tma=TMA)
-    ct.store(dst, (tb, j), ct.astype(acc, dst.dtype), allow_tma=TMA)
-
-
-@ct.kernel
-def param_sum_kernel(src, dst, T, GROUP, TB: ConstInt):
-    """dst[p] = sum over all tokens and the heads p serves of src: src [T, HO] fp32, dst [HO // GROUP]."""
-    p = ct.bid(0)
-    acc = ct.zeros((TB, 1), dtype=ct.float32)
-    for step in range(ct.cdiv(T, TB)):
-        for i in range(GROUP):
-            acc = acc + ct.load(src, (step, p * GROUP + i), shape=(TB, 1), padding_mode=_ZERO, allow_tma=TMA)
-    ct.store(dst, (p,), ct.reshape(ct.astype(ct.sum(acc), dst.dtype), (1,)), allow_tma=TMA)
-
-
 # the kernels by the names the host side (`gdn_cutile_bwd_host`) launches them under
 BWD_KERNELS = {
     "offsets": chunk_offsets_kernel,
@@ -597,36 +548,37 @@ def export_signatures(
     ``cuda.tile.compilation.export_kernel``, as `gdn_cutile_fwd.export_signatures` describes them:
     the arrays as the engine passes them, runtime scalars int32, the host side's constants."""
 
-    from pygraph_linear_attention.gdn.cutile_bwd_host import _KERNEL_OF, backward_arguments
-    from pygraph_linear_attention.gdn.cutile_fwd import KERNELS, _Param, signature
+    from pygraph_linear_attention.common.cutile_export import Param, signature
+    from pygraph_linear_attention.gdn.cutile_bwd_host import KERNEL_OF, backward_arguments
+    from pygraph_linear_attention.gdn.cutile_fwd import KERNELS
 
     io, f32 = cfg.io_dtype, "float32"
     params = {
-        name: _Param(io, 3) for name in ("q", "k", "v", "dO", "dQ", "dK", "dV", "w", "u", "v_new", "dv_new")
+        name: Param(io, 3) for name in ("q", "k", "v", "dO", "dQ", "dK", "dV", "w", "u", "v_new", "dv_new")
     }
-    params |= {name: _Param(f32, 3) for name in ("dq", "dk", "dv")}
-    params |= {name: _Param(f32, 2) for name in ("g", "dG", "gamma", "dg", "dbeta", "da")}
-    params |= {name: _Param(io, 4) for name in ("h", "dh")}
+    params |= {name: Param(f32, 3) for name in ("dq", "dk", "dv")}
+    params |= {name: Param(f32, 2) for name in ("g", "dG", "gamma", "dg", "dbeta", "da")}
+    params |= {name: Param(io, 4) for name in ("h", "dh")}
     params |= {
-        "beta": _Param(beta, 2), "dBeta": _Param(beta, 2), "cu_seqlens": _Param(cu_seqlens, 1),
-        "table": _Param("int32", 2), "offsets": _Param("int32", 1), "spare": _Param(f32, 1), "spare4": _Param(f32, 4),
-        "t": _Param(f32, 4), "dw": _Param(f32, 3), "dgamma": _Param(f32, 3),
-        "seg_table": _Param("int32", 2), "seg_offsets": _Param("int32", 1), "seg_cu": _Param("int32", 1),
-        "seg_chunk_offsets": _Param("int32", 1), "seg_n": _Param(f32, 4), "seg_m": _Param(f32, 4),
-        "seg_h0": _Param(f32, 4),
+        "beta": Param(beta, 2), "dBeta": Param(beta, 2), "cu_seqlens": Param(cu_seqlens, 1),
+        "table": Param("int32", 2), "offsets": Param("int32", 1), "spare": Param(f32, 1), "spare4": Param(f32, 4),
+        "t": Param(f32, 4), "dw": Param(f32, 3), "dgamma": Param(f32, 3),
+        "seg_table": Param("int32", 2), "seg_offsets": Param("int32", 1), "seg_cu": Param("int32", 1),
+        "seg_chunk_offsets": Param("int32", 1), "seg_n": Param(f32, 4), "seg_m": Param(f32, 4),
+        "seg_h0": Param(f32, 4),
     }  # fmt: skip
     if cfg.safe_gate:
-        params |= {"a_log": _Param(f32, 1), "d_a_log": _Param(f32, 1)}
+        params |= {"a_log": Param(f32, 1), "d_a_log": Param(f32, 1)}
         if cfg.has_dt_bias:
-            params |= {"dt_bias": _Param(f32, 1), "d_dt_bias": _Param(f32, 1)}
+            params |= {"dt_bias": Param(f32, 1), "d_dt_bias": Param(f32, 1)}
     if cfg.has_initial_state:
-        params |= {"h0": _Param(state, 4), "dh0": _Param(state, 4)}
+        params |= {"h0": Param(state, 4), "dh0": Param(state, 4)}
     if cfg.has_d_final_state:
-        params["dht"] = _Param(state, 4)
+        params["dht"] = Param(state, 4)
     kernels = {**KERNELS, **BWD_KERNELS}
 
     args = backward_arguments(cfg, params)
     return {
-        name: (kernels[_KERNEL_OF[name]], signature(kernels[_KERNEL_OF[name]], args[name]))
+        name: (kernels[KERNEL_OF[name]], signature(kernels[KERNEL_OF[name]], args[name]))
         for name in cfg.launches()
     }

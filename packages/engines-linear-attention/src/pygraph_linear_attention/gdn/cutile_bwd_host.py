@@ -24,7 +24,7 @@ __all__ = ["SUM_BLOCK", "GdnCutileBwdConfig", "backward_arguments", "launch_back
 SUM_BLOCK = 64  # tokens per program of the head-group sums
 
 # launch name -> the kernel it runs (the table and prepare kernels are the forward's)
-_KERNEL_OF = {
+KERNEL_OF = {
     "table": "table", "offsets": "offsets", "prepare": "prepare", "states": "states",
     "grad_scan": "grad_scan", "chunk_grad_output": "chunk_grad_output", "chunk_grad_wy": "chunk_grad_wy",
     "dQ": "group_sum", "dK": "group_sum",
@@ -252,4 +252,4 @@ def launch_backward(
     """
     args, grids = backward_arguments(cfg, arrays), cfg.grids()
     for name in cfg.launches():
-        launch(grids[name], kernels[_KERNEL_OF[name]], args[name])
+        launch(grids[name], kernels[KERNEL_OF[name]], args[name])

@@ -24,19 +24,24 @@ Matrix products take io-dtype operands with fp32 accumulation, except the invers
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import cuda.tile as ct
 
-from pygraph.environment import OFF_VALUES
+from pygraph_linear_attention.common.cutile_blocks import (
+    TMA,
+    chunk_offsets_kernel,
+    chunk_table_kernel,
+    l2_normalized,
+    rows_at,
+    unit_lower_inverse,
+)
+from pygraph_linear_attention.common.cutile_export import Param, signature
 
 __all__ = [
     "KERNELS",
-    "SUB",
     "chunk_prepare_kernel",
     "chunk_scan_kernel",
-    "chunk_table_kernel",
     "export_signatures",
     "hinted",
 ]
@@ -44,111 +49,33 @@ __all__ = [
 ConstInt = ct.Constant[int]
 ConstFloat = ct.Constant[float]
 
-SUB = 16  # the diagonal blocks the inverse starts from
 _ZERO = ct.PaddingMode.ZERO
-# PYGRAPH_CUTILE_TMA=0 compiles the tile accesses of sliced views (the KDA kernels': every one) without
-# TMA, for compute-sanitizer: memcheck reports the TMA accesses of a sliced view (warp-wide 4-byte
-# atomics over 128-byte ranges, at addresses in no allocation; partial tail chunks) while the results
-# are exact and the hardware clips TMA at the view's bounds; with TMA off the same cases run clean
-# (scripts/device/gdn_cutile.sh memcheck). Read at import: it changes the compiled kernels.
-TMA = os.environ.get("PYGRAPH_CUTILE_TMA", "1").strip().lower() not in OFF_VALUES
 
 
-def _block_counts(cu_seqlens, step, N, C: ConstInt, BN: ConstInt):
-    """The blocks of C tokens of sequences step * BN .. step * BN + BN - 1 (0 past the last)."""
-    m = step * BN + ct.arange(BN, dtype=ct.int32)
-    inside = m < N
-    lo = ct.astype(ct.gather(cu_seqlens, m, mask=inside, padding_value=0), ct.int32)
-    hi = ct.astype(ct.gather(cu_seqlens, m + 1, mask=inside, padding_value=0), ct.int32)
-    return ct.cdiv(hi - lo, C)
-
-
-@ct.kernel
-def chunk_table_kernel(cu_seqlens, table, N, C: ConstInt, BJ: ConstInt, BN: ConstInt):
-    """table[j] = (sequence, chunk within it) for the chunk slots j of this program; (-1, -1) past the last."""
-    slot = ct.bid(0) * BJ + ct.arange(BJ, dtype=ct.int32)
-    seq = ct.zeros((BJ,), dtype=ct.int32)  # sequences that end at or before the slot
-    before = ct.zeros((BJ,), dtype=ct.int32)  # their chunks
-    carry = ct.zeros((), dtype=ct.int32)  # chunks of the sequences of earlier steps
-    for step in range(ct.cdiv(N, BN)):
-        counts = _block_counts(cu_seqlens, step, N, C, BN)
-        ends = ct.cumsum(counts, 0) + carry
-        done = ct.expand_dims(ends, 0) <= ct.expand_dims(slot, 1)  # [BJ, BN]
-        seq = seq + ct.sum(ct.astype(done, ct.int32), axis=1)
-        before = before + ct.sum(ct.where(done, ct.expand_dims(counts, 0), 0), axis=1)
-        carry = carry + ct.sum(counts)
-    used = seq < N
-    ct.store(table, (ct.bid(0), 0), ct.reshape(ct.where(used, seq, -1), (BJ, 1)), allow_tma=TMA)
-    ct.store(table, (ct.bid(0), 1), ct.reshape(ct.where(used, slot - before, -1), (BJ, 1)), allow_tma=TMA)
-
-
-def _l2_normalized(x):
-    """Rows of ``x`` [R, D] over their norm (as torch's F.normalize: the norm floored at 1e-12)."""
-    xf = ct.astype(x, ct.float32)
-    norm = ct.sqrt(ct.sum(xf * xf, axis=1, keepdims=True))
-    return ct.astype(xf / ct.maximum(norm, 1e-12), x.dtype)
-
-
-def _softplus(x):
+def softplus(x):
     """log(1 + exp(x)) without overflow."""
     return ct.maximum(x, 0.0) + ct.log(1.0 + ct.exp(-ct.abs(x)))
 
 
-def _rows_at(view, index, C: ConstInt, D: ConstInt):
-    """The [C, D] tile of ``view`` ([T, H, D'] sliced to a sequence) at ``index`` (chunk, head,
-    block), zero past the view's end."""
-    return ct.reshape(ct.load(view, index, shape=(C, 1, D), padding_mode=_ZERO, allow_tma=TMA), (C, D))
-
-
-def _keys_at(k_seq, c, hk, L2NORM, C: ConstInt, K: ConstInt):
+def keys_at(k_seq, c, hk, L2NORM, C: ConstInt, K: ConstInt):
     """k [C, K] of chunk ``c``, head ``hk`` (0 past the slice's end), L2-normalized where L2NORM."""
-    kt = _rows_at(k_seq, (c, hk, 0), C, K)
+    kt = rows_at(k_seq, (c, hk, 0), C, K)
     if L2NORM != 0:
-        kt = _l2_normalized(kt)
+        kt = l2_normalized(kt)
     return kt
 
 
-def _gamma_at(g_seq, c, h, C: ConstInt):
+def gamma_at(g_seq, c, h, C: ConstInt):
     """gamma [C] of chunk ``c``, head ``h``, of a sequence's slice (0 past its end)."""
     return ct.reshape(ct.load(g_seq, (c, h), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), (C,))
 
 
-def _carry(state, v_new, kt, gam, valid, rows, r, C: ConstInt):
+def carry_state(state, v_new, kt, gam, valid, rows, r, C: ConstInt):
     """The state leaving a chunk (step 4): exp(last) S + (v_new exp(last - gamma))^T k over the
     chunk's real rows, ``last`` the gamma of its last real row."""
     last = ct.sum(ct.where(r == ct.minimum(rows, C) - 1, gam, 0.0))
     carried = ct.astype(v_new * ct.expand_dims(ct.where(valid, ct.exp(last - gam), 0.0), 1), kt.dtype)
     return ct.mma(ct.transpose(carried), kt, state * ct.exp(last))
-
-
-def _unit_lower_inverse(a):
-    """(I + a)^-1 for ``a`` [64, 64] fp32, strictly lower triangular (see the module docstring)."""
-    r = ct.arange(SUB, dtype=ct.int32)
-    rows = ct.reshape(r, (1, SUB, 1))
-    cols = ct.reshape(r, (1, 1, SUB))
-    # the four diagonal blocks as one [4, SUB, SUB] tile: block (b, b) of a [4, SUB, 4, SUB] view
-    blocks = ct.permute(ct.reshape(a, (4, SUB, 4, SUB)), (0, 2, 1, 3))
-    b4 = ct.arange(4, dtype=ct.int32)
-    same = ct.reshape(ct.expand_dims(b4, 1) == ct.expand_dims(b4, 0), (4, 4, 1, 1))
-    diag = ct.sum(ct.where(same, blocks, 0.0), axis=1)
-    inv = ct.broadcast_to(ct.astype(rows == cols, ct.float32), (4, SUB, SUB))
-    # row i of the inverse is e_i - sum_{m < i} a[i, m] inv[m, :]; rows before i are final
-    for i in range(1, SUB):
-        a_row = ct.sum(ct.where(rows == i, diag, 0.0), axis=1)  # [4, SUB]: a[i, m]
-        step = ct.sum(ct.expand_dims(a_row, 2) * inv, axis=1)  # [4, SUB]
-        inv = ct.where(rows == i, inv - ct.expand_dims(step, 1), inv)
-    zero16 = ct.zeros((SUB, SUB), dtype=ct.float32)
-    d0 = ct.reshape(ct.extract(inv, (0, 0, 0), (1, SUB, SUB)), (SUB, SUB))
-    d1 = ct.reshape(ct.extract(inv, (1, 0, 0), (1, SUB, SUB)), (SUB, SUB))
-    d2 = ct.reshape(ct.extract(inv, (2, 0, 0), (1, SUB, SUB)), (SUB, SUB))
-    d3 = ct.reshape(ct.extract(inv, (3, 0, 0), (1, SUB, SUB)), (SUB, SUB))
-    x10 = -ct.mma(d1, ct.mma(ct.extract(a, (1, 0), (SUB, SUB)), d0, zero16), zero16)
-    x32 = -ct.mma(d3, ct.mma(ct.extract(a, (3, 2), (SUB, SUB)), d2, zero16), zero16)
-    p0 = ct.cat((ct.cat((d0, zero16), 1), ct.cat((x10, d1), 1)), 0)  # [32, 32]
-    p1 = ct.cat((ct.cat((d2, zero16), 1), ct.cat((x32, d3), 1)), 0)
-    zero32 = ct.zeros((2 * SUB, 2 * SUB), dtype=ct.float32)
-    y = -ct.mma(p1, ct.mma(ct.extract(a, (1, 0), (2 * SUB, 2 * SUB)), p0, zero32), zero32)
-    return ct.cat((ct.cat((p0, zero32), 1), ct.cat((y, p1), 1)), 0)
 
 
 @ct.kernel
@@ -197,7 +124,7 @@ def chunk_prepare_kernel(
         rate = ct.exp(ct.astype(ct.load(a_log, (h // A_GROUP,), shape=()), ct.float32))
         if HAS_DT_BIAS != 0:
             gate = gate + ct.astype(ct.load(dt_bias, (h // D_GROUP,), shape=()), ct.float32)
-        gate = ct.where(valid, -rate * _softplus(gate), 0.0)
+        gate = ct.where(valid, -rate * softplus(gate), 0.0)
     wr = ct.load(beta.slice(0, bos, eos), (c, h // B_GROUP), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA)
     wr = ct.astype(ct.reshape(wr, (C,)), ct.float32)
     if BETA_SIGMOID != 0:
@@ -211,13 +138,13 @@ def chunk_prepare_kernel(
     )
     kt = ct.reshape(kt, (C, K))
     if L2NORM != 0:
-        kt = _l2_normalized(kt)
+        kt = l2_normalized(kt)
     gram = ct.mma(kt, ct.transpose(kt), ct.zeros((C, C), dtype=ct.float32))
     below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
     gap = ct.expand_dims(gamma, 1) - ct.expand_dims(gamma, 0)
     # the exp only where it is used: above the diagonal the gap is a growth and may overflow
     a = ct.where(below, gram * ct.exp(ct.where(below, gap, 0.0)), 0.0) * ct.expand_dims(wr, 1)
-    t = _unit_lower_inverse(a)
+    t = unit_lower_inverse(a)
     if STORE_T != 0:
         ct.store(t_out, (ct.bid(0), h, 0, 0), ct.reshape(t, (1, 1, C, C)), allow_tma=TMA)
     t = ct.astype(t, kt.dtype)
@@ -274,14 +201,14 @@ def chunk_scan_kernel(
         w_seq, u_seq, g_seq = w.slice(0, bos, eos), u.slice(0, bos, eos), gamma.slice(0, bos, eos)
         rows = length - c * C
         valid = r < rows
-        qt = _rows_at(q_seq, (c, hk, 0), C, K)
-        kt = _rows_at(k_seq, (c, hk, 0), C, K)
+        qt = rows_at(q_seq, (c, hk, 0), C, K)
+        kt = rows_at(k_seq, (c, hk, 0), C, K)
         if L2NORM != 0:
-            qt = _l2_normalized(qt)
-            kt = _l2_normalized(kt)
-        wt = _rows_at(w_seq, (c, h, 0), C, K)
-        ut = _rows_at(u_seq, (c, h, vb), C, BV)
-        gam = _gamma_at(g_seq, c, h, C)
+            qt = l2_normalized(qt)
+            kt = l2_normalized(kt)
+        wt = rows_at(w_seq, (c, h, 0), C, K)
+        ut = rows_at(u_seq, (c, h, vb), C, BV)
+        gam = gamma_at(g_seq, c, h, C)
         state_t = ct.transpose(ct.astype(state, kt.dtype))  # [K, BV]
         v_new = ct.astype(ut, ct.float32) - ct.mma(wt, state_t, ct.zeros((C, BV), dtype=ct.float32))
         v_new_io = ct.astype(v_new, kt.dtype)
@@ -296,20 +223,9 @@ def chunk_scan_kernel(
         out = ct.mma(ct.astype(scores, kt.dtype), v_new_io, inter) * SCALE
         ct.store(o_seq, (c, h, vb), ct.reshape(ct.astype(out, o.dtype), (C, 1, BV)), allow_tma=TMA)
 
-        state = _carry(state, v_new, kt, gam, valid, rows, r, C)
+        state = carry_state(state, v_new, kt, gam, valid, rows, r, C)
     if STORE_HT != 0:
         ct.store(ht, (n, h, vb, 0), ct.reshape(ct.astype(state, ht.dtype), (1, 1, BV, K)), allow_tma=TMA)
-
-
-@ct.kernel
-def chunk_offsets_kernel(cu_seqlens, offsets, N, C: ConstInt, BN: ConstInt):
-    """offsets[n] = the slot of sequence n's first block of C tokens (the blocks of the sequences
-    before it): the chunk offsets of the backward, and the segment offsets of the split scan."""
-    carry = ct.zeros((), dtype=ct.int32)
-    for step in range(ct.cdiv(N, BN)):
-        counts = _block_counts(cu_seqlens, step, N, C, BN)
-        ct.store(offsets, (step,), ct.cumsum(counts, 0) + carry - counts, allow_tma=TMA)
-        carry = carry + ct.sum(counts)
 
 
 # --- the split scan: a long sequence's chunks in segments, scanned in parallel ----------------------
@@ -377,13 +293,13 @@ def segment_scan_kernel(
         )
         rows = length - c * C
         valid = r < rows
-        kt = _keys_at(k_seq, c, hk, L2NORM, C, K)
-        wt = _rows_at(w_seq, (c, h, 0), C, K)
-        ut = _rows_at(u_seq, (c, h, ub), C, BV)
-        gam = _gamma_at(g_seq, c, h, C)
+        kt = keys_at(k_seq, c, hk, L2NORM, C, K)
+        wt = rows_at(w_seq, (c, h, 0), C, K)
+        ut = rows_at(u_seq, (c, h, ub), C, BV)
+        gam = gamma_at(g_seq, c, h, C)
         state_t = ct.transpose(ct.astype(state, kt.dtype))  # [K, BV]
         v_new = ct.astype(ut, ct.float32) * keep_u - ct.mma(wt, state_t, ct.zeros((C, BV), dtype=ct.float32))
-        state = _carry(state, v_new, kt, gam, valid, rows, r, C)
+        state = carry_state(state, v_new, kt, gam, valid, rows, r, C)
     if vb < V // BV:
         ct.store(seg_n, (s, h, vb, 0), ct.reshape(state, (1, 1, BV, K)), allow_tma=TMA)
     else:
@@ -462,46 +378,6 @@ KERNELS = {
 }  # fmt: skip
 
 
-class _Param:
-    """An array parameter of a kernel, for `export_signatures`: its dtype name and rank."""
-
-    def __init__(self, dtype: str, ndim: int) -> None:
-        self.dtype, self.ndim = dtype, ndim
-
-
-def _constraint(x: Any, constant: bool) -> Any:
-    """A launch argument as `export_kernel` takes it: a constant as itself, a runtime scalar int32, an
-    array as the engine passes it (last dim contiguous, int32 indexing, no aliasing)."""
-    from cuda.tile.compilation import ArrayConstraint, ScalarConstraint
-
-    if constant:
-        return x
-    if not isinstance(x, _Param):
-        return ScalarConstraint(ct.int32)
-    return ArrayConstraint(
-        getattr(ct, x.dtype), x.ndim, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
-        may_alias_internally=False, stride_constant=(None,) * (x.ndim - 1) + (1,),
-    )  # fmt: skip
-
-
-def _constants(kernel: Any) -> list[bool]:
-    """Which parameters of the kernel are compile-time constants (annotated ``ct.Constant``)."""
-    import inspect
-
-    return [
-        str(p.annotation).startswith("Const") for p in inspect.signature(kernel._pyfunc).parameters.values()
-    ]
-
-
-def signature(kernel: Any, args: tuple) -> Any:
-    """The `KernelSignature` of launching ``kernel`` with ``args`` (`_Param` arrays, runtime scalars,
-    constants), for ``cuda.tile.compilation.export_kernel``."""
-    from cuda.tile.compilation import CallingConvention, KernelSignature
-
-    constraints = [_constraint(x, c) for x, c in zip(args, _constants(kernel))]
-    return KernelSignature(constraints, CallingConvention.cutile_python_v1())
-
-
 def export_signatures(
     cfg: Any, *, cu_seqlens: str = "int32", beta: str = "float32", state: str = "float32"
 ) -> dict:
@@ -517,20 +393,20 @@ def export_signatures(
 
     io = cfg.io_dtype
     params = {
-        "q": _Param(io, 3), "k": _Param(io, 3), "v": _Param(io, 3), "g": _Param("float32", 2), "beta": _Param(beta, 2),
-        "cu_seqlens": _Param(cu_seqlens, 1), "o": _Param(io, 3), "table": _Param("int32", 2),
-        "gamma": _Param("float32", 2), "w": _Param(io, 3), "u": _Param(io, 3), "spare": _Param("float32", 1),
-        "spare4": _Param("float32", 4), "seg_table": _Param("int32", 2), "seg_offsets": _Param("int32", 1),
-        "seg_cu": _Param("int32", 1), "seg_n": _Param("float32", 4), "seg_m": _Param("float32", 4),
-        "seg_h0": _Param("float32", 4),
+        "q": Param(io, 3), "k": Param(io, 3), "v": Param(io, 3), "g": Param("float32", 2), "beta": Param(beta, 2),
+        "cu_seqlens": Param(cu_seqlens, 1), "o": Param(io, 3), "table": Param("int32", 2),
+        "gamma": Param("float32", 2), "w": Param(io, 3), "u": Param(io, 3), "spare": Param("float32", 1),
+        "spare4": Param("float32", 4), "seg_table": Param("int32", 2), "seg_offsets": Param("int32", 1),
+        "seg_cu": Param("int32", 1), "seg_n": Param("float32", 4), "seg_m": Param("float32", 4),
+        "seg_h0": Param("float32", 4),
     }  # fmt: skip
     if cfg.safe_gate:
-        params["a_log"] = _Param("float32", 1)
+        params["a_log"] = Param("float32", 1)
         if cfg.has_dt_bias:
-            params["dt_bias"] = _Param("float32", 1)
+            params["dt_bias"] = Param("float32", 1)
     if cfg.has_initial_state:
-        params["h0"] = _Param(state, 4)
+        params["h0"] = Param(state, 4)
     if cfg.output_final_state:
-        params["ht"] = _Param(state, 4)
+        params["ht"] = Param(state, 4)
 
     return {name: signature(KERNELS[name], args) for name, args in kernel_arguments(cfg, params).items()}

@@ -9,23 +9,28 @@ so the call path runs, and is tested, with stand-ins where cuTile is absent.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from pygraph_linear_attention.common.host import (
+    CHUNK,
+    TABLE_BLOCK,
+    TABLE_SEQ_BLOCK,
+    Region,
+    layout_regions,
+    regions_bytes,
+)
 
 __all__ = [
     "BLOCK_V",
-    "CHUNK",
     "HINTED_BWD",
     "HINTED_FWD",
-    "ITEMSIZE",
     "OCCUPANCY",
     "OCCUPANCY_BWD",
     "SEGMENT",
     "GdnCutileConfig",
-    "Region",
     "kernel_arguments",
     "launch_forward",
-    "layout_regions",
 ]
 
 # BLOCK_V: value rows of the state one scan program carries (the scan's grid is sequences x heads x
@@ -59,44 +64,6 @@ HINTED_BWD = ("prepare", "chunk_grad_output", "chunk_grad_wy")
 # the state arithmetic (the backward splits its two scans the same way). Untimed: offered after
 # every other plan.
 SEGMENT = (0, 32, 16)
-CHUNK = 64  # tokens per chunk (the kernels' C)
-TABLE_BLOCK = 128  # chunk slots per program of the table kernel
-TABLE_SEQ_BLOCK = 64  # sequences read per step of the table kernel
-_ALIGN = 256  # every workspace region starts 256-byte aligned (TMA needs 16; a cache line is 128)
-
-ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "int32": 4, "int64": 8}
-
-
-@dataclasses.dataclass(frozen=True)
-class Region:
-    """One workspace array: its byte offset, dtype name and shape (row-major)."""
-
-    name: str
-    offset: int
-    dtype: str
-    shape: tuple[int, ...]
-
-    @property
-    def nbytes(self) -> int:
-        size = ITEMSIZE[self.dtype]
-        for d in self.shape:
-            size *= d
-        return size
-
-
-def layout_regions(shapes: Iterable[tuple[str, str, tuple[int, ...]]]) -> tuple[Region, ...]:
-    """The regions of ``(name, dtype, shape)`` rows laid out one after another, each `_ALIGN`-aligned."""
-    regions, offset = [], 0
-    for name, dtype, shape in shapes:
-        region = Region(name, offset, dtype, shape)
-        regions.append(region)
-        offset += -(-region.nbytes // _ALIGN) * _ALIGN
-    return tuple(regions)
-
-
-def regions_bytes(regions: tuple[Region, ...]) -> int:
-    """The bytes a `layout_regions` layout spans: its last region's end."""
-    return regions[-1].offset + regions[-1].nbytes
 
 
 @dataclasses.dataclass(frozen=True)

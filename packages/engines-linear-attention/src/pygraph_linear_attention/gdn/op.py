@@ -3,14 +3,14 @@
 ``torch.ops.pygraph_linear_attention.gated_delta_net(q, k, v, g, beta, cu_seqlens, scale=None,
 initial_state=None, output_final_state=False, use_qk_l2norm_in_kernel=False,
 use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False, a_log=None, dt_bias=None)
--> (o, final_state)`` builds (once per key, `op_graphs`) and executes a ``gdn`` graph, so it runs
+-> (o, final_state)`` builds (once per key, `common.op_graphs`) and executes a ``gdn`` graph, so it runs
 whatever plan the planner ranks first; its gradient executes a ``gdn_bwd`` graph the same way. A
 fake kernel gives the outputs' shapes and dtypes, so the op traces under
-``torch.compile(fullgraph=True)``. The arguments are checked (`op_arguments`) before anything runs.
+``torch.compile(fullgraph=True)``. The arguments are checked (`common.op_arguments`) before anything runs.
 
 A custom op cannot return None, so with ``output_final_state=False`` the op's second output is an
 empty fp32 tensor (shape [0]); `gated_delta_net`, the Python function, returns None there. The
-semantics are `reference.gated_delta_net_reference`'s; layout, dtypes and limits are in
+semantics are `gdn.reference.gated_delta_net_reference`'s; layout, dtypes and limits are in
 ``docs/linear-attention.md`` ("The torch op").
 """
 
@@ -22,6 +22,7 @@ import torch
 
 from pygraph_linear_attention.common import op_graphs
 from pygraph_linear_attention.common.op_arguments import GdnProblem, check_backward, check_forward
+from pygraph_linear_attention.common.op_graphs import aligned_contiguous, none_state
 
 __all__ = ["gated_delta_net"]
 
@@ -42,23 +43,6 @@ def _flags(*values: bool) -> dict[str, bool]:
 
 def _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags) -> GdnProblem:
     return check_forward(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, **flags)
-
-
-def _none_state(like: Tensor) -> Tensor:
-    """The stand-in of an absent output (a custom op returns tensors only)."""
-    return like.new_empty((0,), dtype=torch.float32)
-
-
-def _aligned_contiguous(tensors: dict[str, Any]) -> dict[str, Tensor]:
-    """The operands as the ops' graphs declare them: contiguous, and starting on a 16-byte boundary,
-    where the CuTe DSL kernels read their rows 16 bytes at a time; a view that starts inside its
-    storage elsewhere (a slice of a flat buffer) is copied rather than refused by the plan."""
-    out = {}
-    for name, t in tensors.items():
-        if t is not None:
-            t = t.contiguous()
-            out[name] = t.clone() if t.data_ptr() % 16 else t
-    return out
 
 
 # --- the forward ------------------------------------------------------------------------------------
@@ -87,7 +71,7 @@ def _forward_op(
     )
     p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
     o = q.new_empty((p.tokens, p.heads_v, p.value_dim))
-    final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else _none_state(q)
+    final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else none_state(q)
     if p.tokens == 0:  # nothing to run: every sequence is empty, its final state its initial one
         if output_final_state and initial_state is not None:
             final.copy_(initial_state)
@@ -95,7 +79,7 @@ def _forward_op(
             final.zero_()
         return o, final
     built = op_graphs.forward_graph(p, scale, flags)
-    tensors = _aligned_contiguous(
+    tensors = aligned_contiguous(
         {"q": q, "k": k, "v": v, "g": g, "beta": beta, "cu_seqlens": cu_seqlens, "initial_state": initial_state,
          "a_log": a_log, "dt_bias": dt_bias}
     )  # fmt: skip
@@ -115,7 +99,7 @@ def _forward_fake(q, k, v, g, beta, cu_seqlens, scale=None, initial_state=None, 
     )
     p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
     o = q.new_empty((p.tokens, p.heads_v, p.value_dim))
-    final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else _none_state(q)
+    final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else none_state(q)
     return o, final
 
 
@@ -155,12 +139,12 @@ def _backward_op(
             grads["d_initial_state"].copy_(d_final_state)
     else:
         built = op_graphs.backward_graph(p, scale, flags, d_final_state is not None)
-        tensors = _aligned_contiguous(
+        tensors = aligned_contiguous(
             {"q": q, "k": k, "v": v, "g": g, "beta": beta, "cu_seqlens": cu_seqlens, "dO": d_o,
              "d_final_state": d_final_state, "initial_state": initial_state, "a_log": a_log, "dt_bias": dt_bias}
         )  # fmt: skip
         op_graphs.execute(built, {**tensors, **grads}, p.device)
-    return tuple(grads.get(name, _none_state(q)) for name, _ in op_graphs.GRADIENTS)
+    return tuple(grads.get(name, none_state(q)) for name, _ in op_graphs.GRADIENTS)
 
 
 def _checked_backward(
@@ -213,7 +197,7 @@ def _backward_fake(q, k, v, g, beta, cu_seqlens, d_o, d_final_state=None, scale=
         q, k, v, g, beta, cu_seqlens, d_o, d_final_state, scale, initial_state,
         (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate), a_log, dt_bias,
     )  # fmt: skip
-    return tuple(grads.get(name, _none_state(q)) for name, _ in op_graphs.GRADIENTS)
+    return tuple(grads.get(name, none_state(q)) for name, _ in op_graphs.GRADIENTS)
 
 
 # --- autograd: the forward's gradient is the backward op ----------------------------------------------

@@ -21,8 +21,8 @@ Launches, in stream order:
    norm) steps 3 and 4 write dQ, dK and dV themselves and it is not launched.
 
 The products are the forward's: ``mma.sync.m16n8k16`` over io-dtype operands in shared memory,
-fp32 accumulators, 128 threads per CTA. A product ``x @ y`` is written `_mm(..., x, y)` with each
-operand a shared tile or `_t(tile)`, its transpose (read by the transposing ldmatrix). Row sums of a
+fp32 accumulators, 128 threads per CTA. A product ``x @ y`` is written `matmul(..., x, y)` with each
+operand a shared tile or `trans(tile)`, its transpose (read by the transposing ldmatrix). Row sums of a
 64-row accumulator go to a shared fp32 vector by one atomic add per row a thread holds; column
 sums through a shared fp32 tile, one thread per column.
 
@@ -39,37 +39,37 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
+from pygraph_linear_attention.common.sm90_tiles import (
+    CHUNK,
+    DTYPES,
+    THREADS,
+    acc_to_gmem,
+    acc_to_smem,
+    aliased_smem_tiles,
+    aligned_stride,
+    block_sum,
+    chunk_rows,
+    col_sums_sub,
+    cta_g2s,
+    fast_exp,
+    gamma_row,
+    l2_normalize_rows,
+    load_rows,
+    matmul,
+    row_inv_norms,
+    row_sums,
+    scaled_rows,
+    slot_chunk,
+    smem_tile,
+    smem_vector,
+    tail_decay,
+    trans,
+    warp_mma,
+    zero_vector,
+    zeroed_acc,
+)
 from pygraph_linear_attention.gdn.sm90_bwd_scans import GradScanKernels
 from pygraph_linear_attention.gdn.sm90_fwd import GdnSm90Fwd
-from pygraph_linear_attention.common.sm90_tiles import (
-    _DT,
-    CHUNK,
-    THREADS,
-    _acc,
-    _aligned,
-    _block_sum,
-    _chunk_rows,
-    _col_sums_sub,
-    _exp,
-    _g2s,
-    _gamma_row,
-    _l2_normalize_rows,
-    _load_rows,
-    _mm,
-    _row_inv_norms,
-    _row_sums,
-    _scaled_rows,
-    _shared_tiles,
-    _slot_chunk,
-    _t,
-    _tail,
-    _tile,
-    _tiled_mma,
-    _to_gmem,
-    _to_smem,
-    _vector,
-    _zero,
-)
 
 __all__ = ["GdnSm90Bwd"]
 
@@ -103,7 +103,7 @@ class GdnSm90Bwd(GradScanKernels):
         stages: int = 1,
     ) -> None:
         self.K, self.V, self.BV = key_dim, value_dim, block_v
-        self.io = _DT[io_dtype]
+        self.io = DTYPES[io_dtype]
         self.scale = scale
         self.l2norm, self.beta_sigmoid, self.neg_eigval = l2norm, beta_sigmoid, neg_eigval
         self.safe_gate, self.has_dt_bias = safe_gate, has_dt_bias
@@ -177,7 +177,7 @@ class GdnSm90Bwd(GradScanKernels):
 
         def rows3(ptr, heads, dim):
             return cute.make_tensor(
-                ptr, cute.make_layout((tokens, heads, dim), stride=(_aligned(heads * dim), dim, 1))
+                ptr, cute.make_layout((tokens, heads, dim), stride=(aligned_stride(heads * dim), dim, 1))
             )
 
         def rows2(ptr, heads):
@@ -185,7 +185,7 @@ class GdnSm90Bwd(GradScanKernels):
 
         def states(ptr, count, rows, cols):
             shape = (count, heads_out, rows, cols)
-            stride = (_aligned(heads_out * rows * cols), rows * cols, cols, 1)
+            stride = (aligned_stride(heads_out * rows * cols), rows * cols, cols, 1)
             return cute.make_tensor(ptr, cute.make_layout(shape, stride=stride))
 
         mQ, mK, mV = rows3(q_ptr, heads_qk, K), rows3(k_ptr, heads_qk, K), rows3(v_ptr, heads_v, V)
@@ -308,62 +308,62 @@ class GdnSm90Bwd(GradScanKernels):
         tidx, _, _ = cute.arch.thread_idx()
         slot, h, _ = cute.arch.block_idx()
         hk = h // k_group
-        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
+        bos, length, c = slot_chunk(mCu, slot, sequences, search_steps)
         rows_left = length - c * C
         if c * C < length:
             r0 = bos + c * C
             smem = utils.SmemAllocator()
-            sDo, sVn, sDvn = _tile(smem, io, C, V), _tile(smem, io, C, V), _tile(smem, io, C, V)
-            sQ, sK = _tile(smem, io, C, KH), _tile(smem, io, C, KH)
-            sH, sQrows = _shared_tiles(smem, io, (V, KH), (C, K))
-            sDh, sKrows = _shared_tiles(smem, io, (V, KH), (C, K))
-            sDp = _tile(smem, io, C, C)
-            sGamma, sDg, sKd = _vector(smem), _vector(smem), _vector(smem)
-            sQinv, sKinv = _vector(smem), _vector(smem)
-            sRed = _vector(smem, 4)
-            g2s_h, g2s_row, g2s_v = _g2s(io, KH), _g2s(io, K), _g2s(io, V)
-            _load_rows(g2s_row, tidx, _chunk_rows(mQ, r0, hk, K), sQrows, rows_left)
-            _load_rows(g2s_row, tidx, _chunk_rows(mK, r0, hk, K), sKrows, rows_left)
-            _load_rows(g2s_v, tidx, _chunk_rows(mDo, r0, h, V), sDo, rows_left)
-            _load_rows(g2s_v, tidx, _chunk_rows(mVnew, r0, h, V), sVn, rows_left)
-            _load_rows(g2s_v, tidx, _chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
-            _load_rows(g2s_h, tidx, _chunk_rows(mQ, r0, hk, KH, 0), sQ, rows_left)
-            _load_rows(g2s_h, tidx, _chunk_rows(mK, r0, hk, KH, 0), sK, rows_left)
+            sDo, sVn, sDvn = smem_tile(smem, io, C, V), smem_tile(smem, io, C, V), smem_tile(smem, io, C, V)
+            sQ, sK = smem_tile(smem, io, C, KH), smem_tile(smem, io, C, KH)
+            sH, sQrows = aliased_smem_tiles(smem, io, (V, KH), (C, K))
+            sDh, sKrows = aliased_smem_tiles(smem, io, (V, KH), (C, K))
+            sDp = smem_tile(smem, io, C, C)
+            sGamma, sDg, sKd = smem_vector(smem), smem_vector(smem), smem_vector(smem)
+            sQinv, sKinv = smem_vector(smem), smem_vector(smem)
+            sRed = smem_vector(smem, 4)
+            g2s_h, g2s_row, g2s_v = cta_g2s(io, KH), cta_g2s(io, K), cta_g2s(io, V)
+            load_rows(g2s_row, tidx, chunk_rows(mQ, r0, hk, K), sQrows, rows_left)
+            load_rows(g2s_row, tidx, chunk_rows(mK, r0, hk, K), sKrows, rows_left)
+            load_rows(g2s_v, tidx, chunk_rows(mDo, r0, h, V), sDo, rows_left)
+            load_rows(g2s_v, tidx, chunk_rows(mVnew, r0, h, V), sVn, rows_left)
+            load_rows(g2s_v, tidx, chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
+            load_rows(g2s_h, tidx, chunk_rows(mQ, r0, hk, KH, 0), sQ, rows_left)
+            load_rows(g2s_h, tidx, chunk_rows(mK, r0, hk, KH, 0), sK, rows_left)
             cute.arch.cp_async_commit_group()
             if tidx < C:
-                sGamma[tidx] = _gamma_row(mGamma, r0, rows_left, h, tidx)
-            _zero(sDg, tidx)
-            _zero(sKd, tidx)
+                sGamma[tidx] = gamma_row(mGamma, r0, rows_left, h, tidx)
+            zero_vector(sDg, tidx)
+            zero_vector(sKd, tidx)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
-                _row_inv_norms(sQrows, tidx, K, sQinv)
-                _row_inv_norms(sKrows, tidx, K, sKinv)
+                row_inv_norms(sQrows, tidx, K, sQinv)
+                row_inv_norms(sKrows, tidx, K, sKinv)
                 cute.arch.sync_threads()
-                _scaled_rows(sQrows, sQrows, lambda r: sQinv[r], tidx, C, K)
-                _scaled_rows(sKrows, sKrows, lambda r: sKinv[r], tidx, C, K)
+                scaled_rows(sQrows, sQrows, lambda r: sQinv[r], tidx, C, K)
+                scaled_rows(sKrows, sKrows, lambda r: sKinv[r], tidx, C, K)
                 cute.arch.sync_threads()
             last_row = rows_left - 1
             if rows_left > C:
                 last_row = C - 1
             last = sGamma[last_row]
-            mma_cc, mma_ch = _tiled_mma(io, C, C), _tiled_mma(io, C, KH)
+            mma_cc, mma_ch = warp_mma(io, C, C), warp_mma(io, C, KH)
 
             # dP = scale dO v_new^T on the causal, real part, with the decay; d gamma's terms dP * (q k^T)
-            dp, crd_p = _acc(mma_cc, tidx, C, C)
-            _mm(mma_cc, tidx, dp, sDo, _t(sVn), io)
-            qk, _ = _acc(mma_cc, tidx, C, C)
-            _mm(mma_cc, tidx, qk, sQrows, _t(sKrows), io)
+            dp, crd_p = zeroed_acc(mma_cc, tidx, C, C)
+            matmul(mma_cc, tidx, dp, sDo, trans(sVn), io)
+            qk, _ = zeroed_acc(mma_cc, tidx, C, C)
+            matmul(mma_cc, tidx, qk, sQrows, trans(sKrows), io)
             dp_part = mma_cc.get_slice(tidx).partition_C(sDp)
             for e in cutlass.range_constexpr(cute.size(dp)):
                 row, col = crd_p[e][0], crd_p[e][1]
                 val = Float32(0.0)
                 if row >= col and row < rows_left:
-                    val = dp[e] * self.scale * _exp(sGamma[row] - sGamma[col])
+                    val = dp[e] * self.scale * fast_exp(sGamma[row] - sGamma[col])
                 dp_part[e] = val.to(io)
                 dp[e] = val * qk[e]
-            _row_sums(dp, crd_p, sDg)
-            _col_sums_sub(dp, crd_p, sDg, tidx)
+            row_sums(dp, crd_p, sDg)
+            col_sums_sub(dp, crd_p, sDg, tidx)
 
             part = Float32(0.0)  # sum(dh * h), over both halves
             # a loop, not unrolled: the two halves' code unrolled together took 255 registers and spilled
@@ -372,51 +372,51 @@ class GdnSm90Bwd(GradScanKernels):
                 # product of the first
                 cute.arch.sync_threads()
                 if half == 1:
-                    _load_rows(g2s_h, tidx, _chunk_rows(mQ, r0, hk, KH, 1), sQ, rows_left)
-                    _load_rows(g2s_h, tidx, _chunk_rows(mK, r0, hk, KH, 1), sK, rows_left)
-                _load_rows(g2s_h, tidx, cute.local_tile(mHs[slot, h, None, None], (V, KH), (0, half)), sH, V)
-                _load_rows(g2s_h, tidx, cute.local_tile(mDh[slot, h, None, None], (V, KH), (0, half)), sDh, V)
+                    load_rows(g2s_h, tidx, chunk_rows(mQ, r0, hk, KH, 1), sQ, rows_left)
+                    load_rows(g2s_h, tidx, chunk_rows(mK, r0, hk, KH, 1), sK, rows_left)
+                load_rows(g2s_h, tidx, cute.local_tile(mHs[slot, h, None, None], (V, KH), (0, half)), sH, V)
+                load_rows(g2s_h, tidx, cute.local_tile(mDh[slot, h, None, None], (V, KH), (0, half)), sDh, V)
                 cute.arch.cp_async_commit_group()
                 cute.arch.cp_async_wait_group(0)
                 cute.arch.sync_threads()
                 if const_expr(self.l2norm):
-                    _scaled_rows(sQ, sQ, lambda r: sQinv[r], tidx, C, KH)
-                    _scaled_rows(sK, sK, lambda r: sKinv[r], tidx, C, KH)
+                    scaled_rows(sQ, sQ, lambda r: sQinv[r], tidx, C, KH)
+                    scaled_rows(sK, sK, lambda r: sKinv[r], tidx, C, KH)
                     cute.arch.sync_threads()
 
                 # dq = scale exp(gamma) dO h + dP k; d gamma's terms dq_h * q
-                dq, crd = _acc(mma_ch, tidx, C, KH)
-                _mm(mma_ch, tidx, dq, sDo, sH, io)
+                dq, crd = zeroed_acc(mma_ch, tidx, C, KH)
+                matmul(mma_ch, tidx, dq, sDo, sH, io)
                 for e in cutlass.range_constexpr(cute.size(dq)):
-                    dq[e] = dq[e] * self.scale * _exp(sGamma[crd[e][0]])
-                terms, _ = _acc(mma_ch, tidx, C, KH)
+                    dq[e] = dq[e] * self.scale * fast_exp(sGamma[crd[e][0]])
+                terms, _ = zeroed_acc(mma_ch, tidx, C, KH)
                 q_part = mma_ch.get_slice(tidx).partition_C(sQ)
                 for e in cutlass.range_constexpr(cute.size(dq)):
                     terms[e] = dq[e] * q_part[e].to(Float32)
-                _row_sums(terms, crd, sDg)
-                _mm(mma_ch, tidx, dq, sDp, sK, io)
+                row_sums(terms, crd, sDg)
+                matmul(mma_ch, tidx, dq, sDp, sK, io)
                 if const_expr(self.direct_qk):
-                    _to_gmem(mma_ch, tidx, dq, crd, _chunk_rows(mDQ, r0, h, KH, half), rows_left, io)
+                    acc_to_gmem(mma_ch, tidx, dq, crd, chunk_rows(mDQ, r0, h, KH, half), rows_left, io)
                 else:
-                    _to_gmem(mma_ch, tidx, dq, crd, _chunk_rows(mDq, r0, h, KH, half), rows_left, Float32)
+                    acc_to_gmem(mma_ch, tidx, dq, crd, chunk_rows(mDq, r0, h, KH, half), rows_left, Float32)
 
                 # dk = dP^T q + exp(last - gamma) (v_new dh); d gamma's terms -k * the passed part
-                dk, _ = _acc(mma_ch, tidx, C, KH)
-                _mm(mma_ch, tidx, dk, sVn, sDh, io)
+                dk, _ = zeroed_acc(mma_ch, tidx, C, KH)
+                matmul(mma_ch, tidx, dk, sVn, sDh, io)
                 k_part = mma_ch.get_slice(tidx).partition_C(sK)
                 for e in cutlass.range_constexpr(cute.size(dk)):
-                    dk[e] = dk[e] * _tail(crd[e][0], rows_left, last, sGamma)
+                    dk[e] = dk[e] * tail_decay(crd[e][0], rows_left, last, sGamma)
                     terms[e] = dk[e] * k_part[e].to(Float32)
-                _row_sums(terms, crd, sKd)
-                _mm(mma_ch, tidx, dk, _t(sDp), sQ, io)
-                _to_gmem(mma_ch, tidx, dk, crd, _chunk_rows(mDk, r0, h, KH, half), rows_left, Float32)
+                row_sums(terms, crd, sKd)
+                matmul(mma_ch, tidx, dk, trans(sDp), sQ, io)
+                acc_to_gmem(mma_ch, tidx, dk, crd, chunk_rows(mDk, r0, h, KH, half), rows_left, Float32)
 
                 # dw = -dv_new h
-                dw, _ = _acc(mma_ch, tidx, C, KH)
-                _mm(mma_ch, tidx, dw, sDvn, sH, io)
+                dw, _ = zeroed_acc(mma_ch, tidx, C, KH)
+                matmul(mma_ch, tidx, dw, sDvn, sH, io)
                 for e in cutlass.range_constexpr(cute.size(dw)):
                     dw[e] = -dw[e]
-                _to_gmem(mma_ch, tidx, dw, crd, _chunk_rows(mDw, r0, h, KH, half), rows_left, io)
+                acc_to_gmem(mma_ch, tidx, dw, crd, chunk_rows(mDw, r0, h, KH, half), rows_left, io)
 
                 # the last row's d gamma: the state leaving is exp(last) h + ...: sum(dh * h) exp(last)
                 for e in cutlass.range(V * KH // THREADS, unroll=8):
@@ -424,7 +424,7 @@ class GdnSm90Bwd(GradScanKernels):
                     r, col = flat // KH, flat % KH
                     part = part + sDh[r, col].to(Float32) * sH[r, col].to(Float32)
 
-            d_last = _block_sum(part, tidx, sRed) * _exp(last)  # its barriers complete the row sums
+            d_last = block_sum(part, tidx, sRed) * fast_exp(last)  # its barriers complete the row sums
             if tidx < rows_left and tidx < C:
                 dgamma = sDg[tidx] - sKd[tidx]
                 if tidx == last_row:
@@ -465,24 +465,24 @@ class GdnSm90Bwd(GradScanKernels):
         k_group, v_group, g_group, b_group, a_group, d_group = groups
         tidx, _, _ = cute.arch.thread_idx()
         slot, h, _ = cute.arch.block_idx()
-        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
+        bos, length, c = slot_chunk(mCu, slot, sequences, search_steps)
         rows_left = length - c * C
         if c * C < length:
             r0 = bos + c * C
             smem = utils.SmemAllocator()
             # 80 KB of tiles, so two CTAs share an SM: v and dv_new are dead once dT and dv are
             # formed, and their memory then holds T^T dT and dA's gram term
-            sK, sDw = _tile(smem, io, C, K), _tile(smem, io, C, K)
-            sV, sDgram = _shared_tiles(smem, io, (C, V), (C, C))
-            sDvn, sTmp = _shared_tiles(smem, io, (C, V), (C, C))
-            sT, sDt = _tile(smem, io, C, C), _tile(smem, io, C, C)
-            sGamma, sWr, sDwrite, sDgam, sRow, sDgamma = (_vector(smem) for _ in range(6))
-            g2s_k, g2s_v, g2s_c = _g2s(io, K), _g2s(io, V), _g2s(io, C)
-            _load_rows(g2s_k, tidx, _chunk_rows(mK, r0, h // k_group, K), sK, rows_left)
-            _load_rows(g2s_v, tidx, _chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
-            _load_rows(g2s_k, tidx, _chunk_rows(mDw, r0, h, K), sDw, rows_left)
-            _load_rows(g2s_v, tidx, _chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
-            _load_rows(g2s_c, tidx, mT[slot, h, None, None], sT, C)
+            sK, sDw = smem_tile(smem, io, C, K), smem_tile(smem, io, C, K)
+            sV, sDgram = aliased_smem_tiles(smem, io, (C, V), (C, C))
+            sDvn, sTmp = aliased_smem_tiles(smem, io, (C, V), (C, C))
+            sT, sDt = smem_tile(smem, io, C, C), smem_tile(smem, io, C, C)
+            sGamma, sWr, sDwrite, sDgam, sRow, sDgamma = (smem_vector(smem) for _ in range(6))
+            g2s_k, g2s_v, g2s_c = cta_g2s(io, K), cta_g2s(io, V), cta_g2s(io, C)
+            load_rows(g2s_k, tidx, chunk_rows(mK, r0, h // k_group, K), sK, rows_left)
+            load_rows(g2s_v, tidx, chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
+            load_rows(g2s_k, tidx, chunk_rows(mDw, r0, h, K), sDw, rows_left)
+            load_rows(g2s_v, tidx, chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
+            load_rows(g2s_c, tidx, mT[slot, h, None, None], sT, C)
             cute.arch.cp_async_commit_group()
 
             # the gates as the forward's prepare applies the options (warps 0 and 1, a row each)
@@ -500,18 +500,18 @@ class GdnSm90Bwd(GradScanKernels):
                 gate = raw_g
                 wr = raw_b
                 if const_expr(self.safe_gate):
-                    rate = _exp(Float32(mALog[h // a_group]))
+                    rate = fast_exp(Float32(mALog[h // a_group]))
                     biased = raw_g
                     if const_expr(self.has_dt_bias):
                         biased = biased + Float32(mDtBias[h // d_group])
                     soft = cute.math.max(biased, Float32(0.0)) + cute.math.log(
-                        1.0 + _exp(-cute.math.abs(biased)), fastmath=True
+                        1.0 + fast_exp(-cute.math.abs(biased)), fastmath=True
                     )
                     gate = Float32(0.0)
                     if valid:
                         gate = -rate * soft
                 if const_expr(self.beta_sigmoid):
-                    sig = 1.0 / (1.0 + _exp(-raw_b))
+                    sig = 1.0 / (1.0 + fast_exp(-raw_b))
                     wr = Float32(0.0)
                     if valid:
                         wr = sig
@@ -534,82 +534,82 @@ class GdnSm90Bwd(GradScanKernels):
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
-                _l2_normalize_rows(sK, tidx, K)
+                l2_normalize_rows(sK, tidx, K)
                 cute.arch.sync_threads()
-            mma_cc, mma_ck, mma_cv = _tiled_mma(io, C, C), _tiled_mma(io, C, K), _tiled_mma(io, C, V)
+            mma_cc, mma_ck, mma_cv = warp_mma(io, C, C), warp_mma(io, C, K), warp_mma(io, C, V)
 
             # T's gradient: dT = dw (beta exp(gamma) k)^T + dv_new (beta v)^T, the gates as column
             # scales of the fp32 accumulator: ((dw k^T) exp(gamma_j) + dv_new v^T) beta_j
-            dt, crd_p = _acc(mma_cc, tidx, C, C)
-            _mm(mma_cc, tidx, dt, sDw, _t(sK), io)
+            dt, crd_p = zeroed_acc(mma_cc, tidx, C, C)
+            matmul(mma_cc, tidx, dt, sDw, trans(sK), io)
             for e in cutlass.range_constexpr(cute.size(dt)):
-                dt[e] = dt[e] * _exp(sGamma[crd_p[e][1]])
-            _mm(mma_cc, tidx, dt, sDvn, _t(sV), io)
+                dt[e] = dt[e] * fast_exp(sGamma[crd_p[e][1]])
+            matmul(mma_cc, tidx, dt, sDvn, trans(sV), io)
             for e in cutlass.range_constexpr(cute.size(dt)):
                 dt[e] = dt[e] * sWr[crd_p[e][1]]
-            _to_smem(mma_cc, tidx, dt, sDt, io)
+            acc_to_smem(mma_cc, tidx, dt, sDt, io)
 
             # u = T (beta v): dv = beta T^T dv_new, and beta's term (T^T dv_new) . v
-            dvw, crd_v = _acc(mma_cv, tidx, C, V)
-            _mm(mma_cv, tidx, dvw, _t(sT), sDvn, io)
-            terms_v, _ = _acc(mma_cv, tidx, C, V)
+            dvw, crd_v = zeroed_acc(mma_cv, tidx, C, V)
+            matmul(mma_cv, tidx, dvw, trans(sT), sDvn, io)
+            terms_v, _ = zeroed_acc(mma_cv, tidx, C, V)
             v_part = mma_cv.get_slice(tidx).partition_C(sV)
             for e in cutlass.range_constexpr(cute.size(dvw)):
                 terms_v[e] = dvw[e] * v_part[e].to(Float32)
                 dvw[e] = dvw[e] * sWr[crd_v[e][0]]
-            _row_sums(terms_v, crd_v, sDwrite)
+            row_sums(terms_v, crd_v, sDwrite)
             if const_expr(self.direct_v):
-                _to_gmem(mma_cv, tidx, dvw, crd_v, _chunk_rows(mDV, r0, h, V), rows_left, io)
+                acc_to_gmem(mma_cv, tidx, dvw, crd_v, chunk_rows(mDV, r0, h, V), rows_left, io)
             else:
-                _to_gmem(mma_cv, tidx, dvw, crd_v, _chunk_rows(mDv, r0, h, V), rows_left, Float32)
+                acc_to_gmem(mma_cv, tidx, dvw, crd_v, chunk_rows(mDv, r0, h, V), rows_left, Float32)
             cute.arch.sync_threads()  # sDt complete; v and dv_new read for the last time
 
             # T = (I + A)^-1: dA = -T^T dT T^T; A = beta (k k^T) exp(gamma_i - gamma_j), strictly lower
-            tmp, _ = _acc(mma_cc, tidx, C, C)
-            _mm(mma_cc, tidx, tmp, _t(sT), sDt, io)
-            _to_smem(mma_cc, tidx, tmp, sTmp, io)
+            tmp, _ = zeroed_acc(mma_cc, tidx, C, C)
+            matmul(mma_cc, tidx, tmp, trans(sT), sDt, io)
+            acc_to_smem(mma_cc, tidx, tmp, sTmp, io)
             cute.arch.sync_threads()
-            da, _ = _acc(mma_cc, tidx, C, C)
-            _mm(mma_cc, tidx, da, sTmp, _t(sT), io)
-            gram, _ = _acc(mma_cc, tidx, C, C)
-            _mm(mma_cc, tidx, gram, sK, _t(sK), io)
+            da, _ = zeroed_acc(mma_cc, tidx, C, C)
+            matmul(mma_cc, tidx, da, sTmp, trans(sT), io)
+            gram, _ = zeroed_acc(mma_cc, tidx, C, C)
+            matmul(mma_cc, tidx, gram, sK, trans(sK), io)
             dg_part = mma_cc.get_slice(tidx).partition_C(sDgram)
-            terms_c, _ = _acc(mma_cc, tidx, C, C)
+            terms_c, _ = zeroed_acc(mma_cc, tidx, C, C)
             for e in cutlass.range_constexpr(cute.size(da)):
                 row, col = crd_p[e][0], crd_p[e][1]
                 att = Float32(0.0)
                 if row > col:
-                    att = -da[e] * _exp(sGamma[row] - sGamma[col])
+                    att = -da[e] * fast_exp(sGamma[row] - sGamma[col])
                 terms_c[e] = att * gram[e]  # beta's term
                 dgram = att * sWr[row]
                 dg_part[e] = dgram.to(io)
                 da[e] = dgram * gram[e]  # d gamma's: row sums minus column sums
-            _row_sums(terms_c, crd_p, sDwrite)
-            _row_sums(da, crd_p, sDgam)
-            _col_sums_sub(da, crd_p, sDgam, tidx)
+            row_sums(terms_c, crd_p, sDwrite)
+            row_sums(da, crd_p, sDgam)
+            col_sums_sub(da, crd_p, sDgam, tidx)
             cute.arch.sync_threads()  # sDgram complete
 
             # w = T (beta exp(gamma) k): dk += beta exp(gamma) T^T dw + (dA' + dA'^T) k
-            dkw, crd = _acc(mma_ck, tidx, C, K)
-            _mm(mma_ck, tidx, dkw, _t(sT), sDw, io)
-            terms_k, _ = _acc(mma_ck, tidx, C, K)
+            dkw, crd = zeroed_acc(mma_ck, tidx, C, K)
+            matmul(mma_ck, tidx, dkw, trans(sT), sDw, io)
+            terms_k, _ = zeroed_acc(mma_ck, tidx, C, K)
             k_part = mma_ck.get_slice(tidx).partition_C(sK)
-            prior = mma_ck.get_slice(tidx).partition_C(_chunk_rows(mDk, r0, h, K))
+            prior = mma_ck.get_slice(tidx).partition_C(chunk_rows(mDk, r0, h, K))
             for e in cutlass.range_constexpr(cute.size(dkw)):
                 row = crd[e][0]
-                e_row = _exp(sGamma[row])
+                e_row = fast_exp(sGamma[row])
                 terms_k[e] = dkw[e] * k_part[e].to(Float32) * e_row
                 before = Float32(0.0)
                 if row < rows_left:
                     before = Float32(prior[e])
                 dkw[e] = before + dkw[e] * sWr[row] * e_row
-            _row_sums(terms_k, crd, sRow)
-            _mm(mma_ck, tidx, dkw, sDgram, sK, io)
-            _mm(mma_ck, tidx, dkw, _t(sDgram), sK, io)
+            row_sums(terms_k, crd, sRow)
+            matmul(mma_ck, tidx, dkw, sDgram, sK, io)
+            matmul(mma_ck, tidx, dkw, trans(sDgram), sK, io)
             if const_expr(self.direct_qk):
-                _to_gmem(mma_ck, tidx, dkw, crd, _chunk_rows(mDK, r0, h, K), rows_left, io)
+                acc_to_gmem(mma_ck, tidx, dkw, crd, chunk_rows(mDK, r0, h, K), rows_left, io)
             else:
-                _to_gmem(mma_ck, tidx, dkw, crd, _chunk_rows(mDk, r0, h, K), rows_left, Float32)
+                acc_to_gmem(mma_ck, tidx, dkw, crd, chunk_rows(mDk, r0, h, K), rows_left, Float32)
             cute.arch.sync_threads()  # the column sums and every row sum are in
 
             # d gamma, then the decay's gradient: gamma_r = g_0 + ... + g_r, so its reverse cumulative sum
@@ -628,11 +628,11 @@ class GdnSm90Bwd(GradScanKernels):
                 if const_expr(self.neg_eigval):
                     d_write = d_write * 2.0
                 if const_expr(self.beta_sigmoid):
-                    s = 1.0 / (1.0 + _exp(-raw_b))
+                    s = 1.0 / (1.0 + fast_exp(-raw_b))
                     d_write = d_write * s * (1.0 - s)
                 d_raw_g = d_decay
                 if const_expr(self.safe_gate):
-                    d_raw_g = d_decay * -rate / (1.0 + _exp(-biased))
+                    d_raw_g = d_decay * -rate / (1.0 + fast_exp(-biased))
                     mDa[r0 + tidx, h] = d_decay * gate
                 mDg[r0 + tidx, h] = d_raw_g
                 mDb[r0 + tidx, h] = d_write
@@ -653,7 +653,7 @@ class GdnSm90Bwd(GradScanKernels):
         tidx, _, _ = cute.arch.thread_idx()
         tok, j, _ = cute.arch.block_idx()
         smem = utils.SmemAllocator()
-        sRed = _vector(smem, 4)
+        sRed = smem_vector(smem, 4)
         acc = Float32(0.0)
         if tidx < D:
             for i in cutlass.range(group, unroll=1):
@@ -662,10 +662,10 @@ class GdnSm90Bwd(GradScanKernels):
             x = Float32(0.0)
             if tidx < D:
                 x = Float32(mRaw[tok, j, tidx].to(Float32))
-            norm = cute.math.sqrt(_block_sum(x * x, tidx, sRed))
+            norm = cute.math.sqrt(block_sum(x * x, tidx, sRed))
             floored = cute.math.max(norm, Float32(1e-12))
             y = x / floored
-            along = _block_sum(acc * y, tidx, sRed)
+            along = block_sum(acc * y, tidx, sRed)
             if norm > 1e-12:
                 acc = (acc - y * along) / floored
             else:
@@ -691,13 +691,13 @@ class GdnSm90Bwd(GradScanKernels):
         tidx, _, _ = cute.arch.thread_idx()
         p, _, _ = cute.arch.block_idx()
         smem = utils.SmemAllocator()
-        sRed = _vector(smem, 4)
+        sRed = smem_vector(smem, 4)
         acc = Float32(0.0)
         for tb in cutlass.range((tokens + THREADS - 1) // THREADS, unroll=1):
             tok = tb * THREADS + tidx
             if tok < tokens:
                 for i in cutlass.range(group, unroll=1):
                     acc = acc + Float32(mSrc[tok, p * group + i])
-        total = _block_sum(acc, tidx, sRed)
+        total = block_sum(acc, tidx, sRed)
         if tidx == 0:
             mDst[p] = total.to(mDst.element_type)

@@ -24,7 +24,7 @@ Tiles arrive by 16-byte ``cp.async`` copies, zero-filled past the sequence's end
 padding `chunked.py` relies on); stores are predicated per element on the sequence's end.
 
 The inverse is exact forward substitution in fp32: column j of ``(I + A)^-1`` solves
-``(I + A) x = e_j`` by itself, so 64 threads each carry one column in registers (`_substitute`) and
+``(I + A) x = e_j`` by itself, so 64 threads each carry one column in registers (`forward_substitute`) and
 store it scaled by their token's gates, as ``T diag(beta exp(gamma))`` and ``T diag(beta)``, into
 A's memory: w and u are then products with k and v as loaded.
 
@@ -41,36 +41,37 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
-from pygraph_linear_attention.gdn.sm90_output import OutputKernels, _chunk_output
 from pygraph_linear_attention.common.sm90_tiles import (
-    _DT,
     CHUNK,
+    DTYPES,
     THREADS,
-    _acc,
-    _aligned,
-    _async_visible,
-    _chunk_rows,
-    _exp,
-    _g2s,
-    _gamma_row,
-    _gemm,
-    _l2_normalize_rows,
-    _load_chunk,
-    _load_rows,
-    _row_major,
-    _row_pair,
-    _s2g,
-    _slot_chunk,
-    _store_rows,
-    _tail,
-    _tiled_mma,
-    _to_gmem,
-    _to_smem,
-    _transposed,
-    _wg_gemm,
-    _wg_mma,
-    _wy_rows_to_gmem,
+    acc_to_gmem,
+    acc_to_smem,
+    aligned_stride,
+    async_visible,
+    chunk_rows,
+    cta_g2s,
+    cta_s2g,
+    fast_exp,
+    forward_substitute,
+    gamma_row,
+    l2_normalize_rows,
+    load_chunk,
+    load_rows,
+    row_major,
+    row_pair,
+    slot_chunk,
+    smem_gemm,
+    store_rows,
+    tail_decay,
+    transposed,
+    warp_mma,
+    wg_gemm,
+    wg_mma,
+    wy_rows_to_gmem,
+    zeroed_acc,
 )
+from pygraph_linear_attention.gdn.sm90_output import OutputKernels, chunk_output
 
 
 class GdnSm90Fwd(OutputKernels):
@@ -106,9 +107,9 @@ class GdnSm90Fwd(OutputKernels):
         wgmma: int = 0,
     ) -> None:
         self.K, self.V, self.BV = key_dim, value_dim, block_v
-        self.io = _DT[io_dtype]
-        self.beta_t = _DT[beta_dtype]
-        self.h0_t, self.ht_t = _DT[h0_dtype], _DT[ht_dtype]
+        self.io = DTYPES[io_dtype]
+        self.beta_t = DTYPES[beta_dtype]
+        self.h0_t, self.ht_t = DTYPES[h0_dtype], DTYPES[ht_dtype]
         self.cu_t = cutlass.Int64 if cu_dtype == "int64" else Int32
         self.scale = scale
         self.l2norm, self.beta_sigmoid, self.neg_eigval = l2norm, beta_sigmoid, neg_eigval
@@ -157,13 +158,13 @@ class GdnSm90Fwd(OutputKernels):
     ):
         K, V, C = self.K, self.V, CHUNK
         mQ = cute.make_tensor(
-            q_ptr, cute.make_layout((tokens, heads_qk, K), stride=(_aligned(heads_qk * K), K, 1))
+            q_ptr, cute.make_layout((tokens, heads_qk, K), stride=(aligned_stride(heads_qk * K), K, 1))
         )
         mK = cute.make_tensor(
-            k_ptr, cute.make_layout((tokens, heads_qk, K), stride=(_aligned(heads_qk * K), K, 1))
+            k_ptr, cute.make_layout((tokens, heads_qk, K), stride=(aligned_stride(heads_qk * K), K, 1))
         )
         mV = cute.make_tensor(
-            v_ptr, cute.make_layout((tokens, heads_v, V), stride=(_aligned(heads_v * V), V, 1))
+            v_ptr, cute.make_layout((tokens, heads_v, V), stride=(aligned_stride(heads_v * V), V, 1))
         )
         mG = cute.make_tensor(g_ptr, cute.make_layout((tokens, heads_g), stride=(heads_g, 1)))
         mBeta = cute.make_tensor(beta_ptr, cute.make_layout((tokens, heads_beta), stride=(heads_beta, 1)))
@@ -175,22 +176,24 @@ class GdnSm90Fwd(OutputKernels):
         mH0 = cute.make_tensor(h0_ptr, cute.make_layout(state_shape, stride=state_stride))
         mHt = cute.make_tensor(ht_ptr, cute.make_layout(state_shape, stride=state_stride))
         mO = cute.make_tensor(
-            o_ptr, cute.make_layout((tokens, heads_out, V), stride=(_aligned(heads_out * V), V, 1))
+            o_ptr, cute.make_layout((tokens, heads_out, V), stride=(aligned_stride(heads_out * V), V, 1))
         )
         mGamma = cute.make_tensor(gamma_ptr, cute.make_layout((tokens, heads_out), stride=(heads_out, 1)))
         mW = cute.make_tensor(
-            w_ptr, cute.make_layout((tokens, heads_out, K), stride=(_aligned(heads_out * K), K, 1))
+            w_ptr, cute.make_layout((tokens, heads_out, K), stride=(aligned_stride(heads_out * K), K, 1))
         )
         mU = cute.make_tensor(
-            u_ptr, cute.make_layout((tokens, heads_out, V), stride=(_aligned(heads_out * V), V, 1))
+            u_ptr, cute.make_layout((tokens, heads_out, V), stride=(aligned_stride(heads_out * V), V, 1))
         )
         slots = tokens // C + sequences + 1
         mHs = cute.make_tensor(
             hs_ptr,
-            cute.make_layout((slots, heads_out, V, K), stride=(_aligned(heads_out * V * K), V * K, K, 1)),
+            cute.make_layout(
+                (slots, heads_out, V, K), stride=(aligned_stride(heads_out * V * K), V * K, K, 1)
+            ),
         )
         mVnew = cute.make_tensor(
-            vnew_ptr, cute.make_layout((tokens, heads_out, V), stride=(_aligned(heads_out * V), V, 1))
+            vnew_ptr, cute.make_layout((tokens, heads_out, V), stride=(aligned_stride(heads_out * V), V, 1))
         )
         groups = (
             heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
@@ -246,13 +249,13 @@ class GdnSm90Fwd(OutputKernels):
         tidx, _, _ = cute.arch.thread_idx()
         slot, h, _ = cute.arch.block_idx()
 
-        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
+        bos, length, c = slot_chunk(mCu, slot, sequences, search_steps)
         rows_left = length - c * C
         if c * C < length:
             r0 = bos + c * C
             smem = utils.SmemAllocator()
-            k_layout, k_swz = _row_major(C, K)
-            v_layout, v_swz = _row_major(C, V)
+            k_layout, k_swz = row_major(C, K)
+            v_layout, v_swz = row_major(C, V)
             sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
             sV = smem.allocate_tensor(io, v_layout, 1024, v_swz)
             # A (fp32) and, once the substitution has read it, T's two column-scaled copies (io) in
@@ -262,16 +265,16 @@ class GdnSm90Fwd(OutputKernels):
             sA = cute.make_tensor(
                 cute.recast_ptr(raw, dtype=Float32), cute.make_layout((C, C), stride=(C, 1))
             )
-            t_layout, t_swz = _row_major(C, C)
+            t_layout, t_swz = row_major(C, C)
             sTk = cute.make_tensor(cute.recast_ptr(raw, t_swz, dtype=io), t_layout)
             sTv = cute.make_tensor(cute.recast_ptr(raw + C * C * 2, t_swz, dtype=io), t_layout)
             sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
             sBeta = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
 
-            gK = _chunk_rows(mK, r0, h // k_group, K)
-            gV = _chunk_rows(mV, r0, h // v_group, V)
-            _load_rows(_g2s(io, K), tidx, gK, sK, rows_left)
-            _load_rows(_g2s(io, V), tidx, gV, sV, rows_left)
+            gK = chunk_rows(mK, r0, h // k_group, K)
+            gV = chunk_rows(mV, r0, h // v_group, V)
+            load_rows(cta_g2s(io, K), tidx, gK, sK, rows_left)
+            load_rows(cta_g2s(io, V), tidx, gV, sV, rows_left)
             cute.arch.cp_async_commit_group()
 
             # the gates (warps 0 and 1, one row each): options, then gamma = cumsum by warp scans
@@ -283,18 +286,18 @@ class GdnSm90Fwd(OutputKernels):
                     gate = Float32(mG[r0 + tidx, h // g_group])
                     wr = Float32(mBeta[r0 + tidx, h // b_group].to(Float32))
                 if const_expr(self.safe_gate):
-                    rate = _exp(Float32(mALog[h // a_group]))
+                    rate = fast_exp(Float32(mALog[h // a_group]))
                     x = gate
                     if const_expr(self.has_dt_bias):
                         x = x + Float32(mDtBias[h // d_group])
                     soft = cute.math.max(x, Float32(0.0)) + cute.math.log(
-                        1.0 + _exp(-cute.math.abs(x)), fastmath=True
+                        1.0 + fast_exp(-cute.math.abs(x)), fastmath=True
                     )
                     gate = Float32(0.0)
                     if valid:
                         gate = -rate * soft
                 if const_expr(self.beta_sigmoid):
-                    sig = 1.0 / (1.0 + _exp(-wr))
+                    sig = 1.0 / (1.0 + fast_exp(-wr))
                     wr = Float32(0.0)
                     if valid:
                         wr = sig
@@ -313,19 +316,19 @@ class GdnSm90Fwd(OutputKernels):
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
-                _l2_normalize_rows(sK, tidx, K)
+                l2_normalize_rows(sK, tidx, K)
                 cute.arch.sync_threads()
 
             # A = strictly lower (k k^T) * exp(gamma_i - gamma_j) * beta_i, fp32
-            mma_cc = _tiled_mma(io, C, C)
-            gram, crd = _acc(mma_cc, tidx, C, C)
-            _gemm(mma_cc, tidx, gram, sK, sK, False, False, io)
+            mma_cc = warp_mma(io, C, C)
+            gram, crd = zeroed_acc(mma_cc, tidx, C, C)
+            smem_gemm(mma_cc, tidx, gram, sK, sK, False, False, io)
             dst = mma_cc.get_slice(tidx).partition_C(sA)
             for i in cutlass.range_constexpr(cute.size(gram)):
                 row, col = crd[i][0], crd[i][1]
                 val = Float32(0.0)
                 if row > col:
-                    val = gram[i] * _exp(sGamma[row] - sGamma[col]) * sBeta[row]
+                    val = gram[i] * fast_exp(sGamma[row] - sGamma[col]) * sBeta[row]
                 dst[i] = val
             cute.arch.sync_threads()
 
@@ -335,11 +338,11 @@ class GdnSm90Fwd(OutputKernels):
             if tidx < C:
                 x = cute.make_rmem_tensor((C,), Float32)
                 if tidx < 32:
-                    _substitute(sA, x, tidx, 0)
+                    forward_substitute(sA, x, tidx, 0)
                 else:
-                    _substitute(sA, x, tidx, 32)
+                    forward_substitute(sA, x, tidx, 32)
                 cute.arch.barrier(barrier_id=1, number_of_threads=C)  # both warps done reading A
-                bk = sBeta[tidx] * _exp(sGamma[tidx])
+                bk = sBeta[tidx] * fast_exp(sGamma[tidx])
                 bv = sBeta[tidx]
                 for i in cutlass.range_constexpr(C):
                     sTk[i, tidx] = (x[i] * bk).to(io)
@@ -350,8 +353,8 @@ class GdnSm90Fwd(OutputKernels):
             cute.arch.sync_threads()
 
             # w = Tk k, u = Tv v: B is k / v read column-wise (N = K or V, K = the chunk)
-            _wy_rows_to_gmem(tidx, sTk, sK, _chunk_rows(mW, r0, h, K), rows_left, io, K)
-            _wy_rows_to_gmem(tidx, sTv, sV, _chunk_rows(mU, r0, h, V), rows_left, io, V)
+            wy_rows_to_gmem(tidx, sTk, sK, chunk_rows(mW, r0, h, K), rows_left, io, K)
+            wy_rows_to_gmem(tidx, sTv, sV, chunk_rows(mU, r0, h, V), rows_left, io, V)
             if tidx < rows_left and tidx < C:
                 mGamma[r0 + tidx, h] = sGamma[tidx]
 
@@ -380,11 +383,11 @@ class GdnSm90Fwd(OutputKernels):
 
         smem = utils.SmemAllocator()
         nbuf = self.stages  # 2: chunk c + 1's tiles and gamma load while chunk c computes
-        k_layout, k_swz = _row_major(C, K, nbuf)
-        u_layout, u_swz = _row_major(C, BV, nbuf)
-        v_layout, v_swz = _row_major(C, BV)
-        s_layout, s_swz = _row_major(BV, K)
-        p_layout, p_swz = _row_major(C, C)
+        k_layout, k_swz = row_major(C, K, nbuf)
+        u_layout, u_swz = row_major(C, BV, nbuf)
+        v_layout, v_swz = row_major(C, BV)
+        s_layout, s_swz = row_major(BV, K)
+        p_layout, p_swz = row_major(C, C)
         sQs = None if const_expr(self.split) else smem.allocate_tensor(io, k_layout, 1024, k_swz)
         sKs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
         sWs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
@@ -395,23 +398,23 @@ class GdnSm90Fwd(OutputKernels):
         sP = None if const_expr(self.split) else smem.allocate_tensor(io, p_layout, 1024, p_swz)
         sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, nbuf), stride=(1, C)), 16)
 
-        mma_state = _tiled_mma(io, BV, K)  # S [BV, K]
-        mma_cv = _tiled_mma(io, C, BV)  # v_new, the output
-        mma_cc = _tiled_mma(io, C, C)  # q k^T
-        state, crd_s = _acc(mma_state, tidx, BV, K)
+        mma_state = warp_mma(io, BV, K)  # S [BV, K]
+        mma_cv = warp_mma(io, C, BV)  # v_new, the output
+        mma_cc = warp_mma(io, C, C)  # q k^T
+        state, crd_s = zeroed_acc(mma_state, tidx, BV, K)
         thr_s = mma_state.get_slice(tidx)
         if const_expr(self.has_h0):
             src = thr_s.partition_C(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0)))
             for i in cutlass.range_constexpr(cute.size(state)):
                 state[i] = src[i].to(Float32)
-        g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
+        g2s_k, g2s_v = cta_g2s(io, K), cta_g2s(io, BV)
         tiles = (mQ, mK, mW, mU, hk, h, vb, K, BV)
         chunks = cute.ceil_div(length, C)
         if const_expr(nbuf == 2):  # the prologue: chunk 0 into buffer 0
-            _load_chunk(g2s_k, g2s_v, tidx, tiles, bos, length, (sQs, sKs, sWs, sUs), 0, not self.split)
+            load_chunk(g2s_k, g2s_v, tidx, tiles, bos, length, (sQs, sKs, sWs, sUs), 0, not self.split)
             cute.arch.cp_async_commit_group()
             if tidx < C:
-                sGammas[tidx, 0] = _gamma_row(mGamma, bos, length, h, tidx)
+                sGammas[tidx, 0] = gamma_row(mGamma, bos, length, h, tidx)
 
         for c in cutlass.range(chunks, unroll=1):
             r0 = bos + c * C
@@ -420,7 +423,7 @@ class GdnSm90Fwd(OutputKernels):
             g_next = Float32(0.0)
             if const_expr(nbuf == 2):
                 if c + 1 < chunks:
-                    _load_chunk(
+                    load_chunk(
                         g2s_k,
                         g2s_v,
                         tidx,
@@ -433,35 +436,35 @@ class GdnSm90Fwd(OutputKernels):
                     )
                 cute.arch.cp_async_commit_group()
                 if tidx < C:
-                    g_next = _gamma_row(mGamma, r0 + C, rows_left - C, h, tidx)
+                    g_next = gamma_row(mGamma, r0 + C, rows_left - C, h, tidx)
             else:
-                _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, (sQs, sKs, sWs, sUs), 0, not self.split)
+                load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, (sQs, sKs, sWs, sUs), 0, not self.split)
                 cute.arch.cp_async_commit_group()
                 if tidx < C:
-                    sGammas[tidx, 0] = _gamma_row(mGamma, r0, rows_left, h, tidx)
+                    sGammas[tidx, 0] = gamma_row(mGamma, r0, rows_left, h, tidx)
             sQ = None if const_expr(self.split) else sQs[None, None, buf]
             sK, sW = sKs[None, None, buf], sWs[None, None, buf]
             sU, sGamma = sUs[None, None, buf], sGammas[None, buf]
-            _to_smem(mma_state, tidx, state, sS, io)
+            acc_to_smem(mma_state, tidx, state, sS, io)
             cute.arch.cp_async_wait_group(nbuf - 1)
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
                 if const_expr(not self.split):
-                    _l2_normalize_rows(sQ, tidx, K)
-                _l2_normalize_rows(sK, tidx, K)
+                    l2_normalize_rows(sQ, tidx, K)
+                l2_normalize_rows(sK, tidx, K)
                 cute.arch.sync_threads()
             if const_expr(self.split):  # the state entering this chunk, for the output kernel
                 slot = bos // C + n + c
                 gHs = cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0))
-                _to_gmem(mma_state, tidx, state, crd_s, gHs, BV, io)
+                acc_to_gmem(mma_state, tidx, state, crd_s, gHs, BV, io)
 
             # v_new = u - w S^T; the carried rows (v_new exp(last - gamma)) beside it
             last_row = rows_left - 1
             if rows_left > C:
                 last_row = C - 1
             last = sGamma[last_row]
-            v_new, crd_v = _acc(mma_cv, tidx, C, BV)
-            _gemm(mma_cv, tidx, v_new, sW, sS, False, False, io)
+            v_new, crd_v = zeroed_acc(mma_cv, tidx, C, BV)
+            smem_gemm(mma_cv, tidx, v_new, sW, sS, False, False, io)
             u_part = mma_cv.get_slice(tidx).partition_C(sU)
             vn_part = mma_cv.get_slice(tidx).partition_C(sVn)
             car_part = mma_cv.get_slice(tidx).partition_C(sCar)
@@ -472,24 +475,22 @@ class GdnSm90Fwd(OutputKernels):
                 v_new[i] = val
                 carried = Float32(0.0)
                 if row < rows_left:
-                    carried = val * _exp(last - sGamma[row])
+                    carried = val * fast_exp(last - sGamma[row])
                 car_part[i] = carried.to(io)
 
             if const_expr(self.split):
-                gVn = _chunk_rows(mVnew, r0, h, BV, vb)
-                _to_gmem(mma_cv, tidx, v_new, crd_v, gVn, rows_left, io)
+                gVn = chunk_rows(mVnew, r0, h, BV, vb)
+                acc_to_gmem(mma_cv, tidx, v_new, crd_v, gVn, rows_left, io)
                 cute.arch.sync_threads()  # sCar complete: the state update reads every warp's rows
             else:  # (its barrier before P v_new also completes sCar)
-                gO = _chunk_rows(mO, r0, h, BV, vb)
-                _chunk_output(
-                    mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, self.scale
-                )
+                gO = chunk_rows(mO, r0, h, BV, vb)
+                chunk_output(mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, self.scale)
 
             # S = exp(last) S + carried^T k
-            decay = _exp(last)
+            decay = fast_exp(last)
             for i in cutlass.range_constexpr(cute.size(state)):
                 state[i] = state[i] * decay
-            _gemm(mma_state, tidx, state, _transposed(sCar), _transposed(sK), True, True, io)
+            smem_gemm(mma_state, tidx, state, transposed(sCar), transposed(sK), True, True, io)
             if const_expr(nbuf == 2):
                 if tidx < C:
                     sGammas[tidx, 1 - buf] = g_next
@@ -533,10 +534,10 @@ class GdnSm90Fwd(OutputKernels):
 
         smem = utils.SmemAllocator()
         nbuf = self.stages
-        k_layout, k_swz = _row_major(C, K, nbuf)
-        u_layout, u_swz = _row_major(C, BV, nbuf)
-        v_layout, v_swz = _row_major(C, BV)
-        s_layout, s_swz = _row_major(BV, K)
+        k_layout, k_swz = row_major(C, K, nbuf)
+        u_layout, u_swz = row_major(C, BV, nbuf)
+        v_layout, v_swz = row_major(C, BV)
+        s_layout, s_swz = row_major(BV, K)
         sKs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
         sWs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
         sUs = smem.allocate_tensor(io, u_layout, 1024, u_swz)
@@ -546,23 +547,23 @@ class GdnSm90Fwd(OutputKernels):
         # gamma per row, or (channel_decay) exp(last gamma) per key channel
         gates = K if const_expr(self.channel_decay) else C
         sGammas = smem.allocate_tensor(Float32, cute.make_layout((gates, nbuf), stride=(1, gates)), 16)
-        s2g_k, s2g_v = _s2g(io, K), _s2g(io, BV)
+        s2g_k, s2g_v = cta_s2g(io, K), cta_s2g(io, BV)
 
-        mma_v = _wg_mma(io, BV, False, False)  # v_new [C, BV] = w [C, K] . S [BV, K]^T
-        mma_s = _wg_mma(io, BV, True, True)  # S^T [K, BV] += k^T [K, C] . carried^T [BV, C]^T
-        state, crd_s = _acc(mma_s, tidx, K, BV)
+        mma_v = wg_mma(io, BV, False, False)  # v_new [C, BV] = w [C, K] . S [BV, K]^T
+        mma_s = wg_mma(io, BV, True, True)  # S^T [K, BV] += k^T [K, C] . carried^T [BV, C]^T
+        state, crd_s = zeroed_acc(mma_s, tidx, K, BV)
         thr_s = mma_s.get_slice(tidx)
         if const_expr(self.has_h0):
-            src = thr_s.partition_C(_transposed(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0))))
+            src = thr_s.partition_C(transposed(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0))))
             for i in cutlass.range_constexpr(cute.size(state)):
                 state[i] = src[i].to(Float32)
-        g2s_k, g2s_v = _g2s(io, K), _g2s(io, BV)
+        g2s_k, g2s_v = cta_g2s(io, K), cta_g2s(io, BV)
         tiles = (None, mK, mW, mU, hk, h, vb, K, BV)
         chunks = cute.ceil_div(length, C)
         # (channel_decay: chunk c's slot is bos // C + n + c, prepare's; reading the slot one past a
         # sequence's chunks, or an empty sequence's, stays inside the [slots, HO, K] gates and is unused)
         if const_expr(nbuf == 2):
-            _load_chunk(g2s_k, g2s_v, tidx, tiles, bos, length, (None, sKs, sWs, sUs), 0, False)
+            load_chunk(g2s_k, g2s_v, tidx, tiles, bos, length, (None, sKs, sWs, sUs), 0, False)
             cute.arch.cp_async_commit_group()
             if tidx < gates:
                 sGammas[tidx, 0] = self._scan_gate(mGamma, bos, length, bos // C + n, h, tidx)
@@ -574,7 +575,7 @@ class GdnSm90Fwd(OutputKernels):
             g_next = Float32(0.0)
             if const_expr(nbuf == 2):
                 if c + 1 < chunks:
-                    _load_chunk(
+                    load_chunk(
                         g2s_k,
                         g2s_v,
                         tidx,
@@ -589,22 +590,22 @@ class GdnSm90Fwd(OutputKernels):
                 if tidx < gates:
                     g_next = self._scan_gate(mGamma, r0 + C, rows_left - C, bos // C + n + c + 1, h, tidx)
             else:
-                _load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, (None, sKs, sWs, sUs), 0, False)
+                load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, (None, sKs, sWs, sUs), 0, False)
                 cute.arch.cp_async_commit_group()
                 if tidx < gates:
                     sGammas[tidx, 0] = self._scan_gate(mGamma, r0, rows_left, bos // C + n + c, h, tidx)
             sK, sW = sKs[None, None, buf], sWs[None, None, buf]
             sU, sGamma = sUs[None, None, buf], sGammas[None, buf]
             # the entering state: its io copy for the product, and from it to the workspace (`output`)
-            _to_smem(mma_s, tidx, state, _transposed(sS), io)
+            acc_to_smem(mma_s, tidx, state, transposed(sS), io)
             cute.arch.cp_async_wait_group(nbuf - 1)
-            _async_visible()
+            async_visible()
             cute.arch.sync_threads()
             slot = bos // C + n + c
-            _store_rows(s2g_k, tidx, sS, cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0)), BV)
+            store_rows(s2g_k, tidx, sS, cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0)), BV)
             if const_expr(self.l2norm and not self.channel_decay):
-                _l2_normalize_rows(sK, tidx, K)
-                _async_visible()
+                l2_normalize_rows(sK, tidx, K)
+                async_visible()
                 cute.arch.sync_threads()
 
             # v_new = u - w S^T; the carried rows (v_new exp(last - gamma)) beside it
@@ -613,8 +614,8 @@ class GdnSm90Fwd(OutputKernels):
                 if rows_left > C:
                     last_row = C - 1
                 last = sGamma[last_row]
-            v_new, crd_v = _acc(mma_v, tidx, C, BV)
-            _wg_gemm(mma_v, tidx, v_new, sW, sS)
+            v_new, crd_v = zeroed_acc(mma_v, tidx, C, BV)
+            wg_gemm(mma_v, tidx, v_new, sW, sS)
             cute.nvgpu.warpgroup.wait_group(0)
             u_part = mma_v.get_slice(tidx).partition_C(sU)
             if const_expr(self.channel_decay):
@@ -625,8 +626,8 @@ class GdnSm90Fwd(OutputKernels):
             else:
                 car_part = mma_v.get_slice(tidx).partition_C(sCar)
                 vn_part = mma_v.get_slice(tidx).partition_C(sVn)
-                ra, rb = _row_pair(crd_v)
-                ta, tb = _tail(ra, rows_left, last, sGamma), _tail(rb, rows_left, last, sGamma)
+                ra, rb = row_pair(crd_v)
+                ta, tb = tail_decay(ra, rows_left, last, sGamma), tail_decay(rb, rows_left, last, sGamma)
                 for i in cutlass.range_constexpr(cute.size(v_new)):
                     val = u_part[i].to(Float32) - v_new[i]
                     vn_part[i] = val.to(io)
@@ -635,19 +636,19 @@ class GdnSm90Fwd(OutputKernels):
                         tail = ta
                     car_part[i] = (val * tail).to(io)
                 carried = sCar
-            _async_visible()
+            async_visible()
             cute.arch.sync_threads()  # sCar and sVn complete
-            _store_rows(s2g_v, tidx, sVn, _chunk_rows(mVnew, r0, h, BV, vb), rows_left)
+            store_rows(s2g_v, tidx, sVn, chunk_rows(mVnew, r0, h, BV, vb), rows_left)
 
             # S^T = exp(last) S^T + k^T carried (channel_decay: row by row, exp(last) per channel)
             if const_expr(self.channel_decay):
                 for i in cutlass.range_constexpr(cute.size(state)):
                     state[i] = state[i] * sGamma[crd_s[i][0]]
             else:
-                decay = _exp(last)
+                decay = fast_exp(last)
                 for i in cutlass.range_constexpr(cute.size(state)):
                     state[i] = state[i] * decay
-            _wg_gemm(mma_s, tidx, state, _transposed(sK), _transposed(carried))
+            wg_gemm(mma_s, tidx, state, transposed(sK), transposed(carried))
             cute.nvgpu.warpgroup.wait_group(0)
             if const_expr(nbuf == 2):
                 if tidx < gates:
@@ -655,7 +656,7 @@ class GdnSm90Fwd(OutputKernels):
             cute.arch.sync_threads()  # every read of this chunk's tiles is done
 
         if const_expr(self.store_ht):
-            dst = thr_s.partition_C(_transposed(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0))))
+            dst = thr_s.partition_C(transposed(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0))))
             for i in cutlass.range_constexpr(cute.size(state)):
                 dst[i] = state[i].to(self.ht_t)
 
@@ -664,25 +665,5 @@ class GdnSm90Fwd(OutputKernels):
         ``tidx`` (0 past its rows), or with ``channel_decay`` exp(the chunk's last gamma) of key
         channel ``tidx``."""
         if self.channel_decay:
-            return _exp(Float32(mGamma[slot, h, tidx]))
-        return _gamma_row(mGamma, r0, rows_left, h, tidx)
-
-
-@cute.jit
-def _substitute(sA: cute.Tensor, x: cute.Tensor, j: Int32, start: cutlass.Constexpr):
-    """x = column j of (I + A)^-1 (A strictly lower, fp32 in shared memory) by forward substitution,
-    for a warp whose columns are all >= ``start``: x[i] = 0 above j, so rows and terms before
-    ``start`` are skipped (2016 multiply-adds a column for the first warp, 496 for the second).
-    Each row of A is read into registers before its products and summed into four partial sums,
-    so the chain of dependent steps is about i / 4 multiply-adds a row."""
-    a = cute.make_rmem_tensor((CHUNK,), Float32)
-    for i in cutlass.range_constexpr(start):
-        x[i] = Float32(0.0)
-    x[start] = Float32(j == start)
-    for i in cutlass.range_constexpr(start + 1, CHUNK):
-        for m in cutlass.range_constexpr(start, i):
-            a[m] = sA[i, m]
-        part = [Float32(j == i), Float32(0.0), Float32(0.0), Float32(0.0)]
-        for m in cutlass.range_constexpr(start, i):
-            part[(m - start) % 4] = part[(m - start) % 4] - a[m] * x[m]
-        x[i] = (part[0] + part[1]) + (part[2] + part[3])
+            return fast_exp(Float32(mGamma[slot, h, tidx]))
+        return gamma_row(mGamma, r0, rows_left, h, tidx)

@@ -1,5 +1,6 @@
-"""The host side of the CuTe DSL forward (``gdn_sm90_fwd``): the compile key, the compile (once per
-key and process), the workspace carve and the call.
+"""The host side of gdn's CuTe DSL forward and backward (`gdn.sm90_fwd`, `gdn.sm90_bwd`): the knobs,
+the compile keys, the compiles (kept per process and on disk: `common.sm90_compile`) and the
+workspace carves.
 
 The compiled function is a TVM-FFI function of raw device addresses, 32-bit sizes and the stream,
 so a call converts no tensor. Its arguments, in order: q, k, v, g, beta, a_log, dt_bias,
@@ -13,24 +14,14 @@ address: the kernels' branches that would read it are compiled out.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import threading
-import warnings
-from pathlib import Path
 from typing import Any
 
-from pygraph_linear_attention.gdn.cutile_host import (
-    CHUNK,
-    GdnCutileConfig,
-    Region,
-    layout_regions,
-    regions_bytes,
-)
+from pygraph_linear_attention.common.host import CHUNK, Region, layout_regions, prepare_slots, regions_bytes
+from pygraph_linear_attention.common.sm90_compile import ARCH, compiled, cute_compile
+from pygraph_linear_attention.gdn.cutile_host import GdnCutileConfig
 
 __all__ = [
-    "ARCH",
     "BLOCK_V_SM90",
-    "HEAD_DIMS_SM90",
     "SPLIT_SM90",
     "STAGES_SM90",
     "WGMMA_BWD_SM90",
@@ -39,15 +30,13 @@ __all__ = [
     "Sm90Key",
     "backward_regions",
     "bwd_key_for",
-    "chunk_state_elements",
     "compiled_backward",
     "compiled_forward",
-    "search_steps",
+    "key_for",
     "workspace_bytes",
     "workspace_regions",
 ]
 
-ARCH = "sm_90a"
 BLOCK_V_SM90 = (32, 64)  # value rows of the state one scan CTA carries; the first is the default
 # STAGES: the scan's shared buffers of a chunk's q, k, w, u and gamma; 2 loads chunk c + 1 while
 # chunk c computes (about 130 KB of shared memory at BLOCK_V 32: one CTA per SM; 1: 76 KB, two).
@@ -75,13 +64,9 @@ SPLIT_SM90 = (0, 1)
 # 0.439 -> 0.206 ms at B1 T32768 (H200, 2026-12-03), the forward 1.652 -> 1.424 (STAGES 2).
 WGMMA_SM90 = (0, 1, 2)
 WGMMA_BWD_SM90 = (0, 1)
-HEAD_DIMS_SM90 = (64, 128)  # K and V: the tiles' registers are sized for these
 
-_CACHE: dict[tuple, Any] = {}
-CACHE_ENV = "PYGRAPH_GDN_SM90_CACHE_DIR"
 FN_NAME = "pygraph_gdn_sm90_fwd"
 BWD_FN_NAME = "pygraph_gdn_sm90_bwd"
-_LOCK = threading.Lock()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,111 +192,20 @@ def workspace_bytes(cfg: GdnCutileConfig, split: bool = False) -> int:
     return regions_bytes(workspace_regions(cfg, split))
 
 
-def prepare_slots(cfg: GdnCutileConfig) -> int:
-    """The prepare kernel's chunk slots: sequence n's chunks start at cu_seqlens[n] // 64 + n."""
-    return cfg.tokens // CHUNK + cfg.sequences + 1
-
-
-def chunk_state_elements(facts: Any) -> int:
-    """Elements of the per-chunk states the split scan and the backward store, (T // 64 + N + 1)
-    chunk slots x heads x V x K: the kernels index them with 32-bit offsets (below 2^31)."""
-    slots = facts.tokens // 64 + facts.sequences + 1
-    return slots * facts.heads_out * facts.head_dim_v * facts.head_dim_k
-
-
-def search_steps(sequences: int) -> int:
-    """Halvings of [0, sequences) until one sequence is left: the slot search's trip count."""
-    return max(sequences, 1).bit_length()
-
-
 def compiled_forward(key: Sm90Key, arch: str = ARCH) -> Any:
-    """The compiled forward for ``key``: kept for the process, and on disk (`pygraph.disk_cache`:
-    ``<the user's cache directory>/pygraph/gdn_sm90`` unless PYGRAPH_GDN_SM90_CACHE_DIR or
-    PYGRAPH_CACHE_DIR moves it, ``off`` disables it), so a configuration compiles (about 6 s) once
-    per machine, not once per process. An edited kernel module never loads a stale object: the
-    disk key holds the digest of this module and the kernels'."""
-    return _compiled(key, arch)
+    """The compiled forward for ``key``: kept for the process and on disk (`common.sm90_compile.compiled`),
+    so a configuration compiles (about 6 s) once per machine, not once per process."""
+    return compiled(key, arch, FN_NAME, _compile)
 
 
 def compiled_backward(key: Sm90BwdKey, arch: str = ARCH) -> Any:
     """The compiled backward for ``key``, kept as `compiled_forward` keeps the forward."""
-    return _compiled(key, arch)
-
-
-def _compiled(key: Any, arch: str, name: str | None = None, build: Any = None) -> Any:
-    """The compiled function for ``key``: from the process, the disk or ``build(key, arch)``
-    (`_compile` unless given; ``name``: the function's symbol in the stored object)."""
-    found = _CACHE.get((key, arch))
-    if found is not None:
-        return found
-    name = name or (BWD_FN_NAME if isinstance(key, Sm90BwdKey) else FN_NAME)
-    build = build or _compile
-    with _LOCK:
-        found = _CACHE.get((key, arch))
-        if found is None:
-            disk = _disk()
-            if disk is None:
-                found = build(key, arch)
-            else:
-                found = disk.fetch(
-                    _disk_key(key, arch),
-                    load=lambda path: _load_object(path, name),
-                    build=lambda: build(key, arch),
-                    save=lambda fn, path: _save_object(fn, path, name),
-                )
-            _CACHE[(key, arch)] = found
-    return found
-
-
-def _disk() -> Any:
-    from pygraph.disk_cache import DiskCache, cache_dir
-
-    directory = cache_dir("gdn_sm90", CACHE_ENV)
-    return None if directory is None else DiskCache(directory, kind="gdn_sm90 kernel object", suffix=".o")
-
-
-def _disk_key(key: Sm90Key, arch: str) -> str:
-    import cutlass
-
-    ident = (
-        type(key).__name__,
-        dataclasses.astuple(key),
-        arch,
-        getattr(cutlass, "__version__", "?"),
-        _source_digest(),
-    )
-    return hashlib.sha256(repr(ident).encode()).hexdigest()[:24]
-
-
-def _source_digest() -> str:
-    """sha256 of the kernel modules (``gdn_sm90_*.py`` and ``kda_sm90_*.py``: the kernels, their
-    building blocks, the hosts) and the shared blocks (`pygraph.engines.cute_tiles`): what a
-    compiled object is built from."""
-    digest = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    from pygraph.engines.cute_tiles import SOURCE as shared
-
-    for path in (
-        *sorted(here.glob("gdn_sm90_*.py")),
-        *sorted(here.glob("kda_sm90_*.py")),
-        shared,
-    ):  # the kernels, their blocks, the hosts, the shared
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-def _load_object(path: Path, name: str = FN_NAME) -> Any:
-    import cutlass.cute as cute
-
-    return getattr(cute.runtime.load_module(str(path), enable_tvm_ffi=True), name)
-
-
-def _save_object(fn: Any, path: Path, name: str = FN_NAME) -> None:
-    fn.export_to_c(str(path), function_name=name)
+    return compiled(key, arch, BWD_FN_NAME, _compile)
 
 
 def _compile(key: Any, arch: str) -> Any:
+    """Build the forward's or the backward's function for ``key`` (the process and disk caches'
+    ``build``)."""
     if isinstance(key, Sm90BwdKey):
         return _compile_backward(key, arch)
     from pygraph_linear_attention.gdn.sm90_fwd import GdnSm90Fwd
@@ -354,24 +248,3 @@ def _compile_backward(key: Sm90BwdKey, arch: str) -> Any:
         (io, 16), (f32, 16), (f32, 4), (f32, 4), (f32, 4), (f32, 4),
     ]  # fmt: skip
     return cute_compile(kernel, pointers, key.cu_dtype, 10, arch)
-
-
-def cute_compile(kernel: Any, pointers: list[tuple[str, int]], cu_dtype: str, sizes: int, arch: str) -> Any:
-    """``cute.compile`` of ``kernel`` (a host-side @cute.jit callable) for ``arch`` as a TVM-FFI
-    function of raw addresses: ``pointers`` as (dtype name, or "cu" for cu_seqlens' ``cu_dtype``;
-    assumed alignment in bytes), then ``sizes`` 32-bit sizes and the stream."""
-    import cutlass
-    import cutlass.cute as cute
-    from cutlass.cute.runtime import make_fake_stream, make_ptr
-
-    from pygraph_linear_attention.common.sm90_tiles import _DT
-
-    types = {**_DT, "cu": cutlass.Int64 if cu_dtype == "int64" else cutlass.Int32}
-    gmem = cute.AddressSpace.gmem
-    args = [make_ptr(types[dtype], 0, gmem, assumed_align=align) for dtype, align in pointers]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # trace-time advisories on the intended fully unrolled loops
-        return cute.compile(
-            kernel, *args, *[cutlass.Int32(1)] * sizes, make_fake_stream(),
-            options=f"--enable-tvm-ffi --gpu-arch {arch}",
-        )  # fmt: skip

@@ -1,7 +1,7 @@
 """The chunked KDA and GDN-2 backward in plain torch: the executable spec of the kda_bwd / gdn2_bwd kernels.
 
-`chunked_bwd.py` is GDN's; this is the same gradient with the decay per key channel (gamma
-[C, K]). Per sequence, head and chunk (notation of `chunked.py`; ``dO`` already times the scale),
+`gdn.chunked_bwd` is GDN's; this is the same gradient with the decay per key channel (gamma
+[C, K]). Per sequence, head and chunk (notation of `common.chunked`; ``dO`` already times the scale),
 every per-channel decay-weighted product is written as a plain product of decayed factors,
 ``qd = q exp(gamma)``, ``kd = k exp(-gamma)``, ``kw = e exp(gamma)`` with the erase key
 ``e = beta k`` (beta per token for KDA, per channel for GDN-2), so that the scores are
@@ -27,17 +27,17 @@ every per-channel decay-weighted product is written as a plain product of decaye
 
 ``exp(-gamma)`` is what the kernels must not form over a whole chunk in fp32 (at the safe gate's
 bound it reaches exp(320)); here in float64 it is exact, and the kernels take the same products by
-sub-chunks (`chunked._attenuated_by_sub_chunks`). Tested in float64 against autograd through
-`reference.py`.
+sub-chunks (`common.chunked._attenuated_by_sub_chunks`). Tested in float64 against autograd through
+`kda.reference`.
 """
 
 from __future__ import annotations
 
 import torch
 
-from pygraph_linear_attention.common.chunked import CHUNK, _chunks
-from pygraph_linear_attention.gdn.chunked_bwd import _group_sum, beta_backward, qkv_backward
-from pygraph_linear_attention.common.reference import PreparedInputs, _fail, prepare_inputs
+from pygraph_linear_attention.common.chunked import CHUNK, to_chunks
+from pygraph_linear_attention.common.reference import PreparedInputs, prepare_inputs, reference_error
+from pygraph_linear_attention.gdn.chunked_bwd import beta_backward, group_sum, qkv_backward
 
 __all__ = ["chunked_gated_delta_net_v2_backward", "chunked_kimi_delta_attention_backward"]
 
@@ -109,9 +109,9 @@ def _sequence_grads(p: PreparedInputs, n: int, initial_state, grad_final_state, 
     if not count:
         return None, d_state
     cq, ck, cv, cdo, cg, cb = (
-        _chunks(x[lo:hi], count, chunk_size) for x in (p.q, p.k, p.v, do_all, p.decay, p.write)
+        to_chunks(x[lo:hi], count, chunk_size) for x in (p.q, p.k, p.v, do_all, p.decay, p.write)
     )
-    cwg = None if p.value_gate is None else _chunks(p.value_gate[lo:hi], count, chunk_size)
+    cwg = None if p.value_gate is None else to_chunks(p.value_gate[lo:hi], count, chunk_size)
     f = _chunk_forward(ck, cv, cg, cb, cwg)  # [HO, NC, ...]
     states, v_news = [], []
     for c in range(count):  # the forward's scan again
@@ -144,7 +144,7 @@ def _backward(
     dt_bias=None, gate_lower_bound=None, chunk_size=CHUNK, dtype=torch.float64,
 ) -> dict[str, torch.Tensor]:  # fmt: skip
     if chunk_size < 1:
-        raise _fail(f"chunk_size must be positive, got {chunk_size}")
+        raise reference_error(f"chunk_size must be positive, got {chunk_size}")
     p = prepare_inputs(
         q, k, v, g, beta, cu_seqlens, scale=scale, initial_state=initial_state, use_qk_l2norm=use_qk_l2norm,
         use_beta_sigmoid=use_beta_sigmoid, allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate, a_log=a_log,
@@ -193,7 +193,7 @@ def _options_backward(
         dtype=dtype,
     )  # fmt: skip
     if w is not None:
-        out["dW"] = _group_sum(per_head["d_value_gate"], w.shape[1])
+        out["dW"] = group_sum(per_head["d_value_gate"], w.shape[1])
 
     d_decay = per_head["d_decay"]  # [T, HO, K]
     if safe_gate:  # decay = bound * sigmoid(z), z = exp(a_log) (g + dt_bias)
@@ -210,14 +210,14 @@ def _options_backward(
         s = torch.sigmoid(z)
         d_z = d_decay * bound * s * (1 - s)
         if a_log is not None:  # dz / d a_log = z
-            out["d_a_log"] = _group_sum((d_z * z).sum((0, 2)), a_log.numel(), axis=0).reshape(a_log.shape)
+            out["d_a_log"] = group_sum((d_z * z).sum((0, 2)), a_log.numel(), axis=0).reshape(a_log.shape)
         if dt_bias is not None:
             d_bias = (d_z * rate).sum(0)  # [HO, K]
-            out["d_dt_bias"] = _group_sum(
-                d_bias, dt_bias.reshape(-1, raw.shape[-1]).shape[0], axis=0
-            ).reshape(dt_bias.shape)
+            out["d_dt_bias"] = group_sum(d_bias, dt_bias.reshape(-1, raw.shape[-1]).shape[0], axis=0).reshape(
+                dt_bias.shape
+            )
         d_decay = d_z * rate
-    out["dG"] = _group_sum(d_decay, g.shape[1])
+    out["dG"] = group_sum(d_decay, g.shape[1])
     return out
 
 

@@ -34,30 +34,27 @@ from __future__ import annotations
 
 import cuda.tile as ct
 
-from pygraph_linear_attention.gdn.cutile_bwd import (
-    _mm,
-    gate_sum_kernel,
-    group_sum_kernel,
-    param_sum_kernel,
-)
-from pygraph_linear_attention.gdn.cutile_fwd import (
-    _ZERO,
+from pygraph_linear_attention.common.cutile_blocks import (
     SUB,
     TMA,
-    _rows_at,
     chunk_offsets_kernel,
     chunk_table_kernel,
+    gate_sum_kernel,
+    group_sum_kernel,
+    mm,
+    param_sum_kernel,
+    rows_at,
 )
 from pygraph_linear_attention.kda.cutile_fwd import (
-    _block_rows,
-    _chunk_at,
-    _gamma_block,
-    _gate_block,
-    _inverse_norms,
-    _sequence_bounds,
-    _write_rows,
+    block_rows,
+    chunk_at,
+    gamma_block,
+    gate_block,
+    inverse_norms,
     kda_prepare_kernel,
     kda_state_scan_kernel,
+    sequence_bounds,
+    write_rows,
 )
 
 __all__ = [
@@ -72,6 +69,7 @@ __all__ = [
 
 ConstInt = ct.Constant[int]
 ConstFloat = ct.Constant[float]
+_ZERO = ct.PaddingMode.ZERO
 
 
 def _state_block(states, slot, h, vb, BV: ConstInt, K: ConstInt):
@@ -169,7 +167,7 @@ def kda_grad_scan_kernel(
     SCALE: ConstFloat,
 ):
     n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
-    bos, eos = _sequence_bounds(cu_seqlens, n)
+    bos, eos = sequence_bounds(cu_seqlens, n)
     base = ct.load(offsets, (n,), shape=())
     length = eos - bos
     d_state = ct.zeros((BV, K), dtype=ct.float32)
@@ -185,10 +183,10 @@ def kda_grad_scan_kernel(
         last_row = c * C + ct.minimum(length - c * C, C) - 1
         last = ct.reshape(ct.load(g_seq, (last_row, h, 0), shape=(1, 1, K), allow_tma=TMA), (1, K))
         # rows past the sequence load as 0 (every operand), so they add nothing
-        qdt, kdt = _rows_at(qd_seq, (c, h, 0), C, K), _rows_at(kd_seq, (c, h, 0), C, K)
-        wt, pt = _rows_at(w_seq, (c, h, 0), C, K), _rows_at(p_seq, (c, h, 0), C, C)
+        qdt, kdt = rows_at(qd_seq, (c, h, 0), C, K), rows_at(kd_seq, (c, h, 0), C, K)
+        wt, pt = rows_at(w_seq, (c, h, 0), C, K), rows_at(p_seq, (c, h, 0), C, C)
         io = qdt.dtype
-        dot = ct.astype(_block_rows(do_seq, c, h, vb, C, BV) * SCALE, io)
+        dot = ct.astype(block_rows(do_seq, c, h, vb, C, BV) * SCALE, io)
         ct.store(
             dh_out,
             (base + c, h, vb, 0),
@@ -238,16 +236,16 @@ def kda_grad_output_kernel(
     SCALE: ConstFloat,
 ):
     slot, head, kb = ct.bid(0), ct.bid(1), ct.bid(2)
-    n, c, bos, eos, rows = _chunk_at(table, cu_seqlens, slot, C)
+    n, c, bos, eos, rows = chunk_at(table, cu_seqlens, slot, C)
     if n < 0:
         return
     r = ct.arange(C, dtype=ct.int32)
     valid = r < rows
     hk = head // K_GROUP
     q_seq, k_seq = q.slice(0, bos, eos), k.slice(0, bos, eos)
-    gam, last = _gamma_block(gamma.slice(0, bos, eos), c, head, kb, r, rows, C, BK)
-    qf = _block_rows(q_seq, c, hk, kb, C, BK) * _inverse_norms(q_seq, c, hk, L2NORM, K // BK, BK, C)
-    kf = _block_rows(k_seq, c, hk, kb, C, BK) * _inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
+    gam, last = gamma_block(gamma.slice(0, bos, eos), c, head, kb, r, rows, C, BK)
+    qf = block_rows(q_seq, c, hk, kb, C, BK) * inverse_norms(q_seq, c, hk, L2NORM, K // BK, BK, C)
+    kf = block_rows(k_seq, c, hk, kb, C, BK) * inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
     io = q.dtype
 
     # the sums over value blocks accumulate in the products' own accumulators (at least two steps)
@@ -258,9 +256,9 @@ def kda_grad_output_kernel(
     d_last = ct.zeros((1, BK), dtype=ct.float32)  # sum_v dh * h
     do_seq, vn_seq, dvn_seq = do.slice(0, bos, eos), v_new.slice(0, bos, eos), dv_new.slice(0, bos, eos)
     for vb in range(V // BV):
-        dot = ct.astype(_block_rows(do_seq, c, head, vb, C, BV) * SCALE, io)
-        vn = ct.astype(_block_rows(vn_seq, c, head, vb, C, BV), io)
-        dvn = ct.astype(_block_rows(dvn_seq, c, head, vb, C, BV), io)
+        dot = ct.astype(block_rows(do_seq, c, head, vb, C, BV) * SCALE, io)
+        vn = ct.astype(block_rows(vn_seq, c, head, vb, C, BV), io)
+        dvn = ct.astype(block_rows(dvn_seq, c, head, vb, C, BV), io)
         hs = ct.reshape(ct.load(h, (slot, head, vb, kb), shape=(1, 1, BV, BK), allow_tma=TMA), (BV, BK))
         dhs = ct.reshape(ct.load(dh, (slot, head, vb, kb), shape=(1, 1, BV, BK), allow_tma=TMA), (BV, BK))
         dq_state = ct.mma(dot, hs, dq_state)
@@ -322,7 +320,7 @@ def kda_grad_dt_kernel(
     C: ConstInt,
 ):
     slot, head = ct.bid(0), ct.bid(1)
-    n, c, bos, eos, rows = _chunk_at(table, cu_seqlens, slot, C)
+    n, c, bos, eos, rows = chunk_at(table, cu_seqlens, slot, C)
     if n < 0:
         return
     r = ct.arange(C, dtype=ct.int32)
@@ -330,7 +328,7 @@ def kda_grad_dt_kernel(
     beta_seq, k_seq = beta.slice(0, bos, eos), k.slice(0, bos, eos)
     gm_seq, dw_seq = gamma.slice(0, bos, eos), dw.slice(0, bos, eos)
     hk, bh = head // K_GROUP, head // B_GROUP
-    inv_k = _inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
+    inv_k = inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
     io = k.dtype
     tr = ct.transpose(
         ct.astype(
@@ -341,23 +339,23 @@ def kda_grad_dt_kernel(
     # dT = dw kw^T + dv_new vw^T, kw = e exp(gamma), e = beta k: over key blocks, then value blocks
     dt = ct.zeros((C, C), dtype=ct.float32)
     for kb in range(K // BK):
-        gam, _ = _gamma_block(gm_seq, c, head, kb, r, rows, C, BK)
-        wr, _ = _write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
-        kw = _block_rows(k_seq, c, hk, kb, C, BK) * inv_k * wr * ct.exp(gam)
+        gam, _ = gamma_block(gm_seq, c, head, kb, r, rows, C, BK)
+        wr, _ = write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
+        kw = block_rows(k_seq, c, hk, kb, C, BK) * inv_k * wr * ct.exp(gam)
         dt = ct.mma(
-            ct.astype(_block_rows(dw_seq, c, head, kb, C, BK), io), ct.transpose(ct.astype(kw, io)), dt
+            ct.astype(block_rows(dw_seq, c, head, kb, C, BK), io), ct.transpose(ct.astype(kw, io)), dt
         )
     # u = T vw (KDA: vw = beta v; GDN-2: the write gate times v): dv, the gates' value terms
-    wr, _ = _write_rows(beta_seq, c, bh, 0, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
+    wr, _ = write_rows(beta_seq, c, bh, 0, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
     d_write = ct.zeros((C, 1), dtype=ct.float32)
     dvn_seq, v_seq, dv_seq = dv_new.slice(0, bos, eos), v.slice(0, bos, eos), dv_out.slice(0, bos, eos)
     hv = head // V_GROUP
     for vb in range(V // BV):
-        dvn = ct.astype(_block_rows(dvn_seq, c, head, vb, C, BV), io)
-        vt = _block_rows(v_seq, c, hv, vb, C, BV)
+        dvn = ct.astype(block_rows(dvn_seq, c, head, vb, C, BV), io)
+        vt = block_rows(v_seq, c, hv, vb, C, BV)
         dvw = ct.mma(tr, dvn, ct.zeros((C, BV), dtype=ct.float32))
         if HAS_W != 0:
-            wgt = _block_rows(w_gate.slice(0, bos, eos), c, head // W_GROUP, vb, C, BV)
+            wgt = block_rows(w_gate.slice(0, bos, eos), c, head // W_GROUP, vb, C, BV)
             ct.store(
                 dwg_out.slice(0, bos, eos), (c, head, vb), ct.reshape(dvw * vt, (C, 1, BV)), allow_tma=TMA
             )
@@ -372,7 +370,7 @@ def kda_grad_dt_kernel(
         ct.store(dbeta_out.slice(0, bos, eos), (c, head), d_write, allow_tma=TMA)
     # T = (I + A)^-1: dA = -T^T dT T^T, strictly lower
     below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
-    da = ct.where(below, -_mm(_mm(tr, dt, io), tr, io), 0.0)
+    da = ct.where(below, -mm(mm(tr, dt, io), tr, io), 0.0)
     ct.store(da_out, (slot, head, 0, 0), ct.reshape(da, (1, 1, C, C)), allow_tma=TMA)
 
 
@@ -412,7 +410,7 @@ def kda_grad_wy_kernel(
     C: ConstInt,
 ):
     slot, head = ct.bid(0), ct.bid(1)
-    n, c, bos, eos, rows = _chunk_at(table, cu_seqlens, slot, C)
+    n, c, bos, eos, rows = chunk_at(table, cu_seqlens, slot, C)
     if n < 0:
         return
     r = ct.arange(C, dtype=ct.int32)
@@ -420,7 +418,7 @@ def kda_grad_wy_kernel(
     g_seq, beta_seq, k_seq = g.slice(0, bos, eos), beta.slice(0, bos, eos), k.slice(0, bos, eos)
     gm_seq, dw_seq = gamma.slice(0, bos, eos), dw.slice(0, bos, eos)
     hk, gh, bh, ah, dh = head // K_GROUP, head // G_GROUP, head // B_GROUP, head // A_GROUP, head // D_GROUP
-    inv_k = _inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
+    inv_k = inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
     io = k.dtype
     tr = ct.transpose(
         ct.astype(
@@ -434,21 +432,21 @@ def kda_grad_wy_kernel(
     da_token = ct.zeros((C, 1), dtype=ct.float32)  # sum over channels of d_z z (d_a_log's term)
     dk_seq, dgp_seq = dk_io.slice(0, bos, eos), dgamma_part.slice(0, bos, eos)
     for kb in range(K // BK):
-        _, z, rate = _gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_A_LOG,
+        _, z, rate = gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_A_LOG,
                                  HAS_DT_BIAS, LOWER_BOUND, C, BK)  # fmt: skip
-        gam, _ = _gamma_block(gm_seq, c, head, kb, r, rows, C, BK)
-        wr_b, raw_b_k = _write_rows(
+        gam, _ = gamma_block(gm_seq, c, head, kb, r, rows, C, BK)
+        wr_b, raw_b_k = write_rows(
             beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK
         )
-        kf = _block_rows(k_seq, c, hk, kb, C, BK) * inv_k
+        kf = block_rows(k_seq, c, hk, kb, C, BK) * inv_k
         erase = kf * wr_b
-        dwt = _block_rows(dw_seq, c, head, kb, C, BK)
+        dwt = block_rows(dw_seq, c, head, kb, C, BK)
         de = ct.exp(gam) * ct.mma(tr, ct.astype(dwt, io), ct.zeros((C, BK), dtype=ct.float32))
         de = de + _row_weighted(da, kf, gam, C, BK)  # the erase key's gradient (kw = e exp(gamma))
         dk_a = _col_weighted(da, erase, gam, C, BK)  # through kd
-        dk = _block_rows(dk_seq, c, head, kb, C, BK) + dk_a + wr_b * de
+        dk = block_rows(dk_seq, c, head, kb, C, BK) + dk_a + wr_b * de
         ct.store(dk_seq, (c, head, kb), ct.reshape(dk, (C, 1, BK)), allow_tma=TMA)
-        dgamma = _block_rows(dgp_seq, c, head, kb, C, BK) + erase * de - kf * dk_a
+        dgamma = block_rows(dgp_seq, c, head, kb, C, BK) + erase * de - kf * dk_a
         # gamma = cumsum(gate) down the chunk: the gate's gradient is dgamma's reverse cumulative sum
         d_decay = ct.sum(dgamma, axis=0, keepdims=True) - ct.cumsum(dgamma, 0) + dgamma
         d_raw_g = d_decay
@@ -473,7 +471,7 @@ def kda_grad_wy_kernel(
     if BETA_PER_CHANNEL == 0:  # KDA: beta one value per token, its value term from kda_grad_dt_kernel
         db_seq = dbeta_out.slice(0, bos, eos)
         d_write = d_write + ct.load(db_seq, (c, head), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA)
-        _, raw_b = _write_rows(beta_seq, c, bh, 0, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
+        _, raw_b = write_rows(beta_seq, c, bh, 0, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
         if NEG_EIGVAL != 0:
             d_write = d_write * 2.0
         if BETA_SIGMOID != 0:
@@ -520,32 +518,32 @@ def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> 
     """One (kernel, `KernelSignature`) per launch of the backward for ``cfg`` (a `KdaCutileBwdConfig`),
     for ``cuda.tile.compilation.export_kernel``, with the arguments
     `kda_cutile_bwd_host.backward_arguments` passes (as `gdn_cutile_fwd.export_signatures`)."""
-    from pygraph_linear_attention.gdn.cutile_fwd import _Param, signature
-    from pygraph_linear_attention.kda.cutile_bwd_host import _KERNEL_OF, backward_arguments
+    from pygraph_linear_attention.common.cutile_export import Param, signature
+    from pygraph_linear_attention.kda.cutile_bwd_host import KERNEL_OF, backward_arguments
 
     io, f32, gdn2 = cfg.io_dtype, "float32", cfg.op == "gdn2"
     params = {
-        name: _Param(io, 3) for name in ("q", "k", "v", "dO", "dQ", "dK", "dV", "w", "u", "v_new", "dv_new")
+        name: Param(io, 3) for name in ("q", "k", "v", "dO", "dQ", "dK", "dV", "w", "u", "v_new", "dv_new")
     }
-    params |= {name: _Param(f32, 3) for name in ("g", "dG", "gamma", "dq", "dk", "dw", "dgamma", "dv", "dg")}
-    params |= {name: _Param(io, 4) for name in ("h", "dh")}
-    params |= {name: _Param(io, 3) for name in ("q_decayed", "k_decayed", "scores")}
+    params |= {name: Param(f32, 3) for name in ("g", "dG", "gamma", "dq", "dk", "dw", "dgamma", "dv", "dg")}
+    params |= {name: Param(io, 4) for name in ("h", "dh")}
+    params |= {name: Param(io, 3) for name in ("q_decayed", "k_decayed", "scores")}
     params |= {
-        "beta": _Param(beta, 3 if gdn2 else 2), "dBeta": _Param(beta, 3 if gdn2 else 2),
-        "dbeta": _Param(f32, 3 if gdn2 else 2), "da": _Param(f32, 2), "cu_seqlens": _Param("int32", 1),
-        "table": _Param("int32", 2), "offsets": _Param("int32", 1), "t": _Param(f32, 4), "da_mat": _Param(f32, 4),
-        "spare": _Param(f32, 1), "spare2": _Param(f32, 2), "spare4": _Param(f32, 4),
+        "beta": Param(beta, 3 if gdn2 else 2), "dBeta": Param(beta, 3 if gdn2 else 2),
+        "dbeta": Param(f32, 3 if gdn2 else 2), "da": Param(f32, 2), "cu_seqlens": Param("int32", 1),
+        "table": Param("int32", 2), "offsets": Param("int32", 1), "t": Param(f32, 4), "da_mat": Param(f32, 4),
+        "spare": Param(f32, 1), "spare2": Param(f32, 2), "spare4": Param(f32, 4),
     }  # fmt: skip
     if gdn2:
-        params |= {"w_gate": _Param(io, 3), "dW": _Param(io, 3), "dwg": _Param(f32, 3)}
+        params |= {"w_gate": Param(io, 3), "dW": Param(io, 3), "dwg": Param(f32, 3)}
     if cfg.has_a_log:
-        params |= {"a_log": _Param(f32, 1), "d_a_log": _Param(f32, 1)}
+        params |= {"a_log": Param(f32, 1), "d_a_log": Param(f32, 1)}
     if cfg.has_dt_bias:
-        params |= {"dt_bias": _Param(f32, 2), "d_dt_bias": _Param(f32, 2)}
+        params |= {"dt_bias": Param(f32, 2), "d_dt_bias": Param(f32, 2)}
     if cfg.has_initial_state:
-        params |= {"h0": _Param(state, 4), "dh0": _Param(state, 4)}
+        params |= {"h0": Param(state, 4), "dh0": Param(state, 4)}
     if cfg.has_d_final_state:
-        params["dht"] = _Param(state, 4)
+        params["dht"] = Param(state, 4)
     args = backward_arguments(cfg, params)
-    kernels = {name: BWD_KERNELS[_KERNEL_OF[name]] for name in cfg.launches()}
+    kernels = {name: BWD_KERNELS[KERNEL_OF[name]] for name in cfg.launches()}
     return {name: (kernel, signature(kernel, args[name])) for name, kernel in kernels.items()}

@@ -18,7 +18,7 @@ __all__ = ["SUM_BLOCK", "KdaCutileBwdConfig", "backward_arguments", "launch_back
 SUM_BLOCK = 64  # tokens per program of the head-group sums
 
 # launch name -> the kernel it runs (`kda_cutile_bwd.BWD_KERNELS`)
-_KERNEL_OF = {
+KERNEL_OF = {
     "table": "table", "offsets": "offsets", "prepare": "prepare", "states": "states", "grad_scan": "grad_scan",
     "grad_output": "grad_output", "grad_dt": "grad_dt", "grad_wy": "grad_wy", "dQ": "group_sum", "dK": "group_sum", "dV": "group_sum",
     "dG": "group_sum", "dBeta": "group_sum", "dBeta_token": "gate_sum", "dW": "group_sum",
@@ -198,4 +198,4 @@ def launch_backward(
     `kda_cutile_bwd.BWD_KERNELS` (or stand-ins)."""
     args, grids = backward_arguments(cfg, arrays), cfg.grids()
     for name in cfg.launches():
-        launch(grids[name], kernels[_KERNEL_OF[name]], args[name])
+        launch(grids[name], kernels[KERNEL_OF[name]], args[name])

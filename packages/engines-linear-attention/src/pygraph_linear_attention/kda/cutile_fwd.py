@@ -4,7 +4,7 @@ The chunk table, the 64 x 64 unit lower-triangular inverse and the row helpers a
 `gdn_cutile_fwd`'s (imported, not copied); what differs from GDN is every product that carries a
 decay. gamma is [C, K] (the cumulative log decay per key channel), so the decay-weighted products
 ``sum_c x_r[c] exp(gamma_r[c] - gamma_j[c]) y_j[c]`` are taken as matrix products by sub-chunks of
-`SUB` rows (`chunked._attenuated_by_sub_chunks`): rows of sub-chunk i against keys up to its end as
+`SUB` rows (`common.chunked._attenuated_by_sub_chunks`): rows of sub-chunk i against keys up to its end as
 ``(x_i exp(gamma_i - ref_i)) (y exp(ref_i - gamma))^T``, ``ref_i`` sub-chunk i's first gamma, the
 keys past sub-chunk i weighted 0. Across sub-chunks both factors are decays; inside one the key
 side grows by at most ``exp(-(SUB - 1) min g)``, inside fp32 for gates of at least -5 (the safe
@@ -26,23 +26,22 @@ from __future__ import annotations
 
 import cuda.tile as ct
 
-from pygraph_linear_attention.gdn.cutile_fwd import (
-    _ZERO,
+from pygraph_linear_attention.common.cutile_blocks import (
     SUB,
     TMA,
-    _l2_normalized,
-    _Param,
-    _rows_at,
-    _unit_lower_inverse,
     chunk_offsets_kernel,
     chunk_table_kernel,
-    signature,
+    l2_normalized,
+    rows_at,
+    unit_lower_inverse,
 )
+from pygraph_linear_attention.common.cutile_export import Param, signature
 
 __all__ = ["KERNELS", "export_signatures", "kda_output_kernel", "kda_prepare_kernel", "kda_state_scan_kernel"]
 
 ConstInt = ct.Constant[int]
 ConstFloat = ct.Constant[float]
+_ZERO = ct.PaddingMode.ZERO
 
 
 def _rows_of(x, i, K: ConstInt):
@@ -85,26 +84,26 @@ def _weighted_pairs(x, y, gamma, mask, C: ConstInt, K: ConstInt):
     return ct.where(mask, ct.cat((ct.cat((row0, row1), 0), ct.cat((row2, row3), 0)), 0), 0.0)
 
 
-def _sequence_bounds(cu_seqlens, n):
+def sequence_bounds(cu_seqlens, n):
     """Sequence ``n``'s first token and the token past its last (int32)."""
     bos = ct.astype(ct.load(cu_seqlens, (n,), shape=()), ct.int32)
     eos = ct.astype(ct.load(cu_seqlens, (n + 1,), shape=()), ct.int32)
     return bos, eos
 
 
-def _block_rows(view, c, h, kb, C: ConstInt, BK: ConstInt):
+def block_rows(view, c, h, kb, C: ConstInt, BK: ConstInt):
     """Block ``kb`` [C, BK] fp32 of chunk ``c``'s rows of a [T, heads, D] view at head ``h`` (0 past
     the view's end)."""
     x = ct.load(view, (c, h, kb), shape=(C, 1, BK), padding_mode=_ZERO, allow_tma=TMA)
     return ct.astype(ct.reshape(x, (C, BK)), ct.float32)
 
 
-def _gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_A_LOG, HAS_DT_BIAS,
+def gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_A_LOG, HAS_DT_BIAS,
                 LOWER_BOUND: ConstFloat, C: ConstInt, BK: ConstInt):  # fmt: skip
     """(the gate [C, BK] of key block ``kb``, 0 past the sequence's end; under the safe gate its
     logit z = exp(a_log) (g + dt_bias) and rate exp(a_log), for the chain rule; else the gate twice
     and 1). ``gh``, ``ah``, ``dh``: the heads of g, a_log and dt_bias the output head reads."""
-    gate = _block_rows(g_seq, c, gh, kb, C, BK)
+    gate = block_rows(g_seq, c, gh, kb, C, BK)
     z, rate = gate, ct.zeros((1, 1), dtype=ct.float32) + 1.0
     if SAFE_GATE != 0:
         if HAS_DT_BIAS != 0:
@@ -116,11 +115,11 @@ def _gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_
     return gate, z, rate
 
 
-def _write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL: ConstInt, BETA_SIGMOID, NEG_EIGVAL, C: ConstInt,
+def write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL: ConstInt, BETA_SIGMOID, NEG_EIGVAL, C: ConstInt,
                 BK: ConstInt):  # fmt: skip
     """(beta after the options: [C, 1] per token, or [C, BK] key block ``kb`` for GDN-2; the raw beta)."""
     if BETA_PER_CHANNEL != 0:
-        raw = _block_rows(beta_seq, c, bh, kb, C, BK)
+        raw = block_rows(beta_seq, c, bh, kb, C, BK)
     else:
         raw = ct.astype(
             ct.load(beta_seq, (c, bh), shape=(C, 1), padding_mode=_ZERO, allow_tma=TMA), ct.float32
@@ -133,35 +132,35 @@ def _write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL: ConstInt, BETA_SIG
     return wr, raw
 
 
-def _inverse_norms(x_seq, c, head, L2NORM, BLOCKS: ConstInt, BK: ConstInt, C: ConstInt):
+def inverse_norms(x_seq, c, head, L2NORM, BLOCKS: ConstInt, BK: ConstInt, C: ConstInt):
     """1 / max(|row|, 1e-12) [C, 1] fp32 of chunk ``c``'s rows at ``head`` over its key blocks (the
-    norm `_l2_normalized` divides a whole row by); 1 without L2NORM."""
+    norm `l2_normalized` divides a whole row by); 1 without L2NORM."""
     inv = ct.zeros((C, 1), dtype=ct.float32) + 1.0
     if L2NORM != 0:
         squares = ct.zeros((C, 1), dtype=ct.float32)
         for b in range(BLOCKS):
-            x = _block_rows(x_seq, c, head, b, C, BK)
+            x = block_rows(x_seq, c, head, b, C, BK)
             squares = squares + ct.sum(x * x, axis=1, keepdims=True)
         inv = 1.0 / ct.maximum(ct.sqrt(squares), 1e-12)
     return inv
 
 
-def _gamma_block(g_seq, c, h, kb, r, rows, C: ConstInt, BK: ConstInt):
+def gamma_block(g_seq, c, h, kb, r, rows, C: ConstInt, BK: ConstInt):
     """(gamma [C, BK] of chunk ``c``, head ``h``, key block ``kb``, its rows past the sequence's end
     reading the last real row's, so that every exp of a gap stays a decay or a bounded growth; that
     last row [1, BK]). ``rows``: the chunk's real rows (more than C for all but a sequence's last
     chunk); ``kb`` 0 and BK = K: the whole key dim."""
-    gam = _block_rows(g_seq, c, h, kb, C, BK)
+    gam = block_rows(g_seq, c, h, kb, C, BK)
     last = ct.sum(ct.where(ct.expand_dims(r == ct.minimum(rows, C) - 1, 1), gam, 0.0), axis=0, keepdims=True)
     return ct.where(ct.expand_dims(r < rows, 1), gam, last), last
 
 
-def _chunk_at(table, cu_seqlens, slot, C: ConstInt):
+def chunk_at(table, cu_seqlens, slot, C: ConstInt):
     """(sequence n, its chunk c, the sequence's bounds bos and eos, the chunk's real rows) of a chunk
     slot of the table; n < 0 marks a slot past the last chunk (its bounds then read sequence 0's)."""
     n = ct.load(table, (slot, 0), shape=())
     c = ct.load(table, (slot, 1), shape=())
-    bos, eos = _sequence_bounds(cu_seqlens, ct.maximum(n, 0))
+    bos, eos = sequence_bounds(cu_seqlens, ct.maximum(n, 0))
     return n, c, bos, eos, eos - bos - c * C
 
 
@@ -208,14 +207,14 @@ def kda_prepare_kernel(
     C: ConstInt,
 ):
     slot, h = ct.bid(0), ct.bid(1)
-    n, c, bos, eos, rows = _chunk_at(table, cu_seqlens, slot, C)
+    n, c, bos, eos, rows = chunk_at(table, cu_seqlens, slot, C)
     if n < 0:
         return
     r = ct.arange(C, dtype=ct.int32)
     valid = ct.expand_dims(r < rows, 1)  # [C, 1]
     g_seq, beta_seq, k_seq = g.slice(0, bos, eos), beta.slice(0, bos, eos), k.slice(0, bos, eos)
     hk, gh, bh, ah, dh = h // K_GROUP, h // G_GROUP, h // B_GROUP, h // A_GROUP, h // D_GROUP
-    inv_k = _inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
+    inv_k = inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
     io = k.dtype
 
     # A = tril(sum over channels of e_r exp(gamma_r - gamma_j) k_j, -1), e = beta k: key block by block
@@ -225,17 +224,17 @@ def kda_prepare_kernel(
     scores = ct.zeros((C, C), dtype=ct.float32)
     inv_q = inv_k
     if STORE_T != 0:
-        inv_q = _inverse_norms(q.slice(0, bos, eos), c, hk, L2NORM, K // BK, BK, C)
+        inv_q = inverse_norms(q.slice(0, bos, eos), c, hk, L2NORM, K // BK, BK, C)
     for kb in range(K // BK):
-        gate, _, _ = _gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_A_LOG,
+        gate, _, _ = gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_A_LOG,
                                  HAS_DT_BIAS, LOWER_BOUND, C, BK)  # fmt: skip
         gamma = ct.cumsum(gate, 0)  # [C, BK]; past the end the gate reads 0: the last real row's
         ct.store(gamma_out.slice(0, bos, eos), (c, h, kb), ct.reshape(gamma, (C, 1, BK)), allow_tma=TMA)
-        wr, _ = _write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
-        kf = _block_rows(k_seq, c, hk, kb, C, BK) * inv_k
+        wr, _ = write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
+        kf = block_rows(k_seq, c, hk, kb, C, BK) * inv_k
         a = a + _weighted_pairs(kf * wr, kf, gamma, ct.expand_dims(r, 1) >= 0, C, BK)
         if STORE_T != 0:
-            qf = _block_rows(q.slice(0, bos, eos), c, hk, kb, C, BK) * inv_q
+            qf = block_rows(q.slice(0, bos, eos), c, hk, kb, C, BK) * inv_q
             scores = scores + _weighted_pairs(qf, kf, gamma, ct.expand_dims(r, 1) >= 0, C, BK)
             last = ct.extract(gamma, (C - 1, 0), (1, BK))  # past the end the gate is 0: the last real row
             qd = ct.reshape(ct.astype(qf * ct.exp(gamma), io), (C, 1, BK))
@@ -247,17 +246,17 @@ def kda_prepare_kernel(
         p = ct.reshape(ct.astype(ct.where(live, scores, 0.0), io), (C, 1, C))
         ct.store(p_out.slice(0, bos, eos), (c, h, 0), p, allow_tma=TMA)
     below = ct.expand_dims(r, 1) > ct.expand_dims(r, 0)
-    inverse = _unit_lower_inverse(ct.where(below, a, 0.0))
+    inverse = unit_lower_inverse(ct.where(below, a, 0.0))
     if STORE_T != 0:
         ct.store(t_out, (slot, h, 0, 0), ct.reshape(inverse, (1, 1, C, C)), allow_tma=TMA)
     t = ct.astype(inverse, io)
 
     # w = T (e exp(gamma)), key block by block (gamma recomputed: cheaper than a round trip)
     for kb in range(K // BK):
-        gate, _, _ = _gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_A_LOG,
+        gate, _, _ = gate_block(g_seq, a_log, dt_bias, c, kb, valid, gh, ah, dh, SAFE_GATE, HAS_A_LOG,
                                  HAS_DT_BIAS, LOWER_BOUND, C, BK)  # fmt: skip
-        wr, _ = _write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
-        kf = _block_rows(k_seq, c, hk, kb, C, BK) * inv_k
+        wr, _ = write_rows(beta_seq, c, bh, kb, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
+        kf = block_rows(k_seq, c, hk, kb, C, BK) * inv_k
         w = ct.mma(
             t, ct.astype(kf * wr * ct.exp(ct.cumsum(gate, 0)), io), ct.zeros((C, BK), dtype=ct.float32)
         )
@@ -265,11 +264,11 @@ def kda_prepare_kernel(
                  allow_tma=TMA)  # fmt: skip
     # u = T (beta v) (GDN-2: T (w_gate v)), value block by value block
     v_seq = v.slice(0, bos, eos)
-    wr, _ = _write_rows(beta_seq, c, bh, 0, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
+    wr, _ = write_rows(beta_seq, c, bh, 0, valid, BETA_PER_CHANNEL, BETA_SIGMOID, NEG_EIGVAL, C, BK)
     for vb in range(V // BV):
-        vt = _block_rows(v_seq, c, h // V_GROUP, vb, C, BV)
+        vt = block_rows(v_seq, c, h // V_GROUP, vb, C, BV)
         if HAS_W != 0:
-            vt = vt * _block_rows(w_gate.slice(0, bos, eos), c, h // W_GROUP, vb, C, BV)
+            vt = vt * block_rows(w_gate.slice(0, bos, eos), c, h // W_GROUP, vb, C, BV)
         else:
             vt = vt * wr  # KDA: beta [C, 1] scales the value
         u = ct.mma(t, ct.astype(vt, io), ct.zeros((C, BV), dtype=ct.float32))
@@ -298,7 +297,7 @@ def kda_state_scan_kernel(
     C: ConstInt,
 ):
     n, h, vb = ct.bid(0), ct.bid(1), ct.bid(2)
-    bos, eos = _sequence_bounds(cu_seqlens, n)
+    bos, eos = sequence_bounds(cu_seqlens, n)
     base = ct.load(offsets, (n,), shape=())
     length = eos - bos
     state = ct.zeros((BV, K), dtype=ct.float32)
@@ -313,12 +312,12 @@ def kda_state_scan_kernel(
         k_seq, w_seq, u_seq = k.slice(0, bos, eos), w.slice(0, bos, eos), u.slice(0, bos, eos)
         g_seq, vn_seq = gamma.slice(0, bos, eos), v_new_out.slice(0, bos, eos)
         rows = length - c * C
-        kt = _rows_at(k_seq, (c, hk, 0), C, K)
+        kt = rows_at(k_seq, (c, hk, 0), C, K)
         if L2NORM != 0:
-            kt = _l2_normalized(kt)
-        wt = _rows_at(w_seq, (c, h, 0), C, K)
-        ut = _rows_at(u_seq, (c, h, vb), C, BV)
-        gam, last = _gamma_block(g_seq, c, h, 0, r, rows, C, K)
+            kt = l2_normalized(kt)
+        wt = rows_at(w_seq, (c, h, 0), C, K)
+        ut = rows_at(u_seq, (c, h, vb), C, BV)
+        gam, last = gamma_block(g_seq, c, h, 0, r, rows, C, K)
         ct.store(
             h_out,
             (base + c, h, vb, 0),
@@ -357,31 +356,31 @@ def kda_output_kernel(
     SCALE: ConstFloat,
 ):
     slot, head, vb = ct.bid(0), ct.bid(1), ct.bid(2)
-    n, c, bos, eos, rows = _chunk_at(table, cu_seqlens, slot, C)
+    n, c, bos, eos, rows = chunk_at(table, cu_seqlens, slot, C)
     if n < 0:
         return
     r = ct.arange(C, dtype=ct.int32)
     valid = r < rows
     hk = head // K_GROUP
     q_seq, k_seq, g_seq = q.slice(0, bos, eos), k.slice(0, bos, eos), gamma.slice(0, bos, eos)
-    inv_q = _inverse_norms(q_seq, c, hk, L2NORM, K // BK, BK, C)
-    inv_k = _inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
+    inv_q = inverse_norms(q_seq, c, hk, L2NORM, K // BK, BK, C)
+    inv_k = inverse_norms(k_seq, c, hk, L2NORM, K // BK, BK, C)
     io = q.dtype
     # o = scale ((q exp(gamma)) h^T + P v_new): P and the state's term summed over key blocks (each
     # channel's decay is its own; a whole [C, K] of fp32 factors spilled 3.2 KB per thread at K 128)
     scores = ct.zeros((C, C), dtype=ct.float32)
     inter = ct.zeros((C, BV), dtype=ct.float32)
     for kb in range(K // BK):
-        qf = _block_rows(q_seq, c, hk, kb, C, BK) * inv_q
-        kf = _block_rows(k_seq, c, hk, kb, C, BK) * inv_k
-        gam, _ = _gamma_block(g_seq, c, head, kb, r, rows, C, BK)
+        qf = block_rows(q_seq, c, hk, kb, C, BK) * inv_q
+        kf = block_rows(k_seq, c, hk, kb, C, BK) * inv_k
+        gam, _ = gamma_block(g_seq, c, head, kb, r, rows, C, BK)
         scores = scores + _weighted_pairs(qf, kf, gam, ct.expand_dims(r, 1) >= 0, C, BK)
         hs = ct.reshape(ct.load(h, (slot, head, vb, kb), shape=(1, 1, BV, BK), allow_tma=TMA), (BV, BK))
         inter = ct.mma(ct.astype(qf * ct.exp(gam), io), ct.transpose(hs), inter)
     live = (
         (ct.expand_dims(r, 1) >= ct.expand_dims(r, 0)) & ct.expand_dims(valid, 0) & ct.expand_dims(valid, 1)
     )
-    vn = _rows_at(v_new.slice(0, bos, eos), (c, head, vb), C, BV)
+    vn = rows_at(v_new.slice(0, bos, eos), (c, head, vb), C, BV)
     out = ct.mma(ct.astype(ct.where(live, scores, 0.0), io), vn, inter) * SCALE
     ct.store(
         o.slice(0, bos, eos), (c, head, vb), ct.reshape(ct.astype(out, o.dtype), (C, 1, BV)), allow_tma=TMA
@@ -406,20 +405,20 @@ def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> 
 
     io, gdn2 = cfg.io_dtype, cfg.op == "gdn2"
     params = {
-        "q": _Param(io, 3), "k": _Param(io, 3), "v": _Param(io, 3), "g": _Param("float32", 3),
-        "beta": _Param(beta, 3 if gdn2 else 2), "cu_seqlens": _Param("int32", 1), "o": _Param(io, 3),
-        "table": _Param("int32", 2), "gamma": _Param("float32", 3), "w": _Param(io, 3), "u": _Param(io, 3),
-        "spare": _Param("float32", 1), "spare2": _Param("float32", 2), "spare4": _Param("float32", 4),
-        "offsets": _Param("int32", 1), "h": _Param(io, 4), "v_new": _Param(io, 3),
+        "q": Param(io, 3), "k": Param(io, 3), "v": Param(io, 3), "g": Param("float32", 3),
+        "beta": Param(beta, 3 if gdn2 else 2), "cu_seqlens": Param("int32", 1), "o": Param(io, 3),
+        "table": Param("int32", 2), "gamma": Param("float32", 3), "w": Param(io, 3), "u": Param(io, 3),
+        "spare": Param("float32", 1), "spare2": Param("float32", 2), "spare4": Param("float32", 4),
+        "offsets": Param("int32", 1), "h": Param(io, 4), "v_new": Param(io, 3),
     }  # fmt: skip
     if gdn2:
-        params["w_gate"] = _Param(io, 3)
+        params["w_gate"] = Param(io, 3)
     if cfg.has_a_log:
-        params["a_log"] = _Param("float32", 1)
+        params["a_log"] = Param("float32", 1)
     if cfg.has_dt_bias:
-        params["dt_bias"] = _Param("float32", 2)
+        params["dt_bias"] = Param("float32", 2)
     if cfg.has_initial_state:
-        params["h0"] = _Param(state, 4)
+        params["h0"] = Param(state, 4)
     if cfg.output_final_state:
-        params["ht"] = _Param(state, 4)
+        params["ht"] = Param(state, 4)
     return {name: signature(KERNELS[name], args) for name, args in kernel_arguments(cfg, params).items()}

@@ -1,16 +1,16 @@
 """``kda_sm90`` / ``gdn2_sm90`` and ``kda_sm90_bwd`` / ``gdn2_sm90_bwd``: the ``kda`` and ``gdn2``
 families' Hopper forward and backward (CuTe DSL).
 
-``kernels/kda_sm90_fwd.py``: a prepare kernel that takes every per-channel decay (gamma, the
-decay-weighted products by sub-chunks, the WY transform, the decayed q and k), then gdn_sm90's
-split scan and whole-V output on warpgroup MMAs. They serve what ``kda_cutile`` / ``gdn2_cutile``
-serve within the CuTe DSL kernels' build (`engines.sm90.build_reason`: K and V of 64 or 128, every
-operand row-major contiguous, a_log and dt_bias FLOAT, 32-bit offsets), SM90 only. The plan is
-gdn_sm90's (`engines.sm90.GdnSm90Plan`: the declared geometry and 16-byte alignment checked per
-call, raw addresses into the compiled function). The backwards run ``kernels/kda_sm90_bwd.py`` (the
-forward's prepare and scan again, gdn_sm90's gradient scan with per-channel decays, two chunk gradient
-kernels, the head and parameter sums). All four are default-on (the H200's device suite and
-compute-sanitizer, 2026-12-05).
+`kda.sm90_fwd`: a prepare kernel that takes every per-channel decay (gamma, the decay-weighted
+products by sub-chunks, the WY transform, the decayed q and k), then gdn's split scan and whole-V
+output on warpgroup MMAs (`gdn.sm90_fwd.GdnSm90Fwd`, which it extends). They serve what
+``kda_cutile`` / ``gdn2_cutile`` serve (`kda.support`) within the CuTe DSL kernels' build
+(`common.engine_sm90.build_reason`: K and V of 64 or 128, every operand row-major contiguous, a_log
+and dt_bias FLOAT, 32-bit offsets), SM90 only. The plan is `common.engine_sm90.Sm90Plan` (the
+declared geometry and 16-byte alignment checked per call, raw addresses into the compiled function).
+The backwards run `kda.sm90_bwd` (the forward's prepare and scan again, gdn's gradient scan with
+per-channel decays, two chunk gradient kernels, the head and parameter sums). All four are
+default-on: `family.py` says on what evidence.
 """
 
 from __future__ import annotations
@@ -30,20 +30,18 @@ from pygraph.engines.base import (
 from pygraph.errors import GraphNotSupportedError
 from pygraph.ir.dtypes import data_type
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
-from pygraph_linear_attention.gdn.engine_cutile import declared_operands, facts_of
-from pygraph_linear_attention.kda.engine_cutile import _FEATURES, _operands, _support_reason, config_for
-from pygraph_linear_attention.gdn.engine_sm90 import (
-    _ALIGNED,
-    _INSTALL,
-    GdnSm90Plan,
+from pygraph_linear_attention.common.engine_sm90 import (
+    ALIGNED,
+    CUTE_INSTALL,
+    Sm90Plan,
     build_reason,
     check_block_v,
     dtype_names,
     knobs_in_domains,
     plan_label,
 )
-from pygraph_linear_attention.gdn.cutile_host import regions_bytes
-from pygraph_linear_attention.gdn.sm90_host import search_steps
+from pygraph_linear_attention.common.host import regions_bytes, search_steps
+from pygraph_linear_attention.common.support import declared_operands, facts_of
 from pygraph_linear_attention.kda.sm90_host import (
     BLOCK_V_KDA_SM90,
     BWD_POINTERS,
@@ -56,11 +54,12 @@ from pygraph_linear_attention.kda.sm90_host import (
     key_for,
     workspace_regions,
 )
+from pygraph_linear_attention.kda.support import FEATURES, config_for, operand_roles, support_reason
 
 __all__ = ["Gdn2Sm90BwdEngine", "Gdn2Sm90Engine", "KdaSm90BwdEngine", "KdaSm90Engine"]
 
 # GDN-2's operands its kernels read 16 bytes at a time besides the family's (the compiled functions
-# assume those pointers 16-byte aligned: `kda_sm90_host`): beta and the write gate
+# assume those pointers 16-byte aligned: `kda.sm90_host`): beta and the write gate
 GDN2_ALIGNED = ("beta", "w_gate")
 
 
@@ -86,7 +85,7 @@ class KdaSm90Engine(BaseEngine):
         sm_lo=90,
         sm_hi=90,
         dtypes={data_type.BFLOAT16, data_type.HALF},
-        features=_FEATURES,
+        features=FEATURES,
         knob_domains={"BLOCK_V": BLOCK_V_KDA_SM90, "STAGES": STAGES_KDA_SM90},
     )
 
@@ -96,14 +95,14 @@ class KdaSm90Engine(BaseEngine):
     def check_support(self, request: EngineRequest) -> None:
         facts = self._facts(request)
         reason = (
-            _support_reason(facts, self.op, self.serves_backward)
-            or build_reason(facts, _operands(facts), chunk_states=True)
+            support_reason(facts, self.op, self.serves_backward)
+            or build_reason(facts, operand_roles(facts), chunk_states=True)
             or self.capabilities.mismatch(facts, device=request.device)
         )
         if reason is not None:
             raise GraphNotSupportedError(f"{self.name}: {reason}")
         if importlib.util.find_spec("cutlass") is None:
-            raise ImportError(f"{self.name}: needs CuTe DSL ({_INSTALL})")
+            raise ImportError(f"{self.name}: needs CuTe DSL ({CUTE_INSTALL})")
 
     def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int]:
         """(BLOCK_V, STAGES) of the plan, checked against their domains and the value head dim."""
@@ -115,7 +114,7 @@ class KdaSm90Engine(BaseEngine):
     # the forward's and the backward's differences: the compiled function's pointers, its workspace
     # and its compile (the module's functions looked up per call, so tests can stand them in)
     pointers = POINTERS
-    aligned = _ALIGNED  # the operands read or written 16 bytes at a time (GDN-2: GDN2_ALIGNED too)
+    aligned = ALIGNED  # the operands read or written 16 bytes at a time (GDN-2: GDN2_ALIGNED too)
 
     def _regions(self, cfg: Any) -> tuple:
         return workspace_regions(cfg)
@@ -134,10 +133,10 @@ class KdaSm90Engine(BaseEngine):
         facts = self._facts(request)
         block_v, stages = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
-        operands = declared_operands(self.name, request, _operands(facts))
+        operands = declared_operands(self.name, request, operand_roles(facts))
         names = dtype_names(operands)
         compiled = kernels_ready(self.name, plan_label(plan, cfg), lambda: self._compiled(cfg, names, stages))
-        return GdnSm90Plan(
+        return Sm90Plan(
             self.name,
             request.graph.name,
             compiled,
@@ -154,7 +153,7 @@ class Gdn2Sm90Engine(KdaSm90Engine):
 
     name = "gdn2_sm90"
     op = "gdn2"
-    aligned = (*_ALIGNED, *GDN2_ALIGNED)
+    aligned = (*ALIGNED, *GDN2_ALIGNED)
 
 
 class KdaSm90BwdEngine(KdaSm90Engine):
@@ -177,4 +176,4 @@ class Gdn2Sm90BwdEngine(KdaSm90BwdEngine):
 
     name = "gdn2_sm90_bwd"
     op = "gdn2"
-    aligned = (*_ALIGNED, *GDN2_ALIGNED)
+    aligned = (*ALIGNED, *GDN2_ALIGNED)

@@ -5,14 +5,14 @@
 initial_state=None, output_final_state=False, use_qk_l2norm_in_kernel=False,
 use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False, a_log=None, dt_bias=None,
 gate_lower_bound=None) -> (o, final_state)``, and ``gated_delta_net_v2`` with the write gate ``w``
-after ``beta``. As ``ops.gated_delta_net``: the first call of a key builds and plans the ``kda`` /
-``gdn2`` graph (`op_graphs`), later calls execute it, so each runs whatever plan the planner ranks
+after ``beta``. As ``gdn.op.gated_delta_net``: the first call of a key builds and plans the ``kda`` /
+``gdn2`` graph (`common.op_graphs`), later calls execute it, so each runs whatever plan the planner ranks
 first; the gradient executes the ``kda_bwd`` / ``gdn2_bwd`` graph the same way (where no engine
 serves it, the planner's `pygraph.GraphNotSupportedError` names each reason); fake kernels give
-the outputs for ``torch.compile(fullgraph=True)``; the arguments are checked (`op_arguments`, op
+the outputs for ``torch.compile(fullgraph=True)``; the arguments are checked (`common.op_arguments`, op
 "kda" / "gdn2") before anything runs. With ``output_final_state=False`` the custom op's second
 output is an empty fp32 tensor and the Python functions return None there. Semantics:
-`reference.kimi_delta_attention_reference` and `reference.gated_delta_net_v2_reference`.
+`kda.reference.kimi_delta_attention_reference` and `kda.reference.gated_delta_net_v2_reference`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 
 from pygraph_linear_attention.common import op_graphs
 from pygraph_linear_attention.common.op_arguments import GdnProblem, check_backward, check_forward
-from pygraph_linear_attention.gdn.op import _aligned_contiguous, _none_state
+from pygraph_linear_attention.common.op_graphs import aligned_contiguous, none_state
 
 __all__ = ["gated_delta_net_v2", "kimi_delta_attention"]
 
@@ -44,7 +44,7 @@ def _problem(op: str, x: dict[str, Any], scale: Any, flags: dict[str, bool], glb
 
 def _forward_outputs(p: GdnProblem, q: Tensor, output_final_state: bool) -> tuple[Tensor, Tensor]:
     o = q.new_empty((p.tokens, p.heads_v, p.value_dim))
-    final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else _none_state(q)
+    final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else none_state(q)
     return o, final
 
 
@@ -59,7 +59,7 @@ def _forward(
             final.copy_(x["initial_state"]) if x.get("initial_state") is not None else final.zero_()
         return o, final
     built = op_graphs.forward_graph(p, scale, flags)
-    tensors = _aligned_contiguous(x)
+    tensors = aligned_contiguous(x)
     tensors["o"] = o
     if flags["output_final_state"]:
         tensors["final_state"] = final
@@ -90,9 +90,9 @@ def _backward(
             grads["d_initial_state"].copy_(d_final)
     else:
         built = op_graphs.backward_graph(p, scale, flags, d_final is not None)
-        tensors = _aligned_contiguous({**x, "dO": d_o, "d_final_state": d_final})
+        tensors = aligned_contiguous({**x, "dO": d_o, "d_final_state": d_final})
         op_graphs.execute(built, {**tensors, **grads}, p.device)
-    return tuple(grads.get(name, _none_state(x["q"])) for name, _ in op_graphs.gradients(op))
+    return tuple(grads.get(name, none_state(x["q"])) for name, _ in op_graphs.gradients(op))
 
 
 def _checked_backward(
@@ -108,7 +108,7 @@ def _checked_backward(
 
 def _backward_fake(op: str, x: dict[str, Any], d_o: Tensor, d_final: Tensor | None, scale, options, glb):
     _, _, grads = _checked_backward(op, x, d_o, d_final, scale, options, glb)
-    return tuple(grads.get(name, _none_state(x["q"])) for name, _ in op_graphs.gradients(op))
+    return tuple(grads.get(name, none_state(x["q"])) for name, _ in op_graphs.gradients(op))
 
 
 def _inputs(q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias) -> dict[str, Any]:

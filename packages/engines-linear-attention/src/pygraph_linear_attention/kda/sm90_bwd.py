@@ -39,37 +39,37 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
-from pygraph_linear_attention.gdn.sm90_bwd import GdnSm90Bwd
 from pygraph_linear_attention.common.sm90_tiles import (
-    _DT,
-    _VEC,
     CHUNK,
+    DTYPES,
     THREADS,
-    _acc,
-    _aligned,
-    _block_sum,
-    _chunk_rows,
-    _exp,
-    _g2s,
-    _l2_normalize_rows,
-    _load_rows,
-    _mm,
-    _row_sums,
-    _slot_chunk,
-    _t,
-    _tile,
-    _tiled_mma,
-    _to_gmem,
-    _to_smem,
-    _vector,
+    VEC,
+    acc_to_gmem,
+    acc_to_smem,
+    aligned_stride,
+    block_sum,
+    chunk_rows,
+    cta_g2s,
+    fast_exp,
+    l2_normalize_rows,
+    load_rows,
+    matmul,
+    row_sums,
+    slot_chunk,
+    smem_tile,
+    smem_vector,
+    trans,
+    warp_mma,
+    zeroed_acc,
 )
+from pygraph_linear_attention.gdn.sm90_bwd import GdnSm90Bwd
 from pygraph_linear_attention.kda.sm90_bwd_channels import (
-    _REVERSE,
+    REVERSE,
     KdaChannelPass,
-    _lower_to_smem,
-    _staged,
+    lower_to_smem,
+    read_staged,
 )
-from pygraph_linear_attention.kda.sm90_fwd import PREP_LAUNCH, SUB, KdaSm90Fwd, _load8, _vec8
+from pygraph_linear_attention.kda.sm90_fwd import PREP_LAUNCH, SUB, KdaSm90Fwd, load8, vec8
 
 __all__ = ["GRAD_THREADS", "KdaSm90Bwd"]
 
@@ -116,7 +116,7 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
         direct_w: bool = False,
     ) -> None:
         self.K, self.V, self.BV = key_dim, value_dim, block_v
-        self.io = _DT[io_dtype]
+        self.io = DTYPES[io_dtype]
         self.scale = scale
         self.gdn2 = gdn2
         self.l2norm, self.beta_sigmoid, self.neg_eigval = l2norm, beta_sigmoid, neg_eigval
@@ -200,7 +200,7 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
         slots = tokens // C + sequences + 1
 
         def rows(ptr, heads, dim, aligned=True):
-            stride = _aligned(heads * dim) if aligned else heads * dim
+            stride = aligned_stride(heads * dim) if aligned else heads * dim
             return cute.make_tensor(ptr, cute.make_layout((tokens, heads, dim), stride=(stride, dim, 1)))
 
         def rows2(ptr, heads):
@@ -208,7 +208,7 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
 
         def states(ptr, count, height, width):
             shape = (count, heads_out, height, width)
-            stride = (_aligned(heads_out * height * width), height * width, width, 1)
+            stride = (aligned_stride(heads_out * height * width), height * width, width, 1)
             return cute.make_tensor(ptr, cute.make_layout(shape, stride=stride))
 
         def per_slot(ptr):
@@ -352,29 +352,29 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
         tidx, _, _ = cute.arch.thread_idx()
         slot, h, _ = cute.arch.block_idx()
         hk = h // k_group
-        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
+        bos, length, c = slot_chunk(mCu, slot, sequences, search_steps)
         rows_left = length - c * C
         if c * C < length:
             r0 = bos + c * C
             smem = utils.SmemAllocator()
-            sQ, sK = _tile(smem, io, C, K), _tile(smem, io, C, K)
-            sDo, sVn, sDvn = _tile(smem, io, C, V), _tile(smem, io, C, V), _tile(smem, io, C, V)
-            sH, sDh = _tile(smem, io, V, K), _tile(smem, io, V, K)
+            sQ, sK = smem_tile(smem, io, C, K), smem_tile(smem, io, C, K)
+            sDo, sVn, sDvn = smem_tile(smem, io, C, V), smem_tile(smem, io, C, V), smem_tile(smem, io, C, V)
+            sH, sDh = smem_tile(smem, io, V, K), smem_tile(smem, io, V, K)
             sGam = smem.allocate_tensor(Float32, cute.make_layout((C, K), stride=(K, 1)), 16)
             sM = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)
             sMT = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)  # 208 KB in all
-            sPassed = _vector(smem, K)  # the second group's share of the passed state's d gamma term
-            g2s_k, g2s_v = _g2s(io, K), _g2s(io, V)
+            sPassed = smem_vector(smem, K)  # the second group's share of the passed state's d gamma term
+            g2s_k, g2s_v = cta_g2s(io, K), cta_g2s(io, V)
             gtid = tidx % THREADS  # the index within its group of 128 (copies, MMA fragments)
             if tidx < THREADS:
-                _load_rows(g2s_k, gtid, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
-                _load_rows(g2s_k, gtid, _chunk_rows(mK, r0, hk, K), sK, rows_left)
-                _load_rows(g2s_v, gtid, _chunk_rows(mDo, r0, h, V), sDo, rows_left)
-                _load_rows(g2s_k, gtid, mHs[slot, h, None, None], sH, V)
+                load_rows(g2s_k, gtid, chunk_rows(mQ, r0, hk, K), sQ, rows_left)
+                load_rows(g2s_k, gtid, chunk_rows(mK, r0, hk, K), sK, rows_left)
+                load_rows(g2s_v, gtid, chunk_rows(mDo, r0, h, V), sDo, rows_left)
+                load_rows(g2s_k, gtid, mHs[slot, h, None, None], sH, V)
             else:
-                _load_rows(g2s_v, gtid, _chunk_rows(mVnew, r0, h, V), sVn, rows_left)
-                _load_rows(g2s_v, gtid, _chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
-                _load_rows(g2s_k, gtid, mDh[slot, h, None, None], sDh, V)
+                load_rows(g2s_v, gtid, chunk_rows(mVnew, r0, h, V), sVn, rows_left)
+                load_rows(g2s_v, gtid, chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
+                load_rows(g2s_k, gtid, mDh[slot, h, None, None], sDh, V)
             cute.arch.cp_async_commit_group()
             if tidx < K:
                 self.fwd._gamma_column(
@@ -384,40 +384,40 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
                 if tidx < THREADS:
-                    _l2_normalize_rows(sQ, gtid, K)
+                    l2_normalize_rows(sQ, gtid, K)
                 else:
-                    _l2_normalize_rows(sK, gtid, K)
+                    l2_normalize_rows(sK, gtid, K)
                 cute.arch.sync_threads()
             last_row = rows_left - 1
             if rows_left > C:
                 last_row = C - 1
-            mma_ck, mma_cc = _tiled_mma(io, C, K), _tiled_mma(io, C, C)
+            mma_ck, mma_cc = warp_mma(io, C, K), warp_mma(io, C, C)
 
             if tidx < THREADS:
                 # dq's state term scale exp(gamma) (dO h), staged in fp32 for the per-channel pass
-                acc, crd = _acc(mma_ck, gtid, C, K)
-                _mm(mma_ck, gtid, acc, sDo, sH, io)
+                acc, crd = zeroed_acc(mma_ck, gtid, C, K)
+                matmul(mma_ck, gtid, acc, sDo, sH, io)
                 for e in cutlass.range_constexpr(cute.size(acc)):
-                    acc[e] = acc[e] * self.scale * _exp(sGam[crd[e][0], crd[e][1]])
-                _to_gmem(mma_ck, gtid, acc, crd, _chunk_rows(mDq, r0, h, K), rows_left, Float32)
+                    acc[e] = acc[e] * self.scale * fast_exp(sGam[crd[e][0], crd[e][1]])
+                acc_to_gmem(mma_ck, gtid, acc, crd, chunk_rows(mDq, r0, h, K), rows_left, Float32)
                 # dw = -dv_new h
-                dw, _ = _acc(mma_ck, gtid, C, K)
-                _mm(mma_ck, gtid, dw, sDvn, sH, io)
+                dw, _ = zeroed_acc(mma_ck, gtid, C, K)
+                matmul(mma_ck, gtid, dw, sDvn, sH, io)
                 for e in cutlass.range_constexpr(cute.size(dw)):
                     dw[e] = -dw[e]
-                _to_gmem(mma_ck, gtid, dw, crd, _chunk_rows(mDw, r0, h, K), rows_left, io)
+                acc_to_gmem(mma_ck, gtid, dw, crd, chunk_rows(mDw, r0, h, K), rows_left, io)
             else:
                 # the passed state's dk term exp(last - gamma) (v_new dh)
-                kt, crd = _acc(mma_ck, gtid, C, K)
-                _mm(mma_ck, gtid, kt, sVn, sDh, io)
+                kt, crd = zeroed_acc(mma_ck, gtid, C, K)
+                matmul(mma_ck, gtid, kt, sVn, sDh, io)
                 for e in cutlass.range_constexpr(cute.size(kt)):
                     col = crd[e][1]
-                    kt[e] = kt[e] * _exp(sGam[last_row, col] - sGam[crd[e][0], col])
-                _to_gmem(mma_ck, gtid, kt, crd, _chunk_rows(mDk, r0, h, K), rows_left, Float32)
+                    kt[e] = kt[e] * fast_exp(sGam[last_row, col] - sGam[crd[e][0], col])
+                acc_to_gmem(mma_ck, gtid, kt, crd, chunk_rows(mDk, r0, h, K), rows_left, Float32)
                 # dp = scale dO v_new^T on the causal, real part
-                dp, crd_p = _acc(mma_cc, gtid, C, C)
-                _mm(mma_cc, gtid, dp, sDo, _t(sVn), io)
-                _lower_to_smem(dp, crd_p, sM, sMT, Float32(self.scale), True, rows_left)
+                dp, crd_p = zeroed_acc(mma_cc, gtid, C, C)
+                matmul(mma_cc, gtid, dp, sDo, trans(sVn), io)
+                lower_to_smem(dp, crd_p, sM, sMT, Float32(self.scale), True, rows_left)
             cute.arch.sync_threads()  # sM complete, the staged terms written
 
             # the per-channel pass, a key channel per thread of each group: the first takes sub-chunks
@@ -447,7 +447,9 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
             cute.arch.sync_threads()  # both groups' rows of d gamma written, the second's share in
             if tidx < K:
                 tail = Float32(mDgp[r0 + last_row, h, col])
-                mDgp[r0 + last_row, h, col] = tail + _exp(sGam[last_row, col]) * part + passed + sPassed[col]
+                mDgp[r0 + last_row, h, col] = (
+                    tail + fast_exp(sGam[last_row, col]) * part + passed + sPassed[col]
+                )
 
     @cute.kernel
     def grad_wy_kda(
@@ -488,35 +490,35 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
         tidx, _, _ = cute.arch.thread_idx()
         slot, h, _ = cute.arch.block_idx()
         bh = h // b_group
-        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
+        bos, length, c = slot_chunk(mCu, slot, sequences, search_steps)
         rows_left = length - c * C
         if c * C < length:
             r0 = bos + c * C
             last_row = cutlass.min(rows_left, C) - 1  # the chunk's last real row
             smem = utils.SmemAllocator()
-            sK, sDw, sKw = _tile(smem, io, C, K), _tile(smem, io, C, K), _tile(smem, io, C, K)
-            sV, sDvn, sVw = _tile(smem, io, C, V), _tile(smem, io, C, V), _tile(smem, io, C, V)
-            sT, sDt, sTmp = _tile(smem, io, C, C), _tile(smem, io, C, C), _tile(smem, io, C, C)
+            sK, sDw, sKw = smem_tile(smem, io, C, K), smem_tile(smem, io, C, K), smem_tile(smem, io, C, K)
+            sV, sDvn, sVw = smem_tile(smem, io, C, V), smem_tile(smem, io, C, V), smem_tile(smem, io, C, V)
+            sT, sDt, sTmp = smem_tile(smem, io, C, C), smem_tile(smem, io, C, C), smem_tile(smem, io, C, C)
             sGam = smem.allocate_tensor(Float32, cute.make_layout((C, K), stride=(K, 1)), 16)
             sM = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)
             sMT = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(C, 1)), 16)
-            sDwrite = _vector(smem)
+            sDwrite = smem_vector(smem)
             # the erase key's beta: KDA's one a row; GDN-2's one a channel, after the options, kept
             # [C, K] fp32 (32 KB, 201 KB in all) where it was read from global memory at each use,
             # the per-channel pass's row loop waiting on one such read a row
             if const_expr(self.gdn2):
                 sBeta = smem.allocate_tensor(Float32, cute.make_layout((C, K), stride=(K, 1)), 16)
             else:
-                sBeta = _vector(smem)
-            g2s_k, g2s_v, g2s_c = _g2s(io, K), _g2s(io, V), _g2s(io, C)
+                sBeta = smem_vector(smem)
+            g2s_k, g2s_v, g2s_c = cta_g2s(io, K), cta_g2s(io, V), cta_g2s(io, C)
             gtid = tidx % THREADS  # the index within its group of 128 (copies, MMA fragments)
             if tidx < THREADS:
-                _load_rows(g2s_k, gtid, _chunk_rows(mK, r0, h // k_group, K), sK, rows_left)
-                _load_rows(g2s_v, gtid, _chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
-                _load_rows(g2s_k, gtid, _chunk_rows(mDw, r0, h, K), sDw, rows_left)
+                load_rows(g2s_k, gtid, chunk_rows(mK, r0, h // k_group, K), sK, rows_left)
+                load_rows(g2s_v, gtid, chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
+                load_rows(g2s_k, gtid, chunk_rows(mDw, r0, h, K), sDw, rows_left)
             else:
-                _load_rows(g2s_v, gtid, _chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
-                _load_rows(g2s_c, gtid, mT[slot, h, None, None], sT, C)
+                load_rows(g2s_v, gtid, chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
+                load_rows(g2s_c, gtid, mT[slot, h, None, None], sT, C)
             cute.arch.cp_async_commit_group()
             if tidx < K:
                 self.fwd._gamma_column(
@@ -531,61 +533,61 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
                 if tidx < THREADS:
-                    _l2_normalize_rows(sK, gtid, K)
+                    l2_normalize_rows(sK, gtid, K)
                 cute.arch.sync_threads()
             # kw = e exp(gamma), and GDN-2's gated values w_gate v, 8 channels a thread (16-byte
             # shared loads and stores, GDN-2's beta and gate 16-byte global loads: the prepare's form)
-            per_row = K // _VEC
+            per_row = K // VEC
             c8 = tidx % per_row  # this thread's 8 channels (GRAD_THREADS % per_row == 0)
             for e in cutlass.range_constexpr(C * per_row // GRAD_THREADS):
                 r = (tidx + e * GRAD_THREADS) // per_row
-                k8, gam8 = _load8(sK, r, c8), _load8(sGam, r, c8)
-                kw8 = cute.make_rmem_tensor((_VEC,), io)
+                k8, gam8 = load8(sK, r, c8), load8(sGam, r, c8)
+                kw8 = cute.make_rmem_tensor((VEC,), io)
                 if const_expr(self.gdn2):
                     beta8 = self.fwd._beta8(mBeta, r0, r, last_row, bh, c8)
-                    cute.autovec_copy(beta8, _vec8(sBeta, r, c8))
+                    cute.autovec_copy(beta8, vec8(sBeta, r, c8))
                 else:
                     b = sBeta[r]
-                for j in cutlass.range_constexpr(_VEC):
-                    kw = k8[j].to(Float32) * _exp(gam8[j])
+                for j in cutlass.range_constexpr(VEC):
+                    kw = k8[j].to(Float32) * fast_exp(gam8[j])
                     if const_expr(self.gdn2):
                         kw = kw * beta8[j]
                     else:
                         kw = kw * b
                     kw8[j] = kw.to(io)
-                cute.autovec_copy(kw8, _vec8(sKw, r, c8))
+                cute.autovec_copy(kw8, vec8(sKw, r, c8))
             if const_expr(self.gdn2):
-                v_row = V // _VEC
+                v_row = V // VEC
                 for e in cutlass.range_constexpr(C * v_row // GRAD_THREADS):
                     r, cv = (tidx + e * GRAD_THREADS) // v_row, (tidx + e * GRAD_THREADS) % v_row
                     # v's rows past the sequence are 0; the gate read from a real row, without a branch
-                    v8 = _load8(sV, r, cv)
-                    gate8 = _load8(mWg[None, h // w_group, None], r0 + cutlass.min(Int32(r), last_row), cv)
-                    vw8 = cute.make_rmem_tensor((_VEC,), io)
-                    for j in cutlass.range_constexpr(_VEC):
+                    v8 = load8(sV, r, cv)
+                    gate8 = load8(mWg[None, h // w_group, None], r0 + cutlass.min(Int32(r), last_row), cv)
+                    vw8 = cute.make_rmem_tensor((VEC,), io)
+                    for j in cutlass.range_constexpr(VEC):
                         vw8[j] = (v8[j].to(Float32) * gate8[j].to(Float32)).to(io)
-                    cute.autovec_copy(vw8, _vec8(sVw, r, cv))
+                    cute.autovec_copy(vw8, vec8(sVw, r, cv))
             cute.arch.sync_threads()
-            mma_cc, mma_ck, mma_cv = _tiled_mma(io, C, C), _tiled_mma(io, C, K), _tiled_mma(io, C, V)
+            mma_cc, mma_ck, mma_cv = warp_mma(io, C, C), warp_mma(io, C, K), warp_mma(io, C, V)
 
             # the first group: dT = dv_new vw^T + dw kw^T (KDA: beta a column scale of dv_new v^T), then
             # dA = -tril(T^T dT T^T, -1) in fp32 for the per-channel pass; the second: dvw = T^T dv_new
             # (dv = beta dvw, GDN-2: w_gate dvw; beta's term sum_v dvw v, GDN-2: the write gate's
             # gradient dvw v), then the erase key's first term exp(gamma) (T^T dw), staged in fp32
             if tidx < THREADS:
-                dt, crd_p = _acc(mma_cc, gtid, C, C)
+                dt, crd_p = zeroed_acc(mma_cc, gtid, C, C)
                 if const_expr(self.gdn2):
-                    _mm(mma_cc, gtid, dt, sDvn, _t(sVw), io)
+                    matmul(mma_cc, gtid, dt, sDvn, trans(sVw), io)
                 else:
-                    _mm(mma_cc, gtid, dt, sDvn, _t(sV), io)
+                    matmul(mma_cc, gtid, dt, sDvn, trans(sV), io)
                     for e in cutlass.range_constexpr(cute.size(dt)):
                         dt[e] = dt[e] * sBeta[crd_p[e][1]]
-                _mm(mma_cc, gtid, dt, sDw, _t(sKw), io)
-                _to_smem(mma_cc, gtid, dt, sDt, io)
+                matmul(mma_cc, gtid, dt, sDw, trans(sKw), io)
+                acc_to_smem(mma_cc, gtid, dt, sDt, io)
             else:
-                dvw, crd_v = _acc(mma_cv, gtid, C, V)
-                _mm(mma_cv, gtid, dvw, _t(sT), sDvn, io)
-                terms_v, _ = _acc(mma_cv, gtid, C, V)
+                dvw, crd_v = zeroed_acc(mma_cv, gtid, C, V)
+                matmul(mma_cv, gtid, dvw, trans(sT), sDvn, io)
+                terms_v, _ = zeroed_acc(mma_cv, gtid, C, V)
                 v_part = mma_cv.get_slice(gtid).partition_C(sV)
                 for e in cutlass.range_constexpr(cute.size(dvw)):
                     row, col = crd_v[e][0], crd_v[e][1]
@@ -596,38 +598,38 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
                     else:
                         dvw[e] = dvw[e] * sBeta[row]
                 if const_expr(self.gdn2):
-                    _to_gmem(
+                    acc_to_gmem(
                         mma_cv,
                         gtid,
                         terms_v,
                         crd_v,
-                        _chunk_rows(mDwg, r0, h, V),
+                        chunk_rows(mDwg, r0, h, V),
                         rows_left,
                         mDwg.element_type,
                     )
                 else:
-                    _row_sums(terms_v, crd_v, sDwrite)
+                    row_sums(terms_v, crd_v, sDwrite)
                 if const_expr(self.direct_v):
-                    _to_gmem(mma_cv, gtid, dvw, crd_v, _chunk_rows(mDV, r0, h, V), rows_left, io)
+                    acc_to_gmem(mma_cv, gtid, dvw, crd_v, chunk_rows(mDV, r0, h, V), rows_left, io)
                 else:
-                    _to_gmem(mma_cv, gtid, dvw, crd_v, _chunk_rows(mDv, r0, h, V), rows_left, Float32)
+                    acc_to_gmem(mma_cv, gtid, dvw, crd_v, chunk_rows(mDv, r0, h, V), rows_left, Float32)
             cute.arch.sync_threads()  # sDt complete
 
             if tidx < THREADS:
-                tmp, _ = _acc(mma_cc, gtid, C, C)
-                _mm(mma_cc, gtid, tmp, _t(sT), sDt, io)
-                _to_smem(mma_cc, gtid, tmp, sTmp, io)
+                tmp, _ = zeroed_acc(mma_cc, gtid, C, C)
+                matmul(mma_cc, gtid, tmp, trans(sT), sDt, io)
+                acc_to_smem(mma_cc, gtid, tmp, sTmp, io)
             else:
-                de, crd = _acc(mma_ck, gtid, C, K)
-                _mm(mma_ck, gtid, de, _t(sT), sDw, io)
+                de, crd = zeroed_acc(mma_ck, gtid, C, K)
+                matmul(mma_ck, gtid, de, trans(sT), sDw, io)
                 for e in cutlass.range_constexpr(cute.size(de)):
-                    de[e] = de[e] * _exp(sGam[crd[e][0], crd[e][1]])
-                _to_gmem(mma_ck, gtid, de, crd, _chunk_rows(mDe, r0, h, K), rows_left, Float32)
+                    de[e] = de[e] * fast_exp(sGam[crd[e][0], crd[e][1]])
+                acc_to_gmem(mma_ck, gtid, de, crd, chunk_rows(mDe, r0, h, K), rows_left, Float32)
             cute.arch.sync_threads()  # sTmp complete
             if tidx < THREADS:
-                da, crd_p = _acc(mma_cc, gtid, C, C)
-                _mm(mma_cc, gtid, da, sTmp, _t(sT), io)
-                _lower_to_smem(da, crd_p, sM, sMT, Float32(-1.0), False, rows_left)
+                da, crd_p = zeroed_acc(mma_cc, gtid, C, C)
+                matmul(mma_cc, gtid, da, sTmp, trans(sT), io)
+                lower_to_smem(da, crd_p, sM, sMT, Float32(-1.0), False, rows_left)
             cute.arch.sync_threads()  # sM complete, de staged
 
             # the per-channel pass, a key channel per thread of each group, sub-chunks 0 and 3 to the
@@ -658,20 +660,20 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
                 run = Float32(0.0)
                 part_a = Float32(0.0)
                 part_b = Float32(0.0)
-                for rq in cutlass.range(C // _REVERSE, unroll=1):
-                    top = C - 1 - rq * _REVERSE  # this group's rows, from the bottom up
-                    staged = _staged(mDgp, r0, top - (_REVERSE - 1), last_row, h, col, _REVERSE)
+                for rq in cutlass.range(C // REVERSE, unroll=1):
+                    top = C - 1 - rq * REVERSE  # this group's rows, from the bottom up
+                    staged = read_staged(mDgp, r0, top - (REVERSE - 1), last_row, h, col, REVERSE)
                     raw_g = staged
                     if const_expr(self.safe_gate):
-                        raw_g = _staged(mG, r0, top - (_REVERSE - 1), last_row, h // g_group, col, _REVERSE)
-                    for u in cutlass.range_constexpr(_REVERSE):
+                        raw_g = read_staged(mG, r0, top - (REVERSE - 1), last_row, h // g_group, col, REVERSE)
+                    for u in cutlass.range_constexpr(REVERSE):
                         r = top - u
                         if r < rows_left:
-                            run = run + staged[_REVERSE - 1 - u]
+                            run = run + staged[REVERSE - 1 - u]
                             d_raw = run
                             if const_expr(self.safe_gate):
-                                z = (raw_g[_REVERSE - 1 - u] + bias) * rate
-                                sig = 1.0 / (1.0 + _exp(-z))
+                                z = (raw_g[REVERSE - 1 - u] + bias) * rate
+                                sig = 1.0 / (1.0 + fast_exp(-z))
                                 d_z = run * self.lower_bound * sig * (1.0 - sig)
                                 d_raw = d_z * rate
                                 part_a = part_a + d_z * z
@@ -699,7 +701,7 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
         tidx, _, _ = cute.arch.thread_idx()
         p, _, _ = cute.arch.block_idx()
         smem = utils.SmemAllocator()
-        sRed = _vector(smem, 4)
+        sRed = smem_vector(smem, 4)
         acc = Float32(0.0)
         if tidx < self.K:
             for s in cutlass.range(slots, unroll=4):
@@ -709,6 +711,6 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
             if tidx < self.K:
                 mDst[p, tidx] = acc.to(mDst.element_type)
         else:
-            total = _block_sum(acc, tidx, sRed)
+            total = block_sum(acc, tidx, sRed)
             if tidx == 0:
                 mDst[p] = total.to(mDst.element_type)

@@ -12,7 +12,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, const_expr
 
-from pygraph_linear_attention.common.sm90_tiles import CHUNK, _exp
+from pygraph_linear_attention.common.sm90_tiles import CHUNK, fast_exp
 from pygraph_linear_attention.kda.sm90_fwd import SUB
 
 __all__ = ["AHEAD", "KdaChannelPass"]
@@ -21,13 +21,15 @@ __all__ = ["AHEAD", "KdaChannelPass"]
 # iteration, every row waited a global round trip (64 in a row a pass). They are read AHEAD rows
 # ahead instead, into a ring of registers (a row's sum of up to 64 multiply-adds covers about a
 # quarter of a round trip); the reverse sum, whose rows are a few instructions each, reads them
-# _REVERSE at a time.
+# REVERSE at a time.
 AHEAD = 4
-_REVERSE = 16
+REVERSE = 16
 
 
 @cute.jit
-def _staged(m: cute.Tensor, r0: Int32, base: Int32, last_row: Int32, h: Int32, col: Int32, n: int = AHEAD):
+def read_staged(
+    m: cute.Tensor, r0: Int32, base: Int32, last_row: Int32, h: Int32, col: Int32, n: int = AHEAD
+):
     """``m[r0 + base + u, h, col]`` for u < n as fp32 registers, every load issued before any is
     used; rows past ``last_row`` (the chunk's last real row) read that row instead, in bounds, for
     the caller to ignore."""
@@ -39,7 +41,7 @@ def _staged(m: cute.Tensor, r0: Int32, base: Int32, last_row: Int32, h: Int32, c
 
 @cute.jit
 def _advance(ring: cute.Tensor, m: cute.Tensor, r0: Int32, row: Int32, last_row: Int32, h: Int32, col: Int32):
-    """Shift the ring (`_staged`) by one row, reading ``m`` at ``row`` (clamped) into its end: its
+    """Shift the ring (`read_staged`) by one row, reading ``m`` at ``row`` (clamped) into its end: its
     first entry is then the next row's term."""
     for u in cutlass.range_constexpr(AHEAD - 1):
         ring[u] = ring[u + 1]
@@ -54,7 +56,7 @@ _PARTS = 4  # partial sums of a weighted sum: one chain of dependent multiply-ad
 def _dot(sM: cute.Tensor, row: Int32, f: cute.Tensor, lo: int, n: int):
     """``sum_u sM[row, lo + u] f[u]`` over u < n, in _PARTS interleaved partial sums. A row: every lane
     of a warp reads the same words, four at a time (16-byte loads); the columns-weighted sums read
-    the transposed copy's rows (`_lower_to_smem`), where reading the matrix's columns took one 4-byte
+    the transposed copy's rows (`lower_to_smem`), where reading the matrix's columns took one 4-byte
     load a term."""
     parts = [Float32(0.0) for _ in range(_PARTS)]
     for u in cutlass.range_constexpr(n):
@@ -63,7 +65,7 @@ def _dot(sM: cute.Tensor, row: Int32, f: cute.Tensor, lo: int, n: int):
 
 
 @cute.jit
-def _lower_to_smem(
+def lower_to_smem(
     acc: cute.Tensor,
     crd: Any,
     sM: cute.Tensor,
@@ -115,16 +117,16 @@ class KdaChannelPass:
             ref = sGam[i * SUB, col]
             f = cute.make_rmem_tensor(((i + 1) * SUB,), Float32)
             for j in cutlass.range_constexpr((i + 1) * SUB):
-                f[j] = sK[j, col].to(Float32) * _exp(ref - sGam[j, col])
+                f[j] = sK[j, col].to(Float32) * fast_exp(ref - sGam[j, col])
             sub_last = cutlass.min(last_row, Int32(i * SUB + SUB - 1))
-            ring = _staged(mStaged, r0, i * SUB, sub_last, h, col)
+            ring = read_staged(mStaged, r0, i * SUB, sub_last, h, col)
             for rr in cutlass.range(SUB, unroll=1):
                 r = i * SUB + rr
                 staged = ring[0]
                 _advance(ring, mStaged, r0, r + AHEAD, sub_last, h, col)
                 s = _dot(sM, r, f, 0, (i + 1) * SUB)  # sM is 0 above the diagonal
                 if r < rows_left:
-                    total = staged + s * _exp(sGam[r, col] - ref)
+                    total = staged + s * fast_exp(sGam[r, col] - ref)
                     if const_expr(is_dq and self.direct_qk):
                         mDQ[r0 + r, h, col] = total.to(mDQ.element_type)
                     else:
@@ -152,10 +154,10 @@ class KdaChannelPass:
             ref = sGam[i * SUB + SUB - 1, col]
             f = cute.make_rmem_tensor((CHUNK - i * SUB,), Float32)
             for r in cutlass.range_constexpr(i * SUB, CHUNK):
-                f[r - i * SUB] = sQ[r, col].to(Float32) * _exp(sGam[r, col] - ref)
+                f[r - i * SUB] = sQ[r, col].to(Float32) * fast_exp(sGam[r, col] - ref)
             sub_last = cutlass.min(last_row, Int32(i * SUB + SUB - 1))
-            ring_k = _staged(mDk, r0, i * SUB, sub_last, h, col)
-            ring_g = _staged(mDgp, r0, i * SUB, sub_last, h, col)
+            ring_k = read_staged(mDk, r0, i * SUB, sub_last, h, col)
+            ring_g = read_staged(mDgp, r0, i * SUB, sub_last, h, col)
             for jj in cutlass.range(SUB, unroll=1):
                 j = i * SUB + jj
                 kt_j, dgp = ring_k[0], ring_g[0]
@@ -164,7 +166,7 @@ class KdaChannelPass:
                 s = _dot(sMT, j, f, i * SUB, CHUNK - i * SUB)  # dp is 0 above the diagonal
                 if j < rows_left:
                     kv = sK[j, col].to(Float32)
-                    dk = kt_j + s * _exp(ref - sGam[j, col])
+                    dk = kt_j + s * fast_exp(ref - sGam[j, col])
                     mDk[r0 + j, h, col] = dk
                     mDgp[r0 + j, h, col] = dgp - kv * dk
                     passed = passed + kv * kt_j
@@ -200,11 +202,11 @@ class KdaChannelPass:
             f = cute.make_rmem_tensor((CHUNK - i * SUB,), Float32)
             for r in cutlass.range_constexpr(i * SUB, CHUNK):
                 erase = sK[r, col].to(Float32) * self._erase_beta(sBeta, r, col)
-                f[r - i * SUB] = erase * _exp(sGam[r, col] - ref)
+                f[r - i * SUB] = erase * fast_exp(sGam[r, col] - ref)
             sub_last = cutlass.min(last_row, Int32(i * SUB + SUB - 1))
-            ring_e = _staged(mDe, r0, i * SUB, sub_last, h, col)
-            ring_k = _staged(mDk, r0, i * SUB, sub_last, h, col)
-            ring_g = _staged(mDgp, r0, i * SUB, sub_last, h, col)
+            ring_e = read_staged(mDe, r0, i * SUB, sub_last, h, col)
+            ring_k = read_staged(mDk, r0, i * SUB, sub_last, h, col)
+            ring_g = read_staged(mDgp, r0, i * SUB, sub_last, h, col)
             for jj in cutlass.range(SUB, unroll=1):
                 j = i * SUB + jj
                 de_j, kt_j, dgp = ring_e[0], ring_k[0], ring_g[0]
@@ -216,7 +218,7 @@ class KdaChannelPass:
                 if j < rows_left:
                     kv = sK[j, col].to(Float32)
                     b = self._erase_beta(sBeta, j, col)
-                    through = s * _exp(ref - sGam[j, col])
+                    through = s * fast_exp(ref - sGam[j, col])
                     dk = kt_j + through + b * de_j
                     if const_expr(self.direct_qk):
                         mDK[r0 + j, h, col] = dk.to(mDK.element_type)
@@ -253,6 +255,6 @@ class KdaChannelPass:
                 raw = Float32(mBeta[tok, bh, col].to(Float32))
             else:
                 raw = Float32(mBeta[tok, bh].to(Float32))
-            s = 1.0 / (1.0 + _exp(-raw))
+            s = 1.0 / (1.0 + fast_exp(-raw))
             d_write = d_write * s * (1.0 - s)
         return d_write

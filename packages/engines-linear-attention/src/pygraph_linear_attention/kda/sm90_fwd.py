@@ -17,7 +17,7 @@ warpgroup MMAs, run with ``channel_decay``).
      ``mma.sync`` of [16, K] x [K, 64]. With x = beta k (GDN-2: beta per channel) they give ``A``
      (strictly lower), with x = q the chunk's scores ``P`` (causal, 0 past the sequence), stored
      [T, HO, 64] in the io dtype;
-   - ``T = (I + A)^-1`` by `gdn_sm90_fwd._substitute` (exact fp32 forward substitution, a column a
+   - ``T = (I + A)^-1`` by `common.sm90_tiles.forward_substitute` (exact fp32 forward substitution, a column a
      thread), stored as ``T diag(beta)`` (KDA) or ``T`` (GDN-2) in the io dtype, then
      ``u = T diag(beta) v`` (GDN-2: ``T (w_gate v)``) and ``w = T diag(beta) (k exp(gamma))``
      (GDN-2: ``T (beta k exp(gamma))``);
@@ -43,26 +43,27 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
-from pygraph_linear_attention.gdn.sm90_fwd import GdnSm90Fwd, _substitute
 from pygraph_linear_attention.common.sm90_tiles import (
-    _VEC,
     CHUNK,
     THREADS,
-    _acc,
-    _aligned,
-    _chunk_rows,
-    _exp,
-    _g2s,
-    _gemm,
-    _l2_normalize_rows,
-    _load_rows,
-    _row_major,
-    _slot_chunk,
-    _tile,
-    _tiled_mma,
-    _vector,
-    _wy_rows_to_gmem,
+    VEC,
+    aligned_stride,
+    chunk_rows,
+    cta_g2s,
+    fast_exp,
+    forward_substitute,
+    l2_normalize_rows,
+    load_rows,
+    row_major,
+    slot_chunk,
+    smem_gemm,
+    smem_tile,
+    smem_vector,
+    warp_mma,
+    wy_rows_to_gmem,
+    zeroed_acc,
 )
+from pygraph_linear_attention.gdn.sm90_fwd import GdnSm90Fwd
 
 __all__ = ["PREP_LAUNCH", "PREP_THREADS", "SUB", "KdaSm90Fwd"]
 
@@ -80,16 +81,16 @@ PREP_LAUNCH = {"block": [PREP_THREADS, 1, 1], "min_blocks_per_mp": 2, "preferred
 _PAIR = cutlass.BFloat16  # their factors' dtype: fp32's exponent range (the key side reaches exp(75))
 
 
-def _vec8(tile, row, c8):
+def vec8(tile, row, c8):
     """The ``c8``-th 8 values of row ``row`` of a row-major tile (shared: 16 contiguous bytes of a
     swizzled 16-bit tile, 32 of an fp32 one) or of a global row."""
-    return cute.local_tile(tile[row, None], (_VEC,), (c8,))
+    return cute.local_tile(tile[row, None], (VEC,), (c8,))
 
 
-def _load8(tile, row, c8):
-    """`_vec8` of the tile, copied into registers."""
-    vals = cute.make_rmem_tensor((_VEC,), tile.element_type)
-    cute.autovec_copy(_vec8(tile, row, c8), vals)
+def load8(tile, row, c8):
+    """`vec8` of the tile, copied into registers."""
+    vals = cute.make_rmem_tensor((VEC,), tile.element_type)
+    cute.autovec_copy(vec8(tile, row, c8), vals)
     return vals
 
 
@@ -175,7 +176,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
 
         def rows(ptr, heads, dim, aligned=True):
             """A [tokens, heads, dim] row-major view (rows 16-byte aligned where copied 16 bytes at a time)."""
-            stride = _aligned(heads * dim) if aligned else heads * dim
+            stride = aligned_stride(heads * dim) if aligned else heads * dim
             return cute.make_tensor(ptr, cute.make_layout((tokens, heads, dim), stride=(stride, dim, 1)))
 
         mQ, mK, mV = rows(q_ptr, heads_qk, K), rows(k_ptr, heads_qk, K), rows(v_ptr, heads_v, V)
@@ -201,7 +202,9 @@ class KdaSm90Fwd(GdnSm90Fwd):
         mU, mVnew, mP = rows(u_ptr, heads_out, V), rows(vnew_ptr, heads_out, V), rows(p_ptr, heads_out, C)
         mHs = cute.make_tensor(
             hs_ptr,
-            cute.make_layout((slots, heads_out, V, K), stride=(_aligned(heads_out * V * K), V * K, K, 1)),
+            cute.make_layout(
+                (slots, heads_out, V, K), stride=(aligned_stride(heads_out * V * K), V * K, K, 1)
+            ),
         )
         groups = (
             heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
@@ -249,39 +252,39 @@ class KdaSm90Fwd(GdnSm90Fwd):
         slot, h, _ = cute.arch.block_idx()
         hk, bh = h // k_group, h // b_group
 
-        bos, length, c = _slot_chunk(mCu, slot, sequences, search_steps)
+        bos, length, c = slot_chunk(mCu, slot, sequences, search_steps)
         rows_left = length - c * C
         if c * C < length:
             r0 = bos + c * C
             last_row = cutlass.min(rows_left, C) - 1  # the chunk's last real row
             smem = utils.SmemAllocator()
             # 104 KB at K = V = 128: two CTAs an SM
-            sQ = _tile(smem, io, C, K)
-            sK = _tile(smem, io, C, K)
+            sQ = smem_tile(smem, io, C, K)
+            sK = smem_tile(smem, io, C, K)
             sGam = smem.allocate_tensor(Float32, cute.make_layout((C, K), stride=(K, 1)), 16)
             # A (fp32), then (once the substitution has read it) T's scaled copy (io), as gdn_sm90's
             raw_a = smem.allocate(C * C * 4, 1024)
             sA = cute.make_tensor(
                 cute.recast_ptr(raw_a, dtype=Float32), cute.make_layout((C, C), stride=(C, 1))
             )
-            t_layout, t_swz = _row_major(C, C)
+            t_layout, t_swz = row_major(C, C)
             sT = cute.make_tensor(cute.recast_ptr(raw_a, t_swz, dtype=io), t_layout)
             # one 16 KB region, in turn: the key-side factors, v (u's operand)
             raw_r = smem.allocate(C * max(K, V) * 2, 1024)
-            y_layout, y_swz = _row_major(C, K)
-            v_layout, v_swz = _row_major(C, V)
+            y_layout, y_swz = row_major(C, K)
+            v_layout, v_swz = row_major(C, V)
             sY = cute.make_tensor(cute.recast_ptr(raw_r, y_swz, dtype=_PAIR), y_layout)
             sV = cute.make_tensor(cute.recast_ptr(raw_r, v_swz, dtype=io), v_layout)
-            sX = _tile(smem, _PAIR, SUB, K)
-            sQX = _tile(smem, _PAIR, SUB, K)
-            sBeta = _vector(smem)
+            sX = smem_tile(smem, _PAIR, SUB, K)
+            sQX = smem_tile(smem, _PAIR, SUB, K)
+            sBeta = smem_vector(smem)
 
             # each group of 128 threads issues its copies and takes its MMA fragments by its own index
-            g2s_k = _g2s(io, K)
+            g2s_k = cta_g2s(io, K)
             if tidx < THREADS:
-                _load_rows(g2s_k, tidx, _chunk_rows(mQ, r0, hk, K), sQ, rows_left)
+                load_rows(g2s_k, tidx, chunk_rows(mQ, r0, hk, K), sQ, rows_left)
             else:
-                _load_rows(g2s_k, tidx - THREADS, _chunk_rows(mK, r0, hk, K), sK, rows_left)
+                load_rows(g2s_k, tidx - THREADS, chunk_rows(mK, r0, hk, K), sK, rows_left)
             cute.arch.cp_async_commit_group()
 
             # the gates, a key channel per thread: gamma = cumsum of the (safe) gate down the chunk; the
@@ -299,9 +302,9 @@ class KdaSm90Fwd(GdnSm90Fwd):
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
                 if tidx < THREADS:
-                    _l2_normalize_rows(sQ, tidx, K)
+                    l2_normalize_rows(sQ, tidx, K)
                 else:
-                    _l2_normalize_rows(sK, tidx - THREADS, K)
+                    l2_normalize_rows(sK, tidx - THREADS, K)
                 cute.arch.sync_threads()
 
             # the output's operand q exp(gamma) (k exp(last - gamma) is the second group's during the
@@ -313,63 +316,63 @@ class KdaSm90Fwd(GdnSm90Fwd):
             # here the vectors of q whose place the sub-chunk pass below overwrites by the same
             # thread (that pass gives vector f = r * K / 8 + c8 to thread f % 256, as this loop
             # does), so no barrier between them
-            per_row = K // _VEC
+            per_row = K // VEC
             c8 = tidx % per_row  # this thread's 8 channels in every element loop (256 % per_row == 0)
             for e in cutlass.range(C * per_row // PREP_THREADS, unroll=2):
                 r = (tidx + e * PREP_THREADS) // per_row
-                q8, gam8 = _load8(sQ, r, c8), _load8(sGam, r, c8)
-                qd8 = cute.make_rmem_tensor((_VEC,), io)
-                for j in cutlass.range_constexpr(_VEC):
-                    qd8[j] = (q8[j].to(Float32) * _exp(gam8[j])).to(io)
+                q8, gam8 = load8(sQ, r, c8), load8(sGam, r, c8)
+                qd8 = cute.make_rmem_tensor((VEC,), io)
+                for j in cutlass.range_constexpr(VEC):
+                    qd8[j] = (q8[j].to(Float32) * fast_exp(gam8[j])).to(io)
                 if r < rows_left:
-                    cute.autovec_copy(qd8, _vec8(mQd[None, h, None], r0 + r, c8))
+                    cute.autovec_copy(qd8, vec8(mQd[None, h, None], r0 + r, c8))
 
             # A and P by sub-chunks: rows ref.. ref + 15 against the keys up to their end (A by the
             # first group, P by the second)
-            mma_sub = _tiled_mma(_PAIR, SUB, C)
+            mma_sub = warp_mma(_PAIR, SUB, C)
             sub_vectors = SUB * per_row  # a sub-chunk's vectors: 256 at K = 128, 128 at 64
             for i in cutlass.range_constexpr(C // SUB):
                 ref = i * SUB
-                ref8 = _load8(sGam, ref, c8)
+                ref8 = load8(sGam, ref, c8)
                 # the sub-chunk's rows: vector f to thread f % 256, as the q loop gave them (at K = 64
                 # the first 128 threads take the even sub-chunks, the others the odd)
                 first = i * sub_vectors % PREP_THREADS  # the sub-chunk's first vector's thread
                 if tidx // sub_vectors == first // sub_vectors:
                     r = (tidx - first + i * sub_vectors) // per_row
-                    k8, q8, gam8 = _load8(sK, r, c8), _load8(sQ, r, c8), _load8(sGam, r, c8)
-                    x8 = cute.make_rmem_tensor((_VEC,), _PAIR)
-                    qx8 = cute.make_rmem_tensor((_VEC,), _PAIR)
-                    kg8 = cute.make_rmem_tensor((_VEC,), io)
+                    k8, q8, gam8 = load8(sK, r, c8), load8(sQ, r, c8), load8(sGam, r, c8)
+                    x8 = cute.make_rmem_tensor((VEC,), _PAIR)
+                    qx8 = cute.make_rmem_tensor((VEC,), _PAIR)
+                    kg8 = cute.make_rmem_tensor((VEC,), io)
                     if const_expr(self.gdn2):
                         beta8 = self._beta8(mBeta, r0, r, last_row, bh, c8)
-                    for j in cutlass.range_constexpr(_VEC):
-                        f = _exp(gam8[j] - ref8[j])
+                    for j in cutlass.range_constexpr(VEC):
+                        f = fast_exp(gam8[j] - ref8[j])
                         k_val = k8[j].to(Float32)
                         if const_expr(self.gdn2):
                             k_val = k_val * beta8[j]
                         x8[j] = (k_val * f).to(_PAIR)
                         qx8[j] = (q8[j].to(Float32) * f).to(_PAIR)
-                        kg8[j] = (k_val * _exp(gam8[j])).to(io)
-                    cute.autovec_copy(x8, _vec8(sX, r - ref, c8))
-                    cute.autovec_copy(qx8, _vec8(sQX, r - ref, c8))
+                        kg8[j] = (k_val * fast_exp(gam8[j])).to(io)
+                    cute.autovec_copy(x8, vec8(sX, r - ref, c8))
+                    cute.autovec_copy(qx8, vec8(sQX, r - ref, c8))
                     # q's row is read no more: its place takes w's operand k exp(gamma) (GDN-2: beta
                     # inside), so beta is read once an element
-                    cute.autovec_copy(kg8, _vec8(sQ, r, c8))
+                    cute.autovec_copy(kg8, vec8(sQ, r, c8))
                 # the keys up to the sub-chunk's end (past it they are left as they are: their columns
                 # are masked below)
                 for e in cutlass.range(((i + 1) * sub_vectors + PREP_THREADS - 1) // PREP_THREADS, unroll=2):
                     flat_y = tidx + e * PREP_THREADS
                     if flat_y < (i + 1) * sub_vectors:
                         r = flat_y // per_row
-                        k8, gam8 = _load8(sK, r, c8), _load8(sGam, r, c8)
-                        y8 = cute.make_rmem_tensor((_VEC,), _PAIR)
-                        for j in cutlass.range_constexpr(_VEC):
-                            y8[j] = (k8[j].to(Float32) * _exp(ref8[j] - gam8[j])).to(_PAIR)
-                        cute.autovec_copy(y8, _vec8(sY, r, c8))
+                        k8, gam8 = load8(sK, r, c8), load8(sGam, r, c8)
+                        y8 = cute.make_rmem_tensor((VEC,), _PAIR)
+                        for j in cutlass.range_constexpr(VEC):
+                            y8[j] = (k8[j].to(Float32) * fast_exp(ref8[j] - gam8[j])).to(_PAIR)
+                        cute.autovec_copy(y8, vec8(sY, r, c8))
                 cute.arch.sync_threads()
                 if tidx < THREADS:
-                    gram, crd = _acc(mma_sub, tidx, SUB, C)
-                    _gemm(mma_sub, tidx, gram, sX, sY, False, False, _PAIR)
+                    gram, crd = zeroed_acc(mma_sub, tidx, SUB, C)
+                    smem_gemm(mma_sub, tidx, gram, sX, sY, False, False, _PAIR)
                     for idx in cutlass.range_constexpr(cute.size(gram)):
                         row, col = crd[idx][0] + ref, crd[idx][1]
                         val = Float32(0.0)
@@ -379,8 +382,8 @@ class KdaSm90Fwd(GdnSm90Fwd):
                                 val = val * sBeta[row]
                         sA[row, col] = val
                 else:
-                    scores, crd = _acc(mma_sub, tidx - THREADS, SUB, C)
-                    _gemm(mma_sub, tidx - THREADS, scores, sQX, sY, False, False, _PAIR)
+                    scores, crd = zeroed_acc(mma_sub, tidx - THREADS, SUB, C)
+                    smem_gemm(mma_sub, tidx - THREADS, scores, sQX, sY, False, False, _PAIR)
                     for idx in cutlass.range_constexpr(cute.size(scores)):
                         row, col = crd[idx][0] + ref, crd[idx][1]
                         if row < rows_left:
@@ -392,15 +395,15 @@ class KdaSm90Fwd(GdnSm90Fwd):
 
             # v into the factors' region while T is solved
             if tidx < THREADS:
-                _load_rows(_g2s(io, V), tidx, _chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
+                load_rows(cta_g2s(io, V), tidx, chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
             cute.arch.cp_async_commit_group()
             # column j of T = (I + A)^-1, a thread each (warps 0 and 1), stored scaled by beta_j (KDA)
             if tidx < C:
                 x = cute.make_rmem_tensor((C,), Float32)
                 if tidx < 32:
-                    _substitute(sA, x, tidx, 0)
+                    forward_substitute(sA, x, tidx, 0)
                 else:
-                    _substitute(sA, x, tidx, 32)
+                    forward_substitute(sA, x, tidx, 32)
                 cute.arch.barrier(barrier_id=1, number_of_threads=C)  # both warps done reading A
                 col_scale = Float32(1.0)
                 if const_expr(not self.gdn2):
@@ -411,33 +414,33 @@ class KdaSm90Fwd(GdnSm90Fwd):
                         mT[slot, h, i, tidx] = x[i].to(io)
             else:  # the second group, idle otherwise: the scan's operand k exp(last - gamma)
                 if tidx >= THREADS:
-                    last8 = _load8(sGam, last_row, c8)
+                    last8 = load8(sGam, last_row, c8)
                     for e in cutlass.range(C * per_row // THREADS, unroll=2):
                         r = (tidx - THREADS + e * THREADS) // per_row
-                        k8, gam8 = _load8(sK, r, c8), _load8(sGam, r, c8)
-                        kd8 = cute.make_rmem_tensor((_VEC,), io)
-                        for j in cutlass.range_constexpr(_VEC):
-                            kd8[j] = (k8[j].to(Float32) * _exp(last8[j] - gam8[j])).to(io)
+                        k8, gam8 = load8(sK, r, c8), load8(sGam, r, c8)
+                        kd8 = cute.make_rmem_tensor((VEC,), io)
+                        for j in cutlass.range_constexpr(VEC):
+                            kd8[j] = (k8[j].to(Float32) * fast_exp(last8[j] - gam8[j])).to(io)
                         if r < rows_left:
-                            cute.autovec_copy(kd8, _vec8(mKd[None, h, None], r0 + r, c8))
+                            cute.autovec_copy(kd8, vec8(mKd[None, h, None], r0 + r, c8))
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             if const_expr(self.gdn2):  # u = T (w_gate v); v's rows past the sequence are 0 already
-                v_row = V // _VEC
+                v_row = V // VEC
                 for e in cutlass.range(C * v_row // PREP_THREADS, unroll=2):
                     r, cv = (tidx + e * PREP_THREADS) // v_row, (tidx + e * PREP_THREADS) % v_row
-                    v8 = _load8(sV, r, cv)
-                    gate8 = _load8(mWg[None, h // w_group, None], r0 + cutlass.min(Int32(r), last_row), cv)
-                    for j in cutlass.range_constexpr(_VEC):
+                    v8 = load8(sV, r, cv)
+                    gate8 = load8(mWg[None, h // w_group, None], r0 + cutlass.min(Int32(r), last_row), cv)
+                    for j in cutlass.range_constexpr(VEC):
                         v8[j] = (v8[j].to(Float32) * gate8[j].to(Float32)).to(io)
-                    cute.autovec_copy(v8, _vec8(sV, r, cv))
+                    cute.autovec_copy(v8, vec8(sV, r, cv))
                 cute.arch.sync_threads()
             # u by the first group; w = T (k exp(gamma)) (GDN-2: beta per channel inside), its operand
             # in q's tile, by the second
             if tidx < THREADS:
-                _wy_rows_to_gmem(tidx, sT, sV, _chunk_rows(mU, r0, h, V), rows_left, io, V)
+                wy_rows_to_gmem(tidx, sT, sV, chunk_rows(mU, r0, h, V), rows_left, io, V)
             else:
-                _wy_rows_to_gmem(tidx - THREADS, sT, sQ, _chunk_rows(mW, r0, h, K), rows_left, io, K)
+                wy_rows_to_gmem(tidx - THREADS, sT, sQ, chunk_rows(mW, r0, h, K), rows_left, io, K)
 
     @cute.jit
     def _gate_params(
@@ -448,7 +451,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
         rate = Float32(1.0)
         bias = Float32(0.0)
         if const_expr(self.safe_gate and self.has_a_log):
-            rate = _exp(Float32(mALog[h // a_group]))
+            rate = fast_exp(Float32(mALog[h // a_group]))
         if const_expr(self.safe_gate and self.has_dt_bias):
             bias = Float32(mDtBias[h // d_group, col])
         return rate, bias
@@ -483,7 +486,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
         for r in cutlass.range_constexpr(CHUNK):
             gate = gates[r]
             if const_expr(self.safe_gate):
-                gate = self.lower_bound / (1.0 + _exp(-(gate + bias) * rate))
+                gate = self.lower_bound / (1.0 + fast_exp(-(gate + bias) * rate))
             total = total + cutlass.select_(Int32(r) < rows_left, gate, Float32(0.0))
             sGam[r, col] = total
         return total
@@ -507,7 +510,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
         """A raw beta of row ``r`` after the options (sigmoid, then the negative-eigenvalue 2x), 0
         past ``last_row``."""
         if const_expr(self.beta_sigmoid):
-            wr = 1.0 / (1.0 + _exp(-wr))
+            wr = 1.0 / (1.0 + fast_exp(-wr))
         if const_expr(self.neg_eigval):
             wr = wr * 2.0
         return Float32(cutlass.select_(Int32(r) <= last_row, wr, Float32(0.0)))
@@ -516,8 +519,8 @@ class KdaSm90Fwd(GdnSm90Fwd):
     def _beta8(self, mBeta: cute.Tensor, r0: Int32, r: Int32, last_row: Int32, bh: Int32, c8: Int32):
         """GDN-2's `_beta` of channels ``8 c8 .. 8 c8 + 7`` in fp32 registers: one 16-byte load (two
         for fp32 beta) where eight 2-byte ones were (the engine checks beta's alignment)."""
-        raw = _load8(mBeta[None, bh, None], r0 + cutlass.min(Int32(r), last_row), c8)
-        vals = cute.make_rmem_tensor((_VEC,), Float32)
-        for j in cutlass.range_constexpr(_VEC):
+        raw = load8(mBeta[None, bh, None], r0 + cutlass.min(Int32(r), last_row), c8)
+        vals = cute.make_rmem_tensor((VEC,), Float32)
+        for j in cutlass.range_constexpr(VEC):
             vals[j] = self._beta_options(Float32(raw[j].to(Float32)), r, last_row)
         return vals

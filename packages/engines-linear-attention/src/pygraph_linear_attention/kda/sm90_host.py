@@ -1,6 +1,6 @@
-"""The host side of the CuTe DSL KDA / GDN-2 forward (``kda_sm90_fwd``) and backward (``kda_sm90_bwd``):
-the compile keys, the workspace carves and the compiles (kept per process and on disk by
-`gdn_sm90_host`'s cache).
+"""The host side of the CuTe DSL KDA / GDN-2 forward (`kda.sm90_fwd`) and backward (`kda.sm90_bwd`):
+the compile keys, the workspace carves and the compiles (kept per process and on disk:
+`common.sm90_compile`).
 
 The compiled function takes raw device addresses, 32-bit sizes and the stream. Its pointer
 arguments, in order, are `POINTERS`: q, k, v, g, beta, the write gate (GDN-2), a_log, dt_bias,
@@ -16,9 +16,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pygraph_linear_attention.gdn import sm90_host as gdn_sm90_host
-from pygraph_linear_attention.gdn.cutile_host import CHUNK, Region, layout_regions, regions_bytes
-from pygraph_linear_attention.gdn.sm90_host import ARCH, BLOCK_V_SM90, STAGES_SM90, prepare_slots
+from pygraph_linear_attention.common.host import CHUNK, Region, layout_regions, prepare_slots, regions_bytes
+from pygraph_linear_attention.common.sm90_compile import ARCH, compiled, cute_compile
+from pygraph_linear_attention.gdn.sm90_host import BLOCK_V_SM90, STAGES_SM90
 from pygraph_linear_attention.kda.cutile_host import KdaCutileConfig
 
 __all__ = [
@@ -118,14 +118,13 @@ def workspace_bytes(cfg: KdaCutileConfig) -> int:
 
 
 def compiled_forward(key: KdaSm90Key, arch: str = ARCH) -> Any:
-    """The compiled forward for ``key``, kept per process and on disk as `gdn_sm90_host` keeps
-    gdn_sm90's (the disk key holds the kernel sources' digest)."""
-    return gdn_sm90_host._compiled(key, arch, FN_NAME, _compile)
+    """The compiled forward for ``key``, kept per process and on disk (`common.sm90_compile.compiled`)."""
+    return compiled(key, arch, FN_NAME, _compile)
 
 
 def _gate_align(gdn2: bool) -> int:
     """The alignment the compiled functions assume of beta and the write gate: 16 bytes for GDN-2,
-    whose kernels read them 8 channels a load (the engines check it: ``engines.kda_sm90``), 2 for
+    whose kernels read them 8 channels a load (the engines check it: `kda.engine_sm90`), 2 for
     KDA's one-a-row beta."""
     return 16 if gdn2 else 2
 
@@ -152,7 +151,7 @@ def _compile(key: KdaSm90Key, arch: str) -> Any:
         (f32, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16),
     ]  # fmt: skip
     assert len(pointers) == len(POINTERS)
-    return gdn_sm90_host.cute_compile(kernel, pointers, key.cu_dtype, 11, arch)
+    return cute_compile(kernel, pointers, key.cu_dtype, 11, arch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,7 +236,7 @@ def backward_regions(cfg: Any) -> tuple[Region, ...]:
 
 def compiled_backward(key: KdaSm90BwdKey, arch: str = ARCH) -> Any:
     """The compiled backward for ``key``, kept as `compiled_forward` keeps the forward."""
-    return gdn_sm90_host._compiled(key, arch, BWD_FN_NAME, _compile_backward)
+    return compiled(key, arch, BWD_FN_NAME, _compile_backward)
 
 
 def _compile_backward(key: KdaSm90BwdKey, arch: str) -> Any:
@@ -269,4 +268,4 @@ def _compile_backward(key: KdaSm90BwdKey, arch: str) -> Any:
         (f32, 16), (f32, 16),
     ]  # fmt: skip
     assert len(pointers) == len(BWD_POINTERS)
-    return gdn_sm90_host.cute_compile(kernel, pointers, key.cu_dtype, 11, arch)
+    return cute_compile(kernel, pointers, key.cu_dtype, 11, arch)
