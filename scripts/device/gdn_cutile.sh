@@ -82,7 +82,7 @@ if [ "$part" = kdabench ]; then
 fi
 if [ "$part" = memcheck ]; then  # API-error reports off: CUDA's own cuGetProcAddress probing raises harmless ones
   # TMA off (PYGRAPH_CUTILE_TMA=0): memcheck flags the TMA accesses of sliced views' partial tail
-  # chunks, which the hardware clips (kernels/gdn_cutile_fwd.py says more); MEMCHECK_TMA=1 runs the
+  # chunks, which the hardware clips (common/cutile_blocks.py says more); MEMCHECK_TMA=1 runs the
   # TMA build instead, to see those reports.
   # MEMCHECK_CASES: the pytest -k expressions, ';'-separated (default: every varlen-odd case);
   # MEMCHECK_TESTS: the test file (default the gdn suite; KDA and GDN-2:

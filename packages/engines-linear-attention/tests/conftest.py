@@ -5,7 +5,7 @@ the same way).
 The stand-in: gdn_cutile's kernel modules replaced in ``sys.modules`` by sentinels, cuTile's launch
 by a no-op, and the plan's launch sequences (`launch_forward`, `launch_backward`) by functions that
 read the plan's device arrays (host addresses: CPU tensors) as torch tensors and compute
-`chunked.py` / `chunked_bwd.py` in float64, so a caller of the torch op, its graph cache, planning,
+the chunked specs (`gdn.chunked`, `gdn.chunked_bwd`, `kda.chunked`, `kda.chunked_bwd`) in float64, so a caller of the torch op, its graph cache, planning,
 the variant pack, the plan's operand positions, geometry checks and workspace all run as they do on
 the device.
 """
@@ -77,8 +77,8 @@ class StandIn:
 
 
 class KdaStandIn:
-    """kda_cutile's / gdn2_cutile's launch sequences computing `chunked.py`'s KDA or GDN-2 (and
-    `chunked_kda_bwd.py`'s backward) in float64 on the host; records each run ("kda", "kda_bwd", ...)."""
+    """kda_cutile's / gdn2_cutile's launch sequences computing `kda.chunked`'s KDA or GDN-2 (and
+    `kda.chunked_bwd`'s backward) in float64 on the host; records each run ("kda", "kda_bwd", ...)."""
 
     def __init__(self):
         self.runs = []

@@ -1,4 +1,4 @@
-"""The chunked algorithm (`chunked.py`) against the token-by-token recurrence, in float64 on the CPU.
+"""The chunked algorithm (`gdn.chunked`, on `common.chunked`) against the token-by-token recurrence, in float64 on the CPU.
 
 Every case runs both on the same inputs: sequence lengths around the chunk (1, 63, 64, 65, 130),
 several sequences in one varlen batch (an empty one among them), every option alone and all

@@ -1,4 +1,4 @@
-"""The chunked backward (`chunked_bwd.py`, no autograd) against autograd through the token loop, in float64.
+"""The chunked backward (`gdn.chunked_bwd`, no autograd) against autograd through the token loop, in float64.
 
 Every gradient of the graph's gdn_bwd (dQ dK dV dG dBeta, d_initial_state, d_a_log, d_dt_bias) on
 the same fresh inputs and output gradients: lengths around the chunk, a varlen batch with odd and

@@ -1,9 +1,9 @@
 """The gdn_cutile backward kernels' logic on the CPU: their source run block by block on the numpy
-stand-in of cuTile that `test_gdn_cutile_emulated.py` defines, against `chunked_bwd.py` in float64.
+stand-in of cuTile that `test_gdn_cutile_emulated.py` defines, against `gdn.chunked_bwd` in float64.
 
 The kernel modules' own source is executed with ``ct`` bound to the stand-in (the forward's module
 first: the backward reuses its table and prepare kernels and its helpers), and launched through
-`gdn_cutile_bwd_host.launch_backward`, so the grids, the argument order, the chunk table and the
+`gdn.cutile_bwd_host.launch_backward`, so the grids, the argument order, the chunk table and the
 chunk offsets are the real ones. Outputs and the workspace are poisoned with NaN first. What this
 cannot see (rounding to bf16, the compiler's semantics) the sm90 tests and the compile check cover.
 """

@@ -1,7 +1,7 @@
 """The gdn_cutile kernels compile for SM80, SM90, SM100 and SM120, on any machine with cuTile's compiler.
 
 `cuda.tile.compilation.export_kernel` compiles a kernel for a named target without a GPU, from the
-signatures the engine's launches have (`gdn_cutile_fwd.export_signatures`). It needs cuTile and its
+signatures the engine's launches have (`gdn.cutile_fwd.export_signatures`). It needs cuTile and its
 compiler (tileiras, with a ptxas and libnvvm of CUDA 13.2 or newer beside it, found through PATH
 or CUDA_HOME); where they are absent (CI) the test skips saying which. Compiling is all it shows:
 on SM80, SM100 and SM120 the kernels are compiled, not run (only the H200 runs them).

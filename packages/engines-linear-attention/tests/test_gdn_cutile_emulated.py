@@ -4,9 +4,9 @@ No GPU, no cuTile compiler: the kernel module's own source is executed with ``ct
 `_Emulated`, which implements the part of the cuda.tile API the kernels use with numpy in float64
 (tile-space loads and stores with zero padding and dropped out-of-bounds rows, array slices,
 gathers, reductions, scans, mma), and the kernels are launched through the module's own
-`gdn_cutile_host.launch_forward`, so the grids, the argument order and the chunk table are the real ones. A load
+`gdn.cutile_host.launch_forward`, so the grids, the argument order and the chunk table are the real ones. A load
 without ``padding_mode=ZERO`` that reads past an array's end returns NaN, so reliance on
-undetermined padding shows. The outputs are checked against `chunked.py` in float64; what this
+undetermined padding shows. The outputs are checked against `gdn.chunked` in float64; what this
 cannot see (rounding to bf16, the compiler's own semantics) the sm90 tests and the compile check
 cover.
 """
@@ -90,7 +90,7 @@ class _Emulated(types.SimpleNamespace):
     # -- kernels and launch ---------------------------------------------------------------------
     @staticmethod
     def kernel(fn=None, **_):
-        def wrap(f):  # a cuTile kernel keeps its Python function (gdn_cutile_fwd.hinted reads it)
+        def wrap(f):  # a cuTile kernel keeps its Python function (gdn.cutile_fwd.hinted reads it)
             f._pyfunc = f
             return f
 
@@ -199,7 +199,7 @@ F64 = torch.float64
 
 
 def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, options=(), seed=0, gate=0.3, segment=0):
-    """(kernels' O, final state), (chunked.py's O, final state) on the same fresh inputs."""
+    """(kernels' O, final state), (gdn.chunked's O, final state) on the same fresh inputs."""
     t, ho, n = sum(lengths), max(h, hv), len(lengths)
     inputs, kwargs = gdn_inputs(lengths, h, hv, dk, dv, options=options, seed=seed, gate=gate)
     cu = inputs.pop("cu_seqlens").to(torch.int64)

@@ -1,10 +1,10 @@
 """gdn_cutile on the CPU: its support rules, its ranking, and a gdn graph planned, built and executed
 through the chosen plan with the kernels replaced by stand-ins.
 
-The stand-ins: the kernel module (``kernels/gdn_cutile_fwd``, which imports cuTile) is replaced in
+The stand-ins: the kernel module (`gdn.cutile_fwd`, which imports cuTile) is replaced in
 ``sys.modules`` by one naming three sentinel kernels, and ``cuda.tile.launch`` by a recorder, so the
 plan's real call path (operand positions, device arrays over the call's addresses, the workspace
-carve, `gdn_cutile_host.launch_forward`'s grids and argument tuples) runs without cuTile or a GPU.
+carve, `gdn.cutile_host.launch_forward`'s grids and argument tuples) runs without cuTile or a GPU.
 """
 
 from __future__ import annotations

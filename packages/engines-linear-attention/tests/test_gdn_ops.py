@@ -1,7 +1,7 @@
 """The torch op's execution path on the CPU: graphs built and cached per key, planned to gdn_cutile,
 executed through its plan with the kernels' launch replaced by a stand-in that computes the chunked
-spec (`chunked.py`, `chunked_bwd.py`) in float64 on the host tensors; the op's outputs and autograd
-gradients against the token loop's (`reference.py`); `torch.compile(fullgraph=True)` and
+spec (`gdn.chunked`, `gdn.chunked_bwd`) in float64 on the host tensors; the op's outputs and autograd
+gradients against the token loop's (`gdn.reference`); `torch.compile(fullgraph=True)` and
 `torch.library.opcheck` over the same path; a gdn_bwd graph no engine serves surfacing the
 planner's error. The stand-in is the ``gdn_stand_in`` fixture (``conftest.py``).
 """

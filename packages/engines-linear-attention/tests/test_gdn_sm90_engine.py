@@ -5,6 +5,7 @@ refusals), and real CuTe DSL compiles of their kernels for sm_90a (no GPU needed
 from __future__ import annotations
 
 import importlib.util
+import pathlib
 
 import pytest
 import torch  # imported here: the recorder fixture replaces importlib's find_spec
@@ -225,6 +226,40 @@ def test_a_compiled_forward_is_stored_and_loaded_back_from_the_disk(monkeypatch,
     assert entry.stat().st_size > 0
     cache._CACHE.clear()  # a fresh process: only the disk remembers
     assert callable(host.compiled_forward(key)) and built == [1]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
+)
+def test_the_disk_cache_digests_every_module_the_kernels_import():
+    """An edit to any module a compiled kernel is built from (gdn's and kda's kernels, what they import,
+    transitively, and the compile itself) changes the disk key, so no stale object is loaded."""
+    import ast
+
+    from pygraph_linear_attention.common import sm90_compile
+
+    digested = {path.resolve() for path in sm90_compile.source_files()}
+    roots = ["gdn.sm90_fwd", "gdn.sm90_bwd", "kda.sm90_fwd", "kda.sm90_bwd", "common.sm90_compile"]
+    todo, seen = [f"pygraph_linear_attention.{name}" for name in roots], set()
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        path = pathlib.Path(importlib.util.find_spec(module).origin).resolve()
+        assert path in digested, f"{module} ({path.name}) builds a kernel but is not in the disk key's digest"
+        for node in ast.walk(ast.parse(path.read_text())):
+            # what the kernels import from this package, and the shared CuTe DSL blocks of core
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and (
+                    node.module.startswith("pygraph_linear_attention.")
+                    or node.module == "pygraph.engines.cute_tiles"
+                )
+            ):
+                todo.append(node.module)
+    assert "pygraph_linear_attention.common.host" in seen  # CHUNK: the hazard a hand-kept list had
 
 
 # --- gdn_sm90_bwd -------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The chunked KDA / GDN-2 backward (`chunked_kda_bwd`, the kernels' spec) against autograd through the
-float64 token loops (`reference.py`): every gradient, at several chunk sizes, over varlen batches with
+"""The chunked KDA / GDN-2 backward (`kda.chunked_bwd`, the kernels' spec) against autograd through the
+float64 token loops (`kda.reference`): every gradient, at several chunk sizes, over varlen batches with
 empty and length-1 sequences, each option, grouped heads and both states."""
 
 from __future__ import annotations

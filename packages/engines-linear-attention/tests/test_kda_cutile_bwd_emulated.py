@@ -1,8 +1,8 @@
-"""The KDA / GDN-2 cuTile backward (`kernels/kda_cutile_bwd.py`) on the CPU: its source run on the
+"""The KDA / GDN-2 cuTile backward (`kda.cutile_bwd`) on the CPU: its source run on the
 numpy stand-in of cuTile that `test_gdn_cutile_emulated.py` defines (with the helpers and kernels it
 imports from the GDN modules and the KDA forward), launched through
-`kda_cutile_bwd_host.launch_backward`, so the grids, the argument order, the chunk table and the
-chunk offsets are the real ones, against `chunked_kda_bwd.py` in float64. Outputs and the workspace
+`kda.cutile_bwd_host.launch_backward`, so the grids, the argument order, the chunk table and the
+chunk offsets are the real ones, against `kda.chunked_bwd` in float64. Outputs and the workspace
 are poisoned (NaN) first. What this cannot see (bf16 rounding, the compiler) waits for the device.
 """
 
@@ -57,7 +57,7 @@ BV = 8
 
 
 def _run(op, lengths, *, h=2, hv=2, dk=16, dv=16, options=(), seed=0, gate_scale=0.5):
-    """(the kernels' gradients, chunked_kda_bwd's) on the same fresh inputs, by the graph's output names."""
+    """(the kernels' gradients, kda.chunked_bwd's) on the same fresh inputs, by the graph's output names."""
     t, n, ho = sum(lengths), len(lengths), max(h, hv)
     inputs, kwargs = FORWARD._inputs(op, lengths, h, hv, dk, dv, options, seed, gate_scale)
     cu = torch.tensor([0, *lengths]).cumsum(0)

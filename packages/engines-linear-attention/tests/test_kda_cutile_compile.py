@@ -1,6 +1,6 @@
 """The kda_cutile / gdn2_cutile kernels, forward and backward, compile for SM80, SM90, SM100 and SM120,
 on any machine with cuTile's compiler (`cuda.tile.compilation.export_kernel`, no GPU needed), from the signatures the
-engine's launches have (`kda_cutile_fwd.export_signatures`). Where cuTile or its compiler is absent
+engine's launches have (`kda.cutile_fwd.export_signatures`). Where cuTile or its compiler is absent
 (CI) the test skips saying which. On SM80, SM100 and SM120 the kernels are compiled, not run."""
 
 from __future__ import annotations

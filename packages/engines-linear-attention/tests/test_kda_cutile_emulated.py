@@ -1,9 +1,9 @@
-"""The KDA / GDN-2 cuTile forward (`kernels/kda_cutile_fwd.py`) on the CPU: its source run on the
+"""The KDA / GDN-2 cuTile forward (`kda.cutile_fwd`) on the CPU: its source run on the
 numpy stand-in of cuTile that `test_gdn_cutile_emulated.py` defines (with the GDN forward's helpers
 it imports), launched as the engine will (the chunk table and offsets, prepare over chunk slots x
 output heads, the state scan over sequences x heads x value blocks, the output over chunk slots x
-heads x value blocks), against `chunked.py` in float64. The grids and argument order are
-`kda_cutile_host`'s. Workspace and outputs are poisoned (NaN), so a read of what no kernel wrote
+heads x value blocks), against `kda.chunked` in float64. The grids and argument order are
+`kda.cutile_host`'s. Workspace and outputs are poisoned (NaN), so a read of what no kernel wrote
 shows. What this cannot see (bf16 rounding, the compiler) waits for the device.
 """
 
@@ -88,7 +88,7 @@ def _inputs(op, lengths, h, hv, dk, dv, options, seed, gate_scale):
 
 
 def _run(op, lengths, *, h=2, hv=2, dk=16, dv=16, options=(), seed=0, gate_scale=0.5):
-    """(the kernels' O and final state, chunked.py's) on the same fresh inputs."""
+    """(the kernels' O and final state, kda.chunked's) on the same fresh inputs."""
     t, n, ho = sum(lengths), len(lengths), max(h, hv)
     inputs, kwargs = _inputs(op, lengths, h, hv, dk, dv, options, seed, gate_scale)
     cu = torch.tensor([0, *lengths]).cumsum(0)

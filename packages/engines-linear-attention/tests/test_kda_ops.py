@@ -1,9 +1,9 @@
 """The KDA and GDN-2 torch ops on the CPU: graphs built and cached per key, planned to kda_cutile /
 gdn2_cutile (opted in), executed through their plan with the kernels' launch replaced by a stand-in
-computing the chunked spec (`chunked.py`) in float64 on the host tensors (``kda_stand_in``,
-``conftest.py``); the outputs against the token loops (`reference.py`); `torch.compile(fullgraph=True)`
+computing the chunked spec (`kda.chunked`) in float64 on the host tensors (``kda_stand_in``,
+``conftest.py``); the outputs against the token loops (`kda.reference`); `torch.compile(fullgraph=True)`
 and `torch.library.opcheck` over the same path; the gradients (kda_bwd / gdn2_bwd graphs on the backward
-engines, whose stand-in computes `chunked_kda_bwd.py`) against autograd through the token loops; a
+engines, whose stand-in computes `kda.chunked_bwd`) against autograd through the token loops; a
 backward graph no engine serves surfacing the planner's error; typed argument errors.
 """
 

@@ -12,7 +12,7 @@ import torch
 from pygraph_linear_attention.common.chunked import CHUNK, chunk_by_chunk
 from pygraph_linear_attention.common.reference import prepare_inputs, reference_error
 
-__all__ = ["CHUNK", "chunked_gated_delta_net"]
+__all__ = ["chunked_gated_delta_net"]
 
 
 def chunked_gated_delta_net(

@@ -1,7 +1,7 @@
-"""The Gated DeltaNet backward in cuTile: the steps of `chunked_bwd.py` on the device.
+"""The Gated DeltaNet backward in cuTile: the steps of `gdn.chunked_bwd` on the device.
 
 Nothing of the forward is stored by the graph, so the backward recomputes it. The launches, in
-stream order (the host side is `gdn_cutile_bwd_host.launch_backward`):
+stream order (the host side is `gdn.cutile_bwd_host.launch_backward`):
 
 1. The forward's `chunk_table_kernel` and `chunk_prepare_kernel` (gamma, w, u, and each chunk's
    T = (I + A)^-1 in fp32, to the workspace), and `chunk_offsets_kernel`: each sequence's first
@@ -527,7 +527,7 @@ def chunk_grad_wy_kernel(
     ct.store(dbeta_out.slice(0, bos, eos), (c, head), ct.reshape(d_write, (C, 1)), allow_tma=TMA)
 
 
-# the kernels by the names the host side (`gdn_cutile_bwd_host`) launches them under
+# the kernels by the names the host side (`gdn.cutile_bwd_host`) launches them under
 BWD_KERNELS = {
     "offsets": chunk_offsets_kernel,
     "states": state_scan_kernel,
@@ -545,7 +545,7 @@ def export_signatures(
     cfg: Any, *, cu_seqlens: str = "int32", beta: str = "float32", state: str = "float32"
 ) -> dict:
     """One `KernelSignature` per launch of the backward for ``cfg`` (a `GdnCutileBwdConfig`), for
-    ``cuda.tile.compilation.export_kernel``, as `gdn_cutile_fwd.export_signatures` describes them:
+    ``cuda.tile.compilation.export_kernel``, as `gdn.cutile_fwd.export_signatures` describes them:
     the arrays as the engine passes them, runtime scalars int32, the host side's constants."""
 
     from pygraph_linear_attention.common.cutile_export import Param, signature

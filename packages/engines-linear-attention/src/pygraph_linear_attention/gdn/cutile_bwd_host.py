@@ -1,5 +1,5 @@
 """The host side of the cuTile backward (``gdn_cutile_bwd``): the workspace carve, the grids, each
-launch's arguments and the launch order. Pure Python, like `gdn_cutile_host` (whose table and
+launch's arguments and the launch order. Pure Python, like `gdn.cutile_host` (whose table and
 prepare launches it reuses): the kernels come in as an argument, so the call path runs, and is
 tested, with stand-ins where cuTile is absent.
 """
@@ -10,14 +10,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pygraph_linear_attention.gdn.cutile_host import (
-    CHUNK,
-    TABLE_SEQ_BLOCK,
-    GdnCutileConfig,
-    Region,
-    kernel_arguments,
-    layout_regions,
-)
+from pygraph_linear_attention.common.host import CHUNK, TABLE_SEQ_BLOCK, Region, layout_regions
+from pygraph_linear_attention.gdn.cutile_host import GdnCutileConfig, kernel_arguments
 
 __all__ = ["SUM_BLOCK", "GdnCutileBwdConfig", "backward_arguments", "launch_backward"]
 
@@ -248,7 +242,7 @@ def launch_backward(
     """The backward's launches in stream order (`GdnCutileBwdConfig.launches`).
 
     ``launch(grid, kernel, args)`` enqueues one kernel; ``kernels`` maps the forward's table and
-    prepare and the backward's kernels by name (``{**gdn_cutile_fwd.KERNELS, **gdn_cutile_bwd.BWD_KERNELS}``).
+    prepare and the backward's kernels by name (``{**gdn.cutile_fwd.KERNELS, **gdn.cutile_bwd.BWD_KERNELS}``).
     """
     args, grids = backward_arguments(cfg, arrays), cfg.grids()
     for name in cfg.launches():

@@ -1,6 +1,6 @@
-"""The Gated DeltaNet forward in cuTile: three kernels, the steps of `chunked.py` on the device.
+"""The Gated DeltaNet forward in cuTile: three kernels, the steps of `common.chunked` on the device.
 
-1. `chunk_table_kernel` (grid: blocks of chunk slots): the chunk index table, built on the device
+1. `common.cutile_blocks.chunk_table_kernel` (grid: blocks of chunk slots): the chunk index table, built on the device
    from ``cu_seqlens``, so nothing reads the sequence lengths on the host. Slot ``j`` of the table
    (``[chunk_slots, 2]`` int32) names (sequence, chunk of that sequence), or (-1, -1) past the
    last chunk; ``chunk_slots = cdiv(T, CHUNK) + N`` bounds the count for any lengths.
@@ -15,10 +15,8 @@
 
 Every tile is CHUNK = 64 tokens of one sequence: a sequence's slice of each [T, ...] array
 (``Array.slice``) is loaded in tiles of 64 rows with zero padding past its end, and stores past
-its end are dropped, which is the zero-token padding `chunked.py` relies on. The inverse of the
-64 x 64 unit lower-triangular ``I + A`` is blocked: its four 16 x 16 diagonal blocks by forward
-substitution (the four at once, 15 row steps on a [4, 16, 16] tile), then merged pairwise,
-``inv([[P, 0], [B, Q]]) = [[P^-1, 0], [-Q^-1 B P^-1, Q^-1]]``, into 32 x 32 and then 64 x 64.
+its end are dropped, which is the zero-token padding `common.chunked` relies on. The inverse of the
+64 x 64 unit lower-triangular ``I + A`` is `common.cutile_blocks.unit_lower_inverse` (blocked, fp32).
 Matrix products take io-dtype operands with fp32 accumulation, except the inverse's (fp32).
 """
 
@@ -370,7 +368,7 @@ def hinted(kernel: Any, **hints: Any) -> Any:
     return found
 
 
-# the kernels by the names the host side (`gdn_cutile_host`) launches them under
+# the kernels by the names the host side (`gdn.cutile_host`) launches them under
 KERNELS = {
     "table": chunk_table_kernel, "prepare": chunk_prepare_kernel, "scan": chunk_scan_kernel,
     "seg_table": chunk_table_kernel, "seg_offsets": chunk_offsets_kernel, "seg_bounds": segment_bounds_kernel,
@@ -386,7 +384,7 @@ def export_signatures(
 
     Arrays are described as the engine passes them (last dim contiguous, int32 indexing, no
     aliasing), runtime scalars as int32, and the constants are the ones
-    `gdn_cutile_host.kernel_arguments` passes, so the compiled code is the code a launch runs.
+    `gdn.cutile_host.kernel_arguments` passes, so the compiled code is the code a launch runs.
     """
 
     from pygraph_linear_attention.gdn.cutile_host import kernel_arguments

@@ -1,8 +1,8 @@
-"""The host side of the cuTile forward (``gdn_cutile_fwd``): the problem as the kernels see it, the
+"""The host side of the cuTile forward (``gdn.cutile_fwd``): the problem as the kernels see it, the
 workspace carve, the grids, each kernel's argument tuple and the launch order.
 
 Pure Python (no cuTile import): the engine sizes the workspace while planning and binds a plan
-from this record; `launch_forward` takes the kernels as an argument (``gdn_cutile_fwd.KERNELS``),
+from this record; `launch_forward` takes the kernels as an argument (``gdn.cutile_fwd.KERNELS``),
 so the call path runs, and is tested, with stand-ins where cuTile is absent.
 """
 
@@ -245,7 +245,7 @@ def launch_forward(
     ``cfg.segment``, the split scan's launches before the scan, which then runs over segments).
 
     ``launch(grid, kernel, args)`` enqueues one kernel (``ct.launch`` on the call's stream);
-    ``kernels`` maps table, prepare and scan to the kernels (``gdn_cutile_fwd.KERNELS``).
+    ``kernels`` maps table, prepare and scan to the kernels (``gdn.cutile_fwd.KERNELS``).
     """
     args, grids = kernel_arguments(cfg, arrays), cfg.grids()
     for name in FORWARD_LAUNCHES if not cfg.segment else SPLIT_FORWARD_LAUNCHES:

@@ -1,5 +1,5 @@
 """The Gated DeltaNet backward in CuTe DSL (the ``gdn_sm90_bwd`` engine): the steps of
-`chunked_bwd.py` over 64-token chunks, the forward recomputed (the graph stores nothing of it).
+`gdn.chunked_bwd` over 64-token chunks, the forward recomputed (the graph stores nothing of it).
 
 Launches, in stream order:
 
@@ -26,8 +26,8 @@ operand a shared tile or `trans(tile)`, its transpose (read by the transposing l
 64-row accumulator go to a shared fp32 vector by one atomic add per row a thread holds; column
 sums through a shared fp32 tile, one thread per column.
 
-The gradient scans live in `gdn_sm90_bwd_scans` (a mixin of `GdnSm90Bwd`), the shared tiles,
-products and sums in `gdn_sm90_tiles`.
+The gradient scans live in `gdn.sm90_bwd_scans` (a mixin of `GdnSm90Bwd`), the shared tiles,
+products and sums in `common.sm90_tiles`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The gdn_sm90 backward's gradient scans: chunks in reverse from d_final_state, the gradient of the
 state in fp32 registers, on mma.sync (`GradScanKernels.grad_scan`) or on warpgroup MMAs with the
 gradient carried transposed (`GradScanKernels.grad_scan_wg`, WGMMA 1; STAGES 2 prefetches the next
-chunk). A mixin of `gdn_sm90_bwd.GdnSm90Bwd` (its fields: dims, dtypes, options)."""
+chunk). A mixin of `gdn.sm90_bwd.GdnSm90Bwd` (its fields: dims, dtypes, options)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
 class GradScanKernels:
     """The gradient scans of `GdnSm90Bwd` (a mixin: they read its configuration)."""
 
-    channel_decay = False  # KDA and GDN-2 (`kda_sm90_bwd`): `grad_scan_wg` on prepare's decayed operands
+    channel_decay = False  # KDA and GDN-2 (`kda.sm90_bwd`): `grad_scan_wg` on prepare's decayed operands
 
     @cute.kernel
     def grad_scan(

@@ -21,15 +21,15 @@ Every product outside `scan_wg` is a warp-level ``mma.sync.m16n8k16`` (bf16 / fp
 over operands in shared memory, read by ``ldmatrix`` (transposed where the product wants the
 operand's other major mode: S's update reads v_new and k column-wise from their row-major tiles).
 Tiles arrive by 16-byte ``cp.async`` copies, zero-filled past the sequence's end (the zero-token
-padding `chunked.py` relies on); stores are predicated per element on the sequence's end.
+padding `common.chunked` relies on); stores are predicated per element on the sequence's end.
 
 The inverse is exact forward substitution in fp32: column j of ``(I + A)^-1`` solves
 ``(I + A) x = e_j`` by itself, so 64 threads each carry one column in registers (`forward_substitute`) and
 store it scaled by their token's gates, as ``T diag(beta exp(gamma))`` and ``T diag(beta)``, into
 A's memory: w and u are then products with k and v as loaded.
 
-The output kernels live in `gdn_sm90_output` (a mixin of `GdnSm90Fwd`), the shared tiles, copies
-and products in `gdn_sm90_tiles`.
+The output kernels live in `gdn.sm90_output` (a mixin of `GdnSm90Fwd`), the shared tiles, copies
+and products in `common.sm90_tiles`.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ from pygraph_linear_attention.gdn.sm90_output import OutputKernels, chunk_output
 class GdnSm90Fwd(OutputKernels):
     """One static configuration of the forward: dims, value block, dtypes and options."""
 
-    # KDA / GDN-2 (`kda_sm90_fwd.KdaSm90Fwd`): the decay is per key channel, so `scan_wg` and
+    # KDA / GDN-2 (`kda.sm90_fwd.KdaSm90Fwd`): the decay is per key channel, so `scan_wg` and
     # `output` take prepare's decayed operands (k exp(last - gamma), q exp(gamma), the chunk's scores)
     # and per-channel decays instead of a gamma per row
     channel_decay = False

@@ -1,7 +1,7 @@
 """The gdn_sm90 forward's output with SPLIT: every chunk's output at once from the state entering it
 and its v_new (the split scan's), on mma.sync per value block or, with WGMMA 2, on warpgroup MMAs over
 the whole value dim (`OutputKernels.output`); `chunk_output` is
-also the fused scan's per-chunk output. A mixin of `gdn_sm90_fwd.GdnSm90Fwd` (its fields: dims,
+also the fused scan's per-chunk output. A mixin of `gdn.sm90_fwd.GdnSm90Fwd` (its fields: dims,
 dtypes, options)."""
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ from __future__ import annotations
 import torch
 
 from pygraph_linear_attention.common.chunked import CHUNK, to_chunks
+from pygraph_linear_attention.common.chunked_bwd import beta_backward, group_sum, qkv_backward
 from pygraph_linear_attention.common.reference import PreparedInputs, prepare_inputs, reference_error
-from pygraph_linear_attention.gdn.chunked_bwd import beta_backward, group_sum, qkv_backward
 
 __all__ = ["chunked_gated_delta_net_v2_backward", "chunked_kimi_delta_attention_backward"]
 

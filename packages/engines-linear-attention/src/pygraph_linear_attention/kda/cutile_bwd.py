@@ -1,7 +1,7 @@
-"""The KDA and GDN-2 backward in cuTile: the steps of `chunked_kda_bwd.py` on the device.
+"""The KDA and GDN-2 backward in cuTile: the steps of `kda.chunked_bwd` on the device.
 
 The graph carries nothing of the forward, so the backward recomputes it. The launches, in stream
-order (the host side is `kda_cutile_bwd_host.launch_backward`):
+order (the host side is `kda.cutile_bwd_host.launch_backward`):
 
 1. The forward's `chunk_table_kernel` and `kda_prepare_kernel` (gamma [T, HO, K] fp32, w, u, and
    each chunk's T = (I + A)^-1 in fp32, the gradient scan's decayed operands), and `chunk_offsets_kernel` (each sequence's first chunk
@@ -17,7 +17,7 @@ order (the host side is `kda_cutile_bwd_host.launch_backward`):
    dw = -dv_new h); `kda_grad_dt_kernel` (chunk slots x heads): the WY solve's dT, hence dA (to the
    workspace), dv and the write gate's gradient; `kda_grad_wy_kernel` (same grid): each key
    block's WY terms (the rest of dk, beta's), dgamma's reverse cumulative sum per channel and the
-   gates' chain rules. Cut by concern so each holds few tiles (spill frames: `kda_cutile_bwd_host`).
+   gates' chain rules. Cut by concern so each holds few tiles (spill frames: `kda.cutile_bwd_host`).
 5. `group_sum_kernel` / `gate_sum_kernel` / `param_sum_kernel` (GDN's) and
    `channel_param_sum_kernel`: the per-output-head gradients summed over the heads each input
    head serves (q's and k's taken back through their L2 norm there), over tokens for a_log and
@@ -497,7 +497,7 @@ def channel_param_sum_kernel(src, dst, T, GROUP, K: ConstInt, TB: ConstInt):
     ct.store(dst, (p, 0), ct.astype(ct.reshape(ct.sum(acc, axis=0), (1, K)), dst.dtype), allow_tma=TMA)
 
 
-# the kernels by the names the host side (`kda_cutile_bwd_host`) launches them under
+# the kernels by the names the host side (`kda.cutile_bwd_host`) launches them under
 BWD_KERNELS = {
     "table": chunk_table_kernel,
     "prepare": kda_prepare_kernel,
@@ -517,7 +517,7 @@ BWD_KERNELS = {
 def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> dict:
     """One (kernel, `KernelSignature`) per launch of the backward for ``cfg`` (a `KdaCutileBwdConfig`),
     for ``cuda.tile.compilation.export_kernel``, with the arguments
-    `kda_cutile_bwd_host.backward_arguments` passes (as `gdn_cutile_fwd.export_signatures`)."""
+    `kda.cutile_bwd_host.backward_arguments` passes (as `gdn.cutile_fwd.export_signatures`)."""
     from pygraph_linear_attention.common.cutile_export import Param, signature
     from pygraph_linear_attention.kda.cutile_bwd_host import KERNEL_OF, backward_arguments
 

@@ -1,5 +1,5 @@
-"""Host side of the KDA / GDN-2 cuTile backward (`kda_cutile_bwd`): the workspace carve, the grids,
-each launch's arguments and the launch order. Pure Python, like `kda_cutile_host` (whose table and
+"""Host side of the KDA / GDN-2 cuTile backward (`kda.cutile_bwd`): the workspace carve, the grids,
+each launch's arguments and the launch order. Pure Python, like `kda.cutile_host` (whose table and
 prepare launches it reuses, T stored): the kernels come in as an argument, so the call path runs,
 and is tested, with stand-ins where cuTile is absent.
 """
@@ -10,14 +10,14 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pygraph_linear_attention.gdn.cutile_host import CHUNK, Region, layout_regions
+from pygraph_linear_attention.common.host import CHUNK, Region, layout_regions
 from pygraph_linear_attention.kda.cutile_host import KdaCutileConfig, kernel_arguments
 
 __all__ = ["SUM_BLOCK", "KdaCutileBwdConfig", "backward_arguments", "launch_backward"]
 
 SUM_BLOCK = 64  # tokens per program of the head-group sums
 
-# launch name -> the kernel it runs (`kda_cutile_bwd.BWD_KERNELS`)
+# launch name -> the kernel it runs (`kda.cutile_bwd.BWD_KERNELS`)
 KERNEL_OF = {
     "table": "table", "offsets": "offsets", "prepare": "prepare", "states": "states", "grad_scan": "grad_scan",
     "grad_output": "grad_output", "grad_dt": "grad_dt", "grad_wy": "grad_wy", "dQ": "group_sum", "dK": "group_sum", "dV": "group_sum",
@@ -195,7 +195,7 @@ def launch_backward(
     arrays: Mapping[str, Any],
 ) -> None:
     """The backward's launches in stream order (`KdaCutileBwdConfig.launches`); ``kernels`` is
-    `kda_cutile_bwd.BWD_KERNELS` (or stand-ins)."""
+    `kda.cutile_bwd.BWD_KERNELS` (or stand-ins)."""
     args, grids = backward_arguments(cfg, arrays), cfg.grids()
     for name in cfg.launches():
         launch(grids[name], kernels[KERNEL_OF[name]], args[name])

@@ -1,7 +1,7 @@
-"""The KDA and GDN-2 forward in cuTile: `chunked.py`'s steps with the decay per key channel.
+"""The KDA and GDN-2 forward in cuTile: `common.chunked`'s steps with the decay per key channel.
 
-The chunk table, the 64 x 64 unit lower-triangular inverse and the row helpers are
-`gdn_cutile_fwd`'s (imported, not copied); what differs from GDN is every product that carries a
+The chunk table, the 64 x 64 unit lower-triangular inverse and the row helpers are the shared
+blocks (`common.cutile_blocks`, GDN's too); what differs from GDN is every product that carries a
 decay. gamma is [C, K] (the cumulative log decay per key channel), so the decay-weighted products
 ``sum_c x_r[c] exp(gamma_r[c] - gamma_j[c]) y_j[c]`` are taken as matrix products by sub-chunks of
 `SUB` rows (`common.chunked._attenuated_by_sub_chunks`): rows of sub-chunk i against keys up to its end as
@@ -174,7 +174,7 @@ def kda_prepare_kernel(
     a_log,  # [HA] (read when SAFE_GATE and HAS_A_LOG)
     dt_bias,  # [HD, K] (read when SAFE_GATE and HAS_DT_BIAS)
     cu_seqlens,  # [N + 1] int32 or int64
-    table,  # [slots, 2] int32, from gdn_cutile_fwd.chunk_table_kernel
+    table,  # [slots, 2] int32, from common.cutile_blocks.chunk_table_kernel
     gamma_out,  # [T, HO, K] fp32
     w_out,  # [T, HO, K] io
     u_out,  # [T, HO, V] io
@@ -387,7 +387,7 @@ def kda_output_kernel(
     )
 
 
-# the launches of `kda_cutile_host.launch_forward`, by name
+# the launches of `kda.cutile_host.launch_forward`, by name
 KERNELS = {
     "table": chunk_table_kernel,
     "offsets": chunk_offsets_kernel,
@@ -400,7 +400,7 @@ KERNELS = {
 def export_signatures(cfg, *, beta: str = "float32", state: str = "float32") -> dict:
     """One `KernelSignature` per kernel for ``cfg`` (a `KdaCutileConfig`), for
     ``cuda.tile.compilation.export_kernel`` (compiling for a named target without a GPU), with the
-    arguments `kda_cutile_host.kernel_arguments` passes (as `gdn_cutile_fwd.export_signatures`)."""
+    arguments `kda.cutile_host.kernel_arguments` passes (as `gdn.cutile_fwd.export_signatures`)."""
     from pygraph_linear_attention.kda.cutile_host import kernel_arguments
 
     io, gdn2 = cfg.io_dtype, cfg.op == "gdn2"

@@ -1,9 +1,9 @@
-"""Host side of the KDA / GDN-2 cuTile forward (`kda_cutile_fwd`): one problem's configuration, its
+"""Host side of the KDA / GDN-2 cuTile forward (`kda.cutile_fwd`): one problem's configuration, its
 workspace regions, each kernel's grid and arguments, and the launch order (table, offsets, prepare,
 states, output).
 
-The workspace layout and the chunk table are `gdn_cutile_host`'s (`layout_regions`, `CHUNK`, the
-table kernel's blocks); gamma is per key channel here ([T, HO, K] fp32). ``launch(grid, kernel,
+The workspace layout and the chunk table are the shared ones (`common.host`: `layout_regions`, `CHUNK`,
+the table kernel's blocks); gamma is per key channel here ([T, HO, K] fp32). ``launch(grid, kernel,
 args)`` enqueues one kernel: ``ct.launch`` on the call's stream on a device, the numpy stand-in in
 the CPU tests.
 """
@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pygraph_linear_attention.gdn.cutile_host import (
+from pygraph_linear_attention.common.host import (
     CHUNK,
     TABLE_BLOCK,
     TABLE_SEQ_BLOCK,

@@ -1,5 +1,5 @@
 """The KDA and GDN-2 backward in CuTe DSL (the ``kda_sm90_bwd`` and ``gdn2_sm90_bwd`` engines): the steps
-of `chunked_kda_bwd.py` over 64-token chunks, the forward recomputed (the graph stores nothing of it).
+of `kda.chunked_bwd` over 64-token chunks, the forward recomputed (the graph stores nothing of it).
 
 Launches, in stream order:
 
@@ -18,7 +18,7 @@ Launches, in stream order:
    `slot_param_sum` (d_a_log, d_dt_bias from per-chunk partial sums).
 
 Steps 3 and 4 each run their plain products on ``mma.sync`` (io operands, fp32 accumulators), then a
-pass with a key channel per thread (`kda_sm90_bwd_channels`) for the decay-weighted products, ``sum_j m[r, j] y_j exp(gamma_r -
+pass with a key channel per thread (`kda.sm90_bwd_channels`) for the decay-weighted products, ``sum_j m[r, j] y_j exp(gamma_r -
 gamma_j)`` (rows weighted: dq's ``dp k``, the erase key's ``dA k``) and ``sum_r m[r, j] x_r exp(gamma_r
 - gamma_j)`` (columns weighted: dk's ``dp^T q`` and ``dA^T e``), for lower-triangular m (dp, dA) in
 shared fp32, with its transpose beside it so both kinds read rows (16-byte loads). Each is taken by sub-chunks of 16 rows (columns) against one reference gamma, so a

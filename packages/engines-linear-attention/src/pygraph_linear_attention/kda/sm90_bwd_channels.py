@@ -1,4 +1,4 @@
-"""The per-channel pass of the KDA and GDN-2 backward's chunk kernels (`kda_sm90_bwd`'s
+"""The per-channel pass of the KDA and GDN-2 backward's chunk kernels (`kda.sm90_bwd`'s
 `grad_output_kda` and `grad_wy_kda`): the decay-weighted products, one key channel a thread, by
 sub-chunks of 16 rows (columns) against one reference gamma, in fp32 on the CUDA cores, with the
 staged fp32 terms they add to read ahead from the workspace (that module's docstring says why).
@@ -90,7 +90,7 @@ def lower_to_smem(
 
 
 class KdaChannelPass:
-    """The per-channel pass's steps, methods of `kda_sm90_bwd.KdaSm90Bwd` (they read its options:
+    """The per-channel pass's steps, methods of `kda.sm90_bwd.KdaSm90Bwd` (they read its options:
     ``gdn2``, ``direct_qk``, ``beta_sigmoid``, ``neg_eigval``)."""
 
     @cute.jit

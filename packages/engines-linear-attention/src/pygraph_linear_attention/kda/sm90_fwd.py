@@ -1,5 +1,5 @@
 """The KDA and GDN-2 forward in CuTe DSL (the ``kda_sm90`` and ``gdn2_sm90`` engines): three kernels
-over 64-token chunks, the last two `gdn_sm90_fwd`'s own (its split scan and whole-V output on
+over 64-token chunks, the last two `gdn.sm90_fwd`'s own (its split scan and whole-V output on
 warpgroup MMAs, run with ``channel_decay``).
 
 1. `KdaSm90Fwd.prepare_kda` (grid: chunk slots x output heads, 256 threads) does everything that
@@ -9,7 +9,7 @@ warpgroup MMAs, run with ``channel_decay``).
      ``lower_bound * sigmoid(exp(a_log) (g + dt_bias))`` where asked, and gamma, the cumulative sum
      down the chunk ([64, K] fp32 in shared memory; rows past the sequence keep the last real row's);
    - the decay-weighted products ``sum_c x_r[c] exp(gamma_r[c] - gamma_j[c]) k_j[c]`` by sub-chunks
-     of 16 rows (`chunked.py`'s ``sub_chunk`` form): rows of sub-chunk i scaled by
+     of 16 rows (`common.chunked`'s ``sub_chunk`` form): rows of sub-chunk i scaled by
      ``exp(gamma_r - ref_i)``, keys up to its end by ``exp(ref_i - gamma_j)``, ``ref_i`` its first
      row's gamma, so across sub-chunks both factors are decays and inside one the key side grows
      by at most ``exp(-15 min g)`` (``exp(75)`` at the safe gate's bound of -5). The factors are
@@ -31,7 +31,7 @@ warpgroup MMAs, run with ``channel_decay``).
    ``o = scale ((q exp(gamma)) S^T + P v_new)``.
 
 Indices are 32-bit (the engine declines past 2^31 elements). No chunk table: the chunk slots and the
-binary search of ``cu_seqlens`` are `gdn_sm90_fwd`'s.
+binary search of ``cu_seqlens`` are the shared ones (`common.sm90_tiles.slot_chunk`).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
         has_h0: bool,
         store_ht: bool,
         stages: int = 1,
-        store_t: bool = False,  # the backward's prepare (`kda_sm90_bwd`) also stores T
+        store_t: bool = False,  # the backward's prepare (`kda.sm90_bwd`) also stores T
     ) -> None:
         super().__init__(
             key_dim=key_dim, value_dim=value_dim, block_v=block_v, io_dtype=io_dtype, beta_dtype=beta_dtype,
