@@ -27,6 +27,7 @@ __all__ = [
     "gradients_reason",
     "heads_of",
     "layout_reason",
+    "operand_roles",
     "parameters_reason",
     "row_major",
     "tensors_reason",
@@ -87,6 +88,30 @@ def heads_of(tensor: Any) -> int:
 
 def element_count(tensor: Any) -> int:
     return math.prod(int(d) for d in tensor.dim)
+
+
+def operand_roles(facts: LinearAttentionFacts) -> dict[str, Any]:
+    """The node's tensors by kernel role, absent optionals left out (a gdn node has no write gate ``w``
+    and no ``dW``: GDN-2's)."""
+    node = facts.node
+    if facts.backward:
+        roles = {
+            "q": node.inputs["q"], "k": node.inputs["k"], "v": node.inputs["v"], "g": node.inputs["g"],
+            "beta": node.inputs["beta"], "w_gate": node.inputs.get("w"), "cu_seqlens": node.inputs["cu_seqlens"],
+            "dO": node.inputs["dO"], "a_log": node.inputs.get("a_log"), "dt_bias": node.inputs.get("dt_bias"),
+            "h0": node.inputs.get("initial_state"), "dht": node.inputs.get("d_final_state"),
+            **{p: node.outputs.get(p) for p in ("dQ", "dK", "dV", "dG", "dBeta", "dW", "d_a_log", "d_dt_bias")},
+            "dh0": node.outputs.get("d_initial_state"),
+        }  # fmt: skip
+        return {role: t for role, t in roles.items() if t is not None}
+    roles = {
+        "q": node.inputs["q"], "k": node.inputs["k"], "v": node.inputs["v"], "g": node.inputs["g"],
+        "beta": node.inputs["beta"], "w_gate": node.inputs.get("w"), "cu_seqlens": node.inputs["cu_seqlens"],
+        "a_log": node.inputs.get("a_log"), "dt_bias": node.inputs.get("dt_bias"),
+        "h0": node.inputs.get("initial_state"), "o": node.outputs["O"],
+        "ht": node.outputs.get("final_state") if facts.output_final_state else None,
+    }  # fmt: skip
+    return {role: t for role, t in roles.items() if t is not None}
 
 
 def tensors_reason(facts: LinearAttentionFacts) -> str | None:

@@ -30,7 +30,7 @@ from pygraph_linear_attention.common.engine_cutile import (
     cutile_installed,
     cutile_launch,
 )
-from pygraph_linear_attention.common.support import declared_operands, facts_of
+from pygraph_linear_attention.common.support import declared_operands, facts_of, operand_roles
 from pygraph_linear_attention.gdn.cutile_bwd_host import launch_backward
 from pygraph_linear_attention.gdn.cutile_host import (
     BLOCK_V,
@@ -41,7 +41,7 @@ from pygraph_linear_attention.gdn.cutile_host import (
     SEGMENT,
     launch_forward,
 )
-from pygraph_linear_attention.gdn.support import FEATURES, config_for, operand_roles, support_reason
+from pygraph_linear_attention.gdn.support import FEATURES, config_for, support_reason
 
 __all__ = ["GdnCutileBwdEngine", "GdnCutileEngine", "block_v_reason", "segment_reason"]
 

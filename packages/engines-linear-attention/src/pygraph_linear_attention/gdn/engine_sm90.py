@@ -42,7 +42,7 @@ from pygraph_linear_attention.common.engine_sm90 import (
     plan_label,
 )
 from pygraph_linear_attention.common.host import regions_bytes, search_steps
-from pygraph_linear_attention.common.support import declared_operands, facts_of
+from pygraph_linear_attention.common.support import declared_operands, facts_of, operand_roles
 from pygraph_linear_attention.gdn.sm90_host import (
     BLOCK_V_SM90,
     SPLIT_SM90,
@@ -57,7 +57,7 @@ from pygraph_linear_attention.gdn.sm90_host import (
     workspace_bytes,
     workspace_regions,
 )
-from pygraph_linear_attention.gdn.support import FEATURES, config_for, operand_roles, support_reason
+from pygraph_linear_attention.gdn.support import FEATURES, config_for, support_reason
 
 __all__ = ["GdnSm90BwdEngine", "GdnSm90Engine"]
 

@@ -1,12 +1,9 @@
 """What gdn's engines (`gdn.engine_cutile`, `gdn.engine_sm90`) decide support and bind from: the
-features they serve, gdn's own rules on top of the shared ones (`common.support`), the node's tensors
-by kernel role and the kernels' view of the problem (`GdnCutileConfig`; the CuTe DSL hosts take it
-too).
+features they serve, gdn's own rules on top of the shared ones (`common.support`), and the kernels'
+view of the problem (`GdnCutileConfig`; the CuTe DSL hosts take it too).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.common.support import (
@@ -16,13 +13,14 @@ from pygraph_linear_attention.common.support import (
     gradients_reason,
     heads_of,
     layout_reason,
+    operand_roles,
     parameters_reason,
     tensors_reason,
 )
 from pygraph_linear_attention.gdn.cutile_bwd_host import GdnCutileBwdConfig
 from pygraph_linear_attention.gdn.cutile_host import GdnCutileConfig
 
-__all__ = ["FEATURES", "config_for", "operand_roles", "support_reason"]
+__all__ = ["FEATURES", "config_for", "support_reason"]
 
 FEATURES = frozenset(
     {"qk_l2norm", "beta_sigmoid", "neg_eigval", "safe_gate", "initial_state", "final_state", "gva", "gqa"}
@@ -70,29 +68,6 @@ def _parameter_sizes_reason(facts: LinearAttentionFacts) -> str | None:
         if t is not None and ho % element_count(t):
             return f"{port} has {element_count(t)} values, which does not divide the output's {ho} heads"
     return None
-
-
-def operand_roles(facts: LinearAttentionFacts) -> dict[str, Any]:
-    """The node's tensors by kernel role (absent optionals left out)."""
-    node = facts.node
-    if facts.backward:
-        roles = {
-            "q": node.inputs["q"], "k": node.inputs["k"], "v": node.inputs["v"], "g": node.inputs["g"],
-            "beta": node.inputs["beta"], "cu_seqlens": node.inputs["cu_seqlens"], "dO": node.inputs["dO"],
-            "a_log": node.inputs.get("a_log"), "dt_bias": node.inputs.get("dt_bias"),
-            "h0": node.inputs.get("initial_state"), "dht": node.inputs.get("d_final_state"),
-            **{port: node.outputs.get(port) for port in ("dQ", "dK", "dV", "dG", "dBeta", "d_a_log", "d_dt_bias")},
-            "dh0": node.outputs.get("d_initial_state"),
-        }  # fmt: skip
-        return {role: t for role, t in roles.items() if t is not None}
-    roles = {
-        "q": node.inputs["q"], "k": node.inputs["k"], "v": node.inputs["v"], "g": node.inputs["g"],
-        "beta": node.inputs["beta"], "cu_seqlens": node.inputs["cu_seqlens"],
-        "a_log": node.inputs.get("a_log"), "dt_bias": node.inputs.get("dt_bias"),
-        "h0": node.inputs.get("initial_state"), "o": node.outputs["O"],
-        "ht": node.outputs.get("final_state") if facts.output_final_state else None,
-    }  # fmt: skip
-    return {role: t for role, t in roles.items() if t is not None}
 
 
 def config_for(facts: LinearAttentionFacts, block_v: int, segment: int = 0) -> GdnCutileConfig:

@@ -28,10 +28,10 @@ from pygraph_linear_attention.common.engine_cutile import (
     cutile_installed,
     cutile_launch,
 )
-from pygraph_linear_attention.common.support import declared_operands, facts_of
+from pygraph_linear_attention.common.support import declared_operands, facts_of, operand_roles
 from pygraph_linear_attention.kda.cutile_bwd_host import launch_backward
 from pygraph_linear_attention.kda.cutile_host import BLOCK_V, launch_forward
-from pygraph_linear_attention.kda.support import FEATURES, config_for, operand_roles, support_reason
+from pygraph_linear_attention.kda.support import FEATURES, config_for, support_reason
 
 __all__ = ["Gdn2CutileBwdEngine", "Gdn2CutileEngine", "KdaCutileBwdEngine", "KdaCutileEngine"]
 

@@ -41,7 +41,7 @@ from pygraph_linear_attention.common.engine_sm90 import (
     plan_label,
 )
 from pygraph_linear_attention.common.host import regions_bytes, search_steps
-from pygraph_linear_attention.common.support import declared_operands, facts_of
+from pygraph_linear_attention.common.support import declared_operands, facts_of, operand_roles
 from pygraph_linear_attention.kda.sm90_host import (
     BLOCK_V_KDA_SM90,
     BWD_POINTERS,
@@ -54,7 +54,7 @@ from pygraph_linear_attention.kda.sm90_host import (
     key_for,
     workspace_regions,
 )
-from pygraph_linear_attention.kda.support import FEATURES, config_for, operand_roles, support_reason
+from pygraph_linear_attention.kda.support import FEATURES, config_for, support_reason
 
 __all__ = ["Gdn2Sm90BwdEngine", "Gdn2Sm90Engine", "KdaSm90BwdEngine", "KdaSm90Engine"]
 

@@ -1,14 +1,13 @@
 """What kda's and gdn2's engines (`kda.engine_cutile`, `kda.engine_sm90`) decide support and bind
-from: the features they serve, the ops' own rules on top of the shared ones (`common.support`), the
-node's tensors by kernel role and the kernels' view of the problem (`KdaCutileConfig`; the CuTe DSL
-hosts take it too). The two ops differ in the graphs they take: a ``kda`` node's beta is [T, HB]; a
-``gdn2`` node's beta is [T, HB, K] and it has the write gate w [T, HW, V].
+from: the features they serve, the ops' own rules on top of the shared ones (`common.support`), and
+the kernels' view of the problem (`KdaCutileConfig`; the CuTe DSL hosts take it too). The two ops
+differ in the graphs they take: a ``kda`` node's beta is [T, HB]; a ``gdn2`` node's beta is
+[T, HB, K] and it has the write gate w [T, HW, V].
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.common.support import (
@@ -18,13 +17,14 @@ from pygraph_linear_attention.common.support import (
     gradients_reason,
     heads_of,
     layout_reason,
+    operand_roles,
     parameters_reason,
     tensors_reason,
 )
 from pygraph_linear_attention.kda.cutile_bwd_host import KdaCutileBwdConfig
 from pygraph_linear_attention.kda.cutile_host import DEFAULT_LOWER_BOUND, KdaCutileConfig
 
-__all__ = ["FEATURES", "config_for", "operand_roles", "support_reason"]
+__all__ = ["FEATURES", "config_for", "support_reason"]
 
 FEATURES = frozenset(
     {
@@ -94,29 +94,6 @@ def _parameter_layouts_reason(facts: LinearAttentionFacts) -> str | None:
     if bound is not None and not (isinstance(bound, (int, float)) and -math.inf < float(bound) < 0):
         return f"gate_lower_bound must be a negative finite float, got {bound!r}"
     return None
-
-
-def operand_roles(facts: LinearAttentionFacts) -> dict[str, Any]:
-    """The node's tensors by kernel role (absent optionals left out)."""
-    node = facts.node
-    if facts.backward:
-        roles = {
-            "q": node.inputs["q"], "k": node.inputs["k"], "v": node.inputs["v"], "g": node.inputs["g"],
-            "beta": node.inputs["beta"], "w_gate": node.inputs.get("w"), "cu_seqlens": node.inputs["cu_seqlens"],
-            "dO": node.inputs["dO"], "a_log": node.inputs.get("a_log"), "dt_bias": node.inputs.get("dt_bias"),
-            "h0": node.inputs.get("initial_state"), "dht": node.inputs.get("d_final_state"),
-            **{p: node.outputs.get(p) for p in ("dQ", "dK", "dV", "dG", "dBeta", "dW", "d_a_log", "d_dt_bias")},
-            "dh0": node.outputs.get("d_initial_state"),
-        }  # fmt: skip
-        return {role: t for role, t in roles.items() if t is not None}
-    roles = {
-        "q": node.inputs["q"], "k": node.inputs["k"], "v": node.inputs["v"], "g": node.inputs["g"],
-        "beta": node.inputs["beta"], "w_gate": node.inputs.get("w"), "cu_seqlens": node.inputs["cu_seqlens"],
-        "a_log": node.inputs.get("a_log"), "dt_bias": node.inputs.get("dt_bias"),
-        "h0": node.inputs.get("initial_state"), "o": node.outputs["O"],
-        "ht": node.outputs.get("final_state") if facts.output_final_state else None,
-    }  # fmt: skip
-    return {role: t for role, t in roles.items() if t is not None}
 
 
 def config_for(facts: LinearAttentionFacts, block_v: int) -> KdaCutileConfig:
