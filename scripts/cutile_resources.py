@@ -19,12 +19,12 @@ import argparse
 import io
 import time
 
-from pygraph_linear_attention.kernels.cubin_resources import resources
+from pygraph_linear_attention.common.cubin_resources import resources
 
 
 def main() -> None:
-    from pygraph_linear_attention.kernels import gdn_cutile_bwd, gdn_cutile_fwd
-    from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig
+    from pygraph_linear_attention.gdn import cutile_bwd, cutile_fwd
+    from pygraph_linear_attention.gdn.cutile_bwd_host import GdnCutileBwdConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dim", type=int, default=128, help="K = V")
@@ -41,25 +41,25 @@ def main() -> None:
         heads_dt_bias=1, key_dim=args.dim, value_dim=args.dim, io_dtype="bfloat16", scale=args.dim**-0.5,
         block_v=args.block_v,
     )  # fmt: skip
-    launches = {"scan": (gdn_cutile_fwd.KERNELS["scan"], gdn_cutile_fwd.export_signatures(cfg)["scan"])}
-    launches |= gdn_cutile_bwd.export_signatures(cfg)
+    launches = {"scan": (cutile_fwd.KERNELS["scan"], cutile_fwd.export_signatures(cfg)["scan"])}
+    launches |= cutile_bwd.export_signatures(cfg)
     print(f"gdn_cutile kernels for {args.target}, K = V = {args.dim}, BLOCK_V {args.block_v}, bf16")
     _report(launches, args)
 
 
 def _channel_gates(args: argparse.Namespace) -> None:
     """The kda / gdn2 cuTile forward's and backward's kernels (every option on)."""
-    from pygraph_linear_attention.kernels import kda_cutile_bwd, kda_cutile_fwd
-    from pygraph_linear_attention.kernels.kda_cutile_bwd_host import KdaCutileBwdConfig
+    from pygraph_linear_attention.kda import cutile_bwd, cutile_fwd
+    from pygraph_linear_attention.kda.cutile_bwd_host import KdaCutileBwdConfig
 
     cfg = KdaCutileBwdConfig(
         op=args.op, tokens=16384, sequences=4, heads_qk=16, heads_v=16, key_dim=args.dim, value_dim=args.dim,
         io_dtype="bfloat16", scale=args.dim**-0.5, use_qk_l2norm=True, safe_gate=True, has_a_log=True,
         has_dt_bias=True, has_initial_state=True, has_d_final_state=True, block_v=args.block_v,
     )  # fmt: skip
-    forward = kda_cutile_fwd.export_signatures(cfg)
-    launches = {"output": (kda_cutile_fwd.KERNELS["output"], forward["output"])}
-    launches |= kda_cutile_bwd.export_signatures(cfg)  # the forward's other kernels among them
+    forward = cutile_fwd.export_signatures(cfg)
+    launches = {"output": (cutile_fwd.KERNELS["output"], forward["output"])}
+    launches |= cutile_bwd.export_signatures(cfg)  # the forward's other kernels among them
     print(f"{args.op}_cutile kernels for {args.target}, K = V = {args.dim}, BLOCK_V {args.block_v}, bf16")
     _report(launches, args)
 
@@ -67,7 +67,7 @@ def _channel_gates(args: argparse.Namespace) -> None:
 def _report(launches: dict, args: argparse.Namespace) -> None:
     import cuda.tile as ct
 
-    from pygraph_linear_attention.kernels import gdn_cutile_fwd
+    from pygraph_linear_attention.gdn.cutile_fwd import hinted
 
     wanted = {n for n in args.only.split(",") if n}
     seen = set()
@@ -77,7 +77,7 @@ def _report(launches: dict, args: argparse.Namespace) -> None:
         seen.add(kernel)
         started, out = time.perf_counter(), io.BytesIO()
         if args.occupancy:
-            kernel = gdn_cutile_fwd.hinted(kernel, occupancy=args.occupancy)
+            kernel = hinted(kernel, occupancy=args.occupancy)
         ct.compilation.export_kernel(kernel, [signature], out, gpu_code=args.target, output_format="cubin")
         r = resources(out.getvalue())
         print(

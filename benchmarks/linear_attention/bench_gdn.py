@@ -52,8 +52,8 @@ from gdn_cases import (
     run_bwd_case,
     run_case,
 )
-from pygraph_linear_attention.kernels.gdn_cutile_host import OCCUPANCY_BWD
-from pygraph_linear_attention.kernels.gdn_sm90_host import STAGES_SM90
+from pygraph_linear_attention.gdn.cutile_host import OCCUPANCY_BWD
+from pygraph_linear_attention.gdn.sm90_host import STAGES_SM90
 
 SHAPES = {
     "B4xT4096": (4096,) * 4,

@@ -24,7 +24,7 @@ checked against pygraph's float64 references, then timed.
    anchor's time over every pygraph column's (`benchmarks.harness.time_lines`); the
    forward's "pygraph-cutile" and "pygraph-sm90" columns are the op's graph on each engine's first
    plan (`kda_cases.build_graph`: kda_cutile / gdn2_cutile, kda_sm90 / gdn2_sm90), the forward+backward's
-   "pygraph" the torch op (`kda_ops`) forward and backward on the hook's first plans, and
+   "pygraph" the torch op (`kda.op`) forward and backward on the hook's first plans, and
    "graph-cutile" / "graph-sm90" the forward and backward graphs of each engine pair executed one
    after the other (`kda_cases.build_bwd_graph`: kda_cutile_bwd, kda_sm90_bwd), no autograd. Each
    column's first call's O is held to the first column's on the same inputs (the relative error is
@@ -150,12 +150,12 @@ def _op_options(options: dict, leaves: dict) -> dict[str, Any]:
 
 
 def _pygraph(op: str, inputs: dict, options: dict, leaves: dict) -> tuple[Any, Any]:
-    """Our torch op (`kda_ops`) as a semantics anchor, the cuTile engines opted in: the CuTe DSL pair
+    """Our torch op (`kda.op`) as a semantics anchor, the cuTile engines opted in: the CuTe DSL pair
     (default-on) ranks first, unless the call runs inside `_without_cute_dsl`."""
     import os
 
     from pygraph.environment import OPT_IN_ENV
-    from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention
+    from pygraph_linear_attention.kda.op import gated_delta_net_v2, kimi_delta_attention
 
     os.environ[OPT_IN_ENV] = "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd"
     fn = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
@@ -347,7 +347,7 @@ def _pygraph_op_call(op: str, x: dict, leaves: dict):
     import os
 
     from pygraph.environment import OPT_IN_ENV
-    from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention
+    from pygraph_linear_attention.kda.op import gated_delta_net_v2, kimi_delta_attention
 
     fn = gated_delta_net_v2 if op == "gdn2" else kimi_delta_attention
     names = [*_grads(op), "cu_seqlens"]

@@ -6,7 +6,7 @@
 
 Each graph is planned and built exactly as the device run builds it (`kda_cases.build_graph` on the
 kda_sm90 / gdn2_sm90 engine), so `build_plan` compiles each configuration (about 14 s a key on a CPU
-core) into the disk cache of `gdn_sm90_host` (keyed by the kernel sources' digest and CuTe DSL's
+core) into the CuTe DSL kernels' disk cache (`common.sm90_compile`, keyed by the kernel sources' digest and CuTe DSL's
 version); carry that folder to the device with the same variable set and the runs load instead of
 compiling. ``cases``: every case of `kda_cases.CASES`; ``bench``: bench_kda_gdn2's forward shapes;
 ``ops``: test_kda_ops_sm90's layer (the bounded safe gate, sigmoid beta, L2 norm); ``bwd``: every

@@ -5,7 +5,7 @@ the same way).
 The stand-in: gdn_cutile's kernel modules replaced in ``sys.modules`` by sentinels, cuTile's launch
 by a no-op, and the plan's launch sequences (`launch_forward`, `launch_backward`) by functions that
 read the plan's device arrays (host addresses: CPU tensors) as torch tensors and compute
-`chunked.py` / `chunked_bwd.py` in float64, so a caller of the torch op, its graph cache, planning,
+the chunked specs (`gdn.chunked`, `gdn.chunked_bwd`, `kda.chunked`, `kda.chunked_bwd`) in float64, so a caller of the torch op, its graph cache, planning,
 the variant pack, the plan's operand positions, geometry checks and workspace all run as they do on
 the device.
 """
@@ -18,7 +18,7 @@ import types
 
 import pytest
 
-from pygraph_linear_attention.kernels.gdn_cutile_host import HINTED_BWD
+from pygraph_linear_attention.gdn.cutile_host import HINTED_BWD
 
 
 def _host(array, dtype=None):
@@ -46,7 +46,7 @@ class StandIn:
         self.runs = []
 
     def forward(self, launch, kernels, cfg, arrays):
-        from pygraph_linear_attention.chunked import chunked_gated_delta_net
+        from pygraph_linear_attention.gdn.chunked import chunked_gated_delta_net
 
         self.runs.append("gdn")
         x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "o")}
@@ -61,7 +61,7 @@ class StandIn:
             _host(arrays["ht"]).copy_(final)
 
     def backward(self, launch, kernels, cfg, arrays):
-        from pygraph_linear_attention.chunked_bwd import chunked_gated_delta_net_backward
+        from pygraph_linear_attention.gdn.chunked_bwd import chunked_gated_delta_net_backward
 
         self.runs.append("gdn_bwd")
         x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "dO")}
@@ -77,14 +77,17 @@ class StandIn:
 
 
 class KdaStandIn:
-    """kda_cutile's / gdn2_cutile's launch sequences computing `chunked.py`'s KDA or GDN-2 (and
-    `chunked_kda_bwd.py`'s backward) in float64 on the host; records each run ("kda", "kda_bwd", ...)."""
+    """kda_cutile's / gdn2_cutile's launch sequences computing `kda.chunked`'s KDA or GDN-2 (and
+    `kda.chunked_bwd`'s backward) in float64 on the host; records each run ("kda", "kda_bwd", ...)."""
 
     def __init__(self):
         self.runs = []
 
     def forward(self, launch, kernels, cfg, arrays):
-        from pygraph_linear_attention.chunked import chunked_gated_delta_net_v2, chunked_kimi_delta_attention
+        from pygraph_linear_attention.kda.chunked import (
+            chunked_gated_delta_net_v2,
+            chunked_kimi_delta_attention,
+        )
 
         self.runs.append(cfg.op)
         x = {name: _host(arrays[name]) for name in ("q", "k", "v", "g", "beta", "cu_seqlens", "o")}
@@ -101,7 +104,7 @@ class KdaStandIn:
             _host(arrays["ht"]).copy_(final)
 
     def backward(self, launch, kernels, cfg, arrays):
-        from pygraph_linear_attention.chunked_kda_bwd import (
+        from pygraph_linear_attention.kda.chunked_bwd import (
             chunked_gated_delta_net_v2_backward,
             chunked_kimi_delta_attention_backward,
         )
@@ -143,7 +146,7 @@ def decline_cute_dsl_kda(monkeypatch, backward_only: bool = False) -> None:
     """The `no_cute_dsl_kda` fixture's work, for fixtures that set up a stand-in; with
     ``backward_only`` only the CuTe DSL backwards decline (the forward stays first)."""
     from pygraph.errors import GraphNotSupportedError
-    from pygraph_linear_attention.engines import kda_sm90
+    from pygraph_linear_attention.kda import engine_sm90 as kda_sm90
 
     def decline(self, request):
         raise GraphNotSupportedError(f"{self.name}: declined here, so the cuTile engine serves")
@@ -158,19 +161,19 @@ def kda_stand_in(monkeypatch):
     launch sequences; the op's graph cache empty. Yields the `KdaStandIn`."""
     pytest.importorskip("torch")
     from pygraph.environment import OPT_IN_ENV
-    from pygraph_linear_attention import op_arguments, op_graphs
-    from pygraph_linear_attention.engines import kda_cutile as engine_mod
+    from pygraph_linear_attention.common import op_arguments, op_graphs
+    from pygraph_linear_attention.kda import engine_cutile as engine_mod
 
     monkeypatch.setattr(
         op_arguments, "DEVICE_TYPES", ("cuda", "cpu")
     )  # host tensors: the stand-in reads them
     monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "off")
     monkeypatch.setenv(OPT_IN_ENV, "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd")
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
-    monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: lambda *args: None)
-    fwd = types.ModuleType("pygraph_linear_attention.kernels.kda_cutile_fwd")
+    monkeypatch.setattr(engine_mod, "cutile_installed", lambda: True)
+    monkeypatch.setattr(engine_mod, "cutile_launch", lambda: lambda *args: None)
+    fwd = types.ModuleType("pygraph_linear_attention.kda.cutile_fwd")
     fwd.KERNELS = {name: name for name in ("table", "prepare", "scan")}
-    bwd = types.ModuleType("pygraph_linear_attention.kernels.kda_cutile_bwd")
+    bwd = types.ModuleType("pygraph_linear_attention.kda.cutile_bwd")
     bwd.BWD_KERNELS = {}
     monkeypatch.setitem(sys.modules, fwd.__name__, fwd)
     monkeypatch.setitem(sys.modules, bwd.__name__, bwd)
@@ -189,20 +192,20 @@ def gdn_stand_in(monkeypatch):
     declining); the op's graph cache empty.
     Yields the `StandIn` (its ``runs`` list the graphs executed, "gdn" or "gdn_bwd")."""
     pytest.importorskip("torch")
-    from pygraph_linear_attention import op_arguments, op_graphs
-    from pygraph_linear_attention.engines import cutile as engine_mod
-    from pygraph_linear_attention.engines import sm90 as sm90_mod
+    from pygraph_linear_attention.common import op_arguments, op_graphs
+    from pygraph_linear_attention.gdn import engine_cutile as engine_mod
+    from pygraph_linear_attention.gdn import engine_sm90 as sm90_mod
 
     monkeypatch.setattr(
         op_arguments, "DEVICE_TYPES", ("cuda", "cpu")
     )  # host tensors: the stand-in reads them
     monkeypatch.setenv("PYGRAPH_PLAN_CACHE", "off")
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
-    monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: lambda *args: None)
-    fwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_fwd")
+    monkeypatch.setattr(engine_mod, "cutile_installed", lambda: True)
+    monkeypatch.setattr(engine_mod, "cutile_launch", lambda: lambda *args: None)
+    fwd = types.ModuleType("pygraph_linear_attention.gdn.cutile_fwd")
     fwd.KERNELS = {name: name for name in ("table", "prepare", "scan")}
     fwd.hinted = lambda kernel, **hints: (kernel, hints)  # a plan's occupancy hint builds
-    bwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_bwd")
+    bwd = types.ModuleType("pygraph_linear_attention.gdn.cutile_bwd")
     bwd.BWD_KERNELS = {name: name for name in HINTED_BWD}
     monkeypatch.setitem(sys.modules, fwd.__name__, fwd)
     monkeypatch.setitem(sys.modules, bwd.__name__, bwd)

@@ -1,4 +1,4 @@
-"""PYGRAPH_CUTILE_TMA, read when `kernels/gdn_cutile_fwd` is imported: ``0`` compiles the tile accesses
+"""PYGRAPH_CUTILE_TMA, read when `common/cutile_blocks` (the cuTile kernels' shared blocks) is imported: ``0`` compiles the tile accesses
 without TMA, unset or ``1`` with it, and anything else is one ConfigurationWarning naming the variable
 and the value, then TMA as if unset. The module's source runs with a stand-in for cuTile (the read
 needs none), so this runs on any machine."""
@@ -13,15 +13,15 @@ import pytest
 
 from pygraph import environment
 from pygraph.errors import ConfigurationWarning
-from pygraph_linear_attention import kernels
+from pygraph_linear_attention import common
 
-SOURCE = (pathlib.Path(kernels.__file__).parent / "gdn_cutile_fwd.py").read_text()
+SOURCE = (pathlib.Path(common.__file__).parent / "cutile_blocks.py").read_text()
 
 
 def _tma_at_import() -> bool:
     code = SOURCE.replace("import cuda.tile as ct\n", "")
-    namespace = {"ct": mock.MagicMock(), "__name__": "gdn_cutile_fwd_read"}
-    exec(compile(code, "gdn_cutile_fwd.py", "exec"), namespace)
+    namespace = {"ct": mock.MagicMock(), "__name__": "cutile_blocks_read"}
+    exec(compile(code, "cutile_blocks.py", "exec"), namespace)
     return namespace["TMA"]
 
 

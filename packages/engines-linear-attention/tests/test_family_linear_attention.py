@@ -55,13 +55,13 @@ def test_the_hopper_engines_ship_default_on_and_the_cutile_ones_opt_in(name, mon
     fam = pygraph.engines.family_by_name(name)
     prefix = "Gdn2" if name == "gdn2" else "Kda"
     for slot, module, cls, opt_in in (
-        (f"{name}_sm90", "kda_sm90", f"{prefix}Sm90Engine", False),
-        (f"{name}_cutile", "kda_cutile", f"{prefix}CutileEngine", True),
-        (f"{name}_cutile_bwd", "kda_cutile", f"{prefix}CutileBwdEngine", True),
-        (f"{name}_sm90_bwd", "kda_sm90", f"{prefix}Sm90BwdEngine", False),
+        (f"{name}_sm90", "kda.engine_sm90", f"{prefix}Sm90Engine", False),
+        (f"{name}_cutile", "kda.engine_cutile", f"{prefix}CutileEngine", True),
+        (f"{name}_cutile_bwd", "kda.engine_cutile", f"{prefix}CutileBwdEngine", True),
+        (f"{name}_sm90_bwd", "kda.engine_sm90", f"{prefix}Sm90BwdEngine", False),
     ):
         engine = fam.slots[slot]
-        assert (engine.impl, engine.opt_in) == ((f"pygraph_linear_attention.engines.{module}", cls), opt_in)
+        assert (engine.impl, engine.opt_in) == ((f"pygraph_linear_attention.{module}", cls), opt_in)
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
     assert pygraph.engines.offered_ids(fam) == {  # the cuTile ones off until named
         f"{name}_sm90": fam.engine_id,
@@ -81,13 +81,13 @@ def test_the_hopper_engines_ship_default_on_and_the_cutile_ones_opt_in(name, mon
 def test_gdn_ships_its_four_engines_default_on(monkeypatch):
     fam = pygraph.engines.family_by_name("gdn")
     for slot, module, cls in (
-        ("gdn_sm90", "sm90", "GdnSm90Engine"),
-        ("gdn_cutile", "cutile", "GdnCutileEngine"),
-        ("gdn_cutile_bwd", "cutile", "GdnCutileBwdEngine"),
-        ("gdn_sm90_bwd", "sm90", "GdnSm90BwdEngine"),
+        ("gdn_sm90", "gdn.engine_sm90", "GdnSm90Engine"),
+        ("gdn_cutile", "gdn.engine_cutile", "GdnCutileEngine"),
+        ("gdn_cutile_bwd", "gdn.engine_cutile", "GdnCutileBwdEngine"),
+        ("gdn_sm90_bwd", "gdn.engine_sm90", "GdnSm90BwdEngine"),
     ):
         assert (fam.slots[slot].impl, fam.slots[slot].opt_in) == (
-            (f"pygraph_linear_attention.engines.{module}", cls),
+            (f"pygraph_linear_attention.{module}", cls),
             False,
         )
     monkeypatch.delenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", raising=False)

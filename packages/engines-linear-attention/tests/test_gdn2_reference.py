@@ -136,7 +136,7 @@ def test_bad_arguments_raise_naming_them(change, message):
 
 @pytest.mark.parametrize("chunk", [1, 3, 4, 64])
 def test_the_chunked_algorithm_is_the_recurrence(chunk):
-    from pygraph_linear_attention.chunked import chunked_gated_delta_net_v2
+    from pygraph_linear_attention.kda.chunked import chunked_gated_delta_net_v2
 
     q, k, v, g, beta, w = _inputs(t=11, seed=4)
     state = _rand(3, 2, 6, 8)
@@ -149,7 +149,7 @@ def test_the_chunked_algorithm_is_the_recurrence(chunk):
 
 
 def test_the_sub_chunk_products_are_the_recurrence():
-    from pygraph_linear_attention.chunked import chunked_gated_delta_net_v2
+    from pygraph_linear_attention.kda.chunked import chunked_gated_delta_net_v2
 
     q, k, v, g, beta, w = _inputs(t=70, seed=5)
     args = (q, k, v, g, beta, w, _cu(70))

@@ -1,4 +1,4 @@
-"""The chunked algorithm (`chunked.py`) against the token-by-token recurrence, in float64 on the CPU.
+"""The chunked algorithm (`gdn.chunked`, on `common.chunked`) against the token-by-token recurrence, in float64 on the CPU.
 
 Every case runs both on the same inputs: sequence lengths around the chunk (1, 63, 64, 65, 130),
 several sequences in one varlen batch (an empty one among them), every option alone and all
@@ -14,7 +14,8 @@ torch = pytest.importorskip("torch")
 
 from gdn_inputs import F64, OPTIONS, cu_seqlens, gdn_inputs  # noqa: E402
 
-from pygraph_linear_attention.chunked import CHUNK, chunk_prepare, chunked_gated_delta_net  # noqa: E402
+from pygraph_linear_attention.common.chunked import CHUNK, chunk_prepare  # noqa: E402
+from pygraph_linear_attention.gdn.chunked import chunked_gated_delta_net  # noqa: E402
 from pygraph_linear_attention.reference import gated_delta_net_reference  # noqa: E402
 
 

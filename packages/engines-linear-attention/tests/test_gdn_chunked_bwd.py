@@ -1,4 +1,4 @@
-"""The chunked backward (`chunked_bwd.py`, no autograd) against autograd through the token loop, in float64.
+"""The chunked backward (`gdn.chunked_bwd`, no autograd) against autograd through the token loop, in float64.
 
 Every gradient of the graph's gdn_bwd (dQ dK dV dG dBeta, d_initial_state, d_a_log, d_dt_bias) on
 the same fresh inputs and output gradients: lengths around the chunk, a varlen batch with odd and
@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from gdn_inputs import F64, OPTIONS, gdn_inputs  # noqa: E402
 
-from pygraph_linear_attention.chunked_bwd import chunked_gated_delta_net_backward  # noqa: E402
+from pygraph_linear_attention.gdn.chunked_bwd import chunked_gated_delta_net_backward  # noqa: E402
 from pygraph_linear_attention.reference import gated_delta_net_backward_reference  # noqa: E402
 
 

@@ -19,8 +19,8 @@ ct = pytest.importorskip(
 
 pytestmark = pytest.mark.usefixtures("cutile_compiler")  # skips where cuTile's compiler is absent
 
-from pygraph_linear_attention.kernels.gdn_cutile_bwd import export_signatures  # noqa: E402
-from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig  # noqa: E402
+from pygraph_linear_attention.gdn.cutile_bwd import export_signatures  # noqa: E402
+from pygraph_linear_attention.gdn.cutile_bwd_host import GdnCutileBwdConfig  # noqa: E402
 
 # every option on (the most code): GVA 2, safe gate with dt_bias, both states, BLOCK_V 64
 CONFIG = GdnCutileBwdConfig(
@@ -61,8 +61,8 @@ def test_the_chunk_gradients_compile_where_the_knob_covers_the_whole_value_dim(d
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])
 def test_the_per_chunk_kernels_compile_with_the_occupancy_hint_for(target):
-    from pygraph_linear_attention.kernels.gdn_cutile_fwd import hinted
-    from pygraph_linear_attention.kernels.gdn_cutile_host import HINTED_BWD, OCCUPANCY_BWD
+    from pygraph_linear_attention.gdn.cutile_fwd import hinted
+    from pygraph_linear_attention.gdn.cutile_host import HINTED_BWD, OCCUPANCY_BWD
 
     signatures = export_signatures(CONFIG)
     for name in HINTED_BWD:
@@ -84,7 +84,7 @@ def test_the_chunk_gradient_kernels_compile_without_a_spill_frame_on_sm90():
     tiles in registers."""
     import dataclasses
 
-    from pygraph_linear_attention.kernels.cubin_resources import resources
+    from pygraph_linear_attention.common.cubin_resources import resources
 
     cfg = dataclasses.replace(CONFIG, use_qk_l2norm=False, heads_qk=16)  # the direct-store path too
     for config in (CONFIG, cfg):

@@ -1,9 +1,9 @@
 """The gdn_cutile backward kernels' logic on the CPU: their source run block by block on the numpy
-stand-in of cuTile that `test_gdn_cutile_emulated.py` defines, against `chunked_bwd.py` in float64.
+stand-in of cuTile that `test_gdn_cutile_emulated.py` defines, against `gdn.chunked_bwd` in float64.
 
 The kernel modules' own source is executed with ``ct`` bound to the stand-in (the forward's module
 first: the backward reuses its table and prepare kernels and its helpers), and launched through
-`gdn_cutile_bwd_host.launch_backward`, so the grids, the argument order, the chunk table and the
+`gdn.cutile_bwd_host.launch_backward`, so the grids, the argument order, the chunk table and the
 chunk offsets are the real ones. Outputs and the workspace are poisoned with NaN first. What this
 cannot see (rounding to bf16, the compiler's semantics) the sm90 tests and the compile check cover.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
-import re
 import types
 
 import numpy as np
@@ -22,9 +21,8 @@ torch = pytest.importorskip("torch")
 
 from gdn_inputs import gdn_inputs  # noqa: E402
 
-from pygraph_linear_attention.chunked_bwd import chunked_gated_delta_net_backward  # noqa: E402
-from pygraph_linear_attention.kernels import gdn_cutile_host  # noqa: E402
-from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import (  # noqa: E402
+from pygraph_linear_attention.gdn.chunked_bwd import chunked_gated_delta_net_backward  # noqa: E402
+from pygraph_linear_attention.gdn.cutile_bwd_host import (  # noqa: E402
     GdnCutileBwdConfig,
     launch_backward,
 )
@@ -37,20 +35,13 @@ EMULATION = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(EMULATION)  # the forward's emulator (its tests are collected from their own file)
 EMU, _Array = EMULATION.EMU, EMULATION._Array
 
-KERNEL_DIR = pathlib.Path(gdn_cutile_host.__file__).parent
-
 
 def _emulated_modules():
     """The forward's and the backward's kernel modules, their source run against the stand-in."""
-    fwd_ns = {"ct": EMU, "__name__": "gdn_cutile_fwd_emulated"}
-    fwd = (KERNEL_DIR / "gdn_cutile_fwd.py").read_text().replace("import cuda.tile as ct\n", "")
-    exec(compile(fwd, "gdn_cutile_fwd.py", "exec"), fwd_ns)
-    bwd_ns = {**fwd_ns, "__name__": "gdn_cutile_bwd_emulated"}  # the helpers it imports from the forward
-    bwd = (KERNEL_DIR / "gdn_cutile_bwd.py").read_text().replace("import cuda.tile as ct\n", "")
-    bwd = re.sub(  # one line, or a parenthesized list
-        r"from pygraph_linear_attention\.kernels\.gdn_cutile_fwd import (\([^)]*\)|[^\n]*)\n", "", bwd
-    )
-    exec(compile(bwd, "gdn_cutile_bwd.py", "exec"), bwd_ns)
+    fwd_ns = EMULATION.run_sources({"ct": EMU, "__name__": "gdn_cutile_fwd_emulated"}, "common/cutile_blocks.py",
+                                   "gdn/cutile_fwd.py")  # fmt: skip
+    # the backward over a copy: the blocks it imports from the forward's and the shared ones
+    bwd_ns = EMULATION.run_sources({**fwd_ns, "__name__": "gdn_cutile_bwd_emulated"}, "gdn/cutile_bwd.py")
     return types.SimpleNamespace(**fwd_ns), types.SimpleNamespace(**bwd_ns)
 
 
@@ -216,12 +207,12 @@ def test_the_engine_serves_a_gdn_bwd_graph_end_to_end(name, monkeypatch):
     import sys
 
     import gdn_cases
-    from pygraph_linear_attention.engines import cutile as engine_mod
+    from pygraph_linear_attention.gdn import engine_cutile as engine_mod
 
-    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.gdn_cutile_fwd", FWD_MODULE)
-    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.gdn_cutile_bwd", BWD_MODULE)
-    monkeypatch.setattr(engine_mod, "_cutile_launch", EMULATION._EmulatedLaunch)
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
+    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.gdn.cutile_fwd", FWD_MODULE)
+    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.gdn.cutile_bwd", BWD_MODULE)
+    monkeypatch.setattr(engine_mod, "cutile_launch", EMULATION._EmulatedLaunch)
+    monkeypatch.setattr(engine_mod, "cutile_installed", lambda: True)
     case = next(c for c in gdn_cases.BWD_CASES if c.name == name)
     tensors, options = gdn_cases.make_bwd_inputs(case, device="cpu")
     g, out = gdn_cases.execute_bwd(case, tensors, options, device="cpu")

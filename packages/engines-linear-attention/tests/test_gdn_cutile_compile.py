@@ -1,7 +1,7 @@
 """The gdn_cutile kernels compile for SM80, SM90, SM100 and SM120, on any machine with cuTile's compiler.
 
 `cuda.tile.compilation.export_kernel` compiles a kernel for a named target without a GPU, from the
-signatures the engine's launches have (`gdn_cutile_fwd.export_signatures`). It needs cuTile and its
+signatures the engine's launches have (`gdn.cutile_fwd.export_signatures`). It needs cuTile and its
 compiler (tileiras, with a ptxas and libnvvm of CUDA 13.2 or newer beside it, found through PATH
 or CUDA_HOME); where they are absent (CI) the test skips saying which. Compiling is all it shows:
 on SM80, SM100 and SM120 the kernels are compiled, not run (only the H200 runs them).
@@ -20,8 +20,8 @@ ct = pytest.importorskip(
 
 pytestmark = pytest.mark.usefixtures("cutile_compiler")  # skips where cuTile's compiler is absent
 
-from pygraph_linear_attention.kernels.gdn_cutile_fwd import KERNELS, export_signatures, hinted  # noqa: E402
-from pygraph_linear_attention.kernels.gdn_cutile_host import GdnCutileConfig  # noqa: E402
+from pygraph_linear_attention.gdn.cutile_fwd import KERNELS, export_signatures, hinted  # noqa: E402
+from pygraph_linear_attention.gdn.cutile_host import GdnCutileConfig  # noqa: E402
 
 # every option on (the most code): GVA 2, safe gate with dt_bias, both states, BLOCK_V 64
 CONFIG = GdnCutileConfig(
@@ -44,7 +44,7 @@ def test_every_kernel_compiles_to_a_cubin_for(target):
 @pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])
 @pytest.mark.parametrize("occupancy", [2, 4])
 def test_the_hinted_kernels_compile_with_each_occupancy_hint_for(target, occupancy):
-    from pygraph_linear_attention.kernels.gdn_cutile_host import HINTED_FWD
+    from pygraph_linear_attention.gdn.cutile_host import HINTED_FWD
 
     for name in HINTED_FWD[occupancy]:
         out = io.BytesIO()

@@ -4,9 +4,9 @@ No GPU, no cuTile compiler: the kernel module's own source is executed with ``ct
 `_Emulated`, which implements the part of the cuda.tile API the kernels use with numpy in float64
 (tile-space loads and stores with zero padding and dropped out-of-bounds rows, array slices,
 gathers, reductions, scans, mma), and the kernels are launched through the module's own
-`gdn_cutile_host.launch_forward`, so the grids, the argument order and the chunk table are the real ones. A load
+`gdn.cutile_host.launch_forward`, so the grids, the argument order and the chunk table are the real ones. A load
 without ``padding_mode=ZERO`` that reads past an array's end returns NaN, so reliance on
-undetermined padding shows. The outputs are checked against `chunked.py` in float64; what this
+undetermined padding shows. The outputs are checked against `gdn.chunked` in float64; what this
 cannot see (rounding to bf16, the compiler's own semantics) the sm90 tests and the compile check
 cover.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import pathlib
+import re
 import types
 
 import numpy as np
@@ -24,11 +25,24 @@ torch = pytest.importorskip("torch")
 
 from gdn_inputs import gdn_inputs  # noqa: E402
 
-from pygraph_linear_attention.chunked import chunked_gated_delta_net  # noqa: E402
-from pygraph_linear_attention.kernels import gdn_cutile_host  # noqa: E402
-from pygraph_linear_attention.kernels.gdn_cutile_host import GdnCutileConfig, launch_forward  # noqa: E402
+from pygraph_linear_attention.gdn import cutile_host as gdn_cutile_host  # noqa: E402
+from pygraph_linear_attention.gdn.chunked import chunked_gated_delta_net  # noqa: E402
+from pygraph_linear_attention.gdn.cutile_host import GdnCutileConfig, launch_forward  # noqa: E402
 
-KERNEL_SOURCE = pathlib.Path(gdn_cutile_host.__file__).with_name("gdn_cutile_fwd.py")
+PACKAGE = pathlib.Path(gdn_cutile_host.__file__).parent.parent
+# an import of this package's modules, one line or a parenthesized list
+_PACKAGE_IMPORTS = r"from pygraph_linear_attention(?:\.\w+)+ import (\([^)]*\)|[^\n]*)\n"
+
+
+def run_sources(namespace: dict, *files: str) -> dict:
+    """Execute the kernel modules ``files`` (paths in the package) in ``namespace``, whose ``ct`` is
+    the stand-in: their imports of cuTile and of this package are dropped, so each takes the blocks it
+    imports from the files run before it (`common/cutile_blocks.py` first)."""
+    for file in files:
+        path = PACKAGE / file
+        source = re.sub(_PACKAGE_IMPORTS, "", path.read_text().replace("import cuda.tile as ct\n", ""))
+        exec(compile(source, str(path), "exec"), namespace)
+    return namespace
 
 
 class _DType:
@@ -76,7 +90,7 @@ class _Emulated(types.SimpleNamespace):
     # -- kernels and launch ---------------------------------------------------------------------
     @staticmethod
     def kernel(fn=None, **_):
-        def wrap(f):  # a cuTile kernel keeps its Python function (gdn_cutile_fwd.hinted reads it)
+        def wrap(f):  # a cuTile kernel keeps its Python function (gdn.cutile_fwd.hinted reads it)
             f._pyfunc = f
             return f
 
@@ -175,9 +189,8 @@ class _Emulated(types.SimpleNamespace):
 
 def _emulated_module():
     emu = _Emulated()
-    source = KERNEL_SOURCE.read_text().replace("import cuda.tile as ct\n", "")
     namespace = {"ct": emu, "__name__": "gdn_cutile_fwd_emulated"}
-    exec(compile(source, str(KERNEL_SOURCE), "exec"), namespace)
+    run_sources(namespace, "common/cutile_blocks.py", "gdn/cutile_fwd.py")
     return emu, types.SimpleNamespace(**namespace)
 
 
@@ -186,7 +199,7 @@ F64 = torch.float64
 
 
 def _run(lengths, *, h=2, hv=2, dk=16, dv=16, block_v=8, options=(), seed=0, gate=0.3, segment=0):
-    """(kernels' O, final state), (chunked.py's O, final state) on the same fresh inputs."""
+    """(kernels' O, final state), (gdn.chunked's O, final state) on the same fresh inputs."""
     t, ho, n = sum(lengths), max(h, hv), len(lengths)
     inputs, kwargs = gdn_inputs(lengths, h, hv, dk, dv, options=options, seed=seed, gate=gate)
     cu = inputs.pop("cu_seqlens").to(torch.int64)
@@ -323,7 +336,7 @@ class _EmulatedLaunch:
         self.keep = []  # a DLPack consumer holds the producer's struct until its tensor dies
 
     def __call__(self, stream, grid, kernel, args):
-        from pygraph_linear_attention.kernels.device_arrays import DeviceArray
+        from pygraph_linear_attention.common.device_arrays import DeviceArray
 
         views, emulated = [], []
         for a in args:
@@ -350,12 +363,12 @@ def test_the_engine_end_to_end_through_the_graph_api(name, monkeypatch):
     import sys
 
     import gdn_cases
-    from pygraph_linear_attention.engines import cutile as engine_mod
+    from pygraph_linear_attention.gdn import engine_cutile as engine_mod
     from pygraph_linear_attention.reference import gated_delta_net_reference
 
-    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.gdn_cutile_fwd", KERNELS)
-    monkeypatch.setattr(engine_mod, "_cutile_launch", _EmulatedLaunch)
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
+    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.gdn.cutile_fwd", KERNELS)
+    monkeypatch.setattr(engine_mod, "cutile_launch", _EmulatedLaunch)
+    monkeypatch.setattr(engine_mod, "cutile_installed", lambda: True)
     case = next(c for c in gdn_cases.CASES if c.name == name)
     tensors, options = gdn_cases.make_inputs(case, device="cpu")
     g, ports = gdn_cases.build_graph(case, tensors, options)

@@ -1,14 +1,15 @@
 """gdn_cutile on the CPU: its support rules, its ranking, and a gdn graph planned, built and executed
 through the chosen plan with the kernels replaced by stand-ins.
 
-The stand-ins: the kernel module (``kernels/gdn_cutile_fwd``, which imports cuTile) is replaced in
+The stand-ins: the kernel module (`gdn.cutile_fwd`, which imports cuTile) is replaced in
 ``sys.modules`` by one naming three sentinel kernels, and ``cuda.tile.launch`` by a recorder, so the
 plan's real call path (operand positions, device arrays over the call's addresses, the workspace
-carve, `gdn_cutile_host.launch_forward`'s grids and argument tuples) runs without cuTile or a GPU.
+carve, `gdn.cutile_host.launch_forward`'s grids and argument tuples) runs without cuTile or a GPU.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 import types
@@ -18,20 +19,20 @@ import pytest
 import pygraph
 from pygraph import data_type as dt
 from pygraph import heur_mode
-from pygraph_linear_attention.engines import cutile as engine_mod
-from pygraph_linear_attention.engines.cutile import GdnCutileBwdEngine, GdnCutileEngine
+from pygraph_linear_attention.common.device_arrays import DeviceArray
+from pygraph_linear_attention.common.host import CHUNK
+from pygraph_linear_attention.gdn import engine_cutile as engine_mod
+from pygraph_linear_attention.gdn.engine_cutile import GdnCutileBwdEngine, GdnCutileEngine
 from pygraph_linear_attention.heuristics import block_v_order
-from pygraph_linear_attention.kernels.device_arrays import DeviceArray
-from pygraph_linear_attention.kernels.gdn_cutile_host import CHUNK
 
 ENGINE_ID = 20101
-_REAL_PROBE = engine_mod._cutile_installed
+_REAL_PROBE = engine_mod.cutile_installed
 
 
 @pytest.fixture(autouse=True)
 def _cutile_found(monkeypatch):
     """cuTile reported installed (CI has none; its absence has its own test)."""
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
+    monkeypatch.setattr(engine_mod, "cutile_installed", lambda: True)
 
 
 def _graph(t=130, n=3, h=2, hv=2, d=128, dv=None, io=dt.BFLOAT16, beta=None, *, state=False, final=False,
@@ -179,10 +180,10 @@ def test_declines_a_device_outside_its_arch_range():
 
 
 def test_a_missing_cutile_is_an_import_decline(monkeypatch):
-    monkeypatch.setattr(engine_mod, "_cutile_installed", _REAL_PROBE)  # the probe itself, cuda.* not found
-    real = engine_mod.importlib.util.find_spec
+    monkeypatch.setattr(engine_mod, "cutile_installed", _REAL_PROBE)  # the probe itself, cuda.* not found
+    real = importlib.util.find_spec
     monkeypatch.setattr(
-        engine_mod.importlib.util,
+        importlib.util,
         "find_spec",
         lambda name, *a: None if name.startswith("cuda") else real(name, *a),
     )
@@ -228,11 +229,11 @@ def stand_in(monkeypatch):
     """The kernel modules and cuda.tile.launch replaced: (recorder, the sentinel kernels)."""
     names = "table prepare scan seg_table seg_offsets seg_bounds segment_scan segment_combine".split()
     kernels = {name: object() for name in names}
-    module = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_fwd")
+    module = types.ModuleType("pygraph_linear_attention.gdn.cutile_fwd")
     module.KERNELS = kernels
     module.hinted = lambda kernel, **hints: ("hinted", kernel, tuple(sorted(hints.items())))
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    bwd = types.ModuleType("pygraph_linear_attention.kernels.gdn_cutile_bwd")
+    bwd = types.ModuleType("pygraph_linear_attention.gdn.cutile_bwd")
     bwd.BWD_KERNELS = {
         name: object()
         for name in (
@@ -243,7 +244,7 @@ def stand_in(monkeypatch):
     kernels.update(bwd.BWD_KERNELS)
     monkeypatch.setitem(sys.modules, bwd.__name__, bwd)
     recorder = _Recorder()
-    monkeypatch.setattr(engine_mod, "_cutile_launch", lambda: recorder)
+    monkeypatch.setattr(engine_mod, "cutile_launch", lambda: recorder)
     return recorder, kernels
 
 
@@ -409,7 +410,7 @@ def test_a_segment_knob_launches_the_split_scan_over_segments(stand_in):
 
 
 def test_a_segment_knob_that_cannot_tile_the_key_dim_is_declined():
-    from pygraph_linear_attention.engines.cutile import segment_reason
+    from pygraph_linear_attention.gdn.engine_cutile import segment_reason
 
     facts = types.SimpleNamespace(head_dim_k=64)
     assert segment_reason(facts, 128, 16) == "SEGMENT=16 needs BLOCK_V=128 to divide the key head dim 64"
@@ -539,7 +540,7 @@ def test_the_backward_occupancy_knob_hints_its_per_chunk_kernels_only(stand_in):
     ids=["plain", "l2norm", "gva", "gqa"],
 )
 def test_a_gradient_skips_its_head_sum_where_the_chunk_kernels_write_it(h, hv, l2norm, sums):
-    from pygraph_linear_attention.kernels.gdn_cutile_bwd_host import GdnCutileBwdConfig
+    from pygraph_linear_attention.gdn.cutile_bwd_host import GdnCutileBwdConfig
 
     cfg = GdnCutileBwdConfig(
         tokens=100, sequences=2, heads_qk=h, heads_v=hv, heads_g=max(h, hv), heads_beta=max(h, hv),

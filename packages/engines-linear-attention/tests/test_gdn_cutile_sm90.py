@@ -1,6 +1,6 @@
 """gdn_cutile on the H200 against the float64 reference: the correctness tables of the forward and the backward.
 
-Every case of `benchmarks.linear_attention.gdn_cases.CASES` (varlen with odd lengths, T = 1, an
+Every case of `gdn_cases.CASES` (this folder) (varlen with odd lengths, T = 1, an
 empty sequence, initial and final state, each option alone and all together, GQA/GVA, fp16, a
 4097-token sequence, head dims 64 and 256, each BLOCK_V): fresh random inputs, outputs poisoned
 (NaN) first, planned and executed through the graph API; the relative error of O and of the final

@@ -15,7 +15,7 @@ import gc
 
 import pytest
 
-from pygraph_linear_attention.kernels.device_arrays import DeviceArray
+from pygraph_linear_attention.common.device_arrays import DeviceArray
 
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _get_pointer.restype = ctypes.c_void_p

@@ -1,7 +1,7 @@
 """The torch op's execution path on the CPU: graphs built and cached per key, planned to gdn_cutile,
 executed through its plan with the kernels' launch replaced by a stand-in that computes the chunked
-spec (`chunked.py`, `chunked_bwd.py`) in float64 on the host tensors; the op's outputs and autograd
-gradients against the token loop's (`reference.py`); `torch.compile(fullgraph=True)` and
+spec (`gdn.chunked`, `gdn.chunked_bwd`) in float64 on the host tensors; the op's outputs and autograd
+gradients against the token loop's (`gdn.reference`); `torch.compile(fullgraph=True)` and
 `torch.library.opcheck` over the same path; a gdn_bwd graph no engine serves surfacing the
 planner's error. The stand-in is the ``gdn_stand_in`` fixture (``conftest.py``).
 """
@@ -13,9 +13,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import pygraph  # noqa: E402
-from pygraph_linear_attention import op_graphs  # noqa: E402
-from pygraph_linear_attention.engines import cutile as engine_mod  # noqa: E402
-from pygraph_linear_attention.engines import sm90 as sm90_mod  # noqa: E402
+from pygraph_linear_attention.common import op_graphs  # noqa: E402
+from pygraph_linear_attention.gdn import engine_cutile as engine_mod  # noqa: E402
+from pygraph_linear_attention.gdn import engine_sm90 as sm90_mod  # noqa: E402
 from pygraph_linear_attention.ops import gated_delta_net  # noqa: E402
 from pygraph_linear_attention.reference import gated_delta_net_reference  # noqa: E402
 
@@ -154,13 +154,13 @@ def test_no_token_runs_nothing(gdn_stand_in):
 
 
 def test_a_gdn_bwd_graph_no_engine_serves_raises_the_planners_error(gdn_stand_in, monkeypatch):
-    real = engine_mod._support_reason
+    real = engine_mod.support_reason
 
     def forward_only(facts):
         return "the backward is switched off for this test" if facts.backward else real(facts)
 
-    monkeypatch.setattr(engine_mod, "_support_reason", forward_only)
-    monkeypatch.setattr(sm90_mod, "_support_reason", forward_only)  # gdn_sm90_bwd's copy of the rule
+    monkeypatch.setattr(engine_mod, "support_reason", forward_only)
+    monkeypatch.setattr(sm90_mod, "support_reason", forward_only)  # gdn_sm90_bwd's copy of the rule
     x = {n: t.requires_grad_(n in ("q", "k", "v")) for n, t in _inputs().items()}
     o, _ = gated_delta_net(**x)  # the forward is served
     with pytest.raises(

@@ -3,7 +3,7 @@ autograd), `torch.library.opcheck`, a call on a side stream, and a `torch.compil
 training step of a small GDN layer against the same step run eagerly (that last one also on the
 CPU through the ``gdn_stand_in`` fixture, unmarked, so the layer and the step are checked in CI).
 
-Inputs are `benchmarks.linear_attention.gdn_cases`' (the cases whose q/k heads divide v heads, the
+Inputs are `gdn_cases` (this folder)' (the cases whose q/k heads divide v heads, the
 op's GVA contract); the op's outputs are fresh allocations, so they are not poisoned here: the
 graph-level suite (`test_gdn_cutile_sm90.py`) poisons the engine's. Relative error bound 1e-2 (bf16
 and fp16 io), the numbers printed.

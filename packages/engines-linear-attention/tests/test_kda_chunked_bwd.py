@@ -1,5 +1,5 @@
-"""The chunked KDA / GDN-2 backward (`chunked_kda_bwd`, the kernels' spec) against autograd through the
-float64 token loops (`reference.py`): every gradient, at several chunk sizes, over varlen batches with
+"""The chunked KDA / GDN-2 backward (`kda.chunked_bwd`, the kernels' spec) against autograd through the
+float64 token loops (`kda.reference`): every gradient, at several chunk sizes, over varlen batches with
 empty and length-1 sequences, each option, grouped heads and both states."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pygraph_linear_attention.chunked_kda_bwd import (  # noqa: E402
+from pygraph_linear_attention.kda.chunked_bwd import (  # noqa: E402
     chunked_gated_delta_net_v2_backward,
     chunked_kimi_delta_attention_backward,
 )

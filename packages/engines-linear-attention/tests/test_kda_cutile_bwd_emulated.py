@@ -1,8 +1,8 @@
-"""The KDA / GDN-2 cuTile backward (`kernels/kda_cutile_bwd.py`) on the CPU: its source run on the
+"""The KDA / GDN-2 cuTile backward (`kda.cutile_bwd`) on the CPU: its source run on the
 numpy stand-in of cuTile that `test_gdn_cutile_emulated.py` defines (with the helpers and kernels it
 imports from the GDN modules and the KDA forward), launched through
-`kda_cutile_bwd_host.launch_backward`, so the grids, the argument order, the chunk table and the
-chunk offsets are the real ones, against `chunked_kda_bwd.py` in float64. Outputs and the workspace
+`kda.cutile_bwd_host.launch_backward`, so the grids, the argument order, the chunk table and the
+chunk offsets are the real ones, against `kda.chunked_bwd` in float64. Outputs and the workspace
 are poisoned (NaN) first. What this cannot see (bf16 rounding, the compiler) waits for the device.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
-import re
 import types
 
 import numpy as np
@@ -18,12 +17,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pygraph_linear_attention.chunked_kda_bwd import (  # noqa: E402
+from pygraph_linear_attention.kda.chunked_bwd import (  # noqa: E402
     chunked_gated_delta_net_v2_backward,
     chunked_kimi_delta_attention_backward,
 )
-from pygraph_linear_attention.kernels import gdn_cutile_host  # noqa: E402
-from pygraph_linear_attention.kernels.kda_cutile_bwd_host import (  # noqa: E402
+from pygraph_linear_attention.kda.cutile_bwd_host import (  # noqa: E402
     KdaCutileBwdConfig,
     launch_backward,
 )
@@ -40,18 +38,16 @@ def _load(name: str, file: str):
 
 FORWARD = _load("kda_cutile_emulation", "test_kda_cutile_emulated.py")  # its emulator and inputs
 EMU, _Array = FORWARD.EMU, FORWARD._Array
-KERNEL_DIR = pathlib.Path(gdn_cutile_host.__file__).parent
-_IMPORTS = r"from pygraph_linear_attention\.kernels\.\w+ import (\([^)]*\)|[^\n]*)\n"
 
 
 def emulated_module(emu=EMU):
-    """The GDN forward's, GDN backward's, KDA forward's and KDA backward's source run against the
-    stand-in ``emu`` in one namespace (each imports its helpers from the ones before). The launcher
-    must be ``emu``'s: its programs read their block index from it."""
+    """The shared blocks', KDA forward's and KDA backward's source run against the stand-in ``emu``
+    in one namespace (each imports its helpers from the ones before). The launcher must be ``emu``'s:
+    its programs read their block index from it."""
     namespace = {"ct": emu, "__name__": "kda_cutile_bwd_emulated"}
-    for file in ("gdn_cutile_fwd.py", "gdn_cutile_bwd.py", "kda_cutile_fwd.py", "kda_cutile_bwd.py"):
-        source = (KERNEL_DIR / file).read_text().replace("import cuda.tile as ct\n", "")
-        exec(compile(re.sub(_IMPORTS, "", source), file, "exec"), namespace)
+    FORWARD.EMULATION.run_sources(
+        namespace, "common/cutile_blocks.py", "kda/cutile_fwd.py", "kda/cutile_bwd.py"
+    )
     return types.SimpleNamespace(**namespace)
 
 
@@ -61,7 +57,7 @@ BV = 8
 
 
 def _run(op, lengths, *, h=2, hv=2, dk=16, dv=16, options=(), seed=0, gate_scale=0.5):
-    """(the kernels' gradients, chunked_kda_bwd's) on the same fresh inputs, by the graph's output names."""
+    """(the kernels' gradients, kda.chunked_bwd's) on the same fresh inputs, by the graph's output names."""
     t, n, ho = sum(lengths), len(lengths), max(h, hv)
     inputs, kwargs = FORWARD._inputs(op, lengths, h, hv, dk, dv, options, seed, gate_scale)
     cu = torch.tensor([0, *lengths]).cumsum(0)

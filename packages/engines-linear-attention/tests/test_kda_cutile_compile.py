@@ -1,6 +1,6 @@
 """The kda_cutile / gdn2_cutile kernels, forward and backward, compile for SM80, SM90, SM100 and SM120,
 on any machine with cuTile's compiler (`cuda.tile.compilation.export_kernel`, no GPU needed), from the signatures the
-engine's launches have (`kda_cutile_fwd.export_signatures`). Where cuTile or its compiler is absent
+engine's launches have (`kda.cutile_fwd.export_signatures`). Where cuTile or its compiler is absent
 (CI) the test skips saying which. On SM80, SM100 and SM120 the kernels are compiled, not run."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ ct = pytest.importorskip(
 
 pytestmark = pytest.mark.usefixtures("cutile_compiler")  # skips where cuTile's compiler is absent
 
-from pygraph_linear_attention.kernels.kda_cutile_fwd import KERNELS, export_signatures  # noqa: E402
-from pygraph_linear_attention.kernels.kda_cutile_host import KdaCutileConfig  # noqa: E402
+from pygraph_linear_attention.kda.cutile_fwd import KERNELS, export_signatures  # noqa: E402
+from pygraph_linear_attention.kda.cutile_host import KdaCutileConfig  # noqa: E402
 
 
 def _config(op: str) -> KdaCutileConfig:
@@ -43,8 +43,8 @@ def test_every_kernel_compiles_to_a_cubin_for(op, target):
 def test_every_backward_kernel_compiles_to_a_cubin_for(op, target):
     import dataclasses
 
-    from pygraph_linear_attention.kernels.kda_cutile_bwd import export_signatures as bwd_signatures
-    from pygraph_linear_attention.kernels.kda_cutile_bwd_host import KdaCutileBwdConfig
+    from pygraph_linear_attention.kda.cutile_bwd import export_signatures as bwd_signatures
+    from pygraph_linear_attention.kda.cutile_bwd_host import KdaCutileBwdConfig
 
     fields = {f.name: getattr(_config(op), f.name) for f in dataclasses.fields(KdaCutileConfig)}
     cfg = KdaCutileBwdConfig(**{**fields, "output_final_state": False}, has_d_final_state=True)
@@ -66,9 +66,9 @@ SPILL_AT_MOST = {"fwd_prepare": 144, "prepare": 552, "states": 0, "output": 288,
 def test_the_chunk_kernels_spill_no_more_than_measured_on_sm90(op):
     import dataclasses
 
-    from pygraph_linear_attention.kernels.cubin_resources import resources
-    from pygraph_linear_attention.kernels.kda_cutile_bwd import export_signatures as bwd_signatures
-    from pygraph_linear_attention.kernels.kda_cutile_bwd_host import KdaCutileBwdConfig
+    from pygraph_linear_attention.common.cubin_resources import resources
+    from pygraph_linear_attention.kda.cutile_bwd import export_signatures as bwd_signatures
+    from pygraph_linear_attention.kda.cutile_bwd_host import KdaCutileBwdConfig
 
     fields = {f.name: getattr(_config(op), f.name) for f in dataclasses.fields(KdaCutileConfig)}
     cfg = KdaCutileBwdConfig(**{**fields, "output_final_state": False}, has_d_final_state=True)

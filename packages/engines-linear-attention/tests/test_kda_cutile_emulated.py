@@ -1,9 +1,9 @@
-"""The KDA / GDN-2 cuTile forward (`kernels/kda_cutile_fwd.py`) on the CPU: its source run on the
+"""The KDA / GDN-2 cuTile forward (`kda.cutile_fwd`) on the CPU: its source run on the
 numpy stand-in of cuTile that `test_gdn_cutile_emulated.py` defines (with the GDN forward's helpers
 it imports), launched as the engine will (the chunk table and offsets, prepare over chunk slots x
 output heads, the state scan over sequences x heads x value blocks, the output over chunk slots x
-heads x value blocks), against `chunked.py` in float64. The grids and argument order are
-`kda_cutile_host`'s. Workspace and outputs are poisoned (NaN), so a read of what no kernel wrote
+heads x value blocks), against `kda.chunked` in float64. The grids and argument order are
+`kda.cutile_host`'s. Workspace and outputs are poisoned (NaN), so a read of what no kernel wrote
 shows. What this cannot see (bf16 rounding, the compiler) waits for the device.
 """
 
@@ -19,12 +19,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pygraph_linear_attention.chunked import (  # noqa: E402
+from pygraph_linear_attention.kda.chunked import (  # noqa: E402
     chunked_gated_delta_net_v2,
     chunked_kimi_delta_attention,
 )
-from pygraph_linear_attention.kernels import gdn_cutile_host  # noqa: E402
-from pygraph_linear_attention.kernels.kda_cutile_host import (  # noqa: E402
+from pygraph_linear_attention.kda.cutile_host import (  # noqa: E402
     SUB_CHUNK,
     KdaCutileConfig,
     launch_forward,
@@ -37,22 +36,15 @@ _spec = importlib.util.spec_from_file_location(
 EMULATION = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(EMULATION)
 EMU, _Array = EMULATION.EMU, EMULATION._Array
-KERNEL_DIR = pathlib.Path(gdn_cutile_host.__file__).parent
 BV = 8
 F64 = torch.float64
 
 
 def _kda_module() -> types.SimpleNamespace:
-    gdn_ns = {"ct": EMU, "__name__": "gdn_cutile_fwd_emulated"}
-    gdn = (KERNEL_DIR / "gdn_cutile_fwd.py").read_text().replace("import cuda.tile as ct\n", "")
-    exec(compile(gdn, "gdn_cutile_fwd.py", "exec"), gdn_ns)
-    kda_ns = {**gdn_ns, "__name__": "kda_cutile_fwd_emulated"}  # the helpers it imports from GDN's
-    kda = (KERNEL_DIR / "kda_cutile_fwd.py").read_text().replace("import cuda.tile as ct\n", "")
-    kda = re.sub(
-        r"from pygraph_linear_attention\.kernels\.gdn_cutile_fwd import (\([^)]*\)|[^\n]*)\n", "", kda
+    namespace = {"ct": EMU, "__name__": "kda_cutile_fwd_emulated"}
+    return types.SimpleNamespace(
+        **EMULATION.run_sources(namespace, "common/cutile_blocks.py", "kda/cutile_fwd.py")
     )
-    exec(compile(kda, "kda_cutile_fwd.py", "exec"), kda_ns)
-    return types.SimpleNamespace(**kda_ns)
 
 
 KDA = _kda_module()
@@ -96,7 +88,7 @@ def _inputs(op, lengths, h, hv, dk, dv, options, seed, gate_scale):
 
 
 def _run(op, lengths, *, h=2, hv=2, dk=16, dv=16, options=(), seed=0, gate_scale=0.5):
-    """(the kernels' O and final state, chunked.py's) on the same fresh inputs."""
+    """(the kernels' O and final state, kda.chunked's) on the same fresh inputs."""
     t, n, ho = sum(lengths), len(lengths), max(h, hv)
     inputs, kwargs = _inputs(op, lengths, h, hv, dk, dv, options, seed, gate_scale)
     cu = torch.tensor([0, *lengths]).cumsum(0)

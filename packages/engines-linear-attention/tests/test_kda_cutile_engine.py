@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 import pygraph  # noqa: E402
 from pygraph.environment import OPT_IN_ENV  # noqa: E402
-from pygraph_linear_attention.engines import kda_cutile as engine_mod  # noqa: E402
+from pygraph_linear_attention.kda import engine_cutile as engine_mod  # noqa: E402
 from pygraph_linear_attention.reference import (  # noqa: E402
     gated_delta_net_v2_reference,
     kimi_delta_attention_reference,
@@ -75,12 +75,12 @@ def emulated(monkeypatch, no_cute_dsl_kda):
     )
     backward = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(backward)
-    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.kda_cutile_fwd", emulation.KDA)
+    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kda.cutile_fwd", emulation.KDA)
     # built on the launcher's stand-in: each program reads its block index from the one that launches it
     bwd_kernels = backward.emulated_module(launcher.EMU)
-    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kernels.kda_cutile_bwd", bwd_kernels)
-    monkeypatch.setattr(engine_mod, "_cutile_launch", launcher._EmulatedLaunch)
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
+    monkeypatch.setitem(sys.modules, "pygraph_linear_attention.kda.cutile_bwd", bwd_kernels)
+    monkeypatch.setattr(engine_mod, "cutile_launch", launcher._EmulatedLaunch)
+    monkeypatch.setattr(engine_mod, "cutile_installed", lambda: True)
     monkeypatch.setenv(OPT_IN_ENV, "kda_cutile,gdn2_cutile,kda_cutile_bwd,gdn2_cutile_bwd")
 
 
@@ -167,7 +167,7 @@ def test_a_backward_graph_runs_end_to_end_on_the_emulated_kernels(emulated, op, 
 
 def test_the_engines_ship_opt_in(monkeypatch, no_cute_dsl_kda):  # kda_sm90 (default-on) declining
     monkeypatch.delenv(OPT_IN_ENV, raising=False)
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
+    monkeypatch.setattr(engine_mod, "cutile_installed", lambda: True)
     g, *_ = _graph("kda", _inputs("kda"))
     with pytest.raises(pygraph.GraphNotSupportedError):
         g.create_execution_plans()
@@ -199,7 +199,7 @@ def _decline(op: str, x: dict, **attrs) -> str:
     ],
 )  # fmt: skip
 def test_a_graph_it_cannot_serve_is_declined_naming_the_rule(monkeypatch, op, change, message):
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
+    monkeypatch.setattr(engine_mod, "cutile_installed", lambda: True)
     x = _inputs(op)
     attrs = {k: v for k, v in change.items() if not isinstance(v, torch.Tensor)}
     if attrs.get("safe_gate"):
@@ -234,7 +234,7 @@ def test_the_backward_engines_serve_every_cutile_arch(monkeypatch, sm):
     """SM80 to SM121, SM100 included: the gradient scan that tileiras 13.4 failed to compile there
     (P computed inside it) now takes plain products (tests/test_kda_cutile_compile.py compiles every
     backward kernel for sm_100)."""
-    monkeypatch.setattr(engine_mod, "_cutile_installed", lambda: True)
+    monkeypatch.setattr(engine_mod, "cutile_installed", lambda: True)
     x = _inputs("kda")
     g = pygraph.Graph(name="kda-bwd-arch", io_data_type=torch.bfloat16, sm_version=sm)
     d_o = torch.zeros(sum(T_LENGTHS), H, D, dtype=torch.bfloat16)

@@ -1,7 +1,7 @@
 """kda_cutile, gdn2_cutile (cuTile) and kda_sm90, gdn2_sm90 (CuTe DSL), forward and backward, on the H200
 against the float64 references: the correctness table.
 
-Every case of `benchmarks.linear_attention.kda_cases.CASES` for both ops (varlen with odd lengths,
+Every case of `kda_cases.CASES` (this folder) for both ops (varlen with odd lengths,
 T = 1, an empty sequence, initial and final state, each option, GQA and GVA, a 4097-token sequence,
 head dim 64, fp16, BLOCK_V 32): fresh random inputs, outputs poisoned (NaN) first, planned and
 executed through the graph API with the engines opted in; the relative error of O and of the final
@@ -24,12 +24,12 @@ pytestmark = pytest.mark.sm90
 def _runs(engine: str, case) -> bool:
     """Whether ``engine`` serves the case's BLOCK_V (the cuTile engines: 32 and 64; the CuTe DSL
     pair 16 too)."""
-    from pygraph_linear_attention.kernels.kda_cutile_host import BLOCK_V as CUTILE_BLOCK_V
+    from pygraph_linear_attention.kda.cutile_host import BLOCK_V as CUTILE_BLOCK_V
 
     return engine == "sm90" or case.block_v is None or case.block_v in CUTILE_BLOCK_V
 
 
-# (case, engine) pairs, the engine's id last so an id ends in it ("-sm90": `gdn_cutile.sh kdasm90`)
+# (case, engine) pairs, the engine's id last so an id ends in it ("-sm90": `run.sh linear-attention kdasm90`)
 PAIRS = [
     pytest.param(case, engine, id=f"{case.id}-{engine}")
     for case in CASES

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pygraph.errors import OpInputError  # noqa: E402
-from pygraph_linear_attention import op_arguments  # noqa: E402
+from pygraph_linear_attention.common import op_arguments  # noqa: E402
 
 T, H, HV, K, V = 10, 1, 2, 64, 32
 BF = torch.bfloat16

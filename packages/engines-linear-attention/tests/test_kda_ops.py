@@ -1,9 +1,9 @@
 """The KDA and GDN-2 torch ops on the CPU: graphs built and cached per key, planned to kda_cutile /
 gdn2_cutile (opted in), executed through their plan with the kernels' launch replaced by a stand-in
-computing the chunked spec (`chunked.py`) in float64 on the host tensors (``kda_stand_in``,
-``conftest.py``); the outputs against the token loops (`reference.py`); `torch.compile(fullgraph=True)`
+computing the chunked spec (`kda.chunked`) in float64 on the host tensors (``kda_stand_in``,
+``conftest.py``); the outputs against the token loops (`kda.reference`); `torch.compile(fullgraph=True)`
 and `torch.library.opcheck` over the same path; the gradients (kda_bwd / gdn2_bwd graphs on the backward
-engines, whose stand-in computes `chunked_kda_bwd.py`) against autograd through the token loops; a
+engines, whose stand-in computes `kda.chunked_bwd`) against autograd through the token loops; a
 backward graph no engine serves surfacing the planner's error; typed argument errors.
 """
 
@@ -15,8 +15,8 @@ torch = pytest.importorskip("torch")
 
 import pygraph  # noqa: E402
 from pygraph.errors import OpInputError  # noqa: E402
-from pygraph_linear_attention import op_graphs  # noqa: E402
-from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention  # noqa: E402
+from pygraph_linear_attention.common import op_graphs  # noqa: E402
+from pygraph_linear_attention.kda.op import gated_delta_net_v2, kimi_delta_attention  # noqa: E402
 from pygraph_linear_attention.reference import (  # noqa: E402
     gated_delta_net_v2_reference,
     kimi_delta_attention_reference,
@@ -194,14 +194,14 @@ def test_autograd_gradients_equal_the_float64_reference(kda_stand_in, op, case):
 
 @pytest.mark.parametrize("op", list(OPS))
 def test_a_backward_graph_no_engine_serves_raises_the_planners_error(kda_stand_in, op, monkeypatch):
-    from pygraph_linear_attention.engines import kda_cutile as engine_mod
+    from pygraph_linear_attention.kda import engine_cutile as engine_mod
 
-    real = engine_mod._support_reason
+    real = engine_mod.support_reason
 
     def forward_only(facts, served, backward=False):
         return "the backward is switched off for this test" if backward else real(facts, served, backward)
 
-    monkeypatch.setattr(engine_mod, "_support_reason", forward_only)
+    monkeypatch.setattr(engine_mod, "support_reason", forward_only)
     x = {n: t.requires_grad_(n in ("q", "k", "v")) for n, t in _inputs(op).items()}
     o, _ = OPS[op](**x)  # the forward is served
     with pytest.raises(

@@ -3,7 +3,7 @@ CuTe DSL forward with the cuTile backward): outputs and every gradient against t
 and its autograd, `torch.library.opcheck`, a call on a side stream, and a
 `torch.compile(fullgraph=True)` training step of a small KDA layer against the same step run eagerly.
 
-Inputs are `benchmarks.linear_attention.kda_cases`' (the cases whose q/k heads divide v heads, the
+Inputs are `kda_cases` (this folder)' (the cases whose q/k heads divide v heads, the
 ops' GVA contract). Relative error bound: the case's (1e-2 for bf16 and fp16 io), numbers printed.
 The same checks run on the CPU through a float64 stand-in (`test_kda_ops.py`).
 """
@@ -17,8 +17,8 @@ torch = pytest.importorskip("torch")
 import kda_cases  # noqa: E402
 from kda_cases import CASES, make_inputs  # noqa: E402
 from pygraph.environment import OPT_IN_ENV  # noqa: E402
-from pygraph_linear_attention import op_graphs  # noqa: E402
-from pygraph_linear_attention.kda_ops import gated_delta_net_v2, kimi_delta_attention  # noqa: E402
+from pygraph_linear_attention.common import op_graphs  # noqa: E402
+from pygraph_linear_attention.kda.op import gated_delta_net_v2, kimi_delta_attention  # noqa: E402
 from pygraph_linear_attention.reference import (  # noqa: E402
     gated_delta_net_v2_reference,
     kimi_delta_attention_reference,

@@ -134,7 +134,7 @@ def test_bad_arguments_raise_naming_them(change, message):
 
 @pytest.mark.parametrize("chunk", [1, 3, 4, 64])
 def test_the_chunked_algorithm_is_the_recurrence(chunk):
-    from pygraph_linear_attention.chunked import chunked_kimi_delta_attention
+    from pygraph_linear_attention.kda.chunked import chunked_kimi_delta_attention
 
     q, k, v, g, beta = _inputs(t=11, seed=4)
     state = _rand(3, 2, 6, 8)
@@ -148,7 +148,7 @@ def test_the_chunked_algorithm_is_the_recurrence(chunk):
 
 @pytest.mark.parametrize("sub", [1, 4, 16, 64])
 def test_the_sub_chunk_products_are_the_recurrence(sub):
-    from pygraph_linear_attention.chunked import chunked_kimi_delta_attention
+    from pygraph_linear_attention.kda.chunked import chunked_kimi_delta_attention
 
     q, k, v, g, beta = _inputs(t=70, seed=5)
     args = (q, k, v, g, beta, _cu(70))
@@ -161,7 +161,7 @@ def test_the_sub_chunk_products_are_the_recurrence(sub):
 def test_sub_chunks_of_16_keep_fp32_finite_at_the_gate_bound():
     # every gate at the safe gate's bound (-5 per token): across a 64-token chunk the key-side factor
     # of one reference row would reach exp(315), past fp32; across a sub-chunk of 16 exp(75) stays in it
-    from pygraph_linear_attention.chunked import chunked_kimi_delta_attention
+    from pygraph_linear_attention.kda.chunked import chunked_kimi_delta_attention
 
     q, k, v, _, beta = _inputs(t=64, seed=6)
     k = F.normalize(k, dim=-1)

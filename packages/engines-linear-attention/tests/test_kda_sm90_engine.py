@@ -15,12 +15,12 @@ import pygraph
 from pygraph import data_type as dt
 from pygraph.environment import OPT_IN_ENV
 from pygraph.execution import OperandGeometryError
-from pygraph_linear_attention.engines import kda_sm90 as engine_mod
-from pygraph_linear_attention.engines.kda_sm90 import Gdn2Sm90Engine, KdaSm90BwdEngine, KdaSm90Engine
-from pygraph_linear_attention.kernels import kda_sm90_host as host
-from pygraph_linear_attention.kernels.gdn_sm90_host import search_steps
-from pygraph_linear_attention.kernels.kda_cutile_bwd_host import KdaCutileBwdConfig
-from pygraph_linear_attention.kernels.kda_cutile_host import KdaCutileConfig
+from pygraph_linear_attention.common.host import search_steps
+from pygraph_linear_attention.kda import engine_sm90 as engine_mod
+from pygraph_linear_attention.kda import sm90_host as host
+from pygraph_linear_attention.kda.cutile_bwd_host import KdaCutileBwdConfig
+from pygraph_linear_attention.kda.cutile_host import KdaCutileConfig
+from pygraph_linear_attention.kda.engine_sm90 import Gdn2Sm90Engine, KdaSm90BwdEngine, KdaSm90Engine
 
 _OPT_IN = "kda_sm90,gdn2_sm90"
 _NEEDS_CUTE = pytest.mark.skipif(
@@ -216,9 +216,9 @@ def test_the_workspace_is_what_the_plan_carves(recorder):
 def test_the_hook_puts_the_hopper_forward_first_with_gdn_sm90s_stages_rule(monkeypatch):
     monkeypatch.setenv(OPT_IN_ENV, f"{_OPT_IN},kda_cutile,gdn2_cutile")
     monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
-    from pygraph_linear_attention.engines import kda_cutile
+    from pygraph_linear_attention.kda import engine_cutile as kda_cutile
 
-    monkeypatch.setattr(kda_cutile, "_cutile_installed", lambda: True)
+    monkeypatch.setattr(kda_cutile, "cutile_installed", lambda: True)
     long_single = _plan_names(_graph(t=32768, n=1, h=16, hv=16))  # 64 scan CTAs at BLOCK_V 32
     wide = _plan_names(_graph("gdn2", t=32768, n=8, h=16, hv=16))  # 512
     assert long_single[:6] == [
@@ -387,9 +387,9 @@ def test_the_backward_workspace_is_what_the_plan_carves(bwd_recorder):
 def test_the_hook_puts_the_cute_backward_before_the_cutile_one(monkeypatch):
     monkeypatch.setenv(OPT_IN_ENV, "kda_sm90_bwd,kda_cutile_bwd")
     monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
-    from pygraph_linear_attention.engines import kda_cutile
+    from pygraph_linear_attention.kda import engine_cutile as kda_cutile
 
-    monkeypatch.setattr(kda_cutile, "_cutile_installed", lambda: True)
+    monkeypatch.setattr(kda_cutile, "cutile_installed", lambda: True)
     names = _plan_names(_bwd_graph(t=32768, n=1, h=16, hv=16))
     assert names[:6] == [
         "kda_sm90_bwd[BLOCK_V=32,STAGES=2]", "kda_sm90_bwd[BLOCK_V=32,STAGES=1]",

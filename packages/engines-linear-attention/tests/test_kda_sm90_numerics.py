@@ -1,15 +1,15 @@
-"""The numerics of kda_sm90 / gdn2_sm90 (`kernels/kda_sm90_fwd.py`), modelled in torch on the CPU.
+"""The numerics of kda_sm90 / gdn2_sm90 (`kda.sm90_fwd`), modelled in torch on the CPU.
 
 The CuTe DSL kernels cannot run here, so this models their dataflow with the same rounding points:
 the decay-weighted products by sub-chunks of 16 rows with bf16 factors (whatever the io dtype),
 A and the scores P in fp32 accumulators, P, ``T diag(beta)`` (GDN-2: ``T``), w, u, ``q exp(gamma)``,
 ``k exp(last - gamma)``, the state's copy and v_new rounded to the io dtype where the kernels store
 them, the state carried in fp32. Against the float64 recurrence on every device case
-(`benchmarks.linear_attention.kda_cases.CASES`: varlen odd lengths, each option, GQA and GVA, head dim
+(`kda_cases.CASES` (this folder): varlen odd lengths, each option, GQA and GVA, head dim
 64, fp16, gates down to the safe gate's bound), O and the final state must be within the device
 suite's tolerance. What this proves is the design's precision (bf16 factors, the sub-chunk
 references), not the kernels' code: that is the device suite's (`test_kda_cutile_sm90.py`).
-The second half does the same for the CuTe DSL backward (`kernels/kda_sm90_bwd.py`: every gradient
+The second half does the same for the CuTe DSL backward (`kda.sm90_bwd`: every gradient
 against autograd through the float64 recurrence).
 """
 
@@ -154,7 +154,7 @@ def test_gates_at_the_safe_gates_bound_keep_the_factors_finite(op, io):
     assert float((got_state.double() - want_state).norm() / want_state.norm()) <= case.tolerance
 
 
-# --- the CuTe DSL backward (kernels/kda_sm90_bwd.py): its terms in their four forms (plain products
+# --- the CuTe DSL backward (kda.sm90_bwd): its terms in their four forms (plain products
 # on io operands, rows weighted, columns weighted, elementwise), with the kernels' rounding points.
 # It fixed one choice: the weighted products' factors are not bf16 (BWD_FACTORS).
 
@@ -224,7 +224,7 @@ def _chunk_backward(p, lo, rows, h, io, f, d_state, do):
 def _backward_model(case, tensors, options, d_o, d_final):
     """The graph's gradients as the kernels compute them (per-head terms in fp32 with
     the rounding above, the options' chain rules and head sums in float64)."""
-    from pygraph_linear_attention.chunked_kda_bwd import _options_backward
+    from pygraph_linear_attention.kda.chunked_bwd import _options_backward
 
     io = tensors["q"].dtype
     extra = {n: tensors[n] for n in ("a_log", "dt_bias") if n in tensors}

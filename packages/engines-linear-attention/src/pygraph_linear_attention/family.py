@@ -48,14 +48,14 @@ def pygraph_families() -> list[EngineFamily]:
             "gdn",
             20100,
             ("GDN", "GDN_BWD"),
-            cutile=EngineSlot(1, impl=("pygraph_linear_attention.engines.cutile", "GdnCutileEngine")),
-            sm90=EngineSlot(0, impl=("pygraph_linear_attention.engines.sm90", "GdnSm90Engine")),
+            cutile=EngineSlot(1, impl=("pygraph_linear_attention.gdn.engine_cutile", "GdnCutileEngine")),
+            sm90=EngineSlot(0, impl=("pygraph_linear_attention.gdn.engine_sm90", "GdnSm90Engine")),
             extra={
                 "gdn_cutile_bwd": EngineSlot(
-                    2, impl=("pygraph_linear_attention.engines.cutile", "GdnCutileBwdEngine")
+                    2, impl=("pygraph_linear_attention.gdn.engine_cutile", "GdnCutileBwdEngine")
                 ),
                 "gdn_sm90_bwd": EngineSlot(
-                    3, impl=("pygraph_linear_attention.engines.sm90", "GdnSm90BwdEngine")
+                    3, impl=("pygraph_linear_attention.gdn.engine_sm90", "GdnSm90BwdEngine")
                 ),
             },
         ),
@@ -71,15 +71,15 @@ def pygraph_families() -> list[EngineFamily]:
             20200,
             ("KDA", "KDA_BWD"),
             cutile=EngineSlot(
-                1, impl=("pygraph_linear_attention.engines.kda_cutile", "KdaCutileEngine"), opt_in=True
+                1, impl=("pygraph_linear_attention.kda.engine_cutile", "KdaCutileEngine"), opt_in=True
             ),
-            sm90=EngineSlot(0, impl=("pygraph_linear_attention.engines.kda_sm90", "KdaSm90Engine")),
+            sm90=EngineSlot(0, impl=("pygraph_linear_attention.kda.engine_sm90", "KdaSm90Engine")),
             extra={
                 "kda_cutile_bwd": EngineSlot(
-                    2, impl=("pygraph_linear_attention.engines.kda_cutile", "KdaCutileBwdEngine"), opt_in=True
+                    2, impl=("pygraph_linear_attention.kda.engine_cutile", "KdaCutileBwdEngine"), opt_in=True
                 ),
                 "kda_sm90_bwd": EngineSlot(
-                    3, impl=("pygraph_linear_attention.engines.kda_sm90", "KdaSm90BwdEngine")
+                    3, impl=("pygraph_linear_attention.kda.engine_sm90", "KdaSm90BwdEngine")
                 ),
             },
         ),
@@ -88,17 +88,17 @@ def pygraph_families() -> list[EngineFamily]:
             20300,
             ("GDN2", "GDN2_BWD"),
             cutile=EngineSlot(
-                1, impl=("pygraph_linear_attention.engines.kda_cutile", "Gdn2CutileEngine"), opt_in=True
+                1, impl=("pygraph_linear_attention.kda.engine_cutile", "Gdn2CutileEngine"), opt_in=True
             ),
-            sm90=EngineSlot(0, impl=("pygraph_linear_attention.engines.kda_sm90", "Gdn2Sm90Engine")),
+            sm90=EngineSlot(0, impl=("pygraph_linear_attention.kda.engine_sm90", "Gdn2Sm90Engine")),
             extra={
                 "gdn2_cutile_bwd": EngineSlot(
                     2,
-                    impl=("pygraph_linear_attention.engines.kda_cutile", "Gdn2CutileBwdEngine"),
+                    impl=("pygraph_linear_attention.kda.engine_cutile", "Gdn2CutileBwdEngine"),
                     opt_in=True,
                 ),
                 "gdn2_sm90_bwd": EngineSlot(
-                    3, impl=("pygraph_linear_attention.engines.kda_sm90", "Gdn2Sm90BwdEngine")
+                    3, impl=("pygraph_linear_attention.kda.engine_sm90", "Gdn2Sm90BwdEngine")
                 ),
             },
         ),

@@ -28,15 +28,11 @@ from typing import Any
 from pygraph.engines.base import REFERENCE_SM_COUNT, DeviceInfo, PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
-from pygraph_linear_attention.kernels.gdn_cutile_host import BLOCK_V, OCCUPANCY, OCCUPANCY_BWD, SEGMENT
-from pygraph_linear_attention.kernels.gdn_sm90_host import (
-    BLOCK_V_SM90,
-    SPLIT_SM90,
-    STAGES_SM90,
-    chunk_state_elements,
-)
-from pygraph_linear_attention.kernels.kda_cutile_host import BLOCK_V as KDA_BLOCK_V
-from pygraph_linear_attention.kernels.kda_sm90_host import BLOCK_V_KDA_SM90
+from pygraph_linear_attention.common.host import chunk_state_elements
+from pygraph_linear_attention.gdn.cutile_host import BLOCK_V, OCCUPANCY, OCCUPANCY_BWD, SEGMENT
+from pygraph_linear_attention.gdn.sm90_host import BLOCK_V_SM90, SPLIT_SM90, STAGES_SM90
+from pygraph_linear_attention.kda.cutile_host import BLOCK_V as KDA_BLOCK_V
+from pygraph_linear_attention.kda.sm90_host import BLOCK_V_KDA_SM90
 
 __all__ = ["block_v_order", "kda_sm90_order", "recommend", "sm90_order", "split_first"]
 

@@ -772,7 +772,7 @@ WARNING_ROWS = {
     ),
     # --- issue 52, item 6: every PYGRAPH_* variable validated where read (garbage: warned once, unset) ---
     "cutile-tma-garbage": (
-        # what kernels/gdn_cutile_fwd.py runs at import (cuTile itself is not needed to read it)
+        # what common/cutile_blocks.py runs at import (cuTile itself is not needed to read it)
         lambda w: (
             w.monkeypatch.setenv("PYGRAPH_CUTILE_TMA", "banana"),
             __import__("pygraph.environment", fromlist=["x"]).switch("PYGRAPH_CUTILE_TMA", default=True),

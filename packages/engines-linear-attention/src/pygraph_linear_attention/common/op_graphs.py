@@ -1,0 +1,164 @@
+"""The torch ops' graphs: one ``gdn``, ``kda`` or ``gdn2`` graph (or its ``*_bwd``) per problem,
+planned and built once, then executed per call with the call's tensors.
+
+A key is everything a graph declares: the `GdnProblem` (shapes, dtypes, device, which optional
+inputs exist), the scale and the flags, and for the backward whether d_final_state is given. The
+first call of a key builds the graph (`create_execution_plans`, which consults the plan cache,
+then `build_plans`), so it runs whatever plan the planner ranks first; a graph no engine serves
+raises the planner's `pygraph.GraphNotSupportedError`, which is not cached (the next call asks
+again). Graphs are kept in a bounded LRU (`GraphCache.capacity`): a training run with varying
+sequence packings builds one graph per distinct (T, N).
+
+The graph's operands are declared contiguous (the op passes contiguous tensors), outputs in the
+dtypes of the op's contract; the cache and the stream-ordered `execute` are `pygraph.op_support`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pygraph.op_support import BuiltGraph, GraphCache, execute, plan_and_build
+from pygraph.op_support import declare as _declare
+from pygraph.op_support import device_facts as _device_facts
+from pygraph_linear_attention.common.op_arguments import GdnProblem
+
+__all__ = [
+    "GRAPHS", "BuiltGraph", "GraphCache", "aligned_contiguous", "backward_graph", "execute", "forward_graph",
+    "gradients", "none_state",
+]  # fmt: skip
+
+# forward flags, in the op's order; the graph's attribute for each
+FLAG_ATTRS = {
+    "use_qk_l2norm_in_kernel": "use_qk_l2norm",
+    "use_beta_sigmoid_in_kernel": "use_beta_sigmoid",
+    "allow_neg_eigval": "allow_neg_eigval",
+    "safe_gate": "safe_gate",
+}
+# gdn_bwd's (and kda_bwd's) outputs in the op's output order, with the input each is the gradient of
+GRADIENTS = (
+    ("dQ", "q"), ("dK", "k"), ("dV", "v"), ("dG", "g"), ("dBeta", "beta"),
+    ("d_initial_state", "initial_state"), ("d_a_log", "a_log"), ("d_dt_bias", "dt_bias"),
+)  # fmt: skip
+# gdn2_bwd's: dW (the write gate's) after dBeta
+GDN2_GRADIENTS = (*GRADIENTS[:5], ("dW", "w"), *GRADIENTS[5:])
+GRAPH_NAMES = {"gdn": "gated_delta_net", "kda": "kimi_delta_attention", "gdn2": "gated_delta_net_v2"}
+
+
+def gradients(op: str) -> tuple[tuple[str, str], ...]:
+    """The ``op``'s backward outputs in order, each with the input it is the gradient of."""
+    return GDN2_GRADIENTS if op == "gdn2" else GRADIENTS
+
+
+GRAPHS = GraphCache()
+
+
+def _inputs(g: Any, problem: GdnProblem) -> dict[str, Any]:
+    """The graph's input tensors of the forward's operands, declared contiguous."""
+    p = problem
+    per_key = (p.key_dim,) if p.channel_gate else ()  # KDA's and GDN-2's gates per key channel
+    shapes = {
+        "q": ((p.tokens, p.heads_qk, p.key_dim), p.io_dtype),
+        "k": ((p.tokens, p.heads_qk, p.key_dim), p.io_dtype),
+        "v": ((p.tokens, p.heads_v, p.value_dim), p.io_dtype),
+        "g": ((p.tokens, p.heads_v, *per_key), torch.float32),
+        "beta": ((p.tokens, p.heads_v, *(per_key if p.op == "gdn2" else ())), p.beta_dtype),
+    }
+    if p.op == "gdn2":
+        shapes["w"] = ((p.tokens, p.heads_v, p.value_dim), p.io_dtype)
+    shapes["cu_seqlens"] = ((p.sequences + 1,), p.cu_dtype)
+    if p.has_initial_state:
+        shapes["initial_state"] = (p.state_shape, torch.float32)
+    if p.has_a_log:
+        shapes["a_log"] = ((p.heads_v,), torch.float32)
+    if p.has_dt_bias:
+        shapes["dt_bias"] = ((p.heads_v, *per_key), torch.float32)
+    return {name: _declare(g, name, shape, dtype) for name, (shape, dtype) in shapes.items()}
+
+
+def _attrs(problem: GdnProblem, flags: dict[str, bool]) -> dict[str, Any]:
+    """The graph's attributes of the op's flags (and KDA's / GDN-2's gate bound where given)."""
+    attrs = {FLAG_ATTRS[name]: value for name, value in flags.items() if name in FLAG_ATTRS}
+    if problem.gate_lower_bound is not None:
+        attrs["gate_lower_bound"] = problem.gate_lower_bound
+    return attrs
+
+
+def forward_graph(problem: GdnProblem, scale: float | None, flags: dict[str, bool]) -> BuiltGraph:
+    """The built graph of ``problem`` (its op's: gdn, kda or gdn2; outputs O [T, HV, V] io dtype,
+    final_state fp32)."""
+    key = (problem.op, problem, scale, tuple(sorted(flags.items())))
+
+    def build() -> BuiltGraph:
+        import pygraph
+
+        g = pygraph.Graph(
+            name=GRAPH_NAMES[problem.op], io_data_type=problem.io_dtype, **_device_facts(problem.device)
+        )
+        ports = _inputs(g, problem)
+        attrs = _attrs(problem, flags)
+        o, final = getattr(g, problem.op)(
+            **ports, scale=scale, output_final_state=flags["output_final_state"], **attrs
+        )
+        o.set_output(True).set_data_type(problem.io_dtype)
+        ports["o"] = o
+        if final is not None:
+            final.set_output(True).set_data_type(torch.float32)
+            ports["final_state"] = final
+        plan_and_build(g)
+        return BuiltGraph(g, ports, g.get_workspace_size())
+
+    return GRAPHS.get(key, build)
+
+
+def backward_graph(
+    problem: GdnProblem, scale: float | None, flags: dict[str, bool], has_d_final_state: bool
+) -> BuiltGraph:
+    """The built backward graph of ``problem`` (gdn_bwd, kda_bwd or gdn2_bwd): inputs plus dO (and
+    d_final_state), every gradient in its input's dtype."""
+    flags = {name: value for name, value in flags.items() if name != "output_final_state"}
+    key = (f"{problem.op}_bwd", problem, scale, tuple(sorted(flags.items())), has_d_final_state)
+
+    def build() -> BuiltGraph:
+        import pygraph
+
+        g = pygraph.Graph(
+            name=f"{GRAPH_NAMES[problem.op]}_backward",
+            io_data_type=problem.io_dtype,
+            **_device_facts(problem.device),
+        )
+        ports = _inputs(g, problem)
+        p = problem
+        ports["dO"] = _declare(g, "dO", (p.tokens, p.heads_v, p.value_dim), p.io_dtype)
+        if has_d_final_state:
+            ports["d_final_state"] = _declare(g, "d_final_state", p.state_shape, torch.float32)
+        outs = getattr(g, f"{problem.op}_bwd")(**ports, scale=scale, **_attrs(problem, flags))
+        for (name, like), out in zip(gradients(problem.op), outs):
+            if out is not None:  # unset, a gradient would take the io dtype
+                out.set_output(True).set_data_type(ports[like].data_type)
+                ports[name] = out
+        plan_and_build(g)
+        return BuiltGraph(g, ports, g.get_workspace_size())
+
+    return GRAPHS.get(key, build)
+
+
+# --- the tensors the ops pass to a graph
+
+
+def none_state(like: torch.Tensor) -> torch.Tensor:
+    """The stand-in of an absent output (a custom op returns tensors only)."""
+    return like.new_empty((0,), dtype=torch.float32)
+
+
+def aligned_contiguous(tensors: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The operands as the ops' graphs declare them: contiguous, and starting on a 16-byte boundary,
+    where the CuTe DSL kernels read their rows 16 bytes at a time; a view that starts inside its
+    storage elsewhere (a slice of a flat buffer) is copied rather than refused by the plan."""
+    out = {}
+    for name, t in tensors.items():
+        if t is not None:
+            t = t.contiguous()
+            out[name] = t.clone() if t.data_ptr() % 16 else t
+    return out

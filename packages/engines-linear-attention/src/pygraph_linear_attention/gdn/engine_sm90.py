@@ -1,0 +1,209 @@
+"""``gdn_sm90`` and ``gdn_sm90_bwd``: the ``gdn`` family's Hopper engines (CuTe DSL).
+
+``gdn_sm90`` (`gdn.sm90_fwd`): the per-chunk WY prepare and the state scan with its output (SPLIT: a
+states-only scan, then every chunk's output; WGMMA: that scan on warpgroup MMAs). ``gdn_sm90_bwd``
+(`gdn.sm90_bwd`): the forward recomputed, the reverse gradient scan (WGMMA: both scans on warpgroup
+MMAs), the per-chunk gradient kernels and the head sums. They serve what ``gdn_cutile`` and
+``gdn_cutile_bwd`` serve (`gdn.support`), within the CuTe DSL kernels' narrower build
+(`common.engine_sm90.build_reason`: K and V of 64 or 128, every operand row-major contiguous
+([T, heads, dim]), a_log and dt_bias FLOAT). `build_plan` compiles the configuration (CuTe DSL, about
+6 s for the forward and 23 s for the backward on a CPU core, then kept per process and on disk:
+`gdn.sm90_host.compiled_forward`, `compiled_backward`; a build that took a second or more is logged
+at info with its time, `pygraph.engines.base.kernels_ready`) and binds the operand positions in a
+`common.engine_sm90.Sm90Plan`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from pygraph.engines.base import (
+    BaseEngine,
+    Capabilities,
+    CompiledPlan,
+    EngineRequest,
+    ExecutionContext,
+    PlanConfig,
+    kernels_ready,
+)
+from pygraph.errors import GraphNotSupportedError
+from pygraph.ir.dtypes import data_type
+from pygraph_linear_attention.analyzer import LinearAttentionFacts
+from pygraph_linear_attention.common.engine_sm90 import (
+    CUTE_INSTALL,
+    Sm90Plan,
+    build_reason,
+    check_block_v,
+    chunk_states_reason,
+    dtype_names,
+    knob_values,
+    knobs_in_domains,
+    plan_label,
+)
+from pygraph_linear_attention.common.host import regions_bytes, search_steps
+from pygraph_linear_attention.common.support import declared_operands, facts_of, operand_roles
+from pygraph_linear_attention.gdn.sm90_host import (
+    BLOCK_V_SM90,
+    SPLIT_SM90,
+    STAGES_SM90,
+    WGMMA_BWD_SM90,
+    WGMMA_SM90,
+    backward_regions,
+    bwd_key_for,
+    compiled_backward,
+    compiled_forward,
+    key_for,
+    workspace_bytes,
+    workspace_regions,
+)
+from pygraph_linear_attention.gdn.support import FEATURES, config_for, support_reason
+
+__all__ = ["GdnSm90BwdEngine", "GdnSm90Engine"]
+
+# the compiled function's pointer arguments, in order (`gdn.sm90_host._compile`)
+POINTERS = (
+    "q", "k", "v", "g", "beta", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht", "gamma", "w", "u", "hs", "vnew",
+)  # fmt: skip
+# the compiled backward's (`gdn.sm90_host._compile_backward`)
+BWD_POINTERS = (
+    "q", "k", "v", "g", "beta", "a_log", "dt_bias", "cu_seqlens", "h0", "dO", "dht",
+    "dQ", "dK", "dV", "dG", "dBeta", "dh0", "d_a_log", "d_dt_bias",
+    "gamma", "w", "u", "t", "hs", "vnew", "dh", "dvnew", "dq", "dk", "dw", "dv", "dgp", "dg", "dbeta", "da",
+)  # fmt: skip
+
+
+def _sm90_reason(facts: LinearAttentionFacts, backward: bool) -> str | None:
+    """Why gdn_sm90 (``backward``: gdn_sm90_bwd) cannot serve a graph gdn_cutile (gdn_cutile_bwd)
+    serves (the rule and the value), or None."""
+    if facts.backward != backward:
+        mine, theirs = ("gdn_bwd", "gdn") if backward else ("gdn", "gdn_bwd")
+        other = "gdn_sm90" if backward else "gdn_sm90_bwd"
+        return f"serves {mine} graphs; {theirs} graphs are served by {other}"
+    return build_reason(facts, operand_roles(facts), backward)
+
+
+def _sizes(cfg: Any) -> tuple[int, ...]:
+    """The compiled functions' 32-bit size arguments."""
+    return (
+        cfg.tokens, cfg.sequences, search_steps(cfg.sequences), cfg.heads_qk, cfg.heads_v, cfg.heads_out,
+        cfg.heads_g, cfg.heads_beta, cfg.heads_a_log, cfg.heads_dt_bias,
+    )  # fmt: skip
+
+
+class GdnSm90Engine(BaseEngine):
+    name = "gdn_sm90"
+    serves_backward = False
+    capabilities = Capabilities(
+        sm_lo=90,
+        sm_hi=90,
+        dtypes={data_type.BFLOAT16, data_type.HALF},
+        features=FEATURES,
+        knob_domains={
+            "BLOCK_V": BLOCK_V_SM90,
+            "STAGES": STAGES_SM90,
+            "SPLIT": SPLIT_SM90,
+            "WGMMA": WGMMA_SM90,
+        },
+    )
+
+    def _facts(self, request: EngineRequest) -> LinearAttentionFacts:
+        return facts_of(self.name, request)
+
+    def check_support(self, request: EngineRequest) -> None:
+        facts = self._facts(request)
+        reason = (
+            support_reason(facts)
+            or _sm90_reason(facts, self.serves_backward)
+            or self.capabilities.mismatch(facts, device=request.device)
+        )
+        if reason is not None:
+            raise GraphNotSupportedError(f"{self.name}: {reason}")
+        if importlib.util.find_spec("cutlass") is None:
+            raise ImportError(f"{self.name}: needs CuTe DSL ({CUTE_INSTALL})")
+
+    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int]:
+        """(BLOCK_V, STAGES, SPLIT, WGMMA) of the plan, checked against their domains and the value
+        head dim."""
+        knobs = knobs_in_domains(self, facts, plan)
+        block_v, stages = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("STAGES", STAGES_SM90[0])
+        split = knobs.get("SPLIT", SPLIT_SM90[0])
+        wgmma = knobs.get("WGMMA", WGMMA_SM90[0])
+        if wgmma and not split:
+            raise GraphNotSupportedError(
+                f"{self.name}: knob WGMMA={wgmma!r} needs SPLIT=1 (the warpgroup scan is the split one), got SPLIT={split!r}"
+            )
+        if split and (reason := chunk_states_reason(facts)) is not None:
+            raise GraphNotSupportedError(f"{self.name}: SPLIT=1: {reason}")
+        check_block_v(self.name, facts, block_v)
+        return block_v, stages, split, wgmma
+
+    def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
+        cfg = config_for(self._facts(request), BLOCK_V_SM90[0])  # the workspace does not depend on BLOCK_V
+        return workspace_bytes(cfg, bool(knob_values(plan).get("SPLIT", SPLIT_SM90[0])))
+
+    def build_plan(
+        self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
+    ) -> CompiledPlan:
+        self.check_support(request)
+        facts = self._facts(request)
+        block_v, stages, split, wgmma = self._knobs(facts, plan)
+        cfg = config_for(facts, block_v)
+        operands = declared_operands(self.name, request, operand_roles(facts))
+        names = dtype_names(operands)
+        key = key_for(
+            cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
+            cu=names["cu_seqlens"], stages=stages, split=bool(split), wgmma=int(wgmma),
+        )  # fmt: skip
+        regions = workspace_regions(cfg, bool(split))
+        compiled = kernels_ready(self.name, plan_label(plan, cfg), lambda: compiled_forward(key))
+        return Sm90Plan(self.name, request.graph.name, compiled, operands, regions, _sizes(cfg), POINTERS)
+
+
+class GdnSm90BwdEngine(GdnSm90Engine):
+    """``gdn_sm90_bwd``: gdn_bwd graphs (BLOCK_V: the value rows of the scans' CTAs; WGMMA: both
+    scans on warpgroup MMAs; STAGES, with WGMMA: 2 prefetches the scans' next chunk)."""
+
+    name = "gdn_sm90_bwd"
+    serves_backward = True
+    capabilities = Capabilities(
+        sm_lo=90,
+        sm_hi=90,
+        dtypes={data_type.BFLOAT16, data_type.HALF},
+        features=FEATURES,
+        knob_domains={"BLOCK_V": BLOCK_V_SM90, "STAGES": STAGES_SM90, "WGMMA": WGMMA_BWD_SM90},
+    )
+
+    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int]:
+        knobs = knobs_in_domains(self, facts, plan)
+        block_v, wgmma = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("WGMMA", WGMMA_BWD_SM90[0])
+        stages = knobs.get("STAGES", STAGES_SM90[0])
+        if stages != 1 and not wgmma:
+            raise GraphNotSupportedError(
+                f"{self.name}: knob STAGES={stages!r} needs WGMMA=1 (the prefetching gradient scan is the "
+                f"warpgroup one), got WGMMA={wgmma!r}"
+            )
+        check_block_v(self.name, facts, block_v)
+        return block_v, stages, 1, wgmma
+
+    def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
+        return regions_bytes(backward_regions(config_for(self._facts(request), BLOCK_V_SM90[0])))
+
+    def build_plan(
+        self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
+    ) -> CompiledPlan:
+        self.check_support(request)
+        facts = self._facts(request)
+        block_v, stages, _, wgmma = self._knobs(facts, plan)
+        cfg = config_for(facts, block_v)
+        operands = declared_operands(self.name, request, operand_roles(facts))
+        key = bwd_key_for(cfg, dtype_names(operands), bool(wgmma), stages)
+        return Sm90Plan(
+            self.name,
+            request.graph.name,
+            kernels_ready(self.name, plan_label(plan, cfg), lambda: compiled_backward(key)),
+            operands,
+            backward_regions(cfg),
+            _sizes(cfg),
+            BWD_POINTERS,
+        )

@@ -1,0 +1,281 @@
+"""The torch op of the ``gdn`` family: Gated DeltaNet as a ``torch.library`` custom op over pygraph graphs.
+
+``torch.ops.pygraph_linear_attention.gated_delta_net(q, k, v, g, beta, cu_seqlens, scale=None,
+initial_state=None, output_final_state=False, use_qk_l2norm_in_kernel=False,
+use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False, a_log=None, dt_bias=None)
+-> (o, final_state)`` builds (once per key, `common.op_graphs`) and executes a ``gdn`` graph, so it runs
+whatever plan the planner ranks first; its gradient executes a ``gdn_bwd`` graph the same way. A
+fake kernel gives the outputs' shapes and dtypes, so the op traces under
+``torch.compile(fullgraph=True)``. The arguments are checked (`common.op_arguments`) before anything runs.
+
+A custom op cannot return None, so with ``output_final_state=False`` the op's second output is an
+empty fp32 tensor (shape [0]); `gated_delta_net`, the Python function, returns None there. The
+semantics are `gdn.reference.gated_delta_net_reference`'s; layout, dtypes and limits are in
+``docs/linear-attention.md`` ("The torch op").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pygraph_linear_attention.common import op_graphs
+from pygraph_linear_attention.common.op_arguments import GdnProblem, check_backward, check_forward
+from pygraph_linear_attention.common.op_graphs import aligned_contiguous, none_state
+
+__all__ = ["gated_delta_net"]
+
+_FLAGS = (
+    "output_final_state",
+    "use_qk_l2norm_in_kernel",
+    "use_beta_sigmoid_in_kernel",
+    "allow_neg_eigval",
+    "safe_gate",
+)
+Tensor = torch.Tensor
+
+
+def _flags(*values: bool) -> dict[str, bool]:
+    """The flags by name, in `_FLAGS`' order."""
+    return dict(zip(_FLAGS, values))
+
+
+def _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags) -> GdnProblem:
+    return check_forward(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, **flags)
+
+
+# --- the forward ------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("pygraph_linear_attention::gated_delta_net", mutates_args=())
+def _forward_op(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    cu_seqlens: Tensor,
+    scale: float | None = None,
+    initial_state: Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    safe_gate: bool = False,
+    a_log: Tensor | None = None,
+    dt_bias: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    flags = _flags(
+        output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate
+    )
+    p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
+    o = q.new_empty((p.tokens, p.heads_v, p.value_dim))
+    final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else none_state(q)
+    if p.tokens == 0:  # nothing to run: every sequence is empty, its final state its initial one
+        if output_final_state and initial_state is not None:
+            final.copy_(initial_state)
+        elif output_final_state:
+            final.zero_()
+        return o, final
+    built = op_graphs.forward_graph(p, scale, flags)
+    tensors = aligned_contiguous(
+        {"q": q, "k": k, "v": v, "g": g, "beta": beta, "cu_seqlens": cu_seqlens, "initial_state": initial_state,
+         "a_log": a_log, "dt_bias": dt_bias}
+    )  # fmt: skip
+    tensors["o"] = o
+    if output_final_state:
+        tensors["final_state"] = final
+    op_graphs.execute(built, tensors, p.device)
+    return o, final
+
+
+@_forward_op.register_fake
+def _forward_fake(q, k, v, g, beta, cu_seqlens, scale=None, initial_state=None, output_final_state=False,
+                  use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                  safe_gate=False, a_log=None, dt_bias=None):  # fmt: skip
+    flags = _flags(
+        output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate
+    )
+    p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
+    o = q.new_empty((p.tokens, p.heads_v, p.value_dim))
+    final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else none_state(q)
+    return o, final
+
+
+# --- the backward -----------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("pygraph_linear_attention::gated_delta_net_backward", mutates_args=())
+def _backward_op(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    cu_seqlens: Tensor,
+    d_o: Tensor,
+    d_final_state: Tensor | None = None,
+    scale: float | None = None,
+    initial_state: Tensor | None = None,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    safe_gate: bool = False,
+    a_log: Tensor | None = None,
+    dt_bias: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """(dq, dk, dv, dg, dbeta, d_initial_state, d_a_log, d_dt_bias); an absent one is an empty fp32
+    tensor (shape [0])."""
+    p, flags, grads = _checked_backward(
+        q, k, v, g, beta, cu_seqlens, d_o, d_final_state, scale, initial_state,
+        (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate), a_log, dt_bias,
+    )  # fmt: skip
+    if p.tokens == 0:  # no token: the initial state reaches the final one untouched
+        for name in ("d_initial_state", "d_a_log", "d_dt_bias"):
+            if name in grads:
+                grads[name].zero_()
+        if d_final_state is not None and "d_initial_state" in grads:
+            grads["d_initial_state"].copy_(d_final_state)
+    else:
+        built = op_graphs.backward_graph(p, scale, flags, d_final_state is not None)
+        tensors = aligned_contiguous(
+            {"q": q, "k": k, "v": v, "g": g, "beta": beta, "cu_seqlens": cu_seqlens, "dO": d_o,
+             "d_final_state": d_final_state, "initial_state": initial_state, "a_log": a_log, "dt_bias": dt_bias}
+        )  # fmt: skip
+        op_graphs.execute(built, {**tensors, **grads}, p.device)
+    return tuple(grads.get(name, none_state(q)) for name, _ in op_graphs.GRADIENTS)
+
+
+def _checked_backward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    cu_seqlens: Tensor,
+    d_o: Tensor,
+    d_final_state: Tensor | None,
+    scale: float | None,
+    initial_state: Tensor | None,
+    options: tuple[bool, bool, bool, bool],
+    a_log: Tensor | None,
+    dt_bias: Tensor | None,
+) -> tuple[GdnProblem, dict[str, bool], dict[str, Tensor]]:
+    """The backward's problem (checked, the output gradients' included), its flags and its new
+    gradients: what the op and its fake kernel both start from. ``options``: (use_qk_l2norm_in_kernel,
+    use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)."""
+    flags = _flags(d_final_state is not None, *options)
+    p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
+    check_backward(p, d_o, d_final_state)
+    return p, flags, _new_gradients(p, q, g, beta)
+
+
+def _new_gradients(p: GdnProblem, q: Tensor, g: Tensor, beta: Tensor) -> dict[str, Tensor]:
+    """The backward's outputs by gdn_bwd port name, each shaped and typed like its input."""
+    grads = {
+        "dQ": q.new_empty((p.tokens, p.heads_qk, p.key_dim)),
+        "dK": q.new_empty((p.tokens, p.heads_qk, p.key_dim)),
+        "dV": q.new_empty((p.tokens, p.heads_v, p.value_dim)),
+        "dG": g.new_empty((p.tokens, p.heads_v)),
+        "dBeta": beta.new_empty((p.tokens, p.heads_v)),
+    }
+    if p.has_initial_state:
+        grads["d_initial_state"] = q.new_empty(p.state_shape, dtype=torch.float32)
+    if p.has_a_log:
+        grads["d_a_log"] = q.new_empty((p.heads_v,), dtype=torch.float32)
+    if p.has_dt_bias:
+        grads["d_dt_bias"] = q.new_empty((p.heads_v,), dtype=torch.float32)
+    return grads
+
+
+@_backward_op.register_fake
+def _backward_fake(q, k, v, g, beta, cu_seqlens, d_o, d_final_state=None, scale=None, initial_state=None,
+                   use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                   safe_gate=False, a_log=None, dt_bias=None):  # fmt: skip
+    _, _, grads = _checked_backward(
+        q, k, v, g, beta, cu_seqlens, d_o, d_final_state, scale, initial_state,
+        (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate), a_log, dt_bias,
+    )  # fmt: skip
+    return tuple(grads.get(name, none_state(q)) for name, _ in op_graphs.GRADIENTS)
+
+
+# --- autograd: the forward's gradient is the backward op ----------------------------------------------
+
+
+def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+    (q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state, l2norm, sigmoid, neg_eigval,
+     safe_gate, a_log, dt_bias) = inputs  # fmt: skip
+    ctx.save_for_backward(q, k, v, g, beta, cu_seqlens, initial_state, a_log, dt_bias)
+    ctx.scale, ctx.output_final_state = scale, output_final_state
+    ctx.flags = (l2norm, sigmoid, neg_eigval, safe_gate)
+    ctx.set_materialize_grads(False)  # an unused output's gradient stays None: no d_final_state to pass
+
+
+def _backward(ctx: Any, grad_o: Tensor | None, grad_final: Tensor | None) -> tuple:
+    q, k, v, g, beta, cu_seqlens, initial_state, a_log, dt_bias = ctx.saved_tensors
+    if grad_o is None:  # only the final state was used
+        grad_o = q.new_zeros((q.shape[0], v.shape[1], v.shape[2]))
+    d_final = grad_final if ctx.output_final_state else None
+    dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = _backward_op(
+        q, k, v, g, beta, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.flags, a_log, dt_bias
+    )
+    return (
+        dq, dk, dv, dg, dbeta, None, None,
+        dh0 if initial_state is not None else None, None, None, None, None, None,
+        d_a_log if a_log is not None else None, d_dt_bias if dt_bias is not None else None,
+    )  # fmt: skip
+
+
+_forward_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# --- the Python function --------------------------------------------------------------------------------
+
+
+def gated_delta_net(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    cu_seqlens: Tensor,
+    scale: float | None = None,
+    initial_state: Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    safe_gate: bool = False,
+    a_log: Tensor | None = None,
+    dt_bias: Tensor | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """Gated DeltaNet over variable-length sequences (THD): ``(o [T, HV, V], final_state [N, HV, V, K]
+    fp32, or None when output_final_state is False)``. Differentiable in q, k, v, g, beta,
+    initial_state, a_log and dt_bias.
+
+    q, k [T, H, K] and v [T, HV, V], all bfloat16 or all float16, H dividing HV; g [T, HV] fp32 (the
+    log decay; raw logits under safe_gate); beta [T, HV] fp32 or the io dtype; cu_seqlens [N + 1]
+    int32 or int64; initial_state [N, HV, V, K] fp32; a_log, dt_bias [HV] fp32 (safe_gate only).
+    Raises `pygraph.errors.OpInputError` naming the tensor for a bad shape, dtype or device, and
+    `pygraph.GraphNotSupportedError` (the planner's reasons) where no engine serves the graph.
+    """
+    try:
+        o, final = _forward_op(
+            q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
+            use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate, a_log, dt_bias,
+        )  # fmt: skip
+    except (TypeError, RuntimeError):
+        # the dispatcher's own schema check refused an argument before the op's check ran: the op's
+        # check, run here, raises the typed error naming it (under torch.compile the fake kernel checks)
+        if not torch.compiler.is_compiling():
+            flags = _flags(
+                output_final_state,
+                use_qk_l2norm_in_kernel,
+                use_beta_sigmoid_in_kernel,
+                allow_neg_eigval,
+                safe_gate,
+            )
+            _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
+        raise
+    return o, (final if output_final_state else None)

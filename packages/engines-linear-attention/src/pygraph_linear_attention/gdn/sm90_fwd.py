@@ -1,0 +1,669 @@
+"""The Gated DeltaNet forward in CuTe DSL (the ``gdn_sm90`` engine): two kernels (three with SPLIT)
+over 64-token chunks.
+
+1. `GdnSm90Fwd.prepare` (grid: chunk slots x output heads, 128 threads): per chunk, the options
+   applied to g, beta and k, the cumulative log decay gamma, ``A`` (strictly lower, decay-weighted
+   ``beta k k^T``, fp32), ``T = (I + A)^-1`` and from it ``w = T (beta exp(gamma) k)`` and
+   ``u = T (beta v)``; gamma (fp32), w and u (the io dtype) go to the workspace. No chunk table:
+   sequence n's chunks take the slots from ``cu_seqlens[n] // 64 + n`` on (those ranges never
+   overlap, and ``T // 64 + N + 1`` slots hold them for any lengths), and each CTA finds its
+   sequence by a binary search of ``cu_seqlens``, so nothing is read on the host or built first.
+2. `GdnSm90Fwd.scan` (grid: sequences x output heads x value blocks of ``BV``): the state
+   ``S`` [BV, K] carried chunk after chunk in fp32 registers (the accumulator of its own update);
+   per chunk ``v_new = u - w S^T``, the output ``o = scale (exp(gamma) q S^T + (q k^T * decay) v_new)``
+   and ``S = exp(gamma_last) S + (v_new exp(gamma_last - gamma))^T k``. With ``split`` (SPLIT) it
+   stores each chunk's entering state and v_new instead of the output (`GdnSm90Fwd.scan_wg` with
+   ``wgmma``: the same on warpgroup MMAs, the state carried transposed), and
+3. `GdnSm90Fwd.output` (grid: chunk slots x output heads x value blocks) computes every chunk's
+   output at once from them.
+
+Every product outside `scan_wg` is a warp-level ``mma.sync.m16n8k16`` (bf16 / fp16 operands, fp32 accumulators)
+over operands in shared memory, read by ``ldmatrix`` (transposed where the product wants the
+operand's other major mode: S's update reads v_new and k column-wise from their row-major tiles).
+Tiles arrive by 16-byte ``cp.async`` copies, zero-filled past the sequence's end (the zero-token
+padding `common.chunked` relies on); stores are predicated per element on the sequence's end.
+
+The inverse is exact forward substitution in fp32: column j of ``(I + A)^-1`` solves
+``(I + A) x = e_j`` by itself, so 64 threads each carry one column in registers (`forward_substitute`) and
+store it scaled by their token's gates, as ``T diag(beta exp(gamma))`` and ``T diag(beta)``, into
+A's memory: w and u are then products with k and v as loaded.
+
+The output kernels live in `gdn.sm90_output` (a mixin of `GdnSm90Fwd`), the shared tiles, copies
+and products in `common.sm90_tiles`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils as utils
+from cutlass import Float32, Int32, const_expr
+
+from pygraph_linear_attention.common.sm90_tiles import (
+    CHUNK,
+    DTYPES,
+    THREADS,
+    acc_to_gmem,
+    acc_to_smem,
+    aligned_stride,
+    async_visible,
+    chunk_rows,
+    cta_g2s,
+    cta_s2g,
+    fast_exp,
+    forward_substitute,
+    gamma_row,
+    l2_normalize_rows,
+    load_chunk,
+    load_rows,
+    row_major,
+    row_pair,
+    slot_chunk,
+    smem_gemm,
+    store_rows,
+    tail_decay,
+    transposed,
+    warp_mma,
+    wg_gemm,
+    wg_mma,
+    wy_rows_to_gmem,
+    zeroed_acc,
+)
+from pygraph_linear_attention.gdn.sm90_output import OutputKernels, chunk_output
+
+
+class GdnSm90Fwd(OutputKernels):
+    """One static configuration of the forward: dims, value block, dtypes and options."""
+
+    # KDA / GDN-2 (`kda.sm90_fwd.KdaSm90Fwd`): the decay is per key channel, so `scan_wg` and
+    # `output` take prepare's decayed operands (k exp(last - gamma), q exp(gamma), the chunk's scores)
+    # and per-channel decays instead of a gamma per row
+    channel_decay = False
+
+    def __init__(
+        self,
+        *,
+        key_dim: int,
+        value_dim: int,
+        block_v: int,
+        io_dtype: str,
+        beta_dtype: str,
+        h0_dtype: str,
+        ht_dtype: str,
+        cu_dtype: str,
+        scale: float,
+        l2norm: bool,
+        beta_sigmoid: bool,
+        neg_eigval: bool,
+        safe_gate: bool,
+        has_dt_bias: bool,
+        has_h0: bool,
+        store_ht: bool,
+        stages: int = 1,
+        split: bool = False,
+        store_t: bool = False,
+        wgmma: int = 0,
+    ) -> None:
+        self.K, self.V, self.BV = key_dim, value_dim, block_v
+        self.io = DTYPES[io_dtype]
+        self.beta_t = DTYPES[beta_dtype]
+        self.h0_t, self.ht_t = DTYPES[h0_dtype], DTYPES[ht_dtype]
+        self.cu_t = cutlass.Int64 if cu_dtype == "int64" else Int32
+        self.scale = scale
+        self.l2norm, self.beta_sigmoid, self.neg_eigval = l2norm, beta_sigmoid, neg_eigval
+        self.safe_gate, self.has_dt_bias = safe_gate, has_dt_bias
+        self.has_h0, self.store_ht = has_h0, store_ht
+        # split: the scan stores each chunk's entering state and v_new, and `output` computes every
+        # chunk's output at once (two products per chunk step in the scan instead of five)
+        self.split = split
+        self.store_t = store_t  # prepare also stores each chunk's T = (I + A)^-1 (the backward reads it)
+        self.stages = stages  # the scan's shared buffers of q, k, w, u and gamma: 2 prefetches the next chunk
+        # 1: the split scan on warpgroup MMAs (`scan_wg`); 2: the output kernel too (`output`, whole V)
+        self.wgmma = wgmma >= 1
+        self.wgmma_output = wgmma >= 2
+
+    # ------------------------------------------------------------------ host side (traced once)
+    @cute.jit
+    def __call__(
+        self,
+        q_ptr: cute.Pointer,
+        k_ptr: cute.Pointer,
+        v_ptr: cute.Pointer,
+        g_ptr: cute.Pointer,
+        beta_ptr: cute.Pointer,
+        a_log_ptr: cute.Pointer,
+        dt_bias_ptr: cute.Pointer,
+        cu_ptr: cute.Pointer,
+        h0_ptr: cute.Pointer,
+        o_ptr: cute.Pointer,
+        ht_ptr: cute.Pointer,
+        gamma_ptr: cute.Pointer,
+        w_ptr: cute.Pointer,
+        u_ptr: cute.Pointer,
+        hs_ptr: cute.Pointer,
+        vnew_ptr: cute.Pointer,
+        tokens: Int32,
+        sequences: Int32,
+        search_steps: Int32,  # ceil(log2(sequences + 1)): the slot search's halvings
+        heads_qk: Int32,
+        heads_v: Int32,
+        heads_out: Int32,
+        heads_g: Int32,
+        heads_beta: Int32,
+        heads_a_log: Int32,
+        heads_dt_bias: Int32,
+        stream: Any,
+    ):
+        K, V, C = self.K, self.V, CHUNK
+        mQ = cute.make_tensor(
+            q_ptr, cute.make_layout((tokens, heads_qk, K), stride=(aligned_stride(heads_qk * K), K, 1))
+        )
+        mK = cute.make_tensor(
+            k_ptr, cute.make_layout((tokens, heads_qk, K), stride=(aligned_stride(heads_qk * K), K, 1))
+        )
+        mV = cute.make_tensor(
+            v_ptr, cute.make_layout((tokens, heads_v, V), stride=(aligned_stride(heads_v * V), V, 1))
+        )
+        mG = cute.make_tensor(g_ptr, cute.make_layout((tokens, heads_g), stride=(heads_g, 1)))
+        mBeta = cute.make_tensor(beta_ptr, cute.make_layout((tokens, heads_beta), stride=(heads_beta, 1)))
+        mALog = cute.make_tensor(a_log_ptr, cute.make_layout((heads_a_log,)))
+        mDtBias = cute.make_tensor(dt_bias_ptr, cute.make_layout((heads_dt_bias,)))
+        mCu = cute.make_tensor(cu_ptr, cute.make_layout((sequences + 1,)))
+        state_shape = (sequences, heads_out, V, K)
+        state_stride = (heads_out * V * K, V * K, K, 1)
+        mH0 = cute.make_tensor(h0_ptr, cute.make_layout(state_shape, stride=state_stride))
+        mHt = cute.make_tensor(ht_ptr, cute.make_layout(state_shape, stride=state_stride))
+        mO = cute.make_tensor(
+            o_ptr, cute.make_layout((tokens, heads_out, V), stride=(aligned_stride(heads_out * V), V, 1))
+        )
+        mGamma = cute.make_tensor(gamma_ptr, cute.make_layout((tokens, heads_out), stride=(heads_out, 1)))
+        mW = cute.make_tensor(
+            w_ptr, cute.make_layout((tokens, heads_out, K), stride=(aligned_stride(heads_out * K), K, 1))
+        )
+        mU = cute.make_tensor(
+            u_ptr, cute.make_layout((tokens, heads_out, V), stride=(aligned_stride(heads_out * V), V, 1))
+        )
+        slots = tokens // C + sequences + 1
+        mHs = cute.make_tensor(
+            hs_ptr,
+            cute.make_layout(
+                (slots, heads_out, V, K), stride=(aligned_stride(heads_out * V * K), V * K, K, 1)
+            ),
+        )
+        mVnew = cute.make_tensor(
+            vnew_ptr, cute.make_layout((tokens, heads_out, V), stride=(aligned_stride(heads_out * V), V, 1))
+        )
+        groups = (
+            heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
+            heads_out // heads_a_log, heads_out // heads_dt_bias,
+        )  # fmt: skip
+        self.prepare(
+            mK, mV, mG, mBeta, mALog, mDtBias, mCu, mGamma, mW, mU, mHs, sequences, search_steps, groups
+        ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
+        self.launch_scan(
+            mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, sequences, heads_out, groups[0], stream
+        )
+        if const_expr(self.split):
+            blocks = 1 if const_expr(self.wgmma_output) else V // self.BV
+            self.output(mQ, mK, mGamma, mCu, mHs, mVnew, mO, sequences, search_steps, groups[0]).launch(
+                grid=[slots, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
+            )
+
+    def launch_scan(
+        self, mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, sequences, heads_out, k_group, stream
+    ):
+        """The state scan's launch: `scan_wg` for the split scan with WGMMA, else `scan`."""
+        grid = [sequences, heads_out, self.V // self.BV]
+        if const_expr(self.split and self.wgmma):
+            self.scan_wg(mK, mW, mU, mGamma, mCu, mH0, mHt, mHs, mVnew, k_group).launch(
+                grid=grid, block=[THREADS, 1, 1], stream=stream
+            )
+        else:
+            self.scan(mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, k_group).launch(
+                grid=grid, block=[THREADS, 1, 1], stream=stream
+            )
+
+    # ------------------------------------------------------------------ device side
+    @cute.kernel
+    def prepare(
+        self,
+        mK: cute.Tensor,
+        mV: cute.Tensor,
+        mG: cute.Tensor,
+        mBeta: cute.Tensor,
+        mALog: cute.Tensor,
+        mDtBias: cute.Tensor,
+        mCu: cute.Tensor,
+        mGamma: cute.Tensor,
+        mW: cute.Tensor,
+        mU: cute.Tensor,
+        mT: cute.Tensor,  # [slots, HO, C, C] io, written only with store_t
+        sequences: Int32,
+        search_steps: Int32,
+        groups: Any,
+    ):
+        K, V, C, io = self.K, self.V, CHUNK, self.io
+        k_group, v_group, g_group, b_group, a_group, d_group = groups
+        tidx, _, _ = cute.arch.thread_idx()
+        slot, h, _ = cute.arch.block_idx()
+
+        bos, length, c = slot_chunk(mCu, slot, sequences, search_steps)
+        rows_left = length - c * C
+        if c * C < length:
+            r0 = bos + c * C
+            smem = utils.SmemAllocator()
+            k_layout, k_swz = row_major(C, K)
+            v_layout, v_swz = row_major(C, V)
+            sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+            sV = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+            # A (fp32) and, once the substitution has read it, T's two column-scaled copies (io) in
+            # the same 16 KB: 49 KB a CTA, so 4 CTAs an SM (3 with separate tiles, where the
+            # kernel, latency-bound, issued on 31% of its cycles)
+            raw = smem.allocate(C * C * 4, 1024)
+            sA = cute.make_tensor(
+                cute.recast_ptr(raw, dtype=Float32), cute.make_layout((C, C), stride=(C, 1))
+            )
+            t_layout, t_swz = row_major(C, C)
+            sTk = cute.make_tensor(cute.recast_ptr(raw, t_swz, dtype=io), t_layout)
+            sTv = cute.make_tensor(cute.recast_ptr(raw + C * C * 2, t_swz, dtype=io), t_layout)
+            sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
+            sBeta = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
+
+            gK = chunk_rows(mK, r0, h // k_group, K)
+            gV = chunk_rows(mV, r0, h // v_group, V)
+            load_rows(cta_g2s(io, K), tidx, gK, sK, rows_left)
+            load_rows(cta_g2s(io, V), tidx, gV, sV, rows_left)
+            cute.arch.cp_async_commit_group()
+
+            # the gates (warps 0 and 1, one row each): options, then gamma = cumsum by warp scans
+            if tidx < C:
+                valid = tidx < rows_left
+                gate = Float32(0.0)
+                wr = Float32(0.0)
+                if valid:
+                    gate = Float32(mG[r0 + tidx, h // g_group])
+                    wr = Float32(mBeta[r0 + tidx, h // b_group].to(Float32))
+                if const_expr(self.safe_gate):
+                    rate = fast_exp(Float32(mALog[h // a_group]))
+                    x = gate
+                    if const_expr(self.has_dt_bias):
+                        x = x + Float32(mDtBias[h // d_group])
+                    soft = cute.math.max(x, Float32(0.0)) + cute.math.log(
+                        1.0 + fast_exp(-cute.math.abs(x)), fastmath=True
+                    )
+                    gate = Float32(0.0)
+                    if valid:
+                        gate = -rate * soft
+                if const_expr(self.beta_sigmoid):
+                    sig = 1.0 / (1.0 + fast_exp(-wr))
+                    wr = Float32(0.0)
+                    if valid:
+                        wr = sig
+                if const_expr(self.neg_eigval):
+                    wr = wr * 2.0
+                lane = tidx % 32
+                for off in cutlass.range_constexpr(5):
+                    up = cute.arch.shuffle_sync_up(gate, 1 << off, mask_and_clamp=0)
+                    if lane >= (1 << off):
+                        gate = gate + up
+                sGamma[tidx] = gate
+                sBeta[tidx] = wr
+            cute.arch.sync_threads()
+            if tidx >= 32 and tidx < C:
+                sGamma[tidx] = sGamma[tidx] + sGamma[31]
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            if const_expr(self.l2norm):
+                l2_normalize_rows(sK, tidx, K)
+                cute.arch.sync_threads()
+
+            # A = strictly lower (k k^T) * exp(gamma_i - gamma_j) * beta_i, fp32
+            mma_cc = warp_mma(io, C, C)
+            gram, crd = zeroed_acc(mma_cc, tidx, C, C)
+            smem_gemm(mma_cc, tidx, gram, sK, sK, False, False, io)
+            dst = mma_cc.get_slice(tidx).partition_C(sA)
+            for i in cutlass.range_constexpr(cute.size(gram)):
+                row, col = crd[i][0], crd[i][1]
+                val = Float32(0.0)
+                if row > col:
+                    val = gram[i] * fast_exp(sGamma[row] - sGamma[col]) * sBeta[row]
+                dst[i] = val
+            cute.arch.sync_threads()
+
+            # Column j of T = (I + A)^-1 by forward substitution, a thread each (warps 0 and 1); it
+            # lands as T diag(beta exp(gamma)) and T diag(beta), so w = (T diag(beta exp(gamma))) k and
+            # u = (T diag(beta)) v read k and v as loaded (no pass scaling their rows).
+            if tidx < C:
+                x = cute.make_rmem_tensor((C,), Float32)
+                if tidx < 32:
+                    forward_substitute(sA, x, tidx, 0)
+                else:
+                    forward_substitute(sA, x, tidx, 32)
+                cute.arch.barrier(barrier_id=1, number_of_threads=C)  # both warps done reading A
+                bk = sBeta[tidx] * fast_exp(sGamma[tidx])
+                bv = sBeta[tidx]
+                for i in cutlass.range_constexpr(C):
+                    sTk[i, tidx] = (x[i] * bk).to(io)
+                    sTv[i, tidx] = (x[i] * bv).to(io)
+                if const_expr(self.store_t):
+                    for i in cutlass.range_constexpr(C):
+                        mT[slot, h, i, tidx] = x[i].to(io)
+            cute.arch.sync_threads()
+
+            # w = Tk k, u = Tv v: B is k / v read column-wise (N = K or V, K = the chunk)
+            wy_rows_to_gmem(tidx, sTk, sK, chunk_rows(mW, r0, h, K), rows_left, io, K)
+            wy_rows_to_gmem(tidx, sTv, sV, chunk_rows(mU, r0, h, V), rows_left, io, V)
+            if tidx < rows_left and tidx < C:
+                mGamma[r0 + tidx, h] = sGamma[tidx]
+
+    @cute.kernel
+    def scan(
+        self,
+        mQ: cute.Tensor,
+        mK: cute.Tensor,
+        mW: cute.Tensor,
+        mU: cute.Tensor,
+        mGamma: cute.Tensor,
+        mCu: cute.Tensor,
+        mH0: cute.Tensor,
+        mO: cute.Tensor,
+        mHt: cute.Tensor,
+        mHs: cute.Tensor,
+        mVnew: cute.Tensor,
+        k_group: Int32,
+    ):
+        K, BV, C, io = self.K, self.BV, CHUNK, self.io
+        tidx, _, _ = cute.arch.thread_idx()
+        n, h, vb = cute.arch.block_idx()
+        hk = h // k_group
+        bos = Int32(mCu[n])
+        length = Int32(mCu[n + 1]) - bos
+
+        smem = utils.SmemAllocator()
+        nbuf = self.stages  # 2: chunk c + 1's tiles and gamma load while chunk c computes
+        k_layout, k_swz = row_major(C, K, nbuf)
+        u_layout, u_swz = row_major(C, BV, nbuf)
+        v_layout, v_swz = row_major(C, BV)
+        s_layout, s_swz = row_major(BV, K)
+        p_layout, p_swz = row_major(C, C)
+        sQs = None if const_expr(self.split) else smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sKs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sWs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sUs = smem.allocate_tensor(io, u_layout, 1024, u_swz)
+        sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+        sCar = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+        sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
+        sP = None if const_expr(self.split) else smem.allocate_tensor(io, p_layout, 1024, p_swz)
+        sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, nbuf), stride=(1, C)), 16)
+
+        mma_state = warp_mma(io, BV, K)  # S [BV, K]
+        mma_cv = warp_mma(io, C, BV)  # v_new, the output
+        mma_cc = warp_mma(io, C, C)  # q k^T
+        state, crd_s = zeroed_acc(mma_state, tidx, BV, K)
+        thr_s = mma_state.get_slice(tidx)
+        if const_expr(self.has_h0):
+            src = thr_s.partition_C(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0)))
+            for i in cutlass.range_constexpr(cute.size(state)):
+                state[i] = src[i].to(Float32)
+        g2s_k, g2s_v = cta_g2s(io, K), cta_g2s(io, BV)
+        tiles = (mQ, mK, mW, mU, hk, h, vb, K, BV)
+        chunks = cute.ceil_div(length, C)
+        if const_expr(nbuf == 2):  # the prologue: chunk 0 into buffer 0
+            load_chunk(g2s_k, g2s_v, tidx, tiles, bos, length, (sQs, sKs, sWs, sUs), 0, not self.split)
+            cute.arch.cp_async_commit_group()
+            if tidx < C:
+                sGammas[tidx, 0] = gamma_row(mGamma, bos, length, h, tidx)
+
+        for c in cutlass.range(chunks, unroll=1):
+            r0 = bos + c * C
+            rows_left = length - c * C
+            buf = c % nbuf
+            g_next = Float32(0.0)
+            if const_expr(nbuf == 2):
+                if c + 1 < chunks:
+                    load_chunk(
+                        g2s_k,
+                        g2s_v,
+                        tidx,
+                        tiles,
+                        r0 + C,
+                        rows_left - C,
+                        (sQs, sKs, sWs, sUs),
+                        1 - buf,
+                        not self.split,
+                    )
+                cute.arch.cp_async_commit_group()
+                if tidx < C:
+                    g_next = gamma_row(mGamma, r0 + C, rows_left - C, h, tidx)
+            else:
+                load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, (sQs, sKs, sWs, sUs), 0, not self.split)
+                cute.arch.cp_async_commit_group()
+                if tidx < C:
+                    sGammas[tidx, 0] = gamma_row(mGamma, r0, rows_left, h, tidx)
+            sQ = None if const_expr(self.split) else sQs[None, None, buf]
+            sK, sW = sKs[None, None, buf], sWs[None, None, buf]
+            sU, sGamma = sUs[None, None, buf], sGammas[None, buf]
+            acc_to_smem(mma_state, tidx, state, sS, io)
+            cute.arch.cp_async_wait_group(nbuf - 1)
+            cute.arch.sync_threads()
+            if const_expr(self.l2norm):
+                if const_expr(not self.split):
+                    l2_normalize_rows(sQ, tidx, K)
+                l2_normalize_rows(sK, tidx, K)
+                cute.arch.sync_threads()
+            if const_expr(self.split):  # the state entering this chunk, for the output kernel
+                slot = bos // C + n + c
+                gHs = cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0))
+                acc_to_gmem(mma_state, tidx, state, crd_s, gHs, BV, io)
+
+            # v_new = u - w S^T; the carried rows (v_new exp(last - gamma)) beside it
+            last_row = rows_left - 1
+            if rows_left > C:
+                last_row = C - 1
+            last = sGamma[last_row]
+            v_new, crd_v = zeroed_acc(mma_cv, tidx, C, BV)
+            smem_gemm(mma_cv, tidx, v_new, sW, sS, False, False, io)
+            u_part = mma_cv.get_slice(tidx).partition_C(sU)
+            vn_part = mma_cv.get_slice(tidx).partition_C(sVn)
+            car_part = mma_cv.get_slice(tidx).partition_C(sCar)
+            for i in cutlass.range_constexpr(cute.size(v_new)):
+                row = crd_v[i][0]
+                val = u_part[i].to(Float32) - v_new[i]
+                vn_part[i] = val.to(io)
+                v_new[i] = val
+                carried = Float32(0.0)
+                if row < rows_left:
+                    carried = val * fast_exp(last - sGamma[row])
+                car_part[i] = carried.to(io)
+
+            if const_expr(self.split):
+                gVn = chunk_rows(mVnew, r0, h, BV, vb)
+                acc_to_gmem(mma_cv, tidx, v_new, crd_v, gVn, rows_left, io)
+                cute.arch.sync_threads()  # sCar complete: the state update reads every warp's rows
+            else:  # (its barrier before P v_new also completes sCar)
+                gO = chunk_rows(mO, r0, h, BV, vb)
+                chunk_output(mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, self.scale)
+
+            # S = exp(last) S + carried^T k
+            decay = fast_exp(last)
+            for i in cutlass.range_constexpr(cute.size(state)):
+                state[i] = state[i] * decay
+            smem_gemm(mma_state, tidx, state, transposed(sCar), transposed(sK), True, True, io)
+            if const_expr(nbuf == 2):
+                if tidx < C:
+                    sGammas[tidx, 1 - buf] = g_next
+            cute.arch.sync_threads()  # every read of this chunk's tiles is done
+
+        if const_expr(self.store_ht):
+            dst = thr_s.partition_C(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0)))
+            for i in cutlass.range_constexpr(cute.size(state)):
+                dst[i] = state[i].to(self.ht_t)
+
+    @cute.kernel
+    def scan_wg(
+        self,
+        mK: cute.Tensor,
+        mW: cute.Tensor,
+        mU: cute.Tensor,
+        mGamma: cute.Tensor,
+        mCu: cute.Tensor,
+        mH0: cute.Tensor,
+        mHt: cute.Tensor,
+        mHs: cute.Tensor,
+        mVnew: cute.Tensor,
+        k_group: Int32,
+    ):
+        """The split scan (SPLIT with WGMMA) on warpgroup MMAs: the state carried transposed, S^T
+        [K, BV] in fp32 wgmma accumulators; per chunk ``v_new = w S^T`` (A = w, B = the state's io
+        copy, both K-major) and ``S^T = exp(last) S^T + k^T carried`` (A = k and B = carried, both
+        read MN-major from their row-major tiles). Stores each chunk's entering state and v_new, as
+        `scan` does with split.
+
+        With ``channel_decay`` (KDA, GDN-2): ``mK`` is prepare's ``k exp(last - gamma)`` per output
+        head (``k_group`` 1) and ``mGamma`` the chunks' last gamma [slots, HO, K]; the update is
+        ``S^T = diag(exp(last)) S^T + kd^T v_new`` (rows past the sequence: w, u and kd load as 0, so
+        v_new is 0 there)."""
+        K, BV, C, io = self.K, self.BV, CHUNK, self.io
+        tidx, _, _ = cute.arch.thread_idx()
+        n, h, vb = cute.arch.block_idx()
+        hk = h // k_group
+        bos = Int32(mCu[n])
+        length = Int32(mCu[n + 1]) - bos
+
+        smem = utils.SmemAllocator()
+        nbuf = self.stages
+        k_layout, k_swz = row_major(C, K, nbuf)
+        u_layout, u_swz = row_major(C, BV, nbuf)
+        v_layout, v_swz = row_major(C, BV)
+        s_layout, s_swz = row_major(BV, K)
+        sKs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sWs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sUs = smem.allocate_tensor(io, u_layout, 1024, u_swz)
+        sCar = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+        sVn = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+        sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
+        # gamma per row, or (channel_decay) exp(last gamma) per key channel
+        gates = K if const_expr(self.channel_decay) else C
+        sGammas = smem.allocate_tensor(Float32, cute.make_layout((gates, nbuf), stride=(1, gates)), 16)
+        s2g_k, s2g_v = cta_s2g(io, K), cta_s2g(io, BV)
+
+        mma_v = wg_mma(io, BV, False, False)  # v_new [C, BV] = w [C, K] . S [BV, K]^T
+        mma_s = wg_mma(io, BV, True, True)  # S^T [K, BV] += k^T [K, C] . carried^T [BV, C]^T
+        state, crd_s = zeroed_acc(mma_s, tidx, K, BV)
+        thr_s = mma_s.get_slice(tidx)
+        if const_expr(self.has_h0):
+            src = thr_s.partition_C(transposed(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0))))
+            for i in cutlass.range_constexpr(cute.size(state)):
+                state[i] = src[i].to(Float32)
+        g2s_k, g2s_v = cta_g2s(io, K), cta_g2s(io, BV)
+        tiles = (None, mK, mW, mU, hk, h, vb, K, BV)
+        chunks = cute.ceil_div(length, C)
+        # (channel_decay: chunk c's slot is bos // C + n + c, prepare's; reading the slot one past a
+        # sequence's chunks, or an empty sequence's, stays inside the [slots, HO, K] gates and is unused)
+        if const_expr(nbuf == 2):
+            load_chunk(g2s_k, g2s_v, tidx, tiles, bos, length, (None, sKs, sWs, sUs), 0, False)
+            cute.arch.cp_async_commit_group()
+            if tidx < gates:
+                sGammas[tidx, 0] = self._scan_gate(mGamma, bos, length, bos // C + n, h, tidx)
+
+        for c in cutlass.range(chunks, unroll=1):
+            r0 = bos + c * C
+            rows_left = length - c * C
+            buf = c % nbuf
+            g_next = Float32(0.0)
+            if const_expr(nbuf == 2):
+                if c + 1 < chunks:
+                    load_chunk(
+                        g2s_k,
+                        g2s_v,
+                        tidx,
+                        tiles,
+                        r0 + C,
+                        rows_left - C,
+                        (None, sKs, sWs, sUs),
+                        1 - buf,
+                        False,
+                    )
+                cute.arch.cp_async_commit_group()
+                if tidx < gates:
+                    g_next = self._scan_gate(mGamma, r0 + C, rows_left - C, bos // C + n + c + 1, h, tidx)
+            else:
+                load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, (None, sKs, sWs, sUs), 0, False)
+                cute.arch.cp_async_commit_group()
+                if tidx < gates:
+                    sGammas[tidx, 0] = self._scan_gate(mGamma, r0, rows_left, bos // C + n + c, h, tidx)
+            sK, sW = sKs[None, None, buf], sWs[None, None, buf]
+            sU, sGamma = sUs[None, None, buf], sGammas[None, buf]
+            # the entering state: its io copy for the product, and from it to the workspace (`output`)
+            acc_to_smem(mma_s, tidx, state, transposed(sS), io)
+            cute.arch.cp_async_wait_group(nbuf - 1)
+            async_visible()
+            cute.arch.sync_threads()
+            slot = bos // C + n + c
+            store_rows(s2g_k, tidx, sS, cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0)), BV)
+            if const_expr(self.l2norm and not self.channel_decay):
+                l2_normalize_rows(sK, tidx, K)
+                async_visible()
+                cute.arch.sync_threads()
+
+            # v_new = u - w S^T; the carried rows (v_new exp(last - gamma)) beside it
+            if const_expr(not self.channel_decay):
+                last_row = rows_left - 1
+                if rows_left > C:
+                    last_row = C - 1
+                last = sGamma[last_row]
+            v_new, crd_v = zeroed_acc(mma_v, tidx, C, BV)
+            wg_gemm(mma_v, tidx, v_new, sW, sS)
+            cute.nvgpu.warpgroup.wait_group(0)
+            u_part = mma_v.get_slice(tidx).partition_C(sU)
+            if const_expr(self.channel_decay):
+                vn_part = mma_v.get_slice(tidx).partition_C(sVn)
+                for i in cutlass.range_constexpr(cute.size(v_new)):
+                    vn_part[i] = (u_part[i].to(Float32) - v_new[i]).to(io)
+                carried = sVn  # kd holds the decay to the chunk's end
+            else:
+                car_part = mma_v.get_slice(tidx).partition_C(sCar)
+                vn_part = mma_v.get_slice(tidx).partition_C(sVn)
+                ra, rb = row_pair(crd_v)
+                ta, tb = tail_decay(ra, rows_left, last, sGamma), tail_decay(rb, rows_left, last, sGamma)
+                for i in cutlass.range_constexpr(cute.size(v_new)):
+                    val = u_part[i].to(Float32) - v_new[i]
+                    vn_part[i] = val.to(io)
+                    tail = tb
+                    if crd_v[i][0] == ra:
+                        tail = ta
+                    car_part[i] = (val * tail).to(io)
+                carried = sCar
+            async_visible()
+            cute.arch.sync_threads()  # sCar and sVn complete
+            store_rows(s2g_v, tidx, sVn, chunk_rows(mVnew, r0, h, BV, vb), rows_left)
+
+            # S^T = exp(last) S^T + k^T carried (channel_decay: row by row, exp(last) per channel)
+            if const_expr(self.channel_decay):
+                for i in cutlass.range_constexpr(cute.size(state)):
+                    state[i] = state[i] * sGamma[crd_s[i][0]]
+            else:
+                decay = fast_exp(last)
+                for i in cutlass.range_constexpr(cute.size(state)):
+                    state[i] = state[i] * decay
+            wg_gemm(mma_s, tidx, state, transposed(sK), transposed(carried))
+            cute.nvgpu.warpgroup.wait_group(0)
+            if const_expr(nbuf == 2):
+                if tidx < gates:
+                    sGammas[tidx, 1 - buf] = g_next
+            cute.arch.sync_threads()  # every read of this chunk's tiles is done
+
+        if const_expr(self.store_ht):
+            dst = thr_s.partition_C(transposed(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0))))
+            for i in cutlass.range_constexpr(cute.size(state)):
+                dst[i] = state[i].to(self.ht_t)
+
+    def _scan_gate(self, mGamma, r0, rows_left, slot, h, tidx):
+        """What `scan_wg` keeps per chunk for thread ``tidx`` (trace time): gamma of the chunk's row
+        ``tidx`` (0 past its rows), or with ``channel_decay`` exp(the chunk's last gamma) of key
+        channel ``tidx``."""
+        if self.channel_decay:
+            return fast_exp(Float32(mGamma[slot, h, tidx]))
+        return gamma_row(mGamma, r0, rows_left, h, tidx)

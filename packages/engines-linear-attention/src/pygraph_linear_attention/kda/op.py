@@ -1,0 +1,351 @@
+"""The torch ops of the ``kda`` and ``gdn2`` families: Kimi Delta Attention and Gated DeltaNet-2 as
+``torch.library`` custom ops over pygraph graphs.
+
+``torch.ops.pygraph_linear_attention.kimi_delta_attention(q, k, v, g, beta, cu_seqlens, scale=None,
+initial_state=None, output_final_state=False, use_qk_l2norm_in_kernel=False,
+use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False, a_log=None, dt_bias=None,
+gate_lower_bound=None) -> (o, final_state)``, and ``gated_delta_net_v2`` with the write gate ``w``
+after ``beta``. As ``gdn.op.gated_delta_net``: the first call of a key builds and plans the ``kda`` /
+``gdn2`` graph (`common.op_graphs`), later calls execute it, so each runs whatever plan the planner ranks
+first; the gradient executes the ``kda_bwd`` / ``gdn2_bwd`` graph the same way (where no engine
+serves it, the planner's `pygraph.GraphNotSupportedError` names each reason); fake kernels give
+the outputs for ``torch.compile(fullgraph=True)``; the arguments are checked (`common.op_arguments`, op
+"kda" / "gdn2") before anything runs. With ``output_final_state=False`` the custom op's second
+output is an empty fp32 tensor and the Python functions return None there. Semantics:
+`kda.reference.kimi_delta_attention_reference` and `kda.reference.gated_delta_net_v2_reference`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pygraph_linear_attention.common import op_graphs
+from pygraph_linear_attention.common.op_arguments import GdnProblem, check_backward, check_forward
+from pygraph_linear_attention.common.op_graphs import aligned_contiguous, none_state
+
+__all__ = ["gated_delta_net_v2", "kimi_delta_attention"]
+
+Tensor = torch.Tensor
+_OPTIONS = ("use_qk_l2norm_in_kernel", "use_beta_sigmoid_in_kernel", "allow_neg_eigval", "safe_gate")
+
+
+def _flags(output_final_state: bool, options: tuple[bool, ...]) -> dict[str, bool]:
+    return {"output_final_state": output_final_state, **dict(zip(_OPTIONS, options))}
+
+
+def _problem(op: str, x: dict[str, Any], scale: Any, flags: dict[str, bool], glb: Any) -> GdnProblem:
+    return check_forward(
+        x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], scale, x.get("initial_state"),
+        x.get("a_log"), x.get("dt_bias"), op=op, w=x.get("w"), gate_lower_bound=glb, **flags,
+    )  # fmt: skip
+
+
+def _forward_outputs(p: GdnProblem, q: Tensor, output_final_state: bool) -> tuple[Tensor, Tensor]:
+    o = q.new_empty((p.tokens, p.heads_v, p.value_dim))
+    final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else none_state(q)
+    return o, final
+
+
+def _forward(
+    op: str, x: dict[str, Any], scale: Any, flags: dict[str, bool], glb: Any
+) -> tuple[Tensor, Tensor]:
+    """Both ops' forward: ``x`` the tensors by graph port name (None where absent)."""
+    p = _problem(op, x, scale, flags, glb)
+    o, final = _forward_outputs(p, x["q"], flags["output_final_state"])
+    if p.tokens == 0:  # nothing to run: every sequence is empty, its final state its initial one
+        if flags["output_final_state"]:
+            final.copy_(x["initial_state"]) if x.get("initial_state") is not None else final.zero_()
+        return o, final
+    built = op_graphs.forward_graph(p, scale, flags)
+    tensors = aligned_contiguous(x)
+    tensors["o"] = o
+    if flags["output_final_state"]:
+        tensors["final_state"] = final
+    op_graphs.execute(built, tensors, p.device)
+    return o, final
+
+
+def _new_gradients(p: GdnProblem, x: dict[str, Any]) -> dict[str, Tensor]:
+    """The backward's outputs by graph port name, each shaped and typed like its input (a_log and
+    dt_bias are given only under safe_gate, `check_forward`)."""
+    return {
+        name: x[like].new_empty(x[like].shape)
+        for name, like in op_graphs.gradients(p.op)
+        if x.get(like) is not None
+    }
+
+
+def _backward(
+    op: str, x: dict[str, Any], d_o: Tensor, d_final: Tensor | None, scale: Any, options: tuple, glb: Any
+) -> tuple[Tensor, ...]:
+    """Both ops' backward: every gradient of `op_graphs.gradients` in order (absent: empty fp32)."""
+    p, flags, grads = _checked_backward(op, x, d_o, d_final, scale, options, glb)
+    if p.tokens == 0:  # no token: the initial state reaches the final one untouched
+        for name in ("d_initial_state", "d_a_log", "d_dt_bias"):
+            if name in grads:
+                grads[name].zero_()
+        if d_final is not None and "d_initial_state" in grads:
+            grads["d_initial_state"].copy_(d_final)
+    else:
+        built = op_graphs.backward_graph(p, scale, flags, d_final is not None)
+        tensors = aligned_contiguous({**x, "dO": d_o, "d_final_state": d_final})
+        op_graphs.execute(built, {**tensors, **grads}, p.device)
+    return tuple(grads.get(name, none_state(x["q"])) for name, _ in op_graphs.gradients(op))
+
+
+def _checked_backward(
+    op: str, x: dict[str, Any], d_o: Tensor, d_final: Tensor | None, scale: Any, options: tuple, glb: Any
+) -> tuple[GdnProblem, dict[str, bool], dict[str, Tensor]]:
+    """The backward's problem (the incoming gradients checked too), its flags and its new gradients:
+    what the op and its fake kernel both start from."""
+    flags = _flags(d_final is not None, options)
+    p = _problem(op, x, scale, flags, glb)
+    check_backward(p, d_o, d_final)
+    return p, flags, _new_gradients(p, x)
+
+
+def _backward_fake(op: str, x: dict[str, Any], d_o: Tensor, d_final: Tensor | None, scale, options, glb):
+    _, _, grads = _checked_backward(op, x, d_o, d_final, scale, options, glb)
+    return tuple(grads.get(name, none_state(x["q"])) for name, _ in op_graphs.gradients(op))
+
+
+def _inputs(q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias) -> dict[str, Any]:
+    return {"q": q, "k": k, "v": v, "g": g, "beta": beta, "w": w, "cu_seqlens": cu_seqlens,
+            "initial_state": initial_state, "a_log": a_log, "dt_bias": dt_bias}  # fmt: skip
+
+
+# --- KDA ------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("pygraph_linear_attention::kimi_delta_attention", mutates_args=())
+def _kda_op(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, cu_seqlens: Tensor, scale: float | None = None,
+    initial_state: Tensor | None = None, output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False, use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False, safe_gate: bool = False, a_log: Tensor | None = None,
+    dt_bias: Tensor | None = None, gate_lower_bound: float | None = None,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
+    x = _inputs(q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
+    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
+    return _forward("kda", x, scale, _flags(output_final_state, options), gate_lower_bound)
+
+
+@_kda_op.register_fake
+def _kda_fake(q, k, v, g, beta, cu_seqlens, scale=None, initial_state=None, output_final_state=False,
+              use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+              safe_gate=False, a_log=None, dt_bias=None, gate_lower_bound=None):  # fmt: skip
+    x = _inputs(q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
+    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
+    p = _problem("kda", x, scale, _flags(output_final_state, options), gate_lower_bound)
+    return _forward_outputs(p, q, output_final_state)
+
+
+@torch.library.custom_op("pygraph_linear_attention::kimi_delta_attention_backward", mutates_args=())
+def _kda_backward_op(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, cu_seqlens: Tensor, d_o: Tensor,
+    d_final_state: Tensor | None = None, scale: float | None = None, initial_state: Tensor | None = None,
+    use_qk_l2norm_in_kernel: bool = False, use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False, safe_gate: bool = False, a_log: Tensor | None = None,
+    dt_bias: Tensor | None = None, gate_lower_bound: float | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
+    """(dq, dk, dv, dg, dbeta, d_initial_state, d_a_log, d_dt_bias); an absent one is an empty fp32
+    tensor (shape [0])."""
+    x = _inputs(q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
+    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
+    return _backward("kda", x, d_o, d_final_state, scale, options, gate_lower_bound)
+
+
+@_kda_backward_op.register_fake
+def _kda_backward_fake(q, k, v, g, beta, cu_seqlens, d_o, d_final_state=None, scale=None, initial_state=None,
+                       use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                       safe_gate=False, a_log=None, dt_bias=None, gate_lower_bound=None):  # fmt: skip
+    x = _inputs(q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
+    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
+    return _backward_fake("kda", x, d_o, d_final_state, scale, options, gate_lower_bound)
+
+
+def _kda_setup(ctx: Any, inputs: tuple, output: tuple) -> None:
+    (q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state, *options, a_log, dt_bias,
+     glb) = inputs  # fmt: skip
+    ctx.save_for_backward(q, k, v, g, beta, cu_seqlens, initial_state, a_log, dt_bias)
+    ctx.scale, ctx.output_final_state, ctx.options, ctx.glb = scale, output_final_state, tuple(options), glb
+    ctx.set_materialize_grads(False)  # an unused output's gradient stays None: no d_final_state to pass
+
+
+def _kda_grad(ctx: Any, grad_o: Tensor | None, grad_final: Tensor | None) -> tuple:
+    q, k, v, g, beta, cu_seqlens, initial_state, a_log, dt_bias = ctx.saved_tensors
+    if grad_o is None:  # only the final state was used
+        grad_o = q.new_zeros((q.shape[0], v.shape[1], v.shape[2]))
+    d_final = grad_final if ctx.output_final_state else None
+    dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = _kda_backward_op(
+        q, k, v, g, beta, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.options, a_log, dt_bias,
+        ctx.glb,
+    )  # fmt: skip
+    return (
+        dq, dk, dv, dg, dbeta, None, None, dh0 if initial_state is not None else None, None, None, None, None,
+        None, d_a_log if a_log is not None else None, d_dt_bias if dt_bias is not None else None, None,
+    )  # fmt: skip
+
+
+_kda_op.register_autograd(_kda_grad, setup_context=_kda_setup)
+
+
+# --- GDN-2 ----------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("pygraph_linear_attention::gated_delta_net_v2", mutates_args=())
+def _gdn2_op(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, w: Tensor, cu_seqlens: Tensor,
+    scale: float | None = None, initial_state: Tensor | None = None, output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False, use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False, safe_gate: bool = False, a_log: Tensor | None = None,
+    dt_bias: Tensor | None = None, gate_lower_bound: float | None = None,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
+    x = _inputs(q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias)
+    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
+    return _forward("gdn2", x, scale, _flags(output_final_state, options), gate_lower_bound)
+
+
+@_gdn2_op.register_fake
+def _gdn2_fake(q, k, v, g, beta, w, cu_seqlens, scale=None, initial_state=None, output_final_state=False,
+               use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+               safe_gate=False, a_log=None, dt_bias=None, gate_lower_bound=None):  # fmt: skip
+    x = _inputs(q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias)
+    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
+    p = _problem("gdn2", x, scale, _flags(output_final_state, options), gate_lower_bound)
+    return _forward_outputs(p, q, output_final_state)
+
+
+@torch.library.custom_op("pygraph_linear_attention::gated_delta_net_v2_backward", mutates_args=())
+def _gdn2_backward_op(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, w: Tensor, cu_seqlens: Tensor, d_o: Tensor,
+    d_final_state: Tensor | None = None, scale: float | None = None, initial_state: Tensor | None = None,
+    use_qk_l2norm_in_kernel: bool = False, use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False, safe_gate: bool = False, a_log: Tensor | None = None,
+    dt_bias: Tensor | None = None, gate_lower_bound: float | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
+    """(dq, dk, dv, dg, dbeta, dw, d_initial_state, d_a_log, d_dt_bias); an absent one is an empty
+    fp32 tensor (shape [0])."""
+    x = _inputs(q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias)
+    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
+    return _backward("gdn2", x, d_o, d_final_state, scale, options, gate_lower_bound)
+
+
+@_gdn2_backward_op.register_fake
+def _gdn2_backward_fake(q, k, v, g, beta, w, cu_seqlens, d_o, d_final_state=None, scale=None,
+                        initial_state=None, use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+                        allow_neg_eigval=False, safe_gate=False, a_log=None, dt_bias=None,
+                        gate_lower_bound=None):  # fmt: skip
+    x = _inputs(q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias)
+    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
+    return _backward_fake("gdn2", x, d_o, d_final_state, scale, options, gate_lower_bound)
+
+
+def _gdn2_setup(ctx: Any, inputs: tuple, output: tuple) -> None:
+    (q, k, v, g, beta, w, cu_seqlens, scale, initial_state, output_final_state, *options, a_log, dt_bias,
+     glb) = inputs  # fmt: skip
+    ctx.save_for_backward(q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias)
+    ctx.scale, ctx.output_final_state, ctx.options, ctx.glb = scale, output_final_state, tuple(options), glb
+    ctx.set_materialize_grads(False)
+
+
+def _gdn2_grad(ctx: Any, grad_o: Tensor | None, grad_final: Tensor | None) -> tuple:
+    q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias = ctx.saved_tensors
+    if grad_o is None:
+        grad_o = q.new_zeros((q.shape[0], v.shape[1], v.shape[2]))
+    d_final = grad_final if ctx.output_final_state else None
+    dq, dk, dv, dg, dbeta, dw, dh0, d_a_log, d_dt_bias = _gdn2_backward_op(
+        q, k, v, g, beta, w, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.options, a_log,
+        dt_bias, ctx.glb,
+    )  # fmt: skip
+    return (
+        dq, dk, dv, dg, dbeta, dw, None, None, dh0 if initial_state is not None else None, None, None, None,
+        None, None, d_a_log if a_log is not None else None, d_dt_bias if dt_bias is not None else None, None,
+    )  # fmt: skip
+
+
+_gdn2_op.register_autograd(_gdn2_grad, setup_context=_gdn2_setup)
+
+
+# --- the Python functions ---------------------------------------------------------------------------
+
+
+def _call(op_fn: Any, op: str, x: dict[str, Any], scale: Any, flags: dict[str, bool], glb: Any, args: tuple):
+    """``op_fn(*args)``; where the dispatcher's own schema check refuses an argument before the op's
+    check runs, the op's check, run here, raises the typed error naming it (under torch.compile the
+    fake kernel checks)."""
+    try:
+        o, final = op_fn(*args)
+    except (TypeError, RuntimeError):
+        if not torch.compiler.is_compiling():
+            _problem(op, x, scale, flags, glb)
+        raise
+    return o, (final if flags["output_final_state"] else None)
+
+
+def kimi_delta_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    cu_seqlens: Tensor,
+    scale: float | None = None,
+    initial_state: Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    safe_gate: bool = False,
+    a_log: Tensor | None = None,
+    dt_bias: Tensor | None = None,
+    gate_lower_bound: float | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """Kimi Delta Attention over variable-length sequences (THD): ``(o [T, HV, V], final_state
+    [N, HV, V, K] fp32, or None when output_final_state is False)``. Differentiable in q, k, v, g,
+    beta, initial_state, a_log and dt_bias.
+
+    q, k [T, H, K] and v [T, HV, V], all bfloat16 or all float16, H dividing HV; g [T, HV, K] fp32
+    (the log decay per key channel; raw logits under safe_gate); beta [T, HV] fp32 or the io dtype;
+    cu_seqlens [N + 1] int32 or int64; initial_state [N, HV, V, K] fp32; under safe_gate a_log [HV]
+    and dt_bias [HV, K] fp32 (each optional) and gate_lower_bound (negative, -5 when None). Raises
+    `pygraph.errors.OpInputError` naming the tensor for a bad shape, dtype or device, and
+    `pygraph.GraphNotSupportedError` (the planner's reasons) where no engine serves the graph.
+    """
+    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
+    x = _inputs(q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
+    args = (q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state, *options, a_log, dt_bias,
+            gate_lower_bound)  # fmt: skip
+    return _call(_kda_op, "kda", x, scale, _flags(output_final_state, options), gate_lower_bound, args)
+
+
+def gated_delta_net_v2(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    w: Tensor,
+    cu_seqlens: Tensor,
+    scale: float | None = None,
+    initial_state: Tensor | None = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    safe_gate: bool = False,
+    a_log: Tensor | None = None,
+    dt_bias: Tensor | None = None,
+    gate_lower_bound: float | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """Gated DeltaNet-2 over variable-length sequences (THD): as `kimi_delta_attention`, with beta
+    per key channel [T, HV, K] (fp32 or the io dtype) and the write gate w [T, HV, V] (the io dtype,
+    post-activation) scaling what is written into the state. Differentiable in q, k, v, g, beta, w,
+    initial_state, a_log and dt_bias."""
+    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
+    x = _inputs(q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias)
+    args = (q, k, v, g, beta, w, cu_seqlens, scale, initial_state, output_final_state, *options, a_log,
+            dt_bias, gate_lower_bound)  # fmt: skip
+    return _call(_gdn2_op, "gdn2", x, scale, _flags(output_final_state, options), gate_lower_bound, args)
