@@ -12,7 +12,6 @@ substitution (the four at once, 15 row steps on a [4, 16, 16] tile), then merged
 
 from __future__ import annotations
 
-
 import cuda.tile as ct
 
 from pygraph.environment import switch
