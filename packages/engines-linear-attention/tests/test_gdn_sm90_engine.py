@@ -210,7 +210,7 @@ def test_a_compiled_forward_is_stored_and_loaded_back_from_the_disk(monkeypatch,
     from pygraph_linear_attention.common import sm90_compile as cache
     from pygraph_linear_attention.gdn import sm90_host as host
 
-    monkeypatch.setattr(cache, "_CACHE", {})
+    monkeypatch.setattr(cache.KERNELS, "_memory", {})
     monkeypatch.delenv(cache.CACHE_ENV, raising=False)
     monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))
     key = Sm90Key(
@@ -224,7 +224,7 @@ def test_a_compiled_forward_is_stored_and_loaded_back_from_the_disk(monkeypatch,
     assert callable(host.compiled_forward(key)) and built == [1]
     (entry,) = (tmp_path / "gdn_sm90").glob("*.o")
     assert entry.stat().st_size > 0
-    cache._CACHE.clear()  # a fresh process: only the disk remembers
+    cache.KERNELS.clear_memory()  # a fresh process: only the disk remembers
     assert callable(host.compiled_forward(key)) and built == [1]
 
 
@@ -236,9 +236,10 @@ def test_the_disk_cache_digests_every_module_the_kernels_import():
     transitively, and the compile itself) changes the disk key, so no stale object is loaded."""
     import ast
 
+    from pygraph.kernel_cache import module_sources
     from pygraph_linear_attention.common import sm90_compile
 
-    digested = {path.resolve() for path in sm90_compile.source_files()}
+    digested = {path.resolve() for path in module_sources(sm90_compile.KERNELS.roots).values()}
     roots = ["gdn.sm90_fwd", "gdn.sm90_bwd", "kda.sm90_fwd", "kda.sm90_bwd", "common.sm90_compile"]
     todo, seen = [f"pygraph_linear_attention.{name}" for name in roots], set()
     while todo:
@@ -350,7 +351,7 @@ def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(
     from pygraph_linear_attention.common import sm90_compile as cache
     from pygraph_linear_attention.gdn import sm90_host as host
 
-    monkeypatch.setattr(cache, "_CACHE", {})
+    monkeypatch.setattr(cache.KERNELS, "_memory", {})
     monkeypatch.delenv(cache.CACHE_ENV, raising=False)
     monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))
     key = Sm90BwdKey(
@@ -364,7 +365,7 @@ def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(
     real = host._compile
     monkeypatch.setattr(host, "_compile", lambda *a: built.append(1) or real(*a))
     assert callable(host.compiled_backward(key)) and built == [1]
-    cache._CACHE.clear()
+    cache.KERNELS.clear_memory()
     assert callable(host.compiled_backward(key)) and built == [1]
 
 
