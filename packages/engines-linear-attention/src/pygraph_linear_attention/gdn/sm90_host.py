@@ -47,21 +47,22 @@ STAGES_SM90 = (1, 2)
 # SPLIT: 1 moves the output out of the scan: the scan stores each chunk's entering state ([chunk
 # slots, HO, V, K], io dtype) and v_new (the backward's state scan is this pass), and the `output`
 # kernel computes every chunk's output at once, so the scan's chunk step is two products instead of
-# five. Measured on the H200 (2026-12-02, BLOCK_V 32, whole forward, ms, SPLIT 0 / 1): B1 T32768
-# 3.048 / 2.400 at STAGES 1 and 2.933 / 2.338 at STAGES 2; B4 T4096 0.689 / 0.795 (STAGES 1); varlen8
-# 1.708 / 1.737 (1.702 at STAGES 2). With the output on warpgroup MMAs too (WGMMA 2) the split scan
-# leads in every timed cell (`heuristics.sm90_order`).
+# five. Measured on the H200 (BLOCK_V 32, whole forward, ms, SPLIT 0 / 1): B1 T32768 3.048 / 2.400
+# at STAGES 1 and 2.933 / 2.338 at STAGES 2; B4 T4096 0.689 / 0.795 (STAGES 1); varlen8 1.708 /
+# 1.737 (1.702 at STAGES 2). With the output on warpgroup MMAs too (WGMMA 2) the split scan leads in
+# every timed cell (`heuristics.sm90_order`; benchmarks/RESULTS.md, Linear attention).
 SPLIT_SM90 = (0, 1)
 # WGMMA: 1 runs the split scan (the forward's with SPLIT 1, the backward's recompute) and the
 # backward's gradient scan on warpgroup MMAs (wgmma.m64nNk16, operands straight from shared
 # memory, the state carried transposed in the accumulators) instead of warp-level mma.sync: a chunk
 # step's products issue as a few asynchronous instructions rather than 4 warps' chains of 16x8x16
-# tiles with their ldmatrix loads. Measured on the H200 (2026-12-02, BLOCK_V 32, ms, WGMMA 0 / 1):
+# tiles with their ldmatrix loads. Measured on the H200 (BLOCK_V 32, ms, WGMMA 0 / 1):
 # forward B1 T32768 2.265 / 1.659 (SPLIT 1, STAGES 2), varlen8 1.651 (fused) / 1.403, B4 T4096
 # 0.643 (fused) / 0.685; the backward alone 6.88 / 5.82 (B1), 4.81 / 4.13 (varlen8), 2.10 / 1.99 (B4).
 # The forward's 2 also runs the split scan's output kernel on warpgroup MMAs, one CTA per chunk and
 # head over the whole value dim (q k^T once per chunk, not once per value block): the output kernel
-# 0.439 -> 0.206 ms at B1 T32768 (H200, 2026-12-03), the forward 1.652 -> 1.424 (STAGES 2).
+# 0.439 -> 0.206 ms at B1 T32768 (H200), the forward 1.652 -> 1.424 (STAGES 2); benchmarks/
+# RESULTS.md, Linear attention (its gdn table and History).
 WGMMA_SM90 = (0, 1, 2)
 WGMMA_BWD_SM90 = (0, 1)
 
