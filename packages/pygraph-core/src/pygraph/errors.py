@@ -21,6 +21,7 @@ __all__ = [
     "ManifestError",
     "NotFoundError",
     "OpInputError",
+    "PlanCacheWarning",
     "PlanIndexError",
     "UnknownEngineError",
     "UnknownKnobError",
@@ -116,3 +117,9 @@ class CacheWarning(UserWarning):
     others), one of its entries failed its integrity or ownership check and is rebuilt, or an entry's
     lock cannot be taken and the object is built without the cache. Execution goes on without the
     cache; warned once per process and directory (or entry, or lock)."""
+
+
+class PlanCacheWarning(CacheWarning):
+    """The plan cache could not be used as asked (the message names the file and why: not a regular
+    file, not a plan cache, unreadable), or skipped a row it cannot read or that no longer names a
+    plan (the message names the row). Planning and autotuning go on without it."""

@@ -40,7 +40,7 @@ from pygraph.engines.base import DECLINE_TYPES, PlanConfig, knobs_key
 from pygraph.engines.engine_ids import EntryKind, entry_kind
 from pygraph.engines.plan_list import PlanList
 from pygraph.environment import warn_once
-from pygraph.errors import CacheWarning, KnobError, UnknownEngineError
+from pygraph.errors import KnobError, PlanCacheWarning, UnknownEngineError
 from pygraph.tuning.graph_key import PlanKey, Uncacheable, plan_key
 
 __all__ = [
@@ -75,11 +75,6 @@ _COLUMNS = (
     "id, key, graph, family, summary, device, versions, engine_id, knobs, plan_name, time_ms, "
     "first_ms, first_name, reps, recorded_at"
 )
-
-
-class PlanCacheWarning(CacheWarning):
-    """The plan cache could not be used as asked (the message names the file and why), or dropped
-    an entry that no longer names a plan. Planning and autotuning go on without it."""
 
 
 class _Unusable(Exception):
