@@ -3,18 +3,8 @@
 their CPU parts are tested in ``benchmarks/tests``.
 
 The correctness cases a benchmark shares with its family's device tests belong to the tests
-(``packages/engines-linear-attention/tests/gdn_cases.py`` and ``kda_cases.py``). Importing this
-package puts that folder on ``sys.path``, as pytest's ``pythonpath`` does for the tests, so the
-benchmarks and the device scripts import the case tables by the tests' own names (``import gdn_cases``).
+(``packages/engines-linear-attention/tests/gdn_cases.py`` and ``kda_cases.py``) and are imported by
+the tests' own names (``import gdn_cases``): that folder is on the path the same way for the tests
+(pytest's ``pythonpath``) and for the benchmarks and device scripts (``scripts/device/env.sh`` puts
+it on ``PYTHONPATH``).
 """
-
-from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# the tests folders holding case tables benchmarks import; appended, so they shadow no installed module
-CASE_DIRS = [Path(__file__).resolve().parent.parent / "packages" / "engines-linear-attention" / "tests"]
-for _dir in map(str, CASE_DIRS):
-    if _dir not in sys.path:
-        sys.path.append(_dir)

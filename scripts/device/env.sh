@@ -1,11 +1,12 @@
 # Source on the device machine (after the toolchain is staged: scripts/device/README.md): puts every
-# package's src/ and the repository root (the `benchmarks` package) on PYTHONPATH, so the working
-# tree runs without an install.
+# package's src/, the repository root (the `benchmarks` package) and the linear-attention tests
+# folder (the case tables the benchmarks share with the tests, as pytest's `pythonpath` has it) on
+# PYTHONPATH, so the working tree runs without an install.
 _root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 for _src in "$_root"/packages/*/src; do PYTHONPATH="$_src${PYTHONPATH:+:$PYTHONPATH}"; done
 export PYTHONPATH PYTHONUNBUFFERED=1
 export PYGRAPH_REQUIRE_ARCH=${PYGRAPH_REQUIRE_ARCH:-sm90}
-PYTHONPATH="$PYTHONPATH:$_root"
+PYTHONPATH="$PYTHONPATH:$_root:$_root/packages/engines-linear-attention/tests"
 # logs go under $OUT
 OUTDIR=${OUTDIR:-${OUT:-/tmp/out}}  # a caller may point one step's logs elsewhere
 mkdir -p "$OUTDIR"

@@ -1,6 +1,5 @@
 """Compile the CuTe DSL linear-attention kernels the device runs use, on any machine (no GPU needed).
 
-    PYGRAPH_GDN_SM90_CACHE_DIR=.lacache python scripts/device/precompile_linear_attention.py
     source scripts/device/env.sh && PYGRAPH_GDN_SM90_CACHE_DIR=.lacache \\
       python3 scripts/device/precompile_linear_attention.py [--only cases,bench,ops,bwd]
 
@@ -20,8 +19,7 @@ from __future__ import annotations
 import argparse
 import time
 
-import benchmarks  # noqa: F401  (its import puts the tests' case tables on sys.path: kda_cases below)
-import kda_cases
+import kda_cases  # the tests' case table (on PYTHONPATH through scripts/device/env.sh)
 
 
 def _graphs(parts: set[str]):

@@ -41,10 +41,25 @@ def compiled(key: Any, arch: str, name: str, build: Callable[[Any, str], Any]) -
     return KERNELS.get(ident, lambda: build(key, arch), function_name=name)
 
 
-def cute_compile(kernel: Any, pointers: list[tuple[str, int]], cu_dtype: str, sizes: int, arch: str) -> Any:
+def cute_compile(
+    kernel: Any,
+    pointers: list[tuple[str, int]],
+    cu_dtype: str,
+    sizes: int,
+    arch: str,
+    *,
+    roles: tuple[str, ...] | None = None,
+) -> Any:
     """``cute.compile`` of ``kernel`` (a host-side @cute.jit callable) for ``arch`` as a TVM-FFI
     function of raw addresses: ``pointers`` as (dtype name, or "cu" for cu_seqlens' ``cu_dtype``;
-    assumed alignment in bytes), then ``sizes`` 32-bit sizes and the stream."""
+    assumed alignment in bytes), then ``sizes`` 32-bit sizes and the stream. ``roles``, where
+    given, names the pointers the host passes in this order: a list of another length would bind
+    every later operand to the wrong argument, so it is refused before compiling."""
+    if roles is not None and len(pointers) != len(roles):
+        raise RuntimeError(
+            f"cute_compile({type(kernel).__name__}): {len(pointers)} pointer arguments for the "
+            f"{len(roles)} roles the host passes ({', '.join(roles)})"
+        )
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_stream, make_ptr

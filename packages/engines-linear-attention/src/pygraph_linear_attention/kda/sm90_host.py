@@ -150,8 +150,7 @@ def _compile(key: KdaSm90Key, arch: str) -> Any:
         # the workspace: glast qd kd w u p hs vnew
         (f32, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16),
     ]  # fmt: skip
-    assert len(pointers) == len(POINTERS)
-    return cute_compile(kernel, pointers, key.cu_dtype, 11, arch)
+    return cute_compile(kernel, pointers, key.cu_dtype, 11, arch, roles=POINTERS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,5 +266,4 @@ def _compile_backward(key: KdaSm90BwdKey, arch: str) -> Any:
         (f32, 16), (f32, 16), (io, 16), (f32, 16), (f32, 16), (f32, 16), (f32, 16), (f32, 16), (f32, 16),
         (f32, 16), (f32, 16),
     ]  # fmt: skip
-    assert len(pointers) == len(BWD_POINTERS)
-    return cute_compile(kernel, pointers, key.cu_dtype, 11, arch)
+    return cute_compile(kernel, pointers, key.cu_dtype, 11, arch, roles=BWD_POINTERS)
