@@ -1,10 +1,10 @@
 """IR-side validation (run by `Graph.validate()` before any lowering, and so by planning).
 
-Two layers: each node against its op (re-inferred outputs, the op's own checks, dims on what it
-reads), then the graph as a whole (`InvalidGraphError`): at least one node and one output (on a python-only
-graph every output a node writes is one), every
-wired tensor of this graph with dims and strides a kernel can run, no tensor written by two nodes,
-no cycle, and no virtual tensor read as a graph input.
+Two layers: each node against its op (re-inferred outputs, the op's own checks, declared outputs
+against what the inputs imply, dims on what it reads), then the graph as a whole
+(`InvalidGraphError`): at least one node and one output (on a python-only graph every output a node
+writes is one), every wired tensor of this graph with dims and strides a kernel can run, no tensor
+written by two nodes, no cycle, and no virtual tensor read as a graph input.
 """
 
 from __future__ import annotations

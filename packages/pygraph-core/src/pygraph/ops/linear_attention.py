@@ -80,13 +80,12 @@ def _check(node) -> None:
             f"{op}(): q/k heads {h} and v heads {hv}: the smaller must divide the larger (the output "
             f"has {ho} heads)"
         )
-    channels = {"g": dk if len(node.inputs["g"].dim) == 3 else None, "beta": None, "w": dv}
-    if node.inputs["beta"].dim and len(node.inputs["beta"].dim) == 3:
-        channels["beta"] = dk
-    for port, per in channels.items():
+    # a rank-3 gate has one value per key (g, beta) or value (w) channel; a rank-2 one, one a head
+    for port, channels in (("g", dk), ("beta", dk), ("w", dv)):
         gate = node.inputs.get(port)
         if gate is None or not gate.dim:
             continue
+        per = channels if len(gate.dim) == 3 else None
         heads = gate.dim[1]
         if ho % heads or (per is not None and gate.dim[2] != per):
             want = f"[{t}, heads, {per}]" if per is not None else f"[{t}, heads]"

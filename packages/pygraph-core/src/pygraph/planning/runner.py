@@ -110,7 +110,6 @@ def make_runner(
     """
     execute = plan.execute
     needed = plan.get_workspace_size()
-
     new = tuple.__new__
     context = ExecutionContext
     reads_stream = getattr(plan, "reads_stream", True)
