@@ -17,6 +17,8 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from pygraph.execution.dlpack import DLDataType, DLDevice, DLTensor
+
 __all__ = ["DL_DTYPES", "DeviceArray"]
 
 # dtype name -> (DLPack type code, bits): 0 int, 1 uint, 2 float, 4 bfloat (dlpack.h)
@@ -31,28 +33,8 @@ _KDL_CUDA = 2
 _KDL_CPU = 1
 
 
-class _DLDevice(ctypes.Structure):
-    _fields_ = (("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32))
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = (("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16))
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = (
-        ("data", ctypes.c_void_p),
-        ("device", _DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", _DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    )
-
-
 class _DLManagedTensor(ctypes.Structure):
-    _fields_ = (("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p))
+    _fields_ = (("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p))
 
 
 class _DLPackVersion(ctypes.Structure):
@@ -65,7 +47,7 @@ class _DLManagedTensorVersioned(ctypes.Structure):
         ("manager_ctx", ctypes.c_void_p),
         ("deleter", ctypes.c_void_p),
         ("flags", ctypes.c_uint64),
-        ("dl_tensor", _DLTensor),
+        ("dl_tensor", DLTensor),
     )
 
 
@@ -108,9 +90,9 @@ class DeviceArray:
         self._stride_buf = (ctypes.c_int64 * max(ndim, 1))(*self.strides)
         kind = (_KDL_CPU, 0) if device < 0 else (_KDL_CUDA, device)
 
-        def tensor() -> _DLTensor:
-            return _DLTensor(
-                ctypes.c_void_p(self.pointer or None), _DLDevice(*kind), ndim, _DLDataType(*code_bits, 1),
+        def tensor() -> DLTensor:
+            return DLTensor(
+                ctypes.c_void_p(self.pointer or None), DLDevice(*kind), ndim, DLDataType(*code_bits, 1),
                 self._shape_buf, self._stride_buf, 0,
             )  # fmt: skip
 

@@ -15,6 +15,7 @@ import ctypes
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pygraph.execution.dlpack import DLTensor
 from pygraph.execution.errors import (
     DuplicateOperandError,
     OperandAddressError,
@@ -160,26 +161,6 @@ def _read_cai(obj: Any, decl: OperandBuffer) -> OperandBuffer:
 # --- __dlpack__ (read through the capsule's DLTensor; the producer keeps the memory) ---------------
 
 
-class _DLDevice(ctypes.Structure):
-    _fields_ = (("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32))
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = (("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16))
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = (
-        ("data", ctypes.c_void_p),
-        ("device", _DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", _DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    )
-
-
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = (ctypes.py_object, ctypes.c_char_p)
@@ -211,7 +192,7 @@ def _read_dlpack(obj: Any, decl: OperandBuffer) -> OperandBuffer:
     capsule = obj.__dlpack__()
     address = _capsule_pointer(capsule, b"dltensor")
     # DLManagedTensor starts with its DLTensor.
-    dl = _DLTensor.from_address(address)
+    dl = DLTensor.from_address(address)
     ndim = dl.ndim
     shape = tuple(dl.shape[i] for i in range(ndim))
     if dl.strides:
