@@ -3,7 +3,7 @@ against flash-linear-attention and cudnn-frontend.
 
     python -m benchmarks.linear_attention.bench_gdn [--rounds 3] [--budget-s 420] [--out DIR]
         [--occupancy 2,4] [--segment 32,16] [--profile] [--skip cases,cudnn] [--shapes B4xT4096]
-        [--plans first|all] [--sm90 32]
+        [--plans first|all] [--sm90 32] [--sm90-modes fused,wg1,wg2,fusedwg]
 
 1. Correctness: every case of `gdn_cases.CASES` (varlen odd lengths, T = 1, an empty sequence,
    initial and final state, each option alone and together, GQA/GVA, fp16, head dims 64 and 256,
@@ -63,6 +63,10 @@ SHAPES = {
 HEADS, DIM = 16, 128
 
 
+# gdn_sm90's forward scans by name: (SPLIT, WGMMA)
+SM90_MODES = {"fused": (0, 0), "wg1": (1, 1), "wg2": (1, 2), "fusedwg": (0, 1)}
+
+
 @dataclasses.dataclass(frozen=True)
 class TimingRun:
     """What every timing table of one run shares: its settings, its start and its log."""
@@ -76,6 +80,7 @@ class TimingRun:
     occupancies: tuple[int, ...] = ()  # OCCUPANCY hints timed beside the BLOCK_V columns
     segments: tuple[int, ...] = ()  # the forward's SEGMENT values (split scan) timed beside them
     sm90_block_vs: tuple[int, ...] = ()  # the gdn_sm90 engine's BLOCK_V columns (CuTe DSL)
+    sm90_modes: tuple[str, ...] = tuple(SM90_MODES)  # the gdn_sm90 forward's scans timed at each
     all_plans: bool = True  # gdn_cutile's BLOCK_V columns too (--plans all), not only each engine's first
 
 
@@ -132,17 +137,20 @@ def _ours(
     engine: Any = None,
     stages: Any = None,
     wgmma: Any = None,
+    split: Any = None,
 ) -> tuple[Any, Any]:
     """(call, output) of our plan at ``block_v`` (and ``occupancy``, ``segment``, ``engine``,
-    ``stages``, ``wgmma``: gdn_sm90's split scan on warpgroup MMAs, its fused scan without; all None:
-    the hook's first pick; ``engine`` "gdn_cutile" alone: gdn_cutile's first): the graph built
-    once, the call one execute()."""
+    ``stages``, ``wgmma``, ``split``: gdn_sm90's knobs, SPLIT 1 by default where ``wgmma`` is given,
+    `SM90_MODES`; all None: the hook's first pick; ``engine`` "gdn_cutile" alone: gdn_cutile's
+    first): the graph built once, the call one execute()."""
     import torch
 
     sm90 = engine == "gdn_sm90"
+    if sm90 and split is None:
+        split = 1 if wgmma else 0
     case = dataclasses.replace(
         case, block_v=block_v, occupancy=occupancy, segment=segment, engine=engine, stages=stages,
-        split=(1 if wgmma else 0) if sm90 else None, wgmma=(wgmma or 0) if sm90 else None,
+        split=split if sm90 else None, wgmma=(wgmma or 0) if sm90 else None,
     )  # fmt: skip
     g, ports = build_graph(case, tensors, {})
     out = torch.empty(sum(case.lengths), HEADS, DIM, dtype=torch.bfloat16, device="cuda")
@@ -277,9 +285,10 @@ def timing(run: TimingRun) -> list[dict]:
             call, out = _ours(case, tensors, bv, occupancy, segment)
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
-        for bv, stages, wgmma in itertools.product(run.sm90_block_vs, STAGES_SM90, (None, 1, 2)):
-            label = f"ours[sm90 BV={bv},ST={stages}{f',WG{wgmma}' if wgmma else ''}]"
-            call, out = _ours(case, tensors, bv, engine="gdn_sm90", stages=stages, wgmma=wgmma)
+        for bv, stages, mode in itertools.product(run.sm90_block_vs, STAGES_SM90, run.sm90_modes):
+            label = f"ours[sm90 BV={bv},ST={stages},{mode}]"
+            split, wgmma = SM90_MODES[mode]
+            call, out = _ours(case, tensors, bv, engine="gdn_sm90", stages=stages, wgmma=wgmma, split=split)
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
         first = "ours[first]"
@@ -495,6 +504,11 @@ def main() -> None:
         "STAGES, on mma.sync and at WGMMA 1 and 2; fwd+bwd: gdn_sm90's first plan then gdn_sm90_bwd, and "
         "both at WGMMA 1)",
     )
+    parser.add_argument(
+        "--sm90-modes",
+        default=",".join(SM90_MODES),
+        help=f"comma list of the gdn_sm90 forward's scans timed at each --sm90 BLOCK_V: {list(SM90_MODES)}",
+    )
     args = parser.parse_args()
     skip = frozenset(s for s in args.skip.split(",") if s)
     for name in [s for s in SHAPES if s not in args.shapes.split(",")]:
@@ -503,7 +517,8 @@ def main() -> None:
     run = TimingRun(
         args.rounds, args.budget_s, started, log, skip, args.profile,
         tuple(int(o) for o in args.occupancy.split(",") if o), tuple(int(s) for s in args.segment.split(",") if s),
-        tuple(int(b) for b in args.sm90.split(",") if b), args.plans == "all",
+        tuple(int(b) for b in args.sm90.split(",") if b), tuple(m for m in args.sm90_modes.split(",") if m),
+        args.plans == "all",
     )  # fmt: skip
     result: dict[str, Any] = {}
     if "cases" not in skip:

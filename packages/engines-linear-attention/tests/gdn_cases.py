@@ -101,18 +101,20 @@ CASES: tuple[GdnCase, ...] = (
 
 def sm90_cases() -> tuple[GdnCase, ...]:
     """The forward cases on the gdn_sm90 engine: those its build serves (K and V of 64 or 128; the
-    cuTile engine's SEGMENT cases left out), BLOCK_V 128 as 64, on the fused scan; a few also at
-    STAGES 2 (the prefetch) and with SPLIT (the split scan), on mma.sync and at WGMMA 1 and 2. The
-    knobs are named, so each case keeps its path whatever the hook ranks first."""
+    cuTile engine's SEGMENT cases left out), BLOCK_V 128 as 64, on the fused scan on mma.sync and
+    again on warpgroup MMAs (SPLIT 0, WGMMA 1: `gdn.sm90_fused`); a few also at STAGES 2 (the
+    prefetch) and with SPLIT (the split scan), on mma.sync and at WGMMA 1 and 2. The knobs are named,
+    so each case keeps its path whatever the hook ranks first."""
     out = []
     for c in CASES:
         if c.key_dim not in (64, 128) or c.value_dim not in (64, 128) or c.segment:
             continue
         block_v = 64 if c.block_v == 128 else c.block_v
         case = dataclasses.replace(c, engine="gdn_sm90", block_v=block_v, occupancy=None, split=0, wgmma=0)
-        out.append(case)
+        out += [case, dataclasses.replace(case, name=f"{c.name}-fused-wg", wgmma=1)]
         if c.name in _SM90_STAGES2:
             out.append(dataclasses.replace(case, name=f"{c.name}-stages2", stages=2))
+            out.append(dataclasses.replace(case, name=f"{c.name}-fused-wg-s2", stages=2, wgmma=1))
         if c.name in _SM90_SPLIT:  # the split scan and its output kernel, at both STAGES
             out += [
                 dataclasses.replace(case, name=f"{c.name}-split-s{st}", split=1, stages=st) for st in (1, 2)

@@ -159,7 +159,8 @@ def split_first(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -
 
 def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -> list[dict[str, int]]:
     """gdn_sm90's knob sets: the first by the scan grid against the device's ``sms`` SMs, then every
-    (SPLIT, BLOCK_V, STAGES) on mma.sync, then the split ones at WGMMA 1 and at WGMMA 2. The first
+    (SPLIT, BLOCK_V, STAGES) on mma.sync, then the split ones at WGMMA 1 and at WGMMA 2, then the
+    fused ones at WGMMA 1 (the fused warpgroup scan, `gdn.sm90_fused`). The first
     (H200's 132 SMs, ms, the one run that set it: benchmarks/RESULTS.md, Linear attention, History,
     "gdn_sm90 at WGMMA 2 first for every sm90 forward"): WGMMA 2 at BLOCK_V 32, STAGES 2 up to two
     scan CTAs per SM (B1 T32768, 64 CTAs: 1.424 against 1.652 at WGMMA 1 and 1.721 at STAGES 1; B4
@@ -174,6 +175,7 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
         for st in STAGES_SM90
     ]
     every += [{**k, "WGMMA": w} for w in (1, 2) for k in every if k["SPLIT"]]
+    every += [{**k, "WGMMA": 1} for k in every if not k["SPLIT"] and not k["WGMMA"]]  # the fused warpgroup scan
     if _states_overflow(facts):
         first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 0, "WGMMA": 0}
     elif _scan_grid(facts) <= 2 * sms:

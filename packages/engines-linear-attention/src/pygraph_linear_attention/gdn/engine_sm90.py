@@ -64,6 +64,7 @@ __all__ = ["GdnSm90BwdEngine", "GdnSm90Engine"]
 # the compiled function's pointer arguments, in order (`gdn.sm90_host._compile`)
 POINTERS = (
     "q", "k", "v", "g", "beta", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht", "gamma", "w", "u", "hs", "vnew",
+    "tb",
 )  # fmt: skip
 # the compiled backward's (`gdn.sm90_host._compile_backward`)
 BWD_POINTERS = (
@@ -81,6 +82,11 @@ def _sm90_reason(facts: LinearAttentionFacts, backward: bool) -> str | None:
         other = "gdn_sm90" if backward else "gdn_sm90_bwd"
         return f"serves {mine} graphs; {theirs} graphs are served by {other}"
     return build_reason(facts, operand_roles(facts), backward)
+
+
+def _fused_wg(split: Any, wgmma: Any) -> bool:
+    """Whether the knobs pick the fused scan on warpgroup MMAs (SPLIT 0, WGMMA 1: `gdn.sm90_fused`)."""
+    return not split and bool(wgmma)
 
 
 def _sizes(cfg: Any) -> tuple[int, ...]:
@@ -129,9 +135,10 @@ class GdnSm90Engine(BaseEngine):
         block_v, stages = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("STAGES", STAGES_SM90[0])
         split = knobs.get("SPLIT", SPLIT_SM90[0])
         wgmma = knobs.get("WGMMA", WGMMA_SM90[0])
-        if wgmma and not split:
+        if wgmma == 2 and not split:
             raise GraphNotSupportedError(
-                f"{self.name}: knob WGMMA={wgmma!r} needs SPLIT=1 (the warpgroup scan is the split one), got SPLIT={split!r}"
+                f"{self.name}: knob WGMMA={wgmma!r} needs SPLIT=1 (it moves the split scan's output kernel to "
+                f"warpgroup MMAs; the fused scan is WGMMA=1), got SPLIT={split!r}"
             )
         if split and (reason := chunk_states_reason(facts)) is not None:
             raise GraphNotSupportedError(f"{self.name}: SPLIT=1: {reason}")
@@ -140,7 +147,9 @@ class GdnSm90Engine(BaseEngine):
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         cfg = config_for(self._facts(request), BLOCK_V_SM90[0])  # the workspace does not depend on BLOCK_V
-        return workspace_bytes(cfg, bool(knob_values(plan).get("SPLIT", SPLIT_SM90[0])))
+        knobs = knob_values(plan)
+        split = bool(knobs.get("SPLIT", SPLIT_SM90[0]))
+        return workspace_bytes(cfg, split, _fused_wg(split, knobs.get("WGMMA", WGMMA_SM90[0])))
 
     def build_plan(
         self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
@@ -155,7 +164,7 @@ class GdnSm90Engine(BaseEngine):
             cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
             cu=names["cu_seqlens"], stages=stages, split=bool(split), wgmma=int(wgmma),
         )  # fmt: skip
-        regions = workspace_regions(cfg, bool(split))
+        regions = workspace_regions(cfg, bool(split), _fused_wg(split, wgmma))
         compiled = kernels_ready(self.name, plan_label(plan, cfg), lambda: compiled_forward(key))
         return Sm90Plan(self.name, request.graph.name, compiled, operands, regions, _sizes(cfg), POINTERS)
 

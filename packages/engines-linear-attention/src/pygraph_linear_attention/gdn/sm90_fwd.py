@@ -71,10 +71,11 @@ from pygraph_linear_attention.common.sm90_tiles import (
     wy_rows_to_gmem,
     zeroed_acc,
 )
+from pygraph_linear_attention.gdn.sm90_fused import FusedScanKernels
 from pygraph_linear_attention.gdn.sm90_output import OutputKernels, chunk_output
 
 
-class GdnSm90Fwd(OutputKernels):
+class GdnSm90Fwd(OutputKernels, FusedScanKernels):
     """One static configuration of the forward: dims, value block, dtypes and options."""
 
     # KDA / GDN-2 (`kda.sm90_fwd.KdaSm90Fwd`): the decay is per key channel, so `scan_wg` and
@@ -123,6 +124,9 @@ class GdnSm90Fwd(OutputKernels):
         # 1: the split scan on warpgroup MMAs (`scan_wg`); 2: the output kernel too (`output`, whole V)
         self.wgmma = wgmma >= 1
         self.wgmma_output = wgmma >= 2
+        # the fused scan on warpgroup MMAs (`scan_fused_wg`): prepare stores Tb = (I + A)^-1 diag(beta)
+        # per chunk instead of w and u, and the scan computes the output with the state on chip
+        self.fused_wg = self.wgmma and not split
 
     # ------------------------------------------------------------------ host side (traced once)
     @cute.jit
@@ -144,6 +148,7 @@ class GdnSm90Fwd(OutputKernels):
         u_ptr: cute.Pointer,
         hs_ptr: cute.Pointer,
         vnew_ptr: cute.Pointer,
+        tb_ptr: cute.Pointer,
         tokens: Int32,
         sequences: Int32,
         search_steps: Int32,  # ceil(log2(sequences + 1)): the slot search's halvings
@@ -195,16 +200,26 @@ class GdnSm90Fwd(OutputKernels):
         mVnew = cute.make_tensor(
             vnew_ptr, cute.make_layout((tokens, heads_out, V), stride=(aligned_stride(heads_out * V), V, 1))
         )
+        mTb = cute.make_tensor(
+            tb_ptr, cute.make_layout((tokens, heads_out, C), stride=(aligned_stride(heads_out * C), C, 1))
+        )
         groups = (
             heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
             heads_out // heads_a_log, heads_out // heads_dt_bias,
         )  # fmt: skip
+        # the T the backward reads (store_t), or the fused scan's Tb, through prepare's mT
+        mT = mTb if const_expr(self.fused_wg) else mHs
         self.prepare(
-            mK, mV, mG, mBeta, mALog, mDtBias, mCu, mGamma, mW, mU, mHs, sequences, search_steps, groups
+            mK, mV, mG, mBeta, mALog, mDtBias, mCu, mGamma, mW, mU, mT, sequences, search_steps, groups
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
-        self.launch_scan(
-            mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, sequences, heads_out, groups[0], stream
-        )
+        if const_expr(self.fused_wg):
+            self.scan_fused_wg(mQ, mK, mV, mTb, mGamma, mCu, mH0, mO, mHt, groups[0], groups[1]).launch(
+                grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+            )
+        else:
+            self.launch_scan(
+                mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, sequences, heads_out, groups[0], stream
+            )
         if const_expr(self.split):
             blocks = 1 if const_expr(self.wgmma_output) else V // self.BV
             self.output(mQ, mK, mGamma, mCu, mHs, mVnew, mO, sequences, search_steps, groups[0]).launch(
@@ -257,7 +272,7 @@ class GdnSm90Fwd(OutputKernels):
             k_layout, k_swz = row_major(C, K)
             v_layout, v_swz = row_major(C, V)
             sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
-            sV = smem.allocate_tensor(io, v_layout, 1024, v_swz)
+            sV = None if const_expr(self.fused_wg) else smem.allocate_tensor(io, v_layout, 1024, v_swz)
             # A (fp32) and, once the substitution has read it, T's two column-scaled copies (io) in
             # the same 16 KB: 49 KB a CTA, so 4 CTAs an SM (3 with separate tiles, where the
             # kernel, latency-bound, issued on 31% of its cycles)
@@ -274,7 +289,8 @@ class GdnSm90Fwd(OutputKernels):
             gK = chunk_rows(mK, r0, h // k_group, K)
             gV = chunk_rows(mV, r0, h // v_group, V)
             load_rows(cta_g2s(io, K), tidx, gK, sK, rows_left)
-            load_rows(cta_g2s(io, V), tidx, gV, sV, rows_left)
+            if const_expr(not self.fused_wg):  # the fused scan reads v itself
+                load_rows(cta_g2s(io, V), tidx, gV, sV, rows_left)
             cute.arch.cp_async_commit_group()
 
             # the gates (warps 0 and 1, one row each): options, then gamma = cumsum by warp scans
@@ -344,17 +360,23 @@ class GdnSm90Fwd(OutputKernels):
                 cute.arch.barrier(barrier_id=1, number_of_threads=C)  # both warps done reading A
                 bk = sBeta[tidx] * fast_exp(sGamma[tidx])
                 bv = sBeta[tidx]
-                for i in cutlass.range_constexpr(C):
-                    sTk[i, tidx] = (x[i] * bk).to(io)
-                    sTv[i, tidx] = (x[i] * bv).to(io)
+                if const_expr(self.fused_wg):  # Tb = T diag(beta), column tidx, its real rows
+                    for i in cutlass.range_constexpr(C):
+                        if i < rows_left:
+                            mT[r0 + i, h, tidx] = (x[i] * bv).to(io)
+                else:
+                    for i in cutlass.range_constexpr(C):
+                        sTk[i, tidx] = (x[i] * bk).to(io)
+                        sTv[i, tidx] = (x[i] * bv).to(io)
                 if const_expr(self.store_t):
                     for i in cutlass.range_constexpr(C):
                         mT[slot, h, i, tidx] = x[i].to(io)
             cute.arch.sync_threads()
 
-            # w = Tk k, u = Tv v: B is k / v read column-wise (N = K or V, K = the chunk)
-            wy_rows_to_gmem(tidx, sTk, sK, chunk_rows(mW, r0, h, K), rows_left, io, K)
-            wy_rows_to_gmem(tidx, sTv, sV, chunk_rows(mU, r0, h, V), rows_left, io, V)
+            if const_expr(not self.fused_wg):
+                # w = Tk k, u = Tv v: B is k / v read column-wise (N = K or V, K = the chunk)
+                wy_rows_to_gmem(tidx, sTk, sK, chunk_rows(mW, r0, h, K), rows_left, io, K)
+                wy_rows_to_gmem(tidx, sTv, sV, chunk_rows(mU, r0, h, V), rows_left, io, V)
             if tidx < rows_left and tidx < C:
                 mGamma[r0 + tidx, h] = sGamma[tidx]
 

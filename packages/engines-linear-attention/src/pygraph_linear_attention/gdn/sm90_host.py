@@ -5,7 +5,7 @@ workspace carves.
 The compiled function is a TVM-FFI function of raw device addresses, 32-bit sizes and the stream,
 so a call converts no tensor. Its arguments, in order: q, k, v, g, beta, a_log, dt_bias,
 cu_seqlens, initial state, o, final state, and the workspace's gamma, w, u, hs and vnew (the
-last two only with SPLIT); then tokens,
+last two only with SPLIT) and tb (only for the fused warpgroup scan, which has no w and u); then tokens,
 sequences, the slot search's halvings, and the head counts of q/k, v, the output, g, beta, a_log
 and dt_bias; then the stream. An absent optional operand is passed as the workspace's spare
 address: the kernels' branches that would read it are compiled out.
@@ -63,6 +63,9 @@ SPLIT_SM90 = (0, 1)
 # head over the whole value dim (q k^T once per chunk, not once per value block): the output kernel
 # 0.439 -> 0.206 ms at B1 T32768 (H200), the forward 1.652 -> 1.424 (STAGES 2); benchmarks/
 # RESULTS.md, Linear attention (its gdn table and History).
+# With SPLIT 0, WGMMA 1 is the fused scan on warpgroup MMAs (`gdn.sm90_fused`): the state on chip
+# from the first chunk to the last and each chunk's output in its step, prepare storing one 64 x 64
+# Tb per chunk and head instead of w and u, so no per-chunk state or v_new goes through HBM.
 WGMMA_SM90 = (0, 1, 2)
 WGMMA_BWD_SM90 = (0, 1)
 
@@ -178,19 +181,23 @@ def backward_regions(cfg: Any) -> tuple[Region, ...]:
     return layout_regions([*rows, ("spare", "float32", (64,))])
 
 
-def workspace_regions(cfg: GdnCutileConfig, split: bool = False) -> tuple[Region, ...]:
+def workspace_regions(cfg: GdnCutileConfig, split: bool = False, fused_wg: bool = False) -> tuple[Region, ...]:
     """gamma (fp32), w and u (the io dtype), with ``split`` the chunks' entering states and v_new (io
-    dtype), and the spare address absent operands point at."""
+    dtype), and the spare address absent operands point at; with ``fused_wg`` (the fused warpgroup
+    scan) gamma and each token's row of its chunk's Tb (io dtype) instead of w and u."""
     t, ho, k, v = cfg.tokens, cfg.heads_out, cfg.key_dim, cfg.value_dim
+    if fused_wg:
+        rows = [("gamma", "float32", (t, ho)), ("tb", cfg.io_dtype, (t, ho, CHUNK))]
+        return layout_regions([*rows, ("spare", "float32", (64,))])
     rows = [("gamma", "float32", (t, ho)), ("w", cfg.io_dtype, (t, ho, k)), ("u", cfg.io_dtype, (t, ho, v))]
     if split:
         rows += [("hs", cfg.io_dtype, (prepare_slots(cfg), ho, v, k)), ("vnew", cfg.io_dtype, (t, ho, v))]
     return layout_regions([*rows, ("spare", "float32", (64,))])
 
 
-def workspace_bytes(cfg: GdnCutileConfig, split: bool = False) -> int:
+def workspace_bytes(cfg: GdnCutileConfig, split: bool = False, fused_wg: bool = False) -> int:
     """The workspace `workspace_regions` lays out, in bytes."""
-    return regions_bytes(workspace_regions(cfg, split))
+    return regions_bytes(workspace_regions(cfg, split, fused_wg))
 
 
 def compiled_forward(key: Sm90Key, arch: str = ARCH) -> Any:
@@ -222,6 +229,7 @@ def _compile(key: Any, arch: str) -> Any:
     pointers = [
         (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, 2), (f32, 4), (f32, 4), ("cu", 4),
         (key.h0_dtype, 4), (io, 16), (key.ht_dtype, 4), (f32, 4), (io, 16), (io, 16), (io, 16), (io, 16),
+        (io, 16),
     ]  # fmt: skip
     return cute_compile(kernel, pointers, key.cu_dtype, 10, arch)
 

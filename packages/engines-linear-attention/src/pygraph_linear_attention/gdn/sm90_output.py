@@ -147,7 +147,7 @@ def _chunk_output_wg(
         out, crd_o = zeroed_acc(mma_qs, tidx, C, V)
         wg_gemm(mma_qs, tidx, out, sQ, sS)
         cute.nvgpu.warpgroup.wait_group(0)
-        _decayed_scores(tidx, scores, crd_p, mma_cc, sP, sGamma, out, crd_o, rows_left, io)
+        decayed_scores(tidx, scores, crd_p, mma_cc, sP, sGamma, out, crd_o, rows_left, io)
         async_visible()
         cute.arch.sync_threads()  # sP complete
     wg_gemm(mma_pv, tidx, out, sP, transposed(sVn))
@@ -160,7 +160,7 @@ def _chunk_output_wg(
 
 
 @cute.jit
-def _decayed_scores(tidx, scores, crd_p, mma_cc, sP, sGamma, out, crd_o, rows_left, io: cutlass.Constexpr):
+def decayed_scores(tidx, scores, crd_p, mma_cc, sP, sGamma, out, crd_o, rows_left, io: cutlass.Constexpr):
     """GDN's part of `_chunk_output_wg`, from q k^T and q S^T: P (the decayed causal scores of the real
     rows) into ``sP`` and ``out`` = exp(gamma) q S^T."""
     pa, pb = row_pair(crd_p)
