@@ -3,7 +3,7 @@ against flash-linear-attention and cudnn-frontend.
 
     python -m benchmarks.linear_attention.bench_gdn [--rounds 3] [--budget-s 420] [--out DIR]
         [--occupancy 2,4] [--segment 32,16] [--profile] [--skip cases,cudnn] [--shapes B4xT4096]
-        [--plans first|all] [--sm90 32] [--sm90-modes fused,wg1,wg2,fusedwg]
+        [--plans first|all] [--sm90 32] [--sm90-modes fused,wg1,wg2,fusedwg,fusedwg16]
 
 1. Correctness: every case of `gdn_cases.CASES` (varlen odd lengths, T = 1, an empty sequence,
    initial and final state, each option alone and together, GQA/GVA, fp16, head dims 64 and 256,
@@ -63,8 +63,11 @@ SHAPES = {
 HEADS, DIM = 16, 128
 
 
-# gdn_sm90's forward scans by name: (SPLIT, WGMMA)
-SM90_MODES = {"fused": (0, 0), "wg1": (1, 1), "wg2": (1, 2), "fusedwg": (0, 1)}
+# gdn_sm90's forward scans by name: (SPLIT, WGMMA, SEGMENT)
+SM90_MODES = {
+    "fused": (0, 0, 0), "wg1": (1, 1, 0), "wg2": (1, 2, 0), "fusedwg": (0, 1, 0), "fusedwg16": (0, 1, 16),
+    "fusedwg32": (0, 1, 32), "fusedwg64": (0, 1, 64),
+}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,8 +290,17 @@ def timing(run: TimingRun) -> list[dict]:
             columns[label], outputs[label] = call, out
         for bv, stages, mode in itertools.product(run.sm90_block_vs, STAGES_SM90, run.sm90_modes):
             label = f"ours[sm90 BV={bv},ST={stages},{mode}]"
-            split, wgmma = SM90_MODES[mode]
-            call, out = _ours(case, tensors, bv, engine="gdn_sm90", stages=stages, wgmma=wgmma, split=split)
+            split, wgmma, segment = SM90_MODES[mode]
+            call, out = _ours(
+                case,
+                tensors,
+                bv,
+                engine="gdn_sm90",
+                stages=stages,
+                wgmma=wgmma,
+                split=split,
+                segment=segment or None,
+            )
             _first_call(f"{shape} {label}", call, contain=False)
             columns[label], outputs[label] = call, out
         first = "ours[first]"

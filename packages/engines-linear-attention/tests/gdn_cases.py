@@ -101,17 +101,29 @@ CASES: tuple[GdnCase, ...] = (
 
 def sm90_cases() -> tuple[GdnCase, ...]:
     """The forward cases on the gdn_sm90 engine: those its build serves (K and V of 64 or 128; the
-    cuTile engine's SEGMENT cases left out), BLOCK_V 128 as 64, on the fused scan on mma.sync and
-    again on warpgroup MMAs (SPLIT 0, WGMMA 1: `gdn.sm90_fused`); a few also at STAGES 2 (the
+    cuTile engine's SEGMENT cases on the segmented fused warpgroup scan at the same SEGMENT),
+    BLOCK_V 128 as 64, on the fused scan on mma.sync and again on warpgroup MMAs (SPLIT 0, WGMMA 1:
+    `gdn.sm90_fused`; long-4097 also at SEGMENT 16); a few also at STAGES 2 (the
     prefetch) and with SPLIT (the split scan), on mma.sync and at WGMMA 1 and 2. The knobs are named,
     so each case keeps its path whatever the hook ranks first."""
     out = []
     for c in CASES:
-        if c.key_dim not in (64, 128) or c.value_dim not in (64, 128) or c.segment:
+        if c.key_dim not in (64, 128) or c.value_dim not in (64, 128):
             continue
         block_v = 64 if c.block_v == 128 else c.block_v
+        if c.segment:  # the segmented fused warpgroup scan, at the case's SEGMENT
+            case = dataclasses.replace(
+                c, engine="gdn_sm90", block_v=block_v, occupancy=None, split=0, wgmma=1
+            )
+            out += [
+                dataclasses.replace(case, name=f"{c.name}-fused-wg"),
+                dataclasses.replace(case, name=f"{c.name}-fused-wg-s2", stages=2),
+            ]
+            continue
         case = dataclasses.replace(c, engine="gdn_sm90", block_v=block_v, occupancy=None, split=0, wgmma=0)
         out += [case, dataclasses.replace(case, name=f"{c.name}-fused-wg", wgmma=1)]
+        if c.name == "long-4097":  # five segments of 1024 tokens, the last one token
+            out.append(dataclasses.replace(case, name=f"{c.name}-fused-wg-seg16", wgmma=1, segment=16))
         if c.name in _SM90_STAGES2:
             out.append(dataclasses.replace(case, name=f"{c.name}-stages2", stages=2))
             out.append(dataclasses.replace(case, name=f"{c.name}-fused-wg-s2", stages=2, wgmma=1))
@@ -230,6 +242,7 @@ def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]
             STAGES=case.stages,
             SPLIT=case.split,
             WGMMA=case.wgmma,
+            SEGMENT=case.segment or 0,
         )
     else:
         _select(

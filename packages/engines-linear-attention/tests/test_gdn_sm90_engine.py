@@ -99,7 +99,9 @@ def _built(g, plan_name):
 
 def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(recorder):
     t, n, h, d = 130, 3, 2, 128
-    g = _built(_graph(t=t, n=n, h=h, d=d, final=True), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1,WGMMA=0]")
+    g = _built(
+        _graph(t=t, n=n, h=h, d=d, final=True), "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=0,STAGES=1,WGMMA=0]"
+    )
     names = ("q", "k", "v", "g", "beta", "cu_seqlens")
     addresses = {name: 0x100000 * (i + 1) for i, name in enumerate(names)}
     tensors = {g.find_tensor(name): addr for name, addr in addresses.items()}
@@ -108,14 +110,14 @@ def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(r
     workspace = 0xC00000
     g.execute(tensors, workspace=workspace)
     (args,) = recorder.calls
-    pointers, sizes, stream = args[:17], args[17:-1], args[-1]
+    pointers, sizes, stream = args[:19], args[19:-1], args[-1]
     gamma, w, u = pointers[11:14]
     assert gamma == workspace and w % 256 == 0 and u % 256 == 0 and gamma < w < u
     spare = pointers[5]
     assert spare > u  # a_log, dt_bias, h0 absent, and no SPLIT (hs, vnew): the spare region, after u
     assert pointers == (
         addresses["q"], addresses["k"], addresses["v"], addresses["g"], addresses["beta"], spare, spare,
-        addresses["cu_seqlens"], spare, 0xA00000, 0xB00000, gamma, w, u, spare, spare, spare,
+        addresses["cu_seqlens"], spare, 0xA00000, 0xB00000, gamma, w, u, spare, spare, spare, spare, spare,
     )  # fmt: skip
     assert sizes == (t, n, search_steps(n), h, h, h, h, h, 1, 1)
     assert stream == 0
@@ -123,7 +125,9 @@ def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(r
 
 def test_the_fused_warpgroup_scan_passes_tb_and_no_w_or_u(recorder):
     t, n, h, d = 130, 3, 2, 128
-    g = _built(_graph(t=t, n=n, h=h, d=d, final=True), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1,WGMMA=1]")
+    g = _built(
+        _graph(t=t, n=n, h=h, d=d, final=True), "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=0,STAGES=1,WGMMA=1]"
+    )
     names = ("q", "k", "v", "g", "beta", "cu_seqlens")
     tensors = {g.find_tensor(name): 0x100000 * (i + 1) for i, name in enumerate(names)}
     o, final = g.outputs_for_test
@@ -131,7 +135,7 @@ def test_the_fused_warpgroup_scan_passes_tb_and_no_w_or_u(recorder):
     workspace = 0xC00000
     g.execute(tensors, workspace=workspace)
     (args,) = recorder.calls
-    pointers = args[:17]
+    pointers = args[:19]
     gamma, tb, spare = pointers[11], pointers[16], pointers[5]
     # gamma (fp32 per token and head), then one row of 64 Tb values per token and head, then the spare
     assert gamma == workspace and tb == workspace + t * h * 4 + (-(t * h * 4)) % 256 and spare > tb
@@ -140,7 +144,7 @@ def test_the_fused_warpgroup_scan_passes_tb_and_no_w_or_u(recorder):
 
 
 def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
-    g = _built(_graph(t=64, n=1, h=1), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1,WGMMA=0]")
+    g = _built(_graph(t=64, n=1, h=1), "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=0,STAGES=1,WGMMA=0]")
     o, _ = g.outputs_for_test
     names = ("q", "k", "v", "g", "beta", "cu_seqlens")
     tensors = {g.find_tensor(name): 0x10000 * (i + 1) for i, name in enumerate(names)}
@@ -154,7 +158,7 @@ def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
 
 
 def test_an_output_buffer_smaller_than_declared_is_refused_before_the_launch(recorder):
-    g = _built(_graph(t=64, n=1, h=2), "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1,WGMMA=0]")
+    g = _built(_graph(t=64, n=1, h=2), "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=0,STAGES=1,WGMMA=0]")
     o, _ = g.outputs_for_test
     names = ("q", "k", "v", "g", "beta", "cu_seqlens")
     tensors = {g.find_tensor(name): 0x10000 * (i + 1) for i, name in enumerate(names)}
@@ -176,28 +180,32 @@ def test_the_scan_grid_picks_gdn_sm90s_first_plan():
         return [name for name in names if name.startswith("gdn_sm90[")]
 
     long_single, batch, wide = sm90_names(32768, 1), sm90_names(16384, 4), sm90_names(32768, 8)
-    assert long_single[0] == batch[0] == "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=2,WGMMA=2]"
-    assert wide[0] == "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=1,WGMMA=2]"
+    assert long_single[0] == batch[0] == "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=2,WGMMA=2]"
+    assert wide[0] == "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=1,WGMMA=2]"
     # the same domain, reordered: every (SPLIT, BLOCK_V, STAGES), the split ones at WGMMA 1 and 2 and
     # the fused ones at WGMMA 1
-    assert sorted(long_single) == sorted(batch) == sorted(wide) and len(batch) == 20
+    assert sorted(long_single) == sorted(batch) == sorted(wide) and len(batch) == 32
     # per-chunk states past 32-bit offsets (8194 chunk slots x 16 heads x 128 x 128 > 2^31): fused first
-    assert sm90_names(2**19, 1)[0] == "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1,WGMMA=0]"
+    assert sm90_names(2**19, 1)[0] == "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=0,STAGES=1,WGMMA=0]"
 
 
 def test_the_wgmma_knob_is_checked_against_its_domain_and_split():
     g = _graph(t=64, n=1, h=1)
     g.create_execution_plans()
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-    assert "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=1,WGMMA=1]" in names
-    assert "gdn_sm90[BLOCK_V=32,SPLIT=1,STAGES=1,WGMMA=2]" in names
-    assert "gdn_sm90[BLOCK_V=32,SPLIT=0,STAGES=1,WGMMA=1]" in names  # the fused warpgroup scan
+    assert "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=1,WGMMA=1]" in names
+    assert "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=1,WGMMA=2]" in names
+    assert "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=0,STAGES=1,WGMMA=1]" in names  # the fused warpgroup scan
     assert not any("SPLIT=0" in n and "WGMMA=2]" in n for n in names if n.startswith("gdn_sm90["))
     engine = GdnSm90Engine(20100)
     facts = None
     for knobs, rule in (
         ({"BLOCK_V": 32, "STAGES": 1, "SPLIT": 0, "WGMMA": 2}, r"gdn_sm90: knob WGMMA=2 needs SPLIT=1"),
         ({"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 3}, r"gdn_sm90: knob WGMMA=3 outside its domain"),
+        (
+            {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 1, "SEGMENT": 16},
+            r"gdn_sm90: knob SEGMENT=16 needs the fused warpgroup scan \(SPLIT=0, WGMMA=1\), got SPLIT=1, WGMMA=1",
+        ),
     ):
         with pytest.raises(pygraph.GraphNotSupportedError, match=rule):
             engine._knobs(facts, PlanConfig(0, knobs))

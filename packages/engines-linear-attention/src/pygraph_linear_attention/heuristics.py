@@ -30,7 +30,7 @@ from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.common.host import chunk_state_elements
 from pygraph_linear_attention.gdn.cutile_host import BLOCK_V, OCCUPANCY, OCCUPANCY_BWD, SEGMENT
-from pygraph_linear_attention.gdn.sm90_host import BLOCK_V_SM90, SPLIT_SM90, STAGES_SM90
+from pygraph_linear_attention.gdn.sm90_host import BLOCK_V_SM90, SEGMENT_SM90, SPLIT_SM90, STAGES_SM90
 from pygraph_linear_attention.kda.cutile_host import BLOCK_V as KDA_BLOCK_V
 from pygraph_linear_attention.kda.sm90_host import BLOCK_V_KDA_SM90
 
@@ -160,7 +160,8 @@ def split_first(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -
 def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -> list[dict[str, int]]:
     """gdn_sm90's knob sets: the first by the scan grid against the device's ``sms`` SMs, then every
     (SPLIT, BLOCK_V, STAGES) on mma.sync, then the split ones at WGMMA 1 and at WGMMA 2, then the
-    fused ones at WGMMA 1 (the fused warpgroup scan, `gdn.sm90_fused`). The first
+    fused ones at WGMMA 1 (the fused warpgroup scan, `gdn.sm90_fused`), unsegmented and at each
+    SEGMENT. The first
     (H200's 132 SMs, ms, the one run that set it: benchmarks/RESULTS.md, Linear attention, History,
     "gdn_sm90 at WGMMA 2 first for every sm90 forward"): WGMMA 2 at BLOCK_V 32, STAGES 2 up to two
     scan CTAs per SM (B1 T32768, 64 CTAs: 1.424 against 1.652 at WGMMA 1 and 1.721 at STAGES 1; B4
@@ -168,20 +169,23 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
     against 1.178 at STAGES 2). The fused scan at STAGES 1 where the split scan's per-chunk states
     overflow 32-bit offsets."""
     every = [
-        {"BLOCK_V": b, "STAGES": st, "SPLIT": sp, "WGMMA": 0}
+        {"BLOCK_V": b, "STAGES": st, "SPLIT": sp, "WGMMA": 0, "SEGMENT": 0}
         for sp in SPLIT_SM90
         for b in BLOCK_V_SM90
         if facts.head_dim_v % b == 0
         for st in STAGES_SM90
     ]
     every += [{**k, "WGMMA": w} for w in (1, 2) for k in every if k["SPLIT"]]
-    every += [{**k, "WGMMA": 1} for k in every if not k["SPLIT"] and not k["WGMMA"]]  # the fused warpgroup scan
+    fused_wg = [
+        {**k, "WGMMA": 1} for k in every if not k["SPLIT"] and not k["WGMMA"]
+    ]  # the fused warpgroup scan
+    every += fused_wg + [{**k, "SEGMENT": s} for s in SEGMENT_SM90 if s for k in fused_wg]  # and segmented
     if _states_overflow(facts):
-        first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 0, "WGMMA": 0}
+        first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 0, "WGMMA": 0, "SEGMENT": 0}
     elif _scan_grid(facts) <= 2 * sms:
-        first = {"BLOCK_V": 32, "STAGES": 2, "SPLIT": 1, "WGMMA": 2}
+        first = {"BLOCK_V": 32, "STAGES": 2, "SPLIT": 1, "WGMMA": 2, "SEGMENT": 0}
     else:
-        first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 2}
+        first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 2, "SEGMENT": 0}
     if first in every:
         every = [first, *(k for k in every if k != first)]
     return every

@@ -118,19 +118,21 @@ def load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, buf, with_q=Tr
 
 
 @cute.jit
-def slot_chunk(mCu, slot, sequences, search_steps):
+def slot_chunk(mCu, slot, sequences, search_steps, size: cutlass.Constexpr = CHUNK):
     """(first token, length, chunk) of the sequence whose chunk slots hold ``slot``: the last n with
-    cu[n] // 64 + n <= slot (binary search); the chunk may lie past the sequence's end (idle slot)."""
+    cu[n] // size + n <= slot (binary search); the chunk may lie past the sequence's end (idle slot).
+    ``size``: the tokens a slot covers (a chunk; a segment of chunks for the segmented scan, whose
+    slots are laid out the same way: ``T // size + N + 1`` of them hold any lengths)."""
     lo = Int32(0)
     hi = sequences
     for _ in cutlass.range(search_steps, unroll=1):
         mid = (lo + hi) // 2
-        take = Int32(Int32(mCu[mid]) // CHUNK + mid <= slot)
+        take = Int32(Int32(mCu[mid]) // size + mid <= slot)
         lo = lo + take * (mid - lo)
         hi = hi + (1 - take) * (mid - hi)
     bos = Int32(mCu[lo])
     length = Int32(mCu[lo + 1]) - bos
-    return bos, length, slot - (bos // CHUNK + lo)
+    return bos, length, slot - (bos // size + lo)
 
 
 @cute.jit

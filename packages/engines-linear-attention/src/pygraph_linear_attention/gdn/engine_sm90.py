@@ -45,6 +45,7 @@ from pygraph_linear_attention.common.host import regions_bytes, search_steps
 from pygraph_linear_attention.common.support import declared_operands, facts_of, operand_roles
 from pygraph_linear_attention.gdn.sm90_host import (
     BLOCK_V_SM90,
+    SEGMENT_SM90,
     SPLIT_SM90,
     STAGES_SM90,
     WGMMA_BWD_SM90,
@@ -54,6 +55,7 @@ from pygraph_linear_attention.gdn.sm90_host import (
     compiled_backward,
     compiled_forward,
     key_for,
+    segment_slots,
     workspace_bytes,
     workspace_regions,
 )
@@ -64,7 +66,7 @@ __all__ = ["GdnSm90BwdEngine", "GdnSm90Engine"]
 # the compiled function's pointer arguments, in order (`gdn.sm90_host._compile`)
 POINTERS = (
     "q", "k", "v", "g", "beta", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht", "gamma", "w", "u", "hs", "vnew",
-    "tb",
+    "tb", "seg_mb", "seg_st",
 )  # fmt: skip
 # the compiled backward's (`gdn.sm90_host._compile_backward`)
 BWD_POINTERS = (
@@ -110,6 +112,7 @@ class GdnSm90Engine(BaseEngine):
             "STAGES": STAGES_SM90,
             "SPLIT": SPLIT_SM90,
             "WGMMA": WGMMA_SM90,
+            "SEGMENT": SEGMENT_SM90,
         },
     )
 
@@ -128,13 +131,28 @@ class GdnSm90Engine(BaseEngine):
         if importlib.util.find_spec("cutlass") is None:
             raise ImportError(f"{self.name}: needs CuTe DSL ({CUTE_INSTALL})")
 
-    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int]:
-        """(BLOCK_V, STAGES, SPLIT, WGMMA) of the plan, checked against their domains and the value
-        head dim."""
+    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int, int]:
+        """(BLOCK_V, STAGES, SPLIT, WGMMA, SEGMENT) of the plan, checked against their domains, each
+        other and the value head dim."""
         knobs = knobs_in_domains(self, facts, plan)
         block_v, stages = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("STAGES", STAGES_SM90[0])
         split = knobs.get("SPLIT", SPLIT_SM90[0])
         wgmma = knobs.get("WGMMA", WGMMA_SM90[0])
+        segment = knobs.get("SEGMENT", SEGMENT_SM90[0])
+        if segment and not _fused_wg(split, wgmma):
+            raise GraphNotSupportedError(
+                f"{self.name}: knob SEGMENT={segment!r} needs the fused warpgroup scan (SPLIT=0, WGMMA=1), "
+                f"got SPLIT={split!r}, WGMMA={wgmma!r}"
+            )
+        if segment:
+            slots = segment_slots(facts.tokens, facts.sequences, segment)
+            elements = slots * facts.heads_out * (facts.head_dim_v + facts.head_dim_k) * facts.head_dim_k
+            if elements >= 2**31:
+                raise GraphNotSupportedError(
+                    f"{self.name}: SEGMENT={segment}: the segments' transitions hold {slots} slots x "
+                    f"{facts.heads_out} heads x (V + K) x K = {elements} elements: the kernels index with "
+                    "32-bit offsets (< 2^31)"
+                )
         if wgmma == 2 and not split:
             raise GraphNotSupportedError(
                 f"{self.name}: knob WGMMA={wgmma!r} needs SPLIT=1 (it moves the split scan's output kernel to "
@@ -143,28 +161,29 @@ class GdnSm90Engine(BaseEngine):
         if split and (reason := chunk_states_reason(facts)) is not None:
             raise GraphNotSupportedError(f"{self.name}: SPLIT=1: {reason}")
         check_block_v(self.name, facts, block_v)
-        return block_v, stages, split, wgmma
+        return block_v, stages, split, wgmma, segment
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         cfg = config_for(self._facts(request), BLOCK_V_SM90[0])  # the workspace does not depend on BLOCK_V
         knobs = knob_values(plan)
         split = bool(knobs.get("SPLIT", SPLIT_SM90[0]))
-        return workspace_bytes(cfg, split, _fused_wg(split, knobs.get("WGMMA", WGMMA_SM90[0])))
+        fused_wg = _fused_wg(split, knobs.get("WGMMA", WGMMA_SM90[0]))
+        return workspace_bytes(cfg, split, fused_wg, knobs.get("SEGMENT", SEGMENT_SM90[0]) if fused_wg else 0)
 
     def build_plan(
         self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
     ) -> CompiledPlan:
         self.check_support(request)
         facts = self._facts(request)
-        block_v, stages, split, wgmma = self._knobs(facts, plan)
+        block_v, stages, split, wgmma, segment = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
         operands = declared_operands(self.name, request, operand_roles(facts))
         names = dtype_names(operands)
         key = key_for(
             cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
-            cu=names["cu_seqlens"], stages=stages, split=bool(split), wgmma=int(wgmma),
+            cu=names["cu_seqlens"], stages=stages, split=bool(split), wgmma=int(wgmma), segment=int(segment),
         )  # fmt: skip
-        regions = workspace_regions(cfg, bool(split), _fused_wg(split, wgmma))
+        regions = workspace_regions(cfg, bool(split), _fused_wg(split, wgmma), int(segment))
         compiled = kernels_ready(self.name, plan_label(plan, cfg), lambda: compiled_forward(key))
         return Sm90Plan(self.name, request.graph.name, compiled, operands, regions, _sizes(cfg), POINTERS)
 
@@ -183,7 +202,7 @@ class GdnSm90BwdEngine(GdnSm90Engine):
         knob_domains={"BLOCK_V": BLOCK_V_SM90, "STAGES": STAGES_SM90, "WGMMA": WGMMA_BWD_SM90},
     )
 
-    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int]:
+    def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int, int]:
         knobs = knobs_in_domains(self, facts, plan)
         block_v, wgmma = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("WGMMA", WGMMA_BWD_SM90[0])
         stages = knobs.get("STAGES", STAGES_SM90[0])
@@ -193,7 +212,7 @@ class GdnSm90BwdEngine(GdnSm90Engine):
                 f"warpgroup one), got WGMMA={wgmma!r}"
             )
         check_block_v(self.name, facts, block_v)
-        return block_v, stages, 1, wgmma
+        return block_v, stages, 1, wgmma, 0
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
         return regions_bytes(backward_regions(config_for(self._facts(request), BLOCK_V_SM90[0])))
@@ -203,7 +222,7 @@ class GdnSm90BwdEngine(GdnSm90Engine):
     ) -> CompiledPlan:
         self.check_support(request)
         facts = self._facts(request)
-        block_v, stages, _, wgmma = self._knobs(facts, plan)
+        block_v, stages, _, wgmma, _ = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
         operands = declared_operands(self.name, request, operand_roles(facts))
         key = bwd_key_for(cfg, dtype_names(operands), bool(wgmma), stages)

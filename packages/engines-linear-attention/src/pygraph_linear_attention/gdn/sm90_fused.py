@@ -15,7 +15,17 @@ instead of w and u (K + V values a token), and nothing per chunk (the split scan
 and v_new) goes through HBM between the scan and the output. Three rounds of warpgroup MMAs a
 chunk: k S^T, q S^T and q k^T issued together; Tb x; P v_new and the state's update together.
 
-A mixin of `gdn.sm90_fwd.GdnSm90Fwd` (its fields: dims, dtypes, options, stages).
+With SEGMENT (``segment`` chunks a segment) a long sequence's chunks are split into segments scanned
+at once, exactly: the chunk step is affine in S (``S' = S M_c + B_c``, each row of S on its own), so
+a segment maps its entering state S to ``S M + B``. Phase 1 (`scan_fused_wg` at ``phase`` 1, every
+segment but each sequence's last) runs the step over the segment from zero rows with the chunks' v
+(B's rows) and from the identity's rows with v = 0 (M's rows: K virtual value rows); the
+`segment_combine` kernel walks each sequence's segments, ``S_next = S M + B`` in fp32 (one step a
+segment, not one a chunk), to the state entering each; phase 2 runs the fused step over every
+segment from its entering state. About twice the state arithmetic of one pass (V + K rows for
+phase 1, then V), spread over segments x heads x blocks CTAs instead of sequences x heads x blocks.
+
+A mixin of `gdn.sm90_fwd.GdnSm90Fwd` (its fields: dims, dtypes, options, stages, segment).
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from cutlass import Float32, Int32, const_expr
 
 from pygraph_linear_attention.common.sm90_tiles import (
     CHUNK,
+    THREADS,
     acc_to_smem,
     async_visible,
     chunk_rows,
@@ -38,6 +49,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     load_rows,
     row_major,
     row_pair,
+    slot_chunk,
     store_rows,
     tail_decay,
     transposed,
@@ -48,20 +60,22 @@ from pygraph_linear_attention.common.sm90_tiles import (
 from pygraph_linear_attention.gdn.sm90_output import decayed_scores
 
 
-def _load_fused_chunk(copies, tidx, tiles, r0, rows_left, buffers, buf):
-    """cp.async one chunk's q, k (head hk), v (head hv, value block vb) and Tb (head h) from token
-    ``r0`` into stage ``buf``, rows at or past ``rows_left`` zero-filled (no commit)."""
+def _load_fused_chunk(copies, tidx, tiles, r0, rows_left, buffers, buf, with_q, v_rows):
+    """cp.async one chunk's q (unless not ``with_q``), k (head hk), v (head hv, value block vb) and Tb
+    (head h) from token ``r0`` into stage ``buf``, rows at or past ``rows_left`` zero-filled (v's
+    rows at or past ``rows_left * v_rows``: all of them for phase 1's identity rows; no commit)."""
     g2s_k, g2s_v, g2s_t = copies
     mQ, mK, mV, mTb, hk, hv, h, vb, K, BV = tiles
     sQs, sKs, sVs, sTbs = buffers
-    load_rows(g2s_k, tidx, chunk_rows(mQ, r0, hk, K), sQs[None, None, buf], rows_left)
+    if with_q:
+        load_rows(g2s_k, tidx, chunk_rows(mQ, r0, hk, K), sQs[None, None, buf], rows_left)
     load_rows(g2s_k, tidx, chunk_rows(mK, r0, hk, K), sKs[None, None, buf], rows_left)
-    load_rows(g2s_v, tidx, chunk_rows(mV, r0, hv, BV, vb), sVs[None, None, buf], rows_left)
+    load_rows(g2s_v, tidx, chunk_rows(mV, r0, hv, BV, vb * v_rows), sVs[None, None, buf], rows_left * v_rows)
     load_rows(g2s_t, tidx, chunk_rows(mTb, r0, h, CHUNK), sTbs[None, None, buf], rows_left)
 
 
 class FusedScanKernels:
-    """The fused scan of `GdnSm90Fwd` (a mixin: it reads its configuration)."""
+    """The fused scan of `GdnSm90Fwd` and its segments' combine (a mixin: they read its configuration)."""
 
     @cute.kernel
     def scan_fused_wg(
@@ -75,17 +89,62 @@ class FusedScanKernels:
         mH0: cute.Tensor,
         mO: cute.Tensor,
         mHt: cute.Tensor,
+        mSegMB: cute.Tensor,  # [segment slots, HO, V + K, K] fp32: each segment's B rows, then M's
+        mSegST: cute.Tensor,  # [segment slots, HO, V, K] fp32: the state entering each segment
         k_group: Int32,
         v_group: Int32,
+        sequences: Int32,
+        search_steps: Int32,
+        phase: cutlass.Constexpr,
     ):
-        """Grid: sequences x output heads x value blocks of BV, one warpgroup each (the module's
-        docstring has the step). STAGES 2 loads chunk c + 1's tiles while chunk c computes."""
-        K, BV, C, io = self.K, self.BV, CHUNK, self.io
+        """One warpgroup a CTA (the module's docstring has the step). ``phase`` 0: grid sequences x
+        output heads x value blocks of BV, every chunk of the sequence; 1: segment slots x heads x
+        (V + K) / BV blocks, a segment's B (value blocks) or M (identity blocks) into ``mSegMB``; 2:
+        segment slots x heads x value blocks, a segment from the state entering it (``mSegST``, or
+        the initial state for the first), its output and, for the last, the final state. STAGES 2
+        loads chunk c + 1's tiles while chunk c computes."""
+        C = CHUNK
         tidx, _, _ = cute.arch.thread_idx()
-        n, h, vb = cute.arch.block_idx()
+        slot, h, vb = cute.arch.block_idx()
+        if const_expr(phase == 0):
+            bos = Int32(mCu[slot])
+            length = Int32(mCu[slot + 1]) - bos
+            self._fused_chunks(
+                mQ, mK, mV, mTb, mGamma, mH0, mO, mHt, mSegMB, mSegST, tidx, slot, slot, h, vb, k_group,
+                v_group, bos, length, Int32(0), Int32(0), cute.ceil_div(length, C), Int32(1), phase,
+            )  # fmt: skip
+        else:
+            tokens_per = C * self.segment
+            bos, length, seg = slot_chunk(mCu, slot, sequences, search_steps, tokens_per)
+            n = slot - bos // tokens_per - seg
+            c_begin = seg * self.segment
+            c_end = cute.ceil_div(length, C)
+            if c_end > c_begin + self.segment:
+                c_end = c_begin + self.segment
+            is_last = Int32((seg + 1) * tokens_per >= length)
+            starts = Int32(seg * tokens_per < length)
+            active = starts * (1 - is_last)  # phase 1: every segment but the sequence's last
+            if const_expr(phase == 2):
+                active = Int32(starts + Int32(seg == 0) > 0)  # an empty sequence: its final state
+            if active > 0:
+                self._fused_chunks(
+                    mQ, mK, mV, mTb, mGamma, mH0, mO, mHt, mSegMB, mSegST, tidx, slot, n, h, vb, k_group,
+                    v_group, bos, length, seg, c_begin, c_end, is_last, phase,
+                )  # fmt: skip
+
+    @cute.jit
+    def _fused_chunks(
+        self, mQ, mK, mV, mTb, mGamma, mH0, mO, mHt, mSegMB, mSegST, tidx, slot, n, h, vb, k_group,
+        v_group, bos, length, seg, c_begin, c_end, is_last, phase: cutlass.Constexpr,
+    ):  # fmt: skip
+        """`scan_fused_wg`'s work for one CTA with something to do: chunks ``c_begin`` to ``c_end``
+        of sequence ``n`` (from token ``bos``), segment ``seg``."""
+        K, V, BV, C, io = self.K, self.V, self.BV, CHUNK, self.io
+        with_out = phase != 1
         hk, hv = h // k_group, h // v_group
-        bos = Int32(mCu[n])
-        length = Int32(mCu[n + 1]) - bos
+        value_rows = Int32(1)  # phase 1's identity blocks: 0 (v = 0)
+        if const_expr(phase == 1):
+            value_rows = Int32(vb < V // BV)
 
         smem = utils.SmemAllocator()
         nbuf = self.stages
@@ -95,15 +154,15 @@ class FusedScanKernels:
         x_layout, x_swz = row_major(C, BV)
         s_layout, s_swz = row_major(BV, K)
         p_layout, p_swz = row_major(C, C)
-        sQs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+        sQs = smem.allocate_tensor(io, k_layout, 1024, k_swz) if const_expr(with_out) else None
         sKs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
         sVs = smem.allocate_tensor(io, v_layout, 1024, v_swz)
         sTbs = smem.allocate_tensor(io, t_layout, 1024, t_swz)
         sX = smem.allocate_tensor(io, x_layout, 1024, x_swz)  # x, then (once Tb x is done) the output
-        sVn = smem.allocate_tensor(io, x_layout, 1024, x_swz)
+        sVn = smem.allocate_tensor(io, x_layout, 1024, x_swz) if const_expr(with_out) else None
         sCar = smem.allocate_tensor(io, x_layout, 1024, x_swz)
         sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
-        sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
+        sP = smem.allocate_tensor(io, p_layout, 1024, p_swz) if const_expr(with_out) else None
         sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, nbuf), stride=(1, C)), 16)
         copies = (cta_g2s(io, K), cta_g2s(io, BV), cta_g2s(io, C))
         s2g_v = cta_s2g(io, BV)
@@ -114,43 +173,64 @@ class FusedScanKernels:
         mma_s = wg_mma(io, BV, True, True)  # S^T [K, BV] += k^T [K, C] . carried [C, BV]
         state, crd_s = zeroed_acc(mma_s, tidx, K, BV)
         thr_s = mma_s.get_slice(tidx)
-        if const_expr(self.has_h0):
-            src = thr_s.partition_C(transposed(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0))))
-            for i in cutlass.range_constexpr(cute.size(state)):
-                state[i] = src[i].to(Float32)
+        if const_expr(phase == 1):
+            if value_rows == 0:  # the identity's rows: virtual value row vb BV - V + col is e_row
+                for i in cutlass.range_constexpr(cute.size(state)):
+                    state[i] = Float32(crd_s[i][0] == crd_s[i][1] + vb * BV - V)
+        else:
+            if const_expr(phase == 2):
+                if seg > 0:  # the state entering the segment, from the combine
+                    src = thr_s.partition_C(
+                        transposed(cute.local_tile(mSegST[slot, h, None, None], (BV, K), (vb, 0)))
+                    )
+                    for i in cutlass.range_constexpr(cute.size(state)):
+                        state[i] = src[i]
+            if const_expr(self.has_h0):
+                if seg == 0:
+                    src = thr_s.partition_C(
+                        transposed(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0)))
+                    )
+                    for i in cutlass.range_constexpr(cute.size(state)):
+                        state[i] = src[i].to(Float32)
         tiles = (mQ, mK, mV, mTb, hk, hv, h, vb, K, BV)
         buffers = (sQs, sKs, sVs, sTbs)
-        chunks = cute.ceil_div(length, C)
-        if const_expr(nbuf == 2):  # the prologue: chunk 0 into buffer 0
-            _load_fused_chunk(copies, tidx, tiles, bos, length, buffers, 0)
+        if const_expr(nbuf == 2):  # the prologue: the first chunk into buffer 0
+            r_first = bos + c_begin * C
+            _load_fused_chunk(
+                copies, tidx, tiles, r_first, length - c_begin * C, buffers, 0, with_out, value_rows
+            )
             cute.arch.cp_async_commit_group()
             if tidx < C:
-                sGammas[tidx, 0] = gamma_row(mGamma, bos, length, h, tidx)
+                sGammas[tidx, 0] = gamma_row(mGamma, r_first, length - c_begin * C, h, tidx)
 
-        for c in cutlass.range(chunks, unroll=1):
+        for c in cutlass.range(c_begin, c_end, unroll=1):
             r0 = bos + c * C
             rows_left = length - c * C
-            buf = c % nbuf
+            buf = (c - c_begin) % nbuf
             g_next = Float32(0.0)
             if const_expr(nbuf == 2):
-                if c + 1 < chunks:
-                    _load_fused_chunk(copies, tidx, tiles, r0 + C, rows_left - C, buffers, 1 - buf)
+                if c + 1 < c_end:
+                    _load_fused_chunk(
+                        copies, tidx, tiles, r0 + C, rows_left - C, buffers, 1 - buf, with_out, value_rows
+                    )
                 cute.arch.cp_async_commit_group()
                 if tidx < C:
                     g_next = gamma_row(mGamma, r0 + C, rows_left - C, h, tidx)
             else:
-                _load_fused_chunk(copies, tidx, tiles, r0, rows_left, buffers, 0)
+                _load_fused_chunk(copies, tidx, tiles, r0, rows_left, buffers, 0, with_out, value_rows)
                 cute.arch.cp_async_commit_group()
                 if tidx < C:
                     sGammas[tidx, 0] = gamma_row(mGamma, r0, rows_left, h, tidx)
-            sQ, sK = sQs[None, None, buf], sKs[None, None, buf]
+            sK = sKs[None, None, buf]
             sV, sTb, sGamma = sVs[None, None, buf], sTbs[None, None, buf], sGammas[None, buf]
+            sQ = sQs[None, None, buf] if const_expr(with_out) else None
             acc_to_smem(mma_s, tidx, state, transposed(sS), io)  # the entering state, io copy
             cute.arch.cp_async_wait_group(nbuf - 1)
             async_visible()
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
-                l2_normalize_rows(sQ, tidx, K)
+                if const_expr(with_out):
+                    l2_normalize_rows(sQ, tidx, K)
                 l2_normalize_rows(sK, tidx, K)
                 async_visible()
                 cute.arch.sync_threads()
@@ -159,13 +239,14 @@ class FusedScanKernels:
                 last_row = C - 1
             last = sGamma[last_row]
 
-            # round 1: k S^T, q S^T, q k^T
+            # round 1: k S^T, and (with the output) q S^T and q k^T
             ks, crd_v = zeroed_acc(mma_v, tidx, C, BV)
             wg_gemm(mma_v, tidx, ks, sK, sS)
             out, crd_o = zeroed_acc(mma_v, tidx, C, BV)
-            wg_gemm(mma_v, tidx, out, sQ, sS)
             scores, crd_p = zeroed_acc(mma_cc, tidx, C, C)
-            wg_gemm(mma_cc, tidx, scores, sQ, sK)
+            if const_expr(with_out):
+                wg_gemm(mma_v, tidx, out, sQ, sS)
+                wg_gemm(mma_cc, tidx, scores, sQ, sK)
             cute.nvgpu.warpgroup.wait_group(0)
             ra, rb = row_pair(crd_v)
             ea, eb = fast_exp(sGamma[ra]), fast_exp(sGamma[rb])
@@ -176,43 +257,103 @@ class FusedScanKernels:
                 if crd_v[i][0] == ra:
                     e = ea
                 x_part[i] = (v_part[i].to(Float32) - e * ks[i]).to(io)
-            decayed_scores(tidx, scores, crd_p, mma_cc, sP, sGamma, out, crd_o, rows_left, io)
+            if const_expr(with_out):
+                decayed_scores(tidx, scores, crd_p, mma_cc, sP, sGamma, out, crd_o, rows_left, io)
             async_visible()
-            cute.arch.sync_threads()  # sX and sP complete
+            cute.arch.sync_threads()  # sX (and sP) complete
 
             # round 2: v_new = Tb x; the carried rows v_new exp(last - gamma) beside it
             v_new, _ = zeroed_acc(mma_tv, tidx, C, BV)
             wg_gemm(mma_tv, tidx, v_new, sTb, transposed(sX))
             cute.nvgpu.warpgroup.wait_group(0)
-            vn_part = mma_tv.get_slice(tidx).partition_C(sVn)
             car_part = mma_tv.get_slice(tidx).partition_C(sCar)
             ta, tb = tail_decay(ra, rows_left, last, sGamma), tail_decay(rb, rows_left, last, sGamma)
             for i in cutlass.range_constexpr(cute.size(v_new)):
-                vn_part[i] = v_new[i].to(io)
                 tail = tb
                 if crd_v[i][0] == ra:
                     tail = ta
                 car_part[i] = (v_new[i] * tail).to(io)
+            if const_expr(with_out):
+                vn_part = mma_tv.get_slice(tidx).partition_C(sVn)
+                for i in cutlass.range_constexpr(cute.size(v_new)):
+                    vn_part[i] = v_new[i].to(io)
             async_visible()
-            cute.arch.sync_threads()  # sVn and sCar complete
+            cute.arch.sync_threads()  # sCar (and sVn) complete
 
-            # round 3: o += P v_new; S^T = exp(last) S^T + k^T carried
-            wg_gemm(mma_tv, tidx, out, sP, transposed(sVn))
+            # round 3: S^T = exp(last) S^T + k^T carried; (with the output) o += P v_new
+            if const_expr(with_out):
+                wg_gemm(mma_tv, tidx, out, sP, transposed(sVn))
             decay = fast_exp(last)
             for i in cutlass.range_constexpr(cute.size(state)):
                 state[i] = state[i] * decay
             wg_gemm(mma_s, tidx, state, transposed(sK), transposed(sCar))
             cute.nvgpu.warpgroup.wait_group(0)
-            o_part = mma_tv.get_slice(tidx).partition_C(sX)  # sX's last reader (Tb x) is done
-            for i in cutlass.range_constexpr(cute.size(out)):
-                o_part[i] = (out[i] * self.scale).to(io)
+            if const_expr(with_out):
+                o_part = mma_tv.get_slice(tidx).partition_C(sX)  # sX's last reader (Tb x) is done
+                for i in cutlass.range_constexpr(cute.size(out)):
+                    o_part[i] = (out[i] * self.scale).to(io)
             if const_expr(nbuf == 2):
                 if tidx < C:
                     sGammas[tidx, 1 - buf] = g_next
             cute.arch.sync_threads()  # the output tile complete; every read of this chunk's tiles done
-            store_rows(s2g_v, tidx, sX, chunk_rows(mO, r0, h, BV, vb), rows_left)
+            if const_expr(with_out):
+                store_rows(s2g_v, tidx, sX, chunk_rows(mO, r0, h, BV, vb), rows_left)
 
-        if const_expr(self.store_ht):
-            dst = thr_s.partition_C(transposed(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0))))
+        if const_expr(phase == 1):  # the segment's B rows or M rows
+            dst = thr_s.partition_C(
+                transposed(cute.local_tile(mSegMB[slot, h, None, None], (BV, K), (vb, 0)))
+            )
             for i in cutlass.range_constexpr(cute.size(state)):
-                dst[i] = state[i].to(self.ht_t)
+                dst[i] = state[i]
+        elif const_expr(self.store_ht):
+            if is_last > 0:
+                dst = thr_s.partition_C(transposed(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0))))
+                for i in cutlass.range_constexpr(cute.size(state)):
+                    dst[i] = state[i].to(self.ht_t)
+
+    @cute.kernel
+    def segment_combine(
+        self,
+        mSegMB: cute.Tensor,
+        mSegST: cute.Tensor,
+        mCu: cute.Tensor,
+        mH0: cute.Tensor,
+    ):
+        """Grid: sequences x output heads x value blocks of BV. Walks the sequence's segments: S = the
+        initial state (or 0), then per segment p but the last ``S = S M_p + B_p`` in fp32, stored as
+        the state entering segment p + 1. Thread t carries column t % K of the block's rows
+        t // K, t // K + 128 / K, ...; S goes through shared memory (as S^T, so a thread's rows of one
+        column are contiguous) for each step's products, M's column from global memory (L2)."""
+        K, V, BV, C = self.K, self.V, self.BV, CHUNK
+        tokens_per = C * self.segment
+        tidx, _, _ = cute.arch.thread_idx()
+        n, h, vb = cute.arch.block_idx()
+        bos = Int32(mCu[n])
+        length = Int32(mCu[n + 1]) - bos
+        segments = cute.ceil_div(length, tokens_per)
+        first_slot = bos // tokens_per + n
+        col = tidx % K
+        step = THREADS // K
+        rows = BV // step  # a thread's rows
+        row0 = tidx // K
+        smem = utils.SmemAllocator()
+        sST = smem.allocate_tensor(Float32, cute.make_layout((K, BV), stride=(BV, 1)), 16)
+        acc = cute.make_rmem_tensor((rows,), Float32)
+        for j in cutlass.range_constexpr(rows):
+            acc[j] = Float32(0.0)
+            if const_expr(self.has_h0):
+                acc[j] = Float32(mH0[n, h, vb * BV + row0 + j * step, col].to(Float32))
+        for p in cutlass.range(segments - 1, unroll=1):
+            s_slot = first_slot + p
+            for j in cutlass.range_constexpr(rows):
+                sST[col, row0 + j * step] = acc[j]
+            cute.arch.sync_threads()
+            for j in cutlass.range_constexpr(rows):
+                acc[j] = mSegMB[s_slot, h, vb * BV + row0 + j * step, col]
+            for kk in cutlass.range(K, unroll=4):
+                m = mSegMB[s_slot, h, V + kk, col]
+                for j in cutlass.range_constexpr(rows):
+                    acc[j] = acc[j] + sST[kk, row0 + j * step] * m
+            cute.arch.sync_threads()  # every read of sST done before the next step's writes
+            for j in cutlass.range_constexpr(rows):
+                mSegST[s_slot + 1, h, vb * BV + row0 + j * step, col] = acc[j]

@@ -106,6 +106,7 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
         split: bool = False,
         store_t: bool = False,
         wgmma: int = 0,
+        segment: int = 0,
     ) -> None:
         self.K, self.V, self.BV = key_dim, value_dim, block_v
         self.io = DTYPES[io_dtype]
@@ -127,6 +128,8 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
         # the fused scan on warpgroup MMAs (`scan_fused_wg`): prepare stores Tb = (I + A)^-1 diag(beta)
         # per chunk instead of w and u, and the scan computes the output with the state on chip
         self.fused_wg = self.wgmma and not split
+        # chunks a segment of the fused warpgroup scan's segmented form (0: one CTA walks a whole sequence)
+        self.segment = segment
 
     # ------------------------------------------------------------------ host side (traced once)
     @cute.jit
@@ -149,6 +152,8 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
         hs_ptr: cute.Pointer,
         vnew_ptr: cute.Pointer,
         tb_ptr: cute.Pointer,
+        seg_mb_ptr: cute.Pointer,
+        seg_st_ptr: cute.Pointer,
         tokens: Int32,
         sequences: Int32,
         search_steps: Int32,  # ceil(log2(sequences + 1)): the slot search's halvings
@@ -213,9 +218,32 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
             mK, mV, mG, mBeta, mALog, mDtBias, mCu, mGamma, mW, mU, mT, sequences, search_steps, groups
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
         if const_expr(self.fused_wg):
-            self.scan_fused_wg(mQ, mK, mV, mTb, mGamma, mCu, mH0, mO, mHt, groups[0], groups[1]).launch(
-                grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+            seg_slots = tokens // (C * max(self.segment, 1)) + sequences + 1
+            mSegMB = cute.make_tensor(
+                seg_mb_ptr,
+                cute.make_layout(
+                    (seg_slots, heads_out, V + K, K), stride=(heads_out * (V + K) * K, (V + K) * K, K, 1)
+                ),
             )
+            mSegST = cute.make_tensor(
+                seg_st_ptr,
+                cute.make_layout((seg_slots, heads_out, V, K), stride=(heads_out * V * K, V * K, K, 1)),
+            )
+            fused = (mQ, mK, mV, mTb, mGamma, mCu, mH0, mO, mHt, mSegMB, mSegST, groups[0], groups[1])
+            if const_expr(self.segment):
+                self.scan_fused_wg(*fused, sequences, search_steps, 1).launch(
+                    grid=[seg_slots, heads_out, (V + K) // self.BV], block=[THREADS, 1, 1], stream=stream
+                )
+                self.segment_combine(mSegMB, mSegST, mCu, mH0).launch(
+                    grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+                )
+                self.scan_fused_wg(*fused, sequences, search_steps, 2).launch(
+                    grid=[seg_slots, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+                )
+            else:
+                self.scan_fused_wg(*fused, sequences, search_steps, 0).launch(
+                    grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+                )
         else:
             self.launch_scan(
                 mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, sequences, heads_out, groups[0], stream

@@ -22,6 +22,7 @@ from pygraph_linear_attention.gdn.cutile_host import GdnCutileConfig
 
 __all__ = [
     "BLOCK_V_SM90",
+    "SEGMENT_SM90",
     "SPLIT_SM90",
     "STAGES_SM90",
     "WGMMA_BWD_SM90",
@@ -67,6 +68,12 @@ SPLIT_SM90 = (0, 1)
 # from the first chunk to the last and each chunk's output in its step, prepare storing one 64 x 64
 # Tb per chunk and head instead of w and u, so no per-chunk state or v_new goes through HBM.
 WGMMA_SM90 = (0, 1, 2)
+# SEGMENT: chunks a segment of the fused warpgroup scan (0: one CTA walks a whole sequence). A
+# sequence's chunks split into segments run as the segments' transitions (phase 1, from zero rows and
+# from the identity), their combine (a step a segment) and the fused scan over every segment from the
+# state entering it (`gdn.sm90_fused`): segments x heads x blocks CTAs for a long sequence instead of
+# heads x blocks, for about twice the state arithmetic.
+SEGMENT_SM90 = (0, 16, 32, 64)
 WGMMA_BWD_SM90 = (0, 1)
 
 FN_NAME = "pygraph_gdn_sm90_fwd"
@@ -96,6 +103,7 @@ class Sm90Key:
     stages: int = 2
     split: bool = False
     wgmma: int = 0  # WGMMA: 1 the split scan on warpgroup MMAs, 2 its output kernel too
+    segment: int = 0  # SEGMENT: chunks a segment of the fused warpgroup scan (0: unsegmented)
 
 
 def key_for(
@@ -108,13 +116,14 @@ def key_for(
     stages: int,
     split: bool = False,
     wgmma: int = 0,
+    segment: int = 0,
 ) -> Sm90Key:
     return Sm90Key(
         key_dim=cfg.key_dim, value_dim=cfg.value_dim, block_v=cfg.block_v, io_dtype=cfg.io_dtype,
         beta_dtype=beta, h0_dtype=h0, ht_dtype=ht, cu_dtype=cu, scale=float(cfg.scale),
         l2norm=cfg.use_qk_l2norm, beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval,
         safe_gate=cfg.safe_gate, has_dt_bias=cfg.has_dt_bias, has_h0=cfg.has_initial_state,
-        store_ht=cfg.output_final_state, stages=stages, split=split, wgmma=wgmma,
+        store_ht=cfg.output_final_state, stages=stages, split=split, wgmma=wgmma, segment=segment,
     )  # fmt: skip
 
 
@@ -181,13 +190,26 @@ def backward_regions(cfg: Any) -> tuple[Region, ...]:
     return layout_regions([*rows, ("spare", "float32", (64,))])
 
 
-def workspace_regions(cfg: GdnCutileConfig, split: bool = False, fused_wg: bool = False) -> tuple[Region, ...]:
+def segment_slots(tokens: int, sequences: int, segment: int) -> int:
+    """The segmented scan's segment slots: sequence n's segments of ``segment`` chunks start at
+    cu_seqlens[n] // (64 segment) + n, so T // (64 segment) + N + 1 slots hold any lengths."""
+    return tokens // (CHUNK * segment) + sequences + 1
+
+
+def workspace_regions(
+    cfg: GdnCutileConfig, split: bool = False, fused_wg: bool = False, segment: int = 0
+) -> tuple[Region, ...]:
     """gamma (fp32), w and u (the io dtype), with ``split`` the chunks' entering states and v_new (io
     dtype), and the spare address absent operands point at; with ``fused_wg`` (the fused warpgroup
-    scan) gamma and each token's row of its chunk's Tb (io dtype) instead of w and u."""
+    scan) gamma and each token's row of its chunk's Tb (io dtype) instead of w and u, and with
+    ``segment`` each segment's B and M rows ([slots, HO, V + K, K]) and entering state ([slots, HO,
+    V, K]), fp32."""
     t, ho, k, v = cfg.tokens, cfg.heads_out, cfg.key_dim, cfg.value_dim
     if fused_wg:
         rows = [("gamma", "float32", (t, ho)), ("tb", cfg.io_dtype, (t, ho, CHUNK))]
+        if segment:
+            slots = segment_slots(t, cfg.sequences, segment)
+            rows += [("seg_mb", "float32", (slots, ho, v + k, k)), ("seg_st", "float32", (slots, ho, v, k))]
         return layout_regions([*rows, ("spare", "float32", (64,))])
     rows = [("gamma", "float32", (t, ho)), ("w", cfg.io_dtype, (t, ho, k)), ("u", cfg.io_dtype, (t, ho, v))]
     if split:
@@ -195,9 +217,11 @@ def workspace_regions(cfg: GdnCutileConfig, split: bool = False, fused_wg: bool 
     return layout_regions([*rows, ("spare", "float32", (64,))])
 
 
-def workspace_bytes(cfg: GdnCutileConfig, split: bool = False, fused_wg: bool = False) -> int:
+def workspace_bytes(
+    cfg: GdnCutileConfig, split: bool = False, fused_wg: bool = False, segment: int = 0
+) -> int:
     """The workspace `workspace_regions` lays out, in bytes."""
-    return regions_bytes(workspace_regions(cfg, split, fused_wg))
+    return regions_bytes(workspace_regions(cfg, split, fused_wg, segment))
 
 
 def compiled_forward(key: Sm90Key, arch: str = ARCH) -> Any:
@@ -223,13 +247,13 @@ def _compile(key: Any, arch: str) -> Any:
         beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, ht_dtype=key.ht_dtype, cu_dtype=key.cu_dtype,
         scale=key.scale, l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval,
         safe_gate=key.safe_gate, has_dt_bias=key.has_dt_bias, has_h0=key.has_h0, store_ht=key.store_ht,
-        stages=key.stages, split=key.split, wgmma=key.wgmma,
+        stages=key.stages, split=key.split, wgmma=key.wgmma, segment=key.segment,
     )  # fmt: skip
     io, f32 = key.io_dtype, "float32"
     pointers = [
         (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, 2), (f32, 4), (f32, 4), ("cu", 4),
         (key.h0_dtype, 4), (io, 16), (key.ht_dtype, 4), (f32, 4), (io, 16), (io, 16), (io, 16), (io, 16),
-        (io, 16),
+        (io, 16), (f32, 16), (f32, 16),
     ]  # fmt: skip
     return cute_compile(kernel, pointers, key.cu_dtype, 10, arch)
 
