@@ -1,0 +1,70 @@
+"""The delta rule's state transitions in plain torch: the algebra the segmented scans run on.
+
+A chunk's state passing (`common.chunked`, step 4) is affine in the entering state, each row of S
+[V, K] on its own:
+
+    S' = S diag(exp(last)) + (u - w S^T)^T kd = S M + B,
+    M = diag(exp(last)) - w^T kd  [K, K],   B = u^T kd  [V, K],   kd = k exp(last - gamma)
+
+(one gamma per token for GDN, where diag(exp(last)) is exp(last) I; per key channel for KDA and
+GDN-2). A span of chunks is the composition of theirs, ``compose((M1, B1), (M2, B2)) = (M1 M2,
+B1 M2 + B2)``, which is associative: a long sequence's spans (segments of one GPU, or the ranks of
+a context-parallel group) are summarised independently and combined in a short pass
+(`entering_states`), exactly, with no truncation of the history.
+
+The kernels (`gdn.sm90_fused`'s SEGMENT) get a segment's (M, B) without forming any chunk's M:
+they run the chunk step itself over the segment on V + K rows, zero rows with the chunks' u (B)
+and the identity's rows with u = 0 (M), which is `span_transition` below.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["apply", "chunk_transition", "compose", "entering_states", "span_transition"]
+
+Transition = tuple[torch.Tensor, torch.Tensor]  # (M [..., K, K], B [..., V, K])
+
+
+def chunk_transition(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, gamma: torch.Tensor) -> Transition:
+    """(M, B) of one chunk from its WY operands (`common.chunked.chunk_prepare`): w and k [..., C, K],
+    u [..., C, V], gamma [..., C] (per token) or [..., C, K] (per key channel)."""
+    per_channel = gamma.dim() == k.dim()
+    last = gamma[..., -1:, :] if per_channel else gamma[..., -1:]  # the padding decays nothing
+    kd = k * torch.exp(last - gamma if per_channel else (last - gamma)[..., None])
+    eye = torch.eye(k.shape[-1], dtype=k.dtype, device=k.device)
+    decay = torch.exp(last[..., 0, :]) if per_channel else torch.exp(last)
+    m = (eye * decay[..., None, :] if per_channel else eye * decay[..., None]) - w.transpose(-1, -2) @ kd
+    return m, u.transpose(-1, -2) @ kd
+
+
+def apply(transition: Transition, state: torch.Tensor) -> torch.Tensor:
+    """The state leaving a span from the state [..., V, K] entering it."""
+    m, b = transition
+    return state @ m + b
+
+
+def compose(first: Transition, second: Transition) -> Transition:
+    """The transition of ``first``'s span followed by ``second``'s."""
+    m1, b1 = first
+    m2, b2 = second
+    return m1 @ m2, b1 @ m2 + b2
+
+
+def span_transition(step, value_rows: torch.Tensor, key_dim: int) -> Transition:
+    """(M, B) of a span the way the kernels get it: ``step(rows, with_u)`` runs the span's chunk
+    steps on state rows [..., R, K] (with the chunks' u, or with u = 0) and returns the rows leaving
+    it; B is what it makes of zero rows with u (``value_rows``: a zero tensor [..., V, K]), M what it
+    makes of the identity's rows with u = 0."""
+    eye = torch.eye(key_dim, dtype=value_rows.dtype, device=value_rows.device)
+    eye = eye.expand(*value_rows.shape[:-2], key_dim, key_dim)
+    return step(eye, False), step(value_rows, True)
+
+
+def entering_states(transitions: list[Transition], initial: torch.Tensor) -> list[torch.Tensor]:
+    """The state entering each span and the one leaving the last: ``initial``, then each span's
+    transition applied in order (the segments' combine, a step a span)."""
+    states = [initial]
+    for transition in transitions:
+        states.append(apply(transition, states[-1]))
+    return states

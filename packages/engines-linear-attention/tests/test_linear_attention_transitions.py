@@ -1,0 +1,109 @@
+"""The state transitions' algebra (`common.transitions`): a span's (M, B) summarises its chunks
+exactly, compositions are associative, and the segments' combine reaches the sequential scan's
+final state (float64, CPU): what the segmented scans (gdn_sm90's SEGMENT, the ranks of a context-
+parallel group) rely on."""
+
+from __future__ import annotations
+
+import torch
+
+from pygraph_linear_attention.common.chunked import CHUNK, chunk_prepare, to_chunks
+from pygraph_linear_attention.common.reference import prepare_inputs
+from pygraph_linear_attention.common.transitions import (
+    apply,
+    chunk_transition,
+    compose,
+    entering_states,
+    span_transition,
+)
+from pygraph_linear_attention.gdn.chunked import chunked_gated_delta_net
+
+
+def _inputs(tokens=5 * CHUNK + 17, heads=2, dim=16, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
+    q = torch.nn.functional.normalize(r(tokens, heads, dim), dim=-1)
+    k = torch.nn.functional.normalize(r(tokens, heads, dim), dim=-1)
+    v = r(tokens, heads, dim)
+    g = torch.nn.functional.logsigmoid(r(tokens, heads))
+    beta = torch.sigmoid(r(tokens, heads))
+    h0 = r(1, heads, dim, dim)
+    cu = torch.tensor([0, tokens])
+    return q, k, v, g, beta, cu, h0
+
+
+def _chunks(q, k, v, g, beta, cu, h0):
+    """Per chunk of the one sequence: (gamma, w, u, k) [HO, NC, C, ...] from the chunked spec's prepare."""
+    prepared = prepare_inputs(q, k, v, g, beta, cu, initial_state=h0)
+    count = -(-q.shape[0] // CHUNK)
+    ck, cv = (to_chunks(x, count, CHUNK) for x in (prepared.k, prepared.v))
+    cg, cb = (to_chunks(x, count, CHUNK) for x in (prepared.decay, prepared.write))
+    gamma, w, u = chunk_prepare(ck, cv, cg, cb)
+    return gamma, w, u, ck, count
+
+
+def test_the_segments_combine_reaches_the_sequential_final_state():
+    q, k, v, g, beta, cu, h0 = _inputs()
+    _, final = chunked_gated_delta_net(q, k, v, g, beta, cu, initial_state=h0, output_final_state=True)
+    gamma, w, u, ck, count = _chunks(q, k, v, g, beta, cu, h0)
+    per_chunk = [chunk_transition(w[:, c], u[:, c], ck[:, c], gamma[:, c]) for c in range(count)]
+    # segments of 2 chunks (the last one chunk): each summarised alone, then combined in order
+    segments = []
+    for first in range(0, count, 2):
+        span = per_chunk[first]
+        for t in per_chunk[first + 1 : first + 2]:
+            span = compose(span, t)
+        segments.append(span)
+    states = entering_states(segments, h0[0])
+    assert len(states) == len(segments) + 1
+    torch.testing.assert_close(states[-1], final[0], rtol=1e-10, atol=1e-10)
+
+
+def test_composition_is_associative_and_apply_follows_it():
+    q, k, v, g, beta, cu, h0 = _inputs(seed=1)
+    gamma, w, u, ck, _ = _chunks(q, k, v, g, beta, cu, h0)
+    a, b, c = (chunk_transition(w[:, i], u[:, i], ck[:, i], gamma[:, i]) for i in range(3))
+    left, right = compose(compose(a, b), c), compose(a, compose(b, c))
+    for x, y in zip(left, right):
+        torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        apply(left, h0[0]), apply(c, apply(b, apply(a, h0[0]))), rtol=1e-12, atol=1e-12
+    )
+
+
+def test_a_spans_transition_from_its_rows_is_the_composed_one():
+    # the kernels' way: the chunk step run on zero rows with u (B) and on the identity's rows without (M)
+    q, k, v, g, beta, cu, h0 = _inputs(seed=2)
+    gamma, w, u, ck, count = _chunks(q, k, v, g, beta, cu, h0)
+
+    def step(rows, with_u):
+        for c in range(count):
+            last = gamma[:, c, -1:]
+            kd = ck[:, c] * torch.exp(last - gamma[:, c])[..., None]
+            v_new = (u[:, c] if with_u else 0) - w[:, c] @ rows.transpose(-1, -2)
+            rows = rows * torch.exp(last)[..., None] + v_new.transpose(-1, -2) @ kd
+        return rows
+
+    zero = torch.zeros_like(h0[0])
+    m, b = span_transition(step, zero, k.shape[-1])
+    span = chunk_transition(w[:, 0], u[:, 0], ck[:, 0], gamma[:, 0])
+    for c in range(1, count):
+        span = compose(span, chunk_transition(w[:, c], u[:, c], ck[:, c], gamma[:, c]))
+    torch.testing.assert_close(m, span[0], rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(b, span[1], rtol=1e-10, atol=1e-10)
+
+
+def test_a_per_channel_decay_transition_is_the_chunk_step():
+    # KDA / GDN-2: gamma per key channel; (M, B) applied to a state equals the chunk step itself
+    gen = torch.Generator().manual_seed(3)
+    r = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
+    heads, size, dim = 2, 8, 4
+    w, k, u = r(heads, size, dim), r(heads, size, dim), r(heads, size, dim)
+    gamma = torch.nn.functional.logsigmoid(r(heads, size, dim)).cumsum(-2)
+    state = r(heads, dim, dim)
+    last = gamma[:, -1:, :]
+    v_new = u - w @ state.transpose(-1, -2)
+    stepped = state * torch.exp(last) + v_new.transpose(-1, -2) @ (k * torch.exp(last - gamma))
+    torch.testing.assert_close(
+        apply(chunk_transition(w, u, k, gamma), state), stepped, rtol=1e-12, atol=1e-12
+    )
