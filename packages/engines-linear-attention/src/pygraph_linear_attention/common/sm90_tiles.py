@@ -30,7 +30,7 @@ from pygraph_linear_attention.common.host import CHUNK  # 64 tokens, as the cuTi
 
 __all__ = [
     "CHUNK", "DTYPES", "THREADS", "VEC", "acc_to_gmem", "acc_to_smem", "aliased_smem_tiles", "aligned_stride",
-    "async_visible", "block_sum", "chunk_rows", "col_sums_sub", "cta_g2s", "cta_s2g", "fast_exp",
+    "async_visible", "block_sum", "blocked_inverse", "chunk_rows", "col_sums_sub", "cta_g2s", "cta_s2g", "fast_exp",
     "forward_substitute", "gamma_row", "l2_normalize_rows", "load_chunk", "load_rows", "matmul", "row_inv_norms",
     "row_major", "row_pair", "row_sums", "scaled_rows", "slot_chunk", "smem_gemm", "smem_tile", "smem_vector",
     "store_rows", "tail_decay", "trans", "transposed", "warp_mma", "wg_gemm", "wg_mma", "wy_rows_to_gmem",
@@ -348,3 +348,81 @@ def forward_substitute(sA: cute.Tensor, x: cute.Tensor, j: Int32, start: cutlass
         for m in cutlass.range_constexpr(start, i):
             part[(m - start) % 4] = part[(m - start) % 4] - a[m] * x[m]
         x[i] = (part[0] + part[1]) + (part[2] + part[3])
+
+
+@cute.jit
+def _diagonal_block_inverse(sA: cute.Tensor, tidx: Int32):
+    """Threads 0-63: (I + A)^-1 of each diagonal 16 x 16 block of the fp32 ``sA`` (A strictly lower),
+    in place: thread t solves column t % 16 of block t // 16 by forward substitution (15 rows)."""
+    B = 16
+    x = cute.make_rmem_tensor((B,), Float32)
+    if tidx < 4 * B:
+        base = (tidx // B) * B
+        j = tidx % B
+        for i in cutlass.range_constexpr(B):
+            acc = Float32(j == i)
+            for m in cutlass.range_constexpr(i):
+                acc = acc - sA[base + i, base + m] * x[m]
+            x[i] = acc
+    cute.arch.sync_threads()  # every block's A read
+    if tidx < 4 * B:
+        base = (tidx // B) * B
+        j = tidx % B
+        for i in cutlass.range_constexpr(B):
+            sA[base + i, base + j] = x[i]
+    cute.arch.sync_threads()
+
+
+@cute.jit
+def _merge_inverses(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32, size: cutlass.Constexpr):
+    """Where ``sA``'s diagonal blocks of ``size`` rows already hold (I + A)^-1 of themselves, the
+    blocks of twice the size: for each pair (rows o to o + 2 size), the lower-left block
+    ``T21 = -T22 (A21 T11)`` in place of A21 (``sX``: fp32 [64, 32] scratch). The 128 threads each
+    take (64 / (2 size)) x size x size / 128 elements of a product, a column each along a warp, so
+    the row operand is a broadcast and the column operand contiguous."""
+    pairs = CHUNK // (2 * size)
+    per = pairs * size * size // THREADS  # elements a thread computes of each product
+    col = tidx % size
+    rows_per_step = THREADS // size  # rows a step of the 128 threads covers, over every pair
+    xs = cute.make_rmem_tensor((per,), Float32)
+    for e in cutlass.range_constexpr(per):
+        flat_row = tidx // size + e * rows_per_step  # over the pairs' stacked rows
+        p = flat_row // size
+        r = flat_row % size
+        o = p * 2 * size
+        acc = Float32(0.0)
+        for m in cutlass.range_constexpr(size):  # A21[r, m] T11[m, col]; T11 is lower: m >= col
+            acc = acc + sA[o + size + r, o + m] * sA[o + m, o + col] * Float32(m >= col)
+        xs[e] = acc
+    for e in cutlass.range_constexpr(per):
+        flat_row = tidx // size + e * rows_per_step
+        sX[flat_row, col] = xs[e]
+    cute.arch.sync_threads()  # X complete; every read of A21 done
+    for e in cutlass.range_constexpr(per):
+        flat_row = tidx // size + e * rows_per_step
+        p = flat_row // size
+        r = flat_row % size
+        o = p * 2 * size
+        acc = Float32(0.0)
+        for m in cutlass.range_constexpr(size):  # T22[r, m] X[m, col]; T22 is lower: m <= r
+            acc = acc - sA[o + size + r, o + size + m] * sX[p * size + m, col] * Float32(m <= r)
+        xs[e] = acc
+    cute.arch.sync_threads()  # every read of X done (the next merge reuses it)
+    for e in cutlass.range_constexpr(per):
+        flat_row = tidx // size + e * rows_per_step
+        p = flat_row // size
+        r = flat_row % size
+        o = p * 2 * size
+        sA[o + size + r, o + col] = xs[e]
+    cute.arch.sync_threads()
+
+
+def blocked_inverse(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32):
+    """(I + A)^-1 of the chunk's strictly lower fp32 A [64, 64] in ``sA``, in place, on all 128
+    threads: the four diagonal 16 x 16 blocks by forward substitution (15 dependent rows, not 63),
+    then merged pairwise, 16 -> 32 -> 64, by ``[[T11, 0], [A21, T22]]^-1 = [[T11, 0], [-T22 A21 T11,
+    T22]]`` (products of at most 32 terms). ``sX``: fp32 [64, 32] scratch. The full T (ones on the
+    diagonal, zeros above) is in ``sA`` after it; entered and left at a barrier."""
+    _diagonal_block_inverse(sA, tidx)
+    _merge_inverses(sA, sX, tidx, 16)
+    _merge_inverses(sA, sX, tidx, 32)

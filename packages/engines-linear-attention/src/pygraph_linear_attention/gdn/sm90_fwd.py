@@ -49,6 +49,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     acc_to_smem,
     aligned_stride,
     async_visible,
+    blocked_inverse,
     chunk_rows,
     cta_g2s,
     cta_s2g,
@@ -304,10 +305,16 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
             # A (fp32) and, once the substitution has read it, T's two column-scaled copies (io) in
             # the same 16 KB: 49 KB a CTA, so 4 CTAs an SM (3 with separate tiles, where the
             # kernel, latency-bound, issued on 31% of its cycles)
-            raw = smem.allocate(C * C * 4, 1024)
+            # (the fused warpgroup scan's prepare: A padded to 65 floats a row, whose column reads in the
+            # blocked inverse then fall in distinct banks, and the inverse's scratch beside it)
+            pad = 1 if const_expr(self.fused_wg) else 0
+            raw = smem.allocate(C * (C + pad) * 4, 1024)
             sA = cute.make_tensor(
-                cute.recast_ptr(raw, dtype=Float32), cute.make_layout((C, C), stride=(C, 1))
+                cute.recast_ptr(raw, dtype=Float32), cute.make_layout((C, C), stride=(C + pad, 1))
             )
+            sX = None
+            if const_expr(self.fused_wg):
+                sX = smem.allocate_tensor(Float32, cute.make_layout((C, C // 2), stride=(C // 2 + 1, 1)), 16)
             t_layout, t_swz = row_major(C, C)
             sTk = cute.make_tensor(cute.recast_ptr(raw, t_swz, dtype=io), t_layout)
             sTv = cute.make_tensor(cute.recast_ptr(raw + C * C * 2, t_swz, dtype=io), t_layout)
@@ -376,29 +383,36 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
                 dst[i] = val
             cute.arch.sync_threads()
 
+            if const_expr(self.fused_wg):
+                # T = (I + A)^-1 on all four warps, in place (`blocked_inverse`), then Tb = T diag(beta)
+                # of the real rows: thread t writes column t % 64 of rows t // 64, t // 64 + 2, ...
+                # (a warp's stores a row's 64 contiguous bytes)
+                blocked_inverse(sA, sX, tidx)
+                tcol = tidx % C
+                bcol = sBeta[tcol]
+                for e in cutlass.range_constexpr(C // 2):
+                    i = tidx // C + 2 * e
+                    if i < rows_left:
+                        mT[r0 + i, h, tcol] = (sA[i, tcol] * bcol).to(io)
             # Column j of T = (I + A)^-1 by forward substitution, a thread each (warps 0 and 1); it
             # lands as T diag(beta exp(gamma)) and T diag(beta), so w = (T diag(beta exp(gamma))) k and
             # u = (T diag(beta)) v read k and v as loaded (no pass scaling their rows).
-            if tidx < C:
-                x = cute.make_rmem_tensor((C,), Float32)
-                if tidx < 32:
-                    forward_substitute(sA, x, tidx, 0)
-                else:
-                    forward_substitute(sA, x, tidx, 32)
-                cute.arch.barrier(barrier_id=1, number_of_threads=C)  # both warps done reading A
-                bk = sBeta[tidx] * fast_exp(sGamma[tidx])
-                bv = sBeta[tidx]
-                if const_expr(self.fused_wg):  # Tb = T diag(beta), column tidx, its real rows
-                    for i in cutlass.range_constexpr(C):
-                        if i < rows_left:
-                            mT[r0 + i, h, tidx] = (x[i] * bv).to(io)
-                else:
+            if const_expr(not self.fused_wg):
+                if tidx < C:
+                    x = cute.make_rmem_tensor((C,), Float32)
+                    if tidx < 32:
+                        forward_substitute(sA, x, tidx, 0)
+                    else:
+                        forward_substitute(sA, x, tidx, 32)
+                    cute.arch.barrier(barrier_id=1, number_of_threads=C)  # both warps done reading A
+                    bk = sBeta[tidx] * fast_exp(sGamma[tidx])
+                    bv = sBeta[tidx]
                     for i in cutlass.range_constexpr(C):
                         sTk[i, tidx] = (x[i] * bk).to(io)
                         sTv[i, tidx] = (x[i] * bv).to(io)
-                if const_expr(self.store_t):
-                    for i in cutlass.range_constexpr(C):
-                        mT[slot, h, i, tidx] = x[i].to(io)
+                    if const_expr(self.store_t):
+                        for i in cutlass.range_constexpr(C):
+                            mT[slot, h, i, tidx] = x[i].to(io)
             cute.arch.sync_threads()
 
             if const_expr(not self.fused_wg):
