@@ -79,7 +79,7 @@ def stand_in(monkeypatch):
     monkeypatch.setattr(
         op_arguments, "DEVICE_TYPES", ("cuda", "cpu")
     )  # host tensors: the stand-in reads them
-    monkeypatch.setattr(op_graphs, "_built", lambda g, ports: BuiltGraph(g, ports, 0))
+    monkeypatch.setattr(op_graphs, "_built", lambda g, ports, device: BuiltGraph(g, ports, 0))
     recorder = StandIn()
     monkeypatch.setattr(op_graphs, "forward_graph", recorder.wrap(op_graphs.forward_graph))
     monkeypatch.setattr(op_graphs, "backward_graph", recorder.wrap(op_graphs.backward_graph))
