@@ -20,7 +20,16 @@ from typing import Any
 
 import torch
 
-from pygraph.op_support import BuiltGraph, GraphCache, build, declare, declare_output, device_facts, execute
+from pygraph.op_support import (
+    BuiltGraph,
+    GraphCache,
+    built,
+    declare,
+    declare_output,
+    device_facts,
+    execute,
+    plan_and_build,
+)
 from pygraph_sdpa.op_arguments import CALL, SdpaMasks, SdpaProblem
 
 __all__ = ["GRAPHS", "backward_graph", "execute", "forward_graph"]
@@ -82,7 +91,8 @@ def _graph(name: str, p: SdpaProblem) -> Any:
 
 
 def _built(g: Any, ports: dict[str, Any], device: torch.device) -> BuiltGraph:
-    return build(g, ports, device)
+    plan_and_build(g)  # this module's name: the device tests plan onto the python engines through it
+    return built(g, ports, device)
 
 
 def forward_graph(p: SdpaProblem, masks: SdpaMasks, scale: float) -> BuiltGraph:

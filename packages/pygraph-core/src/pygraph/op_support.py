@@ -5,7 +5,8 @@ A family's op (``pygraph_linear_attention.ops``, ``pygraph_sdpa.ops``) builds on
 executes it per call with the call's tensors. `GraphCache` keeps the built graphs (a bounded LRU,
 one build per key even under threads; a build that raises is not cached, so the next call asks
 again, and a build asked for while torch's current stream captures a CUDA graph raises
-`pygraph.errors.StreamCaptureError`), `build` plans a graph and settles what its calls need,
+`pygraph.errors.StreamCaptureError`), `plan_and_build` plans and builds a graph and `built` settles
+what its calls read,
 `declare` and `declare_output` declare a contiguous operand or output, `require_tensor` and
 `require_bool` raise the typed error of a bad argument, `device_facts` gives a graph its device's
 arch, and `execute` runs a built graph on torch's current stream with a 256-byte aligned workspace
@@ -33,7 +34,7 @@ from pygraph.errors import OpInputError, StreamCaptureError
 from pygraph.ir.shapes import row_major_stride
 
 __all__ = [
-    "BuiltGraph", "GraphCache", "build", "capturing", "declare", "declare_output", "device_facts", "execute",
+    "BuiltGraph", "GraphCache", "built", "capturing", "declare", "declare_output", "device_facts", "execute",
     "plan_and_build", "refuse_build_in_capture", "require_bool", "require_tensor",
 ]  # fmt: skip
 
@@ -148,11 +149,10 @@ def plan_and_build(g: Any) -> None:
     g.build_plans()
 
 
-def build(g: Any, ports: dict[str, Any], device: torch.device) -> BuiltGraph:
-    """Plan and build ``g`` (`plan_and_build`) and settle what its calls read: the workspace size and
-    whether the plan launches through a cuDNN handle (whose handle for this thread and ``device`` is
-    created now, before any capture could need it)."""
-    plan_and_build(g)
+def built(g: Any, ports: dict[str, Any], device: torch.device) -> BuiltGraph:
+    """``g``, planned and built (`plan_and_build`), with what its calls read settled: the workspace
+    size and whether its plan launches through a cuDNN handle (this thread's handle for ``device``
+    is created now, before any capture could need it)."""
     backend = g.selected_plan.kind == "backend"
     if backend and device.type == "cuda":
         _thread_handle(device.index)

@@ -22,8 +22,7 @@ from typing import Any
 
 import torch
 
-from pygraph.op_support import BuiltGraph, GraphCache, execute
-from pygraph.op_support import build as _build
+from pygraph.op_support import BuiltGraph, GraphCache, built, execute, plan_and_build
 from pygraph.op_support import declare as _declare
 from pygraph.op_support import device_facts as _device_facts
 from pygraph_linear_attention.common.op_arguments import CALLS, GdnProblem
@@ -110,7 +109,8 @@ def forward_graph(problem: GdnProblem, scale: float | None, flags: dict[str, boo
         if final is not None:
             final.set_output(True).set_data_type(torch.float32)
             ports["final_state"] = final
-        return _build(g, ports, problem.device)
+        plan_and_build(g)
+        return built(g, ports, problem.device)
 
     return GRAPHS.get(key, build, call=CALLS[problem.op], device=problem.device)
 
@@ -141,7 +141,8 @@ def backward_graph(
             if out is not None:  # unset, a gradient would take the io dtype
                 out.set_output(True).set_data_type(ports[like].data_type)
                 ports[name] = out
-        return _build(g, ports, problem.device)
+        plan_and_build(g)
+        return built(g, ports, problem.device)
 
     return GRAPHS.get(key, build, call=CALLS[problem.op], device=problem.device)
 
