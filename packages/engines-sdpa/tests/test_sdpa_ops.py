@@ -79,7 +79,7 @@ def stand_in(monkeypatch):
     monkeypatch.setattr(
         op_arguments, "DEVICE_TYPES", ("cuda", "cpu")
     )  # host tensors: the stand-in reads them
-    monkeypatch.setattr(op_graphs, "_built", lambda g, ports: BuiltGraph(g, ports, 0))
+    monkeypatch.setattr(op_graphs, "_built", lambda g, ports, device: BuiltGraph(g, ports, 0))
     recorder = StandIn()
     monkeypatch.setattr(op_graphs, "forward_graph", recorder.wrap(op_graphs.forward_graph))
     monkeypatch.setattr(op_graphs, "backward_graph", recorder.wrap(op_graphs.backward_graph))
@@ -362,3 +362,35 @@ def test_a_bad_ragged_argument_raises_naming_it(stand_in, change, message):
     with pytest.raises(OpInputError, match=r"pygraph_sdpa.sdpa\(\): " + message):
         sdpa(**args)
     assert stand_in.runs == []
+
+
+# --- CUDA-graph capture: a first call (a graph build) inside a capture is refused ---------------------
+
+
+def test_a_first_call_inside_a_capture_is_refused_and_a_warmed_one_is_served(stand_in, monkeypatch):
+    from pygraph import op_support
+    from pygraph.errors import StreamCaptureError
+
+    q, k, v = (t.requires_grad_(True) for t in _inputs())
+    monkeypatch.setattr(op_support, "capturing", lambda device: True)  # as inside torch.cuda.graph()
+    with pytest.raises(
+        StreamCaptureError, match=r"^pygraph_sdpa\.sdpa\(\): the first call of graph \('sdpa', "
+    ):
+        sdpa(q, k, v)
+    assert stand_in.runs == [] and op_graphs.GRAPHS.builds == 0
+    monkeypatch.setattr(op_support, "capturing", lambda device: False)
+    d_o = torch.randn(q.shape).to(q.dtype)
+    sdpa(q, k, v).backward(d_o)  # the eager warm-up: forward and backward graphs built
+    grads = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    monkeypatch.setattr(op_support, "capturing", lambda device: True)
+    sdpa(q, k, v).backward(d_o)  # served by the graphs built eagerly: nothing is built in the capture
+    assert op_graphs.GRAPHS.builds == 2
+    assert all(torch.equal(t.grad, g) for t, g in zip((q, k, v), grads))
+    x = _inputs(s_q=10)[0].requires_grad_(True)
+    monkeypatch.setattr(op_support, "capturing", lambda device: False)
+    o = sdpa(x, k, v)  # a new key's forward, eagerly
+    monkeypatch.setattr(op_support, "capturing", lambda device: True)
+    with pytest.raises(StreamCaptureError, match=r"'sdpa_backward'"):  # its backward never ran: refused
+        o.backward(torch.randn(o.shape).to(o.dtype))

@@ -8,9 +8,10 @@ strides (a token's heads side by side, tokens one after another) and a ragged of
 over each sequence's length, as cuDNN's SDPA takes them; the stats stay [N, H, S, 1]. The first
 call of a key builds the graph, so it runs whatever plan the planner ranks first (the cuDNN backend's where a
 cuDNN runtime is installed, else the CuTe DSL engine's); a graph nothing serves raises the planner's
-`pygraph.GraphNotSupportedError`, which is not cached. Operands are declared contiguous (the op
-passes contiguous tensors); O and the gradients in the io dtype, the stats (lse) fp32. The cache and
-the stream-ordered `execute` are `pygraph.op_support`'s.
+`pygraph.GraphNotSupportedError`, which is not cached; a first call while torch's current stream
+captures a CUDA graph raises `pygraph.errors.StreamCaptureError` instead of building. Operands are
+declared contiguous (the op passes contiguous tensors); O and the gradients in the io dtype, the
+stats (lse) fp32. The cache and `execute` (on torch's current stream) are `pygraph.op_support`'s.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ import torch
 from pygraph.op_support import (
     BuiltGraph,
     GraphCache,
+    built,
     declare,
     declare_output,
     device_facts,
     execute,
     plan_and_build,
 )
-from pygraph_sdpa.op_arguments import SdpaMasks, SdpaProblem
+from pygraph_sdpa.op_arguments import CALL, SdpaMasks, SdpaProblem
 
 __all__ = ["GRAPHS", "backward_graph", "execute", "forward_graph"]
 
@@ -88,9 +90,9 @@ def _graph(name: str, p: SdpaProblem) -> Any:
     )  # fmt: skip
 
 
-def _built(g: Any, ports: dict[str, Any]) -> BuiltGraph:
-    plan_and_build(g)
-    return BuiltGraph(g, ports, g.get_workspace_size())
+def _built(g: Any, ports: dict[str, Any], device: torch.device) -> BuiltGraph:
+    plan_and_build(g)  # this module's name: the device tests plan onto the python engines through it
+    return built(g, ports, device)
 
 
 def forward_graph(p: SdpaProblem, masks: SdpaMasks, scale: float) -> BuiltGraph:
@@ -107,9 +109,9 @@ def forward_graph(p: SdpaProblem, masks: SdpaMasks, scale: float) -> BuiltGraph:
         _output(g, p, ports, "o", o)
         declare_output(stats, p.lse_shape, torch.float32)
         ports["lse"] = stats
-        return _built(g, ports)
+        return _built(g, ports, p.device)
 
-    return GRAPHS.get(key, build)
+    return GRAPHS.get(key, build, call=CALL, device=p.device)
 
 
 def backward_graph(p: SdpaProblem, masks: SdpaMasks, scale: float) -> BuiltGraph:
@@ -128,6 +130,6 @@ def backward_graph(p: SdpaProblem, masks: SdpaMasks, scale: float) -> BuiltGraph
         )  # fmt: skip
         for name, port in zip(("dQ", "dK", "dV"), grads):
             _output(g, p, ports, name, port)
-        return _built(g, ports)
+        return _built(g, ports, p.device)
 
-    return GRAPHS.get(key, build)
+    return GRAPHS.get(key, build, call=CALL, device=p.device)

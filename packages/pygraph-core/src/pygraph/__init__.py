@@ -24,6 +24,7 @@ from pygraph.errors import (
     NotFoundError,
     OpInputError,
     PlanIndexError,
+    StreamCaptureError,
     UnknownEngineError,
     UnknownKnobError,
 )
@@ -111,6 +112,7 @@ __all__ = [
     "OperandBuffer",
     "PlanConfig",
     "PlanIndexError",
+    "StreamCaptureError",
     "Tensor",
     "UnknownEngineError",
     "UnknownKnobError",

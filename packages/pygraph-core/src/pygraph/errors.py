@@ -23,6 +23,7 @@ __all__ = [
     "OpInputError",
     "PlanCacheWarning",
     "PlanIndexError",
+    "StreamCaptureError",
     "UnknownEngineError",
     "UnknownKnobError",
 ]
@@ -67,6 +68,13 @@ class UnknownEngineError(NotFoundError):
 class PlanIndexError(IndexError):
     """A plan-list index out of range (``select_plan``, ``*_at_index``); the message names the call,
     the index and the list's length."""
+
+
+class StreamCaptureError(RuntimeError):
+    """A call that would plan or build a graph ran while its stream was capturing a CUDA graph:
+    planning compiles, allocates and synchronizes, none of which a capture allows. The message names
+    the call and the graph it would have built; running the call once eagerly, with the same shapes,
+    before the capture builds it."""
 
 
 class KnobError(ValueError):

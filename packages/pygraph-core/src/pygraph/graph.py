@@ -539,17 +539,24 @@ class Graph:
         override_uids: Any = None,
         override_shapes: Any = None,
         override_strides: Any = None,
+        *,
+        stream: Any = None,
     ) -> None:
         """Run the selected plan on ``tensors`` (keyed by Tensor, name or uid).
 
         Plans and builds on first use. Buffers may be torch tensors, ``__dlpack__`` or
-        ``__cuda_array_interface__`` producers, or int device addresses.
+        ``__cuda_array_interface__`` producers, or int device addresses. The plan launches on
+        ``handle``'s stream, the default stream without one; ``stream`` (an int ``cudaStream_t``,
+        e.g. ``torch.cuda.current_stream().cuda_stream``) launches this call on that stream instead
+        (a backend plan's handle, the call's or the graph's, is set to it first).
         """
         run = self._planner.run
         if run is not None and override_uids is None and override_shapes is None and override_strides is None:
-            run(tensors, workspace, handle)
+            run(tensors, workspace, handle, stream)
             return
-        self._planner.execute(tensors, workspace, handle, (override_uids, override_shapes, override_strides))
+        self._planner.execute(
+            tensors, workspace, handle, (override_uids, override_shapes, override_strides), stream=stream
+        )
 
     def execute_plan_at_index(
         self,
@@ -560,9 +567,16 @@ class Graph:
         override_uids: Any = None,
         override_shapes: Any = None,
         override_strides: Any = None,
+        *,
+        stream: Any = None,
     ) -> None:
         self._planner.execute(
-            tensors, workspace, handle, (override_uids, override_shapes, override_strides), index=index
+            tensors,
+            workspace,
+            handle,
+            (override_uids, override_shapes, override_strides),
+            index=index,
+            stream=stream,
         )
 
     # -- autotuning ---------------------------------------------------------------------------

@@ -4,14 +4,19 @@ A family's op (``pygraph_linear_attention.ops``, ``pygraph_sdpa.ops``) builds on
 (everything the graph declares: shapes, dtypes, device, flags), plans and builds it once, and then
 executes it per call with the call's tensors. `GraphCache` keeps the built graphs (a bounded LRU,
 one build per key even under threads; a build that raises is not cached, so the next call asks
-again), `declare` and `declare_output` declare a contiguous operand or output, `require_tensor` and
-`require_bool` raise the typed error of a bad argument, `device_facts` gives a graph its device's arch, and
-`execute` runs a built graph ordered on torch's current stream with a 256-byte aligned workspace
+again, and a build asked for while torch's current stream captures a CUDA graph raises
+`pygraph.errors.StreamCaptureError`), `plan_and_build` plans and builds a graph and `built` settles
+what its calls read,
+`declare` and `declare_output` declare a contiguous operand or output, `require_tensor` and
+`require_bool` raise the typed error of a bad argument, `device_facts` gives a graph its device's
+arch, and `execute` runs a built graph on torch's current stream with a 256-byte aligned workspace
 from torch's allocator.
 
-Execution enqueues on the device's default stream, which the engines' plans run on when no backend
-handle is given; when torch's current stream is another one, the default stream first waits for it
-and it then waits for the default stream, so the call is ordered as if it ran on the current stream.
+Execution launches on torch's current stream of the tensors' device (``Graph.execute(stream=)``):
+nothing waits on another stream, records an event or synchronizes, and the only allocation is the
+workspace, from torch's caching allocator, so a call can be captured in a CUDA graph once its graph
+is built. A backend plan runs on a cuDNN handle's stream: each thread keeps one handle per device,
+created when its first backend graph is built (outside any capture) and set to the call's stream.
 Needs torch (imported here: only the op modules import this one).
 """
 
@@ -25,12 +30,12 @@ from typing import Any
 import torch
 
 from pygraph.environment import engine_settings
-from pygraph.errors import OpInputError
+from pygraph.errors import OpInputError, StreamCaptureError
 from pygraph.ir.shapes import row_major_stride
 
 __all__ = [
-    "BuiltGraph", "GraphCache", "declare", "declare_output", "device_facts", "execute", "plan_and_build",
-    "require_bool", "require_tensor",
+    "BuiltGraph", "GraphCache", "built", "capturing", "declare", "declare_output", "device_facts", "execute",
+    "plan_and_build", "refuse_build_in_capture", "require_bool", "require_tensor",
 ]  # fmt: skip
 
 _WORKSPACE_ALIGN = 256  # the engines' plans refuse a workspace pointer off 256 bytes
@@ -38,11 +43,14 @@ _WORKSPACE_ALIGN = 256  # the engines' plans refuse a workspace pointer off 256 
 
 @dataclasses.dataclass(frozen=True)
 class BuiltGraph:
-    """A planned and built graph: its ports by name (inputs and outputs) and its workspace need."""
+    """A planned and built graph: its ports by name (inputs and outputs), its workspace need, and
+    whether its selected plan is a backend plan (which launches on a cuDNN handle's stream), all
+    settled when it is built (`build`), so a call reads only its tensors."""
 
     graph: Any
     ports: dict[str, Any]
     workspace_bytes: int
+    backend: bool = False
 
     @property
     def plan_name(self) -> str:
@@ -61,7 +69,10 @@ class GraphCache:
         self._lock = threading.Lock()
         self.builds = 0  # graphs built (for tests and for the curious)
 
-    def get(self, key: tuple, build: Any) -> BuiltGraph:
+    def get(self, key: tuple, build: Any, *, call: str = "", device: Any = None) -> BuiltGraph:
+        """The graph of ``key``, built by ``build()`` on its first call. With a CUDA ``device``, a
+        first call while torch's current stream is capturing raises `StreamCaptureError` naming
+        ``call`` and the graph (``key``) instead of building inside the capture."""
         # which engines are offered (opt-in, disabled) is part of the key: a graph planned before the
         # variables changed is not reused after
         key = (key, engine_settings())
@@ -72,6 +83,8 @@ class GraphCache:
             except KeyError:  # dropped by another thread's build meanwhile: still a built graph
                 pass
             return found
+        if device is not None:
+            refuse_build_in_capture(call, key[0], device)
         with self._lock:  # two threads' first call of one key build once
             found = self._graphs.get(key)
             if found is None:
@@ -136,23 +149,97 @@ def plan_and_build(g: Any) -> None:
     g.build_plans()
 
 
+def built(g: Any, ports: dict[str, Any], device: torch.device) -> BuiltGraph:
+    """``g``, planned and built (`plan_and_build`), with what its calls read settled: the workspace
+    size and whether its plan launches through a cuDNN handle (this thread's handle for ``device``
+    is created now, before any capture could need it)."""
+    backend = g.selected_plan.kind == "backend"
+    if backend and device.type == "cuda":
+        _thread_handle(device.index)
+    return BuiltGraph(g, ports, g.get_workspace_size(), backend)
+
+
+# --- CUDA-graph capture -----------------------------------------------------------------------------
+
+
+def capturing(device: torch.device) -> bool:
+    """Whether torch's current stream (of the current device) is capturing a CUDA graph; False off
+    CUDA (a CPU-only torch has no capture to ask about)."""
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def refuse_build_in_capture(call: str, what: Any, device: torch.device) -> None:
+    """The `StreamCaptureError` of a graph build (``what``: the graph's key) asked for while torch's
+    current stream captures a CUDA graph: planning compiles, allocates and synchronizes, which a
+    capture forbids (and a failed capture poisons the process), so it is refused before it starts."""
+    if capturing(device):
+        raise StreamCaptureError(
+            f"{call}: the first call of graph {what!r} builds it (plans, compiles, allocates), which "
+            "cannot run while torch's current stream is capturing a CUDA graph; run the op once eagerly "
+            "with the same shapes, dtypes and flags (forward and backward) before the capture"
+        )
+
+
+# --- execution ----------------------------------------------------------------------------------------
+
+# torch's current stream as a raw cudaStream_t without building a torch.cuda.Stream (a few us each);
+# older torch lacks the private getter, and the public call serves
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda index: torch.cuda.current_stream(index).cuda_stream
+)
+_handles = threading.local()  # each thread's cuDNN handle per device index (a handle is one thread's)
+
+
+def current_stream(device: torch.device) -> int:
+    """torch's current stream on the CUDA ``device`` as an int ``cudaStream_t``."""
+    return _raw_stream(device.index)
+
+
+def _thread_handle(index: int) -> Any:
+    """This thread's cuDNN handle on device ``index``, created on its first use: creating one
+    allocates, so one first asked for inside a capture raises `StreamCaptureError`."""
+    by_device = getattr(_handles, "by_device", None)
+    if by_device is None:
+        by_device = _handles.by_device = {}
+    handle = by_device.get(index)
+    if handle is None:
+        device = torch.device("cuda", index)
+        refuse_build_in_capture(
+            "pygraph.op_support", f"the cuDNN handle of cuda:{index} for this thread", device
+        )
+        import cudnn
+
+        with torch.cuda.device(index):
+            handle = by_device[index] = cudnn.create_handle()
+    return handle
+
+
 def execute(built: BuiltGraph, tensors: dict[str, torch.Tensor], device: torch.device) -> None:
-    """Run ``built`` on ``tensors`` (by port name, every port given): a 256-byte aligned workspace
-    from torch's allocator, ordered on torch's current stream (module docstring)."""
+    """Run ``built`` on ``tensors`` (by port name, every port given) on torch's current stream of
+    ``device``, with a 256-byte aligned workspace from torch's allocator (module docstring). Per call
+    it reads the stream, allocates the workspace and hands the graph its tensors; a host ``device``
+    (the CPU tests' stand-ins) runs with no stream."""
     ports = built.ports
     pack = {ports[name]: t for name, t in tensors.items()}
-    workspace = None
-    if built.workspace_bytes:
-        raw = torch.empty(built.workspace_bytes + _WORKSPACE_ALIGN, dtype=torch.uint8, device=device)
-        workspace = raw[(-raw.data_ptr()) % _WORKSPACE_ALIGN :][: built.workspace_bytes]
+    workspace = _workspace(built.workspace_bytes, device) if built.workspace_bytes else None
     if device.type != "cuda":
-        built.graph.execute(pack, workspace=workspace)
+        built.graph.execute(pack, workspace)
         return
-    current, default = torch.cuda.current_stream(device), torch.cuda.default_stream(device)
-    with torch.cuda.device(device):
-        if current.cuda_stream == default.cuda_stream:
-            built.graph.execute(pack, workspace=workspace)
-            return
-        default.wait_stream(current)
-        built.graph.execute(pack, workspace=workspace)
-        current.wait_stream(default)
+    index = device.index
+    handle = _thread_handle(index) if built.backend else None
+    stream = _raw_stream(index)
+    if torch.cuda.current_device() == index:
+        built.graph.execute(pack, workspace, handle, stream=stream)
+        return
+    with torch.cuda.device(index):  # the tensors' device, where the plan's kernels are loaded
+        built.graph.execute(pack, workspace, handle, stream=stream)
+
+
+def _workspace(nbytes: int, device: torch.device) -> torch.Tensor:
+    """``nbytes`` of torch's caching allocator starting on a 256-byte boundary (the engines refuse
+    another): its blocks are 512-byte aligned, so the first allocation is; a margin only if not."""
+    raw = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    if raw.data_ptr() % _WORKSPACE_ALIGN == 0:
+        return raw
+    raw = torch.empty(nbytes + _WORKSPACE_ALIGN, dtype=torch.uint8, device=device)
+    return raw[(-raw.data_ptr()) % _WORKSPACE_ALIGN :][:nbytes]

@@ -6,11 +6,14 @@ inputs exist), the scale and the flags, and for the backward whether d_final_sta
 first call of a key builds the graph (`create_execution_plans`, which consults the plan cache,
 then `build_plans`), so it runs whatever plan the planner ranks first; a graph no engine serves
 raises the planner's `pygraph.GraphNotSupportedError`, which is not cached (the next call asks
-again). Graphs are kept in a bounded LRU (`GraphCache.capacity`): a training run with varying
-sequence packings builds one graph per distinct (T, N).
+again); a first call while torch's current stream captures a CUDA graph raises
+`pygraph.errors.StreamCaptureError` instead of building inside the capture. Graphs are kept in a
+bounded LRU (`GraphCache.capacity`): a training run with varying sequence packings builds one
+graph per distinct (T, N).
 
 The graph's operands are declared contiguous (the op passes contiguous tensors), outputs in the
-dtypes of the op's contract; the cache and the stream-ordered `execute` are `pygraph.op_support`'s.
+dtypes of the op's contract; the cache and `execute` (on torch's current stream) are
+`pygraph.op_support`'s.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from typing import Any
 
 import torch
 
-from pygraph.op_support import BuiltGraph, GraphCache, execute, plan_and_build
+from pygraph.op_support import BuiltGraph, GraphCache, built, execute, plan_and_build
 from pygraph.op_support import declare as _declare
 from pygraph.op_support import device_facts as _device_facts
-from pygraph_linear_attention.common.op_arguments import GdnProblem
+from pygraph_linear_attention.common.op_arguments import CALLS, GdnProblem
 
 __all__ = [
     "GRAPHS", "BuiltGraph", "GraphCache", "aligned_contiguous", "backward_graph", "execute", "forward_graph",
@@ -107,9 +110,9 @@ def forward_graph(problem: GdnProblem, scale: float | None, flags: dict[str, boo
             final.set_output(True).set_data_type(torch.float32)
             ports["final_state"] = final
         plan_and_build(g)
-        return BuiltGraph(g, ports, g.get_workspace_size())
+        return built(g, ports, problem.device)
 
-    return GRAPHS.get(key, build)
+    return GRAPHS.get(key, build, call=CALLS[problem.op], device=problem.device)
 
 
 def backward_graph(
@@ -139,9 +142,9 @@ def backward_graph(
                 out.set_output(True).set_data_type(ports[like].data_type)
                 ports[name] = out
         plan_and_build(g)
-        return BuiltGraph(g, ports, g.get_workspace_size())
+        return built(g, ports, problem.device)
 
-    return GRAPHS.get(key, build)
+    return GRAPHS.get(key, build, call=CALLS[problem.op], device=problem.device)
 
 
 # --- the tensors the ops pass to a graph

@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 from pygraph.execution.errors import HandleError
 
-__all__ = ["ExecutionContext", "stream_of"]
+__all__ = ["ExecutionContext", "bind_stream", "stream_of"]
 
 
 class ExecutionContext(NamedTuple):
@@ -25,6 +25,16 @@ class ExecutionContext(NamedTuple):
 _backend: Any = None  # the cudnn module, imported on the first handle (never per call)
 
 
+def _cudnn() -> Any:
+    global _backend
+    backend = _backend
+    if backend is None:
+        import cudnn
+
+        backend = _backend = cudnn
+    return backend
+
+
 def stream_of(handle: Any) -> Any:
     """The stream a backend handle is bound to; a handle whose stream cannot be read raises.
 
@@ -32,13 +42,22 @@ def stream_of(handle: Any) -> Any:
     """
     if handle is None:
         return None
-    global _backend
     try:
-        backend = _backend
-        if backend is None:
-            import cudnn
-
-            backend = _backend = cudnn
-        return backend.get_stream(handle)
+        return _cudnn().get_stream(handle)
     except Exception as exc:  # the binding's errors are untyped; the caller needs to know which handle
         raise HandleError(f"cannot read the stream of handle {handle!r}: {exc}") from exc
+
+
+def bind_stream(handle: Any, stream: int) -> None:
+    """Set the stream a backend handle runs on, as ``cudnn.set_stream`` (which skips the backend call
+    when a `cudnn.Handle` is already on ``stream``: a steady loop pays it once). A raw
+    ``cudnnHandle_t`` int carries no remembered stream, so it is set every call. A handle whose
+    stream cannot be set raises `HandleError` naming it and the stream."""
+    try:
+        backend = _cudnn()
+        if isinstance(handle, int) and not isinstance(handle, bool):
+            backend._pybind_module._raw_set_stream(handle, stream)
+        else:
+            backend.set_stream(handle, stream)
+    except Exception as exc:  # the binding's errors are untyped; the caller needs to know which handle
+        raise HandleError(f"cannot set the stream of handle {handle!r} to {stream!r}: {exc}") from exc

@@ -39,7 +39,13 @@ from pygraph.lifecycle import NOT_PLANNED, PLANNED, GraphState, Lifecycle, requi
 from pygraph.planning import backend as _backend
 from pygraph.planning.kinds import PlanKinds
 from pygraph.planning.layout import layout_for
-from pygraph.planning.runner import make_runner, overridden_rows, refuse_geometry, refuse_workspace
+from pygraph.planning.runner import (
+    backend_stream_handle,
+    make_runner,
+    overridden_rows,
+    refuse_geometry,
+    refuse_workspace,
+)
 
 __all__ = ["Planner", "Prepared", "SelectedPlan"]
 
@@ -451,7 +457,13 @@ class Planner:
             return self.run
 
     def execute(
-        self, values: Any, workspace: Any, handle: Any, overrides: tuple, index: int | None = None
+        self,
+        values: Any,
+        workspace: Any,
+        handle: Any,
+        overrides: tuple,
+        index: int | None = None,
+        stream: Any = None,
     ) -> None:
         if index is None:
             run = self.ensure_built(handle)
@@ -464,7 +476,7 @@ class Planner:
                     self.build_at(index)
                     run = self._runner(index)
         if all(o is None for o in overrides):
-            run(values, workspace, handle)
+            run(values, workspace, handle, stream)
             return
         plan, name = self.compiled[index], self.name_at(index)
         pack = normalize(self.layout, values, workspace)
@@ -472,7 +484,9 @@ class Planner:
         if not getattr(plan, "checks_geometry", False):
             refuse_geometry(name, overridden_rows(self.layout, ShapeOverrides(*overrides)), pack)
         handle = self.graph.handle if handle is None else handle
-        ctx = ExecutionContext(handle, None, pack.workspace)
+        if stream is not None and not getattr(plan, "reads_stream", True):
+            handle = backend_stream_handle(name, handle, stream)  # a backend plan runs on its handle's
+        ctx = ExecutionContext(handle, stream, pack.workspace)
         plan.execute_with_overrides(self.graph, pack, ctx, ShapeOverrides(*overrides), name)
 
 

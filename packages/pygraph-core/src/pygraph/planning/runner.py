@@ -11,14 +11,17 @@ from collections.abc import Callable
 from typing import Any
 
 from pygraph.engines.base import CompiledPlan
-from pygraph.execution.context import ExecutionContext, stream_of
-from pygraph.execution.errors import OperandGeometryError, WorkspaceTooSmallError
+from pygraph.execution.context import ExecutionContext, bind_stream, stream_of
+from pygraph.execution.errors import HandleError, OperandGeometryError, WorkspaceTooSmallError
 from pygraph.execution.normalize import normalize
 from pygraph.execution.variant_pack import DEVICE_UNKNOWN, OperandLayout, VariantPack
 
-__all__ = ["geometry_rows", "holds", "make_runner", "overridden_rows", "refuse_geometry", "refuse_workspace"]
+__all__ = [
+    "backend_stream_handle", "geometry_rows", "holds", "make_runner", "overridden_rows", "refuse_geometry",
+    "refuse_workspace",
+]  # fmt: skip
 
-Runner = Callable[[Any, Any, Any], None]
+Runner = Callable[..., None]  # (values, workspace, handle, stream=None)
 
 
 def refuse_workspace(plan_name: str, needed: int, pack: VariantPack) -> None:
@@ -100,6 +103,18 @@ def holds(shape: tuple, stride: tuple, want_shape: tuple, want_stride: tuple) ->
     return True
 
 
+def backend_stream_handle(plan_name: str, handle: Any, stream: int) -> Any:
+    """``handle`` set to run on ``stream``: a backend plan launches on its handle's stream only. No
+    handle (neither the call's nor the graph's) raises `HandleError` naming the plan and the stream."""
+    if handle is None:
+        raise HandleError(
+            f"execute(): plan {plan_name} is a backend plan, which runs on a cuDNN handle's stream; "
+            f"stream={stream!r} needs handle= (a cudnn.Handle) too, which is set to that stream"
+        )
+    bind_stream(handle, stream)
+    return handle
+
+
 def make_runner(
     graph: Any, layout: OperandLayout, plan: CompiledPlan, plan_name: str, default_handle: Any
 ) -> Runner:
@@ -107,6 +122,11 @@ def make_runner(
 
     Which closure (does the plan read the stream, does it take the pack) is settled here; a call
     normalizes, checks the workspace only when the plan needs one, and calls the plan.
+
+    ``stream`` (an int ``cudaStream_t``; None: the handle's, or the default stream without one) is
+    the call's launch stream: a python plan reads it as ``ctx.stream``; a backend plan runs on its
+    handle's stream, so the handle (the call's, else the graph's) is set to it first, and a backend
+    plan given a stream but no handle raises `HandleError` before anything runs.
     """
     execute = plan.execute
     needed = plan.get_workspace_size()
@@ -137,12 +157,19 @@ def make_runner(
     if reads_stream:
         bare = ExecutionContext(None, None, 0) if default_handle is None else None
 
-        def run(values: Any, workspace: Any, handle: Any) -> None:
+        def run(values: Any, workspace: Any, handle: Any, stream: Any = None) -> None:
             pack = normalize(layout, values, workspace)
             if rows is not None and pack.buffers != passed[0]:
                 check(pack)
             if needed:
                 refuse_workspace(plan_name, needed, pack)
+            if stream is not None:  # the call's stream, whatever the handle's
+                execute(
+                    graph,
+                    pack,
+                    new(context, (default_handle if handle is None else handle, stream, pack.workspace)),
+                )
+                return
             if handle is None:
                 handle = default_handle
                 if handle is None and not pack.workspace:
@@ -154,12 +181,18 @@ def make_runner(
     else:
         bare = ExecutionContext(default_handle, None, 0)
 
-        def run(values: Any, workspace: Any, handle: Any) -> None:
+        def run(values: Any, workspace: Any, handle: Any, stream: Any = None) -> None:
             pack = normalize(layout, values, workspace)
             if rows is not None and pack.buffers != passed[0]:
                 check(pack)
             if needed:
                 refuse_workspace(plan_name, needed, pack)
+            if stream is not None:
+                handle = backend_stream_handle(
+                    plan_name, default_handle if handle is None else handle, stream
+                )
+                execute(graph, pack, new(context, (handle, stream, pack.workspace)))
+                return
             if handle is None and not pack.workspace:
                 execute(graph, pack, bare)
                 return

@@ -1,0 +1,109 @@
+"""Host cost of one torch-op call on the CPU: the ops' Python path with a stand-in plan.
+
+The ops (`pygraph_sdpa.sdpa` at [1, 1, 128, 64], `gated_delta_net` and `kimi_delta_attention` at
+T=64) run on host tensors with their graphs planned onto one stand-in engine that launches nothing
+(the manifest replaced, the cuDNN backend absent, the ops' device rule widened to the CPU), so what
+is timed is everything the op does around a kernel: the custom op's dispatch, the argument checks,
+the graph lookup, the outputs' allocation and `op_support.execute` (`Graph.execute` with the
+variant pack). The same rows split the call: the op's body without torch's dispatch, its checks,
+its graph lookup, `op_support.execute` and `Graph.execute` alone. What the device adds (the stream
+read, CUDA allocations, the kernel launch) is `benchmarks.ops.host_cost`'s to measure. Method:
+`benchmarks.harness.burst_cost` (min of 25 bursts; bursts 1, 8, 64). No GPU needed:
+
+    python -m benchmarks.ops.host_cost_cpu
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from benchmarks.harness import burst_cost
+from pygraph.engines.base import BaseEngine, Capabilities, CompiledPlan, EngineRequest, PlanConfig
+
+REPS, BURSTS = 25, (1, 8, 64)
+
+
+class _Plan(CompiledPlan):
+    """Launches nothing: the per-call path up to the plan's own call is what is timed."""
+
+    checks_geometry = True  # as the ops' engines: the plan holds the buffers to its geometry itself
+
+    def execute(self, graph: Any, pack: Any, ctx: Any) -> None:
+        pack.buffers  # noqa: B018 (what a plan reads first)
+
+
+class NoopEngine(BaseEngine):
+    name = "noop_op_plan"
+    capabilities = Capabilities(sm_lo=0, sm_hi=1000)
+
+    def check_support(self, request: EngineRequest) -> None:
+        return None
+
+    def build_plan(self, request: EngineRequest, plan: PlanConfig, ctx: Any) -> CompiledPlan:
+        return _Plan()
+
+
+def _cost(call: Any) -> dict[int, float]:
+    call()
+    return {n: burst_cost(call, n, reps=REPS) for n in BURSTS}
+
+
+def main() -> int:
+    import torch
+
+    from pygraph.engines.manifest import EngineFamily, EngineSlot
+    from pygraph.op_support import execute
+    from pygraph.planning import backend as backend_mod
+    from pygraph.testing import manifest_override
+    from pygraph_linear_attention import gated_delta_net, kimi_delta_attention
+    from pygraph_linear_attention.common import op_arguments as la_arguments
+    from pygraph_sdpa import op_arguments as sdpa_arguments
+    from pygraph_sdpa import op_graphs as sdpa_graphs
+    from pygraph_sdpa import ops as sdpa_ops
+    from pygraph_sdpa import sdpa
+
+    # the ops' device rule widened to host tensors, the backend absent: only the stand-in plans
+    sdpa_arguments.DEVICE_TYPES = la_arguments.DEVICE_TYPES = ("cuda", "cpu")
+    backend_mod.open_backend = lambda graph, refused=None: (None, "no cuDNN backend in this benchmark")
+    family = EngineFamily(
+        name="noop_ops",
+        engine_id=20900,
+        package="benchmarks.ops.host_cost_cpu",
+        slots={"noop_op_plan": EngineSlot(0, impl=("benchmarks.ops.host_cost_cpu", "NoopEngine"))},
+        anchors=("SDPA", "SDPA_BWD", "GDN", "GDN_BWD", "KDA", "KDA_BWD"),
+    )
+    rows: list[tuple[str, dict[int, float]]] = []
+    with manifest_override([family]), torch.no_grad():
+        q = torch.randn(1, 1, 128, 64, dtype=torch.bfloat16)
+        rows.append(("pygraph_sdpa.sdpa 1x1x128x64", _cost(lambda: sdpa(q, q, q))))
+        body = sdpa_ops._forward_op._init_fn  # the custom op's Python body, without torch's dispatch
+        rows.append(("  the op's body alone", _cost(lambda: body(q, q, q, None))))
+        args = (q, q, q, None, False, False, -1, None, None, None, None, 0, 0)
+        p, masks = sdpa_arguments.check_forward(*args)
+        rows.append(("  its argument checks", _cost(lambda: sdpa_arguments.check_forward(*args))))
+        rows.append(("  its graph lookup", _cost(lambda: sdpa_graphs.forward_graph(p, masks, p.scale(None)))))
+        built = sdpa_graphs.forward_graph(p, masks, p.scale(None))
+        o, lse = sdpa_ops._forward_outputs(p, q)
+        tensors = {"q": q, "k": q, "v": q, "o": o, "lse": lse}
+        rows.append(("  op_support.execute", _cost(lambda: execute(built, tensors, p.device))))
+        pack = {built.ports[n]: t for n, t in tensors.items()}
+        rows.append(("  Graph.execute", _cost(lambda: built.graph.execute(pack))))
+        t, h, d = 64, 4, 128
+        x = {
+            "q": torch.randn(t, h, d).bfloat16(), "k": torch.randn(t, h, d).bfloat16(),
+            "v": torch.randn(t, h, d).bfloat16(), "g": -torch.rand(t, h), "beta": torch.rand(t, h),
+            "cu_seqlens": torch.tensor([0, t], dtype=torch.int32),
+        }  # fmt: skip
+        rows.append(("gated_delta_net T=64", _cost(lambda: gated_delta_net(**x))))
+        xk = dict(x, g=-torch.rand(t, h, d))
+        rows.append(("kimi_delta_attention T=64", _cost(lambda: kimi_delta_attention(**xk))))
+    print(f"\nhost cost per call on the CPU, us (min of {REPS} bursts; a stand-in plan, host tensors)")
+    print(f"{'call':36s}" + "".join(f"{'burst ' + str(n):>11s}" for n in BURSTS))
+    for label, cells in rows:
+        print(f"{label:36s}" + "".join(f"{cells[n]:11.2f}" for n in BURSTS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
