@@ -85,6 +85,7 @@ class TimingRun:
     sm90_block_vs: tuple[int, ...] = ()  # the gdn_sm90 engine's BLOCK_V columns (CuTe DSL)
     sm90_modes: tuple[str, ...] = tuple(SM90_MODES)  # the gdn_sm90 forward's scans timed at each
     all_plans: bool = True  # gdn_cutile's BLOCK_V columns too (--plans all), not only each engine's first
+    gate_mean: float = 0.0  # g = logsigmoid(N(gate_mean, 1)): 0 strong gates, 4 weak ones
 
 
 def correctness_table(log: list[str]) -> bool:
@@ -270,11 +271,23 @@ def _print_times(title: str, times: dict[str, float], tokens: int, rounds: int) 
     print("\n".join(time_lines(times, tokens)))
 
 
+def _shift_gates(tensors: dict, mean: float) -> None:
+    """g = logsigmoid(N(mean, 1)) in place of the case's (mean 0: its own draw kept)."""
+    if mean:
+        import torch
+
+        g = tensors["g"]
+        gen = torch.Generator(device=g.device).manual_seed(2)
+        noise = torch.randn(g.shape, device=g.device, generator=gen, dtype=torch.float32)
+        tensors["g"] = torch.nn.functional.logsigmoid(noise + mean).to(g.dtype)
+
+
 def timing(run: TimingRun) -> list[dict]:
     rows = []
     for shape, lengths in SHAPES.items():
         case = _timing_case(shape, lengths)
         tensors, _ = make_inputs(case, seed=1)
+        _shift_gates(tensors, run.gate_mean)
         tokens = sum(lengths)
         columns, outputs = {}, {}
         for label, engine in (("ours[first]", None), ("ours[cutile]", "gdn_cutile")):
@@ -443,6 +456,7 @@ def timing_bwd(run: TimingRun) -> list[dict]:
     for shape, lengths in SHAPES.items():
         case = _timing_case(shape, lengths)
         tensors, _ = make_inputs(case, seed=1)
+        _shift_gates(tensors, run.gate_mean)
         tokens = sum(lengths)
         d_o = torch.randn(tokens, HEADS, DIM, device="cuda").to(torch.bfloat16)
         columns, ours = {}, None
@@ -521,6 +535,12 @@ def main() -> None:
         default=",".join(SM90_MODES),
         help=f"comma list of the gdn_sm90 forward's scans timed at each --sm90 BLOCK_V: {list(SM90_MODES)}",
     )
+    parser.add_argument(
+        "--gate-mean",
+        type=float,
+        default=0.0,
+        help="g = logsigmoid(N(mean, 1)): 0 strong gates (default), 4 weak",
+    )
     args = parser.parse_args()
     skip = frozenset(s for s in args.skip.split(",") if s)
     for name in [s for s in SHAPES if s not in args.shapes.split(",")]:
@@ -530,7 +550,7 @@ def main() -> None:
         args.rounds, args.budget_s, started, log, skip, args.profile,
         tuple(int(o) for o in args.occupancy.split(",") if o), tuple(int(s) for s in args.segment.split(",") if s),
         tuple(int(b) for b in args.sm90.split(",") if b), tuple(m for m in args.sm90_modes.split(",") if m),
-        args.plans == "all",
+        args.plans == "all", args.gate_mean,
     )  # fmt: skip
     result: dict[str, Any] = {}
     if "cases" not in skip:
