@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from pygraph.environment import engine_settings
+from pygraph.environment import engine_settings_key
 from pygraph.errors import OpInputError, StreamCaptureError
 from pygraph.ir.shapes import row_major_stride
 
@@ -60,12 +60,21 @@ class BuiltGraph:
 class GraphCache:
     """Built graphs by key and the engine settings (``PYGRAPH_ENABLE_OPT_IN_ENGINES``,
     ``PYGRAPH_DISABLE_ENGINES``) they were planned under, least recently used dropped past
-    ``capacity``; one build per key."""
+    ``capacity``; one build per key.
+
+    Beside the graphs it keeps the ops' prepared calls (`call`, `remember`): what a call whose
+    arguments passed the op's checks settled (its graph, its outputs' shapes, a bound `launcher`),
+    under a signature of everything those checks read (each tensor's shape, stride, dtype and
+    device, each flag with its type), so a later call of the same signature skips the checks, the
+    key's construction and the lookup. A prepared call lives as long as its graph (dropped with it,
+    and by `clear`); using one counts as using its graph."""
 
     capacity = 128
 
     def __init__(self) -> None:
         self._graphs: collections.OrderedDict[tuple, BuiltGraph] = collections.OrderedDict()
+        self._calls: dict[tuple, tuple[tuple, Any]] = {}  # (signature, settings) -> (graph key, call)
+        self._key_of: dict[int, tuple] = {}  # id of a kept BuiltGraph -> its key
         self._lock = threading.Lock()
         self.builds = 0  # graphs built (for tests and for the curious)
 
@@ -75,7 +84,7 @@ class GraphCache:
         ``call`` and the graph (``key``) instead of building inside the capture."""
         # which engines are offered (opt-in, disabled) is part of the key: a graph planned before the
         # variables changed is not reused after
-        key = (key, engine_settings())
+        key = (key, engine_settings_key())
         found = self._graphs.get(key)
         if found is not None:
             try:
@@ -91,18 +100,50 @@ class GraphCache:
                 found = build()
                 self.builds += 1
                 self._graphs[key] = found
+                self._key_of[id(found)] = key
                 while len(self._graphs) > self.capacity:
-                    self._graphs.popitem(last=False)
+                    _, dropped = self._graphs.popitem(last=False)
+                    self._key_of.pop(id(dropped), None)
             return found
+
+    def call(self, signature: tuple) -> Any:
+        """The prepared call remembered under ``signature`` and the current engine settings, or None
+        (never remembered, or its graph dropped since)."""
+        found = self._calls.get((signature, engine_settings_key()))
+        if found is None:
+            return None
+        try:
+            self._graphs.move_to_end(found[0])
+        except KeyError:  # its graph was dropped: the caller's checking path builds it again
+            return None
+        return found[1]
+
+    def remember(self, signature: tuple, built: BuiltGraph, prepared: Any) -> None:
+        """Keep ``prepared`` (a call of ``built``, a graph this cache holds) under ``signature``, for
+        `call`. Not kept where ``built`` is no graph of this cache (dropped meanwhile, or built
+        elsewhere)."""
+        key = self._key_of.get(id(built))
+        if key is None or self._graphs.get(key) is not built:
+            return
+        calls = self._calls
+        if len(calls) >= 4 * self.capacity:  # prepared calls of dropped graphs go first, then all
+            live = self._graphs
+            for stale in [k for k, (graph_key, _) in list(calls.items()) if graph_key not in live]:
+                calls.pop(stale, None)
+            if len(calls) >= 4 * self.capacity:
+                calls.clear()
+        calls[(signature, key[1])] = (key, prepared)
 
     def keys(self) -> list[tuple]:
         """The callers' keys of the graphs kept (under any engine settings)."""
         return [key for key, _ in self._graphs]
 
     def clear(self) -> None:
-        """Drop every graph (and reset the count of builds)."""
+        """Drop every graph and prepared call (and reset the count of builds)."""
         with self._lock:
             self._graphs.clear()
+            self._calls.clear()
+            self._key_of.clear()
             self.builds = 0
 
 
@@ -218,21 +259,62 @@ def execute(built: BuiltGraph, tensors: dict[str, torch.Tensor], device: torch.d
     """Run ``built`` on ``tensors`` (by port name, every port given) on torch's current stream of
     ``device``, with a 256-byte aligned workspace from torch's allocator (module docstring). Per call
     it reads the stream, allocates the workspace and hands the graph its tensors; a host ``device``
-    (the CPU tests' stand-ins) runs with no stream."""
-    ports = built.ports
-    pack = {ports[name]: t for name, t in tensors.items()}
-    workspace = _workspace(built.workspace_bytes, device) if built.workspace_bytes else None
+    (the CPU tests' stand-ins) runs with no stream. A repeated call is `launcher`'s."""
+    names = tuple(tensors)
+    launcher(built, names, device)(*(tensors[name] for name in names))
+
+
+def launcher(built: BuiltGraph, names: tuple[str, ...], device: torch.device, run: Any = None) -> Any:
+    """``launch(*tensors)``: `execute` of ``built`` with the tensors of ports ``names``, in that
+    order, with everything a call does not change settled here (the ports, the workspace size,
+    whether the plan takes a cuDNN handle, the plan's per-call path), so a call reads only its
+    tensors' pointers and sizes, the stream and the current device. ``run``: the execute the op
+    calls, where it is not this module's (the CPU tests' stand-ins replace it): called with the
+    tensors by name."""
+    if run is not None and run is not execute:
+        by_name = run
+
+        def launch_by_name(*tensors: torch.Tensor) -> None:
+            by_name(built, dict(zip(names, tensors)), device)
+
+        return launch_by_name
+    ports = tuple(built.ports[name] for name in names)
+    graph = built.graph
+    # the selected plan's per-call path (`planning.runner`) called directly, one frame less than
+    # Graph.execute; read per call (a graph planned again runs its new plan), Graph.execute where
+    # there is none yet (or no planner: a stand-in graph)
+    planner = getattr(graph, "_planner", None) or _NoPlanner
+    graph_execute = graph.execute
+    nbytes = built.workspace_bytes
+
     if device.type != "cuda":
-        built.graph.execute(pack, workspace)
-        return
+
+        def launch_host(*tensors: torch.Tensor) -> None:
+            workspace = _workspace(nbytes, device) if nbytes else None
+            (planner.run or graph_execute)(dict(zip(ports, tensors)), workspace, None, stream=None)
+
+        return launch_host
     index = device.index
-    handle = _thread_handle(index) if built.backend else None
-    stream = _raw_stream(index)
-    if torch.cuda.current_device() == index:
-        built.graph.execute(pack, workspace, handle, stream=stream)
-        return
-    with torch.cuda.device(index):  # the tensors' device, where the plan's kernels are loaded
-        built.graph.execute(pack, workspace, handle, stream=stream)
+    backend = built.backend
+
+    def launch(*tensors: torch.Tensor) -> None:
+        pack = dict(zip(ports, tensors))
+        workspace = _workspace(nbytes, device) if nbytes else None
+        handle = _thread_handle(index) if backend else None
+        stream = _raw_stream(index)
+        if torch.cuda.current_device() == index:
+            (planner.run or graph_execute)(pack, workspace, handle, stream=stream)
+            return
+        with torch.cuda.device(index):  # the tensors' device, where the plan's kernels are loaded
+            (planner.run or graph_execute)(pack, workspace, handle, stream=stream)
+
+    return launch
+
+
+class _NoPlanner:
+    """A graph without a planner (a test's stand-in): no per-call path but its execute."""
+
+    run = None
 
 
 def _workspace(nbytes: int, device: torch.device) -> torch.Tensor:
