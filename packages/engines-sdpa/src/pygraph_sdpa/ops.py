@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from pygraph.errors import OpInputError
-from pygraph.op_support import execute, launcher
+from pygraph.op_support import direct, execute, launcher
 from pygraph_sdpa import op_arguments as _arguments
 from pygraph_sdpa import op_graphs
 from pygraph_sdpa.op_arguments import CALL, SdpaMasks, SdpaProblem, check_backward, check_call, check_forward
@@ -106,6 +106,21 @@ def _forward_op(
     max_seqlen_q: int = 0,
     max_seqlen_kv: int = 0,
 ) -> tuple[Tensor, Tensor]:
+    args = (query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv)
+    args += (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
+    signature = _forward_signature(*args)
+    prepared = None if signature is None else op_graphs.GRAPHS.call(signature)
+    if prepared is None:
+        return _forward_checked(signature, *args)
+    return prepared(query, key, value, seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv)
+
+
+def _forward_signature(
+    query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv, cu_seqlens_q,
+    cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
+) -> tuple | None:  # fmt: skip
+    """The forward call's signature; None where an argument has none (not a tensor): the checks
+    name it."""
     try:
         signature = (
             "sdpa", query.shape, query.stride(), query.dtype, query.device, key.shape, key.stride(), key.dtype,
@@ -114,14 +129,9 @@ def _forward_op(
             _optional_signature(seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv),
             _arguments.DEVICE_TYPES,
         )  # fmt: skip
-        prepared = op_graphs.GRAPHS.call(signature)
-    except (AttributeError, TypeError):  # not tensors, or unhashable: the checks name the argument
-        signature = prepared = None
-    if prepared is None:
-        args = (query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv)
-        args += (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
-        return _forward_checked(signature, *args)
-    return prepared(query, key, value, seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv)
+    except (AttributeError, TypeError):
+        return None
+    return signature
 
 
 def _forward_checked(
@@ -373,8 +383,16 @@ def sdpa(
     )
     args = (query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv)
     args += (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
+    # a remembered call with nothing for torch's dispatcher to do runs without it (op_support.direct)
+    prepared = None
+    if direct((query, key, value, seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv)):
+        signature = _forward_signature(*args)
+        prepared = None if signature is None else op_graphs.GRAPHS.call(signature)
     try:
-        o, lse = _forward_op(*args)
+        if prepared is not None:
+            o, lse = prepared(query, key, value, seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv)
+        else:
+            o, lse = _forward_op(*args)
     except (TypeError, RuntimeError):
         # the dispatcher's own schema check refused an argument before the op's check ran: the op's
         # check, run here, raises the typed error naming it (under torch.compile the fake kernel checks)

@@ -34,8 +34,8 @@ from pygraph.errors import OpInputError, StreamCaptureError
 from pygraph.ir.shapes import row_major_stride
 
 __all__ = [
-    "BuiltGraph", "GraphCache", "built", "capturing", "declare", "declare_output", "device_facts", "execute",
-    "plan_and_build", "refuse_build_in_capture", "require_bool", "require_tensor",
+    "BuiltGraph", "GraphCache", "built", "capturing", "declare", "declare_output", "device_facts", "direct",
+    "execute", "launcher", "plan_and_build", "refuse_build_in_capture", "require_bool", "require_tensor",
 ]  # fmt: skip
 
 _WORKSPACE_ALIGN = 256  # the engines' plans refuse a workspace pointer off 256 bytes
@@ -108,8 +108,11 @@ class GraphCache:
 
     def call(self, signature: tuple) -> Any:
         """The prepared call remembered under ``signature`` and the current engine settings, or None
-        (never remembered, or its graph dropped since)."""
-        found = self._calls.get((signature, engine_settings_key()))
+        (never remembered, or its graph dropped since; an unhashable signature is none remembered)."""
+        try:
+            found = self._calls.get((signature, engine_settings_key()))
+        except TypeError:
+            return None
         if found is None:
             return None
         try:
@@ -198,6 +201,42 @@ def built(g: Any, ports: dict[str, Any], device: torch.device) -> BuiltGraph:
     if backend and device.type == "cuda":
         _thread_handle(device.index)
     return BuiltGraph(g, ports, g.get_workspace_size(), backend)
+
+
+# --- torch's dispatcher -------------------------------------------------------------------------------
+
+# A custom op's call through torch's dispatcher costs 10-13 us on the host (host_cost_cpu's machine:
+# the autograd kernel's redispatch, the Python kernel's wrappers, the outputs' aliasing check) before
+# the op's body runs. Where nothing the dispatcher serves is in play (no autograd to record, no mode,
+# transform, tracer or compiler, no profiler to name the op for, plain tensors), the body's result
+# is the same without it, so the ops' Python functions run a remembered call directly (`direct`).
+_C = torch._C
+_TENSOR = torch.Tensor
+_dispatch_modes = getattr(_C, "_len_torch_dispatch_stack", None)
+_function_modes = getattr(_C, "_len_torch_function_stack", None)
+_transforms = getattr(_C, "_are_functorch_transforms_active", None)
+_tracing = getattr(_C, "_get_tracing_state", None)
+_profiling = getattr(getattr(_C, "_autograd", None), "_profiler_enabled", None)
+_grad_enabled = _C.is_grad_enabled
+_compiling = torch.compiler.is_compiling
+_DIRECT = None not in (_dispatch_modes, _function_modes, _transforms, _tracing, _profiling)
+
+
+def direct(tensors: tuple) -> bool:
+    """Whether an op's call with ``tensors`` (None where absent) may skip torch's dispatcher: every
+    tensor a plain torch.Tensor (no subclass: fake, functional, DTensor, Parameter), none needing a
+    gradient where grad mode is on, and no torch.compile / export trace, dispatch or function mode,
+    functorch transform (vmap, grad, functionalize), jit trace or profiler active (a torch without
+    the calls asked here: never)."""
+    if not _DIRECT or _compiling():
+        return False
+    if _dispatch_modes() or _function_modes() or _transforms() or _tracing() is not None or _profiling():
+        return False
+    grad = _grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) is not _TENSOR or (grad and t.requires_grad)):
+            return False
+    return True
 
 
 # --- CUDA-graph capture -----------------------------------------------------------------------------
