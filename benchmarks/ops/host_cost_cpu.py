@@ -3,10 +3,12 @@
 The ops (`pygraph_sdpa.sdpa` at [1, 1, 128, 64], `gated_delta_net` and `kimi_delta_attention` at
 T=64) run on host tensors with their graphs planned onto one stand-in engine that launches nothing
 (the manifest replaced, the cuDNN backend absent, the ops' device rule widened to the CPU), so what
-is timed is everything the op does around a kernel: the custom op's dispatch, the argument checks,
-the graph lookup, the outputs' allocation and `op_support.execute` (`Graph.execute` with the
-variant pack). The same rows split the call: the op's body without torch's dispatch, its checks,
-its graph lookup, `op_support.execute` and `Graph.execute` alone. What the device adds (the stream
+is timed is everything the op does around a kernel. A repeated call (under torch.no_grad, plain
+tensors) runs the op's prepared call without torch's dispatcher (`op_support.direct`): its
+signature, the lookup, the outputs' allocation and the launch (`Graph.execute`'s per-call path with
+the variant pack). The same rows split the call: through the custom op (torch's dispatch, then the
+prepared call), the op's body without torch's dispatch, the checks and graph lookup a first call
+of a signature runs, `op_support.execute` and `Graph.execute` alone. What the device adds (the stream
 read, CUDA allocations, the kernel launch) is `benchmarks.ops.host_cost`'s to measure. Method:
 `benchmarks.harness.burst_cost` (min of 25 bursts; bursts 1, 8, 64). No GPU needed:
 
@@ -77,6 +79,7 @@ def main() -> int:
     with manifest_override([family]), torch.no_grad():
         q = torch.randn(1, 1, 128, 64, dtype=torch.bfloat16)
         rows.append(("pygraph_sdpa.sdpa 1x1x128x64", _cost(lambda: sdpa(q, q, q))))
+        rows.append(("  through the custom op", _cost(lambda: sdpa_ops._forward_op(q, q, q, None))))
         body = sdpa_ops._forward_op._init_fn  # the custom op's Python body, without torch's dispatch
         rows.append(("  the op's body alone", _cost(lambda: body(q, q, q, None))))
         args = (q, q, q, None, False, False, -1, None, None, None, None, 0, 0)

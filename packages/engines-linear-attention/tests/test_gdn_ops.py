@@ -251,3 +251,73 @@ def test_the_package_reaches_the_op_on_first_access():
     assert pygraph_linear_attention.gated_delta_net is gated_delta_net
     with pytest.raises(AttributeError, match="has no attribute 'gated_delta_rule'"):
         pygraph_linear_attention.gated_delta_rule  # noqa: B018
+
+
+# --- prepared calls: a repeated signature skips the checks, a changed one is checked again ------------
+
+
+@pytest.fixture
+def checks(monkeypatch):
+    """Counts the ops' argument checks (check_forward) on the forward's calls."""
+    seen = []
+    real = op_graphs.check_forward
+
+    def counted(*args, **kwargs):
+        seen.append(kwargs.get("op"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(op_graphs, "check_forward", counted)
+    return seen
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["direct", "through the dispatcher"])
+def test_a_repeated_call_is_served_prepared_with_the_checked_calls_values(gdn_stand_in, checks, grad):
+    x = {n: t.requires_grad_(grad and n != "cu_seqlens") for n, t in _inputs(state=True).items()}
+    first = gated_delta_net(**x, output_final_state=True)
+    again = gated_delta_net(**x, output_final_state=True)
+    assert checks == ["gdn"] and op_graphs.GRAPHS.builds == 1  # the second: no check, lookup or build
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert gdn_stand_in.runs == ["gdn", "gdn"]
+
+
+def test_a_call_differing_in_anything_the_checks_read_is_checked_again(gdn_stand_in, checks):
+    x = _inputs()
+    gated_delta_net(**x)
+    v = x["v"]
+    strided = torch.empty(v.shape[1], v.shape[0], v.shape[2], dtype=v.dtype).transpose(0, 1).copy_(v)
+    changed = [
+        {**x, "cu_seqlens": x["cu_seqlens"].long()},  # a dtype
+        {**x, "v": strided},  # a stride
+        _inputs(lengths=(4, 4)),  # shapes
+        {**x, "use_qk_l2norm_in_kernel": True},  # a flag
+        {**x, "scale": 0.25},  # the scale
+    ]
+    for n, call in enumerate(changed, start=2):
+        gated_delta_net(**call)
+        assert len(checks) == n, n
+    gated_delta_net(**x, scale=0.25)
+    assert len(checks) == len(changed) + 1  # remembered
+    # a flag of another type misses the direct path; torch's dispatcher reads 1 as True, as before,
+    # and that call is remembered
+    runs = len(gdn_stand_in.runs)
+    gated_delta_net(**x, use_qk_l2norm_in_kernel=1)
+    assert len(checks) == len(changed) + 1 and len(gdn_stand_in.runs) == runs + 1
+
+
+def test_a_bad_call_after_a_good_one_still_raises_the_typed_error(gdn_stand_in):
+    x = _inputs()
+    gated_delta_net(**x)
+    with pytest.raises(pygraph.errors.OpInputError, match=r"g must be torch.float32"):
+        gated_delta_net(**{**x, "g": x["g"].bfloat16()})
+    with pytest.raises(pygraph.errors.OpInputError, match=r"a_log given with safe_gate=False"):
+        gated_delta_net(**x, a_log=torch.zeros(2))
+
+
+def test_a_misaligned_operand_of_a_remembered_call_is_copied(gdn_stand_in):
+    x = _inputs()
+    want, _ = gated_delta_net(**x)
+    flat = torch.empty(x["q"].numel() + 1, dtype=x["q"].dtype)[1:]
+    q = flat.view(x["q"].shape).copy_(x["q"])
+    assert q.data_ptr() % 16 != 0
+    got, _ = gated_delta_net(**{**x, "q": q})  # the same signature: served prepared, q copied
+    assert torch.equal(got, want)

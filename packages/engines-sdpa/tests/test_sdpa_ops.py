@@ -394,3 +394,86 @@ def test_a_first_call_inside_a_capture_is_refused_and_a_warmed_one_is_served(sta
     monkeypatch.setattr(op_support, "capturing", lambda device: True)
     with pytest.raises(StreamCaptureError, match=r"'sdpa_backward'"):  # its backward never ran: refused
         o.backward(torch.randn(o.shape).to(o.dtype))
+
+
+# --- prepared calls: a repeated signature skips the checks, a changed one is checked again ------------
+
+
+@pytest.fixture
+def checks(monkeypatch):
+    """Counts the op's argument checks (check_forward) on its calls."""
+    seen = []
+    real = ops_mod.check_forward
+
+    def counted(*args):
+        seen.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(ops_mod, "check_forward", counted)
+    return seen
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["direct", "through the dispatcher"])
+def test_a_repeated_call_is_served_prepared_with_the_checked_calls_values(stand_in, checks, grad):
+    q, k, v = (t.requires_grad_(grad) for t in _inputs())
+    first = sdpa(q, k, v, is_causal=True, return_lse=True)
+    assert len(checks) == 1 and op_graphs.GRAPHS.builds == 1
+    again = sdpa(q, k, v, is_causal=True, return_lse=True)
+    assert len(checks) == 1 and op_graphs.GRAPHS.builds == 1  # no check, no lookup, no build
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert stand_in.runs == ["sdpa", "sdpa"]
+
+
+def test_a_call_differing_in_anything_the_checks_read_is_checked_again(stand_in, checks):
+    q, k, v = _inputs()
+    sdpa(q, k, v)
+    changed = [
+        ((q[:, :, :8], k, v), {}),  # a shape
+        ((q.transpose(2, 3).contiguous().transpose(2, 3), k, v), {}),  # a stride
+        ((q.half(), k.half(), v.half()), {}),  # a dtype
+        ((q, k, v), {"is_causal": True}),  # a flag
+        ((q, k, v), {"scale": 0.5}),  # the scale
+        ((q, k, v), {"scale": 1}),  # the scale's type (an int)
+    ]
+    for n, (args, kwargs) in enumerate(changed, start=2):
+        sdpa(*args, **kwargs)
+        assert len(checks) == n, (n, kwargs)
+    sdpa(q, k, v, scale=0.5)
+    assert len(checks) == len(changed) + 1  # remembered
+
+
+def test_a_bad_call_after_a_good_one_still_raises_the_typed_error(stand_in, checks, monkeypatch):
+    q, k, v = _inputs()
+    sdpa(q, k, v)
+    with pytest.raises(OpInputError, match=r"value must be query's dtype"):
+        sdpa(q, k, v.half())
+    with pytest.raises(OpInputError, match=r"window_left=4 is a sliding window"):
+        ops_mod._forward_op(q, k, v, None, False, False, 4)
+    # the devices the op serves are part of the signature: a narrower rule refuses a remembered call
+    monkeypatch.setattr(op_arguments, "DEVICE_TYPES", ("cuda",))
+    with pytest.raises(OpInputError, match=r"query is on cpu: the op runs on cuda devices"):
+        sdpa(q, k, v)
+
+
+def test_a_non_contiguous_operand_is_copied_on_every_call(stand_in):
+    q, k, v = _inputs(s_q=8, s_kv=8)
+    k_t = k.transpose(2, 3).contiguous().transpose(2, 3)
+    assert not k_t.is_contiguous()
+    want = sdpa(q, k, v)
+    assert torch.equal(sdpa(q, k_t, v), want) and torch.equal(sdpa(q, k_t, v), want)
+
+
+def test_cleared_graphs_drop_their_prepared_calls(stand_in, checks):
+    q, k, v = _inputs()
+    sdpa(q, k, v)
+    op_graphs.GRAPHS.clear()
+    sdpa(q, k, v)
+    assert len(checks) == 2 and op_graphs.GRAPHS.builds == 1
+
+
+def test_new_engine_settings_miss_the_prepared_call(stand_in, checks, monkeypatch):
+    q, k, v = _inputs()
+    sdpa(q, k, v)
+    monkeypatch.setenv("PYGRAPH_DISABLE_ENGINES", "some_engine")
+    sdpa(q, k, v)
+    assert len(checks) == 2 and op_graphs.GRAPHS.builds == 2

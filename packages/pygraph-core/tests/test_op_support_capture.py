@@ -177,3 +177,72 @@ def test_a_threads_handle_is_created_once_per_device(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device", Guard)
     assert op_support._thread_handle(0) == op_support._thread_handle(0) == "handle 1"
     assert op_support._thread_handle(1) == "handle 2"
+
+
+# --- prepared calls, their launcher, and the calls that may skip torch's dispatcher -------------------
+
+
+def test_a_launcher_runs_on_the_current_stream_allocating_only_its_workspace(cuda_calls):
+    graph = RecordingGraph()
+    built = op_support.BuiltGraph(graph, {"x": "port x", "y": "port y"}, 512)
+    launch = op_support.launcher(built, ("x", "y"), CUDA0)
+    x, y = torch.zeros(4), torch.zeros(4)
+    launch(x, y)
+    launch(y, x)
+    assert [call[0] for call in graph.calls] == [{"port x": x, "port y": y}, {"port x": y, "port y": x}]
+    assert [call[2:] for call in graph.calls] == [(None, 0x5EED0)] * 2
+    assert cuda_calls == [512, 512]  # one workspace per call, nothing else
+
+
+def test_a_launcher_of_a_replaced_execute_hands_it_the_tensors_by_name():
+    seen = []
+    built = op_support.BuiltGraph(RecordingGraph(), {"x": "port x"}, 0)
+    launch = op_support.launcher(built, ("x",), torch.device("cpu"), lambda *call: seen.append(call))
+    x = torch.zeros(1)
+    launch(x)
+    assert seen == [(built, {"x": x}, torch.device("cpu"))]
+
+
+def test_a_prepared_call_lives_as_long_as_its_graph(monkeypatch):
+    cache = op_support.GraphCache()
+    monkeypatch.setattr(cache, "capacity", 1)
+    first = cache.get(("a",), lambda: op_support.BuiltGraph(RecordingGraph(), {}, 0))
+    cache.remember(("call a",), first, "prepared a")
+    assert cache.call(("call a",)) == "prepared a" and cache.call(("call b",)) is None
+    cache.get(("b",), lambda: op_support.BuiltGraph(RecordingGraph(), {}, 0))  # drops graph a
+    assert cache.call(("call a",)) is None
+    cache.remember(("call a",), first, "prepared a")  # a dropped graph's call is not kept
+    assert cache.call(("call a",)) is None
+    assert cache.call((["unhashable"],)) is None
+
+
+def test_a_prepared_call_is_of_the_engine_settings_its_graph_was_planned_under(monkeypatch):
+    cache = op_support.GraphCache()
+    built = cache.get(("a",), lambda: op_support.BuiltGraph(RecordingGraph(), {}, 0))
+    cache.remember(("call a",), built, "prepared a")
+    monkeypatch.setenv("PYGRAPH_ENABLE_OPT_IN_ENGINES", "some_engine")
+    assert cache.call(("call a",)) is None
+    monkeypatch.delenv("PYGRAPH_ENABLE_OPT_IN_ENGINES")
+    assert cache.call(("call a",)) == "prepared a"
+    cache.clear()
+    assert cache.call(("call a",)) is None
+
+
+def test_direct_calls_are_plain_tensors_with_nothing_for_the_dispatcher_to_do():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    x = torch.zeros(2)
+    assert op_support.direct((x, None))
+    assert not op_support.direct((torch.zeros(2, requires_grad=True),))  # autograd records it
+    with torch.no_grad():
+        assert op_support.direct((torch.zeros(2, requires_grad=True),))
+    assert not op_support.direct((torch.nn.Parameter(torch.zeros(2), requires_grad=False),))
+    with Mode():
+        assert not op_support.direct((x,))
+    with torch.profiler.profile():
+        assert not op_support.direct((x,))
+    assert not torch.func.vmap(lambda t: torch.tensor(op_support.direct((t,))))(torch.zeros(2, 2)).any()

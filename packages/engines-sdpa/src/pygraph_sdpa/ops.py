@@ -19,7 +19,8 @@ from typing import Any
 import torch
 
 from pygraph.errors import OpInputError
-from pygraph.op_support import execute
+from pygraph.op_support import direct, execute, launcher
+from pygraph_sdpa import op_arguments as _arguments
 from pygraph_sdpa import op_graphs
 from pygraph_sdpa.op_arguments import CALL, SdpaMasks, SdpaProblem, check_backward, check_call, check_forward
 
@@ -67,6 +68,28 @@ def _lse_of_tokens(lse: Tensor, cu_seqlens_q: Tensor, tokens: int) -> Tensor:
 # --- the forward ------------------------------------------------------------------------------------
 
 
+# A call's signature: everything `check_forward` (and `check_backward`) read of a call, so a call of a
+# remembered signature passed the same checks and has the same graph (op_support.GraphCache.call):
+# each tensor's shape, stride, dtype and device (None where absent), each scalar with its type (True
+# equals 1 in a tuple; the checks refuse a flag that is not a bool) and the devices the op serves.
+# Measured with benchmarks.ops.host_cost_cpu: a remembered call skips the checks (7 us), the key's
+# construction and the graph lookup (3.6 us) and the ports' dicts.
+
+
+def _tensor_signature(t: Tensor | None) -> tuple | None:
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
+
+
+def _optional_signature(seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv):
+    """The padding and ragged arguments' part of a signature (None for a dense call without them)."""
+    if seq_len_q is None and seq_len_kv is None and cu_seqlens_q is None and cu_seqlens_kv is None:
+        return None if max_seqlen_q == 0 == max_seqlen_kv else (max_seqlen_q, max_seqlen_kv)
+    return (
+        _tensor_signature(seq_len_q), _tensor_signature(seq_len_kv), _tensor_signature(cu_seqlens_q),
+        _tensor_signature(cu_seqlens_kv), max_seqlen_q, type(max_seqlen_q), max_seqlen_kv, type(max_seqlen_kv),
+    )  # fmt: skip
+
+
 @torch.library.custom_op("pygraph_sdpa::sdpa_forward", mutates_args=())
 def _forward_op(
     query: Tensor,
@@ -83,29 +106,99 @@ def _forward_op(
     max_seqlen_q: int = 0,
     max_seqlen_kv: int = 0,
 ) -> tuple[Tensor, Tensor]:
+    args = (query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv)
+    args += (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
+    signature = _forward_signature(*args)
+    prepared = None if signature is None else op_graphs.GRAPHS.call(signature)
+    if prepared is None:
+        return _forward_checked(signature, *args)
+    return prepared(query, key, value, seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv)
+
+
+def _forward_signature(
+    query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv, cu_seqlens_q,
+    cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
+) -> tuple | None:  # fmt: skip
+    """The forward call's signature; None where an argument has none (not a tensor): the checks
+    name it."""
+    try:
+        signature = (
+            "sdpa", query.shape, query.stride(), query.dtype, query.device, key.shape, key.stride(), key.dtype,
+            key.device, value.shape, value.stride(), value.dtype, value.device, scale, type(scale), is_causal,
+            type(is_causal), causal_bottom_right, type(causal_bottom_right), window_left, type(window_left),
+            _optional_signature(seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv),
+            _arguments.DEVICE_TYPES,
+        )  # fmt: skip
+    except (AttributeError, TypeError):
+        return None
+    return signature
+
+
+def _forward_checked(
+    signature, query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv,
+    cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """A call of a signature not remembered: checked, its graph built or looked up, its prepared
+    call remembered (where the call runs a graph) and run."""
     ragged = (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
     p, masks = check_forward(
         query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv, *ragged
     )
-    o, lse = _forward_outputs(p, query)
     if p.empty or query.numel() == 0 or key.numel() == 0:  # O is 0 and lse -inf, as the reference's
+        o, lse = _forward_outputs(p, query)
         o.zero_()
         lse.fill_(float("-inf"))
         return o, lse
     built = op_graphs.forward_graph(p, masks, p.scale(scale))
-    tensors = _bound({"q": query, "k": key, "v": value})
-    tensors |= _bound({"seq_len_q": _lengths(seq_len_q), "seq_len_kv": _lengths(seq_len_kv)})
-    tensors |= {"o": o, "lse": lse}
-    if p.ragged:
-        tensors |= _ragged_ports(ragged, {"q": query, "k": key, "v": value, "o": o})
-    execute(built, tensors, p.device)
-    if p.ragged:
-        # the query rows of a sequence with no key: cuDNN returned lse -inf there and O of order 1e36
-        # (on the H200); the reference's O there is 0
-        o.masked_fill_(torch.isneginf(_lse_of_tokens(lse, cu_seqlens_q, query.shape[0])), 0.0)
-    elif p.padded or (causal_bottom_right and p.seq_q > p.seq_kv):
-        o.masked_fill_(torch.isneginf(lse), 0.0)  # the same for a dense row that sees no key
-    return o, lse
+    prepared = _prepare_forward(p, built, query, key, value, causal_bottom_right, max_seqlen_q, max_seqlen_kv)
+    if signature is not None:
+        op_graphs.GRAPHS.remember(signature, built, prepared)
+    return prepared(query, key, value, seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv)
+
+
+def _prepare_forward(
+    p: SdpaProblem, built: Any, query: Tensor, key: Tensor, value: Tensor, causal_bottom_right: bool,
+    max_seqlen_q: int, max_seqlen_kv: int,
+) -> Any:  # fmt: skip
+    """The forward's call of ``p``'s graph with what the signature fixes settled: O's and lse's
+    shapes, whether the operands need their contiguous copy, whether a row can see no key (O 0
+    there) and, for a dense call, the bound launch of the graph's ports."""
+    o_shape = (*query.shape[:-1], p.head_dim_v) if p.ragged else p.out_shape
+    lse_shape, f32, device = p.lse_shape, torch.float32, p.device
+    # the query rows of a sequence with no key: cuDNN returned lse -inf there and O of order 1e36 (on
+    # the H200); the reference's O there is 0 (the same for a dense row that sees no key)
+    unseen = p.padded or (causal_bottom_right and p.seq_q > p.seq_kv)
+    if p.ragged or p.padded:
+
+        def padded_or_ragged(query, key, value, seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv):
+            o, lse = query.new_empty(o_shape), query.new_empty(lse_shape, dtype=f32)
+            tensors = _bound({"q": query, "k": key, "v": value})
+            tensors |= _bound({"seq_len_q": _lengths(seq_len_q), "seq_len_kv": _lengths(seq_len_kv)})
+            tensors |= {"o": o, "lse": lse}
+            if p.ragged:
+                ragged = (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
+                tensors |= _ragged_ports(ragged, {"q": query, "k": key, "v": value, "o": o})
+            execute(built, tensors, device)
+            if p.ragged:
+                o.masked_fill_(torch.isneginf(_lse_of_tokens(lse, cu_seqlens_q, query.shape[0])), 0.0)
+            elif unseen:
+                o.masked_fill_(torch.isneginf(lse), 0.0)
+            return o, lse
+
+        return padded_or_ragged
+    launch = launcher(built, ("q", "k", "v", "o", "lse"), device, execute)
+    copy = not (query.is_contiguous() and key.is_contiguous() and value.is_contiguous())
+
+    def dense(query, key, value, *_):
+        if copy:
+            query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
+        o, lse = query.new_empty(o_shape), query.new_empty(lse_shape, dtype=f32)
+        launch(query, key, value, o, lse)
+        if unseen:
+            o.masked_fill_(torch.isneginf(lse), 0.0)
+        return o, lse
+
+    return dense
 
 
 def _forward_outputs(p: SdpaProblem, query: Tensor) -> tuple[Tensor, Tensor]:
@@ -290,8 +383,16 @@ def sdpa(
     )
     args = (query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv)
     args += (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
+    # a remembered call with nothing for torch's dispatcher to do runs without it (op_support.direct)
+    prepared = None
+    if direct((query, key, value, seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv)):
+        signature = _forward_signature(*args)
+        prepared = None if signature is None else op_graphs.GRAPHS.call(signature)
     try:
-        o, lse = _forward_op(*args)
+        if prepared is not None:
+            o, lse = prepared(query, key, value, seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv)
+        else:
+            o, lse = _forward_op(*args)
     except (TypeError, RuntimeError):
         # the dispatcher's own schema check refused an argument before the op's check ran: the op's
         # check, run here, raises the typed error naming it (under torch.compile the fake kernel checks)

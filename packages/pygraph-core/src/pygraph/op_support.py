@@ -29,13 +29,13 @@ from typing import Any
 
 import torch
 
-from pygraph.environment import engine_settings
+from pygraph.environment import engine_settings_key
 from pygraph.errors import OpInputError, StreamCaptureError
 from pygraph.ir.shapes import row_major_stride
 
 __all__ = [
-    "BuiltGraph", "GraphCache", "built", "capturing", "declare", "declare_output", "device_facts", "execute",
-    "plan_and_build", "refuse_build_in_capture", "require_bool", "require_tensor",
+    "BuiltGraph", "GraphCache", "built", "capturing", "declare", "declare_output", "device_facts", "direct",
+    "execute", "launcher", "plan_and_build", "refuse_build_in_capture", "require_bool", "require_tensor",
 ]  # fmt: skip
 
 _WORKSPACE_ALIGN = 256  # the engines' plans refuse a workspace pointer off 256 bytes
@@ -60,12 +60,21 @@ class BuiltGraph:
 class GraphCache:
     """Built graphs by key and the engine settings (``PYGRAPH_ENABLE_OPT_IN_ENGINES``,
     ``PYGRAPH_DISABLE_ENGINES``) they were planned under, least recently used dropped past
-    ``capacity``; one build per key."""
+    ``capacity``; one build per key.
+
+    Beside the graphs it keeps the ops' prepared calls (`call`, `remember`): what a call whose
+    arguments passed the op's checks settled (its graph, its outputs' shapes, a bound `launcher`),
+    under a signature of everything those checks read (each tensor's shape, stride, dtype and
+    device, each flag with its type), so a later call of the same signature skips the checks, the
+    key's construction and the lookup. A prepared call lives as long as its graph (dropped with it,
+    and by `clear`); using one counts as using its graph."""
 
     capacity = 128
 
     def __init__(self) -> None:
         self._graphs: collections.OrderedDict[tuple, BuiltGraph] = collections.OrderedDict()
+        self._calls: dict[tuple, tuple[tuple, Any]] = {}  # (signature, settings) -> (graph key, call)
+        self._key_of: dict[int, tuple] = {}  # id of a kept BuiltGraph -> its key
         self._lock = threading.Lock()
         self.builds = 0  # graphs built (for tests and for the curious)
 
@@ -75,7 +84,7 @@ class GraphCache:
         ``call`` and the graph (``key``) instead of building inside the capture."""
         # which engines are offered (opt-in, disabled) is part of the key: a graph planned before the
         # variables changed is not reused after
-        key = (key, engine_settings())
+        key = (key, engine_settings_key())
         found = self._graphs.get(key)
         if found is not None:
             try:
@@ -91,18 +100,53 @@ class GraphCache:
                 found = build()
                 self.builds += 1
                 self._graphs[key] = found
+                self._key_of[id(found)] = key
                 while len(self._graphs) > self.capacity:
-                    self._graphs.popitem(last=False)
+                    _, dropped = self._graphs.popitem(last=False)
+                    self._key_of.pop(id(dropped), None)
             return found
+
+    def call(self, signature: tuple) -> Any:
+        """The prepared call remembered under ``signature`` and the current engine settings, or None
+        (never remembered, or its graph dropped since; an unhashable signature is none remembered)."""
+        try:
+            found = self._calls.get((signature, engine_settings_key()))
+        except TypeError:
+            return None
+        if found is None:
+            return None
+        try:
+            self._graphs.move_to_end(found[0])
+        except KeyError:  # its graph was dropped: the caller's checking path builds it again
+            return None
+        return found[1]
+
+    def remember(self, signature: tuple, built: BuiltGraph, prepared: Any) -> None:
+        """Keep ``prepared`` (a call of ``built``, a graph this cache holds) under ``signature``, for
+        `call`. Not kept where ``built`` is no graph of this cache (dropped meanwhile, or built
+        elsewhere)."""
+        key = self._key_of.get(id(built))
+        if key is None or self._graphs.get(key) is not built:
+            return
+        calls = self._calls
+        if len(calls) >= 4 * self.capacity:  # prepared calls of dropped graphs go first, then all
+            live = self._graphs
+            for stale in [k for k, (graph_key, _) in list(calls.items()) if graph_key not in live]:
+                calls.pop(stale, None)
+            if len(calls) >= 4 * self.capacity:
+                calls.clear()
+        calls[(signature, key[1])] = (key, prepared)
 
     def keys(self) -> list[tuple]:
         """The callers' keys of the graphs kept (under any engine settings)."""
         return [key for key, _ in self._graphs]
 
     def clear(self) -> None:
-        """Drop every graph (and reset the count of builds)."""
+        """Drop every graph and prepared call (and reset the count of builds)."""
         with self._lock:
             self._graphs.clear()
+            self._calls.clear()
+            self._key_of.clear()
             self.builds = 0
 
 
@@ -157,6 +201,42 @@ def built(g: Any, ports: dict[str, Any], device: torch.device) -> BuiltGraph:
     if backend and device.type == "cuda":
         _thread_handle(device.index)
     return BuiltGraph(g, ports, g.get_workspace_size(), backend)
+
+
+# --- torch's dispatcher -------------------------------------------------------------------------------
+
+# A custom op's call through torch's dispatcher costs 10-13 us on the host (host_cost_cpu's machine:
+# the autograd kernel's redispatch, the Python kernel's wrappers, the outputs' aliasing check) before
+# the op's body runs. Where nothing the dispatcher serves is in play (no autograd to record, no mode,
+# transform, tracer or compiler, no profiler to name the op for, plain tensors), the body's result
+# is the same without it, so the ops' Python functions run a remembered call directly (`direct`).
+_C = torch._C
+_TENSOR = torch.Tensor
+_dispatch_modes = getattr(_C, "_len_torch_dispatch_stack", None)
+_function_modes = getattr(_C, "_len_torch_function_stack", None)
+_transforms = getattr(_C, "_are_functorch_transforms_active", None)
+_tracing = getattr(_C, "_get_tracing_state", None)
+_profiling = getattr(getattr(_C, "_autograd", None), "_profiler_enabled", None)
+_grad_enabled = _C.is_grad_enabled
+_compiling = torch.compiler.is_compiling
+_DIRECT = None not in (_dispatch_modes, _function_modes, _transforms, _tracing, _profiling)
+
+
+def direct(tensors: tuple) -> bool:
+    """Whether an op's call with ``tensors`` (None where absent) may skip torch's dispatcher: every
+    tensor a plain torch.Tensor (no subclass: fake, functional, DTensor, Parameter), none needing a
+    gradient where grad mode is on, and no torch.compile / export trace, dispatch or function mode,
+    functorch transform (vmap, grad, functionalize), jit trace or profiler active (a torch without
+    the calls asked here: never)."""
+    if not _DIRECT or _compiling():
+        return False
+    if _dispatch_modes() or _function_modes() or _transforms() or _tracing() is not None or _profiling():
+        return False
+    grad = _grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) is not _TENSOR or (grad and t.requires_grad)):
+            return False
+    return True
 
 
 # --- CUDA-graph capture -----------------------------------------------------------------------------
@@ -218,7 +298,8 @@ def execute(built: BuiltGraph, tensors: dict[str, torch.Tensor], device: torch.d
     """Run ``built`` on ``tensors`` (by port name, every port given) on torch's current stream of
     ``device``, with a 256-byte aligned workspace from torch's allocator (module docstring). Per call
     it reads the stream, allocates the workspace and hands the graph its tensors; a host ``device``
-    (the CPU tests' stand-ins) runs with no stream."""
+    (the CPU tests' stand-ins) runs with no stream. A repeated call is `launcher`'s (binding one
+    here would cost 1.5 us per call, host_cost_cpu)."""
     ports = built.ports
     pack = {ports[name]: t for name, t in tensors.items()}
     workspace = _workspace(built.workspace_bytes, device) if built.workspace_bytes else None
@@ -233,6 +314,59 @@ def execute(built: BuiltGraph, tensors: dict[str, torch.Tensor], device: torch.d
         return
     with torch.cuda.device(index):  # the tensors' device, where the plan's kernels are loaded
         built.graph.execute(pack, workspace, handle, stream=stream)
+
+
+def launcher(built: BuiltGraph, names: tuple[str, ...], device: torch.device, run: Any = None) -> Any:
+    """``launch(*tensors)``: `execute` of ``built`` with the tensors of ports ``names``, in that
+    order, with everything a call does not change settled here (the ports, the workspace size,
+    whether the plan takes a cuDNN handle, the plan's per-call path), so a call reads only its
+    tensors' pointers and sizes, the stream and the current device. ``run``: the execute the op
+    calls, where it is not this module's (the CPU tests' stand-ins replace it): called with the
+    tensors by name."""
+    if run is not None and run is not execute:
+        by_name = run
+
+        def launch_by_name(*tensors: torch.Tensor) -> None:
+            by_name(built, dict(zip(names, tensors)), device)
+
+        return launch_by_name
+    ports = tuple(built.ports[name] for name in names)
+    graph = built.graph
+    # the selected plan's per-call path (`planning.runner`) called directly, one frame less than
+    # Graph.execute; read per call (a graph planned again runs its new plan), Graph.execute where
+    # there is none yet (or no planner: a stand-in graph)
+    planner = getattr(graph, "_planner", None) or _NoPlanner
+    graph_execute = graph.execute
+    nbytes = built.workspace_bytes
+
+    if device.type != "cuda":
+
+        def launch_host(*tensors: torch.Tensor) -> None:
+            workspace = _workspace(nbytes, device) if nbytes else None
+            (planner.run or graph_execute)(dict(zip(ports, tensors)), workspace, None, stream=None)
+
+        return launch_host
+    index = device.index
+    backend = built.backend
+
+    def launch(*tensors: torch.Tensor) -> None:
+        pack = dict(zip(ports, tensors))
+        workspace = _workspace(nbytes, device) if nbytes else None
+        handle = _thread_handle(index) if backend else None
+        stream = _raw_stream(index)
+        if torch.cuda.current_device() == index:
+            (planner.run or graph_execute)(pack, workspace, handle, stream=stream)
+            return
+        with torch.cuda.device(index):  # the tensors' device, where the plan's kernels are loaded
+            (planner.run or graph_execute)(pack, workspace, handle, stream=stream)
+
+    return launch
+
+
+class _NoPlanner:
+    """A graph without a planner (a test's stand-in): no per-call path but its execute."""
+
+    run = None
 
 
 def _workspace(nbytes: int, device: torch.device) -> torch.Tensor:

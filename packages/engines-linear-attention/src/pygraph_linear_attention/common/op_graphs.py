@@ -22,14 +22,15 @@ from typing import Any
 
 import torch
 
-from pygraph.op_support import BuiltGraph, GraphCache, built, execute, plan_and_build
+from pygraph.op_support import BuiltGraph, GraphCache, built, execute, launcher, plan_and_build
 from pygraph.op_support import declare as _declare
 from pygraph.op_support import device_facts as _device_facts
-from pygraph_linear_attention.common.op_arguments import CALLS, GdnProblem
+from pygraph_linear_attention.common import op_arguments
+from pygraph_linear_attention.common.op_arguments import CALLS, GdnProblem, check_forward
 
 __all__ = [
-    "GRAPHS", "BuiltGraph", "GraphCache", "aligned_contiguous", "backward_graph", "execute", "forward_graph",
-    "gradients", "none_state",
+    "FORWARD_INPUTS", "GRAPHS", "BuiltGraph", "GraphCache", "aligned_contiguous", "backward_graph", "execute",
+    "forward", "forward_graph", "forward_signature", "gradients", "none_state",
 ]  # fmt: skip
 
 # forward flags, in the op's order; the graph's attribute for each
@@ -165,3 +166,104 @@ def aligned_contiguous(tensors: dict[str, Any]) -> dict[str, torch.Tensor]:
             t = t.contiguous()
             out[name] = t.clone() if t.data_ptr() % 16 else t
     return out
+
+
+# --- the forward's call: checked once per signature, then served prepared
+
+# the forward's operands in the order a call passes them (gdn and kda pass no w)
+FORWARD_INPUTS = ("q", "k", "v", "g", "beta", "w", "cu_seqlens", "initial_state", "a_log", "dt_bias")
+# the flags in the order a call passes them
+FORWARD_FLAGS = (
+    "output_final_state", "use_qk_l2norm_in_kernel", "use_beta_sigmoid_in_kernel", "allow_neg_eigval",
+    "safe_gate",
+)  # fmt: skip
+
+
+def forward_signature(
+    op: str, tensors: tuple, scale: Any, flags: tuple, gate_lower_bound: Any
+) -> tuple | None:
+    """Everything `check_forward` reads of a forward call, so a call of a remembered signature passed
+    the same checks and has the same graph (`GraphCache.call`): each tensor's shape, stride, dtype and
+    device (None where absent), each scalar with its type (True equals 1 in a tuple; the checks
+    refuse a flag that is not a bool) and the devices the ops serve; None where an operand is no
+    tensor (the checks name it)."""
+    try:
+        return (
+            op, op_arguments.DEVICE_TYPES, scale, type(scale), gate_lower_bound, type(gate_lower_bound), flags,
+            tuple(map(type, flags)),
+            *[None if t is None else (t.shape, t.stride(), t.dtype, t.device) for t in tensors],
+        )  # fmt: skip
+    except AttributeError:
+        return None
+
+
+def forward(op: str, tensors: tuple, scale: Any, flags: tuple, gate_lower_bound: Any) -> tuple:
+    """The forward custom op's body for every op (gdn, kda, gdn2): ``tensors`` in `FORWARD_INPUTS`'
+    order (None where absent), ``flags`` in `FORWARD_FLAGS`'. A remembered signature runs its
+    prepared call; another is checked, its graph built (or looked up) and its call prepared and
+    remembered. Measured with benchmarks.ops.host_cost_cpu: the checks (with the flags' dict) and the
+    graph's key and lookup are most of the body's cost."""
+    signature = forward_signature(op, tensors, scale, flags, gate_lower_bound)
+    prepared = None if signature is None else GRAPHS.call(signature)
+    if prepared is None:
+        return _forward_checked(op, signature, tensors, scale, flags, gate_lower_bound)
+    return prepared(*tensors)
+
+
+def _forward_checked(op: str, signature: Any, tensors: tuple, scale: Any, flags: tuple, glb: Any) -> tuple:
+    x = dict(zip(FORWARD_INPUTS, tensors))
+    named = dict(zip(FORWARD_FLAGS, flags))
+    p = check_forward(
+        x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], scale, x["initial_state"], x["a_log"],
+        x["dt_bias"], op=op, w=x["w"], gate_lower_bound=glb, **named,
+    )  # fmt: skip
+    output_final_state = named["output_final_state"]
+    if p.tokens == 0:  # nothing to run: every sequence is empty, its final state its initial one
+        o, final = _forward_outputs(
+            x["q"], (p.tokens, p.heads_v, p.value_dim), p.state_shape, output_final_state
+        )
+        if output_final_state:
+            final.copy_(x["initial_state"]) if x["initial_state"] is not None else final.zero_()
+        return o, final
+    built = forward_graph(p, scale, named)
+    prepared = _prepare_forward(p, built, tensors, output_final_state)
+    if signature is not None:
+        GRAPHS.remember(signature, built, prepared)
+    return prepared(*tensors)
+
+
+def _forward_outputs(q: torch.Tensor, o_shape: tuple, state_shape: tuple, final: bool) -> tuple:
+    o = q.new_empty(o_shape)
+    return o, (q.new_empty(state_shape, dtype=torch.float32) if final else none_state(q))
+
+
+def _prepare_forward(p: GdnProblem, built: BuiltGraph, tensors: tuple, output_final_state: bool) -> Any:
+    """The forward's call of ``p``'s graph with what the signature fixes settled: the outputs'
+    shapes, which operands are given and need their contiguous copy, the bound launch."""
+    given = tuple(i for i, t in enumerate(tensors) if t is not None)
+    copy = tuple(i for i in given if not tensors[i].is_contiguous())
+    names = (
+        tuple(FORWARD_INPUTS[i] for i in given) + ("o",) + (("final_state",) if output_final_state else ())
+    )
+    launch = launcher(built, names, p.device, execute)
+    o_shape, state_shape, f32 = (p.tokens, p.heads_v, p.value_dim), p.state_shape, torch.float32
+
+    def prepared(*tensors: torch.Tensor) -> tuple:
+        operands = [tensors[i] for i in given]
+        for j, i in enumerate(given):  # contiguous, on a 16-byte boundary (`aligned_contiguous`)
+            t = operands[j]
+            if i in copy:
+                t = operands[j] = t.contiguous()
+            if t.data_ptr() % 16:
+                operands[j] = t.clone()
+        q = tensors[0]
+        o = q.new_empty(o_shape)
+        if output_final_state:
+            final = q.new_empty(state_shape, dtype=f32)
+            launch(*operands, o, final)
+        else:
+            final = none_state(q)
+            launch(*operands, o)
+        return o, final
+
+    return prepared

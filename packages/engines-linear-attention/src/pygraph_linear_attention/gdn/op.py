@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from pygraph.op_support import direct
 from pygraph_linear_attention.common import op_graphs
 from pygraph_linear_attention.common.op_arguments import GdnProblem, check_backward, check_forward
 from pygraph_linear_attention.common.op_graphs import aligned_contiguous, none_state
@@ -66,28 +67,15 @@ def _forward_op(
     a_log: Tensor | None = None,
     dt_bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    flags = _flags(
-        output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate
+    tensors = (q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
+    flags = (
+        output_final_state,
+        use_qk_l2norm_in_kernel,
+        use_beta_sigmoid_in_kernel,
+        allow_neg_eigval,
+        safe_gate,
     )
-    p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
-    o = q.new_empty((p.tokens, p.heads_v, p.value_dim))
-    final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else none_state(q)
-    if p.tokens == 0:  # nothing to run: every sequence is empty, its final state its initial one
-        if output_final_state and initial_state is not None:
-            final.copy_(initial_state)
-        elif output_final_state:
-            final.zero_()
-        return o, final
-    built = op_graphs.forward_graph(p, scale, flags)
-    tensors = aligned_contiguous(
-        {"q": q, "k": k, "v": v, "g": g, "beta": beta, "cu_seqlens": cu_seqlens, "initial_state": initial_state,
-         "a_log": a_log, "dt_bias": dt_bias}
-    )  # fmt: skip
-    tensors["o"] = o
-    if output_final_state:
-        tensors["final_state"] = final
-    op_graphs.execute(built, tensors, p.device)
-    return o, final
+    return op_graphs.forward("gdn", tensors, scale, flags, None)
 
 
 @_forward_op.register_fake
@@ -260,11 +248,27 @@ def gated_delta_net(
     Raises `pygraph.errors.OpInputError` naming the tensor for a bad shape, dtype or device, and
     `pygraph.GraphNotSupportedError` (the planner's reasons) where no engine serves the graph.
     """
+    # a remembered call with nothing for torch's dispatcher to do runs without it (op_support.direct)
+    prepared = None
+    tensors = (q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
+    if direct(tensors):
+        flags = (
+            output_final_state,
+            use_qk_l2norm_in_kernel,
+            use_beta_sigmoid_in_kernel,
+            allow_neg_eigval,
+            safe_gate,
+        )
+        signature = op_graphs.forward_signature("gdn", tensors, scale, flags, None)
+        prepared = None if signature is None else op_graphs.GRAPHS.call(signature)
     try:
-        o, final = _forward_op(
-            q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
-            use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate, a_log, dt_bias,
-        )  # fmt: skip
+        if prepared is not None:
+            o, final = prepared(*tensors)
+        else:
+            o, final = _forward_op(
+                q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
+                use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate, a_log, dt_bias,
+            )  # fmt: skip
     except (TypeError, RuntimeError):
         # the dispatcher's own schema check refused an argument before the op's check ran: the op's
         # check, run here, raises the typed error naming it (under torch.compile the fake kernel checks)

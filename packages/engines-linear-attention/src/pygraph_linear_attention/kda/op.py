@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from pygraph.op_support import direct
 from pygraph_linear_attention.common import op_graphs
 from pygraph_linear_attention.common.op_arguments import GdnProblem, check_backward, check_forward
 from pygraph_linear_attention.common.op_graphs import aligned_contiguous, none_state
@@ -45,25 +46,6 @@ def _problem(op: str, x: dict[str, Any], scale: Any, flags: dict[str, bool], glb
 def _forward_outputs(p: GdnProblem, q: Tensor, output_final_state: bool) -> tuple[Tensor, Tensor]:
     o = q.new_empty((p.tokens, p.heads_v, p.value_dim))
     final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else none_state(q)
-    return o, final
-
-
-def _forward(
-    op: str, x: dict[str, Any], scale: Any, flags: dict[str, bool], glb: Any
-) -> tuple[Tensor, Tensor]:
-    """Both ops' forward: ``x`` the tensors by graph port name (None where absent)."""
-    p = _problem(op, x, scale, flags, glb)
-    o, final = _forward_outputs(p, x["q"], flags["output_final_state"])
-    if p.tokens == 0:  # nothing to run: every sequence is empty, its final state its initial one
-        if flags["output_final_state"]:
-            final.copy_(x["initial_state"]) if x.get("initial_state") is not None else final.zero_()
-        return o, final
-    built = op_graphs.forward_graph(p, scale, flags)
-    tensors = aligned_contiguous(x)
-    tensors["o"] = o
-    if flags["output_final_state"]:
-        tensors["final_state"] = final
-    op_graphs.execute(built, tensors, p.device)
     return o, final
 
 
@@ -127,9 +109,15 @@ def _kda_op(
     allow_neg_eigval: bool = False, safe_gate: bool = False, a_log: Tensor | None = None,
     dt_bias: Tensor | None = None, gate_lower_bound: float | None = None,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
-    x = _inputs(q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
-    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
-    return _forward("kda", x, scale, _flags(output_final_state, options), gate_lower_bound)
+    tensors = (q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
+    flags = (
+        output_final_state,
+        use_qk_l2norm_in_kernel,
+        use_beta_sigmoid_in_kernel,
+        allow_neg_eigval,
+        safe_gate,
+    )
+    return op_graphs.forward("kda", tensors, scale, flags, gate_lower_bound)
 
 
 @_kda_op.register_fake
@@ -203,9 +191,15 @@ def _gdn2_op(
     allow_neg_eigval: bool = False, safe_gate: bool = False, a_log: Tensor | None = None,
     dt_bias: Tensor | None = None, gate_lower_bound: float | None = None,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
-    x = _inputs(q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias)
-    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
-    return _forward("gdn2", x, scale, _flags(output_final_state, options), gate_lower_bound)
+    tensors = (q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias)
+    flags = (
+        output_final_state,
+        use_qk_l2norm_in_kernel,
+        use_beta_sigmoid_in_kernel,
+        allow_neg_eigval,
+        safe_gate,
+    )
+    return op_graphs.forward("gdn2", tensors, scale, flags, gate_lower_bound)
 
 
 @_gdn2_op.register_fake
@@ -272,17 +266,24 @@ _gdn2_op.register_autograd(_gdn2_grad, setup_context=_gdn2_setup)
 # --- the Python functions ---------------------------------------------------------------------------
 
 
-def _call(op_fn: Any, op: str, x: dict[str, Any], scale: Any, flags: dict[str, bool], glb: Any, args: tuple):
-    """``op_fn(*args)``; where the dispatcher's own schema check refuses an argument before the op's
-    check runs, the op's check, run here, raises the typed error naming it (under torch.compile the
-    fake kernel checks)."""
+def _call(op_fn: Any, op: str, tensors: tuple, scale: Any, flags: tuple, glb: Any, args: tuple):
+    """``op_fn(*args)`` (``tensors`` in `op_graphs.FORWARD_INPUTS`' order, ``flags`` in
+    `op_graphs.FORWARD_FLAGS`'); where the dispatcher's own schema check refuses an argument before
+    the op's check runs, the op's check, run here, raises the typed error naming it (under
+    torch.compile the fake kernel checks)."""
+    # a remembered call with nothing for torch's dispatcher to do runs without it (op_support.direct)
+    prepared = None
+    if direct(tensors):
+        signature = op_graphs.forward_signature(op, tensors, scale, flags, glb)
+        prepared = None if signature is None else op_graphs.GRAPHS.call(signature)
     try:
-        o, final = op_fn(*args)
+        o, final = op_fn(*args) if prepared is None else prepared(*tensors)
     except (TypeError, RuntimeError):
         if not torch.compiler.is_compiling():
-            _problem(op, x, scale, flags, glb)
+            x = dict(zip(op_graphs.FORWARD_INPUTS, tensors))
+            _problem(op, x, scale, _flags(flags[0], flags[1:]), glb)
         raise
-    return o, (final if flags["output_final_state"] else None)
+    return o, (final if flags[0] else None)
 
 
 def kimi_delta_attention(
@@ -314,11 +315,16 @@ def kimi_delta_attention(
     `pygraph.errors.OpInputError` naming the tensor for a bad shape, dtype or device, and
     `pygraph.GraphNotSupportedError` (the planner's reasons) where no engine serves the graph.
     """
-    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
-    x = _inputs(q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
-    args = (q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state, *options, a_log, dt_bias,
-            gate_lower_bound)  # fmt: skip
-    return _call(_kda_op, "kda", x, scale, _flags(output_final_state, options), gate_lower_bound, args)
+    flags = (
+        output_final_state,
+        use_qk_l2norm_in_kernel,
+        use_beta_sigmoid_in_kernel,
+        allow_neg_eigval,
+        safe_gate,
+    )
+    tensors = (q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
+    args = (q, k, v, g, beta, cu_seqlens, scale, initial_state, *flags, a_log, dt_bias, gate_lower_bound)
+    return _call(_kda_op, "kda", tensors, scale, flags, gate_lower_bound, args)
 
 
 def gated_delta_net_v2(
@@ -344,8 +350,13 @@ def gated_delta_net_v2(
     per key channel [T, HV, K] (fp32 or the io dtype) and the write gate w [T, HV, V] (the io dtype,
     post-activation) scaling what is written into the state. Differentiable in q, k, v, g, beta, w,
     initial_state, a_log and dt_bias."""
-    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
-    x = _inputs(q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias)
-    args = (q, k, v, g, beta, w, cu_seqlens, scale, initial_state, output_final_state, *options, a_log,
-            dt_bias, gate_lower_bound)  # fmt: skip
-    return _call(_gdn2_op, "gdn2", x, scale, _flags(output_final_state, options), gate_lower_bound, args)
+    flags = (
+        output_final_state,
+        use_qk_l2norm_in_kernel,
+        use_beta_sigmoid_in_kernel,
+        allow_neg_eigval,
+        safe_gate,
+    )
+    tensors = (q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias)
+    args = (q, k, v, g, beta, w, cu_seqlens, scale, initial_state, *flags, a_log, dt_bias, gate_lower_bound)
+    return _call(_gdn2_op, "gdn2", tensors, scale, flags, gate_lower_bound, args)
