@@ -67,7 +67,11 @@ def test_a_malformed_graph_file_is_one_line_and_exit_2(tmp_path):
 
 def test_families_command_prints_the_manifest():
     out = _pygraph("families").stdout
-    assert "EngineFamily(gemm: block 20400..20499; gemm_sm90=20400" in out
+    assert "EngineFamily(" not in out  # a table, not reprs
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if "│" in line]
+    gemm = next(i for i, row in enumerate(rows) if row[0] == "gemm")
+    assert rows[gemm][:5] == ["gemm", "20400-20499", "gemm_sm90", "20400", "default-on"], rows
+    assert rows[gemm + 1][:5] == ["", "", "gemm_sm80", "20401", "opt-in"], rows
 
 
 def test_version_and_the_console_script_agree():
@@ -135,9 +139,10 @@ def test_bench_and_autotune_without_a_gpu_exit_1_saying_why():
         assert f"pygraph {command} times plans on a CUDA GPU" in err
 
 
-def test_a_closed_pipe_ends_quietly_with_141():
+@pytest.mark.parametrize("json_output", [False, True], ids=["text", "json"])
+def test_a_closed_pipe_ends_quietly_with_141(json_output):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pygraph", "explain", "gemm", "--all"],
+        [sys.executable, "-m", "pygraph", "explain", "gemm", "--all", *(["--json"] if json_output else [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=ENV,
@@ -145,7 +150,7 @@ def test_a_closed_pipe_ends_quietly_with_141():
     first = proc.stdout.readline()
     proc.stdout.close()  # `| head -1`
     _, err = proc.communicate(timeout=300)
-    assert first.startswith(b"gemm (B,M,N,K")
+    assert first.startswith(b"{" if json_output else b"gemm (B,M,N,K")
     assert proc.returncode == 141 and err == b"", (proc.returncode, err[-3000:])
 
 

@@ -1,7 +1,7 @@
 """The ``pygraph`` command (also ``python -m pygraph``).
 
     pygraph info                      versions, the device, the plan cache, every family's engines
-    pygraph families                  the engine manifest, one family a line
+    pygraph families                  the engine manifest: every family and its engines
     pygraph explain TARGET            a graph's family, facts, candidates, backend entries, plan list
     pygraph bench TARGET              time the head of the plan list on the GPU
     pygraph autotune TARGET           time, select the fastest, record it in the plan cache
@@ -73,7 +73,12 @@ def _table(*columns: str, title: str | None = None) -> Any:
 
 
 def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+    """One JSON document on stdout, written piece by piece: a reader that closes the pipe early
+    (``| head``) ends the command with EXIT_PIPE_CLOSED, as a long table does."""
+    write = sys.stdout.write
+    for chunk in json.JSONEncoder(indent=2, default=str).iterencode(data):
+        write(chunk)
+    write("\n")
 
 
 def _escape(text: Any) -> str:
@@ -256,15 +261,27 @@ def _status(status: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="print the families as JSON")
 @_command
 def families(as_json: bool) -> None:
-    """The engine manifest: every family, its id block, its engines (opt-in, planned)."""
+    """The engine manifest: every family, its id block, its engines with their ids and whether each
+    is default-on, opt-in or planned, the distribution that ships it and the ops it anchors on."""
     from pygraph import engines
 
     table = engines.families()
     if as_json:
         _print_json([fam.to_row() for fam in table])
         return
+    out = _table(
+        "family", "block", "engine", "id", "status", "distribution", "anchors", title="Engine families"
+    )
     for fam in table:
-        click.echo(repr(fam))
+        head = [fam.name, f"{fam.block.start}-{fam.block.stop - 1}"]
+        tail = [_escape(fam.distribution or fam.package), ", ".join(fam.anchors)]
+        rows = [
+            [name, str(fam.engine_id + slot.slot), _escape(slot.describe().strip(" ()") or "default-on")]
+            for name, slot in fam.slots_in_order()
+        ] or [["", "", "no engine declared"]]
+        for i, row in enumerate(rows):
+            out.add_row(*(head if i == 0 else ["", ""]), *row, *(tail if i == 0 else ["", ""]))
+    _console().print(out)
 
 
 # --- explain -------------------------------------------------------------------------------------------

@@ -111,7 +111,9 @@ def test_info_and_explain_say_which_engines_are_disabled(standins, run, monkeypa
 
 def test_families_prints_the_overridden_manifest(standins, run):
     code, out, _ = run("families")
-    assert code == 0 and out.startswith("EngineFamily(standin: block 20900..20999; alpha=20900")
+    assert code == 0 and "EngineFamily(" not in out  # a table, not reprs
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if "│" in line]
+    assert rows[0][:5] == ["standin", "20900-20999", "alpha", "20900", "default-on"], rows
     code, out, _ = run("families", "--json")
     assert [row["name"] for row in json.loads(out)] == ["standin"]
 
@@ -159,10 +161,13 @@ def test_explain_reads_a_serialized_graph_file(standins, run, tmp_path):
     from dispatch_helpers import matmul_graph
 
     g, *_ = matmul_graph()
-    path = tmp_path / "mm.json"
+    path = tmp_path / "saved.json"
     path.write_text(repr(g))  # the indented JSON the graph prints
     code, out, _ = run("explain", str(path), "--json")
     assert code == 0 and json.loads(out)["plan_count"] == 6
+    assert json.loads(out)["graph"]["name"] == g.name != path.stem  # the file's graph, by its own name
+    code, out, _ = run("explain", str(path))
+    assert code == 0 and out.startswith(f"graph {g.name!r}: ")
     code, _, err = run("explain", str(path), "--shape", "1,2,3")
     assert code == 2 and "apply to the built-in examples" in err
 
