@@ -90,11 +90,21 @@ def test_info_without_a_gpu_says_so_and_lists_every_family():
     gemm = {e["name"]: e for e in families["gemm"]["engines"]}
     assert gemm["gemm_sm90"]["status"] == "offered" and gemm["gemm_sm90"]["arch"] == "SM90-SM90"
     assert gemm["gemm_sm80"]["status"] == "opt-in"
-    assert families["sdpa_fwd"]["engines"][0]["status"] == "offered"
+    if importlib.util.find_spec("cutlass") is not None:
+        assert families["sdpa_fwd"]["engines"][0]["status"] == "offered"
     assert [(e["name"], e["status"]) for e in families["kda"]["engines"]] == [
         ("kda_sm90", "offered"), ("kda_cutile", "opt-in"), ("kda_cutile_bwd", "opt-in"),
         ("kda_sm90_bwd", "offered"),
     ]  # fmt: skip
+    gdn = {e["name"]: e for e in families["gdn"]["engines"]}
+    if not _has_cutile():  # the cuTile engines cannot build without cuTile: unavailable, and the install
+        assert gdn["gdn_cutile"]["status"] == "unavailable", gdn
+        assert (
+            gdn["gdn_cutile"]["reason"]
+            == "needs cuTile (pip install 'pygraph-engines-linear-attention[cutile]')"
+        )
+    if importlib.util.find_spec("cutlass") is None:
+        assert families["sdpa_fwd"]["engines"][0]["status"] == "unavailable"
     text = _pygraph("info").stdout
     assert "device: no GPU" in text and "gemm_sm90" in text and "plan cache: off" in text
 

@@ -44,10 +44,14 @@ def _family_record(fam: engines.EngineFamily) -> dict[str, Any]:
     if not record["installed"]:
         record["install"] = install_command(fam)
         return record
+    from pygraph.report import missing_requirements
+
     built = engines.instantiate(fam)
     offered = engines.offered_ids(fam)
-    record["offered"] = dict(offered)
-    record["unavailable"] = dict(built.unavailable)
+    # an engine whose DSL is absent is built but cannot build a plan: unavailable, with the install
+    unavailable = {**missing_requirements(built.engines), **built.unavailable}
+    record["offered"] = {name: i for name, i in offered.items() if name not in unavailable}
+    record["unavailable"] = unavailable
     record["opt_in"] = [n for n, s in fam.slots.items() if s.opt_in and n not in offered]
     name, shape = DEMO_EXAMPLES.get(fam.name, (None, None))
     example = EXAMPLES.get(name) if name else None
@@ -131,6 +135,8 @@ def _lines(record: dict[str, Any]) -> list[str]:
         return [*lines, f"    not installed: {record['install']}"]
     offered = record["offered"]
     lines.append(f"    engines offered: {', '.join(f'{n}={i}' for n, i in offered.items()) or 'none'}")
+    if record["unavailable"]:
+        lines.append("    unavailable here:")
     lines += [f"      {name}: {reason}" for name, reason in record["unavailable"].items()]
     if record["opt_in"]:
         lines.append(

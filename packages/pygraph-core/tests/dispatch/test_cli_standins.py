@@ -72,6 +72,31 @@ def test_info_names_the_standin_family_and_its_engines(standins, run):
     ]
 
 
+def test_info_and_demo_say_an_engine_whose_dsl_is_absent_is_unavailable_and_how_to_install_it(
+    standins, run, monkeypatch
+):
+    import types
+
+    # gamma's kernels need a module this installation lacks (a DSL not installed)
+    monkeypatch.setattr(
+        standins.Gamma,
+        "requires",
+        types.MappingProxyType({"no_such_dsl.sub": "NoSuchDSL (pip install no-such-dsl)"}),
+    )
+    code, out, _ = run("info", "--json")
+    assert code == 0
+    ((*_, gamma),) = [fam["engines"] for fam in json.loads(out)["families"]]
+    assert gamma == {
+        "name": "gamma", "id": gamma["id"], "arch": "SM80-SM120", "status": "unavailable",
+        "reason": "needs NoSuchDSL (pip install no-such-dsl)",
+    }  # fmt: skip
+    code, out, _ = run("info")
+    assert code == 0 and "unavailable" in out and "needs NoSuchDSL (pip install no-such-dsl)" in out
+    code, out, _ = run("demo")
+    assert code == 0 and "engines offered: alpha=20900, beta=20901\n" in out
+    assert "    unavailable here:\n      gamma: needs NoSuchDSL (pip install no-such-dsl)\n" in out
+
+
 def test_info_says_which_slots_are_planned_and_which_opt_in(run, monkeypatch):
     from pygraph.engines.manifest import EngineFamily, EngineSlot
     from pygraph.environment import OPT_IN_ENV
