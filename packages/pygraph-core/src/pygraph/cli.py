@@ -297,6 +297,7 @@ _MODES = ("A", "B", "FALLBACK", "OPENSOURCE")
 @click.option("--head", default=10, show_default=True, help="how many plan-list entries to show")
 @click.option("--all", "show_all", is_flag=True, help="show the whole plan list")
 @click.option("--json", "as_json", is_flag=True, help="print the explanation as JSON")
+@click.option("--verbose", "-v", is_flag=True, help="the backend's refusal as cuDNN gave it, every line")
 @_command
 def explain(
     target: str,
@@ -306,6 +307,7 @@ def explain(
     head: int,
     show_all: bool,
     as_json: bool,
+    verbose: bool,
 ) -> None:
     """Plan TARGET and say why: its family, the facts, every candidate engine with its verdict,
     the backend's entries per mode, and the head of the ranked plan list with names and knobs."""
@@ -334,7 +336,7 @@ def explain(
         out.print(table)
     backend = data["backend"]
     if backend["declined"]:
-        out.print(f"backend: declined: {_escape(backend['declined'])}")
+        out.print(f"backend: declined: {_escape(backend['detail'] if verbose else backend['declined'])}")
     else:
         for mode, names in backend["entries"].items():
             shown = ", ".join(names[:3]) + (f", ... ({len(names)} in all)" if len(names) > 3 else "")
@@ -651,8 +653,9 @@ def cache_clear(as_json: bool) -> None:
 @cli.command()
 @click.option("--family", "family_names", multiple=True, help="only this family (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print each family's report as JSON")
+@click.option("--verbose", "-v", is_flag=True, help="the backend's refusals as cuDNN gave them, every line")
 @_command
-def demo(family_names: tuple[str, ...], as_json: bool) -> None:
+def demo(family_names: tuple[str, ...], as_json: bool, verbose: bool) -> None:
     """The main job on the built-in examples: each installed family's example graph, the engines
     offered with their decline reasons, the ranked plan list, and on a GPU one timed run."""
     from pygraph import engines
@@ -664,7 +667,7 @@ def demo(family_names: tuple[str, ...], as_json: bool) -> None:
         raise CommandError(
             f"--family {', '.join(unknown)}: no such family; the manifest has {', '.join(known)}", EXIT_USAGE
         )
-    data = run_demo(families=family_names or None, echo=None if as_json else click.echo)
+    data = run_demo(families=family_names or None, echo=None if as_json else click.echo, verbose=verbose)
     if as_json:
         _print_json(data)
 

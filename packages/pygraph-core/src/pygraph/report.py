@@ -218,7 +218,12 @@ def _backend(planner: Any, modes: Iterable[Any]) -> dict[str, Any]:
         delegating = entry_kind(cfg.engine_id) is EntryKind.DELEGATING
         mode = "delegating" if delegating else getattr(cfg.mode, "name", "untagged")
         per_mode.setdefault(mode, []).append(kind.name(cfg))
-    return {"declined": declined, "modes": [getattr(m, "name", str(m)) for m in modes], "entries": per_mode}
+    return {
+        "declined": declined,  # one line
+        "detail": prep.backend.detail,  # the refusal's whole text, as cuDNN gave it
+        "modes": [getattr(m, "name", str(m)) for m in modes],
+        "entries": per_mode,
+    }
 
 
 def explain(graph: Any, *, modes: Iterable[Any] | None = None, head: int | None = 10) -> dict[str, Any]:

@@ -398,3 +398,51 @@ def test_version_and_help(run):
     assert code == 0 and all(c in out for c in ("info", "explain", "bench", "autotune", "cache", "demo"))
     code, out, _ = run("explain", "--help")
     assert code == 0 and "gdn2 (T,H,D[,N])" in " ".join(out.split())
+
+
+def _dumping_cudnn(monkeypatch) -> str:
+    """cuDNN on a machine without a GPU, as the planner meets it: every query a 44-line dump."""
+    from dispatch_helpers import FakeBackend
+
+    from pygraph.errors import GraphNotSupportedError
+    from pygraph.planning import backend as backend_mod
+    from pygraph.tuning import device
+
+    dump = "\n".join(
+        f"engine {i}: CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING" for i in range(44)
+    )
+
+    class Dumping(FakeBackend):
+        def create_execution_plans(self, modes):
+            raise GraphNotSupportedError(dump)
+
+    monkeypatch.setattr(device, "no_device_reason", lambda: "no CUDA driver (libcuda.so.1: not found)")
+    monkeypatch.setattr(
+        backend_mod,
+        "open_backend",
+        lambda graph, refused=None: (
+            backend_mod.BackendSource(Dumping({}), lambda m: m, is_cudnn=True),
+            None,
+        ),
+    )
+    return "backend: declined: cuDNN backend unavailable: no CUDA driver (libcuda.so.1: not found)\n"
+
+
+def test_explain_prints_cudnns_refusal_in_one_line_and_whole_on_verbose(standins, run, monkeypatch):
+    line = _dumping_cudnn(monkeypatch)
+    code, out, _ = run("explain", *GEMM)
+    assert code == 0 and line in out and "CUDNN_STATUS" not in out
+    code, out, _ = run("explain", *GEMM, "--verbose")
+    assert code == 0 and out.count("CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING") == 44
+    code, out, _ = run("explain", *GEMM, "--json")
+    backend = json.loads(out)["backend"]
+    assert backend["declined"] == line.removeprefix("backend: declined: ").strip()
+    assert backend["detail"].count("CUDNN_STATUS") == 44
+
+
+def test_demo_prints_cudnns_refusal_in_one_line_and_whole_on_verbose(run, monkeypatch):
+    line = _dumping_cudnn(monkeypatch)
+    code, out, _ = run("demo", "--family", "sdpa_fwd")
+    assert code == 0 and "    " + line in out and "CUDNN_STATUS" not in out
+    code, out, _ = run("demo", "--family", "sdpa_fwd", "-v")
+    assert code == 0 and out.count("CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING") == 44
