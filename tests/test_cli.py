@@ -67,7 +67,11 @@ def test_a_malformed_graph_file_is_one_line_and_exit_2(tmp_path):
 
 def test_families_command_prints_the_manifest():
     out = _pygraph("families").stdout
-    assert "EngineFamily(gemm: block 20400..20499; gemm_sm90=20400" in out
+    assert "EngineFamily(" not in out  # a table, not reprs
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if "│" in line]
+    gemm = next(i for i, row in enumerate(rows) if row[0] == "gemm")
+    assert rows[gemm][:5] == ["gemm", "20400-20499", "gemm_sm90", "20400", "default-on"], rows
+    assert rows[gemm + 1][:5] == ["", "", "gemm_sm80", "20401", "opt-in"], rows
 
 
 def test_version_and_the_console_script_agree():
@@ -86,11 +90,21 @@ def test_info_without_a_gpu_says_so_and_lists_every_family():
     gemm = {e["name"]: e for e in families["gemm"]["engines"]}
     assert gemm["gemm_sm90"]["status"] == "offered" and gemm["gemm_sm90"]["arch"] == "SM90-SM90"
     assert gemm["gemm_sm80"]["status"] == "opt-in"
-    assert families["sdpa_fwd"]["engines"][0]["status"] == "offered"
+    if importlib.util.find_spec("cutlass") is not None:
+        assert families["sdpa_fwd"]["engines"][0]["status"] == "offered"
     assert [(e["name"], e["status"]) for e in families["kda"]["engines"]] == [
         ("kda_sm90", "offered"), ("kda_cutile", "opt-in"), ("kda_cutile_bwd", "opt-in"),
         ("kda_sm90_bwd", "offered"),
     ]  # fmt: skip
+    gdn = {e["name"]: e for e in families["gdn"]["engines"]}
+    if not _has_cutile():  # the cuTile engines cannot build without cuTile: unavailable, and the install
+        assert gdn["gdn_cutile"]["status"] == "unavailable", gdn
+        assert (
+            gdn["gdn_cutile"]["reason"]
+            == "needs cuTile (pip install 'pygraph-engines-linear-attention[cutile]')"
+        )
+    if importlib.util.find_spec("cutlass") is None:
+        assert families["sdpa_fwd"]["engines"][0]["status"] == "unavailable"
     text = _pygraph("info").stdout
     assert "device: no GPU" in text and "gemm_sm90" in text and "plan cache: off" in text
 
@@ -135,9 +149,10 @@ def test_bench_and_autotune_without_a_gpu_exit_1_saying_why():
         assert f"pygraph {command} times plans on a CUDA GPU" in err
 
 
-def test_a_closed_pipe_ends_quietly_with_141():
+@pytest.mark.parametrize("json_output", [False, True], ids=["text", "json"])
+def test_a_closed_pipe_ends_quietly_with_141(json_output):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pygraph", "explain", "gemm", "--all"],
+        [sys.executable, "-m", "pygraph", "explain", "gemm", "--all", *(["--json"] if json_output else [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=ENV,
@@ -145,7 +160,7 @@ def test_a_closed_pipe_ends_quietly_with_141():
     first = proc.stdout.readline()
     proc.stdout.close()  # `| head -1`
     _, err = proc.communicate(timeout=300)
-    assert first.startswith(b"gemm (B,M,N,K")
+    assert first.startswith(b"{" if json_output else b"gemm (B,M,N,K")
     assert proc.returncode == 141 and err == b"", (proc.returncode, err[-3000:])
 
 

@@ -49,6 +49,12 @@ def test_every_package_builds_a_wheel(wheelhouse):
     assert len(names) == len(PACKAGES), names
     for pkg, dist_name in DISTRIBUTIONS.items():
         assert any(n.startswith(dist_name + "-") for n in names), (pkg, names)
+    import zipfile
+
+    for wheel in wheelhouse.glob("*.whl"):  # the license file and the typing marker travel in each wheel
+        files = zipfile.ZipFile(wheel).namelist()
+        assert any(f.endswith(".dist-info/licenses/LICENSE") for f in files), (wheel.name, files)
+        assert any(f.endswith("/py.typed") for f in files), (wheel.name, files)
 
 
 def test_manifest_builds_from_its_own_sdist(tmp_path):

@@ -28,10 +28,24 @@ What each engine serves and why: ``docs/linear-attention.md``.
 
 from typing import Any
 
+from pygraph.extras import require_for_import
 from pygraph_linear_attention._version import __version__
 
 __all__ = ["__version__", "gated_delta_net", "gated_delta_net_v2", "kimi_delta_attention"]
 _OPS = {"gated_delta_net": "gdn.op", "kimi_delta_attention": "kda.op", "gated_delta_net_v2": "kda.op"}
+
+# the torch ops' modules (and the references they check against) import torch: without it,
+# importing them names the extra that brings it
+TORCH_INSTALL = "pip install 'pygraph-engines-linear-attention[torch]'"
+require_for_import(
+    (
+        "pygraph_linear_attention.ops",
+        "pygraph_linear_attention.reference",
+        *(f"pygraph_linear_attention.{module}" for module in sorted(set(_OPS.values()))),
+    ),
+    "torch",
+    TORCH_INSTALL,
+)
 
 
 def __getattr__(name: str) -> Any:

@@ -13,9 +13,14 @@ reachable as ``pygraph_sdpa.sdpa``, imported on first access. What each engine s
 
 from typing import Any
 
+from pygraph.extras import require_for_import
 from pygraph_sdpa._version import __version__
 
 __all__ = ["__version__", "sdpa"]
+
+# the torch op and the reference import torch: without it, importing them names the extra that brings it
+TORCH_INSTALL = "pip install 'pygraph-engines-sdpa[torch]'"
+require_for_import(("pygraph_sdpa.ops", "pygraph_sdpa.reference"), "torch", TORCH_INSTALL)
 
 
 def __getattr__(name: str) -> Any:

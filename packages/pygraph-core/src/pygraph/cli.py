@@ -1,7 +1,7 @@
 """The ``pygraph`` command (also ``python -m pygraph``).
 
     pygraph info                      versions, the device, the plan cache, every family's engines
-    pygraph families                  the engine manifest, one family a line
+    pygraph families                  the engine manifest: every family and its engines
     pygraph explain TARGET            a graph's family, facts, candidates, backend entries, plan list
     pygraph bench TARGET              time the head of the plan list on the GPU
     pygraph autotune TARGET           time, select the fastest, record it in the plan cache
@@ -73,7 +73,12 @@ def _table(*columns: str, title: str | None = None) -> Any:
 
 
 def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+    """One JSON document on stdout, written piece by piece: a reader that closes the pipe early
+    (``| head``) ends the command with EXIT_PIPE_CLOSED, as a long table does."""
+    write = sys.stdout.write
+    for chunk in json.JSONEncoder(indent=2, default=str).iterencode(data):
+        write(chunk)
+    write("\n")
 
 
 def _escape(text: Any) -> str:
@@ -256,15 +261,27 @@ def _status(status: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="print the families as JSON")
 @_command
 def families(as_json: bool) -> None:
-    """The engine manifest: every family, its id block, its engines (opt-in, planned)."""
+    """The engine manifest: every family, its id block, its engines with their ids and whether each
+    is default-on, opt-in or planned, the distribution that ships it and the ops it anchors on."""
     from pygraph import engines
 
     table = engines.families()
     if as_json:
         _print_json([fam.to_row() for fam in table])
         return
+    out = _table(
+        "family", "block", "engine", "id", "status", "distribution", "anchors", title="Engine families"
+    )
     for fam in table:
-        click.echo(repr(fam))
+        head = [fam.name, f"{fam.block.start}-{fam.block.stop - 1}"]
+        tail = [_escape(fam.distribution or fam.package), ", ".join(fam.anchors)]
+        rows = [
+            [name, str(fam.engine_id + slot.slot), _escape(slot.describe().strip(" ()") or "default-on")]
+            for name, slot in fam.slots_in_order()
+        ] or [["", "", "no engine declared"]]
+        for i, row in enumerate(rows):
+            out.add_row(*(head if i == 0 else ["", ""]), *row, *(tail if i == 0 else ["", ""]))
+    _console().print(out)
 
 
 # --- explain -------------------------------------------------------------------------------------------
@@ -280,6 +297,7 @@ _MODES = ("A", "B", "FALLBACK", "OPENSOURCE")
 @click.option("--head", default=10, show_default=True, help="how many plan-list entries to show")
 @click.option("--all", "show_all", is_flag=True, help="show the whole plan list")
 @click.option("--json", "as_json", is_flag=True, help="print the explanation as JSON")
+@click.option("--verbose", "-v", is_flag=True, help="the backend's refusal as cuDNN gave it, every line")
 @_command
 def explain(
     target: str,
@@ -289,6 +307,7 @@ def explain(
     head: int,
     show_all: bool,
     as_json: bool,
+    verbose: bool,
 ) -> None:
     """Plan TARGET and say why: its family, the facts, every candidate engine with its verdict,
     the backend's entries per mode, and the head of the ranked plan list with names and knobs."""
@@ -317,7 +336,7 @@ def explain(
         out.print(table)
     backend = data["backend"]
     if backend["declined"]:
-        out.print(f"backend: declined: {_escape(backend['declined'])}")
+        out.print(f"backend: declined: {_escape(backend['detail'] if verbose else backend['declined'])}")
     else:
         for mode, names in backend["entries"].items():
             shown = ", ".join(names[:3]) + (f", ... ({len(names)} in all)" if len(names) > 3 else "")
@@ -634,8 +653,9 @@ def cache_clear(as_json: bool) -> None:
 @cli.command()
 @click.option("--family", "family_names", multiple=True, help="only this family (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print each family's report as JSON")
+@click.option("--verbose", "-v", is_flag=True, help="the backend's refusals as cuDNN gave them, every line")
 @_command
-def demo(family_names: tuple[str, ...], as_json: bool) -> None:
+def demo(family_names: tuple[str, ...], as_json: bool, verbose: bool) -> None:
     """The main job on the built-in examples: each installed family's example graph, the engines
     offered with their decline reasons, the ranked plan list, and on a GPU one timed run."""
     from pygraph import engines
@@ -647,7 +667,7 @@ def demo(family_names: tuple[str, ...], as_json: bool) -> None:
         raise CommandError(
             f"--family {', '.join(unknown)}: no such family; the manifest has {', '.join(known)}", EXIT_USAGE
         )
-    data = run_demo(families=family_names or None, echo=None if as_json else click.echo)
+    data = run_demo(families=family_names or None, echo=None if as_json else click.echo, verbose=verbose)
     if as_json:
         _print_json(data)
 

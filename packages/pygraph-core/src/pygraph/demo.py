@@ -44,10 +44,14 @@ def _family_record(fam: engines.EngineFamily) -> dict[str, Any]:
     if not record["installed"]:
         record["install"] = install_command(fam)
         return record
+    from pygraph.report import missing_requirements
+
     built = engines.instantiate(fam)
     offered = engines.offered_ids(fam)
-    record["offered"] = dict(offered)
-    record["unavailable"] = dict(built.unavailable)
+    # an engine whose DSL is absent is built but cannot build a plan: unavailable, with the install
+    unavailable = {**missing_requirements(built.engines), **built.unavailable}
+    record["offered"] = {name: i for name, i in offered.items() if name not in unavailable}
+    record["unavailable"] = unavailable
     record["opt_in"] = [n for n, s in fam.slots.items() if s.opt_in and n not in offered]
     name, shape = DEMO_EXAMPLES.get(fam.name, (None, None))
     example = EXAMPLES.get(name) if name else None
@@ -124,13 +128,15 @@ def _execute_on_gpu(graph: Any, reps: int = 20) -> dict[str, Any]:
     }
 
 
-def _lines(record: dict[str, Any]) -> list[str]:
-    """The demo's text for one family."""
+def _lines(record: dict[str, Any], verbose: bool = False) -> list[str]:
+    """The demo's text for one family (``verbose``: the backend's refusal as cuDNN gave it)."""
     lines = [f"family {record['family']} (block {record['block']}, anchors {', '.join(record['anchors'])})"]
     if not record["installed"]:
         return [*lines, f"    not installed: {record['install']}"]
     offered = record["offered"]
     lines.append(f"    engines offered: {', '.join(f'{n}={i}' for n, i in offered.items()) or 'none'}")
+    if record["unavailable"]:
+        lines.append("    unavailable here:")
     lines += [f"      {name}: {reason}" for name, reason in record["unavailable"].items()]
     if record["opt_in"]:
         lines.append(
@@ -148,7 +154,7 @@ def _lines(record: dict[str, Any]) -> list[str]:
     report = record["explain"]
     if report["no_plan"] is not None:
         return [*lines, f"    planning: GraphNotSupportedError: {report['no_plan']}"]
-    backend = report["backend"]["declined"]
+    backend = report["backend"]["detail" if verbose else "declined"]
     lines.append(f"    backend: {'declined: ' + backend if backend else 'offers plans'}")
     count = report["plan_count"]
     lines.append(f"    plan list ({count} entries):")
@@ -171,10 +177,11 @@ def _lines(record: dict[str, Any]) -> list[str]:
 
 
 def run_demo(
-    families: Iterable[str] | None = None, echo: Callable[[str], Any] | None = print
+    families: Iterable[str] | None = None, echo: Callable[[str], Any] | None = print, verbose: bool = False
 ) -> list[dict[str, Any]]:
     """Walk the manifest's families (or those named), printing each one's lines with ``echo`` as it
-    is done (None: print nothing); returns every family's record."""
+    is done (None: print nothing; ``verbose``: the backend's refusals whole); returns every family's
+    record."""
     wanted = set(families or ())
     records = []
     for fam in engines.families():
@@ -183,6 +190,6 @@ def run_demo(
         record = _family_record(fam)
         records.append(record)
         if echo is not None:
-            for line in _lines(record):
+            for line in _lines(record, verbose):
                 echo(line)
     return records

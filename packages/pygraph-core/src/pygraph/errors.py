@@ -19,6 +19,7 @@ __all__ = [
     "KnobError",
     "KnobTypeError",
     "ManifestError",
+    "MissingExtraError",
     "NotFoundError",
     "OpInputError",
     "PlanCacheWarning",
@@ -112,6 +113,11 @@ class BackendPayloadError(DeserializationError, ImportError):
     """A payload that is not pygraph IR, on a machine without the cuDNN backend that reads every other
     payload: it cannot be told apart from garbage here. An ``ImportError`` as well, for the caller
     who handed a real backend payload and catches the missing backend."""
+
+
+class MissingExtraError(ImportError):
+    """A module that needs what an extra installs (a torch op without torch) was imported where it
+    is absent: the message names the module, what it needs and the ``pip install`` that adds it."""
 
 
 class ConfigurationWarning(UserWarning):

@@ -261,13 +261,18 @@ def load_graph(
         raise OpInputError(f"--shape and --dtype apply to the built-in examples, not to the file {target!r}")
     from pygraph.errors import DeserializationError
     from pygraph.graph import Graph
+    from pygraph.ir.serialize import parse_ir
 
     try:
         payload = path.read_bytes()
     except OSError as exc:
         raise UnknownTargetError(f"graph file {target!r} cannot be read: {exc.strerror or exc}") from None
-    graph = Graph(name=path.stem)
     try:
+        # named as the file's graph was (deserialize() keeps the receiving graph's name); a payload
+        # that is not pygraph IR (the backend's) carries no name: the file's stem
+        data = parse_ir(payload)
+        name = data.get("name") if isinstance(data, dict) else None
+        graph = Graph(name=name if isinstance(name, str) and name else path.stem)
         graph.deserialize(payload)  # the indented JSON repr(graph) prints is read as well
     except DeserializationError as exc:
         # the same type (BackendPayloadError stays one), prefixed with the file, on one line (the

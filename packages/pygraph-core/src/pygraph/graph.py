@@ -473,8 +473,11 @@ class Graph:
         """The backend's own entries (mode-tagged, the delegating one untagged); [] when it declined."""
         return self._planner.backend_entries()
 
-    def backend_decline_reason(self) -> str | None:
-        return self._planner.backend_declined()
+    def backend_decline_reason(self, verbose: bool = False) -> str | None:
+        """Why the backend offers no plan for this graph, in one line ("cuDNN backend unavailable:
+        no CUDA driver (...)" on a machine without a GPU); ``verbose=True`` gives the refusal's whole
+        text as cuDNN gave it. None when the backend offers plans, or before planning."""
+        return self._planner.backend_declined(verbose)
 
     def decline_reasons(self) -> dict[str, str]:
         """Engine name -> why it does not serve this graph (after planning)."""

@@ -24,7 +24,7 @@ from pygraph.engines.factory import install_command, is_installed
 from pygraph.engines.manifest import DISABLE_ENV, OPT_IN_ENV
 from pygraph.errors import GraphNotSupportedError
 
-__all__ = ["explain", "info", "plain"]
+__all__ = ["explain", "info", "missing_requirements", "plain"]
 
 # Distributions whose versions `info` reports beside pygraph's own: the DSLs, the backend, torch.
 _THIRD_PARTY = ("nvidia-cutlass-dsl", "cuda-tile", "nvidia-cudnn-frontend", "torch", "numpy")
@@ -100,12 +100,28 @@ def _engine_rows(family: Any, device: Any) -> list[dict[str, Any]]:
             row.update(status="offered", reason=None)
             if caps is not None:
                 row["arch"] = f"SM{caps.sm_lo}-SM{caps.sm_hi}"
+            missing = _missing_requirement(engine)
+            if missing is not None:  # its DSL is absent: no graph can build here
+                row.update(status="unavailable", reason=missing)
+            elif caps is not None:
                 if device is not None and not caps.sm_lo <= device.sm <= caps.sm_hi:
                     row.update(
                         status="other arch", reason=f"runs on {row['arch']}; this device is SM{device.sm}"
                     )
         rows.append(row)
     return rows
+
+
+def _missing_requirement(engine: Any) -> str | None:
+    """Why ``engine`` cannot build a plan on this installation (a module of its ``requires`` is
+    absent: "needs cuTile (pip install ...)"), or None."""
+    probe = getattr(engine, "missing_requirement", None)
+    return probe() if callable(probe) else None
+
+
+def missing_requirements(engines_: Iterable[Any]) -> dict[str, str]:
+    """Engine name -> why it cannot build here (its DSL is absent), for the engines that cannot."""
+    return {e.name: why for e in engines_ if (why := _missing_requirement(e)) is not None}
 
 
 def _family_row(family: Any, device: Any) -> dict[str, Any]:
@@ -202,7 +218,12 @@ def _backend(planner: Any, modes: Iterable[Any]) -> dict[str, Any]:
         delegating = entry_kind(cfg.engine_id) is EntryKind.DELEGATING
         mode = "delegating" if delegating else getattr(cfg.mode, "name", "untagged")
         per_mode.setdefault(mode, []).append(kind.name(cfg))
-    return {"declined": declined, "modes": [getattr(m, "name", str(m)) for m in modes], "entries": per_mode}
+    return {
+        "declined": declined,  # one line
+        "detail": prep.backend.detail,  # the refusal's whole text, as cuDNN gave it
+        "modes": [getattr(m, "name", str(m)) for m in modes],
+        "entries": per_mode,
+    }
 
 
 def explain(graph: Any, *, modes: Iterable[Any] | None = None, head: int | None = 10) -> dict[str, Any]:

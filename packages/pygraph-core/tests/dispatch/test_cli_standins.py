@@ -72,6 +72,31 @@ def test_info_names_the_standin_family_and_its_engines(standins, run):
     ]
 
 
+def test_info_and_demo_say_an_engine_whose_dsl_is_absent_is_unavailable_and_how_to_install_it(
+    standins, run, monkeypatch
+):
+    import types
+
+    # gamma's kernels need a module this installation lacks (a DSL not installed)
+    monkeypatch.setattr(
+        standins.Gamma,
+        "requires",
+        types.MappingProxyType({"no_such_dsl.sub": "NoSuchDSL (pip install no-such-dsl)"}),
+    )
+    code, out, _ = run("info", "--json")
+    assert code == 0
+    ((*_, gamma),) = [fam["engines"] for fam in json.loads(out)["families"]]
+    assert gamma == {
+        "name": "gamma", "id": gamma["id"], "arch": "SM80-SM120", "status": "unavailable",
+        "reason": "needs NoSuchDSL (pip install no-such-dsl)",
+    }  # fmt: skip
+    code, out, _ = run("info")
+    assert code == 0 and "unavailable" in out and "needs NoSuchDSL (pip install no-such-dsl)" in out
+    code, out, _ = run("demo")
+    assert code == 0 and "engines offered: alpha=20900, beta=20901\n" in out
+    assert "    unavailable here:\n      gamma: needs NoSuchDSL (pip install no-such-dsl)\n" in out
+
+
 def test_info_says_which_slots_are_planned_and_which_opt_in(run, monkeypatch):
     from pygraph.engines.manifest import EngineFamily, EngineSlot
     from pygraph.environment import OPT_IN_ENV
@@ -111,7 +136,9 @@ def test_info_and_explain_say_which_engines_are_disabled(standins, run, monkeypa
 
 def test_families_prints_the_overridden_manifest(standins, run):
     code, out, _ = run("families")
-    assert code == 0 and out.startswith("EngineFamily(standin: block 20900..20999; alpha=20900")
+    assert code == 0 and "EngineFamily(" not in out  # a table, not reprs
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if "│" in line]
+    assert rows[0][:5] == ["standin", "20900-20999", "alpha", "20900", "default-on"], rows
     code, out, _ = run("families", "--json")
     assert [row["name"] for row in json.loads(out)] == ["standin"]
 
@@ -159,10 +186,13 @@ def test_explain_reads_a_serialized_graph_file(standins, run, tmp_path):
     from dispatch_helpers import matmul_graph
 
     g, *_ = matmul_graph()
-    path = tmp_path / "mm.json"
+    path = tmp_path / "saved.json"
     path.write_text(repr(g))  # the indented JSON the graph prints
     code, out, _ = run("explain", str(path), "--json")
     assert code == 0 and json.loads(out)["plan_count"] == 6
+    assert json.loads(out)["graph"]["name"] == g.name != path.stem  # the file's graph, by its own name
+    code, out, _ = run("explain", str(path))
+    assert code == 0 and out.startswith(f"graph {g.name!r}: ")
     code, _, err = run("explain", str(path), "--shape", "1,2,3")
     assert code == 2 and "apply to the built-in examples" in err
 
@@ -368,3 +398,51 @@ def test_version_and_help(run):
     assert code == 0 and all(c in out for c in ("info", "explain", "bench", "autotune", "cache", "demo"))
     code, out, _ = run("explain", "--help")
     assert code == 0 and "gdn2 (T,H,D[,N])" in " ".join(out.split())
+
+
+def _dumping_cudnn(monkeypatch) -> str:
+    """cuDNN on a machine without a GPU, as the planner meets it: every query a 44-line dump."""
+    from dispatch_helpers import FakeBackend
+
+    from pygraph.errors import GraphNotSupportedError
+    from pygraph.planning import backend as backend_mod
+    from pygraph.tuning import device
+
+    dump = "\n".join(
+        f"engine {i}: CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING" for i in range(44)
+    )
+
+    class Dumping(FakeBackend):
+        def create_execution_plans(self, modes):
+            raise GraphNotSupportedError(dump)
+
+    monkeypatch.setattr(device, "no_device_reason", lambda: "no CUDA driver (libcuda.so.1: not found)")
+    monkeypatch.setattr(
+        backend_mod,
+        "open_backend",
+        lambda graph, refused=None: (
+            backend_mod.BackendSource(Dumping({}), lambda m: m, is_cudnn=True),
+            None,
+        ),
+    )
+    return "backend: declined: cuDNN backend unavailable: no CUDA driver (libcuda.so.1: not found)\n"
+
+
+def test_explain_prints_cudnns_refusal_in_one_line_and_whole_on_verbose(standins, run, monkeypatch):
+    line = _dumping_cudnn(monkeypatch)
+    code, out, _ = run("explain", *GEMM)
+    assert code == 0 and line in out and "CUDNN_STATUS" not in out
+    code, out, _ = run("explain", *GEMM, "--verbose")
+    assert code == 0 and out.count("CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING") == 44
+    code, out, _ = run("explain", *GEMM, "--json")
+    backend = json.loads(out)["backend"]
+    assert backend["declined"] == line.removeprefix("backend: declined: ").strip()
+    assert backend["detail"].count("CUDNN_STATUS") == 44
+
+
+def test_demo_prints_cudnns_refusal_in_one_line_and_whole_on_verbose(run, monkeypatch):
+    line = _dumping_cudnn(monkeypatch)
+    code, out, _ = run("demo", "--family", "sdpa_fwd")
+    assert code == 0 and "    " + line in out and "CUDNN_STATUS" not in out
+    code, out, _ = run("demo", "--family", "sdpa_fwd", "-v")
+    assert code == 0 and out.count("CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING") == 44

@@ -14,6 +14,7 @@ import importlib.util
 import logging
 import time
 from math import prod
+from types import MappingProxyType
 from typing import Any
 
 from pygraph.engines.base import (
@@ -320,6 +321,7 @@ class GemmSm90Plan(CompiledPlan):
 
 class GemmSm90Engine(BaseEngine):
     name = "gemm_sm90"
+    requires = MappingProxyType({"cutlass": "the CuTe DSL (pip install nvidia-cutlass-dsl)"})
     capabilities = Capabilities(
         sm_lo=90,
         sm_hi=90,

@@ -11,6 +11,7 @@ or `gdn.cutile_bwd_host` (OCCUPANCY: the hinted launches recompiled with cuTile'
 from __future__ import annotations
 
 import dataclasses
+from types import MappingProxyType
 from typing import Any
 
 from pygraph.engines.base import (
@@ -66,6 +67,7 @@ def segment_reason(facts: LinearAttentionFacts, block_v: int, segment: Any) -> s
 
 class GdnCutileEngine(BaseEngine):
     name = "gdn_cutile"
+    requires = MappingProxyType({"cuda.tile": f"cuTile ({CUTILE_INSTALL})"})
     capabilities = Capabilities(
         sm_lo=80,
         sm_hi=121,

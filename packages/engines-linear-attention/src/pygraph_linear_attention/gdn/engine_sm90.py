@@ -16,6 +16,7 @@ at info with its time, `pygraph.engines.base.kernels_ready`) and binds the opera
 from __future__ import annotations
 
 import importlib.util
+from types import MappingProxyType
 from typing import Any
 
 from pygraph.engines.base import (
@@ -101,6 +102,7 @@ def _sizes(cfg: Any) -> tuple[int, ...]:
 
 class GdnSm90Engine(BaseEngine):
     name = "gdn_sm90"
+    requires = MappingProxyType({"cutlass": f"CuTe DSL ({CUTE_INSTALL})"})
     serves_backward = False
     capabilities = Capabilities(
         sm_lo=90,

@@ -11,6 +11,8 @@ opt-in (``PYGRAPH_ENABLE_OPT_IN_ENGINES``): `family.py` says why.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from pygraph.engines.base import (
     BaseEngine,
     Capabilities,
@@ -40,6 +42,7 @@ class KdaCutileEngine(BaseEngine):
     """``kda_cutile``: kda (forward) graphs."""
 
     name = "kda_cutile"
+    requires = MappingProxyType({"cuda.tile": f"cuTile ({CUTILE_INSTALL})"})
     op = "kda"
     serves_backward = False
     capabilities = Capabilities(

@@ -16,6 +16,7 @@ default-on: `family.py` says on what evidence.
 from __future__ import annotations
 
 import importlib.util
+from types import MappingProxyType
 from typing import Any
 
 from pygraph.engines.base import (
@@ -79,6 +80,7 @@ class KdaSm90Engine(BaseEngine):
     (2: the scan prefetches the next chunk)."""
 
     name = "kda_sm90"
+    requires = MappingProxyType({"cutlass": f"CuTe DSL ({CUTE_INSTALL})"})
     op = "kda"
     serves_backward = False
     capabilities = Capabilities(

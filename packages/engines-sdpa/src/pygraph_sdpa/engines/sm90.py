@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from types import MappingProxyType
 from typing import Any
 
 from pygraph.engines.base import (
@@ -305,6 +306,7 @@ class SdpaFwdSm90Plan(CompiledPlan):
 
 class SdpaFwdSm90Engine(BaseEngine):
     name = "sdpa_fwd_sm90"
+    requires = MappingProxyType({"cutlass": f"CuTe DSL ({_INSTALL})"})
     capabilities = Capabilities(
         sm_lo=90,
         sm_hi=90,

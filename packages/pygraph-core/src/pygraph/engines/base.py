@@ -73,6 +73,7 @@ __all__ = [
     "kernels_ready",
     "knobs_key",
     "mismatch",
+    "module_available",
 ]
 
 # The only exception types that mean "this engine does not serve this graph".
@@ -344,10 +345,16 @@ class BaseEngine(abc.ABC):
     ``engine_id`` is handed in by the manifest. Declines raise one of `DECLINE_TYPES` only.
     Deciding support must not import the engine's DSL: DSL imports belong in `build_plan`, where an
     ImportError is still a decline.
+
+    ``requires`` maps each module the engine's kernels import (its DSL: ``"cutlass"``,
+    ``"cuda.tile"``) to what installs it (``"CuTe DSL (pip install ...)"``); `missing_requirement`
+    probes them without importing them, so ``pygraph info`` can say ``unavailable`` and why before
+    any graph is planned. `check_support` still declines on its own for a graph.
     """
 
     name: str = ""
     capabilities: Capabilities | None = None
+    requires: Mapping[str, str] = MappingProxyType({})
     behavior_notes: tuple[Any, ...] = ()
     numerical_notes: tuple[Any, ...] = ()
 
@@ -377,6 +384,14 @@ class BaseEngine(abc.ABC):
     def default_knobs(self) -> dict[str, Any]:
         return self.capabilities.default_knobs() if self.capabilities is not None else {}
 
+    def missing_requirement(self) -> str | None:
+        """``"needs <what installs it>"`` for the first module of `requires` that cannot be
+        imported here, probed without importing it; None when every one can."""
+        for module, install in self.requires.items():
+            if not module_available(module):
+                return f"needs {install}"
+        return None
+
     def plan_name(self, plan: PlanConfig) -> str:
         """``engine_name[KNOB=v,...]``, knobs sorted by name."""
         knobs = knobs_key(plan.knobs)
@@ -384,6 +399,18 @@ class BaseEngine(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} id={self.engine_id}>"
+
+
+def module_available(module: str) -> bool:
+    """Whether ``module`` (dotted: ``"cuda.tile"``) can be imported, probed with
+    ``importlib.util.find_spec`` (a dotted name's parents are imported, not the module itself)."""
+    import importlib.util
+
+    parts = module.split(".")
+    try:
+        return all(importlib.util.find_spec(".".join(parts[: i + 1])) is not None for i in range(len(parts)))
+    except (ImportError, ValueError):  # a parent that is not a package, or a broken one
+        return False
 
 
 _T = TypeVar("_T")

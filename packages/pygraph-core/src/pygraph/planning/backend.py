@@ -6,8 +6,12 @@ it cannot lower, or a decline of every mode query gives no entries and a recorde
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pygraph.engines.base import DECLINE_TYPES, CompiledPlan, EngineRequest, PlanConfig, ShapeOverrides
@@ -25,6 +29,7 @@ __all__ = [
     "DelegatingKind",
     "DelegatingPlan",
     "open_backend",
+    "refusal_line",
 ]
 
 DELEGATING_NAME = "backend_heuristics"
@@ -43,6 +48,62 @@ class BackendSource:
     to_mode: Callable[[Any], Any]
     to_knob: Callable[[Any], Any] = lambda knob: knob
     declines: tuple[type[BaseException], ...] = (GraphNotSupportedError,)
+    # cuDNN itself: its refusals are put in one line (`refusal_line`); a test double's are kept whole
+    is_cudnn: bool = False
+
+
+@contextlib.contextmanager
+def quiet_cudnn(source: BackendSource | None) -> Iterator[list[str]]:
+    """Around a call into cuDNN on a machine without a GPU: what the library prints on stderr there
+    (its sublibraries' "Unable to load any of {libcudnn_engines_...}") is kept out of the user's
+    terminal and yielded, as lines, for the refusal's whole text. Anywhere else (a GPU, a test
+    double, no file descriptor 2) it does nothing."""
+    printed: list[str] = []
+    from pygraph.tuning.device import no_device_reason
+
+    if source is None or not source.is_cudnn or no_device_reason() is None:
+        yield printed
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield printed
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield printed
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            printed += sink.read().decode(errors="replace").splitlines()
+
+
+def with_printed(text: str, printed: list[str]) -> str:
+    """``text`` and what cuDNN printed meanwhile (`quiet_cudnn`), if anything."""
+    return "\n".join([text, "cuDNN printed:", *printed]) if printed else text
+
+
+def refusal_line(text: str) -> str:
+    """What `Graph.backend_decline_reason()` says for a cuDNN refusal ``text``: one line.
+
+    On a machine without a GPU the backend cannot run at all, and cuDNN's dump there (every engine's
+    ``CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING``, "driver version is insufficient")
+    says so less clearly than the device probe: the line is the probe's reason. Elsewhere it is the
+    refusal's first line and how many follow. The whole text stays available
+    (``backend_decline_reason(verbose=True)``, the CLI's ``--verbose``).
+    """
+    from pygraph.tuning.device import no_device_reason
+
+    why = no_device_reason()
+    if why is not None:
+        return f"cuDNN backend unavailable: {why}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return text.strip()
+    return f"{lines[0]} (and {len(lines) - 1} more lines: backend_decline_reason(verbose=True) shows them)"
 
 
 def open_backend(graph: Any, refused: str | None = None) -> tuple[BackendSource | None, str | None]:
@@ -66,6 +127,7 @@ def open_backend(graph: Any, refused: str | None = None) -> tuple[BackendSource 
             to_mode=lambda m: cudnn.heur_mode[m.name],
             to_knob=lambda k: cudnn.knob_type[k if isinstance(k, str) else k.name],
             declines=(cudnn.cudnnGraphNotSupportedError, GraphNotSupportedError),
+            is_cudnn=True,
         ),
         None,
     )
@@ -74,9 +136,12 @@ def open_backend(graph: Any, refused: str | None = None) -> tuple[BackendSource 
 class BackendPlans:
     """The backend's entries for one graph: asked once, one query per mode, spans recorded."""
 
-    def __init__(self, source: BackendSource | None, reason: str | None = None) -> None:
+    def __init__(
+        self, source: BackendSource | None, reason: str | None = None, detail: str | None = None
+    ) -> None:
         self.source = source
-        self.declined: str | None = reason
+        self.declined: str | None = reason  # one line
+        self.detail: str | None = detail if detail is not None else reason  # the refusal's whole text
         self.entries: list[PlanConfig] | None = None
         self.spans: list[tuple[Any, int, int]] = []  # (mode, first cpp index, end)
         self.succeeded: dict[Any, bool] = {}
@@ -90,21 +155,25 @@ class BackendPlans:
         g, declines = self.source.graph, self.source.declines
         at = g.get_execution_plan_count()
         failure: BaseException | None = None
-        for mode in modes:
-            try:
-                g.create_execution_plans([self.source.to_mode(mode)])
-            except declines as exc:
-                failure = exc
-                self.succeeded[mode] = False
-                continue
-            # "succeeded" per call, not read off the spans: an OPENSOURCE query adds no plan.
-            self.succeeded[mode] = True
-            now = g.get_execution_plan_count()
-            if now > at:
-                self.spans.append((mode, at, now))
-                at = now
+        with quiet_cudnn(self.source) as printed:
+            for mode in modes:
+                try:
+                    g.create_execution_plans([self.source.to_mode(mode)])
+                except declines as exc:
+                    failure = exc
+                    self.succeeded[mode] = False
+                    continue
+                # "succeeded" per call, not read off the spans: an OPENSOURCE query adds no plan.
+                self.succeeded[mode] = True
+                now = g.get_execution_plan_count()
+                if now > at:
+                    self.spans.append((mode, at, now))
+                    at = now
         if not any(self.succeeded.values()):
-            self.declined = f"{type(failure).__name__}: {failure}" if failure else "no mode was queried"
+            why = f"{type(failure).__name__}: {failure}" if failure else "no mode was queried"
+            self.detail = with_printed(why, printed)
+            cudnn_said = failure is not None and self.source.is_cudnn
+            self.declined = refusal_line(self.detail) if cudnn_said else self.detail
             return self.entries
         seen: set[Any] = set()
         for i in range(g.get_execution_plan_count()):

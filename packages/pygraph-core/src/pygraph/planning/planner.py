@@ -122,27 +122,37 @@ class Planner:
 
     def _prepare(self) -> Prepared:
         graph = self.graph
-        refused = None
+        refused = detail = None
+
+        def refusal(what: str, exc: BaseException) -> tuple[str, str]:
+            # (the one line, the whole text): an ImportError names the install in one line already;
+            # cuDNN's refusal may be a dump of every engine's status
+            text = f"{what}: {type(exc).__name__}: {exc}"
+            return (text if isinstance(exc, ImportError) else _backend.refusal_line(text)), text
+
         try:
             graph.validate()
         except (GraphNotSupportedError, ImportError) as exc:
             if graph.is_python_only:
                 raise
             # The backend refused (or is absent); a python engine may still serve the graph.
-            refused = f"the backend cannot lower this graph: {type(exc).__name__}: {exc}"
+            refused, detail = refusal("the backend cannot lower this graph", exc)
         if refused is None and graph.lowered is None and not graph.is_python_only:
             # validate() of an already frozen graph does not lower it
             try:
                 self._lower()
             except (GraphNotSupportedError, ImportError) as exc:
-                refused = f"the backend cannot lower this graph: {exc}"
+                refused, detail = refusal("the backend cannot lower this graph", exc)
         source, reason = _backend.open_backend(graph, refused)
         if source is not None and graph.lowered is not None:
             try:
-                graph.build_operation_graph()
+                with _backend.quiet_cudnn(source) as printed:
+                    graph.build_operation_graph()
             except (GraphNotSupportedError, ImportError) as exc:
-                source, reason = None, f"the backend could not finalize its layout: {exc}"
-        backend = _backend.BackendPlans(source, reason)
+                source = None
+                reason, detail = refusal("the backend could not finalize its layout", exc)
+                detail = _backend.with_printed(detail, printed)
+        backend = _backend.BackendPlans(source, reason, detail if reason is not None else None)
         if source is not None:
             if self.deselected:
                 source.graph.deselect_engines(sorted(self.deselected))
@@ -302,9 +312,13 @@ class Planner:
         self.require_planned("backend_plan_entries()")
         return list(self.prepare().backend.entries or [])
 
-    def backend_declined(self) -> str | None:
-        """Why the backend offers nothing; None when it does, or before the graph was prepared."""
-        return None if self._prepared is None else self._prepared.backend.declined
+    def backend_declined(self, verbose: bool = False) -> str | None:
+        """Why the backend offers nothing, in one line (``verbose``: the refusal's whole text, as
+        cuDNN gave it); None when it does, or before the graph was prepared."""
+        if self._prepared is None:
+            return None
+        backend = self._prepared.backend
+        return backend.detail if verbose else backend.declined
 
     def select(self, index: int) -> None:
         with self.lock:
