@@ -28,7 +28,7 @@ def _args(**over):
 
 
 BAD = [
-    ("q-rank", {"q": torch.zeros(T, K, dtype=torch.bfloat16)}, "q must be [T, H, K] (rank 3, THD), got shape [10, 64]"),
+    ("q-rank", {"q": torch.zeros(T, K, dtype=torch.bfloat16)}, "q must be [T, H, K] (THD) or [B, T, H, K], got shape [10, 64]"),
     ("q-dtype", {"q": torch.zeros(T, H, K), "k": torch.zeros(T, H, K), "v": torch.zeros(T, HV, V)},
      "q must be torch.bfloat16 or torch.float16, got torch.float32"),
     ("k-shape", {"k": torch.zeros(T, H, 32, dtype=torch.bfloat16)}, "k must be [T, H, K] like q = [10, 1, 64], got shape [10, 1, 32]"),
@@ -36,12 +36,14 @@ BAD = [
     ("v-tokens", {"v": torch.zeros(T + 1, HV, V, dtype=torch.bfloat16)}, "v must be [T, HV, V] with q's T = 10, got shape [11, 2, 64]"),
     ("v-dtype", {"v": torch.zeros(T, HV, V, dtype=torch.float16)}, "v must be q's dtype torch.bfloat16, got torch.float16"),
     ("heads", {"q": torch.zeros(T, 3, K, dtype=torch.bfloat16), "k": torch.zeros(T, 3, K, dtype=torch.bfloat16)},
-     "q/k heads H = 3 must divide v heads HV = 2 (GVA)"),
+     "q/k heads H = 3 and v heads HV = 2: one must divide the other (GVA: H divides HV; GQA: HV divides H)"),
+    ("gqa-g-heads", {"q": torch.zeros(T, 4, K, dtype=torch.bfloat16), "k": torch.zeros(T, 4, K, dtype=torch.bfloat16)},
+     "g must be [T, HO] = [10, 4], got shape [10, 2]"),
     ("g-shape", {"g": torch.zeros(T, 1)}, "g must be [T, HV] = [10, 2], got shape [10, 1]"),
-    ("g-dtype", {"g": torch.zeros(T, HV, dtype=torch.bfloat16)}, "g must be torch.float32 (the log decay), got torch.bfloat16"),
+    ("g-dtype", {"g": torch.zeros(T, HV, dtype=torch.float64)}, "g must be torch.float32 (the log decay), got torch.float64"),
     ("beta-shape", {"beta": torch.zeros(T)}, "beta must be [T, HV] = [10, 2], got shape [10]"),
-    ("beta-dtype", {"beta": torch.zeros(T, HV, dtype=torch.float16)},
-     "beta must be torch.float32 or q's dtype torch.bfloat16, got torch.float16"),
+    ("beta-dtype", {"beta": torch.zeros(T, HV, dtype=torch.float64)},
+     "beta must be torch.float32 or q's dtype torch.bfloat16, got torch.float64"),
     ("cu-rank", {"cu_seqlens": torch.zeros(2, 2, dtype=torch.int32)}, "cu_seqlens must be [N + 1] (rank 1, at least [0]), got shape [2, 2]"),
     ("cu-dtype", {"cu_seqlens": torch.tensor([0.0, 10.0])}, "cu_seqlens must be torch.int32 or torch.int64, got torch.float32"),
     ("cu-empty", {"cu_seqlens": torch.tensor([0], dtype=torch.int32)}, "cu_seqlens [1] holds no sequence for q's T = 10 tokens"),
@@ -111,7 +113,7 @@ def test_the_fake_backward_checks_the_incoming_gradient():
     with FakeTensorMode():
         args = {name: torch.empty_like(t, device="cuda") for name, t in _args().items()}
         with pytest.raises(
-            OpInputError, match=r"grad of o must be \[T, HV, V\] = \[10, 2, 64\], got shape \[10, 1, 64\]"
+            OpInputError, match=r"grad of o must be \[T, HO, V\] = \[10, 2, 64\], got shape \[10, 1, 64\]"
         ):
             torch.ops.pygraph_linear_attention.gated_delta_net_backward(
                 *args.values(), torch.empty(T, 1, V, dtype=torch.bfloat16, device="cuda")
@@ -126,11 +128,11 @@ def test_under_torch_compile_the_fake_kernel_refuses_while_tracing():
         return gated_delta_net(q, k, v, g, beta, cu_seqlens)[0]
 
     with pytest.raises(Exception) as err:
-        torch.compile(f, fullgraph=True, backend="eager")(**_args(g=torch.zeros(T, HV, dtype=torch.bfloat16)))
+        torch.compile(f, fullgraph=True, backend="eager")(**_args(g=torch.zeros(T, HV, dtype=torch.float64)))
     chain, cause = [], err.value
     while cause is not None:
         chain.append(cause)
         cause = cause.__cause__ or cause.__context__
     ours = [c for c in chain if isinstance(c, OpInputError)]
-    assert ours and "g must be torch.float32 (the log decay), got torch.bfloat16" in str(ours[0]), chain
+    assert ours and "g must be torch.float32 (the log decay), got torch.float64" in str(ours[0]), chain
     torch._dynamo.reset()

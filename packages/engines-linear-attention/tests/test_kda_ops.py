@@ -270,7 +270,7 @@ def test_opcheck(kda_stand_in, op):
     ("op", "change", "message"),
     [
         ("kda", {"g": lambda x: x["g"][..., 0].contiguous()}, r"kimi_delta_attention\(\): g must be \[T, HV, K\]"),
-        ("kda", {"g": lambda x: x["g"].bfloat16()}, r"kimi_delta_attention\(\): g must be torch.float32"),
+        ("kda", {"g": lambda x: x["g"].double()}, r"kimi_delta_attention\(\): g must be torch.float32"),
         ("gdn2", {"w": lambda x: x["w"].float()}, r"gated_delta_net_v2\(\): w must be q's dtype"),
         ("gdn2", {"beta": lambda x: x["beta"][..., 0].contiguous()}, r"gated_delta_net_v2\(\): beta must be \[T, HV, K\]"),
     ],

@@ -336,6 +336,22 @@ _forward_op.register_autograd(_backward, setup_context=_setup_context)
 # --- the Python function --------------------------------------------------------------------------------
 
 
+def _gqa(enable_gqa: Any, query: Any, key: Any) -> None:
+    """torch's ``enable_gqa``: a bool; False refuses key/value heads other than query's."""
+    if not isinstance(enable_gqa, bool):
+        raise OpInputError(
+            f"{CALL}: enable_gqa must be a bool or None, got {type(enable_gqa).__name__} {enable_gqa!r}"
+        )
+    if enable_gqa or not (isinstance(query, Tensor) and isinstance(key, Tensor)):
+        return
+    if query.dim() >= 3 and key.dim() == query.dim() and query.shape[1] != key.shape[1]:
+        raise OpInputError(
+            f"{CALL}: enable_gqa=False with key/value heads H_kv = {key.shape[1]} and query heads H = "
+            f"{query.shape[1]} (torch's scaled_dot_product_attention refuses this too); pass enable_gqa=True "
+            "for grouped-query attention"
+        )
+
+
 def sdpa(
     query: Tensor,
     key: Tensor,
@@ -353,6 +369,7 @@ def sdpa(
     max_seqlen_q: int = 0,
     max_seqlen_kv: int = 0,
     return_lse: bool = False,
+    enable_gqa: bool | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Scaled dot-product attention: O [B, H, S_q, D_v] in query's dtype (and lse [B, H, S_q, 1]
     fp32, the natural-log sum of each row's exponentials, with ``return_lse``). Differentiable in
@@ -367,7 +384,8 @@ def sdpa(
     -inf. Ragged (THD): query [T, H, D], key and
     value [T_kv, H_kv, D(_v)] with ``cu_seqlens_q`` / ``cu_seqlens_kv`` ([N + 1] int32 prefix sums)
     and the longest sequences' lengths ``max_seqlen_q`` / ``max_seqlen_kv``; O is [T, H, D_v] and lse
-    [T, H, 1].
+    [T, H, 1]. ``enable_gqa`` as torch's ``scaled_dot_product_attention`` names it: False refuses
+    H_kv != H (as torch does), True serves GQA; None (the default) serves whatever the heads say.
     Raises `pygraph.errors.OpInputError` naming the argument for a bad shape, dtype, device or mask,
     and `pygraph.GraphNotSupportedError` (the planner's reasons) where nothing serves the graph.
     """
@@ -381,6 +399,8 @@ def sdpa(
         max_seqlen_kv,
         return_lse,
     )
+    if enable_gqa is not None:
+        _gqa(enable_gqa, query, key)
     args = (query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv)
     args += (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
     # a remembered call with nothing for torch's dispatcher to do runs without it (op_support.direct)

@@ -4,8 +4,10 @@ channel, GDN-2's write gate, the bounded safe gate), checked before anything run
 and while ``torch.compile`` traces the fake kernel).
 
 The rules are the op's documented contract (``docs/linear-attention.md``, "The torch op"), stricter
-than the graph's ``gdn`` node: THD layout, q/k heads dividing v heads (GVA, as
-flash-linear-attention's ``chunk_gated_delta_rule``), fp32 gates, states and safe-gate parameters.
+than the graph's ``gdn`` node: THD layout (the Python functions flatten [B, T, H, D] inputs first,
+`common.op_layout`), q/k heads dividing v heads (GVA, as flash-linear-attention's
+``chunk_gated_delta_rule``) or v heads dividing q/k heads (GQA), the gates, states and safe-gate
+parameters one per output head (HO = max(H, HV)), fp32 gates, states and safe-gate parameters.
 What an engine serves beyond them (head dims, arch) is the planner's to say. Each refusal is an
 `pygraph.errors.OpInputError` naming the call, the tensor and the value it saw. ``cu_seqlens``'
 values are not read: that would wait on the device (the kernels build their chunk tables from it
@@ -45,7 +47,7 @@ class GdnProblem:
     tokens: int  # T
     sequences: int  # N = len(cu_seqlens) - 1
     heads_qk: int  # H
-    heads_v: int  # HV (the output's heads: H divides HV)
+    heads_v: int  # HV (v's heads; the output's HO = max(H, HV), one dividing the other)
     key_dim: int  # K
     value_dim: int  # V
     io_dtype: torch.dtype  # q, k, v, o
@@ -64,8 +66,13 @@ class GdnProblem:
         return self.op != "gdn"
 
     @property
+    def heads_out(self) -> int:
+        """HO: the output's heads (and the gates', the states' and the parameters'), max(H, HV)."""
+        return max(self.heads_qk, self.heads_v)
+
+    @property
     def state_shape(self) -> tuple[int, int, int, int]:
-        return (self.sequences, self.heads_v, self.value_dim, self.key_dim)
+        return (self.sequences, self.heads_out, self.value_dim, self.key_dim)
 
 
 def _finite(value: Any) -> bool:
@@ -158,21 +165,24 @@ def check_forward(
         raise _fail(
             f"v must be [T, HV, V] with HV >= 1 heads and a head dim V >= 1, got shape {list(v.shape)}"
         )
-    if heads_qk < 1 or heads_v % heads_qk:
+    if heads_qk < 1 or (heads_v % heads_qk and heads_qk % heads_v):
         raise _fail(
-            f"q/k heads H = {heads_qk} must divide v heads HV = {heads_v} (GVA), got v {list(v.shape)}"
+            f"q/k heads H = {heads_qk} and v heads HV = {heads_v}: one must divide the other (GVA: H "
+            f"divides HV; GQA: HV divides H), got q {list(q.shape)} and v {list(v.shape)}"
         )
+    # the output's heads, and the gates', states' and parameters': HV unless GQA (then H)
+    heads_out, hl = (heads_v, "HV") if heads_v >= heads_qk else (heads_qk, "HO")
     _dtype("q", q, IO_DTYPES, "torch.bfloat16 or torch.float16")
     for name, t in (("k", k), ("v", v)):
         _dtype(name, t, (q.dtype,), f"q's dtype {q.dtype}")
     per_key = (key_dim,) if op != "gdn" else ()
-    _shape("g", g, (tokens, heads_v, *per_key), "[T, HV, K]" if per_key else "[T, HV]")
+    _shape("g", g, (tokens, heads_out, *per_key), f"[T, {hl}, K]" if per_key else f"[T, {hl}]")
     _dtype("g", g, (torch.float32,), "torch.float32 (the log decay)")
     beta_dims = per_key if op == "gdn2" else ()
-    _shape("beta", beta, (tokens, heads_v, *beta_dims), "[T, HV, K]" if beta_dims else "[T, HV]")
+    _shape("beta", beta, (tokens, heads_out, *beta_dims), f"[T, {hl}, K]" if beta_dims else f"[T, {hl}]")
     _dtype("beta", beta, (torch.float32, q.dtype), f"torch.float32 or q's dtype {q.dtype}")
     if w is not None:
-        _shape("w", w, (tokens, heads_v, value_dim), "[T, HV, V]")
+        _shape("w", w, (tokens, heads_out, value_dim), f"[T, {hl}, V]")
         _dtype("w", w, (q.dtype,), f"q's dtype {q.dtype} (the write gate, post-activation)")
     if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 1:
         raise _fail(f"cu_seqlens must be [N + 1] (rank 1, at least [0]), got shape {list(cu_seqlens.shape)}")
@@ -180,9 +190,9 @@ def check_forward(
     sequences = cu_seqlens.shape[0] - 1
     if sequences == 0 and tokens != 0:
         raise _fail(f"cu_seqlens {list(cu_seqlens.shape)} holds no sequence for q's T = {tokens} tokens")
-    state = (sequences, heads_v, value_dim, key_dim)
+    state = (sequences, heads_out, value_dim, key_dim)
     if initial_state is not None:
-        _shape("initial_state", initial_state, state, "[N, HV, V, K]")
+        _shape("initial_state", initial_state, state, f"[N, {hl}, V, K]")
         _dtype("initial_state", initial_state, (torch.float32,), "torch.float32")
     if gate_lower_bound is not None:
         if op == "gdn":
@@ -201,7 +211,7 @@ def check_forward(
         )
     for name, t, dims in (("a_log", a_log, ()), ("dt_bias", dt_bias, per_key)):
         if t is not None:
-            _shape(name, t, (heads_v, *dims), "[HV, K]" if dims else "[HV]")
+            _shape(name, t, (heads_out, *dims), f"[{hl}, K]" if dims else f"[{hl}]")
             _dtype(name, t, (torch.float32,), "torch.float32")
     device = q.device
     for name, t in (("k", k), ("v", v), ("g", g), ("beta", beta), ("cu_seqlens", cu_seqlens)):
@@ -225,11 +235,11 @@ def check_backward(problem: GdnProblem, d_o: Any, d_final_state: Any) -> None:
     rules = _Rules(problem.op)
     _tensor, _shape, _dtype, _device = rules.tensor, rules.shape, rules.dtype, rules.device
     _tensor("grad of o", d_o)
-    _shape("grad of o", d_o, (problem.tokens, problem.heads_v, problem.value_dim), "[T, HV, V]")
+    _shape("grad of o", d_o, (problem.tokens, problem.heads_out, problem.value_dim), "[T, HO, V]")
     _dtype("grad of o", d_o, (problem.io_dtype,), f"q's dtype {problem.io_dtype}")
     _device("grad of o", d_o, problem.device)
     _tensor("grad of final_state", d_final_state, optional=True)
     if d_final_state is not None:
-        _shape("grad of final_state", d_final_state, problem.state_shape, "[N, HV, V, K]")
+        _shape("grad of final_state", d_final_state, problem.state_shape, "[N, HO, V, K]")
         _dtype("grad of final_state", d_final_state, (torch.float32,), "torch.float32")
         _device("grad of final_state", d_final_state, problem.device)

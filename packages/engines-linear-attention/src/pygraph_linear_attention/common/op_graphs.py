@@ -66,18 +66,18 @@ def _inputs(g: Any, problem: GdnProblem) -> dict[str, Any]:
         "q": ((p.tokens, p.heads_qk, p.key_dim), p.io_dtype),
         "k": ((p.tokens, p.heads_qk, p.key_dim), p.io_dtype),
         "v": ((p.tokens, p.heads_v, p.value_dim), p.io_dtype),
-        "g": ((p.tokens, p.heads_v, *per_key), torch.float32),
-        "beta": ((p.tokens, p.heads_v, *(per_key if p.op == "gdn2" else ())), p.beta_dtype),
+        "g": ((p.tokens, p.heads_out, *per_key), torch.float32),
+        "beta": ((p.tokens, p.heads_out, *(per_key if p.op == "gdn2" else ())), p.beta_dtype),
     }
     if p.op == "gdn2":
-        shapes["w"] = ((p.tokens, p.heads_v, p.value_dim), p.io_dtype)
+        shapes["w"] = ((p.tokens, p.heads_out, p.value_dim), p.io_dtype)
     shapes["cu_seqlens"] = ((p.sequences + 1,), p.cu_dtype)
     if p.has_initial_state:
         shapes["initial_state"] = (p.state_shape, torch.float32)
     if p.has_a_log:
-        shapes["a_log"] = ((p.heads_v,), torch.float32)
+        shapes["a_log"] = ((p.heads_out,), torch.float32)
     if p.has_dt_bias:
-        shapes["dt_bias"] = ((p.heads_v, *per_key), torch.float32)
+        shapes["dt_bias"] = ((p.heads_out, *per_key), torch.float32)
     return {name: _declare(g, name, shape, dtype) for name, (shape, dtype) in shapes.items()}
 
 
@@ -90,7 +90,7 @@ def _attrs(problem: GdnProblem, flags: dict[str, bool]) -> dict[str, Any]:
 
 
 def forward_graph(problem: GdnProblem, scale: float | None, flags: dict[str, bool]) -> BuiltGraph:
-    """The built graph of ``problem`` (its op's: gdn, kda or gdn2; outputs O [T, HV, V] io dtype,
+    """The built graph of ``problem`` (its op's: gdn, kda or gdn2; outputs O [T, HO, V] io dtype,
     final_state fp32)."""
     key = (problem.op, problem, scale, tuple(sorted(flags.items())))
 
@@ -134,7 +134,7 @@ def backward_graph(
         )
         ports = _inputs(g, problem)
         p = problem
-        ports["dO"] = _declare(g, "dO", (p.tokens, p.heads_v, p.value_dim), p.io_dtype)
+        ports["dO"] = _declare(g, "dO", (p.tokens, p.heads_out, p.value_dim), p.io_dtype)
         if has_d_final_state:
             ports["d_final_state"] = _declare(g, "d_final_state", p.state_shape, torch.float32)
         outs = getattr(g, f"{problem.op}_bwd")(**ports, scale=scale, **_attrs(problem, flags))
@@ -220,7 +220,7 @@ def _forward_checked(op: str, signature: Any, tensors: tuple, scale: Any, flags:
     output_final_state = named["output_final_state"]
     if p.tokens == 0:  # nothing to run: every sequence is empty, its final state its initial one
         o, final = _forward_outputs(
-            x["q"], (p.tokens, p.heads_v, p.value_dim), p.state_shape, output_final_state
+            x["q"], (p.tokens, p.heads_out, p.value_dim), p.state_shape, output_final_state
         )
         if output_final_state:
             final.copy_(x["initial_state"]) if x["initial_state"] is not None else final.zero_()
@@ -246,7 +246,7 @@ def _prepare_forward(p: GdnProblem, built: BuiltGraph, tensors: tuple, output_fi
         tuple(FORWARD_INPUTS[i] for i in given) + ("o",) + (("final_state",) if output_final_state else ())
     )
     launch = launcher(built, names, p.device, execute)
-    o_shape, state_shape, f32 = (p.tokens, p.heads_v, p.value_dim), p.state_shape, torch.float32
+    o_shape, state_shape, f32 = (p.tokens, p.heads_out, p.value_dim), p.state_shape, torch.float32
 
     def prepared(*tensors: torch.Tensor) -> tuple:
         operands = [tensors[i] for i in given]

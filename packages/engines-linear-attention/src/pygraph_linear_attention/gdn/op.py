@@ -8,7 +8,8 @@ whatever plan the planner ranks first; its gradient executes a ``gdn_bwd`` graph
 fake kernel gives the outputs' shapes and dtypes, so the op traces under
 ``torch.compile(fullgraph=True)``. The arguments are checked (`common.op_arguments`) before anything runs.
 
-A custom op cannot return None, so with ``output_final_state=False`` the op's second output is an
+The Python function `gated_delta_net` also takes [B, T, H, K] inputs, no cu_seqlens and half-precision
+gates (`common.op_layout`), bringing them to the THD the custom op takes. A custom op cannot return None, so with ``output_final_state=False`` the op's second output is an
 empty fp32 tensor (shape [0]); `gated_delta_net`, the Python function, returns None there. The
 semantics are `gdn.reference.gated_delta_net_reference`'s; layout, dtypes and limits are in
 ``docs/linear-attention.md`` ("The torch op").
@@ -21,8 +22,8 @@ from typing import Any
 import torch
 
 from pygraph.op_support import direct
-from pygraph_linear_attention.common import op_graphs
-from pygraph_linear_attention.common.op_arguments import GdnProblem, check_backward, check_forward
+from pygraph_linear_attention.common import op_graphs, op_layout
+from pygraph_linear_attention.common.op_arguments import CALL, GdnProblem, check_backward, check_forward
 from pygraph_linear_attention.common.op_graphs import aligned_contiguous, none_state
 
 __all__ = ["gated_delta_net"]
@@ -86,7 +87,7 @@ def _forward_fake(q, k, v, g, beta, cu_seqlens, scale=None, initial_state=None, 
         output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate
     )
     p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
-    o = q.new_empty((p.tokens, p.heads_v, p.value_dim))
+    o = q.new_empty((p.tokens, p.heads_out, p.value_dim))
     final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else none_state(q)
     return o, final
 
@@ -165,15 +166,15 @@ def _new_gradients(p: GdnProblem, q: Tensor, g: Tensor, beta: Tensor) -> dict[st
         "dQ": q.new_empty((p.tokens, p.heads_qk, p.key_dim)),
         "dK": q.new_empty((p.tokens, p.heads_qk, p.key_dim)),
         "dV": q.new_empty((p.tokens, p.heads_v, p.value_dim)),
-        "dG": g.new_empty((p.tokens, p.heads_v)),
-        "dBeta": beta.new_empty((p.tokens, p.heads_v)),
+        "dG": g.new_empty((p.tokens, p.heads_out)),
+        "dBeta": beta.new_empty((p.tokens, p.heads_out)),
     }
     if p.has_initial_state:
         grads["d_initial_state"] = q.new_empty(p.state_shape, dtype=torch.float32)
     if p.has_a_log:
-        grads["d_a_log"] = q.new_empty((p.heads_v,), dtype=torch.float32)
+        grads["d_a_log"] = q.new_empty((p.heads_out,), dtype=torch.float32)
     if p.has_dt_bias:
-        grads["d_dt_bias"] = q.new_empty((p.heads_v,), dtype=torch.float32)
+        grads["d_dt_bias"] = q.new_empty((p.heads_out,), dtype=torch.float32)
     return grads
 
 
@@ -203,7 +204,7 @@ def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
 def _backward(ctx: Any, grad_o: Tensor | None, grad_final: Tensor | None) -> tuple:
     q, k, v, g, beta, cu_seqlens, initial_state, a_log, dt_bias = ctx.saved_tensors
     if grad_o is None:  # only the final state was used
-        grad_o = q.new_zeros((q.shape[0], v.shape[1], v.shape[2]))
+        grad_o = q.new_zeros((q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2]))
     d_final = grad_final if ctx.output_final_state else None
     dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = _backward_op(
         q, k, v, g, beta, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.flags, a_log, dt_bias
@@ -227,7 +228,7 @@ def gated_delta_net(
     v: Tensor,
     g: Tensor,
     beta: Tensor,
-    cu_seqlens: Tensor,
+    cu_seqlens: Tensor | None = None,
     scale: float | None = None,
     initial_state: Tensor | None = None,
     output_final_state: bool = False,
@@ -238,16 +239,23 @@ def gated_delta_net(
     a_log: Tensor | None = None,
     dt_bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
-    """Gated DeltaNet over variable-length sequences (THD): ``(o [T, HV, V], final_state [N, HV, V, K]
-    fp32, or None when output_final_state is False)``. Differentiable in q, k, v, g, beta,
-    initial_state, a_log and dt_bias.
+    """Gated DeltaNet over variable-length sequences: ``(o [T, HO, V], final_state [N, HO, V, K]
+    fp32, or None when output_final_state is False)``, HO = max(H, HV). Differentiable in q, k, v,
+    g, beta, initial_state, a_log and dt_bias.
 
-    q, k [T, H, K] and v [T, HV, V], all bfloat16 or all float16, H dividing HV; g [T, HV] fp32 (the
-    log decay; raw logits under safe_gate); beta [T, HV] fp32 or the io dtype; cu_seqlens [N + 1]
-    int32 or int64; initial_state [N, HV, V, K] fp32; a_log, dt_bias [HV] fp32 (safe_gate only).
-    Raises `pygraph.errors.OpInputError` naming the tensor for a bad shape, dtype or device, and
-    `pygraph.GraphNotSupportedError` (the planner's reasons) where no engine serves the graph.
+    q, k [T, H, K] and v [T, HV, V], all bfloat16 or all float16, H dividing HV (GVA) or HV dividing
+    H (GQA); g [T, HO] fp32 (the log decay; raw logits under safe_gate; bfloat16 or float16 is
+    converted to fp32, a copy per call); beta [T, HO] fp32 or the io dtype; cu_seqlens [N + 1] int32
+    or int64 (None: one sequence); initial_state [N, HO, V, K] fp32; a_log, dt_bias [HO] fp32
+    (safe_gate only). [B, T, H, K] inputs (every per-token tensor [B, T, ...]) are B sequences of T
+    tokens without cu_seqlens, or packed sequences with B = 1 and cu_seqlens; o is then [B, T, HO, V]
+    (`common.op_layout`). Raises `pygraph.errors.OpInputError` naming the tensor for a bad shape,
+    dtype or device, and `pygraph.GraphNotSupportedError` (the planner's reasons) where no engine
+    serves the graph.
     """
+    x = [q, k, v, g, beta, None]
+    batch, cu_seqlens = op_layout.thd(CALL, x, cu_seqlens)
+    q, k, v, g, beta, _ = x
     # a remembered call with nothing for torch's dispatcher to do runs without it (op_support.direct)
     prepared = None
     tensors = (q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
@@ -282,4 +290,6 @@ def gated_delta_net(
             )
             _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
         raise
+    if batch is not None:
+        o = o.view(*batch, *o.shape[1:])
     return o, (final if output_final_state else None)

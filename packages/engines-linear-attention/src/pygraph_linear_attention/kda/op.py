@@ -10,7 +10,8 @@ after ``beta``. As ``gdn.op.gated_delta_net``: the first call of a key builds an
 first; the gradient executes the ``kda_bwd`` / ``gdn2_bwd`` graph the same way (where no engine
 serves it, the planner's `pygraph.GraphNotSupportedError` names each reason); fake kernels give
 the outputs for ``torch.compile(fullgraph=True)``; the arguments are checked (`common.op_arguments`, op
-"kda" / "gdn2") before anything runs. With ``output_final_state=False`` the custom op's second
+"kda" / "gdn2") before anything runs. The Python functions also take [B, T, H, K] inputs, no cu_seqlens and
+half-precision gates (`common.op_layout`). With ``output_final_state=False`` the custom op's second
 output is an empty fp32 tensor and the Python functions return None there. Semantics:
 `kda.reference.kimi_delta_attention_reference` and `kda.reference.gated_delta_net_v2_reference`.
 """
@@ -22,7 +23,7 @@ from typing import Any
 import torch
 
 from pygraph.op_support import direct
-from pygraph_linear_attention.common import op_graphs
+from pygraph_linear_attention.common import op_arguments, op_graphs, op_layout
 from pygraph_linear_attention.common.op_arguments import GdnProblem, check_backward, check_forward
 from pygraph_linear_attention.common.op_graphs import aligned_contiguous, none_state
 
@@ -44,7 +45,7 @@ def _problem(op: str, x: dict[str, Any], scale: Any, flags: dict[str, bool], glb
 
 
 def _forward_outputs(p: GdnProblem, q: Tensor, output_final_state: bool) -> tuple[Tensor, Tensor]:
-    o = q.new_empty((p.tokens, p.heads_v, p.value_dim))
+    o = q.new_empty((p.tokens, p.heads_out, p.value_dim))
     final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else none_state(q)
     return o, final
 
@@ -165,7 +166,7 @@ def _kda_setup(ctx: Any, inputs: tuple, output: tuple) -> None:
 def _kda_grad(ctx: Any, grad_o: Tensor | None, grad_final: Tensor | None) -> tuple:
     q, k, v, g, beta, cu_seqlens, initial_state, a_log, dt_bias = ctx.saved_tensors
     if grad_o is None:  # only the final state was used
-        grad_o = q.new_zeros((q.shape[0], v.shape[1], v.shape[2]))
+        grad_o = q.new_zeros((q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2]))
     d_final = grad_final if ctx.output_final_state else None
     dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = _kda_backward_op(
         q, k, v, g, beta, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.options, a_log, dt_bias,
@@ -248,7 +249,7 @@ def _gdn2_setup(ctx: Any, inputs: tuple, output: tuple) -> None:
 def _gdn2_grad(ctx: Any, grad_o: Tensor | None, grad_final: Tensor | None) -> tuple:
     q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias = ctx.saved_tensors
     if grad_o is None:
-        grad_o = q.new_zeros((q.shape[0], v.shape[1], v.shape[2]))
+        grad_o = q.new_zeros((q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2]))
     d_final = grad_final if ctx.output_final_state else None
     dq, dk, dv, dg, dbeta, dw, dh0, d_a_log, d_dt_bias = _gdn2_backward_op(
         q, k, v, g, beta, w, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.options, a_log,
@@ -266,9 +267,9 @@ _gdn2_op.register_autograd(_gdn2_grad, setup_context=_gdn2_setup)
 # --- the Python functions ---------------------------------------------------------------------------
 
 
-def _call(op_fn: Any, op: str, tensors: tuple, scale: Any, flags: tuple, glb: Any, args: tuple):
+def _call(op_fn: Any, op: str, tensors: tuple, scale: Any, flags: tuple, glb: Any, args: tuple, batch: Any):
     """``op_fn(*args)`` (``tensors`` in `op_graphs.FORWARD_INPUTS`' order, ``flags`` in
-    `op_graphs.FORWARD_FLAGS`'); where the dispatcher's own schema check refuses an argument before
+    `op_graphs.FORWARD_FLAGS`'), O viewed as ``batch``'s [B, T, ...] where given; where the dispatcher's own schema check refuses an argument before
     the op's check runs, the op's check, run here, raises the typed error naming it (under
     torch.compile the fake kernel checks)."""
     # a remembered call with nothing for torch's dispatcher to do runs without it (op_support.direct)
@@ -283,6 +284,8 @@ def _call(op_fn: Any, op: str, tensors: tuple, scale: Any, flags: tuple, glb: An
             x = dict(zip(op_graphs.FORWARD_INPUTS, tensors))
             _problem(op, x, scale, _flags(flags[0], flags[1:]), glb)
         raise
+    if batch is not None:
+        o = o.view(*batch, *o.shape[1:])
     return o, (final if flags[0] else None)
 
 
@@ -292,7 +295,7 @@ def kimi_delta_attention(
     v: Tensor,
     g: Tensor,
     beta: Tensor,
-    cu_seqlens: Tensor,
+    cu_seqlens: Tensor | None = None,
     scale: float | None = None,
     initial_state: Tensor | None = None,
     output_final_state: bool = False,
@@ -304,17 +307,22 @@ def kimi_delta_attention(
     dt_bias: Tensor | None = None,
     gate_lower_bound: float | None = None,
 ) -> tuple[Tensor, Tensor | None]:
-    """Kimi Delta Attention over variable-length sequences (THD): ``(o [T, HV, V], final_state
-    [N, HV, V, K] fp32, or None when output_final_state is False)``. Differentiable in q, k, v, g,
-    beta, initial_state, a_log and dt_bias.
+    """Kimi Delta Attention over variable-length sequences: ``(o [T, HO, V], final_state
+    [N, HO, V, K] fp32, or None when output_final_state is False)``, HO = max(H, HV).
+    Differentiable in q, k, v, g, beta, initial_state, a_log and dt_bias.
 
-    q, k [T, H, K] and v [T, HV, V], all bfloat16 or all float16, H dividing HV; g [T, HV, K] fp32
-    (the log decay per key channel; raw logits under safe_gate); beta [T, HV] fp32 or the io dtype;
-    cu_seqlens [N + 1] int32 or int64; initial_state [N, HV, V, K] fp32; under safe_gate a_log [HV]
-    and dt_bias [HV, K] fp32 (each optional) and gate_lower_bound (negative, -5 when None). Raises
+    q, k [T, H, K] and v [T, HV, V], all bfloat16 or all float16, H dividing HV (GVA) or HV dividing
+    H (GQA); g [T, HO, K] fp32 (the log decay per key channel; raw logits under safe_gate; bfloat16
+    or float16 is converted to fp32, a copy per call); beta [T, HO] fp32 or the io dtype; cu_seqlens
+    [N + 1] int32 or int64 (None: one sequence); initial_state [N, HO, V, K] fp32; under safe_gate
+    a_log [HO] and dt_bias [HO, K] fp32 (each optional) and gate_lower_bound (negative, -5 when
+    None). [B, T, H, K] inputs as `gdn.op.gated_delta_net`'s (`common.op_layout`). Raises
     `pygraph.errors.OpInputError` naming the tensor for a bad shape, dtype or device, and
     `pygraph.GraphNotSupportedError` (the planner's reasons) where no engine serves the graph.
     """
+    x = [q, k, v, g, beta, None]
+    batch, cu_seqlens = op_layout.thd(op_arguments.CALLS["kda"], x, cu_seqlens)
+    q, k, v, g, beta, _ = x
     flags = (
         output_final_state,
         use_qk_l2norm_in_kernel,
@@ -324,7 +332,7 @@ def kimi_delta_attention(
     )
     tensors = (q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
     args = (q, k, v, g, beta, cu_seqlens, scale, initial_state, *flags, a_log, dt_bias, gate_lower_bound)
-    return _call(_kda_op, "kda", tensors, scale, flags, gate_lower_bound, args)
+    return _call(_kda_op, "kda", tensors, scale, flags, gate_lower_bound, args, batch)
 
 
 def gated_delta_net_v2(
@@ -334,7 +342,7 @@ def gated_delta_net_v2(
     g: Tensor,
     beta: Tensor,
     w: Tensor,
-    cu_seqlens: Tensor,
+    cu_seqlens: Tensor | None = None,
     scale: float | None = None,
     initial_state: Tensor | None = None,
     output_final_state: bool = False,
@@ -346,10 +354,13 @@ def gated_delta_net_v2(
     dt_bias: Tensor | None = None,
     gate_lower_bound: float | None = None,
 ) -> tuple[Tensor, Tensor | None]:
-    """Gated DeltaNet-2 over variable-length sequences (THD): as `kimi_delta_attention`, with beta
-    per key channel [T, HV, K] (fp32 or the io dtype) and the write gate w [T, HV, V] (the io dtype,
-    post-activation) scaling what is written into the state. Differentiable in q, k, v, g, beta, w,
-    initial_state, a_log and dt_bias."""
+    """Gated DeltaNet-2 over variable-length sequences: as `kimi_delta_attention`, with beta per key
+    channel [T, HO, K] (fp32 or the io dtype; flash-linear-attention's erase gate ``b``) and the
+    write gate w [T, HO, V] (the io dtype, post-activation) scaling what is written into the state.
+    Differentiable in q, k, v, g, beta, w, initial_state, a_log and dt_bias."""
+    x = [q, k, v, g, beta, w]
+    batch, cu_seqlens = op_layout.thd(op_arguments.CALLS["gdn2"], x, cu_seqlens)
+    q, k, v, g, beta, w = x
     flags = (
         output_final_state,
         use_qk_l2norm_in_kernel,
@@ -359,4 +370,4 @@ def gated_delta_net_v2(
     )
     tensors = (q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias)
     args = (q, k, v, g, beta, w, cu_seqlens, scale, initial_state, *flags, a_log, dt_bias, gate_lower_bound)
-    return _call(_gdn2_op, "gdn2", tensors, scale, flags, gate_lower_bound, args)
+    return _call(_gdn2_op, "gdn2", tensors, scale, flags, gate_lower_bound, args, batch)
