@@ -1,6 +1,6 @@
 """The workload the linear-attention runner's ``ncu`` part profiles: gdn at a bench_gdn shape.
 
-    python3 scripts/device/gdn_profile.py SHAPE [--bwd] [--sm90-wgmma]
+    python3 scripts/device/gdn_profile.py SHAPE [--bwd] [--sm90-wgmma] [--fused-wg BLOCK_V]
 
 Runs the hook's first plan (or, with ``--sm90-wgmma``, the CuTe DSL pair on warpgroup MMAs, BLOCK_V
 32), forward or forward+backward, twice: the first launch compiles, ``ncu -s 1`` profiles the
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 
-def run(shape: str, backward: bool, sm90_wgmma: bool = False) -> None:
+def run(shape: str, backward: bool, sm90_wgmma: bool = False, fused_wg: int = 0) -> None:
     import torch
 
     from benchmarks.linear_attention import bench_gdn  # first: it puts gdn_cases on sys.path
@@ -27,6 +27,8 @@ def run(shape: str, backward: bool, sm90_wgmma: bool = False) -> None:
             call, _ = bench_gdn._ours_fwd_bwd(case, tensors, d_o, 32, engine="gdn_sm90", wgmma=1)
         else:
             call, _ = bench_gdn._ours_fwd_bwd(case, tensors, d_o, None)
+    elif fused_wg:  # the fused warpgroup scan (SPLIT 0, WGMMA 1) at that BLOCK_V, STAGES 2
+        call, _ = bench_gdn._ours(case, tensors, fused_wg, engine="gdn_sm90", stages=2, wgmma=1, split=0)
     elif sm90_wgmma:
         call, _ = bench_gdn._ours(case, tensors, 32, engine="gdn_sm90", stages=2, wgmma=1)
     else:
@@ -41,8 +43,9 @@ def main() -> None:
     parser.add_argument("shape")
     parser.add_argument("--bwd", action="store_true")
     parser.add_argument("--sm90-wgmma", action="store_true")
+    parser.add_argument("--fused-wg", type=int, default=0, help="BLOCK_V of the fused warpgroup scan to run")
     args = parser.parse_args()
-    run(args.shape, args.bwd, args.sm90_wgmma)
+    run(args.shape, args.bwd, args.sm90_wgmma, args.fused_wg)
 
 
 if __name__ == "__main__":
