@@ -151,6 +151,9 @@ class TinyLayer(torch.nn.Module):
         return self.out(o.reshape(t, h * d))
 
 
+# inductor's cudagraph trees capture an empty graph of their own when they start (torch's warning,
+# not about the op)
+@pytest.mark.filterwarnings("ignore:The CUDA Graph is empty:UserWarning")
 @pytest.mark.parametrize("op", OPS)
 def test_a_reduce_overhead_compiled_layer_trains_as_eager(op):
     from torch._dynamo.utils import counters

@@ -2,8 +2,8 @@
 
 ``gdn``: ``gdn_cutile`` (the forward), ``gdn_cutile_bwd`` (the backward), ``gdn_sm90`` and
 ``gdn_sm90_bwd`` (the CuTe DSL forward and backward, SM90 only). On the forward gdn_sm90's plans
-lead (its split scan and output on warpgroup MMAs measured fastest in every timed cell), then
-gdn_cutile's. gdn_cutile's block: first OCCUPANCY=2 (two CTAs per SM on the per-chunk kernels, the
+lead (its fused warpgroup scan, segmented for a few long sequences, measured fastest in every timed
+cell: `sm90_order`), then gdn_cutile's. gdn_cutile's block: first OCCUPANCY=2 (two CTAs per SM on the per-chunk kernels, the
 measured fastest) at BLOCK_V 32 for the forward and the hook's BLOCK_V for the backward, then every
 BLOCK_V that tiles the value head dim at the compiler's occupancy (the hook's first), then,
 untimed, for autotune: the forward's other BLOCK_V values at OCCUPANCY=2, the other hints, and the
@@ -28,7 +28,6 @@ from typing import Any
 from pygraph.engines.base import REFERENCE_SM_COUNT, DeviceInfo, PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
-from pygraph_linear_attention.common.host import chunk_state_elements
 from pygraph_linear_attention.gdn.cutile_host import BLOCK_V, OCCUPANCY, OCCUPANCY_BWD, SEGMENT
 from pygraph_linear_attention.gdn.sm90_host import BLOCK_V_SM90, SEGMENT_SM90, SPLIT_SM90, STAGES_SM90
 from pygraph_linear_attention.kda.cutile_host import BLOCK_V as KDA_BLOCK_V
@@ -119,9 +118,8 @@ def recommend(
     # (WGMMA 2) measured at least as fast as gdn_cutile's first in every timed cell (H200, the one
     # run that set the rule, recorded in benchmarks/RESULTS.md, Linear attention, History: "gdn_sm90
     # at WGMMA 2 first for every sm90 forward"; ms: B4 T4096 0.520 against 0.521, B1 T32768 1.424
-    # against 1.979, varlen8 1.165 against 1.253); gdn_cutile's plans follow as the portable ones.
-    # Where the per-chunk states the split scan stores overflow 32-bit offsets, its fused scan leads
-    # instead (`sm90_order`).
+    # against 1.979, varlen8 1.165 against 1.253), and its fused warpgroup scan faster than that
+    # (`sm90_order`); gdn_cutile's plans follow as the portable ones.
     if "gdn_sm90" in offered and not facts.backward:
         ours = [*(PlanConfig(offered["gdn_sm90"], knobs) for knobs in sm90_order(facts, sms=sms)), *ours]
     # gdn_sm90_bwd (CuTe DSL) on warpgroup MMAs leads where its scans' grid leaves SMs idle (under
@@ -158,16 +156,20 @@ def split_first(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -
 
 
 def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -> list[dict[str, int]]:
-    """gdn_sm90's knob sets: the first by the scan grid against the device's ``sms`` SMs, then every
-    (SPLIT, BLOCK_V, STAGES) on mma.sync, then the split ones at WGMMA 1 and at WGMMA 2, then the
-    fused ones at WGMMA 1 (the fused warpgroup scan, `gdn.sm90_fused`), unsegmented and at each
-    SEGMENT. The first
-    (H200's 132 SMs, ms, the one run that set it: benchmarks/RESULTS.md, Linear attention, History,
-    "gdn_sm90 at WGMMA 2 first for every sm90 forward"): WGMMA 2 at BLOCK_V 32, STAGES 2 up to two
-    scan CTAs per SM (B1 T32768, 64 CTAs: 1.424 against 1.652 at WGMMA 1 and 1.721 at STAGES 1; B4
-    T4096, 256 CTAs: 0.520 against 0.551 at STAGES 1), STAGES 1 past that (varlen8, 512 CTAs: 1.165
-    against 1.178 at STAGES 2). The fused scan at STAGES 1 where the split scan's per-chunk states
-    overflow 32-bit offsets."""
+    """gdn_sm90's knob sets: the first by the scan's grid against the device's ``sms`` SMs and the
+    sequences' mean length, then every (SPLIT, BLOCK_V, STAGES) on mma.sync, then the split ones at
+    WGMMA 1 and at WGMMA 2, then the fused ones at WGMMA 1 (the fused warpgroup scan,
+    `gdn.sm90_fused`), unsegmented and at each SEGMENT.
+
+    The first is the fused warpgroup scan at BLOCK_V 64, measured fastest in every timed cell (H100
+    80GB HBM3, 132 SMs, the one run that set it: benchmarks/RESULTS.md, "gdn, the fused warpgroup
+    scan"; forward ms against the split scan at WGMMA 2, the previous first): B4 T4096 (128 CTAs at
+    BLOCK_V 64) 0.380 at STAGES 2 against 0.502 (0.421 at STAGES 1); varlen8 (256 CTAs) 0.996 at
+    STAGES 1 against 1.171 (1.027 at STAGES 2); B1 T32768 (32 CTAs, one 512-chunk sequence) 1.160
+    at SEGMENT 64 and STAGES 1 against 1.333 (2.404 unsegmented at STAGES 2, 1.806 at SEGMENT 16,
+    whose 31-step combine took 0.72 ms). So: STAGES 2 up to one CTA per SM, 1 past it; SEGMENT 64
+    where the grid fills under half the SMs and the sequences average two segments (8192 tokens) or
+    more."""
     every = [
         {"BLOCK_V": b, "STAGES": st, "SPLIT": sp, "WGMMA": 0, "SEGMENT": 0}
         for sp in SPLIT_SM90
@@ -176,19 +178,27 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
         for st in STAGES_SM90
     ]
     every += [{**k, "WGMMA": w} for w in (1, 2) for k in every if k["SPLIT"]]
-    fused_wg = [
-        {**k, "WGMMA": 1} for k in every if not k["SPLIT"] and not k["WGMMA"]
-    ]  # the fused warpgroup scan
+    fused_wg = [{**k, "WGMMA": 1} for k in every if not k["SPLIT"] and not k["WGMMA"]]
     every += fused_wg + [{**k, "SEGMENT": s} for s in SEGMENT_SM90 if s for k in fused_wg]  # and segmented
-    if _states_overflow(facts):
-        first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 0, "WGMMA": 0, "SEGMENT": 0}
-    elif _scan_grid(facts) <= 2 * sms:
-        first = {"BLOCK_V": 32, "STAGES": 2, "SPLIT": 1, "WGMMA": 2, "SEGMENT": 0}
-    else:
-        first = {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 2, "SEGMENT": 0}
+    grid = facts.sequences * facts.heads_out * max(facts.head_dim_v // 64, 1)
+    first = {"BLOCK_V": 64, "STAGES": 2 if grid <= sms else 1, "SPLIT": 0, "WGMMA": 1, "SEGMENT": 0}
+    mean_length = facts.tokens / max(facts.sequences, 1)
+    if grid < sms // 2 and mean_length >= 2 * _SEGMENT_TOKENS and not _segments_overflow(facts):
+        first = {**first, "STAGES": 1, "SEGMENT": _SEGMENT_TOKENS // 64}
     if first in every:
         every = [first, *(k for k in every if k != first)]
     return every
+
+
+# SEGMENT's tokens where the hook segments: 64 chunks (above: 16 chunks made the combine's serial
+# walk 31 steps at B1 T32768, 0.72 ms of a 1.8 ms forward)
+_SEGMENT_TOKENS = 4096
+
+
+def _segments_overflow(facts: LinearAttentionFacts) -> bool:
+    """The segmented scan's transitions past 32-bit offsets at the hook's SEGMENT (gdn_sm90 declines it)."""
+    slots = facts.tokens // _SEGMENT_TOKENS + facts.sequences + 1
+    return slots * facts.heads_out * (facts.head_dim_v + facts.head_dim_k) * facts.head_dim_k >= 2**31
 
 
 def kda_sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -> list[dict[str, int]]:
@@ -198,8 +208,3 @@ def kda_sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT
     blocks = [b for b in BLOCK_V_KDA_SM90 if facts.head_dim_v % b == 0]
     stages = (2, 1) if _scan_grid(facts) <= 2 * sms else (1, 2)
     return [{"BLOCK_V": b, "STAGES": st} for b in blocks for st in stages]
-
-
-def _states_overflow(facts: LinearAttentionFacts) -> bool:
-    """The split scan's per-chunk states past 32-bit offsets (the rule gdn_sm90 declines SPLIT by)."""
-    return chunk_state_elements(facts) >= 2**31

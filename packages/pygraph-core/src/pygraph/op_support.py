@@ -335,7 +335,7 @@ def launcher(built: BuiltGraph, names: tuple[str, ...], device: torch.device, ru
     # the selected plan's per-call path (`planning.runner`) called directly, one frame less than
     # Graph.execute; read per call (a graph planned again runs its new plan), Graph.execute where
     # there is none yet (or no planner: a stand-in graph)
-    planner = getattr(graph, "_planner", None) or _NoPlanner
+    planner = getattr(graph, "planner", None) or _NoPlanner
     graph_execute = graph.execute
     nbytes = built.workspace_bytes
 
