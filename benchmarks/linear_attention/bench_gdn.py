@@ -461,10 +461,9 @@ def timing_bwd(run: TimingRun) -> list[dict]:
         tokens = sum(lengths)
         d_o = torch.randn(tokens, HEADS, DIM, device="cuda").to(torch.bfloat16)
         columns, ours = {}, None
-        plans = [
-            ("ours[first]", None, None, None, None),
-            ("ours[cutile pair]", None, None, None, "gdn_cutile"),
-        ]
+        plans = [("ours[first]", None, None, None, None)]
+        if "cutile" not in run.skip:
+            plans.append(("ours[cutile pair]", None, None, None, "gdn_cutile"))
         plans += [(f"ours[bwd {bv}]", bv, None, None, "gdn_cutile") for bv in BWD_BLOCK_VS if run.all_plans]
         plans += [(f"ours[bwd OCC={o}]", None, o, None, None) for o in run.occupancies if o in OCCUPANCY_BWD]
         plans += [(f"ours[bwd SEG={s}]", None, None, s, None) for s in run.segments]
@@ -506,7 +505,9 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=420.0)
     parser.add_argument("--out", default=os.environ.get("OUT"))
     parser.add_argument(
-        "--skip", default="", help="comma list: cases, timing, fwd (the forward's timing), bwd, fla, cudnn"
+        "--skip",
+        default="",
+        help="comma list: cases, timing, fwd (the forward's timing), bwd, fla, cudnn, cutile (gdn_cutile's columns)",
     )
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {list(SHAPES)}")
     parser.add_argument("--profile", action="store_true", help="print each plan's kernels' times")
