@@ -118,9 +118,11 @@ def paired_rounds(columns: dict, rounds: int, reps: int, flush=None, warm_rounds
     return [round_times(columns, rotated(names, r), reps, flush) for r in range(rounds)]
 
 
-def interleaved(columns: dict, rounds: int, log: list) -> dict:
+def interleaved(columns: dict, rounds: int, log: list, per_round: dict | None = None) -> dict:
     """Median `device_time` (ms) per column over ``rounds`` rounds, each timing every column once in
-    rotated order; a column that raises is logged and left out of that round."""
+    rotated order; a column that raises is logged and left out of that round (None in
+    ``per_round``). ``per_round``, where given, receives each column's time of every round, for the
+    per-round ratios `time_lines` prints."""
     names = list(columns)
     times = {name: [] for name in names}
     for r in range(rounds):
@@ -128,8 +130,12 @@ def interleaved(columns: dict, rounds: int, log: list) -> dict:
             try:
                 times[name].append(device_time(columns[name]))
             except Exception as e:  # one broken column must not stop the table
+                times[name].append(None)
                 log.append(f"ERR column {name}: {type(e).__name__}: {e}")
-    return {name: statistics.median(ts) for name, ts in times.items() if ts}
+    if per_round is not None:
+        per_round.update(times)
+    done = {name: [t for t in ts if t is not None] for name, ts in times.items()}
+    return {name: statistics.median(ts) for name, ts in done.items() if ts}
 
 
 def quartiles(xs: list[float]) -> tuple[float, float, float]:
@@ -160,17 +166,27 @@ def ratio_lines(
 
 
 def time_lines(
-    times: dict[str, float], tokens: int, anchors: tuple[str, ...] = ("fla", "cudnn"), width: int = 14
+    times: dict[str, float],
+    tokens: int,
+    anchors: tuple[str, ...] = ("fla", "cudnn"),
+    width: int = 14,
+    per_round: dict | None = None,
 ) -> list[str]:
     """A timing table's rows: per column ms and tokens/s and, on every column that is not an anchor,
-    each anchor's time over its own (> 1: the column is faster), all from the same run."""
+    each anchor's time over its own (> 1: the column is faster), all from the same run: the ratio of
+    the medians and, with ``per_round`` (`interleaved`'s), the ratio in each round, then their median."""
     lines = []
     for name, ms in times.items():
-        ratios = (
-            ""
-            if name in anchors
-            else "".join(f"  {a}/{name} {times[a] / ms:.2f}x" for a in anchors if a in times)
-        )
+        ratios = ""
+        if name not in anchors:
+            for a in (a for a in anchors if a in times):
+                ratios += f"  {a}/{name} {times[a] / ms:.2f}x"
+                if per_round:
+                    pairs = [(x, y) for x, y in zip(per_round[a], per_round[name]) if x and y]
+                    each = [x / y for x, y in pairs]
+                    if each:
+                        rounds = " ".join(f"{r:.2f}" for r in each)
+                        ratios += f" (rounds {rounds}; median {statistics.median(each):.2f}x)"
         lines.append(f"  {name:{width}s} {ms:8.3f} ms  {tokens / ms / 1e3:8.2f} Mtok/s{ratios}")
     return lines
 

@@ -265,10 +265,11 @@ def _anchors(what: str, makers: tuple, args: tuple, run: TimingRun):
             yield anchor, call, holder
 
 
-def _print_times(title: str, times: dict[str, float], tokens: int, rounds: int) -> None:
-    """The timing table: ms, tokens/s and, on our rows, each anchor's time over ours."""
+def _print_times(title: str, times: dict[str, float], tokens: int, rounds: int, per_round: dict) -> None:
+    """The timing table: ms, tokens/s and, on our rows, each anchor's time over ours (per round and
+    their median)."""
     print(f"-- {title} ({tokens} tokens, H{HEADS} D{DIM} bf16), median of {rounds} cold-L2 rounds")
-    print("\n".join(time_lines(times, tokens)))
+    print("\n".join(time_lines(times, tokens, per_round=per_round)))
 
 
 def _shift_gates(tensors: dict, mean: float) -> None:
@@ -328,9 +329,10 @@ def timing(run: TimingRun) -> list[dict]:
             columns[anchor] = call
             o = holder["o"].reshape(tokens, HEADS, DIM)
             print(f"  {shape} {first} vs {anchor}: rel diff of O {_rel(outputs[first], o):.2e}")
-        times = interleaved(columns, run.rounds, run.log)
+        per_round = {}
+        times = interleaved(columns, run.rounds, run.log, per_round)
         best = min((n for n in times if n.startswith("ours")), key=times.get)
-        _print_times(shape, times, tokens, run.rounds)
+        _print_times(shape, times, tokens, run.rounds, per_round)
         rows.append({"shape": shape, "tokens": tokens, "ms": times, "ours_best": best})
     return rows
 
@@ -493,8 +495,9 @@ def timing_bwd(run: TimingRun) -> list[dict]:
                 f"d{n} {_rel(ours[n], leaves[n].grad.reshape(ours[n].shape)):.2e}" for n in _GRADS
             )
             print(f"  {shape} ours vs {anchor}: rel diff of the gradients {diffs}")
-        times = interleaved(columns, run.rounds, run.log)
-        _print_times(f"{shape} fwd+bwd", times, tokens, run.rounds)
+        per_round = {}
+        times = interleaved(columns, run.rounds, run.log, per_round)
+        _print_times(f"{shape} fwd+bwd", times, tokens, run.rounds, per_round)
         rows.append({"shape": shape, "tokens": tokens, "ms": times})
     return rows
 

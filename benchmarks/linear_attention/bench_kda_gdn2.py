@@ -466,9 +466,10 @@ def timing(op: str, shapes: list[str], rounds: int, skip: set, log: list, gates:
                 print(f"  {what} {name}: first call {seconds:.1f} s{agree}")
                 first = first or (name, o.clone())
                 columns[name] = call
-            times = interleaved(columns, rounds, log)
+            per_round = {}
+            times = interleaved(columns, rounds, log, per_round)
             print(f"-- {what} ({tokens} tokens, H{HEADS} D{DIM} bf16), median of {rounds} cold-L2 rounds")
-            print("\n".join(time_lines(times, tokens)))
+            print("\n".join(time_lines(times, tokens, per_round=per_round)))
 
 
 def main() -> None:

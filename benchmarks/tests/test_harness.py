@@ -34,6 +34,21 @@ def test_the_timing_table_gives_each_anchors_time_over_every_other_column():
     assert fla == ["fla", "1.000", "ms", "10.00", "Mtok/s"] and cudnn[0] == "cudnn" and len(cudnn) == 5
 
 
+def test_the_timing_table_prints_each_rounds_ratio_and_their_median():
+    per_round = {"ours": [0.5, 0.4, None], "fla": [1.0, 1.0, 1.2]}  # a broken round is left out
+    (ours, _) = harness.time_lines({"ours": 0.45, "fla": 1.0}, tokens=1000, per_round=per_round)
+    assert "fla/ours 2.22x (rounds 2.00 2.50; median 2.25x)" in ours
+
+
+def test_interleaved_keeps_each_rounds_times(monkeypatch):
+    monkeypatch.setattr(harness, "device_time", lambda fn: fn())
+    per_round = {}
+    clock = iter([1.0, 2.0, 3.0, 4.0])
+    medians = harness.interleaved({"a": lambda: next(clock), "b": lambda: next(clock)}, 2, [], per_round)
+    # round 0 runs a then b; round 1 (rotated) b then a
+    assert per_round == {"a": [1.0, 4.0], "b": [2.0, 3.0]} and medians == {"a": 2.5, "b": 2.5}
+
+
 def test_quartiles_are_the_middle_half():
     assert harness.quartiles([1, 2, 3, 4, 5, 6, 7]) == (2, 4, 6)
 
