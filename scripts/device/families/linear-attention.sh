@@ -9,6 +9,10 @@
 #   sm90       gdn_sm90's (the CuTe DSL forward) alone
 #   sm90bwd    gdn_sm90_bwd's (the CuTe DSL backward) alone
 #   wgmma      the cases of both CuTe DSL engines on warpgroup MMAs (WGMMA 1 and 2)
+#   fused      the fused warpgroup scan's cases (SPLIT 0 WGMMA 1, SEGMENT included), then memcheck over
+#              three of them (two segmented)
+#   capture    the torch ops in CUDA graphs (capture and replay, a first call inside a capture, a
+#              reduce-overhead layer), the FLA front door against FLA, then benchmarks.ops.host_cost
 #   bwd        the backward's, both engines' (K: its pytest -k, e.g. K='backward and not gdn_sm90'
 #              for cuTile's alone; the table takes about 6 minutes on a fresh machine)
 #   fla        gdn's forward against flash-linear-attention's on the same inputs
@@ -46,6 +50,19 @@ part_fwd() { run_tests forward gdn_sm90_fwd_pytest.log; }
 part_sm90() { run_tests gdn_sm90_forward gdn_sm90_engine_pytest.log; }
 part_sm90bwd() { run_tests gdn_sm90_backward gdn_sm90_bwd_engine_pytest.log; }
 part_wgmma() { run_tests wgmma gdn_sm90_wgmma_pytest.log; }
+part_fused() {
+  run_tests "sm90 and fused-wg" gdn_sm90_fused_pytest.log
+  compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 python3 -m pytest -m sm90 \
+    -p no:cacheprovider -q "$tests" -k "sm90-varlen-odd-fused-wg or sm90-split-varlen-fused-wg or sm90-long-4097-fused-wg-seg16" \
+    > "$OUTDIR/fused_memcheck.log" 2>&1
+  echo "memcheck exit $?"; grep -E "ERROR SUMMARY|passed|failed" "$OUTDIR/fused_memcheck.log" | tail -3
+}
+part_capture() {
+  python3 -m pytest -m sm90 -q -p no:cacheprovider "$la_tests/test_linear_attention_capture_sm90.py" \
+    packages/engines-sdpa/tests/test_sdpa_capture_sm90.py "$la_tests/test_fla_front_door_sm90.py" \
+    packages/engines-sdpa/tests/test_sdpa_front_doors_sm90.py 2>&1 | tee "$OUTDIR/capture.log" | tail -15
+  python3 -m benchmarks.ops.host_cost --json "$OUTDIR/host_cost.json" 2>&1 | tee "$OUTDIR/host_cost.log" | tail -12
+}
 part_bwd() { run_tests "${K:-backward}" gdn_sm90_bwd_pytest.log; }
 
 part_fla() {
