@@ -11,6 +11,11 @@
 #   wgmma      the cases of both CuTe DSL engines on warpgroup MMAs (WGMMA 1 and 2)
 #   fused      the fused warpgroup scan's cases (SPLIT 0 WGMMA 1, SEGMENT included), then memcheck over
 #              three of them (two segmented)
+#   qla1       FlashQLA's first wheels (carry .qla1: ../shared/device/qla_bundle.sh) into /tmp/fq
+#   qla        FlashQLA's other wheels (carry .qla2) into /tmp/fq, then issue 54's table in one warm
+#              machine: bench_gdn_flashqla (FlashQLA and FLA's Triton, FlashQLA's own process) and
+#              bench_gdn --plans first (ours and FLA's Triton), forward and forward+backward, strong
+#              and weak gates (GATES, default "0 4": bench_gdn's --gate-mean)
 #   capture    the torch ops in CUDA graphs (capture and replay, a first call inside a capture, a
 #              reduce-overhead layer), the FLA front door against FLA, then benchmarks.ops.host_cost
 #   bwd        the backward's, both engines' (K: its pytest -k, e.g. K='backward and not gdn_sm90'
@@ -56,6 +61,19 @@ part_fused() {
     -p no:cacheprovider -q "$tests" -k "sm90-varlen-odd-fused-wg or sm90-split-varlen-fused-wg or sm90-long-4097-fused-wg-seg16" \
     > "$OUTDIR/fused_memcheck.log" 2>&1
   echo "memcheck exit $?"; grep -E "ERROR SUMMARY|passed|failed" "$OUTDIR/fused_memcheck.log" | tail -3
+}
+part_qla1() { python3 -m pip install -q --no-index --no-deps --target /tmp/fq .qla1/*.whl && echo "qla1 in /tmp/fq"; }
+part_qla() {
+  python3 -m pip install -q --no-index --no-deps --target /tmp/fq .qla2/*.whl || return 1
+  # TileLang compiles with the image's nvcc; its apache-tvm-ffi pin conflicts with CuTe DSL's, so
+  # FlashQLA runs in a process of its own (/tmp/fq first on its path)
+  PYTHONPATH=/tmp/fq:/tmp/site PATH=/usr/local/cuda/bin:$PATH FLA_FLASH_QLA=0 \
+    python3 -m benchmarks.linear_attention.bench_gdn_flashqla --gates strong,weak 2>&1 | tee "$OUTDIR/flashqla.log" | grep -v "^\s*$" | tail -14
+  for mean in ${GATES:-0 4}; do
+    FLA_FLASH_QLA=0 python3 -m benchmarks.linear_attention.bench_gdn --skip cases,cudnn,cutile --plans first \
+      --gate-mean "$mean" 2>&1 | tee "$OUTDIR/bench_gdn_gates$mean.log" | grep -E "^--|^  ours|^  fla" | cut -c1-160
+  done
+  save_autotune
 }
 part_capture() {
   python3 -m pytest -m sm90 -q -p no:cacheprovider "$la_tests/test_linear_attention_capture_sm90.py" \
