@@ -94,6 +94,14 @@ CASES: tuple[GdnCase, ...] = (
     GdnCase("split-varlen", (1, 63, 2100, 65, 0, 130), options=("initial_state", "final_state"), segment=16),
     GdnCase("split-all-options-gva", (2100, 7), heads_qk=2, heads_v=4, options=ALL, segment=16),
     GdnCase(
+        "split-d64",
+        (2100, 65),
+        key_dim=64,
+        value_dim=64,
+        options=("initial_state", "final_state"),
+        segment=16,
+    ),
+    GdnCase(
         "varlen-gated", (1, 63, 64, 65, 130, 0, 97), options=("initial_state", "final_state", "safe_gate")
     ),
 )
