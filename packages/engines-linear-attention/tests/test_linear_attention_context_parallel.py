@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import traceback
 from itertools import pairwise
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,6 +24,7 @@ from cp_inputs import LEAVES, TOKENS, compare, loss_of, make_problem, rel, shard
 
 from pygraph.errors import OpInputError  # noqa: E402
 from pygraph_linear_attention import context_parallel as cp  # noqa: E402
+from pygraph_linear_attention import fla as front_door  # noqa: E402
 from pygraph_linear_attention.gdn.op import gated_delta_net  # noqa: E402
 from pygraph_linear_attention.kda.op import gated_delta_net_v2, kimi_delta_attention  # noqa: E402
 
@@ -47,8 +49,9 @@ DISTRIBUTED = ("gdn-one-sequence", "gdn-varlen-empty-rank", "kda-all-ranks-final
 
 @pytest.fixture
 def stand_in(request):
-    """The CPU stand-in of the case's op (gdn_cutile's for GDN, kda_cutile's for KDA and GDN-2)."""
-    op = CASES[request.param][0] if request.param in CASES else request.param
+    """The CPU stand-in of the case's op (gdn_cutile's for GDN, kda_cutile's for KDA and GDN-2): each
+    case's name starts with its op's."""
+    op = request.param.split("-")[0]
     return request.getfixturevalue("gdn_stand_in" if op == "gdn" else "kda_stand_in")
 
 
@@ -176,8 +179,19 @@ def _worker(rank, world, store, out, op, x, weights, sizes, flags, final_states,
         shard = {n: x[n][a:b].clone().requires_grad_(True) for n in TOKENS[op]}
         h0 = x.get("initial_state")
         h0 = None if h0 is None else h0.clone().requires_grad_(True)
-        if fla is not None:
-            o, final = fla(rank, shard, dist.group.WORLD)
+        if fla is not None:  # FLA's front door with a context as FLA's build_cp_context makes it
+            cu, first, before, last = fla[rank]
+            context = SimpleNamespace(
+                group=dist.group.WORLD, cu_seqlens=torch.tensor(cu, dtype=torch.int64), is_first_rank=first,
+                pre_num_ranks=before, is_last_rank=last, post_num_ranks=None,
+            )  # fmt: skip
+            door = front_door.chunk_gated_delta_rule if op == "gdn" else front_door.chunk_kda
+            o, final = door(*(shard[n].unsqueeze(0) for n in TOKENS[op]), cp_context=context)
+            o = o.squeeze(0)
+        elif final_states == "last":  # the torch op's cp_group route (its final states: "last")
+            o, final = OPS[op](
+                **shard, cu_seqlens=x["cu_seqlens"], initial_state=h0, **flags, cp_group=dist.group.WORLD
+            )
         else:
             o, final = CP_OPS[op](
                 **shard, cu_seqlens=x["cu_seqlens"], initial_state=h0, **flags, cp_group=dist.group.WORLD,
@@ -250,3 +264,43 @@ def test_a_gloo_group_equals_the_single_process_op(stand_in, request, tmp_path):
     errors, bounds = compare(op, (o, final, grads), want, flags)
     print(case, {k: f"{v:.1e}" for k, v in errors.items()})
     assert all(errors[k] <= bounds[k] for k in errors), errors
+
+
+# FLA's contexts (rank-local cu_seqlens, is_first_rank, pre_num_ranks, is_last_rank) of even shards:
+# name: (op, sequence lengths, shard sizes, every rank's context)
+FLA_CASES = {
+    "gdn-varlen": ("gdn", (50, 70, 40), (80, 80), [([0, 50, 80], True, 0, False), ([0, 40, 80], False, 1, True)]),
+    "kda-one-sequence": ("kda", (150,), (50, 50, 50),
+                         [([0, 50], True, 0, False), ([0, 50], False, 1, False), ([0, 50], False, 2, True)]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("stand_in", list(FLA_CASES), indirect=True)
+def test_fla_cp_context_through_the_front_door_equals_the_single_process_op(stand_in, request, tmp_path):
+    case = request.node.callspec.params["stand_in"]
+    op, lengths, sizes, contexts = FLA_CASES[case]
+    x, weights = make_problem(op, lengths)
+    want = single(OPS[op], op, x, weights, {})
+    results = _run_group(tmp_path, op, x, weights, sizes, {}, "last", fla=contexts)
+    o, _, grads, _ = _gathered(results, "last", len(sizes))
+    errors, bounds = compare(op, (o, None, grads), want, {})
+    print(case, {k: f"{v:.1e}" for k, v in errors.items()})
+    assert all(errors[k] <= bounds[k] for k in errors), errors
+
+
+@pytest.mark.parametrize("stand_in", ["gdn"], indirect=True)
+def test_fla_cp_context_refuses_states(stand_in):
+    x, _ = make_problem("gdn", (40,), state=True)
+    args = [x[n].unsqueeze(0) for n in TOKENS["gdn"]]
+    context = SimpleNamespace(group=None, cu_seqlens=torch.tensor([0, 40]), is_first_rank=True, pre_num_ranks=0,
+                              is_last_rank=True)  # fmt: skip
+    with pytest.raises(
+        OpInputError, match="cp_context with initial_state: FLA's context parallelism takes no"
+    ):
+        front_door.chunk_gated_delta_rule(
+            *args, initial_state=x["initial_state"].transpose(-1, -2), cp_context=context
+        )
+    with pytest.raises(OpInputError, match="cp_context with output_final_state=True"):
+        front_door.chunk_gated_delta_rule(*args, output_final_state=True, cp_context=context)
+    with pytest.raises(OpInputError, match="it needs a group and its rank-local cu_seqlens"):
+        front_door.chunk_gated_delta_rule(*args, cp_context=context)

@@ -45,6 +45,7 @@ from pygraph_linear_attention.common.transitions import apply
 __all__ = [
     "FINAL_STATES",
     "RankPlan",
+    "fla_context_call",
     "gated_delta_net",
     "gated_delta_net_v2",
     "kimi_delta_attention",
@@ -495,6 +496,17 @@ def _distributed(op: str, tensors: dict[str, Any], options: dict[str, Any], cu_s
         summed = collectives.all_reduce(_tie(owner, gathered), "sum", cp_group)
     o, final = rank.outputs(o, owner, summed, gathered)
     return (o.unsqueeze(0) if batched else o), final
+
+
+def fla_context_call(op: str, context: Any, tensors: dict[str, Any], options: dict[str, Any]) -> tuple:
+    """The front door's (`fla`) call under flash-linear-attention's ``cp_context``: this rank's
+    per-token tensors [1, T_rank, ...], the op's other arguments ``options``; no states (FLA's
+    context numbers no sequence across ranks). Returns ``(o, None)``."""
+    call = CALLS[op]
+    q = tensors["q"]
+    tokens = q.shape[-3] if isinstance(q, Tensor) and q.dim() >= 3 else 0
+    group, plan = plan_from_fla_context(call, context, tokens)
+    return _distributed(op, tensors, options, None, None, False, group, "last", None, plan=plan)
 
 
 def simulate(op: str, shards: Sequence[dict[str, Tensor]], cu_seqlens: Tensor | None = None, *,
