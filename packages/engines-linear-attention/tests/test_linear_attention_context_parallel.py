@@ -12,7 +12,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import traceback
-from itertools import pairwise
 from types import SimpleNamespace
 
 import pytest
@@ -20,7 +19,17 @@ import pytest
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
-from cp_inputs import LEAVES, TOKENS, compare, loss_of, make_problem, rel, shard_bounds, single  # noqa: E402
+from cp_inputs import (  # noqa: E402
+    CASES,
+    FINAL,
+    TOKENS,
+    compare,
+    loss_of,
+    make_problem,
+    rel,
+    simulated,
+    single,
+)
 
 from pygraph.errors import OpInputError  # noqa: E402
 from pygraph_linear_attention import context_parallel as cp  # noqa: E402
@@ -30,20 +39,6 @@ from pygraph_linear_attention.kda.op import gated_delta_net_v2, kimi_delta_atten
 
 OPS = {"gdn": gated_delta_net, "kda": kimi_delta_attention, "gdn2": gated_delta_net_v2}
 CP_OPS = {"gdn": cp.gated_delta_net, "kda": cp.kimi_delta_attention, "gdn2": cp.gated_delta_net_v2}
-STATE = {"initial_state": True}
-FINAL = {"output_final_state": True}
-
-# name: (op, sequence lengths, shard sizes, with initial states, op flags, cp_final_state)
-CASES = {
-    # one sequence over three ranks, the middle one a single token passed through
-    "gdn-one-sequence": ("gdn", (157,), (70, 1, 86), True, FINAL, "last"),
-    # varlen: a sequence crossing an empty rank, one of one token, one ending before the last rank
-    "gdn-varlen-empty-rank": ("gdn", (37, 1, 90, 13), (30, 40, 0, 71), True, FINAL, "last"),
-    "gdn-no-state": ("gdn", (100, 29), (51, 78), False, {}, "last"),
-    "kda-all-ranks-final": ("kda", (133,), (45, 88), True, FINAL, "all"),
-    "kda-varlen-no-state": ("kda", (20, 1, 70), (21, 35, 35), False, FINAL, "last"),
-    "gdn2-one-sequence": ("gdn2", (97,), (33, 64), True, FINAL, "last"),
-}  # fmt: skip
 DISTRIBUTED = ("gdn-one-sequence", "gdn-varlen-empty-rank", "kda-all-ranks-final", "gdn2-one-sequence")
 
 
@@ -56,8 +51,8 @@ def stand_in(request):
 
 
 def _flags(case):
-    op, lengths, sizes, state, flags, final_states = CASES[case]
-    return op, lengths, sizes, state, dict(flags), final_states
+    op, lengths, sizes, state, flags, final_states, shape = CASES[case]
+    return op, lengths, sizes, state, dict(flags), final_states, shape
 
 
 # --- the plans ---------------------------------------------------------------------------------------
@@ -87,38 +82,13 @@ def test_an_empty_sequence_is_homed_where_its_position_is():
 # --- several ranks in one process --------------------------------------------------------------------
 
 
-def _simulated(op, x, weights, sizes, flags, final_states):
-    """`simulate` over shards that are views of shared leaves (their gradients add up there); each
-    rank's loss its o's rows, and the final state where it is returned (shared out under "all")."""
-    leaves = {n: t.clone().requires_grad_(True) for n, t in x.items() if n in LEAVES}
-    bounds = shard_bounds(sizes)
-    shards = [{n: leaves[n][a:b] for n in TOKENS[op]} for a, b in pairwise(bounds)]
-    results = cp.simulate(
-        op, shards, x["cu_seqlens"], initial_state=leaves.get("initial_state"), cp_final_state=final_states,
-        **flags,
-    )  # fmt: skip
-    share = 1 / len(sizes) if final_states == "all" else 1.0
-    loss = sum(
-        loss_of(o, final, weights, slice(a, b), share)
-        for (o, final), a, b in zip(results, bounds, bounds[1:])
-    )
-    loss.backward()
-    o = torch.cat([o.detach() for o, _ in results])
-    finals = [final for _, final in results]
-    final = finals[-1]
-    if flags.get("output_final_state"):
-        holders = [r for r, f in enumerate(finals) if f is not None]
-        assert holders == (list(range(len(sizes))) if final_states == "all" else [len(sizes) - 1])
-    return o, final, {n: t.grad for n, t in leaves.items()}
-
-
 @pytest.mark.parametrize("stand_in", list(CASES), indirect=True)
 def test_simulated_ranks_equal_the_single_process_op(stand_in, request):
     case = request.node.callspec.params["stand_in"]
-    op, lengths, sizes, state, flags, final_states = _flags(case)
-    x, weights = make_problem(op, lengths, state=state)
+    op, lengths, sizes, state, flags, final_states, shape = _flags(case)
+    x, weights = make_problem(op, lengths, state=state, **shape)
     want = single(OPS[op], op, x, weights, flags)
-    got = _simulated(op, x, weights, sizes, flags, final_states)
+    got = simulated(cp, op, x, weights, sizes, flags, final_states)
     errors, bounds = compare(op, got, want, flags)
     print(case, {k: f"{v:.1e}" for k, v in errors.items()})
     assert all(errors[k] <= bounds[k] for k in errors), errors
@@ -139,7 +109,7 @@ def test_the_shards_alone_are_far_from_the_whole(stand_in):
 @pytest.mark.parametrize("stand_in", ["gdn"], indirect=True)
 def test_a_passed_through_rank_runs_the_op_three_times_and_the_others_fewer(stand_in):
     x, weights = make_problem("gdn", (157,), state=True)
-    _simulated("gdn", x, weights, (60, 40, 57), FINAL, "last")
+    simulated(cp, "gdn", x, weights, (60, 40, 57), FINAL, "last")
     # rank 0: B and the main run; rank 1: B, M (V = K: one call) and the main run; rank 2: the main run
     assert stand_in.runs.count("gdn") == 2 + 3 + 1
 
@@ -252,8 +222,8 @@ def _gathered(results, final_states, world):
 @pytest.mark.parametrize("stand_in", DISTRIBUTED, indirect=True)
 def test_a_gloo_group_equals_the_single_process_op(stand_in, request, tmp_path):
     case = request.node.callspec.params["stand_in"]
-    op, lengths, sizes, state, flags, final_states = _flags(case)
-    x, weights = make_problem(op, lengths, state=state)
+    op, lengths, sizes, state, flags, final_states, shape = _flags(case)
+    x, weights = make_problem(op, lengths, state=state, **shape)
     want = single(OPS[op], op, x, weights, flags)
     results = _run_group(tmp_path, op, x, weights, sizes, flags, final_states)
     o, final, grads, holders = _gathered(results, final_states, len(sizes))
