@@ -208,7 +208,7 @@ def test_the_names_fla_users_import():
 
 
 BAD = [
-    ("gdn", "cp", {"cp_context": object()}, "cp_context=object: context parallelism is not served"),
+    ("gdn", "cp-batch", {"cp_context": object()}, "cp_context: the batch size must be 1 (packed sequences), got q"),
     ("kda", "intermediates", {"return_intermediate_states": True}, "return_intermediate_states=True"),
     ("kda", "unbounded-gate", {"use_gate_in_kernel": True, "A_log": torch.zeros(HV)},
      "use_gate_in_kernel=True with lower_bound=None asks for FLA's unbounded gate"),

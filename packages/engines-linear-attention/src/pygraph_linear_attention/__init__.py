@@ -12,7 +12,8 @@ references and chunked specs need ``pygraph-engines-linear-attention[torch]``, t
 Public paths: ``pygraph_linear_attention.reference`` (the plain-torch references),
 ``pygraph_linear_attention.ops`` (``gated_delta_net``), and the torch ops ``gated_delta_net``,
 ``kimi_delta_attention`` and ``gated_delta_net_v2``, each also reachable as
-``pygraph_linear_attention.<name>``, imported on first access. No backend lowers these ops, so a
+``pygraph_linear_attention.<name>``, imported on first access; ``pygraph_linear_attention.context_parallel``
+(the ops over a ``torch.distributed`` group, which the ops' ``cp_group=`` routes to). No backend lowers these ops, so a
 graph no engine serves raises `pygraph.GraphNotSupportedError` naming each engine's reason.
 Importing this package imports no framework.
 
@@ -41,6 +42,7 @@ require_for_import(
     (
         "pygraph_linear_attention.ops",
         "pygraph_linear_attention.reference",
+        "pygraph_linear_attention.context_parallel",
         *(f"pygraph_linear_attention.{module}" for module in sorted(set(_OPS.values()))),
     ),
     "torch",

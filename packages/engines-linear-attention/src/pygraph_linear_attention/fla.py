@@ -29,8 +29,14 @@ without ``use_gate_in_kernel``, which selects FLA's M=16 kernel for gates alread
 [lower_bound, 0)), are accepted and not used. ``A_log`` / ``dt_bias`` without ``use_gate_in_kernel``
 are not read, as FLA does not read them.
 
+FLA's ``cp_context`` (``fla.ops.cp.FLACPContext``, `chunk_gated_delta_rule` and `chunk_kda`) runs
+the call context-parallel over the context's group (`context_parallel.fla_context_call`): this
+rank's [1, T_rank, ...] shard, the context's rank-local ``cu_seqlens``, ``is_first_rank``,
+``pre_num_ranks`` and ``is_last_rank``; as in FLA, without initial_state or a final state
+(`pygraph_linear_attention.context_parallel` takes both, with the group's cu_seqlens).
+
 What FLA accepts and pygraph cannot serve raises `pygraph.errors.OpInputError` naming the function,
-FLA's argument and the value: ``cp_context`` (context parallelism), ``return_intermediate_states``,
+FLA's argument and the value: ``cp_context`` with initial_state or output_final_state, ``return_intermediate_states``,
 ``use_gate_in_kernel=True`` without ``lower_bound`` for KDA and GDN-2 (FLA's unbounded
 ``-exp(A_log) * softplus(g + dt_bias)`` per key channel; pygraph's KDA / GDN-2 gate is the bounded
 one), q/k/v in float32 (the kernels take bfloat16 or float16), ``head_first``, an argument FLA's
@@ -114,8 +120,6 @@ def _common(
     state_v_first: bool,
 ) -> Any:
     """The checks every front door shares; the initial state in pygraph's layout (fp32)."""
-    if cp_context is not None:
-        raise _fail(op, f"cp_context={type(cp_context).__name__}: context parallelism is not served")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, Tensor):
             raise _fail(op, f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -133,6 +137,8 @@ def _common(
             f"The batch size is expected to be 1 rather than {q.shape[0]} when using `cu_seqlens` "
             f"(q {list(q.shape)}): flatten variable-length inputs before processing",
         )
+    if cp_context is not None:
+        _check_cp_context(op, q, initial_state, cu_seqlens)
     if initial_state is None:
         return None
     if not isinstance(initial_state, Tensor):
@@ -147,6 +153,45 @@ def _common(
         )
     state = initial_state if initial_state.dtype == torch.float32 else initial_state.float()
     return state if state_v_first else state.transpose(-1, -2)
+
+
+def _check_cp_context(op: str, q: Tensor, initial_state: Any, cu_seqlens: Any) -> None:
+    """FLA's rules of a ``cp_context`` call: B = 1, the rank-local cu_seqlens taken from the context,
+    no initial state (FLA's CP mode takes none, and its context numbers no sequence across ranks;
+    `pygraph_linear_attention.context_parallel` takes initial and final states with the group's
+    cu_seqlens)."""
+    if q.shape[0] != 1:
+        raise _fail(op, f"cp_context: the batch size must be 1 (packed sequences), got q {list(q.shape)}")
+    if cu_seqlens is not None:
+        raise _fail(op, "cp_context with cu_seqlens: the rank-local cu_seqlens are cp_context.cu_seqlens")
+    if initial_state is not None:
+        raise _fail(
+            op,
+            "cp_context with initial_state: FLA's context parallelism takes no states (its context numbers "
+            "no sequence across ranks); pygraph_linear_attention.context_parallel takes initial and final "
+            "states with the group's cu_seqlens",
+        )
+
+
+def _op(op: str, fn: Any, cp_context: Any, output_final_state: Any) -> Any:
+    """The op a front door calls: ``fn``, or under FLA's ``cp_context`` the context-parallel call of
+    its group, rank-local sequences and chain (`context_parallel.fla_context_call`)."""
+    if cp_context is None:
+        return fn
+    if output_final_state:
+        raise _fail(
+            op,
+            "cp_context with output_final_state=True: FLA's context parallelism returns no final state; "
+            "pygraph_linear_attention.context_parallel does, with the group's cu_seqlens",
+        )
+    from pygraph_linear_attention import context_parallel
+
+    def call(*tensors: Tensor, cu_seqlens: Any = None, initial_state: Any = None, **options: Any) -> tuple:
+        options.pop("output_final_state", None)
+        names = ("q", "k", "v", "g", "beta", "w")[: len(tensors)]
+        return context_parallel.fla_context_call(op, cp_context, dict(zip(names, tensors)), options)
+
+    return call
 
 
 def _through(op: str, fn: Any, *args: Any, **kwargs: Any) -> tuple:
@@ -209,7 +254,8 @@ def chunk_gated_delta_rule(
             raise _fail(op, "A_log must be provided when use_gate_in_kernel=True.")
         a_log, dt_bias = _fp32(a_log), _fp32(dt_bias)
     o, final = _through(
-        op, gated_delta_net, q, k, v, g, beta, cu_seqlens=cu_seqlens, scale=scale, initial_state=h0,
+        op, _op(op, gated_delta_net, cp_context, output_final_state), q, k, v, g, beta, cu_seqlens=cu_seqlens,
+        scale=scale, initial_state=h0,
         output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
         use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
         safe_gate=gate, a_log=a_log, dt_bias=dt_bias,
@@ -309,7 +355,8 @@ def chunk_kda(
     if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
         raise _fail(op, "`allow_neg_eigval=True` requires `use_beta_sigmoid_in_kernel=True`.")
     o, final = _through(
-        op, kimi_delta_attention, q, k, v, g, beta, cu_seqlens=cu_seqlens, scale=scale, initial_state=h0,
+        op, _op(op, kimi_delta_attention, cp_context, output_final_state), q, k, v, g, beta,
+        cu_seqlens=cu_seqlens, scale=scale, initial_state=h0,
         output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
         use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval, **gate,
     )  # fmt: skip

@@ -238,6 +238,8 @@ def gated_delta_net(
     safe_gate: bool = False,
     a_log: Tensor | None = None,
     dt_bias: Tensor | None = None,
+    *,
+    cp_group: Any = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Gated DeltaNet over variable-length sequences: ``(o [T, HO, V], final_state [N, HO, V, K]
     fp32, or None when output_final_state is False)``, HO = max(H, HV). Differentiable in q, k, v,
@@ -252,7 +254,19 @@ def gated_delta_net(
     (`common.op_layout`). Raises `pygraph.errors.OpInputError` naming the tensor for a bad shape,
     dtype or device, and `pygraph.GraphNotSupportedError` (the planner's reasons) where no engine
     serves the graph.
+
+    ``cp_group`` (a ``torch.distributed`` ProcessGroup): context parallelism, q, k, v, g, beta this
+    rank's shard of the group's tokens and cu_seqlens the group's; the call is
+    `context_parallel.gated_delta_net`'s (final states on the last rank; that function takes the
+    other choices). None: this rank's tokens are the whole problem.
     """
+    if cp_group is not None:  # routed before the per-call fast path, which it never takes
+        from pygraph_linear_attention import context_parallel
+
+        return context_parallel.gated_delta_net(
+            q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
+            use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate, a_log, dt_bias, cp_group=cp_group,
+        )  # fmt: skip
     x = [q, k, v, g, beta, None]
     batch, cu_seqlens = op_layout.thd(CALL, x, cu_seqlens)
     q, k, v, g, beta, _ = x

@@ -306,6 +306,8 @@ def kimi_delta_attention(
     a_log: Tensor | None = None,
     dt_bias: Tensor | None = None,
     gate_lower_bound: float | None = None,
+    *,
+    cp_group: Any = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Kimi Delta Attention over variable-length sequences: ``(o [T, HO, V], final_state
     [N, HO, V, K] fp32, or None when output_final_state is False)``, HO = max(H, HV).
@@ -319,7 +321,16 @@ def kimi_delta_attention(
     None). [B, T, H, K] inputs as `gdn.op.gated_delta_net`'s (`common.op_layout`). Raises
     `pygraph.errors.OpInputError` naming the tensor for a bad shape, dtype or device, and
     `pygraph.GraphNotSupportedError` (the planner's reasons) where no engine serves the graph.
+    ``cp_group``: context parallelism, as `gdn.op.gated_delta_net`'s (`context_parallel`).
     """
+    if cp_group is not None:  # routed before the per-call fast path, which it never takes
+        from pygraph_linear_attention import context_parallel
+
+        return context_parallel.kimi_delta_attention(
+            q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
+            use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate, a_log, dt_bias, gate_lower_bound,
+            cp_group=cp_group,
+        )  # fmt: skip
     x = [q, k, v, g, beta, None]
     batch, cu_seqlens = op_layout.thd(op_arguments.CALLS["kda"], x, cu_seqlens)
     q, k, v, g, beta, _ = x
@@ -353,11 +364,22 @@ def gated_delta_net_v2(
     a_log: Tensor | None = None,
     dt_bias: Tensor | None = None,
     gate_lower_bound: float | None = None,
+    *,
+    cp_group: Any = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Gated DeltaNet-2 over variable-length sequences: as `kimi_delta_attention`, with beta per key
     channel [T, HO, K] (fp32 or the io dtype; flash-linear-attention's erase gate ``b``) and the
     write gate w [T, HO, V] (the io dtype, post-activation) scaling what is written into the state.
-    Differentiable in q, k, v, g, beta, w, initial_state, a_log and dt_bias."""
+    Differentiable in q, k, v, g, beta, w, initial_state, a_log and dt_bias. ``cp_group``: context
+    parallelism, as `gdn.op.gated_delta_net`'s (`context_parallel`)."""
+    if cp_group is not None:  # routed before the per-call fast path, which it never takes
+        from pygraph_linear_attention import context_parallel
+
+        return context_parallel.gated_delta_net_v2(
+            q, k, v, g, beta, w, cu_seqlens, scale, initial_state, output_final_state,
+            use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate, a_log, dt_bias,
+            gate_lower_bound, cp_group=cp_group,
+        )  # fmt: skip
     x = [q, k, v, g, beta, w]
     batch, cu_seqlens = op_layout.thd(op_arguments.CALLS["gdn2"], x, cu_seqlens)
     q, k, v, g, beta, w = x
