@@ -34,25 +34,39 @@ _HALF = (torch.bfloat16, torch.float16)
 _TENSOR = torch.Tensor
 _implied: dict[tuple, torch.Tensor] = {}  # (B, T, device) -> [0, T, ..., B T] int32
 _IMPLIED_KEPT = 64
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
 
 
 def _implied_cu_seqlens(batch: int, tokens: int, device: torch.device) -> torch.Tensor:
     """[0, T, 2T, ..., B T] int32 on ``device``, made once per (B, T, device) (not kept while torch's
     stream captures a CUDA graph or torch.compile traces: such a tensor is the capture's or the
-    trace's)."""
+    trace's; neither kept nor looked up under a dispatch mode, e.g. a FakeTensorMode, whose tensors
+    are its own and which refuses a real one). One made under ``torch.inference_mode`` is made as a
+    normal tensor: an inference tensor kept here would be refused by a later call that autograd
+    records (it saves cu_seqlens for the backward)."""
+    if not torch.compiler.is_compiling() and _dispatch_modes():
+        return _arange(batch, tokens, device)
     key = (batch, tokens, device)
     found = _implied.get(key)
     if found is not None:
         return found
-    if tokens:
-        cu = torch.arange(0, (batch + 1) * tokens, tokens, dtype=torch.int32, device=device)
+    if torch.compiler.is_compiling() or capturing(device):
+        return _arange(batch, tokens, device)
+    if torch.is_inference_mode_enabled():
+        with torch.inference_mode(False):
+            cu = _arange(batch, tokens, device)
     else:
-        cu = torch.zeros(batch + 1, dtype=torch.int32, device=device)
-    if not torch.compiler.is_compiling() and not capturing(device):
-        if len(_implied) >= _IMPLIED_KEPT:
-            _implied.clear()
-        _implied[key] = cu
+        cu = _arange(batch, tokens, device)
+    if len(_implied) >= _IMPLIED_KEPT:
+        _implied.clear()
+    _implied[key] = cu
     return cu
+
+
+def _arange(batch: int, tokens: int, device: torch.device) -> torch.Tensor:
+    if tokens:
+        return torch.arange(0, (batch + 1) * tokens, tokens, dtype=torch.int32, device=device)
+    return torch.zeros(batch + 1, dtype=torch.int32, device=device)
 
 
 def _flat(call: str, name: str, t: Any, lead: tuple[int, int]) -> Any:
