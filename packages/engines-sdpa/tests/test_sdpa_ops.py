@@ -455,6 +455,23 @@ def test_a_bad_call_after_a_good_one_still_raises_the_typed_error(stand_in, chec
         sdpa(q, k, v)
 
 
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
+def test_a_sparse_or_nested_operand_is_a_typed_error_naming_it(stand_in):
+    q, k, v = _inputs()
+    sdpa(q, k, v)  # remembered: the bad calls below are not served by it
+    with pytest.raises(
+        OpInputError, match=r"query must be a dense \(torch.strided\) tensor, got a torch.sparse_coo"
+    ):
+        sdpa(q.to_sparse(), k, v)
+    with pytest.raises(
+        OpInputError, match=r"value must be a dense \(torch.strided\) tensor, got a nested one"
+    ):
+        sdpa(q, k, torch.nested.nested_tensor(list(v)))
+    with pytest.raises(OpInputError, match=r"seq_len_q must be a dense \(torch.strided\) tensor"):
+        lengths = torch.tensor([9, 9], dtype=torch.int32)
+        sdpa(q, k, v, seq_len_q=lengths.to_sparse(), seq_len_kv=lengths)
+
+
 def test_a_non_contiguous_operand_is_copied_on_every_call(stand_in):
     q, k, v = _inputs(s_q=8, s_kv=8)
     k_t = k.transpose(2, 3).contiguous().transpose(2, 3)

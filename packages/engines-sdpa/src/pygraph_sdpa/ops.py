@@ -129,7 +129,7 @@ def _forward_signature(
             _optional_signature(seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv),
             _arguments.DEVICE_TYPES,
         )  # fmt: skip
-    except (AttributeError, TypeError):
+    except (AttributeError, TypeError, RuntimeError):  # RuntimeError: a sparse or nested tensor's strides
         return None
     return signature
 

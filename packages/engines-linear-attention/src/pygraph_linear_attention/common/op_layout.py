@@ -69,10 +69,16 @@ def _arange(batch: int, tokens: int, device: torch.device) -> torch.Tensor:
     return torch.zeros(batch + 1, dtype=torch.int32, device=device)
 
 
+def _dense(t: Any) -> bool:
+    """A dense (torch.strided, not nested) tensor: what the layouts can flatten (the op's checks name
+    another)."""
+    return isinstance(t, _TENSOR) and not t.is_nested and t.layout is torch.strided
+
+
 def _flat(call: str, name: str, t: Any, lead: tuple[int, int]) -> Any:
     """``t`` [B, T, ...] as [B * T, ...]; a tensor without q's leading [B, T] is refused naming it."""
-    if not isinstance(t, _TENSOR):
-        return t  # not a tensor: the op's checks name it
+    if not _dense(t):
+        return t  # not a dense tensor: the op's checks name it
     if t.dim() < 3 or tuple(t.shape[:2]) != lead:
         raise OpInputError(
             f"{call}: {name} must be [B, T, ...] with q's [B, T] = {list(lead)} (q is [B, T, H, K]), got "
@@ -86,7 +92,7 @@ def thd(call: str, tensors: list[Any], cu_seqlens: Any) -> tuple[tuple[int, int]
     takes it), with ``tensors`` (q, k, v, g, beta, w: w None for gdn and kda) rewritten in place as
     the custom op takes them. The module docstring has the layouts."""
     q, g, beta = tensors[0], tensors[3], tensors[4]
-    if not isinstance(q, _TENSOR):
+    if not _dense(q):
         return None, cu_seqlens  # the op's checks name q
     if isinstance(g, _TENSOR) and g.dtype in _HALF:
         tensors[3] = g.float()
