@@ -313,6 +313,29 @@ def test_a_bad_call_after_a_good_one_still_raises_the_typed_error(gdn_stand_in):
         gated_delta_net(**x, a_log=torch.zeros(2))
 
 
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
+@pytest.mark.parametrize("name", ["q", "v", "g", "cu_seqlens", "initial_state"])
+@pytest.mark.parametrize("batched", [False, True], ids=["thd", "batched"])
+def test_a_sparse_or_nested_operand_is_a_typed_error_naming_it(gdn_stand_in, name, batched):
+    x = _inputs(lengths=(4, 4), state=True)
+    if batched:  # [B, T, ...]: the layouts leave a sparse tensor to the op's checks
+        x = {
+            n: t.unflatten(0, (2, 4)) if n not in ("cu_seqlens", "initial_state") else t for n, t in x.items()
+        }
+        del x["cu_seqlens"]
+    gated_delta_net(**x)  # remembered: the bad calls below are not served by it
+    if name not in x:
+        return
+    with pytest.raises(
+        pygraph.errors.OpInputError, match=rf"{name} must be a dense \(torch.strided\) tensor"
+    ):
+        gated_delta_net(**{**x, name: x[name].to_sparse()})
+    if x[name].dim() > 1:
+        nested = torch.nested.nested_tensor(list(x[name]))
+        with pytest.raises(pygraph.errors.OpInputError, match=rf"{name} must be a dense .* got a nested one"):
+            gated_delta_net(**{**x, name: nested})
+
+
 def test_a_misaligned_operand_of_a_remembered_call_is_copied(gdn_stand_in):
     x = _inputs()
     want, _ = gated_delta_net(**x)

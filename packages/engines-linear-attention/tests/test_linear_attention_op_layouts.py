@@ -171,6 +171,35 @@ def test_the_implied_cu_seqlens_is_made_once_per_batch_shape(gdn_stand_in):
     assert list(op_layout._implied.values()) == [cu]
 
 
+def test_an_implied_cu_seqlens_made_under_inference_mode_serves_a_later_training_call(gdn_stand_in):
+    # an inference tensor kept for later calls: autograd refuses to save it for the backward
+    op_layout._implied.clear()
+    x = _batched("gdn")
+    with torch.inference_mode():
+        want, _ = gated_delta_net(**x)
+    x = {n: t.clone().requires_grad_() for n, t in x.items()}
+    o, _ = gated_delta_net(**x)
+    o.sum().backward()
+    assert torch.equal(o.detach(), want) and x["q"].grad is not None
+
+
+def test_a_fake_tensor_mode_call_neither_keeps_nor_reads_the_implied_cu_seqlens(gdn_stand_in):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    op_layout._implied.clear()
+    x = _batched("gdn")
+    with FakeTensorMode() as mode:
+        o, _ = gated_delta_net(**{n: mode.from_tensor(t) for n, t in x.items()})
+        assert o.shape == (B, T, 2, D)
+    want, _ = gated_delta_net(**x)  # a fake cu_seqlens kept would reach this real call
+    assert all(type(cu) is torch.Tensor for cu in op_layout._implied.values())
+    with FakeTensorMode() as mode:  # and the real one kept is not handed to the fake mode
+        o, _ = gated_delta_net(**{n: mode.from_tensor(t) for n, t in x.items()})
+        assert o.shape == (B, T, 2, D)
+    got, _ = gated_delta_net(**x)
+    assert torch.equal(got, want)
+
+
 BAD = [
     ("cu-with-batch", lambda x: {**x, "cu_seqlens": _cu([T] * B)},
      "cu_seqlens given with q [B, T, H, K] of B = 3: variable-length sequences are packed along T with B = 1"),

@@ -455,6 +455,50 @@ def test_a_bad_call_after_a_good_one_still_raises_the_typed_error(stand_in, chec
         sdpa(q, k, v)
 
 
+@pytest.mark.parametrize("padded", [False, True], ids=["dense", "padded"])
+def test_a_misaligned_operand_is_copied_onto_a_16_byte_boundary(stand_in, padded, monkeypatch):
+    # the engines copy rows 16 bytes at a time and refuse an operand off 16 bytes (torch's SDPA takes
+    # it): a contiguous view starting inside its storage is copied, on the checked and the remembered
+    # call alike
+    seen = []
+    run = stand_in.execute
+
+    def execute(built, tensors, device):
+        seen.append({n: t.data_ptr() % 16 for n, t in tensors.items() if n in ("q", "k", "v")})
+        run(built, tensors, device)
+
+    monkeypatch.setattr(ops_mod, "execute", execute)
+    q, k, v = _inputs(s_q=8, s_kv=8)
+    pad = {
+        "seq_len_q": torch.tensor([8, 5], dtype=torch.int32),
+        "seq_len_kv": torch.tensor([8, 6], dtype=torch.int32),
+    }
+    pad = pad if padded else {}
+    want = sdpa(q, k, v, **pad)
+    k_off = torch.empty(k.numel() + 1, dtype=k.dtype)[1:].view(k.shape).copy_(k)
+    assert k_off.is_contiguous() and k_off.data_ptr() % 16
+    for _ in range(2):  # checked (a new signature? no: the same shape and stride) and remembered
+        assert torch.equal(sdpa(q, k_off, v, **pad), want)
+    assert seen and all(not any(ptrs.values()) for ptrs in seen), seen
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
+def test_a_sparse_or_nested_operand_is_a_typed_error_naming_it(stand_in):
+    q, k, v = _inputs()
+    sdpa(q, k, v)  # remembered: the bad calls below are not served by it
+    with pytest.raises(
+        OpInputError, match=r"query must be a dense \(torch.strided\) tensor, got a torch.sparse_coo"
+    ):
+        sdpa(q.to_sparse(), k, v)
+    with pytest.raises(
+        OpInputError, match=r"value must be a dense \(torch.strided\) tensor, got a nested one"
+    ):
+        sdpa(q, k, torch.nested.nested_tensor(list(v)))
+    with pytest.raises(OpInputError, match=r"seq_len_q must be a dense \(torch.strided\) tensor"):
+        lengths = torch.tensor([9, 9], dtype=torch.int32)
+        sdpa(q, k, v, seq_len_q=lengths.to_sparse(), seq_len_kv=lengths)
+
+
 def test_a_non_contiguous_operand_is_copied_on_every_call(stand_in):
     q, k, v = _inputs(s_q=8, s_kv=8)
     k_t = k.transpose(2, 3).contiguous().transpose(2, 3)

@@ -24,7 +24,8 @@ A flash-attn 2 user changes one import::
 - ``return_attn_probs=True``: ``(out, softmax_lse, None)`` with softmax_lse fp32 [B, H, S_q]
   (varlen: [H, total_q]), the natural-log sum of each row's exponentials; flash-attn's third value
   (the dropout pattern, meaningful only with dropout) is None. A gradient through softmax_lse is
-  refused (the backward takes out's).
+  refused (the backward takes out's). A row that sees no key (causal with S_q > S_k) has out 0 in
+  both, and softmax_lse -inf here (the log of an empty sum) where flash-attn 2 writes +inf.
 
 What flash-attn accepts and pygraph cannot serve raises `pygraph.errors.OpInputError` naming the
 function, flash-attn's argument and the value: ``dropout_p`` other than 0, ``softcap`` other than 0,

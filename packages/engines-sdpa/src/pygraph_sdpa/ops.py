@@ -33,8 +33,15 @@ def _lengths(t: Tensor | None) -> Tensor | None:
     return None if t is None else t.reshape(-1, 1, 1, 1).contiguous()
 
 
+def _aligned(t: Tensor) -> Tensor:
+    """``t`` contiguous and starting on a 16-byte boundary (the engines copy rows 16 bytes at a time
+    and refuse another start): a view starting inside its storage elsewhere is copied."""
+    t = t.contiguous()
+    return t.clone() if t.data_ptr() % 16 else t
+
+
 def _bound(names: dict[str, Tensor | None]) -> dict[str, Tensor]:
-    return {name: t.contiguous() for name, t in names.items() if t is not None}
+    return {name: _aligned(t) for name, t in names.items() if t is not None}
 
 
 Ragged = tuple  # (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
@@ -129,7 +136,7 @@ def _forward_signature(
             _optional_signature(seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv),
             _arguments.DEVICE_TYPES,
         )  # fmt: skip
-    except (AttributeError, TypeError):
+    except (AttributeError, TypeError, RuntimeError):  # RuntimeError: a sparse or nested tensor's strides
         return None
     return signature
 
@@ -192,6 +199,8 @@ def _prepare_forward(
     def dense(query, key, value, *_):
         if copy:
             query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
+        if (query.data_ptr() | key.data_ptr() | value.data_ptr()) % 16:  # a view off 16 bytes: copied
+            query, key, value = _aligned(query), _aligned(key), _aligned(value)
         o, lse = query.new_empty(o_shape), query.new_empty(lse_shape, dtype=f32)
         launch(query, key, value, o, lse)
         if unseen:

@@ -172,12 +172,16 @@ def declare_output(t: Any, shape: tuple, dtype: torch.dtype) -> None:
 
 
 def require_tensor(call: str, name: str, t: Any, optional: bool = False) -> None:
-    """The `OpInputError` of ``call`` where ``t`` is not a tensor (or None, where ``optional``)."""
+    """The `OpInputError` of ``call`` where ``t`` is not a tensor (or None, where ``optional``), or is
+    no dense one (sparse, nested, MKL-DNN: no strides the graphs could read it by)."""
     if t is None and optional:
         return
     if not isinstance(t, torch.Tensor):
         kind = "a torch.Tensor or None" if optional else "a torch.Tensor"
         raise OpInputError(f"{call}: {name} must be {kind}, got {type(t).__name__}")
+    if t.is_nested or t.layout is not torch.strided:  # the graphs read dense memory by shape and stride
+        layout = "nested" if t.is_nested else str(t.layout)
+        raise OpInputError(f"{call}: {name} must be a dense (torch.strided) tensor, got a {layout} one")
 
 
 def require_bool(call: str, name: str, value: Any) -> None:

@@ -193,7 +193,7 @@ def forward_signature(
             tuple(map(type, flags)),
             *[None if t is None else (t.shape, t.stride(), t.dtype, t.device) for t in tensors],
         )  # fmt: skip
-    except AttributeError:
+    except (AttributeError, RuntimeError):  # RuntimeError: a sparse or nested tensor's strides
         return None
 
 

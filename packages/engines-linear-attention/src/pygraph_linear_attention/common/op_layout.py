@@ -34,31 +34,51 @@ _HALF = (torch.bfloat16, torch.float16)
 _TENSOR = torch.Tensor
 _implied: dict[tuple, torch.Tensor] = {}  # (B, T, device) -> [0, T, ..., B T] int32
 _IMPLIED_KEPT = 64
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
 
 
 def _implied_cu_seqlens(batch: int, tokens: int, device: torch.device) -> torch.Tensor:
     """[0, T, 2T, ..., B T] int32 on ``device``, made once per (B, T, device) (not kept while torch's
     stream captures a CUDA graph or torch.compile traces: such a tensor is the capture's or the
-    trace's)."""
+    trace's; neither kept nor looked up under a dispatch mode, e.g. a FakeTensorMode, whose tensors
+    are its own and which refuses a real one). One made under ``torch.inference_mode`` is made as a
+    normal tensor: an inference tensor kept here would be refused by a later call that autograd
+    records (it saves cu_seqlens for the backward)."""
+    if not torch.compiler.is_compiling() and _dispatch_modes():
+        return _arange(batch, tokens, device)
     key = (batch, tokens, device)
     found = _implied.get(key)
     if found is not None:
         return found
-    if tokens:
-        cu = torch.arange(0, (batch + 1) * tokens, tokens, dtype=torch.int32, device=device)
+    if torch.compiler.is_compiling() or capturing(device):
+        return _arange(batch, tokens, device)
+    if torch.is_inference_mode_enabled():
+        with torch.inference_mode(False):
+            cu = _arange(batch, tokens, device)
     else:
-        cu = torch.zeros(batch + 1, dtype=torch.int32, device=device)
-    if not torch.compiler.is_compiling() and not capturing(device):
-        if len(_implied) >= _IMPLIED_KEPT:
-            _implied.clear()
-        _implied[key] = cu
+        cu = _arange(batch, tokens, device)
+    if len(_implied) >= _IMPLIED_KEPT:
+        _implied.clear()
+    _implied[key] = cu
     return cu
+
+
+def _arange(batch: int, tokens: int, device: torch.device) -> torch.Tensor:
+    if tokens:
+        return torch.arange(0, (batch + 1) * tokens, tokens, dtype=torch.int32, device=device)
+    return torch.zeros(batch + 1, dtype=torch.int32, device=device)
+
+
+def _dense(t: Any) -> bool:
+    """A dense (torch.strided, not nested) tensor: what the layouts can flatten (the op's checks name
+    another)."""
+    return isinstance(t, _TENSOR) and not t.is_nested and t.layout is torch.strided
 
 
 def _flat(call: str, name: str, t: Any, lead: tuple[int, int]) -> Any:
     """``t`` [B, T, ...] as [B * T, ...]; a tensor without q's leading [B, T] is refused naming it."""
-    if not isinstance(t, _TENSOR):
-        return t  # not a tensor: the op's checks name it
+    if not _dense(t):
+        return t  # not a dense tensor: the op's checks name it
     if t.dim() < 3 or tuple(t.shape[:2]) != lead:
         raise OpInputError(
             f"{call}: {name} must be [B, T, ...] with q's [B, T] = {list(lead)} (q is [B, T, H, K]), got "
@@ -72,7 +92,7 @@ def thd(call: str, tensors: list[Any], cu_seqlens: Any) -> tuple[tuple[int, int]
     takes it), with ``tensors`` (q, k, v, g, beta, w: w None for gdn and kda) rewritten in place as
     the custom op takes them. The module docstring has the layouts."""
     q, g, beta = tensors[0], tensors[3], tensors[4]
-    if not isinstance(q, _TENSOR):
+    if not _dense(q):
         return None, cu_seqlens  # the op's checks name q
     if isinstance(g, _TENSOR) and g.dtype in _HALF:
         tensors[3] = g.float()
