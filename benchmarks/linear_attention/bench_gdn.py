@@ -573,7 +573,9 @@ def main() -> None:
         print("LOG", line)
     print(run_footer(), f" wall {time.perf_counter() - started:.0f} s")
     if args.out:
-        path = pathlib.Path(args.out) / "bench_gdn.json"
+        result["gate_mean"] = args.gate_mean
+        name = f"bench_gdn_gate{args.gate_mean:g}.json" if args.gate_mean else "bench_gdn.json"
+        path = pathlib.Path(args.out) / name
         path.write_text(json.dumps(result, indent=1, default=str))
 
 

@@ -3,7 +3,7 @@ FlashQLA to `bench_gdn`'s FLA column.
 
     PYTHONPATH=/tmp/fq:/tmp/site FLA_FLASH_QLA=0 \\
       python -m benchmarks.linear_attention.bench_gdn_flashqla [--rounds 3] [--shapes B4xT4096,...]
-        [--gates strong,weak] [--skip bwd]
+        [--gates strong,weak] [--skip bwd] [--json PATH]
 
 FlashQLA (TileLang) pins an apache-tvm-ffi that conflicts with CuTe DSL's, so it cannot share a
 process with our kernels; FLA's Triton kernels run in both processes. This one times, at
@@ -13,13 +13,16 @@ forward+backward (``.backward(dO)``) of ``flash_qla.chunk_gated_delta_rule`` and
 ``chunk_gated_delta_rule`` with FLA_FLASH_QLA=0 (its Triton path), each from a cold L2
 (`benchmarks.harness.device_time`), in interleaved rounds; per round the ratio FLA / FlashQLA, and
 the median. ``ours / FlashQLA`` = (FLA / ours in bench_gdn's run) / (FLA / FlashQLA here), both on
-one warm machine. Before timing it prints FlashQLA's output error against FLA's.
+one warm machine (`flashqla_bridge` reads both runs' JSON and prints that table). Before timing
+it prints FlashQLA's output error against FLA's.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import pathlib
 import statistics
 
 from benchmarks.harness import device_time, rotated
@@ -83,6 +86,7 @@ def main() -> None:
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--gates", default=",".join(GATES))
     parser.add_argument("--skip", default="", help="bwd: the forward only")
+    parser.add_argument("--json", default="", help="where to write the medians (flashqla_bridge reads them)")
     args = parser.parse_args()
     if os.environ.get("FLA_FLASH_QLA") != "0":
         raise SystemExit("bench_gdn_flashqla: set FLA_FLASH_QLA=0, so FLA's column is its Triton path")
@@ -92,6 +96,7 @@ def main() -> None:
 
     print(f"device: {torch.cuda.get_device_name()}")
     passes = [False] if "bwd" in args.skip else [False, True]
+    medians: dict = {}
     for gates in args.gates.split(","):
         for shape in args.shapes.split(","):
             lengths = SHAPES[shape]
@@ -113,12 +118,18 @@ def main() -> None:
                         per_round[name].append(device_time(columns[name]))
                 ratios = [f / q for f, q in zip(per_round["fla"], per_round["flashqla"])]
                 med = {name: statistics.median(ts) for name, ts in per_round.items()}
+                key = f"{gates} {shape} {'fwd+bwd' if backward else 'fwd'}"
+                medians[key] = {**med, "rel_err_vs_fla": err, "fla_over_flashqla_rounds": ratios}
                 print(
                     f"{what}: flashqla {med['flashqla']:.3f} ms, fla {med['fla']:.3f} ms; fla/flashqla per round "
                     f"{' '.join(f'{r:.2f}' for r in ratios)}, median {statistics.median(ratios):.2f}; "
                     f"O rel err flashqla vs fla {err:.1e}",
                     flush=True,
                 )
+    if args.json:
+        pathlib.Path(args.json).write_text(
+            json.dumps({"device": torch.cuda.get_device_name(), "cells": medians}, indent=1)
+        )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@
 #   qla        FlashQLA's other wheels (carry .qla2) into /tmp/fq, then issue 54's table in one warm
 #              machine: bench_gdn_flashqla (FlashQLA and FLA's Triton, FlashQLA's own process) and
 #              bench_gdn --plans first (ours and FLA's Triton), forward and forward+backward, strong
-#              and weak gates (GATES, default "0 4": bench_gdn's --gate-mean)
+#              and weak gates (GATES, default "0 4": bench_gdn's --gate-mean), then flashqla_bridge's
+#              table (ours against FlashQLA through FLA's Triton, timed in both processes)
 #   capture    the torch ops in CUDA graphs (capture and replay, a first call inside a capture, a
 #              reduce-overhead layer), the FLA front door against FLA, then benchmarks.ops.host_cost
 #   bwd        the backward's, both engines' (K: its pytest -k, e.g. K='backward and not gdn_sm90'
@@ -68,11 +69,13 @@ part_qla() {
   # TileLang compiles with the image's nvcc; its apache-tvm-ffi pin conflicts with CuTe DSL's, so
   # FlashQLA runs in a process of its own (/tmp/fq first on its path)
   PYTHONPATH=/tmp/fq:/tmp/site PATH=/usr/local/cuda/bin:$PATH FLA_FLASH_QLA=0 \
-    python3 -m benchmarks.linear_attention.bench_gdn_flashqla --gates strong,weak 2>&1 | tee "$OUTDIR/flashqla.log" | grep -v "^\s*$" | tail -14
+    python3 -m benchmarks.linear_attention.bench_gdn_flashqla --gates strong,weak --json "$OUTDIR/flashqla.json" 2>&1 \
+    | tee "$OUTDIR/flashqla.log" | grep -v "^\s*$" | tail -14
   for mean in ${GATES:-0 4}; do
     FLA_FLASH_QLA=0 python3 -m benchmarks.linear_attention.bench_gdn --skip cases,cudnn,cutile --plans first \
-      --gate-mean "$mean" 2>&1 | tee "$OUTDIR/bench_gdn_gates$mean.log" | grep -E "^--|^  ours|^  fla" | cut -c1-160
+      --gate-mean "$mean" --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_gdn_gates$mean.log" | grep -E "^--|^  ours|^  fla" | cut -c1-160
   done
+  python3 -m benchmarks.linear_attention.flashqla_bridge "$OUTDIR/flashqla.json" "$OUTDIR"/bench_gdn*.json
   save_autotune
 }
 part_capture() {
