@@ -8,7 +8,8 @@ tensors) runs the op's prepared call without torch's dispatcher (`op_support.dir
 signature, the lookup, the outputs' allocation and the launch (`Graph.execute`'s per-call path with
 the variant pack). The same rows split the call: through the custom op (torch's dispatch, then the
 prepared call), the op's body without torch's dispatch, the checks and graph lookup a first call
-of a signature runs, `op_support.execute` and `Graph.execute` alone. What the device adds (the stream
+of a signature runs, `op_support.execute` and `Graph.execute` alone. The backward rows call each op's backward as autograd
+does (the autograd function with the forward's saved tensors), and its custom op directly. What the device adds (the stream
 read, CUDA allocations, the kernel launch) is `benchmarks.ops.host_cost`'s to measure. Method:
 `benchmarks.harness.burst_cost` (min of 25 bursts; bursts 1, 8, 64). No GPU needed:
 
@@ -18,6 +19,7 @@ read, CUDA allocations, the kernel launch) is `benchmarks.ops.host_cost`'s to me
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.harness import burst_cost
@@ -92,6 +94,8 @@ def main() -> int:
         rows.append(("  op_support.execute", _cost(lambda: execute(built, tensors, p.device))))
         pack = {built.ports[n]: t for n, t in tensors.items()}
         rows.append(("  Graph.execute", _cost(lambda: built.graph.execute(pack))))
+        sdpa_ctx = SimpleNamespace(saved_tensors=(q, q, q, o, lse, None, None, None, None))
+        sdpa_ctx.options = (None, False, False, -1, 0, 0)
         t, h, d = 64, 4, 128
         x = {
             "q": torch.randn(t, h, d).bfloat16(), "k": torch.randn(t, h, d).bfloat16(),
@@ -101,10 +105,35 @@ def main() -> int:
         rows.append(("gated_delta_net T=64", _cost(lambda: gated_delta_net(**x))))
         xk = dict(x, g=-torch.rand(t, h, d))
         rows.append(("kimi_delta_attention T=64", _cost(lambda: kimi_delta_attention(**xk))))
+        # the backward ops as autograd calls them, with the forward's saved tensors (a ctx stand-in),
+        # and through the custom op (torch's dispatch, then the op's body)
+        rows.append(("sdpa backward 1x1x128x64", _cost(lambda: sdpa_ops._backward(sdpa_ctx, o, None))))
+        sdpa_bwd = (q, q, q, o, o, lse, None)
+        rows.append(("  through the custom op", _cost(lambda: sdpa_ops._backward_op(*sdpa_bwd))))
+        from pygraph_linear_attention.gdn import op as gdn_op
+        from pygraph_linear_attention.kda import op as kda_op
+
+        saved = (x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], None, None, None)
+        gdn_ctx = SimpleNamespace(
+            saved_tensors=saved, scale=None, output_final_state=False, flags=(False,) * 4
+        )
+        d_o = torch.randn(t, h, d).bfloat16()
+        rows.append(("gated_delta_net backward T=64", _cost(lambda: gdn_op._backward(gdn_ctx, d_o, None))))
+        gdn_bwd = (*saved[:6], d_o)
+        rows.append(("  through the custom op", _cost(lambda: gdn_op._backward_op(*gdn_bwd))))
+        saved_k = (xk["q"], xk["k"], xk["v"], xk["g"], xk["beta"], xk["cu_seqlens"], None, None, None)
+        kda_ctx = SimpleNamespace(
+            saved_tensors=saved_k, scale=None, output_final_state=False, options=(False,) * 4, glb=None
+        )
+        rows.append(
+            ("kimi_delta_attention backward T=64", _cost(lambda: kda_op._kda_grad(kda_ctx, d_o, None)))
+        )
+        kda_bwd = (*saved_k[:6], d_o)
+        rows.append(("  through the custom op", _cost(lambda: kda_op._kda_backward_op(*kda_bwd))))
     print(f"\nhost cost per call on the CPU, us (min of {REPS} bursts; a stand-in plan, host tensors)")
-    print(f"{'call':36s}" + "".join(f"{'burst ' + str(n):>11s}" for n in BURSTS))
+    print(f"{'call':40s}" + "".join(f"{'burst ' + str(n):>11s}" for n in BURSTS))
     for label, cells in rows:
-        print(f"{label:36s}" + "".join(f"{cells[n]:11.2f}" for n in BURSTS))
+        print(f"{label:40s}" + "".join(f"{cells[n]:11.2f}" for n in BURSTS))
     return 0
 
 

@@ -249,25 +249,125 @@ def _backward_op(
     max_seqlen_q: int = 0,
     max_seqlen_kv: int = 0,
 ) -> tuple[Tensor, Tensor, Tensor]:
+    args = (
+        query,
+        key,
+        value,
+        out,
+        grad_out,
+        lse,
+        scale,
+        is_causal,
+        causal_bottom_right,
+        window_left,
+        seq_len_q,
+    )
+    args += (seq_len_kv, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
+    signature = _backward_signature(*args)
+    prepared = None if signature is None else op_graphs.GRAPHS.call(signature)
+    if prepared is None:
+        return _backward_checked(signature, *args)
+    return prepared(query, key, value, out, grad_out, lse, seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv)
+
+
+# The backward call's signature: the forward's (everything `check_forward` reads) and O's, dO's and
+# lse's shape, stride, dtype and device (what `check_backward` reads), so a remembered backward call
+# skips both checks, the graph's key and lookup and the ports' dicts (benchmarks.ops.host_cost_cpu,
+# the backward rows).
+
+
+def _backward_signature(
+    query, key, value, out, grad_out, lse, scale, is_causal, causal_bottom_right, window_left, seq_len_q,
+    seq_len_kv, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
+) -> tuple | None:  # fmt: skip
+    """The backward call's signature; None where an argument has none (not a tensor): the checks
+    name it."""
+    forward = _forward_signature(
+        query, key, value, scale, is_causal, causal_bottom_right, window_left, seq_len_q, seq_len_kv, cu_seqlens_q,
+        cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
+    )  # fmt: skip
+    if forward is None:
+        return None
+    try:
+        return (
+            "sdpa_backward", forward, out.shape, out.stride(), out.dtype, out.device, grad_out.shape,
+            grad_out.stride(), grad_out.dtype, grad_out.device, lse.shape, lse.stride(), lse.dtype, lse.device,
+        )  # fmt: skip
+    except (AttributeError, TypeError, RuntimeError):  # RuntimeError: a sparse or nested tensor's strides
+        return None
+
+
+def _backward_checked(
+    signature, query, key, value, out, grad_out, lse, scale, is_causal, causal_bottom_right, window_left,
+    seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """A backward call of a signature not remembered: checked, its graph built or looked up, its
+    prepared call remembered (where the call runs a graph) and run."""
     ragged = (cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
     p, masks = _checked_backward(
         query, key, value, out, grad_out, lse, scale, is_causal, causal_bottom_right, window_left, seq_len_q,
         seq_len_kv, ragged,
     )  # fmt: skip
-    dq, dk, dv = _gradient_outputs(query, key, value)
     if p.empty or query.numel() == 0 or key.numel() == 0:
+        dq, dk, dv = _gradient_outputs(query, key, value)
         for t in (dq, dk, dv):
             t.zero_()
         return dq, dk, dv
     built = op_graphs.backward_graph(p, masks, p.scale(scale))
-    tensors = _bound({"q": query, "k": key, "v": value, "o": out, "dO": grad_out, "lse": lse})
-    tensors |= _bound({"seq_len_q": _lengths(seq_len_q), "seq_len_kv": _lengths(seq_len_kv)})
-    tensors |= {"dQ": dq, "dK": dk, "dV": dv}
-    if p.ragged:
-        thd = {"q": query, "k": key, "v": value, "o": out, "dO": grad_out, "dQ": dq, "dK": dk, "dV": dv}
-        tensors |= _ragged_ports(ragged, thd)
-    execute(built, tensors, p.device)
-    return dq, dk, dv
+    prepared = _prepare_backward(p, built, query, key, value, out, grad_out, lse, ragged)
+    if signature is not None:
+        op_graphs.GRAPHS.remember(signature, built, prepared)
+    return prepared(query, key, value, out, grad_out, lse, seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv)
+
+
+def _prepare_backward(
+    p: SdpaProblem, built: Any, query: Tensor, key: Tensor, value: Tensor, out: Tensor, grad_out: Tensor,
+    lse: Tensor, ragged: Ragged,
+) -> Any:  # fmt: skip
+    """The backward's call of ``p``'s graph with what the signature fixes settled: dQ's, dK's and
+    dV's shapes (query's, key's, value's; contiguous, in their dtype), whether the operands need
+    their contiguous copy and, for a dense call, the bound launch of the graph's ports."""
+    shapes, device = (query.shape, key.shape, value.shape), p.device
+    if p.ragged or p.padded:
+        max_seqlen_q, max_seqlen_kv = ragged[2:]
+
+        def padded_or_ragged(query, key, value, out, grad_out, lse, seq_len_q, seq_len_kv, cu_q, cu_kv):
+            dq, dk, dv = (query.new_empty(shape) for shape in shapes)
+            tensors = _bound({"q": query, "k": key, "v": value, "o": out, "dO": grad_out, "lse": lse})
+            tensors |= _bound({"seq_len_q": _lengths(seq_len_q), "seq_len_kv": _lengths(seq_len_kv)})
+            tensors |= {"dQ": dq, "dK": dk, "dV": dv}
+            if p.ragged:
+                thd = {
+                    "q": query,
+                    "k": key,
+                    "v": value,
+                    "o": out,
+                    "dO": grad_out,
+                    "dQ": dq,
+                    "dK": dk,
+                    "dV": dv,
+                }
+                tensors |= _ragged_ports((cu_q, cu_kv, max_seqlen_q, max_seqlen_kv), thd)
+            execute(built, tensors, device)
+            return dq, dk, dv
+
+        return padded_or_ragged
+    launch = launcher(built, ("q", "k", "v", "o", "dO", "lse", "dQ", "dK", "dV"), device, execute)
+    copy = not all(t.is_contiguous() for t in (query, key, value, out, grad_out, lse))
+    q_shape, k_shape, v_shape = shapes
+
+    def dense(query, key, value, out, grad_out, lse, *_):
+        operands = (query, key, value, out, grad_out, lse)
+        if copy:
+            operands = tuple(t.contiguous() for t in operands)
+        q, k, v, o, d_o, s = operands
+        if (q.data_ptr() | k.data_ptr() | v.data_ptr() | o.data_ptr() | d_o.data_ptr() | s.data_ptr()) % 16:
+            operands = tuple(_aligned(t) for t in operands)  # a view off 16 bytes: copied
+        dq, dk, dv = query.new_empty(q_shape), query.new_empty(k_shape), query.new_empty(v_shape)
+        launch(*operands, dq, dk, dv)
+        return dq, dk, dv
+
+    return dense
 
 
 def _checked_backward(
@@ -332,10 +432,29 @@ def _backward(ctx: Any, grad_o: Tensor | None, grad_lse: Tensor | None) -> tuple
     if grad_o is None:
         grad_o = torch.zeros_like(o)
     scale, is_causal, bottom_right, window_left, max_q, max_kv = ctx.options
-    dq, dk, dv = _backward_op(
-        query, key, value, o, grad_o.contiguous(), lse, scale, is_causal, bottom_right, window_left, seq_len_q,
-        seq_len_kv, cu_q, cu_kv, max_q, max_kv,
-    )  # fmt: skip
+    args = (
+        query,
+        key,
+        value,
+        o,
+        grad_o.contiguous(),
+        lse,
+        scale,
+        is_causal,
+        bottom_right,
+        window_left,
+        seq_len_q,
+    )
+    args += (seq_len_kv, cu_q, cu_kv, max_q, max_kv)
+    # a remembered call with nothing for torch's dispatcher to do runs without it (op_support.direct)
+    prepared = None
+    if direct((query, key, value, o, args[4], lse, seq_len_q, seq_len_kv, cu_q, cu_kv)):
+        signature = _backward_signature(*args)
+        prepared = None if signature is None else op_graphs.GRAPHS.call(signature)
+    if prepared is not None:
+        dq, dk, dv = prepared(query, key, value, o, args[4], lse, seq_len_q, seq_len_kv, cu_q, cu_kv)
+    else:
+        dq, dk, dv = _backward_op(*args)
     return dq, dk, dv, *([None] * 10)
 
 

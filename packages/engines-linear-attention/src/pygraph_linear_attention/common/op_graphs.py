@@ -29,8 +29,9 @@ from pygraph_linear_attention.common import op_arguments
 from pygraph_linear_attention.common.op_arguments import CALLS, GdnProblem, check_forward
 
 __all__ = [
-    "FORWARD_INPUTS", "GRAPHS", "BuiltGraph", "GraphCache", "aligned_contiguous", "backward_graph", "execute",
-    "forward", "forward_graph", "forward_signature", "gradients", "none_state",
+    "BACKWARD_INPUTS", "FORWARD_INPUTS", "GRAPHS", "BuiltGraph", "GraphCache", "aligned_contiguous", "backward",
+    "backward_graph", "backward_signature", "execute", "forward", "forward_graph", "forward_signature",
+    "gradients", "none_state",
 ]  # fmt: skip
 
 # forward flags, in the op's order; the graph's attribute for each
@@ -265,5 +266,97 @@ def _prepare_forward(p: GdnProblem, built: BuiltGraph, tensors: tuple, output_fi
             final = none_state(q)
             launch(*operands, o)
         return o, final
+
+    return prepared
+
+
+# --- the backward's call: checked once per signature, then served prepared, as the forward's
+
+# the backward's operands in the order a call passes them, by the backward graph's port names (gdn
+# and kda pass no w; d_final_state None where the final state had no gradient)
+BACKWARD_INPUTS = (
+    "q", "k", "v", "g", "beta", "w", "cu_seqlens", "dO", "d_final_state", "initial_state", "a_log", "dt_bias",
+)  # fmt: skip
+
+
+def backward_signature(
+    op: str, tensors: tuple, scale: Any, options: tuple, gate_lower_bound: Any
+) -> tuple | None:
+    """Everything the backward's checks (`check_forward` and `check_backward`) read of a backward
+    call, as `forward_signature`: ``tensors`` in `BACKWARD_INPUTS`' order (dO's and d_final_state's
+    shape, stride, dtype and device included; d_final_state's presence is the forward's
+    output_final_state flag the checks see), ``options`` the four flags after output_final_state."""
+    return forward_signature(f"{op}_bwd", tensors, scale, options, gate_lower_bound)
+
+
+def backward(
+    op: str, tensors: tuple, scale: Any, options: tuple, gate_lower_bound: Any, checked: Any
+) -> tuple:
+    """The backward custom op's body for every op (gdn, kda, gdn2): every gradient of `gradients`
+    in order (an absent one an empty fp32 tensor). ``tensors`` in `BACKWARD_INPUTS`' order (None
+    where absent), ``options`` the flags after output_final_state, ``checked()`` the family's checks:
+    ``(problem, flags, new gradients by port name)``. A remembered signature runs its prepared call
+    (no checks, no graph key or lookup: measured with benchmarks.ops.host_cost_cpu, the backward
+    rows); another is checked, its graph built or looked up and its call prepared and remembered."""
+    signature = backward_signature(op, tensors, scale, options, gate_lower_bound)
+    prepared = None if signature is None else GRAPHS.call(signature)
+    if prepared is None:
+        return _backward_checked(op, signature, tensors, scale, checked)
+    return prepared(*tensors)
+
+
+def prepared_backward(op: str, tensors: tuple, scale: Any, options: tuple, gate_lower_bound: Any) -> Any:
+    """The prepared backward call of these arguments, or None (never remembered, or no signature):
+    what an autograd call with nothing for torch's dispatcher to do runs directly (`direct`)."""
+    signature = backward_signature(op, tensors, scale, options, gate_lower_bound)
+    return None if signature is None else GRAPHS.call(signature)
+
+
+def _backward_checked(op: str, signature: Any, tensors: tuple, scale: Any, checked: Any) -> tuple:
+    p, flags, grads = checked()
+    x = dict(zip(BACKWARD_INPUTS, tensors))
+    q, d_final = x["q"], x["d_final_state"]
+    if p.tokens == 0:  # no token: the initial state reaches the final one untouched
+        for name in ("d_initial_state", "d_a_log", "d_dt_bias"):
+            if name in grads:
+                grads[name].zero_()
+        if d_final is not None and "d_initial_state" in grads:
+            grads["d_initial_state"].copy_(d_final)
+        return tuple(grads.get(name, none_state(q)) for name, _ in gradients(op))
+    built = backward_graph(p, scale, flags, d_final is not None)
+    prepared = _prepare_backward(op, p, built, tensors, grads)
+    if signature is not None:
+        GRAPHS.remember(signature, built, prepared)
+    return prepared(*tensors, grads=grads)
+
+
+def _prepare_backward(op: str, p: GdnProblem, built: BuiltGraph, tensors: tuple, grads: dict) -> Any:
+    """The backward's call of ``p``'s graph with what the signature fixes settled: which operands
+    are given and need their contiguous copy, each gradient's shape and dtype (as the checked
+    call's, ``grads``), the bound launch."""
+    given = tuple(i for i, t in enumerate(tensors) if t is not None)
+    copy = tuple(i for i in given if not tensors[i].is_contiguous())
+    outs = tuple(
+        (name, tuple(grads[name].shape), grads[name].dtype) if name in grads else None
+        for name, _ in gradients(op)
+    )
+    names = tuple(BACKWARD_INPUTS[i] for i in given) + tuple(o[0] for o in outs if o is not None)
+    launch = launcher(built, names, p.device, execute)
+
+    def prepared(*tensors: torch.Tensor, grads: dict | None = None) -> tuple:
+        operands = [tensors[i] for i in given]
+        for j, i in enumerate(given):  # contiguous, on a 16-byte boundary (`aligned_contiguous`)
+            t = operands[j]
+            if i in copy:
+                t = operands[j] = t.contiguous()
+            if t.data_ptr() % 16:
+                operands[j] = t.clone()
+        q = tensors[0]
+        if grads is not None:  # the checked call's own gradients (allocated by its checks)
+            results = [None if o is None else grads[o[0]] for o in outs]
+        else:
+            results = [None if o is None else q.new_empty(o[1], dtype=o[2]) for o in outs]
+        launch(*operands, *[t for t in results if t is not None])
+        return tuple(none_state(q) if t is None else t for t in results)
 
     return prepared

@@ -24,7 +24,7 @@ import torch
 from pygraph.op_support import direct
 from pygraph_linear_attention.common import op_graphs, op_layout
 from pygraph_linear_attention.common.op_arguments import CALL, GdnProblem, check_backward, check_forward
-from pygraph_linear_attention.common.op_graphs import aligned_contiguous, none_state
+from pygraph_linear_attention.common.op_graphs import none_state
 
 __all__ = ["gated_delta_net"]
 
@@ -115,25 +115,16 @@ def _backward_op(
     dt_bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """(dq, dk, dv, dg, dbeta, d_initial_state, d_a_log, d_dt_bias); an absent one is an empty fp32
-    tensor (shape [0])."""
-    p, flags, grads = _checked_backward(
-        q, k, v, g, beta, cu_seqlens, d_o, d_final_state, scale, initial_state,
-        (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate), a_log, dt_bias,
-    )  # fmt: skip
-    if p.tokens == 0:  # no token: the initial state reaches the final one untouched
-        for name in ("d_initial_state", "d_a_log", "d_dt_bias"):
-            if name in grads:
-                grads[name].zero_()
-        if d_final_state is not None and "d_initial_state" in grads:
-            grads["d_initial_state"].copy_(d_final_state)
-    else:
-        built = op_graphs.backward_graph(p, scale, flags, d_final_state is not None)
-        tensors = aligned_contiguous(
-            {"q": q, "k": k, "v": v, "g": g, "beta": beta, "cu_seqlens": cu_seqlens, "dO": d_o,
-             "d_final_state": d_final_state, "initial_state": initial_state, "a_log": a_log, "dt_bias": dt_bias}
-        )  # fmt: skip
-        op_graphs.execute(built, {**tensors, **grads}, p.device)
-    return tuple(grads.get(name, none_state(q)) for name, _ in op_graphs.GRADIENTS)
+    tensor (shape [0]). Checked once per signature, then served prepared (`op_graphs.backward`)."""
+    tensors = (q, k, v, g, beta, None, cu_seqlens, d_o, d_final_state, initial_state, a_log, dt_bias)
+    options = (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)
+
+    def checked() -> tuple[GdnProblem, dict[str, bool], dict[str, Tensor]]:
+        return _checked_backward(
+            q, k, v, g, beta, cu_seqlens, d_o, d_final_state, scale, initial_state, options, a_log, dt_bias
+        )
+
+    return op_graphs.backward("gdn", tensors, scale, options, None, checked)
 
 
 def _checked_backward(
@@ -206,9 +197,29 @@ def _backward(ctx: Any, grad_o: Tensor | None, grad_final: Tensor | None) -> tup
     if grad_o is None:  # only the final state was used
         grad_o = q.new_zeros((q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2]))
     d_final = grad_final if ctx.output_final_state else None
-    dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = _backward_op(
-        q, k, v, g, beta, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.flags, a_log, dt_bias
+    # a remembered call with nothing for torch's dispatcher to do runs without it (op_support.direct)
+    tensors = (q, k, v, g, beta, None, cu_seqlens, grad_o, d_final, initial_state, a_log, dt_bias)
+    prepared = (
+        op_graphs.prepared_backward("gdn", tensors, ctx.scale, ctx.flags, None) if direct(tensors) else None
     )
+    if prepared is not None:
+        dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = prepared(*tensors)
+    else:
+        dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = _backward_op(
+            q,
+            k,
+            v,
+            g,
+            beta,
+            cu_seqlens,
+            grad_o,
+            d_final,
+            ctx.scale,
+            initial_state,
+            *ctx.flags,
+            a_log,
+            dt_bias,
+        )
     return (
         dq, dk, dv, dg, dbeta, None, None,
         dh0 if initial_state is not None else None, None, None, None, None, None,

@@ -25,7 +25,7 @@ import torch
 from pygraph.op_support import direct
 from pygraph_linear_attention.common import op_arguments, op_graphs, op_layout
 from pygraph_linear_attention.common.op_arguments import GdnProblem, check_backward, check_forward
-from pygraph_linear_attention.common.op_graphs import aligned_contiguous, none_state
+from pygraph_linear_attention.common.op_graphs import none_state
 
 __all__ = ["gated_delta_net_v2", "kimi_delta_attention"]
 
@@ -63,19 +63,30 @@ def _new_gradients(p: GdnProblem, x: dict[str, Any]) -> dict[str, Tensor]:
 def _backward(
     op: str, x: dict[str, Any], d_o: Tensor, d_final: Tensor | None, scale: Any, options: tuple, glb: Any
 ) -> tuple[Tensor, ...]:
-    """Both ops' backward: every gradient of `op_graphs.gradients` in order (absent: empty fp32)."""
-    p, flags, grads = _checked_backward(op, x, d_o, d_final, scale, options, glb)
-    if p.tokens == 0:  # no token: the initial state reaches the final one untouched
-        for name in ("d_initial_state", "d_a_log", "d_dt_bias"):
-            if name in grads:
-                grads[name].zero_()
-        if d_final is not None and "d_initial_state" in grads:
-            grads["d_initial_state"].copy_(d_final)
-    else:
-        built = op_graphs.backward_graph(p, scale, flags, d_final is not None)
-        tensors = aligned_contiguous({**x, "dO": d_o, "d_final_state": d_final})
-        op_graphs.execute(built, {**tensors, **grads}, p.device)
-    return tuple(grads.get(name, none_state(x["q"])) for name, _ in op_graphs.gradients(op))
+    """Both ops' backward: every gradient of `op_graphs.gradients` in order (absent: empty fp32);
+    checked once per signature, then served prepared (`op_graphs.backward`)."""
+    tensors = _backward_tensors(x, d_o, d_final)
+    return op_graphs.backward(
+        op, tensors, scale, options, glb, lambda: _checked_backward(op, x, d_o, d_final, scale, options, glb)
+    )
+
+
+def _backward_tensors(x: dict[str, Any], d_o: Tensor, d_final: Tensor | None) -> tuple:
+    """The backward's operands in `op_graphs.BACKWARD_INPUTS`' order."""
+    return (
+        x["q"], x["k"], x["v"], x["g"], x["beta"], x["w"], x["cu_seqlens"], d_o, d_final, x["initial_state"],
+        x["a_log"], x["dt_bias"],
+    )  # fmt: skip
+
+
+def _grad_call(op: str, x: dict[str, Any], d_o: Tensor, d_final: Tensor | None, ctx: Any) -> Any:
+    """The prepared backward call autograd may run directly (a remembered signature with nothing
+    for torch's dispatcher to do, op_support.direct), or None."""
+    tensors = _backward_tensors(x, d_o, d_final)
+    if not direct(tensors):
+        return None
+    prepared = op_graphs.prepared_backward(op, tensors, ctx.scale, ctx.options, ctx.glb)
+    return None if prepared is None else (prepared, tensors)
 
 
 def _checked_backward(
@@ -168,10 +179,15 @@ def _kda_grad(ctx: Any, grad_o: Tensor | None, grad_final: Tensor | None) -> tup
     if grad_o is None:  # only the final state was used
         grad_o = q.new_zeros((q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2]))
     d_final = grad_final if ctx.output_final_state else None
-    dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = _kda_backward_op(
-        q, k, v, g, beta, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.options, a_log, dt_bias,
-        ctx.glb,
-    )  # fmt: skip
+    x = _inputs(q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
+    call = _grad_call("kda", x, grad_o, d_final, ctx)
+    if call is not None:
+        dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = call[0](*call[1])
+    else:
+        dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = _kda_backward_op(
+            q, k, v, g, beta, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.options, a_log,
+            dt_bias, ctx.glb,
+        )  # fmt: skip
     return (
         dq, dk, dv, dg, dbeta, None, None, dh0 if initial_state is not None else None, None, None, None, None,
         None, d_a_log if a_log is not None else None, d_dt_bias if dt_bias is not None else None, None,
@@ -251,10 +267,15 @@ def _gdn2_grad(ctx: Any, grad_o: Tensor | None, grad_final: Tensor | None) -> tu
     if grad_o is None:
         grad_o = q.new_zeros((q.shape[0], max(q.shape[1], v.shape[1]), v.shape[2]))
     d_final = grad_final if ctx.output_final_state else None
-    dq, dk, dv, dg, dbeta, dw, dh0, d_a_log, d_dt_bias = _gdn2_backward_op(
-        q, k, v, g, beta, w, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.options, a_log,
-        dt_bias, ctx.glb,
-    )  # fmt: skip
+    x = _inputs(q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias)
+    call = _grad_call("gdn2", x, grad_o, d_final, ctx)
+    if call is not None:
+        dq, dk, dv, dg, dbeta, dw, dh0, d_a_log, d_dt_bias = call[0](*call[1])
+    else:
+        dq, dk, dv, dg, dbeta, dw, dh0, d_a_log, d_dt_bias = _gdn2_backward_op(
+            q, k, v, g, beta, w, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.options, a_log,
+            dt_bias, ctx.glb,
+        )  # fmt: skip
     return (
         dq, dk, dv, dg, dbeta, dw, None, None, dh0 if initial_state is not None else None, None, None, None,
         None, None, d_a_log if a_log is not None else None, d_dt_bias if dt_bias is not None else None, None,
