@@ -344,3 +344,107 @@ def test_a_misaligned_operand_of_a_remembered_call_is_copied(gdn_stand_in):
     assert q.data_ptr() % 16 != 0
     got, _ = gated_delta_net(**{**x, "q": q})  # the same signature: served prepared, q copied
     assert torch.equal(got, want)
+
+
+# --- the backward's prepared calls: as the forward's ---------------------------------------------------
+
+BACKWARD = torch.ops.pygraph_linear_attention.gated_delta_net_backward
+
+
+@pytest.fixture
+def backward_checks(monkeypatch):
+    """Counts the backward's checks (check_backward) on its calls."""
+    from pygraph_linear_attention.gdn import op as gdn_op
+
+    seen = []
+    real = gdn_op.check_backward
+
+    def counted(*args, **kwargs):
+        seen.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gdn_op, "check_backward", counted)
+    return seen
+
+
+def _backward_call(x, *, final=True, seed=3):
+    """The backward op's arguments (positional, then by name) of ``x``'s forward: a dO (and a
+    d_final_state with ``final``)."""
+    gen = torch.Generator().manual_seed(seed)
+    t, hv, d = x["v"].shape
+    d_o = torch.randn(t, hv, d, generator=gen).to(x["q"].dtype)
+    n = len(x["cu_seqlens"]) - 1
+    d_final = torch.randn(n, hv, d, x["k"].shape[2], generator=gen) if final else None
+    args = (x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], d_o, d_final)
+    return args, {"initial_state": x.get("initial_state")}
+
+
+def test_a_repeated_backward_is_served_prepared_with_the_checked_calls_values(gdn_stand_in, backward_checks):
+    x = _inputs(state=True)
+    args, named = _backward_call(x)
+    first = BACKWARD(*args, **named)
+    assert len(backward_checks) == 1 and op_graphs.GRAPHS.builds == 1
+    again = BACKWARD(*args, **named)
+    assert len(backward_checks) == 1 and op_graphs.GRAPHS.builds == 1  # no check, no lookup, no build
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert gdn_stand_in.runs == ["gdn_bwd", "gdn_bwd"]
+
+
+@pytest.mark.parametrize("create_graph", [False, True], ids=["direct", "through the dispatcher"])
+def test_autograds_repeated_backward_is_served_prepared(
+    gdn_stand_in, backward_checks, create_graph, monkeypatch
+):
+    # create_graph keeps grad mode on in the backward: the call goes through torch's dispatcher
+    from pygraph_linear_attention.gdn import op as gdn_op
+
+    dispatched = []
+    op = gdn_op._backward_op
+    monkeypatch.setattr(gdn_op, "_backward_op", lambda *args: dispatched.append(1) or op(*args))
+    x = {n: t.requires_grad_(n != "cu_seqlens") for n, t in _inputs(state=True).items()}
+    leaves = [t for n, t in x.items() if n != "cu_seqlens"]
+    d_o, d_final = _backward_call(x)[0][6:]
+    grads = []
+    for _ in range(2):
+        o, final = gated_delta_net(**x, output_final_state=True)
+        got = torch.autograd.grad((o, final), leaves, (d_o, d_final), create_graph=create_graph)
+        grads.append([t.detach() for t in got])
+    assert len(backward_checks) == 1 and op_graphs.GRAPHS.builds == 2  # the first backward's
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
+    assert gdn_stand_in.runs == ["gdn", "gdn_bwd"] * 2
+    assert len(dispatched) == (2 if create_graph else 1)  # the repeated call: without the dispatcher
+
+
+def test_a_backward_differing_in_anything_the_checks_read_is_checked_again(gdn_stand_in, backward_checks):
+    x = _inputs(state=True)
+    args, named = _backward_call(x)
+    BACKWARD(*args, **named)
+    d_o = args[6]
+    strided = (
+        torch.empty(d_o.shape[1], d_o.shape[0], d_o.shape[2], dtype=d_o.dtype).transpose(0, 1).copy_(d_o)
+    )
+    changed = [
+        ((*args[:6], strided, args[7]), named),  # dO's stride
+        ((*args[:7], None), named),  # no d_final_state
+        (args, {**named, "scale": 0.25}),  # the scale
+        (args, {**named, "use_qk_l2norm_in_kernel": True}),  # a flag
+        ((*args[:5], args[5].long(), *args[6:]), named),  # cu_seqlens' dtype
+    ]
+    for n, (call, kwargs) in enumerate(changed, start=2):
+        BACKWARD(*call, **kwargs)
+        assert len(backward_checks) == n, n
+    BACKWARD(*args, **{**named, "scale": 0.25})
+    assert len(backward_checks) == len(changed) + 1  # remembered
+
+
+def test_a_bad_backward_after_a_good_one_still_raises_the_typed_error(gdn_stand_in):
+    x = _inputs(state=True)
+    args, named = _backward_call(x)
+    BACKWARD(*args, **named)
+    with pytest.raises(pygraph.errors.OpInputError, match=r"grad of o must be q's dtype torch.bfloat16, got"):
+        BACKWARD(*args[:6], args[6].half(), args[7], **named)
+    with pytest.raises(pygraph.errors.OpInputError, match=r"grad of final_state must be \[N, HO, V, K\]"):
+        BACKWARD(*args[:7], args[7][:2], **named)
+    with pytest.raises(pygraph.errors.OpInputError, match=r"grad of final_state must be torch.float32"):
+        BACKWARD(*args[:7], args[7].double(), **named)
+    with pytest.raises(pygraph.errors.OpInputError, match=r"g must be torch.float32"):
+        BACKWARD(*args[:3], args[3].double(), *args[4:], **named)

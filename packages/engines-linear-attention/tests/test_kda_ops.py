@@ -288,3 +288,79 @@ def test_the_package_reaches_the_ops_on_first_access():
 
     assert pygraph_linear_attention.kimi_delta_attention is kimi_delta_attention
     assert pygraph_linear_attention.gated_delta_net_v2 is gated_delta_net_v2
+
+
+# --- the backward's prepared calls: as the forward's ---------------------------------------------------
+
+BACKWARD = {
+    "kda": torch.ops.pygraph_linear_attention.kimi_delta_attention_backward,
+    "gdn2": torch.ops.pygraph_linear_attention.gated_delta_net_v2_backward,
+}
+
+
+@pytest.fixture
+def backward_checks(monkeypatch):
+    """Counts the backward's checks (check_backward) on its calls."""
+    from pygraph_linear_attention.kda import op as kda_op
+
+    seen = []
+    real = kda_op.check_backward
+
+    def counted(*args, **kwargs):
+        seen.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kda_op, "check_backward", counted)
+    return seen
+
+
+def _backward_args(op, x, seed=3):
+    """The backward op's positional arguments of ``x``'s forward, with a dO and a d_final_state."""
+    gen = torch.Generator().manual_seed(seed)
+    t, hv, d = x["v"].shape
+    d_o = torch.randn(t, hv, d, generator=gen).to(x["q"].dtype)
+    d_final = torch.randn(len(x["cu_seqlens"]) - 1, hv, d, x["k"].shape[2], generator=gen)
+    operands = [x[n] for n in ("q", "k", "v", "g", "beta", "w", "cu_seqlens") if n in x]
+    return (*operands, d_o, d_final, None, x["initial_state"])
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_a_repeated_backward_is_served_prepared_with_the_checked_calls_values(
+    kda_stand_in, backward_checks, op
+):
+    args = _backward_args(op, _inputs(op, state=True))
+    first = BACKWARD[op](*args)
+    assert len(backward_checks) == 1 and op_graphs.GRAPHS.builds == 1
+    again = BACKWARD[op](*args)
+    assert len(backward_checks) == 1 and op_graphs.GRAPHS.builds == 1  # no check, no lookup, no build
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert kda_stand_in.runs == [f"{op}_bwd"] * 2
+    BACKWARD[op](*args[:-2], 0.5, args[-1])  # the scale: checked again
+    assert len(backward_checks) == 2
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_autograds_repeated_backward_is_served_prepared(kda_stand_in, backward_checks, op):
+    x = {n: t.requires_grad_(n != "cu_seqlens") for n, t in _inputs(op, state=True).items()}
+    leaves = [t for n, t in x.items() if n != "cu_seqlens"]
+    d_o, d_final = _backward_args(op, x)[-4:-2]
+    grads = []
+    for _ in range(2):
+        o, final = OPS[op](**x, output_final_state=True)
+        grads.append(torch.autograd.grad((o, final), leaves, (d_o, d_final)))
+    assert len(backward_checks) == 1  # the first backward's
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
+    assert kda_stand_in.runs == [op, f"{op}_bwd"] * 2
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_a_bad_backward_after_a_good_one_still_raises_the_typed_error(kda_stand_in, op):
+    args = _backward_args(op, _inputs(op, state=True))
+    BACKWARD[op](*args)
+    *operands, d_o, d_final, scale, state = args
+    with pytest.raises(pygraph.errors.OpInputError, match=r"grad of o must be q's dtype torch.bfloat16, got"):
+        BACKWARD[op](*operands, d_o.half(), d_final, scale, state)
+    with pytest.raises(pygraph.errors.OpInputError, match=r"grad of o must be \[T, HO, V\]"):
+        BACKWARD[op](*operands, d_o[:4], d_final, scale, state)
+    with pytest.raises(pygraph.errors.OpInputError, match=r"grad of final_state must be torch.float32"):
+        BACKWARD[op](*operands, d_o, d_final.double(), scale, state)

@@ -521,3 +521,94 @@ def test_new_engine_settings_miss_the_prepared_call(stand_in, checks, monkeypatc
     monkeypatch.setenv("PYGRAPH_DISABLE_ENGINES", "some_engine")
     sdpa(q, k, v)
     assert len(checks) == 2 and op_graphs.GRAPHS.builds == 2
+
+
+# --- the backward's prepared calls: as the forward's ---------------------------------------------------
+
+
+def _backward_args(q, k, v, **options):
+    """The backward op's arguments of a forward call of q, k, v (O, a dO and lse), ``options`` the
+    forward's (scale, is_causal, ...)."""
+    o, lse = ops_mod._forward_op(q, k, v, options.pop("scale", None), **options)
+    d_o = torch.randn(o.shape, generator=torch.Generator().manual_seed(1)).to(o.dtype)
+    return (q, k, v, o, d_o, lse, None), options
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["dense", "padded"])
+def test_a_repeated_backward_is_served_prepared_with_the_checked_calls_values(stand_in, checks, padded):
+    q, k, v = _inputs()
+    pad = {
+        "seq_len_q": torch.tensor([9, 5], dtype=torch.int32),
+        "seq_len_kv": torch.tensor([13, 6], dtype=torch.int32),
+    }
+    args, options = _backward_args(q, k, v, is_causal=True, **(pad if padded else {}))
+    first = ops_mod._backward_op(*args, **options)
+    assert len(checks) == 2 and op_graphs.GRAPHS.builds == 2  # the forward's and the backward's
+    again = ops_mod._backward_op(*args, **options)
+    assert len(checks) == 2 and op_graphs.GRAPHS.builds == 2  # no check, no lookup, no build
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert stand_in.runs == ["sdpa", "sdpa_backward", "sdpa_backward"]
+
+
+@pytest.mark.parametrize("grad_mode", [False, True], ids=["direct", "through the dispatcher"])
+def test_autograds_repeated_backward_is_served_prepared(stand_in, checks, grad_mode, monkeypatch):
+    # create_graph keeps grad mode on in the backward: the call goes through torch's dispatcher
+    dispatched = []
+    op = ops_mod._backward_op
+    monkeypatch.setattr(ops_mod, "_backward_op", lambda *args: dispatched.append(1) or op(*args))
+    q, k, v = (t.requires_grad_(True) for t in _inputs())
+    d_o = torch.randn(q.shape).to(q.dtype)
+    grads = []
+    for _ in range(2):
+        o = sdpa(q, k, v, is_causal=True)
+        grads.append([t.detach() for t in torch.autograd.grad(o, (q, k, v), d_o, create_graph=grad_mode)])
+    assert len(checks) == 2 and op_graphs.GRAPHS.builds == 2  # the first forward's and backward's
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
+    assert stand_in.runs == ["sdpa", "sdpa_backward"] * 2
+    assert len(dispatched) == (2 if grad_mode else 1)  # the repeated call: without the dispatcher
+
+
+def test_a_backward_differing_in_anything_the_checks_read_is_checked_again(stand_in, checks):
+    q, k, v = _inputs()
+    args, _ = _backward_args(q, k, v)
+    ops_mod._backward_op(*args)
+    base = len(checks)
+    query, key, value, o, d_o, lse, scale = args
+    strided = torch.empty(d_o.shape[:-2] + d_o.shape[-1:] + d_o.shape[-2:-1], dtype=d_o.dtype)
+    strided = strided.transpose(-1, -2).copy_(d_o)
+    changed = [
+        (query, key, value, o, strided, lse, scale),  # dO's stride
+        (query, key, value, o.transpose(2, 3).contiguous().transpose(2, 3), d_o, lse, scale),  # O's stride
+        (query, key, value, o, d_o, lse, 0.5),  # the scale
+        (query, key, value, o, d_o, lse, 1),  # the scale's type (an int)
+    ]
+    for n, call in enumerate(changed, start=1):
+        ops_mod._backward_op(*call)
+        assert len(checks) == base + n, n
+    ops_mod._backward_op(*args, is_causal=True)  # a flag
+    assert len(checks) == base + len(changed) + 1
+    q8 = q[:, :, :8]
+    args8, _ = _backward_args(q8, k, v)  # a shape (its forward checked too)
+    ops_mod._backward_op(*args8)
+    assert len(checks) == base + len(changed) + 3
+    ops_mod._backward_op(*changed[2])
+    assert len(checks) == base + len(changed) + 3  # remembered
+
+
+def test_a_bad_backward_after_a_good_one_still_raises_the_typed_error(stand_in, monkeypatch):
+    q, k, v = _inputs()
+    args, _ = _backward_args(q, k, v)
+    ops_mod._backward_op(*args)
+    query, key, value, o, d_o, lse, scale = args
+    with pytest.raises(OpInputError, match=r"grad of out must be torch.bfloat16, got torch.float16"):
+        ops_mod._backward_op(query, key, value, o, d_o.half(), lse, scale)
+    with pytest.raises(OpInputError, match=r"lse must be \[2, 4, 9, 1\], got shape \[2, 4, 8, 1\]"):
+        ops_mod._backward_op(query, key, value, o, d_o, lse[:, :, :8], scale)
+    with pytest.raises(OpInputError, match=r"lse must be torch.float32, got torch.float64"):
+        ops_mod._backward_op(query, key, value, o, d_o, lse.double(), scale)
+    with pytest.raises(OpInputError, match=r"window_left=4 is a sliding window"):
+        ops_mod._backward_op(*args, False, False, 4)
+    # the devices the op serves are part of the signature: a narrower rule refuses a remembered call
+    monkeypatch.setattr(op_arguments, "DEVICE_TYPES", ("cuda",))
+    with pytest.raises(OpInputError, match=r"query is on cpu: the op runs on cuda devices"):
+        ops_mod._backward_op(*args)
