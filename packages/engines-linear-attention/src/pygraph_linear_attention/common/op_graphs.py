@@ -343,7 +343,7 @@ def _prepare_backward(op: str, p: GdnProblem, built: BuiltGraph, tensors: tuple,
     names = tuple(BACKWARD_INPUTS[i] for i in given) + tuple(o[0] for o in outs if o is not None)
     launch = launcher(built, names, p.device, execute)
 
-    def prepared(*tensors: torch.Tensor, grads: dict | None = None) -> tuple:
+    def prepared(*tensors: torch.Tensor, grads: dict | None = None, placeholders: bool = True) -> tuple:
         operands = [tensors[i] for i in given]
         for j, i in enumerate(given):  # contiguous, on a 16-byte boundary (`aligned_contiguous`)
             t = operands[j]
@@ -357,6 +357,8 @@ def _prepare_backward(op: str, p: GdnProblem, built: BuiltGraph, tensors: tuple,
         else:
             results = [None if o is None else q.new_empty(o[1], dtype=o[2]) for o in outs]
         launch(*operands, *[t for t in results if t is not None])
+        if not placeholders:  # autograd's direct call: an absent input's gradient is None anyway
+            return tuple(results)  # (no empty stand-ins: 1 us each, host_cost_cpu)
         return tuple(none_state(q) if t is None else t for t in results)
 
     return prepared

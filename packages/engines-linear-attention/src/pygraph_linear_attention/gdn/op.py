@@ -203,23 +203,11 @@ def _backward(ctx: Any, grad_o: Tensor | None, grad_final: Tensor | None) -> tup
         op_graphs.prepared_backward("gdn", tensors, ctx.scale, ctx.flags, None) if direct(tensors) else None
     )
     if prepared is not None:
-        dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = prepared(*tensors)
+        dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = prepared(*tensors, placeholders=False)
     else:
         dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = _backward_op(
-            q,
-            k,
-            v,
-            g,
-            beta,
-            cu_seqlens,
-            grad_o,
-            d_final,
-            ctx.scale,
-            initial_state,
-            *ctx.flags,
-            a_log,
-            dt_bias,
-        )
+            q, k, v, g, beta, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.flags, a_log, dt_bias,
+        )  # fmt: skip
     return (
         dq, dk, dv, dg, dbeta, None, None,
         dh0 if initial_state is not None else None, None, None, None, None, None,

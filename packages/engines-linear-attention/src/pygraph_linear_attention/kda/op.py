@@ -182,7 +182,7 @@ def _kda_grad(ctx: Any, grad_o: Tensor | None, grad_final: Tensor | None) -> tup
     x = _inputs(q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
     call = _grad_call("kda", x, grad_o, d_final, ctx)
     if call is not None:
-        dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = call[0](*call[1])
+        dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = call[0](*call[1], placeholders=False)
     else:
         dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = _kda_backward_op(
             q, k, v, g, beta, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.options, a_log,
@@ -270,7 +270,7 @@ def _gdn2_grad(ctx: Any, grad_o: Tensor | None, grad_final: Tensor | None) -> tu
     x = _inputs(q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias)
     call = _grad_call("gdn2", x, grad_o, d_final, ctx)
     if call is not None:
-        dq, dk, dv, dg, dbeta, dw, dh0, d_a_log, d_dt_bias = call[0](*call[1])
+        dq, dk, dv, dg, dbeta, dw, dh0, d_a_log, d_dt_bias = call[0](*call[1], placeholders=False)
     else:
         dq, dk, dv, dg, dbeta, dw, dh0, d_a_log, d_dt_bias = _gdn2_backward_op(
             q, k, v, g, beta, w, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.options, a_log,
