@@ -101,6 +101,9 @@ CASES: tuple[GdnCase, ...] = (
         options=("initial_state", "final_state"),
         segment=16,
     ),
+    # a sequence of exactly two segments, empty ones first and last, a one-token one
+    GdnCase("split-exact", (2048, 0), options=("initial_state", "final_state"), segment=16),
+    GdnCase("split-edges", (0, 1024, 1, 0), options=("initial_state", "final_state"), segment=16),
     GdnCase(
         "varlen-gated", (1, 63, 64, 65, 130, 0, 97), options=("initial_state", "final_state", "safe_gate")
     ),
