@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from pygraph.op_support import BuiltGraph, GraphCache, built, execute, launcher, plan_and_build
+from pygraph.op_support import BuiltGraph, GraphCache, built, direct, execute, launcher, plan_and_build
 from pygraph.op_support import declare as _declare
 from pygraph.op_support import device_facts as _device_facts
 from pygraph_linear_attention.common import op_arguments
@@ -209,6 +209,38 @@ def forward(op: str, tensors: tuple, scale: Any, flags: tuple, gate_lower_bound:
     if prepared is None:
         return _forward_checked(op, signature, tensors, scale, flags, gate_lower_bound)
     return prepared(*tensors)
+
+
+def call_forward(
+    op_fn: Any,
+    op: str,
+    tensors: tuple,
+    scale: Any,
+    flags: tuple,
+    glb: Any,
+    args: tuple,
+    batch: Any,
+    check: Any,
+) -> tuple:
+    """The Python functions' call of every op: ``op_fn(*args)`` (the custom op), or a remembered
+    signature's prepared call where torch's dispatcher has nothing to do (`pygraph.op_support.direct`);
+    ``tensors`` in `FORWARD_INPUTS`' order, ``flags`` in `FORWARD_FLAGS`'. O comes back viewed as
+    ``batch``'s [B, T, ...] where given. Where the dispatcher's own schema check refuses an argument
+    before the op's check runs, ``check()`` (the op's check) raises the typed error naming it (under
+    torch.compile the fake kernel checks)."""
+    prepared = None
+    if direct(tensors):
+        signature = forward_signature(op, tensors, scale, flags, glb)
+        prepared = None if signature is None else GRAPHS.call(signature)
+    try:
+        o, final = op_fn(*args) if prepared is None else prepared(*tensors)
+    except (TypeError, RuntimeError):
+        if not torch.compiler.is_compiling():
+            check()
+        raise
+    if batch is not None:
+        o = o.view(*batch, *o.shape[1:])
+    return o, (final if flags[0] else None)
 
 
 def _forward_checked(op: str, signature: Any, tensors: tuple, scale: Any, flags: tuple, glb: Any) -> tuple:

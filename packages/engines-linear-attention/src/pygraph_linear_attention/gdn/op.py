@@ -269,40 +269,17 @@ def gated_delta_net(
     x = [q, k, v, g, beta, None]
     batch, cu_seqlens = op_layout.thd(CALL, x, cu_seqlens)
     q, k, v, g, beta, _ = x
-    # a remembered call with nothing for torch's dispatcher to do runs without it (op_support.direct)
-    prepared = None
     tensors = (q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
-    if direct(tensors):
-        flags = (
-            output_final_state,
-            use_qk_l2norm_in_kernel,
-            use_beta_sigmoid_in_kernel,
-            allow_neg_eigval,
-            safe_gate,
-        )
-        signature = op_graphs.forward_signature("gdn", tensors, scale, flags, None)
-        prepared = None if signature is None else op_graphs.GRAPHS.call(signature)
-    try:
-        if prepared is not None:
-            o, final = prepared(*tensors)
-        else:
-            o, final = _forward_op(
-                q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
-                use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate, a_log, dt_bias,
-            )  # fmt: skip
-    except (TypeError, RuntimeError):
-        # the dispatcher's own schema check refused an argument before the op's check ran: the op's
-        # check, run here, raises the typed error naming it (under torch.compile the fake kernel checks)
-        if not torch.compiler.is_compiling():
-            flags = _flags(
-                output_final_state,
-                use_qk_l2norm_in_kernel,
-                use_beta_sigmoid_in_kernel,
-                allow_neg_eigval,
-                safe_gate,
-            )
-            _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
-        raise
-    if batch is not None:
-        o = o.view(*batch, *o.shape[1:])
-    return o, (final if output_final_state else None)
+    flags = (
+        output_final_state,
+        use_qk_l2norm_in_kernel,
+        use_beta_sigmoid_in_kernel,
+        allow_neg_eigval,
+        safe_gate,
+    )
+    args = (q, k, v, g, beta, cu_seqlens, scale, initial_state, *flags, a_log, dt_bias)
+
+    def check() -> None:
+        _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, _flags(*flags))
+
+    return op_graphs.call_forward(_forward_op, "gdn", tensors, scale, flags, None, args, batch, check)

@@ -288,28 +288,6 @@ _gdn2_op.register_autograd(_gdn2_grad, setup_context=_gdn2_setup)
 # --- the Python functions ---------------------------------------------------------------------------
 
 
-def _call(op_fn: Any, op: str, tensors: tuple, scale: Any, flags: tuple, glb: Any, args: tuple, batch: Any):
-    """``op_fn(*args)`` (``tensors`` in `op_graphs.FORWARD_INPUTS`' order, ``flags`` in
-    `op_graphs.FORWARD_FLAGS`'), O viewed as ``batch``'s [B, T, ...] where given; where the dispatcher's own schema check refuses an argument before
-    the op's check runs, the op's check, run here, raises the typed error naming it (under
-    torch.compile the fake kernel checks)."""
-    # a remembered call with nothing for torch's dispatcher to do runs without it (op_support.direct)
-    prepared = None
-    if direct(tensors):
-        signature = op_graphs.forward_signature(op, tensors, scale, flags, glb)
-        prepared = None if signature is None else op_graphs.GRAPHS.call(signature)
-    try:
-        o, final = op_fn(*args) if prepared is None else prepared(*tensors)
-    except (TypeError, RuntimeError):
-        if not torch.compiler.is_compiling():
-            x = dict(zip(op_graphs.FORWARD_INPUTS, tensors))
-            _problem(op, x, scale, _flags(flags[0], flags[1:]), glb)
-        raise
-    if batch is not None:
-        o = o.view(*batch, *o.shape[1:])
-    return o, (final if flags[0] else None)
-
-
 def kimi_delta_attention(
     q: Tensor,
     k: Tensor,
@@ -364,7 +342,9 @@ def kimi_delta_attention(
     )
     tensors = (q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
     args = (q, k, v, g, beta, cu_seqlens, scale, initial_state, *flags, a_log, dt_bias, gate_lower_bound)
-    return _call(_kda_op, "kda", tensors, scale, flags, gate_lower_bound, args, batch)
+    x = dict(zip(op_graphs.FORWARD_INPUTS, tensors))
+    check = lambda: _problem("kda", x, scale, _flags(flags[0], flags[1:]), gate_lower_bound)  # noqa: E731
+    return op_graphs.call_forward(_kda_op, "kda", tensors, scale, flags, gate_lower_bound, args, batch, check)
 
 
 def gated_delta_net_v2(
@@ -413,4 +393,8 @@ def gated_delta_net_v2(
     )
     tensors = (q, k, v, g, beta, w, cu_seqlens, initial_state, a_log, dt_bias)
     args = (q, k, v, g, beta, w, cu_seqlens, scale, initial_state, *flags, a_log, dt_bias, gate_lower_bound)
-    return _call(_gdn2_op, "gdn2", tensors, scale, flags, gate_lower_bound, args, batch)
+    x = dict(zip(op_graphs.FORWARD_INPUTS, tensors))
+    check = lambda: _problem("gdn2", x, scale, _flags(flags[0], flags[1:]), gate_lower_bound)  # noqa: E731
+    return op_graphs.call_forward(
+        _gdn2_op, "gdn2", tensors, scale, flags, gate_lower_bound, args, batch, check
+    )
