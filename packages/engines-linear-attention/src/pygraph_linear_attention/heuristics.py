@@ -29,7 +29,13 @@ from pygraph.engines.base import REFERENCE_SM_COUNT, DeviceInfo, PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
 from pygraph_linear_attention.gdn.cutile_host import BLOCK_V, OCCUPANCY, OCCUPANCY_BWD, SEGMENT
-from pygraph_linear_attention.gdn.sm90_host import BLOCK_V_SM90, SEGMENT_SM90, SPLIT_SM90, STAGES_SM90
+from pygraph_linear_attention.gdn.sm90_host import (
+    BLOCK_V_SM90,
+    SEGMENT_SM90,
+    SPLIT_SM90,
+    STAGES_SM90,
+    segment_state_elements,
+)
 from pygraph_linear_attention.kda.cutile_host import BLOCK_V as KDA_BLOCK_V
 from pygraph_linear_attention.kda.sm90_host import BLOCK_V_KDA_SM90
 
@@ -197,8 +203,7 @@ _SEGMENT_TOKENS = 4096
 
 def _segments_overflow(facts: LinearAttentionFacts) -> bool:
     """The segmented scan's transitions past 32-bit offsets at the hook's SEGMENT (gdn_sm90 declines it)."""
-    slots = facts.tokens // _SEGMENT_TOKENS + facts.sequences + 1
-    return slots * facts.heads_out * (facts.head_dim_v + facts.head_dim_k) * facts.head_dim_k >= 2**31
+    return segment_state_elements(facts, _SEGMENT_TOKENS // 64) >= 2**31
 
 
 def kda_sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -> list[dict[str, int]]:

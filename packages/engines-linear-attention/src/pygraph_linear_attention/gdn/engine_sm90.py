@@ -57,6 +57,7 @@ from pygraph_linear_attention.gdn.sm90_host import (
     compiled_forward,
     key_for,
     segment_slots,
+    segment_state_elements,
     workspace_bytes,
     workspace_regions,
 )
@@ -147,9 +148,9 @@ class GdnSm90Engine(BaseEngine):
                 f"got SPLIT={split!r}, WGMMA={wgmma!r}"
             )
         if segment:
-            slots = segment_slots(facts.tokens, facts.sequences, segment)
-            elements = slots * facts.heads_out * (facts.head_dim_v + facts.head_dim_k) * facts.head_dim_k
+            elements = segment_state_elements(facts, segment)
             if elements >= 2**31:
+                slots = segment_slots(facts.tokens, facts.sequences, segment)
                 raise GraphNotSupportedError(
                     f"{self.name}: SEGMENT={segment}: the segments' transitions hold {slots} slots x "
                     f"{facts.heads_out} heads x (V + K) x K = {elements} elements: the kernels index with "

@@ -34,6 +34,8 @@ __all__ = [
     "compiled_backward",
     "compiled_forward",
     "key_for",
+    "segment_slots",
+    "segment_state_elements",
     "workspace_bytes",
     "workspace_regions",
 ]
@@ -194,6 +196,13 @@ def segment_slots(tokens: int, sequences: int, segment: int) -> int:
     """The segmented scan's segment slots: sequence n's segments of ``segment`` chunks start at
     cu_seqlens[n] // (64 segment) + n, so T // (64 segment) + N + 1 slots hold any lengths."""
     return tokens // (CHUNK * segment) + sequences + 1
+
+
+def segment_state_elements(facts: Any, segment: int) -> int:
+    """Elements of the segments' transitions ([segment slots, HO, V + K, K]), which the kernels index
+    with 32-bit offsets (below 2^31)."""
+    slots = segment_slots(facts.tokens, facts.sequences, segment)
+    return slots * facts.heads_out * (facts.head_dim_v + facts.head_dim_k) * facts.head_dim_k
 
 
 def workspace_regions(
