@@ -129,10 +129,12 @@ def sm90_cases() -> tuple[GdnCase, ...]:
             out += [
                 dataclasses.replace(case, name=f"{c.name}-fused-wg"),
                 dataclasses.replace(case, name=f"{c.name}-fused-wg-s2", stages=2),
+                dataclasses.replace(case, name=f"{c.name}-fused-p", wgmma=3),
             ]
             continue
         case = dataclasses.replace(c, engine="gdn_sm90", block_v=block_v, occupancy=None, split=0, wgmma=0)
         out += [case, dataclasses.replace(case, name=f"{c.name}-fused-wg", wgmma=1)]
+        out.append(dataclasses.replace(case, name=f"{c.name}-fused-p", wgmma=3))  # P from prepare
         if c.name == "long-4097":  # five segments of 1024 tokens, the last one token
             out.append(dataclasses.replace(case, name=f"{c.name}-fused-wg-seg16", wgmma=1, segment=16))
         if c.name in _SM90_STAGES2:

@@ -110,14 +110,14 @@ def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(r
     workspace = 0xC00000
     g.execute(tensors, workspace=workspace)
     (args,) = recorder.calls
-    pointers, sizes, stream = args[:19], args[19:-1], args[-1]
+    pointers, sizes, stream = args[:20], args[20:-1], args[-1]
     gamma, w, u = pointers[11:14]
     assert gamma == workspace and w % 256 == 0 and u % 256 == 0 and gamma < w < u
     spare = pointers[5]
     assert spare > u  # a_log, dt_bias, h0 absent, and no SPLIT (hs, vnew): the spare region, after u
     assert pointers == (
         addresses["q"], addresses["k"], addresses["v"], addresses["g"], addresses["beta"], spare, spare,
-        addresses["cu_seqlens"], spare, 0xA00000, 0xB00000, gamma, w, u, spare, spare, spare, spare, spare,
+        addresses["cu_seqlens"], spare, 0xA00000, 0xB00000, gamma, w, u, spare, spare, spare, spare, spare, spare,
     )  # fmt: skip
     assert sizes == (t, n, search_steps(n), h, h, h, h, h, 1, 1)
     assert stream == 0
@@ -135,7 +135,7 @@ def test_the_fused_warpgroup_scan_passes_tb_and_no_w_or_u(recorder):
     workspace = 0xC00000
     g.execute(tensors, workspace=workspace)
     (args,) = recorder.calls
-    pointers = args[:19]
+    pointers = args[:20]
     gamma, tb, spare = pointers[11], pointers[16], pointers[5]
     # gamma (fp32 per token and head), then one row of 64 Tb values per token and head, then the spare
     assert gamma == workspace and tb == workspace + t * h * 4 + (-(t * h * 4)) % 256 and spare > tb
@@ -202,7 +202,11 @@ def test_the_wgmma_knob_is_checked_against_its_domain_and_split():
     facts = None
     for knobs, rule in (
         ({"BLOCK_V": 32, "STAGES": 1, "SPLIT": 0, "WGMMA": 2}, r"gdn_sm90: knob WGMMA=2 needs SPLIT=1"),
-        ({"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 3}, r"gdn_sm90: knob WGMMA=3 outside its domain"),
+        ({"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 4}, r"gdn_sm90: knob WGMMA=4 outside its domain"),
+        (
+            {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 3},
+            r"gdn_sm90: knob WGMMA=3 is the fused warpgroup scan",
+        ),
         (
             {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 1, "SEGMENT": 16},
             r"gdn_sm90: knob SEGMENT=16 needs the fused warpgroup scan \(SPLIT=0, WGMMA=1\), got SPLIT=1, WGMMA=1",

@@ -29,7 +29,7 @@ from pygraph.engines.cute_tiles import acc as zeroed_acc
 from pygraph_linear_attention.common.host import CHUNK  # 64 tokens, as the cuTile kernels
 
 __all__ = [
-    "CHUNK", "DTYPES", "THREADS", "VEC", "acc_to_gmem", "acc_to_smem", "aliased_smem_tiles", "aligned_stride",
+    "CHUNK", "DTYPES", "THREADS", "VEC", "acc_to_gmem", "acc_to_smem", "acc_to_smem_packed", "aliased_smem_tiles", "aligned_stride",
     "async_visible", "block_sum", "blocked_inverse", "chunk_rows", "col_sums_sub", "cta_g2s", "cta_s2g", "fast_exp",
     "forward_substitute", "gamma_row", "l2_normalize_rows", "load_chunk", "load_rows", "matmul", "row_inv_norms",
     "row_major", "row_pair", "row_sums", "scaled_rows", "slot_chunk", "smem_gemm", "smem_tile", "smem_vector",
@@ -170,6 +170,15 @@ def acc_to_smem(tiled_mma, tidx, acc, s_tile, dtype):
     dst = tiled_mma.get_slice(tidx).partition_C(s_tile)
     for i in range(cute.size(acc)):
         dst[i] = acc[i].to(dtype)
+
+
+def acc_to_smem_packed(tiled_mma, tidx, acc, s_tile, dtype):
+    """`acc_to_smem` through a converted register copy and `cute.autovec_copy`: the pairs of adjacent
+    columns an MMA accumulator holds leave as one 32-bit store each instead of two 16-bit ones."""
+    dst = tiled_mma.get_slice(tidx).partition_C(s_tile)
+    frag = cute.make_rmem_tensor_like(acc, dtype)
+    frag.store(acc.load().to(dtype))
+    cute.autovec_copy(frag, dst)
 
 
 @cute.jit

@@ -68,7 +68,7 @@ __all__ = ["GdnSm90BwdEngine", "GdnSm90Engine"]
 # the compiled function's pointer arguments, in order (`gdn.sm90_host._compile`)
 POINTERS = (
     "q", "k", "v", "g", "beta", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht", "gamma", "w", "u", "hs", "vnew",
-    "tb", "seg_mb", "seg_st",
+    "tb", "p", "seg_mb", "seg_st",
 )  # fmt: skip
 # the compiled backward's (`gdn.sm90_host._compile_backward`)
 BWD_POINTERS = (
@@ -90,7 +90,7 @@ def _sm90_reason(facts: LinearAttentionFacts, backward: bool) -> str | None:
 
 def _fused_wg(split: Any, wgmma: Any) -> bool:
     """Whether the knobs pick the fused scan on warpgroup MMAs (SPLIT 0, WGMMA 1: `gdn.sm90_fused`)."""
-    return not split and bool(wgmma)
+    return not split and wgmma in (1, 3)
 
 
 def _sizes(cfg: Any) -> tuple[int, ...]:
@@ -156,6 +156,11 @@ class GdnSm90Engine(BaseEngine):
                     f"{facts.heads_out} heads x (V + K) x K = {elements} elements: the kernels index with "
                     "32-bit offsets (< 2^31)"
                 )
+        if wgmma == 3 and split:
+            raise GraphNotSupportedError(
+                f"{self.name}: knob WGMMA={wgmma!r} is the fused warpgroup scan reading prepare's scores and "
+                f"needs SPLIT=0, got SPLIT={split!r}"
+            )
         if wgmma == 2 and not split:
             raise GraphNotSupportedError(
                 f"{self.name}: knob WGMMA={wgmma!r} needs SPLIT=1 (it moves the split scan's output kernel to "
@@ -171,7 +176,9 @@ class GdnSm90Engine(BaseEngine):
         knobs = knob_values(plan)
         split = bool(knobs.get("SPLIT", SPLIT_SM90[0]))
         fused_wg = _fused_wg(split, knobs.get("WGMMA", WGMMA_SM90[0]))
-        return workspace_bytes(cfg, split, fused_wg, knobs.get("SEGMENT", SEGMENT_SM90[0]) if fused_wg else 0)
+        wgmma = knobs.get("WGMMA", WGMMA_SM90[0])
+        segment = knobs.get("SEGMENT", SEGMENT_SM90[0]) if fused_wg else 0
+        return workspace_bytes(cfg, split, fused_wg, segment, fused_wg and wgmma == 3)
 
     def build_plan(
         self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
@@ -186,7 +193,7 @@ class GdnSm90Engine(BaseEngine):
             cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
             cu=names["cu_seqlens"], stages=stages, split=bool(split), wgmma=int(wgmma), segment=int(segment),
         )  # fmt: skip
-        regions = workspace_regions(cfg, bool(split), _fused_wg(split, wgmma), int(segment))
+        regions = workspace_regions(cfg, bool(split), _fused_wg(split, wgmma), int(segment), wgmma == 3)
         compiled = kernels_ready(self.name, plan_label(plan, cfg), lambda: compiled_forward(key))
         return Sm90Plan(self.name, request.graph.name, compiled, operands, regions, _sizes(cfg), POINTERS)
 

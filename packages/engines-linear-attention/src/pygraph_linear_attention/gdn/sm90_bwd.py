@@ -229,7 +229,22 @@ class GdnSm90Bwd(GradScanKernels):
         )  # fmt: skip
         fwd = self.fwd
         fwd.prepare(
-            mK, mV, mG, mBeta, mALog, mDtBias, mCu, mGamma, mW, mU, mT, sequences, search_steps, groups
+            mK,
+            mV,
+            mG,
+            mBeta,
+            mALog,
+            mDtBias,
+            mCu,
+            mGamma,
+            mW,
+            mU,
+            mT,
+            sequences,
+            search_steps,
+            groups,
+            mQ,
+            mT,
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
         fwd.launch_scan(
             mQ, mK, mW, mU, mGamma, mCu, mH0, mVnew, mH0, mHs, mVnew, sequences, heads_out, groups[0], stream

@@ -38,7 +38,7 @@ from cutlass import Float32, Int32, const_expr
 from pygraph_linear_attention.common.sm90_tiles import (
     CHUNK,
     THREADS,
-    acc_to_smem,
+    acc_to_smem_packed,
     async_visible,
     chunk_rows,
     cta_g2s,
@@ -60,7 +60,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
 from pygraph_linear_attention.gdn.sm90_output import decayed_scores
 
 
-def _load_fused_chunk(copies, tidx, tiles, r0, rows_left, buffers, buf, with_q, v_rows):
+def _load_fused_chunk(copies, tidx, tiles, r0, rows_left, buffers, buf, with_q, v_rows, mP=None, sPs=None):
     """cp.async one chunk's q (unless not ``with_q``), k (head hk), v (head hv, value block vb) and Tb
     (head h) from token ``r0`` into stage ``buf``, rows at or past ``rows_left`` zero-filled (v's
     rows at or past ``rows_left * v_rows``: all of them for phase 1's identity rows; no commit)."""
@@ -72,6 +72,8 @@ def _load_fused_chunk(copies, tidx, tiles, r0, rows_left, buffers, buf, with_q, 
     load_rows(g2s_k, tidx, chunk_rows(mK, r0, hk, K), sKs[None, None, buf], rows_left)
     load_rows(g2s_v, tidx, chunk_rows(mV, r0, hv, BV, vb * v_rows), sVs[None, None, buf], rows_left * v_rows)
     load_rows(g2s_t, tidx, chunk_rows(mTb, r0, h, CHUNK), sTbs[None, None, buf], rows_left)
+    if mP is not None:  # prepare's P (stored_p)
+        load_rows(g2s_t, tidx, chunk_rows(mP, r0, h, CHUNK), sPs[None, None, buf], rows_left)
 
 
 class FusedScanKernels:
@@ -84,6 +86,7 @@ class FusedScanKernels:
         mK: cute.Tensor,
         mV: cute.Tensor,
         mTb: cute.Tensor,
+        mP: cute.Tensor,  # [T, HO, 64] io: prepare's P (read with stored_p)
         mGamma: cute.Tensor,
         mCu: cute.Tensor,
         mH0: cute.Tensor,
@@ -110,7 +113,7 @@ class FusedScanKernels:
             bos = Int32(mCu[slot])
             length = Int32(mCu[slot + 1]) - bos
             self._fused_chunks(
-                mQ, mK, mV, mTb, mGamma, mH0, mO, mHt, mSegMB, mSegST, tidx, slot, slot, h, vb, k_group,
+                mQ, mK, mV, mTb, mP, mGamma, mH0, mO, mHt, mSegMB, mSegST, tidx, slot, slot, h, vb, k_group,
                 v_group, bos, length, Int32(0), Int32(0), cute.ceil_div(length, C), Int32(1), phase,
             )  # fmt: skip
         else:
@@ -128,13 +131,13 @@ class FusedScanKernels:
                 active = Int32(starts + Int32(seg == 0) > 0)  # an empty sequence: its final state
             if active > 0:
                 self._fused_chunks(
-                    mQ, mK, mV, mTb, mGamma, mH0, mO, mHt, mSegMB, mSegST, tidx, slot, n, h, vb, k_group,
+                    mQ, mK, mV, mTb, mP, mGamma, mH0, mO, mHt, mSegMB, mSegST, tidx, slot, n, h, vb, k_group,
                     v_group, bos, length, seg, c_begin, c_end, is_last, phase,
                 )  # fmt: skip
 
     @cute.jit
     def _fused_chunks(
-        self, mQ, mK, mV, mTb, mGamma, mH0, mO, mHt, mSegMB, mSegST, tidx, slot, n, h, vb, k_group,
+        self, mQ, mK, mV, mTb, mP, mGamma, mH0, mO, mHt, mSegMB, mSegST, tidx, slot, n, h, vb, k_group,
         v_group, bos, length, seg, c_begin, c_end, is_last, phase: cutlass.Constexpr,
     ):  # fmt: skip
         """`scan_fused_wg`'s work for one CTA with something to do: chunks ``c_begin`` to ``c_end``
@@ -152,7 +155,7 @@ class FusedScanKernels:
         v_layout, v_swz = row_major(C, BV, nbuf)
         t_layout, t_swz = row_major(C, C, nbuf)
         x_layout, x_swz = row_major(C, BV)
-        s_layout, s_swz = row_major(BV, K)
+        s_layout, s_swz = row_major(K, BV)  # S^T, as the accumulators hold it: packed stores
         p_layout, p_swz = row_major(C, C)
         sQs = smem.allocate_tensor(io, k_layout, 1024, k_swz) if const_expr(with_out) else None
         sKs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
@@ -161,13 +164,20 @@ class FusedScanKernels:
         sX = smem.allocate_tensor(io, x_layout, 1024, x_swz)  # x, then (once Tb x is done) the output
         sVn = smem.allocate_tensor(io, x_layout, 1024, x_swz) if const_expr(with_out) else None
         sCar = smem.allocate_tensor(io, x_layout, 1024, x_swz)
-        sS = smem.allocate_tensor(io, s_layout, 1024, s_swz)
-        sP = smem.allocate_tensor(io, p_layout, 1024, p_swz) if const_expr(with_out) else None
+        sST = smem.allocate_tensor(io, s_layout, 1024, s_swz)
+        sS = transposed(sST)  # S [BV, K], read MN-major (BV contiguous) as the products' B
+        stored = self.stored_p and with_out  # P from prepare, a stage per buffer
+        sP = None
+        sPs = None
+        if const_expr(stored):
+            sPs = smem.allocate_tensor(io, t_layout, 1024, t_swz)
+        elif const_expr(with_out):
+            sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
         sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, nbuf), stride=(1, C)), 16)
         copies = (cta_g2s(io, K), cta_g2s(io, BV), cta_g2s(io, C))
         s2g_v = cta_s2g(io, BV)
 
-        mma_v = wg_mma(io, BV, False, False)  # [C, BV] = (k or q) [C, K] . S [BV, K]^T
+        mma_v = wg_mma(io, BV, False, True)  # [C, BV] = (k or q) [C, K] . S [BV, K]^T (S read MN-major)
         mma_cc = wg_mma(io, C, False, False)  # q k^T
         mma_tv = wg_mma(io, BV, False, True)  # [C, BV] = (Tb or P) [C, C] . (x or v_new) [C, BV]
         mma_s = wg_mma(io, BV, True, True)  # S^T [K, BV] += k^T [K, C] . carried [C, BV]
@@ -194,10 +204,11 @@ class FusedScanKernels:
                         state[i] = src[i].to(Float32)
         tiles = (mQ, mK, mV, mTb, hk, hv, h, vb, K, BV)
         buffers = (sQs, sKs, sVs, sTbs)
+        p_tiles = (mP, sPs) if const_expr(stored) else (None, None)
         if const_expr(nbuf == 2):  # the prologue: the first chunk into buffer 0
             r_first = bos + c_begin * C
             _load_fused_chunk(
-                copies, tidx, tiles, r_first, length - c_begin * C, buffers, 0, with_out, value_rows
+                copies, tidx, tiles, r_first, length - c_begin * C, buffers, 0, with_out, value_rows, *p_tiles
             )
             cute.arch.cp_async_commit_group()
             if tidx < C:
@@ -211,20 +222,32 @@ class FusedScanKernels:
             if const_expr(nbuf == 2):
                 if c + 1 < c_end:
                     _load_fused_chunk(
-                        copies, tidx, tiles, r0 + C, rows_left - C, buffers, 1 - buf, with_out, value_rows
+                        copies,
+                        tidx,
+                        tiles,
+                        r0 + C,
+                        rows_left - C,
+                        buffers,
+                        1 - buf,
+                        with_out,
+                        value_rows,
+                        *p_tiles,
                     )
                 cute.arch.cp_async_commit_group()
                 if tidx < C:
                     g_next = gamma_row(mGamma, r0 + C, rows_left - C, h, tidx)
             else:
-                _load_fused_chunk(copies, tidx, tiles, r0, rows_left, buffers, 0, with_out, value_rows)
+                _load_fused_chunk(
+                    copies, tidx, tiles, r0, rows_left, buffers, 0, with_out, value_rows, *p_tiles
+                )
                 cute.arch.cp_async_commit_group()
                 if tidx < C:
                     sGammas[tidx, 0] = gamma_row(mGamma, r0, rows_left, h, tidx)
             sK = sKs[None, None, buf]
             sV, sTb, sGamma = sVs[None, None, buf], sTbs[None, None, buf], sGammas[None, buf]
             sQ = sQs[None, None, buf] if const_expr(with_out) else None
-            acc_to_smem(mma_s, tidx, state, transposed(sS), io)  # the entering state, io copy
+            sPc = sPs[None, None, buf] if const_expr(stored) else sP  # this chunk's P tile
+            acc_to_smem_packed(mma_s, tidx, state, sST, io)  # the entering state, io copy
             cute.arch.cp_async_wait_group(nbuf - 1)
             async_visible()
             cute.arch.sync_threads()
@@ -246,19 +269,27 @@ class FusedScanKernels:
             scores, crd_p = zeroed_acc(mma_cc, tidx, C, C)
             if const_expr(with_out):
                 wg_gemm(mma_v, tidx, out, sQ, sS)
-                wg_gemm(mma_cc, tidx, scores, sQ, sK)
+                if const_expr(not stored):
+                    wg_gemm(mma_cc, tidx, scores, sQ, sK)
             cute.nvgpu.warpgroup.wait_group(0)
             ra, rb = row_pair(crd_v)
             ea, eb = fast_exp(sGamma[ra]), fast_exp(sGamma[rb])
-            v_part = mma_v.get_slice(tidx).partition_C(sV)
-            x_part = mma_v.get_slice(tidx).partition_C(sX)
+            v_frag = cute.make_rmem_tensor_like(ks, io)  # v's pairs read 32 bits at a time
+            cute.autovec_copy(mma_v.get_slice(tidx).partition_C(sV), v_frag)
             for i in cutlass.range_constexpr(cute.size(ks)):
                 e = eb
                 if crd_v[i][0] == ra:
                     e = ea
-                x_part[i] = (v_part[i].to(Float32) - e * ks[i]).to(io)
-            if const_expr(with_out):
-                decayed_scores(tidx, scores, crd_p, mma_cc, sP, sGamma, out, crd_o, rows_left, io)
+                ks[i] = v_frag[i].to(Float32) - e * ks[i]
+            acc_to_smem_packed(mma_v, tidx, ks, sX, io)  # x
+            if const_expr(stored):  # P came from prepare: only exp(gamma) q S^T here
+                for i in cutlass.range_constexpr(cute.size(out)):
+                    e = eb
+                    if crd_o[i][0] == ra:
+                        e = ea
+                    out[i] = out[i] * e
+            elif const_expr(with_out):
+                decayed_scores(tidx, scores, crd_p, mma_cc, sPc, sGamma, out, crd_o, rows_left, io)
             async_visible()
             cute.arch.sync_threads()  # sX (and sP) complete
 
@@ -266,32 +297,30 @@ class FusedScanKernels:
             v_new, _ = zeroed_acc(mma_tv, tidx, C, BV)
             wg_gemm(mma_tv, tidx, v_new, sTb, transposed(sX))
             cute.nvgpu.warpgroup.wait_group(0)
-            car_part = mma_tv.get_slice(tidx).partition_C(sCar)
+            if const_expr(with_out):
+                acc_to_smem_packed(mma_tv, tidx, v_new, sVn, io)
             ta, tb = tail_decay(ra, rows_left, last, sGamma), tail_decay(rb, rows_left, last, sGamma)
             for i in cutlass.range_constexpr(cute.size(v_new)):
                 tail = tb
                 if crd_v[i][0] == ra:
                     tail = ta
-                car_part[i] = (v_new[i] * tail).to(io)
-            if const_expr(with_out):
-                vn_part = mma_tv.get_slice(tidx).partition_C(sVn)
-                for i in cutlass.range_constexpr(cute.size(v_new)):
-                    vn_part[i] = v_new[i].to(io)
+                v_new[i] = v_new[i] * tail
+            acc_to_smem_packed(mma_tv, tidx, v_new, sCar, io)  # the carried rows
             async_visible()
             cute.arch.sync_threads()  # sCar (and sVn) complete
 
             # round 3: S^T = exp(last) S^T + k^T carried; (with the output) o += P v_new
             if const_expr(with_out):
-                wg_gemm(mma_tv, tidx, out, sP, transposed(sVn))
+                wg_gemm(mma_tv, tidx, out, sPc, transposed(sVn))
             decay = fast_exp(last)
             for i in cutlass.range_constexpr(cute.size(state)):
                 state[i] = state[i] * decay
             wg_gemm(mma_s, tidx, state, transposed(sK), transposed(sCar))
             cute.nvgpu.warpgroup.wait_group(0)
             if const_expr(with_out):
-                o_part = mma_tv.get_slice(tidx).partition_C(sX)  # sX's last reader (Tb x) is done
                 for i in cutlass.range_constexpr(cute.size(out)):
-                    o_part[i] = (out[i] * self.scale).to(io)
+                    out[i] = out[i] * self.scale
+                acc_to_smem_packed(mma_tv, tidx, out, sX, io)  # sX's last reader (Tb x) is done
             if const_expr(nbuf == 2):
                 if tidx < C:
                     sGammas[tidx, 1 - buf] = g_next

@@ -125,10 +125,14 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
         self.stages = stages  # the scan's shared buffers of q, k, w, u and gamma: 2 prefetches the next chunk
         # 1: the split scan on warpgroup MMAs (`scan_wg`); 2: the output kernel too (`output`, whole V)
         self.wgmma = wgmma >= 1
-        self.wgmma_output = wgmma >= 2
         # the fused scan on warpgroup MMAs (`scan_fused_wg`): prepare stores Tb = (I + A)^-1 diag(beta)
         # per chunk instead of w and u, and the scan computes the output with the state on chip
         self.fused_wg = self.wgmma and not split
+        # WGMMA 3 (with SPLIT 0): the fused warpgroup scan reading each chunk's decayed causal scores P
+        # from prepare (q k^T and its exps off the serial step, and computed once per chunk and head
+        # instead of once per value block)
+        self.stored_p = self.fused_wg and wgmma == 3
+        self.wgmma_output = wgmma == 2
         # chunks a segment of the fused warpgroup scan's segmented form (0: one CTA walks a whole sequence)
         self.segment = segment
 
@@ -153,6 +157,7 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
         hs_ptr: cute.Pointer,
         vnew_ptr: cute.Pointer,
         tb_ptr: cute.Pointer,
+        p_ptr: cute.Pointer,
         seg_mb_ptr: cute.Pointer,
         seg_st_ptr: cute.Pointer,
         tokens: Int32,
@@ -209,6 +214,9 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
         mTb = cute.make_tensor(
             tb_ptr, cute.make_layout((tokens, heads_out, C), stride=(aligned_stride(heads_out * C), C, 1))
         )
+        mP = cute.make_tensor(
+            p_ptr, cute.make_layout((tokens, heads_out, C), stride=(aligned_stride(heads_out * C), C, 1))
+        )
         groups = (
             heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
             heads_out // heads_a_log, heads_out // heads_dt_bias,
@@ -216,7 +224,22 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
         # the T the backward reads (store_t), or the fused scan's Tb, through prepare's mT
         mT = mTb if const_expr(self.fused_wg) else mHs
         self.prepare(
-            mK, mV, mG, mBeta, mALog, mDtBias, mCu, mGamma, mW, mU, mT, sequences, search_steps, groups
+            mK,
+            mV,
+            mG,
+            mBeta,
+            mALog,
+            mDtBias,
+            mCu,
+            mGamma,
+            mW,
+            mU,
+            mT,
+            sequences,
+            search_steps,
+            groups,
+            mQ,
+            mP,
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
         if const_expr(self.fused_wg):
             seg_slots = tokens // (C * max(self.segment, 1)) + sequences + 1
@@ -230,7 +253,7 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
                 seg_st_ptr,
                 cute.make_layout((seg_slots, heads_out, V, K), stride=(heads_out * V * K, V * K, K, 1)),
             )
-            fused = (mQ, mK, mV, mTb, mGamma, mCu, mH0, mO, mHt, mSegMB, mSegST, groups[0], groups[1])
+            fused = (mQ, mK, mV, mTb, mP, mGamma, mCu, mH0, mO, mHt, mSegMB, mSegST, groups[0], groups[1])
             if const_expr(self.segment):
                 self.scan_fused_wg(*fused, sequences, search_steps, 1).launch(
                     grid=[seg_slots, heads_out, (V + K) // self.BV], block=[THREADS, 1, 1], stream=stream
@@ -287,6 +310,8 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
         sequences: Int32,
         search_steps: Int32,
         groups: Any,
+        mQ: cute.Tensor,  # q, read with stored_p
+        mP: cute.Tensor,  # [T, HO, 64] io: each token's row of its chunk's P, written with stored_p
     ):
         K, V, C, io = self.K, self.V, CHUNK, self.io
         k_group, v_group, g_group, b_group, a_group, d_group = groups
@@ -324,6 +349,10 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
             gK = chunk_rows(mK, r0, h // k_group, K)
             gV = chunk_rows(mV, r0, h // v_group, V)
             load_rows(cta_g2s(io, K), tidx, gK, sK, rows_left)
+            sQ = None
+            if const_expr(self.stored_p):
+                sQ = smem.allocate_tensor(io, k_layout, 1024, k_swz)
+                load_rows(cta_g2s(io, K), tidx, chunk_rows(mQ, r0, h // k_group, K), sQ, rows_left)
             if const_expr(not self.fused_wg):  # the fused scan reads v itself
                 load_rows(cta_g2s(io, V), tidx, gV, sV, rows_left)
             cute.arch.cp_async_commit_group()
@@ -368,7 +397,11 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
                 l2_normalize_rows(sK, tidx, K)
+                if const_expr(self.stored_p):
+                    l2_normalize_rows(sQ, tidx, K)
                 cute.arch.sync_threads()
+            if const_expr(self.stored_p):
+                self._stored_scores(tidx, sQ, sK, sGamma, chunk_rows(mP, r0, h, C), rows_left)
 
             # A = strictly lower (k k^T) * exp(gamma_i - gamma_j) * beta_i, fp32
             mma_cc = warp_mma(io, C, C)
@@ -421,6 +454,22 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
                 wy_rows_to_gmem(tidx, sTv, sV, chunk_rows(mU, r0, h, V), rows_left, io, V)
             if tidx < rows_left and tidx < C:
                 mGamma[r0 + tidx, h] = sGamma[tidx]
+
+    @cute.jit
+    def _stored_scores(self, tidx, sQ, sK, sGamma, gP, rows_left):
+        """prepare's P for the fused warpgroup scan (stored_p): (q k^T) exp(gamma_i - gamma_j) on the
+        causal part of the real rows, 0 elsewhere, the io dtype, into the chunk's rows of ``gP``."""
+        C, io = CHUNK, self.io
+        mma_cc = warp_mma(io, C, C)
+        scores, crd = zeroed_acc(mma_cc, tidx, C, C)
+        smem_gemm(mma_cc, tidx, scores, sQ, sK, False, False, io)
+        for i in cutlass.range_constexpr(cute.size(scores)):
+            row, col = crd[i][0], crd[i][1]
+            val = Float32(0.0)
+            if row >= col and row < rows_left:
+                val = scores[i] * fast_exp(sGamma[row] - sGamma[col])
+            scores[i] = val
+        acc_to_gmem(mma_cc, tidx, scores, crd, gP, rows_left, io)
 
     @cute.kernel
     def scan(

@@ -69,7 +69,7 @@ SPLIT_SM90 = (0, 1)
 # With SPLIT 0, WGMMA 1 is the fused scan on warpgroup MMAs (`gdn.sm90_fused`): the state on chip
 # from the first chunk to the last and each chunk's output in its step, prepare storing one 64 x 64
 # Tb per chunk and head instead of w and u, so no per-chunk state or v_new goes through HBM.
-WGMMA_SM90 = (0, 1, 2)
+WGMMA_SM90 = (0, 1, 2, 3)
 # SEGMENT: chunks a segment of the fused warpgroup scan (0: one CTA walks a whole sequence). A
 # sequence's chunks split into segments run as the segments' transitions (phase 1, from zero rows and
 # from the identity), their combine (a step a segment) and the fused scan over every segment from the
@@ -206,7 +206,11 @@ def segment_state_elements(facts: Any, segment: int) -> int:
 
 
 def workspace_regions(
-    cfg: GdnCutileConfig, split: bool = False, fused_wg: bool = False, segment: int = 0
+    cfg: GdnCutileConfig,
+    split: bool = False,
+    fused_wg: bool = False,
+    segment: int = 0,
+    stored_p: bool = False,
 ) -> tuple[Region, ...]:
     """gamma (fp32), w and u (the io dtype), with ``split`` the chunks' entering states and v_new (io
     dtype), and the spare address absent operands point at; with ``fused_wg`` (the fused warpgroup
@@ -216,6 +220,8 @@ def workspace_regions(
     t, ho, k, v = cfg.tokens, cfg.heads_out, cfg.key_dim, cfg.value_dim
     if fused_wg:
         rows = [("gamma", "float32", (t, ho)), ("tb", cfg.io_dtype, (t, ho, CHUNK))]
+        if stored_p:
+            rows.append(("p", cfg.io_dtype, (t, ho, CHUNK)))
         if segment:
             slots = segment_slots(t, cfg.sequences, segment)
             rows += [("seg_mb", "float32", (slots, ho, v + k, k)), ("seg_st", "float32", (slots, ho, v, k))]
@@ -227,10 +233,14 @@ def workspace_regions(
 
 
 def workspace_bytes(
-    cfg: GdnCutileConfig, split: bool = False, fused_wg: bool = False, segment: int = 0
+    cfg: GdnCutileConfig,
+    split: bool = False,
+    fused_wg: bool = False,
+    segment: int = 0,
+    stored_p: bool = False,
 ) -> int:
     """The workspace `workspace_regions` lays out, in bytes."""
-    return regions_bytes(workspace_regions(cfg, split, fused_wg, segment))
+    return regions_bytes(workspace_regions(cfg, split, fused_wg, segment, stored_p))
 
 
 def compiled_forward(key: Sm90Key, arch: str = ARCH) -> Any:
@@ -262,7 +272,7 @@ def _compile(key: Any, arch: str) -> Any:
     pointers = [
         (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, 2), (f32, 4), (f32, 4), ("cu", 4),
         (key.h0_dtype, 4), (io, 16), (key.ht_dtype, 4), (f32, 4), (io, 16), (io, 16), (io, 16), (io, 16),
-        (io, 16), (f32, 16), (f32, 16),
+        (io, 16), (io, 16), (f32, 16), (f32, 16),
     ]  # fmt: skip
     return cute_compile(kernel, pointers, key.cu_dtype, 10, arch)
 
