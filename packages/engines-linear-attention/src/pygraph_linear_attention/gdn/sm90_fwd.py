@@ -246,7 +246,8 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
             mSegMB = cute.make_tensor(
                 seg_mb_ptr,
                 cute.make_layout(
-                    (seg_slots, heads_out, V + K, K), stride=(heads_out * (V + K) * K, (V + K) * K, K, 1)
+                    (seg_slots, heads_out, V + K, K),
+                    stride=(cute.assume(heads_out * (V + K) * K, divby=4), (V + K) * K, K, 1),  # 16-byte rows
                 ),
             )
             mSegST = cute.make_tensor(
