@@ -17,6 +17,9 @@
 #              bench_gdn --plans first (ours and FLA's Triton), forward and forward+backward, strong
 #              and weak gates (GATES, default "0 4": bench_gdn's --gate-mean), then flashqla_bridge's
 #              table (ours against FlashQLA through FLA's Triton, timed in both processes)
+#   fusedp     WGMMA 3 (P from prepare, packed stores) and the staged segment_combine: their cases
+#              (fused-p, and the fused-wg ones the shared changes touch), memcheck, then bench_gdn's
+#              forward at BLOCK_V 32 and 64 against the fused warpgroup scan and FLA
 #   capture    the torch ops in CUDA graphs (capture and replay, a first call inside a capture, a
 #              reduce-overhead layer), the FLA front door against FLA, then benchmarks.ops.host_cost
 #   bwd        the backward's, both engines' (K: its pytest -k, e.g. K='backward and not gdn_sm90'
@@ -76,6 +79,17 @@ part_qla() {
       --gate-mean "$mean" --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_gdn_gates$mean.log" | grep -E "^--|^  ours|^  fla" | cut -c1-160
   done
   python3 -m benchmarks.linear_attention.flashqla_bridge "$OUTDIR/flashqla.json" "$OUTDIR"/bench_gdn*.json
+  save_autotune
+}
+part_fusedp() {
+  run_tests "sm90 and (fused-p or fused-wg)" gdn_sm90_fusedp_pytest.log
+  compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 python3 -m pytest -m sm90 \
+    -p no:cacheprovider -q "$tests" -k "sm90-varlen-odd-fused-p or sm90-split-varlen-fused-p or sm90-split-d64-fused-wg" \
+    > "$OUTDIR/fusedp_memcheck.log" 2>&1
+  echo "memcheck exit $?"; grep -E "ERROR SUMMARY|passed|failed" "$OUTDIR/fusedp_memcheck.log" | tail -3
+  python3 -m benchmarks.linear_attention.bench_gdn --skip cases,bwd,cudnn,cutile --plans first --sm90 32,64 \
+    --sm90-modes fusedwg,fusedp,fusedwg64,fusedp64 --profile 2>&1 | tee "$OUTDIR/bench_fusedp.log" \
+    | grep -E "^--|^  ours|^  fla|kernels" | cut -c1-200
   save_autotune
 }
 part_capture() {
