@@ -185,7 +185,7 @@ def test_the_scan_grid_picks_gdn_sm90s_first_plan():
     assert wide[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=1,WGMMA=1]"
     # the same domain, reordered: every (SPLIT, BLOCK_V, STAGES), the split ones at WGMMA 1 and 2 and
     # the fused ones at WGMMA 1, unsegmented and at each SEGMENT
-    assert sorted(long_single) == sorted(batch) == sorted(wide) and len(batch) == 32
+    assert sorted(long_single) == sorted(batch) == sorted(wide) and len(batch) == 48
     # a short single sequence is not segmented
     assert sm90_names(1024, 1)[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=1]"
 
