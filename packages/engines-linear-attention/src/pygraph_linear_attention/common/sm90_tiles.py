@@ -400,8 +400,8 @@ def _merge_inverses(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32, size: cutlass
         r = flat_row % size
         o = p * 2 * size
         acc = Float32(0.0)
-        for m in cutlass.range_constexpr(size):  # A21[r, m] T11[m, col]; T11 is lower: m >= col
-            acc = acc + sA[o + size + r, o + m] * sA[o + m, o + col] * Float32(m >= col)
+        for m in cutlass.range_constexpr(size):  # A21[r, m] T11[m, col]: T11's upper part holds exact zeros
+            acc = acc + sA[o + size + r, o + m] * sA[o + m, o + col]
         xs[e] = acc
     for e in cutlass.range_constexpr(per):
         flat_row = tidx // size + e * rows_per_step
@@ -413,8 +413,8 @@ def _merge_inverses(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32, size: cutlass
         r = flat_row % size
         o = p * 2 * size
         acc = Float32(0.0)
-        for m in cutlass.range_constexpr(size):  # T22[r, m] X[m, col]; T22 is lower: m <= r
-            acc = acc - sA[o + size + r, o + size + m] * sX[p * size + m, col] * Float32(m <= r)
+        for m in cutlass.range_constexpr(size):  # T22[r, m] X[m, col]: T22's upper part holds exact zeros
+            acc = acc - sA[o + size + r, o + size + m] * sX[p * size + m, col]
         xs[e] = acc
     cute.arch.sync_threads()  # every read of X done (the next merge reuses it)
     for e in cutlass.range_constexpr(per):
