@@ -235,7 +235,8 @@ class FusedScanKernels:
                     )
                 cute.arch.cp_async_commit_group()
                 if tidx < C:
-                    g_next = gamma_row(mGamma, r0 + C, rows_left - C, h, tidx)
+                    if c + 1 < c_end:  # (the next segment's first chunk belongs to another CTA)
+                        g_next = gamma_row(mGamma, r0 + C, rows_left - C, h, tidx)
             else:
                 _load_fused_chunk(
                     copies, tidx, tiles, r0, rows_left, buffers, 0, with_out, value_rows, *p_tiles
@@ -328,6 +329,9 @@ class FusedScanKernels:
             if const_expr(with_out):
                 store_rows(s2g_v, tidx, sX, chunk_rows(mO, r0, h, BV, vb), rows_left)
 
+        # a CTA with no chunk (an empty sequence, phase 0 or 2) leaves the prologue's prefetch pending:
+        # every cp.async completes before the CTA exits
+        cute.arch.cp_async_wait_group(0)
         if const_expr(phase == 1):  # the segment's B rows or M rows
             dst = thr_s.partition_C(
                 transposed(cute.local_tile(mSegMB[slot, h, None, None], (BV, K), (vb, 0)))
