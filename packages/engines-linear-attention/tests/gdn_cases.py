@@ -114,7 +114,8 @@ def sm90_cases() -> tuple[GdnCase, ...]:
     """The forward cases on the gdn_sm90 engine: those its build serves (K and V of 64 or 128; the
     cuTile engine's SEGMENT cases on the segmented fused warpgroup scan at the same SEGMENT),
     BLOCK_V 128 as 64, on the fused scan on mma.sync and again on warpgroup MMAs (SPLIT 0, WGMMA 1:
-    `gdn.sm90_fused`; long-4097 also at SEGMENT 16); a few also at STAGES 2 (the
+    `gdn.sm90_fused`; long-4097 also at SEGMENT 16), reading prepare's P (WGMMA 3) and on two
+    warpgroups (WGMMA 4, `gdn.sm90_fused_ws`); a few also at STAGES 2 (the
     prefetch) and with SPLIT (the split scan), on mma.sync and at WGMMA 1 and 2. The knobs are named,
     so each case keeps its path whatever the hook ranks first."""
     out = []
@@ -130,11 +131,13 @@ def sm90_cases() -> tuple[GdnCase, ...]:
                 dataclasses.replace(case, name=f"{c.name}-fused-wg"),
                 dataclasses.replace(case, name=f"{c.name}-fused-wg-s2", stages=2),
                 dataclasses.replace(case, name=f"{c.name}-fused-p", wgmma=3),
+                dataclasses.replace(case, name=f"{c.name}-fused-ws", wgmma=4, stages=2),
             ]
             continue
         case = dataclasses.replace(c, engine="gdn_sm90", block_v=block_v, occupancy=None, split=0, wgmma=0)
         out += [case, dataclasses.replace(case, name=f"{c.name}-fused-wg", wgmma=1)]
         out.append(dataclasses.replace(case, name=f"{c.name}-fused-p", wgmma=3))  # P from prepare
+        out.append(dataclasses.replace(case, name=f"{c.name}-fused-ws", wgmma=4, stages=2))  # two warpgroups
         if c.name == "long-4097":  # five segments of 1024 tokens, the last one token
             out.append(dataclasses.replace(case, name=f"{c.name}-fused-wg-seg16", wgmma=1, segment=16))
         if c.name in _SM90_STAGES2:

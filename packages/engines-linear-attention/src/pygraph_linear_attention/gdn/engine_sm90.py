@@ -89,8 +89,14 @@ def _sm90_reason(facts: LinearAttentionFacts, backward: bool) -> str | None:
 
 
 def _fused_wg(split: Any, wgmma: Any) -> bool:
-    """Whether the knobs pick the fused scan on warpgroup MMAs (SPLIT 0, WGMMA 1: `gdn.sm90_fused`)."""
-    return not split and wgmma in (1, 3)
+    """Whether the knobs pick the fused scan on warpgroup MMAs (SPLIT 0, WGMMA 1, 3 or 4: `gdn.sm90_fused`,
+    `gdn.sm90_fused_ws`)."""
+    return not split and wgmma in (1, 3, 4)
+
+
+def _stored_p(split: Any, wgmma: Any) -> bool:
+    """Whether prepare stores each chunk's decayed causal scores P (WGMMA 3 and 4 read them)."""
+    return not split and wgmma in (3, 4)
 
 
 def _sizes(cfg: Any) -> tuple[int, ...]:
@@ -156,10 +162,15 @@ class GdnSm90Engine(BaseEngine):
                     f"{facts.heads_out} heads x (V + K) x K = {elements} elements: the kernels index with "
                     "32-bit offsets (< 2^31)"
                 )
-        if wgmma == 3 and split:
+        if wgmma in (3, 4) and split:
             raise GraphNotSupportedError(
-                f"{self.name}: knob WGMMA={wgmma!r} is the fused warpgroup scan reading prepare's scores and "
+                f"{self.name}: knob WGMMA={wgmma!r} is a fused warpgroup scan reading prepare's scores and "
                 f"needs SPLIT=0, got SPLIT={split!r}"
+            )
+        if wgmma == 4 and (stages != 2 or block_v > 64):
+            raise GraphNotSupportedError(
+                f"{self.name}: knob WGMMA=4 (two warpgroups, both double-buffered: 184 KB of shared memory at "
+                f"BLOCK_V 64) needs STAGES=2 and BLOCK_V <= 64, got STAGES={stages!r}, BLOCK_V={block_v!r}"
             )
         if wgmma == 2 and not split:
             raise GraphNotSupportedError(
@@ -178,7 +189,7 @@ class GdnSm90Engine(BaseEngine):
         fused_wg = _fused_wg(split, knobs.get("WGMMA", WGMMA_SM90[0]))
         wgmma = knobs.get("WGMMA", WGMMA_SM90[0])
         segment = knobs.get("SEGMENT", SEGMENT_SM90[0]) if fused_wg else 0
-        return workspace_bytes(cfg, split, fused_wg, segment, fused_wg and wgmma == 3)
+        return workspace_bytes(cfg, split, fused_wg, segment, _stored_p(split, wgmma))
 
     def build_plan(
         self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
@@ -193,7 +204,7 @@ class GdnSm90Engine(BaseEngine):
             cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
             cu=names["cu_seqlens"], stages=stages, split=bool(split), wgmma=int(wgmma), segment=int(segment),
         )  # fmt: skip
-        regions = workspace_regions(cfg, bool(split), _fused_wg(split, wgmma), int(segment), wgmma == 3)
+        regions = workspace_regions(cfg, bool(split), _fused_wg(split, wgmma), int(segment), _stored_p(split, wgmma))
         compiled = kernels_ready(self.name, plan_label(plan, cfg), lambda: compiled_forward(key))
         return Sm90Plan(self.name, request.graph.name, compiled, operands, regions, _sizes(cfg), POINTERS)
 

@@ -73,10 +73,11 @@ from pygraph_linear_attention.common.sm90_tiles import (
     zeroed_acc,
 )
 from pygraph_linear_attention.gdn.sm90_fused import FusedScanKernels
+from pygraph_linear_attention.gdn.sm90_fused_ws import WS_THREADS, FusedWsScanKernels
 from pygraph_linear_attention.gdn.sm90_output import OutputKernels, chunk_output
 
 
-class GdnSm90Fwd(OutputKernels, FusedScanKernels):
+class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
     """One static configuration of the forward: dims, value block, dtypes and options."""
 
     # KDA / GDN-2 (`kda.sm90_fwd.KdaSm90Fwd`): the decay is per key channel, so `scan_wg` and
@@ -131,7 +132,10 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
         # WGMMA 3 (with SPLIT 0): the fused warpgroup scan reading each chunk's decayed causal scores P
         # from prepare (q k^T and its exps off the serial step, and computed once per chunk and head
         # instead of once per value block)
-        self.stored_p = self.fused_wg and wgmma == 3
+        self.stored_p = self.fused_wg and wgmma in (3, 4)
+        # WGMMA 4: that scan on two warpgroups, the state's chain on one and the output on the other
+        # (`gdn.sm90_fused_ws`; SEGMENT's phase 1, which has no output, stays on one)
+        self.ws = self.fused_wg and wgmma == 4
         self.wgmma_output = wgmma == 2
         # chunks a segment of the fused warpgroup scan's segmented form (0: one CTA walks a whole sequence)
         self.segment = segment
@@ -255,6 +259,7 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
                 cute.make_layout((seg_slots, heads_out, V, K), stride=(heads_out * V * K, V * K, K, 1)),
             )
             fused = (mQ, mK, mV, mTb, mP, mGamma, mCu, mH0, mO, mHt, mSegMB, mSegST, groups[0], groups[1])
+            ws = (mQ, mK, mV, mTb, mP, mGamma, mCu, mH0, mO, mHt, mSegST, groups[0], groups[1])
             if const_expr(self.segment):
                 self.scan_fused_wg(*fused, sequences, search_steps, 1).launch(
                     grid=[seg_slots, heads_out, (V + K) // self.BV], block=[THREADS, 1, 1], stream=stream
@@ -262,8 +267,17 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels):
                 self.segment_combine(mSegMB, mSegST, mCu, mH0).launch(
                     grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
                 )
-                self.scan_fused_wg(*fused, sequences, search_steps, 2).launch(
-                    grid=[seg_slots, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+                if const_expr(self.ws):
+                    self.scan_fused_ws(*ws, sequences, search_steps, 2).launch(
+                        grid=[seg_slots, heads_out, V // self.BV], block=[WS_THREADS, 1, 1], stream=stream
+                    )
+                else:
+                    self.scan_fused_wg(*fused, sequences, search_steps, 2).launch(
+                        grid=[seg_slots, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
+                    )
+            elif const_expr(self.ws):
+                self.scan_fused_ws(*ws, sequences, search_steps, 0).launch(
+                    grid=[sequences, heads_out, V // self.BV], block=[WS_THREADS, 1, 1], stream=stream
                 )
             else:
                 self.scan_fused_wg(*fused, sequences, search_steps, 0).launch(

@@ -69,7 +69,10 @@ SPLIT_SM90 = (0, 1)
 # With SPLIT 0, WGMMA 1 is the fused scan on warpgroup MMAs (`gdn.sm90_fused`): the state on chip
 # from the first chunk to the last and each chunk's output in its step, prepare storing one 64 x 64
 # Tb per chunk and head instead of w and u, so no per-chunk state or v_new goes through HBM.
-WGMMA_SM90 = (0, 1, 2, 3)
+# 3 reads each chunk's decayed causal scores P from prepare (q k^T and its exps off the chain), 4 also
+# splits the fused scan over two warpgroups: the state's chain on one, the output on the other
+# (`gdn.sm90_fused_ws`).
+WGMMA_SM90 = (0, 1, 2, 3, 4)
 # SEGMENT: chunks a segment of the fused warpgroup scan (0: one CTA walks a whole sequence). A
 # sequence's chunks split into segments run as the segments' transitions (phase 1, from zero rows and
 # from the identity), their combine (a step a segment) and the fused scan over every segment from the
@@ -104,7 +107,7 @@ class Sm90Key:
     store_ht: bool
     stages: int = 2
     split: bool = False
-    wgmma: int = 0  # WGMMA: 1 the split scan on warpgroup MMAs, 2 its output kernel too
+    wgmma: int = 0  # WGMMA: 1 the split scan on warpgroup MMAs, 2 its output kernel too; 3, 4 (`WGMMA_SM90`)
     segment: int = 0  # SEGMENT: chunks a segment of the fused warpgroup scan (0: unsegmented)
 
 
