@@ -307,7 +307,7 @@ def timing(run: TimingRun) -> list[dict]:
         for bv, stages, mode in itertools.product(run.sm90_block_vs, STAGES_SM90, run.sm90_modes):
             label = f"ours[sm90 BV={bv},ST={stages},{mode}]"
             split, wgmma, segment = SM90_MODES[mode]
-            if wgmma == 4 and (stages != 2 or bv > 64):  # two warpgroups: double-buffered, BLOCK_V <= 64
+            if wgmma == 4 and stages != 2:  # two warpgroups, each double-buffered
                 continue
             call, out = _ours(
                 case,

@@ -188,10 +188,8 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
     every += fused_wg + [{**k, "SEGMENT": s} for s in SEGMENT_SM90 if s for k in fused_wg]  # and segmented
     # WGMMA 3 (P from prepare), untimed: after the rest
     every += [{**k, "WGMMA": 3} for k in every if k["WGMMA"] == 1 and not k["SPLIT"]]
-    # WGMMA 4 (two warpgroups), untimed: double-buffered, BLOCK_V up to 64
-    every += [
-        {**k, "WGMMA": 4} for k in every if k["WGMMA"] == 3 and k["STAGES"] == 2 and k["BLOCK_V"] <= 64
-    ]
+    # WGMMA 4 (two warpgroups, each double-buffered), untimed
+    every += [{**k, "WGMMA": 4} for k in every if k["WGMMA"] == 3 and k["STAGES"] == 2]
     grid = facts.sequences * facts.heads_out * max(facts.head_dim_v // 64, 1)
     first = {"BLOCK_V": 64, "STAGES": 2 if grid <= sms else 1, "SPLIT": 0, "WGMMA": 1, "SEGMENT": 0}
     mean_length = facts.tokens / max(facts.sequences, 1)

@@ -167,10 +167,10 @@ class GdnSm90Engine(BaseEngine):
                 f"{self.name}: knob WGMMA={wgmma!r} is a fused warpgroup scan reading prepare's scores and "
                 f"needs SPLIT=0, got SPLIT={split!r}"
             )
-        if wgmma == 4 and (stages != 2 or block_v > 64):
+        if wgmma == 4 and stages != 2:
             raise GraphNotSupportedError(
-                f"{self.name}: knob WGMMA=4 (two warpgroups, both double-buffered: 184 KB of shared memory at "
-                f"BLOCK_V 64) needs STAGES=2 and BLOCK_V <= 64, got STAGES={stages!r}, BLOCK_V={block_v!r}"
+                f"{self.name}: knob WGMMA=4 (two warpgroups, each double-buffering its own tiles) needs "
+                f"STAGES=2, got STAGES={stages!r}"
             )
         if wgmma == 2 and not split:
             raise GraphNotSupportedError(
