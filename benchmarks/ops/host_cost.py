@@ -13,7 +13,8 @@ device's rate showing through. Forward calls under torch.no_grad (an inference s
     kimi_delta_attention T=64, the same sizes (per-channel gates)
 
 and, to place the op's own cost, each op's graph executed alone (`Graph.execute` with the op's
-tensors on torch's current stream, no op around it). Goal (issue 55): each op <= torch's cuDNN SDPA
+tensors on torch's current stream, no op around it) and, for the linear-attention ops, the compiled
+function its plan calls (the TVM-FFI call and its kernel launches, nothing of the graph). Goal (issue 55): each op <= torch's cuDNN SDPA
 in the same run, <= 20 us for a single-graph op. Not a test: run it on the device,
 
     source scripts/device/env.sh && python -m benchmarks.ops.host_cost [--json $OUT/host_cost.json]
@@ -47,6 +48,31 @@ def _graph_alone(op_graphs: Any, cache_key: str, tensors: dict, device: Any) -> 
     key = next(k for k in op_graphs.GRAPHS.keys() if k[0] == cache_key)  # built by the op's first call
     built = op_graphs.GRAPHS.get(key, None)
     return lambda: execute(built, tensors, device)
+
+
+def _compiled_alone(call: Any) -> Any:
+    """The CuTe DSL function a linear-attention plan launches, called alone with the raw addresses
+    and sizes ``call`` passed it (its TVM-FFI call and kernel launches, nothing of the graph)."""
+    from pygraph_linear_attention.common import engine_sm90
+
+    seen: list = []
+    execute = engine_sm90.Sm90Plan.execute
+
+    def spy(plan: Any, graph: Any, pack: Any, ctx: Any) -> None:
+        fn = plan._fn
+        plan._fn = lambda *args: seen.append((fn, args)) or fn(*args)
+        try:
+            execute(plan, graph, pack, ctx)
+        finally:
+            plan._fn = fn
+
+    engine_sm90.Sm90Plan.execute = spy
+    try:
+        call()
+    finally:
+        engine_sm90.Sm90Plan.execute = execute
+    fn, args = seen[-1]
+    return lambda: fn(*args)
 
 
 def sdpa_rows() -> list[tuple[str, Any]]:
@@ -108,6 +134,7 @@ def linear_attention_rows() -> list[tuple[str, Any]]:
         op(**x)
         tensors = dict(x) | {"o": torch.empty_like(x["v"])}
         rows.append(("  its graph alone", _graph_alone(op_graphs, key, tensors, x["q"].device)))
+        rows.append(("  its compiled function alone", _compiled_alone(lambda op=op, x=x: op(**x))))
         if key == "gdn":
             try:
                 from fla.ops.gated_delta_rule import chunk_gated_delta_rule
