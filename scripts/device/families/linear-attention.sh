@@ -12,7 +12,8 @@
 #   fused      the fused warpgroup scan's cases (SPLIT 0 WGMMA 1, SEGMENT included), then memcheck over
 #              three of them (two segmented)
 #   qla1       FlashQLA's first wheels (carry .qla1: ../shared/device/qla_bundle.sh) into /tmp/fq
-#   qla        FlashQLA's other wheels (carry .qla2) into /tmp/fq, then issue 54's table in one warm
+#   qla        (BENCH_ARGS: more bench_gdn arguments, e.g. "--sm90 64 --sm90-modes fusedws")
+#              FlashQLA's other wheels (carry .qla2) into /tmp/fq, then issue 54's table in one warm
 #              machine: bench_gdn_flashqla (FlashQLA and FLA's Triton, FlashQLA's own process) and
 #              bench_gdn --plans first (ours and FLA's Triton), forward and forward+backward, strong
 #              and weak gates (GATES, default "0 4": bench_gdn's --gate-mean), then flashqla_bridge's
@@ -76,7 +77,7 @@ part_qla() {
     | tee "$OUTDIR/flashqla.log" | grep -v "^\s*$" | tail -14
   for mean in ${GATES:-0 4}; do
     FLA_FLASH_QLA=0 python3 -m benchmarks.linear_attention.bench_gdn --skip cases,cudnn,cutile --plans first \
-      --gate-mean "$mean" --out "$OUTDIR" 2>&1 | tee "$OUTDIR/bench_gdn_gates$mean.log" | grep -E "^--|^  ours|^  fla" | cut -c1-160
+      --gate-mean "$mean" --out "$OUTDIR" ${BENCH_ARGS:-} 2>&1 | tee "$OUTDIR/bench_gdn_gates$mean.log" | grep -E "^--|^  ours|^  fla" | cut -c1-160
   done
   python3 -m benchmarks.linear_attention.flashqla_bridge "$OUTDIR/flashqla.json" "$OUTDIR"/bench_gdn*.json
   save_autotune
