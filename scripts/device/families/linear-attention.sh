@@ -12,12 +12,13 @@
 #   fused      the fused warpgroup scan's cases (SPLIT 0 WGMMA 1, SEGMENT included), then memcheck over
 #              three of them (two segmented)
 #   qla1       FlashQLA's first wheels (carry .qla1: ../shared/device/qla_bundle.sh) into /tmp/fq
-#   qla        (BENCH_ARGS: more bench_gdn arguments, e.g. "--sm90 64 --sm90-modes fusedws")
-#              FlashQLA's other wheels (carry .qla2) into /tmp/fq, then issue 54's table in one warm
+#   qla        FlashQLA's other wheels (carry .qla2) into /tmp/fq, then issue 54's table in one warm
 #              machine: bench_gdn_flashqla (FlashQLA and FLA's Triton, FlashQLA's own process) and
 #              bench_gdn --plans first (ours and FLA's Triton), forward and forward+backward, strong
 #              and weak gates (GATES, default "0 4": bench_gdn's --gate-mean), then flashqla_bridge's
-#              table (ours against FlashQLA through FLA's Triton, timed in both processes)
+#              table (ours against FlashQLA through FLA's Triton, timed in both processes);
+#              BENCH_ARGS: more bench_gdn arguments (other plans beside the first: "--sm90 64
+#              --sm90-modes fusedws")
 #   fusedp     WGMMA 3 (P from prepare, packed stores) and the staged segment_combine: their cases
 #              (fused-p, and the fused-wg ones the shared changes touch), memcheck, then bench_gdn's
 #              forward at BLOCK_V 32 and 64 against the fused warpgroup scan and FLA
