@@ -126,6 +126,7 @@ class FusedWsScanKernels:
         v_group: Int32,
         sequences: Int32,
         search_steps: Int32,
+        scale: Float32,
         phase: cutlass.Constexpr,
     ):
         """256 threads a CTA (the module's docstring). ``phase`` 0: grid sequences x output heads x
@@ -184,7 +185,7 @@ class FusedWsScanKernels:
                     is_last, phase,
                 )  # fmt: skip
             else:
-                self._ws_output(tiles, buffers, mGamma, mO, t, bos, length, c_begin, c_end)
+                self._ws_output(tiles, buffers, mGamma, mO, t, bos, length, c_begin, c_end, scale)
 
     @cute.jit
     def _ws_state(
@@ -297,7 +298,7 @@ class FusedWsScanKernels:
                     dst[i] = state[i].to(self.ht_t)
 
     @cute.jit
-    def _ws_output(self, tiles, buffers, mGamma, mO, t, bos, length, c_begin, c_end):
+    def _ws_output(self, tiles, buffers, mGamma, mO, t, bos, length, c_begin, c_end, scale):
         """Warpgroup 1: each chunk's output from the state and v_new warpgroup 0 publishes."""
         K, BV, C, io = self.K, self.BV, CHUNK, self.io
         mQ, mK, mV, mTb, mP, hk, hv, h, vb = tiles
@@ -352,7 +353,7 @@ class FusedWsScanKernels:
             if c + 2 < c_end:
                 _signal(_BAR_FREE, buf)  # sST and sVn of this parity may take chunk c + 2's
             for i in cutlass.range_constexpr(cute.size(out)):
-                out[i] = out[i] * self.scale
+                out[i] = out[i] * scale
             acc_to_smem_packed(mma_tv, t, out, sO, io)
             if t < C:
                 sGammas[t, 1 - buf, 1] = g_next
