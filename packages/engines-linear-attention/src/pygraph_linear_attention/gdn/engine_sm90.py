@@ -205,7 +205,9 @@ class GdnSm90Engine(BaseEngine):
             cfg, beta=names["beta"], h0=names.get("h0", "float32"), ht=names.get("ht", "float32"),
             cu=names["cu_seqlens"], stages=stages, split=bool(split), wgmma=int(wgmma), segment=int(segment),
         )  # fmt: skip
-        regions = workspace_regions(cfg, bool(split), _fused_wg(split, wgmma), int(segment), _stored_p(split, wgmma))
+        regions = workspace_regions(
+            cfg, bool(split), _fused_wg(split, wgmma), int(segment), _stored_p(split, wgmma)
+        )
         compiled = kernels_ready(self.name, plan_label(plan, cfg), lambda: compiled_forward(key))
         return Sm90Plan(self.name, request.graph.name, compiled, operands, regions, _sizes(cfg), POINTERS)
 

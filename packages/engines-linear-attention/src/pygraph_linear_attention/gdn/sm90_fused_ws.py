@@ -89,8 +89,8 @@ def _load_state_tiles(copies, t, tiles, buffers, r0, rows_left, buf, K: int, BV:
     """Warpgroup 0's cp.async of one chunk (from token ``r0``) into stage ``buf``: k, v's value block
     and Tb, rows at or past ``rows_left`` zero-filled (no commit)."""
     g2s_k, g2s_v, g2s_t = copies
-    mQ, mK, mV, mTb, mP, hk, hv, h, vb = tiles
-    sKs, sVs, sTbs = buffers[0], buffers[1], buffers[2]
+    mK, mV, mTb, hk, hv, h, vb = tiles
+    sKs, sVs, sTbs, _, _ = buffers
     load_rows(g2s_k, t, chunk_rows(mK, r0, hk, K), sKs[None, None, buf], rows_left)
     load_rows(g2s_v, t, chunk_rows(mV, r0, hv, BV, vb), sVs[None, None, buf], rows_left)
     load_rows(g2s_t, t, chunk_rows(mTb, r0, h, CHUNK), sTbs[None, None, buf], rows_left)
@@ -99,8 +99,8 @@ def _load_state_tiles(copies, t, tiles, buffers, r0, rows_left, buf, K: int, BV:
 def _load_output_tiles(copies, t, tiles, buffers, r0, rows_left, buf, K: int):
     """Warpgroup 1's cp.async of one chunk into stage ``buf``: q and prepare's P (no commit)."""
     g2s_k, g2s_t = copies
-    mQ, mK, mV, mTb, mP, hk, hv, h, vb = tiles
-    sQs, sPs = buffers[7], buffers[8]
+    mQ, mP, hk, h, _ = tiles
+    sQs, sPs, _ = buffers
     load_rows(g2s_k, t, chunk_rows(mQ, r0, hk, K), sQs[None, None, buf], rows_left)
     load_rows(g2s_t, t, chunk_rows(mP, r0, h, CHUNK), sPs[None, None, buf], rows_left)
 
@@ -177,34 +177,40 @@ class FusedWsScanKernels:
         sO = smem.allocate_tensor(io, x_layout, 1024, x_swz)
         sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, 2, 2), stride=(1, C, 2 * C)), 16)
         if active > 0:
-            tiles = (mQ, mK, mV, mTb, mP, h // k_group, h // v_group, h, vb)
-            buffers = (sKs, sVs, sTbs, sX, sCar, sSTs, sVns, sQs, sPs, sO, sGammas)
+            shared = (sSTs, sVns, sGammas)  # written by warpgroup 0 (gamma: each its own half), read by both
             if wg == 0:
+                tiles = (mK, mV, mTb, h // k_group, h // v_group, h, vb)
                 self._ws_state(
-                    tiles, buffers, mGamma, mH0, mHt, mSegST, t, slot, n, bos, length, seg, c_begin, c_end,
-                    is_last, phase,
+                    tiles, (sKs, sVs, sTbs, sX, sCar), shared, mGamma, mH0, mHt, mSegST, t, slot, n, bos, length,
+                    seg, c_begin, c_end, is_last, phase,
                 )  # fmt: skip
             else:
-                self._ws_output(tiles, buffers, mGamma, mO, t, bos, length, c_begin, c_end, scale)
+                tiles = (mQ, mP, h // k_group, h, vb)
+                self._ws_output(
+                    tiles, (sQs, sPs, sO), shared, mGamma, mO, t, bos, length, c_begin, c_end, scale
+                )
 
     @cute.jit
     def _ws_state(
-        self, tiles, buffers, mGamma, mH0, mHt, mSegST, t, slot, n, bos, length, seg, c_begin, c_end,
+        self, tiles, buffers, shared, mGamma, mH0, mHt, mSegST, t, slot, n, bos, length, seg, c_begin, c_end,
         is_last, phase: cutlass.Constexpr,
     ):  # fmt: skip
         """Warpgroup 0: the state's chain over chunks ``c_begin`` to ``c_end`` (thread ``t`` of 128)."""
         K, BV, C, io = self.K, self.BV, CHUNK, self.io
-        mQ, mK, mV, mTb, mP, hk, hv, h, vb = tiles
-        sKs, sVs, sTbs, sX, sCar, sSTs, sVns, sQs, sPs, sO, sGammas = buffers
+        h, vb = tiles[5], tiles[6]
+        sKs, sVs, sTbs, sX, sCar = buffers
+        sSTs, sVns, sGammas = shared
         g2s_k, g2s_v, g2s_t = cta_g2s(io, K), cta_g2s(io, BV), cta_g2s(io, C)
         mma_v = wg_mma(io, BV, False, True)  # [C, BV] = k [C, K] . S [BV, K]^T (S read MN-major)
         mma_tv = wg_mma(io, BV, False, True)  # [C, BV] = Tb [C, C] . x [C, BV]
         mma_s = wg_mma(io, BV, True, True)  # S^T [K, BV] += k^T [K, C] . carried [C, BV]
-        state, crd_s = zeroed_acc(mma_s, t, K, BV)
+        state, _ = zeroed_acc(mma_s, t, K, BV)
         thr_s = mma_s.get_slice(t)
         if const_expr(phase == 2):
             if seg > 0:  # the state entering the segment, from the combine
-                src = thr_s.partition_C(transposed(cute.local_tile(mSegST[slot, h, None, None], (BV, K), (vb, 0))))
+                src = thr_s.partition_C(
+                    transposed(cute.local_tile(mSegST[slot, h, None, None], (BV, K), (vb, 0)))
+                )
                 for i in cutlass.range_constexpr(cute.size(state)):
                     state[i] = src[i]
         if const_expr(self.has_h0):
@@ -298,11 +304,12 @@ class FusedWsScanKernels:
                     dst[i] = state[i].to(self.ht_t)
 
     @cute.jit
-    def _ws_output(self, tiles, buffers, mGamma, mO, t, bos, length, c_begin, c_end, scale):
+    def _ws_output(self, tiles, buffers, shared, mGamma, mO, t, bos, length, c_begin, c_end, scale):
         """Warpgroup 1: each chunk's output from the state and v_new warpgroup 0 publishes."""
         K, BV, C, io = self.K, self.BV, CHUNK, self.io
-        mQ, mK, mV, mTb, mP, hk, hv, h, vb = tiles
-        sKs, sVs, sTbs, sX, sCar, sSTs, sVns, sQs, sPs, sO, sGammas = buffers
+        h, vb = tiles[3], tiles[4]
+        sQs, sPs, sO = buffers
+        sSTs, sVns, sGammas = shared
         g2s_k, g2s_t = cta_g2s(io, K), cta_g2s(io, C)
         s2g_v = cta_s2g(io, BV)
         mma_v = wg_mma(io, BV, False, True)  # [C, BV] = q [C, K] . S [BV, K]^T
