@@ -107,33 +107,3 @@ def test_a_per_channel_decay_transition_is_the_chunk_step():
     torch.testing.assert_close(
         apply(chunk_transition(w, u, k, gamma), state), stepped, rtol=1e-12, atol=1e-12
     )
-
-
-def test_the_folded_chunk_step_is_the_wy_step():
-    # gdn_sm90's WGMMA 5: prepare folds Tb = (I + A)^-1 diag(beta) into X^T = Tb^T diag(tail) k and
-    # PT = P Tb, so the scan's step is x = v - exp(gamma) k S^T, S'^T = exp(last) S^T + X x and
-    # o = exp(gamma) q S^T + PT x: the WY step's state and output, with no v_new formed
-    q, k, v, g, beta, cu, h0 = _inputs(tokens=CHUNK, seed=4)
-    gamma, w, u, ck, _ = _chunks(q, k, v, g, beta, cu, h0)
-    gamma, w, u, ck = gamma[:, 0], w[:, 0], u[:, 0], ck[:, 0]  # [HO, C, ...]
-    cq, cv = (to_chunks(x, 1, CHUNK)[:, 0] for x in (q, v))
-    cb = to_chunks(beta, 1, CHUNK)[:, 0]
-    state = h0[0]  # S [HO, V, K]
-    decay_ij = torch.exp(gamma[..., :, None] - gamma[..., None, :])
-    below = torch.ones(CHUNK, CHUNK, dtype=torch.bool).tril(-1)
-    a = torch.where(below, cb[..., None] * (ck @ ck.transpose(-1, -2)) * decay_ij, 0)
-    eye = torch.eye(CHUNK, dtype=a.dtype)
-    tb = torch.linalg.inv(eye + a) * cb[..., None, :]
-    p = torch.where(below | torch.eye(CHUNK, dtype=torch.bool), (cq @ ck.transpose(-1, -2)) * decay_ij, 0)
-    last = gamma[..., -1:]
-    xt = tb.transpose(-1, -2) @ (ck * torch.exp(last - gamma)[..., None])  # X^T [HO, C, K]
-    x = cv - torch.exp(gamma)[..., None] * (ck @ state.transpose(-1, -2))
-    folded_state = state.transpose(-1, -2) * torch.exp(last)[..., None] + xt.transpose(-1, -2) @ x
-    folded_out = torch.exp(gamma)[..., None] * (cq @ state.transpose(-1, -2)) + (p @ tb) @ x
-    v_new = u - w @ state.transpose(-1, -2)
-    wy_state = state * torch.exp(last)[..., None] + v_new.transpose(-1, -2) @ (
-        ck * torch.exp(last - gamma)[..., None]
-    )
-    wy_out = torch.exp(gamma)[..., None] * (cq @ state.transpose(-1, -2)) + p @ v_new
-    torch.testing.assert_close(folded_state.transpose(-1, -2), wy_state, rtol=1e-10, atol=1e-10)
-    torch.testing.assert_close(folded_out, wy_out, rtol=1e-10, atol=1e-10)
