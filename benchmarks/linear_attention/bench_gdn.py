@@ -67,7 +67,7 @@ HEADS, DIM = 16, 128
 SM90_MODES = {
     "fused": (0, 0, 0), "wg1": (1, 1, 0), "wg2": (1, 2, 0), "fusedwg": (0, 1, 0), "fusedwg16": (0, 1, 16),
     "fusedwg32": (0, 1, 32), "fusedwg64": (0, 1, 64), "fusedp": (0, 3, 0), "fusedp64": (0, 3, 64),
-    "fusedws": (0, 4, 0), "fusedws64": (0, 4, 64), "fusedx": (0, 5, 0), "fusedx64": (0, 5, 64),
+    "fusedws": (0, 4, 0), "fusedws64": (0, 4, 64), "fusedx": (0, 5, 0),
 }  # fmt: skip
 
 

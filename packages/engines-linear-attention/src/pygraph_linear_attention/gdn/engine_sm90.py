@@ -155,6 +155,11 @@ class GdnSm90Engine(BaseEngine):
                 f"{self.name}: knob SEGMENT={segment!r} needs the fused warpgroup scan (SPLIT=0, WGMMA=1), "
                 f"got SPLIT={split!r}, WGMMA={wgmma!r}"
             )
+        if wgmma == 5 and segment:
+            raise GraphNotSupportedError(
+                f"{self.name}: knob WGMMA=5 (prepare folds Tb into X^T and P Tb) has no segmented form (its "
+                f"phase 1 reads Tb), got SEGMENT={segment!r}"
+            )
         if segment:
             elements = segment_state_elements(facts, segment)
             if elements >= 2**31:

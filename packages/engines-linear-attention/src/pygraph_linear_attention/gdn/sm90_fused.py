@@ -71,7 +71,7 @@ def _load_fused_chunk(copies, tidx, tiles, r0, rows_left, buffers, buf, with_q, 
         load_rows(g2s_k, tidx, chunk_rows(mQ, r0, hk, K), sQs[None, None, buf], rows_left)
     load_rows(g2s_k, tidx, chunk_rows(mK, r0, hk, K), sKs[None, None, buf], rows_left)
     load_rows(g2s_v, tidx, chunk_rows(mV, r0, hv, BV, vb * v_rows), sVs[None, None, buf], rows_left * v_rows)
-    load_rows(g2s_t, tidx, chunk_rows(mTb, r0, h, mTb.shape[2]), sTbs[None, None, buf], rows_left)
+    load_rows(g2s_t, tidx, chunk_rows(mTb, r0, h, CHUNK), sTbs[None, None, buf], rows_left)
     if mP is not None:  # prepare's P (stored_p)
         load_rows(g2s_t, tidx, chunk_rows(mP, r0, h, CHUNK), sPs[None, None, buf], rows_left)
 
@@ -161,13 +161,7 @@ class FusedScanKernels:
         sQs = smem.allocate_tensor(io, k_layout, 1024, k_swz) if const_expr(with_out) else None
         sKs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
         sVs = smem.allocate_tensor(io, v_layout, 1024, v_swz)
-        # WGMMA 5 (stored_px, only phase 1 here: its phases 0 and 2 run on `gdn.sm90_fused_ws`): X^T's
-        # rows (K wide) in Tb's place, and the state's update is X x (no v_new, no carried rows)
-        px = self.stored_px
-        if const_expr(px):
-            sTbs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
-        else:
-            sTbs = smem.allocate_tensor(io, t_layout, 1024, t_swz)
+        sTbs = smem.allocate_tensor(io, t_layout, 1024, t_swz)
         sX = smem.allocate_tensor(io, x_layout, 1024, x_swz)  # x, then (once Tb x is done) the output
         sVn = smem.allocate_tensor(io, x_layout, 1024, x_swz) if const_expr(with_out) else None
         sCar = smem.allocate_tensor(io, x_layout, 1024, x_swz)
@@ -181,7 +175,7 @@ class FusedScanKernels:
         elif const_expr(with_out):
             sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)
         sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, nbuf), stride=(1, C)), 16)
-        copies = (cta_g2s(io, K), cta_g2s(io, BV), cta_g2s(io, K if const_expr(px) else C))
+        copies = (cta_g2s(io, K), cta_g2s(io, BV), cta_g2s(io, C))
         s2g_v = cta_s2g(io, BV)
 
         mma_v = wg_mma(io, BV, False, True)  # [C, BV] = (k or q) [C, K] . S [BV, K]^T (S read MN-major)
@@ -301,35 +295,29 @@ class FusedScanKernels:
             async_visible()
             cute.arch.sync_threads()  # sX (and sP) complete
 
-            if const_expr(px):  # S^T = exp(last) S^T + X x, X^T [C, K] from prepare
-                decay = fast_exp(last)
-                for i in cutlass.range_constexpr(cute.size(state)):
-                    state[i] = state[i] * decay
-                wg_gemm(mma_s, tidx, state, transposed(sTb), transposed(sX))
-            else:
-                # round 2: v_new = Tb x; the carried rows v_new exp(last - gamma) beside it
-                v_new, _ = zeroed_acc(mma_tv, tidx, C, BV)
-                wg_gemm(mma_tv, tidx, v_new, sTb, transposed(sX))
-                cute.nvgpu.warpgroup.wait_group(0)
-                if const_expr(with_out):
-                    acc_to_smem_packed(mma_tv, tidx, v_new, sVn, io)
-                ta, tb = tail_decay(ra, rows_left, last, sGamma), tail_decay(rb, rows_left, last, sGamma)
-                for i in cutlass.range_constexpr(cute.size(v_new)):
-                    tail = tb
-                    if crd_v[i][0] == ra:
-                        tail = ta
-                    v_new[i] = v_new[i] * tail
-                acc_to_smem_packed(mma_tv, tidx, v_new, sCar, io)  # the carried rows
-                async_visible()
-                cute.arch.sync_threads()  # sCar (and sVn) complete
+            # round 2: v_new = Tb x; the carried rows v_new exp(last - gamma) beside it
+            v_new, _ = zeroed_acc(mma_tv, tidx, C, BV)
+            wg_gemm(mma_tv, tidx, v_new, sTb, transposed(sX))
+            cute.nvgpu.warpgroup.wait_group(0)
+            if const_expr(with_out):
+                acc_to_smem_packed(mma_tv, tidx, v_new, sVn, io)
+            ta, tb = tail_decay(ra, rows_left, last, sGamma), tail_decay(rb, rows_left, last, sGamma)
+            for i in cutlass.range_constexpr(cute.size(v_new)):
+                tail = tb
+                if crd_v[i][0] == ra:
+                    tail = ta
+                v_new[i] = v_new[i] * tail
+            acc_to_smem_packed(mma_tv, tidx, v_new, sCar, io)  # the carried rows
+            async_visible()
+            cute.arch.sync_threads()  # sCar (and sVn) complete
 
-                # round 3: S^T = exp(last) S^T + k^T carried; (with the output) o += P v_new
-                if const_expr(with_out):
-                    wg_gemm(mma_tv, tidx, out, sPc, transposed(sVn))
-                decay = fast_exp(last)
-                for i in cutlass.range_constexpr(cute.size(state)):
-                    state[i] = state[i] * decay
-                wg_gemm(mma_s, tidx, state, transposed(sK), transposed(sCar))
+            # round 3: S^T = exp(last) S^T + k^T carried; (with the output) o += P v_new
+            if const_expr(with_out):
+                wg_gemm(mma_tv, tidx, out, sPc, transposed(sVn))
+            decay = fast_exp(last)
+            for i in cutlass.range_constexpr(cute.size(state)):
+                state[i] = state[i] * decay
+            wg_gemm(mma_s, tidx, state, transposed(sK), transposed(sCar))
             cute.nvgpu.warpgroup.wait_group(0)
             if const_expr(with_out):
                 for i in cutlass.range_constexpr(cute.size(out)):
