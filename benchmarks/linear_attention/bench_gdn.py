@@ -67,7 +67,7 @@ HEADS, DIM = 16, 128
 SM90_MODES = {
     "fused": (0, 0, 0), "wg1": (1, 1, 0), "wg2": (1, 2, 0), "fusedwg": (0, 1, 0), "fusedwg16": (0, 1, 16),
     "fusedwg32": (0, 1, 32), "fusedwg64": (0, 1, 64), "fusedp": (0, 3, 0), "fusedp64": (0, 3, 64),
-    "fusedws": (0, 4, 0), "fusedws64": (0, 4, 64), "fusedx": (0, 5, 0),
+    "fusedws": (0, 4, 0), "fusedws64": (0, 4, 64),
 }  # fmt: skip
 
 
@@ -307,7 +307,7 @@ def timing(run: TimingRun) -> list[dict]:
         for bv, stages, mode in itertools.product(run.sm90_block_vs, STAGES_SM90, run.sm90_modes):
             label = f"ours[sm90 BV={bv},ST={stages},{mode}]"
             split, wgmma, segment = SM90_MODES[mode]
-            if wgmma in (4, 5) and stages != 2:  # two warpgroups, each double-buffered
+            if wgmma == 4 and stages != 2:  # two warpgroups, each double-buffered
                 continue
             call, out = _ours(
                 case,

@@ -115,8 +115,7 @@ def sm90_cases() -> tuple[GdnCase, ...]:
     cuTile engine's SEGMENT cases on the segmented fused warpgroup scan at the same SEGMENT),
     BLOCK_V 128 as 64, on the fused scan on mma.sync and again on warpgroup MMAs (SPLIT 0, WGMMA 1:
     `gdn.sm90_fused`; long-4097 also at SEGMENT 16), reading prepare's P (WGMMA 3) and on two
-    warpgroups (WGMMA 4, `gdn.sm90_fused_ws`; unsegmented also with Tb folded into prepare's products,
-    WGMMA 5); a few also at STAGES 2 (the
+    warpgroups (WGMMA 4, `gdn.sm90_fused_ws`); a few also at STAGES 2 (the
     prefetch) and with SPLIT (the split scan), on mma.sync and at WGMMA 1 and 2. The knobs are named,
     so each case keeps its path whatever the hook ranks first."""
     out = []
@@ -139,7 +138,6 @@ def sm90_cases() -> tuple[GdnCase, ...]:
         out += [case, dataclasses.replace(case, name=f"{c.name}-fused-wg", wgmma=1)]
         out.append(dataclasses.replace(case, name=f"{c.name}-fused-p", wgmma=3))  # P from prepare
         out.append(dataclasses.replace(case, name=f"{c.name}-fused-ws", wgmma=4, stages=2))  # two warpgroups
-        out.append(dataclasses.replace(case, name=f"{c.name}-fused-x", wgmma=5, stages=2))  # Tb folded in
         if c.name == "long-4097":  # five segments of 1024 tokens, the last one token
             out.append(dataclasses.replace(case, name=f"{c.name}-fused-wg-seg16", wgmma=1, segment=16))
         if c.name in _SM90_STAGES2:

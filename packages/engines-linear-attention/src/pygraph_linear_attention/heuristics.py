@@ -190,8 +190,6 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
     every += [{**k, "WGMMA": 3} for k in every if k["WGMMA"] == 1 and not k["SPLIT"]]
     # WGMMA 4 (two warpgroups, each double-buffered), untimed
     every += [{**k, "WGMMA": 4} for k in every if k["WGMMA"] == 3 and k["STAGES"] == 2]
-    # WGMMA 5 (two warpgroups, Tb folded into prepare's products), untimed: unsegmented
-    every += [{**k, "WGMMA": 5} for k in every if k["WGMMA"] == 4 and not k["SEGMENT"]]
     grid = facts.sequences * facts.heads_out * max(facts.head_dim_v // 64, 1)
     first = {"BLOCK_V": 64, "STAGES": 2 if grid <= sms else 1, "SPLIT": 0, "WGMMA": 1, "SEGMENT": 0}
     mean_length = facts.tokens / max(facts.sequences, 1)

@@ -91,13 +91,12 @@ def _sm90_reason(facts: LinearAttentionFacts, backward: bool) -> str | None:
 def _fused_wg(split: Any, wgmma: Any) -> bool:
     """Whether the knobs pick the fused scan on warpgroup MMAs (SPLIT 0, WGMMA 1, 3 or 4: `gdn.sm90_fused`,
     `gdn.sm90_fused_ws`)."""
-    return not split and wgmma in (1, 3, 4, 5)
+    return not split and wgmma in (1, 3, 4)
 
 
 def _stored_p(split: Any, wgmma: Any) -> bool:
-    """Whether prepare stores each chunk's decayed causal scores P (WGMMA 3 and 4 read them; 5 reads
-    P Tb in their place)."""
-    return not split and wgmma in (3, 4, 5)
+    """Whether prepare stores each chunk's decayed causal scores P (WGMMA 3 and 4 read them)."""
+    return not split and wgmma in (3, 4)
 
 
 def _sizes(cfg: Any) -> tuple[int | float, ...]:
@@ -155,11 +154,6 @@ class GdnSm90Engine(BaseEngine):
                 f"{self.name}: knob SEGMENT={segment!r} needs the fused warpgroup scan (SPLIT=0, WGMMA=1), "
                 f"got SPLIT={split!r}, WGMMA={wgmma!r}"
             )
-        if wgmma == 5 and segment:
-            raise GraphNotSupportedError(
-                f"{self.name}: knob WGMMA=5 (prepare folds Tb into X^T and P Tb) has no segmented form (its "
-                f"phase 1 reads Tb), got SEGMENT={segment!r}"
-            )
         if segment:
             elements = segment_state_elements(facts, segment)
             if elements >= 2**31:
@@ -169,14 +163,14 @@ class GdnSm90Engine(BaseEngine):
                     f"{facts.heads_out} heads x (V + K) x K = {elements} elements: the kernels index with "
                     "32-bit offsets (< 2^31)"
                 )
-        if wgmma in (3, 4, 5) and split:
+        if wgmma in (3, 4) and split:
             raise GraphNotSupportedError(
                 f"{self.name}: knob WGMMA={wgmma!r} is a fused warpgroup scan reading prepare's scores and "
                 f"needs SPLIT=0, got SPLIT={split!r}"
             )
-        if wgmma in (4, 5) and stages != 2:
+        if wgmma == 4 and stages != 2:
             raise GraphNotSupportedError(
-                f"{self.name}: knob WGMMA={wgmma} (two warpgroups, each double-buffering its own tiles) needs "
+                f"{self.name}: knob WGMMA=4 (two warpgroups, each double-buffering its own tiles) needs "
                 f"STAGES=2, got STAGES={stages!r}"
             )
         if wgmma == 2 and not split:
@@ -196,9 +190,7 @@ class GdnSm90Engine(BaseEngine):
         fused_wg = _fused_wg(split, knobs.get("WGMMA", WGMMA_SM90[0]))
         wgmma = knobs.get("WGMMA", WGMMA_SM90[0])
         segment = knobs.get("SEGMENT", SEGMENT_SM90[0]) if fused_wg else 0
-        return workspace_bytes(
-            cfg, split, fused_wg, segment, _stored_p(split, wgmma), not split and wgmma == 5
-        )
+        return workspace_bytes(cfg, split, fused_wg, segment, _stored_p(split, wgmma))
 
     def build_plan(
         self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None

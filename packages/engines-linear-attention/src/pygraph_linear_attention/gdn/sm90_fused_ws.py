@@ -14,11 +14,6 @@ warpgroup's MMAs run while the other does its scalar work:
   by cp.async (two stages); per chunk ``exp(gamma) q S^T`` from ``sST[b]``, then ``+ P v_new`` from
   ``sVn[b]``, scaled, staged in shared memory and stored 16 bytes at a time.
 
-With WGMMA 5 prepare has folded Tb into both products (X^T = Tb^T diag(exp(last - gamma)) k, PT =
-P Tb): warpgroup 0 reads X^T where it read Tb and its chain is ``S -> k S^T -> x -> S' = exp(last)
-S' + X x``, two products a chunk; it publishes x in ``sVn[b]`` and warpgroup 1 computes
-``exp(gamma) q S^T + PT x`` (v_new is never formed).
-
 Named barriers order the two: ``STATE[b]`` (warpgroup 0 arrives once ``sST[b]`` is written,
 warpgroup 1 waits), ``VNEW[b]`` (likewise for ``sVn[b]``) and ``FREE[b]`` (warpgroup 1 arrives
 once its products of chunk c have read both, warpgroup 0 waits before writing them for chunk
@@ -98,7 +93,7 @@ def _load_state_tiles(copies, t, tiles, buffers, r0, rows_left, buf, K: int, BV:
     sKs, sVs, sTbs, _, _ = buffers
     load_rows(g2s_k, t, chunk_rows(mK, r0, hk, K), sKs[None, None, buf], rows_left)
     load_rows(g2s_v, t, chunk_rows(mV, r0, hv, BV, vb), sVs[None, None, buf], rows_left)
-    load_rows(g2s_t, t, chunk_rows(mTb, r0, h, mTb.shape[2]), sTbs[None, None, buf], rows_left)
+    load_rows(g2s_t, t, chunk_rows(mTb, r0, h, CHUNK), sTbs[None, None, buf], rows_left)
 
 
 def _load_output_tiles(copies, t, tiles, buffers, r0, rows_left, buf, K: int):
@@ -172,16 +167,11 @@ class FusedWsScanKernels:
         vn_layout, vn_swz = row_major(C, BV, 2)
         sKs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
         sVs = smem.allocate_tensor(io, v_layout, 1024, v_swz)
-        sX = None
-        sCar = None
-        if const_expr(self.stored_px):  # X^T's rows (K wide) where Tb was; x goes straight to sVns
-            sTbs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
-        else:
-            sTbs = smem.allocate_tensor(io, t_layout, 1024, t_swz)
-            sX = smem.allocate_tensor(io, x_layout, 1024, x_swz)
-            sCar = smem.allocate_tensor(io, x_layout, 1024, x_swz)
+        sTbs = smem.allocate_tensor(io, t_layout, 1024, t_swz)
+        sX = smem.allocate_tensor(io, x_layout, 1024, x_swz)
+        sCar = smem.allocate_tensor(io, x_layout, 1024, x_swz)
         sSTs = smem.allocate_tensor(io, s_layout, 1024, s_swz)  # the entering state, S^T, per parity
-        sVns = smem.allocate_tensor(io, vn_layout, 1024, vn_swz)  # v_new (WGMMA 5: x), per parity
+        sVns = smem.allocate_tensor(io, vn_layout, 1024, vn_swz)  # v_new, per parity
         sQs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
         sPs = smem.allocate_tensor(io, t_layout, 1024, t_swz)
         sO = smem.allocate_tensor(io, x_layout, 1024, x_swz)
@@ -210,8 +200,7 @@ class FusedWsScanKernels:
         h, vb = tiles[5], tiles[6]
         sKs, sVs, sTbs, sX, sCar = buffers
         sSTs, sVns, sGammas = shared
-        g2s_k, g2s_v = cta_g2s(io, K), cta_g2s(io, BV)
-        g2s_t = g2s_k if const_expr(self.stored_px) else cta_g2s(io, C)  # X^T's rows or Tb's
+        g2s_k, g2s_v, g2s_t = cta_g2s(io, K), cta_g2s(io, BV), cta_g2s(io, C)
         mma_v = wg_mma(io, BV, False, True)  # [C, BV] = k [C, K] . S [BV, K]^T (S read MN-major)
         mma_tv = wg_mma(io, BV, False, True)  # [C, BV] = Tb [C, C] . x [C, BV]
         mma_s = wg_mma(io, BV, True, True)  # S^T [K, BV] += k^T [K, C] . carried [C, BV]
@@ -279,40 +268,29 @@ class FusedWsScanKernels:
                 if crd_v[i][0] == ra:
                     e = ea
                 ks[i] = v_frag[i].to(Float32) - e * ks[i]
-            if const_expr(self.stored_px):
-                # x to warpgroup 1 (PT x is its part of the output), then S^T = exp(last) S^T + X x
-                acc_to_smem_packed(mma_v, t, ks, sVn, io)
-                async_visible()
-                _wg_sync(0)
-                _signal(_BAR_VNEW, buf)
-                decay = fast_exp(last)
-                for i in cutlass.range_constexpr(cute.size(state)):
-                    state[i] = state[i] * decay
-                wg_gemm(mma_s, t, state, transposed(sTb), transposed(sVn))  # sTb: X^T [C, K]
-            else:
-                acc_to_smem_packed(mma_v, t, ks, sX, io)  # x
-                async_visible()
-                _wg_sync(0)
+            acc_to_smem_packed(mma_v, t, ks, sX, io)  # x
+            async_visible()
+            _wg_sync(0)
 
-                v_new, _ = zeroed_acc(mma_tv, t, C, BV)
-                wg_gemm(mma_tv, t, v_new, sTb, transposed(sX))
-                cute.nvgpu.warpgroup.wait_group(0)
-                acc_to_smem_packed(mma_tv, t, v_new, sVn, io)
-                ta, tb = tail_decay(ra, rows_left, last, sGamma), tail_decay(rb, rows_left, last, sGamma)
-                for i in cutlass.range_constexpr(cute.size(v_new)):
-                    tail = tb
-                    if crd_v[i][0] == ra:
-                        tail = ta
-                    v_new[i] = v_new[i] * tail
-                acc_to_smem_packed(mma_tv, t, v_new, sCar, io)
-                async_visible()
-                _wg_sync(0)
-                _signal(_BAR_VNEW, buf)
+            v_new, _ = zeroed_acc(mma_tv, t, C, BV)
+            wg_gemm(mma_tv, t, v_new, sTb, transposed(sX))
+            cute.nvgpu.warpgroup.wait_group(0)
+            acc_to_smem_packed(mma_tv, t, v_new, sVn, io)
+            ta, tb = tail_decay(ra, rows_left, last, sGamma), tail_decay(rb, rows_left, last, sGamma)
+            for i in cutlass.range_constexpr(cute.size(v_new)):
+                tail = tb
+                if crd_v[i][0] == ra:
+                    tail = ta
+                v_new[i] = v_new[i] * tail
+            acc_to_smem_packed(mma_tv, t, v_new, sCar, io)
+            async_visible()
+            _wg_sync(0)
+            _signal(_BAR_VNEW, buf)
 
-                decay = fast_exp(last)
-                for i in cutlass.range_constexpr(cute.size(state)):
-                    state[i] = state[i] * decay
-                wg_gemm(mma_s, t, state, transposed(sK), transposed(sCar))
+            decay = fast_exp(last)
+            for i in cutlass.range_constexpr(cute.size(state)):
+                state[i] = state[i] * decay
+            wg_gemm(mma_s, t, state, transposed(sK), transposed(sCar))
             cute.nvgpu.warpgroup.wait_group(0)
             if t < C:
                 sGammas[t, 1 - buf, 0] = g_next

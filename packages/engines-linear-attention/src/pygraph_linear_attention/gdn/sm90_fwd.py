@@ -61,7 +61,6 @@ from pygraph_linear_attention.common.sm90_tiles import (
     load_rows,
     row_major,
     row_pair,
-    scaled_rows,
     slot_chunk,
     smem_gemm,
     store_rows,
@@ -133,12 +132,8 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
         # instead of once per value block)
         self.stored_p = self.fused_wg and wgmma in (3, 4)
         # WGMMA 4: that scan on two warpgroups, the state's chain on one and the output on the other
-        # (`gdn.sm90_fused_ws`; SEGMENT's phase 1, which has no output, stays on one). WGMMA 5: the
-        # same two warpgroups with prepare folding Tb into both of its products (`stored_px`):
-        # X^T = Tb^T diag(exp(last - gamma)) k for the state's update and PT = P Tb for the output,
-        # so the chain is two products a chunk (k S^T, then X x), not three
-        self.stored_px = self.fused_wg and wgmma == 5
-        self.ws = self.fused_wg and wgmma in (4, 5)
+        # (`gdn.sm90_fused_ws`; SEGMENT's phase 1, which has no output, stays on one)
+        self.ws = self.fused_wg and wgmma == 4
         self.wgmma_output = wgmma == 2
         # chunks a segment of the fused warpgroup scan's segmented form (0: one CTA walks a whole sequence)
         self.segment = segment
@@ -219,12 +214,8 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
         mVnew = cute.make_tensor(
             vnew_ptr, cute.make_layout((tokens, heads_out, V), stride=(aligned_stride(heads_out * V), V, 1))
         )
-        tb_cols = K if const_expr(self.stored_px) else C  # X^T's rows (K wide) in Tb's place
         mTb = cute.make_tensor(
-            tb_ptr,
-            cute.make_layout(
-                (tokens, heads_out, tb_cols), stride=(aligned_stride(heads_out * tb_cols), tb_cols, 1)
-            ),
+            tb_ptr, cute.make_layout((tokens, heads_out, C), stride=(aligned_stride(heads_out * C), C, 1))
         )
         mP = cute.make_tensor(
             p_ptr, cute.make_layout((tokens, heads_out, C), stride=(aligned_stride(heads_out * C), C, 1))
@@ -376,12 +367,7 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
             gV = chunk_rows(mV, r0, h // v_group, V)
             load_rows(cta_g2s(io, K), tidx, gK, sK, rows_left)
             sQ = None
-            sPt = None  # stored_px: P, then Tb^T (io), for the products folding Tb in
-            sTbT = None
-            if const_expr(self.stored_px):
-                sPt = smem.allocate_tensor(io, t_layout, 1024, t_swz)
-                sTbT = smem.allocate_tensor(io, t_layout, 1024, t_swz)
-            if const_expr(self.stored_p or self.stored_px):
+            if const_expr(self.stored_p):
                 sQ = smem.allocate_tensor(io, k_layout, 1024, k_swz)
                 load_rows(cta_g2s(io, K), tidx, chunk_rows(mQ, r0, h // k_group, K), sQ, rows_left)
             if const_expr(not self.fused_wg):  # the fused scan reads v itself
@@ -428,13 +414,11 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
             cute.arch.sync_threads()
             if const_expr(self.l2norm):
                 l2_normalize_rows(sK, tidx, K)
-                if const_expr(self.stored_p or self.stored_px):
+                if const_expr(self.stored_p):
                     l2_normalize_rows(sQ, tidx, K)
                 cute.arch.sync_threads()
             if const_expr(self.stored_p):
                 self._stored_scores(tidx, sQ, sK, sGamma, chunk_rows(mP, r0, h, C), rows_left)
-            if const_expr(self.stored_px):
-                self._stored_scores(tidx, sQ, sK, sGamma, sPt, rows_left)  # to shared memory: PT reads it
 
             # A = strictly lower (k k^T) * exp(gamma_i - gamma_j) * beta_i, fp32
             mma_cc = warp_mma(io, C, C)
@@ -454,15 +438,12 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
                 # of the real rows: thread t writes column t % 64 of rows t // 64, t // 64 + 2, ...
                 # (a warp's stores a row's 64 contiguous bytes)
                 blocked_inverse(sA, sX, tidx)
-                if const_expr(self.stored_px):
-                    self._stored_px(tidx, sA, sK, sPt, sTbT, sGamma, sBeta, mT, mP, r0, h, rows_left)
-                else:
-                    tcol = tidx % C
-                    bcol = sBeta[tcol]
-                    for e in cutlass.range_constexpr(C // 2):
-                        i = tidx // C + 2 * e
-                        if i < rows_left:
-                            mT[r0 + i, h, tcol] = (sA[i, tcol] * bcol).to(io)
+                tcol = tidx % C
+                bcol = sBeta[tcol]
+                for e in cutlass.range_constexpr(C // 2):
+                    i = tidx // C + 2 * e
+                    if i < rows_left:
+                        mT[r0 + i, h, tcol] = (sA[i, tcol] * bcol).to(io)
             # Column j of T = (I + A)^-1 by forward substitution, a thread each (warps 0 and 1); it
             # lands as T diag(beta exp(gamma)) and T diag(beta), so w = (T diag(beta exp(gamma))) k and
             # u = (T diag(beta)) v read k and v as loaded (no pass scaling their rows).
@@ -492,35 +473,9 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
                 mGamma[r0 + tidx, h] = sGamma[tidx]
 
     @cute.jit
-    def _stored_px(self, tidx, sA, sK, sPt, sTbT, sGamma, sBeta, mXt, mPT, r0, h, rows_left):
-        """prepare's products for WGMMA 5, from T = (I + A)^-1 (fp32, in ``sA``), P (io, ``sPt``) and
-        k (``sK``): Tb^T = diag(beta) T^T into ``sTbT``, then PT = P Tb and X^T = Tb^T diag(tail) k
-        (tail = exp(last - gamma) on the real rows, 0 past them) to the chunk's rows of ``mPT`` and
-        ``mXt``, the io dtype. Thread t reads column j of T down rows t % 64 (A's 65-float rows put
-        them in distinct banks) and writes row j of Tb^T contiguously."""
-        C, K, io = CHUNK, self.K, self.io
-        i = tidx % C
-        for e in cutlass.range_constexpr(C // 2):
-            j = tidx // C + 2 * e
-            sTbT[j, i] = (sA[i, j] * sBeta[j]).to(io)
-        last_row = rows_left - 1
-        if rows_left > C:
-            last_row = C - 1
-        last = sGamma[last_row]
-        cute.arch.sync_threads()  # Tb^T complete
-        mma_cc = warp_mma(io, C, C)
-        pt, crd = zeroed_acc(mma_cc, tidx, C, C)
-        smem_gemm(mma_cc, tidx, pt, sPt, sTbT, False, False, io)  # B (N = j, K = l): Tb^T[j, l] = Tb[l, j]
-        acc_to_gmem(mma_cc, tidx, pt, crd, chunk_rows(mPT, r0, h, C), rows_left, io)
-        scaled_rows(sK, sK, lambda r: tail_decay(r, rows_left, last, sGamma), tidx, C, K)
-        cute.arch.sync_threads()  # the decayed k complete
-        wy_rows_to_gmem(tidx, sTbT, sK, chunk_rows(mXt, r0, h, K), rows_left, io, K)
-
-    @cute.jit
     def _stored_scores(self, tidx, sQ, sK, sGamma, gP, rows_left):
         """prepare's P for the fused warpgroup scan (stored_p): (q k^T) exp(gamma_i - gamma_j) on the
-        causal part of the real rows, 0 elsewhere, the io dtype, into the chunk's rows of ``gP`` (a
-        global tile, or a shared one: stored_px's P)."""
+        causal part of the real rows, 0 elsewhere, the io dtype, into the chunk's rows of ``gP``."""
         C, io = CHUNK, self.io
         mma_cc = warp_mma(io, C, C)
         scores, crd = zeroed_acc(mma_cc, tidx, C, C)

@@ -72,9 +72,8 @@ SPLIT_SM90 = (0, 1)
 # Tb per chunk and head instead of w and u, so no per-chunk state or v_new goes through HBM.
 # 3 reads each chunk's decayed causal scores P from prepare (q k^T and its exps off the chain), 4 also
 # splits the fused scan over two warpgroups: the state's chain on one, the output on the other
-# (`gdn.sm90_fused_ws`); 5 is 4 with prepare folding Tb into the state's update (X^T) and the output
-# (P Tb), so the chain is two products a chunk instead of three.
-WGMMA_SM90 = (0, 1, 2, 3, 4, 5)
+# (`gdn.sm90_fused_ws`).
+WGMMA_SM90 = (0, 1, 2, 3, 4)
 # SEGMENT: chunks a segment of the fused warpgroup scan (0: one CTA walks a whole sequence). A
 # sequence's chunks split into segments run as the segments' transitions (phase 1, from zero rows and
 # from the identity), their combine (a step a segment) and the fused scan over every segment from the
@@ -214,17 +213,15 @@ def workspace_regions(
     fused_wg: bool = False,
     segment: int = 0,
     stored_p: bool = False,
-    stored_px: bool = False,
 ) -> tuple[Region, ...]:
     """gamma (fp32), w and u (the io dtype), with ``split`` the chunks' entering states and v_new (io
     dtype), and the spare address absent operands point at; with ``fused_wg`` (the fused warpgroup
     scan) gamma and each token's row of its chunk's Tb (io dtype) instead of w and u, and with
     ``segment`` each segment's B and M rows ([slots, HO, V + K, K]) and entering state ([slots, HO,
-    V, K]), fp32; with ``stored_p`` each token's row of its chunk's P, and with ``stored_px`` (WGMMA 5)
-    X^T's rows ([T, HO, K]) in Tb's region and P Tb in P's."""
+    V, K]), fp32."""
     t, ho, k, v = cfg.tokens, cfg.heads_out, cfg.key_dim, cfg.value_dim
     if fused_wg:
-        rows = [("gamma", "float32", (t, ho)), ("tb", cfg.io_dtype, (t, ho, k if stored_px else CHUNK))]
+        rows = [("gamma", "float32", (t, ho)), ("tb", cfg.io_dtype, (t, ho, CHUNK))]
         if stored_p:
             rows.append(("p", cfg.io_dtype, (t, ho, CHUNK)))
         if segment:
@@ -243,10 +240,9 @@ def workspace_bytes(
     fused_wg: bool = False,
     segment: int = 0,
     stored_p: bool = False,
-    stored_px: bool = False,
 ) -> int:
     """The workspace `workspace_regions` lays out, in bytes."""
-    return regions_bytes(workspace_regions(cfg, split, fused_wg, segment, stored_p, stored_px))
+    return regions_bytes(workspace_regions(cfg, split, fused_wg, segment, stored_p))
 
 
 def compiled_forward(key: Sm90Key, arch: str = ARCH) -> Any:
