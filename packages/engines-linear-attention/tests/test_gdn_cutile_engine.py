@@ -257,9 +257,9 @@ def test_gdn_sm90_leads_the_forward_and_the_backward_where_its_scans_measured_fa
         return g.get_plan_name_at_index(0)
 
     assert first(32768, 1) == "gdn_sm90[BLOCK_V=64,SEGMENT=64,SPLIT=0,STAGES=1,WGMMA=1]"
-    assert first(1024, 1) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=1]"
+    assert first(1024, 1) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
     assert (
-        first(16384, 4) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=1]"
+        first(16384, 4) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
     )  # 128 CTAs at BLOCK_V 64
     assert first(32768, 8) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=1,WGMMA=1]"  # 256
     assert first(32768, 8, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,STAGES=1,WGMMA=1]"
@@ -277,7 +277,7 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     # gdn_cutile's: 12 scan programs at 64: 32 is the hook's BLOCK_V; first at the measured occupancy
     # 2, then every BLOCK_V at the compiler's (32, then the others ascending), the others at 2, then
     # the other hint, then the first with each split-scan SEGMENT
-    assert names[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=1]"
+    assert names[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
     assert all(name.startswith("gdn_sm90[") for name in names[:56])
     assert names[56:] == [
         "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]",

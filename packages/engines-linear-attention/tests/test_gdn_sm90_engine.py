@@ -203,7 +203,7 @@ def test_the_scan_grid_picks_gdn_sm90s_first_plan():
 
     long_single, batch, wide = sm90_names(32768, 1), sm90_names(16384, 4), sm90_names(32768, 8)
     assert long_single[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=64,SPLIT=0,STAGES=1,WGMMA=1]"
-    assert batch[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=1]"
+    assert batch[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
     assert wide[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=1,WGMMA=1]"
     # the same domain, reordered: every (SPLIT, BLOCK_V, STAGES), the split ones at WGMMA 1 and 2 and
     # the fused ones at WGMMA 1 and 3, unsegmented and at each SEGMENT, and at WGMMA 4 (STAGES 2 only)
@@ -211,7 +211,7 @@ def test_the_scan_grid_picks_gdn_sm90s_first_plan():
     assert sum("WGMMA=4]" in name for name in batch) == 8
     assert all("STAGES=2" in name for name in batch if "WGMMA=4]" in name)
     # a short single sequence is not segmented
-    assert sm90_names(1024, 1)[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=1]"
+    assert sm90_names(1024, 1)[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
 
 
 def test_the_wgmma_knob_is_checked_against_its_domain_and_split():

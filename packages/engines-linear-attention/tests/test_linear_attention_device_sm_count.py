@@ -82,11 +82,11 @@ def test_the_backward_leads_again_past_two_ctas_per_sm_of_the_device():
 
 def test_the_forwards_prefetching_scan_is_first_up_to_two_ctas_per_sm_of_the_device():
     # 240 scan CTAs at BLOCK_V 32, 120 at the fused warpgroup scan's 64: within one per SM of the
-    # H200's 132, past one of 114
+    # H200's 132 (the two-warpgroup scan, double-buffered), past one of 114
     facts = _facts(_forward(30))
-    fused = {"BLOCK_V": 64, "SPLIT": 0, "WGMMA": 1, "SEGMENT": 0}
-    assert sm90_order(facts, sms=H200)[0] == {**fused, "STAGES": 2}
-    assert sm90_order(facts, sms=H100_PCIE)[0] == {**fused, "STAGES": 1}
+    fused = {"BLOCK_V": 64, "SPLIT": 0, "SEGMENT": 0}
+    assert sm90_order(facts, sms=H200)[0] == {**fused, "STAGES": 2, "WGMMA": 4}
+    assert sm90_order(facts, sms=H100_PCIE)[0] == {**fused, "STAGES": 1, "WGMMA": 1}
     kda = _facts(_forward(30, op="kda"))
     assert kda_sm90_order(kda, sms=H200)[0] == {"BLOCK_V": 32, "STAGES": 2}
     assert kda_sm90_order(kda, sms=H100_PCIE)[0] == {"BLOCK_V": 32, "STAGES": 1}
@@ -100,7 +100,7 @@ def test_planning_ranks_for_the_sm_count_the_graph_declares():
         names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
         return next(name for name in names if name.startswith("gdn_sm90["))
 
-    assert first(H200) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=1]"
+    assert first(H200) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
     assert first(H100_PCIE) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=1,WGMMA=1]"
 
 

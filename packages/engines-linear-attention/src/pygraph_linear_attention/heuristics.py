@@ -175,7 +175,9 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
     at SEGMENT 64 and STAGES 1 against 1.333 (2.404 unsegmented at STAGES 2, 1.806 at SEGMENT 16,
     whose 31-step combine took 0.72 ms). So: STAGES 2 up to one CTA per SM, 1 past it; SEGMENT 64
     where the grid fills under half the SMs and the sequences average two segments (8192 tokens) or
-    more."""
+    more. Where STAGES 2 leads (the grid within the SMs) the two-warpgroup scan (WGMMA 4,
+    `gdn.sm90_fused_ws`) goes first: B4 T4096 forward 0.275 ms against 0.355 at WGMMA 1 (H200, one
+    run: its scan 0.120 against 0.245, prepare, which also writes P, 0.151 against 0.104)."""
     every = [
         {"BLOCK_V": b, "STAGES": st, "SPLIT": sp, "WGMMA": 0, "SEGMENT": 0}
         for sp in SPLIT_SM90
@@ -191,10 +193,12 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
     # WGMMA 4 (two warpgroups, each double-buffered), untimed
     every += [{**k, "WGMMA": 4} for k in every if k["WGMMA"] == 3 and k["STAGES"] == 2]
     grid = facts.sequences * facts.heads_out * max(facts.head_dim_v // 64, 1)
-    first = {"BLOCK_V": 64, "STAGES": 2 if grid <= sms else 1, "SPLIT": 0, "WGMMA": 1, "SEGMENT": 0}
+    first = {"BLOCK_V": 64, "STAGES": 1, "SPLIT": 0, "WGMMA": 1, "SEGMENT": 0}
+    if grid <= sms:
+        first = {**first, "STAGES": 2, "WGMMA": 4}
     mean_length = facts.tokens / max(facts.sequences, 1)
     if grid < sms // 2 and mean_length >= 2 * _SEGMENT_TOKENS and not _segments_overflow(facts):
-        first = {**first, "STAGES": 1, "SEGMENT": _SEGMENT_TOKENS // 64}
+        first = {**first, "STAGES": 1, "WGMMA": 1, "SEGMENT": _SEGMENT_TOKENS // 64}
     if first in every:
         every = [first, *(k for k in every if k != first)]
     return every
