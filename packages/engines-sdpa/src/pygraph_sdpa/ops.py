@@ -250,19 +250,9 @@ def _backward_op(
     max_seqlen_kv: int = 0,
 ) -> tuple[Tensor, Tensor, Tensor]:
     args = (
-        query,
-        key,
-        value,
-        out,
-        grad_out,
-        lse,
-        scale,
-        is_causal,
-        causal_bottom_right,
-        window_left,
-        seq_len_q,
-    )
-    args += (seq_len_kv, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
+        query, key, value, out, grad_out, lse, scale, is_causal, causal_bottom_right, window_left, seq_len_q,
+        seq_len_kv, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
+    )  # fmt: skip
     signature = _backward_signature(*args)
     prepared = None if signature is None else op_graphs.GRAPHS.call(signature)
     if prepared is None:

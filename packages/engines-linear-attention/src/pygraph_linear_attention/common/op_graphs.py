@@ -169,6 +169,20 @@ def aligned_contiguous(tensors: dict[str, Any]) -> dict[str, torch.Tensor]:
     return out
 
 
+def _given_operands(tensors: tuple, given: tuple, copy: tuple) -> list:
+    """A prepared call's operands, ``tensors`` at the positions ``given``, as `aligned_contiguous`
+    makes them: those at the positions ``copy`` (non-contiguous when the signature was checked)
+    made contiguous, any starting off a 16-byte boundary cloned."""
+    operands = [tensors[i] for i in given]
+    for j, i in enumerate(given):
+        t = operands[j]
+        if i in copy:
+            t = operands[j] = t.contiguous()
+        if t.data_ptr() % 16:
+            operands[j] = t.clone()
+    return operands
+
+
 # --- the forward's call: checked once per signature, then served prepared
 
 # the forward's operands in the order a call passes them (gdn and kda pass no w)
@@ -282,13 +296,7 @@ def _prepare_forward(p: GdnProblem, built: BuiltGraph, tensors: tuple, output_fi
     o_shape, state_shape, f32 = (p.tokens, p.heads_out, p.value_dim), p.state_shape, torch.float32
 
     def prepared(*tensors: torch.Tensor) -> tuple:
-        operands = [tensors[i] for i in given]
-        for j, i in enumerate(given):  # contiguous, on a 16-byte boundary (`aligned_contiguous`)
-            t = operands[j]
-            if i in copy:
-                t = operands[j] = t.contiguous()
-            if t.data_ptr() % 16:
-                operands[j] = t.clone()
+        operands = _given_operands(tensors, given, copy)
         q = tensors[0]
         o = q.new_empty(o_shape)
         if output_final_state:
@@ -376,13 +384,7 @@ def _prepare_backward(op: str, p: GdnProblem, built: BuiltGraph, tensors: tuple,
     launch = launcher(built, names, p.device, execute)
 
     def prepared(*tensors: torch.Tensor, grads: dict | None = None, placeholders: bool = True) -> tuple:
-        operands = [tensors[i] for i in given]
-        for j, i in enumerate(given):  # contiguous, on a 16-byte boundary (`aligned_contiguous`)
-            t = operands[j]
-            if i in copy:
-                t = operands[j] = t.contiguous()
-            if t.data_ptr() % 16:
-                operands[j] = t.clone()
+        operands = _given_operands(tensors, given, copy)
         q = tensors[0]
         if grads is not None:  # the checked call's own gradients (allocated by its checks)
             results = [None if o is None else grads[o[0]] for o in outs]
