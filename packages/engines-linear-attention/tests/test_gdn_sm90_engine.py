@@ -119,8 +119,30 @@ def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(r
         addresses["q"], addresses["k"], addresses["v"], addresses["g"], addresses["beta"], spare, spare,
         addresses["cu_seqlens"], spare, 0xA00000, 0xB00000, gamma, w, u, spare, spare, spare, spare, spare, spare,
     )  # fmt: skip
-    assert sizes == (t, n, search_steps(n), h, h, h, h, h, 1, 1)
+    assert sizes == (t, n, search_steps(n), h, h, h, h, h, 1, 1, d**-0.5)  # the 32-bit sizes, the scale
     assert stream == 0
+
+
+def test_two_scales_share_one_compiled_forward(monkeypatch):
+    """The compile key holds no scale: graphs differing only in it share one compile (the process
+    cache's object), and each passes its own scale, after the sizes."""
+    from pygraph_linear_attention.common import sm90_compile as cache
+    from pygraph_linear_attention.gdn import sm90_host as host
+
+    monkeypatch.setattr(cache.KERNELS, "_memory", {})
+    monkeypatch.setenv(cache.CACHE_ENV, "off")
+    built = []
+    monkeypatch.setattr(host, "_compile", lambda key, arch: built.append(_Recorder()) or built[-1])
+    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
+    plan = "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=0,STAGES=1,WGMMA=1]"
+    graphs = [_built(_graph(t=64, n=1, h=1, scale=scale), plan) for scale in (0.5, 0.25)]
+    (fn,) = built
+    names = ("q", "k", "v", "g", "beta", "cu_seqlens")
+    for g in graphs:
+        tensors = {g.find_tensor(name): 0x10000 * (i + 1) for i, name in enumerate(names)}
+        tensors[g.outputs_for_test[0]] = 0x900000
+        g.execute(tensors, workspace=0xC00000)
+    assert [args[-2] for args in fn.calls] == [0.5, 0.25]
 
 
 def test_the_fused_warpgroup_scan_passes_tb_and_no_w_or_u(recorder):
@@ -238,8 +260,8 @@ def test_the_kernels_compile_for_sm90a_without_a_gpu(monkeypatch, tmp_path, wgmm
     monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))  # a compile, not a load from an earlier run
     key = Sm90Key(
         key_dim=128, value_dim=128, block_v=32, io_dtype="bfloat16", beta_dtype="bfloat16", h0_dtype="float32",
-        ht_dtype="bfloat16", cu_dtype="int64", scale=0.1, l2norm=True, beta_sigmoid=True, neg_eigval=True,
-        safe_gate=True, has_dt_bias=True, has_h0=True, store_ht=True, stages=2, split=True, wgmma=wgmma,
+        ht_dtype="bfloat16", cu_dtype="int64", l2norm=True, beta_sigmoid=True, neg_eigval=True, safe_gate=True,
+        has_dt_bias=True, has_h0=True, store_ht=True, stages=2, split=True, wgmma=wgmma,
     )  # fmt: skip
     fn = compiled_forward(key)
     assert callable(fn)
@@ -258,8 +280,8 @@ def test_a_compiled_forward_is_stored_and_loaded_back_from_the_disk(monkeypatch,
     monkeypatch.setenv("PYGRAPH_CACHE_DIR", str(tmp_path))
     key = Sm90Key(
         key_dim=64, value_dim=64, block_v=32, io_dtype="bfloat16", beta_dtype="float32", h0_dtype="float32",
-        ht_dtype="float32", cu_dtype="int32", scale=0.125, l2norm=False, beta_sigmoid=False, neg_eigval=False,
-        safe_gate=False, has_dt_bias=False, has_h0=False, store_ht=True, stages=1,
+        ht_dtype="float32", cu_dtype="int32", l2norm=False, beta_sigmoid=False, neg_eigval=False, safe_gate=False,
+        has_dt_bias=False, has_h0=False, store_ht=True, stages=1,
     )  # fmt: skip
     built = []
     real = host._compile
@@ -379,7 +401,7 @@ def test_a_backward_call_passes_its_pointers_in_order(bwd_recorder):
     )  # fmt: skip
     ws = pointers[19:]  # gamma first, every region 256-byte aligned, in order, the spare last
     assert ws[0] == workspace and all(p % 256 == 0 for p in ws) and list(ws) == sorted(ws) and spare > ws[-1]
-    assert sizes == (t, n, search_steps(n), h, hv, hv, hv, hv, 1, 1)
+    assert sizes == (t, n, search_steps(n), h, hv, hv, hv, hv, 1, 1, d**-0.5)
 
 
 @pytest.mark.skipif(
@@ -400,9 +422,9 @@ def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(
     key = Sm90BwdKey(
         key_dim=128, value_dim=128, block_v=32, io_dtype="bfloat16", beta_dtype="bfloat16", h0_dtype="float32",
         dh0_dtype="bfloat16", dht_dtype="float32", cu_dtype="int64", dg_dtype="float32", dbeta_dtype="bfloat16",
-        da_log_dtype="float32", ddt_bias_dtype="float32", scale=0.1, l2norm=True, beta_sigmoid=True,
-        neg_eigval=True, safe_gate=True, has_dt_bias=True, has_h0=True, has_dht=True, direct_qk=False,
-        direct_v=False, wgmma=wgmma, stages=stages,
+        da_log_dtype="float32", ddt_bias_dtype="float32", l2norm=True, beta_sigmoid=True, neg_eigval=True,
+        safe_gate=True, has_dt_bias=True, has_h0=True, has_dht=True, direct_qk=False, direct_v=False, wgmma=wgmma,
+        stages=stages,
     )  # fmt: skip
     built = []
     real = host._compile

@@ -150,10 +150,34 @@ def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(r
         addresses["q"], addresses["k"], addresses["v"], addresses["g"], addresses["beta"], addresses["w"],
         spare, spare, addresses["cu_seqlens"], spare, 0xA00000, 0xB00000,
     )  # fmt: skip
-    assert sizes == (t, n, search_steps(n), h, h, h, h, h, h, h, h)
+    assert sizes == (t, n, search_steps(n), h, h, h, h, h, h, h, h, d**-0.5)  # the 32-bit sizes, the scale
     assert stream == 0
     (key,) = recorder.keys
     assert key.gdn2 and key.block_v == 32 and key.stages == 2 and key.store_ht and not key.has_h0
+
+
+@pytest.mark.parametrize("op", ["kda", "gdn2"])
+def test_two_scales_share_one_compiled_forward(monkeypatch, op):
+    """The compile key holds no scale: graphs differing only in it share one compile (the process
+    cache's object), and each passes its own scale, after the sizes."""
+    from pygraph_linear_attention.common import sm90_compile as cache
+
+    monkeypatch.setattr(cache.KERNELS, "_memory", {})
+    monkeypatch.setenv(cache.CACHE_ENV, "off")
+    built = []
+    monkeypatch.setattr(host, "_compile", lambda key, arch: built.append(_Recorder()) or built[-1])
+    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
+    graphs = [_graph(op, t=64, n=1, h=1, hv=1, scale=scale) for scale in (0.5, 0.25)]
+    ports = ("q", "k", "v", "g", "beta", *(("w",) if op == "gdn2" else ()), "cu_seqlens")
+    for g in graphs:
+        g.select_plan(_plan_names(g).index(f"{op}_sm90[BLOCK_V=32,STAGES=1]"))
+        g.build_plans()
+    (fn,) = built
+    for g in graphs:
+        tensors = {g.find_tensor(name): 0x100000 * (i + 1) for i, name in enumerate(ports)}
+        tensors[g.outputs_for_test[0]] = 0xA00000
+        g.execute(tensors, workspace=0xC00000)
+    assert [args[-2] for args in fn.calls] == [0.5, 0.25]
 
 
 @pytest.mark.parametrize("port", ["beta", "w"])
@@ -345,7 +369,7 @@ def test_a_backward_call_passes_the_pointers_in_order(bwd_recorder):
     assert by_role["w_gate"] == addresses["w"] and by_role["dht"] == addresses["d_final_state"]
     assert by_role["h0"] == by_role["dh0"] == by_role["d_a_log"] == spare
     assert sorted(by_role[r] for r in ("dQ", "dK", "dV", "dG", "dBeta", "dW")) == sorted(grads.values())
-    assert sizes == (t, n, search_steps(n), h, h, h, h, h, h, h, h)
+    assert sizes == (t, n, search_steps(n), h, h, h, h, h, h, h, h, d**-0.5)
     assert stream == 0
     (key,) = bwd_recorder.keys
     assert key.gdn2 and key.has_dht and not key.has_h0 and key.direct_qk and key.direct_v

@@ -4,7 +4,8 @@ compiled function to one graph (`Sm90Plan`), and the knob checks.
 
 A plan holds a compiled TVM-FFI function of raw addresses, settled at build down to where each of its
 pointer arguments comes from (an operand of the call or a workspace region); a call checks the
-declared geometry and the 16-byte alignment the copies need, and passes the addresses.
+declared geometry and the 16-byte alignment the copies need, and passes the addresses, then the
+graph's sizes and scale.
 """
 
 from __future__ import annotations
@@ -80,8 +81,9 @@ def build_reason(facts: LinearAttentionFacts, operands: dict[str, Any], chunk_st
 class Sm90Plan(CompiledPlan):
     """A compiled CuTe DSL linear-attention function (gdn_sm90's forward or backward, kda_sm90's)
     bound to one graph: operand positions, geometry and workspace settled at build, down to where each
-    of the compiled function's pointers (``pointers``, in its argument order) comes from. ``engine``
-    names it in its refusals; ``aligned`` the roles its kernels read or write 16 bytes at a time."""
+    of the compiled function's pointers (``pointers``, in its argument order) comes from; ``sizes``:
+    the arguments after the pointers (the 32-bit sizes, then the scale). ``engine`` names it in its
+    refusals; ``aligned`` the roles its kernels read or write 16 bytes at a time."""
 
     reads_stream = True
     checks_geometry = True  # every operand held to its declared shape and stride in `execute`

@@ -1,7 +1,8 @@
 """The CuTe DSL kernels' compile and cache, shared by gdn's and kda's hosts (`gdn.sm90_host`,
 `kda.sm90_host`): `cute_compile` compiles a kernel for an arch without a GPU, as a TVM-FFI function
-of raw device addresses, 32-bit sizes and the stream; `compiled` keeps the result per process and on
-disk, so a configuration compiles (seconds) once per machine, not once per process.
+of raw device addresses, 32-bit sizes, the attention scale and the stream; `compiled` keeps the
+result per process and on disk, so a configuration compiles (seconds) once per machine, not once per
+process. The scale is a run-time argument, so one compile serves every scale.
 
 The disk key holds the digest of every source a compiled object is built from (the hosts' module
 graph, `pygraph.kernel_cache`): an edited kernel module or helper never loads a stale object.
@@ -52,9 +53,9 @@ def cute_compile(
 ) -> Any:
     """``cute.compile`` of ``kernel`` (a host-side @cute.jit callable) for ``arch`` as a TVM-FFI
     function of raw addresses: ``pointers`` as (dtype name, or "cu" for cu_seqlens' ``cu_dtype``;
-    assumed alignment in bytes), then ``sizes`` 32-bit sizes and the stream. ``roles``, where
-    given, names the pointers the host passes in this order: a list of another length would bind
-    every later operand to the wrong argument, so it is refused before compiling."""
+    assumed alignment in bytes), then ``sizes`` 32-bit sizes, the scale (fp32) and the stream.
+    ``roles``, where given, names the pointers the host passes in this order: a list of another
+    length would bind every later operand to the wrong argument, so it is refused before compiling."""
     if roles is not None and len(pointers) != len(roles):
         raise RuntimeError(
             f"cute_compile({type(kernel).__name__}): {len(pointers)} pointer arguments for the "
@@ -72,6 +73,6 @@ def cute_compile(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # trace-time advisories on the intended fully unrolled loops
         return cute.compile(
-            kernel, *args, *[cutlass.Int32(1)] * sizes, make_fake_stream(),
+            kernel, *args, *[cutlass.Int32(1)] * sizes, cutlass.Float32(1.0), make_fake_stream(),
             options=f"--enable-tvm-ffi --gpu-arch {arch}",
         )  # fmt: skip

@@ -99,11 +99,12 @@ def _stored_p(split: Any, wgmma: Any) -> bool:
     return not split and wgmma in (3, 4)
 
 
-def _sizes(cfg: Any) -> tuple[int, ...]:
-    """The compiled functions' 32-bit size arguments."""
+def _sizes(cfg: Any) -> tuple[int | float, ...]:
+    """The compiled functions' 32-bit size arguments, then the scale (a run-time argument: graphs
+    differing only in scale share one compiled function)."""
     return (
         cfg.tokens, cfg.sequences, search_steps(cfg.sequences), cfg.heads_qk, cfg.heads_v, cfg.heads_out,
-        cfg.heads_g, cfg.heads_beta, cfg.heads_a_log, cfg.heads_dt_bias,
+        cfg.heads_g, cfg.heads_beta, cfg.heads_a_log, cfg.heads_dt_bias, float(cfg.scale),
     )  # fmt: skip
 
 

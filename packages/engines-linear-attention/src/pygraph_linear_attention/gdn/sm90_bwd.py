@@ -89,7 +89,6 @@ class GdnSm90Bwd(GradScanKernels):
         beta_dtype: str,
         h0_dtype: str,
         cu_dtype: str,
-        scale: float,
         l2norm: bool,
         beta_sigmoid: bool,
         neg_eigval: bool,
@@ -104,7 +103,6 @@ class GdnSm90Bwd(GradScanKernels):
     ) -> None:
         self.K, self.V, self.BV = key_dim, value_dim, block_v
         self.io = DTYPES[io_dtype]
-        self.scale = scale
         self.l2norm, self.beta_sigmoid, self.neg_eigval = l2norm, beta_sigmoid, neg_eigval
         self.safe_gate, self.has_dt_bias = safe_gate, has_dt_bias
         self.has_h0, self.has_dht = has_h0, has_dht
@@ -116,7 +114,7 @@ class GdnSm90Bwd(GradScanKernels):
         self.stages = stages
         self.fwd = GdnSm90Fwd(
             key_dim=key_dim, value_dim=value_dim, block_v=block_v, io_dtype=io_dtype, beta_dtype=beta_dtype,
-            h0_dtype=h0_dtype, ht_dtype="float32", cu_dtype=cu_dtype, scale=scale, l2norm=l2norm,
+            h0_dtype=h0_dtype, ht_dtype="float32", cu_dtype=cu_dtype, l2norm=l2norm,
             beta_sigmoid=beta_sigmoid, neg_eigval=neg_eigval, safe_gate=safe_gate, has_dt_bias=has_dt_bias,
             has_h0=has_h0, store_ht=False, stages=stages, split=True, store_t=True, wgmma=wgmma,
         )  # fmt: skip
@@ -170,6 +168,7 @@ class GdnSm90Bwd(GradScanKernels):
         heads_beta: Int32,
         heads_a_log: Int32,
         heads_dt_bias: Int32,
+        scale: Float32,  # the forward's output's: a run-time value, so one compile serves every scale
         stream: Any,
     ):
         K, V, C = self.K, self.V, CHUNK
@@ -247,15 +246,16 @@ class GdnSm90Bwd(GradScanKernels):
             mT,
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
         fwd.launch_scan(
-            mQ, mK, mW, mU, mGamma, mCu, mH0, mVnew, mH0, mHs, mVnew, sequences, heads_out, groups[0], stream
-        )
+            mQ, mK, mW, mU, mGamma, mCu, mH0, mVnew, mH0, mHs, mVnew, sequences, heads_out, groups[0], scale,
+            stream,
+        )  # fmt: skip
         scan = self.grad_scan_wg if const_expr(self.wgmma) else self.grad_scan
-        scan(mQ, mK, mW, mGamma, mDo, mCu, mDht, mDh, mDvnew, mDh0, groups[0]).launch(
+        scan(mQ, mK, mW, mGamma, mDo, mCu, mDht, mDh, mDvnew, mDh0, groups[0], scale).launch(
             grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
         )
         self.grad_output(
             mQ, mK, mGamma, mDo, mCu, mHs, mDh, mVnew, mDvnew, mDq, mDQ, mDk, mDw, mDgp, sequences, search_steps,
-            groups[0],
+            groups[0], scale,
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)  # fmt: skip
         self.grad_wy(
             mK, mV, mG, mBeta, mALog, mDtBias, mCu, mT, mDvnew, mDw, mDk, mDgp, mDv, mDK, mDV, mDg, mDb, mDa,
@@ -309,6 +309,7 @@ class GdnSm90Bwd(GradScanKernels):
         sequences: Int32,
         search_steps: Int32,
         k_group: Int32,
+        scale: Float32,
     ):
         """The output's terms (o = scale (exp(gamma) q h^T + P v_new)) and the passed state's
         (S' = exp(last) h + (v_new exp(last - gamma))^T k) of one chunk's gradients.
@@ -374,7 +375,7 @@ class GdnSm90Bwd(GradScanKernels):
                 row, col = crd_p[e][0], crd_p[e][1]
                 val = Float32(0.0)
                 if row >= col and row < rows_left:
-                    val = dp[e] * self.scale * fast_exp(sGamma[row] - sGamma[col])
+                    val = dp[e] * scale * fast_exp(sGamma[row] - sGamma[col])
                 dp_part[e] = val.to(io)
                 dp[e] = val * qk[e]
             row_sums(dp, crd_p, sDg)
@@ -403,7 +404,7 @@ class GdnSm90Bwd(GradScanKernels):
                 dq, crd = zeroed_acc(mma_ch, tidx, C, KH)
                 matmul(mma_ch, tidx, dq, sDo, sH, io)
                 for e in cutlass.range_constexpr(cute.size(dq)):
-                    dq[e] = dq[e] * self.scale * fast_exp(sGamma[crd[e][0]])
+                    dq[e] = dq[e] * scale * fast_exp(sGamma[crd[e][0]])
                 terms, _ = zeroed_acc(mma_ch, tidx, C, KH)
                 q_part = mma_ch.get_slice(tidx).partition_C(sQ)
                 for e in cutlass.range_constexpr(cute.size(dq)):

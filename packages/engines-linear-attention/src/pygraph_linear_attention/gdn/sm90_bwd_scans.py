@@ -59,6 +59,7 @@ class GradScanKernels:
         mDvnew: cute.Tensor,
         mDh0: cute.Tensor,
         k_group: Int32,
+        scale: Float32,
     ):
         K, BV, C, io = self.K, self.BV, CHUNK, self.io
         tidx, _, _ = cute.arch.thread_idx()
@@ -126,7 +127,7 @@ class GradScanKernels:
                 if row >= col and row < rows_left:
                     val = scores[e] * fast_exp(sGamma[row] - sGamma[col])
                 p_part[e] = val.to(io)
-            scaled_rows(sDo, sDd, lambda r: self.scale * fast_exp(sGamma[r]), tidx, C, BV)
+            scaled_rows(sDo, sDd, lambda r: scale * fast_exp(sGamma[r]), tidx, C, BV)
             cute.arch.sync_threads()
 
             # dv_new = scale P^T dO + exp(last - gamma) (k dS^T)
@@ -136,7 +137,7 @@ class GradScanKernels:
             matmul(mma_cv, tidx, passed, sK, trans(sDs), io)
             ndv_part = mma_cv.get_slice(tidx).partition_C(sNdv)
             for e in cutlass.range_constexpr(cute.size(through)):
-                val = through[e] * self.scale + tail_decay(crd_v[e][0], rows_left, last, sGamma) * passed[e]
+                val = through[e] * scale + tail_decay(crd_v[e][0], rows_left, last, sGamma) * passed[e]
                 through[e] = val
                 ndv_part[e] = (-val).to(io)
             acc_to_gmem(mma_cv, tidx, through, crd_v, chunk_rows(mDvnew, r0, h, BV, vb), rows_left, io)
@@ -169,6 +170,7 @@ class GradScanKernels:
         mDvnew: cute.Tensor,
         mDh0: cute.Tensor,
         k_group: Int32,
+        scale: Float32,
         mP: cute.Tensor = None,
     ):
         """`grad_scan` (WGMMA) on warpgroup MMAs: the gradient carried transposed, dS^T [K, BV] in
@@ -284,7 +286,7 @@ class GradScanKernels:
                 # dv_new = scale P^T dO + kd dS^T (kd = k exp(last - gamma)), dO scaled beside it
                 passed, crd_v = zeroed_acc(mma_v, tidx, C, BV)
                 wg_gemm(mma_v, tidx, passed, sK, sDs)
-                scaled_rows(sDo, sDd, lambda r: self.scale, tidx, C, BV)
+                scaled_rows(sDo, sDd, lambda r: scale, tidx, C, BV)
                 async_visible()
                 cute.arch.sync_threads()
                 through, _ = zeroed_acc(mma_t, tidx, C, BV)
@@ -293,7 +295,7 @@ class GradScanKernels:
                 ndv_part = mma_v.get_slice(tidx).partition_C(sNdv)
                 dvn_part = mma_v.get_slice(tidx).partition_C(sDvn)
                 for e in cutlass.range_constexpr(cute.size(through)):
-                    val = through[e] * self.scale + passed[e]
+                    val = through[e] * scale + passed[e]
                     dvn_part[e] = val.to(io)
                     ndv_part[e] = (-val).to(io)
                 async_visible()
@@ -335,7 +337,7 @@ class GradScanKernels:
                     if row >= col and row < rows_left:
                         val = scores[e] * fast_exp(g_row - sGamma[col])
                     p_part[e] = val.to(io)
-                scaled_rows(sDo, sDd, lambda r, gam=sGamma: self.scale * fast_exp(gam[r]), tidx, C, BV)
+                scaled_rows(sDo, sDd, lambda r, gam=sGamma: scale * fast_exp(gam[r]), tidx, C, BV)
                 async_visible()
                 cute.arch.sync_threads()
 
@@ -351,7 +353,7 @@ class GradScanKernels:
                     tail = tb
                     if crd_v[e][0] == va:
                         tail = ta
-                    val = through[e] * self.scale + tail * passed[e]
+                    val = through[e] * scale + tail * passed[e]
                     dvn_part[e] = val.to(io)
                     ndv_part[e] = (-val).to(io)
                 async_visible()

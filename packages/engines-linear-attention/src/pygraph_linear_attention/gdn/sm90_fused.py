@@ -98,6 +98,7 @@ class FusedScanKernels:
         v_group: Int32,
         sequences: Int32,
         search_steps: Int32,
+        scale: Float32,  # the output's (phase 1 has none)
         phase: cutlass.Constexpr,
     ):
         """One warpgroup a CTA (the module's docstring has the step). ``phase`` 0: grid sequences x
@@ -114,7 +115,7 @@ class FusedScanKernels:
             length = Int32(mCu[slot + 1]) - bos
             self._fused_chunks(
                 mQ, mK, mV, mTb, mP, mGamma, mH0, mO, mHt, mSegMB, mSegST, tidx, slot, slot, h, vb, k_group,
-                v_group, bos, length, Int32(0), Int32(0), cute.ceil_div(length, C), Int32(1), phase,
+                v_group, bos, length, Int32(0), Int32(0), cute.ceil_div(length, C), Int32(1), scale, phase,
             )  # fmt: skip
         else:
             tokens_per = C * self.segment
@@ -132,13 +133,13 @@ class FusedScanKernels:
             if active > 0:
                 self._fused_chunks(
                     mQ, mK, mV, mTb, mP, mGamma, mH0, mO, mHt, mSegMB, mSegST, tidx, slot, n, h, vb, k_group,
-                    v_group, bos, length, seg, c_begin, c_end, is_last, phase,
+                    v_group, bos, length, seg, c_begin, c_end, is_last, scale, phase,
                 )  # fmt: skip
 
     @cute.jit
     def _fused_chunks(
         self, mQ, mK, mV, mTb, mP, mGamma, mH0, mO, mHt, mSegMB, mSegST, tidx, slot, n, h, vb, k_group,
-        v_group, bos, length, seg, c_begin, c_end, is_last, phase: cutlass.Constexpr,
+        v_group, bos, length, seg, c_begin, c_end, is_last, scale, phase: cutlass.Constexpr,
     ):  # fmt: skip
         """`scan_fused_wg`'s work for one CTA with something to do: chunks ``c_begin`` to ``c_end``
         of sequence ``n`` (from token ``bos``), segment ``seg``."""
@@ -320,7 +321,7 @@ class FusedScanKernels:
             cute.nvgpu.warpgroup.wait_group(0)
             if const_expr(with_out):
                 for i in cutlass.range_constexpr(cute.size(out)):
-                    out[i] = out[i] * self.scale
+                    out[i] = out[i] * scale
                 acc_to_smem_packed(mma_tv, tidx, out, sX, io)  # sX's last reader (Tb x) is done
             if const_expr(nbuf == 2):
                 if tidx < C:

@@ -126,6 +126,7 @@ class FusedWsScanKernels:
         v_group: Int32,
         sequences: Int32,
         search_steps: Int32,
+        scale: Float32,
         phase: cutlass.Constexpr,
     ):
         """256 threads a CTA (the module's docstring). ``phase`` 0: grid sequences x output heads x
@@ -189,7 +190,9 @@ class FusedWsScanKernels:
                 )  # fmt: skip
             else:
                 tiles = (mQ, mP, h // k_group, h, vb)
-                self._ws_output(tiles, (sQs, sPs, sO), shared, mGamma, mO, t, bos, length, c_begin, c_end)
+                self._ws_output(
+                    tiles, (sQs, sPs, sO), shared, mGamma, mO, t, bos, length, c_begin, c_end, scale
+                )
 
     @cute.jit
     def _ws_state(
@@ -305,7 +308,7 @@ class FusedWsScanKernels:
                     dst[i] = state[i].to(self.ht_t)
 
     @cute.jit
-    def _ws_output(self, tiles, buffers, shared, mGamma, mO, t, bos, length, c_begin, c_end):
+    def _ws_output(self, tiles, buffers, shared, mGamma, mO, t, bos, length, c_begin, c_end, scale):
         """Warpgroup 1: each chunk's output from the state and v_new warpgroup 0 publishes."""
         K, BV, C, io = self.K, self.BV, CHUNK, self.io
         h, vb = tiles[3], tiles[4]
@@ -361,7 +364,7 @@ class FusedWsScanKernels:
             if c + 2 < c_end:
                 _signal(_BAR_FREE, buf)  # sST and sVn of this parity may take chunk c + 2's
             for i in cutlass.range_constexpr(cute.size(out)):
-                out[i] = out[i] * self.scale
+                out[i] = out[i] * scale
             acc_to_smem_packed(mma_tv, t, out, sO, io)
             if t < C:
                 sGammas[t, 1 - buf, 1] = g_next

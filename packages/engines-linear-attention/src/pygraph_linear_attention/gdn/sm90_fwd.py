@@ -96,7 +96,6 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
         h0_dtype: str,
         ht_dtype: str,
         cu_dtype: str,
-        scale: float,
         l2norm: bool,
         beta_sigmoid: bool,
         neg_eigval: bool,
@@ -115,7 +114,6 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
         self.beta_t = DTYPES[beta_dtype]
         self.h0_t, self.ht_t = DTYPES[h0_dtype], DTYPES[ht_dtype]
         self.cu_t = cutlass.Int64 if cu_dtype == "int64" else Int32
-        self.scale = scale
         self.l2norm, self.beta_sigmoid, self.neg_eigval = l2norm, beta_sigmoid, neg_eigval
         self.safe_gate, self.has_dt_bias = safe_gate, has_dt_bias
         self.has_h0, self.store_ht = has_h0, store_ht
@@ -174,6 +172,7 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
         heads_beta: Int32,
         heads_a_log: Int32,
         heads_dt_bias: Int32,
+        scale: Float32,  # the output's: a run-time value, so one compile serves every scale
         stream: Any,
     ):
         K, V, C = self.K, self.V, CHUNK
@@ -261,49 +260,52 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
             fused = (mQ, mK, mV, mTb, mP, mGamma, mCu, mH0, mO, mHt, mSegMB, mSegST, groups[0], groups[1])
             ws = (mQ, mK, mV, mTb, mP, mGamma, mCu, mH0, mO, mHt, mSegST, groups[0], groups[1])
             if const_expr(self.segment):
-                self.scan_fused_wg(*fused, sequences, search_steps, 1).launch(
+                self.scan_fused_wg(*fused, sequences, search_steps, scale, 1).launch(
                     grid=[seg_slots, heads_out, (V + K) // self.BV], block=[THREADS, 1, 1], stream=stream
                 )
                 self.segment_combine(mSegMB, mSegST, mCu, mH0).launch(
                     grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
                 )
                 if const_expr(self.ws):
-                    self.scan_fused_ws(*ws, sequences, search_steps, 2).launch(
+                    self.scan_fused_ws(*ws, sequences, search_steps, scale, 2).launch(
                         grid=[seg_slots, heads_out, V // self.BV], block=[WS_THREADS, 1, 1], stream=stream
                     )
                 else:
-                    self.scan_fused_wg(*fused, sequences, search_steps, 2).launch(
+                    self.scan_fused_wg(*fused, sequences, search_steps, scale, 2).launch(
                         grid=[seg_slots, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
                     )
             elif const_expr(self.ws):
-                self.scan_fused_ws(*ws, sequences, search_steps, 0).launch(
+                self.scan_fused_ws(*ws, sequences, search_steps, scale, 0).launch(
                     grid=[sequences, heads_out, V // self.BV], block=[WS_THREADS, 1, 1], stream=stream
                 )
             else:
-                self.scan_fused_wg(*fused, sequences, search_steps, 0).launch(
+                self.scan_fused_wg(*fused, sequences, search_steps, scale, 0).launch(
                     grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
                 )
         else:
             self.launch_scan(
-                mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, sequences, heads_out, groups[0], stream
-            )
+                mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, sequences, heads_out, groups[0], scale,
+                stream,
+            )  # fmt: skip
         if const_expr(self.split):
             blocks = 1 if const_expr(self.wgmma_output) else V // self.BV
-            self.output(mQ, mK, mGamma, mCu, mHs, mVnew, mO, sequences, search_steps, groups[0]).launch(
-                grid=[slots, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
-            )
+            self.output(
+                mQ, mK, mGamma, mCu, mHs, mVnew, mO, sequences, search_steps, groups[0], scale
+            ).launch(grid=[slots, heads_out, blocks], block=[THREADS, 1, 1], stream=stream)
 
     def launch_scan(
-        self, mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, sequences, heads_out, k_group, stream
-    ):
-        """The state scan's launch: `scan_wg` for the split scan with WGMMA, else `scan`."""
+        self, mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, sequences, heads_out, k_group, scale,
+        stream,
+    ):  # fmt: skip
+        """The state scan's launch: `scan_wg` for the split scan with WGMMA, else `scan` (``scale``:
+        the output's, which only the fused `scan` computes)."""
         grid = [sequences, heads_out, self.V // self.BV]
         if const_expr(self.split and self.wgmma):
             self.scan_wg(mK, mW, mU, mGamma, mCu, mH0, mHt, mHs, mVnew, k_group).launch(
                 grid=grid, block=[THREADS, 1, 1], stream=stream
             )
         else:
-            self.scan(mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, k_group).launch(
+            self.scan(mQ, mK, mW, mU, mGamma, mCu, mH0, mO, mHt, mHs, mVnew, k_group, scale).launch(
                 grid=grid, block=[THREADS, 1, 1], stream=stream
             )
 
@@ -501,6 +503,7 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
         mHs: cute.Tensor,
         mVnew: cute.Tensor,
         k_group: Int32,
+        scale: Float32,
     ):
         K, BV, C, io = self.K, self.BV, CHUNK, self.io
         tidx, _, _ = cute.arch.thread_idx()
@@ -612,7 +615,7 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
                 cute.arch.sync_threads()  # sCar complete: the state update reads every warp's rows
             else:  # (its barrier before P v_new also completes sCar)
                 gO = chunk_rows(mO, r0, h, BV, vb)
-                chunk_output(mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, self.scale)
+                chunk_output(mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, scale)
 
             # S = exp(last) S + carried^T k
             decay = fast_exp(last)

@@ -2,12 +2,13 @@
 the compile keys, the compiles (kept per process and on disk: `common.sm90_compile`) and the
 workspace carves.
 
-The compiled function is a TVM-FFI function of raw device addresses, 32-bit sizes and the stream,
-so a call converts no tensor. Its arguments, in order: q, k, v, g, beta, a_log, dt_bias,
+The compiled function is a TVM-FFI function of raw device addresses, 32-bit sizes, the scale and
+the stream, so a call converts no tensor. Its arguments, in order: q, k, v, g, beta, a_log, dt_bias,
 cu_seqlens, initial state, o, final state, and the workspace's gamma, w, u, hs and vnew (the
 last two only with SPLIT) and tb (only for the fused warpgroup scan, which has no w and u); then tokens,
 sequences, the slot search's halvings, and the head counts of q/k, v, the output, g, beta, a_log
-and dt_bias; then the stream. An absent optional operand is passed as the workspace's spare
+and dt_bias; then the scale (fp32: a run-time argument, so the keys hold none and one compile
+serves every scale); then the stream. An absent optional operand is passed as the workspace's spare
 address: the kernels' branches that would read it are compiled out.
 """
 
@@ -97,7 +98,6 @@ class Sm90Key:
     h0_dtype: str  # "float32" when there is no initial state
     ht_dtype: str  # "float32" when there is no final state
     cu_dtype: str
-    scale: float
     l2norm: bool
     beta_sigmoid: bool
     neg_eigval: bool
@@ -125,9 +125,9 @@ def key_for(
 ) -> Sm90Key:
     return Sm90Key(
         key_dim=cfg.key_dim, value_dim=cfg.value_dim, block_v=cfg.block_v, io_dtype=cfg.io_dtype,
-        beta_dtype=beta, h0_dtype=h0, ht_dtype=ht, cu_dtype=cu, scale=float(cfg.scale),
-        l2norm=cfg.use_qk_l2norm, beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval,
-        safe_gate=cfg.safe_gate, has_dt_bias=cfg.has_dt_bias, has_h0=cfg.has_initial_state,
+        beta_dtype=beta, h0_dtype=h0, ht_dtype=ht, cu_dtype=cu, l2norm=cfg.use_qk_l2norm,
+        beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval, safe_gate=cfg.safe_gate,
+        has_dt_bias=cfg.has_dt_bias, has_h0=cfg.has_initial_state,
         store_ht=cfg.output_final_state, stages=stages, split=split, wgmma=wgmma, segment=segment,
     )  # fmt: skip
 
@@ -150,7 +150,6 @@ class Sm90BwdKey:
     dbeta_dtype: str
     da_log_dtype: str
     ddt_bias_dtype: str
-    scale: float
     l2norm: bool
     beta_sigmoid: bool
     neg_eigval: bool
@@ -172,7 +171,7 @@ def bwd_key_for(cfg: Any, names: dict[str, str], wgmma: bool = False, stages: in
         beta_dtype=names["beta"], h0_dtype=names.get("h0", f32), dh0_dtype=names.get("dh0", f32),
         dht_dtype=names.get("dht", f32), cu_dtype=names["cu_seqlens"], dg_dtype=names["dG"],
         dbeta_dtype=names["dBeta"], da_log_dtype=names.get("d_a_log", f32),
-        ddt_bias_dtype=names.get("d_dt_bias", f32), scale=float(cfg.scale), l2norm=cfg.use_qk_l2norm,
+        ddt_bias_dtype=names.get("d_dt_bias", f32), l2norm=cfg.use_qk_l2norm,
         beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval, safe_gate=cfg.safe_gate,
         has_dt_bias=cfg.has_dt_bias, has_h0=cfg.has_initial_state, has_dht=cfg.has_d_final_state,
         direct_qk=cfg.direct_qk, direct_v=cfg.direct_v, wgmma=wgmma, stages=stages,
@@ -267,7 +266,7 @@ def _compile(key: Any, arch: str) -> Any:
     kernel = GdnSm90Fwd(
         key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,
         beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, ht_dtype=key.ht_dtype, cu_dtype=key.cu_dtype,
-        scale=key.scale, l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval,
+        l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval,
         safe_gate=key.safe_gate, has_dt_bias=key.has_dt_bias, has_h0=key.has_h0, store_ht=key.store_ht,
         stages=key.stages, split=key.split, wgmma=key.wgmma, segment=key.segment,
     )  # fmt: skip
@@ -285,8 +284,8 @@ def _compile_backward(key: Sm90BwdKey, arch: str) -> Any:
 
     kernel = GdnSm90Bwd(
         key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,
-        beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, cu_dtype=key.cu_dtype, scale=key.scale,
-        l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval, safe_gate=key.safe_gate,
+        beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, cu_dtype=key.cu_dtype, l2norm=key.l2norm,
+        beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval, safe_gate=key.safe_gate,
         has_dt_bias=key.has_dt_bias, has_h0=key.has_h0, has_dht=key.has_dht, direct_qk=key.direct_qk,
         direct_v=key.direct_v, wgmma=key.wgmma, stages=key.stages,
     )  # fmt: skip

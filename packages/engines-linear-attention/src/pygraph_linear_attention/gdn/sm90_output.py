@@ -51,6 +51,7 @@ class OutputKernels:
         sequences: Int32,
         search_steps: Int32,
         k_group: Int32,
+        scale: Float32,
     ):
         """SPLIT: every chunk's output at once, from the state entering it and its v_new (the scan's).
         Grid: chunk slots x output heads x value blocks of BLOCK_V, on mma.sync; with WGMMA 2
@@ -106,10 +107,10 @@ class OutputKernels:
             if const_expr(whole):
                 async_visible()
                 cute.arch.sync_threads()
-                _chunk_output_wg(tidx, sQ, sK, sS, sVn, sP, sO, sGamma, gO, rows_left, io, self.scale, kda)
+                _chunk_output_wg(tidx, sQ, sK, sS, sVn, sP, sO, sGamma, gO, rows_left, io, scale, kda)
             else:
                 mma_cc, mma_cv = warp_mma(io, C, C), warp_mma(io, C, BV)
-                chunk_output(mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, self.scale)
+                chunk_output(mma_cc, mma_cv, tidx, sQ, sK, sS, sVn, sP, sGamma, gO, rows_left, io, scale)
 
 
 @cute.jit
@@ -125,7 +126,7 @@ def _chunk_output_wg(
     gO,
     rows_left,
     io: cutlass.Constexpr,
-    scale: cutlass.Constexpr,
+    scale: Float32,
     given_scores: cutlass.Constexpr = False,
 ):
     """`chunk_output` on warpgroup MMAs for the whole value dim: o = scale (exp(gamma) q S^T +
@@ -198,7 +199,7 @@ def chunk_output(
     gO,
     rows_left,
     io: cutlass.Constexpr,
-    scale: cutlass.Constexpr,
+    scale: Float32,
 ):
     """o = scale (exp(gamma) q S^T + P v_new) of one chunk into ``gO`` (rows before ``rows_left``),
     P = (q k^T) exp(gamma_i - gamma_j) on the causal, real part; sVn complete at the barrier inside."""

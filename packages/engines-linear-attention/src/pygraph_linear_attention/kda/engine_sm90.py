@@ -64,14 +64,15 @@ __all__ = ["Gdn2Sm90BwdEngine", "Gdn2Sm90Engine", "KdaSm90BwdEngine", "KdaSm90En
 GDN2_ALIGNED = ("beta", "w_gate")
 
 
-def _sizes(cfg: Any) -> tuple[int, ...]:
+def _sizes(cfg: Any) -> tuple[int | float, ...]:
     """The compiled function's 32-bit sizes (an absent per-head operand counts as one head per
-    output head, so no group divides by 0)."""
+    output head, so no group divides by 0), then the scale (a run-time argument: graphs differing
+    only in scale share one compiled function)."""
     ho = cfg.heads_out
     return (
         cfg.tokens, cfg.sequences, search_steps(cfg.sequences), cfg.heads_qk, cfg.heads_v, ho,
         cfg.heads_g or ho, cfg.heads_beta or ho, cfg.heads_w or ho, cfg.heads_a_log or ho,
-        cfg.heads_dt_bias or ho,
+        cfg.heads_dt_bias or ho, float(cfg.scale),
     )  # fmt: skip
 
 

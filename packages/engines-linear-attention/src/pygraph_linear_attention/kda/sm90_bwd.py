@@ -97,7 +97,6 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
         beta_dtype: str,
         h0_dtype: str,
         cu_dtype: str,
-        scale: float,
         gdn2: bool,
         l2norm: bool,
         beta_sigmoid: bool,
@@ -117,7 +116,6 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
     ) -> None:
         self.K, self.V, self.BV = key_dim, value_dim, block_v
         self.io = DTYPES[io_dtype]
-        self.scale = scale
         self.gdn2 = gdn2
         self.l2norm, self.beta_sigmoid, self.neg_eigval = l2norm, beta_sigmoid, neg_eigval
         self.safe_gate, self.has_a_log, self.has_dt_bias = safe_gate, has_a_log, has_dt_bias
@@ -130,7 +128,7 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
         self.wgmma, self.stages = True, stages
         self.fwd = KdaSm90Fwd(
             key_dim=key_dim, value_dim=value_dim, block_v=block_v, io_dtype=io_dtype, beta_dtype=beta_dtype,
-            h0_dtype=h0_dtype, ht_dtype="float32", cu_dtype=cu_dtype, scale=scale,
+            h0_dtype=h0_dtype, ht_dtype="float32", cu_dtype=cu_dtype,
             gdn2=gdn2, l2norm=l2norm, beta_sigmoid=beta_sigmoid, neg_eigval=neg_eigval, safe_gate=safe_gate,
             has_a_log=has_a_log, has_dt_bias=has_dt_bias, lower_bound=lower_bound, has_h0=has_h0,
             store_ht=False, stages=stages, store_t=True,
@@ -194,6 +192,7 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
         heads_w: Int32,
         heads_a_log: Int32,
         heads_dt_bias: Int32,
+        scale: Float32,  # the forward's output's: a run-time value, so one compile serves every scale
         stream: Any,
     ):
         K, V, C = self.K, self.V, CHUNK
@@ -266,12 +265,12 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
         fwd.scan_wg(mKd, mW, mU, mGlast, mCu, mH0, mH0, mHs, mVnew, Int32(1)).launch(
             grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
         )
-        self.grad_scan_wg(mQd, mKd, mW, mGlast, mDo, mCu, mDht, mDh, mDvnew, mDh0, Int32(1), mP).launch(
-            grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
-        )
+        self.grad_scan_wg(
+            mQd, mKd, mW, mGlast, mDo, mCu, mDht, mDh, mDvnew, mDh0, Int32(1), scale, mP
+        ).launch(grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream)
         self.grad_output_kda(
             mQ, mK, mG, mALog, mDtBias, mDo, mCu, mHs, mDh, mVnew, mDvnew, mDq, mDQ, mDk, mDw, mDgp, sequences,
-            search_steps, groups,
+            search_steps, groups, scale,
         ).launch(grid=[slots, heads_out, 1], block=[GRAD_THREADS, 1, 1], stream=stream)  # fmt: skip
         # the gates' gradients: into the workspace for a head sum, or where the head counts agree into
         # the outputs themselves (the same [T, HO, .] shape)
@@ -342,6 +341,7 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
         sequences: Int32,
         search_steps: Int32,
         groups: Any,
+        scale: Float32,
     ):
         """The output's terms (o = scale (qd h^T + P v_new)) and the passed state's (S' = diag(exp(last))
         h + v_new^T kd) of one chunk's gradients: dq whole (to dQ where it needs no head sum), dk's
@@ -398,7 +398,7 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
                 acc, crd = zeroed_acc(mma_ck, gtid, C, K)
                 matmul(mma_ck, gtid, acc, sDo, sH, io)
                 for e in cutlass.range_constexpr(cute.size(acc)):
-                    acc[e] = acc[e] * self.scale * fast_exp(sGam[crd[e][0], crd[e][1]])
+                    acc[e] = acc[e] * scale * fast_exp(sGam[crd[e][0], crd[e][1]])
                 acc_to_gmem(mma_ck, gtid, acc, crd, chunk_rows(mDq, r0, h, K), rows_left, Float32)
                 # dw = -dv_new h
                 dw, _ = zeroed_acc(mma_ck, gtid, C, K)
@@ -417,7 +417,7 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
                 # dp = scale dO v_new^T on the causal, real part
                 dp, crd_p = zeroed_acc(mma_cc, gtid, C, C)
                 matmul(mma_cc, gtid, dp, sDo, trans(sVn), io)
-                lower_to_smem(dp, crd_p, sM, sMT, Float32(self.scale), True, rows_left)
+                lower_to_smem(dp, crd_p, sM, sMT, scale, True, rows_left)
             cute.arch.sync_threads()  # sM complete, the staged terms written
 
             # the per-channel pass, a key channel per thread of each group: the first takes sub-chunks

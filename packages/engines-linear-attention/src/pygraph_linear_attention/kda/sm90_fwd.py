@@ -111,7 +111,6 @@ class KdaSm90Fwd(GdnSm90Fwd):
         h0_dtype: str,
         ht_dtype: str,
         cu_dtype: str,
-        scale: float,
         gdn2: bool,
         l2norm: bool,
         beta_sigmoid: bool,
@@ -127,7 +126,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
     ) -> None:
         super().__init__(
             key_dim=key_dim, value_dim=value_dim, block_v=block_v, io_dtype=io_dtype, beta_dtype=beta_dtype,
-            h0_dtype=h0_dtype, ht_dtype=ht_dtype, cu_dtype=cu_dtype, scale=scale, l2norm=l2norm,
+            h0_dtype=h0_dtype, ht_dtype=ht_dtype, cu_dtype=cu_dtype, l2norm=l2norm,
             beta_sigmoid=beta_sigmoid, neg_eigval=neg_eigval, safe_gate=safe_gate, has_dt_bias=has_dt_bias,
             has_h0=has_h0, store_ht=store_ht, stages=stages, split=True, store_t=store_t, wgmma=2,
         )  # fmt: skip
@@ -170,6 +169,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
         heads_w: Int32,
         heads_a_log: Int32,
         heads_dt_bias: Int32,
+        scale: Float32,  # the output's: a run-time value, so one compile serves every scale
         stream: Any,
     ):
         K, V, C = self.K, self.V, CHUNK
@@ -218,7 +218,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
         self.scan_wg(mKd, mW, mU, mGlast, mCu, mH0, mHt, mHs, mVnew, Int32(1)).launch(
             grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
         )
-        self.output(mQd, mP, mGlast, mCu, mHs, mVnew, mO, sequences, search_steps, Int32(1)).launch(
+        self.output(mQd, mP, mGlast, mCu, mHs, mVnew, mO, sequences, search_steps, Int32(1), scale).launch(
             grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream
         )
 

@@ -2,13 +2,15 @@
 the compile keys, the workspace carves and the compiles (kept per process and on disk:
 `common.sm90_compile`).
 
-The compiled function takes raw device addresses, 32-bit sizes and the stream. Its pointer
-arguments, in order, are `POINTERS`: q, k, v, g, beta, the write gate (GDN-2), a_log, dt_bias,
-cu_seqlens, initial state, o, final state, then the workspace's glast, qd, kd, w, u, p, hs and vnew;
-then tokens, sequences, the slot search's halvings and the head counts of q/k, v, the output, g,
-beta, w, a_log and dt_bias; then the stream. An absent optional operand is passed as the workspace's
-spare address: the branches that would read it are compiled out. The backward's are `BWD_POINTERS`
-(the inputs, dO and d_final_state, the gradients, then its workspace's regions) and the same sizes.
+The compiled function takes raw device addresses, 32-bit sizes, the scale and the stream. Its
+pointer arguments, in order, are `POINTERS`: q, k, v, g, beta, the write gate (GDN-2), a_log,
+dt_bias, cu_seqlens, initial state, o, final state, then the workspace's glast, qd, kd, w, u, p, hs
+and vnew; then tokens, sequences, the slot search's halvings and the head counts of q/k, v, the
+output, g, beta, w, a_log and dt_bias; then the scale (fp32: a run-time argument, so the keys hold
+none and one compile serves every scale); then the stream. An absent optional operand is passed as
+the workspace's spare address: the branches that would read it are compiled out. The backward's are
+`BWD_POINTERS` (the inputs, dO and d_final_state, the gradients, then its workspace's regions) and
+the same sizes and scale.
 """
 
 from __future__ import annotations
@@ -73,7 +75,6 @@ class KdaSm90Key:
     h0_dtype: str  # "float32" when there is no initial state
     ht_dtype: str  # "float32" when there is no final state
     cu_dtype: str
-    scale: float
     l2norm: bool
     beta_sigmoid: bool
     neg_eigval: bool
@@ -92,8 +93,8 @@ def key_for(cfg: KdaCutileConfig, names: dict[str, str], stages: int = 1) -> Kda
     return KdaSm90Key(
         gdn2=cfg.op == "gdn2", key_dim=cfg.key_dim, value_dim=cfg.value_dim, block_v=cfg.block_v,
         io_dtype=cfg.io_dtype, beta_dtype=names["beta"], h0_dtype=names.get("h0", f32),
-        ht_dtype=names.get("ht", f32), cu_dtype=names["cu_seqlens"], scale=float(cfg.scale),
-        l2norm=cfg.use_qk_l2norm, beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval,
+        ht_dtype=names.get("ht", f32), cu_dtype=names["cu_seqlens"], l2norm=cfg.use_qk_l2norm,
+        beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval,
         safe_gate=cfg.safe_gate, has_a_log=cfg.has_a_log, has_dt_bias=cfg.has_dt_bias,
         lower_bound=float(cfg.gate_lower_bound), has_h0=cfg.has_initial_state, store_ht=cfg.output_final_state,
         stages=stages,
@@ -135,7 +136,7 @@ def _compile(key: KdaSm90Key, arch: str) -> Any:
     kernel = KdaSm90Fwd(
         key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,
         beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, ht_dtype=key.ht_dtype, cu_dtype=key.cu_dtype,
-        scale=key.scale, gdn2=key.gdn2, l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid,
+        gdn2=key.gdn2, l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid,
         neg_eigval=key.neg_eigval, safe_gate=key.safe_gate, has_a_log=key.has_a_log,
         has_dt_bias=key.has_dt_bias, lower_bound=key.lower_bound, has_h0=key.has_h0, store_ht=key.store_ht,
         stages=key.stages,
@@ -173,7 +174,6 @@ class KdaSm90BwdKey:
     dw_dtype: str  # GDN-2's write gate's gradient ("float32" for KDA: unused)
     da_log_dtype: str
     ddt_bias_dtype: str
-    scale: float
     l2norm: bool
     beta_sigmoid: bool
     neg_eigval: bool
@@ -202,7 +202,7 @@ def bwd_key_for(cfg: Any, names: dict[str, str], stages: int = 1) -> KdaSm90BwdK
         dh0_dtype=names.get("dh0", f32), dht_dtype=names.get("dht", f32), cu_dtype=names["cu_seqlens"],
         dg_dtype=names["dG"], dbeta_dtype=names["dBeta"], dw_dtype=names.get("dW", f32),
         da_log_dtype=names.get("d_a_log", f32), ddt_bias_dtype=names.get("d_dt_bias", f32),
-        scale=float(cfg.scale), l2norm=cfg.use_qk_l2norm, beta_sigmoid=cfg.use_beta_sigmoid,
+        l2norm=cfg.use_qk_l2norm, beta_sigmoid=cfg.use_beta_sigmoid,
         neg_eigval=cfg.allow_neg_eigval, safe_gate=cfg.safe_gate, has_a_log=cfg.has_a_log,
         has_dt_bias=cfg.has_dt_bias, lower_bound=float(cfg.gate_lower_bound), has_h0=cfg.has_initial_state,
         has_dht=cfg.has_d_final_state, direct_qk=cfg.heads_qk == cfg.heads_out and not cfg.use_qk_l2norm,
@@ -243,7 +243,7 @@ def _compile_backward(key: KdaSm90BwdKey, arch: str) -> Any:
 
     kernel = KdaSm90Bwd(
         key_dim=key.key_dim, value_dim=key.value_dim, block_v=key.block_v, io_dtype=key.io_dtype,
-        beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, cu_dtype=key.cu_dtype, scale=key.scale, gdn2=key.gdn2,
+        beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, cu_dtype=key.cu_dtype, gdn2=key.gdn2,
         l2norm=key.l2norm, beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval, safe_gate=key.safe_gate,
         has_a_log=key.has_a_log, has_dt_bias=key.has_dt_bias, lower_bound=key.lower_bound, has_h0=key.has_h0,
         has_dht=key.has_dht, direct_qk=key.direct_qk, direct_v=key.direct_v, stages=key.stages,
