@@ -30,7 +30,7 @@ from pygraph_linear_attention.common.host import CHUNK  # 64 tokens, as the cuTi
 
 __all__ = [
     "CHUNK", "DTYPES", "THREADS", "VEC", "acc_to_gmem", "acc_to_smem", "acc_to_smem_packed", "aliased_smem_tiles", "aligned_stride",
-    "async_visible", "block_sum", "blocked_inverse", "chunk_rows", "col_sums_sub", "cta_g2s", "cta_s2g", "fast_exp",
+    "INVERSE_STRIDE", "MERGE_STRIDE", "async_visible", "block_sum", "blocked_inverse", "chunk_rows", "col_sums_sub", "cta_g2s", "cta_s2g", "fast_exp",
     "forward_substitute", "gamma_row", "l2_normalize_rows", "load_chunk", "load_rows", "matmul", "row_inv_norms",
     "row_major", "row_pair", "row_sums", "scaled_rows", "slot_chunk", "smem_gemm", "smem_tile", "smem_vector",
     "store_rows", "tail_decay", "trans", "transposed", "warp_mma", "wg_gemm", "wg_mma", "wy_rows_to_gmem",
@@ -382,56 +382,92 @@ def _diagonal_block_inverse(sA: cute.Tensor, tidx: Int32):
     cute.arch.sync_threads()
 
 
+# the merges' products on tensor cores (mma.sync tf32, m16n8k8): as scalar fp32 FMAs over shared
+# operands they were 8 of every 10 shared-memory wavefronts of the fused scan's prepare (about 4600 of
+# 5600 a chunk, one an SM cycle), which bounded that kernel; as MMAs they are about 350. tf32 keeps
+# 10 mantissa bits of the operands (relative 2^-11), under the bf16 rounding Tb is stored with.
+INVERSE_STRIDE = CHUNK + 4  # sA's row stride (floats): a tf32 A fragment's 32 lanes in 32 banks
+MERGE_STRIDE = 32 + 8  # sX's: a B fragment read from it in 32 banks
+
+
+def tf32_mma(warps_m: int, warps_n: int):
+    """``warps_m x warps_n`` warps over a (16 warps_m, 16 warps_n) tf32 product, each warp two n8
+    atoms side by side (the layout of `warp_mma`)."""
+    return cute.make_tiled_mma(
+        cute.nvgpu.warp.MmaTF32Op((16, 8, 8)),
+        cute.make_layout((warps_m, warps_n, 1)),
+        permutation_mnk=(warps_m * 16, warps_n * 16, 8),
+    )
+
+
+def _tf32_product(tiled_mma, thr_idx, sA, sB, dst, sign: float):
+    """``dst`` = sign * sA (M, K) @ sB (N, K)^T, fp32 shared operands rounded to tf32 in registers,
+    the fp32 result stored into the shared tile ``dst`` (M, N)."""
+    thr = tiled_mma.get_slice(thr_idx)
+    out = thr.partition_C(dst)
+    acc = cute.make_rmem_tensor(out.shape, Float32)
+    acc.fill(0.0)
+    src_a, src_b = thr.partition_A(sA), thr.partition_B(sB)
+    ra = cute.make_rmem_tensor_like(src_a, cutlass.TFloat32)
+    rb = cute.make_rmem_tensor_like(src_b, cutlass.TFloat32)
+    fa = cute.make_rmem_tensor_like(src_a, Float32)
+    fb = cute.make_rmem_tensor_like(src_b, Float32)
+    cute.autovec_copy(src_a, fa)
+    cute.autovec_copy(src_b, fb)
+    ra.store(fa.load().to(cutlass.TFloat32))
+    rb.store(fb.load().to(cutlass.TFloat32))
+    for kb in range(cute.size(ra, mode=[2])):
+        cute.gemm(tiled_mma, acc, ra[None, None, kb], rb[None, None, kb], acc)
+    for i in range(cute.size(acc)):
+        out[i] = acc[i] * sign
+
+
 @cute.jit
-def _merge_inverses(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32, size: cutlass.Constexpr):
-    """Where ``sA``'s diagonal blocks of ``size`` rows already hold (I + A)^-1 of themselves, the
-    blocks of twice the size: for each pair (rows o to o + 2 size), the lower-left block
-    ``T21 = -T22 (A21 T11)`` in place of A21 (``sX``: fp32 [64, 32] scratch). The 128 threads each
-    take (64 / (2 size)) x size x size / 128 elements of a product, a column each along a warp, so
-    the row operand is a broadcast and the column operand contiguous."""
-    pairs = CHUNK // (2 * size)
-    per = pairs * size * size // THREADS  # elements a thread computes of each product
-    col = tidx % size
-    rows_per_step = THREADS // size  # rows a step of the 128 threads covers, over every pair
-    xs = cute.make_rmem_tensor((per,), Float32)
-    for e in cutlass.range_constexpr(per):
-        flat_row = tidx // size + e * rows_per_step  # over the pairs' stacked rows
-        p = flat_row // size
-        r = flat_row % size
-        o = p * 2 * size
-        acc = Float32(0.0)
-        for m in cutlass.range_constexpr(size):  # A21[r, m] T11[m, col]: T11's upper part holds exact zeros
-            acc = acc + sA[o + size + r, o + m] * sA[o + m, o + col]
-        xs[e] = acc
-    for e in cutlass.range_constexpr(per):
-        flat_row = tidx // size + e * rows_per_step
-        sX[flat_row, col] = xs[e]
+def _merge_16(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32):
+    """Both pairs of 16-row blocks: warp w takes pair w // 2 (rows and columns from 32 (w // 2)) and
+    the 8 columns 8 (w % 2) of its lower-left block: X = A21 T11, then T21 = -T22 X in place of A21."""
+    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    lane = tidx % 32
+    p, nh = warp // 2, warp % 2
+    mma = cute.make_tiled_mma(cute.nvgpu.warp.MmaTF32Op((16, 8, 8)), cute.make_layout((1, 1, 1)))
+    _tf32_product(
+        mma, lane, cute.local_tile(sA, (16, 16), (2 * p + 1, 2 * p)),
+        transposed(cute.local_tile(sA, (16, 8), (2 * p, 4 * p + nh))),
+        cute.local_tile(sX, (16, 8), (p, nh)), 1.0,
+    )  # fmt: skip
     cute.arch.sync_threads()  # X complete; every read of A21 done
-    for e in cutlass.range_constexpr(per):
-        flat_row = tidx // size + e * rows_per_step
-        p = flat_row // size
-        r = flat_row % size
-        o = p * 2 * size
-        acc = Float32(0.0)
-        for m in cutlass.range_constexpr(size):  # T22[r, m] X[m, col]: T22's upper part holds exact zeros
-            acc = acc - sA[o + size + r, o + size + m] * sX[p * size + m, col]
-        xs[e] = acc
-    cute.arch.sync_threads()  # every read of X done (the next merge reuses it)
-    for e in cutlass.range_constexpr(per):
-        flat_row = tidx // size + e * rows_per_step
-        p = flat_row // size
-        r = flat_row % size
-        o = p * 2 * size
-        sA[o + size + r, o + col] = xs[e]
+    _tf32_product(
+        mma, lane, cute.local_tile(sA, (16, 16), (2 * p + 1, 2 * p + 1)),
+        transposed(cute.local_tile(sX, (16, 8), (p, nh))),
+        cute.local_tile(sA, (16, 8), (2 * p + 1, 4 * p + nh)), -1.0,
+    )  # fmt: skip
+    cute.arch.sync_threads()
+
+
+@cute.jit
+def _merge_32(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32):
+    """The two 32-row halves on all four warps (2 x 2, m16 n16 each): X = A21 T11, then
+    T21 = -T22 X in place of A21."""
+    mma = tf32_mma(2, 2)
+    _tf32_product(
+        mma, tidx, cute.local_tile(sA, (32, 32), (1, 0)), transposed(cute.local_tile(sA, (32, 32), (0, 0))),
+        sX, 1.0,
+    )  # fmt: skip
+    cute.arch.sync_threads()
+    _tf32_product(
+        mma, tidx, cute.local_tile(sA, (32, 32), (1, 1)), transposed(sX), cute.local_tile(sA, (32, 32), (1, 0)),
+        -1.0,
+    )  # fmt: skip
     cute.arch.sync_threads()
 
 
 def blocked_inverse(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32):
-    """(I + A)^-1 of the chunk's strictly lower fp32 A [64, 64] in ``sA``, in place, on all 128
-    threads: the four diagonal 16 x 16 blocks by forward substitution (15 dependent rows, not 63),
-    then merged pairwise, 16 -> 32 -> 64, by ``[[T11, 0], [A21, T22]]^-1 = [[T11, 0], [-T22 A21 T11,
-    T22]]`` (products of at most 32 terms). ``sX``: fp32 [64, 32] scratch. The full T (ones on the
-    diagonal, zeros above) is in ``sA`` after it; entered and left at a barrier."""
+    """(I + A)^-1 of the chunk's strictly lower fp32 A [64, 64] in ``sA`` (row stride
+    ``INVERSE_STRIDE``), in place, on all 128 threads: the four diagonal 16 x 16 blocks by forward
+    substitution (15 dependent rows, not 63), then merged pairwise, 16 -> 32 -> 64, by
+    ``[[T11, 0], [A21, T22]]^-1 = [[T11, 0], [-T22 A21 T11, T22]]`` on tf32 MMAs. ``sX``: fp32
+    [32, 32] scratch of row stride ``MERGE_STRIDE``. The full T (ones on the diagonal, zeros
+    above) is in ``sA`` after it; entered and left at a barrier."""
     _diagonal_block_inverse(sA, tidx)
-    _merge_inverses(sA, sX, tidx, 16)
-    _merge_inverses(sA, sX, tidx, 32)
+    _merge_16(sA, sX, tidx)
+    _merge_32(sA, sX, tidx)

@@ -44,6 +44,8 @@ from cutlass import Float32, Int32, const_expr
 from pygraph_linear_attention.common.sm90_tiles import (
     CHUNK,
     DTYPES,
+    INVERSE_STRIDE,
+    MERGE_STRIDE,
     THREADS,
     acc_to_gmem,
     acc_to_smem,
@@ -347,16 +349,14 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
             # A (fp32) and, once the substitution has read it, T's two column-scaled copies (io) in
             # the same 16 KB: 49 KB a CTA, so 4 CTAs an SM (3 with separate tiles, where the
             # kernel, latency-bound, issued on 31% of its cycles)
-            # (the fused warpgroup scan's prepare: A padded to 65 floats a row, whose column reads in the
-            # blocked inverse then fall in distinct banks, and the inverse's scratch beside it)
-            pad = 1 if const_expr(self.fused_wg) else 0
-            raw = smem.allocate(C * (C + pad) * 4, 1024)
-            sA = cute.make_tensor(
-                cute.recast_ptr(raw, dtype=Float32), cute.make_layout((C, C), stride=(C + pad, 1))
-            )
+            # (the fused warpgroup scan's prepare: A at `blocked_inverse`'s row stride, and the
+            # inverse's scratch beside it)
+            stride = INVERSE_STRIDE if const_expr(self.fused_wg) else C
+            raw = smem.allocate(C * stride * 4, 1024)
+            sA = cute.make_tensor(cute.recast_ptr(raw, dtype=Float32), cute.make_layout((C, C), stride=(stride, 1)))
             sX = None
             if const_expr(self.fused_wg):
-                sX = smem.allocate_tensor(Float32, cute.make_layout((C, C // 2), stride=(C // 2 + 1, 1)), 16)
+                sX = smem.allocate_tensor(Float32, cute.make_layout((32, 32), stride=(MERGE_STRIDE, 1)), 16)
             t_layout, t_swz = row_major(C, C)
             sTk = cute.make_tensor(cute.recast_ptr(raw, t_swz, dtype=io), t_layout)
             sTv = cute.make_tensor(cute.recast_ptr(raw + C * C * 2, t_swz, dtype=io), t_layout)
