@@ -194,7 +194,7 @@ def test_an_output_buffer_smaller_than_declared_is_refused_before_the_launch(rec
 
 def test_the_scan_grid_picks_gdn_sm90s_first_plan():
     # B1 T32768 H16: 32 scan CTAs at BLOCK_V 64; B4 T4096 H16: 128; 8 sequences: 256 (H100 timings
-    # in heuristics.sm90_order): the fused warpgroup scan, segmented for the one long sequence
+    # in heuristics.sm90_order): the two-warpgroup scan, but the one long sequence segmented
     def sm90_names(t, n):
         g = _graph(t=t, n=n, h=16, hv=16)
         g.create_execution_plans()
@@ -204,7 +204,7 @@ def test_the_scan_grid_picks_gdn_sm90s_first_plan():
     long_single, batch, wide = sm90_names(32768, 1), sm90_names(16384, 4), sm90_names(32768, 8)
     assert long_single[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=64,SPLIT=0,STAGES=1,WGMMA=1]"
     assert batch[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
-    assert wide[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=1,WGMMA=1]"
+    assert wide[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
     # the same domain, reordered: every (SPLIT, BLOCK_V, STAGES), the split ones at WGMMA 1 and 2 and
     # the fused ones at WGMMA 1 and 3, unsegmented and at each SEGMENT, and at WGMMA 4 (STAGES 2 only)
     assert sorted(long_single) == sorted(batch) == sorted(wide) and len(batch) == 56

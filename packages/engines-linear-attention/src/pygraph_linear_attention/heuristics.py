@@ -175,9 +175,10 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
     at SEGMENT 64 and STAGES 1 against 1.333 (2.404 unsegmented at STAGES 2, 1.806 at SEGMENT 16,
     whose 31-step combine took 0.72 ms). So: STAGES 2 up to one CTA per SM, 1 past it; SEGMENT 64
     where the grid fills under half the SMs and the sequences average two segments (8192 tokens) or
-    more. Where STAGES 2 leads (the grid within the SMs) the two-warpgroup scan (WGMMA 4,
-    `gdn.sm90_fused_ws`) goes first: B4 T4096 forward 0.275 ms against 0.355 at WGMMA 1 (H200, one
-    run: its scan 0.120 against 0.245, prepare, which also writes P, 0.151 against 0.104)."""
+    more. Unsegmented, the two-warpgroup scan (WGMMA 4, `gdn.sm90_fused_ws`, STAGES 2 only) goes
+    first: with prepare's inverse on tf32 MMAs (H100, one run) B4 T4096 0.234 ms against 0.280 at
+    WGMMA 1 STAGES 2 and varlen8 (256 CTAs) 0.680 against 0.767 at WGMMA 1 STAGES 1; segmented,
+    WGMMA 1 stays (B1 T32768 0.852 ms against 0.945 at WGMMA 4, SEGMENT 64 both)."""
     every = [
         {"BLOCK_V": b, "STAGES": st, "SPLIT": sp, "WGMMA": 0, "SEGMENT": 0}
         for sp in SPLIT_SM90
@@ -188,14 +189,12 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
     every += [{**k, "WGMMA": w} for w in (1, 2) for k in every if k["SPLIT"]]
     fused_wg = [{**k, "WGMMA": 1} for k in every if not k["SPLIT"] and not k["WGMMA"]]
     every += fused_wg + [{**k, "SEGMENT": s} for s in SEGMENT_SM90 if s for k in fused_wg]  # and segmented
-    # WGMMA 3 (P from prepare), untimed: after the rest
+    # WGMMA 3 (P from prepare, on one warpgroup): after the rest
     every += [{**k, "WGMMA": 3} for k in every if k["WGMMA"] == 1 and not k["SPLIT"]]
-    # WGMMA 4 (two warpgroups, each double-buffered), untimed
+    # WGMMA 4 (two warpgroups, each double-buffered): first unsegmented (below), the rest after
     every += [{**k, "WGMMA": 4} for k in every if k["WGMMA"] == 3 and k["STAGES"] == 2]
     grid = facts.sequences * facts.heads_out * max(facts.head_dim_v // 64, 1)
-    first = {"BLOCK_V": 64, "STAGES": 1, "SPLIT": 0, "WGMMA": 1, "SEGMENT": 0}
-    if grid <= sms:
-        first = {**first, "STAGES": 2, "WGMMA": 4}
+    first = {"BLOCK_V": 64, "STAGES": 2, "SPLIT": 0, "WGMMA": 4, "SEGMENT": 0}
     mean_length = facts.tokens / max(facts.sequences, 1)
     if grid < sms // 2 and mean_length >= 2 * _SEGMENT_TOKENS and not _segments_overflow(facts):
         first = {**first, "STAGES": 1, "WGMMA": 1, "SEGMENT": _SEGMENT_TOKENS // 64}
