@@ -261,7 +261,7 @@ def test_gdn_sm90_leads_the_forward_and_the_backward_where_its_scans_measured_fa
     assert (
         first(16384, 4) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
     )  # 128 CTAs at BLOCK_V 64
-    assert first(32768, 8) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=1,WGMMA=1]"  # 256
+    assert first(32768, 8) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"  # 256
     assert first(32768, 8, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,STAGES=1,WGMMA=1]"
     assert first(16384, 4, backward=True).startswith("gdn_cutile_bwd[")
     assert first(32768, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,STAGES=2,WGMMA=1]"
