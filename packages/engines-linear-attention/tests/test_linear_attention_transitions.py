@@ -1,7 +1,7 @@
 """The state transitions' algebra (`common.transitions`): a span's (M, B) summarises its chunks
 exactly, compositions are associative, and the segments' combine reaches the sequential scan's
-final state (float64, CPU): what the segmented scans (gdn_sm90's SEGMENT, the ranks of a context-
-parallel group) rely on."""
+final state; the state gradient's reverse transitions likewise reach the chunked backward's (float64,
+CPU): what the segmented scans (gdn_sm90's SEGMENT, the ranks of a context-parallel group) rely on."""
 
 from __future__ import annotations
 
@@ -11,12 +11,15 @@ from pygraph_linear_attention.common.chunked import CHUNK, chunk_prepare, to_chu
 from pygraph_linear_attention.common.reference import prepare_inputs
 from pygraph_linear_attention.common.transitions import (
     apply,
+    chunk_gradient_transition,
     chunk_transition,
     compose,
     entering_states,
+    gradient_boundaries,
     span_transition,
 )
 from pygraph_linear_attention.gdn.chunked import chunked_gated_delta_net
+from pygraph_linear_attention.gdn.chunked_bwd import chunk_state_step
 
 
 def _inputs(tokens=5 * CHUNK + 17, heads=2, dim=16, seed=0):
@@ -40,6 +43,16 @@ def _chunks(q, k, v, g, beta, cu, h0):
     cg, cb = (to_chunks(x, count, CHUNK) for x in (prepared.decay, prepared.write))
     gamma, w, u = chunk_prepare(ck, cv, cg, cb)
     return gamma, w, u, ck, count
+
+
+def _gradient_chunks(q, k, v, g, beta, cu, h0, seed=7):
+    """`_chunks` plus q and a random output gradient per chunk [HO, NC, C, ...] (zero on the padding)."""
+    gamma, w, u, ck, count = _chunks(q, k, v, g, beta, cu, h0)
+    prepared = prepare_inputs(q, k, v, g, beta, cu, initial_state=h0)
+    gen = torch.Generator().manual_seed(seed)
+    do = torch.randn(*v.shape, generator=gen, dtype=torch.float64)
+    cq, cdo = (to_chunks(x, count, CHUNK) for x in (prepared.q, do))
+    return gamma, w, ck, cq, cdo, count
 
 
 def test_the_segments_combine_reaches_the_sequential_final_state():
@@ -106,4 +119,67 @@ def test_a_per_channel_decay_transition_is_the_chunk_step():
     stepped = state * torch.exp(last) + v_new.transpose(-1, -2) @ (k * torch.exp(last - gamma))
     torch.testing.assert_close(
         apply(chunk_transition(w, u, k, gamma), state), stepped, rtol=1e-12, atol=1e-12
+    )
+
+
+def test_the_gradient_combine_reaches_the_sequential_state_gradients():
+    # the reverse scan chunk by chunk (the chunked backward's step) against segments of 2 chunks
+    # (the last one chunk), each summarised alone, combined from the sequence's end
+    q, k, v, g, beta, cu, h0 = _inputs(seed=4)
+    gamma, w, ck, cq, cdo, count = _gradient_chunks(q, k, v, g, beta, cu, h0)
+    final = torch.randn(h0[0].shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    sequential = [final]
+    for c in reversed(range(count)):
+        _, d_in = chunk_state_step(cq[:, c], ck[:, c], w[:, c], gamma[:, c], cdo[:, c], sequential[-1])
+        sequential.append(d_in)
+    sequential = sequential[::-1]  # the gradient at each chunk boundary, in order
+    per_chunk = [
+        chunk_gradient_transition(w[:, c], ck[:, c], gamma[:, c], cq[:, c], cdo[:, c]) for c in range(count)
+    ]
+    segments = []
+    for first in range(0, count, 2):
+        span = per_chunk[first]
+        if first + 1 < count:  # reverse order: the later chunk's step first
+            span = compose(per_chunk[first + 1], span)
+        segments.append(span)
+    boundaries = gradient_boundaries(segments, final)
+    assert len(boundaries) == len(segments) + 1
+    for i, grad in enumerate(boundaries):
+        torch.testing.assert_close(grad, sequential[min(2 * i, count)], rtol=1e-10, atol=1e-10)
+
+
+def test_a_spans_gradient_matrix_is_its_forward_matrix_transposed():
+    # so the backward's segment pass needs only D: the forward's phase 1 already summarised M
+    q, k, v, g, beta, cu, h0 = _inputs(seed=6)
+    gamma, w, u, ck, count = _chunks(q, k, v, g, beta, cu, h0)
+    _, _, _, cq, cdo, _ = _gradient_chunks(q, k, v, g, beta, cu, h0)
+    forward = chunk_transition(w[:, 0], u[:, 0], ck[:, 0], gamma[:, 0])
+    backward = chunk_gradient_transition(w[:, 0], ck[:, 0], gamma[:, 0], cq[:, 0], cdo[:, 0])
+    for c in range(1, count):
+        forward = compose(forward, chunk_transition(w[:, c], u[:, c], ck[:, c], gamma[:, c]))
+        backward = compose(
+            chunk_gradient_transition(w[:, c], ck[:, c], gamma[:, c], cq[:, c], cdo[:, c]), backward
+        )
+    torch.testing.assert_close(backward[0], forward[0].transpose(-1, -2), rtol=1e-10, atol=1e-10)
+
+
+def test_a_per_channel_decay_gradient_transition_is_the_reverse_step():
+    # KDA / GDN-2: dh_in = dh M^T + D against the reverse step written with per-channel decays
+    gen = torch.Generator().manual_seed(8)
+    r = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
+    heads, size, dim = 2, 8, 4
+    w, k, q, do = r(heads, size, dim), r(heads, size, dim), r(heads, size, dim), r(heads, size, dim)
+    gamma = torch.nn.functional.logsigmoid(r(heads, size, dim)).cumsum(-2)
+    d_state = r(heads, dim, dim)
+    last = gamma[:, -1:, :]
+    scores = torch.einsum("hrc,hjc,hrjc->hrj", q, k, torch.exp(gamma[:, :, None, :] - gamma[:, None, :, :]))
+    scores = scores * torch.ones(size, size, dtype=torch.bool).tril()
+    dv_new = scores.transpose(-1, -2) @ do + (k * torch.exp(last - gamma)) @ d_state.transpose(-1, -2)
+    d_in = (
+        d_state * torch.exp(last)
+        + do.transpose(-1, -2) @ (q * torch.exp(gamma))
+        - dv_new.transpose(-1, -2) @ w
+    )
+    torch.testing.assert_close(
+        apply(chunk_gradient_transition(w, k, gamma, q, do), d_state), d_in, rtol=1e-12, atol=1e-12
     )

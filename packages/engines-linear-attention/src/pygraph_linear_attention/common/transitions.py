@@ -15,13 +15,27 @@ a context-parallel group) are summarised independently and combined in a short p
 The kernels (`gdn.sm90_fused`'s SEGMENT) get a segment's (M, B) without forming any chunk's M:
 they run the chunk step itself over the segment on V + K rows, zero rows with the chunks' u (B)
 and the identity's rows with u = 0 (M), which is `span_transition` below.
+
+The backward's state gradient runs the other way and is affine too. With dh the gradient of the
+state leaving a chunk and ``do`` the output's gradient (times the scale), the gradient of the state
+entering it (`gdn.chunked_bwd.chunk_state_step`) is
+
+    dh_in = dh M^T + D,   D = do^T (qd - P w)  [V, K],   qd = q exp(gamma)
+
+with the same M and P the chunk's decayed causal scores: `chunk_gradient_transition`. A span's
+gradient transition is its chunks' composed in reverse order, so its matrix is the forward span's
+M transposed (the forward's summary serves both directions) and only D needs a pass of its own;
+`gradient_boundaries` combines the spans from the sequence's end.
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["apply", "chunk_transition", "compose", "entering_states", "span_transition"]
+__all__ = [
+    "apply", "chunk_gradient_transition", "chunk_transition", "compose", "entering_states", "gradient_boundaries",
+    "span_transition",
+]  # fmt: skip
 
 Transition = tuple[torch.Tensor, torch.Tensor]  # (M [..., K, K], B [..., V, K])
 
@@ -29,13 +43,42 @@ Transition = tuple[torch.Tensor, torch.Tensor]  # (M [..., K, K], B [..., V, K])
 def chunk_transition(w: torch.Tensor, u: torch.Tensor, k: torch.Tensor, gamma: torch.Tensor) -> Transition:
     """(M, B) of one chunk from its WY operands (`common.chunked.chunk_prepare`): w and k [..., C, K],
     u [..., C, V], gamma [..., C] (per token) or [..., C, K] (per key channel)."""
+    m, kd = _chunk_matrix(w, k, gamma)
+    return m, u.transpose(-1, -2) @ kd
+
+
+def _chunk_matrix(w: torch.Tensor, k: torch.Tensor, gamma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A chunk's M [..., K, K] and its decayed keys kd = k exp(last - gamma) [..., C, K]."""
     per_channel = gamma.dim() == k.dim()
     last = gamma[..., -1:, :] if per_channel else gamma[..., -1:]  # the padding decays nothing
     kd = k * torch.exp(last - gamma if per_channel else (last - gamma)[..., None])
     eye = torch.eye(k.shape[-1], dtype=k.dtype, device=k.device)
     decay = torch.exp(last[..., 0, :]) if per_channel else torch.exp(last)
     m = (eye * decay[..., None, :] if per_channel else eye * decay[..., None]) - w.transpose(-1, -2) @ kd
-    return m, u.transpose(-1, -2) @ kd
+    return m, kd
+
+
+def chunk_gradient_transition(
+    w: torch.Tensor, k: torch.Tensor, gamma: torch.Tensor, q: torch.Tensor, do: torch.Tensor
+) -> Transition:
+    """(M^T, D) of one chunk's reverse step, ``dh_in = dh M^T + D`` (the module's docstring): w, k
+    and q [..., C, K], gamma [..., C] or [..., C, K], ``do`` [..., C, V] (dO times the scale)."""
+    per_channel = gamma.dim() == k.dim()
+    m, _ = _chunk_matrix(w, k, gamma)
+    size = k.shape[-2]
+    causal = torch.ones(size, size, dtype=torch.bool, device=k.device).tril()
+    if per_channel:  # P[r, j] = sum_c q[r, c] k[j, c] exp(gamma[r, c] - gamma[j, c]), j <= r
+        gap = gamma[..., :, None, :] - gamma[..., None, :, :]
+        gap = torch.where(causal[..., None], gap, torch.full_like(gap, -torch.inf))
+        scores = (q[..., :, None, :] * k[..., None, :, :] * torch.exp(gap)).sum(-1)
+        qd = q * torch.exp(gamma)
+    else:
+        gap = gamma[..., :, None] - gamma[..., None, :]
+        scores = (q @ k.transpose(-1, -2)) * torch.exp(
+            torch.where(causal, gap, torch.full_like(gap, -torch.inf))
+        )
+        qd = q * torch.exp(gamma)[..., None]
+    return m.transpose(-1, -2), do.transpose(-1, -2) @ (qd - scores @ w)
 
 
 def apply(transition: Transition, state: torch.Tensor) -> torch.Tensor:
@@ -68,3 +111,13 @@ def entering_states(transitions: list[Transition], initial: torch.Tensor) -> lis
     for transition in transitions:
         states.append(apply(transition, states[-1]))
     return states
+
+
+def gradient_boundaries(transitions: list[Transition], final: torch.Tensor) -> list[torch.Tensor]:
+    """The state's gradient at each span boundary, in the spans' (forward) order: ``transitions``
+    are the spans' gradient transitions in forward order, ``final`` the gradient of the state leaving
+    the last span; the first boundary's is the initial state's gradient (a step a span, from the end)."""
+    grads = [final]
+    for transition in reversed(transitions):
+        grads.append(apply(transition, grads[-1]))
+    return grads[::-1]
