@@ -47,7 +47,7 @@ def _chunks(q, k, v, g, beta, cu, h0):
 
 def _gradient_chunks(q, k, v, g, beta, cu, h0, seed=7):
     """`_chunks` plus q and a random output gradient per chunk [HO, NC, C, ...] (zero on the padding)."""
-    gamma, w, u, ck, count = _chunks(q, k, v, g, beta, cu, h0)
+    gamma, w, _, ck, count = _chunks(q, k, v, g, beta, cu, h0)
     prepared = prepare_inputs(q, k, v, g, beta, cu, initial_state=h0)
     gen = torch.Generator().manual_seed(seed)
     do = torch.randn(*v.shape, generator=gen, dtype=torch.float64)
