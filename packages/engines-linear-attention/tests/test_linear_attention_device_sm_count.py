@@ -95,9 +95,11 @@ def test_the_gdn_forward_segments_under_half_the_devices_sms_else_runs_two_warpg
     assert sm90_order(facts, sms=H200)[0] == {**fused, "STAGES": 1, "WGMMA": 1, "SEGMENT": 64}
     assert sm90_order(facts, sms=H100_PCIE)[0] == {**fused, "STAGES": 2, "WGMMA": 4, "SEGMENT": 0}
     wide = _facts(_forward(30))  # 120 CTAs at BLOCK_V 64, 4096 tokens a sequence: never segmented
-    assert sm90_order(wide, sms=H200)[0] == sm90_order(wide, sms=H100_PCIE)[0] == {
-        **fused, "STAGES": 2, "WGMMA": 4, "SEGMENT": 0
-    }
+    assert (
+        sm90_order(wide, sms=H200)[0]
+        == sm90_order(wide, sms=H100_PCIE)[0]
+        == {**fused, "STAGES": 2, "WGMMA": 4, "SEGMENT": 0}
+    )
 
 
 def test_planning_ranks_for_the_sm_count_the_graph_declares():

@@ -29,8 +29,8 @@ from pygraph.engines.cute_tiles import acc as zeroed_acc
 from pygraph_linear_attention.common.host import CHUNK  # 64 tokens, as the cuTile kernels
 
 __all__ = [
-    "CHUNK", "DTYPES", "THREADS", "VEC", "acc_to_gmem", "acc_to_smem", "acc_to_smem_packed", "aliased_smem_tiles", "aligned_stride",
-    "INVERSE_STRIDE", "MERGE_STRIDE", "async_visible", "block_sum", "blocked_inverse", "chunk_rows", "col_sums_sub", "cta_g2s", "cta_s2g", "fast_exp",
+    "CHUNK", "DTYPES", "INVERSE_STRIDE", "MERGE_STRIDE", "THREADS", "VEC", "acc_to_gmem", "acc_to_smem",
+    "acc_to_smem_packed", "aliased_smem_tiles", "aligned_stride", "async_visible", "block_sum", "blocked_inverse", "chunk_rows", "col_sums_sub", "cta_g2s", "cta_s2g", "fast_exp",
     "forward_substitute", "gamma_row", "l2_normalize_rows", "load_chunk", "load_rows", "matmul", "row_inv_norms",
     "row_major", "row_pair", "row_sums", "scaled_rows", "slot_chunk", "smem_gemm", "smem_tile", "smem_vector",
     "store_rows", "tail_decay", "trans", "transposed", "warp_mma", "wg_gemm", "wg_mma", "wy_rows_to_gmem",

@@ -353,7 +353,9 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
             # inverse's scratch beside it)
             stride = INVERSE_STRIDE if const_expr(self.fused_wg) else C
             raw = smem.allocate(C * stride * 4, 1024)
-            sA = cute.make_tensor(cute.recast_ptr(raw, dtype=Float32), cute.make_layout((C, C), stride=(stride, 1)))
+            sA = cute.make_tensor(
+                cute.recast_ptr(raw, dtype=Float32), cute.make_layout((C, C), stride=(stride, 1))
+            )
             sX = None
             if const_expr(self.fused_wg):
                 sX = smem.allocate_tensor(Float32, cute.make_layout((32, 32), stride=(MERGE_STRIDE, 1)), 16)
