@@ -4,20 +4,20 @@
 ``gdn_sm90_bwd`` (the CuTe DSL forward and backward, SM90 only). On the forward gdn_sm90's plans
 lead (the split scan first while the fused warpgroup scans, measured fastest, carry a weak-decay
 accuracy defect: `sm90_order`), then gdn_cutile's. gdn_cutile's block: first OCCUPANCY=2 (two CTAs
-per SM on the per-chunk kernels, the measured fastest) at BLOCK_V 32 for the forward and the
-hook's BLOCK_V for the backward, then every BLOCK_V that tiles the value head dim at the compiler's occupancy (the hook's first), then,
-untimed, for autotune: the forward's other BLOCK_V values at OCCUPANCY=2, the other hints, and the
-first entry with each SEGMENT (the split scans). On the backward gdn_sm90_bwd's plans come before
-gdn_cutile_bwd's in the cells where they measured faster (a scan grid under the SMs or past two
-CTAs per SM) and after them elsewhere. The SM count is the device's (``device.sms``, the
-`pygraph.engines.base.DeviceInfo` the graph is planned for): every grid rule below is stated as a
-fraction or multiple of it, measured on the H200's 132 SMs. No backend lowers
-these ops, so the backend's block is empty; it keeps its place after ours. ``kda`` and ``gdn2``:
-their CuTe DSL forwards (``kda_sm90``, ``gdn2_sm90``) or backwards (``*_sm90_bwd``), default-on,
-in `kda_sm90_order`, then their cuTile engines (``kda_cutile``, ``gdn2_cutile`` and the
+per SM on the per-chunk kernels, the measured fastest) at BLOCK_V 32 for the forward and the hook's
+BLOCK_V for the backward, then every BLOCK_V that tiles the value head dim at the compiler's
+occupancy (the hook's first), then, untimed, for autotune: the forward's other BLOCK_V values at
+OCCUPANCY=2, the other hints, and the first entry with each SEGMENT (the split scans). On the
+backward gdn_sm90_bwd's plans come before gdn_cutile_bwd's in the cells where they measured faster
+(a scan grid under the SMs or past two CTAs per SM) and after them elsewhere. The SM count is the
+device's (``device.sms``, the `pygraph.engines.base.DeviceInfo` the graph is planned for): every
+grid rule below is stated as a fraction or multiple of it, measured on the H200's 132 SMs. No
+backend lowers these ops, so the backend's block is empty; it keeps its place after ours. ``kda``
+and ``gdn2``: their CuTe DSL forwards (``kda_sm90``, ``gdn2_sm90``) or backwards (``*_sm90_bwd``),
+default-on, in `kda_sm90_order`, then their cuTile engines (``kda_cutile``, ``gdn2_cutile`` and the
 ``_bwd`` of each, opt-in) at each BLOCK_V that tiles V in `block_v_order`'s order (untimed on these:
-gdn_cutile's measured rule); otherwise the backend's
-block (empty: planning raises `pygraph.GraphNotSupportedError` naming each slot's reason).
+gdn_cutile's measured rule); otherwise the backend's block (empty: planning raises
+`pygraph.GraphNotSupportedError` naming each slot's reason).
 """
 
 from __future__ import annotations
@@ -171,7 +171,8 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
     weak-decay defect. Fixed, the first goes back to the fused warpgroup scan at BLOCK_V 64,
     measured fastest in every timed cell (H100 80GB HBM3, 132 SMs, the one run that set it:
     benchmarks/RESULTS.md, "gdn, the fused warpgroup scan"; forward ms against the split scan at
-    WGMMA 2, the previous first): B4 T4096 (128 CTAs at BLOCK_V 64) 0.380 at STAGES 2 against 0.502 (0.421 at STAGES 1); varlen8 (256 CTAs) 0.996 at
+    WGMMA 2, the previous first): B4 T4096 (128 CTAs at BLOCK_V 64) 0.380 at STAGES 2 against
+    0.502 (0.421 at STAGES 1); varlen8 (256 CTAs) 0.996 at
     STAGES 1 against 1.171 (1.027 at STAGES 2); B1 T32768 (32 CTAs, one 512-chunk sequence) 1.160
     at SEGMENT 64 and STAGES 1 against 1.333 (2.404 unsegmented at STAGES 2, 1.806 at SEGMENT 16,
     whose 31-step combine took 0.72 ms). So: STAGES 2 up to one CTA per SM, 1 past it; SEGMENT 64
