@@ -28,7 +28,7 @@ from typing import Any
 from pygraph.engines.base import REFERENCE_SM_COUNT, DeviceInfo, PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
-from pygraph_linear_attention.common.host import chunk_state_elements
+from pygraph_linear_attention.common.engine_sm90 import chunk_states_reason
 from pygraph_linear_attention.gdn.cutile_host import BLOCK_V, OCCUPANCY, OCCUPANCY_BWD, SEGMENT
 from pygraph_linear_attention.gdn.sm90_host import (
     BLOCK_V_SM90,
@@ -144,7 +144,7 @@ def recommend(
         knob_sets = [{"BLOCK_V": b, "STAGES": st, "WGMMA": 1} for st in stages for b in blocks]
         knob_sets += [{"BLOCK_V": b, "STAGES": 1, "WGMMA": 0} for b in blocks]
         sm90 = [PlanConfig(offered["gdn_sm90_bwd"], knobs) for knobs in knob_sets]
-        leads = split_first(facts, sms=sms) or _scan_grid(facts) > 2 * sms
+        leads = split_first(facts, sms=sms) or not _within_two_per_sm(facts, sms)
         ours = [*sm90, *ours] if leads else [*ours, *sm90]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
 
@@ -152,6 +152,12 @@ def recommend(
 def _scan_grid(facts: LinearAttentionFacts) -> int:
     """The CuTe DSL scans' CTAs at BLOCK_V 32: sequences x heads x V / 32."""
     return facts.sequences * facts.heads_out * max(facts.head_dim_v // 32, 1)
+
+
+def _within_two_per_sm(facts: LinearAttentionFacts, sms: int) -> bool:
+    """The scans' grid at BLOCK_V 32 at most two CTAs per SM of the device's ``sms``: where the
+    prefetching scans (STAGES 2) measured faster (gdn_sm90's forward and backward, kda_sm90)."""
+    return _scan_grid(facts) <= 2 * sms
 
 
 def split_first(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -> bool:
@@ -213,9 +219,9 @@ def _split_first_plan(facts: LinearAttentionFacts, *, sms: int) -> dict[str, int
     0.520 against 0.551), STAGES 1 past that (varlen8 1.165 against 1.178); where its per-chunk
     states overflow 32-bit offsets, the fused scan on mma.sync (SPLIT 0, WGMMA 0, whose prepare
     substitutes too)."""
-    if chunk_state_elements(facts) >= 2**31:
+    if chunk_states_reason(facts) is not None:  # the split scan is declined there
         return {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 0, "WGMMA": 0, "SEGMENT": 0}
-    stages = 2 if _scan_grid(facts) <= 2 * sms else 1
+    stages = 2 if _within_two_per_sm(facts, sms) else 1
     return {"BLOCK_V": 32, "STAGES": stages, "SPLIT": 1, "WGMMA": 2, "SEGMENT": 0}
 
 
@@ -224,5 +230,5 @@ def kda_sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT
     SM of the device's ``sms`` and 1 past that (gdn_sm90's measured rule for the same scan,
     `sm90_order`); then the rest (BLOCK_V 64, then the untimed 16)."""
     blocks = [b for b in BLOCK_V_KDA_SM90 if facts.head_dim_v % b == 0]
-    stages = (2, 1) if _scan_grid(facts) <= 2 * sms else (1, 2)
+    stages = (2, 1) if _within_two_per_sm(facts, sms) else (1, 2)
     return [{"BLOCK_V": b, "STAGES": st} for b in blocks for st in stages]
