@@ -168,8 +168,8 @@ def split_first(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -
 
 
 def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -> list[dict[str, int]]:
-    """gdn_sm90's knob sets: the first (`_split_first_plan`, by the scan's grid against the device's
-    ``sms`` SMs), then every (SPLIT, BLOCK_V, STAGES) on mma.sync, then the split ones at
+    """gdn_sm90's knob sets: the first by the scan's grid against the device's ``sms`` SMs and the
+    sequences' mean length, then every (SPLIT, BLOCK_V, STAGES) on mma.sync, then the split ones at
     WGMMA 1 and at WGMMA 2, then the fused ones at WGMMA 1 (the fused warpgroup scan,
     `gdn.sm90_fused`), unsegmented and at each SEGMENT.
 
@@ -197,7 +197,7 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
     every += fused_wg + [{**k, "SEGMENT": s} for s in SEGMENT_SM90 if s for k in fused_wg]  # and segmented
     # WGMMA 3 (P from prepare, on one warpgroup): after the rest
     every += [{**k, "WGMMA": 3} for k in every if k["WGMMA"] == 1 and not k["SPLIT"]]
-    # WGMMA 4 (two warpgroups, each double-buffered): after the rest
+    # WGMMA 4 (two warpgroups, each double-buffered): first unsegmented (below), the rest after
     every += [{**k, "WGMMA": 4} for k in every if k["WGMMA"] == 3 and k["STAGES"] == 2]
     grid = facts.sequences * facts.heads_out * max(facts.head_dim_v // 64, 1)
     first = {"BLOCK_V": 64, "STAGES": 2, "SPLIT": 0, "WGMMA": 4, "SEGMENT": 0}
