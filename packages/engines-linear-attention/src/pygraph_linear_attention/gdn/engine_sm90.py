@@ -95,8 +95,9 @@ def _fused_wg(split: Any, wgmma: Any) -> bool:
 
 
 def _stored_p(split: Any, wgmma: Any) -> bool:
-    """Whether prepare stores each chunk's decayed causal scores P (WGMMA 3 and 4 read them)."""
-    return not split and wgmma in (3, 4)
+    """Whether prepare stores each chunk's decayed causal scores P (WGMMA 3 reads them; WGMMA 4's
+    output warpgroup computes its own)."""
+    return not split and wgmma == 3
 
 
 def _sizes(cfg: Any) -> tuple[int | float, ...]:

@@ -132,9 +132,10 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
         # WGMMA 3 (with SPLIT 0): the fused warpgroup scan reading each chunk's decayed causal scores P
         # from prepare (q k^T and its exps off the serial step, and computed once per chunk and head
         # instead of once per value block)
-        self.stored_p = self.fused_wg and wgmma in (3, 4)
-        # WGMMA 4: that scan on two warpgroups, the state's chain on one and the output on the other
-        # (`gdn.sm90_fused_ws`; SEGMENT's phase 1, which has no output, stays on one)
+        self.stored_p = self.fused_wg and wgmma == 3
+        # WGMMA 4: that scan on two warpgroups, the state's chain on one and the output on the other,
+        # which computes P itself (`gdn.sm90_fused_ws`; SEGMENT's phase 1, which has no output, stays
+        # on one)
         self.ws = self.fused_wg and wgmma == 4
         self.wgmma_output = wgmma == 2
         # chunks a segment of the fused warpgroup scan's segmented form (0: one CTA walks a whole sequence)
@@ -260,7 +261,7 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
                 cute.make_layout((seg_slots, heads_out, V, K), stride=(heads_out * V * K, V * K, K, 1)),
             )
             fused = (mQ, mK, mV, mTb, mP, mGamma, mCu, mH0, mO, mHt, mSegMB, mSegST, groups[0], groups[1])
-            ws = (mQ, mK, mV, mTb, mP, mGamma, mCu, mH0, mO, mHt, mSegST, groups[0], groups[1])
+            ws = (mQ, mK, mV, mTb, mGamma, mCu, mH0, mO, mHt, mSegST, groups[0], groups[1])
             if const_expr(self.segment):
                 self.scan_fused_wg(*fused, sequences, search_steps, scale, 1).launch(
                     grid=[seg_slots, heads_out, (V + K) // self.BV], block=[THREADS, 1, 1], stream=stream
