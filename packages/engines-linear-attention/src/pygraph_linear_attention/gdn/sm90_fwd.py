@@ -23,10 +23,10 @@ operand's other major mode: S's update reads v_new and k column-wise from their 
 Tiles arrive by 16-byte ``cp.async`` copies, zero-filled past the sequence's end (the zero-token
 padding `common.chunked` relies on); stores are predicated per element on the sequence's end.
 
-The inverse is exact forward substitution in fp32: column j of ``(I + A)^-1`` solves
-``(I + A) x = e_j`` by itself, so 64 threads each carry one column in registers (`forward_substitute`) and
-store it scaled by their token's gates, as ``T diag(beta exp(gamma))`` and ``T diag(beta)``, into
-A's memory: w and u are then products with k and v as loaded.
+The inverse is `common.sm90_tiles.blocked_inverse` on all four warps (16 x 16 diagonal blocks by
+forward substitution in fp32, merged on tf32 MMAs); its columns are stored scaled by their token's
+gates, as ``T diag(beta exp(gamma))`` and ``T diag(beta)``, into A's memory: w and u are then
+products with k and v as loaded.
 
 The output kernels live in `gdn.sm90_output` (a mixin of `GdnSm90Fwd`), the shared tiles, copies
 and products in `common.sm90_tiles`.
@@ -56,7 +56,6 @@ from pygraph_linear_attention.common.sm90_tiles import (
     cta_g2s,
     cta_s2g,
     fast_exp,
-    forward_substitute,
     gamma_row,
     l2_normalize_rows,
     load_chunk,
@@ -347,19 +346,15 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
             v_layout, v_swz = row_major(C, V)
             sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
             sV = None if const_expr(self.fused_wg) else smem.allocate_tensor(io, v_layout, 1024, v_swz)
-            # A (fp32) and, once the substitution has read it, T's two column-scaled copies (io) in
-            # the same 16 KB: 49 KB a CTA, so 4 CTAs an SM (3 with separate tiles, where the
-            # kernel, latency-bound, issued on 31% of its cycles)
-            # (the fused warpgroup scan's prepare: A at `blocked_inverse`'s row stride, and the
-            # inverse's scratch beside it)
-            stride = INVERSE_STRIDE if const_expr(self.fused_wg) else C
-            raw = smem.allocate(C * stride * 4, 1024)
+            # A (fp32, at `blocked_inverse`'s row stride) and, once the inverse is read out, T's two
+            # column-scaled copies (io) in the same 17 KB, the inverse's scratch beside it: 55 KB a
+            # CTA with v's tile, so 4 CTAs an SM (3 with separate tiles, where the kernel,
+            # latency-bound, issued on 31% of its cycles)
+            raw = smem.allocate(C * INVERSE_STRIDE * 4, 1024)
             sA = cute.make_tensor(
-                cute.recast_ptr(raw, dtype=Float32), cute.make_layout((C, C), stride=(stride, 1))
+                cute.recast_ptr(raw, dtype=Float32), cute.make_layout((C, C), stride=(INVERSE_STRIDE, 1))
             )
-            sX = None
-            if const_expr(self.fused_wg):
-                sX = smem.allocate_tensor(Float32, cute.make_layout((32, 32), stride=(MERGE_STRIDE, 1)), 16)
+            sX = smem.allocate_tensor(Float32, cute.make_layout((32, 32), stride=(MERGE_STRIDE, 1)), 16)
             t_layout, t_swz = row_major(C, C)
             sTk = cute.make_tensor(cute.recast_ptr(raw, t_swz, dtype=io), t_layout)
             sTv = cute.make_tensor(cute.recast_ptr(raw + C * C * 2, t_swz, dtype=io), t_layout)
@@ -436,36 +431,31 @@ class GdnSm90Fwd(OutputKernels, FusedScanKernels, FusedWsScanKernels):
                 dst[i] = val
             cute.arch.sync_threads()
 
-            if const_expr(self.fused_wg):
-                # T = (I + A)^-1 on all four warps, in place (`blocked_inverse`), then Tb = T diag(beta)
-                # of the real rows: thread t writes column t % 64 of rows t // 64, t // 64 + 2, ...
-                # (a warp's stores a row's 64 contiguous bytes)
-                blocked_inverse(sA, sX, tidx)
-                tcol = tidx % C
+            # T = (I + A)^-1 on all four warps, in place (`blocked_inverse`); thread t then takes column
+            # t % 64 of rows t // 64, t // 64 + 2, ... (a warp's stores a row's 64 contiguous bytes)
+            blocked_inverse(sA, sX, tidx)
+            tcol = tidx % C
+            if const_expr(self.fused_wg):  # Tb = T diag(beta) of the real rows
                 bcol = sBeta[tcol]
                 for e in cutlass.range_constexpr(C // 2):
                     i = tidx // C + 2 * e
                     if i < rows_left:
                         mT[r0 + i, h, tcol] = (sA[i, tcol] * bcol).to(io)
-            # Column j of T = (I + A)^-1 by forward substitution, a thread each (warps 0 and 1); it
-            # lands as T diag(beta exp(gamma)) and T diag(beta), so w = (T diag(beta exp(gamma))) k and
-            # u = (T diag(beta)) v read k and v as loaded (no pass scaling their rows).
+            # T lands as T diag(beta exp(gamma)) and T diag(beta) in A's memory, so w = (T diag(beta
+            # exp(gamma))) k and u = (T diag(beta)) v read k and v as loaded (no pass scaling their rows)
             if const_expr(not self.fused_wg):
-                if tidx < C:
-                    x = cute.make_rmem_tensor((C,), Float32)
-                    if tidx < 32:
-                        forward_substitute(sA, x, tidx, 0)
-                    else:
-                        forward_substitute(sA, x, tidx, 32)
-                    cute.arch.barrier(barrier_id=1, number_of_threads=C)  # both warps done reading A
-                    bk = sBeta[tidx] * fast_exp(sGamma[tidx])
-                    bv = sBeta[tidx]
-                    for i in cutlass.range_constexpr(C):
-                        sTk[i, tidx] = (x[i] * bk).to(io)
-                        sTv[i, tidx] = (x[i] * bv).to(io)
-                    if const_expr(self.store_t):
-                        for i in cutlass.range_constexpr(C):
-                            mT[slot, h, i, tidx] = x[i].to(io)
+                col = cute.make_rmem_tensor((C // 2,), Float32)
+                for e in cutlass.range_constexpr(C // 2):
+                    col[e] = sA[tidx // C + 2 * e, tcol]
+                if const_expr(self.store_t):
+                    for e in cutlass.range_constexpr(C // 2):
+                        mT[slot, h, tidx // C + 2 * e, tcol] = col[e].to(io)
+                cute.arch.sync_threads()  # every read of T done before its copies overwrite it
+                bk = sBeta[tcol] * fast_exp(sGamma[tcol])
+                bv = sBeta[tcol]
+                for e in cutlass.range_constexpr(C // 2):
+                    sTk[tidx // C + 2 * e, tcol] = (col[e] * bk).to(io)
+                    sTv[tidx // C + 2 * e, tcol] = (col[e] * bv).to(io)
             cute.arch.sync_threads()
 
             if const_expr(not self.fused_wg):
