@@ -233,7 +233,8 @@ def test_the_wgmma_knob_is_checked_against_its_domain_and_split():
         ),
         (
             {"BLOCK_V": 32, "STAGES": 2, "SPLIT": 1, "WGMMA": 4},
-            r"gdn_sm90: knob WGMMA=4 is a fused warpgroup scan reading prepare's scores and needs SPLIT=0",
+            r"gdn_sm90: knob WGMMA=4 is a fused warpgroup scan \(3: reading prepare's scores; 4: on two "
+            r"warpgroups\) and needs SPLIT=0, got SPLIT=1",
         ),
         (
             {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 3},

@@ -166,8 +166,8 @@ class GdnSm90Engine(BaseEngine):
                 )
         if wgmma in (3, 4) and split:
             raise GraphNotSupportedError(
-                f"{self.name}: knob WGMMA={wgmma!r} is a fused warpgroup scan reading prepare's scores and "
-                f"needs SPLIT=0, got SPLIT={split!r}"
+                f"{self.name}: knob WGMMA={wgmma!r} is a fused warpgroup scan (3: reading prepare's scores; "
+                f"4: on two warpgroups) and needs SPLIT=0, got SPLIT={split!r}"
             )
         if wgmma == 4 and stages != 2:
             raise GraphNotSupportedError(
