@@ -18,7 +18,9 @@ warpgroup's MMAs run while the other does its scalar work:
 Named barriers order the two: ``STATE[b]`` (warpgroup 0 arrives once ``sST[b]`` is written,
 warpgroup 1 waits), ``VNEW[b]`` (likewise for ``sVn[b]``) and ``FREE[b]`` (warpgroup 1 arrives
 once its products of chunk c have read both, warpgroup 0 waits before writing them for chunk
-c + 2); each warpgroup's own tiles are ordered by its own 128-thread barrier. Phase 1 of SEGMENT
+c + 2); each warpgroup's own tiles are ordered by its own 128-thread barrier, except warpgroup 1's
+P, whose writes the STATE barrier orders before the product that reads it (all 128 threads of
+warpgroup 1 wait there, each after its fence). Phase 1 of SEGMENT
 (no output) stays on `FusedScanKernels.scan_fused_wg`.
 
 A mixin of `gdn.sm90_fwd.GdnSm90Fwd` (its fields: dims, dtypes, options, segment).
@@ -174,7 +176,7 @@ class FusedWsScanKernels:
         sQs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
         sK1s = smem.allocate_tensor(io, k_layout, 1024, k_swz)  # warpgroup 1's own k (no hand-off)
         p_layout, p_swz = row_major(C, C)
-        sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)  # each warp writes and reads its own rows
+        sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)  # one stage: written and read within a chunk
         sO = smem.allocate_tensor(io, x_layout, 1024, x_swz)
         sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, 2, 2), stride=(1, C, 2 * C)), 16)
         if active > 0:
