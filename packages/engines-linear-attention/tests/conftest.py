@@ -243,3 +243,22 @@ def cutile_compiler():
     reason = _cutile_compiler_missing()
     if reason is not None:
         pytest.skip(reason)
+
+
+@pytest.fixture
+def counted_compiles(monkeypatch):
+    """``count(host, engine_mod, make)``: the CuTe DSL compiles of ``host`` (gdn's or kda's sm90 host)
+    counted instead of run, each returning a new ``make()``, with the process cache emptied, the disk
+    cache off and the engine module's CuTe DSL probe passing; returns the list of what was built."""
+    from pygraph_linear_attention.common import sm90_compile as cache
+
+    monkeypatch.setattr(cache.KERNELS, "_memory", {})
+    monkeypatch.setenv(cache.CACHE_ENV, "off")
+
+    def count(host, engine_mod, make):
+        built = []
+        monkeypatch.setattr(host, "_compile", lambda key, arch: built.append(make()) or built[-1])
+        monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
+        return built
+
+    return count

@@ -123,17 +123,12 @@ def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(r
     assert stream == 0
 
 
-def test_two_scales_share_one_compiled_forward(monkeypatch):
+def test_two_scales_share_one_compiled_forward(counted_compiles):
     """The compile key holds no scale: graphs differing only in it share one compile (the process
     cache's object), and each passes its own scale, after the sizes."""
-    from pygraph_linear_attention.common import sm90_compile as cache
     from pygraph_linear_attention.gdn import sm90_host as host
 
-    monkeypatch.setattr(cache.KERNELS, "_memory", {})
-    monkeypatch.setenv(cache.CACHE_ENV, "off")
-    built = []
-    monkeypatch.setattr(host, "_compile", lambda key, arch: built.append(_Recorder()) or built[-1])
-    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
+    built = counted_compiles(host, engine_mod, _Recorder)
     plan = "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=0,STAGES=1,WGMMA=1]"
     graphs = [_built(_graph(t=64, n=1, h=1, scale=scale), plan) for scale in (0.5, 0.25)]
     (fn,) = built

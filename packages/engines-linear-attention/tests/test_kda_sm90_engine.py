@@ -157,16 +157,10 @@ def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(r
 
 
 @pytest.mark.parametrize("op", ["kda", "gdn2"])
-def test_two_scales_share_one_compiled_forward(monkeypatch, op):
+def test_two_scales_share_one_compiled_forward(counted_compiles, op):
     """The compile key holds no scale: graphs differing only in it share one compile (the process
     cache's object), and each passes its own scale, after the sizes."""
-    from pygraph_linear_attention.common import sm90_compile as cache
-
-    monkeypatch.setattr(cache.KERNELS, "_memory", {})
-    monkeypatch.setenv(cache.CACHE_ENV, "off")
-    built = []
-    monkeypatch.setattr(host, "_compile", lambda key, arch: built.append(_Recorder()) or built[-1])
-    monkeypatch.setattr(engine_mod.importlib.util, "find_spec", lambda name: object())
+    built = counted_compiles(host, engine_mod, _Recorder)
     graphs = [_graph(op, t=64, n=1, h=1, hv=1, scale=scale) for scale in (0.5, 0.25)]
     ports = ("q", "k", "v", "g", "beta", *(("w",) if op == "gdn2" else ()), "cu_seqlens")
     for g in graphs:

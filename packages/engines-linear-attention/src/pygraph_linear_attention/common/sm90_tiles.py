@@ -32,7 +32,7 @@ __all__ = [
     "CHUNK", "DTYPES", "INVERSE_STRIDE", "MERGE_STRIDE", "THREADS", "VEC", "acc_to_gmem", "acc_to_smem",
     "acc_to_smem_packed", "aliased_smem_tiles", "aligned_stride", "async_visible", "block_sum", "blocked_inverse", "chunk_rows", "col_sums_sub", "cta_g2s", "cta_s2g", "fast_exp",
     "forward_substitute", "gamma_row", "l2_normalize_rows", "load_chunk", "load_rows", "matmul", "row_inv_norms",
-    "row_major", "row_pair", "row_sums", "scaled_rows", "slot_chunk", "smem_gemm", "smem_tile", "smem_vector",
+    "row_major", "row_pair", "row_sums", "scale_row_pair", "scaled_rows", "slot_chunk", "smem_gemm", "smem_tile", "smem_vector",
     "store_rows", "tail_decay", "trans", "transposed", "warp_mma", "wg_gemm", "wg_mma", "wy_rows_to_gmem",
     "zero_vector", "zeroed_acc",
 ]  # fmt: skip
@@ -86,6 +86,17 @@ def row_pair(crd):
     lane rows l/4 and l/4 + 8), from its coordinates: a per-row value is then computed twice per
     thread instead of once per element."""
     return crd[0][0], crd[cute.size(crd) - 1][0]
+
+
+@cute.jit
+def scale_row_pair(acc, crd, row_a, a, b):
+    """``acc`` (a 64-row wgmma accumulator, coordinates ``crd``) scaled per row, in place: by ``a``
+    on row ``row_a`` and by ``b`` on the thread's other row (`row_pair`)."""
+    for i in cutlass.range_constexpr(cute.size(acc)):
+        s = b
+        if crd[i][0] == row_a:
+            s = a
+        acc[i] = acc[i] * s
 
 
 @cute.jit
