@@ -22,6 +22,7 @@ __all__ = [
     "BWD_CASES",
     "CASES",
     "GdnCase",
+    "WARMUP_CASES",
     "build_bwd_graph",
     "build_graph",
     "execute_case",
@@ -58,6 +59,8 @@ class GdnCase:
     stages: int | None = None  # gdn_sm90's STAGES knob (gdn_sm90_bwd's too, with WGMMA 1)
     split: int | None = None  # gdn_sm90's SPLIT knob
     wgmma: int | None = None  # gdn_sm90's and gdn_sm90_bwd's WGMMA knob
+    gate_shift: float = 0.0  # g = logsigmoid(N(0, 1) + gate_shift): larger, weaker decay
+    beta_max: float = 1.0  # beta uniform in [0, beta_max] (without beta_sigmoid)
     tolerance: float = 1e-2
 
     @property
@@ -110,6 +113,19 @@ CASES: tuple[GdnCase, ...] = (
 )
 
 
+# the segmented scan's warmup (`gdn.sm90_fused`): l2-normalized keys, gates of about -3 a chunk
+# (segments dropped after about 6 chunks), of about -0.02 (none dropped: the exact path with the
+# l2 norm), and betas up to 2.2 (out of range: the exact path)
+WARMUP_CASES: tuple[GdnCase, ...] = tuple(
+    GdnCase(name, (2100, 65), options=("qk_l2norm", "initial_state", "final_state"), segment=16, **kw)
+    for name, kw in (
+        ("warmup", {"gate_shift": 3.0}),
+        ("warmup-weak-gates", {"gate_shift": 8.0}),
+        ("warmup-beta-range", {"gate_shift": 3.0, "beta_max": 2.2}),
+    )
+)
+
+
 def sm90_cases() -> tuple[GdnCase, ...]:
     """The forward cases on the gdn_sm90 engine: those its build serves (K and V of 64 or 128; the
     cuTile engine's SEGMENT cases on the segmented fused warpgroup scan at the same SEGMENT),
@@ -119,7 +135,7 @@ def sm90_cases() -> tuple[GdnCase, ...]:
     prefetch) and with SPLIT (the split scan), on mma.sync and at WGMMA 1 and 2. The knobs are named,
     so each case keeps its path whatever the hook ranks first."""
     out = []
-    for c in CASES:
+    for c in (*CASES, *WARMUP_CASES):
         if c.key_dim not in (64, 128) or c.value_dim not in (64, 128):
             continue
         block_v = 64 if c.block_v == 128 else c.block_v
@@ -209,8 +225,10 @@ def make_inputs(case: GdnCase, seed: int = 0, device: str = "cuda") -> tuple[dic
         "q": normal(t, hq, dk).to(io),
         "k": k.to(io),
         "v": normal(t, hv, dv).to(io),
-        "g": F.logsigmoid(normal(t, hv)),
-        "beta": (normal(t, hv) if "beta_sigmoid" in case.options else uniform(t, hv)).to(beta_dtype),
+        "g": F.logsigmoid(normal(t, hv) + case.gate_shift),
+        "beta": (normal(t, hv) if "beta_sigmoid" in case.options else uniform(t, hv) * case.beta_max).to(
+            beta_dtype
+        ),
         "cu_seqlens": torch.tensor(
             [0, *itertools.accumulate(case.lengths)], dtype=getattr(torch, case.cu_dtype), device=device
         ),

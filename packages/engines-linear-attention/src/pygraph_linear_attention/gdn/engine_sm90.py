@@ -68,7 +68,7 @@ __all__ = ["GdnSm90BwdEngine", "GdnSm90Engine"]
 # the compiled function's pointer arguments, in order (`gdn.sm90_host._compile`)
 POINTERS = (
     "q", "k", "v", "g", "beta", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht", "gamma", "w", "u", "hs", "vnew",
-    "tb", "p", "seg_mb", "seg_st",
+    "tb", "p", "seg_mb", "seg_st", "con",
 )  # fmt: skip
 # the compiled backward's (`gdn.sm90_host._compile_backward`)
 BWD_POINTERS = (

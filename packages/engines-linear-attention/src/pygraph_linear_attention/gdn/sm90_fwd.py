@@ -155,6 +155,7 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
         p_ptr: cute.Pointer,
         seg_mb_ptr: cute.Pointer,
         seg_st_ptr: cute.Pointer,
+        con_ptr: cute.Pointer,
         tokens: Int32,
         sequences: Int32,
         search_steps: Int32,  # ceil(log2(sequences + 1)): the slot search's halvings
@@ -213,6 +214,8 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
         mP = cute.make_tensor(
             p_ptr, cute.make_layout((tokens, heads_out, C), stride=(aligned_stride(heads_out * C), C, 1))
         )
+        # each chunk's largest beta ||k||^2 (with segments: the warmup's test, `_warmup_start`)
+        mCon = cute.make_tensor(con_ptr, cute.make_layout((slots, heads_out), stride=(heads_out, 1)))
         groups = (
             heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
             heads_out // heads_a_log, heads_out // heads_dt_bias,
@@ -236,6 +239,7 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
             groups,
             mQ,
             mP,
+            mCon,
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
         if const_expr(self.fused_wg):
             seg_slots = tokens // (C * max(self.segment, 1)) + sequences + 1
@@ -250,7 +254,9 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
                 seg_st_ptr,
                 cute.make_layout((seg_slots, heads_out, V, K), stride=(heads_out * V * K, V * K, K, 1)),
             )
-            fused = (mQ, mK, mV, mTb, mP, mGamma, mCu, mH0, mO, mHt, mSegMB, mSegST, groups[0], groups[1])
+            fused = (
+                mQ, mK, mV, mTb, mP, mGamma, mCu, mH0, mO, mHt, mSegMB, mSegST, mCon, groups[0], groups[1],
+            )  # fmt: skip
             ws = (mQ, mK, mV, mTb, mGamma, mCu, mH0, mO, mHt, mSegST, groups[0], groups[1])
             if const_expr(self.segment):
                 self.scan_fused_wg(*fused, sequences, search_steps, scale, 1).launch(
@@ -306,6 +312,7 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
         groups: Any,
         mQ: cute.Tensor,  # q, read with stored_p
         mP: cute.Tensor,  # [T, HO, 64] io: each token's row of its chunk's P, written with stored_p
+        mCon: cute.Tensor,  # [slots, HO] fp32: each chunk's largest beta ||k||^2, written with segment
     ):
         K, V, C, io = self.K, self.V, CHUNK, self.io
         k_group, v_group, g_group, b_group, a_group, d_group = groups
@@ -335,6 +342,7 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
             sTv = cute.make_tensor(cute.recast_ptr(raw + C * C * 2, t_swz, dtype=io), t_layout)
             sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
             sBeta = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
+            sCon = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16) if const_expr(self.segment) else None
 
             gK = chunk_rows(mK, r0, h // k_group, K)
             gV = chunk_rows(mV, r0, h // v_group, V)
@@ -404,7 +412,12 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
                 if row > col:
                     val = gram[i] * fast_exp(sGamma[row] - sGamma[col]) * sBeta[row]
                 dst[i] = val
+                if const_expr(self.segment):  # the diagonal: each row's beta ||k||^2
+                    if row == col:
+                        sCon[row] = gram[i] * sBeta[row]
             cute.arch.sync_threads()
+            if const_expr(self.segment):
+                self._store_contraction(tidx, sCon, mCon, slot, h)
 
             # T = (I + A)^-1 on all four warps, in place (`blocked_inverse`); thread t then takes column
             # t % 64 of rows t // 64, t // 64 + 2, ... (a warp's stores a row's 64 contiguous bytes)
@@ -439,6 +452,21 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
                 wy_rows_to_gmem(tidx, sTv, sV, chunk_rows(mU, r0, h, V), rows_left, io, V)
             if tidx < rows_left and tidx < C:
                 mGamma[r0 + tidx, h] = sGamma[tidx]
+
+    @cute.jit
+    def _store_contraction(self, tidx, sCon, mCon, slot, h):
+        """The chunk's largest beta_t ||k_t||^2 (rows past the sequence: 0), or 3 where a beta is
+        negative, into ``mCon[slot, h]`` (warp 0): a chunk's steps shrink the state by at least their
+        decay where it is at most 2 (the segmented scan's warmup, `gdn.sm90_fused`)."""
+        if tidx < 32:
+            a, b = sCon[tidx], sCon[tidx + 32]
+            worst = cute.math.max(a, b)
+            if cute.math.min(a, b) < 0.0:
+                worst = Float32(3.0)
+            for off in cutlass.range_constexpr(5):
+                worst = cute.math.max(worst, cute.arch.shuffle_sync_bfly(worst, 1 << off))
+            if tidx == 0:
+                mCon[slot, h] = worst
 
     @cute.jit
     def _stored_scores(self, tidx, sQ, sK, sGamma, gP, rows_left):
