@@ -263,3 +263,6 @@ def test_the_warmup_keeps_the_exact_path_when_the_decay_is_weak_or_a_beta_out_of
     in_range = [True] * 10
     in_range[2] = False
     assert warmup_start(decays, in_range, -16.0) == 4  # chunk 2 lies before the warmup
+    grows = list(decays)
+    grows[8] = 1.0
+    assert warmup_start(grows, [True] * 10, -16.0) is None  # a growing gate breaks the bound

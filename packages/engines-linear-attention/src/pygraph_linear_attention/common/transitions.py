@@ -134,11 +134,12 @@ def gradient_boundaries(transitions: list[Transition], final: torch.Tensor) -> l
 def warmup_start(chunk_decays: list[float], in_range: list[bool], threshold: float) -> int | None:
     """The first chunk of a segment's warmup, or None (keep the exact M): walking back from the
     last chunk, the first whose running sum of the chunks' log decays (each chunk's last gamma) is
-    below ``threshold``, provided every chunk walked so far has its betas in [0, 2] (``in_range``);
-    the rule phase 1 of gdn_sm90's segmented scan applies per segment and head (`gdn.sm90_fused`)."""
+    below ``threshold``, provided every chunk walked so far has its ``beta ||k||^2`` in [0, 2]
+    (``in_range``) and no positive log decay; the rule phase 1 of gdn_sm90's segmented scan applies
+    per segment and head (`gdn.sm90_fused`)."""
     total = 0.0
     for c in range(len(chunk_decays) - 1, -1, -1):
-        if not in_range[c]:
+        if not in_range[c] or chunk_decays[c] > 0.0:
             return None
         total += chunk_decays[c]
         if total < threshold:

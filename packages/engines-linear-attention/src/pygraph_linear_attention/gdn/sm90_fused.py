@@ -25,18 +25,18 @@ segment, not one a chunk), to the state entering each; phase 2 runs the fused st
 segment from its entering state. About twice the state arithmetic of one pass (V + K rows for
 phase 1, then V), spread over segments x heads x blocks CTAs instead of sequences x heads x blocks.
 
-The warmup: a segment's M shrinks with its decay. With the keys l2-normalized in the kernel and every
-write strength beta in [0, 2], each token's step ``S -> S exp(g) (I - beta k k^T)`` has spectral
-norm at most exp(g), so the last W chunks' M has norm at most exp(their summed log decay). Phase 1
-walks each segment back from its end (`_warmup_start`); where that sum falls below
-``WARMUP_LOG_DECAY`` (-16: exp(-16) = 1.1e-7, under fp32's unit roundoff of 6e-8 times 2) within
-the segment and the betas of those chunks are in range, the segment's M is taken as zero (its
-identity blocks store zeros at once) and its B is scanned from zero over those last W chunks
-only: the state entering the next segment is then within exp(-16) of the exact one relative to the
-state W chunks before, which the state's own fp32 arithmetic does not resolve. Otherwise (weak
-decay, no l2 norm, a beta out of range) phase 1 runs the whole segment from the identity as
-before. With decaying gates (logsigmoid gates: W of 1 to about 14 chunks) phase 1 costs W chunks
-of V rows instead of the segment's chunks of V + K rows.
+The warmup: a segment's M shrinks with its decay. Where ``beta ||k||^2`` lies in [0, 2] (unit keys
+and betas in [0, 2]), a token's step ``S -> S exp(g) (I - beta k k^T)`` has spectral norm at most
+exp(g), so the last W chunks' M has norm at most exp(their summed log decay). Prepare stores each
+chunk's largest ``beta ||k||^2``; phase 1 walks each segment back from its end (`_warmup_start`).
+Where the summed log decay falls below ``WARMUP_LOG_DECAY`` (-16: exp(-16) = 1.1e-7, under twice
+fp32's unit roundoff) within the segment, every chunk walked having its ``beta ||k||^2`` in range
+and no positive log decay, the segment's M is taken as zero (its identity blocks store zeros at
+once) and its B is scanned from zero over those last W chunks only: the state entering the next
+segment is then within exp(-16) of the exact one relative to the state W chunks before, which the
+state's own fp32 arithmetic does not resolve. Otherwise (weak decay, a chunk out of range) phase 1
+runs the whole segment from the identity as before. With decaying gates (logsigmoid gates: W of 1
+to about 14 chunks) phase 1 costs W chunks of V rows instead of the segment's chunks of V + K rows.
 
 A mixin of `gdn.sm90_fwd.GdnSm90Fwd` (its fields: dims, dtypes, options, stages, segment).
 """
@@ -165,8 +165,8 @@ class FusedScanKernels:
         """(first chunk, truncated) of phase 1's scan of sequence ``n``'s segment of chunks
         ``c_begin`` to ``c_end`` (all full): thread t takes chunk ``c_end - 1 - t`` (a segment has at
         most 64, the CTA 128 threads), its summed log decay (gamma of its last row) and whether its
-        largest beta ||k||^2 (prepare's) is at most 2; a CTA-wide scan over t accumulates both from
-        the segment's end. The first t whose running sum is below `WARMUP_LOG_DECAY`, every chunk up
+        largest beta ||k||^2 (prepare's) is at most 2 and its log decay at most 0; a CTA-wide scan
+        over t accumulates both from the segment's end. The first t whose running sum is below `WARMUP_LOG_DECAY`, every chunk up
         to it in range, gives the warmup's first chunk and ``truncated`` 1; none: (``c_begin``, 0)."""
         C = CHUNK
         count = c_end - c_begin
@@ -176,6 +176,8 @@ class FusedScanKernels:
         if tidx < count:
             decay = Float32(mGamma[bos + c * C + C - 1, h])
             if Float32(mCon[bos // C + n + c, h]) > 2.0:
+                ok = Int32(0)
+            if decay > 0.0:  # a growing gate: the bound fails (and the running sum would not fall)
                 ok = Int32(0)
         # inclusive scans over the CTA: the summed decay, and the count of out-of-range chunks so far
         bad = 1 - ok
@@ -200,9 +202,9 @@ class FusedScanKernels:
             if warp > w:
                 decay = decay + sWarp[w]
                 bad = bad + Int32(sWarp[4 + w])
-        # the running sum only falls (log decays are <= 0), so the first t below the threshold is
-        # the count of those not below it
-        above = Int32(tidx < count) * Int32(decay >= WARMUP_LOG_DECAY)
+        # up to the first chunk out of range the running sum only falls (its log decays are <= 0), so
+        # the first t below the threshold there is the count of those in range and not below it
+        above = Int32(tidx < count) * Int32(bad == 0) * Int32(decay >= WARMUP_LOG_DECAY)
         for off in cutlass.range_constexpr(5):
             above = above + cute.arch.shuffle_sync_bfly(above, 1 << off)
         if lane == 0:
@@ -213,7 +215,6 @@ class FusedScanKernels:
             sFirst[1] = Int32(bad > 0)
         cute.arch.sync_threads()
         truncated = Int32(first < count) * Int32(sFirst[1] == 0)
-        cute.arch.sync_threads()  # every read of this scratch before the scan's tiles reuse its memory
         c_start = c_begin
         if truncated > 0:
             c_start = c_end - 1 - first
