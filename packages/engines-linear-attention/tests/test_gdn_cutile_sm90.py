@@ -20,6 +20,9 @@ torch = pytest.importorskip("torch")
 from gdn_cases import (  # noqa: E402
     BWD_CASES,
     CASES,
+    WARMUP_CASES,
+    execute_case,
+    make_inputs,
     run_bwd_case,
     run_case,
     sm90_bwd_cases,
@@ -70,3 +73,24 @@ def test_the_gdn_sm90_backward_matches_autograd_through_the_float64_reference(ca
     print(f"sm90-bwd-{case.name}: {result}")
     assert result["plan"].startswith("gdn_sm90_bwd[")
     assert all(err <= case.tolerance for err in result["rel"].values()), result
+
+
+@pytest.mark.parametrize("case", WARMUP_CASES, ids=[f"sm90-{c.name}" for c in WARMUP_CASES])
+def test_the_segmented_warmup_matches_the_unsegmented_scan(case):
+    """SEGMENT 16 with its warmup (phase 1 dropping a segment's M where the decay allows) against the
+    unsegmented fused warpgroup scan on the same inputs: within 1e-3 in O and the final state."""
+    import dataclasses
+
+    tensors, options = make_inputs(case)
+    segmented = dataclasses.replace(case, engine="gdn_sm90", block_v=32, split=0, wgmma=1, stages=1)
+    outputs = [
+        execute_case(c, tensors, options) for c in (segmented, dataclasses.replace(segmented, segment=0))
+    ]
+    (plan_seg, o_seg, s_seg), (plan, o, s) = outputs
+    assert "SEGMENT=16" in plan_seg and "SEGMENT=0" in plan
+
+    def rel(got, want):
+        return float((got.double() - want.double()).norm() / want.double().norm().clamp_min(1e-30))
+
+    print(f"sm90-{case.name}: O {rel(o_seg, o):.2e}, state {rel(s_seg, s):.2e}")
+    assert rel(o_seg, o) <= 1e-3 and rel(s_seg, s) <= 1e-3
