@@ -21,8 +21,8 @@ from typing import Any
 __all__ = [
     "BWD_CASES",
     "CASES",
-    "GdnCase",
     "WARMUP_CASES",
+    "GdnCase",
     "build_bwd_graph",
     "build_graph",
     "execute_case",
