@@ -218,7 +218,9 @@ def _contractive_chunks(gate_shift: float, beta_max: float = 2.0, count: int = 1
     v = r(t, 1, d)
     g = torch.nn.functional.logsigmoid(r(t, 1) + gate_shift)
     beta = torch.rand(t, 1, generator=gen, dtype=torch.float64) * beta_max
-    gamma, w, u, ck, _ = _chunks(k, k, v, g, beta, torch.tensor([0, t]), torch.zeros(1, 1, d, d, dtype=torch.float64))
+    gamma, w, u, ck, _ = _chunks(
+        k, k, v, g, beta, torch.tensor([0, t]), torch.zeros(1, 1, d, d, dtype=torch.float64)
+    )
     return gamma[0], w[0], u[0], ck[0], gamma[0, :, -1].tolist()
 
 

@@ -342,7 +342,11 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
             sTv = cute.make_tensor(cute.recast_ptr(raw + C * C * 2, t_swz, dtype=io), t_layout)
             sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
             sBeta = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
-            sCon = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16) if const_expr(self.segment) else None
+            sCon = (
+                smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
+                if const_expr(self.segment)
+                else None
+            )
 
             gK = chunk_rows(mK, r0, h // k_group, K)
             gV = chunk_rows(mV, r0, h // v_group, V)
