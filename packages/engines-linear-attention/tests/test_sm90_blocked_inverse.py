@@ -1,11 +1,12 @@
 """`common.sm90_tiles.blocked_inverse` alone on the device: (I + A)^-1 of a chunk's strictly lower A
 as prepare builds it (beta_i (k_i . k_j) exp(gamma_i - gamma_j), unit keys), against float64.
 
-Why alone: the gdn_sm90 forward loses accuracy under weakly decaying gates in every scan variant at
-once (benchmarks/RESULTS.md), and the variants share only prepare's T. Strong gates shrink T's
-off-diagonal blocks (the merges' output) to about exp(-13) of it, so no strong-gate case can see a
-fault there; weak gates put about 8% of T's norm in the lower-left 32 x 32 block. In float64 with
-tf32-rounded operands the algorithm's error is 9e-5 (weak gates), so 5e-4 is the bound here.
+Why alone: strong gates shrink T's off-diagonal blocks (the merges' output) to about exp(-13) of
+it, so no strong-gate case of the scans can see a fault there; weak gates put about 8% of T's norm
+in the lower-left 32 x 32 block. Such a fault (the merges' A fragments aliased, row g + 8 reading
+row g's next k-block) put every fused scan 5% to 26% from float64 under weak gates while every
+strong-gate case passed. In float64 with tf32-rounded operands the algorithm's error is 9e-5 (weak
+gates), so 5e-4 is the bound here.
 """
 
 import pytest
