@@ -110,6 +110,25 @@ CASES: tuple[GdnCase, ...] = (
     GdnCase(
         "varlen-gated", (1, 63, 64, 65, 130, 0, 97), options=("initial_state", "final_state", "safe_gate")
     ),
+    # weakly decaying gates: the state and T's off-diagonal blocks carry across chunks, which the
+    # strong gates above (about -0.8 a token) erase within a few tokens; a defect in either is
+    # visible only here (about -3 a chunk, -0.02 a chunk, and betas past 1)
+    *(
+        GdnCase(name, (2100, 65), options=("qk_l2norm", "initial_state", "final_state"), **kw)
+        for name, kw in (
+            ("gates-3-a-chunk", {"gate_shift": 3.0}),
+            ("weak-gates", {"gate_shift": 8.0}),
+            ("weak-gates-beta-range", {"gate_shift": 3.0, "beta_max": 2.2}),
+        )
+    ),
+    GdnCase("weak-gates-unit-keys", (2100, 65), options=("initial_state", "final_state"), gate_shift=8.0),
+    GdnCase(  # the segments' combine carrying a state across them
+        "weak-gates-seg16",
+        (2100, 65),
+        options=("qk_l2norm", "initial_state", "final_state"),
+        gate_shift=8.0,
+        segment=16,
+    ),
 )
 
 
@@ -197,7 +216,10 @@ def sm90_bwd_cases() -> tuple[GdnCase, ...]:
 
 
 _SM90_STAGES2 = ("varlen-odd", "all-options-gva", "empty-inside")
-_SM90_SPLIT = ("varlen-odd", "all-options-gva", "empty-inside", "long-4097", "d64", "fp16")
+_SM90_SPLIT = (
+    "varlen-odd", "all-options-gva", "empty-inside", "long-4097", "d64", "fp16", "weak-gates",
+    "weak-gates-beta-range",
+)  # fmt: skip
 
 
 def _torch_dtype(torch: Any, name: str) -> Any:

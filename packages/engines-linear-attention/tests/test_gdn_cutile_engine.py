@@ -249,18 +249,19 @@ def stand_in(monkeypatch):
 
 
 def test_gdn_sm90_leads_the_forward_and_the_backward_where_its_scans_measured_faster(stand_in):
-    # timings in heuristics.py: gdn_sm90 first on every forward, its split scan at WGMMA 2 while the fused
-    # warpgroup scans carry the weak-decay defect (STAGES 2 up to two scan CTAs per SM, 1 past it);
-    # gdn_sm90_bwd first where its scans' grid is under the SMs (STAGES 2) or past two CTAs per SM (STAGES 1)
+    # timings in heuristics.py: gdn_sm90 (its fused warpgroup scan) first on every forward; gdn_sm90_bwd first
+    # where its scans' grid is under the SMs (STAGES 2) or past two CTAs per SM (STAGES 1)
     def first(t, n, backward=False):
         g = _bwd_graph(t=t, n=n, h=16, hv=16) if backward else _graph(t=t, n=n, h=16, hv=16)
         g.create_execution_plans()
         return g.get_plan_name_at_index(0)
 
-    assert first(32768, 1) == "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=2,WGMMA=2]"
-    assert first(1024, 1) == "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=2,WGMMA=2]"
-    assert first(16384, 4) == "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=2,WGMMA=2]"  # 256 CTAs at 32
-    assert first(32768, 8) == "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=1,WGMMA=2]"  # 512
+    assert first(32768, 1) == "gdn_sm90[BLOCK_V=64,SEGMENT=64,SPLIT=0,STAGES=1,WGMMA=1]"
+    assert first(1024, 1) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
+    assert (
+        first(16384, 4) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
+    )  # 128 CTAs at BLOCK_V 64
+    assert first(32768, 8) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"  # 256
     assert first(32768, 8, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,STAGES=1,WGMMA=1]"
     assert first(16384, 4, backward=True).startswith("gdn_cutile_bwd[")
     assert first(32768, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,STAGES=2,WGMMA=1]"
@@ -272,11 +273,11 @@ def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand
     g = _graph(t=t, n=n, h=h, d=d, state=True, final=True, use_qk_l2norm=True)
     g.create_execution_plans([heur_mode.A, heur_mode.FALLBACK])
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
-    # gdn_sm90's 56 plans first (the split scan leading; test_gdn_sm90_engine.py holds their order), then
+    # gdn_sm90's 56 plans first (the fused warpgroup scan leading; test_gdn_sm90_engine.py holds their order), then
     # gdn_cutile's: 12 scan programs at 64: 32 is the hook's BLOCK_V; first at the measured occupancy
     # 2, then every BLOCK_V at the compiler's (32, then the others ascending), the others at 2, then
     # the other hint, then the first with each split-scan SEGMENT
-    assert names[0] == "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=2,WGMMA=2]"
+    assert names[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
     assert all(name.startswith("gdn_sm90[") for name in names[:56])
     assert names[56:] == [
         "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]",

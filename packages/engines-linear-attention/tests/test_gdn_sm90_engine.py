@@ -211,9 +211,8 @@ def test_an_output_buffer_smaller_than_declared_is_refused_before_the_launch(rec
 
 
 def test_the_scan_grid_picks_gdn_sm90s_first_plan():
-    # B1 T32768 H16: 64 scan CTAs at BLOCK_V 32; B4 T4096 H16: 256; 8 sequences: 512 (H200 timings in
-    # heuristics._split_first_plan): the split scan at WGMMA 2 while the fused warpgroup scans carry the
-    # weak-decay defect, STAGES 2 up to two scan CTAs per SM
+    # B1 T32768 H16: 32 scan CTAs at BLOCK_V 64; B4 T4096 H16: 128; 8 sequences: 256 (H100 timings
+    # in heuristics.sm90_order): the two-warpgroup scan, but the one long sequence segmented
     def sm90_names(t, n):
         g = _graph(t=t, n=n, h=16, hv=16)
         g.create_execution_plans()
@@ -221,15 +220,16 @@ def test_the_scan_grid_picks_gdn_sm90s_first_plan():
         return [name for name in names if name.startswith("gdn_sm90[")]
 
     long_single, batch, wide = sm90_names(32768, 1), sm90_names(16384, 4), sm90_names(32768, 8)
-    assert long_single[0] == "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=2,WGMMA=2]"
-    assert batch[0] == "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=2,WGMMA=2]"
-    assert wide[0] == "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=1,WGMMA=2]"
+    assert long_single[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=64,SPLIT=0,STAGES=1,WGMMA=1]"
+    assert batch[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
+    assert wide[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
     # the same domain, reordered: every (SPLIT, BLOCK_V, STAGES), the split ones at WGMMA 1 and 2 and
     # the fused ones at WGMMA 1 and 3, unsegmented and at each SEGMENT, and at WGMMA 4 (STAGES 2 only)
     assert sorted(long_single) == sorted(batch) == sorted(wide) and len(batch) == 56
     assert sum("WGMMA=4]" in name for name in batch) == 8
     assert all("STAGES=2" in name for name in batch if "WGMMA=4]" in name)
-    assert sm90_names(1024, 1)[0] == "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=2,WGMMA=2]"
+    # a short single sequence is not segmented
+    assert sm90_names(1024, 1)[0] == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
 
 
 def test_the_wgmma_knob_is_checked_against_its_domain_and_split():

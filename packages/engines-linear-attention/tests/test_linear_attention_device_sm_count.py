@@ -87,25 +87,31 @@ def test_the_kda_scans_prefetch_up_to_two_ctas_per_sm_of_the_device():
     assert kda_sm90_order(kda, sms=H100_PCIE)[0] == {"BLOCK_V": 32, "STAGES": 1}
 
 
-def test_the_gdn_forward_prefetches_up_to_two_scan_ctas_per_sm_of_the_device():
-    # 30 sequences: 240 scan CTAs at BLOCK_V 32, within two per SM of the H200 (264), past two of 114
-    # (228): the split scan leads (the fused warpgroup scans' weak-decay defect), STAGES 2 then 1
-    facts = _facts(_forward(30))
-    split = {"BLOCK_V": 32, "SPLIT": 1, "WGMMA": 2, "SEGMENT": 0}
-    assert sm90_order(facts, sms=H200)[0] == {**split, "STAGES": 2}
-    assert sm90_order(facts, sms=H100_PCIE)[0] == {**split, "STAGES": 1}
+def test_the_gdn_forward_segments_under_half_the_devices_sms_else_runs_two_warpgroups():
+    # 15 sequences of 8192 tokens: 60 scan CTAs at BLOCK_V 64, under half the H200's SMs (66), not
+    # under half of 114 (57); the two-warpgroup scan serves every unsegmented grid
+    facts = _facts(_forward(15, tokens=15 * 8192))
+    fused = {"BLOCK_V": 64, "SPLIT": 0}
+    assert sm90_order(facts, sms=H200)[0] == {**fused, "STAGES": 1, "WGMMA": 1, "SEGMENT": 64}
+    assert sm90_order(facts, sms=H100_PCIE)[0] == {**fused, "STAGES": 2, "WGMMA": 4, "SEGMENT": 0}
+    wide = _facts(_forward(30))  # 120 CTAs at BLOCK_V 64, 4096 tokens a sequence: never segmented
+    assert (
+        sm90_order(wide, sms=H200)[0]
+        == sm90_order(wide, sms=H100_PCIE)[0]
+        == {**fused, "STAGES": 2, "WGMMA": 4, "SEGMENT": 0}
+    )
 
 
 def test_planning_ranks_for_the_sm_count_the_graph_declares():
     def first(sm_count):
-        g = _forward(30, sm_count=sm_count)
+        g = _forward(15, sm_count=sm_count, tokens=15 * 8192)
         g.create_execution_plans([heur_mode.A])
         assert g.engine_request().device.sms == sm_count
         names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
         return next(name for name in names if name.startswith("gdn_sm90["))
 
-    assert first(H200) == "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=2,WGMMA=2]"
-    assert first(H100_PCIE) == "gdn_sm90[BLOCK_V=32,SEGMENT=0,SPLIT=1,STAGES=1,WGMMA=2]"
+    assert first(H200) == "gdn_sm90[BLOCK_V=64,SEGMENT=64,SPLIT=0,STAGES=1,WGMMA=1]"
+    assert first(H100_PCIE) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
 
 
 def test_block_v_32_doubles_the_programs_under_half_the_devices_sms():

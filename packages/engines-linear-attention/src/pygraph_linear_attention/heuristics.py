@@ -2,19 +2,19 @@
 
 ``gdn``: ``gdn_cutile`` (the forward), ``gdn_cutile_bwd`` (the backward), ``gdn_sm90`` and
 ``gdn_sm90_bwd`` (the CuTe DSL forward and backward, SM90 only). On the forward gdn_sm90's plans
-lead (the split scan first while the fused warpgroup scans, measured fastest, carry a weak-decay
-accuracy defect: `sm90_order`), then gdn_cutile's. gdn_cutile's block: first OCCUPANCY=2 (two CTAs
-per SM on the per-chunk kernels, the measured fastest) at BLOCK_V 32 for the forward and the hook's
-BLOCK_V for the backward, then every BLOCK_V that tiles the value head dim at the compiler's
-occupancy (the hook's first), then, untimed, for autotune: the forward's other BLOCK_V values at
-OCCUPANCY=2, the other hints, and the first entry with each SEGMENT (the split scans). On the
-backward gdn_sm90_bwd's plans come before gdn_cutile_bwd's in the cells where they measured faster
-(a scan grid under the SMs or past two CTAs per SM) and after them elsewhere. The SM count is the
-device's (``device.sms``, the `pygraph.engines.base.DeviceInfo` the graph is planned for): every
-grid rule below is stated as a fraction or multiple of it, measured on the H200's 132 SMs. No
-backend lowers these ops, so the backend's block is empty; it keeps its place after ours. ``kda``
-and ``gdn2``: their CuTe DSL forwards (``kda_sm90``, ``gdn2_sm90``) or backwards (``*_sm90_bwd``),
-default-on, in `kda_sm90_order`, then their cuTile engines (``kda_cutile``, ``gdn2_cutile`` and the
+lead (its fused warpgroup scan, segmented for a few long sequences, measured fastest in every timed
+cell: `sm90_order`), then gdn_cutile's. gdn_cutile's block: first OCCUPANCY=2 (two CTAs per SM on the per-chunk kernels, the
+measured fastest) at BLOCK_V 32 for the forward and the hook's BLOCK_V for the backward, then every
+BLOCK_V that tiles the value head dim at the compiler's occupancy (the hook's first), then,
+untimed, for autotune: the forward's other BLOCK_V values at OCCUPANCY=2, the other hints, and the
+first entry with each SEGMENT (the split scans). On the backward gdn_sm90_bwd's plans come before
+gdn_cutile_bwd's in the cells where they measured faster (a scan grid under the SMs or past two
+CTAs per SM) and after them elsewhere. The SM count is the device's (``device.sms``, the
+`pygraph.engines.base.DeviceInfo` the graph is planned for): every grid rule below is stated as a
+fraction or multiple of it, measured on the H200's 132 SMs. No backend lowers
+these ops, so the backend's block is empty; it keeps its place after ours. ``kda`` and ``gdn2``:
+their CuTe DSL forwards (``kda_sm90``, ``gdn2_sm90``) or backwards (``*_sm90_bwd``), default-on,
+in `kda_sm90_order`, then their cuTile engines (``kda_cutile``, ``gdn2_cutile`` and the
 ``_bwd`` of each, opt-in) at each BLOCK_V that tiles V in `block_v_order`'s order (untimed on these:
 gdn_cutile's measured rule); otherwise the backend's block (empty: planning raises
 `pygraph.GraphNotSupportedError` naming each slot's reason).
@@ -28,13 +28,13 @@ from typing import Any
 from pygraph.engines.base import REFERENCE_SM_COUNT, DeviceInfo, PlanConfig
 from pygraph.engines.heuristics import PLACE_BACKEND, assemble
 from pygraph_linear_attention.analyzer import LinearAttentionFacts
-from pygraph_linear_attention.common.host import chunk_state_elements
 from pygraph_linear_attention.gdn.cutile_host import BLOCK_V, OCCUPANCY, OCCUPANCY_BWD, SEGMENT
 from pygraph_linear_attention.gdn.sm90_host import (
     BLOCK_V_SM90,
     SEGMENT_SM90,
     SPLIT_SM90,
     STAGES_SM90,
+    segment_state_elements,
 )
 from pygraph_linear_attention.kda.cutile_host import BLOCK_V as KDA_BLOCK_V
 from pygraph_linear_attention.kda.sm90_host import BLOCK_V_KDA_SM90
@@ -144,7 +144,7 @@ def recommend(
         knob_sets = [{"BLOCK_V": b, "STAGES": st, "WGMMA": 1} for st in stages for b in blocks]
         knob_sets += [{"BLOCK_V": b, "STAGES": 1, "WGMMA": 0} for b in blocks]
         sm90 = [PlanConfig(offered["gdn_sm90_bwd"], knobs) for knobs in knob_sets]
-        leads = split_first(facts, sms=sms) or _scan_grid(facts) > 2 * sms
+        leads = split_first(facts, sms=sms) or not _within_two_per_sm(facts, sms)
         ours = [*sm90, *ours] if leads else [*ours, *sm90]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
 
@@ -152,6 +152,12 @@ def recommend(
 def _scan_grid(facts: LinearAttentionFacts) -> int:
     """The CuTe DSL scans' CTAs at BLOCK_V 32: sequences x heads x V / 32."""
     return facts.sequences * facts.heads_out * max(facts.head_dim_v // 32, 1)
+
+
+def _within_two_per_sm(facts: LinearAttentionFacts, sms: int) -> bool:
+    """The scans' grid at BLOCK_V 32 at most two CTAs per SM of the device's ``sms``: where the
+    prefetching scans (STAGES 2) measured faster (gdn_sm90's forward and backward, kda_sm90)."""
+    return _scan_grid(facts) <= 2 * sms
 
 
 def split_first(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -> bool:
@@ -167,12 +173,10 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
     WGMMA 1 and at WGMMA 2, then the fused ones at WGMMA 1 (the fused warpgroup scan,
     `gdn.sm90_fused`), unsegmented and at each SEGMENT.
 
-    The first is the split scan (`_split_first_plan`) while the fused warpgroup scans carry their
-    weak-decay defect. Fixed, the first goes back to the fused warpgroup scan at BLOCK_V 64,
-    measured fastest in every timed cell (H100 80GB HBM3, 132 SMs, the one run that set it:
-    benchmarks/RESULTS.md, "gdn, the fused warpgroup scan"; forward ms against the split scan at
-    WGMMA 2, the previous first): B4 T4096 (128 CTAs at BLOCK_V 64) 0.380 at STAGES 2 against
-    0.502 (0.421 at STAGES 1); varlen8 (256 CTAs) 0.996 at
+    The first is the fused warpgroup scan at BLOCK_V 64, measured fastest in every timed cell (H100
+    80GB HBM3, 132 SMs, the one run that set it: benchmarks/RESULTS.md, "gdn, the fused warpgroup
+    scan"; forward ms against the split scan at WGMMA 2, the previous first): B4 T4096 (128 CTAs at
+    BLOCK_V 64) 0.380 at STAGES 2 against 0.502 (0.421 at STAGES 1); varlen8 (256 CTAs) 0.996 at
     STAGES 1 against 1.171 (1.027 at STAGES 2); B1 T32768 (32 CTAs, one 512-chunk sequence) 1.160
     at SEGMENT 64 and STAGES 1 against 1.333 (2.404 unsegmented at STAGES 2, 1.806 at SEGMENT 16,
     whose 31-step combine took 0.72 ms). So: STAGES 2 up to one CTA per SM, 1 past it; SEGMENT 64
@@ -195,28 +199,24 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
     every += [{**k, "WGMMA": 3} for k in every if k["WGMMA"] == 1 and not k["SPLIT"]]
     # WGMMA 4 (two warpgroups, each double-buffered): first unsegmented (below), the rest after
     every += [{**k, "WGMMA": 4} for k in every if k["WGMMA"] == 3 and k["STAGES"] == 2]
-    first = _split_first_plan(facts, sms=sms)
+    grid = facts.sequences * facts.heads_out * max(facts.head_dim_v // 64, 1)
+    first = {"BLOCK_V": 64, "STAGES": 2, "SPLIT": 0, "WGMMA": 4, "SEGMENT": 0}
+    mean_length = facts.tokens / max(facts.sequences, 1)
+    if grid < sms // 2 and mean_length >= 2 * _SEGMENT_TOKENS and not _segments_overflow(facts):
+        first = {**first, "STAGES": 1, "WGMMA": 1, "SEGMENT": _SEGMENT_TOKENS // 64}
     if first in every:
         every = [first, *(k for k in every if k != first)]
     return every
 
 
-def _split_first_plan(facts: LinearAttentionFacts, *, sms: int) -> dict[str, int]:
-    """The first forward plan while the fused warpgroup scans are demoted: their prepare inverts T
-    with `common.sm90_tiles.blocked_inverse`, which measured 5% to 26% from float64 under weakly
-    decaying gates in every fused variant, and 0.111 from FLA in O at bench_gdn's weak gates, the
-    backward's gradients (whose recompute inverts by forward substitution) within 4.6e-3 of FLA in
-    the same run (docs/linear-attention.md, Known defect; benchmarks/RESULTS.md). So the split scan
-    leads again, its prepare on forward substitution, by the rule it led by before the fused scan
-    (H200, benchmarks/RESULTS.md, History, "gdn_sm90 at WGMMA 2 first"): WGMMA 2 at BLOCK_V 32,
-    STAGES 2 up to two scan CTAs per SM (B1 T32768 1.424 ms against 1.721 at STAGES 1; B4 T4096
-    0.520 against 0.551), STAGES 1 past that (varlen8 1.165 against 1.178); where its per-chunk
-    states overflow 32-bit offsets, the fused scan on mma.sync (SPLIT 0, WGMMA 0, whose prepare
-    substitutes too)."""
-    if chunk_state_elements(facts) >= 2**31:
-        return {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 0, "WGMMA": 0, "SEGMENT": 0}
-    stages = 2 if _scan_grid(facts) <= 2 * sms else 1
-    return {"BLOCK_V": 32, "STAGES": stages, "SPLIT": 1, "WGMMA": 2, "SEGMENT": 0}
+# SEGMENT's tokens where the hook segments: 64 chunks (above: 16 chunks made the combine's serial
+# walk 31 steps at B1 T32768, 0.72 ms of a 1.8 ms forward)
+_SEGMENT_TOKENS = 4096
+
+
+def _segments_overflow(facts: LinearAttentionFacts) -> bool:
+    """The segmented scan's transitions past 32-bit offsets at the hook's SEGMENT (gdn_sm90 declines it)."""
+    return segment_state_elements(facts, _SEGMENT_TOKENS // 64) >= 2**31
 
 
 def kda_sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -> list[dict[str, int]]:
@@ -224,5 +224,5 @@ def kda_sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT
     SM of the device's ``sms`` and 1 past that (gdn_sm90's measured rule for the same scan,
     `sm90_order`); then the rest (BLOCK_V 64, then the untimed 16)."""
     blocks = [b for b in BLOCK_V_KDA_SM90 if facts.head_dim_v % b == 0]
-    stages = (2, 1) if _scan_grid(facts) <= 2 * sms else (1, 2)
+    stages = (2, 1) if _within_two_per_sm(facts, sms) else (1, 2)
     return [{"BLOCK_V": b, "STAGES": st} for b in blocks for st in stages]

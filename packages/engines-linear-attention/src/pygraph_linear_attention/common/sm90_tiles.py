@@ -421,10 +421,14 @@ def _tf32_product(tiled_mma, thr_idx, sA, sB, dst, sign: float):
     acc = cute.make_rmem_tensor(out.shape, Float32)
     acc.fill(0.0)
     src_a, src_b = thr.partition_A(sA), thr.partition_B(sB)
-    ra = cute.make_rmem_tensor_like(src_a, cutlass.TFloat32)
-    rb = cute.make_rmem_tensor_like(src_b, cutlass.TFloat32)
-    fa = cute.make_rmem_tensor_like(src_a, Float32)
-    fb = cute.make_rmem_tensor_like(src_b, Float32)
+    # register fragments compact by shape: `make_rmem_tensor_like` of these shared-memory partitions
+    # (a size-1, stride-0 M mode) gave an aliasing layout, so a 16-row A fragment took row g's
+    # next k-block for row g + 8 (its sm_90a PTX: 6 distinct loads of 8), which left T's merged
+    # blocks 5% to 26% wrong in O under weak decay while strong gates hid them (docs/linear-attention.md)
+    ra = cute.make_rmem_tensor(src_a.shape, cutlass.TFloat32)
+    rb = cute.make_rmem_tensor(src_b.shape, cutlass.TFloat32)
+    fa = cute.make_rmem_tensor(src_a.shape, Float32)
+    fb = cute.make_rmem_tensor(src_b.shape, Float32)
     cute.autovec_copy(src_a, fa)
     cute.autovec_copy(src_b, fb)
     ra.store(fa.load().to(cutlass.TFloat32))
