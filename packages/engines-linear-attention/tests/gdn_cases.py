@@ -135,9 +135,7 @@ CASES: tuple[GdnCase, ...] = (
 # the segmented scan's warmup (`gdn.sm90_fused`), checked against the unsegmented scan on the same
 # inputs (`test_gdn_cutile_sm90`): l2-normalized keys, gates of about -3 a chunk (segments dropped
 # after about 6 chunks), of about -0.02 (none dropped: the exact path), betas up to 2.2 (out of
-# range: the exact path). These long, weakly decaying sequences sit 5-26% from the float64 reference
-# for every gdn_sm90 forward kernel, the unsegmented ones alike (benchmarks/RESULTS.md, the warmup):
-# not a float64 case until that is understood
+# range: the exact path). Their accuracy against float64 is the weak-gate cases' above.
 WARMUP_CASES: tuple[GdnCase, ...] = tuple(
     GdnCase(name, (2100, 65), options=("qk_l2norm", "initial_state", "final_state"), segment=16, **kw)
     for name, kw in (
