@@ -23,6 +23,8 @@ from gdn_cases import (  # noqa: E402
     WARMUP_CASES,
     execute_case,
     make_inputs,
+    reference_outputs,
+    rel_error,
     run_bwd_case,
     run_case,
     sm90_bwd_cases,
@@ -77,8 +79,12 @@ def test_the_gdn_sm90_backward_matches_autograd_through_the_float64_reference(ca
 
 @pytest.mark.parametrize("case", WARMUP_CASES, ids=[f"sm90-{c.name}" for c in WARMUP_CASES])
 def test_the_segmented_warmup_matches_the_unsegmented_scan(case):
-    """SEGMENT 16 with its warmup (phase 1 dropping a segment's M where the decay allows) against the
-    unsegmented fused warpgroup scan on the same inputs: within 1e-3 in O and the final state."""
+    """SEGMENT 16 with its warmup (phase 1 dropping a segment's M where the decay allows) and the
+    unsegmented fused warpgroup scan on the same inputs, both against float64: the segmented scan
+    within the case's tolerance and at most 1e-3 further from float64 than the unsegmented one, in O
+    and the final state. (Not the two kernels against each other: with weak gates each sits about
+    5e-3 from float64 through its bf16 rounding points, which differ between the two, so they differ
+    from one another by nearly as much: 3.6e-3 in O on an H200.)"""
     import dataclasses
 
     tensors, options = make_inputs(case)
@@ -88,9 +94,11 @@ def test_the_segmented_warmup_matches_the_unsegmented_scan(case):
     ]
     (plan_seg, o_seg, s_seg), (plan, o, s) = outputs
     assert "SEGMENT=16" in plan_seg and "SEGMENT=0" in plan
-
-    def rel(got, want):
-        return float((got.double() - want.double()).norm() / want.double().norm().clamp_min(1e-30))
-
-    print(f"sm90-{case.name}: O {rel(o_seg, o):.2e}, state {rel(s_seg, s):.2e}")
-    assert rel(o_seg, o) <= 1e-3 and rel(s_seg, s) <= 1e-3
+    want_o, want_s = reference_outputs(tensors, options)
+    errors = {
+        "O": (rel_error(o_seg, want_o), rel_error(o, want_o)),
+        "state": (rel_error(s_seg, want_s), rel_error(s, want_s)),
+    }
+    print(f"sm90-{case.name}: segmented / unsegmented against float64 {errors}")
+    for seg, unseg in errors.values():
+        assert seg <= case.tolerance and seg <= unseg + 1e-3, errors
