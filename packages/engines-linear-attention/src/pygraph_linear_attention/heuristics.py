@@ -184,7 +184,9 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
     more. Unsegmented, the two-warpgroup scan (WGMMA 4, `gdn.sm90_fused_ws`, STAGES 2 only) goes
     first: with prepare's inverse on tf32 MMAs (H100, one run) B4 T4096 0.234 ms against 0.280 at
     WGMMA 1 STAGES 2 and varlen8 (256 CTAs) 0.680 against 0.767 at WGMMA 1 STAGES 1; segmented,
-    WGMMA 1 stays (B1 T32768 0.852 ms against 0.945 at WGMMA 4, SEGMENT 64 both)."""
+    WGMMA 1 stays (B1 T32768 0.852 ms against 0.945 at WGMMA 4, SEGMENT 64 both). A full grid does
+    not segment: varlen8 at SEGMENT 64 took 0.651 ms against 0.567 at WGMMA 4 (H100, with the
+    warmup; its 128- and 120-chunk sequences do not pay for the phases)."""
     every = [
         {"BLOCK_V": b, "STAGES": st, "SPLIT": sp, "WGMMA": 0, "SEGMENT": 0}
         for sp in SPLIT_SM90
