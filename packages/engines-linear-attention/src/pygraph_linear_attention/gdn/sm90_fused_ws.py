@@ -56,6 +56,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     wg_mma,
     zeroed_acc,
 )
+from pygraph_linear_attention.gdn.sm90_output import causal_decay
 
 WS_THREADS = 2 * THREADS
 # named barrier ids (0 is the CTA's __syncthreads): each warpgroup's own, then a pair (one per
@@ -353,12 +354,7 @@ class FusedWsScanKernels:
             scores, crd_p = zeroed_acc(mma_p, t, C, C)
             wg_gemm(mma_p, t, scores, sQ, sK)
             cute.nvgpu.warpgroup.wait_group(0)
-            for i in cutlass.range_constexpr(cute.size(scores)):
-                row, col = crd_p[i][0], crd_p[i][1]
-                val = Float32(0.0)
-                if row >= col and row < rows_left:
-                    val = scores[i] * fast_exp(sGamma[row] - sGamma[col])
-                scores[i] = val
+            causal_decay(scores, crd_p, sGamma, rows_left)
             acc_to_smem_packed(mma_p, t, scores, sP, io)
             async_visible()  # the STATE barrier below (all 128 threads of this warpgroup wait at it) orders it
 

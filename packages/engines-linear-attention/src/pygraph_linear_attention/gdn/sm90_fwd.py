@@ -65,7 +65,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
 )
 from pygraph_linear_attention.gdn.sm90_fused import FusedScanKernels
 from pygraph_linear_attention.gdn.sm90_fused_ws import WS_THREADS, FusedWsScanKernels
-from pygraph_linear_attention.gdn.sm90_output import OutputKernels
+from pygraph_linear_attention.gdn.sm90_output import OutputKernels, causal_decay
 from pygraph_linear_attention.gdn.sm90_split_scan import SplitScanKernels
 
 
@@ -480,10 +480,5 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
         mma_cc = warp_mma(io, C, C)
         scores, crd = zeroed_acc(mma_cc, tidx, C, C)
         smem_gemm(mma_cc, tidx, scores, sQ, sK, False, False, io)
-        for i in cutlass.range_constexpr(cute.size(scores)):
-            row, col = crd[i][0], crd[i][1]
-            val = Float32(0.0)
-            if row >= col and row < rows_left:
-                val = scores[i] * fast_exp(sGamma[row] - sGamma[col])
-            scores[i] = val
+        causal_decay(scores, crd, sGamma, rows_left)
         acc_to_gmem(mma_cc, tidx, scores, crd, gP, rows_left, io)

@@ -161,6 +161,18 @@ def _chunk_output_wg(
 
 
 @cute.jit
+def causal_decay(scores, crd, sGamma, rows_left):
+    """In place, a q k^T accumulator (coordinates ``crd``) into P = (q k^T) exp(gamma_i - gamma_j)
+    on the causal part of the real rows, 0 elsewhere (a row past the sequence: 0, not 0 exp(-gamma))."""
+    for i in cutlass.range_constexpr(cute.size(scores)):
+        row, col = crd[i][0], crd[i][1]
+        val = Float32(0.0)
+        if row >= col and row < rows_left:
+            val = scores[i] * fast_exp(sGamma[row] - sGamma[col])
+        scores[i] = val
+
+
+@cute.jit
 def decayed_scores(tidx, scores, crd_p, mma_cc, sP, sGamma, out, crd_o, rows_left, io: cutlass.Constexpr):
     """GDN's part of `_chunk_output_wg`, from q k^T and q S^T: P (the decayed causal scores of the real
     rows) into ``sP`` and ``out`` = exp(gamma) q S^T."""
