@@ -8,6 +8,8 @@ from itertools import pairwise
 
 import torch
 
+from gdn_cases import rel_error as rel
+
 TOKENS = {"gdn": ("q", "k", "v", "g", "beta"), "kda": ("q", "k", "v", "g", "beta"),
           "gdn2": ("q", "k", "v", "g", "beta", "w")}  # fmt: skip
 LEAVES = ("q", "k", "v", "g", "beta", "w", "initial_state")
@@ -82,11 +84,6 @@ def shard_bounds(sizes):
     for s in sizes:
         bounds.append(bounds[-1] + s)
     return bounds
-
-
-def rel(got, want) -> float:
-    got, want = got.detach().double(), want.detach().double()
-    return float((got - want).norm() / want.norm().clamp_min(1e-30))
 
 
 def compare(op, got, want, flags):

@@ -361,8 +361,8 @@ def reference_outputs(tensors: dict, options: dict) -> tuple[Any, Any]:
 
 def rel_error(got: Any, want: Any) -> float:
     """||got - want|| / ||want|| in float64."""
-    want = want.double()
-    return float((got.double() - want).norm() / want.norm().clamp_min(1e-30))
+    got, want = got.detach().double(), want.detach().double()
+    return float((got - want).norm() / want.norm().clamp_min(1e-30))
 
 
 def run_case(case: GdnCase, seed: int = 0) -> dict:
@@ -370,10 +370,9 @@ def run_case(case: GdnCase, seed: int = 0) -> dict:
     tensors, options = make_inputs(case, seed)
     plan, o, final = execute_case(case, tensors, options)
     want_o, want_s = reference_outputs(tensors, options)
-    rel = rel_error
-    result = {"plan": plan, "o_rel": rel(o, want_o), "state_rel": None}
+    result = {"plan": plan, "o_rel": rel_error(o, want_o), "state_rel": None}
     if want_s is not None:
-        result["state_rel"] = rel(final, want_s)
+        result["state_rel"] = rel_error(final, want_s)
     return result
 
 
@@ -472,8 +471,4 @@ def run_bwd_case(case: GdnCase, seed: int = 0) -> dict:
     g, out = execute_bwd(case, tensors, options)
     torch.cuda.synchronize()
     want = bwd_reference(tensors, options)
-
-    def rel(got: Any, ref: Any) -> float:
-        return float((got.double() - ref).norm() / ref.norm().clamp_min(1e-30))
-
-    return {"plan": g.selected_plan.name, "rel": {name: rel(out[name], want[name]) for name in out}}
+    return {"plan": g.selected_plan.name, "rel": {name: rel_error(out[name], want[name]) for name in out}}
