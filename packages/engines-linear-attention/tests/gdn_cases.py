@@ -25,6 +25,8 @@ __all__ = [
     "GdnCase",
     "build_bwd_graph",
     "build_graph",
+    "bwd_reference",
+    "execute_bwd",
     "execute_case",
     "make_bwd_inputs",
     "make_inputs",
@@ -196,17 +198,26 @@ def sm90_cases() -> tuple[GdnCase, ...]:
 
 
 def sm90_bwd_cases() -> tuple[GdnCase, ...]:
-    """The backward cases on the gdn_sm90_bwd engine: those its build serves (K and V of 64 or 128;
-    the SEGMENT cases left out), BLOCK_V 128 as 64, on mma.sync, and each again with WGMMA 1 (the
-    scans on warpgroup MMAs) at STAGES 1 and 2."""
+    """The backward cases on the gdn_sm90_bwd engine: those its build serves (K and V of 64 or 128),
+    BLOCK_V 128 as 64, on mma.sync, and each again with WGMMA 1 (the scans on warpgroup MMAs) at
+    STAGES 1 and 2; the SEGMENT cases (and long-1100: two segments, the second of 76 tokens) with both
+    scans segmented (WGMMA 1) at STAGES 1 and 2."""
     out = []
     for c in BWD_CASES:
-        if c.key_dim not in (64, 128) or c.value_dim not in (64, 128) or c.segment:
+        if c.key_dim not in (64, 128) or c.value_dim not in (64, 128):
             continue
         case = dataclasses.replace(
             c, engine="gdn_sm90_bwd", block_v=64 if c.block_v == 128 else c.block_v, occupancy=None,
             stages=1, wgmma=0,
         )  # fmt: skip
+        if c.segment or c.name == "long-1100":  # both scans segmented, at SEGMENT 16
+            seg = dataclasses.replace(case, wgmma=1, segment=16)
+            out += [
+                dataclasses.replace(seg, name=f"{c.name}-wgmma-seg16"),
+                dataclasses.replace(seg, name=f"{c.name}-wgmma-seg16-s2", stages=2),
+            ]
+            if c.segment:
+                continue
         out += [
             case,
             dataclasses.replace(case, name=f"{c.name}-wgmma", wgmma=1),
@@ -425,7 +436,10 @@ def build_bwd_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, d
             ports[name] = out
     g.create_execution_plans()
     if case.engine == "gdn_sm90_bwd":
-        _select(g, "gdn_sm90_bwd", force=True, BLOCK_V=case.block_v, STAGES=case.stages, WGMMA=case.wgmma)
+        _select(
+            g, "gdn_sm90_bwd", force=True, BLOCK_V=case.block_v, STAGES=case.stages, WGMMA=case.wgmma,
+            SEGMENT=case.segment,
+        )  # fmt: skip
     else:
         _select(
             g, "gdn_cutile_bwd", force=case.engine == "gdn_cutile", BLOCK_V=case.block_v,

@@ -141,8 +141,16 @@ def recommend(
     if "gdn_sm90_bwd" in offered and facts.backward:
         blocks = [b for b in BLOCK_V_SM90 if facts.head_dim_v % b == 0]
         stages = (2, 1) if split_first(facts, sms=sms) else (1, 2)
-        knob_sets = [{"BLOCK_V": b, "STAGES": st, "WGMMA": 1} for st in stages for b in blocks]
-        knob_sets += [{"BLOCK_V": b, "STAGES": 1, "WGMMA": 0} for b in blocks]
+        knob_sets = [{"BLOCK_V": b, "STAGES": st, "WGMMA": 1, "SEGMENT": 0} for st in stages for b in blocks]
+        knob_sets += [{"BLOCK_V": b, "STAGES": 1, "WGMMA": 0, "SEGMENT": 0} for b in blocks]
+        # SEGMENT (both scans segmented, `gdn.sm90_bwd`): after the rest, untimed
+        knob_sets += [
+            {"BLOCK_V": b, "STAGES": st, "WGMMA": 1, "SEGMENT": s}
+            for s in SEGMENT_SM90
+            if s
+            for st in stages
+            for b in blocks
+        ]
         sm90 = [PlanConfig(offered["gdn_sm90_bwd"], knobs) for knobs in knob_sets]
         leads = split_first(facts, sms=sms) or not _within_two_per_sm(facts, sms)
         ours = [*sm90, *ours] if leads else [*ours, *sm90]

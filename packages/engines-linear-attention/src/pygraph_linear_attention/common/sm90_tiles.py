@@ -114,10 +114,10 @@ def chunk_rows(m, r0, head, width: int, block: int = 0):
     return cute.local_tile(cute.domain_offset((r0, 0), m[None, head, None]), (CHUNK, width), (0, block))
 
 
-def load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, buf, with_q=True):
+def load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, buf, with_q=True, u_rows=None):
     """cp.async the chunk of rows from ``r0`` of q (unless not ``with_q``), k (head hk), w and u (head
     h, value block vb) into stage ``buf`` of the shared buffers, rows at or past ``rows_left``
-    zero-filled (no commit)."""
+    (u's: ``u_rows``, where given) zero-filled (no commit)."""
     mQ, mK, mW, mU, hk, h, vb, K, BV = tiles
     sQ, sK, sW, sU = buffers
 
@@ -125,7 +125,13 @@ def load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, buf, with_q=Tr
         load_rows(g2s_k, tidx, chunk_rows(mQ, r0, hk, K), sQ[None, None, buf], rows_left)
     load_rows(g2s_k, tidx, chunk_rows(mK, r0, hk, K), sK[None, None, buf], rows_left)
     load_rows(g2s_k, tidx, chunk_rows(mW, r0, h, K), sW[None, None, buf], rows_left)
-    load_rows(g2s_v, tidx, chunk_rows(mU, r0, h, BV, vb), sU[None, None, buf], rows_left)
+    load_rows(
+        g2s_v,
+        tidx,
+        chunk_rows(mU, r0, h, BV, vb),
+        sU[None, None, buf],
+        rows_left if u_rows is None else u_rows,
+    )
 
 
 @cute.jit

@@ -75,6 +75,7 @@ BWD_POINTERS = (
     "q", "k", "v", "g", "beta", "a_log", "dt_bias", "cu_seqlens", "h0", "dO", "dht",
     "dQ", "dK", "dV", "dG", "dBeta", "dh0", "d_a_log", "d_dt_bias",
     "gamma", "w", "u", "t", "hs", "vnew", "dh", "dvnew", "dq", "dk", "dw", "dv", "dgp", "dg", "dbeta", "da",
+    "seg_mb", "seg_st", "con",
 )  # fmt: skip
 
 
@@ -107,6 +108,17 @@ def _sizes(cfg: Any) -> tuple[int | float, ...]:
         cfg.tokens, cfg.sequences, search_steps(cfg.sequences), cfg.heads_qk, cfg.heads_v, cfg.heads_out,
         cfg.heads_g, cfg.heads_beta, cfg.heads_a_log, cfg.heads_dt_bias, float(cfg.scale),
     )  # fmt: skip
+
+
+def _check_segment_elements(name: str, facts: LinearAttentionFacts, segment: int) -> None:
+    """SEGMENT's transitions must stay under 2^31 elements: the kernels index them with 32-bit offsets."""
+    if segment and (elements := segment_state_elements(facts, segment)) >= 2**31:
+        slots = segment_slots(facts.tokens, facts.sequences, segment)
+        raise GraphNotSupportedError(
+            f"{name}: SEGMENT={segment}: the segments' transitions hold {slots} slots x "
+            f"{facts.heads_out} heads x (V + K) x K = {elements} elements: the kernels index with "
+            "32-bit offsets (< 2^31)"
+        )
 
 
 class GdnSm90Engine(BaseEngine):
@@ -155,15 +167,7 @@ class GdnSm90Engine(BaseEngine):
                 f"{self.name}: knob SEGMENT={segment!r} needs the fused warpgroup scan (SPLIT=0, WGMMA=1), "
                 f"got SPLIT={split!r}, WGMMA={wgmma!r}"
             )
-        if segment:
-            elements = segment_state_elements(facts, segment)
-            if elements >= 2**31:
-                slots = segment_slots(facts.tokens, facts.sequences, segment)
-                raise GraphNotSupportedError(
-                    f"{self.name}: SEGMENT={segment}: the segments' transitions hold {slots} slots x "
-                    f"{facts.heads_out} heads x (V + K) x K = {elements} elements: the kernels index with "
-                    "32-bit offsets (< 2^31)"
-                )
+        _check_segment_elements(self.name, facts, segment)
         if wgmma in (3, 4) and split:
             raise GraphNotSupportedError(
                 f"{self.name}: knob WGMMA={wgmma!r} is a fused warpgroup scan (3: reading prepare's scores; "
@@ -215,7 +219,8 @@ class GdnSm90Engine(BaseEngine):
 
 class GdnSm90BwdEngine(GdnSm90Engine):
     """``gdn_sm90_bwd``: gdn_bwd graphs (BLOCK_V: the value rows of the scans' CTAs; WGMMA: both
-    scans on warpgroup MMAs; STAGES, with WGMMA: 2 prefetches the scans' next chunk)."""
+    scans on warpgroup MMAs; STAGES, with WGMMA: 2 prefetches the scans' next chunk; SEGMENT, with
+    WGMMA: chunks a segment of both scans, 0 unsegmented)."""
 
     name = "gdn_sm90_bwd"
     serves_backward = True
@@ -224,39 +229,48 @@ class GdnSm90BwdEngine(GdnSm90Engine):
         sm_hi=90,
         dtypes={data_type.BFLOAT16, data_type.HALF},
         features=FEATURES,
-        knob_domains={"BLOCK_V": BLOCK_V_SM90, "STAGES": STAGES_SM90, "WGMMA": WGMMA_BWD_SM90},
+        knob_domains={
+            "BLOCK_V": BLOCK_V_SM90,
+            "STAGES": STAGES_SM90,
+            "WGMMA": WGMMA_BWD_SM90,
+            "SEGMENT": SEGMENT_SM90,
+        },
     )
 
     def _knobs(self, facts: LinearAttentionFacts, plan: PlanConfig) -> tuple[int, int, int, int, int]:
         knobs = knobs_in_domains(self, facts, plan)
         block_v, wgmma = knobs.get("BLOCK_V", BLOCK_V_SM90[0]), knobs.get("WGMMA", WGMMA_BWD_SM90[0])
         stages = knobs.get("STAGES", STAGES_SM90[0])
-        if stages != 1 and not wgmma:
-            raise GraphNotSupportedError(
-                f"{self.name}: knob STAGES={stages!r} needs WGMMA=1 (the prefetching gradient scan is the "
-                f"warpgroup one), got WGMMA={wgmma!r}"
-            )
+        segment = knobs.get("SEGMENT", SEGMENT_SM90[0])
+        for knob, value in (("STAGES", stages != 1), ("SEGMENT", segment)):
+            if value and not wgmma:
+                raise GraphNotSupportedError(
+                    f"{self.name}: knob {knob}={knobs[knob]!r} needs WGMMA=1 (the prefetching and the "
+                    f"segmented scans are the warpgroup ones), got WGMMA={wgmma!r}"
+                )
+        _check_segment_elements(self.name, facts, segment)
         check_block_v(self.name, facts, block_v)
-        return block_v, stages, 1, wgmma, 0
+        return block_v, stages, 1, wgmma, segment
 
     def get_workspace_size(self, request: EngineRequest, plan: PlanConfig) -> int:
-        return regions_bytes(backward_regions(config_for(self._facts(request), BLOCK_V_SM90[0])))
+        segment = knob_values(plan).get("SEGMENT", SEGMENT_SM90[0])
+        return regions_bytes(backward_regions(config_for(self._facts(request), BLOCK_V_SM90[0]), segment))
 
     def build_plan(
         self, request: EngineRequest, plan: PlanConfig, ctx: ExecutionContext | None
     ) -> CompiledPlan:
         self.check_support(request)
         facts = self._facts(request)
-        block_v, stages, _, wgmma, _ = self._knobs(facts, plan)
+        block_v, stages, _, wgmma, segment = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
         operands = declared_operands(self.name, request, operand_roles(facts))
-        key = bwd_key_for(cfg, dtype_names(operands), bool(wgmma), stages)
+        key = bwd_key_for(cfg, dtype_names(operands), bool(wgmma), stages, int(segment))
         return Sm90Plan(
             self.name,
             request.graph.name,
             kernels_ready(self.name, plan_label(plan, cfg), lambda: compiled_backward(key)),
             operands,
-            backward_regions(cfg),
+            backward_regions(cfg, int(segment)),
             _sizes(cfg),
             BWD_POINTERS,
         )

@@ -100,6 +100,7 @@ class GdnSm90Bwd(GradScanKernels):
         direct_v: bool,
         wgmma: bool = False,
         stages: int = 1,
+        segment: int = 0,
     ) -> None:
         self.K, self.V, self.BV = key_dim, value_dim, block_v
         self.io = DTYPES[io_dtype]
@@ -112,11 +113,15 @@ class GdnSm90Bwd(GradScanKernels):
         self.wgmma = wgmma  # the scans on warpgroup MMAs (`GdnSm90Fwd.scan_wg`, `grad_scan_wg`)
         # STAGES of both scans (with wgmma): 2 prefetches the next chunk's tiles
         self.stages = stages
+        # SEGMENT (with wgmma): chunks a segment of both scans, each run as its segments' transitions,
+        # their combine and every segment at once from its entering state or gradient (`scan_wg` and
+        # `grad_scan_wg` at phases 1 and 2, `segment_combine`, `grad_segment_combine`)
+        self.segment = segment
         self.fwd = GdnSm90Fwd(
             key_dim=key_dim, value_dim=value_dim, block_v=block_v, io_dtype=io_dtype, beta_dtype=beta_dtype,
             h0_dtype=h0_dtype, ht_dtype="float32", cu_dtype=cu_dtype, l2norm=l2norm,
             beta_sigmoid=beta_sigmoid, neg_eigval=neg_eigval, safe_gate=safe_gate, has_dt_bias=has_dt_bias,
-            has_h0=has_h0, store_ht=False, stages=stages, split=True, store_t=True, wgmma=wgmma,
+            has_h0=has_h0, store_ht=False, stages=stages, split=True, store_t=True, wgmma=wgmma, segment=segment,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ host side (traced once)
@@ -158,6 +163,9 @@ class GdnSm90Bwd(GradScanKernels):
         dg_ptr: cute.Pointer,
         dbeta_ptr: cute.Pointer,
         da_ptr: cute.Pointer,
+        seg_mb_ptr: cute.Pointer,
+        seg_st_ptr: cute.Pointer,
+        con_ptr: cute.Pointer,
         tokens: Int32,
         sequences: Int32,
         search_steps: Int32,
@@ -226,6 +234,21 @@ class GdnSm90Bwd(GradScanKernels):
             heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
             heads_out // heads_a_log, heads_out // heads_dt_bias,
         )  # fmt: skip
+        # with SEGMENT: each segment's B (then G) and M rows, the state entering it (then the gradient
+        # at its end), fp32; each chunk's largest beta ||k||^2 (the warmup's test)
+        seg_slots = tokens // (C * max(self.segment, 1)) + sequences + 1
+        mSegMB = cute.make_tensor(
+            seg_mb_ptr,
+            cute.make_layout(
+                (seg_slots, heads_out, V + K, K),
+                stride=(cute.assume(heads_out * (V + K) * K, divby=4), (V + K) * K, K, 1),
+            ),
+        )
+        mSegST = cute.make_tensor(
+            seg_st_ptr,
+            cute.make_layout((seg_slots, heads_out, V, K), stride=(heads_out * V * K, V * K, K, 1)),
+        )
+        mCon = cute.make_tensor(con_ptr, cute.make_layout((slots, heads_out), stride=(heads_out, 1)))
         fwd = self.fwd
         fwd.prepare(
             mK,
@@ -244,16 +267,40 @@ class GdnSm90Bwd(GradScanKernels):
             groups,
             mQ,
             mT,
-            mGamma,  # (no segments: prepare writes no contraction)
+            mCon,  # (written with SEGMENT)
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
-        fwd.launch_scan(
-            mQ, mK, mW, mU, mGamma, mCu, mH0, mVnew, mH0, mHs, mVnew, sequences, heads_out, groups[0], scale,
-            stream,
-        )  # fmt: skip
-        scan = self.grad_scan_wg if const_expr(self.wgmma) else self.grad_scan
-        scan(mQ, mK, mW, mGamma, mDo, mCu, mDht, mDh, mDvnew, mDh0, groups[0], scale).launch(
-            grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
-        )
+        blocks = V // self.BV
+        if const_expr(self.segment):
+            segs = (mSegMB, mSegST, mCon, sequences, search_steps)
+            state = (mK, mW, mU, mGamma, mCu, mH0, mH0, mHs, mVnew, groups[0])
+            fwd.scan_wg(*state, *segs, 1).launch(
+                grid=[seg_slots, heads_out, (V + K) // self.BV], block=[THREADS, 1, 1], stream=stream
+            )
+            fwd.segment_combine(mSegMB, mSegST, mCu, mH0).launch(
+                grid=[sequences, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
+            )
+            fwd.scan_wg(*state, *segs, 2).launch(
+                grid=[seg_slots, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
+            )
+            grad = (mQ, mK, mW, mGamma, mDo, mCu, mDht, mDh, mDvnew, mDh0, groups[0], scale, None)
+            self.grad_scan_wg(*grad, *segs, 1).launch(
+                grid=[seg_slots, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
+            )
+            self.grad_segment_combine(mSegMB, mSegST, mCu, mDht).launch(
+                grid=[sequences, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
+            )
+            self.grad_scan_wg(*grad, *segs, 2).launch(
+                grid=[seg_slots, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
+            )
+        else:
+            fwd.launch_scan(
+                mQ, mK, mW, mU, mGamma, mCu, mH0, mVnew, mH0, mHs, mVnew, sequences, heads_out, groups[0], scale,
+                stream,
+            )  # fmt: skip
+            scan = self.grad_scan_wg if const_expr(self.wgmma) else self.grad_scan
+            scan(mQ, mK, mW, mGamma, mDo, mCu, mDht, mDh, mDvnew, mDh0, groups[0], scale).launch(
+                grid=[sequences, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
+            )
         self.grad_output(
             mQ, mK, mGamma, mDo, mCu, mHs, mDh, mVnew, mDvnew, mDq, mDQ, mDk, mDw, mDgp, sequences, search_steps,
             groups[0], scale,

@@ -12,6 +12,7 @@ from cutlass import Float32, Int32, const_expr
 
 from pygraph_linear_attention.common.sm90_tiles import (
     CHUNK,
+    THREADS,
     acc_to_gmem,
     acc_to_smem,
     async_visible,
@@ -27,6 +28,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     row_major,
     row_pair,
     scaled_rows,
+    slot_chunk,
     smem_tile,
     smem_vector,
     store_rows,
@@ -172,6 +174,12 @@ class GradScanKernels:
         k_group: Int32,
         scale: Float32,
         mP: cute.Tensor = None,
+        mSegMB: cute.Tensor = None,
+        mSegST: cute.Tensor = None,
+        mCon: cute.Tensor = None,
+        sequences=None,  # Int32 (phases 1 and 2; unannotated, so phase 0's launches may leave it out)
+        search_steps=None,  # Int32 (phases 1 and 2)
+        phase: cutlass.Constexpr = 0,
     ):
         """`grad_scan` (WGMMA) on warpgroup MMAs: the gradient carried transposed, dS^T [K, BV] in
         fp32 wgmma accumulators; ``k dS^T`` reads dS's io copy K-major, ``P^T dO`` and the update's
@@ -181,14 +189,62 @@ class GradScanKernels:
         ``k_group`` 1): ``mQ`` is ``q exp(gamma)``, ``mK`` ``k exp(last - gamma)``, ``mP`` the
         chunk's scores [T, HO, 64] and ``mGamma`` the chunks' last gamma [slots, HO, K]; so
         ``dv_new = scale P^T dO + kd dS^T`` and ``dS^T = diag(exp(last)) dS^T - w^T dv_new + qd^T
-        (scale dO)``, the decay a scale of the accumulator's rows (one per key channel)."""
+        (scale dO)``, the decay a scale of the accumulator's rows (one per key channel).
+
+        ``phase`` (gdn with SEGMENT, `gdn.sm90_bwd`): 0 as above, grid sequences x heads x value
+        blocks; 1: segment slots x heads x value blocks, every segment but a sequence's first: the
+        gradient leaving the segment's start from zero at its end (its G, over the warmup's chunks
+        from its start: `_warmup_start` with ``from_start``) into ``mSegMB``'s B rows; 2: the same
+        grid, each segment from the gradient at its end (``mSegST``, from `grad_segment_combine`, or
+        d_final_state for a sequence's last), storing as phase 0 does, d_initial_state from the
+        first."""
+        C = CHUNK
+        tidx, _, _ = cute.arch.thread_idx()
+        slot, h, vb = cute.arch.block_idx()
+        if const_expr(phase == 0):
+            bos = Int32(mCu[slot])
+            length = Int32(mCu[slot + 1]) - bos
+            self._grad_chunks(
+                mQ, mK, mW, mGamma, mDo, mCu, mDht, mDh, mDvnew, mDh0, k_group, scale, mP, mSegMB, mSegST,
+                tidx, slot, slot, h, vb, bos, length, 0, 0, cute.ceil_div(length, C), 1, phase,
+            )  # fmt: skip
+        else:
+            tokens_per = C * self.segment
+            bos, length, seg = slot_chunk(mCu, slot, sequences, search_steps, tokens_per)
+            n = slot - bos // tokens_per - seg
+            c_begin = seg * self.segment
+            c_end = cute.ceil_div(length, C)
+            if c_end > c_begin + self.segment:
+                c_end = c_begin + self.segment
+            is_last = Int32((seg + 1) * tokens_per >= length)
+            starts = Int32(seg * tokens_per < length)
+            active = starts * Int32(seg > 0)  # phase 1: every segment but the sequence's first
+            if const_expr(phase == 2):
+                active = Int32(starts + Int32(seg == 0) > 0)  # an empty sequence: d_initial_state
+            if active > 0:
+                if const_expr(phase == 1):
+                    c_end, _ = self.fwd._warmup_start(
+                        mGamma, mCon, tidx, n, h, bos, c_begin, c_end, length=length, from_start=True
+                    )
+                self._grad_chunks(
+                    mQ, mK, mW, mGamma, mDo, mCu, mDht, mDh, mDvnew, mDh0, k_group, scale, mP, mSegMB, mSegST,
+                    tidx, slot, n, h, vb, bos, length, seg, c_begin, c_end, is_last, phase,
+                )  # fmt: skip
+
+    @cute.jit
+    def _grad_chunks(
+        self, mQ, mK, mW, mGamma, mDo, mCu, mDht, mDh, mDvnew, mDh0, k_group, scale, mP, mSegMB, mSegST, tidx,
+        slot, n, h, vb, bos, length, seg, c_begin, c_end, is_last, phase: cutlass.Constexpr,
+    ):  # fmt: skip
+        """`grad_scan_wg`'s work for one CTA with something to do: chunks ``c_end - 1`` down to
+        ``c_begin`` of sequence ``n`` (from token ``bos``), segment ``seg``. Phase 0 passes ``seg``,
+        ``c_begin`` and ``is_last`` as Python ints and takes the unsegmented expressions (trace time),
+        so its kernel is the one it was before the phases (KDA's and GDN-2's gradient scans are phase
+        0)."""
         kda = self.channel_decay
         K, BV, C, io = self.K, self.BV, CHUNK, self.io
-        tidx, _, _ = cute.arch.thread_idx()
-        n, h, vb = cute.arch.block_idx()
         hk = h // k_group
-        bos = Int32(mCu[n])
-        length = Int32(mCu[n + 1]) - bos
+        stores = phase != 1
 
         smem = utils.SmemAllocator()
         nbuf = self.stages  # 2: chunk c - 1's q, k, w, dO and gamma load while chunk c computes
@@ -215,16 +271,24 @@ class GradScanKernels:
         mma_cc = wg_mma(io, C, False, False)  # q k^T
         d_state, crd_s = zeroed_acc(mma_s, tidx, K, BV)
         thr_s = mma_s.get_slice(tidx)
-        if const_expr(self.has_dht):
-            src = thr_s.partition_C(transposed(cute.local_tile(mDht[n, h, None, None], (BV, K), (vb, 0))))
-            for e in cutlass.range_constexpr(cute.size(d_state)):
-                d_state[e] = src[e].to(Float32)
+        if const_expr(phase == 2):
+            if is_last == 0:  # the gradient at the segment's end, from the combine
+                src = thr_s.partition_C(
+                    transposed(cute.local_tile(mSegST[slot, h, None, None], (BV, K), (vb, 0)))
+                )
+                for e in cutlass.range_constexpr(cute.size(d_state)):
+                    d_state[e] = src[e]
+        if const_expr(self.has_dht and phase != 1):
+            if is_last > 0:
+                src = thr_s.partition_C(transposed(cute.local_tile(mDht[n, h, None, None], (BV, K), (vb, 0))))
+                for e in cutlass.range_constexpr(cute.size(d_state)):
+                    d_state[e] = src[e].to(Float32)
         g2s_k, g2s_v = cta_g2s(io, K), cta_g2s(io, BV)
         tiles = (mQ, mK, mW, mDo, hk, h, vb, K, BV)
         buffers = (sQs, sKs, sWs, sDos)
-        chunks = cute.ceil_div(length, C)
+        chunks = c_end if const_expr(phase == 0) else c_end - c_begin
         if const_expr(nbuf == 2):  # the prologue: the last chunk into buffer 0 (none of an empty sequence)
-            last_chunk = cutlass.max(chunks - 1, 0)
+            last_chunk = cutlass.max(c_end - 1, c_begin)
             r_last = bos + last_chunk * C
             last_rows = Int32(0)
             if chunks > 0:
@@ -240,7 +304,7 @@ class GradScanKernels:
                 if tidx < C:
                     sGammas[tidx, 0] = gamma_row(mGamma, r_last, last_rows, h, tidx)
         for i in cutlass.range(chunks, unroll=1):
-            c = chunks - 1 - i
+            c = c_end - 1 - i
             r0 = bos + c * C
             rows_left = length - c * C
             buf = i % nbuf
@@ -275,8 +339,11 @@ class GradScanKernels:
             cute.arch.cp_async_wait_group(nbuf - 1)
             async_visible()
             cute.arch.sync_threads()
-            slot = bos // C + n + c  # the gradient of the state leaving chunk c, from its io copy
-            store_rows(s2g_k, tidx, sDs, cute.local_tile(mDh[slot, h, None, None], (BV, K), (vb, 0)), BV)
+            if const_expr(stores):  # the gradient of the state leaving chunk c, from its io copy
+                chunk_slot = bos // C + n + c
+                store_rows(
+                    s2g_k, tidx, sDs, cute.local_tile(mDh[chunk_slot, h, None, None], (BV, K), (vb, 0)), BV
+                )
             if const_expr(self.l2norm and not kda):
                 l2_normalize_rows(sQ, tidx, K)
                 l2_normalize_rows(sK, tidx, K)
@@ -354,11 +421,13 @@ class GradScanKernels:
                     if crd_v[e][0] == va:
                         tail = ta
                     val = through[e] * scale + tail * passed[e]
-                    dvn_part[e] = val.to(io)
+                    if const_expr(stores):
+                        dvn_part[e] = val.to(io)
                     ndv_part[e] = (-val).to(io)
                 async_visible()
                 cute.arch.sync_threads()
-                store_rows(s2g_v, tidx, sDvn, chunk_rows(mDvnew, r0, h, BV, vb), rows_left)
+                if const_expr(stores):
+                    store_rows(s2g_v, tidx, sDvn, chunk_rows(mDvnew, r0, h, BV, vb), rows_left)
 
                 # dS^T = exp(last) dS^T - w^T dv_new + q^T (scale exp(gamma) dO)
                 decay = fast_exp(last)
@@ -372,7 +441,69 @@ class GradScanKernels:
                         sGammas[tidx, 1 - buf] = g_next
                 cute.arch.sync_threads()  # every read of this chunk's tiles is done
 
-        if const_expr(self.has_h0):
-            dst = thr_s.partition_C(transposed(cute.local_tile(mDh0[n, h, None, None], (BV, K), (vb, 0))))
+        if const_expr(phase != 0):
+            # a CTA with no chunk (an empty sequence) leaves the prologue's prefetch pending: every
+            # cp.async completes before the CTA exits
+            cute.arch.cp_async_wait_group(0)
+        if const_expr(phase == 1):  # the segment's G
+            dst = thr_s.partition_C(
+                transposed(cute.local_tile(mSegMB[slot, h, None, None], (BV, K), (vb, 0)))
+            )
             for e in cutlass.range_constexpr(cute.size(d_state)):
-                dst[e] = d_state[e].to(mDh0.element_type)
+                dst[e] = d_state[e]
+        elif const_expr(self.has_h0):
+            if seg == 0:
+                dst = thr_s.partition_C(transposed(cute.local_tile(mDh0[n, h, None, None], (BV, K), (vb, 0))))
+                for e in cutlass.range_constexpr(cute.size(d_state)):
+                    dst[e] = d_state[e].to(mDh0.element_type)
+
+    @cute.kernel
+    def grad_segment_combine(
+        self, mSegMB: cute.Tensor, mSegST: cute.Tensor, mCu: cute.Tensor, mDht: cute.Tensor
+    ):
+        """Grid: sequences x output heads x value blocks of BV (SEGMENT). The gradient's walk over a
+        sequence's segments, last to first: D = d_final_state (or 0), then per segment p from the last
+        down to the second ``D = D M_p^T + G_p`` in fp32 (G_p: `grad_scan_wg` phase 1's, in
+        ``mSegMB``'s B rows; M_p: the forward's phase 1, its M rows), stored as the gradient at the
+        end of segment p - 1 (``mSegST``, whose entering states the forward's phase 2 has read).
+        Thread t carries column t % K of the block's rows t // K, t // K + 128 / K, ...; D goes
+        through shared memory as D^T, and M^T through a [K, K + 1] fp32 tile (M's rows read coalesced
+        and written transposed, the padding keeping both the writes and the step's reads free of bank
+        conflicts)."""
+        K, V, BV, C = self.K, self.V, self.BV, CHUNK
+        tokens_per = C * self.segment
+        tidx, _, _ = cute.arch.thread_idx()
+        n, h, vb = cute.arch.block_idx()
+        bos = Int32(mCu[n])
+        length = Int32(mCu[n + 1]) - bos
+        segments = cute.ceil_div(length, tokens_per)
+        first_slot = bos // tokens_per + n
+        col = tidx % K
+        step = THREADS // K
+        rows = BV // step  # a thread's rows
+        row0 = tidx // K
+        smem = utils.SmemAllocator()
+        sDT = smem.allocate_tensor(Float32, cute.make_layout((K, BV), stride=(BV, 1)), 16)
+        sMT = smem.allocate_tensor(Float32, cute.make_layout((K, K), stride=(K + 1, 1)), 16)
+        acc = cute.make_rmem_tensor((rows,), Float32)
+        for j in cutlass.range_constexpr(rows):
+            acc[j] = Float32(0.0)
+            if const_expr(self.has_dht):
+                acc[j] = Float32(mDht[n, h, vb * BV + row0 + j * step, col].to(Float32))
+        for i in cutlass.range(segments - 1, unroll=1):
+            s_slot = first_slot + segments - 1 - i
+            for e in cutlass.range(K * K // THREADS, unroll=8):
+                flat = tidx + e * THREADS
+                sMT[flat % K, flat // K] = mSegMB[s_slot, h, V + flat // K, flat % K]
+            for j in cutlass.range_constexpr(rows):
+                sDT[col, row0 + j * step] = acc[j]
+            for j in cutlass.range_constexpr(rows):
+                acc[j] = mSegMB[s_slot, h, vb * BV + row0 + j * step, col]
+            cute.arch.sync_threads()  # sMT and sDT complete
+            for kk in cutlass.range(K, unroll=8):
+                m = sMT[kk, col]
+                for j in cutlass.range_constexpr(rows):
+                    acc[j] = acc[j] + sDT[kk, row0 + j * step] * m
+            cute.arch.sync_threads()  # every read of sDT and sMT done before the next step's writes
+            for j in cutlass.range_constexpr(rows):
+                mSegST[s_slot - 1, h, vb * BV + row0 + j * step, col] = acc[j]

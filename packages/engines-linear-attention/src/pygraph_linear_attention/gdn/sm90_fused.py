@@ -161,20 +161,43 @@ class FusedScanKernels:
                     )  # fmt: skip
 
     @cute.jit
-    def _warmup_start(self, mGamma, mCon, tidx, n, h, bos, c_begin, c_end):
+    def _warmup_start(
+        self,
+        mGamma,
+        mCon,
+        tidx,
+        n,
+        h,
+        bos,
+        c_begin,
+        c_end,
+        length=None,
+        from_start: cutlass.Constexpr = False,
+    ):
         """(first chunk, truncated) of phase 1's scan of sequence ``n``'s segment of chunks
-        ``c_begin`` to ``c_end`` (all full): thread t takes chunk ``c_end - 1 - t`` (a segment has at
-        most 64, the CTA 128 threads), its summed log decay (gamma of its last row) and whether its
-        largest beta ||k||^2 (prepare's) is at most 2 and its log decay at most 0; a CTA-wide scan
-        over t accumulates both from the segment's end. The first t whose running sum is below `WARMUP_LOG_DECAY`, every chunk up
-        to it in range, gives the warmup's first chunk and ``truncated`` 1; none: (``c_begin``, 0)."""
+        ``c_begin`` to ``c_end`` (all full, or with ``length`` the sequence's, the last one may be
+        partial): thread t takes chunk ``c_end - 1 - t`` (a segment has at most 64, the CTA 128
+        threads), its summed log decay (gamma of its last row) and whether its largest beta ||k||^2
+        (prepare's) is at most 2 and its log decay at most 0; a CTA-wide scan over t accumulates both
+        from the segment's end. The first t whose running sum is below `WARMUP_LOG_DECAY`, every chunk
+        up to it in range, gives the warmup's first chunk and ``truncated`` 1; none: (``c_begin``, 0).
+
+        With ``from_start`` (the backward's gradient, which decays toward the segment's start) thread t
+        takes chunk ``c_begin + t`` and the answer is (the chunk past the warmup's last, truncated):
+        the gradient leaving the segment is scanned over ``c_begin`` up to it; none: (``c_end``, 0)."""
         C = CHUNK
         count = c_end - c_begin
         c = c_end - 1 - tidx
+        if const_expr(from_start):
+            c = c_begin + tidx
         decay = Float32(0.0)
         ok = Int32(1)
         if tidx < count:
-            decay = Float32(mGamma[bos + c * C + C - 1, h])
+            row = Int32(C - 1)
+            if const_expr(length is not None):
+                if length - c * C < C:
+                    row = length - c * C - 1
+            decay = Float32(mGamma[bos + c * C + row, h])
             if Float32(mCon[bos // C + n + c, h]) > 2.0:
                 ok = Int32(0)
             if decay > 0.0:  # a growing gate: the bound fails (and the running sum would not fall)
@@ -215,6 +238,11 @@ class FusedScanKernels:
             sFirst[1] = Int32(bad > 0)
         cute.arch.sync_threads()
         truncated = Int32(first < count) * Int32(sFirst[1] == 0)
+        if const_expr(from_start):
+            c_stop = c_end
+            if truncated > 0:
+                c_stop = c_begin + first + 1
+            return c_stop, truncated
         c_start = c_begin
         if truncated > 0:
             c_start = c_end - 1 - first

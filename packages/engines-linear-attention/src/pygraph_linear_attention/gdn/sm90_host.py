@@ -37,6 +37,7 @@ __all__ = [
     "compiled_backward",
     "compiled_forward",
     "key_for",
+    "segment_regions",
     "segment_slots",
     "segment_state_elements",
     "workspace_bytes",
@@ -80,7 +81,8 @@ WGMMA_SM90 = (0, 1, 2, 3, 4)
 # sequence's chunks split into segments run as the segments' transitions (phase 1, from zero rows and
 # from the identity), their combine (a step a segment) and the fused scan over every segment from the
 # state entering it (`gdn.sm90_fused`): segments x heads x blocks CTAs for a long sequence instead of
-# heads x blocks, for about twice the state arithmetic.
+# heads x blocks, for about twice the state arithmetic. The backward's SEGMENT (with WGMMA 1) segments
+# both of its serial scans, the state recompute and the gradient scan, the same way (`gdn.sm90_bwd`).
 SEGMENT_SM90 = (0, 16, 32, 64)
 WGMMA_BWD_SM90 = (0, 1)
 
@@ -163,9 +165,12 @@ class Sm90BwdKey:
     direct_v: bool
     wgmma: bool = False
     stages: int = 1  # both scans' shared buffers (with wgmma): 2 prefetches the next chunk
+    segment: int = 0  # SEGMENT (with wgmma): chunks a segment of both scans (0: unsegmented)
 
 
-def bwd_key_for(cfg: Any, names: dict[str, str], wgmma: bool = False, stages: int = 1) -> Sm90BwdKey:
+def bwd_key_for(
+    cfg: Any, names: dict[str, str], wgmma: bool = False, stages: int = 1, segment: int = 0
+) -> Sm90BwdKey:
     """The backward's key for ``cfg`` (a `GdnCutileBwdConfig`) and the operands' dtypes by role."""
     f32 = "float32"
     return Sm90BwdKey(
@@ -176,14 +181,15 @@ def bwd_key_for(cfg: Any, names: dict[str, str], wgmma: bool = False, stages: in
         ddt_bias_dtype=names.get("d_dt_bias", f32), l2norm=cfg.use_qk_l2norm,
         beta_sigmoid=cfg.use_beta_sigmoid, neg_eigval=cfg.allow_neg_eigval, safe_gate=cfg.safe_gate,
         has_dt_bias=cfg.has_dt_bias, has_h0=cfg.has_initial_state, has_dht=cfg.has_d_final_state,
-        direct_qk=cfg.direct_qk, direct_v=cfg.direct_v, wgmma=wgmma, stages=stages,
+        direct_qk=cfg.direct_qk, direct_v=cfg.direct_v, wgmma=wgmma, stages=stages, segment=segment,
     )  # fmt: skip
 
 
-def backward_regions(cfg: Any) -> tuple[Region, ...]:
+def backward_regions(cfg: Any, segment: int = 0) -> tuple[Region, ...]:
     """The backward's workspace: the forward's gamma, w and u, each chunk's T, entering state and its
     gradient (io dtype), v_new and dv_new; the per-output-head gradients (fp32, dw in the io dtype:
-    an operand), d gamma's output terms, dg, dbeta and the a_log terms; the spare."""
+    an operand), d gamma's output terms, dg, dbeta and the a_log terms; with ``segment`` the
+    segments' rows (`segment_regions`); the spare."""
     t, ho, k, v, io, f32 = cfg.tokens, cfg.heads_out, cfg.key_dim, cfg.value_dim, cfg.io_dtype, "float32"
     slots = prepare_slots(cfg)
     rows = [
@@ -193,7 +199,23 @@ def backward_regions(cfg: Any) -> tuple[Region, ...]:
         ("dk", f32, (t, ho, k)), ("dw", io, (t, ho, k)), ("dv", f32, (t, ho, v)), ("dgp", f32, (t, ho)),
         ("dg", f32, (t, ho)), ("dbeta", f32, (t, ho)), ("da", f32, (t, ho)),
     ]  # fmt: skip
-    return layout_regions([*rows, ("spare", "float32", (64,))])
+    return layout_regions([*rows, *segment_regions(cfg, segment), ("spare", "float32", (64,))])
+
+
+def segment_regions(cfg: Any, segment: int) -> list[tuple[str, str, tuple[int, ...]]]:
+    """The segmented scans' rows (none without ``segment``): each segment's B and M rows ([slots, HO,
+    V + K, K]) and entering state ([slots, HO, V, K]), fp32 (the backward reuses them for each
+    segment's G and the gradient at its end), and each chunk's largest beta ||k||^2 ([chunk slots,
+    HO], fp32: the warmup's test)."""
+    if not segment:
+        return []
+    t, ho, k, v = cfg.tokens, cfg.heads_out, cfg.key_dim, cfg.value_dim
+    slots = segment_slots(t, cfg.sequences, segment)
+    return [
+        ("seg_mb", "float32", (slots, ho, v + k, k)),
+        ("seg_st", "float32", (slots, ho, v, k)),
+        ("con", "float32", (prepare_slots(cfg), ho)),
+    ]
 
 
 def segment_slots(tokens: int, sequences: int, segment: int) -> int:
@@ -226,11 +248,7 @@ def workspace_regions(
         rows = [("gamma", "float32", (t, ho)), ("tb", cfg.io_dtype, (t, ho, CHUNK))]
         if stored_p:
             rows.append(("p", cfg.io_dtype, (t, ho, CHUNK)))
-        if segment:
-            slots = segment_slots(t, cfg.sequences, segment)
-            rows += [("seg_mb", "float32", (slots, ho, v + k, k)), ("seg_st", "float32", (slots, ho, v, k))]
-            rows.append(("con", "float32", (prepare_slots(cfg), ho)))  # each chunk's largest beta ||k||^2
-        return layout_regions([*rows, ("spare", "float32", (64,))])
+        return layout_regions([*rows, *segment_regions(cfg, segment), ("spare", "float32", (64,))])
     rows = [("gamma", "float32", (t, ho)), ("w", cfg.io_dtype, (t, ho, k)), ("u", cfg.io_dtype, (t, ho, v))]
     if split:
         rows += [("hs", cfg.io_dtype, (prepare_slots(cfg), ho, v, k)), ("vnew", cfg.io_dtype, (t, ho, v))]
@@ -290,7 +308,7 @@ def _compile_backward(key: Sm90BwdKey, arch: str) -> Any:
         beta_dtype=key.beta_dtype, h0_dtype=key.h0_dtype, cu_dtype=key.cu_dtype, l2norm=key.l2norm,
         beta_sigmoid=key.beta_sigmoid, neg_eigval=key.neg_eigval, safe_gate=key.safe_gate,
         has_dt_bias=key.has_dt_bias, has_h0=key.has_h0, has_dht=key.has_dht, direct_qk=key.direct_qk,
-        direct_v=key.direct_v, wgmma=key.wgmma, stages=key.stages,
+        direct_v=key.direct_v, wgmma=key.wgmma, stages=key.stages, segment=key.segment,
     )  # fmt: skip
     io, f32 = key.io_dtype, "float32"
     pointers = [
@@ -303,5 +321,7 @@ def _compile_backward(key: Sm90BwdKey, arch: str) -> Any:
         # the workspace: gamma w u t hs vnew dh dvnew dq dk dw dv dgp dg dbeta da
         (f32, 4), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (io, 16), (f32, 16), (f32, 16),
         (io, 16), (f32, 16), (f32, 4), (f32, 4), (f32, 4), (f32, 4),
+        # seg_mb seg_st con
+        (f32, 16), (f32, 16), (f32, 4),
     ]  # fmt: skip
     return cute_compile(kernel, pointers, key.cu_dtype, 10, arch)

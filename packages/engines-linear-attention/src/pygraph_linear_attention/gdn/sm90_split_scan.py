@@ -26,6 +26,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     load_chunk,
     row_major,
     row_pair,
+    slot_chunk,
     smem_gemm,
     store_rows,
     tail_decay,
@@ -36,6 +37,11 @@ from pygraph_linear_attention.common.sm90_tiles import (
     zeroed_acc,
 )
 from pygraph_linear_attention.gdn.sm90_output import chunk_output
+
+
+def _times(rows, u_rows):
+    """u's rows to load: ``rows``, or with phase 1's ``u_rows`` (0 in the identity blocks) that times it."""
+    return None if u_rows is None else rows * u_rows
 
 
 class SplitScanKernels:
@@ -215,6 +221,12 @@ class SplitScanKernels:
         mHs: cute.Tensor,
         mVnew: cute.Tensor,
         k_group: Int32,
+        mSegMB: cute.Tensor = None,
+        mSegST: cute.Tensor = None,
+        mCon: cute.Tensor = None,
+        sequences=None,  # Int32 (phases 1 and 2; unannotated, so phase 0's launches may leave it out)
+        search_steps=None,  # Int32 (phases 1 and 2)
+        phase: cutlass.Constexpr = 0,
     ):
         """The split scan (SPLIT with WGMMA) on warpgroup MMAs: the state carried transposed, S^T
         [K, BV] in fp32 wgmma accumulators; per chunk ``v_new = w S^T`` (A = w, B = the state's io
@@ -225,13 +237,69 @@ class SplitScanKernels:
         With ``channel_decay`` (KDA, GDN-2): ``mK`` is prepare's ``k exp(last - gamma)`` per output
         head (``k_group`` 1) and ``mGamma`` the chunks' last gamma [slots, HO, K]; the update is
         ``S^T = diag(exp(last)) S^T + kd^T v_new`` (rows past the sequence: w, u and kd load as 0, so
-        v_new is 0 there)."""
-        K, BV, C, io = self.K, self.BV, CHUNK, self.io
+        v_new is 0 there).
+
+        ``phase`` (gdn's backward with SEGMENT, `gdn.sm90_bwd`): 0 as above, grid sequences x heads x
+        value blocks; 1: segment slots x heads x (V + K) / BV blocks, each segment's B rows (value
+        blocks, every segment but a sequence's last) and M rows (identity blocks, every segment: the
+        gradient's combine reads the last one's too) into ``mSegMB``, over the warmup's chunks
+        (`_warmup_start`); 2: segment slots x heads x value blocks, each segment from the state
+        entering it (``mSegST``, or the initial state for the first), storing as phase 0 does."""
+        V, BV, C = self.V, self.BV, CHUNK
         tidx, _, _ = cute.arch.thread_idx()
-        n, h, vb = cute.arch.block_idx()
+        slot, h, vb = cute.arch.block_idx()
+        if const_expr(phase == 0):
+            n = slot
+            bos = Int32(mCu[n])
+            length = Int32(mCu[n + 1]) - bos
+            self._split_chunks(
+                mK, mW, mU, mGamma, mH0, mHt, mHs, mVnew, mSegMB, mSegST, tidx, slot, n, h, vb, k_group, bos,
+                length, 0, 0, cute.ceil_div(length, C), 1, phase,
+            )  # fmt: skip
+        else:
+            tokens_per = C * self.segment
+            bos, length, seg = slot_chunk(mCu, slot, sequences, search_steps, tokens_per)
+            n = slot - bos // tokens_per - seg
+            c_begin = seg * self.segment
+            c_end = cute.ceil_div(length, C)
+            if c_end > c_begin + self.segment:
+                c_end = c_begin + self.segment
+            is_last = Int32((seg + 1) * tokens_per >= length)
+            starts = Int32(seg * tokens_per < length)
+            m_rows = Int32(vb >= V // BV)
+            active = starts * (1 - is_last * (1 - m_rows))  # phase 1: no B rows for a sequence's last
+            if const_expr(phase == 2):
+                active = Int32(starts + Int32(seg == 0) > 0)  # an empty sequence: its final state
+            if active > 0:
+                truncated = Int32(0)
+                if const_expr(phase == 1):
+                    c_begin, truncated = self._warmup_start(
+                        mGamma, mCon, tidx, n, h, bos, c_begin, c_end, length=length
+                    )
+                if truncated * m_rows > 0:
+                    self._store_rows_mb(mSegMB, tidx, slot, h, vb)  # M's rows of a decayed segment: zeros
+                else:
+                    self._split_chunks(
+                        mK, mW, mU, mGamma, mH0, mHt, mHs, mVnew, mSegMB, mSegST, tidx, slot, n, h, vb,
+                        k_group, bos, length, seg, c_begin, c_end, is_last, phase,
+                    )  # fmt: skip
+
+    @cute.jit
+    def _split_chunks(
+        self, mK, mW, mU, mGamma, mH0, mHt, mHs, mVnew, mSegMB, mSegST, tidx, slot, n, h, vb, k_group, bos,
+        length, seg, c_begin, c_end, is_last, phase: cutlass.Constexpr,
+    ):  # fmt: skip
+        """`scan_wg`'s work for one CTA with something to do: chunks ``c_begin`` to ``c_end`` of
+        sequence ``n`` (from token ``bos``), segment ``seg``. Phase 0 passes ``seg``, ``c_begin`` and
+        ``is_last`` as Python ints and takes the unsegmented expressions (trace time), so its kernel
+        is the one it was before the phases (KDA's and GDN-2's scans are phase 0)."""
+        K, V, BV, C, io = self.K, self.V, self.BV, CHUNK, self.io
         hk = h // k_group
-        bos = Int32(mCu[n])
-        length = Int32(mCu[n + 1]) - bos
+        whole = phase == 0
+        stores = phase != 1
+        u_rows = None  # phase 1: 0 in the identity blocks (u = 0), else 1
+        if const_expr(phase == 1):
+            u_rows = Int32(vb < V // BV)
 
         smem = utils.SmemAllocator()
         nbuf = self.stages
@@ -254,28 +322,49 @@ class SplitScanKernels:
         mma_s = wg_mma(io, BV, True, True)  # S^T [K, BV] += k^T [K, C] . carried^T [BV, C]^T
         state, crd_s = zeroed_acc(mma_s, tidx, K, BV)
         thr_s = mma_s.get_slice(tidx)
-        if const_expr(self.has_h0):
-            src = thr_s.partition_C(transposed(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0))))
-            for i in cutlass.range_constexpr(cute.size(state)):
-                state[i] = src[i].to(Float32)
+        if const_expr(phase == 1):
+            if u_rows == 0:  # the identity's rows: virtual value row vb BV - V + col is e_row
+                for i in cutlass.range_constexpr(cute.size(state)):
+                    state[i] = Float32(crd_s[i][0] == crd_s[i][1] + vb * BV - V)
+        else:
+            if const_expr(phase == 2):
+                if seg > 0:  # the state entering the segment, from the combine
+                    src = thr_s.partition_C(
+                        transposed(cute.local_tile(mSegST[slot, h, None, None], (BV, K), (vb, 0)))
+                    )
+                    for i in cutlass.range_constexpr(cute.size(state)):
+                        state[i] = src[i]
+            if const_expr(self.has_h0):
+                if seg == 0:
+                    src = thr_s.partition_C(
+                        transposed(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0)))
+                    )
+                    for i in cutlass.range_constexpr(cute.size(state)):
+                        state[i] = src[i].to(Float32)
         g2s_k, g2s_v = cta_g2s(io, K), cta_g2s(io, BV)
-        tiles = (None, mK, mW, mU, hk, h, vb, K, BV)
-        chunks = cute.ceil_div(length, C)
+        tiles = (None, mK, mW, mU, hk, h, vb if u_rows is None else vb * u_rows, K, BV)
+        buffers = (None, sKs, sWs, sUs)
         # (channel_decay: chunk c's slot is bos // C + n + c, prepare's; reading the slot one past a
         # sequence's chunks, or an empty sequence's, stays inside the [slots, HO, K] gates and is unused)
+        first_slot = bos // C + n  # chunk c's slot: first_slot + c
         if const_expr(nbuf == 2):
-            load_chunk(g2s_k, g2s_v, tidx, tiles, bos, length, (None, sKs, sWs, sUs), 0, False)
+            r_first = bos if const_expr(whole) else bos + c_begin * C
+            rows_first = length if const_expr(whole) else length - c_begin * C
+            load_chunk(
+                g2s_k, g2s_v, tidx, tiles, r_first, rows_first, buffers, 0, False, _times(rows_first, u_rows)
+            )
             cute.arch.cp_async_commit_group()
             if tidx < gates:
-                sGammas[tidx, 0] = self._scan_gate(mGamma, bos, length, bos // C + n, h, tidx)
+                slot0 = first_slot if const_expr(whole) else first_slot + c_begin
+                sGammas[tidx, 0] = self._scan_gate(mGamma, r_first, rows_first, slot0, h, tidx)
 
-        for c in cutlass.range(chunks, unroll=1):
+        for c in cutlass.range(c_begin, c_end, unroll=1):
             r0 = bos + c * C
             rows_left = length - c * C
-            buf = c % nbuf
+            buf = c % nbuf if const_expr(whole) else (c - c_begin) % nbuf
             g_next = Float32(0.0)
             if const_expr(nbuf == 2):
-                if c + 1 < chunks:
+                if c + 1 < c_end:
                     load_chunk(
                         g2s_k,
                         g2s_v,
@@ -283,18 +372,21 @@ class SplitScanKernels:
                         tiles,
                         r0 + C,
                         rows_left - C,
-                        (None, sKs, sWs, sUs),
+                        buffers,
                         1 - buf,
                         False,
+                        _times(rows_left - C, u_rows),
                     )
                 cute.arch.cp_async_commit_group()
                 if tidx < gates:
-                    g_next = self._scan_gate(mGamma, r0 + C, rows_left - C, bos // C + n + c + 1, h, tidx)
+                    g_next = self._scan_gate(mGamma, r0 + C, rows_left - C, first_slot + c + 1, h, tidx)
             else:
-                load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, (None, sKs, sWs, sUs), 0, False)
+                load_chunk(
+                    g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, 0, False, _times(rows_left, u_rows)
+                )
                 cute.arch.cp_async_commit_group()
                 if tidx < gates:
-                    sGammas[tidx, 0] = self._scan_gate(mGamma, r0, rows_left, bos // C + n + c, h, tidx)
+                    sGammas[tidx, 0] = self._scan_gate(mGamma, r0, rows_left, first_slot + c, h, tidx)
             sK, sW = sKs[None, None, buf], sWs[None, None, buf]
             sU, sGamma = sUs[None, None, buf], sGammas[None, buf]
             # the entering state: its io copy for the product, and from it to the workspace (`output`)
@@ -302,8 +394,10 @@ class SplitScanKernels:
             cute.arch.cp_async_wait_group(nbuf - 1)
             async_visible()
             cute.arch.sync_threads()
-            slot = bos // C + n + c
-            store_rows(s2g_k, tidx, sS, cute.local_tile(mHs[slot, h, None, None], (BV, K), (vb, 0)), BV)
+            if const_expr(stores):
+                store_rows(
+                    s2g_k, tidx, sS, cute.local_tile(mHs[first_slot + c, h, None, None], (BV, K), (vb, 0)), BV
+                )
             if const_expr(self.l2norm and not self.channel_decay):
                 l2_normalize_rows(sK, tidx, K)
                 async_visible()
@@ -331,7 +425,8 @@ class SplitScanKernels:
                 ta, tb = tail_decay(ra, rows_left, last, sGamma), tail_decay(rb, rows_left, last, sGamma)
                 for i in cutlass.range_constexpr(cute.size(v_new)):
                     val = u_part[i].to(Float32) - v_new[i]
-                    vn_part[i] = val.to(io)
+                    if const_expr(stores):
+                        vn_part[i] = val.to(io)
                     tail = tb
                     if crd_v[i][0] == ra:
                         tail = ta
@@ -339,7 +434,8 @@ class SplitScanKernels:
                 carried = sCar
             async_visible()
             cute.arch.sync_threads()  # sCar and sVn complete
-            store_rows(s2g_v, tidx, sVn, chunk_rows(mVnew, r0, h, BV, vb), rows_left)
+            if const_expr(stores):
+                store_rows(s2g_v, tidx, sVn, chunk_rows(mVnew, r0, h, BV, vb), rows_left)
 
             # S^T = exp(last) S^T + k^T carried (channel_decay: row by row, exp(last) per channel)
             if const_expr(self.channel_decay):
@@ -356,10 +452,21 @@ class SplitScanKernels:
                     sGammas[tidx, 1 - buf] = g_next
             cute.arch.sync_threads()  # every read of this chunk's tiles is done
 
-        if const_expr(self.store_ht):
-            dst = thr_s.partition_C(transposed(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0))))
+        if const_expr(phase != 0):
+            # a CTA with no chunk (an empty sequence) leaves the prologue's prefetch pending: every
+            # cp.async completes before the CTA exits
+            cute.arch.cp_async_wait_group(0)
+        if const_expr(phase == 1):  # the segment's B rows or M rows
+            dst = thr_s.partition_C(
+                transposed(cute.local_tile(mSegMB[slot, h, None, None], (BV, K), (vb, 0)))
+            )
             for i in cutlass.range_constexpr(cute.size(state)):
-                dst[i] = state[i].to(self.ht_t)
+                dst[i] = state[i]
+        elif const_expr(self.store_ht):
+            if is_last > 0:  # (phase 0: a Python 1, no branch)
+                dst = thr_s.partition_C(transposed(cute.local_tile(mHt[n, h, None, None], (BV, K), (vb, 0))))
+                for i in cutlass.range_constexpr(cute.size(state)):
+                    dst[i] = state[i].to(self.ht_t)
 
     def _scan_gate(self, mGamma, r0, rows_left, slot, h, tidx):
         """What `scan_wg` keeps per chunk for thread ``tidx`` (trace time): gamma of the chunk's row
