@@ -4,6 +4,7 @@ against flash-linear-attention and cudnn-frontend.
     python -m benchmarks.linear_attention.bench_gdn [--rounds 3] [--budget-s 420] [--out DIR]
         [--occupancy 2,4] [--segment 32,16] [--profile] [--skip cases,cudnn] [--shapes B4xT4096]
         [--plans first|all] [--sm90 32] [--sm90-modes fused,wg1,wg2,fusedwg,fusedwg16]
+        [--sm90-bwd-segments 0,64] [--gate-mean 4]
 
 1. Correctness: every case of `gdn_cases.CASES` (varlen odd lengths, T = 1, an empty sequence,
    initial and final state, each option alone and together, GQA/GVA, fp16, head dims 64 and 256,
@@ -24,7 +25,8 @@ against flash-linear-attention and cudnn-frontend.
    against autograd through the float64 token loop; then forward+backward at the same shapes: ours
    is the gdn graph's execute() then the gdn_bwd graph's (the hook's first pair, gdn_cutile's
    first pair, with ``--plans all`` gdn_cutile_bwd at each BLOCK_V, each ``--occupancy`` hint the
-   backward has, both graphs hinted, each ``--segment``, both split, and ``--sm90``'s pairs), FLA's is
+   backward has, both graphs hinted, each ``--segment``, both split, ``--sm90``'s pairs, and the
+   first forward with gdn_sm90_bwd at each ``--sm90-bwd-segments`` SEGMENT), FLA's is
    ``chunk_gated_delta_rule`` and ``.backward(dO)`` (its Hopper guard lifted for timing only:
    ``fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True``), cudnn-frontend's its op's autograd
    where it has one; our gradients are compared with FLA's first.
@@ -87,6 +89,7 @@ class TimingRun:
     sm90_modes: tuple[str, ...] = tuple(SM90_MODES)  # the gdn_sm90 forward's scans timed at each
     all_plans: bool = True  # gdn_cutile's BLOCK_V columns too (--plans all), not only each engine's first
     gate_mean: float = 0.0  # g = logsigmoid(N(gate_mean, 1)): 0 strong gates, 4 weak ones
+    sm90_bwd_segments: tuple[int, ...] = ()  # gdn_sm90_bwd's SEGMENT values timed behind the first forward
 
 
 def correctness_table(log: list[str]) -> bool:
@@ -375,16 +378,24 @@ def _ours_fwd_bwd(
     engine: Any = None,
     wgmma: Any = None,
     bwd_stages: Any = None,
+    bwd_segment: Any = None,
 ) -> tuple[Any, dict]:
     """(call, gradients) of our forward then backward graphs, built once. ``engine`` None: the
     hook's first forward, the backward at ``block_v`` (with ``occupancy``, ``segment``: gdn_cutile's
     pair at those knobs; nothing given: the hook's first backward too); "gdn_cutile": gdn_cutile's
     first forward and gdn_cutile_bwd at ``block_v``; "gdn_sm90": gdn_sm90's first forward and
     gdn_sm90_bwd at ``block_v`` (with ``wgmma``: the forward at WGMMA 2 and STAGES 2, the
-    backward's scans on warpgroup MMAs at ``bwd_stages``)."""
+    backward's scans on warpgroup MMAs at ``bwd_stages``). ``bwd_segment`` given: the hook's first
+    forward and gdn_sm90_bwd at WGMMA 1, ``block_v``, ``bwd_stages`` and that SEGMENT."""
     import torch
 
-    if engine == "gdn_sm90":
+    if bwd_segment is not None:
+        fwd_call, _ = _ours(case, tensors, None)
+        case = dataclasses.replace(
+            case, block_v=block_v, engine="gdn_sm90_bwd", wgmma=1, stages=bwd_stages, occupancy=None,
+            segment=bwd_segment,
+        )  # fmt: skip
+    elif engine == "gdn_sm90":
         fwd_call, _ = _ours(
             case, tensors, 32, engine=engine, stages=2 if wgmma else None, wgmma=2 if wgmma else None
         )
@@ -455,6 +466,13 @@ def _cudnn_fwd_bwd(tensors: dict, lengths: tuple[int, ...], d_o: Any) -> tuple[A
     return call, leaves
 
 
+def _sm90_bwd_segment_plans(segments: tuple[int, ...]) -> list[tuple[int, int, int]]:
+    """(SEGMENT, STAGES, BLOCK_V) of the --sm90-bwd-segments columns: each SEGMENT at both STAGES
+    (BLOCK_V 32), and a segmented one at BLOCK_V 64 too (STAGES 1: half the CTAs, each twice the rows)."""
+    plans = [(s, st, 32) for s in segments for st in STAGES_SM90]
+    return plans + [(s, 1, 64) for s in segments if s]
+
+
 def timing_bwd(run: TimingRun) -> list[dict]:
     import torch
 
@@ -485,6 +503,13 @@ def timing_bwd(run: TimingRun) -> list[dict]:
             call, grads = _ours_fwd_bwd(
                 case, tensors, d_o, bv, engine="gdn_sm90", wgmma=wgmma, bwd_stages=stages
             )
+            _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
+            columns[label] = call
+            diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)
+            print(f"  {shape} {label} vs the first: rel diff of the gradients {diffs}")
+        for segment, stages, bv in _sm90_bwd_segment_plans(run.sm90_bwd_segments):
+            label = f"ours[first + sm90 bwd SEG={segment} ST={stages} BV={bv}]"
+            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, bwd_stages=stages, bwd_segment=segment)
             _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
             columns[label] = call
             diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)
@@ -544,6 +569,12 @@ def main() -> None:
         help=f"comma list of the gdn_sm90 forward's scans timed at each --sm90 BLOCK_V: {list(SM90_MODES)}",
     )
     parser.add_argument(
+        "--sm90-bwd-segments",
+        default="",
+        help="comma list of gdn_sm90_bwd SEGMENT values (0: unsegmented) timed behind the hook's first forward, "
+        "each at both STAGES (BLOCK_V 32) and, segmented, at BLOCK_V 64",
+    )
+    parser.add_argument(
         "--gate-mean",
         type=float,
         default=0.0,
@@ -558,7 +589,7 @@ def main() -> None:
         args.rounds, args.budget_s, started, log, skip, args.profile,
         tuple(int(o) for o in args.occupancy.split(",") if o), tuple(int(s) for s in args.segment.split(",") if s),
         tuple(int(b) for b in args.sm90.split(",") if b), tuple(m for m in args.sm90_modes.split(",") if m),
-        args.plans == "all", args.gate_mean,
+        args.plans == "all", args.gate_mean, tuple(int(s) for s in args.sm90_bwd_segments.split(",") if s),
     )  # fmt: skip
     result: dict[str, Any] = {}
     if "cases" not in skip:

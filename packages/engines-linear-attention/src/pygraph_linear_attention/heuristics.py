@@ -143,14 +143,21 @@ def recommend(
         stages = (2, 1) if split_first(facts, sms=sms) else (1, 2)
         knob_sets = [{"BLOCK_V": b, "STAGES": st, "WGMMA": 1, "SEGMENT": 0} for st in stages for b in blocks]
         knob_sets += [{"BLOCK_V": b, "STAGES": 1, "WGMMA": 0, "SEGMENT": 0} for b in blocks]
-        # SEGMENT (both scans segmented, `gdn.sm90_bwd`): after the rest, untimed
-        knob_sets += [
+        # SEGMENT (both scans segmented, `gdn.sm90_bwd`): first where the forward segments (`sm90_order`:
+        # under half the SMs, sequences averaging two segments of 64 chunks), at STAGES 1 (its grid
+        # is then segments x heads x blocks: several CTAs an SM); after the rest elsewhere
+        segmented = [
             {"BLOCK_V": b, "STAGES": st, "WGMMA": 1, "SEGMENT": s}
             for s in SEGMENT_SM90
             if s
-            for st in stages
+            for st in (1, 2)
             for b in blocks
         ]
+        first_seg = {"BLOCK_V": blocks[0], "STAGES": 1, "WGMMA": 1, "SEGMENT": _SEGMENT_TOKENS // 64}
+        if _segments_first(facts, sms, _scan_grid(facts)):
+            knob_sets = [first_seg, *knob_sets, *(k for k in segmented if k != first_seg)]
+        else:
+            knob_sets += segmented
         sm90 = [PlanConfig(offered["gdn_sm90_bwd"], knobs) for knobs in knob_sets]
         leads = split_first(facts, sms=sms) or not _within_two_per_sm(facts, sms)
         ours = [*sm90, *ours] if leads else [*ours, *sm90]
@@ -211,8 +218,7 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
     every += [{**k, "WGMMA": 4} for k in every if k["WGMMA"] == 3 and k["STAGES"] == 2]
     grid = facts.sequences * facts.heads_out * max(facts.head_dim_v // 64, 1)
     first = {"BLOCK_V": 64, "STAGES": 2, "SPLIT": 0, "WGMMA": 4, "SEGMENT": 0}
-    mean_length = facts.tokens / max(facts.sequences, 1)
-    if grid < sms // 2 and mean_length >= 2 * _SEGMENT_TOKENS and not _segments_overflow(facts):
+    if _segments_first(facts, sms, grid):
         first = {**first, "STAGES": 1, "WGMMA": 1, "SEGMENT": _SEGMENT_TOKENS // 64}
     if first in every:
         every = [first, *(k for k in every if k != first)]
@@ -222,6 +228,13 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
 # SEGMENT's tokens where the hook segments: 64 chunks (above: 16 chunks made the combine's serial
 # walk 31 steps at B1 T32768, 0.72 ms of a 1.8 ms forward)
 _SEGMENT_TOKENS = 4096
+
+
+def _segments_first(facts: LinearAttentionFacts, sms: int, grid: int) -> bool:
+    """Whether the segmented scans go first: their unsegmented ``grid`` under half the SMs, the
+    sequences averaging two segments of `_SEGMENT_TOKENS` or more, the transitions within 32-bit offsets."""
+    mean_length = facts.tokens / max(facts.sequences, 1)
+    return grid < sms // 2 and mean_length >= 2 * _SEGMENT_TOKENS and not _segments_overflow(facts)
 
 
 def _segments_overflow(facts: LinearAttentionFacts) -> bool:
