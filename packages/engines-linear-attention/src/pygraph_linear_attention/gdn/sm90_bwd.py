@@ -15,6 +15,15 @@ Launches, in stream order:
    terms: dq (whole), dk's first terms, dw and those terms of d gamma.
 4. `GdnSm90Bwd.grad_wy` (same grid): the WY transform's terms from T, dw and dv_new: dv, the rest
    of dk and d beta, d gamma's reverse sum (the decay's gradient) and the gates' chain rules.
+With SEGMENT (WGMMA 1) the two scans of 1 and 2 run segmented, a long sequence over segments x heads
+x blocks CTAs: `GdnSm90Fwd.scan_wg` phase 1 (each segment's transition: B and M rows, with the
+forward's warmup), `GdnSm90Fwd.segment_combine` (the state entering each segment), `scan_wg` phase
+2 (every segment from its entering state, storing as above); then `grad_scan_wg` phase 1 (each
+segment's G, the gradient at its start from zero at its end, the warmup from its start),
+`grad_segment_combine` (the gradient at each segment's end: ``D M^T + G`` segment by segment from
+the last, with the forward's M) and `grad_scan_wg` phase 2 (every segment from the gradient at its
+end, storing as above).
+
 5. `head_sum` (dQ, dK through the l2 norm where the kernel normalized them, dV), `gate_sum` (dG,
    dBeta) and `param_sum` (d_a_log, d_dt_bias): the per-output-head gradients summed over the heads
    each input head serves. Where a sum would only cast (one output head per input head, no l2

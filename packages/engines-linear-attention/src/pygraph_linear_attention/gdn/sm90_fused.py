@@ -238,14 +238,12 @@ class FusedScanKernels:
             sFirst[1] = Int32(bad > 0)
         cute.arch.sync_threads()
         truncated = Int32(first < count) * Int32(sFirst[1] == 0)
-        if const_expr(from_start):
-            c_stop = c_end
-            if truncated > 0:
-                c_stop = c_begin + first + 1
-            return c_stop, truncated
-        c_start = c_begin
+        c_start = c_end if const_expr(from_start) else c_begin  # (with from_start: the chunk past the last)
         if truncated > 0:
-            c_start = c_end - 1 - first
+            if const_expr(from_start):
+                c_start = c_begin + first + 1
+            else:
+                c_start = c_end - 1 - first
         return c_start, truncated
 
     @cute.jit
