@@ -238,6 +238,9 @@ class FusedScanKernels:
             sFirst[1] = Int32(bad > 0)
         cute.arch.sync_threads()
         truncated = Int32(first < count) * Int32(sFirst[1] == 0)
+        # one return statement: with a second (under a const_expr branch) the compile of this kernel
+        # succeeded but later compiles of other configurations in the same process failed in the DSL's
+        # preprocessing (8 gdn_sm90_bwd configurations in a row, CuTe DSL 4.8.1)
         c_start = c_end if const_expr(from_start) else c_begin  # (with from_start: the chunk past the last)
         if truncated > 0:
             if const_expr(from_start):
