@@ -201,7 +201,7 @@ def sm90_bwd_cases() -> tuple[GdnCase, ...]:
     """The backward cases on the gdn_sm90_bwd engine: those its build serves (K and V of 64 or 128),
     BLOCK_V 128 as 64, on mma.sync, and each again with WGMMA 1 (the scans on warpgroup MMAs) at
     STAGES 1 and 2; the SEGMENT cases (and long-1100: two segments, the second of 76 tokens) with both
-    scans segmented (WGMMA 1) at STAGES 1 and 2."""
+    scans segmented (WGMMA 1) at STAGES 1 and 2, and at BLOCK_V 64."""
     out = []
     for c in BWD_CASES:
         if c.key_dim not in (64, 128) or c.value_dim not in (64, 128):
@@ -215,6 +215,7 @@ def sm90_bwd_cases() -> tuple[GdnCase, ...]:
             out += [
                 dataclasses.replace(seg, name=f"{c.name}-wgmma-seg16"),
                 dataclasses.replace(seg, name=f"{c.name}-wgmma-seg16-s2", stages=2),
+                dataclasses.replace(seg, name=f"{c.name}-wgmma-seg16-bv64", block_v=64),  # the hook's BLOCK_V
             ]
             if c.segment:
                 continue

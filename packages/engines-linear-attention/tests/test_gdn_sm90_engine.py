@@ -396,12 +396,20 @@ def bwd_recorder(monkeypatch):
     return fn
 
 
-def test_a_backward_call_passes_its_pointers_in_order(bwd_recorder):
+@pytest.mark.parametrize("segment", [0, 16])
+def test_a_backward_call_passes_its_pointers_in_order(bwd_recorder, segment):
     t, n, h, hv, d = 130, 3, 2, 4, 128
-    g = _built(_bwd_graph(t=t, n=n, h=h, hv=hv, d=d), "gdn_sm90_bwd[BLOCK_V=32,STAGES=1,WGMMA=0]")
+    plan = f"gdn_sm90_bwd[BLOCK_V=32,SEGMENT={segment},STAGES=1,WGMMA={1 if segment else 0}]"
+    g = _built(_bwd_graph(t=t, n=n, h=h, hv=hv, d=d), plan)
     (key,) = bwd_recorder.keys
     # GVA (2 q/k heads, 4 output heads): dQ and dK go through the head sums, dV is written directly
-    assert (key.direct_qk, key.direct_v, key.has_h0, key.has_dht) == (False, True, True, True)
+    assert (key.direct_qk, key.direct_v, key.has_h0, key.has_dht, key.segment) == (
+        False,
+        True,
+        True,
+        True,
+        segment,
+    )
     names = ("q", "k", "v", "g", "beta", "cu_seqlens", "dO", "h0", "dht")
     addresses = {name: 0x100000 * (i + 1) for i, name in enumerate(names)}
     tensors = {g.find_tensor(name): addr for name, addr in addresses.items()}
@@ -411,15 +419,19 @@ def test_a_backward_call_passes_its_pointers_in_order(bwd_recorder):
     workspace = 0x8000000
     g.execute(tensors, workspace=workspace)
     (args,) = bwd_recorder.calls
-    pointers, sizes = args[:35], args[35:-1]
+    pointers, sizes = args[:38], args[38:-1]
     spare = pointers[5]  # a_log, dt_bias, d_a_log, d_dt_bias absent
     assert pointers[:19] == (
         addresses["q"], addresses["k"], addresses["v"], addresses["g"], addresses["beta"], spare, spare,
         addresses["cu_seqlens"], addresses["h0"], addresses["dO"], addresses["dht"],
         *(0x1000000 * (i + 1) for i in range(5)), 0x6000000, spare, spare,
     )  # fmt: skip
-    ws = pointers[19:]  # gamma first, every region 256-byte aligned, in order, the spare last
+    # gamma first, every region 256-byte aligned, in order, the spare last; seg_mb, seg_st and con
+    # (the segments' rows) only with SEGMENT, else the spare
+    ws = pointers[19:] if segment else pointers[19:35]
     assert ws[0] == workspace and all(p % 256 == 0 for p in ws) and list(ws) == sorted(ws) and spare > ws[-1]
+    if not segment:
+        assert pointers[35:] == (spare,) * 3
     assert sizes == (t, n, search_steps(n), h, hv, hv, hv, hv, 1, 1, d**-0.5)
 
 
@@ -427,10 +439,12 @@ def test_a_backward_call_passes_its_pointers_in_order(bwd_recorder):
     importlib.util.find_spec("cutlass") is None, reason="CuTe DSL (nvidia-cutlass-dsl) is not installed"
 )
 @pytest.mark.parametrize(
-    ("wgmma", "stages"), [(False, 1), (True, 1), (True, 2)], ids=["mma-sync", "wgmma", "wgmma-prefetch"]
+    ("wgmma", "stages", "segment"),
+    [(False, 1, 0), (True, 1, 0), (True, 2, 0), (True, 1, 16)],
+    ids=["mma-sync", "wgmma", "wgmma-prefetch", "wgmma-segmented"],
 )
 def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(
-    monkeypatch, tmp_path, wgmma, stages
+    monkeypatch, tmp_path, wgmma, stages, segment
 ):
     from pygraph_linear_attention.common import sm90_compile as cache
     from pygraph_linear_attention.gdn import sm90_host as host
@@ -443,7 +457,7 @@ def test_the_backward_compiles_for_sm90a_and_is_loaded_back_from_the_disk(
         dh0_dtype="bfloat16", dht_dtype="float32", cu_dtype="int64", dg_dtype="float32", dbeta_dtype="bfloat16",
         da_log_dtype="float32", ddt_bias_dtype="float32", l2norm=True, beta_sigmoid=True, neg_eigval=True,
         safe_gate=True, has_dt_bias=True, has_h0=True, has_dht=True, direct_qk=False, direct_v=False, wgmma=wgmma,
-        stages=stages,
+        stages=stages, segment=segment,
     )  # fmt: skip
     built = []
     real = host._compile

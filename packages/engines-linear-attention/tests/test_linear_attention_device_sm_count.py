@@ -66,10 +66,10 @@ def test_the_split_scan_leads_under_the_devices_sms():
     # under the SMs gdn_sm90_bwd leads, its prefetching scans (STAGES 2) first; between one and two
     # CTAs per SM it trails gdn_cutile_bwd's plans, STAGES 1 first
     assert on_h200[0].engine_id == 20103
-    assert dict(on_h200[0].knobs) == {"BLOCK_V": 32, "STAGES": 2, "WGMMA": 1}
+    assert dict(on_h200[0].knobs) == {"BLOCK_V": 32, "STAGES": 2, "WGMMA": 1, "SEGMENT": 0}
     assert on_pcie[0].engine_id == 20102
     first_sm90 = next(p for p in on_pcie if p.engine_id == 20103)
-    assert dict(first_sm90.knobs) == {"BLOCK_V": 32, "STAGES": 1, "WGMMA": 1}
+    assert dict(first_sm90.knobs) == {"BLOCK_V": 32, "STAGES": 1, "WGMMA": 1, "SEGMENT": 0}
 
 
 def test_the_backward_leads_again_past_two_ctas_per_sm_of_the_device():

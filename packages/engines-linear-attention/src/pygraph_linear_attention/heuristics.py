@@ -144,8 +144,13 @@ def recommend(
         knob_sets = [{"BLOCK_V": b, "STAGES": st, "WGMMA": 1, "SEGMENT": 0} for st in stages for b in blocks]
         knob_sets += [{"BLOCK_V": b, "STAGES": 1, "WGMMA": 0, "SEGMENT": 0} for b in blocks]
         # SEGMENT (both scans segmented, `gdn.sm90_bwd`): first where the forward segments (`sm90_order`:
-        # under half the SMs, sequences averaging two segments of 64 chunks), at STAGES 1 (its grid
-        # is then segments x heads x blocks: several CTAs an SM); after the rest elsewhere
+        # under half the SMs, sequences averaging two segments of 64 chunks), at BLOCK_V 64 and STAGES 1;
+        # after the rest elsewhere. Measured (H100, one run, the first forward then the backward, ms):
+        # B1 T32768 3.686 at SEGMENT 64 BLOCK_V 64 STAGES 1, 3.848 at BLOCK_V 32, 4.205 at STAGES 2,
+        # 5.003 unsegmented (its first before); B4 T4096 (one segment a sequence) 1.928 segmented at
+        # BLOCK_V 64 against 1.727 unsegmented. varlen8 gains (3.812 against 4.015: its 8192- and
+        # 7680-token sequences split) but has B4's mean length, and the hook sees no lengths (they
+        # are on the device), so it stays unsegmented.
         segmented = [
             {"BLOCK_V": b, "STAGES": st, "WGMMA": 1, "SEGMENT": s}
             for s in SEGMENT_SM90
@@ -153,7 +158,7 @@ def recommend(
             for st in (1, 2)
             for b in blocks
         ]
-        first_seg = {"BLOCK_V": blocks[0], "STAGES": 1, "WGMMA": 1, "SEGMENT": _SEGMENT_TOKENS // 64}
+        first_seg = {"BLOCK_V": blocks[-1], "STAGES": 1, "WGMMA": 1, "SEGMENT": _SEGMENT_TOKENS // 64}
         if _segments_first(facts, sms, _scan_grid(facts)):
             knob_sets = [first_seg, *knob_sets, *(k for k in segmented if k != first_seg)]
         else:
