@@ -153,6 +153,23 @@ def slot_chunk(mCu, slot, sequences, search_steps, size: cutlass.Constexpr = CHU
 
 
 @cute.jit
+def segment_span(mCu, slot, sequences, search_steps, segment: cutlass.Constexpr):
+    """Segment slot ``slot`` of the segmented scans (``segment`` chunks a segment): (sequence n, its
+    first token, its length, the segment's index in it, the segment's first chunk, the chunk past its
+    last, whether it is the sequence's last, whether it starts inside the sequence)."""
+    tokens_per = CHUNK * segment
+    bos, length, seg = slot_chunk(mCu, slot, sequences, search_steps, tokens_per)
+    n = slot - bos // tokens_per - seg
+    c_begin = seg * segment
+    c_end = cute.ceil_div(length, CHUNK)
+    if c_end > c_begin + segment:
+        c_end = c_begin + segment
+    is_last = Int32((seg + 1) * tokens_per >= length)
+    starts = Int32(seg * tokens_per < length)
+    return n, bos, length, seg, c_begin, c_end, is_last, starts
+
+
+@cute.jit
 def gamma_row(mGamma, r0, rows_left, h, tidx):
     """gamma of the chunk's row ``tidx`` (from token ``r0``, head ``h``); 0 at or past ``rows_left``."""
     gam = Float32(0.0)

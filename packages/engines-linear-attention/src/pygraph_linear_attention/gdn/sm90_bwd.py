@@ -20,8 +20,8 @@ x blocks CTAs: `GdnSm90Fwd.scan_wg` phase 1 (each segment's transition: B and M 
 forward's warmup), `GdnSm90Fwd.segment_combine` (the state entering each segment), `scan_wg` phase
 2 (every segment from its entering state, storing as above); then `grad_scan_wg` phase 1 (each
 segment's G, the gradient at its start from zero at its end, the warmup from its start),
-`grad_segment_combine` (the gradient at each segment's end: ``D M^T + G`` segment by segment from
-the last, with the forward's M) and `grad_scan_wg` phase 2 (every segment from the gradient at its
+`segment_combine` reversed (the gradient at each segment's end: ``D M^T + G`` segment by segment
+from the last, with the forward's M) and `grad_scan_wg` phase 2 (every segment from the gradient at its
 end, storing as above).
 
 5. `head_sum` (dQ, dK through the l2 norm where the kernel normalized them, dV), `gate_sum` (dG,
@@ -124,7 +124,7 @@ class GdnSm90Bwd(GradScanKernels):
         self.stages = stages
         # SEGMENT (with wgmma): chunks a segment of both scans, each run as its segments' transitions,
         # their combine and every segment at once from its entering state or gradient (`scan_wg` and
-        # `grad_scan_wg` at phases 1 and 2, `segment_combine`, `grad_segment_combine`)
+        # `grad_scan_wg` at phases 1 and 2, `segment_combine` forward and reversed)
         self.segment = segment
         self.fwd = GdnSm90Fwd(
             key_dim=key_dim, value_dim=value_dim, block_v=block_v, io_dtype=io_dtype, beta_dtype=beta_dtype,
@@ -295,7 +295,7 @@ class GdnSm90Bwd(GradScanKernels):
             self.grad_scan_wg(*grad, *segs, 1).launch(
                 grid=[seg_slots, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
             )
-            self.grad_segment_combine(mSegMB, mSegST, mCu, mDht).launch(
+            fwd.segment_combine(mSegMB, mSegST, mCu, mDht, True, self.has_dht).launch(
                 grid=[sequences, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
             )
             self.grad_scan_wg(*grad, *segs, 2).launch(

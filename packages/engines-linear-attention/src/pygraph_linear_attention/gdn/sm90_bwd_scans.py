@@ -12,7 +12,6 @@ from cutlass import Float32, Int32, const_expr
 
 from pygraph_linear_attention.common.sm90_tiles import (
     CHUNK,
-    THREADS,
     acc_to_gmem,
     acc_to_smem,
     async_visible,
@@ -28,7 +27,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     row_major,
     row_pair,
     scaled_rows,
-    slot_chunk,
+    segment_span,
     smem_tile,
     smem_vector,
     store_rows,
@@ -195,7 +194,7 @@ class GradScanKernels:
         blocks; 1: segment slots x heads x value blocks, every segment but a sequence's first: the
         gradient leaving the segment's start from zero at its end (its G, over the warmup's chunks
         from its start: `_warmup_start` with ``from_start``) into ``mSegMB``'s B rows; 2: the same
-        grid, each segment from the gradient at its end (``mSegST``, from `grad_segment_combine`, or
+        grid, each segment from the gradient at its end (``mSegST``, from `segment_combine` reversed, or
         d_final_state for a sequence's last), storing as phase 0 does, d_initial_state from the
         first."""
         C = CHUNK
@@ -209,15 +208,9 @@ class GradScanKernels:
                 tidx, slot, slot, h, vb, bos, length, 0, 0, cute.ceil_div(length, C), 1, phase,
             )  # fmt: skip
         else:
-            tokens_per = C * self.segment
-            bos, length, seg = slot_chunk(mCu, slot, sequences, search_steps, tokens_per)
-            n = slot - bos // tokens_per - seg
-            c_begin = seg * self.segment
-            c_end = cute.ceil_div(length, C)
-            if c_end > c_begin + self.segment:
-                c_end = c_begin + self.segment
-            is_last = Int32((seg + 1) * tokens_per >= length)
-            starts = Int32(seg * tokens_per < length)
+            n, bos, length, seg, c_begin, c_end, is_last, starts = segment_span(
+                mCu, slot, sequences, search_steps, self.segment
+            )
             active = starts * Int32(seg > 0)  # phase 1: every segment but the sequence's first
             if const_expr(phase == 2):
                 active = Int32(starts + Int32(seg == 0) > 0)  # an empty sequence: d_initial_state
@@ -456,54 +449,3 @@ class GradScanKernels:
                 dst = thr_s.partition_C(transposed(cute.local_tile(mDh0[n, h, None, None], (BV, K), (vb, 0))))
                 for e in cutlass.range_constexpr(cute.size(d_state)):
                     dst[e] = d_state[e].to(mDh0.element_type)
-
-    @cute.kernel
-    def grad_segment_combine(
-        self, mSegMB: cute.Tensor, mSegST: cute.Tensor, mCu: cute.Tensor, mDht: cute.Tensor
-    ):
-        """Grid: sequences x output heads x value blocks of BV (SEGMENT). The gradient's walk over a
-        sequence's segments, last to first: D = d_final_state (or 0), then per segment p from the last
-        down to the second ``D = D M_p^T + G_p`` in fp32 (G_p: `grad_scan_wg` phase 1's, in
-        ``mSegMB``'s B rows; M_p: the forward's phase 1, its M rows), stored as the gradient at the
-        end of segment p - 1 (``mSegST``, whose entering states the forward's phase 2 has read).
-        Thread t carries column t % K of the block's rows t // K, t // K + 128 / K, ...; D goes
-        through shared memory as D^T, and M^T through a [K, K + 1] fp32 tile (M's rows read coalesced
-        and written transposed, the padding keeping both the writes and the step's reads free of bank
-        conflicts)."""
-        K, V, BV, C = self.K, self.V, self.BV, CHUNK
-        tokens_per = C * self.segment
-        tidx, _, _ = cute.arch.thread_idx()
-        n, h, vb = cute.arch.block_idx()
-        bos = Int32(mCu[n])
-        length = Int32(mCu[n + 1]) - bos
-        segments = cute.ceil_div(length, tokens_per)
-        first_slot = bos // tokens_per + n
-        col = tidx % K
-        step = THREADS // K
-        rows = BV // step  # a thread's rows
-        row0 = tidx // K
-        smem = utils.SmemAllocator()
-        sDT = smem.allocate_tensor(Float32, cute.make_layout((K, BV), stride=(BV, 1)), 16)
-        sMT = smem.allocate_tensor(Float32, cute.make_layout((K, K), stride=(K + 1, 1)), 16)
-        acc = cute.make_rmem_tensor((rows,), Float32)
-        for j in cutlass.range_constexpr(rows):
-            acc[j] = Float32(0.0)
-            if const_expr(self.has_dht):
-                acc[j] = Float32(mDht[n, h, vb * BV + row0 + j * step, col].to(Float32))
-        for i in cutlass.range(segments - 1, unroll=1):
-            s_slot = first_slot + segments - 1 - i
-            for e in cutlass.range(K * K // THREADS, unroll=8):
-                flat = tidx + e * THREADS
-                sMT[flat % K, flat // K] = mSegMB[s_slot, h, V + flat // K, flat % K]
-            for j in cutlass.range_constexpr(rows):
-                sDT[col, row0 + j * step] = acc[j]
-            for j in cutlass.range_constexpr(rows):
-                acc[j] = mSegMB[s_slot, h, vb * BV + row0 + j * step, col]
-            cute.arch.sync_threads()  # sMT and sDT complete
-            for kk in cutlass.range(K, unroll=8):
-                m = sMT[kk, col]
-                for j in cutlass.range_constexpr(rows):
-                    acc[j] = acc[j] + sDT[kk, row0 + j * step] * m
-            cute.arch.sync_threads()  # every read of sDT and sMT done before the next step's writes
-            for j in cutlass.range_constexpr(rows):
-                mSegST[s_slot - 1, h, vb * BV + row0 + j * step, col] = acc[j]

@@ -64,7 +64,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     row_major,
     row_pair,
     scale_row_pair,
-    slot_chunk,
+    segment_span,
     store_rows,
     tail_decay,
     transposed,
@@ -134,15 +134,9 @@ class FusedScanKernels:
                 v_group, bos, length, Int32(0), Int32(0), cute.ceil_div(length, C), Int32(1), scale, phase,
             )  # fmt: skip
         else:
-            tokens_per = C * self.segment
-            bos, length, seg = slot_chunk(mCu, slot, sequences, search_steps, tokens_per)
-            n = slot - bos // tokens_per - seg
-            c_begin = seg * self.segment
-            c_end = cute.ceil_div(length, C)
-            if c_end > c_begin + self.segment:
-                c_end = c_begin + self.segment
-            is_last = Int32((seg + 1) * tokens_per >= length)
-            starts = Int32(seg * tokens_per < length)
+            n, bos, length, seg, c_begin, c_end, is_last, starts = segment_span(
+                mCu, slot, sequences, search_steps, self.segment
+            )
             active = starts * (1 - is_last)  # phase 1: every segment but the sequence's last
             if const_expr(phase == 2):
                 active = Int32(starts + Int32(seg == 0) > 0)  # an empty sequence: its final state
@@ -250,6 +244,35 @@ class FusedScanKernels:
         return c_start, truncated
 
     @cute.jit
+    def _entering_state(
+        self, state, crd_s, thr_s, mSegST, mH0, slot, n, h, vb, seg, value_rows, phase: cutlass.Constexpr
+    ):
+        """A scan's first state, in place in ``state`` (S^T [K, BV] in fp32 accumulators, zero): phase
+        1's identity rows where ``value_rows`` is 0 (virtual value row vb BV - V + col is e_row; B's
+        rows stay zero); phase 2's state entering the segment (from the combine) past a sequence's
+        first; the initial state of a sequence's first segment (phases 0 and 2)."""
+        K, V, BV = self.K, self.V, self.BV
+        if const_expr(phase == 1):
+            if value_rows == 0:
+                for i in cutlass.range_constexpr(cute.size(state)):
+                    state[i] = Float32(crd_s[i][0] == crd_s[i][1] + vb * BV - V)
+        else:
+            if const_expr(phase == 2):
+                if seg > 0:
+                    src = thr_s.partition_C(
+                        transposed(cute.local_tile(mSegST[slot, h, None, None], (BV, K), (vb, 0)))
+                    )
+                    for i in cutlass.range_constexpr(cute.size(state)):
+                        state[i] = src[i]
+            if const_expr(self.has_h0):
+                if seg == 0:
+                    src = thr_s.partition_C(
+                        transposed(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0)))
+                    )
+                    for i in cutlass.range_constexpr(cute.size(state)):
+                        state[i] = src[i].to(Float32)
+
+    @cute.jit
     def _store_rows_mb(self, mSegMB, tidx, slot, h, vb):
         """Zeros into the segment's rows of ``mSegMB`` of value block ``vb`` (BV rows of K)."""
         K, BV = self.K, self.BV
@@ -306,25 +329,7 @@ class FusedScanKernels:
         mma_s = wg_mma(io, BV, True, True)  # S^T [K, BV] += k^T [K, C] . carried [C, BV]
         state, crd_s = zeroed_acc(mma_s, tidx, K, BV)
         thr_s = mma_s.get_slice(tidx)
-        if const_expr(phase == 1):
-            if value_rows == 0:  # the identity's rows: virtual value row vb BV - V + col is e_row
-                for i in cutlass.range_constexpr(cute.size(state)):
-                    state[i] = Float32(crd_s[i][0] == crd_s[i][1] + vb * BV - V)
-        else:
-            if const_expr(phase == 2):
-                if seg > 0:  # the state entering the segment, from the combine
-                    src = thr_s.partition_C(
-                        transposed(cute.local_tile(mSegST[slot, h, None, None], (BV, K), (vb, 0)))
-                    )
-                    for i in cutlass.range_constexpr(cute.size(state)):
-                        state[i] = src[i]
-            if const_expr(self.has_h0):
-                if seg == 0:
-                    src = thr_s.partition_C(
-                        transposed(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0)))
-                    )
-                    for i in cutlass.range_constexpr(cute.size(state)):
-                        state[i] = src[i].to(Float32)
+        self._entering_state(state, crd_s, thr_s, mSegST, mH0, slot, n, h, vb, seg, value_rows, phase)
         tiles = (mQ, mK, mV, mTb, hk, hv, h, vb, K, BV)
         buffers = (sQs, sKs, sVs, sTbs)
         p_tiles = (mP, sPs) if const_expr(stored) else (None, None)
@@ -466,6 +471,8 @@ class FusedScanKernels:
         mSegST: cute.Tensor,
         mCu: cute.Tensor,
         mH0: cute.Tensor,
+        reverse: cutlass.Constexpr = False,
+        has_init: cutlass.Constexpr = None,
     ):
         """Grid: sequences x output heads x value blocks of BV. Walks the sequence's segments: S = the
         initial state (or 0), then per segment p but the last ``S = S M_p + B_p`` in fp32, stored as
@@ -473,7 +480,13 @@ class FusedScanKernels:
         t // K, t // K + 128 / K, ...; S goes through shared memory (as S^T, so a thread's rows of one
         column are contiguous) for each step's products, and so does M ([K, K] fp32, by 16-byte
         cp.async copies at the step's start): read element by element from L2 each step took 16-23 us
-        (H100, the combine of SEGMENT 16 at B1 T32768: 0.50-0.72 ms for 31 steps)."""
+        (H100, the combine of SEGMENT 16 at B1 T32768: 0.50-0.72 ms for 31 steps).
+
+        ``reverse`` (the backward's gradient, `gdn.sm90_bwd`): ``mH0`` is d_final_state (read where
+        ``has_init``), and the walk runs from the last segment down to the second, ``D = D M_p^T +
+        G_p`` (G_p in the B rows, from `grad_scan_wg` phase 1), stored as the gradient at the end of
+        segment p - 1; M^T goes through a [K, K + 1] fp32 tile, M's rows read coalesced and written
+        transposed (the padding keeps both the writes and the step's reads free of bank conflicts)."""
         K, V, BV, C = self.K, self.V, self.BV, CHUNK
         tokens_per = C * self.segment
         tidx, _, _ = cute.arch.thread_idx()
@@ -488,39 +501,52 @@ class FusedScanKernels:
         row0 = tidx // K
         smem = utils.SmemAllocator()
         sST = smem.allocate_tensor(Float32, cute.make_layout((K, BV), stride=(BV, 1)), 16)
-        sM = smem.allocate_tensor(Float32, cute.make_layout((K, K), stride=(K, 1)), 16)
-        atom = cute.make_copy_atom(
-            cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL),
-            Float32,
-            num_bits_per_copy=128,
-        )
-        per_row = K // 4  # 16-byte copies along a row of M
-        g2s_m = cute.make_tiled_copy_tv(
-            atom,
-            cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1)),
-            cute.make_layout((1, 4)),
-        )
-        thr_m = g2s_m.get_slice(tidx)
+        m_stride = K + 1 if const_expr(reverse) else K
+        sM = smem.allocate_tensor(Float32, cute.make_layout((K, K), stride=(m_stride, 1)), 16)
+        thr_m = g2s_m = None
+        if const_expr(not reverse):
+            atom = cute.make_copy_atom(
+                cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL),
+                Float32,
+                num_bits_per_copy=128,
+            )
+            per_row = K // 4  # 16-byte copies along a row of M
+            g2s_m = cute.make_tiled_copy_tv(
+                atom,
+                cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1)),
+                cute.make_layout((1, 4)),
+            )
+            thr_m = g2s_m.get_slice(tidx)
         acc = cute.make_rmem_tensor((rows,), Float32)
         for j in cutlass.range_constexpr(rows):
             acc[j] = Float32(0.0)
-            if const_expr(self.has_h0):
+            if const_expr(self.has_h0 if has_init is None else has_init):
                 acc[j] = Float32(mH0[n, h, vb * BV + row0 + j * step, col].to(Float32))
         for p in cutlass.range(segments - 1, unroll=1):
             s_slot = first_slot + p
-            gM = cute.local_tile(cute.domain_offset((V, 0), mSegMB[s_slot, h, None, None]), (K, K), (0, 0))
-            cute.copy(g2s_m, thr_m.partition_S(gM), thr_m.partition_D(sM))
-            cute.arch.cp_async_commit_group()
+            if const_expr(reverse):
+                s_slot = first_slot + segments - 1 - p
+                for e in cutlass.range(K * K // THREADS, unroll=8):
+                    flat = tidx + e * THREADS
+                    sM[flat % K, flat // K] = mSegMB[s_slot, h, V + flat // K, flat % K]  # M^T
+            else:
+                gM = cute.local_tile(
+                    cute.domain_offset((V, 0), mSegMB[s_slot, h, None, None]), (K, K), (0, 0)
+                )
+                cute.copy(g2s_m, thr_m.partition_S(gM), thr_m.partition_D(sM))
+                cute.arch.cp_async_commit_group()
             for j in cutlass.range_constexpr(rows):
                 sST[col, row0 + j * step] = acc[j]
             for j in cutlass.range_constexpr(rows):
                 acc[j] = mSegMB[s_slot, h, vb * BV + row0 + j * step, col]
-            cute.arch.cp_async_wait_group(0)
+            if const_expr(not reverse):
+                cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()  # sM and sST complete
             for kk in cutlass.range(K, unroll=8):
                 m = sM[kk, col]
                 for j in cutlass.range_constexpr(rows):
                     acc[j] = acc[j] + sST[kk, row0 + j * step] * m
             cute.arch.sync_threads()  # every read of sST and sM done before the next step's writes
+            out_slot = s_slot - 1 if const_expr(reverse) else s_slot + 1
             for j in cutlass.range_constexpr(rows):
-                mSegST[s_slot + 1, h, vb * BV + row0 + j * step, col] = acc[j]
+                mSegST[out_slot, h, vb * BV + row0 + j * step, col] = acc[j]

@@ -48,7 +48,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     row_major,
     row_pair,
     scale_row_pair,
-    slot_chunk,
+    segment_span,
     store_rows,
     tail_decay,
     transposed,
@@ -150,15 +150,10 @@ class FusedWsScanKernels:
             c_end = cute.ceil_div(length, C)
             active = Int32(1)
         else:
-            tokens_per = C * self.segment
-            bos, length, seg = slot_chunk(mCu, slot, sequences, search_steps, tokens_per)
-            n = slot - bos // tokens_per - seg
-            c_begin = seg * self.segment
-            c_end = cute.ceil_div(length, C)
-            if c_end > c_begin + self.segment:
-                c_end = c_begin + self.segment
-            is_last = Int32((seg + 1) * tokens_per >= length)
-            active = Int32(Int32(seg * tokens_per < length) + Int32(seg == 0) > 0)
+            n, bos, length, seg, c_begin, c_end, is_last, starts = segment_span(
+                mCu, slot, sequences, search_steps, self.segment
+            )
+            active = Int32(starts + Int32(seg == 0) > 0)
 
         K, BV, io = self.K, self.BV, self.io
         smem = utils.SmemAllocator()
@@ -213,20 +208,11 @@ class FusedWsScanKernels:
         mma_v = wg_mma(io, BV, False, True)  # [C, BV] = k [C, K] . S [BV, K]^T (S read MN-major)
         mma_tv = wg_mma(io, BV, False, True)  # [C, BV] = Tb [C, C] . x [C, BV]
         mma_s = wg_mma(io, BV, True, True)  # S^T [K, BV] += k^T [K, C] . carried [C, BV]
-        state, _ = zeroed_acc(mma_s, t, K, BV)
+        state, crd_s = zeroed_acc(mma_s, t, K, BV)
         thr_s = mma_s.get_slice(t)
-        if const_expr(phase == 2):
-            if seg > 0:  # the state entering the segment, from the combine
-                src = thr_s.partition_C(
-                    transposed(cute.local_tile(mSegST[slot, h, None, None], (BV, K), (vb, 0)))
-                )
-                for i in cutlass.range_constexpr(cute.size(state)):
-                    state[i] = src[i]
-        if const_expr(self.has_h0):
-            if seg == 0:
-                src = thr_s.partition_C(transposed(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0))))
-                for i in cutlass.range_constexpr(cute.size(state)):
-                    state[i] = src[i].to(Float32)
+        self._entering_state(
+            state, crd_s, thr_s, mSegST, mH0, slot, n, h, vb, seg, None, phase
+        )  # phase 0 or 2
         copies = (g2s_k, g2s_v, g2s_t)
         r_first = bos + c_begin * C
         _load_state_tiles(copies, t, tiles, buffers, r_first, length - c_begin * C, 0, K, BV)

@@ -26,7 +26,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     load_chunk,
     row_major,
     row_pair,
-    slot_chunk,
+    segment_span,
     smem_gemm,
     store_rows,
     tail_decay,
@@ -257,15 +257,9 @@ class SplitScanKernels:
                 length, 0, 0, cute.ceil_div(length, C), 1, phase,
             )  # fmt: skip
         else:
-            tokens_per = C * self.segment
-            bos, length, seg = slot_chunk(mCu, slot, sequences, search_steps, tokens_per)
-            n = slot - bos // tokens_per - seg
-            c_begin = seg * self.segment
-            c_end = cute.ceil_div(length, C)
-            if c_end > c_begin + self.segment:
-                c_end = c_begin + self.segment
-            is_last = Int32((seg + 1) * tokens_per >= length)
-            starts = Int32(seg * tokens_per < length)
+            n, bos, length, seg, c_begin, c_end, is_last, starts = segment_span(
+                mCu, slot, sequences, search_steps, self.segment
+            )
             m_rows = Int32(vb >= V // BV)
             active = starts * (1 - is_last * (1 - m_rows))  # phase 1: no B rows for a sequence's last
             if const_expr(phase == 2):
@@ -322,25 +316,7 @@ class SplitScanKernels:
         mma_s = wg_mma(io, BV, True, True)  # S^T [K, BV] += k^T [K, C] . carried^T [BV, C]^T
         state, crd_s = zeroed_acc(mma_s, tidx, K, BV)
         thr_s = mma_s.get_slice(tidx)
-        if const_expr(phase == 1):
-            if u_rows == 0:  # the identity's rows: virtual value row vb BV - V + col is e_row
-                for i in cutlass.range_constexpr(cute.size(state)):
-                    state[i] = Float32(crd_s[i][0] == crd_s[i][1] + vb * BV - V)
-        else:
-            if const_expr(phase == 2):
-                if seg > 0:  # the state entering the segment, from the combine
-                    src = thr_s.partition_C(
-                        transposed(cute.local_tile(mSegST[slot, h, None, None], (BV, K), (vb, 0)))
-                    )
-                    for i in cutlass.range_constexpr(cute.size(state)):
-                        state[i] = src[i]
-            if const_expr(self.has_h0):
-                if seg == 0:
-                    src = thr_s.partition_C(
-                        transposed(cute.local_tile(mH0[n, h, None, None], (BV, K), (vb, 0)))
-                    )
-                    for i in cutlass.range_constexpr(cute.size(state)):
-                        state[i] = src[i].to(Float32)
+        self._entering_state(state, crd_s, thr_s, mSegST, mH0, slot, n, h, vb, seg, u_rows, phase)
         g2s_k, g2s_v = cta_g2s(io, K), cta_g2s(io, BV)
         tiles = (None, mK, mW, mU, hk, h, vb if u_rows is None else vb * u_rows, K, BV)
         buffers = (None, sKs, sWs, sUs)
