@@ -230,10 +230,9 @@ class GradScanKernels:
         slot, n, h, vb, bos, length, seg, c_begin, c_end, is_last, phase: cutlass.Constexpr,
     ):  # fmt: skip
         """`grad_scan_wg`'s work for one CTA with something to do: chunks ``c_end - 1`` down to
-        ``c_begin`` of sequence ``n`` (from token ``bos``), segment ``seg``. Phase 0 passes ``seg``,
-        ``c_begin`` and ``is_last`` as Python ints and takes the unsegmented expressions (trace time),
-        so its kernel is the one it was before the phases (KDA's and GDN-2's gradient scans are phase
-        0)."""
+        ``c_begin`` of sequence ``n`` (from token ``bos``), segment ``seg``. Phase 0 (KDA's and GDN-2's
+        gradient scans too) passes ``seg``, ``c_begin`` and ``is_last`` as Python ints: its offsets
+        fold at trace time."""
         kda = self.channel_decay
         K, BV, C, io = self.K, self.BV, CHUNK, self.io
         hk = h // k_group

@@ -284,9 +284,8 @@ class SplitScanKernels:
         length, seg, c_begin, c_end, is_last, phase: cutlass.Constexpr,
     ):  # fmt: skip
         """`scan_wg`'s work for one CTA with something to do: chunks ``c_begin`` to ``c_end`` of
-        sequence ``n`` (from token ``bos``), segment ``seg``. Phase 0 passes ``seg``, ``c_begin`` and
-        ``is_last`` as Python ints and takes the unsegmented expressions (trace time), so its kernel
-        is the one it was before the phases (KDA's and GDN-2's scans are phase 0)."""
+        sequence ``n`` (from token ``bos``), segment ``seg``. Phase 0 (KDA's and GDN-2's scans too)
+        passes ``seg``, ``c_begin`` and ``is_last`` as Python ints: its offsets fold at trace time."""
         K, V, BV, C, io = self.K, self.V, self.BV, CHUNK, self.io
         hk = h // k_group
         whole = phase == 0
