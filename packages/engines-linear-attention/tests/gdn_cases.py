@@ -59,6 +59,8 @@ class GdnCase:
     split: int | None = None  # gdn_sm90's SPLIT knob
     wgmma: int | None = None  # gdn_sm90's and gdn_sm90_bwd's WGMMA knob
     tolerance: float = 1e-2
+    gate_shift: float = 0.0  # g = logsigmoid(N(gate_shift, 1)): 3 is about -3 a chunk, 8 about -0.02
+    beta_max: float = 1.0  # beta uniform in [0, beta_max) (without beta_sigmoid)
 
     @property
     def heads_out(self) -> int:
@@ -106,6 +108,25 @@ CASES: tuple[GdnCase, ...] = (
     GdnCase("split-edges", (0, 1024, 1, 0), options=("initial_state", "final_state"), segment=16),
     GdnCase(
         "varlen-gated", (1, 63, 64, 65, 130, 0, 97), options=("initial_state", "final_state", "safe_gate")
+    ),
+    # weakly decaying gates: the state and T's off-diagonal blocks carry across chunks, which the
+    # strong gates above (about -0.8 a token) erase within a few tokens; a defect in either is
+    # visible only here (about -3 a chunk, -0.02 a chunk, and betas past 1)
+    *(
+        GdnCase(name, (2100, 65), options=("qk_l2norm", "initial_state", "final_state"), **kw)
+        for name, kw in (
+            ("gates-3-a-chunk", {"gate_shift": 3.0}),
+            ("weak-gates", {"gate_shift": 8.0}),
+            ("weak-gates-beta-range", {"gate_shift": 3.0, "beta_max": 2.2}),
+        )
+    ),
+    GdnCase("weak-gates-unit-keys", (2100, 65), options=("initial_state", "final_state"), gate_shift=8.0),
+    GdnCase(  # the segments' combine carrying a state across them
+        "weak-gates-seg16",
+        (2100, 65),
+        options=("qk_l2norm", "initial_state", "final_state"),
+        gate_shift=8.0,
+        segment=16,
     ),
 )
 
@@ -178,7 +199,10 @@ def sm90_bwd_cases() -> tuple[GdnCase, ...]:
 
 
 _SM90_STAGES2 = ("varlen-odd", "all-options-gva", "empty-inside")
-_SM90_SPLIT = ("varlen-odd", "all-options-gva", "empty-inside", "long-4097", "d64", "fp16")
+_SM90_SPLIT = (
+    "varlen-odd", "all-options-gva", "empty-inside", "long-4097", "d64", "fp16", "weak-gates",
+    "weak-gates-beta-range",
+)  # fmt: skip
 
 
 def _torch_dtype(torch: Any, name: str) -> Any:
@@ -209,8 +233,10 @@ def make_inputs(case: GdnCase, seed: int = 0, device: str = "cuda") -> tuple[dic
         "q": normal(t, hq, dk).to(io),
         "k": k.to(io),
         "v": normal(t, hv, dv).to(io),
-        "g": F.logsigmoid(normal(t, hv)),
-        "beta": (normal(t, hv) if "beta_sigmoid" in case.options else uniform(t, hv)).to(beta_dtype),
+        "g": F.logsigmoid(normal(t, hv) + case.gate_shift),
+        "beta": (normal(t, hv) if "beta_sigmoid" in case.options else uniform(t, hv) * case.beta_max).to(
+            beta_dtype
+        ),
         "cu_seqlens": torch.tensor(
             [0, *itertools.accumulate(case.lengths)], dtype=getattr(torch, case.cu_dtype), device=device
         ),

@@ -183,3 +183,25 @@ def test_a_per_channel_decay_gradient_transition_is_the_reverse_step():
     torch.testing.assert_close(
         apply(chunk_gradient_transition(w, k, gamma, q, do), d_state), d_in, rtol=1e-12, atol=1e-12
     )
+
+
+def test_a_spans_gradient_transition_from_its_rows_is_the_composed_one():
+    # the kernels' way for the backward's segments: the reverse chunk steps run on zero rows with
+    # the output's gradient (D) and on the identity's rows without it (M^T)
+    q, k, v, g, beta, cu, h0 = _inputs(seed=9)
+    gamma, w, ck, cq, cdo, count = _gradient_chunks(q, k, v, g, beta, cu, h0)
+
+    def step(rows, with_do):
+        for c in reversed(range(count)):
+            do = cdo[:, c] if with_do else torch.zeros_like(cdo[:, c])
+            _, rows = chunk_state_step(cq[:, c], ck[:, c], w[:, c], gamma[:, c], do, rows)
+        return rows
+
+    n, d = span_transition(step, torch.zeros_like(h0[0]), k.shape[-1])
+    span = chunk_gradient_transition(
+        w[:, count - 1], ck[:, count - 1], gamma[:, count - 1], cq[:, count - 1], cdo[:, count - 1]
+    )
+    for c in reversed(range(count - 1)):
+        span = compose(span, chunk_gradient_transition(w[:, c], ck[:, c], gamma[:, c], cq[:, c], cdo[:, c]))
+    torch.testing.assert_close(n, span[0], rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(d, span[1], rtol=1e-10, atol=1e-10)

@@ -16,8 +16,8 @@ these ops, so the backend's block is empty; it keeps its place after ours. ``kda
 their CuTe DSL forwards (``kda_sm90``, ``gdn2_sm90``) or backwards (``*_sm90_bwd``), default-on,
 in `kda_sm90_order`, then their cuTile engines (``kda_cutile``, ``gdn2_cutile`` and the
 ``_bwd`` of each, opt-in) at each BLOCK_V that tiles V in `block_v_order`'s order (untimed on these:
-gdn_cutile's measured rule); otherwise the backend's
-block (empty: planning raises `pygraph.GraphNotSupportedError` naming each slot's reason).
+gdn_cutile's measured rule); otherwise the backend's block (empty: planning raises
+`pygraph.GraphNotSupportedError` naming each slot's reason).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def recommend(
         knob_sets = [{"BLOCK_V": b, "STAGES": st, "WGMMA": 1} for st in stages for b in blocks]
         knob_sets += [{"BLOCK_V": b, "STAGES": 1, "WGMMA": 0} for b in blocks]
         sm90 = [PlanConfig(offered["gdn_sm90_bwd"], knobs) for knobs in knob_sets]
-        leads = split_first(facts, sms=sms) or _scan_grid(facts) > 2 * sms
+        leads = split_first(facts, sms=sms) or not _within_two_per_sm(facts, sms)
         ours = [*sm90, *ours] if leads else [*ours, *sm90]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
 
@@ -152,6 +152,12 @@ def recommend(
 def _scan_grid(facts: LinearAttentionFacts) -> int:
     """The CuTe DSL scans' CTAs at BLOCK_V 32: sequences x heads x V / 32."""
     return facts.sequences * facts.heads_out * max(facts.head_dim_v // 32, 1)
+
+
+def _within_two_per_sm(facts: LinearAttentionFacts, sms: int) -> bool:
+    """The scans' grid at BLOCK_V 32 at most two CTAs per SM of the device's ``sms``: where the
+    prefetching scans (STAGES 2) measured faster (gdn_sm90's forward and backward, kda_sm90)."""
+    return _scan_grid(facts) <= 2 * sms
 
 
 def split_first(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) -> bool:
@@ -218,5 +224,5 @@ def kda_sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT
     SM of the device's ``sms`` and 1 past that (gdn_sm90's measured rule for the same scan,
     `sm90_order`); then the rest (BLOCK_V 64, then the untimed 16)."""
     blocks = [b for b in BLOCK_V_KDA_SM90 if facts.head_dim_v % b == 0]
-    stages = (2, 1) if _scan_grid(facts) <= 2 * sms else (1, 2)
+    stages = (2, 1) if _within_two_per_sm(facts, sms) else (1, 2)
     return [{"BLOCK_V": b, "STAGES": st} for b in blocks for st in stages]

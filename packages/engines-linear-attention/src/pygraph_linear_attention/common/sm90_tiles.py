@@ -32,7 +32,7 @@ __all__ = [
     "CHUNK", "DTYPES", "INVERSE_STRIDE", "MERGE_STRIDE", "THREADS", "VEC", "acc_to_gmem", "acc_to_smem",
     "acc_to_smem_packed", "aliased_smem_tiles", "aligned_stride", "async_visible", "block_sum", "blocked_inverse", "chunk_rows", "col_sums_sub", "cta_g2s", "cta_s2g", "fast_exp",
     "forward_substitute", "gamma_row", "l2_normalize_rows", "load_chunk", "load_rows", "matmul", "row_inv_norms",
-    "row_major", "row_pair", "row_sums", "scaled_rows", "slot_chunk", "smem_gemm", "smem_tile", "smem_vector",
+    "row_major", "row_pair", "row_sums", "scale_row_pair", "scaled_rows", "slot_chunk", "smem_gemm", "smem_tile", "smem_vector",
     "store_rows", "tail_decay", "trans", "transposed", "warp_mma", "wg_gemm", "wg_mma", "wy_rows_to_gmem",
     "zero_vector", "zeroed_acc",
 ]  # fmt: skip
@@ -86,6 +86,17 @@ def row_pair(crd):
     lane rows l/4 and l/4 + 8), from its coordinates: a per-row value is then computed twice per
     thread instead of once per element."""
     return crd[0][0], crd[cute.size(crd) - 1][0]
+
+
+@cute.jit
+def scale_row_pair(acc, crd, row_a, a, b):
+    """``acc`` (a 64-row wgmma accumulator, coordinates ``crd``) scaled per row, in place: by ``a``
+    on row ``row_a`` and by ``b`` on the thread's other row (`row_pair`)."""
+    for i in cutlass.range_constexpr(cute.size(acc)):
+        s = b
+        if crd[i][0] == row_a:
+            s = a
+        acc[i] = acc[i] * s
 
 
 @cute.jit
@@ -417,10 +428,14 @@ def _tf32_product(tiled_mma, thr_idx, sA, sB, dst, sign: float):
     acc = cute.make_rmem_tensor(out.shape, Float32)
     acc.fill(0.0)
     src_a, src_b = thr.partition_A(sA), thr.partition_B(sB)
-    ra = cute.make_rmem_tensor_like(src_a, cutlass.TFloat32)
-    rb = cute.make_rmem_tensor_like(src_b, cutlass.TFloat32)
-    fa = cute.make_rmem_tensor_like(src_a, Float32)
-    fb = cute.make_rmem_tensor_like(src_b, Float32)
+    # register fragments compact by shape: `make_rmem_tensor_like` of these shared-memory partitions
+    # (a size-1, stride-0 M mode) gave an aliasing layout, so a 16-row A fragment took row g's
+    # next k-block for row g + 8 (its sm_90a PTX: 6 distinct loads of 8), which left T's merged
+    # blocks 5% to 26% wrong in O under weak decay while strong gates hid them (docs/linear-attention.md)
+    ra = cute.make_rmem_tensor(src_a.shape, cutlass.TFloat32)
+    rb = cute.make_rmem_tensor(src_b.shape, cutlass.TFloat32)
+    fa = cute.make_rmem_tensor(src_a.shape, Float32)
+    fb = cute.make_rmem_tensor(src_b.shape, Float32)
     cute.autovec_copy(src_a, fa)
     cute.autovec_copy(src_b, fb)
     ra.store(fa.load().to(cutlass.TFloat32))

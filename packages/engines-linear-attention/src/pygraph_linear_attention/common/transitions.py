@@ -98,7 +98,8 @@ def span_transition(step, value_rows: torch.Tensor, key_dim: int) -> Transition:
     """(M, B) of a span the way the kernels get it: ``step(rows, with_u)`` runs the span's chunk
     steps on state rows [..., R, K] (with the chunks' u, or with u = 0) and returns the rows leaving
     it; B is what it makes of zero rows with u (``value_rows``: a zero tensor [..., V, K]), M what it
-    makes of the identity's rows with u = 0."""
+    makes of the identity's rows with u = 0. The same for the gradient's span (M^T, D): ``step``
+    the reverse chunk steps, from the span's last chunk, with or without the output's gradient."""
     eye = torch.eye(key_dim, dtype=value_rows.dtype, device=value_rows.device)
     eye = eye.expand(*value_rows.shape[:-2], key_dim, key_dim)
     return step(eye, False), step(value_rows, True)

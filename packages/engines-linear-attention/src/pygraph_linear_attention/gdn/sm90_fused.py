@@ -49,6 +49,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     load_rows,
     row_major,
     row_pair,
+    scale_row_pair,
     slot_chunk,
     store_rows,
     tail_decay,
@@ -285,11 +286,7 @@ class FusedScanKernels:
                 ks[i] = v_frag[i].to(Float32) - e * ks[i]
             acc_to_smem_packed(mma_v, tidx, ks, sX, io)  # x
             if const_expr(stored):  # P came from prepare: only exp(gamma) q S^T here
-                for i in cutlass.range_constexpr(cute.size(out)):
-                    e = eb
-                    if crd_o[i][0] == ra:
-                        e = ea
-                    out[i] = out[i] * e
+                scale_row_pair(out, crd_o, ra, ea, eb)
             elif const_expr(with_out):
                 decayed_scores(tidx, scores, crd_p, mma_cc, sPc, sGamma, out, crd_o, rows_left, io)
             async_visible()
@@ -302,11 +299,7 @@ class FusedScanKernels:
             if const_expr(with_out):
                 acc_to_smem_packed(mma_tv, tidx, v_new, sVn, io)
             ta, tb = tail_decay(ra, rows_left, last, sGamma), tail_decay(rb, rows_left, last, sGamma)
-            for i in cutlass.range_constexpr(cute.size(v_new)):
-                tail = tb
-                if crd_v[i][0] == ra:
-                    tail = ta
-                v_new[i] = v_new[i] * tail
+            scale_row_pair(v_new, crd_v, ra, ta, tb)
             acc_to_smem_packed(mma_tv, tidx, v_new, sCar, io)  # the carried rows
             async_visible()
             cute.arch.sync_threads()  # sCar (and sVn) complete

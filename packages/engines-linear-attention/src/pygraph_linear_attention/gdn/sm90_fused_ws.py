@@ -44,6 +44,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     load_rows,
     row_major,
     row_pair,
+    scale_row_pair,
     slot_chunk,
     store_rows,
     tail_decay,
@@ -281,11 +282,7 @@ class FusedWsScanKernels:
             cute.nvgpu.warpgroup.wait_group(0)
             acc_to_smem_packed(mma_tv, t, v_new, sVn, io)
             ta, tb = tail_decay(ra, rows_left, last, sGamma), tail_decay(rb, rows_left, last, sGamma)
-            for i in cutlass.range_constexpr(cute.size(v_new)):
-                tail = tb
-                if crd_v[i][0] == ra:
-                    tail = ta
-                v_new[i] = v_new[i] * tail
+            scale_row_pair(v_new, crd_v, ra, ta, tb)
             acc_to_smem_packed(mma_tv, t, v_new, sCar, io)
             async_visible()
             _wg_sync(0)
@@ -353,11 +350,7 @@ class FusedWsScanKernels:
             ra, rb = row_pair(crd_o)
             ea, eb = fast_exp(sGamma[ra]), fast_exp(sGamma[rb])
             cute.nvgpu.warpgroup.wait_group(0)
-            for i in cutlass.range_constexpr(cute.size(out)):
-                e = eb
-                if crd_o[i][0] == ra:
-                    e = ea
-                out[i] = out[i] * e
+            scale_row_pair(out, crd_o, ra, ea, eb)
             _await(_BAR_VNEW, buf)
             wg_gemm(mma_tv, t, out, sP, transposed(sVn))
             cute.nvgpu.warpgroup.wait_group(0)
