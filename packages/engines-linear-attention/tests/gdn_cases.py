@@ -21,12 +21,15 @@ from typing import Any
 __all__ = [
     "BWD_CASES",
     "CASES",
+    "WARMUP_CASES",
     "GdnCase",
     "build_bwd_graph",
     "build_graph",
     "execute_case",
     "make_bwd_inputs",
     "make_inputs",
+    "reference_outputs",
+    "rel_error",
     "run_bwd_case",
     "run_case",
     "sm90_bwd_cases",
@@ -58,9 +61,9 @@ class GdnCase:
     stages: int | None = None  # gdn_sm90's STAGES knob (gdn_sm90_bwd's too, with WGMMA 1)
     split: int | None = None  # gdn_sm90's SPLIT knob
     wgmma: int | None = None  # gdn_sm90's and gdn_sm90_bwd's WGMMA knob
+    gate_shift: float = 0.0  # g = logsigmoid(N(0, 1) + gate_shift): larger, weaker decay
+    beta_max: float = 1.0  # beta uniform in [0, beta_max] (without beta_sigmoid)
     tolerance: float = 1e-2
-    gate_shift: float = 0.0  # g = logsigmoid(N(gate_shift, 1)): 3 is about -3 a chunk, 8 about -0.02
-    beta_max: float = 1.0  # beta uniform in [0, beta_max) (without beta_sigmoid)
 
     @property
     def heads_out(self) -> int:
@@ -128,6 +131,20 @@ CASES: tuple[GdnCase, ...] = (
         gate_shift=8.0,
         segment=16,
     ),
+)
+
+
+# the segmented scan's warmup (`gdn.sm90_fused`), checked against float64 beside the unsegmented scan
+# on the same inputs (`test_gdn_cutile_sm90`): l2-normalized keys, gates of about -3 a chunk
+# (segments dropped after about 6 chunks), of about -0.02 (none dropped: the exact path), betas up
+# to 2.2 (out of range: the exact path).
+WARMUP_CASES: tuple[GdnCase, ...] = tuple(
+    GdnCase(name, (2100, 65), options=("qk_l2norm", "initial_state", "final_state"), segment=16, **kw)
+    for name, kw in (
+        ("warmup", {"gate_shift": 3.0}),
+        ("warmup-weak-gates", {"gate_shift": 8.0}),
+        ("warmup-beta-range", {"gate_shift": 3.0, "beta_max": 2.2}),
+    )
 )
 
 
@@ -331,21 +348,29 @@ def execute_case(case: GdnCase, tensors: dict, options: dict) -> tuple[str, Any,
     return g.selected_plan.name, out["O"], out.get("final_state")
 
 
-def run_case(case: GdnCase, seed: int = 0) -> dict:
-    """Run a case on the device: {plan, o_rel, state_rel (None without a final state)}."""
+def reference_outputs(tensors: dict, options: dict) -> tuple[Any, Any]:
+    """(O, final state or None) of the float64 reference on a case's inputs."""
     from pygraph_linear_attention.reference import gated_delta_net_reference
 
-    tensors, options = make_inputs(case, seed)
-    plan, o, final = execute_case(case, tensors, options)
     ref_args = {k: v for k, v in tensors.items() if k not in ("q", "k", "v", "g", "beta", "cu_seqlens")}
-    want_o, want_s = gated_delta_net_reference(
+    return gated_delta_net_reference(
         tensors["q"], tensors["k"], tensors["v"], tensors["g"], tensors["beta"], tensors["cu_seqlens"].cpu(),
         **ref_args, **options,
     )  # fmt: skip
 
-    def rel(got: Any, want: Any) -> float:
-        return float((got.double() - want).norm() / want.norm().clamp_min(1e-30))
 
+def rel_error(got: Any, want: Any) -> float:
+    """||got - want|| / ||want|| in float64."""
+    want = want.double()
+    return float((got.double() - want).norm() / want.norm().clamp_min(1e-30))
+
+
+def run_case(case: GdnCase, seed: int = 0) -> dict:
+    """Run a case on the device: {plan, o_rel, state_rel (None without a final state)}."""
+    tensors, options = make_inputs(case, seed)
+    plan, o, final = execute_case(case, tensors, options)
+    want_o, want_s = reference_outputs(tensors, options)
+    rel = rel_error
     result = {"plan": plan, "o_rel": rel(o, want_o), "state_rel": None}
     if want_s is not None:
         result["state_rel"] = rel(final, want_s)

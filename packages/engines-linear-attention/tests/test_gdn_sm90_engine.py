@@ -110,7 +110,7 @@ def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(r
     workspace = 0xC00000
     g.execute(tensors, workspace=workspace)
     (args,) = recorder.calls
-    pointers, sizes, stream = args[:20], args[20:-1], args[-1]
+    pointers, sizes, stream = args[:21], args[21:-1], args[-1]
     gamma, w, u = pointers[11:14]
     assert gamma == workspace and w % 256 == 0 and u % 256 == 0 and gamma < w < u
     spare = pointers[5]
@@ -118,6 +118,7 @@ def test_a_call_passes_the_pointers_in_order_and_the_spare_for_absent_operands(r
     assert pointers == (
         addresses["q"], addresses["k"], addresses["v"], addresses["g"], addresses["beta"], spare, spare,
         addresses["cu_seqlens"], spare, 0xA00000, 0xB00000, gamma, w, u, spare, spare, spare, spare, spare, spare,
+        spare,
     )  # fmt: skip
     assert sizes == (t, n, search_steps(n), h, h, h, h, h, 1, 1, d**-0.5)  # the 32-bit sizes, the scale
     assert stream == 0
@@ -152,12 +153,34 @@ def test_the_fused_warpgroup_scan_passes_tb_and_no_w_or_u(recorder):
     workspace = 0xC00000
     g.execute(tensors, workspace=workspace)
     (args,) = recorder.calls
-    pointers = args[:20]
+    pointers = args[:21]
     gamma, tb, spare = pointers[11], pointers[16], pointers[5]
     # gamma (fp32 per token and head), then one row of 64 Tb values per token and head, then the spare
     assert gamma == workspace and tb == workspace + t * h * 4 + (-(t * h * 4)) % 256 and spare > tb
     assert pointers[12:16] == (spare,) * 4  # w, u, hs, vnew
     assert g.get_workspace_size() < t * h * 2 * (d + d)  # under what w and u alone would take
+
+
+def test_the_segmented_scan_passes_each_chunks_contraction(recorder):
+    """With SEGMENT, prepare writes each chunk's largest beta ||k||^2 (the warmup's test) into a
+    [chunk slots, HO] fp32 region after the segments' transitions and states; without, con is the spare."""
+    t, n, h, d = 130, 3, 2, 128
+    names = ("q", "k", "v", "g", "beta", "cu_seqlens")
+    passed = []
+    for segment in (16, 0):
+        g = _built(
+            _graph(t=t, n=n, h=h, d=d, final=True),
+            f"gdn_sm90[BLOCK_V=32,SEGMENT={segment},SPLIT=0,STAGES=1,WGMMA=1]",
+        )
+        tensors = {g.find_tensor(name): 0x100000 * (i + 1) for i, name in enumerate(names)}
+        o, final = g.outputs_for_test
+        tensors[o], tensors[final] = 0xA00000, 0xB00000
+        g.execute(tensors, workspace=0xC00000)
+        passed.append(recorder.calls[-1][:21])
+    segmented, plain = passed
+    seg_mb, seg_st, con, spare = segmented[18], segmented[19], segmented[20], segmented[5]
+    assert seg_mb < seg_st < con < spare and con % 256 == 0
+    assert plain[18:21] == (plain[5],) * 3
 
 
 def test_a_misaligned_operand_is_refused_before_the_launch(recorder):
@@ -228,7 +251,8 @@ def test_the_wgmma_knob_is_checked_against_its_domain_and_split():
         ),
         (
             {"BLOCK_V": 32, "STAGES": 2, "SPLIT": 1, "WGMMA": 4},
-            r"gdn_sm90: knob WGMMA=4 is a fused warpgroup scan reading prepare's scores and needs SPLIT=0",
+            r"gdn_sm90: knob WGMMA=4 is a fused warpgroup scan \(3: reading prepare's scores; 4: on two "
+            r"warpgroups\) and needs SPLIT=0, got SPLIT=1",
         ),
         (
             {"BLOCK_V": 32, "STAGES": 1, "SPLIT": 1, "WGMMA": 3},

@@ -17,6 +17,7 @@ from pygraph_linear_attention.common.transitions import (
     entering_states,
     gradient_boundaries,
     span_transition,
+    warmup_start,
 )
 from pygraph_linear_attention.gdn.chunked import chunked_gated_delta_net
 from pygraph_linear_attention.gdn.chunked_bwd import chunk_state_step
@@ -205,3 +206,65 @@ def test_a_spans_gradient_transition_from_its_rows_is_the_composed_one():
         span = compose(span, chunk_gradient_transition(w[:, c], ck[:, c], gamma[:, c], cq[:, c], cdo[:, c]))
     torch.testing.assert_close(n, span[0], rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(d, span[1], rtol=1e-10, atol=1e-10)
+
+
+def _contractive_chunks(gate_shift: float, beta_max: float = 2.0, count: int = 12, seed: int = 3):
+    """(gamma, w, u, k) per chunk of one head (unit keys, betas in [0, beta_max]) and the chunks' log
+    decays (each chunk's last gamma)."""
+    gen = torch.Generator().manual_seed(seed)
+    t, d = count * CHUNK, 16
+    r = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
+    k = torch.nn.functional.normalize(r(t, 1, d), dim=-1)
+    v = r(t, 1, d)
+    g = torch.nn.functional.logsigmoid(r(t, 1) + gate_shift)
+    beta = torch.rand(t, 1, generator=gen, dtype=torch.float64) * beta_max
+    gamma, w, u, ck, _ = _chunks(
+        k, k, v, g, beta, torch.tensor([0, t]), torch.zeros(1, 1, d, d, dtype=torch.float64)
+    )
+    return gamma[0], w[0], u[0], ck[0], gamma[0, :, -1].tolist()
+
+
+def test_a_span_of_unit_keys_and_betas_in_range_shrinks_by_its_decay():
+    """The warmup's premise: ||M||_2 <= exp(summed log decay) for unit keys and beta in [0, 2]."""
+    gamma, w, u, ck, decays = _contractive_chunks(gate_shift=2.0)
+    m = torch.eye(16, dtype=torch.float64)
+    for c in range(len(decays)):
+        m = m @ chunk_transition(w[c], u[c], ck[c], gamma[c])[0]
+        bound = torch.exp(torch.tensor(sum(decays[: c + 1]), dtype=torch.float64))
+        assert torch.linalg.matrix_norm(m, ord=2) <= bound * (1 + 1e-9)
+
+
+def test_the_warmup_state_is_within_the_threshold_of_the_exact():
+    """B of the warmup's chunks from zero against the exact state leaving the segment from a random
+    entering state: the difference is at most exp(threshold) times the state where the warmup starts."""
+    gamma, w, u, ck, decays = _contractive_chunks(gate_shift=4.5)
+    threshold = -8.0
+    first = warmup_start(decays, [True] * len(decays), threshold)
+    assert first is not None and 0 < first < len(decays) - 1  # a warmup of a few chunks, not all
+    steps = [chunk_transition(w[c], u[c], ck[c], gamma[c]) for c in range(len(decays))]
+    state = torch.randn(1, 16, 16, generator=torch.Generator().manual_seed(5), dtype=torch.float64)[0] * 10
+    for c in range(first):
+        state = apply(steps[c], state)
+    at_start = state
+    for c in range(first, len(decays)):
+        state = apply(steps[c], state)
+    warm = torch.zeros_like(state)
+    for c in range(first, len(decays)):
+        warm = apply(steps[c], warm)
+    err = torch.linalg.matrix_norm(state - warm)
+    assert err <= torch.exp(torch.tensor(threshold)) * torch.linalg.matrix_norm(at_start)
+
+
+def test_the_warmup_keeps_the_exact_path_when_the_decay_is_weak_or_a_beta_out_of_range():
+    decays = [-3.0] * 10
+    assert warmup_start(decays, [True] * 10, -16.0) == 4  # -3 x 6 = -18 from the end: chunk 4
+    assert warmup_start(decays, [True] * 10, -40.0) is None  # -30 in all: never below
+    in_range = [True] * 10
+    in_range[7] = False
+    assert warmup_start(decays, in_range, -16.0) is None  # chunk 7 is walked before the sum gets there
+    in_range = [True] * 10
+    in_range[2] = False
+    assert warmup_start(decays, in_range, -16.0) == 4  # chunk 2 lies before the warmup
+    grows = list(decays)
+    grows[8] = 1.0
+    assert warmup_start(grows, [True] * 10, -16.0) is None  # a growing gate breaks the bound

@@ -17,6 +17,7 @@ __all__ = [
     "ITEMSIZE",
     "TABLE_BLOCK",
     "TABLE_SEQ_BLOCK",
+    "WARMUP_LOG_DECAY",
     "Region",
     "chunk_state_elements",
     "layout_regions",
@@ -26,6 +27,10 @@ __all__ = [
 ]
 
 CHUNK = 64  # tokens per chunk (the kernels' C): the tokens one triangular solve covers
+# the summed log decay past which a segmented scan drops a segment's transition matrix (the warmup:
+# `common.transitions.warmup_start`, `gdn.sm90_fused`): exp(-16) = 1.1e-7, under twice fp32's unit
+# roundoff, bounds the dropped history relative to the state it came from
+WARMUP_LOG_DECAY = -16.0
 TABLE_BLOCK = 128  # chunk slots per program of the table kernel
 TABLE_SEQ_BLOCK = 64  # sequences read per step of the table kernel
 _ALIGN = 256  # every workspace region starts 256-byte aligned (TMA needs 16; a cache line is 128)

@@ -403,9 +403,11 @@ def _diagonal_block_inverse(sA: cute.Tensor, tidx: Int32, barrier_id: cutlass.Co
 
 
 # the merges' products on tensor cores (mma.sync tf32, m16n8k8): as scalar fp32 FMAs over shared
-# operands they were 8 of every 10 shared-memory wavefronts of the fused scan's prepare (about 4600 of
-# 5600 a chunk, one an SM cycle), which bounded that kernel; as MMAs they are about 350. tf32 keeps
-# 10 mantissa bits of the operands (relative 2^-11), under the bf16 rounding Tb is stored with.
+# operands they were most of the fused scan's prepare's shared-memory wavefronts (about 4600 of some
+# 7000 a chunk, one an SM cycle), which bounded that kernel; as MMAs they are about 350 (prepare at
+# B4 T4096: 0.104 ms on an H200 before, 0.061 on an H100 after). tf32 keeps
+# 10 mantissa bits of the operands (relative 2^-11): at most the rounding T is stored with (bf16
+# 2^-9, fp16 2^-11); the fp16 cases check the latter.
 INVERSE_STRIDE = CHUNK + 4  # sA's row stride (floats): a tf32 A fragment's 32 lanes in 32 banks
 MERGE_STRIDE = 32 + 8  # sX's: a B fragment read from it in 32 banks
 

@@ -26,6 +26,13 @@ with the same M and P the chunk's decayed causal scores: `chunk_gradient_transit
 gradient transition is its chunks' composed in reverse order, so its matrix is the forward span's
 M transposed (the forward's summary serves both directions) and only D needs a pass of its own;
 `gradient_boundaries` combines the spans from the sequence's end.
+
+The warmup: with unit keys and every write strength beta in [0, 2], a token's homogeneous step
+``S -> S exp(g) (I - beta k k^T)`` has spectral norm at most exp(g), so a span's M is bounded by
+exp(the span's summed log decay). `warmup_start` finds, from a segment's end, the first chunk at
+which that sum falls below a threshold (`common.host.WARMUP_LOG_DECAY` in the kernels): the state
+leaving the segment is then B of the chunks from there on, from zero, to within exp(threshold)
+times the norm of the state entering them; the segment's M is dropped.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import torch
 
 __all__ = [
     "apply", "chunk_gradient_transition", "chunk_transition", "compose", "entering_states", "gradient_boundaries",
-    "span_transition",
+    "span_transition", "warmup_start",
 ]  # fmt: skip
 
 Transition = tuple[torch.Tensor, torch.Tensor]  # (M [..., K, K], B [..., V, K])
@@ -122,3 +129,19 @@ def gradient_boundaries(transitions: list[Transition], final: torch.Tensor) -> l
     for transition in reversed(transitions):
         grads.append(apply(transition, grads[-1]))
     return grads[::-1]
+
+
+def warmup_start(chunk_decays: list[float], in_range: list[bool], threshold: float) -> int | None:
+    """The first chunk of a segment's warmup, or None (keep the exact M): walking back from the
+    last chunk, the first whose running sum of the chunks' log decays (each chunk's last gamma) is
+    below ``threshold``, provided every chunk walked so far has its ``beta ||k||^2`` in [0, 2]
+    (``in_range``) and no positive log decay; the rule phase 1 of gdn_sm90's segmented scan applies
+    per segment and head (`gdn.sm90_fused`)."""
+    total = 0.0
+    for c in range(len(chunk_decays) - 1, -1, -1):
+        if not in_range[c] or chunk_decays[c] > 0.0:
+            return None
+        total += chunk_decays[c]
+        if total < threshold:
+            return c
+    return None

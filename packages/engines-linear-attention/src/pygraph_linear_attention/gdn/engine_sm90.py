@@ -68,7 +68,7 @@ __all__ = ["GdnSm90BwdEngine", "GdnSm90Engine"]
 # the compiled function's pointer arguments, in order (`gdn.sm90_host._compile`)
 POINTERS = (
     "q", "k", "v", "g", "beta", "a_log", "dt_bias", "cu_seqlens", "h0", "o", "ht", "gamma", "w", "u", "hs", "vnew",
-    "tb", "p", "seg_mb", "seg_st",
+    "tb", "p", "seg_mb", "seg_st", "con",
 )  # fmt: skip
 # the compiled backward's (`gdn.sm90_host._compile_backward`)
 BWD_POINTERS = (
@@ -95,8 +95,9 @@ def _fused_wg(split: Any, wgmma: Any) -> bool:
 
 
 def _stored_p(split: Any, wgmma: Any) -> bool:
-    """Whether prepare stores each chunk's decayed causal scores P (WGMMA 3 and 4 read them)."""
-    return not split and wgmma in (3, 4)
+    """Whether prepare stores each chunk's decayed causal scores P (WGMMA 3 reads them; WGMMA 4's
+    output warpgroup computes its own)."""
+    return not split and wgmma == 3
 
 
 def _sizes(cfg: Any) -> tuple[int | float, ...]:
@@ -165,8 +166,8 @@ class GdnSm90Engine(BaseEngine):
                 )
         if wgmma in (3, 4) and split:
             raise GraphNotSupportedError(
-                f"{self.name}: knob WGMMA={wgmma!r} is a fused warpgroup scan reading prepare's scores and "
-                f"needs SPLIT=0, got SPLIT={split!r}"
+                f"{self.name}: knob WGMMA={wgmma!r} is a fused warpgroup scan (3: reading prepare's scores; "
+                f"4: on two warpgroups) and needs SPLIT=0, got SPLIT={split!r}"
             )
         if wgmma == 4 and stages != 2:
             raise GraphNotSupportedError(

@@ -244,6 +244,7 @@ class GdnSm90Bwd(GradScanKernels):
             groups,
             mQ,
             mT,
+            mGamma,  # (no segments: prepare writes no contraction)
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
         fwd.launch_scan(
             mQ, mK, mW, mU, mGamma, mCu, mH0, mVnew, mH0, mHs, mVnew, sequences, heads_out, groups[0], scale,

@@ -25,6 +25,19 @@ segment, not one a chunk), to the state entering each; phase 2 runs the fused st
 segment from its entering state. About twice the state arithmetic of one pass (V + K rows for
 phase 1, then V), spread over segments x heads x blocks CTAs instead of sequences x heads x blocks.
 
+The warmup: a segment's M shrinks with its decay. Where ``beta ||k||^2`` lies in [0, 2] (unit keys
+and betas in [0, 2]), a token's step ``S -> S exp(g) (I - beta k k^T)`` has spectral norm at most
+exp(g), so the last W chunks' M has norm at most exp(their summed log decay). Prepare stores each
+chunk's largest ``beta ||k||^2``; phase 1 walks each segment back from its end (`_warmup_start`).
+Where the summed log decay falls below ``WARMUP_LOG_DECAY`` (-16: exp(-16) = 1.1e-7, under twice
+fp32's unit roundoff) within the segment, every chunk walked having its ``beta ||k||^2`` in range
+and no positive log decay, the segment's M is taken as zero (its identity blocks store zeros at
+once) and its B is scanned from zero over those last W chunks only: the state entering the next
+segment is then within exp(-16) of the exact one relative to the state W chunks before, which the
+state's own fp32 arithmetic does not resolve. Otherwise (weak decay, a chunk out of range) phase 1
+runs the whole segment from the identity as before. With decaying gates (logsigmoid gates: W of 1
+to about 14 chunks) phase 1 costs W chunks of V rows instead of the segment's chunks of V + K rows.
+
 A mixin of `gdn.sm90_fwd.GdnSm90Fwd` (its fields: dims, dtypes, options, stages, segment).
 """
 
@@ -35,6 +48,7 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
+from pygraph_linear_attention.common.host import WARMUP_LOG_DECAY
 from pygraph_linear_attention.common.sm90_tiles import (
     CHUNK,
     THREADS,
@@ -95,6 +109,7 @@ class FusedScanKernels:
         mHt: cute.Tensor,
         mSegMB: cute.Tensor,  # [segment slots, HO, V + K, K] fp32: each segment's B rows, then M's
         mSegST: cute.Tensor,  # [segment slots, HO, V, K] fp32: the state entering each segment
+        mCon: cute.Tensor,  # [slots, HO] fp32: each chunk's largest beta ||k||^2, from prepare
         k_group: Int32,
         v_group: Int32,
         sequences: Int32,
@@ -132,10 +147,87 @@ class FusedScanKernels:
             if const_expr(phase == 2):
                 active = Int32(starts + Int32(seg == 0) > 0)  # an empty sequence: its final state
             if active > 0:
-                self._fused_chunks(
-                    mQ, mK, mV, mTb, mP, mGamma, mH0, mO, mHt, mSegMB, mSegST, tidx, slot, n, h, vb, k_group,
-                    v_group, bos, length, seg, c_begin, c_end, is_last, scale, phase,
-                )  # fmt: skip
+                truncated = Int32(0)
+                if const_expr(phase == 1):
+                    c_start, truncated = self._warmup_start(mGamma, mCon, tidx, n, h, bos, c_begin, c_end)
+                    c_begin = c_start
+                if truncated * Int32(vb >= self.V // self.BV) > 0:
+                    # M's rows of a segment whose decay dropped it: zeros, no scan
+                    self._store_rows_mb(mSegMB, tidx, slot, h, vb)
+                else:
+                    self._fused_chunks(
+                        mQ, mK, mV, mTb, mP, mGamma, mH0, mO, mHt, mSegMB, mSegST, tidx, slot, n, h, vb,
+                        k_group, v_group, bos, length, seg, c_begin, c_end, is_last, scale, phase,
+                    )  # fmt: skip
+
+    @cute.jit
+    def _warmup_start(self, mGamma, mCon, tidx, n, h, bos, c_begin, c_end):
+        """(first chunk, truncated) of phase 1's scan of sequence ``n``'s segment of chunks
+        ``c_begin`` to ``c_end`` (all full): thread t takes chunk ``c_end - 1 - t`` (a segment has at
+        most 64, the CTA 128 threads), its summed log decay (gamma of its last row) and whether its
+        largest beta ||k||^2 (prepare's) is at most 2 and its log decay at most 0; a CTA-wide scan
+        over t accumulates both from the segment's end. The first t whose running sum is below `WARMUP_LOG_DECAY`, every chunk up
+        to it in range, gives the warmup's first chunk and ``truncated`` 1; none: (``c_begin``, 0)."""
+        C = CHUNK
+        count = c_end - c_begin
+        c = c_end - 1 - tidx
+        decay = Float32(0.0)
+        ok = Int32(1)
+        if tidx < count:
+            decay = Float32(mGamma[bos + c * C + C - 1, h])
+            if Float32(mCon[bos // C + n + c, h]) > 2.0:
+                ok = Int32(0)
+            if decay > 0.0:  # a growing gate: the bound fails (and the running sum would not fall)
+                ok = Int32(0)
+        # inclusive scans over the CTA: the summed decay, and the count of out-of-range chunks so far
+        bad = 1 - ok
+        lane, warp = tidx % 32, tidx // 32
+        for off in cutlass.range_constexpr(5):
+            up_d = cute.arch.shuffle_sync_up(decay, 1 << off, mask_and_clamp=0)
+            up_b = cute.arch.shuffle_sync_up(bad, 1 << off, mask_and_clamp=0)
+            if lane >= (1 << off):
+                decay = decay + up_d
+                bad = bad + up_b
+        smem = utils.SmemAllocator()
+        sWarp = smem.allocate_tensor(Float32, cute.make_layout((8,)), 16)
+        sFirst = smem.allocate_tensor(Int32, cute.make_layout((4,)), 16)
+        if lane == 31:
+            sWarp[warp] = decay
+            sWarp[4 + warp] = Float32(bad)
+        if tidx == 0:
+            sFirst[0] = Int32(0)
+            sFirst[1] = Int32(1)
+        cute.arch.sync_threads()
+        for w in cutlass.range_constexpr(3):
+            if warp > w:
+                decay = decay + sWarp[w]
+                bad = bad + Int32(sWarp[4 + w])
+        # up to the first chunk out of range the running sum only falls (its log decays are <= 0), so
+        # the first t below the threshold there is the count of those in range and not below it
+        above = Int32(tidx < count) * Int32(bad == 0) * Int32(decay >= WARMUP_LOG_DECAY)
+        for off in cutlass.range_constexpr(5):
+            above = above + cute.arch.shuffle_sync_bfly(above, 1 << off)
+        if lane == 0:
+            cute.arch.atomic_add(sFirst.iterator, above)
+        cute.arch.sync_threads()
+        first = sFirst[0]
+        if tidx == first:
+            sFirst[1] = Int32(bad > 0)
+        cute.arch.sync_threads()
+        truncated = Int32(first < count) * Int32(sFirst[1] == 0)
+        c_start = c_begin
+        if truncated > 0:
+            c_start = c_end - 1 - first
+        return c_start, truncated
+
+    @cute.jit
+    def _store_rows_mb(self, mSegMB, tidx, slot, h, vb):
+        """Zeros into the segment's rows of ``mSegMB`` of value block ``vb`` (BV rows of K)."""
+        K, BV = self.K, self.BV
+        dst = cute.local_tile(mSegMB[slot, h, None, None], (BV, K), (vb, 0))
+        for e in cutlass.range(BV * K // THREADS, unroll=8):
+            flat = tidx + e * THREADS
+            dst[flat // K, flat % K] = Float32(0.0)
 
     @cute.jit
     def _fused_chunks(

@@ -10,14 +10,17 @@ warpgroup's MMAs run while the other does its scalar work:
 - warpgroup 0 (the state): k, v, Tb and gamma by cp.async (two stages); per chunk the entering
   state's io copy into ``sST[b]`` (b = chunk parity), x, ``v_new = Tb x`` into ``sVn[b]``, the
   carried rows and the state's update; the final state.
-- warpgroup 1 (the output): q, P (prepare's decayed causal scores, as WGMMA 3 reads them) and gamma
-  by cp.async (two stages); per chunk ``exp(gamma) q S^T`` from ``sST[b]``, then ``+ P v_new`` from
-  ``sVn[b]``, scaled, staged in shared memory and stored 16 bytes at a time.
+- warpgroup 1 (the output): q, k and gamma by cp.async (two stages); per chunk the decayed causal
+  scores ``P = (q k^T) exp(gamma_i - gamma_j)`` (before the state is awaited: off the chain, and
+  prepare neither reads q nor stores P), ``exp(gamma) q S^T`` from ``sST[b]``, then ``+ P v_new``
+  from ``sVn[b]``, scaled, staged in shared memory and stored 16 bytes at a time.
 
 Named barriers order the two: ``STATE[b]`` (warpgroup 0 arrives once ``sST[b]`` is written,
 warpgroup 1 waits), ``VNEW[b]`` (likewise for ``sVn[b]``) and ``FREE[b]`` (warpgroup 1 arrives
 once its products of chunk c have read both, warpgroup 0 waits before writing them for chunk
-c + 2); each warpgroup's own tiles are ordered by its own 128-thread barrier. Phase 1 of SEGMENT
+c + 2); each warpgroup's own tiles are ordered by its own 128-thread barrier, except warpgroup 1's
+P, whose writes the STATE barrier orders before the product that reads it (all 128 threads of
+warpgroup 1 wait there, each after its fence). Phase 1 of SEGMENT
 (no output) stays on `FusedScanKernels.scan_fused_wg`.
 
 A mixin of `gdn.sm90_fwd.GdnSm90Fwd` (its fields: dims, dtypes, options, segment).
@@ -97,13 +100,12 @@ def _load_state_tiles(copies, t, tiles, buffers, r0, rows_left, buf, K: int, BV:
     load_rows(g2s_t, t, chunk_rows(mTb, r0, h, CHUNK), sTbs[None, None, buf], rows_left)
 
 
-def _load_output_tiles(copies, t, tiles, buffers, r0, rows_left, buf, K: int):
-    """Warpgroup 1's cp.async of one chunk into stage ``buf``: q and prepare's P (no commit)."""
-    g2s_k, g2s_t = copies
-    mQ, mP, hk, h, _ = tiles
-    sQs, sPs, _ = buffers
+def _load_output_tiles(g2s_k, t, tiles, buffers, r0, rows_left, buf, K: int):
+    """Warpgroup 1's cp.async of one chunk into stage ``buf``: q and k (no commit)."""
+    mQ, mK, hk, _, _ = tiles
+    sQs, sK1s, _, _ = buffers
     load_rows(g2s_k, t, chunk_rows(mQ, r0, hk, K), sQs[None, None, buf], rows_left)
-    load_rows(g2s_t, t, chunk_rows(mP, r0, h, CHUNK), sPs[None, None, buf], rows_left)
+    load_rows(g2s_k, t, chunk_rows(mK, r0, hk, K), sK1s[None, None, buf], rows_left)
 
 
 class FusedWsScanKernels:
@@ -116,7 +118,6 @@ class FusedWsScanKernels:
         mK: cute.Tensor,
         mV: cute.Tensor,
         mTb: cute.Tensor,
-        mP: cute.Tensor,
         mGamma: cute.Tensor,
         mCu: cute.Tensor,
         mH0: cute.Tensor,
@@ -174,7 +175,9 @@ class FusedWsScanKernels:
         sSTs = smem.allocate_tensor(io, s_layout, 1024, s_swz)  # the entering state, S^T, per parity
         sVns = smem.allocate_tensor(io, vn_layout, 1024, vn_swz)  # v_new, per parity
         sQs = smem.allocate_tensor(io, k_layout, 1024, k_swz)
-        sPs = smem.allocate_tensor(io, t_layout, 1024, t_swz)
+        sK1s = smem.allocate_tensor(io, k_layout, 1024, k_swz)  # warpgroup 1's own k (no hand-off)
+        p_layout, p_swz = row_major(C, C)
+        sP = smem.allocate_tensor(io, p_layout, 1024, p_swz)  # one stage: written and read within a chunk
         sO = smem.allocate_tensor(io, x_layout, 1024, x_swz)
         sGammas = smem.allocate_tensor(Float32, cute.make_layout((C, 2, 2), stride=(1, C, 2 * C)), 16)
         if active > 0:
@@ -190,9 +193,9 @@ class FusedWsScanKernels:
                     seg, c_begin, c_end, is_last, phase,
                 )  # fmt: skip
             else:
-                tiles = (mQ, mP, h // k_group, h, vb)
+                tiles = (mQ, mK, h // k_group, h, vb)
                 self._ws_output(
-                    tiles, (sQs, sPs, sO), shared, mGamma, mO, t, bos, length, c_begin, c_end, scale
+                    tiles, (sQs, sK1s, sP, sO), shared, mGamma, mO, t, bos, length, c_begin, c_end, scale
                 )
 
     @cute.jit
@@ -309,13 +312,14 @@ class FusedWsScanKernels:
         """Warpgroup 1: each chunk's output from the state and v_new warpgroup 0 publishes."""
         K, BV, C, io = self.K, self.BV, CHUNK, self.io
         h, vb = tiles[3], tiles[4]
-        sQs, sPs, sO = buffers
+        sQs, sK1s, sP, sO = buffers
         sSTs, sVns, sGammas = shared
-        g2s_k, g2s_t = cta_g2s(io, K), cta_g2s(io, C)
+        g2s_k = cta_g2s(io, K)
         s2g_v = cta_s2g(io, BV)
+        mma_p = wg_mma(io, C, False, False)  # [C, C] = q [C, K] . k [C, K]^T
         mma_v = wg_mma(io, BV, False, True)  # [C, BV] = q [C, K] . S [BV, K]^T
         mma_tv = wg_mma(io, BV, False, True)  # [C, BV] += P [C, C] . v_new [C, BV]
-        copies = (g2s_k, g2s_t)
+        copies = g2s_k
         r_first = bos + c_begin * C
         _load_output_tiles(copies, t, tiles, buffers, r_first, length - c_begin * C, 0, K)
         cute.arch.cp_async_commit_group()
@@ -333,7 +337,7 @@ class FusedWsScanKernels:
             if t < C:
                 if c + 1 < c_end:
                     g_next = gamma_row(mGamma, r0 + C, rows_left - C, h, t)
-            sQ, sP = sQs[None, None, buf], sPs[None, None, buf]
+            sQ, sK = sQs[None, None, buf], sK1s[None, None, buf]
             sGamma = sGammas[None, buf, 1]
             sS, sVn = transposed(sSTs[None, None, buf]), sVns[None, None, buf]
             cute.arch.cp_async_wait_group(1)
@@ -341,8 +345,22 @@ class FusedWsScanKernels:
             _wg_sync(1)
             if const_expr(self.l2norm):
                 l2_normalize_rows(sQ, t, K)
+                l2_normalize_rows(sK, t, K)
                 async_visible()
                 _wg_sync(1)
+
+            # P on the causal part of the real rows (a row past the sequence: 0, not 0 * exp(-gamma))
+            scores, crd_p = zeroed_acc(mma_p, t, C, C)
+            wg_gemm(mma_p, t, scores, sQ, sK)
+            cute.nvgpu.warpgroup.wait_group(0)
+            for i in cutlass.range_constexpr(cute.size(scores)):
+                row, col = crd_p[i][0], crd_p[i][1]
+                val = Float32(0.0)
+                if row >= col and row < rows_left:
+                    val = scores[i] * fast_exp(sGamma[row] - sGamma[col])
+                scores[i] = val
+            acc_to_smem_packed(mma_p, t, scores, sP, io)
+            async_visible()  # the STATE barrier below (all 128 threads of this warpgroup wait at it) orders it
 
             out, crd_o = zeroed_acc(mma_v, t, C, BV)
             _await(_BAR_STATE, buf)

@@ -23,10 +23,10 @@ operand's other major mode: S's update reads v_new and k column-wise from their 
 Tiles arrive by 16-byte ``cp.async`` copies, zero-filled past the sequence's end (the zero-token
 padding `common.chunked` relies on); stores are predicated per element on the sequence's end.
 
-The inverse is exact forward substitution in fp32: column j of ``(I + A)^-1`` solves
-``(I + A) x = e_j`` by itself, so 64 threads each carry one column in registers (`forward_substitute`) and
-store it scaled by their token's gates, as ``T diag(beta exp(gamma))`` and ``T diag(beta)``, into
-A's memory: w and u are then products with k and v as loaded.
+The inverse is `common.sm90_tiles.blocked_inverse` on all four warps (16 x 16 diagonal blocks by
+forward substitution in fp32, merged on tf32 MMAs); its columns are stored scaled by their token's
+gates, as ``T diag(beta exp(gamma))`` and ``T diag(beta)``, into A's memory: w and u are then
+products with k and v as loaded.
 
 The scans of 2 live in `gdn.sm90_split_scan`, the output kernels in `gdn.sm90_output`, the fused
 warpgroup scans in `gdn.sm90_fused` and `gdn.sm90_fused_ws` (mixins of `GdnSm90Fwd`), the shared
@@ -54,7 +54,6 @@ from pygraph_linear_attention.common.sm90_tiles import (
     chunk_rows,
     cta_g2s,
     fast_exp,
-    forward_substitute,
     l2_normalize_rows,
     load_rows,
     row_major,
@@ -123,9 +122,10 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
         # WGMMA 3 (with SPLIT 0): the fused warpgroup scan reading each chunk's decayed causal scores P
         # from prepare (q k^T and its exps off the serial step, and computed once per chunk and head
         # instead of once per value block)
-        self.stored_p = self.fused_wg and wgmma in (3, 4)
-        # WGMMA 4: that scan on two warpgroups, the state's chain on one and the output on the other
-        # (`gdn.sm90_fused_ws`; SEGMENT's phase 1, which has no output, stays on one)
+        self.stored_p = self.fused_wg and wgmma == 3
+        # WGMMA 4: that scan on two warpgroups, the state's chain on one and the output on the other,
+        # which computes P itself (`gdn.sm90_fused_ws`; SEGMENT's phase 1, which has no output, stays
+        # on one)
         self.ws = self.fused_wg and wgmma == 4
         self.wgmma_output = wgmma == 2
         # chunks a segment of the fused warpgroup scan's segmented form (0: one CTA walks a whole sequence)
@@ -155,6 +155,7 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
         p_ptr: cute.Pointer,
         seg_mb_ptr: cute.Pointer,
         seg_st_ptr: cute.Pointer,
+        con_ptr: cute.Pointer,
         tokens: Int32,
         sequences: Int32,
         search_steps: Int32,  # ceil(log2(sequences + 1)): the slot search's halvings
@@ -213,6 +214,8 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
         mP = cute.make_tensor(
             p_ptr, cute.make_layout((tokens, heads_out, C), stride=(aligned_stride(heads_out * C), C, 1))
         )
+        # each chunk's largest beta ||k||^2 (with segments: the warmup's test, `_warmup_start`)
+        mCon = cute.make_tensor(con_ptr, cute.make_layout((slots, heads_out), stride=(heads_out, 1)))
         groups = (
             heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
             heads_out // heads_a_log, heads_out // heads_dt_bias,
@@ -236,6 +239,7 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
             groups,
             mQ,
             mP,
+            mCon,
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
         if const_expr(self.fused_wg):
             seg_slots = tokens // (C * max(self.segment, 1)) + sequences + 1
@@ -250,8 +254,10 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
                 seg_st_ptr,
                 cute.make_layout((seg_slots, heads_out, V, K), stride=(heads_out * V * K, V * K, K, 1)),
             )
-            fused = (mQ, mK, mV, mTb, mP, mGamma, mCu, mH0, mO, mHt, mSegMB, mSegST, groups[0], groups[1])
-            ws = (mQ, mK, mV, mTb, mP, mGamma, mCu, mH0, mO, mHt, mSegST, groups[0], groups[1])
+            fused = (
+                mQ, mK, mV, mTb, mP, mGamma, mCu, mH0, mO, mHt, mSegMB, mSegST, mCon, groups[0], groups[1],
+            )  # fmt: skip
+            ws = (mQ, mK, mV, mTb, mGamma, mCu, mH0, mO, mHt, mSegST, groups[0], groups[1])
             if const_expr(self.segment):
                 self.scan_fused_wg(*fused, sequences, search_steps, scale, 1).launch(
                     grid=[seg_slots, heads_out, (V + K) // self.BV], block=[THREADS, 1, 1], stream=stream
@@ -306,6 +312,7 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
         groups: Any,
         mQ: cute.Tensor,  # q, read with stored_p
         mP: cute.Tensor,  # [T, HO, 64] io: each token's row of its chunk's P, written with stored_p
+        mCon: cute.Tensor,  # [slots, HO] fp32: each chunk's largest beta ||k||^2, written with segment
     ):
         K, V, C, io = self.K, self.V, CHUNK, self.io
         k_group, v_group, g_group, b_group, a_group, d_group = groups
@@ -321,24 +328,25 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
             v_layout, v_swz = row_major(C, V)
             sK = smem.allocate_tensor(io, k_layout, 1024, k_swz)
             sV = None if const_expr(self.fused_wg) else smem.allocate_tensor(io, v_layout, 1024, v_swz)
-            # A (fp32) and, once the substitution has read it, T's two column-scaled copies (io) in
-            # the same 16 KB: 49 KB a CTA, so 4 CTAs an SM (3 with separate tiles, where the
-            # kernel, latency-bound, issued on 31% of its cycles)
-            # (the fused warpgroup scan's prepare: A at `blocked_inverse`'s row stride, and the
-            # inverse's scratch beside it)
-            stride = INVERSE_STRIDE if const_expr(self.fused_wg) else C
-            raw = smem.allocate(C * stride * 4, 1024)
+            # A (fp32, at `blocked_inverse`'s row stride) and, once the inverse is read out, T's two
+            # column-scaled copies (io) in the same 17 KB, the inverse's scratch beside it: 55 KB a
+            # CTA with v's tile, so 4 CTAs an SM (3 with separate tiles, where the kernel,
+            # latency-bound, issued on 31% of its cycles)
+            raw = smem.allocate(C * INVERSE_STRIDE * 4, 1024)
             sA = cute.make_tensor(
-                cute.recast_ptr(raw, dtype=Float32), cute.make_layout((C, C), stride=(stride, 1))
+                cute.recast_ptr(raw, dtype=Float32), cute.make_layout((C, C), stride=(INVERSE_STRIDE, 1))
             )
-            sX = None
-            if const_expr(self.fused_wg):
-                sX = smem.allocate_tensor(Float32, cute.make_layout((32, 32), stride=(MERGE_STRIDE, 1)), 16)
+            sX = smem.allocate_tensor(Float32, cute.make_layout((32, 32), stride=(MERGE_STRIDE, 1)), 16)
             t_layout, t_swz = row_major(C, C)
             sTk = cute.make_tensor(cute.recast_ptr(raw, t_swz, dtype=io), t_layout)
             sTv = cute.make_tensor(cute.recast_ptr(raw + C * C * 2, t_swz, dtype=io), t_layout)
             sGamma = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
             sBeta = smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
+            sCon = (
+                smem.allocate_tensor(Float32, cute.make_layout((C,)), 16)
+                if const_expr(self.segment)
+                else None
+            )
 
             gK = chunk_rows(mK, r0, h // k_group, K)
             gV = chunk_rows(mV, r0, h // v_group, V)
@@ -408,38 +416,38 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
                 if row > col:
                     val = gram[i] * fast_exp(sGamma[row] - sGamma[col]) * sBeta[row]
                 dst[i] = val
+                if const_expr(self.segment):  # the diagonal: each row's beta ||k||^2
+                    if row == col:
+                        sCon[row] = gram[i] * sBeta[row]
             cute.arch.sync_threads()
+            if const_expr(self.segment):
+                self._store_contraction(tidx, sCon, mCon, slot, h)
 
-            if const_expr(self.fused_wg):
-                # T = (I + A)^-1 on all four warps, in place (`blocked_inverse`), then Tb = T diag(beta)
-                # of the real rows: thread t writes column t % 64 of rows t // 64, t // 64 + 2, ...
-                # (a warp's stores a row's 64 contiguous bytes)
-                blocked_inverse(sA, sX, tidx)
-                tcol = tidx % C
+            # T = (I + A)^-1 on all four warps, in place (`blocked_inverse`); thread t then takes column
+            # t % 64 of rows t // 64, t // 64 + 2, ... (a warp's stores a row's 64 contiguous bytes)
+            blocked_inverse(sA, sX, tidx)
+            tcol = tidx % C
+            if const_expr(self.fused_wg):  # Tb = T diag(beta) of the real rows
                 bcol = sBeta[tcol]
                 for e in cutlass.range_constexpr(C // 2):
                     i = tidx // C + 2 * e
                     if i < rows_left:
                         mT[r0 + i, h, tcol] = (sA[i, tcol] * bcol).to(io)
-            # Column j of T = (I + A)^-1 by forward substitution, a thread each (warps 0 and 1); it
-            # lands as T diag(beta exp(gamma)) and T diag(beta), so w = (T diag(beta exp(gamma))) k and
-            # u = (T diag(beta)) v read k and v as loaded (no pass scaling their rows).
+            # T lands as T diag(beta exp(gamma)) and T diag(beta) in A's memory, so w = (T diag(beta
+            # exp(gamma))) k and u = (T diag(beta)) v read k and v as loaded (no pass scaling their rows)
             if const_expr(not self.fused_wg):
-                if tidx < C:
-                    x = cute.make_rmem_tensor((C,), Float32)
-                    if tidx < 32:
-                        forward_substitute(sA, x, tidx, 0)
-                    else:
-                        forward_substitute(sA, x, tidx, 32)
-                    cute.arch.barrier(barrier_id=1, number_of_threads=C)  # both warps done reading A
-                    bk = sBeta[tidx] * fast_exp(sGamma[tidx])
-                    bv = sBeta[tidx]
-                    for i in cutlass.range_constexpr(C):
-                        sTk[i, tidx] = (x[i] * bk).to(io)
-                        sTv[i, tidx] = (x[i] * bv).to(io)
-                    if const_expr(self.store_t):
-                        for i in cutlass.range_constexpr(C):
-                            mT[slot, h, i, tidx] = x[i].to(io)
+                col = cute.make_rmem_tensor((C // 2,), Float32)
+                for e in cutlass.range_constexpr(C // 2):
+                    col[e] = sA[tidx // C + 2 * e, tcol]
+                if const_expr(self.store_t):
+                    for e in cutlass.range_constexpr(C // 2):
+                        mT[slot, h, tidx // C + 2 * e, tcol] = col[e].to(io)
+                cute.arch.sync_threads()  # every read of T done before its copies overwrite it
+                bk = sBeta[tcol] * fast_exp(sGamma[tcol])
+                bv = sBeta[tcol]
+                for e in cutlass.range_constexpr(C // 2):
+                    sTk[tidx // C + 2 * e, tcol] = (col[e] * bk).to(io)
+                    sTv[tidx // C + 2 * e, tcol] = (col[e] * bv).to(io)
             cute.arch.sync_threads()
 
             if const_expr(not self.fused_wg):
@@ -448,6 +456,21 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
                 wy_rows_to_gmem(tidx, sTv, sV, chunk_rows(mU, r0, h, V), rows_left, io, V)
             if tidx < rows_left and tidx < C:
                 mGamma[r0 + tidx, h] = sGamma[tidx]
+
+    @cute.jit
+    def _store_contraction(self, tidx, sCon, mCon, slot, h):
+        """The chunk's largest beta_t ||k_t||^2 (rows past the sequence: 0), or 3 where a beta is
+        negative, into ``mCon[slot, h]`` (warp 0): a chunk's steps shrink the state by at least their
+        decay where it is at most 2 (the segmented scan's warmup, `gdn.sm90_fused`)."""
+        if tidx < 32:
+            a, b = sCon[tidx], sCon[tidx + 32]
+            worst = cute.math.max(a, b)
+            if cute.math.min(a, b) < 0.0:
+                worst = Float32(3.0)
+            for off in cutlass.range_constexpr(5):
+                worst = cute.math.max(worst, cute.arch.shuffle_sync_bfly(worst, 1 << off))
+            if tidx == 0:
+                mCon[slot, h] = worst
 
     @cute.jit
     def _stored_scores(self, tidx, sQ, sK, sGamma, gP, rows_left):

@@ -5,7 +5,9 @@ workspace carves.
 The compiled function is a TVM-FFI function of raw device addresses, 32-bit sizes, the scale and
 the stream, so a call converts no tensor. Its arguments, in order: q, k, v, g, beta, a_log, dt_bias,
 cu_seqlens, initial state, o, final state, and the workspace's gamma, w, u, hs and vnew (the
-last two only with SPLIT) and tb (only for the fused warpgroup scan, which has no w and u); then tokens,
+last two only with SPLIT), tb and p (only for the fused warpgroup scan, which has no w and u; p at
+WGMMA 3), and with SEGMENT seg_mb, seg_st and con (the segments' transitions, entering states and
+each chunk's largest beta ||k||^2); then tokens,
 sequences, the slot search's halvings, and the head counts of q/k, v, the output, g, beta, a_log
 and dt_bias; then the scale (fp32: a run-time argument, so the keys hold none and one compile
 serves every scale); then the stream. An absent optional operand is passed as the workspace's spare
@@ -218,7 +220,7 @@ def workspace_regions(
     dtype), and the spare address absent operands point at; with ``fused_wg`` (the fused warpgroup
     scan) gamma and each token's row of its chunk's Tb (io dtype) instead of w and u, and with
     ``segment`` each segment's B and M rows ([slots, HO, V + K, K]) and entering state ([slots, HO,
-    V, K]), fp32."""
+    V, K]), fp32, and each chunk's largest beta ||k||^2 ([chunk slots, HO], fp32: the warmup's test)."""
     t, ho, k, v = cfg.tokens, cfg.heads_out, cfg.key_dim, cfg.value_dim
     if fused_wg:
         rows = [("gamma", "float32", (t, ho)), ("tb", cfg.io_dtype, (t, ho, CHUNK))]
@@ -227,6 +229,7 @@ def workspace_regions(
         if segment:
             slots = segment_slots(t, cfg.sequences, segment)
             rows += [("seg_mb", "float32", (slots, ho, v + k, k)), ("seg_st", "float32", (slots, ho, v, k))]
+            rows.append(("con", "float32", (prepare_slots(cfg), ho)))  # each chunk's largest beta ||k||^2
         return layout_regions([*rows, ("spare", "float32", (64,))])
     rows = [("gamma", "float32", (t, ho)), ("w", cfg.io_dtype, (t, ho, k)), ("u", cfg.io_dtype, (t, ho, v))]
     if split:
@@ -274,7 +277,7 @@ def _compile(key: Any, arch: str) -> Any:
     pointers = [
         (io, 16), (io, 16), (io, 16), (f32, 4), (key.beta_dtype, 2), (f32, 4), (f32, 4), ("cu", 4),
         (key.h0_dtype, 4), (io, 16), (key.ht_dtype, 4), (f32, 4), (io, 16), (io, 16), (io, 16), (io, 16),
-        (io, 16), (io, 16), (f32, 16), (f32, 16),
+        (io, 16), (io, 16), (f32, 16), (f32, 16), (f32, 4),
     ]  # fmt: skip
     return cute_compile(kernel, pointers, key.cu_dtype, 10, arch)
 
