@@ -393,8 +393,17 @@ def forward_substitute(sA: cute.Tensor, x: cute.Tensor, j: Int32, start: cutlass
         x[i] = (part[0] + part[1]) + (part[2] + part[3])
 
 
+def _inverse_sync(barrier_id: int):
+    """The inverse's barrier among its 128 threads: the CTA's (``barrier_id`` 0) or a named one (a
+    CTA whose other threads work on beside it)."""
+    if barrier_id:
+        cute.arch.barrier(barrier_id=barrier_id, number_of_threads=THREADS)
+    else:
+        cute.arch.sync_threads()
+
+
 @cute.jit
-def _diagonal_block_inverse(sA: cute.Tensor, tidx: Int32):
+def _diagonal_block_inverse(sA: cute.Tensor, tidx: Int32, barrier_id: cutlass.Constexpr):
     """Threads 0-63: (I + A)^-1 of each diagonal 16 x 16 block of the fp32 ``sA`` (A strictly lower),
     in place: thread t solves column t % 16 of block t // 16 by forward substitution (15 rows)."""
     B = 16
@@ -407,13 +416,13 @@ def _diagonal_block_inverse(sA: cute.Tensor, tidx: Int32):
             for m in cutlass.range_constexpr(i):
                 acc = acc - sA[base + i, base + m] * x[m]
             x[i] = acc
-    cute.arch.sync_threads()  # every block's A read
+    _inverse_sync(barrier_id)  # every block's A read
     if tidx < 4 * B:
         base = (tidx // B) * B
         j = tidx % B
         for i in cutlass.range_constexpr(B):
             sA[base + i, base + j] = x[i]
-    cute.arch.sync_threads()
+    _inverse_sync(barrier_id)
 
 
 # the merges' products on tensor cores (mma.sync tf32, m16n8k8): as scalar fp32 FMAs over shared
@@ -463,7 +472,7 @@ def _tf32_product(tiled_mma, thr_idx, sA, sB, dst, sign: float):
 
 
 @cute.jit
-def _merge_16(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32):
+def _merge_16(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32, barrier_id: cutlass.Constexpr):
     """Both pairs of 16-row blocks: warp w takes pair w // 2 (rows and columns from 32 (w // 2)) and
     the 8 columns 8 (w % 2) of its lower-left block: X = A21 T11, then T21 = -T22 X in place of A21."""
     warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -475,17 +484,17 @@ def _merge_16(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32):
         transposed(cute.local_tile(sA, (16, 8), (2 * p, 4 * p + nh))),
         cute.local_tile(sX, (16, 8), (p, nh)), 1.0,
     )  # fmt: skip
-    cute.arch.sync_threads()  # X complete; every read of A21 done
+    _inverse_sync(barrier_id)  # X complete; every read of A21 done
     _tf32_product(
         mma, lane, cute.local_tile(sA, (16, 16), (2 * p + 1, 2 * p + 1)),
         transposed(cute.local_tile(sX, (16, 8), (p, nh))),
         cute.local_tile(sA, (16, 8), (2 * p + 1, 4 * p + nh)), -1.0,
     )  # fmt: skip
-    cute.arch.sync_threads()
+    _inverse_sync(barrier_id)
 
 
 @cute.jit
-def _merge_32(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32):
+def _merge_32(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32, barrier_id: cutlass.Constexpr):
     """The two 32-row halves on all four warps (2 x 2, m16 n16 each): X = A21 T11, then
     T21 = -T22 X in place of A21."""
     mma = tf32_mma(2, 2)
@@ -493,21 +502,22 @@ def _merge_32(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32):
         mma, tidx, cute.local_tile(sA, (32, 32), (1, 0)), transposed(cute.local_tile(sA, (32, 32), (0, 0))),
         sX, 1.0,
     )  # fmt: skip
-    cute.arch.sync_threads()
+    _inverse_sync(barrier_id)
     _tf32_product(
         mma, tidx, cute.local_tile(sA, (32, 32), (1, 1)), transposed(sX), cute.local_tile(sA, (32, 32), (1, 0)),
         -1.0,
     )  # fmt: skip
-    cute.arch.sync_threads()
+    _inverse_sync(barrier_id)
 
 
-def blocked_inverse(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32):
+def blocked_inverse(sA: cute.Tensor, sX: cute.Tensor, tidx: Int32, barrier_id: int = 0):
     """(I + A)^-1 of the chunk's strictly lower fp32 A [64, 64] in ``sA`` (row stride
     ``INVERSE_STRIDE``), in place, on all 128 threads: the four diagonal 16 x 16 blocks by forward
     substitution (15 dependent rows, not 63), then merged pairwise, 16 -> 32 -> 64, by
     ``[[T11, 0], [A21, T22]]^-1 = [[T11, 0], [-T22 A21 T11, T22]]`` on tf32 MMAs. ``sX``: fp32
     [32, 32] scratch of row stride ``MERGE_STRIDE``. The full T (ones on the diagonal, zeros
-    above) is in ``sA`` after it; entered and left at a barrier."""
-    _diagonal_block_inverse(sA, tidx)
-    _merge_16(sA, sX, tidx)
-    _merge_32(sA, sX, tidx)
+    above) is in ``sA`` after it; entered and left at a barrier: the CTA's, or with ``barrier_id``
+    the named barrier of threads 0-127 (the CTA's other threads free meanwhile)."""
+    _diagonal_block_inverse(sA, tidx, barrier_id)
+    _merge_16(sA, sX, tidx, barrier_id)
+    _merge_32(sA, sX, tidx, barrier_id)

@@ -17,8 +17,9 @@ warpgroup MMAs, run with ``channel_decay``).
      ``mma.sync`` of [16, K] x [K, 64]. With x = beta k (GDN-2: beta per channel) they give ``A``
      (strictly lower), with x = q the chunk's scores ``P`` (causal, 0 past the sequence), stored
      [T, HO, 64] in the io dtype;
-   - ``T = (I + A)^-1`` by `common.sm90_tiles.forward_substitute` (exact fp32 forward substitution, a column a
-     thread), stored as ``T diag(beta)`` (KDA) or ``T`` (GDN-2) in the io dtype, then
+   - ``T = (I + A)^-1`` by `common.sm90_tiles.blocked_inverse` on the first group (16 x 16 diagonal
+     blocks by fp32 forward substitution, merged on tf32 MMAs), stored as ``T diag(beta)`` (KDA)
+     or ``T`` (GDN-2) in the io dtype, then
      ``u = T diag(beta) v`` (GDN-2: ``T (w_gate v)``) and ``w = T diag(beta) (k exp(gamma))``
      (GDN-2: ``T (beta k exp(gamma))``);
    - the decayed operands of the next kernels: ``q exp(gamma)``, ``k exp(last - gamma)`` (``last``
@@ -45,13 +46,15 @@ from cutlass import Float32, Int32, const_expr
 
 from pygraph_linear_attention.common.sm90_tiles import (
     CHUNK,
+    INVERSE_STRIDE,
+    MERGE_STRIDE,
     THREADS,
     VEC,
     aligned_stride,
+    blocked_inverse,
     chunk_rows,
     cta_g2s,
     fast_exp,
-    forward_substitute,
     l2_normalize_rows,
     load_rows,
     row_major,
@@ -69,14 +72,14 @@ __all__ = ["PREP_LAUNCH", "PREP_THREADS", "SUB", "KdaSm90Fwd"]
 
 SUB = 16  # rows per sub-chunk of the decay-weighted products
 # prepare_kda's threads: two groups of the family's 128, which split its element loops and take one
-# of each pair of products (A and P, u and w) each. Its shared memory (104 KB) allows two CTAs an SM:
+# of each pair of products (A and P, u and w) each. Its shared memory (110 KB) allows two CTAs an SM:
 # at 128 threads that was 8 warps an SM for a kernel whose stalls are latencies (ncu on the H200:
 # instruction fetch, barrier and shared-memory waits, about 0.7 instructions a cycle an SM); at 256
 # the registers (128 a thread) still allow two.
 PREP_THREADS = 2 * THREADS
 # its launch: two CTAs an SM asked of the compiler (registers capped at 128: the backward's variant,
 # which also stores T, took 154 uncapped, one CTA an SM), and the largest shared-memory carveout
-# (two CTAs take 208 KB of the 228; named, the compile does not ask the device, so it runs on a CPU)
+# (two CTAs take 221 KB of the 228; named, the compile does not ask the device, so it runs on a CPU)
 PREP_LAUNCH = {"block": [PREP_THREADS, 1, 1], "min_blocks_per_mp": 2, "preferred_smem_carveout": 100}
 _PAIR = cutlass.BFloat16  # their factors' dtype: fp32's exponent range (the key side reaches exp(75))
 
@@ -258,15 +261,17 @@ class KdaSm90Fwd(GdnSm90Fwd):
             r0 = bos + c * C
             last_row = cutlass.min(rows_left, C) - 1  # the chunk's last real row
             smem = utils.SmemAllocator()
-            # 104 KB at K = V = 128: two CTAs an SM
+            # 110 KB at K = V = 128: two CTAs an SM
             sQ = smem_tile(smem, io, C, K)
             sK = smem_tile(smem, io, C, K)
             sGam = smem.allocate_tensor(Float32, cute.make_layout((C, K), stride=(K, 1)), 16)
-            # A (fp32), then (once the substitution has read it) T's scaled copy (io), as gdn_sm90's
-            raw_a = smem.allocate(C * C * 4, 1024)
+            # A (fp32, at `blocked_inverse`'s row stride), then (once the inverse is read out) T's
+            # scaled copy (io), as gdn_sm90's; the inverse's scratch beside it
+            raw_a = smem.allocate(C * INVERSE_STRIDE * 4, 1024)
             sA = cute.make_tensor(
-                cute.recast_ptr(raw_a, dtype=Float32), cute.make_layout((C, C), stride=(C, 1))
+                cute.recast_ptr(raw_a, dtype=Float32), cute.make_layout((C, C), stride=(INVERSE_STRIDE, 1))
             )
+            sMerge = smem.allocate_tensor(Float32, cute.make_layout((32, 32), stride=(MERGE_STRIDE, 1)), 16)
             t_layout, t_swz = row_major(C, C)
             sT = cute.make_tensor(cute.recast_ptr(raw_a, t_swz, dtype=io), t_layout)
             # one 16 KB region, in turn: the key-side factors, v (u's operand)
@@ -397,22 +402,24 @@ class KdaSm90Fwd(GdnSm90Fwd):
             if tidx < THREADS:
                 load_rows(cta_g2s(io, V), tidx, chunk_rows(mV, r0, h // v_group, V), sV, rows_left)
             cute.arch.cp_async_commit_group()
-            # column j of T = (I + A)^-1, a thread each (warps 0 and 1), stored scaled by beta_j (KDA)
-            if tidx < C:
-                x = cute.make_rmem_tensor((C,), Float32)
-                if tidx < 32:
-                    forward_substitute(sA, x, tidx, 0)
-                else:
-                    forward_substitute(sA, x, tidx, 32)
-                cute.arch.barrier(barrier_id=1, number_of_threads=C)  # both warps done reading A
+            # T = (I + A)^-1 by the first group (`blocked_inverse` at its named barrier 1), stored
+            # scaled by beta_j (KDA): thread t takes column t % 64 of rows t // 64, t // 64 + 2, ...
+            if tidx < THREADS:
+                blocked_inverse(sA, sMerge, tidx, barrier_id=1)
+                tcol = tidx % C
+                col = cute.make_rmem_tensor((C // 2,), Float32)
+                for e in cutlass.range_constexpr(C // 2):
+                    col[e] = sA[tidx // C + 2 * e, tcol]
+                if const_expr(self.store_t):
+                    for e in cutlass.range_constexpr(C // 2):
+                        mT[slot, h, tidx // C + 2 * e, tcol] = col[e].to(io)
+                cute.arch.barrier(barrier_id=1, number_of_threads=THREADS)  # every read of T before its copy
                 col_scale = Float32(1.0)
                 if const_expr(not self.gdn2):
-                    col_scale = sBeta[tidx]
-                for i in cutlass.range_constexpr(C):
-                    sT[i, tidx] = (x[i] * col_scale).to(io)
-                    if const_expr(self.store_t):
-                        mT[slot, h, i, tidx] = x[i].to(io)
-            else:  # the second group, idle otherwise: the scan's operand k exp(last - gamma)
+                    col_scale = sBeta[tcol]
+                for e in cutlass.range_constexpr(C // 2):
+                    sT[tidx // C + 2 * e, tcol] = (col[e] * col_scale).to(io)
+            else:  # the second group meanwhile: the scan's operand k exp(last - gamma)
                 if tidx >= THREADS:
                     last8 = load8(sGam, last_row, c8)
                     for e in cutlass.range(C * per_row // THREADS, unroll=2):
