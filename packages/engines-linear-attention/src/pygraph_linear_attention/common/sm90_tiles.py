@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32
+from cutlass import Float32, Int32, const_expr
 
 from pygraph.engines.cute_tiles import (
     VEC,
@@ -150,6 +150,21 @@ def slot_chunk(mCu, slot, sequences, search_steps, size: cutlass.Constexpr = CHU
     bos = Int32(mCu[lo])
     length = Int32(mCu[lo + 1]) - bos
     return bos, length, slot - (bos // size + lo)
+
+
+@cute.jit
+def t_column(sA, tidx, mT, slot, h, store_t: cutlass.Constexpr, io: cutlass.Constexpr):
+    """Column ``tidx`` % 64 of the chunk's T (rows ``tidx`` // 64, + 2, ...) from ``sA`` into registers,
+    and with ``store_t`` into chunk slot ``slot`` of ``mT`` (the backward reads it): the prepares' read
+    of the inverse before its scaled copies overwrite it."""
+    tcol = tidx % CHUNK
+    col = cute.make_rmem_tensor((CHUNK // 2,), Float32)
+    for e in cutlass.range_constexpr(CHUNK // 2):
+        col[e] = sA[tidx // CHUNK + 2 * e, tcol]
+    if const_expr(store_t):
+        for e in cutlass.range_constexpr(CHUNK // 2):
+            mT[slot, h, tidx // CHUNK + 2 * e, tcol] = col[e].to(io)
+    return col
 
 
 @cute.jit

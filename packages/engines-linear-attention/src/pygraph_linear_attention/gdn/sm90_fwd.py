@@ -59,6 +59,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     row_major,
     slot_chunk,
     smem_gemm,
+    t_column,
     warp_mma,
     wy_rows_to_gmem,
     zeroed_acc,
@@ -436,12 +437,7 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
             # T lands as T diag(beta exp(gamma)) and T diag(beta) in A's memory, so w = (T diag(beta
             # exp(gamma))) k and u = (T diag(beta)) v read k and v as loaded (no pass scaling their rows)
             if const_expr(not self.fused_wg):
-                col = cute.make_rmem_tensor((C // 2,), Float32)
-                for e in cutlass.range_constexpr(C // 2):
-                    col[e] = sA[tidx // C + 2 * e, tcol]
-                if const_expr(self.store_t):
-                    for e in cutlass.range_constexpr(C // 2):
-                        mT[slot, h, tidx // C + 2 * e, tcol] = col[e].to(io)
+                col = t_column(sA, tidx, mT, slot, h, self.store_t, io)
                 cute.arch.sync_threads()  # every read of T done before its copies overwrite it
                 bk = sBeta[tcol] * fast_exp(sGamma[tcol])
                 bv = sBeta[tcol]

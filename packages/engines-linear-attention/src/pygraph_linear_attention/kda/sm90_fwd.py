@@ -62,6 +62,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     smem_gemm,
     smem_tile,
     smem_vector,
+    t_column,
     warp_mma,
     wy_rows_to_gmem,
     zeroed_acc,
@@ -407,12 +408,7 @@ class KdaSm90Fwd(GdnSm90Fwd):
             if tidx < THREADS:
                 blocked_inverse(sA, sMerge, tidx, barrier_id=1)
                 tcol = tidx % C
-                col = cute.make_rmem_tensor((C // 2,), Float32)
-                for e in cutlass.range_constexpr(C // 2):
-                    col[e] = sA[tidx // C + 2 * e, tcol]
-                if const_expr(self.store_t):
-                    for e in cutlass.range_constexpr(C // 2):
-                        mT[slot, h, tidx // C + 2 * e, tcol] = col[e].to(io)
+                col = t_column(sA, tidx, mT, slot, h, self.store_t, io)
                 cute.arch.barrier(barrier_id=1, number_of_threads=THREADS)  # every read of T before its copy
                 col_scale = Float32(1.0)
                 if const_expr(not self.gdn2):
