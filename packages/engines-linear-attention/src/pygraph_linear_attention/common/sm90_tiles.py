@@ -31,7 +31,7 @@ from pygraph_linear_attention.common.host import CHUNK  # 64 tokens, as the cuTi
 __all__ = [
     "CHUNK", "DTYPES", "INVERSE_STRIDE", "MERGE_STRIDE", "THREADS", "VEC", "acc_to_gmem", "acc_to_smem",
     "acc_to_smem_packed", "aliased_smem_tiles", "aligned_stride", "async_visible", "block_sum", "blocked_inverse", "chunk_rows", "col_sums_sub", "cta_g2s", "cta_s2g", "fast_exp",
-    "forward_substitute", "gamma_row", "l2_normalize_rows", "load_chunk", "load_rows", "matmul", "row_inv_norms",
+    "gamma_row", "l2_normalize_rows", "load_chunk", "load_rows", "matmul", "row_inv_norms",
     "row_major", "row_pair", "row_sums", "scale_row_pair", "scaled_rows", "slot_chunk", "smem_gemm", "smem_tile", "smem_vector",
     "store_rows", "tail_decay", "trans", "transposed", "warp_mma", "wg_gemm", "wg_mma", "wy_rows_to_gmem",
     "zero_vector", "zeroed_acc",
@@ -386,26 +386,6 @@ def block_sum(x, tidx, red):
 
 
 # --- the WY inverse
-
-
-@cute.jit
-def forward_substitute(sA: cute.Tensor, x: cute.Tensor, j: Int32, start: cutlass.Constexpr):
-    """x = column j of (I + A)^-1 (A strictly lower, fp32 in shared memory) by forward substitution,
-    for a warp whose columns are all >= ``start``: x[i] = 0 above j, so rows and terms before
-    ``start`` are skipped (2016 multiply-adds a column for the first warp, 496 for the second).
-    Each row of A is read into registers before its products and summed into four partial sums,
-    so the chain of dependent steps is about i / 4 multiply-adds a row."""
-    a = cute.make_rmem_tensor((CHUNK,), Float32)
-    for i in cutlass.range_constexpr(start):
-        x[i] = Float32(0.0)
-    x[start] = Float32(j == start)
-    for i in cutlass.range_constexpr(start + 1, CHUNK):
-        for m in cutlass.range_constexpr(start, i):
-            a[m] = sA[i, m]
-        part = [Float32(j == i), Float32(0.0), Float32(0.0), Float32(0.0)]
-        for m in cutlass.range_constexpr(start, i):
-            part[(m - start) % 4] = part[(m - start) % 4] - a[m] * x[m]
-        x[i] = (part[0] + part[1]) + (part[2] + part[3])
 
 
 def _inverse_sync(barrier_id: int):

@@ -243,22 +243,12 @@ class GdnSm90Bwd(GradScanKernels):
             heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
             heads_out // heads_a_log, heads_out // heads_dt_bias,
         )  # fmt: skip
-        # with SEGMENT: each segment's B (then G) and M rows, the state entering it (then the gradient
-        # at its end), fp32; each chunk's largest beta ||k||^2 (the warmup's test)
-        seg_slots = tokens // (C * max(self.segment, 1)) + sequences + 1
-        mSegMB = cute.make_tensor(
-            seg_mb_ptr,
-            cute.make_layout(
-                (seg_slots, heads_out, V + K, K),
-                stride=(cute.assume(heads_out * (V + K) * K, divby=4), (V + K) * K, K, 1),
-            ),
-        )
-        mSegST = cute.make_tensor(
-            seg_st_ptr,
-            cute.make_layout((seg_slots, heads_out, V, K), stride=(heads_out * V * K, V * K, K, 1)),
-        )
-        mCon = cute.make_tensor(con_ptr, cute.make_layout((slots, heads_out), stride=(heads_out, 1)))
         fwd = self.fwd
+        # with SEGMENT: each segment's B (then G) and M rows, the state entering it (then the gradient
+        # at its end); each chunk's largest beta ||k||^2 (the warmup's test)
+        seg_slots, mSegMB, mSegST, mCon = fwd.segment_tensors(
+            seg_mb_ptr, seg_st_ptr, con_ptr, tokens, sequences, heads_out
+        )
         fwd.prepare(
             mK,
             mV,
@@ -285,7 +275,7 @@ class GdnSm90Bwd(GradScanKernels):
             fwd.scan_wg(*state, *segs, 1).launch(
                 grid=[seg_slots, heads_out, (V + K) // self.BV], block=[THREADS, 1, 1], stream=stream
             )
-            fwd.segment_combine(mSegMB, mSegST, mCu, mH0).launch(
+            fwd.segment_combine(mSegMB, mSegST, mCu, mH0, self.has_h0).launch(
                 grid=[sequences, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
             )
             fwd.scan_wg(*state, *segs, 2).launch(
@@ -295,7 +285,7 @@ class GdnSm90Bwd(GradScanKernels):
             self.grad_scan_wg(*grad, *segs, 1).launch(
                 grid=[seg_slots, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
             )
-            fwd.segment_combine(mSegMB, mSegST, mCu, mDht, True, self.has_dht).launch(
+            fwd.segment_combine(mSegMB, mSegST, mCu, mDht, self.has_dht, True).launch(
                 grid=[sequences, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
             )
             self.grad_scan_wg(*grad, *segs, 2).launch(

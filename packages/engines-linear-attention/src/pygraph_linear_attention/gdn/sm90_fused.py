@@ -154,6 +154,28 @@ class FusedScanKernels:
                         k_group, v_group, bos, length, seg, c_begin, c_end, is_last, scale, phase,
                     )  # fmt: skip
 
+    def segment_tensors(self, seg_mb_ptr, seg_st_ptr, con_ptr, tokens, sequences, heads_out):
+        """(segment slots, mSegMB, mSegST, mCon) over the workspace's segment rows (host side, traced
+        by the forward's and the backward's calls): each segment's B and M rows [slots, HO, V + K, K]
+        and entering state [slots, HO, V, K], fp32, and each chunk's largest beta ||k||^2 [chunk
+        slots, HO] (the warmup's test); the slots as `gdn.sm90_host.segment_slots` counts them."""
+        K, V, C = self.K, self.V, CHUNK
+        seg_slots = tokens // (C * max(self.segment, 1)) + sequences + 1
+        mSegMB = cute.make_tensor(
+            seg_mb_ptr,
+            cute.make_layout(
+                (seg_slots, heads_out, V + K, K),
+                stride=(cute.assume(heads_out * (V + K) * K, divby=4), (V + K) * K, K, 1),  # 16-byte rows
+            ),
+        )
+        mSegST = cute.make_tensor(
+            seg_st_ptr,
+            cute.make_layout((seg_slots, heads_out, V, K), stride=(heads_out * V * K, V * K, K, 1)),
+        )
+        slots = tokens // C + sequences + 1
+        mCon = cute.make_tensor(con_ptr, cute.make_layout((slots, heads_out), stride=(heads_out, 1)))
+        return seg_slots, mSegMB, mSegST, mCon
+
     @cute.jit
     def _warmup_start(
         self,
@@ -471,8 +493,8 @@ class FusedScanKernels:
         mSegST: cute.Tensor,
         mCu: cute.Tensor,
         mH0: cute.Tensor,
+        has_init: cutlass.Constexpr,
         reverse: cutlass.Constexpr = False,
-        has_init: cutlass.Constexpr = None,
     ):
         """Grid: sequences x output heads x value blocks of BV. Walks the sequence's segments: S = the
         initial state (or 0), then per segment p but the last ``S = S M_p + B_p`` in fp32, stored as
@@ -482,8 +504,8 @@ class FusedScanKernels:
         cp.async copies at the step's start): read element by element from L2 each step took 16-23 us
         (H100, the combine of SEGMENT 16 at B1 T32768: 0.50-0.72 ms for 31 steps).
 
-        ``reverse`` (the backward's gradient, `gdn.sm90_bwd`): ``mH0`` is d_final_state (read where
-        ``has_init``), and the walk runs from the last segment down to the second, ``D = D M_p^T +
+        ``has_init``: whether ``mH0`` holds a start (the initial state; reversed, d_final_state).
+        ``reverse`` (the backward's gradient, `gdn.sm90_bwd`): ``mH0`` is d_final_state, and the walk runs from the last segment down to the second, ``D = D M_p^T +
         G_p`` (G_p in the B rows, from `grad_scan_wg` phase 1), stored as the gradient at the end of
         segment p - 1; M^T goes through a [K, K + 1] fp32 tile, M's rows read coalesced and written
         transposed (the padding keeps both the writes and the step's reads free of bank conflicts)."""
@@ -520,7 +542,7 @@ class FusedScanKernels:
         acc = cute.make_rmem_tensor((rows,), Float32)
         for j in cutlass.range_constexpr(rows):
             acc[j] = Float32(0.0)
-            if const_expr(self.has_h0 if has_init is None else has_init):
+            if const_expr(has_init):
                 acc[j] = Float32(mH0[n, h, vb * BV + row0 + j * step, col].to(Float32))
         for p in cutlass.range(segments - 1, unroll=1):
             s_slot = first_slot + p

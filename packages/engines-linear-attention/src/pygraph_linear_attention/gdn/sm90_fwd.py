@@ -215,8 +215,10 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
         mP = cute.make_tensor(
             p_ptr, cute.make_layout((tokens, heads_out, C), stride=(aligned_stride(heads_out * C), C, 1))
         )
-        # each chunk's largest beta ||k||^2 (with segments: the warmup's test, `_warmup_start`)
-        mCon = cute.make_tensor(con_ptr, cute.make_layout((slots, heads_out), stride=(heads_out, 1)))
+        # with SEGMENT the segments' rows and each chunk's largest beta ||k||^2 (the warmup's test)
+        seg_slots, mSegMB, mSegST, mCon = self.segment_tensors(
+            seg_mb_ptr, seg_st_ptr, con_ptr, tokens, sequences, heads_out
+        )
         groups = (
             heads_out // heads_qk, heads_out // heads_v, heads_out // heads_g, heads_out // heads_beta,
             heads_out // heads_a_log, heads_out // heads_dt_bias,
@@ -243,18 +245,6 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
             mCon,
         ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)
         if const_expr(self.fused_wg):
-            seg_slots = tokens // (C * max(self.segment, 1)) + sequences + 1
-            mSegMB = cute.make_tensor(
-                seg_mb_ptr,
-                cute.make_layout(
-                    (seg_slots, heads_out, V + K, K),
-                    stride=(cute.assume(heads_out * (V + K) * K, divby=4), (V + K) * K, K, 1),  # 16-byte rows
-                ),
-            )
-            mSegST = cute.make_tensor(
-                seg_st_ptr,
-                cute.make_layout((seg_slots, heads_out, V, K), stride=(heads_out * V * K, V * K, K, 1)),
-            )
             fused = (
                 mQ, mK, mV, mTb, mP, mGamma, mCu, mH0, mO, mHt, mSegMB, mSegST, mCon, groups[0], groups[1],
             )  # fmt: skip
@@ -263,7 +253,7 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
                 self.scan_fused_wg(*fused, sequences, search_steps, scale, 1).launch(
                     grid=[seg_slots, heads_out, (V + K) // self.BV], block=[THREADS, 1, 1], stream=stream
                 )
-                self.segment_combine(mSegMB, mSegST, mCu, mH0).launch(
+                self.segment_combine(mSegMB, mSegST, mCu, mH0, self.has_h0).launch(
                     grid=[sequences, heads_out, V // self.BV], block=[THREADS, 1, 1], stream=stream
                 )
                 if const_expr(self.ws):
