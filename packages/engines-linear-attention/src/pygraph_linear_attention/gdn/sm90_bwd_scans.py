@@ -278,7 +278,7 @@ class GradScanKernels:
         g2s_k, g2s_v = cta_g2s(io, K), cta_g2s(io, BV)
         tiles = (mQ, mK, mW, mDo, hk, h, vb, K, BV)
         buffers = (sQs, sKs, sWs, sDos)
-        chunks = c_end if const_expr(phase == 0) else c_end - c_begin
+        chunks = c_end - c_begin
         if const_expr(nbuf == 2):  # the prologue: the last chunk into buffer 0 (none of an empty sequence)
             last_chunk = cutlass.max(c_end - 1, c_begin)
             r_last = bos + last_chunk * C

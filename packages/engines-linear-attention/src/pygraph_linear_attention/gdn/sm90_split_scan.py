@@ -288,7 +288,6 @@ class SplitScanKernels:
         passes ``seg``, ``c_begin`` and ``is_last`` as Python ints: its offsets fold at trace time."""
         K, V, BV, C, io = self.K, self.V, self.BV, CHUNK, self.io
         hk = h // k_group
-        whole = phase == 0
         stores = phase != 1
         u_rows = None  # phase 1: 0 in the identity blocks (u = 0), else 1
         if const_expr(phase == 1):
@@ -323,20 +322,19 @@ class SplitScanKernels:
         # sequence's chunks, or an empty sequence's, stays inside the [slots, HO, K] gates and is unused)
         first_slot = bos // C + n  # chunk c's slot: first_slot + c
         if const_expr(nbuf == 2):
-            r_first = bos if const_expr(whole) else bos + c_begin * C
-            rows_first = length if const_expr(whole) else length - c_begin * C
+            r_first = bos + c_begin * C
+            rows_first = length - c_begin * C
             load_chunk(
                 g2s_k, g2s_v, tidx, tiles, r_first, rows_first, buffers, 0, False, _times(rows_first, u_rows)
             )
             cute.arch.cp_async_commit_group()
             if tidx < gates:
-                slot0 = first_slot if const_expr(whole) else first_slot + c_begin
-                sGammas[tidx, 0] = self._scan_gate(mGamma, r_first, rows_first, slot0, h, tidx)
+                sGammas[tidx, 0] = self._scan_gate(mGamma, r_first, rows_first, first_slot + c_begin, h, tidx)
 
         for c in cutlass.range(c_begin, c_end, unroll=1):
             r0 = bos + c * C
             rows_left = length - c * C
-            buf = c % nbuf if const_expr(whole) else (c - c_begin) % nbuf
+            buf = (c - c_begin) % nbuf
             g_next = Float32(0.0)
             if const_expr(nbuf == 2):
                 if c + 1 < c_end:
