@@ -39,11 +39,6 @@ from pygraph_linear_attention.common.sm90_tiles import (
 from pygraph_linear_attention.gdn.sm90_output import chunk_output
 
 
-def _times(rows, u_rows):
-    """u's rows to load: ``rows``, or with phase 1's ``u_rows`` (0 in the identity blocks) that times it."""
-    return None if u_rows is None else rows * u_rows
-
-
 class SplitScanKernels:
     """The scans of `GdnSm90Fwd` other than the fused warpgroup ones (a mixin: they read its
     configuration)."""
@@ -289,7 +284,7 @@ class SplitScanKernels:
         K, V, BV, C, io = self.K, self.V, self.BV, CHUNK, self.io
         hk = h // k_group
         stores = phase != 1
-        u_rows = None  # phase 1: 0 in the identity blocks (u = 0), else 1
+        u_rows = 1  # phase 1's identity blocks: 0 (u = 0: u's rows load as zeros, from block 0)
         if const_expr(phase == 1):
             u_rows = Int32(vb < V // BV)
 
@@ -316,7 +311,7 @@ class SplitScanKernels:
         thr_s = mma_s.get_slice(tidx)
         self._entering_state(state, crd_s, thr_s, mSegST, mH0, slot, n, h, vb, seg, u_rows, phase)
         g2s_k, g2s_v = cta_g2s(io, K), cta_g2s(io, BV)
-        tiles = (None, mK, mW, mU, hk, h, vb if u_rows is None else vb * u_rows, K, BV)
+        tiles = (None, mK, mW, mU, hk, h, vb * u_rows, K, BV)
         buffers = (None, sKs, sWs, sUs)
         # (channel_decay: chunk c's slot is bos // C + n + c, prepare's; reading the slot one past a
         # sequence's chunks, or an empty sequence's, stays inside the [slots, HO, K] gates and is unused)
@@ -324,9 +319,7 @@ class SplitScanKernels:
         if const_expr(nbuf == 2):
             r_first = bos + c_begin * C
             rows_first = length - c_begin * C
-            load_chunk(
-                g2s_k, g2s_v, tidx, tiles, r_first, rows_first, buffers, 0, False, _times(rows_first, u_rows)
-            )
+            load_chunk(g2s_k, g2s_v, tidx, tiles, r_first, rows_first, buffers, 0, False, rows_first * u_rows)
             cute.arch.cp_async_commit_group()
             if tidx < gates:
                 sGammas[tidx, 0] = self._scan_gate(mGamma, r_first, rows_first, first_slot + c_begin, h, tidx)
@@ -348,15 +341,13 @@ class SplitScanKernels:
                         buffers,
                         1 - buf,
                         False,
-                        _times(rows_left - C, u_rows),
+                        (rows_left - C) * u_rows,
                     )
                 cute.arch.cp_async_commit_group()
                 if tidx < gates:
                     g_next = self._scan_gate(mGamma, r0 + C, rows_left - C, first_slot + c + 1, h, tidx)
             else:
-                load_chunk(
-                    g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, 0, False, _times(rows_left, u_rows)
-                )
+                load_chunk(g2s_k, g2s_v, tidx, tiles, r0, rows_left, buffers, 0, False, rows_left * u_rows)
                 cute.arch.cp_async_commit_group()
                 if tidx < gates:
                     sGammas[tidx, 0] = self._scan_gate(mGamma, r0, rows_left, first_slot + c, h, tidx)
