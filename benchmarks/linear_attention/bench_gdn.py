@@ -4,7 +4,7 @@ against flash-linear-attention and cudnn-frontend.
     python -m benchmarks.linear_attention.bench_gdn [--rounds 3] [--budget-s 420] [--out DIR]
         [--occupancy 2,4] [--segment 32,16] [--profile] [--skip cases,cudnn] [--shapes B4xT4096]
         [--plans first|all] [--sm90 32] [--sm90-modes fused,wg1,wg2,fusedwg,fusedwg16]
-        [--sm90-bwd-segments 0,64] [--gate-mean 4]
+        [--sm90-bwd-segments 0,64] [--sm90-bwd-wgmma 1,2] [--gate-mean 4]
 
 1. Correctness: every case of `gdn_cases.CASES` (varlen odd lengths, T = 1, an empty sequence,
    initial and final state, each option alone and together, GQA/GVA, fp16, head dims 64 and 256,
@@ -26,7 +26,8 @@ against flash-linear-attention and cudnn-frontend.
    is the gdn graph's execute() then the gdn_bwd graph's (the hook's first pair, gdn_cutile's
    first pair, with ``--plans all`` gdn_cutile_bwd at each BLOCK_V, each ``--occupancy`` hint the
    backward has, both graphs hinted, each ``--segment``, both split, ``--sm90``'s pairs, and the
-   first forward with gdn_sm90_bwd at each ``--sm90-bwd-segments`` SEGMENT), FLA's is
+   first forward with gdn_sm90_bwd at each ``--sm90-bwd-segments`` SEGMENT and each
+   ``--sm90-bwd-wgmma`` WGMMA), FLA's is
    ``chunk_gated_delta_rule`` and ``.backward(dO)`` (its Hopper guard lifted for timing only:
    ``fla.ops.common.chunk_o.TRITON_ABOVE_3_7_1 = True``), cudnn-frontend's its op's autograd
    where it has one; our gradients are compared with FLA's first.
@@ -90,6 +91,7 @@ class TimingRun:
     all_plans: bool = True  # gdn_cutile's BLOCK_V columns too (--plans all), not only each engine's first
     gate_mean: float = 0.0  # g = logsigmoid(N(gate_mean, 1)): 0 strong gates, 4 weak ones
     sm90_bwd_segments: tuple[int, ...] = ()  # gdn_sm90_bwd's SEGMENT values timed behind the first forward
+    sm90_bwd_wgmma: tuple[int, ...] = (1,)  # and its WGMMA values (2: the chunk gradients fused)
 
 
 def correctness_table(log: list[str]) -> bool:
@@ -379,6 +381,7 @@ def _ours_fwd_bwd(
     wgmma: Any = None,
     bwd_stages: Any = None,
     bwd_segment: Any = None,
+    bwd_wgmma: int = 1,
 ) -> tuple[Any, dict]:
     """(call, gradients) of our forward then backward graphs, built once. ``engine`` None: the
     hook's first forward, the backward at ``block_v`` (with ``occupancy``, ``segment``: gdn_cutile's
@@ -386,13 +389,13 @@ def _ours_fwd_bwd(
     first forward and gdn_cutile_bwd at ``block_v``; "gdn_sm90": gdn_sm90's first forward and
     gdn_sm90_bwd at ``block_v`` (with ``wgmma``: the forward at WGMMA 2 and STAGES 2, the
     backward's scans on warpgroup MMAs at ``bwd_stages``). ``bwd_segment`` given: the hook's first
-    forward and gdn_sm90_bwd at WGMMA 1, ``block_v``, ``bwd_stages`` and that SEGMENT."""
+    forward and gdn_sm90_bwd at ``bwd_wgmma``, ``block_v``, ``bwd_stages`` and that SEGMENT."""
     import torch
 
     if bwd_segment is not None:
         fwd_call, _ = _ours(case, tensors, None)
         case = dataclasses.replace(
-            case, block_v=block_v, engine="gdn_sm90_bwd", wgmma=1, stages=bwd_stages, occupancy=None,
+            case, block_v=block_v, engine="gdn_sm90_bwd", wgmma=bwd_wgmma, stages=bwd_stages, occupancy=None,
             segment=bwd_segment,
         )  # fmt: skip
     elif engine == "gdn_sm90":
@@ -466,11 +469,13 @@ def _cudnn_fwd_bwd(tensors: dict, lengths: tuple[int, ...], d_o: Any) -> tuple[A
     return call, leaves
 
 
-def _sm90_bwd_segment_plans(segments: tuple[int, ...]) -> list[tuple[int, int, int]]:
-    """(SEGMENT, STAGES, BLOCK_V) of the --sm90-bwd-segments columns: each SEGMENT at both STAGES
-    (BLOCK_V 32), and a segmented one at BLOCK_V 64 too (STAGES 1: half the CTAs, each twice the rows)."""
+def _sm90_bwd_segment_plans(segments: tuple[int, ...], wgmmas: tuple[int, ...]) -> list[tuple[int, int, int, int]]:
+    """(SEGMENT, STAGES, BLOCK_V, WGMMA) of the --sm90-bwd-segments columns: each SEGMENT at both
+    STAGES (BLOCK_V 32), and a segmented one at BLOCK_V 64 too (STAGES 1: half the CTAs, each twice
+    the rows), each at every --sm90-bwd-wgmma WGMMA."""
     plans = [(s, st, 32) for s in segments for st in STAGES_SM90]
-    return plans + [(s, 1, 64) for s in segments if s]
+    plans += [(s, 1, 64) for s in segments if s]
+    return [(*p, w) for w in wgmmas for p in plans]
 
 
 def timing_bwd(run: TimingRun) -> list[dict]:
@@ -507,9 +512,11 @@ def timing_bwd(run: TimingRun) -> list[dict]:
             columns[label] = call
             diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)
             print(f"  {shape} {label} vs the first: rel diff of the gradients {diffs}")
-        for segment, stages, bv in _sm90_bwd_segment_plans(run.sm90_bwd_segments):
-            label = f"ours[first + sm90 bwd SEG={segment} ST={stages} BV={bv}]"
-            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, bwd_stages=stages, bwd_segment=segment)
+        for segment, stages, bv, wg in _sm90_bwd_segment_plans(run.sm90_bwd_segments, run.sm90_bwd_wgmma):
+            label = f"ours[first + sm90 bwd SEG={segment} ST={stages} BV={bv} WG={wg}]"
+            call, grads = _ours_fwd_bwd(
+                case, tensors, d_o, bv, bwd_stages=stages, bwd_segment=segment, bwd_wgmma=wg
+            )
             _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
             columns[label] = call
             diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)
@@ -575,6 +582,12 @@ def main() -> None:
         "each at both STAGES (BLOCK_V 32) and, segmented, at BLOCK_V 64",
     )
     parser.add_argument(
+        "--sm90-bwd-wgmma",
+        default="1",
+        help="comma list of gdn_sm90_bwd WGMMA values (1, or 2: the chunk gradients fused) of the "
+        "--sm90-bwd-segments columns",
+    )
+    parser.add_argument(
         "--gate-mean",
         type=float,
         default=0.0,
@@ -590,6 +603,7 @@ def main() -> None:
         tuple(int(o) for o in args.occupancy.split(",") if o), tuple(int(s) for s in args.segment.split(",") if s),
         tuple(int(b) for b in args.sm90.split(",") if b), tuple(m for m in args.sm90_modes.split(",") if m),
         args.plans == "all", args.gate_mean, tuple(int(s) for s in args.sm90_bwd_segments.split(",") if s),
+        tuple(int(w) for w in args.sm90_bwd_wgmma.split(",") if w),
     )  # fmt: skip
     result: dict[str, Any] = {}
     if "cases" not in skip:

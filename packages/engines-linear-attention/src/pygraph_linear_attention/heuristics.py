@@ -163,6 +163,9 @@ def recommend(
             knob_sets = [first_seg, *knob_sets, *(k for k in segmented if k != first_seg)]
         else:
             knob_sets += segmented
+        # WGMMA 2 (the chunk gradients fused on two warpgroups, `gdn.sm90_bwd_chunk`): each WGMMA 1 set again
+        fused = [{**k, "WGMMA": 2} for k in knob_sets if k["WGMMA"] == 1]
+        knob_sets += fused
         sm90 = [PlanConfig(offered["gdn_sm90_bwd"], knobs) for knobs in knob_sets]
         leads = split_first(facts, sms=sms) or not _within_two_per_sm(facts, sms)
         ours = [*sm90, *ours] if leads else [*ours, *sm90]

@@ -218,9 +218,10 @@ class GdnSm90Engine(BaseEngine):
 
 
 class GdnSm90BwdEngine(GdnSm90Engine):
-    """``gdn_sm90_bwd``: gdn_bwd graphs (BLOCK_V: the value rows of the scans' CTAs; WGMMA: both
-    scans on warpgroup MMAs; STAGES, with WGMMA: 2 prefetches the scans' next chunk; SEGMENT, with
-    WGMMA: chunks a segment of both scans, 0 unsegmented)."""
+    """``gdn_sm90_bwd``: gdn_bwd graphs (BLOCK_V: the value rows of the scans' CTAs; WGMMA: 1 both
+    scans on warpgroup MMAs, 2 the chunk gradients fused on two warpgroups too; STAGES, with WGMMA:
+    2 prefetches the scans' next chunk; SEGMENT, with WGMMA: chunks a segment of both scans, 0
+    unsegmented)."""
 
     name = "gdn_sm90_bwd"
     serves_backward = True
@@ -245,7 +246,7 @@ class GdnSm90BwdEngine(GdnSm90Engine):
         for knob, value in (("STAGES", stages != 1), ("SEGMENT", segment)):
             if value and not wgmma:
                 raise GraphNotSupportedError(
-                    f"{self.name}: knob {knob}={knobs[knob]!r} needs WGMMA=1 (the prefetching and the "
+                    f"{self.name}: knob {knob}={knobs[knob]!r} needs WGMMA=1 or 2 (the prefetching and the "
                     f"segmented scans are the warpgroup ones), got WGMMA={wgmma!r}"
                 )
         _check_segment_elements(self.name, facts, segment)
@@ -264,7 +265,7 @@ class GdnSm90BwdEngine(GdnSm90Engine):
         block_v, stages, _, wgmma, segment = self._knobs(facts, plan)
         cfg = config_for(facts, block_v)
         operands = declared_operands(self.name, request, operand_roles(facts))
-        key = bwd_key_for(cfg, dtype_names(operands), bool(wgmma), stages, int(segment))
+        key = bwd_key_for(cfg, dtype_names(operands), int(wgmma), stages, int(segment))
         return Sm90Plan(
             self.name,
             request.graph.name,

@@ -77,13 +77,14 @@ from pygraph_linear_attention.common.sm90_tiles import (
     zero_vector,
     zeroed_acc,
 )
+from pygraph_linear_attention.gdn.sm90_bwd_chunk import WG2_THREADS, ChunkGradKernels
 from pygraph_linear_attention.gdn.sm90_bwd_scans import GradScanKernels
 from pygraph_linear_attention.gdn.sm90_fwd import GdnSm90Fwd
 
 __all__ = ["GdnSm90Bwd"]
 
 
-class GdnSm90Bwd(GradScanKernels):
+class GdnSm90Bwd(GradScanKernels, ChunkGradKernels):
     """One static configuration of the backward: the forward's (which it recomputes) and which
     gradients the chunk kernels write themselves. The gradients' dtypes are their pointers' (the
     stores convert to each tensor's element type)."""
@@ -107,7 +108,7 @@ class GdnSm90Bwd(GradScanKernels):
         has_dht: bool,
         direct_qk: bool,
         direct_v: bool,
-        wgmma: bool = False,
+        wgmma: int = 0,
         stages: int = 1,
         segment: int = 0,
     ) -> None:
@@ -119,7 +120,10 @@ class GdnSm90Bwd(GradScanKernels):
         # one output head per q/k head and no l2 norm: dQ and dK written by the chunk kernels (the head
         # sum would only cast); one output head per v head: dV likewise
         self.direct_qk, self.direct_v = direct_qk, direct_v
-        self.wgmma = wgmma  # the scans on warpgroup MMAs (`GdnSm90Fwd.scan_wg`, `grad_scan_wg`)
+        self.wgmma = wgmma >= 1  # the scans on warpgroup MMAs (`GdnSm90Fwd.scan_wg`, `grad_scan_wg`)
+        # WGMMA 2: the chunk gradients as one kernel on two warpgroups (`grad_chunk_wg`), not grad_output
+        # then grad_wy
+        self.fused_grad = wgmma == 2
         # STAGES of both scans (with wgmma): 2 prefetches the next chunk's tiles
         self.stages = stages
         # SEGMENT (with wgmma): chunks a segment of both scans, each run as its segments' transitions,
@@ -130,7 +134,7 @@ class GdnSm90Bwd(GradScanKernels):
             key_dim=key_dim, value_dim=value_dim, block_v=block_v, io_dtype=io_dtype, beta_dtype=beta_dtype,
             h0_dtype=h0_dtype, ht_dtype="float32", cu_dtype=cu_dtype, l2norm=l2norm,
             beta_sigmoid=beta_sigmoid, neg_eigval=neg_eigval, safe_gate=safe_gate, has_dt_bias=has_dt_bias,
-            has_h0=has_h0, store_ht=False, stages=stages, split=True, store_t=True, wgmma=wgmma, segment=segment,
+            has_h0=has_h0, store_ht=False, stages=stages, split=True, store_t=True, wgmma=self.wgmma, segment=segment,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ host side (traced once)
@@ -300,14 +304,20 @@ class GdnSm90Bwd(GradScanKernels):
             scan(mQ, mK, mW, mGamma, mDo, mCu, mDht, mDh, mDvnew, mDh0, groups[0], scale).launch(
                 grid=[sequences, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
             )
-        self.grad_output(
-            mQ, mK, mGamma, mDo, mCu, mHs, mDh, mVnew, mDvnew, mDq, mDQ, mDk, mDw, mDgp, sequences, search_steps,
-            groups[0], scale,
-        ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)  # fmt: skip
-        self.grad_wy(
-            mK, mV, mG, mBeta, mALog, mDtBias, mCu, mT, mDvnew, mDw, mDk, mDgp, mDv, mDK, mDV, mDg, mDb, mDa,
-            sequences, search_steps, groups,
-        ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)  # fmt: skip
+        if const_expr(self.fused_grad):
+            self.grad_chunk_wg(
+                mQ, mK, mV, mG, mBeta, mALog, mDtBias, mCu, mDo, mT, mHs, mDh, mVnew, mDvnew, mDq, mDQ, mDk, mDK,
+                mDv, mDV, mDg, mDb, mDa, sequences, search_steps, groups, scale,
+            ).launch(grid=[slots, heads_out, 1], block=[WG2_THREADS, 1, 1], stream=stream)  # fmt: skip
+        else:
+            self.grad_output(
+                mQ, mK, mGamma, mDo, mCu, mHs, mDh, mVnew, mDvnew, mDq, mDQ, mDk, mDw, mDgp, sequences,
+                search_steps, groups[0], scale,
+            ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)  # fmt: skip
+            self.grad_wy(
+                mK, mV, mG, mBeta, mALog, mDtBias, mCu, mT, mDvnew, mDw, mDk, mDgp, mDv, mDK, mDV, mDg, mDb, mDa,
+                sequences, search_steps, groups,
+            ).launch(grid=[slots, heads_out, 1], block=[THREADS, 1, 1], stream=stream)  # fmt: skip
         if const_expr(not self.direct_qk):
             self.head_sum(mDq, mQ, mDQ, groups[0], K, True).launch(
                 grid=[tokens, heads_qk, 1], block=[THREADS, 1, 1], stream=stream
@@ -525,7 +535,7 @@ class GdnSm90Bwd(GradScanKernels):
         """The WY transform's terms (w = T (beta exp(gamma) k), u = T (beta v), T = (I + A)^-1) and
         the gates' chain rules of one chunk."""
         K, V, C, io = self.K, self.V, CHUNK, self.io
-        k_group, v_group, g_group, b_group, a_group, d_group = groups
+        k_group, v_group = groups[0], groups[1]
         tidx, _, _ = cute.arch.thread_idx()
         slot, h, _ = cute.arch.block_idx()
         bos, length, c = slot_chunk(mCu, slot, sequences, search_steps)
@@ -548,49 +558,12 @@ class GdnSm90Bwd(GradScanKernels):
             load_rows(g2s_c, tidx, mT[slot, h, None, None], sT, C)
             cute.arch.cp_async_commit_group()
 
-            # the gates as the forward's prepare applies the options (warps 0 and 1, a row each)
-            valid = tidx < rows_left
-            raw_g = Float32(0.0)
-            raw_b = Float32(0.0)
-            gate = Float32(0.0)
-            wr = Float32(0.0)
-            biased = Float32(0.0)
-            rate = Float32(0.0)
-            if tidx < C:
-                if valid:
-                    raw_g = Float32(mG[r0 + tidx, h // g_group])
-                    raw_b = Float32(mBeta[r0 + tidx, h // b_group].to(Float32))
-                gate = raw_g
-                wr = raw_b
-                if const_expr(self.safe_gate):
-                    rate = fast_exp(Float32(mALog[h // a_group]))
-                    biased = raw_g
-                    if const_expr(self.has_dt_bias):
-                        biased = biased + Float32(mDtBias[h // d_group])
-                    soft = cute.math.max(biased, Float32(0.0)) + cute.math.log(
-                        1.0 + fast_exp(-cute.math.abs(biased)), fastmath=True
-                    )
-                    gate = Float32(0.0)
-                    if valid:
-                        gate = -rate * soft
-                if const_expr(self.beta_sigmoid):
-                    sig = 1.0 / (1.0 + fast_exp(-raw_b))
-                    wr = Float32(0.0)
-                    if valid:
-                        wr = sig
-                if const_expr(self.neg_eigval):
-                    wr = wr * 2.0
-                cum = gate
-                lane = tidx % 32
-                for off in cutlass.range_constexpr(5):
-                    up = cute.arch.shuffle_sync_up(cum, 1 << off, mask_and_clamp=0)
-                    if lane >= (1 << off):
-                        cum = cum + up
-                sGamma[tidx] = cum
-                sWr[tidx] = wr
-                sDwrite[tidx] = Float32(0.0)
-                sDgam[tidx] = Float32(0.0)
-                sRow[tidx] = Float32(0.0)
+            raw_b, gate, wr, biased, rate = self.chunk_gates(
+                mG, mBeta, mALog, mDtBias, groups, r0, rows_left, h, tidx, sGamma, sWr
+            )
+            zero_vector(sDwrite, tidx)
+            zero_vector(sDgam, tidx)
+            zero_vector(sRow, tidx)
             cute.arch.sync_threads()
             if tidx >= 32 and tidx < C:
                 sGamma[tidx] = sGamma[tidx] + sGamma[31]
@@ -678,27 +651,13 @@ class GdnSm90Bwd(GradScanKernels):
             # d gamma, then the decay's gradient: gamma_r = g_0 + ... + g_r, so its reverse cumulative sum
             if tidx < C:
                 dgamma = sDgam[tidx] + sRow[tidx] * wr
-                if valid:
+                if tidx < rows_left:
                     dgamma = dgamma + Float32(mDgp[r0 + tidx, h])
                 sDgamma[tidx] = dgamma
             cute.arch.sync_threads()
-            if tidx < rows_left and tidx < C:
-                d_decay = Float32(0.0)
-                for r in cutlass.range(C, unroll=8):
-                    if r >= tidx:
-                        d_decay = d_decay + sDgamma[r]
-                d_write = sDwrite[tidx] + sRow[tidx]
-                if const_expr(self.neg_eigval):
-                    d_write = d_write * 2.0
-                if const_expr(self.beta_sigmoid):
-                    s = 1.0 / (1.0 + fast_exp(-raw_b))
-                    d_write = d_write * s * (1.0 - s)
-                d_raw_g = d_decay
-                if const_expr(self.safe_gate):
-                    d_raw_g = d_decay * -rate / (1.0 + fast_exp(-biased))
-                    mDa[r0 + tidx, h] = d_decay * gate
-                mDg[r0 + tidx, h] = d_raw_g
-                mDb[r0 + tidx, h] = d_write
+            self.gate_chain_rules(
+                tidx, rows_left, r0, h, sDgamma, sDwrite, sRow, raw_b, gate, biased, rate, mDg, mDb, mDa
+            )
 
     @cute.kernel
     def head_sum(

@@ -84,7 +84,10 @@ WGMMA_SM90 = (0, 1, 2, 3, 4)
 # heads x blocks, for about twice the state arithmetic. The backward's SEGMENT (with WGMMA 1) segments
 # both of its serial scans, the state recompute and the gradient scan, the same way (`gdn.sm90_bwd`).
 SEGMENT_SM90 = (0, 16, 32, 64)
-WGMMA_BWD_SM90 = (0, 1)
+# The backward's WGMMA 2 also fuses its chunk gradients into one kernel on two warpgroups
+# (`gdn.sm90_bwd_chunk`): grad_output's and grad_wy's products on warpgroup MMAs over the whole key
+# and value dims, dk's first terms in registers and dw in shared memory rather than through HBM.
+WGMMA_BWD_SM90 = (0, 1, 2)
 
 FN_NAME = "pygraph_gdn_sm90_fwd"
 BWD_FN_NAME = "pygraph_gdn_sm90_bwd"
@@ -163,13 +166,13 @@ class Sm90BwdKey:
     has_dht: bool
     direct_qk: bool
     direct_v: bool
-    wgmma: bool = False
+    wgmma: int = 0  # WGMMA (`WGMMA_BWD_SM90`): 1 the scans on warpgroup MMAs, 2 the chunk gradients fused too
     stages: int = 1  # both scans' shared buffers (with wgmma): 2 prefetches the next chunk
     segment: int = 0  # SEGMENT (with wgmma): chunks a segment of both scans (0: unsegmented)
 
 
 def bwd_key_for(
-    cfg: Any, names: dict[str, str], wgmma: bool = False, stages: int = 1, segment: int = 0
+    cfg: Any, names: dict[str, str], wgmma: int = 0, stages: int = 1, segment: int = 0
 ) -> Sm90BwdKey:
     """The backward's key for ``cfg`` (a `GdnCutileBwdConfig`) and the operands' dtypes by role."""
     f32 = "float32"

@@ -1,0 +1,406 @@
+"""The gdn_sm90 backward's chunk gradients as one kernel on two warpgroups (`ChunkGradKernels.
+grad_chunk_wg`, WGMMA 2): the output's and passed state's terms (`GdnSm90Bwd.grad_output`) and the
+WY transform's (`GdnSm90Bwd.grad_wy`) of one chunk and head in one CTA, so dk's first terms stay in
+registers and dw in shared memory instead of a round trip through HBM each (fp32 dk, io dw, d
+gamma's output terms), and the chunk's rows are read once, not twice. A mixin of
+`gdn.sm90_bwd.GdnSm90Bwd` (its fields: dims, dtypes, options), which also takes the gates' forms
+(`ChunkGradKernels.chunk_gates`) from here for `grad_wy`.
+
+The products are ``wgmma.m64nNk16`` over the whole key and value dims, the two warpgroups side by
+side along N (each N / 2 columns of every product: a [64, 128] fp32 accumulator is 32 registers a
+thread); operands from shared memory in the major mode each product reads them, the transposes by
+MN-major reads rather than copies. Every tile of the chunk is resident (about 200 KB at K = V = 128,
+one CTA per SM); the loads go as four cp.async groups in the order the products need them (dO,
+v_new, q, k; the entering state and dv_new; dh; v and T), so the later ones arrive under the first
+products.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils as utils
+from cutlass import Float32, Int32, const_expr
+
+from pygraph_linear_attention.common.sm90_tiles import (
+    CHUNK,
+    THREADS,
+    acc_to_gmem,
+    acc_to_smem,
+    aliased_smem_tiles,
+    async_visible,
+    chunk_rows,
+    col_sums_sub,
+    fast_exp,
+    l2_normalize_rows,
+    load_rows,
+    row_sums,
+    slot_chunk,
+    smem_tile,
+    smem_vector,
+    tail_decay,
+    transposed,
+    wg_gemm,
+    wg_mma,
+    zero_vector,
+    zeroed_acc,
+)
+from pygraph.engines.cute_tiles import g2s_copy
+
+WG2_THREADS = 2 * THREADS  # two warpgroups
+
+
+class ChunkGradKernels:
+    """The fused chunk gradients of `GdnSm90Bwd` (a mixin: they read its configuration)."""
+
+    @cute.jit
+    def chunk_gates(self, mG, mBeta, mALog, mDtBias, groups, r0, rows_left, h, tidx, sGamma, sWr):
+        """The chunk's gates as the forward's prepare applies the options, threads 0-63 a row each:
+        sWr[r] the write strength (beta, its sigmoid, doubled with neg_eigval) and sGamma[r] gamma's
+        inclusive sum within each warp's 32 rows (the caller adds row 31's to rows 32-63 after a
+        barrier). Returns this thread's (raw beta, gate, write strength, biased gate, rate), the
+        values the chain rules take (zeros past the chunk's rows and for threads 64 on)."""
+        C = CHUNK
+        _, _, g_group, b_group, a_group, d_group = groups
+        valid = tidx < rows_left
+        raw_g = Float32(0.0)
+        raw_b = Float32(0.0)
+        gate = Float32(0.0)
+        wr = Float32(0.0)
+        biased = Float32(0.0)
+        rate = Float32(0.0)
+        if tidx < C:
+            if valid:
+                raw_g = Float32(mG[r0 + tidx, h // g_group])
+                raw_b = Float32(mBeta[r0 + tidx, h // b_group].to(Float32))
+            gate = raw_g
+            wr = raw_b
+            if const_expr(self.safe_gate):
+                rate = fast_exp(Float32(mALog[h // a_group]))
+                biased = raw_g
+                if const_expr(self.has_dt_bias):
+                    biased = biased + Float32(mDtBias[h // d_group])
+                soft = cute.math.max(biased, Float32(0.0)) + cute.math.log(
+                    1.0 + fast_exp(-cute.math.abs(biased)), fastmath=True
+                )
+                gate = Float32(0.0)
+                if valid:
+                    gate = -rate * soft
+            if const_expr(self.beta_sigmoid):
+                sig = 1.0 / (1.0 + fast_exp(-raw_b))
+                wr = Float32(0.0)
+                if valid:
+                    wr = sig
+            if const_expr(self.neg_eigval):
+                wr = wr * 2.0
+            cum = gate
+            lane = tidx % 32
+            for off in cutlass.range_constexpr(5):
+                up = cute.arch.shuffle_sync_up(cum, 1 << off, mask_and_clamp=0)
+                if lane >= (1 << off):
+                    cum = cum + up
+            sGamma[tidx] = cum
+            sWr[tidx] = wr
+        return raw_b, gate, wr, biased, rate
+
+    @cute.jit
+    def gate_chain_rules(
+        self, tidx, rows_left, r0, h, sDgamma, sDwrite, sRow, raw_b, gate, biased, rate, mDg, mDb, mDa
+    ):
+        """d gamma's reverse cumulative sum (gamma_r = g_0 + ... + g_r: the decay's gradient) and the
+        gates' chain rules of the chunk's rows (threads 0-63, a row each): dg, dbeta and the a_log
+        terms into the per-output-head rows."""
+        if tidx < rows_left and tidx < CHUNK:
+            d_decay = Float32(0.0)
+            for r in cutlass.range(CHUNK, unroll=8):
+                if r >= tidx:
+                    d_decay = d_decay + sDgamma[r]
+            d_write = sDwrite[tidx] + sRow[tidx]
+            if const_expr(self.neg_eigval):
+                d_write = d_write * 2.0
+            if const_expr(self.beta_sigmoid):
+                s = 1.0 / (1.0 + fast_exp(-raw_b))
+                d_write = d_write * s * (1.0 - s)
+            d_raw_g = d_decay
+            if const_expr(self.safe_gate):
+                d_raw_g = d_decay * -rate / (1.0 + fast_exp(-biased))
+                mDa[r0 + tidx, h] = d_decay * gate
+            mDg[r0 + tidx, h] = d_raw_g
+            mDb[r0 + tidx, h] = d_write
+
+    @cute.kernel
+    def grad_chunk_wg(
+        self,
+        mQ: cute.Tensor,
+        mK: cute.Tensor,
+        mV: cute.Tensor,
+        mG: cute.Tensor,
+        mBeta: cute.Tensor,
+        mALog: cute.Tensor,
+        mDtBias: cute.Tensor,
+        mCu: cute.Tensor,
+        mDo: cute.Tensor,
+        mT: cute.Tensor,
+        mHs: cute.Tensor,
+        mDh: cute.Tensor,
+        mVnew: cute.Tensor,
+        mDvnew: cute.Tensor,
+        mDq: cute.Tensor,
+        mDQ: cute.Tensor,
+        mDk: cute.Tensor,
+        mDK: cute.Tensor,
+        mDv: cute.Tensor,
+        mDV: cute.Tensor,
+        mDg: cute.Tensor,
+        mDb: cute.Tensor,
+        mDa: cute.Tensor,
+        sequences: Int32,
+        search_steps: Int32,
+        groups: Any,
+        scale: Float32,
+    ):
+        """One chunk's gradients but the scans' (grid: chunk slots x output heads, 256 threads): with
+        P the decayed causal scores and o = scale (exp(gamma) q h^T + P v_new), S' = exp(last) h +
+        (v_new exp(last - gamma))^T k, w = T (beta exp(gamma) k), u = T (beta v), T = (I + A)^-1:
+
+        dP = scale dO v_new^T (causal, decayed); dq = scale exp(gamma) dO h + dP k; dk = exp(last -
+        gamma) v_new dh + dP^T q + beta exp(gamma) T^T dw + (dA' + dA'^T) k; dw = -dv_new h; dT =
+        (dw k^T exp(gamma_j) + dv_new v^T) beta_j; dv = beta T^T dv_new; dA = -T^T dT T^T; then d
+        gamma (the output's, the passed state's and the WY terms') and the gates' chain rules, as
+        `grad_output` and `grad_wy` take them."""
+        K, V, C, io = self.K, self.V, CHUNK, self.io
+        k_group, v_group = groups[0], groups[1]
+        tidx, _, _ = cute.arch.thread_idx()
+        slot, h, _ = cute.arch.block_idx()
+        bos, length, c = slot_chunk(mCu, slot, sequences, search_steps)
+        rows_left = length - c * C
+        if c * C < length:
+            r0 = bos + c * C
+            hk, hv = h // k_group, h // v_group
+            smem = utils.SmemAllocator()
+            sQ, sK = smem_tile(smem, io, C, K), smem_tile(smem, io, C, K)
+            sV, sVn, sDvn = smem_tile(smem, io, C, V), smem_tile(smem, io, C, V), smem_tile(smem, io, C, V)
+            # dO is dead once dq's products are read (a barrier between): dw's io copy takes its memory
+            sDo, sDw = aliased_smem_tiles(smem, io, (C, V), (C, K))
+            sH, sDh = smem_tile(smem, io, V, K), smem_tile(smem, io, V, K)
+            sT, sDp, sDt = smem_tile(smem, io, C, C), smem_tile(smem, io, C, C), smem_tile(smem, io, C, C)
+            sTmp, sDgram = smem_tile(smem, io, C, C), smem_tile(smem, io, C, C)
+            sGamma, sWr, sDg, sKd = smem_vector(smem), smem_vector(smem), smem_vector(smem), smem_vector(smem)
+            sDwrite, sDgam, sRow, sDgamma = smem_vector(smem), smem_vector(smem), smem_vector(smem), smem_vector(smem)
+            sPart = smem_vector(smem, 4)
+            g2s_k, g2s_v, g2s_c = g2s_copy(io, K, WG2_THREADS), g2s_copy(io, V, WG2_THREADS), g2s_copy(io, C, WG2_THREADS)
+            # four groups in the order the products read them
+            load_rows(g2s_v, tidx, chunk_rows(mDo, r0, h, V), sDo, rows_left)
+            load_rows(g2s_v, tidx, chunk_rows(mVnew, r0, h, V), sVn, rows_left)
+            load_rows(g2s_k, tidx, chunk_rows(mQ, r0, hk, K), sQ, rows_left)
+            load_rows(g2s_k, tidx, chunk_rows(mK, r0, hk, K), sK, rows_left)
+            cute.arch.cp_async_commit_group()
+            load_rows(g2s_k, tidx, mHs[slot, h, None, None], sH, V)
+            load_rows(g2s_v, tidx, chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
+            cute.arch.cp_async_commit_group()
+            load_rows(g2s_k, tidx, mDh[slot, h, None, None], sDh, V)
+            cute.arch.cp_async_commit_group()
+            load_rows(g2s_v, tidx, chunk_rows(mV, r0, hv, V), sV, rows_left)
+            load_rows(g2s_c, tidx, mT[slot, h, None, None], sT, C)
+            cute.arch.cp_async_commit_group()
+
+            raw_b, gate, wr, biased, rate = self.chunk_gates(
+                mG, mBeta, mALog, mDtBias, groups, r0, rows_left, h, tidx, sGamma, sWr
+            )
+            zero_vector(sDg, tidx)
+            zero_vector(sKd, tidx)
+            zero_vector(sDwrite, tidx)
+            zero_vector(sDgam, tidx)
+            zero_vector(sRow, tidx)
+            if tidx == 0:
+                sPart[0] = Float32(0.0)
+            cute.arch.sync_threads()
+            if tidx >= 32 and tidx < C:
+                sGamma[tidx] = sGamma[tidx] + sGamma[31]
+            cute.arch.cp_async_wait_group(3)
+            cute.arch.sync_threads()
+            if const_expr(self.l2norm):  # warps 0-3 normalize q's rows, warps 4-7 k's
+                if tidx < THREADS:
+                    l2_normalize_rows(sQ, tidx, K)
+                else:
+                    l2_normalize_rows(sK, tidx - THREADS, K)
+            async_visible()
+            cute.arch.sync_threads()
+            last_row = rows_left - 1
+            if rows_left > C:
+                last_row = C - 1
+            last = sGamma[last_row]
+            tiling = (1, 2, 1)
+            mma_cc = wg_mma(io, C // 2, False, False, tiling=tiling)  # x y^T
+            mma_cc_t = wg_mma(io, C // 2, True, True, tiling=tiling)  # x^T y
+            mma_ck = wg_mma(io, K // 2, False, True, tiling=tiling)  # x y
+            mma_ck_t = wg_mma(io, K // 2, True, True, tiling=tiling)  # x^T y
+            mma_cv_t = wg_mma(io, V // 2, True, True, tiling=tiling)
+
+            # dP = scale dO v_new^T on the causal, real part, with the decay; d gamma's terms dP * (q k^T)
+            dp, crd_p = zeroed_acc(mma_cc, tidx, C, C)
+            wg_gemm(mma_cc, tidx, dp, sDo, sVn)
+            qk, _ = zeroed_acc(mma_cc, tidx, C, C)
+            wg_gemm(mma_cc, tidx, qk, sQ, sK)
+            cute.nvgpu.warpgroup.wait_group(0)
+            dp_part = mma_cc.get_slice(tidx).partition_C(sDp)
+            for e in cutlass.range_constexpr(cute.size(dp)):
+                row, col = crd_p[e][0], crd_p[e][1]
+                val = Float32(0.0)
+                if row >= col and row < rows_left:
+                    val = dp[e] * scale * fast_exp(sGamma[row] - sGamma[col])
+                dp_part[e] = val.to(io)
+                dp[e] = val * qk[e]
+            row_sums(dp, crd_p, sDg)
+            col_sums_sub(dp, crd_p, sDg, tidx)
+            cute.arch.cp_async_wait_group(2)  # the entering state, dv_new
+            async_visible()
+            cute.arch.sync_threads()  # sDp complete
+
+            # dq = scale exp(gamma) dO h + dP k; d gamma's terms dq_h * q. dw = -dv_new h
+            dq, crd = zeroed_acc(mma_ck, tidx, C, K)
+            wg_gemm(mma_ck, tidx, dq, sDo, transposed(sH))
+            dw, _ = zeroed_acc(mma_ck, tidx, C, K)
+            wg_gemm(mma_ck, tidx, dw, sDvn, transposed(sH))
+            cute.nvgpu.warpgroup.wait_group(0)
+            q_part = mma_ck.get_slice(tidx).partition_C(sQ)
+            terms, _ = zeroed_acc(mma_ck, tidx, C, K)
+            for e in cutlass.range_constexpr(cute.size(dq)):
+                dq[e] = dq[e] * scale * fast_exp(sGamma[crd[e][0]])
+                terms[e] = dq[e] * q_part[e].to(Float32)
+            row_sums(terms, crd, sDg)
+            wg_gemm(mma_ck, tidx, dq, sDp, transposed(sK))
+            cute.arch.sync_threads()  # every warpgroup's reads of dO done: dw takes its memory
+            dw_part = mma_ck.get_slice(tidx).partition_C(sDw)
+            for e in cutlass.range_constexpr(cute.size(dw)):
+                dw_part[e] = (-dw[e]).to(io)
+            cute.nvgpu.warpgroup.wait_group(0)
+            if const_expr(self.direct_qk):
+                acc_to_gmem(mma_ck, tidx, dq, crd, chunk_rows(mDQ, r0, h, K), rows_left, io)
+            else:
+                acc_to_gmem(mma_ck, tidx, dq, crd, chunk_rows(mDq, r0, h, K), rows_left, Float32)
+            cute.arch.cp_async_wait_group(1)  # dh
+            async_visible()
+            cute.arch.sync_threads()  # sDw complete
+
+            # dk = exp(last - gamma) (v_new dh) + dP^T q, kept for the WY terms; d gamma's terms -k *
+            # the passed part
+            dk, _ = zeroed_acc(mma_ck, tidx, C, K)
+            wg_gemm(mma_ck, tidx, dk, sVn, transposed(sDh))
+            cute.nvgpu.warpgroup.wait_group(0)
+            k_part = mma_ck.get_slice(tidx).partition_C(sK)
+            for e in cutlass.range_constexpr(cute.size(dk)):
+                dk[e] = dk[e] * tail_decay(crd[e][0], rows_left, last, sGamma)
+                terms[e] = dk[e] * k_part[e].to(Float32)
+            row_sums(terms, crd, sKd)
+            wg_gemm(mma_ck_t, tidx, dk, transposed(sDp), transposed(sQ))
+            # the last row's d gamma: the state leaving is exp(last) h + ...: sum(dh * h) exp(last)
+            part = Float32(0.0)
+            for e in cutlass.range(V * K // WG2_THREADS, unroll=8):
+                flat = tidx + e * WG2_THREADS
+                r, col = flat // K, flat % K
+                part = part + sDh[r, col].to(Float32) * sH[r, col].to(Float32)
+            for off in cutlass.range_constexpr(5):
+                part = part + cute.arch.shuffle_sync_bfly(part, 1 << off)
+            if tidx % 32 == 0:
+                cute.arch.atomic_add(sPart.iterator, part)
+            cute.nvgpu.warpgroup.wait_group(0)
+            cute.arch.cp_async_wait_group(0)  # v, T
+            async_visible()
+            cute.arch.sync_threads()
+
+            # T's gradient: dT = dw (beta exp(gamma) k)^T + dv_new (beta v)^T, the gates as column
+            # scales of the fp32 accumulator: ((dw k^T) exp(gamma_j) + dv_new v^T) beta_j
+            dt, _ = zeroed_acc(mma_cc, tidx, C, C)
+            wg_gemm(mma_cc, tidx, dt, sDw, sK)
+            cute.nvgpu.warpgroup.wait_group(0)
+            for e in cutlass.range_constexpr(cute.size(dt)):
+                dt[e] = dt[e] * fast_exp(sGamma[crd_p[e][1]])
+            wg_gemm(mma_cc, tidx, dt, sDvn, sV)
+            cute.nvgpu.warpgroup.wait_group(0)
+            for e in cutlass.range_constexpr(cute.size(dt)):
+                dt[e] = dt[e] * sWr[crd_p[e][1]]
+            acc_to_smem(mma_cc, tidx, dt, sDt, io)
+
+            # u = T (beta v): dv = beta T^T dv_new, and beta's term (T^T dv_new) . v
+            dvw, crd_v = zeroed_acc(mma_cv_t, tidx, C, V)
+            wg_gemm(mma_cv_t, tidx, dvw, transposed(sT), transposed(sDvn))
+            cute.nvgpu.warpgroup.wait_group(0)
+            terms_v, _ = zeroed_acc(mma_cv_t, tidx, C, V)
+            v_part = mma_cv_t.get_slice(tidx).partition_C(sV)
+            for e in cutlass.range_constexpr(cute.size(dvw)):
+                terms_v[e] = dvw[e] * v_part[e].to(Float32)
+                dvw[e] = dvw[e] * sWr[crd_v[e][0]]
+            row_sums(terms_v, crd_v, sDwrite)
+            if const_expr(self.direct_v):
+                acc_to_gmem(mma_cv_t, tidx, dvw, crd_v, chunk_rows(mDV, r0, h, V), rows_left, io)
+            else:
+                acc_to_gmem(mma_cv_t, tidx, dvw, crd_v, chunk_rows(mDv, r0, h, V), rows_left, Float32)
+            async_visible()
+            cute.arch.sync_threads()  # sDt complete
+
+            # T = (I + A)^-1: dA = -T^T dT T^T; A = beta (k k^T) exp(gamma_i - gamma_j), strictly lower
+            tmp, _ = zeroed_acc(mma_cc_t, tidx, C, C)
+            wg_gemm(mma_cc_t, tidx, tmp, transposed(sT), transposed(sDt))
+            cute.nvgpu.warpgroup.wait_group(0)
+            acc_to_smem(mma_cc_t, tidx, tmp, sTmp, io)
+            async_visible()
+            cute.arch.sync_threads()
+            da, _ = zeroed_acc(mma_cc, tidx, C, C)
+            wg_gemm(mma_cc, tidx, da, sTmp, sT)
+            gram, _ = zeroed_acc(mma_cc, tidx, C, C)
+            wg_gemm(mma_cc, tidx, gram, sK, sK)
+            cute.nvgpu.warpgroup.wait_group(0)
+            dg_part = mma_cc.get_slice(tidx).partition_C(sDgram)
+            terms_c, _ = zeroed_acc(mma_cc, tidx, C, C)
+            for e in cutlass.range_constexpr(cute.size(da)):
+                row, col = crd_p[e][0], crd_p[e][1]
+                att = Float32(0.0)
+                if row > col:
+                    att = -da[e] * fast_exp(sGamma[row] - sGamma[col])
+                terms_c[e] = att * gram[e]  # beta's term
+                dgram = att * sWr[row]
+                dg_part[e] = dgram.to(io)
+                da[e] = dgram * gram[e]  # d gamma's: row sums minus column sums
+            row_sums(terms_c, crd_p, sDwrite)
+            row_sums(da, crd_p, sDgam)
+            col_sums_sub(da, crd_p, sDgam, tidx)
+            async_visible()
+            cute.arch.sync_threads()  # sDgram complete
+
+            # w = T (beta exp(gamma) k): dk += beta exp(gamma) T^T dw + (dA' + dA'^T) k
+            dkw, _ = zeroed_acc(mma_ck_t, tidx, C, K)
+            wg_gemm(mma_ck_t, tidx, dkw, transposed(sT), transposed(sDw))
+            cute.nvgpu.warpgroup.wait_group(0)
+            for e in cutlass.range_constexpr(cute.size(dkw)):
+                row = crd[e][0]
+                e_row = fast_exp(sGamma[row])
+                terms[e] = dkw[e] * k_part[e].to(Float32) * e_row
+                dkw[e] = dk[e] + dkw[e] * sWr[row] * e_row
+            row_sums(terms, crd, sRow)
+            wg_gemm(mma_ck, tidx, dkw, sDgram, transposed(sK))
+            wg_gemm(mma_ck_t, tidx, dkw, transposed(sDgram), transposed(sK))
+            cute.nvgpu.warpgroup.wait_group(0)
+            if const_expr(self.direct_qk):
+                acc_to_gmem(mma_ck, tidx, dkw, crd, chunk_rows(mDK, r0, h, K), rows_left, io)
+            else:
+                acc_to_gmem(mma_ck, tidx, dkw, crd, chunk_rows(mDk, r0, h, K), rows_left, Float32)
+            cute.arch.sync_threads()  # every row and column sum is in
+
+            # d gamma: the output's and passed state's terms (grad_output's), then the WY terms
+            if tidx < C:
+                dgamma = sDgam[tidx] + sRow[tidx] * wr
+                if tidx < rows_left:
+                    dgamma = dgamma + sDg[tidx] - sKd[tidx]
+                    if tidx == last_row:
+                        total = Float32(0.0)
+                        for r in cutlass.range(C, unroll=8):
+                            total = total + sKd[r]
+                        dgamma = dgamma + sPart[0] * fast_exp(last) + total
+                sDgamma[tidx] = dgamma
+            cute.arch.sync_threads()
+            self.gate_chain_rules(
+                tidx, rows_left, r0, h, sDgamma, sDwrite, sRow, raw_b, gate, biased, rate, mDg, mDb, mDa
+            )
