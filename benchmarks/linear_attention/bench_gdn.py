@@ -469,7 +469,9 @@ def _cudnn_fwd_bwd(tensors: dict, lengths: tuple[int, ...], d_o: Any) -> tuple[A
     return call, leaves
 
 
-def _sm90_bwd_segment_plans(segments: tuple[int, ...], wgmmas: tuple[int, ...]) -> list[tuple[int, int, int, int]]:
+def _sm90_bwd_segment_plans(
+    segments: tuple[int, ...], wgmmas: tuple[int, ...]
+) -> list[tuple[int, int, int, int]]:
     """(SEGMENT, STAGES, BLOCK_V, WGMMA) of the --sm90-bwd-segments columns: each SEGMENT at both
     STAGES (BLOCK_V 32), and a segmented one at BLOCK_V 64 too (STAGES 1: half the CTAs, each twice
     the rows), each at every --sm90-bwd-wgmma WGMMA."""

@@ -24,32 +24,66 @@ import cutlass.cute as cute
 import cutlass.utils as utils
 from cutlass import Float32, Int32, const_expr
 
+from pygraph.engines.cute_tiles import g2s_copy
 from pygraph_linear_attention.common.sm90_tiles import (
     CHUNK,
     THREADS,
+    VEC,
     acc_to_gmem,
     acc_to_smem,
     aliased_smem_tiles,
     async_visible,
     chunk_rows,
-    col_sums_sub,
     fast_exp,
     l2_normalize_rows,
     load_rows,
+    row_pair,
     row_sums,
+    scale_row_pair,
     slot_chunk,
     smem_tile,
     smem_vector,
-    tail_decay,
     transposed,
     wg_gemm,
     wg_mma,
     zero_vector,
     zeroed_acc,
 )
-from pygraph.engines.cute_tiles import g2s_copy
 
 WG2_THREADS = 2 * THREADS  # two warpgroups
+
+
+@cute.jit
+def col_sums_sub_paired(vals, crd, dst, tidx):
+    """`sm90_tiles.col_sums_sub` for a wgmma (or mma.sync) accumulator, its two rows of each column
+    added in the thread first: a fragment's values go (2 columns, 2 rows 8 apart, the column
+    blocks), so values i and i + 2 share a column; half the shuffles."""
+    lane = tidx % 32
+    for i in cutlass.range_constexpr(cute.size(vals)):
+        if const_expr(i % 4 < 2):
+            s = vals[i] + vals[i + 2]
+            for off in cutlass.range_constexpr(2, 5):
+                s = s + cute.arch.shuffle_sync_bfly(s, 1 << off)
+            if lane < 4:
+                cute.arch.atomic_add(dst.iterator + crd[i][1], -s)
+
+
+@cute.jit
+def tile_dot(sA, sB, tidx, rows: cutlass.Constexpr, cols: cutlass.Constexpr, threads: cutlass.Constexpr):
+    """This thread's part of sum(sA * sB) over two shared tiles of one swizzled layout, 16 bytes of
+    each per load (the sum's order is free, so any common order of the elements serves)."""
+    per_row = cols // VEC
+    part = Float32(0.0)
+    for e in cutlass.range_constexpr(rows * per_row // threads):
+        flat = tidx + e * threads
+        r, c8 = flat // per_row, flat % per_row
+        a = cute.make_rmem_tensor((VEC,), sA.element_type)
+        b = cute.make_rmem_tensor((VEC,), sB.element_type)
+        cute.autovec_copy(cute.local_tile(sA[r, None], (VEC,), (c8,)), a)
+        cute.autovec_copy(cute.local_tile(sB[r, None], (VEC,), (c8,)), b)
+        for j in cutlass.range_constexpr(VEC):
+            part = part + a[j].to(Float32) * b[j].to(Float32)
+    return part
 
 
 class ChunkGradKernels:
@@ -112,11 +146,20 @@ class ChunkGradKernels:
         """d gamma's reverse cumulative sum (gamma_r = g_0 + ... + g_r: the decay's gradient) and the
         gates' chain rules of the chunk's rows (threads 0-63, a row each): dg, dbeta and the a_log
         terms into the per-output-head rows."""
+        d_decay = Float32(0.0)
+        if tidx < CHUNK:  # warps 0 and 1: the reverse sum by shuffles, warp 0 adding warp 1's total
+            lane = tidx % 32
+            d_decay = sDgamma[tidx]
+            for off in cutlass.range_constexpr(5):
+                down = cute.arch.shuffle_sync_down(d_decay, 1 << off)
+                if lane + (1 << off) < 32:
+                    d_decay = d_decay + down
+            later = sDgamma[32 + lane]
+            for off in cutlass.range_constexpr(5):
+                later = later + cute.arch.shuffle_sync_bfly(later, 1 << off)
+            if tidx < 32:
+                d_decay = d_decay + later
         if tidx < rows_left and tidx < CHUNK:
-            d_decay = Float32(0.0)
-            for r in cutlass.range(CHUNK, unroll=8):
-                if r >= tidx:
-                    d_decay = d_decay + sDgamma[r]
             d_write = sDwrite[tidx] + sRow[tidx]
             if const_expr(self.neg_eigval):
                 d_write = d_write * 2.0
@@ -188,9 +231,18 @@ class ChunkGradKernels:
             sT, sDp, sDt = smem_tile(smem, io, C, C), smem_tile(smem, io, C, C), smem_tile(smem, io, C, C)
             sTmp, sDgram = smem_tile(smem, io, C, C), smem_tile(smem, io, C, C)
             sGamma, sWr, sDg, sKd = smem_vector(smem), smem_vector(smem), smem_vector(smem), smem_vector(smem)
-            sDwrite, sDgam, sRow, sDgamma = smem_vector(smem), smem_vector(smem), smem_vector(smem), smem_vector(smem)
+            sDwrite, sDgam, sRow, sDgamma = (
+                smem_vector(smem),
+                smem_vector(smem),
+                smem_vector(smem),
+                smem_vector(smem),
+            )
             sPart = smem_vector(smem, 4)
-            g2s_k, g2s_v, g2s_c = g2s_copy(io, K, WG2_THREADS), g2s_copy(io, V, WG2_THREADS), g2s_copy(io, C, WG2_THREADS)
+            g2s_k, g2s_v, g2s_c = (
+                g2s_copy(io, K, WG2_THREADS),
+                g2s_copy(io, V, WG2_THREADS),
+                g2s_copy(io, C, WG2_THREADS),
+            )
             # four groups in the order the products read them
             load_rows(g2s_v, tidx, chunk_rows(mDo, r0, h, V), sDo, rows_left)
             load_rows(g2s_v, tidx, chunk_rows(mVnew, r0, h, V), sVn, rows_left)
@@ -254,7 +306,7 @@ class ChunkGradKernels:
                 dp_part[e] = val.to(io)
                 dp[e] = val * qk[e]
             row_sums(dp, crd_p, sDg)
-            col_sums_sub(dp, crd_p, sDg, tidx)
+            col_sums_sub_paired(dp, crd_p, sDg, tidx)
             cute.arch.cp_async_wait_group(2)  # the entering state, dv_new
             async_visible()
             cute.arch.sync_threads()  # sDp complete
@@ -265,10 +317,11 @@ class ChunkGradKernels:
             dw, _ = zeroed_acc(mma_ck, tidx, C, K)
             wg_gemm(mma_ck, tidx, dw, sDvn, transposed(sH))
             cute.nvgpu.warpgroup.wait_group(0)
+            row_a, row_b = row_pair(crd)  # the thread's two rows: per-row factors once each
+            scale_row_pair(dq, crd, row_a, scale * fast_exp(sGamma[row_a]), scale * fast_exp(sGamma[row_b]))
             q_part = mma_ck.get_slice(tidx).partition_C(sQ)
             terms, _ = zeroed_acc(mma_ck, tidx, C, K)
             for e in cutlass.range_constexpr(cute.size(dq)):
-                dq[e] = dq[e] * scale * fast_exp(sGamma[crd[e][0]])
                 terms[e] = dq[e] * q_part[e].to(Float32)
             row_sums(terms, crd, sDg)
             wg_gemm(mma_ck, tidx, dq, sDp, transposed(sK))
@@ -290,18 +343,20 @@ class ChunkGradKernels:
             dk, _ = zeroed_acc(mma_ck, tidx, C, K)
             wg_gemm(mma_ck, tidx, dk, sVn, transposed(sDh))
             cute.nvgpu.warpgroup.wait_group(0)
+            tail_a = Float32(0.0)
+            tail_b = Float32(0.0)
+            if row_a < rows_left:
+                tail_a = fast_exp(last - sGamma[row_a])
+            if row_b < rows_left:
+                tail_b = fast_exp(last - sGamma[row_b])
+            scale_row_pair(dk, crd, row_a, tail_a, tail_b)
             k_part = mma_ck.get_slice(tidx).partition_C(sK)
             for e in cutlass.range_constexpr(cute.size(dk)):
-                dk[e] = dk[e] * tail_decay(crd[e][0], rows_left, last, sGamma)
                 terms[e] = dk[e] * k_part[e].to(Float32)
             row_sums(terms, crd, sKd)
             wg_gemm(mma_ck_t, tidx, dk, transposed(sDp), transposed(sQ))
             # the last row's d gamma: the state leaving is exp(last) h + ...: sum(dh * h) exp(last)
-            part = Float32(0.0)
-            for e in cutlass.range(V * K // WG2_THREADS, unroll=8):
-                flat = tidx + e * WG2_THREADS
-                r, col = flat // K, flat % K
-                part = part + sDh[r, col].to(Float32) * sH[r, col].to(Float32)
+            part = tile_dot(sDh, sH, tidx, V, K, WG2_THREADS)
             for off in cutlass.range_constexpr(5):
                 part = part + cute.arch.shuffle_sync_bfly(part, 1 << off)
             if tidx % 32 == 0:
@@ -366,7 +421,7 @@ class ChunkGradKernels:
                 da[e] = dgram * gram[e]  # d gamma's: row sums minus column sums
             row_sums(terms_c, crd_p, sDwrite)
             row_sums(da, crd_p, sDgam)
-            col_sums_sub(da, crd_p, sDgam, tidx)
+            col_sums_sub_paired(da, crd_p, sDgam, tidx)
             async_visible()
             cute.arch.sync_threads()  # sDgram complete
 
@@ -374,11 +429,16 @@ class ChunkGradKernels:
             dkw, _ = zeroed_acc(mma_ck_t, tidx, C, K)
             wg_gemm(mma_ck_t, tidx, dkw, transposed(sT), transposed(sDw))
             cute.nvgpu.warpgroup.wait_group(0)
+            e_a, e_b = fast_exp(sGamma[row_a]), fast_exp(sGamma[row_b])
+            wr_a, wr_b = sWr[row_a] * e_a, sWr[row_b] * e_b
             for e in cutlass.range_constexpr(cute.size(dkw)):
-                row = crd[e][0]
-                e_row = fast_exp(sGamma[row])
+                e_row = e_b
+                w_row = wr_b
+                if crd[e][0] == row_a:
+                    e_row = e_a
+                    w_row = wr_a
                 terms[e] = dkw[e] * k_part[e].to(Float32) * e_row
-                dkw[e] = dk[e] + dkw[e] * sWr[row] * e_row
+                dkw[e] = dk[e] + dkw[e] * w_row
             row_sums(terms, crd, sRow)
             wg_gemm(mma_ck, tidx, dkw, sDgram, transposed(sK))
             wg_gemm(mma_ck_t, tidx, dkw, transposed(sDgram), transposed(sK))
@@ -389,16 +449,21 @@ class ChunkGradKernels:
                 acc_to_gmem(mma_ck, tidx, dkw, crd, chunk_rows(mDk, r0, h, K), rows_left, Float32)
             cute.arch.sync_threads()  # every row and column sum is in
 
-            # d gamma: the output's and passed state's terms (grad_output's), then the WY terms
+            # d gamma: the output's and passed state's terms (grad_output's; the last row's take the sum
+            # of sKd, by warps 0 and 1), then the WY terms
+            if tidx < C:
+                kd = sKd[tidx]
+                for off in cutlass.range_constexpr(5):
+                    kd = kd + cute.arch.shuffle_sync_bfly(kd, 1 << off)
+                if tidx % 32 == 0:
+                    sPart[1 + tidx // 32] = kd
+            cute.arch.sync_threads()
             if tidx < C:
                 dgamma = sDgam[tidx] + sRow[tidx] * wr
                 if tidx < rows_left:
                     dgamma = dgamma + sDg[tidx] - sKd[tidx]
                     if tidx == last_row:
-                        total = Float32(0.0)
-                        for r in cutlass.range(C, unroll=8):
-                            total = total + sKd[r]
-                        dgamma = dgamma + sPart[0] * fast_exp(last) + total
+                        dgamma = dgamma + sPart[0] * fast_exp(last) + sPart[1] + sPart[2]
                 sDgamma[tidx] = dgamma
             cute.arch.sync_threads()
             self.gate_chain_rules(
