@@ -28,6 +28,7 @@ __all__ = [
     "bwd_reference",
     "execute_bwd",
     "execute_case",
+    "gate_parameter_error",
     "make_bwd_inputs",
     "make_inputs",
     "reference_outputs",
@@ -402,6 +403,33 @@ BWD_CASES: tuple[GdnCase, ...] = (
     GdnCase("long-1100", (1100,), heads_qk=2, heads_v=2, options=("initial_state", "final_state")),
     *(c for c in CASES if c.name == "d256"),
 )
+
+
+def gate_parameter_error(name: str, got: Any, want: Any, tensors: dict, d_g: Any) -> float:
+    """The error of the safe gate's parameter gradient ``name`` ("a_log" or "dt_bias", [HG]) relative
+    to the summed magnitudes of the float64 terms it adds up: ||got - want|| / ||sum_t |term_t|||.
+
+    With b = g + dt_bias and the decay -exp(a_log) softplus(b), d_dt_bias sums the raw gate's gradient
+    d_g [T, HG] over the tokens and d_a_log sums d_g softplus(b) / sigmoid(b) (the decay times its
+    gradient). d_a_log's terms take both signs (its sum cancels), so relative to ||want|| a bound asks
+    of each bf16-computed term a fraction of the bound; relative to the terms' magnitudes it is the
+    bound every other gradient meets (as `kda_cases.gate_parameter_error` measures KDA's)."""
+    import torch
+
+    g = tensors["g"].detach().double()
+    d_g = d_g.detach().double().to(g.device)
+    bias = tensors.get("dt_bias")
+    b = g if bias is None else g + bias.detach().double().to(g.device)
+    if name == "dt_bias":
+        terms = d_g
+    elif name == "a_log":
+        terms = d_g * torch.nn.functional.softplus(b) / torch.sigmoid(b)
+    else:
+        raise ValueError(f"gate_parameter_error: name must be 'a_log' or 'dt_bias', got {name!r}")
+    magnitude = terms.abs().sum(dim=0).reshape(want.shape)
+    diff = got.detach().double() - want.detach().double().to(got.device)
+    return float(diff.norm() / magnitude.to(got.device).norm())
+
 
 # the gdn_bwd outputs by name -> the input each is the gradient of
 GRADIENTS = {

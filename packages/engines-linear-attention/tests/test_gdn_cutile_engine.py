@@ -249,9 +249,9 @@ def stand_in(monkeypatch):
 
 
 def test_gdn_sm90_leads_the_forward_and_the_backward_where_its_scans_measured_faster(stand_in):
-    # timings in heuristics.py: gdn_sm90 (its fused warpgroup scan) first on every forward; gdn_sm90_bwd first
-    # where its scans' grid is under the SMs (segmented where the forward segments, else STAGES 2) or
-    # past two CTAs per SM (STAGES 1)
+    # timings in heuristics.py: gdn_sm90 (its fused warpgroup scan) first on every forward; gdn_sm90_bwd
+    # first on every backward, its chunk gradients fused (WGMMA 2): segmented where the forward segments,
+    # else STAGES 2 where its scans' grid is under the SMs, STAGES 1 elsewhere
     def first(t, n, backward=False):
         g = _bwd_graph(t=t, n=n, h=16, hv=16) if backward else _graph(t=t, n=n, h=16, hv=16)
         g.create_execution_plans()
@@ -263,12 +263,12 @@ def test_gdn_sm90_leads_the_forward_and_the_backward_where_its_scans_measured_fa
         first(16384, 4) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
     )  # 128 CTAs at BLOCK_V 64
     assert first(32768, 8) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"  # 256
-    assert first(32768, 8, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=1,WGMMA=1]"
-    assert first(16384, 4, backward=True).startswith("gdn_cutile_bwd[")
-    assert first(32768, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=64,SEGMENT=64,STAGES=1,WGMMA=1]"
-    assert first(8192, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=64,SEGMENT=64,STAGES=1,WGMMA=1]"
+    assert first(32768, 8, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=1,WGMMA=2]"
+    assert first(16384, 4, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=1,WGMMA=2]"
+    assert first(32768, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=64,SEGMENT=64,STAGES=1,WGMMA=2]"
+    assert first(8192, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=64,SEGMENT=64,STAGES=1,WGMMA=2]"
     assert (
-        first(4096, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=2,WGMMA=1]"
+        first(4096, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=2,WGMMA=2]"
     )  # one segment
 
 
@@ -460,19 +460,25 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
     g = _bwd_graph(t=t, n=n, h=h, hv=hv, d=d)
     g.create_execution_plans()
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+
     # gdn_sm90_bwd first (24 scan CTAs, under the SMs): warpgroup MMAs at STAGES 2, then 1, then
     # mma.sync, then segmented (each SEGMENT at STAGES 1 and 2, BLOCK_V 32 and 64; these sequences
-    # are short); then gdn_cutile_bwd's: 24 programs at 64: BLOCK_V 32, first with the per-chunk
-    # kernels' occupancy hint 2; the split scans last
+    # are short), each warpgroup set first with its chunk gradients fused (WGMMA 2); then
+    # gdn_cutile_bwd's: 24 programs at 64: BLOCK_V 32, first with the per-chunk kernels' occupancy
+    # hint 2; the split scans last
+    def fused_first(knobs):
+        return [f"gdn_sm90_bwd[{knobs},WGMMA={w}]" for w in (2, 1)]
+
     segmented = [
-        f"gdn_sm90_bwd[BLOCK_V={b},SEGMENT={s},STAGES={st},WGMMA=1]"
+        name
         for s in (16, 32, 64)
         for st in (1, 2)
         for b in (32, 64)
+        for name in fused_first(f"BLOCK_V={b},SEGMENT={s},STAGES={st}")
     ]
     assert names == [
-        "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=2,WGMMA=1]", "gdn_sm90_bwd[BLOCK_V=64,SEGMENT=0,STAGES=2,WGMMA=1]",
-        "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=1,WGMMA=1]", "gdn_sm90_bwd[BLOCK_V=64,SEGMENT=0,STAGES=1,WGMMA=1]",
+        *fused_first("BLOCK_V=32,SEGMENT=0,STAGES=2"), *fused_first("BLOCK_V=64,SEGMENT=0,STAGES=2"),
+        *fused_first("BLOCK_V=32,SEGMENT=0,STAGES=1"), *fused_first("BLOCK_V=64,SEGMENT=0,STAGES=1"),
         "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=1,WGMMA=0]", "gdn_sm90_bwd[BLOCK_V=64,SEGMENT=0,STAGES=1,WGMMA=0]",
         *segmented,
         "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]", "gdn_cutile_bwd[BLOCK_V=32,OCCUPANCY=0,SEGMENT=0]",

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gdn_cases import BWD_CASES, make_inputs  # noqa: E402
+from gdn_cases import BWD_CASES, gate_parameter_error, make_inputs  # noqa: E402
 from pygraph_linear_attention.ops import gated_delta_net  # noqa: E402
 from pygraph_linear_attention.reference import gated_delta_net_reference  # noqa: E402
 
@@ -62,6 +62,15 @@ def test_the_op_and_its_gradients_match_the_float64_reference(case):
     for name in leaves:
         assert ours[name].grad is not None and ours[name].grad.dtype == tensors[name].dtype, name
         result[f"d{name}"] = _rel(ours[name].grad, theirs[name].grad)
+    # the safe gate's parameters: sums of terms of both signs, measured against the terms' magnitudes
+    # (`gdn_cases.gate_parameter_error`); their error relative to ||want|| is printed beside
+    for name in ("a_log", "dt_bias"):
+        if name in leaves:
+            plain = result.pop(f"d{name}")
+            result[f"d{name}"] = gate_parameter_error(
+                name, ours[name].grad, theirs[name].grad, tensors, theirs["g"].grad
+            )
+            print(f"{case.name}: d{name} {plain:.2e} of ||want||")
     print(f"{case.name}: " + ", ".join(f"{k} {v:.2e}" for k, v in result.items()))
     assert max(result.values()) <= case.tolerance, result
 

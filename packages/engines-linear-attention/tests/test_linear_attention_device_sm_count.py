@@ -57,27 +57,28 @@ def _ranked(facts, offered, sm_count):
     return recommend([heur_mode.A], facts, offered, [], device=DeviceInfo(90, None, sm_count))
 
 
-def test_the_split_scan_leads_under_the_devices_sms():
+def test_the_backward_scans_prefetch_under_the_devices_sms():
     # 15 sequences: 120 scan CTAs, under the H200's 132 SMs, past the PCIe card's 114
     facts = _facts(_backward(15))
     assert split_first(facts, sms=H200) and not split_first(facts, sms=H100_PCIE)
     offered = {"gdn_sm90_bwd": 20103, "gdn_cutile_bwd": 20102}
     on_h200, on_pcie = _ranked(facts, offered, H200), _ranked(facts, offered, H100_PCIE)
-    # under the SMs gdn_sm90_bwd leads, its prefetching scans (STAGES 2) first; between one and two
-    # CTAs per SM it trails gdn_cutile_bwd's plans, STAGES 1 first
-    assert on_h200[0].engine_id == 20103
-    assert dict(on_h200[0].knobs) == {"BLOCK_V": 32, "STAGES": 2, "WGMMA": 1, "SEGMENT": 0}
-    assert on_pcie[0].engine_id == 20102
-    first_sm90 = next(p for p in on_pcie if p.engine_id == 20103)
-    assert dict(first_sm90.knobs) == {"BLOCK_V": 32, "STAGES": 1, "WGMMA": 1, "SEGMENT": 0}
+    # gdn_sm90_bwd leads on both, its chunk gradients fused (WGMMA 2); under the SMs its prefetching
+    # scans (STAGES 2) first, past them STAGES 1
+    assert on_h200[0].engine_id == on_pcie[0].engine_id == 20103
+    assert dict(on_h200[0].knobs) == {"BLOCK_V": 32, "STAGES": 2, "WGMMA": 2, "SEGMENT": 0}
+    assert dict(on_pcie[0].knobs) == {"BLOCK_V": 32, "STAGES": 1, "WGMMA": 2, "SEGMENT": 0}
 
 
-def test_the_backward_leads_again_past_two_ctas_per_sm_of_the_device():
-    # 30 sequences: 240 scan CTAs, within two per SM of the H200 (264), past two of 114 SMs (228)
+def test_the_backward_leads_between_one_and_two_ctas_per_sm_too():
+    # 30 sequences: 240 scan CTAs, within two per SM of the H200 (264), past two of 114 SMs (228):
+    # gdn_sm90_bwd leads on both since its chunk gradients run fused
     facts = _facts(_backward(30))
     offered = {"gdn_sm90_bwd": 20103, "gdn_cutile_bwd": 20102}
-    assert _ranked(facts, offered, H200)[0].engine_id == 20102
-    assert _ranked(facts, offered, H100_PCIE)[0].engine_id == 20103
+    for sms in (H200, H100_PCIE):
+        first = _ranked(facts, offered, sms)[0]
+        assert first.engine_id == 20103
+        assert dict(first.knobs) == {"BLOCK_V": 32, "STAGES": 1, "WGMMA": 2, "SEGMENT": 0}
 
 
 def test_the_kda_scans_prefetch_up_to_two_ctas_per_sm_of_the_device():

@@ -128,16 +128,13 @@ def recommend(
     # (`sm90_order`); gdn_cutile's plans follow as the portable ones.
     if "gdn_sm90" in offered and not facts.backward:
         ours = [*(PlanConfig(offered["gdn_sm90"], knobs) for knobs in sm90_order(facts, sms=sms)), *ours]
-    # gdn_sm90_bwd (CuTe DSL) on warpgroup MMAs leads where its scans' grid leaves SMs idle (under
-    # one CTA per SM) or exceeds two CTAs per SM, and trails gdn_cutile_bwd's first between (H200's
-    # 132 SMs, the forward+backward pair, ms; docs/linear-attention.md, The CuTe DSL backward
-    # (`gdn_sm90_bwd`)): B1 T32768 (64 CTAs) 6.584 at STAGES 2 against 7.164 at STAGES 1; varlen8
-    # (512) 5.287 at STAGES 1 against 5.435 at STAGES 2; B4 T4096 (256), in the run that set
-    # gdn_sm90's forward rule, 2.521 against gdn_cutile's 2.484. With grad_wy and grad_output at two
-    # CTAs per SM (benchmarks/RESULTS.md, Linear attention, History: gdn_sm90 at WGMMA 2 first): B1
-    # 6.075 against gdn_cutile's pair 7.062, varlen8 4.771 against 5.861; B4 (gdn_sm90's forward
-    # with gdn_cutile_bwd) 2.486. STAGES 2 (the scans' prefetch) first where the grid is under the
-    # SMs, then the other STAGES, then mma.sync; BLOCK_V 32 before 64.
+    # gdn_sm90_bwd (CuTe DSL) leads every backward since its chunk gradients run fused (WGMMA 2,
+    # `gdn.sm90_bwd_chunk`). Before, on warpgroup MMAs at WGMMA 1, it led only where its scans' grid
+    # left SMs idle or exceeded two CTAs per SM, gdn_cutile_bwd's first between (H200, the pair, ms:
+    # B4 T4096 2.521 against gdn_cutile's 2.484); WGMMA 2 took 0.09 ms off B4 (H100: 1.664 against
+    # 1.752 at WGMMA 1, the hook's first then; benchmarks/RESULTS.md, Linear attention). STAGES 2 (the
+    # scans' prefetch) first where the grid is under the SMs, then the other STAGES, then mma.sync;
+    # BLOCK_V 32 before 64.
     if "gdn_sm90_bwd" in offered and facts.backward:
         blocks = [b for b in BLOCK_V_SM90 if facts.head_dim_v % b == 0]
         stages = (2, 1) if split_first(facts, sms=sms) else (1, 2)
@@ -163,12 +160,13 @@ def recommend(
             knob_sets = [first_seg, *knob_sets, *(k for k in segmented if k != first_seg)]
         else:
             knob_sets += segmented
-        # WGMMA 2 (the chunk gradients fused on two warpgroups, `gdn.sm90_bwd_chunk`): each WGMMA 1 set again
-        fused = [{**k, "WGMMA": 2} for k in knob_sets if k["WGMMA"] == 1]
-        knob_sets += fused
+        # WGMMA 2 (the chunk gradients fused on two warpgroups, `gdn.sm90_bwd_chunk`) before each WGMMA 1
+        # set: faster in every cell timed (H100, one run, the first forward then the backward, ms, WGMMA
+        # 2 / 1): B4 T4096 1.664 / 1.752, B1 T32768 (SEGMENT 64, BLOCK_V 64) 3.444 / 3.594, varlen8
+        # 3.929 / 4.089
+        knob_sets = [w for k in knob_sets for w in ([{**k, "WGMMA": 2}, k] if k["WGMMA"] == 1 else [k])]
         sm90 = [PlanConfig(offered["gdn_sm90_bwd"], knobs) for knobs in knob_sets]
-        leads = split_first(facts, sms=sms) or not _within_two_per_sm(facts, sms)
-        ours = [*sm90, *ours] if leads else [*ours, *sm90]
+        ours = [*sm90, *ours]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)
 
 
