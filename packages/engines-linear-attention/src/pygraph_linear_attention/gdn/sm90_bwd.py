@@ -77,7 +77,14 @@ from pygraph_linear_attention.common.sm90_tiles import (
     zero_vector,
     zeroed_acc,
 )
-from pygraph_linear_attention.gdn.sm90_bwd_chunk import WG2_THREADS, ChunkGradKernels
+from pygraph_linear_attention.gdn.sm90_bwd_chunk import (
+    WG2_THREADS,
+    ChunkGradKernels,
+    beta_cols,
+    da_terms,
+    decayed_cols,
+    dv_rows,
+)
 from pygraph_linear_attention.gdn.sm90_bwd_scans import GradScanKernels
 from pygraph_linear_attention.gdn.sm90_fwd import GdnSm90Fwd
 
@@ -578,22 +585,15 @@ class GdnSm90Bwd(GradScanKernels, ChunkGradKernels):
             # scales of the fp32 accumulator: ((dw k^T) exp(gamma_j) + dv_new v^T) beta_j
             dt, crd_p = zeroed_acc(mma_cc, tidx, C, C)
             matmul(mma_cc, tidx, dt, sDw, trans(sK), io)
-            for e in cutlass.range_constexpr(cute.size(dt)):
-                dt[e] = dt[e] * fast_exp(sGamma[crd_p[e][1]])
+            decayed_cols(dt, crd_p, sGamma)
             matmul(mma_cc, tidx, dt, sDvn, trans(sV), io)
-            for e in cutlass.range_constexpr(cute.size(dt)):
-                dt[e] = dt[e] * sWr[crd_p[e][1]]
+            beta_cols(dt, crd_p, sWr)
             acc_to_smem(mma_cc, tidx, dt, sDt, io)
 
             # u = T (beta v): dv = beta T^T dv_new, and beta's term (T^T dv_new) . v
             dvw, crd_v = zeroed_acc(mma_cv, tidx, C, V)
             matmul(mma_cv, tidx, dvw, trans(sT), sDvn, io)
-            terms_v, _ = zeroed_acc(mma_cv, tidx, C, V)
-            v_part = mma_cv.get_slice(tidx).partition_C(sV)
-            for e in cutlass.range_constexpr(cute.size(dvw)):
-                terms_v[e] = dvw[e] * v_part[e].to(Float32)
-                dvw[e] = dvw[e] * sWr[crd_v[e][0]]
-            row_sums(terms_v, crd_v, sDwrite)
+            dv_rows(dvw, crd_v, mma_cv.get_slice(tidx).partition_C(sV), sWr, sDwrite)
             if const_expr(self.direct_v):
                 acc_to_gmem(mma_cv, tidx, dvw, crd_v, chunk_rows(mDV, r0, h, V), rows_left, io)
             else:
@@ -610,18 +610,7 @@ class GdnSm90Bwd(GradScanKernels, ChunkGradKernels):
             gram, _ = zeroed_acc(mma_cc, tidx, C, C)
             matmul(mma_cc, tidx, gram, sK, trans(sK), io)
             dg_part = mma_cc.get_slice(tidx).partition_C(sDgram)
-            terms_c, _ = zeroed_acc(mma_cc, tidx, C, C)
-            for e in cutlass.range_constexpr(cute.size(da)):
-                row, col = crd_p[e][0], crd_p[e][1]
-                att = Float32(0.0)
-                if row > col:
-                    att = -da[e] * fast_exp(sGamma[row] - sGamma[col])
-                terms_c[e] = att * gram[e]  # beta's term
-                dgram = att * sWr[row]
-                dg_part[e] = dgram.to(io)
-                da[e] = dgram * gram[e]  # d gamma's: row sums minus column sums
-            row_sums(terms_c, crd_p, sDwrite)
-            row_sums(da, crd_p, sDgam)
+            da_terms(da, gram, crd_p, dg_part, sGamma, sWr, sDwrite, sDgam, io)
             col_sums_sub(da, crd_p, sDgam, tidx)
             cute.arch.sync_threads()  # sDgram complete
 

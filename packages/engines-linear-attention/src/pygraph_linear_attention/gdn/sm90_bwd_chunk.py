@@ -86,6 +86,52 @@ def tile_dot(sA, sB, tidx, rows: cutlass.Constexpr, cols: cutlass.Constexpr, thr
     return part
 
 
+@cute.jit
+def decayed_cols(acc, crd, sGamma):
+    """dT's first product's column scales, in place: acc[i, j] exp(gamma_j) (dw k^T to dw (exp(gamma)
+    k)^T)."""
+    for e in cutlass.range_constexpr(cute.size(acc)):
+        acc[e] = acc[e] * fast_exp(sGamma[crd[e][1]])
+
+
+@cute.jit
+def beta_cols(acc, crd, sWr):
+    """dT's column scales by the write strength, in place: acc[i, j] beta_j."""
+    for e in cutlass.range_constexpr(cute.size(acc)):
+        acc[e] = acc[e] * sWr[crd[e][1]]
+
+
+@cute.jit
+def dv_rows(dvw, crd, v_part, sWr, sDwrite):
+    """u = T (beta v)'s terms, in place on dvw = T^T dv_new: beta's term (dvw . v, row sums into
+    ``sDwrite``), then dv = beta dvw row by row."""
+    terms = cute.make_rmem_tensor(dvw.shape, Float32)
+    for e in cutlass.range_constexpr(cute.size(dvw)):
+        terms[e] = dvw[e] * v_part[e].to(Float32)
+        dvw[e] = dvw[e] * sWr[crd[e][0]]
+    row_sums(terms, crd, sDwrite)
+
+
+@cute.jit
+def da_terms(da, gram, crd, dg_part, sGamma, sWr, sDwrite, sDgam, io: cutlass.Constexpr):
+    """The inverse's terms, in place on da = T^T dT T^T (A = beta (k k^T) exp(gamma_i - gamma_j),
+    strictly lower): dA' = -da exp(gamma_i - gamma_j) below the diagonal; beta's term dA' . gram (row
+    sums into ``sDwrite``); dA' beta into ``dg_part`` (the io tile k's products read); da becomes
+    d gamma's terms dA' beta . gram, row sums into ``sDgam`` (the caller subtracts the column sums)."""
+    terms = cute.make_rmem_tensor(da.shape, Float32)
+    for e in cutlass.range_constexpr(cute.size(da)):
+        row, col = crd[e][0], crd[e][1]
+        att = Float32(0.0)
+        if row > col:
+            att = -da[e] * fast_exp(sGamma[row] - sGamma[col])
+        terms[e] = att * gram[e]  # beta's term
+        dgram = att * sWr[row]
+        dg_part[e] = dgram.to(io)
+        da[e] = dgram * gram[e]  # d gamma's: row sums minus column sums
+    row_sums(terms, crd, sDwrite)
+    row_sums(da, crd, sDgam)
+
+
 class ChunkGradKernels:
     """The fused chunk gradients of `GdnSm90Bwd` (a mixin: they read its configuration)."""
 
@@ -371,24 +417,17 @@ class ChunkGradKernels:
             dt, _ = zeroed_acc(mma_cc, tidx, C, C)
             wg_gemm(mma_cc, tidx, dt, sDw, sK)
             cute.nvgpu.warpgroup.wait_group(0)
-            for e in cutlass.range_constexpr(cute.size(dt)):
-                dt[e] = dt[e] * fast_exp(sGamma[crd_p[e][1]])
+            decayed_cols(dt, crd_p, sGamma)
             wg_gemm(mma_cc, tidx, dt, sDvn, sV)
             cute.nvgpu.warpgroup.wait_group(0)
-            for e in cutlass.range_constexpr(cute.size(dt)):
-                dt[e] = dt[e] * sWr[crd_p[e][1]]
+            beta_cols(dt, crd_p, sWr)
             acc_to_smem(mma_cc, tidx, dt, sDt, io)
 
             # u = T (beta v): dv = beta T^T dv_new, and beta's term (T^T dv_new) . v
             dvw, crd_v = zeroed_acc(mma_cv_t, tidx, C, V)
             wg_gemm(mma_cv_t, tidx, dvw, transposed(sT), transposed(sDvn))
             cute.nvgpu.warpgroup.wait_group(0)
-            terms_v, _ = zeroed_acc(mma_cv_t, tidx, C, V)
-            v_part = mma_cv_t.get_slice(tidx).partition_C(sV)
-            for e in cutlass.range_constexpr(cute.size(dvw)):
-                terms_v[e] = dvw[e] * v_part[e].to(Float32)
-                dvw[e] = dvw[e] * sWr[crd_v[e][0]]
-            row_sums(terms_v, crd_v, sDwrite)
+            dv_rows(dvw, crd_v, mma_cv_t.get_slice(tidx).partition_C(sV), sWr, sDwrite)
             if const_expr(self.direct_v):
                 acc_to_gmem(mma_cv_t, tidx, dvw, crd_v, chunk_rows(mDV, r0, h, V), rows_left, io)
             else:
@@ -409,18 +448,7 @@ class ChunkGradKernels:
             wg_gemm(mma_cc, tidx, gram, sK, sK)
             cute.nvgpu.warpgroup.wait_group(0)
             dg_part = mma_cc.get_slice(tidx).partition_C(sDgram)
-            terms_c, _ = zeroed_acc(mma_cc, tidx, C, C)
-            for e in cutlass.range_constexpr(cute.size(da)):
-                row, col = crd_p[e][0], crd_p[e][1]
-                att = Float32(0.0)
-                if row > col:
-                    att = -da[e] * fast_exp(sGamma[row] - sGamma[col])
-                terms_c[e] = att * gram[e]  # beta's term
-                dgram = att * sWr[row]
-                dg_part[e] = dgram.to(io)
-                da[e] = dgram * gram[e]  # d gamma's: row sums minus column sums
-            row_sums(terms_c, crd_p, sDwrite)
-            row_sums(da, crd_p, sDgam)
+            da_terms(da, gram, crd_p, dg_part, sGamma, sWr, sDwrite, sDgam, io)
             col_sums_sub_paired(da, crd_p, sDgam, tidx)
             async_visible()
             cute.arch.sync_threads()  # sDgram complete
