@@ -130,11 +130,11 @@ def recommend(
         ours = [*(PlanConfig(offered["gdn_sm90"], knobs) for knobs in sm90_order(facts, sms=sms)), *ours]
     # gdn_sm90_bwd (CuTe DSL) leads every backward since its chunk gradients run fused (WGMMA 2,
     # `gdn.sm90_bwd_chunk`). Before, on warpgroup MMAs at WGMMA 1, it led only where its scans' grid
-    # left SMs idle or exceeded two CTAs per SM, gdn_cutile_bwd's first between (H200, the pair, ms:
-    # B4 T4096 2.521 against gdn_cutile's 2.484); WGMMA 2 took 0.09 ms off B4 (H100: 1.664 against
-    # 1.752 at WGMMA 1, the hook's first then; benchmarks/RESULTS.md, Linear attention). STAGES 2 (the
-    # scans' prefetch) first where the grid is under the SMs, then the other STAGES, then mma.sync;
-    # BLOCK_V 32 before 64.
+    # left SMs idle or exceeded two CTAs per SM, gdn_cutile_bwd's first between, 1.5% ahead of it
+    # (H200, the pair, ms: B4 T4096 2.521 against gdn_cutile's 2.484); WGMMA 2 took 10% off B4 (H100:
+    # 1.570 against 1.744 at WGMMA 1; benchmarks/RESULTS.md, Linear attention; cuTile was not on that
+    # machine, so the two were not timed side by side again). STAGES 2 (the scans' prefetch) first
+    # where the grid is under the SMs, then the other STAGES, then mma.sync; BLOCK_V 32 before 64.
     if "gdn_sm90_bwd" in offered and facts.backward:
         blocks = [b for b in BLOCK_V_SM90 if facts.head_dim_v % b == 0]
         stages = (2, 1) if split_first(facts, sms=sms) else (1, 2)
@@ -162,8 +162,8 @@ def recommend(
             knob_sets += segmented
         # WGMMA 2 (the chunk gradients fused on two warpgroups, `gdn.sm90_bwd_chunk`) before each WGMMA 1
         # set: faster in every cell timed (H100, one run, the first forward then the backward, ms, WGMMA
-        # 2 / 1): B4 T4096 1.664 / 1.752, B1 T32768 (SEGMENT 64, BLOCK_V 64) 3.444 / 3.594, varlen8
-        # 3.929 / 4.089
+        # 2 / 1): B4 T4096 1.570 / 1.744, B1 T32768 (SEGMENT 64, BLOCK_V 64) 3.263 / 3.578, varlen8
+        # 3.765 / 4.106
         knob_sets = [w for k in knob_sets for w in ([{**k, "WGMMA": 2}, k] if k["WGMMA"] == 1 else [k])]
         sm90 = [PlanConfig(offered["gdn_sm90_bwd"], knobs) for knobs in knob_sets]
         ours = [*sm90, *ours]

@@ -81,7 +81,7 @@ WGMMA_SM90 = (0, 1, 2, 3, 4)
 # sequence's chunks split into segments run as the segments' transitions (phase 1, from zero rows and
 # from the identity), their combine (a step a segment) and the fused scan over every segment from the
 # state entering it (`gdn.sm90_fused`): segments x heads x blocks CTAs for a long sequence instead of
-# heads x blocks, for about twice the state arithmetic. The backward's SEGMENT (with WGMMA 1) segments
+# heads x blocks, for about twice the state arithmetic. The backward's SEGMENT (with WGMMA 1 or 2) segments
 # both of its serial scans, the state recompute and the gradient scan, the same way (`gdn.sm90_bwd`).
 SEGMENT_SM90 = (0, 16, 32, 64)
 # The backward's WGMMA 2 also fuses its chunk gradients into one kernel on two warpgroups
