@@ -26,6 +26,7 @@ __all__ = [
     "build_bwd_graph",
     "build_graph",
     "bwd_reference",
+    "error_over_terms",
     "execute_bwd",
     "execute_case",
     "gate_parameter_error",
@@ -426,7 +427,12 @@ def gate_parameter_error(name: str, got: Any, want: Any, tensors: dict, d_g: Any
         terms = d_g * torch.nn.functional.softplus(b) / torch.sigmoid(b)
     else:
         raise ValueError(f"gate_parameter_error: name must be 'a_log' or 'dt_bias', got {name!r}")
-    magnitude = terms.abs().sum(dim=0).reshape(want.shape)
+    return error_over_terms(got, want, terms, (0,))
+
+
+def error_over_terms(got: Any, want: Any, terms: Any, dims: tuple[int, ...]) -> float:
+    """||got - want|| / ||sum |terms||| for a gradient that sums ``terms`` (float64) over ``dims``."""
+    magnitude = terms.abs().sum(dim=dims).reshape(want.shape)
     diff = got.detach().double() - want.detach().double().to(got.device)
     return float(diff.norm() / magnitude.to(got.device).norm())
 

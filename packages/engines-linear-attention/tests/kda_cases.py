@@ -18,7 +18,7 @@ import dataclasses
 import itertools
 from typing import Any
 
-from gdn_cases import _select, _torch_dtype
+from gdn_cases import _select, _torch_dtype, error_over_terms
 
 __all__ = [
     "CASES",
@@ -321,9 +321,7 @@ def gate_parameter_error(name: str, got: Any, want: Any, tensors: dict, d_g: Any
     the magnitudes the bound is the one every other gradient meets; d_dt_bias (condition ~2) is
     measured the same way."""
     terms, dims = gate_parameter_terms(name, tensors, d_g)
-    magnitude = terms.abs().sum(dim=dims).reshape(want.shape)
-    diff = got.detach().double() - want.detach().double().to(got.device)
-    return float(diff.norm() / magnitude.to(got.device).norm())
+    return error_over_terms(got, want, terms, dims)
 
 
 def gate_parameter_terms(name: str, tensors: dict, d_g: Any) -> tuple[Any, tuple[int, ...]]:

@@ -13,7 +13,10 @@ from gdn_cases import BWD_CASES, gate_parameter_error, make_inputs  # noqa: E402
 from pygraph_linear_attention.reference import gated_delta_net_reference  # noqa: E402
 
 
-def _reference_gradients():
+@pytest.fixture(scope="module")
+def reference():
+    """The inputs of the op suite's all-options-gva case (seed 3) and their float64 leaves, after one
+    backward of the reference."""
     case = next(c for c in BWD_CASES if c.name == "all-options-gva")
     tensors, options = make_inputs(case, seed=3, device="cpu")
     leaves = ("q", "k", "v", "g", "beta", "initial_state", "a_log", "dt_bias")
@@ -28,8 +31,8 @@ def _reference_gradients():
     return tensors, x
 
 
-def test_the_terms_sum_to_the_parameters_gradients():
-    _, x = _reference_gradients()
+def test_the_terms_sum_to_the_parameters_gradients(reference):
+    _, x = reference
     b = x["g"].detach() + x["dt_bias"].detach()
     d_g = x["g"].grad
     a_log_terms = d_g * torch.nn.functional.softplus(b) / torch.sigmoid(b)
@@ -38,8 +41,8 @@ def test_the_terms_sum_to_the_parameters_gradients():
 
 
 @pytest.mark.parametrize("name", ["a_log", "dt_bias"])
-def test_the_error_is_zero_when_right_and_relative_to_the_terms_magnitudes_when_not(name):
-    tensors, x = _reference_gradients()
+def test_the_error_is_zero_when_right_and_relative_to_the_terms_magnitudes_when_not(name, reference):
+    tensors, x = reference
     want = x[name].grad
     assert gate_parameter_error(name, want, want, tensors, x["g"].grad) == 0.0
     # every term off by 1%: the sum off by at most 1% of the summed magnitudes, more of ||want|| (the terms
