@@ -480,6 +480,20 @@ def _sm90_bwd_segment_plans(
     return [(*p, w) for w in wgmmas for p in plans]
 
 
+def _add_column(shape: str, columns: dict, first: Any, label: str, made: tuple[Any, dict]) -> Any:
+    """Column ``label`` of a fwd+bwd table: ``made``'s call, first-called and kept in ``columns``, its
+    gradients printed against ``first`` (the first column's; the anchors meet those). Returns the
+    first column's gradients: ``made``'s where there is none yet."""
+    call, grads = made
+    _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
+    columns[label] = call
+    if first is None:
+        return grads
+    diffs = " ".join(f"d{n} {_rel(grads[n], first[n]):.2e}" for n in _GRADS)
+    print(f"  {shape} {label} vs the first: rel diff of the gradients {diffs}")
+    return first
+
+
 def timing_bwd(run: TimingRun) -> list[dict]:
     import torch
 
@@ -498,31 +512,16 @@ def timing_bwd(run: TimingRun) -> list[dict]:
         plans += [(f"ours[bwd OCC={o}]", None, o, None, None) for o in run.occupancies if o in OCCUPANCY_BWD]
         plans += [(f"ours[bwd SEG={s}]", None, None, s, None) for s in run.segments]
         for label, bv, occupancy, segment, engine in plans:
-            call, grads = _ours_fwd_bwd(case, tensors, d_o, bv, occupancy, segment, engine=engine)
-            _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
-            columns[label] = call
-            if ours is not None:  # each column's gradients against the first's
-                diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)
-                print(f"  {shape} {label} vs the first: rel diff of the gradients {diffs}")
-            ours = grads if ours is None else ours  # the first column's gradients meet the anchors
+            made = _ours_fwd_bwd(case, tensors, d_o, bv, occupancy, segment, engine=engine)
+            ours = _add_column(shape, columns, ours, label, made)
         for bv, (wgmma, stages) in itertools.product(run.sm90_block_vs, ((None, None), (1, None), (1, 2))):
             label = f"ours[sm90 bwd {bv}{' WG' if wgmma else ''}{' ST2' if stages else ''}]"
-            call, grads = _ours_fwd_bwd(
-                case, tensors, d_o, bv, engine="gdn_sm90", wgmma=wgmma, bwd_stages=stages
-            )
-            _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
-            columns[label] = call
-            diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)
-            print(f"  {shape} {label} vs the first: rel diff of the gradients {diffs}")
+            made = _ours_fwd_bwd(case, tensors, d_o, bv, engine="gdn_sm90", wgmma=wgmma, bwd_stages=stages)
+            ours = _add_column(shape, columns, ours, label, made)
         for segment, stages, bv, wg in _sm90_bwd_segment_plans(run.sm90_bwd_segments, run.sm90_bwd_wgmma):
             label = f"ours[first + sm90 bwd SEG={segment} ST={stages} BV={bv} WG={wg}]"
-            call, grads = _ours_fwd_bwd(
-                case, tensors, d_o, bv, bwd_stages=stages, bwd_segment=segment, bwd_wgmma=wg
-            )
-            _first_call(f"{shape} {label} fwd+bwd", call, contain=False)
-            columns[label] = call
-            diffs = " ".join(f"d{n} {_rel(grads[n], ours[n]):.2e}" for n in _GRADS)
-            print(f"  {shape} {label} vs the first: rel diff of the gradients {diffs}")
+            made = _ours_fwd_bwd(case, tensors, d_o, bv, bwd_stages=stages, bwd_segment=segment, bwd_wgmma=wg)
+            ours = _add_column(shape, columns, ours, label, made)
         if run.profile:
             kernel_breakdown(shape + " fwd+bwd", columns)
         makers = (("cudnn", _cudnn_fwd_bwd), ("fla", _fla_fwd_bwd))
