@@ -567,7 +567,7 @@ class GdnSm90Bwd(GradScanKernels, ChunkGradKernels):
             load_rows(g2s_c, tidx, mT[slot, h, None, None], sT, C)
             cute.arch.cp_async_commit_group()
 
-            raw_b, gate, wr, biased, rate = self.chunk_gates(
+            raw_b, gate, wr, biased, rate = self.fwd.chunk_gates(
                 mG, mBeta, mALog, mDtBias, groups, r0, rows_left, h, tidx, sGamma, sWr
             )
             zero_vector(sDwrite, tidx)

@@ -3,9 +3,10 @@ grad_chunk_wg`, WGMMA 2): the output's and passed state's terms (`GdnSm90Bwd.gra
 WY transform's (`GdnSm90Bwd.grad_wy`) of one chunk and head in one CTA, so dk's first terms stay in
 registers and dw in shared memory instead of a round trip through HBM each (fp32 dk, io dw, d
 gamma's output terms), and the chunk's rows are read once, not twice. A mixin of
-`gdn.sm90_bwd.GdnSm90Bwd` (its fields: dims, dtypes, options); `grad_wy` takes the gates' forms and
-chain rules (`ChunkGradKernels.chunk_gates`, `gate_chain_rules`) and the WY terms' elementwise steps
-(`decayed_cols`, `beta_cols`, `dv_rows`, `da_terms`) from here too. Measured on an H100 (docs/
+`gdn.sm90_bwd.GdnSm90Bwd` (its fields: dims, dtypes, options); `grad_wy` takes the gates' chain rules
+(`ChunkGradKernels.gate_chain_rules`) and the WY terms' elementwise steps (`decayed_cols`,
+`beta_cols`, `dv_rows`, `da_terms`) from here too, and both take the gates' forms from the forward's
+prepare (`GdnSm90Fwd.chunk_gates`). Measured on an H100 (docs/
 linear-attention.md, The CuTe DSL backward): the backward at B4 T4096 0.17 ms faster than with the
 two kernels (forward+backward 1.570 against 1.744 ms).
 
@@ -139,56 +140,6 @@ class ChunkGradKernels:
     """The fused chunk gradients of `GdnSm90Bwd` (a mixin: they read its configuration)."""
 
     @cute.jit
-    def chunk_gates(self, mG, mBeta, mALog, mDtBias, groups, r0, rows_left, h, tidx, sGamma, sWr):
-        """The chunk's gates as the forward's prepare applies the options, threads 0-63 a row each:
-        sWr[r] the write strength (beta, its sigmoid, doubled with neg_eigval) and sGamma[r] gamma's
-        inclusive sum within each warp's 32 rows (the caller adds row 31's to rows 32-63 after a
-        barrier). Returns this thread's (raw beta, gate, write strength, biased gate, rate), the
-        values the chain rules take (zeros past the chunk's rows and for threads 64 on)."""
-        C = CHUNK
-        _, _, g_group, b_group, a_group, d_group = groups
-        valid = tidx < rows_left
-        raw_g = Float32(0.0)
-        raw_b = Float32(0.0)
-        gate = Float32(0.0)
-        wr = Float32(0.0)
-        biased = Float32(0.0)
-        rate = Float32(0.0)
-        if tidx < C:
-            if valid:
-                raw_g = Float32(mG[r0 + tidx, h // g_group])
-                raw_b = Float32(mBeta[r0 + tidx, h // b_group].to(Float32))
-            gate = raw_g
-            wr = raw_b
-            if const_expr(self.safe_gate):
-                rate = fast_exp(Float32(mALog[h // a_group]))
-                biased = raw_g
-                if const_expr(self.has_dt_bias):
-                    biased = biased + Float32(mDtBias[h // d_group])
-                soft = cute.math.max(biased, Float32(0.0)) + cute.math.log(
-                    1.0 + fast_exp(-cute.math.abs(biased)), fastmath=True
-                )
-                gate = Float32(0.0)
-                if valid:
-                    gate = -rate * soft
-            if const_expr(self.beta_sigmoid):
-                sig = 1.0 / (1.0 + fast_exp(-raw_b))
-                wr = Float32(0.0)
-                if valid:
-                    wr = sig
-            if const_expr(self.neg_eigval):
-                wr = wr * 2.0
-            cum = gate
-            lane = tidx % 32
-            for off in cutlass.range_constexpr(5):
-                up = cute.arch.shuffle_sync_up(cum, 1 << off, mask_and_clamp=0)
-                if lane >= (1 << off):
-                    cum = cum + up
-            sGamma[tidx] = cum
-            sWr[tidx] = wr
-        return raw_b, gate, wr, biased, rate
-
-    @cute.jit
     def gate_chain_rules(
         self, tidx, rows_left, r0, h, sDgamma, sDwrite, sRow, raw_b, gate, biased, rate, mDg, mDb, mDa
     ):
@@ -307,7 +258,7 @@ class ChunkGradKernels:
             load_rows(g2s_c, tidx, mT[slot, h, None, None], sT, C)
             cute.arch.cp_async_commit_group()
 
-            raw_b, gate, wr, biased, rate = self.chunk_gates(
+            raw_b, gate, wr, biased, rate = self.fwd.chunk_gates(
                 mG, mBeta, mALog, mDtBias, groups, r0, rows_left, h, tidx, sGamma, sWr
             )
             zero_vector(sDg, tidx)

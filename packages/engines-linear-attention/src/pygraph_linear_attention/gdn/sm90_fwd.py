@@ -284,6 +284,57 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
             ).launch(grid=[slots, heads_out, blocks], block=[THREADS, 1, 1], stream=stream)
 
     # ------------------------------------------------------------------ device side
+    @cute.jit
+    def chunk_gates(self, mG, mBeta, mALog, mDtBias, groups, r0, rows_left, h, tidx, sGamma, sWr):
+        """The chunk's gates with the options applied (prepare's, and the backward's chunk kernels'),
+        threads 0-63 a row each:
+        sWr[r] the write strength (beta, its sigmoid, doubled with neg_eigval) and sGamma[r] gamma's
+        inclusive sum within each warp's 32 rows (the caller adds row 31's to rows 32-63 after a
+        barrier). Returns this thread's (raw beta, gate, write strength, biased gate, rate), the
+        values the chain rules take (zeros past the chunk's rows and for threads 64 on)."""
+        C = CHUNK
+        _, _, g_group, b_group, a_group, d_group = groups
+        valid = tidx < rows_left
+        raw_g = Float32(0.0)
+        raw_b = Float32(0.0)
+        gate = Float32(0.0)
+        wr = Float32(0.0)
+        biased = Float32(0.0)
+        rate = Float32(0.0)
+        if tidx < C:
+            if valid:
+                raw_g = Float32(mG[r0 + tidx, h // g_group])
+                raw_b = Float32(mBeta[r0 + tidx, h // b_group].to(Float32))
+            gate = raw_g
+            wr = raw_b
+            if const_expr(self.safe_gate):
+                rate = fast_exp(Float32(mALog[h // a_group]))
+                biased = raw_g
+                if const_expr(self.has_dt_bias):
+                    biased = biased + Float32(mDtBias[h // d_group])
+                soft = cute.math.max(biased, Float32(0.0)) + cute.math.log(
+                    1.0 + fast_exp(-cute.math.abs(biased)), fastmath=True
+                )
+                gate = Float32(0.0)
+                if valid:
+                    gate = -rate * soft
+            if const_expr(self.beta_sigmoid):
+                sig = 1.0 / (1.0 + fast_exp(-raw_b))
+                wr = Float32(0.0)
+                if valid:
+                    wr = sig
+            if const_expr(self.neg_eigval):
+                wr = wr * 2.0
+            cum = gate
+            lane = tidx % 32
+            for off in cutlass.range_constexpr(5):
+                up = cute.arch.shuffle_sync_up(cum, 1 << off, mask_and_clamp=0)
+                if lane >= (1 << off):
+                    cum = cum + up
+            sGamma[tidx] = cum
+            sWr[tidx] = wr
+        return raw_b, gate, wr, biased, rate
+
     @cute.kernel
     def prepare(
         self,
@@ -306,7 +357,7 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
         mCon: cute.Tensor,  # [slots, HO] fp32: each chunk's largest beta ||k||^2, written with segment
     ):
         K, V, C, io = self.K, self.V, CHUNK, self.io
-        k_group, v_group, g_group, b_group, a_group, d_group = groups
+        k_group, v_group = groups[0], groups[1]
         tidx, _, _ = cute.arch.thread_idx()
         slot, h, _ = cute.arch.block_idx()
 
@@ -351,38 +402,7 @@ class GdnSm90Fwd(SplitScanKernels, OutputKernels, FusedScanKernels, FusedWsScanK
             cute.arch.cp_async_commit_group()
 
             # the gates (warps 0 and 1, one row each): options, then gamma = cumsum by warp scans
-            if tidx < C:
-                valid = tidx < rows_left
-                gate = Float32(0.0)
-                wr = Float32(0.0)
-                if valid:
-                    gate = Float32(mG[r0 + tidx, h // g_group])
-                    wr = Float32(mBeta[r0 + tidx, h // b_group].to(Float32))
-                if const_expr(self.safe_gate):
-                    rate = fast_exp(Float32(mALog[h // a_group]))
-                    x = gate
-                    if const_expr(self.has_dt_bias):
-                        x = x + Float32(mDtBias[h // d_group])
-                    soft = cute.math.max(x, Float32(0.0)) + cute.math.log(
-                        1.0 + fast_exp(-cute.math.abs(x)), fastmath=True
-                    )
-                    gate = Float32(0.0)
-                    if valid:
-                        gate = -rate * soft
-                if const_expr(self.beta_sigmoid):
-                    sig = 1.0 / (1.0 + fast_exp(-wr))
-                    wr = Float32(0.0)
-                    if valid:
-                        wr = sig
-                if const_expr(self.neg_eigval):
-                    wr = wr * 2.0
-                lane = tidx % 32
-                for off in cutlass.range_constexpr(5):
-                    up = cute.arch.shuffle_sync_up(gate, 1 << off, mask_and_clamp=0)
-                    if lane >= (1 << off):
-                        gate = gate + up
-                sGamma[tidx] = gate
-                sBeta[tidx] = wr
+            self.chunk_gates(mG, mBeta, mALog, mDtBias, groups, r0, rows_left, h, tidx, sGamma, sBeta)
             cute.arch.sync_threads()
             if tidx >= 32 and tidx < C:
                 sGamma[tidx] = sGamma[tidx] + sGamma[31]
