@@ -31,7 +31,7 @@ from pygraph_linear_attention.common.host import CHUNK  # 64 tokens, as the cuTi
 __all__ = [
     "CHUNK", "DTYPES", "INVERSE_STRIDE", "MERGE_STRIDE", "THREADS", "VEC", "acc_to_gmem", "acc_to_smem",
     "acc_to_smem_packed", "aliased_smem_tiles", "aligned_stride", "async_visible", "block_sum", "blocked_inverse", "chunk_rows", "col_sums_sub", "cta_g2s", "cta_s2g", "fast_exp",
-    "gamma_row", "l2_normalize_rows", "load_chunk", "load_rows", "matmul", "row_inv_norms",
+    "gamma_row", "grad_rows_to_gmem", "l2_normalize_rows", "load_chunk", "load_rows", "matmul", "row_inv_norms",
     "row_major", "row_pair", "row_sums", "scale_row_pair", "scaled_rows", "slot_chunk", "smem_gemm", "smem_tile", "smem_vector",
     "store_rows", "tail_decay", "trans", "transposed", "warp_mma", "wg_gemm", "wg_mma", "wy_rows_to_gmem",
     "zero_vector", "zeroed_acc",
@@ -237,6 +237,31 @@ def acc_to_gmem(tiled_mma, tidx, acc, crd, g_tile, rows_left, dtype: cutlass.Con
     for i in cutlass.range_constexpr(cute.size(acc)):
         if crd[i][0] < rows_left:
             dst[i] = acc[i].to(dtype)
+
+
+@cute.jit
+def grad_rows_to_gmem(
+    tiled_mma,
+    tidx,
+    acc,
+    crd,
+    direct: cutlass.Constexpr,
+    m_direct,
+    m_heads,
+    r0,
+    h,
+    width: cutlass.Constexpr,
+    rows_left,
+    io: cutlass.Constexpr,
+    block=0,
+):
+    """A chunk's rows of a q, k or v gradient (the accumulator: column block ``block`` of ``width``
+    columns): into the op's own gradient in the io dtype where ``direct`` (one output head per
+    input head, nothing to sum), else into the fp32 per-output-head rows the head sum reads."""
+    if const_expr(direct):
+        acc_to_gmem(tiled_mma, tidx, acc, crd, chunk_rows(m_direct, r0, h, width, block), rows_left, io)
+    else:
+        acc_to_gmem(tiled_mma, tidx, acc, crd, chunk_rows(m_heads, r0, h, width, block), rows_left, Float32)
 
 
 def wy_rows_to_gmem(tidx, sT, s_rows, g_tile, rows_left, io, n: int):

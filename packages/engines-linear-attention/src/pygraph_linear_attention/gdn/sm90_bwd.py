@@ -64,6 +64,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     cta_g2s,
     fast_exp,
     gamma_row,
+    grad_rows_to_gmem,
     l2_normalize_rows,
     load_rows,
     matmul,
@@ -477,10 +478,9 @@ class GdnSm90Bwd(GradScanKernels, ChunkGradKernels):
                     terms[e] = dq[e] * q_part[e].to(Float32)
                 row_sums(terms, crd, sDg)
                 matmul(mma_ch, tidx, dq, sDp, sK, io)
-                if const_expr(self.direct_qk):
-                    acc_to_gmem(mma_ch, tidx, dq, crd, chunk_rows(mDQ, r0, h, KH, half), rows_left, io)
-                else:
-                    acc_to_gmem(mma_ch, tidx, dq, crd, chunk_rows(mDq, r0, h, KH, half), rows_left, Float32)
+                grad_rows_to_gmem(
+                    mma_ch, tidx, dq, crd, self.direct_qk, mDQ, mDq, r0, h, KH, rows_left, io, half
+                )
 
                 # dk = dP^T q + exp(last - gamma) (v_new dh); d gamma's terms -k * the passed part
                 dk, _ = zeroed_acc(mma_ch, tidx, C, KH)
@@ -596,10 +596,7 @@ class GdnSm90Bwd(GradScanKernels, ChunkGradKernels):
             dvw, crd_v = zeroed_acc(mma_cv, tidx, C, V)
             matmul(mma_cv, tidx, dvw, trans(sT), sDvn, io)
             dv_rows(dvw, crd_v, mma_cv.get_slice(tidx).partition_C(sV), sWr, sDwrite)
-            if const_expr(self.direct_v):
-                acc_to_gmem(mma_cv, tidx, dvw, crd_v, chunk_rows(mDV, r0, h, V), rows_left, io)
-            else:
-                acc_to_gmem(mma_cv, tidx, dvw, crd_v, chunk_rows(mDv, r0, h, V), rows_left, Float32)
+            grad_rows_to_gmem(mma_cv, tidx, dvw, crd_v, self.direct_v, mDV, mDv, r0, h, V, rows_left, io)
             cute.arch.sync_threads()  # sDt complete; v and dv_new read for the last time
 
             # T = (I + A)^-1: dA = -T^T dT T^T; A = beta (k k^T) exp(gamma_i - gamma_j), strictly lower
@@ -633,10 +630,7 @@ class GdnSm90Bwd(GradScanKernels, ChunkGradKernels):
             row_sums(terms_k, crd, sRow)
             matmul(mma_ck, tidx, dkw, sDgram, sK, io)
             matmul(mma_ck, tidx, dkw, trans(sDgram), sK, io)
-            if const_expr(self.direct_qk):
-                acc_to_gmem(mma_ck, tidx, dkw, crd, chunk_rows(mDK, r0, h, K), rows_left, io)
-            else:
-                acc_to_gmem(mma_ck, tidx, dkw, crd, chunk_rows(mDk, r0, h, K), rows_left, Float32)
+            grad_rows_to_gmem(mma_ck, tidx, dkw, crd, self.direct_qk, mDK, mDk, r0, h, K, rows_left, io)
             cute.arch.sync_threads()  # the column sums and every row sum are in
 
             # d gamma, then the decay's gradient: gamma_r = g_0 + ... + g_r, so its reverse cumulative sum

@@ -33,12 +33,12 @@ from pygraph_linear_attention.common.sm90_tiles import (
     CHUNK,
     THREADS,
     VEC,
-    acc_to_gmem,
     acc_to_smem,
     aliased_smem_tiles,
     async_visible,
     chunk_rows,
     fast_exp,
+    grad_rows_to_gmem,
     l2_normalize_rows,
     load_rows,
     row_pair,
@@ -280,9 +280,7 @@ class ChunkGradKernels:
                     l2_normalize_rows(sK, tidx - THREADS, K)
             async_visible()
             cute.arch.sync_threads()
-            last_row = rows_left - 1
-            if rows_left > C:
-                last_row = C - 1
+            last_row = cutlass.min(rows_left, C) - 1  # the chunk's last real row
             last = sGamma[last_row]
             tiling = (1, 2, 1)
             mma_cc = wg_mma(io, C // 2, False, False, tiling=tiling)  # x y^T
@@ -330,10 +328,7 @@ class ChunkGradKernels:
             for e in cutlass.range_constexpr(cute.size(dw)):
                 dw_part[e] = (-dw[e]).to(io)
             cute.nvgpu.warpgroup.wait_group(0)
-            if const_expr(self.direct_qk):
-                acc_to_gmem(mma_ck, tidx, dq, crd, chunk_rows(mDQ, r0, h, K), rows_left, io)
-            else:
-                acc_to_gmem(mma_ck, tidx, dq, crd, chunk_rows(mDq, r0, h, K), rows_left, Float32)
+            grad_rows_to_gmem(mma_ck, tidx, dq, crd, self.direct_qk, mDQ, mDq, r0, h, K, rows_left, io)
             cute.arch.cp_async_wait_group(1)  # dh
             async_visible()
             cute.arch.sync_threads()  # sDw complete
@@ -382,10 +377,7 @@ class ChunkGradKernels:
             wg_gemm(mma_cv_t, tidx, dvw, transposed(sT), transposed(sDvn))
             cute.nvgpu.warpgroup.wait_group(0)
             dv_rows(dvw, crd_v, mma_cv_t.get_slice(tidx).partition_C(sV), sWr, sDwrite)
-            if const_expr(self.direct_v):
-                acc_to_gmem(mma_cv_t, tidx, dvw, crd_v, chunk_rows(mDV, r0, h, V), rows_left, io)
-            else:
-                acc_to_gmem(mma_cv_t, tidx, dvw, crd_v, chunk_rows(mDv, r0, h, V), rows_left, Float32)
+            grad_rows_to_gmem(mma_cv_t, tidx, dvw, crd_v, self.direct_v, mDV, mDv, r0, h, V, rows_left, io)
             async_visible()
             cute.arch.sync_threads()  # sDt complete
 
@@ -425,10 +417,7 @@ class ChunkGradKernels:
             wg_gemm(mma_ck, tidx, dkw, sDgram, transposed(sK))
             wg_gemm(mma_ck_t, tidx, dkw, transposed(sDgram), transposed(sK))
             cute.nvgpu.warpgroup.wait_group(0)
-            if const_expr(self.direct_qk):
-                acc_to_gmem(mma_ck, tidx, dkw, crd, chunk_rows(mDK, r0, h, K), rows_left, io)
-            else:
-                acc_to_gmem(mma_ck, tidx, dkw, crd, chunk_rows(mDk, r0, h, K), rows_left, Float32)
+            grad_rows_to_gmem(mma_ck, tidx, dkw, crd, self.direct_qk, mDK, mDk, r0, h, K, rows_left, io)
             cute.arch.sync_threads()  # every row and column sum is in
 
             # d gamma: the output's and passed state's terms (grad_output's; the last row's take the sum

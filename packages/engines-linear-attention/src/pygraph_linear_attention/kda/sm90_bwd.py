@@ -51,6 +51,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     chunk_rows,
     cta_g2s,
     fast_exp,
+    grad_rows_to_gmem,
     l2_normalize_rows,
     load_rows,
     matmul,
@@ -609,10 +610,7 @@ class KdaSm90Bwd(KdaChannelPass, GdnSm90Bwd):
                     )
                 else:
                     row_sums(terms_v, crd_v, sDwrite)
-                if const_expr(self.direct_v):
-                    acc_to_gmem(mma_cv, gtid, dvw, crd_v, chunk_rows(mDV, r0, h, V), rows_left, io)
-                else:
-                    acc_to_gmem(mma_cv, gtid, dvw, crd_v, chunk_rows(mDv, r0, h, V), rows_left, Float32)
+                grad_rows_to_gmem(mma_cv, gtid, dvw, crd_v, self.direct_v, mDV, mDv, r0, h, V, rows_left, io)
             cute.arch.sync_threads()  # sDt complete
 
             if tidx < THREADS:
