@@ -7,7 +7,10 @@ Each graph is planned and built exactly as the device run builds it (`kda_cases.
 kda_sm90 / gdn2_sm90 engine), so `build_plan` compiles each configuration (about 14 s a key on a CPU
 core) into the CuTe DSL kernels' disk cache (`common.sm90_compile`, keyed by the kernel sources' digest and CuTe DSL's
 version); carry that folder to the device with the same variable set and the runs load instead of
-compiling. ``cases``: every case of `kda_cases.CASES`; ``bench``: bench_kda_gdn2's forward shapes;
+compiling. ``gdn``: bench_gdn's shapes, gdn's first forward and first backward plans and, with
+``--gdn-modes``, gdn_sm90's forward scans by name (bench_gdn's ``--sm90-modes``, BLOCK_V 64), with
+``--gdn-bwd SEG:ST:BV:WG,...``, gdn_sm90_bwd at those knobs (bench_gdn's ``--sm90-bwd-segments``
+columns). ``cases``: every case of `kda_cases.CASES`; ``bench``: bench_kda_gdn2's forward shapes;
 ``ops``: test_kda_ops_sm90's layer (the bounded safe gate, sigmoid beta, L2 norm); ``bwd``: every
 case's and bench shape's backward on kda_sm90_bwd / gdn2_sm90_bwd (`kda_cases.build_bwd_graph`, about
 25-45 s a key), and the layer's with ``ops`` too.
@@ -49,13 +52,57 @@ def _inputs(case):
     return tensors, options
 
 
+def _gdn(modes: list[str], bwd_plans: list[str]) -> None:
+    """bench_gdn's graphs (its shapes, H16 D128): the first forward and backward plans, the forward
+    scans named in ``modes`` and the backward plans ``SEG:ST:BV:WG`` in ``bwd_plans``, built as its
+    timing columns build them (on CPU tensors: planning reads their metadata only)."""
+    import dataclasses
+
+    import gdn_cases
+    import torch
+    from gdn_cases import build_bwd_graph, build_graph, make_inputs
+
+    from benchmarks.linear_attention import bench_gdn
+
+    gdn_cases.GRAPH_DEVICE = {"sm_version": 90, "sm_count": 132}  # an H100 SXM or H200: the hook's ranking
+    for shape, lengths in bench_gdn.SHAPES.items():
+        case = dataclasses.replace(bench_gdn._timing_case(shape, lengths), engine=None)  # the hook's pick
+        tensors, _ = make_inputs(case, device="cpu")
+        variants = [("fwd first", case, False)]
+        for mode in modes:  # at both STAGES where the scan has them, as bench_gdn's columns
+            split, wgmma, segment = bench_gdn.SM90_MODES[mode]
+            for stages in (2,) if wgmma == 4 else (1, 2):
+                knobs = {"block_v": 64, "split": split, "wgmma": wgmma, "segment": segment, "stages": stages}
+                variants.append((f"fwd {mode} ST{stages}", dataclasses.replace(case, engine="gdn_sm90", **knobs), False))
+        variants.append(("bwd first", case, True))
+        for plan in bwd_plans:
+            segment, stages, block_v, wgmma = (int(x) for x in plan.split(":"))
+            knobs = {"engine": "gdn_sm90_bwd", "segment": segment, "stages": stages, "block_v": block_v}
+            variants.append((f"bwd {plan}", dataclasses.replace(case, wgmma=wgmma, **knobs), True))
+        for label, variant, backward in variants:
+            t0 = time.perf_counter()
+            if backward:
+                d_o = torch.zeros_like(tensors["v"])
+                g, _ = build_bwd_graph(variant, {**tensors, "dO": d_o}, {})
+            else:
+                g, _ = build_graph(variant, tensors, {})
+            plan = g.selected_plan.name
+            print(f"gdn {shape:10s} {label:18s} {plan:44s} {time.perf_counter() - t0:6.1f} s", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="cases,bench,ops,bwd", help="comma list: cases, bench, ops, bwd")
+    parser.add_argument(
+        "--only", default="cases,bench,ops,bwd", help="comma list: gdn, cases, bench, ops, bwd"
+    )
+    parser.add_argument("--gdn-modes", default="", help="comma list of bench_gdn's SM90_MODES (with gdn)")
+    parser.add_argument("--gdn-bwd", default="", help="comma list of SEG:ST:BV:WG backward plans (with gdn)")
     args = parser.parse_args()
     kda_cases.DEVICE = "cpu"  # the inputs' metadata is all the planning reads
     started = time.perf_counter()
     parts = set(args.only.split(","))
+    if "gdn" in parts:
+        _gdn([m for m in args.gdn_modes.split(",") if m], [p for p in args.gdn_bwd.split(",") if p])
     if "bwd" in parts:
         import torch
 

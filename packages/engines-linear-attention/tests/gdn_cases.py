@@ -74,6 +74,9 @@ class GdnCase:
         return max(self.heads_qk, self.heads_v)
 
 
+# the device a graph declares (`pygraph.Graph`'s sm_version and sm_count); empty: the device it runs
+# on. A CPU precompile (scripts/device/precompile_linear_attention.py) names the GPU the run will have
+GRAPH_DEVICE: dict[str, int] = {}
 ALL = ("initial_state", "final_state", "qk_l2norm", "beta_sigmoid", "neg_eigval", "safe_gate")
 CASES: tuple[GdnCase, ...] = (
     GdnCase("varlen-odd", (1, 63, 64, 65, 130, 7, 200)),
@@ -297,7 +300,7 @@ def build_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, dict]
     """The planned and built gdn graph of a case: (graph, {name: pygraph Tensor}) incl. O (and final_state)."""
     import pygraph
 
-    g = pygraph.Graph(name=f"gdn-{case.name}", io_data_type=tensors["q"].dtype)
+    g = pygraph.Graph(name=f"gdn-{case.name}", io_data_type=tensors["q"].dtype, **GRAPH_DEVICE)
     ports = {}
     for name, x in tensors.items():
         ports[name] = g.tensor(name=name, dim=list(x.shape), stride=list(x.stride()), data_type=x.dtype)
@@ -463,7 +466,7 @@ def build_bwd_graph(case: GdnCase, tensors: dict, options: dict) -> tuple[Any, d
     """The planned and built gdn_bwd graph of a case: (graph, {name: pygraph Tensor}) incl. its gradients."""
     import pygraph
 
-    g = pygraph.Graph(name=f"gdn-bwd-{case.name}", io_data_type=tensors["q"].dtype)
+    g = pygraph.Graph(name=f"gdn-bwd-{case.name}", io_data_type=tensors["q"].dtype, **GRAPH_DEVICE)
     ports = {}
     for name, x in tensors.items():
         ports[name] = g.tensor(name=name, dim=list(x.shape), stride=list(x.stride()), data_type=x.dtype)

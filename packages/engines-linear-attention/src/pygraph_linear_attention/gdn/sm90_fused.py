@@ -502,13 +502,16 @@ class FusedScanKernels:
         t // K, t // K + 128 / K, ...; S goes through shared memory (as S^T, so a thread's rows of one
         column are contiguous) for each step's products, and so does M ([K, K] fp32, by 16-byte
         cp.async copies at the step's start): read element by element from L2 each step took 16-23 us
-        (H100, the combine of SEGMENT 16 at B1 T32768: 0.50-0.72 ms for 31 steps).
+        (H100, the combine of SEGMENT 16 at B1 T32768: 0.50-0.72 ms for 31 steps). A step whose M is
+        all zero (a segment the warmup dropped) skips the product: each thread tests its own copies,
+        a vote and a word a warp make the CTA's answer.
 
         ``has_init``: whether ``mH0`` holds a start (the initial state; reversed, d_final_state).
-        ``reverse`` (the backward's gradient, `gdn.sm90_bwd`): ``mH0`` is d_final_state, and the walk runs from the last segment down to the second, ``D = D M_p^T +
-        G_p`` (G_p in the B rows, from `grad_scan_wg` phase 1), stored as the gradient at the end of
-        segment p - 1; M^T goes through a [K, K + 1] fp32 tile, M's rows read coalesced and written
-        transposed (the padding keeps both the writes and the step's reads free of bank conflicts)."""
+        ``reverse`` (the backward's gradient, `gdn.sm90_bwd`): ``mH0`` is d_final_state, and the walk
+        runs from the last segment down to the second, ``D = D M_p^T + G_p`` (G_p in the B rows, from
+        `grad_scan_wg` phase 1), stored as the gradient at the end of segment p - 1; a nonzero M is
+        transposed from its loaded rows into a [K, K + 1] fp32 tile (the padding keeps both the
+        transposing writes and the step's reads free of bank conflicts)."""
         K, V, BV, C = self.K, self.V, self.BV, CHUNK
         tokens_per = C * self.segment
         tidx, _, _ = cute.arch.thread_idx()
@@ -523,22 +526,26 @@ class FusedScanKernels:
         row0 = tidx // K
         smem = utils.SmemAllocator()
         sST = smem.allocate_tensor(Float32, cute.make_layout((K, BV), stride=(BV, 1)), 16)
-        m_stride = K + 1 if const_expr(reverse) else K
-        sM = smem.allocate_tensor(Float32, cute.make_layout((K, K), stride=(m_stride, 1)), 16)
-        thr_m = g2s_m = None
-        if const_expr(not reverse):
-            atom = cute.make_copy_atom(
-                cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL),
-                Float32,
-                num_bits_per_copy=128,
-            )
-            per_row = K // 4  # 16-byte copies along a row of M
-            g2s_m = cute.make_tiled_copy_tv(
-                atom,
-                cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1)),
-                cute.make_layout((1, 4)),
-            )
-            thr_m = g2s_m.get_slice(tidx)
+        # M as loaded (row-major); reversed, the product reads M^T from a [K, K + 1] tile (a column of
+        # M^T a thread, conflict-free), written from the loaded rows only for a nonzero M
+        sM = smem.allocate_tensor(Float32, cute.make_layout((K, K), stride=(K, 1)), 16)
+        sMt = sM
+        if const_expr(reverse):
+            sMt = smem.allocate_tensor(Float32, cute.make_layout((K, K), stride=(K + 1, 1)), 16)
+        sAny = smem.allocate_tensor(Int32, cute.make_layout((THREADS // 32,)), 16)  # a word a warp
+        atom = cute.make_copy_atom(
+            cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.LoadCacheMode.GLOBAL),
+            Float32,
+            num_bits_per_copy=128,
+        )
+        per_row = K // 4  # 16-byte copies along a row of M
+        g2s_m = cute.make_tiled_copy_tv(
+            atom,
+            cute.make_layout((THREADS // per_row, per_row), stride=(per_row, 1)),
+            cute.make_layout((1, 4)),
+        )
+        thr_m = g2s_m.get_slice(tidx)
+        mine = thr_m.partition_D(sM)  # the thread's own copies of M: complete for it after its wait
         acc = cute.make_rmem_tensor((rows,), Float32)
         for j in cutlass.range_constexpr(rows):
             acc[j] = Float32(0.0)
@@ -548,27 +555,38 @@ class FusedScanKernels:
             s_slot = first_slot + p
             if const_expr(reverse):
                 s_slot = first_slot + segments - 1 - p
-                for e in cutlass.range(K * K // THREADS, unroll=8):
-                    flat = tidx + e * THREADS
-                    sM[flat % K, flat // K] = mSegMB[s_slot, h, V + flat // K, flat % K]  # M^T
-            else:
-                gM = cute.local_tile(
-                    cute.domain_offset((V, 0), mSegMB[s_slot, h, None, None]), (K, K), (0, 0)
-                )
-                cute.copy(g2s_m, thr_m.partition_S(gM), thr_m.partition_D(sM))
-                cute.arch.cp_async_commit_group()
+            gM = cute.local_tile(cute.domain_offset((V, 0), mSegMB[s_slot, h, None, None]), (K, K), (0, 0))
+            cute.copy(g2s_m, thr_m.partition_S(gM), thr_m.partition_D(sM))
+            cute.arch.cp_async_commit_group()
             for j in cutlass.range_constexpr(rows):
                 sST[col, row0 + j * step] = acc[j]
             for j in cutlass.range_constexpr(rows):
                 acc[j] = mSegMB[s_slot, h, vb * BV + row0 + j * step, col]
-            if const_expr(not reverse):
-                cute.arch.cp_async_wait_group(0)
-            cute.arch.sync_threads()  # sM and sST complete
-            for kk in cutlass.range(K, unroll=8):
-                m = sM[kk, col]
-                for j in cutlass.range_constexpr(rows):
-                    acc[j] = acc[j] + sST[kk, row0 + j * step] * m
-            cute.arch.sync_threads()  # every read of sST and sM done before the next step's writes
+            cute.arch.cp_async_wait_group(0)
+            nonzero = Int32(0)
+            for e in cutlass.range(cute.size(mine), unroll=8):
+                nonzero = nonzero | Int32(mine[e] != Float32(0.0))
+            warp_any = cute.arch.vote_any_sync(nonzero != 0)
+            if tidx % 32 == 0:
+                sAny[tidx // 32] = Int32(warp_any)
+            cute.arch.sync_threads()  # sM, sST and sAny complete
+            any_m = Int32(0)
+            for w in cutlass.range_constexpr(THREADS // 32):
+                any_m = any_m | sAny[w]
+            # a segment whose M the warmup dropped (stored as zeros) passes its B on: S M + B = B for
+            # a finite S, without the K x K product that is the step's cost (the combine took 0.089
+            # of B1 T32768's 0.563 ms forward at SEGMENT 64, H100, its M all zero under both gate sets)
+            if any_m != 0:
+                if const_expr(reverse):
+                    for e in cutlass.range(K * K // THREADS, unroll=8):
+                        flat = tidx + e * THREADS
+                        sMt[flat % K, flat // K] = sM[flat // K, flat % K]
+                    cute.arch.sync_threads()  # M^T complete
+                for kk in cutlass.range(K, unroll=8):
+                    m = sMt[kk, col]
+                    for j in cutlass.range_constexpr(rows):
+                        acc[j] = acc[j] + sST[kk, row0 + j * step] * m
+            cute.arch.sync_threads()  # every read of sST, sM, sMt and sAny done before the next step's writes
             out_slot = s_slot - 1 if const_expr(reverse) else s_slot + 1
             for j in cutlass.range_constexpr(rows):
                 mSegST[out_slot, h, vb * BV + row0 + j * step, col] = acc[j]
