@@ -73,6 +73,9 @@ part_qla() {
   PYTHONPATH=/tmp/fq:/tmp/site PATH=/usr/local/cuda/bin:$PATH FLA_FLASH_QLA=0 \
     python3 -m benchmarks.linear_attention.bench_gdn_flashqla --gates strong,weak --json "$OUTDIR/flashqla.json" 2>&1 \
     | tee "$OUTDIR/flashqla.log" | grep -v "^\s*$" | tail -14
+  # ours needs the staged CuTe DSL on its path (FlashQLA's process above names its own): a call that
+  # did not source the site first timed no plan of ours
+  if ! python3 -c "import cutlass" 2> /dev/null && [ -f /tmp/site/env.sh ]; then source /tmp/site/env.sh; fi
   for mean in ${GATES:-0 4}; do
     FLA_FLASH_QLA=0 python3 -m benchmarks.linear_attention.bench_gdn --skip cases,cudnn,cutile --plans first \
       --gate-mean "$mean" --out "$OUTDIR" ${BENCH_ARGS:-} 2>&1 | tee "$OUTDIR/bench_gdn_gates$mean.log" | grep -E "^--|^  ours|^  fla" | cut -c1-160
