@@ -58,11 +58,11 @@ def _gdn(modes: list[str], bwd_plans: list[str]) -> None:
     timing columns build them (on CPU tensors: planning reads their metadata only)."""
     import dataclasses
 
-    import gdn_cases
     import torch
-    from gdn_cases import build_bwd_graph, build_graph, make_inputs
 
+    import gdn_cases
     from benchmarks.linear_attention import bench_gdn
+    from gdn_cases import build_bwd_graph, build_graph, make_inputs
 
     gdn_cases.GRAPH_DEVICE = {"sm_version": 90, "sm_count": 132}  # an H100 SXM or H200: the hook's ranking
     for shape, lengths in bench_gdn.SHAPES.items():
@@ -73,7 +73,9 @@ def _gdn(modes: list[str], bwd_plans: list[str]) -> None:
             split, wgmma, segment = bench_gdn.SM90_MODES[mode]
             for stages in (2,) if wgmma == 4 else (1, 2):
                 knobs = {"block_v": 64, "split": split, "wgmma": wgmma, "segment": segment, "stages": stages}
-                variants.append((f"fwd {mode} ST{stages}", dataclasses.replace(case, engine="gdn_sm90", **knobs), False))
+                variants.append(
+                    (f"fwd {mode} ST{stages}", dataclasses.replace(case, engine="gdn_sm90", **knobs), False)
+                )
         variants.append(("bwd first", case, True))
         for plan in bwd_plans:
             segment, stages, block_v, wgmma = (int(x) for x in plan.split(":"))
