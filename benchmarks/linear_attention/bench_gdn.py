@@ -130,6 +130,12 @@ FWD_BLOCK_VS = (64, 32, 128)
 BWD_BLOCK_VS = (64, 32)
 
 
+def _hint(case: GdnCase) -> dict:
+    """Our graphs' options: the longest sequence's tokens (``max_seqlen``, the ranking's hint), as a
+    caller that knows its lengths passes them."""
+    return {"max_seqlen": max(case.lengths)}
+
+
 def _label(block_v: Any, occupancy: Any = None, segment: Any = None) -> str:
     if segment:
         return f"ours[SEG={segment}]"  # at the hook's first BLOCK_V and OCCUPANCY
@@ -162,7 +168,7 @@ def _ours(
         case, block_v=block_v, occupancy=occupancy, segment=segment, engine=engine, stages=stages,
         split=split if sm90 else None, wgmma=(wgmma or 0) if sm90 else None,
     )  # fmt: skip
-    g, ports = build_graph(case, tensors, {})
+    g, ports = build_graph(case, tensors, _hint(case))
     out = torch.empty(sum(case.lengths), HEADS, DIM, dtype=torch.bfloat16, device="cuda")
     workspace = torch.empty(g.get_workspace_size(), dtype=torch.uint8, device="cuda")
     pack = {ports[n]: x for n, x in tensors.items()}
@@ -414,7 +420,7 @@ def _ours_fwd_bwd(
             engine=engine if engine or any(k is not None for k in knobs) else None,
         )  # fmt: skip
     bwd_tensors = {**tensors, "dO": d_o}
-    g, ports = build_bwd_graph(case, bwd_tensors, {})
+    g, ports = build_bwd_graph(case, bwd_tensors, _hint(case))
     grads = {n: torch.empty_like(tensors[n]) for n in _GRADS}
     names = {"q": "dQ", "k": "dK", "v": "dV", "g": "dG", "beta": "dBeta"}
     pack = {ports[n]: x for n, x in bwd_tensors.items()}

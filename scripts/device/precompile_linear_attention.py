@@ -85,9 +85,9 @@ def _gdn(modes: list[str], bwd_plans: list[str]) -> None:
             t0 = time.perf_counter()
             if backward:
                 d_o = torch.zeros_like(tensors["v"])
-                g, _ = build_bwd_graph(variant, {**tensors, "dO": d_o}, {})
+                g, _ = build_bwd_graph(variant, {**tensors, "dO": d_o}, bench_gdn._hint(variant))
             else:
-                g, _ = build_graph(variant, tensors, {})
+                g, _ = build_graph(variant, tensors, bench_gdn._hint(variant))
             plan = g.selected_plan.name
             print(f"gdn {shape:10s} {label:18s} {plan:44s} {time.perf_counter() - t0:6.1f} s", flush=True)
 

@@ -122,7 +122,9 @@ def test_declines_naming_the_rule_and_the_value(kwargs, reason):
     assert re.search(reason, message), message
 
 
-def _bwd_graph(t=130, n=3, h=2, hv=4, d=128, *, state=True, final=True, d_o=dt.BFLOAT16, dq=None):
+def _bwd_graph(
+    t=130, n=3, h=2, hv=4, d=128, *, state=True, final=True, d_o=dt.BFLOAT16, dq=None, max_seqlen=None
+):
     g = pygraph.Graph(name="gdn_bwd", io_data_type=dt.BFLOAT16)
     q, k = (g.tensor(name=x, dim=[t, h, d], data_type=dt.BFLOAT16) for x in ("q", "k"))
     v = g.tensor(name="v", dim=[t, hv, d], data_type=dt.BFLOAT16)
@@ -134,7 +136,7 @@ def _bwd_graph(t=130, n=3, h=2, hv=4, d=128, *, state=True, final=True, d_o=dt.B
         extra["initial_state"] = g.tensor(name="h0", dim=[n, max(h, hv), d, d], data_type=dt.FLOAT)
     if final:
         extra["d_final_state"] = g.tensor(name="dht", dim=[n, max(h, hv), d, d], data_type=dt.FLOAT)
-    outs = g.gdn_bwd(q=q, k=k, v=v, g=gate, beta=beta, cu_seqlens=cu, dO=grad, **extra)
+    outs = g.gdn_bwd(q=q, k=k, v=v, g=gate, beta=beta, cu_seqlens=cu, dO=grad, max_seqlen=max_seqlen, **extra)
     likes = (q, k, v, gate, beta, extra.get("initial_state"))
     for out, like in zip(outs, likes):
         if out is not None:
@@ -270,6 +272,24 @@ def test_gdn_sm90_leads_the_forward_and_the_backward_where_its_scans_measured_fa
     assert (
         first(4096, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=2,WGMMA=2]"
     )  # one segment
+
+
+def test_max_seqlen_segments_the_backward_of_a_batch_whose_longest_sequence_outlasts_the_rest(stand_in):
+    # heuristics._longest_outlasts: varlen8 (32768 tokens in 8 sequences, the longest 8192) measured
+    # faster segmented at BLOCK_V 64; equal lengths (B4 T4096) and a hint under two segments do not
+    def first(t, n, max_seqlen):
+        g = _bwd_graph(t=t, n=n, h=16, hv=16, max_seqlen=max_seqlen)
+        g.create_execution_plans()
+        return g.get_plan_name_at_index(0)
+
+    segmented = "gdn_sm90_bwd[BLOCK_V=64,SEGMENT=64,STAGES=1,WGMMA=2]"
+    unsegmented = "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=1,WGMMA=2]"
+    assert first(32768, 8, None) == unsegmented  # no hint: the mean length alone
+    assert first(32768, 8, 8192) == segmented
+    assert first(32768, 8, 10**6) == segmented  # taken as T
+    assert first(16384, 4, 4096) == unsegmented  # every sequence the mean
+    assert first(32768, 8, 6144) == unsegmented  # under two segments
+    assert first(32768, 4, 8192) == unsegmented  # the mean: 8192
 
 
 def test_planning_builds_and_executes_the_chosen_plan_through_the_stand_in(stand_in):

@@ -65,6 +65,9 @@ class LinearAttentionFacts:
     features: frozenset[str]
     stray_nodes: tuple[str, ...]  # nodes other than the linear-attention node
     sm: int | None = None
+    # the max_seqlen attribute (the longest sequence's tokens, at most T), None where not given: the
+    # ranking's hint; no plan relies on it
+    max_seqlen: int | None = None
 
     @property
     def gva_ratio(self) -> int | None:
@@ -131,4 +134,5 @@ def analyze(graph: Any) -> LinearAttentionFacts:
         features=frozenset(features),
         stray_nodes=tuple(n.name for n in graph.nodes if n is not node),
         sm=getattr(graph, "sm_version", None) or None,
+        max_seqlen=min(params["max_seqlen"], qd[0]) if params.get("max_seqlen") and qd else None,
     )

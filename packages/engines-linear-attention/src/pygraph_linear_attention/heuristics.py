@@ -156,7 +156,7 @@ def recommend(
             for b in blocks
         ]
         first_seg = {"BLOCK_V": blocks[-1], "STAGES": 1, "WGMMA": 1, "SEGMENT": _SEGMENT_TOKENS // 64}
-        if _segments_first(facts, sms, _scan_grid(facts)):
+        if _segments_first(facts, sms, _scan_grid(facts)) or _longest_outlasts(facts):
             knob_sets = [first_seg, *knob_sets, *(k for k in segmented if k != first_seg)]
         else:
             knob_sets += segmented
@@ -241,6 +241,20 @@ def _segments_first(facts: LinearAttentionFacts, sms: int, grid: int) -> bool:
     sequences averaging two segments of `_SEGMENT_TOKENS` or more, the transitions within 32-bit offsets."""
     mean_length = facts.tokens / max(facts.sequences, 1)
     return grid < sms // 2 and mean_length >= 2 * _SEGMENT_TOKENS and not _segments_overflow(facts)
+
+
+def _longest_outlasts(facts: LinearAttentionFacts) -> bool:
+    """Whether the backward's segmented scans go first by the caller's ``max_seqlen``: the longest
+    sequence two segments of `_SEGMENT_TOKENS` or more and at least twice the mean length, so the
+    unsegmented scans' grid waits on those sequences' serial walks. Measured (H100, one run, the first
+    forward then gdn_sm90_bwd at WGMMA 2, ms): varlen8 (1024 to 8192 tokens, 32768 in all, mean
+    4096) 3.454 at SEGMENT 64 BLOCK_V 64 against 3.765 unsegmented at BLOCK_V 32; B4 T4096 (every
+    sequence the mean) 1.749 against 1.570, so equal lengths stay unsegmented (benchmarks/RESULTS.md,
+    "the chunk gradients fused on two warpgroups")."""
+    longest, mean = facts.max_seqlen, facts.tokens / max(facts.sequences, 1)
+    if not longest or longest < 2 * _SEGMENT_TOKENS or longest < 2 * mean:
+        return False
+    return not _segments_overflow(facts)
 
 
 def _segments_overflow(facts: LinearAttentionFacts) -> bool:

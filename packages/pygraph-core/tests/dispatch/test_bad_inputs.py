@@ -338,6 +338,11 @@ ROWS: dict[str, Row] = {
         OpInputError,
         ["gdn()", "port 'initial_state'", "[1, 2, 64, 32]", "imply [1, 2, 64, 64]"],
     ),
+    "builder-la-max-seqlen": (
+        lambda w: _gdn(64, 2, 2, max_seqlen=0),
+        OpInputError,
+        ["gdn()", "attribute 'max_seqlen'", "got 0", "int >= 1"],
+    ),
     "builder-sdpa-v-keys": (
         lambda w: _sdpa_qkv([1, 4, 64, 64], [1, 2, 64, 64], [1, 2, 48, 64]),
         OpInputError,
@@ -522,7 +527,9 @@ def _host(shape: tuple[int, ...]) -> Any:
     return np.zeros(shape, np.float16)
 
 
-def _gdn(t: int, h: int, hv: int, *, k_heads: int | None = None, state: list[int] | None = None):
+def _gdn(
+    t: int, h: int, hv: int, *, k_heads: int | None = None, state: list[int] | None = None, max_seqlen=None
+):
     """A python-only gdn graph of one sequence (head dims 64): (graph, O)."""
     g = pygraph.Graph("la", io_data_type=dt.BFLOAT16)
     q = g.tensor([t, h, 64], name="q")
@@ -532,7 +539,7 @@ def _gdn(t: int, h: int, hv: int, *, k_heads: int | None = None, state: list[int
     beta = g.tensor([t, hv], name="beta", data_type=dt.FLOAT)
     cu = g.tensor([2], name="cu_seqlens", data_type=dt.INT32)
     extra = {"initial_state": g.tensor(state, name="h0", data_type=dt.FLOAT)} if state else {}
-    o, _ = g.gdn(q=q, k=k, v=v, g=gate, beta=beta, cu_seqlens=cu, **extra)
+    o, _ = g.gdn(q=q, k=k, v=v, g=gate, beta=beta, cu_seqlens=cu, max_seqlen=max_seqlen, **extra)
     return g, o
 
 

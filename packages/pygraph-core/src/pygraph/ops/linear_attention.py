@@ -15,6 +15,7 @@ from pygraph.ops._common import (
     FLOAT_ONLY,
     INTS,
     as_bool,
+    as_int,
     as_str,
     like,
     like_dtype,
@@ -139,6 +140,16 @@ def _ports(gate_rank: int, beta_rank: int, with_w: bool, backward: bool) -> tupl
     return tuple(ports)
 
 
+def _max_seqlen(value):
+    """None, or the longest sequence's length the caller promises (an int >= 1): a ranking hint."""
+    if value is None:
+        return None
+    length = as_int(value)
+    if length < 1:
+        raise ValueError("expected an int >= 1 (the longest sequence's tokens) or None")
+    return length
+
+
 def _attrs(forward: bool, gate_lower_bound: bool) -> tuple[Attr, ...]:
     attrs = [Attr("scale", None, optional_float)]
     if forward:
@@ -152,6 +163,10 @@ def _attrs(forward: bool, gate_lower_bound: bool) -> tuple[Attr, ...]:
     ]
     if gate_lower_bound:
         attrs.append(Attr("gate_lower_bound", None, optional_float))
+    # the longest sequence's tokens, where the caller knows it (flash-attn's max_seqlen): only the
+    # plans' ranking reads it (segmenting a batch whose longest sequences outlast the rest); a wrong
+    # value costs speed, never correctness, as every plan serves any lengths
+    attrs.append(Attr("max_seqlen", None, _max_seqlen))
     return tuple(attrs)
 
 
