@@ -147,7 +147,8 @@ def recommend(
         # 5.003 unsegmented (its first before); B4 T4096 (one segment a sequence) 1.928 segmented at
         # BLOCK_V 64 against 1.727 unsegmented. varlen8 gains (3.812 against 4.015: its 8192- and
         # 7680-token sequences split) but has B4's mean length, and the hook sees no lengths (they
-        # are on the device), so it stays unsegmented.
+        # are on the device): it segments first only where the graph's max_seqlen hint says so
+        # (`_longest_outlasts`).
         segmented = [
             {"BLOCK_V": b, "STAGES": st, "WGMMA": 1, "SEGMENT": s}
             for s in SEGMENT_SM90
