@@ -69,6 +69,8 @@ BAD = [
     ("v-zero-heads", {"v": torch.zeros(T, 0, V, dtype=torch.bfloat16), "g": torch.zeros(T, 0), "beta": torch.zeros(T, 0)},
      "v must be [T, HV, V] with HV >= 1 heads and a head dim V >= 1, got shape [10, 0, 64]"),
     ("scale-overflow", {"scale": 2**1100}, "scale must be a finite float or None (K ** -0.5), got 1"),
+    ("max-seqlen", {"max_seqlen": 0}, "max_seqlen must be an int >= 1 (the longest sequence's tokens) or None, got 0"),
+    ("max-seqlen-type", {"max_seqlen": 8.0}, "max_seqlen must be an int >= 1 (the longest sequence's tokens) or None, got 8.0"),
 ]  # fmt: skip
 
 

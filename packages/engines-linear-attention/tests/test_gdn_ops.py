@@ -136,6 +136,21 @@ def test_one_graph_per_key_reused_across_calls(gdn_stand_in):
     assert built.plan_name == "gdn_cutile[BLOCK_V=32,OCCUPANCY=2,SEGMENT=0]"
 
 
+def test_max_seqlen_reaches_the_forward_and_backward_graphs(gdn_stand_in):
+    # the hint is a graph attribute (the ranking reads it), so a call with it has graphs of its own
+    x = {n: t.requires_grad_(n in ("q", "k", "v")) for n, t in _inputs().items()}
+    o, _ = gated_delta_net(**x, max_seqlen=9)
+    o.float().sum().backward()
+    hinted = [k for k in op_graphs.GRAPHS.keys() if k[1].max_seqlen == 9]
+    assert sorted(k[0] for k in hinted) == ["gdn", "gdn_bwd"]
+    for key in hinted:
+        built = op_graphs.GRAPHS.get(key, lambda: pytest.fail("a cached key built again"))
+        (node,) = [n for n in built.graph.nodes if n.type.name.startswith("GDN")]
+        assert node.params["max_seqlen"] == 9
+    gated_delta_net(**_inputs())
+    assert op_graphs.GRAPHS.builds == 3  # the unhinted call: a graph of its own
+
+
 def test_a_non_contiguous_input_runs_its_contiguous_copy(gdn_stand_in):
     x = _inputs()
     v = x["v"]  # [T, HV, V] stored head-major
@@ -291,6 +306,7 @@ def test_a_call_differing_in_anything_the_checks_read_is_checked_again(gdn_stand
         _inputs(lengths=(4, 4)),  # shapes
         {**x, "use_qk_l2norm_in_kernel": True},  # a flag
         {**x, "scale": 0.25},  # the scale
+        {**x, "max_seqlen": 9},  # the ranking's hint
     ]
     for n, call in enumerate(changed, start=2):
         gated_delta_net(**call)

@@ -59,6 +59,7 @@ class GdnProblem:
     has_dt_bias: bool
     op: str = "gdn"  # gdn | kda | gdn2
     gate_lower_bound: float | None = None  # kda, gdn2 under safe_gate (None: -5)
+    max_seqlen: int | None = None  # the longest sequence's tokens, the caller's ranking hint (gdn)
 
     @property
     def channel_gate(self) -> bool:
@@ -131,6 +132,7 @@ def check_forward(
     op: str = "gdn",
     w: Any = None,
     gate_lower_bound: Any = None,
+    max_seqlen: Any = None,
     **flags: Any,
 ) -> GdnProblem:
     """The call's problem, or the `OpInputError` naming the first bad argument.
@@ -201,6 +203,12 @@ def check_forward(
             raise _fail(f"gate_lower_bound must be a negative finite float, got {gate_lower_bound!r}")
         if not flags.get("safe_gate"):
             raise _fail(f"gate_lower_bound={gate_lower_bound} bounds the safe gate: set safe_gate=True")
+    if max_seqlen is not None and (
+        isinstance(max_seqlen, bool) or not isinstance(max_seqlen, int) or max_seqlen < 1
+    ):
+        raise _fail(
+            f"max_seqlen must be an int >= 1 (the longest sequence's tokens) or None, got {max_seqlen!r}"
+        )
     if flags.get("safe_gate"):
         if a_log is None and op == "gdn":
             raise _fail("safe_gate=True needs a_log ([HV] fp32, the per-head log decay rate)")
@@ -226,7 +234,7 @@ def check_forward(
         value_dim=value_dim, io_dtype=q.dtype, beta_dtype=beta.dtype, cu_dtype=cu_seqlens.dtype,
         device=device, has_initial_state=initial_state is not None, has_a_log=a_log is not None,
         has_dt_bias=dt_bias is not None, op=op,
-        gate_lower_bound=None if gate_lower_bound is None else float(gate_lower_bound),
+        gate_lower_bound=None if gate_lower_bound is None else float(gate_lower_bound), max_seqlen=max_seqlen,
     )  # fmt: skip
 
 

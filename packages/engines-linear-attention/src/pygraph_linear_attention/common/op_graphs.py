@@ -87,6 +87,8 @@ def _attrs(problem: GdnProblem, flags: dict[str, bool]) -> dict[str, Any]:
     attrs = {FLAG_ATTRS[name]: value for name, value in flags.items() if name in FLAG_ATTRS}
     if problem.gate_lower_bound is not None:
         attrs["gate_lower_bound"] = problem.gate_lower_bound
+    if problem.max_seqlen is not None:
+        attrs["max_seqlen"] = problem.max_seqlen
     return attrs
 
 
@@ -195,7 +197,7 @@ FORWARD_FLAGS = (
 
 
 def forward_signature(
-    op: str, tensors: tuple, scale: Any, flags: tuple, gate_lower_bound: Any
+    op: str, tensors: tuple, scale: Any, flags: tuple, gate_lower_bound: Any, max_seqlen: Any = None
 ) -> tuple | None:
     """Everything `check_forward` reads of a forward call, so a call of a remembered signature passed
     the same checks and has the same graph (`GraphCache.call`): each tensor's shape, stride, dtype and
@@ -205,23 +207,25 @@ def forward_signature(
     try:
         return (
             op, op_arguments.DEVICE_TYPES, scale, type(scale), gate_lower_bound, type(gate_lower_bound), flags,
-            tuple(map(type, flags)),
+            tuple(map(type, flags)), max_seqlen, type(max_seqlen),
             *[None if t is None else (t.shape, t.stride(), t.dtype, t.device) for t in tensors],
         )  # fmt: skip
     except (AttributeError, RuntimeError):  # RuntimeError: a sparse or nested tensor's strides
         return None
 
 
-def forward(op: str, tensors: tuple, scale: Any, flags: tuple, gate_lower_bound: Any) -> tuple:
+def forward(
+    op: str, tensors: tuple, scale: Any, flags: tuple, gate_lower_bound: Any, max_seqlen: Any = None
+) -> tuple:
     """The forward custom op's body for every op (gdn, kda, gdn2): ``tensors`` in `FORWARD_INPUTS`'
     order (None where absent), ``flags`` in `FORWARD_FLAGS`'. A remembered signature runs its
     prepared call; another is checked, its graph built (or looked up) and its call prepared and
     remembered. Measured with benchmarks.ops.host_cost_cpu: the checks (with the flags' dict) and the
     graph's key and lookup are most of the body's cost."""
-    signature = forward_signature(op, tensors, scale, flags, gate_lower_bound)
+    signature = forward_signature(op, tensors, scale, flags, gate_lower_bound, max_seqlen)
     prepared = None if signature is None else GRAPHS.call(signature)
     if prepared is None:
-        return _forward_checked(op, signature, tensors, scale, flags, gate_lower_bound)
+        return _forward_checked(op, signature, tensors, scale, flags, gate_lower_bound, max_seqlen)
     return prepared(*tensors)
 
 
@@ -235,6 +239,7 @@ def call_forward(
     args: tuple,
     batch: Any,
     check: Any,
+    max_seqlen: Any = None,
 ) -> tuple:
     """The Python functions' call of every op: ``op_fn(*args)`` (the custom op), or a remembered
     signature's prepared call where torch's dispatcher has nothing to do (`pygraph.op_support.direct`);
@@ -244,7 +249,7 @@ def call_forward(
     torch.compile the fake kernel checks)."""
     prepared = None
     if direct(tensors):
-        signature = forward_signature(op, tensors, scale, flags, glb)
+        signature = forward_signature(op, tensors, scale, flags, glb, max_seqlen)
         prepared = None if signature is None else GRAPHS.call(signature)
     try:
         o, final = op_fn(*args) if prepared is None else prepared(*tensors)
@@ -257,12 +262,14 @@ def call_forward(
     return o, (final if flags[0] else None)
 
 
-def _forward_checked(op: str, signature: Any, tensors: tuple, scale: Any, flags: tuple, glb: Any) -> tuple:
+def _forward_checked(
+    op: str, signature: Any, tensors: tuple, scale: Any, flags: tuple, glb: Any, max_seqlen: Any = None
+) -> tuple:
     x = dict(zip(FORWARD_INPUTS, tensors))
     named = dict(zip(FORWARD_FLAGS, flags))
     p = check_forward(
         x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], scale, x["initial_state"], x["a_log"],
-        x["dt_bias"], op=op, w=x["w"], gate_lower_bound=glb, **named,
+        x["dt_bias"], op=op, w=x["w"], gate_lower_bound=glb, max_seqlen=max_seqlen, **named,
     )  # fmt: skip
     output_final_state = named["output_final_state"]
     if p.tokens == 0:  # nothing to run: every sequence is empty, its final state its initial one
@@ -320,17 +327,23 @@ BACKWARD_INPUTS = (
 
 
 def backward_signature(
-    op: str, tensors: tuple, scale: Any, options: tuple, gate_lower_bound: Any
+    op: str, tensors: tuple, scale: Any, options: tuple, gate_lower_bound: Any, max_seqlen: Any = None
 ) -> tuple | None:
     """Everything the backward's checks (`check_forward` and `check_backward`) read of a backward
     call, as `forward_signature`: ``tensors`` in `BACKWARD_INPUTS`' order (dO's and d_final_state's
     shape, stride, dtype and device included; d_final_state's presence is the forward's
     output_final_state flag the checks see), ``options`` the four flags after output_final_state."""
-    return forward_signature(f"{op}_bwd", tensors, scale, options, gate_lower_bound)
+    return forward_signature(f"{op}_bwd", tensors, scale, options, gate_lower_bound, max_seqlen)
 
 
 def backward(
-    op: str, tensors: tuple, scale: Any, options: tuple, gate_lower_bound: Any, checked: Any
+    op: str,
+    tensors: tuple,
+    scale: Any,
+    options: tuple,
+    gate_lower_bound: Any,
+    checked: Any,
+    max_seqlen: Any = None,
 ) -> tuple:
     """The backward custom op's body for every op (gdn, kda, gdn2): every gradient of `gradients`
     in order (an absent one an empty fp32 tensor). ``tensors`` in `BACKWARD_INPUTS`' order (None
@@ -338,17 +351,19 @@ def backward(
     ``(problem, flags, new gradients by port name)``. A remembered signature runs its prepared call
     (no checks, no graph key or lookup: measured with benchmarks.ops.host_cost_cpu, the backward
     rows); another is checked, its graph built or looked up and its call prepared and remembered."""
-    signature = backward_signature(op, tensors, scale, options, gate_lower_bound)
+    signature = backward_signature(op, tensors, scale, options, gate_lower_bound, max_seqlen)
     prepared = None if signature is None else GRAPHS.call(signature)
     if prepared is None:
         return _backward_checked(op, signature, tensors, scale, checked)
     return prepared(*tensors)
 
 
-def prepared_backward(op: str, tensors: tuple, scale: Any, options: tuple, gate_lower_bound: Any) -> Any:
+def prepared_backward(
+    op: str, tensors: tuple, scale: Any, options: tuple, gate_lower_bound: Any, max_seqlen: Any = None
+) -> Any:
     """The prepared backward call of these arguments, or None (never remembered, or no signature):
     what an autograd call with nothing for torch's dispatcher to do runs directly (`direct`)."""
-    signature = backward_signature(op, tensors, scale, options, gate_lower_bound)
+    signature = backward_signature(op, tensors, scale, options, gate_lower_bound, max_seqlen)
     return None if signature is None else GRAPHS.call(signature)
 
 

@@ -2,7 +2,8 @@
 
 ``torch.ops.pygraph_linear_attention.gated_delta_net(q, k, v, g, beta, cu_seqlens, scale=None,
 initial_state=None, output_final_state=False, use_qk_l2norm_in_kernel=False,
-use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False, a_log=None, dt_bias=None)
+use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False, a_log=None, dt_bias=None,
+max_seqlen=None)
 -> (o, final_state)`` builds (once per key, `common.op_graphs`) and executes a ``gdn`` graph, so it runs
 whatever plan the planner ranks first; its gradient executes a ``gdn_bwd`` graph the same way. A
 fake kernel gives the outputs' shapes and dtypes, so the op traces under
@@ -43,8 +44,12 @@ def _flags(*values: bool) -> dict[str, bool]:
     return dict(zip(_FLAGS, values))
 
 
-def _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags) -> GdnProblem:
-    return check_forward(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, **flags)
+def _problem(
+    q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags, max_seqlen=None
+) -> GdnProblem:
+    return check_forward(
+        q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, max_seqlen=max_seqlen, **flags
+    )
 
 
 # --- the forward ------------------------------------------------------------------------------------
@@ -67,6 +72,7 @@ def _forward_op(
     safe_gate: bool = False,
     a_log: Tensor | None = None,
     dt_bias: Tensor | None = None,
+    max_seqlen: int | None = None,
 ) -> tuple[Tensor, Tensor]:
     tensors = (q, k, v, g, beta, None, cu_seqlens, initial_state, a_log, dt_bias)
     flags = (
@@ -76,17 +82,17 @@ def _forward_op(
         allow_neg_eigval,
         safe_gate,
     )
-    return op_graphs.forward("gdn", tensors, scale, flags, None)
+    return op_graphs.forward("gdn", tensors, scale, flags, None, max_seqlen)
 
 
 @_forward_op.register_fake
 def _forward_fake(q, k, v, g, beta, cu_seqlens, scale=None, initial_state=None, output_final_state=False,
                   use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
-                  safe_gate=False, a_log=None, dt_bias=None):  # fmt: skip
+                  safe_gate=False, a_log=None, dt_bias=None, max_seqlen=None):  # fmt: skip
     flags = _flags(
         output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate
     )
-    p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
+    p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags, max_seqlen)
     o = q.new_empty((p.tokens, p.heads_out, p.value_dim))
     final = q.new_empty(p.state_shape, dtype=torch.float32) if output_final_state else none_state(q)
     return o, final
@@ -113,6 +119,7 @@ def _backward_op(
     safe_gate: bool = False,
     a_log: Tensor | None = None,
     dt_bias: Tensor | None = None,
+    max_seqlen: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """(dq, dk, dv, dg, dbeta, d_initial_state, d_a_log, d_dt_bias); an absent one is an empty fp32
     tensor (shape [0]). Checked once per signature, then served prepared (`op_graphs.backward`)."""
@@ -121,10 +128,11 @@ def _backward_op(
 
     def checked() -> tuple[GdnProblem, dict[str, bool], dict[str, Tensor]]:
         return _checked_backward(
-            q, k, v, g, beta, cu_seqlens, d_o, d_final_state, scale, initial_state, options, a_log, dt_bias
-        )
+            q, k, v, g, beta, cu_seqlens, d_o, d_final_state, scale, initial_state, options, a_log, dt_bias,
+            max_seqlen,
+        )  # fmt: skip
 
-    return op_graphs.backward("gdn", tensors, scale, options, None, checked)
+    return op_graphs.backward("gdn", tensors, scale, options, None, checked, max_seqlen)
 
 
 def _checked_backward(
@@ -141,12 +149,13 @@ def _checked_backward(
     options: tuple[bool, bool, bool, bool],
     a_log: Tensor | None,
     dt_bias: Tensor | None,
+    max_seqlen: int | None = None,
 ) -> tuple[GdnProblem, dict[str, bool], dict[str, Tensor]]:
     """The backward's problem (checked, the output gradients' included), its flags and its new
     gradients: what the op and its fake kernel both start from. ``options``: (use_qk_l2norm_in_kernel,
     use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate)."""
     flags = _flags(d_final_state is not None, *options)
-    p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags)
+    p = _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, flags, max_seqlen)
     check_backward(p, d_o, d_final_state)
     return p, flags, _new_gradients(p, q, g, beta)
 
@@ -172,10 +181,11 @@ def _new_gradients(p: GdnProblem, q: Tensor, g: Tensor, beta: Tensor) -> dict[st
 @_backward_op.register_fake
 def _backward_fake(q, k, v, g, beta, cu_seqlens, d_o, d_final_state=None, scale=None, initial_state=None,
                    use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
-                   safe_gate=False, a_log=None, dt_bias=None):  # fmt: skip
+                   safe_gate=False, a_log=None, dt_bias=None, max_seqlen=None):  # fmt: skip
     _, _, grads = _checked_backward(
         q, k, v, g, beta, cu_seqlens, d_o, d_final_state, scale, initial_state,
         (use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate), a_log, dt_bias,
+        max_seqlen,
     )  # fmt: skip
     return tuple(grads.get(name, none_state(q)) for name, _ in op_graphs.GRADIENTS)
 
@@ -185,9 +195,9 @@ def _backward_fake(q, k, v, g, beta, cu_seqlens, d_o, d_final_state=None, scale=
 
 def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
     (q, k, v, g, beta, cu_seqlens, scale, initial_state, output_final_state, l2norm, sigmoid, neg_eigval,
-     safe_gate, a_log, dt_bias) = inputs  # fmt: skip
+     safe_gate, a_log, dt_bias, max_seqlen) = inputs  # fmt: skip
     ctx.save_for_backward(q, k, v, g, beta, cu_seqlens, initial_state, a_log, dt_bias)
-    ctx.scale, ctx.output_final_state = scale, output_final_state
+    ctx.scale, ctx.output_final_state, ctx.max_seqlen = scale, output_final_state, max_seqlen
     ctx.flags = (l2norm, sigmoid, neg_eigval, safe_gate)
     ctx.set_materialize_grads(False)  # an unused output's gradient stays None: no d_final_state to pass
 
@@ -200,18 +210,21 @@ def _backward(ctx: Any, grad_o: Tensor | None, grad_final: Tensor | None) -> tup
     # a remembered call with nothing for torch's dispatcher to do runs without it (op_support.direct)
     tensors = (q, k, v, g, beta, None, cu_seqlens, grad_o, d_final, initial_state, a_log, dt_bias)
     prepared = (
-        op_graphs.prepared_backward("gdn", tensors, ctx.scale, ctx.flags, None) if direct(tensors) else None
+        op_graphs.prepared_backward("gdn", tensors, ctx.scale, ctx.flags, None, ctx.max_seqlen)
+        if direct(tensors)
+        else None
     )
     if prepared is not None:
         dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = prepared(*tensors, placeholders=False)
     else:
         dq, dk, dv, dg, dbeta, dh0, d_a_log, d_dt_bias = _backward_op(
             q, k, v, g, beta, cu_seqlens, grad_o, d_final, ctx.scale, initial_state, *ctx.flags, a_log, dt_bias,
+            ctx.max_seqlen,
         )  # fmt: skip
     return (
         dq, dk, dv, dg, dbeta, None, None,
         dh0 if initial_state is not None else None, None, None, None, None, None,
-        d_a_log if a_log is not None else None, d_dt_bias if dt_bias is not None else None,
+        d_a_log if a_log is not None else None, d_dt_bias if dt_bias is not None else None, None,
     )  # fmt: skip
 
 
@@ -239,6 +252,7 @@ def gated_delta_net(
     dt_bias: Tensor | None = None,
     *,
     cp_group: Any = None,
+    max_seqlen: int | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Gated DeltaNet over variable-length sequences: ``(o [T, HO, V], final_state [N, HO, V, K]
     fp32, or None when output_final_state is False)``, HO = max(H, HV). Differentiable in q, k, v,
@@ -258,6 +272,10 @@ def gated_delta_net(
     rank's shard of the group's tokens and cu_seqlens the group's; the call is
     `context_parallel.gated_delta_net`'s (final states on the last rank; that function takes the
     other choices). None: this rank's tokens are the whole problem.
+
+    ``max_seqlen``: the longest sequence's tokens where the caller knows them (flash-attn's varlen
+    argument): a hint to the plans' ranking (a batch whose longest sequences outlast the rest runs the
+    backward's segmented scans), never to correctness; an int >= 1 or None. Ignored with ``cp_group``.
     """
     if cp_group is not None:  # routed before the per-call fast path, which it never takes
         from pygraph_linear_attention import context_parallel
@@ -277,9 +295,13 @@ def gated_delta_net(
         allow_neg_eigval,
         safe_gate,
     )
-    args = (q, k, v, g, beta, cu_seqlens, scale, initial_state, *flags, a_log, dt_bias)
+    args = (q, k, v, g, beta, cu_seqlens, scale, initial_state, *flags, a_log, dt_bias, max_seqlen)
 
     def check() -> None:
-        _problem(q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, _flags(*flags))
+        _problem(
+            q, k, v, g, beta, cu_seqlens, scale, initial_state, a_log, dt_bias, _flags(*flags), max_seqlen
+        )
 
-    return op_graphs.call_forward(_forward_op, "gdn", tensors, scale, flags, None, args, batch, check)
+    return op_graphs.call_forward(
+        _forward_op, "gdn", tensors, scale, flags, None, args, batch, check, max_seqlen=max_seqlen
+    )
