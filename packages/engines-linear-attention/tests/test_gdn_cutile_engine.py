@@ -275,8 +275,9 @@ def test_gdn_sm90_leads_the_forward_and_the_backward_where_its_scans_measured_fa
 
 
 def test_max_seqlen_segments_the_backward_of_a_batch_whose_longest_sequence_outlasts_the_rest(stand_in):
-    # heuristics._longest_outlasts: varlen8 (32768 tokens in 8 sequences, the longest 8192) measured
-    # faster segmented at BLOCK_V 64; equal lengths (B4 T4096) and a hint under two segments do not
+    # heuristics._segments_first, by_longest (the backward's): varlen8 (32768 tokens in 8 sequences,
+    # the longest 8192) measured faster segmented at BLOCK_V 64; equal lengths (B4 T4096) and a hint
+    # under two segments do not
     def first(t, n, max_seqlen):
         g = _bwd_graph(t=t, n=n, h=16, hv=16, max_seqlen=max_seqlen)
         g.create_execution_plans()

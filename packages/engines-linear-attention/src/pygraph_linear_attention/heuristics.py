@@ -148,7 +148,7 @@ def recommend(
         # BLOCK_V 64 against 1.727 unsegmented. varlen8 gains (3.812 against 4.015: its 8192- and
         # 7680-token sequences split) but has B4's mean length, and the hook sees no lengths (they
         # are on the device): it segments first only where the graph's max_seqlen hint says so
-        # (`_longest_outlasts`).
+        # (`_segments_first`'s by_longest rule).
         segmented = [
             {"BLOCK_V": b, "STAGES": st, "WGMMA": 1, "SEGMENT": s}
             for s in SEGMENT_SM90
@@ -157,7 +157,7 @@ def recommend(
             for b in blocks
         ]
         first_seg = {"BLOCK_V": blocks[-1], "STAGES": 1, "WGMMA": 1, "SEGMENT": _SEGMENT_TOKENS // 64}
-        if _segments_first(facts, sms, _scan_grid(facts)) or _longest_outlasts(facts):
+        if _segments_first(facts, sms, _scan_grid(facts), by_longest=True):
             knob_sets = [first_seg, *knob_sets, *(k for k in segmented if k != first_seg)]
         else:
             knob_sets += segmented
@@ -237,25 +237,22 @@ def sm90_order(facts: LinearAttentionFacts, *, sms: int = REFERENCE_SM_COUNT) ->
 _SEGMENT_TOKENS = 4096
 
 
-def _segments_first(facts: LinearAttentionFacts, sms: int, grid: int) -> bool:
-    """Whether the segmented scans go first: their unsegmented ``grid`` under half the SMs, the
-    sequences averaging two segments of `_SEGMENT_TOKENS` or more, the transitions within 32-bit offsets."""
-    mean_length = facts.tokens / max(facts.sequences, 1)
-    return grid < sms // 2 and mean_length >= 2 * _SEGMENT_TOKENS and not _segments_overflow(facts)
-
-
-def _longest_outlasts(facts: LinearAttentionFacts) -> bool:
-    """Whether the backward's segmented scans go first by the caller's ``max_seqlen``: the longest
-    sequence two segments of `_SEGMENT_TOKENS` or more and at least twice the mean length, so the
-    unsegmented scans' grid waits on those sequences' serial walks. Measured (H100, one run, the first
-    forward then gdn_sm90_bwd at WGMMA 2, ms): varlen8 (1024 to 8192 tokens, 32768 in all, mean
-    4096) 3.454 at SEGMENT 64 BLOCK_V 64 against 3.765 unsegmented at BLOCK_V 32; B4 T4096 (every
-    sequence the mean) 1.749 against 1.570, so equal lengths stay unsegmented (benchmarks/RESULTS.md,
-    "the chunk gradients fused on two warpgroups")."""
-    longest, mean = facts.max_seqlen, facts.tokens / max(facts.sequences, 1)
-    if not longest or longest < 2 * _SEGMENT_TOKENS or longest < 2 * mean:
-        return False
-    return not _segments_overflow(facts)
+def _segments_first(facts: LinearAttentionFacts, sms: int, grid: int, *, by_longest: bool = False) -> bool:
+    """Whether the segmented scans go first: their unsegmented ``grid`` under half the SMs and the
+    sequences averaging two segments of `_SEGMENT_TOKENS` or more, or (``by_longest``: the backward)
+    the caller's ``max_seqlen`` two segments or more and at least twice the mean length, so the
+    unsegmented scans' grid waits on the longest sequences' serial walks; the transitions within
+    32-bit offsets either way. The longest-sequence rule, measured (H100, one run, the first forward
+    then gdn_sm90_bwd at WGMMA 2, ms): varlen8 (1024 to 8192 tokens, 32768 in all, mean 4096) 3.454
+    at SEGMENT 64 BLOCK_V 64 against 3.765 unsegmented at BLOCK_V 32; B4 T4096 (every sequence the
+    mean) 1.749 against 1.570, so equal lengths stay unsegmented (benchmarks/RESULTS.md, "the chunk
+    gradients fused on two warpgroups"). The forward keeps the first rule alone: varlen8 at SEGMENT
+    64 measured slower there (0.651 against 0.567 ms)."""
+    mean = facts.tokens / max(facts.sequences, 1)
+    few_long = grid < sms // 2 and mean >= 2 * _SEGMENT_TOKENS
+    longest = facts.max_seqlen or 0
+    outlasts = by_longest and longest >= 2 * max(_SEGMENT_TOKENS, mean)
+    return (few_long or outlasts) and not _segments_overflow(facts)
 
 
 def _segments_overflow(facts: LinearAttentionFacts) -> bool:
