@@ -9,7 +9,7 @@ its cubin's ELF is read: the register count and the per-thread stack frame (spil
 ``.nv.info`` attributes, the static shared memory from the kernel's ``.nv.shared`` section. A frame
 above zero means local-memory traffic; shared memory over ~114 KB leaves one CTA per SM on Hopper.
 It needs cuTile and its compiler (tileiras, ptxas and libnvvm of CUDA 13.2 or newer:
-``bash scripts/cpu_cutile_env.sh python scripts/cutile_resources.py ...`` provides them from the
+``bash scripts/cpu_dsl_env.sh python scripts/cutile_resources.py ...`` provides them from the
 device toolchain); a configuration's first compile takes seconds (at most about 20 s at K = V = 128).
 """
 

@@ -3,8 +3,8 @@
     source scripts/device/env.sh && PYGRAPH_GDN_SM90_CACHE_DIR=.lacache \\
       python3 scripts/device/precompile_linear_attention.py [--only cases,bench,ops,bwd]
 
-On a CPU machine without CuTe DSL installed, `scripts/cpu_cute_env.sh` provides it (and torch) from
-the device bundle: ``PYGRAPH_GDN_SM90_CACHE_DIR=.lacache bash scripts/cpu_cute_env.sh python
+On a CPU machine without CuTe DSL installed, `scripts/cpu_dsl_env.sh` provides it (and torch) from
+the device bundle: ``PYGRAPH_GDN_SM90_CACHE_DIR=.lacache bash scripts/cpu_dsl_env.sh python
 scripts/device/precompile_linear_attention.py --only gdn``.
 
 Each graph is planned and built exactly as the device run builds it (`kda_cases.build_graph` on the

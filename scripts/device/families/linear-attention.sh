@@ -110,7 +110,7 @@ part_all() {
 }
 
 part_kda() {
-  # (the compile checks for the other archs run on the CPU: scripts/cpu_cutile_env.sh)
+  # (the compile checks for the other archs run on the CPU: scripts/cpu_dsl_env.sh)
   # (K may be an expression, e.g. "backward and sm90": its spaces become underscores in the log's name)
   tests=$la_tests/test_kda_cutile_sm90.py run_tests "${K:-forward}" "kda_$(echo "${K:-forward}" | tr ' ' '_')_pytest.log"
 }
