@@ -166,6 +166,9 @@ def recommend(
         # 2 / 1): B4 T4096 1.570 / 1.744, B1 T32768 (SEGMENT 64, BLOCK_V 64) 3.263 / 3.578, varlen8
         # 3.765 / 4.106
         knob_sets = [w for k in knob_sets for w in ([{**k, "WGMMA": 2}, k] if k["WGMMA"] == 1 else [k])]
+        # WGMMA 3 (the same gradients, the warpgroups split by dependency, `gdn.sm90_bwd_chunk_ws`): untimed,
+        # after the rest
+        knob_sets += [{**k, "WGMMA": 3} for k in knob_sets if k["WGMMA"] == 2]
         sm90 = [PlanConfig(offered["gdn_sm90_bwd"], knobs) for knobs in knob_sets]
         ours = [*sm90, *ours]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)

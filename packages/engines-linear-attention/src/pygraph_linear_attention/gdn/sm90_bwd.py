@@ -88,13 +88,14 @@ from pygraph_linear_attention.gdn.sm90_bwd_chunk import (
     decayed_cols,
     dv_rows,
 )
+from pygraph_linear_attention.gdn.sm90_bwd_chunk_ws import ChunkGradWsKernels
 from pygraph_linear_attention.gdn.sm90_bwd_scans import GradScanKernels
 from pygraph_linear_attention.gdn.sm90_fwd import GdnSm90Fwd
 
 __all__ = ["GdnSm90Bwd"]
 
 
-class GdnSm90Bwd(GradScanKernels, ChunkGradKernels):
+class GdnSm90Bwd(GradScanKernels, ChunkGradKernels, ChunkGradWsKernels):
     """One static configuration of the backward: the forward's (which it recomputes) and which
     gradients the chunk kernels write themselves. The gradients' dtypes are their pointers' (the
     stores convert to each tensor's element type)."""
@@ -132,8 +133,9 @@ class GdnSm90Bwd(GradScanKernels, ChunkGradKernels):
         self.direct_qk, self.direct_v = direct_qk, direct_v
         self.wgmma = wgmma >= 1  # the scans on warpgroup MMAs (`GdnSm90Fwd.scan_wg`, `grad_scan_wg`)
         # WGMMA 2: the chunk gradients as one kernel on two warpgroups (`grad_chunk_wg`), not grad_output
-        # then grad_wy
-        self.fused_grad = wgmma == 2
+        # then grad_wy; WGMMA 3: the same gradients, the warpgroups split by dependency (`grad_chunk_ws`)
+        self.fused_grad = wgmma in (2, 3)
+        self.split_grad = wgmma == 3
         # STAGES of both scans (with wgmma): 2 prefetches the next chunk's tiles
         self.stages = stages
         # SEGMENT (with wgmma): chunks a segment of both scans, each run as its segments' transitions,
@@ -315,7 +317,8 @@ class GdnSm90Bwd(GradScanKernels, ChunkGradKernels):
                 grid=[sequences, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
             )
         if const_expr(self.fused_grad):
-            self.grad_chunk_wg(
+            chunk_grad = self.grad_chunk_ws if const_expr(self.split_grad) else self.grad_chunk_wg
+            chunk_grad(
                 mQ, mK, mV, mG, mBeta, mALog, mDtBias, mCu, mDo, mT, mHs, mDh, mVnew, mDvnew, mDq, mDQ, mDk, mDK,
                 mDv, mDV, mDg, mDb, mDa, sequences, search_steps, groups, scale,
             ).launch(grid=[slots, heads_out, 1], block=[WG2_THREADS, 1, 1], stream=stream)  # fmt: skip

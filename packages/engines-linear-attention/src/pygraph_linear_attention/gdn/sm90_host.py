@@ -87,7 +87,7 @@ SEGMENT_SM90 = (0, 16, 32, 64)
 # The backward's WGMMA 2 also fuses its chunk gradients into one kernel on two warpgroups
 # (`gdn.sm90_bwd_chunk`): grad_output's and grad_wy's products on warpgroup MMAs over the whole key
 # and value dims, dk's first terms in registers and dw in shared memory rather than through HBM.
-WGMMA_BWD_SM90 = (0, 1, 2)
+WGMMA_BWD_SM90 = (0, 1, 2, 3)
 
 FN_NAME = "pygraph_gdn_sm90_fwd"
 BWD_FN_NAME = "pygraph_gdn_sm90_bwd"
