@@ -173,6 +173,35 @@ class ChunkGradKernels:
             mDg[r0 + tidx, h] = d_raw_g
             mDb[r0 + tidx, h] = d_write
 
+    @cute.jit
+    def chunk_gate_grads(self, tidx, rows_left, last_row, last, r0, h, sums, sPart, gates, mDg, mDb, mDa):
+        """The fused chunk kernels' last steps, after a barrier of the CTA once every row and column sum
+        is in: d gamma from the output's and passed state's terms (the last row's take the sum of
+        sKd, by warps 0 and 1, and sum(dh * h) exp(last) from ``sPart[0]``) and the WY terms, then
+        the gates' chain rules (`gate_chain_rules`). ``sums``: the shared vectors (sDg, sKd, sDgam,
+        sRow, sDwrite, sDgamma); ``gates``: this thread's values from `GdnSm90Fwd.chunk_gates`."""
+        C = CHUNK
+        sDg, sKd, sDgam, sRow, sDwrite, sDgamma = sums
+        raw_b, gate, wr, biased, rate = gates
+        if tidx < C:
+            kd = sKd[tidx]
+            for off in cutlass.range_constexpr(5):
+                kd = kd + cute.arch.shuffle_sync_bfly(kd, 1 << off)
+            if tidx % 32 == 0:
+                sPart[1 + tidx // 32] = kd
+        cute.arch.sync_threads()
+        if tidx < C:
+            dgamma = sDgam[tidx] + sRow[tidx] * wr
+            if tidx < rows_left:
+                dgamma = dgamma + sDg[tidx] - sKd[tidx]
+                if tidx == last_row:
+                    dgamma = dgamma + sPart[0] * fast_exp(last) + sPart[1] + sPart[2]
+            sDgamma[tidx] = dgamma
+        cute.arch.sync_threads()
+        self.gate_chain_rules(
+            tidx, rows_left, r0, h, sDgamma, sDwrite, sRow, raw_b, gate, biased, rate, mDg, mDb, mDa
+        )
+
     @cute.kernel
     def grad_chunk_wg(
         self,
@@ -419,24 +448,7 @@ class ChunkGradKernels:
             cute.nvgpu.warpgroup.wait_group(0)
             grad_rows_to_gmem(mma_ck, tidx, dkw, crd, self.direct_qk, mDK, mDk, r0, h, K, rows_left, io)
             cute.arch.sync_threads()  # every row and column sum is in
-
-            # d gamma: the output's and passed state's terms (grad_output's; the last row's take the sum
-            # of sKd, by warps 0 and 1), then the WY terms
-            if tidx < C:
-                kd = sKd[tidx]
-                for off in cutlass.range_constexpr(5):
-                    kd = kd + cute.arch.shuffle_sync_bfly(kd, 1 << off)
-                if tidx % 32 == 0:
-                    sPart[1 + tidx // 32] = kd
-            cute.arch.sync_threads()
-            if tidx < C:
-                dgamma = sDgam[tidx] + sRow[tidx] * wr
-                if tidx < rows_left:
-                    dgamma = dgamma + sDg[tidx] - sKd[tidx]
-                    if tidx == last_row:
-                        dgamma = dgamma + sPart[0] * fast_exp(last) + sPart[1] + sPart[2]
-                sDgamma[tidx] = dgamma
-            cute.arch.sync_threads()
-            self.gate_chain_rules(
-                tidx, rows_left, r0, h, sDgamma, sDwrite, sRow, raw_b, gate, biased, rate, mDg, mDb, mDa
-            )
+            self.chunk_gate_grads(
+                tidx, rows_left, last_row, last, r0, h, (sDg, sKd, sDgam, sRow, sDwrite, sDgamma), sPart,
+                (raw_b, gate, wr, biased, rate), mDg, mDb, mDa,
+            )  # fmt: skip

@@ -173,9 +173,7 @@ class ChunkGradWsKernels:
         cute.arch.barrier_arrive(barrier_id=_BAR_DK, number_of_threads=WG2_THREADS)
 
     @cute.jit
-    def wy_chain(
-        self, t, tiles, sX, sGamma, sWr, sDwrite, sDgam, sRow, mDv, mDV, mDk, mDK, r0, h, rows_left
-    ):
+    def wy_chain(self, t, tiles, sX, sGamma, sWr, sDwrite, sDgam, sRow, mDv, mDV, mDk, mDK, r0, h, rows_left):
         """Warpgroup 1 (thread ``t`` of 128): dv (stored), dT, dA and dk's WY terms, plus warpgroup 0's
         dk' from the exchange ``sX`` (dk stored); their d gamma and beta terms into ``sDwrite``,
         ``sDgam`` and ``sRow``."""
@@ -379,24 +377,7 @@ class ChunkGradWsKernels:
                     mDv, mDV, mDk, mDK, r0, h, rows_left,
                 )  # fmt: skip
             cute.arch.sync_threads()  # every row and column sum is in
-
-            # d gamma: the output's and passed state's terms (the last row's take the sum of sKd, by
-            # warps 0 and 1), then the WY terms
-            if tidx < C:
-                kd = sKd[tidx]
-                for off in cutlass.range_constexpr(5):
-                    kd = kd + cute.arch.shuffle_sync_bfly(kd, 1 << off)
-                if tidx % 32 == 0:
-                    sPart[1 + tidx // 32] = kd
-            cute.arch.sync_threads()
-            if tidx < C:
-                dgamma = sDgam[tidx] + sRow[tidx] * wr
-                if tidx < rows_left:
-                    dgamma = dgamma + sDg[tidx] - sKd[tidx]
-                    if tidx == last_row:
-                        dgamma = dgamma + sPart[0] * fast_exp(last) + sPart[1] + sPart[2]
-                sDgamma[tidx] = dgamma
-            cute.arch.sync_threads()
-            self.gate_chain_rules(
-                tidx, rows_left, r0, h, sDgamma, sDwrite, sRow, raw_b, gate, biased, rate, mDg, mDb, mDa
-            )
+            self.chunk_gate_grads(
+                tidx, rows_left, last_row, last, r0, h, (sDg, sKd, sDgam, sRow, sDwrite, sDgamma), sPart,
+                (raw_b, gate, wr, biased, rate), mDg, mDb, mDa,
+            )  # fmt: skip
