@@ -74,8 +74,9 @@ from pygraph_linear_attention.gdn.sm90_bwd_chunk import (
 
 # named barrier ids (0 is the CTA's): each warpgroup's own, then the two that cross
 _BAR_WG = (1, 2)
-_BAR_KH = 3  # k normalized and h loaded by warpgroup 0
-_BAR_DK = 4  # warpgroup 0's dk' in the exchange
+_BAR_GATES = 3  # the chunk's gates in shared memory, the sums' vectors zeroed (warpgroup 0)
+_BAR_KH = 4  # k loaded and normalized, h loaded (warpgroup 1)
+_BAR_DK = 5  # warpgroup 0's dk' in the exchange
 
 
 def _wg_sync(wg: int):
@@ -88,7 +89,7 @@ class ChunkGradWsKernels:
     configuration)."""
 
     @cute.jit
-    def output_chain(self, t, tiles, sX, sGamma, sDg, sKd, sPart, mDq, mDQ, r0, h, rows_left, last, scale):
+    def output_chain(self, t, tiles, sX, sGamma, sDg, sKd, sPart, mDq, mDQ, r0, h, rows_left, scale):
         """Warpgroup 0 (thread ``t`` of 128): dP and q k^T, dq (stored), dk' into the exchange ``sX``,
         their d gamma terms into ``sDg`` and ``sKd``, sum(dh * h) into ``sPart[0]``."""
         K, V, C, io = self.K, self.V, CHUNK, self.io
@@ -96,18 +97,19 @@ class ChunkGradWsKernels:
         mma_cc = wg_mma(io, C, False, False)  # x y^T
         mma_ck = wg_mma(io, K, False, True)  # x y
         mma_ck_t = wg_mma(io, K, True, True)  # x^T y
-        cute.arch.cp_async_wait_group(2)  # dO, v_new, q, k
+        last = sGamma[cutlass.min(rows_left, C) - 1]  # the chunk's last real row's
+        cute.arch.cp_async_wait_group(1)  # dO, v_new, q
         async_visible()
         _wg_sync(0)
         if const_expr(self.l2norm):
             l2_normalize_rows(sQ, t, K)
-            l2_normalize_rows(sK, t, K)
             async_visible()
             _wg_sync(0)
 
         # dP = scale dO v_new^T on the causal, real part, with the decay; d gamma's terms dP * (q k^T)
         dp, crd_p = zeroed_acc(mma_cc, t, C, C)
         wg_gemm(mma_cc, t, dp, sDo, sVn)
+        cute.arch.barrier(barrier_id=_BAR_KH, number_of_threads=WG2_THREADS)
         qk, _ = zeroed_acc(mma_cc, t, C, C)
         wg_gemm(mma_cc, t, qk, sQ, sK)
         cute.nvgpu.warpgroup.wait_group(0)
@@ -121,10 +123,8 @@ class ChunkGradWsKernels:
             dp[e] = val * qk[e]
         row_sums(dp, crd_p, sDg)
         col_sums_sub_paired(dp, crd_p, sDg, t)
-        cute.arch.cp_async_wait_group(1)  # h
         async_visible()
         _wg_sync(0)  # sDp complete
-        cute.arch.barrier_arrive(barrier_id=_BAR_KH, number_of_threads=WG2_THREADS)
 
         # dq = scale exp(gamma) dO h + dP k; d gamma's terms dq_h * q
         dq, crd = zeroed_acc(mma_ck, t, C, K)
@@ -184,9 +184,14 @@ class ChunkGradWsKernels:
         mma_ck = wg_mma(io, K, False, True)  # x y
         mma_ck_t = wg_mma(io, K, True, True)  # x^T y
         mma_cv_t = wg_mma(io, V, True, True)
-        cute.arch.cp_async_wait_group(1)  # dv_new, T
+        cute.arch.cp_async_wait_group(1)  # k, h, dv_new, T
         async_visible()
         _wg_sync(1)
+        if const_expr(self.l2norm):
+            l2_normalize_rows(sK, t, K)
+            async_visible()
+            _wg_sync(1)
+        cute.arch.barrier_arrive(barrier_id=_BAR_KH, number_of_threads=WG2_THREADS)
 
         # u = T (beta v): dv = beta T^T dv_new and beta's term (T^T dv_new) . v; dT's second product
         dvw, crd_v = zeroed_acc(mma_cv_t, t, C, V)
@@ -197,11 +202,11 @@ class ChunkGradWsKernels:
         dt_v, crd_p = zeroed_acc(mma_cc, t, C, C)
         wg_gemm(mma_cc, t, dt_v, sDvn, sV)
         cute.nvgpu.warpgroup.wait_group(1)
+        cute.arch.barrier(barrier_id=_BAR_GATES, number_of_threads=WG2_THREADS)
         dv_rows(dvw, crd_v, mma_cv_t.get_slice(t).partition_C(sV), sWr, sDwrite)
         grad_rows_to_gmem(mma_cv_t, t, dvw, crd_v, self.direct_v, mDV, mDv, r0, h, V, rows_left, io)
 
-        # dw = -dv_new h (io, shared) and the gram k k^T, once warpgroup 0 has k and h
-        cute.arch.barrier(barrier_id=_BAR_KH, number_of_threads=WG2_THREADS)
+        # dw = -dv_new h (io, shared) and the gram k k^T
         dw, crd = zeroed_acc(mma_ck, t, C, K)
         wg_gemm(mma_ck, t, dw, sDvn, transposed(sH))
         gram, _ = zeroed_acc(mma_cc, t, C, C)
@@ -336,20 +341,25 @@ class ChunkGradWsKernels:
                 load_rows(g2s_v, t, chunk_rows(mDo, r0, h, V), sDo, rows_left)
                 load_rows(g2s_v, t, chunk_rows(mVnew, r0, h, V), sVn, rows_left)
                 load_rows(g2s_k, t, chunk_rows(mQ, r0, hk, K), sQ, rows_left)
-                load_rows(g2s_k, t, chunk_rows(mK, r0, hk, K), sK, rows_left)
-                cute.arch.cp_async_commit_group()
-                load_rows(g2s_k, t, mHs[slot, h, None, None], sH, V)
                 cute.arch.cp_async_commit_group()
                 load_rows(g2s_k, t, mDh[slot, h, None, None], sDh, V)
                 cute.arch.cp_async_commit_group()
-            else:
-                g2s_v, g2s_c = g2s_copy(io, V, THREADS), g2s_copy(io, C, THREADS)
+            else:  # k and h for both chains
+                g2s_k, g2s_v, g2s_c = (
+                    g2s_copy(io, K, THREADS),
+                    g2s_copy(io, V, THREADS),
+                    g2s_copy(io, C, THREADS),
+                )
+                load_rows(g2s_k, t, chunk_rows(mK, r0, hk, K), sK, rows_left)
+                load_rows(g2s_k, t, mHs[slot, h, None, None], sH, V)
                 load_rows(g2s_v, t, chunk_rows(mDvnew, r0, h, V), sDvn, rows_left)
                 load_rows(g2s_c, t, mT[slot, h, None, None], sT, C)
                 cute.arch.cp_async_commit_group()
                 load_rows(g2s_v, t, chunk_rows(mV, r0, hv, V), sV, rows_left)
                 cute.arch.cp_async_commit_group()
 
+            # the gates and the zeroed sums by threads 0-63 (warpgroup 0), warpgroup 1 meanwhile on its
+            # first products: it waits at GATES before its first read of them
             raw_b, gate, wr, biased, rate = self.fwd.chunk_gates(
                 mG, mBeta, mALog, mDtBias, groups, r0, rows_left, h, tidx, sGamma, sWr
             )
@@ -360,16 +370,15 @@ class ChunkGradWsKernels:
             zero_vector(sRow, tidx)
             if tidx == 0:
                 sPart[0] = Float32(0.0)
-            cute.arch.sync_threads()
-            if tidx >= 32 and tidx < C:
-                sGamma[tidx] = sGamma[tidx] + sGamma[31]
-            cute.arch.sync_threads()
-            last_row = cutlass.min(rows_left, C) - 1  # the chunk's last real row
-            last = sGamma[last_row]
             if tidx < THREADS:
+                _wg_sync(0)
+                if tidx >= 32 and tidx < C:
+                    sGamma[tidx] = sGamma[tidx] + sGamma[31]
+                _wg_sync(0)
+                cute.arch.barrier_arrive(barrier_id=_BAR_GATES, number_of_threads=WG2_THREADS)
                 self.output_chain(
                     t, (sQ, sK, sDo, sVn, sH, sDh, sDp), sX, sGamma, sDg, sKd, sPart, mDq, mDQ, r0, h,
-                    rows_left, last, scale,
+                    rows_left, scale,
                 )  # fmt: skip
             else:
                 self.wy_chain(
@@ -377,7 +386,8 @@ class ChunkGradWsKernels:
                     mDv, mDV, mDk, mDK, r0, h, rows_left,
                 )  # fmt: skip
             cute.arch.sync_threads()  # every row and column sum is in
+            last_row = cutlass.min(rows_left, C) - 1  # the chunk's last real row
             self.chunk_gate_grads(
-                tidx, rows_left, last_row, last, r0, h, (sDg, sKd, sDgam, sRow, sDwrite, sDgamma), sPart,
+                tidx, rows_left, last_row, sGamma[last_row], r0, h, (sDg, sKd, sDgam, sRow, sDwrite, sDgamma), sPart,
                 (raw_b, gate, wr, biased, rate), mDg, mDb, mDa,
             )  # fmt: skip
