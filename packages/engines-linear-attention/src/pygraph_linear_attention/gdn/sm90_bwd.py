@@ -16,8 +16,10 @@ Launches, in stream order:
 4. `GdnSm90Bwd.grad_wy` (same grid): the WY transform's terms from T, dw and dv_new: dv, the rest
    of dk and d beta, d gamma's reverse sum (the decay's gradient) and the gates' chain rules.
    With WGMMA 2 one kernel on two warpgroups takes 3 and 4 (`ChunkGradKernels.grad_chunk_wg`,
-   `gdn.sm90_bwd_chunk`): dk's first terms and dw stay on chip.
-With SEGMENT (WGMMA 1 or 2) the two scans of 1 and 2 run segmented, a long sequence over segments x heads
+   `gdn.sm90_bwd_chunk`): dk's first terms and dw stay on chip; with WGMMA 3 one kernel whose two
+   warpgroups each walk their own chain of products (`ChunkGradWsKernels.grad_chunk_ws`,
+   `gdn.sm90_bwd_chunk_ws`).
+With SEGMENT (WGMMA 1, 2 or 3) the two scans of 1 and 2 run segmented, a long sequence over segments x heads
 x blocks CTAs: `GdnSm90Fwd.scan_wg` phase 1 (each segment's transition: B and M rows, with the
 forward's warmup), `GdnSm90Fwd.segment_combine` (the state entering each segment), `scan_wg` phase
 2 (every segment from its entering state, storing as above); then `grad_scan_wg` phase 1 (each

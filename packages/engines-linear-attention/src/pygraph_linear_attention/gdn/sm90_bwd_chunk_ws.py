@@ -4,26 +4,29 @@ head a CTA, but each warpgroup walks its own chain of products over the whole ke
 instead of both taking half the columns of every product in step.
 
 In WGMMA 2 both warpgroups do the same elementwise work between products, so the tensor cores wait
-on it and every step ends at a barrier of the whole CTA; Nsight Compute on it (docs/
-linear-attention.md): issue slots 24% busy, the stalls shared-memory and SFU dependencies, barriers
-and fixed latencies. The chunk's products form two chains that meet only at dk:
+on it and every step ends at a barrier of the whole CTA (Nsight Compute: issue slots 24% busy, the
+stalls shared-memory and SFU dependencies, barriers and fixed latencies). The chunk's products form
+two chains that meet only at dk:
 
-- warpgroup 0 (the output's and the passed state's terms): ``dP = scale dO v_new^T`` (decayed,
-  causal) beside ``q k^T``, ``dq = scale exp(gamma) dO h + dP k``, then ``dk' = exp(last - gamma)
-  v_new dh + dP^T q`` and sum(dh * h); its loads are dO, v_new, q and k, then h, then dh.
-- warpgroup 1 (the WY transform's terms): ``dv = beta T^T dv_new`` first (it waits on nothing of
-  warpgroup 0), ``dv_new v^T``, then from h: ``dw = -dv_new h``, ``k k^T``, ``dT``, ``T^T dw``, ``dA =
-  -T^T dT T^T`` and dk's WY terms; its loads are dv_new and T, then v.
+- warpgroup 0 (the output's and the passed state's terms): the gates, ``dP = scale dO v_new^T``
+  (decayed, causal) beside ``q k^T``, ``dq = scale exp(gamma) dO h + dP k``, then ``dk' = exp(last -
+  gamma) v_new dh + dP^T q`` and sum(dh * h); its loads are dO, v_new and q, then dh.
+- warpgroup 1 (the WY transform's terms): ``dv = beta T^T dv_new`` and ``dv_new v^T`` first, then
+  ``dw = -dv_new h``, ``k k^T``, ``dT``, ``T^T dw``, ``dA = -T^T dT T^T`` and dk's WY terms; its
+  loads are k, h, dv_new and T (k normalized here), then v.
 
 So one warpgroup's products run while the other does its elementwise steps, and each orders its own
-tiles with a barrier of its 128 threads. Named barriers carry what crosses: ``KH`` (warpgroup 0 has
-normalized k and loaded h: warpgroup 1's dw and k products read them) and ``DK`` (warpgroup 0's dk'
-is in the exchange: warpgroup 1 adds it to its terms and stores dk). The exchange is dh's shared
-memory, dead once dk' is computed, holding each thread's fp32 fragment at the index of the thread
-of warpgroup 1 with the same coordinates (both accumulators come from one MMA shape), laid out
-fragment-major so a warp's accesses are consecutive words. dT, its product ``T^T dT^T`` and dA's
-io copy share one tile, one after the other. The d gamma sums and the gates' chain rules follow a
-barrier of the CTA, as in WGMMA 2.
+tiles with a barrier of its 128 threads. Named barriers carry what crosses, each waited on just
+before the first read: ``GATES`` (warpgroup 0 has the gates in shared memory and the sums' vectors
+zeroed), ``KH`` (warpgroup 1 has k, normalized, and h) and ``DK`` (warpgroup 0's dk' is in the
+exchange: warpgroup 1 adds it to its terms and stores dk). The exchange is dh's shared memory, dead
+once dk' is computed, holding each thread's fp32 fragment at the index of the thread of warpgroup 1
+with the same coordinates (both accumulators come from one MMA shape), fragment-major so a warp's
+accesses are consecutive words. dT, its product ``T^T dT^T`` and dA's io copy share one tile, one
+after the other. The d gamma sums and the gates' chain rules follow a barrier of the CTA
+(`ChunkGradKernels.chunk_gate_grads`, WGMMA 2's). Measured (docs/linear-attention.md, WGMMA 3): 18%
+off WGMMA 2's kernel on an H100; a form with warpgroup 0 loading k and h and every warp waiting for
+the gates at a barrier of the CTA bought 2.5%.
 
 A mixin of `gdn.sm90_bwd.GdnSm90Bwd` (its fields: dims, dtypes, options); the elementwise steps are
 `gdn.sm90_bwd_chunk`'s.
