@@ -205,9 +205,9 @@ def sm90_cases() -> tuple[GdnCase, ...]:
 def sm90_bwd_cases() -> tuple[GdnCase, ...]:
     """The backward cases on the gdn_sm90_bwd engine: those its build serves (K and V of 64 or 128),
     BLOCK_V 128 as 64, on mma.sync, and each again with WGMMA 1 (the scans on warpgroup MMAs) at
-    STAGES 1 and 2, with WGMMA 2 (the chunk gradients fused on two warpgroups too) and WGMMA 3 (the
-    warpgroups split by dependency); the SEGMENT cases (and long-1100: two segments, the second of 76
-    tokens) with both scans segmented (WGMMA 1) at STAGES 1 and 2, at BLOCK_V 64, and with WGMMA 2 and 3."""
+    STAGES 1 and 2, and with WGMMA 2 (the chunk gradients fused on two warpgroups too); the SEGMENT
+    cases (and long-1100: two segments, the second of 76 tokens) with both scans segmented (WGMMA 1)
+    at STAGES 1 and 2, at BLOCK_V 64, and with WGMMA 2."""
     out = []
     for c in BWD_CASES:
         if c.key_dim not in (64, 128) or c.value_dim not in (64, 128):
@@ -223,7 +223,6 @@ def sm90_bwd_cases() -> tuple[GdnCase, ...]:
                 dataclasses.replace(seg, name=f"{c.name}-wgmma-seg16-s2", stages=2),
                 dataclasses.replace(seg, name=f"{c.name}-wgmma-seg16-bv64", block_v=64),  # the hook's BLOCK_V
                 dataclasses.replace(seg, name=f"{c.name}-wgmma2-seg16", wgmma=2),
-                dataclasses.replace(seg, name=f"{c.name}-wgmma3-seg16", wgmma=3),
             ]
             if c.segment:
                 continue
@@ -232,7 +231,6 @@ def sm90_bwd_cases() -> tuple[GdnCase, ...]:
             dataclasses.replace(case, name=f"{c.name}-wgmma", wgmma=1),
             dataclasses.replace(case, name=f"{c.name}-wgmma-s2", wgmma=1, stages=2),  # the scans' prefetch
             dataclasses.replace(case, name=f"{c.name}-wgmma2", wgmma=2),  # the fused chunk gradients
-            dataclasses.replace(case, name=f"{c.name}-wgmma3", wgmma=3),  # split by dependency
         ]
     return tuple(out)
 

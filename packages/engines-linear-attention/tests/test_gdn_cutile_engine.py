@@ -252,7 +252,7 @@ def stand_in(monkeypatch):
 
 def test_gdn_sm90_leads_the_forward_and_the_backward_where_its_scans_measured_faster(stand_in):
     # timings in heuristics.py: gdn_sm90 (its fused warpgroup scan) first on every forward; gdn_sm90_bwd
-    # first on every backward, its chunk gradients fused and split by dependency (WGMMA 3): segmented where the forward segments,
+    # first on every backward, its chunk gradients fused (WGMMA 2): segmented where the forward segments,
     # else STAGES 2 where its scans' grid is under the SMs, STAGES 1 elsewhere
     def first(t, n, backward=False):
         g = _bwd_graph(t=t, n=n, h=16, hv=16) if backward else _graph(t=t, n=n, h=16, hv=16)
@@ -265,12 +265,12 @@ def test_gdn_sm90_leads_the_forward_and_the_backward_where_its_scans_measured_fa
         first(16384, 4) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"
     )  # 128 CTAs at BLOCK_V 64
     assert first(32768, 8) == "gdn_sm90[BLOCK_V=64,SEGMENT=0,SPLIT=0,STAGES=2,WGMMA=4]"  # 256
-    assert first(32768, 8, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=1,WGMMA=3]"
-    assert first(16384, 4, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=1,WGMMA=3]"
-    assert first(32768, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=64,SEGMENT=64,STAGES=1,WGMMA=3]"
-    assert first(8192, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=64,SEGMENT=64,STAGES=1,WGMMA=3]"
+    assert first(32768, 8, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=1,WGMMA=2]"
+    assert first(16384, 4, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=1,WGMMA=2]"
+    assert first(32768, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=64,SEGMENT=64,STAGES=1,WGMMA=2]"
+    assert first(8192, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=64,SEGMENT=64,STAGES=1,WGMMA=2]"
     assert (
-        first(4096, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=2,WGMMA=3]"
+        first(4096, 1, backward=True) == "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=2,WGMMA=2]"
     )  # one segment
 
 
@@ -283,8 +283,8 @@ def test_max_seqlen_segments_the_backward_of_a_batch_whose_longest_sequence_outl
         g.create_execution_plans()
         return g.get_plan_name_at_index(0)
 
-    segmented = "gdn_sm90_bwd[BLOCK_V=64,SEGMENT=64,STAGES=1,WGMMA=3]"
-    unsegmented = "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=1,WGMMA=3]"
+    segmented = "gdn_sm90_bwd[BLOCK_V=64,SEGMENT=64,STAGES=1,WGMMA=2]"
+    unsegmented = "gdn_sm90_bwd[BLOCK_V=32,SEGMENT=0,STAGES=1,WGMMA=2]"
     assert first(32768, 8, None) == unsegmented  # no hint: the mean length alone
     assert first(32768, 8, 8192) == segmented
     assert first(32768, 8, 10**6) == segmented  # taken as T
@@ -484,11 +484,11 @@ def test_planning_a_gdn_bwd_graph_launches_the_backward_in_order(stand_in):
 
     # gdn_sm90_bwd first (24 scan CTAs, under the SMs): warpgroup MMAs at STAGES 2, then 1, then
     # mma.sync, then segmented (each SEGMENT at STAGES 1 and 2, BLOCK_V 32 and 64; these sequences
-    # are short), each warpgroup set first with its chunk gradients fused (WGMMA 3, split by
-    # dependency, then WGMMA 2); then gdn_cutile_bwd's: 24 programs at 64: BLOCK_V 32, first with the
-    # per-chunk kernels' occupancy hint 2; the split scans last
+    # are short), each warpgroup set first with its chunk gradients fused (WGMMA 2); then
+    # gdn_cutile_bwd's: 24 programs at 64: BLOCK_V 32, first with the per-chunk kernels' occupancy
+    # hint 2; the split scans last
     def fused_first(knobs):
-        return [f"gdn_sm90_bwd[{knobs},WGMMA={w}]" for w in (3, 2, 1)]
+        return [f"gdn_sm90_bwd[{knobs},WGMMA={w}]" for w in (2, 1)]
 
     segmented = [
         name

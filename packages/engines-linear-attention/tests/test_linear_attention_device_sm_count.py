@@ -63,11 +63,11 @@ def test_the_backward_scans_prefetch_under_the_devices_sms():
     assert split_first(facts, sms=H200) and not split_first(facts, sms=H100_PCIE)
     offered = {"gdn_sm90_bwd": 20103, "gdn_cutile_bwd": 20102}
     on_h200, on_pcie = _ranked(facts, offered, H200), _ranked(facts, offered, H100_PCIE)
-    # gdn_sm90_bwd leads on both, its chunk gradients fused and split by dependency (WGMMA 3); under the SMs its prefetching
+    # gdn_sm90_bwd leads on both, its chunk gradients fused (WGMMA 2); under the SMs its prefetching
     # scans (STAGES 2) first, past them STAGES 1
     assert on_h200[0].engine_id == on_pcie[0].engine_id == 20103
-    assert dict(on_h200[0].knobs) == {"BLOCK_V": 32, "STAGES": 2, "WGMMA": 3, "SEGMENT": 0}
-    assert dict(on_pcie[0].knobs) == {"BLOCK_V": 32, "STAGES": 1, "WGMMA": 3, "SEGMENT": 0}
+    assert dict(on_h200[0].knobs) == {"BLOCK_V": 32, "STAGES": 2, "WGMMA": 2, "SEGMENT": 0}
+    assert dict(on_pcie[0].knobs) == {"BLOCK_V": 32, "STAGES": 1, "WGMMA": 2, "SEGMENT": 0}
 
 
 def test_the_backward_leads_between_one_and_two_ctas_per_sm_too():
@@ -78,7 +78,7 @@ def test_the_backward_leads_between_one_and_two_ctas_per_sm_too():
     for sms in (H200, H100_PCIE):
         first = _ranked(facts, offered, sms)[0]
         assert first.engine_id == 20103
-        assert dict(first.knobs) == {"BLOCK_V": 32, "STAGES": 1, "WGMMA": 3, "SEGMENT": 0}
+        assert dict(first.knobs) == {"BLOCK_V": 32, "STAGES": 1, "WGMMA": 2, "SEGMENT": 0}
 
 
 def test_the_kda_scans_prefetch_up_to_two_ctas_per_sm_of_the_device():

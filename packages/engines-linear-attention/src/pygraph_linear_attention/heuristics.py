@@ -161,18 +161,14 @@ def recommend(
             knob_sets = [first_seg, *knob_sets, *(k for k in segmented if k != first_seg)]
         else:
             knob_sets += segmented
-        # Each WGMMA 1 set after its chunk gradients fused: WGMMA 3 (`gdn.sm90_bwd_chunk_ws`, the two
-        # warpgroups split by dependency), then WGMMA 2 (`gdn.sm90_bwd_chunk`, both on every product).
-        # WGMMA 2 against 1, faster in every cell timed (H100, one run, the first forward then the
-        # backward, ms): B4 T4096 1.570 / 1.744, B1 T32768 (SEGMENT 64, BLOCK_V 64) 3.263 / 3.578,
-        # varlen8 3.765 / 4.106. WGMMA 3 against 2 (H100, one run, benchmarks/RESULTS.md "gdn, the chunk
-        # gradients split by dependency"; the kernel 18-19% faster in each): B4 1.457 / 1.580, B1 2.760
-        # / 3.009, varlen8 3.131 / 3.384
-        knob_sets = [
-            w
-            for k in knob_sets
-            for w in ([{**k, "WGMMA": 3}, {**k, "WGMMA": 2}, k] if k["WGMMA"] == 1 else [k])
-        ]
+        # WGMMA 2 (the chunk gradients fused on two warpgroups, `gdn.sm90_bwd_chunk_ws`) before each WGMMA 1
+        # set: faster in every cell timed (H100, one run, the first forward then the backward, ms, WGMMA
+        # 2 / 1, its first form, both warpgroups on every product): B4 T4096 1.570 / 1.744, B1 T32768
+        # (SEGMENT 64, BLOCK_V 64) 3.263 / 3.578, varlen8 3.765 / 4.106; the warpgroups split by
+        # dependency took 18-19% more off the kernel (B4 1.457 against that form's 1.580, B1 2.760 /
+        # 3.009, varlen8 3.131 / 3.384: benchmarks/RESULTS.md, "gdn, the chunk gradients split by
+        # dependency")
+        knob_sets = [w for k in knob_sets for w in ([{**k, "WGMMA": 2}, k] if k["WGMMA"] == 1 else [k])]
         sm90 = [PlanConfig(offered["gdn_sm90_bwd"], knobs) for knobs in knob_sets]
         ours = [*sm90, *ours]
     return assemble(modes, lambda kind: [*ours, PLACE_BACKEND], backend_entries)

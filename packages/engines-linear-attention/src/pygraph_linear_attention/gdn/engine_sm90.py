@@ -246,7 +246,7 @@ class GdnSm90BwdEngine(GdnSm90Engine):
         for knob, value in (("STAGES", stages != 1), ("SEGMENT", segment)):
             if value and not wgmma:
                 raise GraphNotSupportedError(
-                    f"{self.name}: knob {knob}={knobs[knob]!r} needs WGMMA=1, 2 or 3 (the prefetching and the "
+                    f"{self.name}: knob {knob}={knobs[knob]!r} needs WGMMA=1 or 2 (the prefetching and the "
                     f"segmented scans are the warpgroup ones), got WGMMA={wgmma!r}"
                 )
         _check_segment_elements(self.name, facts, segment)

@@ -15,11 +15,10 @@ Launches, in stream order:
    terms: dq (whole), dk's first terms, dw and those terms of d gamma.
 4. `GdnSm90Bwd.grad_wy` (same grid): the WY transform's terms from T, dw and dv_new: dv, the rest
    of dk and d beta, d gamma's reverse sum (the decay's gradient) and the gates' chain rules.
-   With WGMMA 2 one kernel on two warpgroups takes 3 and 4 (`ChunkGradKernels.grad_chunk_wg`,
-   `gdn.sm90_bwd_chunk`): dk's first terms and dw stay on chip; with WGMMA 3 one kernel whose two
-   warpgroups each walk their own chain of products (`ChunkGradWsKernels.grad_chunk_ws`,
-   `gdn.sm90_bwd_chunk_ws`).
-With SEGMENT (WGMMA 1, 2 or 3) the two scans of 1 and 2 run segmented, a long sequence over segments x heads
+   With WGMMA 2 one kernel takes 3 and 4 (`ChunkGradWsKernels.grad_chunk_ws`,
+   `gdn.sm90_bwd_chunk_ws`): two warpgroups, each on its own chain of products; dk's first terms and
+   dw stay on chip.
+With SEGMENT (WGMMA 1 or 2) the two scans of 1 and 2 run segmented, a long sequence over segments x heads
 x blocks CTAs: `GdnSm90Fwd.scan_wg` phase 1 (each segment's transition: B and M rows, with the
 forward's warmup), `GdnSm90Fwd.segment_combine` (the state entering each segment), `scan_wg` phase
 2 (every segment from its entering state, storing as above); then `grad_scan_wg` phase 1 (each
@@ -134,10 +133,9 @@ class GdnSm90Bwd(GradScanKernels, ChunkGradKernels, ChunkGradWsKernels):
         # sum would only cast); one output head per v head: dV likewise
         self.direct_qk, self.direct_v = direct_qk, direct_v
         self.wgmma = wgmma >= 1  # the scans on warpgroup MMAs (`GdnSm90Fwd.scan_wg`, `grad_scan_wg`)
-        # WGMMA 2: the chunk gradients as one kernel on two warpgroups (`grad_chunk_wg`), not grad_output
-        # then grad_wy; WGMMA 3: the same gradients, the warpgroups split by dependency (`grad_chunk_ws`)
-        self.fused_grad = wgmma in (2, 3)
-        self.split_grad = wgmma == 3
+        # WGMMA 2: the chunk gradients as one kernel on two warpgroups split by dependency
+        # (`grad_chunk_ws`), not grad_output then grad_wy
+        self.fused_grad = wgmma == 2
         # STAGES of both scans (with wgmma): 2 prefetches the next chunk's tiles
         self.stages = stages
         # SEGMENT (with wgmma): chunks a segment of both scans, each run as its segments' transitions,
@@ -319,8 +317,7 @@ class GdnSm90Bwd(GradScanKernels, ChunkGradKernels, ChunkGradWsKernels):
                 grid=[sequences, heads_out, blocks], block=[THREADS, 1, 1], stream=stream
             )
         if const_expr(self.fused_grad):
-            chunk_grad = self.grad_chunk_ws if const_expr(self.split_grad) else self.grad_chunk_wg
-            chunk_grad(
+            self.grad_chunk_ws(
                 mQ, mK, mV, mG, mBeta, mALog, mDtBias, mCu, mDo, mT, mHs, mDh, mVnew, mDvnew, mDq, mDQ, mDk, mDK,
                 mDv, mDV, mDg, mDb, mDa, sequences, search_steps, groups, scale,
             ).launch(grid=[slots, heads_out, 1], block=[WG2_THREADS, 1, 1], stream=stream)  # fmt: skip

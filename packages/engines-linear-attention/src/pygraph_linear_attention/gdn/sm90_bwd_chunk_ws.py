@@ -1,12 +1,11 @@
-"""The gdn_sm90 backward's chunk gradients on two warpgroups split by dependency (`ChunkGradWsKernels.
-grad_chunk_ws`, WGMMA 3): the gradients of `ChunkGradKernels.grad_chunk_wg` (WGMMA 2), one chunk and
-head a CTA, but each warpgroup walks its own chain of products over the whole key and value dims
-instead of both taking half the columns of every product in step.
-
-In WGMMA 2 both warpgroups do the same elementwise work between products, so the tensor cores wait
-on it and every step ends at a barrier of the whole CTA (Nsight Compute: issue slots 24% busy, the
-stalls shared-memory and SFU dependencies, barriers and fixed latencies). The chunk's products form
-two chains that meet only at dk:
+"""The gdn_sm90 backward's chunk gradients fused (`ChunkGradWsKernels.grad_chunk_ws`, WGMMA 2): the
+output's and passed state's terms (`GdnSm90Bwd.grad_output`) and the WY transform's
+(`GdnSm90Bwd.grad_wy`) of one chunk and head in one CTA of two warpgroups, so dk's first terms and
+dw stay on chip instead of a round trip through HBM each (fp32 dk, io dw, d gamma's output terms),
+and the chunk's rows are read once, not twice. Each warpgroup walks its own chain of products over
+the whole key and value dims (``wgmma.m64nNk16``; operands from shared memory in the major mode each
+product reads them, the transposes by MN-major reads rather than copies). The chains meet only at
+dk:
 
 - warpgroup 0 (the output's and the passed state's terms): the gates, ``dP = scale dO v_new^T``
   (decayed, causal) beside ``q k^T``, ``dq = scale exp(gamma) dO h + dP k``, then ``dk' = exp(last -
@@ -24,9 +23,14 @@ once dk' is computed, holding each thread's fp32 fragment at the index of the th
 with the same coordinates (both accumulators come from one MMA shape), fragment-major so a warp's
 accesses are consecutive words. dT, its product ``T^T dT^T`` and dA's io copy share one tile, one
 after the other. The d gamma sums and the gates' chain rules follow a barrier of the CTA
-(`ChunkGradKernels.chunk_gate_grads`, WGMMA 2's). Measured (docs/linear-attention.md, WGMMA 3): 18%
-off WGMMA 2's kernel on an H100; a form with warpgroup 0 loading k and h and every warp waiting for
-the gates at a barrier of the CTA bought 2.5%.
+(`ChunkGradKernels.chunk_gate_grads`). Every tile of the chunk is resident (203 KB at K = V = 128,
+one CTA an SM; 227 registers a thread).
+
+Why split (docs/linear-attention.md, The CuTe DSL backward): the first fused form had both
+warpgroups side by side on every product, half the columns each, and the same elementwise step
+between products, so the tensor cores waited on it and every step ended at a barrier of the CTA
+(Nsight Compute: issue slots 24% busy; shared-memory and SFU dependencies, barriers and fixed
+latencies). The split takes 18% off the kernel on an H100 (B4 T4096 0.667 -> 0.547 ms).
 
 A mixin of `gdn.sm90_bwd.GdnSm90Bwd` (its fields: dims, dtypes, options); the elementwise steps are
 `gdn.sm90_bwd_chunk`'s.
@@ -306,8 +310,16 @@ class ChunkGradWsKernels:
         groups: Any,
         scale: Float32,
     ):
-        """`grad_chunk_wg`'s gradients (its arguments, grid and 256 threads), each warpgroup on its
-        own chain (`output_chain`, `wy_chain`)."""
+        """One chunk's gradients but the scans' (grid: chunk slots x output heads, 256 threads): with
+        P the decayed causal scores and o = scale (exp(gamma) q h^T + P v_new), S' = exp(last) h +
+        (v_new exp(last - gamma))^T k, w = T (beta exp(gamma) k), u = T (beta v), T = (I + A)^-1:
+
+        dP = scale dO v_new^T (causal, decayed); dq = scale exp(gamma) dO h + dP k; dk = exp(last -
+        gamma) v_new dh + dP^T q + beta exp(gamma) T^T dw + (dA' + dA'^T) k; dw = -dv_new h; dT =
+        (dw k^T exp(gamma_j) + dv_new v^T) beta_j; dv = beta T^T dv_new; dA = -T^T dT T^T; then d
+        gamma (the output's, the passed state's and the WY terms') and the gates' chain rules, as
+        `grad_output` and `grad_wy` take them. Each warpgroup on its own chain (`output_chain`,
+        `wy_chain`)."""
         K, V, C, io = self.K, self.V, CHUNK, self.io
         k_group, v_group = groups[0], groups[1]
         tidx, _, _ = cute.arch.thread_idx()

@@ -81,14 +81,13 @@ WGMMA_SM90 = (0, 1, 2, 3, 4)
 # sequence's chunks split into segments run as the segments' transitions (phase 1, from zero rows and
 # from the identity), their combine (a step a segment) and the fused scan over every segment from the
 # state entering it (`gdn.sm90_fused`): segments x heads x blocks CTAs for a long sequence instead of
-# heads x blocks, for about twice the state arithmetic. The backward's SEGMENT (with WGMMA 1, 2 or 3) segments
+# heads x blocks, for about twice the state arithmetic. The backward's SEGMENT (with WGMMA 1 or 2) segments
 # both of its serial scans, the state recompute and the gradient scan, the same way (`gdn.sm90_bwd`).
 SEGMENT_SM90 = (0, 16, 32, 64)
-# The backward's WGMMA 2 also fuses its chunk gradients into one kernel on two warpgroups
-# (`gdn.sm90_bwd_chunk`): grad_output's and grad_wy's products on warpgroup MMAs over the whole key
-# and value dims, dk's first terms in registers and dw in shared memory rather than through HBM;
-# WGMMA 3 the same gradients with the warpgroups split by dependency (`gdn.sm90_bwd_chunk_ws`).
-WGMMA_BWD_SM90 = (0, 1, 2, 3)
+# The backward's WGMMA 2 also fuses its chunk gradients into one kernel on two warpgroups split by
+# dependency (`gdn.sm90_bwd_chunk_ws`): grad_output's and grad_wy's products on warpgroup MMAs over
+# the whole key and value dims, dk's first terms and dw on chip rather than through HBM.
+WGMMA_BWD_SM90 = (0, 1, 2)
 
 FN_NAME = "pygraph_gdn_sm90_fwd"
 BWD_FN_NAME = "pygraph_gdn_sm90_bwd"
@@ -167,9 +166,7 @@ class Sm90BwdKey:
     has_dht: bool
     direct_qk: bool
     direct_v: bool
-    wgmma: int = (
-        0  # WGMMA (`WGMMA_BWD_SM90`): 1 the scans on warpgroup MMAs, 2 the chunk gradients fused too, 3 split
-    )
+    wgmma: int = 0  # WGMMA (`WGMMA_BWD_SM90`): 1 the scans on warpgroup MMAs, 2 the chunk gradients fused too
     stages: int = 1  # both scans' shared buffers (with wgmma): 2 prefetches the next chunk
     segment: int = 0  # SEGMENT (with wgmma): chunks a segment of both scans (0: unsegmented)
 
