@@ -87,6 +87,7 @@ from pygraph_linear_attention.gdn.sm90_bwd_chunk import (
     beta_cols,
     da_terms,
     decayed_cols,
+    dp_terms,
     dv_rows,
 )
 from pygraph_linear_attention.gdn.sm90_bwd_chunk_ws import ChunkGradWsKernels
@@ -439,14 +440,7 @@ class GdnSm90Bwd(GradScanKernels, ChunkGradKernels, ChunkGradWsKernels):
             matmul(mma_cc, tidx, dp, sDo, trans(sVn), io)
             qk, _ = zeroed_acc(mma_cc, tidx, C, C)
             matmul(mma_cc, tidx, qk, sQrows, trans(sKrows), io)
-            dp_part = mma_cc.get_slice(tidx).partition_C(sDp)
-            for e in cutlass.range_constexpr(cute.size(dp)):
-                row, col = crd_p[e][0], crd_p[e][1]
-                val = Float32(0.0)
-                if row >= col and row < rows_left:
-                    val = dp[e] * scale * fast_exp(sGamma[row] - sGamma[col])
-                dp_part[e] = val.to(io)
-                dp[e] = val * qk[e]
+            dp_terms(dp, qk, crd_p, mma_cc.get_slice(tidx).partition_C(sDp), sGamma, rows_left, scale, io)
             row_sums(dp, crd_p, sDg)
             col_sums_sub(dp, crd_p, sDg, tidx)
 

@@ -59,6 +59,19 @@ def tile_dot(sA, sB, tidx, rows: cutlass.Constexpr, cols: cutlass.Constexpr, thr
 
 
 @cute.jit
+def dp_terms(dp, qk, crd, dp_part, sGamma, rows_left, scale, io: cutlass.Constexpr):
+    """dP = scale dO v_new^T on the causal, real part with the decay, in place on ``dp`` (its io copy
+    into ``dp_part``, the tile dq's and dk's products read), then d gamma's terms dP * (q k^T)."""
+    for e in cutlass.range_constexpr(cute.size(dp)):
+        row, col = crd[e][0], crd[e][1]
+        val = Float32(0.0)
+        if row >= col and row < rows_left:
+            val = dp[e] * scale * fast_exp(sGamma[row] - sGamma[col])
+        dp_part[e] = val.to(io)
+        dp[e] = val * qk[e]
+
+
+@cute.jit
 def decayed_cols(acc, crd, sGamma):
     """dT's first product's column scales, in place: acc[i, j] exp(gamma_j) (dw k^T to dw (exp(gamma)
     k)^T)."""

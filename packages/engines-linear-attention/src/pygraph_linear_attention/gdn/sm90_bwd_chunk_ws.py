@@ -75,6 +75,7 @@ from pygraph_linear_attention.gdn.sm90_bwd_chunk import (
     col_sums_sub_paired,
     da_terms,
     decayed_cols,
+    dp_terms,
     dv_rows,
     tile_dot,
 )
@@ -120,14 +121,7 @@ class ChunkGradWsKernels:
         qk, _ = zeroed_acc(mma_cc, t, C, C)
         wg_gemm(mma_cc, t, qk, sQ, sK)
         cute.nvgpu.warpgroup.wait_group(0)
-        dp_part = mma_cc.get_slice(t).partition_C(sDp)
-        for e in cutlass.range_constexpr(cute.size(dp)):
-            row, col = crd_p[e][0], crd_p[e][1]
-            val = Float32(0.0)
-            if row >= col and row < rows_left:
-                val = dp[e] * scale * fast_exp(sGamma[row] - sGamma[col])
-            dp_part[e] = val.to(io)
-            dp[e] = val * qk[e]
+        dp_terms(dp, qk, crd_p, mma_cc.get_slice(t).partition_C(sDp), sGamma, rows_left, scale, io)
         row_sums(dp, crd_p, sDg)
         col_sums_sub_paired(dp, crd_p, sDg, t)
         async_visible()
