@@ -80,7 +80,7 @@ from pygraph_linear_attention.gdn.sm90_bwd_chunk import (
     tile_dot,
 )
 
-# named barrier ids (0 is the CTA's): each warpgroup's own, then the two that cross
+# named barrier ids (0 is the CTA's): each warpgroup's own, then the three that cross
 _BAR_WG = (1, 2)
 _BAR_GATES = 3  # the chunk's gates in shared memory, the sums' vectors zeroed (warpgroup 0)
 _BAR_KH = 4  # k loaded and normalized, h loaded (warpgroup 1)
