@@ -82,7 +82,6 @@ from pygraph_linear_attention.common.sm90_tiles import (
     zeroed_acc,
 )
 from pygraph_linear_attention.gdn.sm90_bwd_chunk import (
-    WG2_THREADS,
     ChunkGradKernels,
     beta_cols,
     da_terms,
@@ -90,7 +89,7 @@ from pygraph_linear_attention.gdn.sm90_bwd_chunk import (
     dp_terms,
     dv_rows,
 )
-from pygraph_linear_attention.gdn.sm90_bwd_chunk_ws import ChunkGradWsKernels
+from pygraph_linear_attention.gdn.sm90_bwd_chunk_ws import WG2_THREADS, ChunkGradWsKernels
 from pygraph_linear_attention.gdn.sm90_bwd_scans import GradScanKernels
 from pygraph_linear_attention.gdn.sm90_fwd import GdnSm90Fwd
 

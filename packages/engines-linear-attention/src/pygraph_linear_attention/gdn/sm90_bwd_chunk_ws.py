@@ -23,7 +23,7 @@ once dk' is computed, holding each thread's fp32 fragment at the index of the th
 with the same coordinates (both accumulators come from one MMA shape), fragment-major so a warp's
 accesses are consecutive words. dT, its product ``T^T dT^T`` and dA's io copy share one tile, one
 after the other. The d gamma sums and the gates' chain rules follow a barrier of the CTA
-(`ChunkGradKernels.chunk_gate_grads`). Every tile of the chunk is resident (203 KB at K = V = 128,
+(`ChunkGradWsKernels.chunk_gate_grads`). Every tile of the chunk is resident (203 KB at K = V = 128,
 one CTA an SM; 227 registers a thread).
 
 Why split (docs/linear-attention.md, The CuTe DSL backward): the first fused form had both
@@ -49,6 +49,7 @@ from pygraph.engines.cute_tiles import g2s_copy, row_major
 from pygraph_linear_attention.common.sm90_tiles import (
     CHUNK,
     THREADS,
+    VEC,
     acc_to_smem,
     aliased_smem_tiles,
     async_visible,
@@ -63,6 +64,7 @@ from pygraph_linear_attention.common.sm90_tiles import (
     slot_chunk,
     smem_tile,
     smem_vector,
+    tail_decay,
     transposed,
     wg_gemm,
     wg_mma,
@@ -70,15 +72,48 @@ from pygraph_linear_attention.common.sm90_tiles import (
     zeroed_acc,
 )
 from pygraph_linear_attention.gdn.sm90_bwd_chunk import (
-    WG2_THREADS,
     beta_cols,
-    col_sums_sub_paired,
     da_terms,
     decayed_cols,
     dp_terms,
     dv_rows,
-    tile_dot,
 )
+
+WG2_THREADS = 2 * THREADS  # two warpgroups
+
+
+@cute.jit
+def col_sums_sub_paired(vals, crd, dst, tidx):
+    """`sm90_tiles.col_sums_sub` for a wgmma (or mma.sync) accumulator, its two rows of each column
+    added in the thread first: a fragment's values go (2 columns, 2 rows 8 apart, the column
+    blocks), so values i and i + 2 share a column; half the shuffles."""
+    lane = tidx % 32
+    for i in cutlass.range_constexpr(cute.size(vals)):
+        if const_expr(i % 4 < 2):
+            s = vals[i] + vals[i + 2]
+            for off in cutlass.range_constexpr(2, 5):
+                s = s + cute.arch.shuffle_sync_bfly(s, 1 << off)
+            if lane < 4:
+                cute.arch.atomic_add(dst.iterator + crd[i][1], -s)
+
+
+@cute.jit
+def tile_dot(sA, sB, tidx, rows: cutlass.Constexpr, cols: cutlass.Constexpr, threads: cutlass.Constexpr):
+    """This thread's part of sum(sA * sB) over two shared tiles of one swizzled layout, 16 bytes of
+    each per load (the sum's order is free, so any common order of the elements serves)."""
+    per_row = cols // VEC
+    part = Float32(0.0)
+    for e in cutlass.range_constexpr(rows * per_row // threads):
+        flat = tidx + e * threads
+        r, c8 = flat // per_row, flat % per_row
+        a = cute.make_rmem_tensor((VEC,), sA.element_type)
+        b = cute.make_rmem_tensor((VEC,), sB.element_type)
+        cute.autovec_copy(cute.local_tile(sA[r, None], (VEC,), (c8,)), a)
+        cute.autovec_copy(cute.local_tile(sB[r, None], (VEC,), (c8,)), b)
+        for j in cutlass.range_constexpr(VEC):
+            part = part + a[j].to(Float32) * b[j].to(Float32)
+    return part
+
 
 # named barrier ids (0 is the CTA's): each warpgroup's own, then the three that cross
 _BAR_WG = (1, 2)
@@ -95,6 +130,35 @@ def _wg_sync(wg: int):
 class ChunkGradWsKernels:
     """The chunk gradients of `GdnSm90Bwd` on dependency-split warpgroups (a mixin: they read its
     configuration)."""
+
+    @cute.jit
+    def chunk_gate_grads(self, tidx, rows_left, last_row, last, r0, h, sums, sPart, gates, mDg, mDb, mDa):
+        """The kernel's last steps, after a barrier of the CTA once every row and column sum
+        is in: d gamma from the output's and passed state's terms (the last row's take the sum of
+        sKd, by warps 0 and 1, and sum(dh * h) exp(last) from ``sPart[0]``) and the WY terms, then
+        the gates' chain rules (`gate_chain_rules`). ``sums``: the shared vectors (sDg, sKd, sDgam,
+        sRow, sDwrite, sDgamma); ``gates``: this thread's values from `GdnSm90Fwd.chunk_gates`."""
+        C = CHUNK
+        sDg, sKd, sDgam, sRow, sDwrite, sDgamma = sums
+        raw_b, gate, wr, biased, rate = gates
+        if tidx < C:
+            kd = sKd[tidx]
+            for off in cutlass.range_constexpr(5):
+                kd = kd + cute.arch.shuffle_sync_bfly(kd, 1 << off)
+            if tidx % 32 == 0:
+                sPart[1 + tidx // 32] = kd
+        cute.arch.sync_threads()
+        if tidx < C:
+            dgamma = sDgam[tidx] + sRow[tidx] * wr
+            if tidx < rows_left:
+                dgamma = dgamma + sDg[tidx] - sKd[tidx]
+                if tidx == last_row:
+                    dgamma = dgamma + sPart[0] * fast_exp(last) + sPart[1] + sPart[2]
+            sDgamma[tidx] = dgamma
+        cute.arch.sync_threads()
+        self.gate_chain_rules(
+            tidx, rows_left, r0, h, sDgamma, sDwrite, sRow, raw_b, gate, biased, rate, mDg, mDb, mDa
+        )
 
     @cute.jit
     def output_chain(self, t, tiles, sX, sGamma, sDg, sKd, sPart, mDq, mDQ, r0, h, rows_left, scale):
@@ -149,13 +213,8 @@ class ChunkGradWsKernels:
         dk, _ = zeroed_acc(mma_ck, t, C, K)
         wg_gemm(mma_ck, t, dk, sVn, transposed(sDh))
         cute.nvgpu.warpgroup.wait_group(0)
-        tail_a = Float32(0.0)
-        tail_b = Float32(0.0)
-        if row_a < rows_left:
-            tail_a = fast_exp(last - sGamma[row_a])
-        if row_b < rows_left:
-            tail_b = fast_exp(last - sGamma[row_b])
-        scale_row_pair(dk, crd, row_a, tail_a, tail_b)
+        tails = tail_decay(row_a, rows_left, last, sGamma), tail_decay(row_b, rows_left, last, sGamma)
+        scale_row_pair(dk, crd, row_a, *tails)
         k_part = mma_ck.get_slice(t).partition_C(sK)
         for e in cutlass.range_constexpr(cute.size(dk)):
             terms[e] = dk[e] * k_part[e].to(Float32)
@@ -336,13 +395,7 @@ class ChunkGradWsKernels:
             sDvn, sV, sDw = smem_tile(smem, io, C, V), smem_tile(smem, io, C, V), smem_tile(smem, io, C, K)
             sT = smem_tile(smem, io, C, C)
             sDt, sTmp, sDgram = aliased_smem_tiles(smem, io, (C, C), (C, C), (C, C))
-            sGamma, sWr, sDg, sKd = smem_vector(smem), smem_vector(smem), smem_vector(smem), smem_vector(smem)
-            sDwrite, sDgam, sRow, sDgamma = (
-                smem_vector(smem),
-                smem_vector(smem),
-                smem_vector(smem),
-                smem_vector(smem),
-            )
+            sGamma, sWr, sDg, sKd, sDwrite, sDgam, sRow, sDgamma = (smem_vector(smem) for _ in range(8))
             sPart = smem_vector(smem, 4)
             t = tidx % THREADS
             if tidx < THREADS:  # each warpgroup loads what its chain reads first, in that order
