@@ -83,15 +83,18 @@ def test_captured_forward_and_backward_replay_with_new_values_as_eager(op, lengt
         grads = torch.autograd.grad(o, [static[n] for n in leaves], static["d_o"])
         return (o.detach(), final.detach(), *grads)
 
+    # the warm-up builds both graphs, outside any capture, on the stream the capture then runs on:
+    # a leaf's gradient accumulator keeps the stream it was made on, and torch warns (an error in
+    # this suite) when the capture's backward feeds one made on another stream
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # the warm-up builds both graphs, outside any capture
+    with torch.cuda.stream(side):
         for _ in range(2):
             step()
-    torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=side):
         captured = step()
+    torch.cuda.current_stream().wait_stream(side)
     names = ("o", "final_state", *(f"d{n}" for n in leaves))
     worst: dict[str, float] = {}
     for seed in (1, 2):
@@ -176,7 +179,7 @@ def test_a_reduce_overhead_compiled_layer_trains_as_eager(op):
         torch.compiler.cudagraph_mark_step_begin()
         got = loss_of(x)
         got.backward()
-        losses.append((float(want), float(got)))
+        losses.append((float(want.detach()), float(got.detach())))  # a float of a grad-requiring tensor warns
         for opt in opts:
             opt.step()
     torch._dynamo.reset()

@@ -100,15 +100,18 @@ def _capture_and_replay(inputs, d_o, kwargs):
         return (o.detach(), *torch.autograd.grad(o, inputs, d_o))
 
     _fill((*inputs, d_o), seed=0)
+    # the warm-up builds both graphs, outside any capture, on the stream the capture then runs on:
+    # a leaf's gradient accumulator keeps the stream it was made on, and torch warns (an error in
+    # this suite) when the capture's backward feeds one made on another stream
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # the warm-up builds both graphs, outside any capture
+    with torch.cuda.stream(side):
         for _ in range(2):
             step()
-    torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=side):
         captured = step()
+    torch.cuda.current_stream().wait_stream(side)
     worst = {}
     for seed in (1, 2):
         _fill((*inputs, d_o), seed)

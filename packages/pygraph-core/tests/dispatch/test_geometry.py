@@ -143,3 +143,38 @@ def test_an_engine_asked_directly_declines_a_contradicting_graph():
 )
 def test_a_buffer_holds_the_tensor_a_plan_runs(shape, stride, want_shape, want_stride, held):
     assert holds(shape, stride, want_shape, want_stride) is held
+
+
+def _ragged_layout():
+    """q declared as cuDNN's ragged [batch 3, heads 4, max_seq 128, dim 64] over a packed
+    [tokens, 4, 64] buffer, and its offsets."""
+    from pygraph.execution.variant_pack import DEVICE_UNKNOWN, OperandBuffer, OperandLayout
+
+    g = pygraph.Graph("ragged", io_data_type=dt.HALF)
+    q = g.tensor([3, 4, 128, 64], name="q").set_stride([32768, 64, 256, 1])
+    offsets = g.tensor([4, 1, 1, 1], name="q_offset", data_type=dt.INT32)
+    q.set_ragged_offset(offsets)
+    declared = [
+        OperandBuffer(0, tuple(t.dim), tuple(t.stride), t.data_type, DEVICE_UNKNOWN) for t in (q, offsets)
+    ]
+    return OperandLayout([q, offsets], declared=declared, host=[False, False])
+
+
+def test_a_ragged_tensor_is_held_to_one_tokens_geometry():
+    # the batch and sequence extents live in the device offsets (a host read would sync the stream)
+    from pygraph.execution.normalize import normalize
+    from pygraph.planning.runner import geometry_rows, refuse_geometry
+
+    layout = _ragged_layout()
+    rows = geometry_rows(layout)
+    assert rows[0] == (0, (4, 64), (64, 1))
+    offsets = np.zeros((4, 1, 1, 1), np.int32)
+    packed = np.zeros((191, 4, 64), np.float16)  # 191 tokens: fewer than batch x max_seq
+    refuse_geometry("plan", rows, normalize(layout, {"q": packed, "q_offset": offsets}, None))
+    for wrong in (np.zeros((191, 2, 64), np.float16), np.zeros((191, 64, 4), np.float16)):
+        pack = normalize(layout, {"q": wrong, "q_offset": offsets}, None)
+        with pytest.raises(
+            OperandGeometryError,
+            match="tensor 'q' is shape .*runs a ragged tensor whose token is shape \\[4, 64\\] stride \\[64, 1\\]",
+        ):
+            refuse_geometry("plan", rows, pack)

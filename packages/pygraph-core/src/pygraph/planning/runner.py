@@ -18,7 +18,7 @@ from pygraph.execution.variant_pack import DEVICE_UNKNOWN, OperandLayout, Varian
 
 __all__ = [
     "backend_stream_handle", "geometry_rows", "holds", "make_runner", "overridden_rows", "refuse_geometry",
-    "refuse_workspace",
+    "refuse_workspace", "token_geometry",
 ]  # fmt: skip
 
 Runner = Callable[..., None]  # (values, workspace, handle, stream=None)
@@ -40,12 +40,9 @@ def refuse_workspace(plan_name: str, needed: int, pack: VariantPack) -> None:
 
 
 def geometry_rows(layout: OperandLayout) -> tuple[tuple[int, tuple, tuple], ...]:
-    """(position, declared shape, declared stride) of every device operand of ``layout``."""
-    return tuple(
-        (i, tuple(d.shape), tuple(d.stride))
-        for i, d in enumerate(layout.declared)
-        if not layout.host[i] and d.shape
-    )
+    """(position, shape, stride) a buffer is held to, of every device operand of ``layout``: its
+    declared geometry, or a ragged tensor's `token_geometry`."""
+    return _rows(layout, {})
 
 
 def overridden_rows(layout: OperandLayout, overrides: Any) -> tuple[tuple[int, tuple, tuple], ...]:
@@ -54,11 +51,34 @@ def overridden_rows(layout: OperandLayout, overrides: Any) -> tuple[tuple[int, t
     new = {}
     for uid, shape, stride in zip(overrides.uids or (), overrides.shapes or (), overrides.strides or ()):
         new[uid] = (tuple(shape), tuple(stride))
+    return _rows(layout, new)
+
+
+def _rows(layout: OperandLayout, new: dict) -> tuple[tuple[int, tuple, tuple], ...]:
     rows = []
-    for i, shape, stride in geometry_rows(layout):
-        shape, stride = new.get(layout.uids[i], (shape, stride))
+    for i, d in enumerate(layout.declared):
+        if layout.host[i] or not d.shape:
+            continue
+        shape, stride = new.get(layout.uids[i], (tuple(d.shape), tuple(d.stride)))
+        if getattr(layout.tensors[i], "ragged_offset", None) is not None:
+            shape, stride = token_geometry(shape, stride)
         rows.append((i, shape, stride))
     return tuple(rows)
+
+
+def token_geometry(shape: tuple, stride: tuple) -> tuple[tuple, tuple]:
+    """The part of a ragged tensor's declared geometry a host check can hold a buffer to.
+
+    A ragged tensor (cuDNN's ragged offsets: a packed [tokens, heads, dim] buffer declared as
+    [batch, heads, max_seq, dim]) starts batch element b at the b-th offset and holds as many rows
+    as that sequence is long; both live in device memory, which a call does not read (reading them
+    would synchronize the stream and break capture). So the batch axis (axis 0) and the sequence
+    axis (the longest stride of the rest) are dropped; what is left, one token's axes in stride
+    order, is held like any tensor: [191, 4, 64] holds a declared [3, 4, 128, 64] of stride
+    [32768, 64, 256, 1] (one token: [4, 64] of stride [64, 1]); [191, 2, 64] does not. That the
+    offsets stay inside the buffer is the caller's promise, as cu_seqlens are flash-attention's."""
+    rest = sorted(zip(stride[1:], shape[1:]), reverse=True)[1:]
+    return tuple(n for _, n in rest), tuple(s for s, _ in rest)
 
 
 def refuse_geometry(plan_name: str, rows: tuple, pack: VariantPack) -> None:
@@ -75,10 +95,11 @@ def refuse_geometry(plan_name: str, rows: tuple, pack: VariantPack) -> None:
         if buf[1] != shape or buf[2] != stride:
             if buf[4] != DEVICE_UNKNOWN and not holds(buf[1], buf[2], shape, stride):
                 name = pack.layout.names[i]
+                ragged = getattr(pack.layout.tensors[i], "ragged_offset", None) is not None
                 raise OperandGeometryError(
                     f"execute(): tensor {name!r} is shape {list(buf[1])} stride {list(buf[2])}; plan "
-                    f"{plan_name} runs shape {list(shape)} stride {list(stride)}, which that buffer does "
-                    "not hold",
+                    f"{plan_name} runs {'a ragged tensor whose token is ' if ragged else ''}shape "
+                    f"{list(shape)} stride {list(stride)}, which that buffer does not hold",
                     tensor=name,
                 )
 
