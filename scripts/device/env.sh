@@ -24,6 +24,26 @@ save_autotune() {
   (cd "$TRITON_CACHE_DIR" 2>/dev/null && find . -name '*.autotune.json' | tar czf "$OUTDIR/triton-autotune.tgz" -T - \
     && echo "save_autotune: $(tar tzf "$OUTDIR/triton-autotune.tgz" | wc -l) results in $OUTDIR/triton-autotune.tgz")
 }
+# FlashQLA's TileLang kernels compile on their first call (about 20 s a forward, 90 s a backward, each
+# shape: most of the FlashQLA table's device time). TileLang keeps them under TILELANG_CACHE_DIR;
+# `save_tilelang` packs that folder into $OUTDIR/tilelang-cache.tgz (refused over the 16 MiB a file
+# the device tool returns), and a carried .qlacache/tilelang-cache.tgz is unpacked first, so a later
+# machine's FlashQLA calls load them instead.
+export TILELANG_CACHE_DIR=${TILELANG_CACHE_DIR:-/tmp/tilelang-cache}
+if [ -f "$_root/.qlacache/tilelang-cache.tgz" ] && [ ! -e "$TILELANG_CACHE_DIR/.restored" ]; then
+  mkdir -p "$TILELANG_CACHE_DIR" && tar xzf "$_root/.qlacache/tilelang-cache.tgz" -C "$TILELANG_CACHE_DIR" \
+    && touch "$TILELANG_CACHE_DIR/.restored"
+fi
+save_tilelang() {
+  [ -d "$TILELANG_CACHE_DIR" ] || return 0
+  tar czf "$OUTDIR/tilelang-cache.tgz" -C "$TILELANG_CACHE_DIR" --exclude=.restored . || return 1
+  local bytes; bytes=$(stat -c %s "$OUTDIR/tilelang-cache.tgz")
+  if [ "$bytes" -gt $((16 * 1024 * 1024)) ]; then
+    rm "$OUTDIR/tilelang-cache.tgz"; echo "save_tilelang: $bytes bytes packed, over 16 MiB: not kept"
+  else
+    echo "save_tilelang: $bytes bytes in $OUTDIR/tilelang-cache.tgz (next time: .qlacache/tilelang-cache.tgz, carried)"
+  fi
+}
 # cudnn-frontend's Hopper KDA anchor compiles with NVRTC against CUDA headers whose crt/ part the
 # image's pip tree lacks: with .dev4 carried (scripts/device/bundle_crt.sh), add it to the tree the
 # compiler picks under this call's CUDA_HOME and sys.path (a no-op once it has them)

@@ -18,7 +18,8 @@
 #              and weak gates (GATES, default "0 4": bench_gdn's --gate-mean), then flashqla_bridge's
 #              table (ours against FlashQLA through FLA's Triton, timed in both processes);
 #              BENCH_ARGS: more bench_gdn arguments (other plans beside the first, e.g. "--sm90 64
-#              --sm90-modes fusedwg64")
+#              --sm90-modes fusedwg64"); TileLang's compiled kernels come back as tilelang-cache.tgz
+#              (carry it as .qlacache/tilelang-cache.tgz: a later machine skips their compiles)
 #   capture    the torch ops in CUDA graphs (capture and replay, a first call inside a capture, a
 #              reduce-overhead layer), the FLA front door against FLA, then benchmarks.ops.host_cost
 #   bwd        the backward's, both engines' (K: its pytest -k, e.g. K='backward and not gdn_sm90'
@@ -82,6 +83,7 @@ part_qla() {
   done
   python3 -m benchmarks.linear_attention.flashqla_bridge "$OUTDIR/flashqla.json" "$OUTDIR"/bench_gdn*.json
   save_autotune
+  save_tilelang
 }
 part_capture() {
   python3 -m pytest -m sm90 -q -p no:cacheprovider "$la_tests/test_linear_attention_capture_sm90.py" \
