@@ -21,7 +21,11 @@
 #              --sm90-modes fusedwg64"); TileLang's compiled kernels come back as tilelang-cache.tgz
 #              (carry it as .qlacache/tilelang-cache.tgz: a later machine skips their compiles)
 #   capture    the torch ops in CUDA graphs (capture and replay, a first call inside a capture, a
-#              reduce-overhead layer), the FLA front door against FLA, then benchmarks.ops.host_cost
+#              reduce-overhead layer), then benchmarks.ops.host_cost (about 5 minutes on a fresh
+#              machine, most of it compiling)
+#   fronts     the front doors against the libraries they stand in for: FLA's (gdn, kda, gdn2) and
+#              flash-attention's (flash_attn_func, flash_attn_varlen_func); over 200 s on a fresh
+#              machine (flash-attention's CuTe DSL kernels and FLA's Triton compile on first call)
 #   bwd        the backward's, both engines' (K: its pytest -k, e.g. K='backward and not gdn_sm90'
 #              for cuTile's alone; the table takes about 6 minutes on a fresh machine)
 #   fla        gdn's forward against flash-linear-attention's on the same inputs
@@ -86,10 +90,13 @@ part_qla() {
   save_tilelang
 }
 part_capture() {
-  python3 -m pytest -m sm90 -q -p no:cacheprovider "$la_tests/test_linear_attention_capture_sm90.py" \
-    packages/engines-sdpa/tests/test_sdpa_capture_sm90.py "$la_tests/test_fla_front_door_sm90.py" \
-    packages/engines-sdpa/tests/test_sdpa_front_doors_sm90.py 2>&1 | tee "$OUTDIR/capture.log" | tail -15
+  python3 -m pytest -m sm90 -q -p no:cacheprovider -rf "$la_tests/test_linear_attention_capture_sm90.py" \
+    packages/engines-sdpa/tests/test_sdpa_capture_sm90.py 2>&1 | tee "$OUTDIR/capture.log" | tail -15
   python3 -m benchmarks.ops.host_cost --json "$OUTDIR/host_cost.json" 2>&1 | tee "$OUTDIR/host_cost.log" | tail -12
+}
+part_fronts() {
+  python3 -m pytest -m sm90 -q -p no:cacheprovider -rf "$la_tests/test_fla_front_door_sm90.py" \
+    packages/engines-sdpa/tests/test_sdpa_front_doors_sm90.py 2>&1 | tee "$OUTDIR/fronts.log" | tail -15
 }
 part_bwd() { run_tests "${K:-backward}" gdn_sm90_bwd_pytest.log; }
 
