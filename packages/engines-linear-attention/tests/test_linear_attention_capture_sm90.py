@@ -83,9 +83,9 @@ def test_captured_forward_and_backward_replay_with_new_values_as_eager(op, lengt
         grads = torch.autograd.grad(o, [static[n] for n in leaves], static["d_o"])
         return (o.detach(), final.detach(), *grads)
 
-    # the warm-up builds both graphs, outside any capture, on the stream the capture then runs on:
-    # a leaf's gradient accumulator keeps the stream it was made on, and torch warns (an error in
-    # this suite) when the capture's backward feeds one made on another stream
+    # the warm-up builds both graphs, outside any capture; it, the capture, the replays and the
+    # eager runs share one side stream: a leaf's gradient accumulator keeps the stream it was made
+    # on, and torch warns (an error in this suite) when a backward on another stream feeds it
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -94,17 +94,18 @@ def test_captured_forward_and_backward_replay_with_new_values_as_eager(op, lengt
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=side):
         captured = step()
-    torch.cuda.current_stream().wait_stream(side)
     names = ("o", "final_state", *(f"d{n}" for n in leaves))
     worst: dict[str, float] = {}
-    for seed in (1, 2):
-        _write(static, op, LENGTHS[lengths], seed)
-        graph.replay()
-        eager = step()
-        torch.cuda.synchronize()
-        for name, got, want in zip(names, captured, eager):
-            assert torch.isfinite(got).all(), name
-            worst[name] = max(worst.get(name, 0.0), _rel(got, want))
+    with torch.cuda.stream(side):
+        for seed in (1, 2):
+            _write(static, op, LENGTHS[lengths], seed)
+            graph.replay()
+            eager = step()
+            side.synchronize()
+            for name, got, want in zip(names, captured, eager):
+                assert torch.isfinite(got).all(), name
+                worst[name] = max(worst.get(name, 0.0), _rel(got, want))
+    torch.cuda.current_stream().wait_stream(side)
     print(f"{op} {lengths} capture: {worst}")
     assert max(worst.values()) <= TOLERANCE, worst
 

@@ -100,9 +100,9 @@ def _capture_and_replay(inputs, d_o, kwargs):
         return (o.detach(), *torch.autograd.grad(o, inputs, d_o))
 
     _fill((*inputs, d_o), seed=0)
-    # the warm-up builds both graphs, outside any capture, on the stream the capture then runs on:
-    # a leaf's gradient accumulator keeps the stream it was made on, and torch warns (an error in
-    # this suite) when the capture's backward feeds one made on another stream
+    # the warm-up builds both graphs, outside any capture; it, the capture, the replays and the
+    # eager runs share one side stream: a leaf's gradient accumulator keeps the stream it was made
+    # on, and torch warns (an error in this suite) when a backward on another stream feeds it
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -111,16 +111,17 @@ def _capture_and_replay(inputs, d_o, kwargs):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=side):
         captured = step()
-    torch.cuda.current_stream().wait_stream(side)
     worst = {}
-    for seed in (1, 2):
-        _fill((*inputs, d_o), seed)
-        graph.replay()
-        eager = step()
-        torch.cuda.synchronize()
-        for name, got, want in zip(("o", "dq", "dk", "dv"), captured, eager):
-            worst[name] = max(worst.get(name, 0.0), _rel(got, want))
-            assert torch.isfinite(got).all(), name
+    with torch.cuda.stream(side):
+        for seed in (1, 2):
+            _fill((*inputs, d_o), seed)
+            graph.replay()
+            eager = step()
+            side.synchronize()
+            for name, got, want in zip(("o", "dq", "dk", "dv"), captured, eager):
+                worst[name] = max(worst.get(name, 0.0), _rel(got, want))
+                assert torch.isfinite(got).all(), name
+    torch.cuda.current_stream().wait_stream(side)
     return worst
 
 
