@@ -48,6 +48,23 @@ class NoopEngine(BaseEngine):
         return _Plan()
 
 
+class _Ctx(SimpleNamespace):
+    """An autograd context stand-in, filled by the op's own setup_context (so it holds whatever the
+    op saves, as autograd's would)."""
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        self.saved_tensors = tensors
+
+    def set_materialize_grads(self, value: bool) -> None:
+        pass
+
+
+def _ctx(setup: Any, inputs: tuple, output: tuple) -> _Ctx:
+    ctx = _Ctx()
+    setup(ctx, inputs, output)
+    return ctx
+
+
 def _cost(call: Any) -> dict[int, float]:
     call()
     return {n: burst_cost(call, n, reps=REPS) for n in BURSTS}
@@ -94,8 +111,7 @@ def main() -> int:
         rows.append(("  op_support.execute", _cost(lambda: execute(built, tensors, p.device))))
         pack = {built.ports[n]: t for n, t in tensors.items()}
         rows.append(("  Graph.execute", _cost(lambda: built.graph.execute(pack))))
-        sdpa_ctx = SimpleNamespace(saved_tensors=(q, q, q, o, lse, None, None, None, None))
-        sdpa_ctx.options = (None, False, False, -1, 0, 0)
+        sdpa_ctx = _ctx(sdpa_ops._setup_context, args, (o, lse))
         t, h, d = 64, 4, 128
         x = {
             "q": torch.randn(t, h, d).bfloat16(), "k": torch.randn(t, h, d).bfloat16(),
@@ -114,16 +130,18 @@ def main() -> int:
         from pygraph_linear_attention.kda import op as kda_op
 
         saved = (x["q"], x["k"], x["v"], x["g"], x["beta"], x["cu_seqlens"], None, None, None)
-        gdn_ctx = SimpleNamespace(
-            saved_tensors=saved, scale=None, output_final_state=False, flags=(False,) * 4
+        # the custom ops' inputs: q k v g beta cu_seqlens scale initial_state output_final_state, the
+        # four flags, a_log dt_bias, then max_seqlen (gdn) or the gate's lower bound (kda)
+        gdn_ctx = _ctx(
+            gdn_op._setup_context, (*saved[:6], None, None, False, *(False,) * 4, None, None, None), ()
         )
         d_o = torch.randn(t, h, d).bfloat16()
         rows.append(("gated_delta_net backward T=64", _cost(lambda: gdn_op._backward(gdn_ctx, d_o, None))))
         gdn_bwd = (*saved[:6], d_o)
         rows.append(("  through the custom op", _cost(lambda: gdn_op._backward_op(*gdn_bwd))))
         saved_k = (xk["q"], xk["k"], xk["v"], xk["g"], xk["beta"], xk["cu_seqlens"], None, None, None)
-        kda_ctx = SimpleNamespace(
-            saved_tensors=saved_k, scale=None, output_final_state=False, options=(False,) * 4, glb=None
+        kda_ctx = _ctx(
+            kda_op._kda_setup, (*saved_k[:6], None, None, False, *(False,) * 4, None, None, None), ()
         )
         rows.append(
             ("kimi_delta_attention backward T=64", _cost(lambda: kda_op._kda_grad(kda_ctx, d_o, None)))
