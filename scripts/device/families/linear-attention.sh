@@ -23,6 +23,8 @@
 #   capture    the torch ops in CUDA graphs (capture and replay, a first call inside a capture, a
 #              reduce-overhead layer), then benchmarks.ops.host_cost (about 5 minutes on a fresh
 #              machine, most of it compiling)
+#   cp         context parallelism's ranks simulated in one process with the device kernels, against
+#              the single-GPU op (test_linear_attention_context_parallel_sm90.py)
 #   fronts     the front doors against the libraries they stand in for: FLA's (gdn, kda, gdn2) and
 #              flash-attention's (flash_attn_func, flash_attn_varlen_func); over 200 s on a fresh
 #              machine (flash-attention's CuTe DSL kernels and FLA's Triton compile on first call)
@@ -93,6 +95,10 @@ part_capture() {
   python3 -m pytest -m sm90 -q -p no:cacheprovider -rf "$la_tests/test_linear_attention_capture_sm90.py" \
     packages/engines-sdpa/tests/test_sdpa_capture_sm90.py 2>&1 | tee "$OUTDIR/capture.log" | tail -15
   python3 -m benchmarks.ops.host_cost --json "$OUTDIR/host_cost.json" 2>&1 | tee "$OUTDIR/host_cost.log" | tail -12
+}
+part_cp() {
+  python3 -m pytest -m sm90 -q -p no:cacheprovider -rf "$la_tests/test_linear_attention_context_parallel_sm90.py" 2>&1 \
+    | tee "$OUTDIR/cp.log" | tail -15
 }
 part_fronts() {
   python3 -m pytest -m sm90 -q -p no:cacheprovider -rf "$la_tests/test_fla_front_door_sm90.py" \
