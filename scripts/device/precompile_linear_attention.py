@@ -14,7 +14,8 @@ version); carry that folder to the device with the same variable set and the run
 compiling. ``gdn``: bench_gdn's shapes, gdn's first forward and first backward plans and, with
 ``--gdn-modes``, gdn_sm90's forward scans by name (bench_gdn's ``--sm90-modes``, BLOCK_V 64), with
 ``--gdn-bwd SEG:ST:BV:WG,...``, gdn_sm90_bwd at those knobs (bench_gdn's ``--sm90-bwd-segments``
-columns). ``cases``: every case of `kda_cases.CASES`; ``bench``: bench_kda_gdn2's forward shapes;
+columns); ``--gdn-cases WG,...``: every gdn_sm90_bwd case of the device suite (`gdn_cases.sm90_bwd_cases`)
+at those WGMMA values, built as its test builds it. ``cases``: every case of `kda_cases.CASES`; ``bench``: bench_kda_gdn2's forward shapes;
 ``ops``: test_kda_ops_sm90's layer (the bounded safe gate, sigmoid beta, L2 norm); ``bwd``: every
 case's and bench shape's backward on kda_sm90_bwd / gdn2_sm90_bwd (`kda_cases.build_bwd_graph`, about
 25-45 s a key), and the layer's with ``ops`` too.
@@ -96,6 +97,24 @@ def _gdn(modes: list[str], bwd_plans: list[str]) -> None:
             print(f"gdn {shape:10s} {label:18s} {plan:44s} {time.perf_counter() - t0:6.1f} s", flush=True)
 
 
+def _gdn_cases(wgmma: set[int]) -> None:
+    """gdn_sm90_bwd's device cases at the WGMMA values ``wgmma``, planned and built as
+    `gdn_cases.execute_bwd` builds them (on CPU tensors; the device's SM count as an H100 SXM's)."""
+    import gdn_cases
+
+    gdn_cases.GRAPH_DEVICE = {"sm_version": 90, "sm_count": 132}
+    for case in gdn_cases.sm90_bwd_cases():
+        if case.wgmma not in wgmma:
+            continue
+        t0 = time.perf_counter()
+        tensors, options = gdn_cases.make_bwd_inputs(case, device="cpu")
+        g, _ = gdn_cases.build_bwd_graph(case, tensors, options)
+        print(
+            f"gdn bwd {case.name:32s} {g.selected_plan.name:52s} {time.perf_counter() - t0:6.1f} s",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -103,12 +122,17 @@ def main() -> None:
     )
     parser.add_argument("--gdn-modes", default="", help="comma list of bench_gdn's SM90_MODES (with gdn)")
     parser.add_argument("--gdn-bwd", default="", help="comma list of SEG:ST:BV:WG backward plans (with gdn)")
+    parser.add_argument(
+        "--gdn-cases", default="", help="comma list of WGMMA values: gdn_sm90_bwd's device cases"
+    )
     args = parser.parse_args()
     kda_cases.DEVICE = "cpu"  # the inputs' metadata is all the planning reads
     started = time.perf_counter()
     parts = set(args.only.split(","))
     if "gdn" in parts:
         _gdn([m for m in args.gdn_modes.split(",") if m], [p for p in args.gdn_bwd.split(",") if p])
+    if args.gdn_cases:
+        _gdn_cases({int(w) for w in args.gdn_cases.split(",")})
     if "bwd" in parts:
         import torch
 
