@@ -1,6 +1,8 @@
 """`pygraph_linear_attention.fla` against flash-linear-attention itself on shared inputs, on Hopper:
 the same call (FLA's arguments, FLA's layout, FLA's state layout) to ``fla.ops`` and to the front
-door, O, the final state and every gradient compared. Skipped where FLA is not importable.
+door, O, the final state and every gradient compared; and a small layer written against FLA's API
+trained with FLA's op and with the front door's (the one import swapped), loss by loss. Skipped
+where FLA is not importable.
 
 Tolerances are bf16's: both compute in fp32 from bf16 inputs through different chunkings, so O and
 the gradients differ by the rounding of the bf16 outputs and of the chunk-local products (the
@@ -105,3 +107,61 @@ def test_the_front_door_matches_flash_linear_attention(case):
     assert all(grads[n].shape == want_grads[n].shape for n in grads)
     assert errors["o"] <= 1e-2 and errors["final_state"] <= 1e-2, errors
     assert all(e <= 3e-2 for e in errors.values()), errors
+
+
+class FlaStyleLayer(torch.nn.Module):
+    """A small gated-delta layer written against FLA's API (its GatedDeltaNet layer's gate and beta
+    parametrisation, q/k L2-normalised in the kernel), its chunked op passed in: the one import a
+    user swaps. ``per_key`` gates (KDA's) are [B, T, H, K], else [B, T, H]."""
+
+    def __init__(self, attn, per_key: bool, d_model: int = 256, heads: int = 2, head_dim: int = 128) -> None:
+        super().__init__()
+        self.attn, self.per_key, self.h, self.d = attn, per_key, heads, head_dim
+        width = heads * head_dim
+        self.q, self.k, self.v = (torch.nn.Linear(d_model, width, bias=False) for _ in range(3))
+        self.a = torch.nn.Linear(d_model, width if per_key else heads, bias=False)
+        self.b = torch.nn.Linear(d_model, heads, bias=False)
+        self.a_log = torch.nn.Parameter(torch.log(torch.empty(heads).uniform_(1, 16)))
+        self.dt_bias = torch.nn.Parameter(torch.zeros(width if per_key else heads))
+        self.out = torch.nn.Linear(width, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        h, d = self.h, self.d
+        q, k, v = (proj(x).view(b, t, h, d) for proj in (self.q, self.k, self.v))
+        gate = F.softplus(self.a(x).float() + self.dt_bias.float())
+        if self.per_key:
+            g = -self.a_log.float().exp()[:, None] * gate.view(b, t, h, d)
+        else:
+            g = -self.a_log.float().exp() * gate
+        beta = torch.sigmoid(self.b(x).float())
+        o, _ = self.attn(q, k, v, g, beta, use_qk_l2norm_in_kernel=True)
+        return self.out(o.reshape(b, t, h * d))
+
+
+@pytest.mark.parametrize("op", ["gdn", "kda"])
+def test_a_layer_swapping_the_import_trains_as_with_flash_linear_attention(op):
+    """The same layer, weights and batches, FLA's op against the front door's: every step's loss
+    within bf16 noise of FLA's, and the loss falls (a real training run, not a fixed point)."""
+    ours, theirs = _functions(op)
+    torch.manual_seed(0)
+    base = FlaStyleLayer(theirs, per_key=op == "kda").cuda().to(BF)
+    layers = {"fla": base, "pygraph": FlaStyleLayer(ours, per_key=op == "kda").cuda().to(BF)}
+    layers["pygraph"].load_state_dict(base.state_dict())
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    batches = [torch.randn(2, 192, 256, generator=gen, device="cuda").to(BF) for _ in range(4)]
+    target = torch.randn(2, 192, 256, generator=gen, device="cuda").to(BF)
+    losses = {}
+    for name, layer in layers.items():
+        opt = torch.optim.Adam(layer.parameters(), lr=1e-3)
+        losses[name] = []
+        for step in range(24):
+            opt.zero_grad(set_to_none=True)
+            loss = (layer(batches[step % len(batches)]).float() - target.float()).square().mean()
+            loss.backward()
+            opt.step()
+            losses[name].append(float(loss.detach()))
+    print(op, "losses (fla, pygraph):", list(zip(losses["fla"], losses["pygraph"])))
+    for want, got in zip(losses["fla"], losses["pygraph"]):
+        assert abs(got - want) <= 2e-2 * want, losses
+    assert losses["pygraph"][-1] < 0.95 * losses["pygraph"][0], losses
