@@ -27,7 +27,8 @@
 #              the single-GPU op (test_linear_attention_context_parallel_sm90.py)
 #   fronts     the front doors against the libraries they stand in for: FLA's (gdn, kda, gdn2) and
 #              flash-attention's (flash_attn_func, flash_attn_varlen_func); over 200 s on a fresh
-#              machine (flash-attention's CuTe DSL kernels and FLA's Triton compile on first call)
+#              machine (flash-attention's CuTe DSL kernels and FLA's Triton compile and tune on first
+#              call; FLA's tuning comes back as triton-autotune.tgz)
 #   bwd        the backward's, both engines' (K: its pytest -k, e.g. K='backward and not gdn_sm90'
 #              for cuTile's alone; the table takes about 6 minutes on a fresh machine)
 #   fla        gdn's forward against flash-linear-attention's on the same inputs
@@ -103,6 +104,7 @@ part_cp() {
 part_fronts() {
   python3 -m pytest -m sm90 -q -p no:cacheprovider -rf "$la_tests/test_fla_front_door_sm90.py" \
     packages/engines-sdpa/tests/test_sdpa_front_doors_sm90.py 2>&1 | tee "$OUTDIR/fronts.log" | tail -15
+  save_autotune  # FLA's tuning at the front doors' shapes, for the next machine
 }
 part_bwd() { run_tests "${K:-backward}" gdn_sm90_bwd_pytest.log; }
 
