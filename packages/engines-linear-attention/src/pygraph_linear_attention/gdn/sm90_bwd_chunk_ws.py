@@ -161,6 +161,19 @@ class ChunkGradWsKernels:
         )
 
     @cute.jit
+    def first_tiles(self, wg: cutlass.Constexpr, t, pending: cutlass.Constexpr, keys):
+        """Warpgroup ``wg``'s first tiles ready for its products: its cp.async groups but the last
+        ``pending`` landed and visible to the warpgroup MMAs, and its key tile ``keys`` (q or k)
+        L2-normalized where the kernel normalizes them."""
+        cute.arch.cp_async_wait_group(pending)
+        async_visible()
+        _wg_sync(wg)
+        if const_expr(self.l2norm):
+            l2_normalize_rows(keys, t, self.K)
+            async_visible()
+            _wg_sync(wg)
+
+    @cute.jit
     def output_chain(self, t, tiles, sX, sGamma, sDg, sKd, sPart, mDq, mDQ, r0, h, rows_left, scale):
         """Warpgroup 0 (thread ``t`` of 128): dP and q k^T, dq (stored), dk' into the exchange ``sX``,
         their d gamma terms into ``sDg`` and ``sKd``, sum(dh * h) into ``sPart[0]``."""
@@ -170,13 +183,7 @@ class ChunkGradWsKernels:
         mma_ck = wg_mma(io, K, False, True)  # x y
         mma_ck_t = wg_mma(io, K, True, True)  # x^T y
         last = sGamma[cutlass.min(rows_left, C) - 1]  # the chunk's last real row's
-        cute.arch.cp_async_wait_group(1)  # dO, v_new, q
-        async_visible()
-        _wg_sync(0)
-        if const_expr(self.l2norm):
-            l2_normalize_rows(sQ, t, K)
-            async_visible()
-            _wg_sync(0)
+        self.first_tiles(0, t, 1, sQ)  # dO, v_new, q
 
         # dP = scale dO v_new^T on the causal, real part, with the decay; d gamma's terms dP * (q k^T)
         dp, crd_p = zeroed_acc(mma_cc, t, C, C)
@@ -244,13 +251,7 @@ class ChunkGradWsKernels:
         mma_ck = wg_mma(io, K, False, True)  # x y
         mma_ck_t = wg_mma(io, K, True, True)  # x^T y
         mma_cv_t = wg_mma(io, V, True, True)
-        cute.arch.cp_async_wait_group(1)  # k, h, dv_new, T
-        async_visible()
-        _wg_sync(1)
-        if const_expr(self.l2norm):
-            l2_normalize_rows(sK, t, K)
-            async_visible()
-            _wg_sync(1)
+        self.first_tiles(1, t, 1, sK)  # k, h, dv_new, T
         cute.arch.barrier_arrive(barrier_id=_BAR_KH, number_of_threads=WG2_THREADS)
 
         # u = T (beta v): dv = beta T^T dv_new and beta's term (T^T dv_new) . v; dT's second product
