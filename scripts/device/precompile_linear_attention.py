@@ -29,6 +29,9 @@ import time
 
 import kda_cases  # the tests' case table (on PYTHONPATH through scripts/device/env.sh)
 
+# the graphs' device: an H100 SXM's or H200's (the hook's ranking, WGMMA 3's persistent grid)
+HOPPER = {"sm_version": 90, "sm_count": 132}
+
 
 def _graphs(parts: set[str]):
     from benchmarks.linear_attention import bench_kda_gdn2
@@ -69,7 +72,7 @@ def _gdn(modes: list[str], bwd_plans: list[str]) -> None:
     from benchmarks.linear_attention import bench_gdn
     from gdn_cases import build_bwd_graph, build_graph, make_inputs
 
-    gdn_cases.GRAPH_DEVICE = {"sm_version": 90, "sm_count": 132}  # an H100 SXM or H200: the hook's ranking
+    gdn_cases.GRAPH_DEVICE = HOPPER
     for shape, lengths in bench_gdn.SHAPES.items():
         case = dataclasses.replace(bench_gdn._timing_case(shape, lengths), engine=None)  # the hook's pick
         tensors, _ = make_inputs(case, device="cpu")
@@ -99,10 +102,10 @@ def _gdn(modes: list[str], bwd_plans: list[str]) -> None:
 
 def _gdn_cases(wgmma: set[int]) -> None:
     """gdn_sm90_bwd's device cases at the WGMMA values ``wgmma``, planned and built as
-    `gdn_cases.execute_bwd` builds them (on CPU tensors; the device's SM count as an H100 SXM's)."""
+    `gdn_cases.execute_bwd` builds them (on CPU tensors, for `HOPPER`)."""
     import gdn_cases
 
-    gdn_cases.GRAPH_DEVICE = {"sm_version": 90, "sm_count": 132}
+    gdn_cases.GRAPH_DEVICE = HOPPER
     for case in gdn_cases.sm90_bwd_cases():
         if case.wgmma not in wgmma:
             continue
