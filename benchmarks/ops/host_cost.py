@@ -18,6 +18,10 @@ function its plan calls (the TVM-FFI call and its kernel launches, nothing of th
 in the same run, <= 20 us for a single-graph op. Not a test: run it on the device,
 
     source scripts/device/env.sh && python -m benchmarks.ops.host_cost [--json $OUT/host_cost.json]
+        [--profile $OUT/host_profile.txt]
+
+``--profile`` also runs each row's call 2000 times under cProfile and writes the functions that took
+the most time of their own (tottime) per row: where the microseconds above a kernel launch go.
 """
 
 from __future__ import annotations
@@ -73,6 +77,26 @@ def _compiled_alone(call: Any) -> Any:
         engine_sm90.Sm90Plan.execute = execute
     fn, args = seen[-1]
     return lambda: fn(*args)
+
+
+def profile(label: str, call: Any, out: Any, calls: int = 2000, top: int = 14) -> None:
+    """``calls`` calls of ``call`` under cProfile; the ``top`` functions by their own time to ``out``."""
+    import cProfile
+    import io
+    import pstats
+
+    import torch
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        call()
+    prof.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(top)
+    out.write(f"==== {label}: {calls} calls under cProfile (its overhead inflates Python frames)\n")
+    out.write(text.getvalue().split("Ordered by:", 1)[-1])
 
 
 def sdpa_rows() -> list[tuple[str, Any]]:
@@ -151,6 +175,7 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write the table here (us per call by burst size)")
+    parser.add_argument("--profile", help="also write each row's cProfile top functions here")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print(
@@ -162,6 +187,9 @@ def main() -> int:
     with torch.no_grad():
         for label, call in sdpa_rows() + linear_attention_rows():
             table[label] = "n/a" if call is None else costs(call)
+            if call is not None and args.profile:
+                with open(args.profile, "a") as out:
+                    profile(label.strip(), call, out)
     print(f"\nhost cost per call, us (min of {REPS} bursts from a drained queue)")
     print(f"{'call':48s}" + "".join(f"{'burst ' + str(n):>11s}" for n in BURSTS))
     for label, cells in table.items():

@@ -21,7 +21,7 @@
 #              --sm90-modes fusedwg64"); TileLang's compiled kernels come back as tilelang-cache.tgz
 #              (carry it as .qlacache/tilelang-cache.tgz: a later machine skips their compiles)
 #   capture    the torch ops in CUDA graphs (capture and replay, a first call inside a capture, a
-#              reduce-overhead layer), then benchmarks.ops.host_cost (about 5 minutes on a fresh
+#              reduce-overhead layer), then benchmarks.ops.host_cost with --profile (about 5 minutes on a fresh
 #              machine, most of it compiling)
 #   cp         context parallelism's ranks simulated in one process with the device kernels, against
 #              the single-GPU op (test_linear_attention_context_parallel_sm90.py)
@@ -95,7 +95,8 @@ part_qla() {
 part_capture() {
   python3 -m pytest -m sm90 -q -p no:cacheprovider -rf "$la_tests/test_linear_attention_capture_sm90.py" \
     packages/engines-sdpa/tests/test_sdpa_capture_sm90.py 2>&1 | tee "$OUTDIR/capture.log" | tail -15
-  python3 -m benchmarks.ops.host_cost --json "$OUTDIR/host_cost.json" 2>&1 | tee "$OUTDIR/host_cost.log" | tail -12
+  python3 -m benchmarks.ops.host_cost --json "$OUTDIR/host_cost.json" --profile "$OUTDIR/host_profile.txt" 2>&1 \
+    | tee "$OUTDIR/host_cost.log" | tail -12
 }
 part_cp() {
   python3 -m pytest -m sm90 -q -p no:cacheprovider -rf "$la_tests/test_linear_attention_context_parallel_sm90.py" 2>&1 \
