@@ -295,6 +295,20 @@ def test_a_repeated_call_is_served_prepared_with_the_checked_calls_values(gdn_st
     assert gdn_stand_in.runs == ["gdn", "gdn"]
 
 
+def test_a_repeated_direct_call_makes_no_stand_in_for_an_absent_final_state(gdn_stand_in, monkeypatch):
+    # the custom op must return a tensor where the final state is absent; the direct call returns
+    # None there, so it allocates nothing for it
+    made = []
+    real = op_graphs.none_state
+    monkeypatch.setattr(op_graphs, "none_state", lambda like: made.append(like.shape) or real(like))
+    x = _inputs()
+    first, _ = gated_delta_net(**x)
+    made.clear()
+    o, final = gated_delta_net(**x)
+    assert final is None and made == [] and torch.equal(o, first)
+    assert gdn_stand_in.runs == ["gdn", "gdn"]
+
+
 def test_a_call_differing_in_anything_the_checks_read_is_checked_again(gdn_stand_in, checks):
     x = _inputs()
     gated_delta_net(**x)
