@@ -21,7 +21,9 @@ in the same run, <= 20 us for a single-graph op. Not a test: run it on the devic
         [--profile $OUT/host_profile.txt]
 
 ``--profile`` also runs each row's call 2000 times under cProfile and writes the functions that took
-the most time of their own (tottime) per row: where the microseconds above a kernel launch go.
+the most time of their own (tottime) per row: where the microseconds above a kernel launch go (a row
+whose kernels take longer than its host path fills the launch queue, and then shows that wait in the
+launch call).
 """
 
 from __future__ import annotations
