@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 
 from pygraph.errors import StreamCaptureError  # noqa: E402
 from pygraph.op_support import GraphCache  # noqa: E402
+from pygraph.testing import capture_against_eager  # noqa: E402
 from pygraph_linear_attention import gated_delta_net, gated_delta_net_v2, kimi_delta_attention  # noqa: E402
 from pygraph_linear_attention.common import op_graphs  # noqa: E402
 
@@ -83,29 +84,8 @@ def test_captured_forward_and_backward_replay_with_new_values_as_eager(op, lengt
         grads = torch.autograd.grad(o, [static[n] for n in leaves], static["d_o"])
         return (o.detach(), final.detach(), *grads)
 
-    # the warm-up builds both graphs, outside any capture; it, the capture, the replays and the
-    # eager runs share one side stream: a leaf's gradient accumulator keeps the stream it was made
-    # on, and torch warns (an error in this suite) when a backward on another stream feeds it
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            step()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=side):
-        captured = step()
     names = ("o", "final_state", *(f"d{n}" for n in leaves))
-    worst: dict[str, float] = {}
-    with torch.cuda.stream(side):
-        for seed in (1, 2):
-            _write(static, op, LENGTHS[lengths], seed)
-            graph.replay()
-            eager = step()
-            side.synchronize()
-            for name, got, want in zip(names, captured, eager):
-                assert torch.isfinite(got).all(), name
-                worst[name] = max(worst.get(name, 0.0), _rel(got, want))
-    torch.cuda.current_stream().wait_stream(side)
+    worst = capture_against_eager(step, lambda seed: _write(static, op, LENGTHS[lengths], seed), names)
     print(f"{op} {lengths} capture: {worst}")
     assert max(worst.values()) <= TOLERANCE, worst
 

@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 
 from pygraph.errors import StreamCaptureError  # noqa: E402
 from pygraph.op_support import GraphCache  # noqa: E402
+from pygraph.testing import capture_against_eager  # noqa: E402
 from pygraph_sdpa import op_graphs  # noqa: E402
 from pygraph_sdpa.ops import sdpa  # noqa: E402
 
@@ -100,29 +101,7 @@ def _capture_and_replay(inputs, d_o, kwargs):
         return (o.detach(), *torch.autograd.grad(o, inputs, d_o))
 
     _fill((*inputs, d_o), seed=0)
-    # the warm-up builds both graphs, outside any capture; it, the capture, the replays and the
-    # eager runs share one side stream: a leaf's gradient accumulator keeps the stream it was made
-    # on, and torch warns (an error in this suite) when a backward on another stream feeds it
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            step()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=side):
-        captured = step()
-    worst = {}
-    with torch.cuda.stream(side):
-        for seed in (1, 2):
-            _fill((*inputs, d_o), seed)
-            graph.replay()
-            eager = step()
-            side.synchronize()
-            for name, got, want in zip(("o", "dq", "dk", "dv"), captured, eager):
-                worst[name] = max(worst.get(name, 0.0), _rel(got, want))
-                assert torch.isfinite(got).all(), name
-    torch.cuda.current_stream().wait_stream(side)
-    return worst
+    return capture_against_eager(step, lambda seed: _fill((*inputs, d_o), seed), ("o", "dq", "dk", "dv"))
 
 
 @pytest.mark.parametrize("name", CASES)
