@@ -31,13 +31,17 @@ def manifest_override(families: Iterable[EngineFamily]) -> Iterator[tuple[Engine
 
 
 def capture_against_eager(
-    step: Callable[[], Sequence[Any]], refill: Callable[[int], None], names: Sequence[str], seeds=(1, 2)
+    step: Callable[[], Sequence[Any]],
+    refill: Callable[[int], None],
+    names: Sequence[str],
+    seeds: Sequence[int] = (1, 2),
 ) -> dict[str, float]:
     """``step`` (an op's forward and backward, returning its outputs and gradients) in a CUDA graph,
     replayed against eager runs: two warm-up calls (they build the op's graphs outside any capture),
     one capture, then per seed ``refill(seed)`` writes new values into the captured inputs, the graph
     replays and ``step`` runs eagerly. Returns the worst relative difference (float64 Frobenius
-    norms) per output, named by ``names`` in ``step``'s order; every replayed output must be finite.
+    norms) per output, named by ``names`` in ``step``'s order; a replayed output holding a non-finite
+    value counts as an infinite difference, so a tolerance check on the result fails on it.
 
     Everything runs on one side stream: a leaf's gradient accumulator keeps the stream it was made on,
     and torch warns (an error in the suites) when a backward on another stream feeds it."""
@@ -63,7 +67,7 @@ def capture_against_eager(
             eager = step()
             side.synchronize()
             for name, got, want in zip(names, captured, eager):
-                assert torch.isfinite(got).all(), name
-                worst[name] = max(worst.get(name, 0.0), rel(got, want))
+                diff = rel(got, want) if bool(torch.isfinite(got).all()) else float("inf")
+                worst[name] = max(worst.get(name, 0.0), diff)
     torch.cuda.current_stream().wait_stream(side)
     return worst
