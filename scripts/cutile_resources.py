@@ -19,7 +19,7 @@ import argparse
 import io
 import time
 
-from pygraph_linear_attention.common.cubin_resources import resources
+from pygraph.cubin_resources import resources
 
 
 def main() -> None:

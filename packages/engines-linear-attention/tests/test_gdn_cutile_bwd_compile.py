@@ -84,7 +84,7 @@ def test_the_chunk_gradient_kernels_compile_without_a_spill_frame_on_sm90():
     tiles in registers."""
     import dataclasses
 
-    from pygraph_linear_attention.common.cubin_resources import resources
+    from pygraph.cubin_resources import resources
 
     cfg = dataclasses.replace(CONFIG, use_qk_l2norm=False, heads_qk=16)  # the direct-store path too
     for config in (CONFIG, cfg):

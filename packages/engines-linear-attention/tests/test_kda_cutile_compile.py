@@ -66,7 +66,7 @@ SPILL_AT_MOST = {"fwd_prepare": 144, "prepare": 552, "states": 0, "output": 288,
 def test_the_chunk_kernels_spill_no_more_than_measured_on_sm90(op):
     import dataclasses
 
-    from pygraph_linear_attention.common.cubin_resources import resources
+    from pygraph.cubin_resources import resources
     from pygraph_linear_attention.kda.cutile_bwd import export_signatures as bwd_signatures
     from pygraph_linear_attention.kda.cutile_bwd_host import KdaCutileBwdConfig
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from sdpa_engine_calls import Recorder, pack_of
+from sdpa_engine_calls import Recorder, pack_of, spill_frames
 
 import pygraph
 from pygraph import data_type as dt
@@ -156,3 +156,5 @@ def test_the_kernels_compile_for_sm90a_without_a_gpu(monkeypatch, tmp_path, key)
     monkeypatch.setenv(host.CACHE_ENV, str(tmp_path))
     assert callable(host.compiled_backward(key))
     assert list(tmp_path.rglob("*.o")), "the compiled object is kept on disk"
+    frames = spill_frames(tmp_path)  # no kernel spills (ptxas spills silently)
+    assert frames and all(f == 0 for f in frames.values()), frames

@@ -8,7 +8,7 @@ import importlib.util
 import math
 
 import pytest
-from sdpa_engine_calls import Recorder, pack_of
+from sdpa_engine_calls import Recorder, pack_of, spill_frames
 
 import pygraph
 from pygraph import data_type as dt
@@ -273,6 +273,8 @@ def test_the_kernel_compiles_for_sm90a_without_a_gpu(monkeypatch, tmp_path, key)
     fn = host.compiled_forward(key)
     assert callable(fn)
     assert list(tmp_path.rglob("*.o")), "the compiled object is kept on disk"
+    frames = spill_frames(tmp_path)  # no kernel spills (ptxas spills silently)
+    assert frames and all(f == 0 for f in frames.values()), frames
 
 
 def test_a_ragged_offset_on_o_alone_or_on_the_stats_is_declined():
