@@ -33,23 +33,29 @@ def _sections(blob: bytes) -> list[tuple[str, int, int]]:
     return [(name(r[0]), r[4], r[5]) for r in rows]
 
 
+def _attributes(cubin: bytes, offset: int, size: int):
+    """(attribute, symbol index, value) of each sized attribute of the ``.nv.info`` section at
+    ``offset``."""
+    at = offset
+    while at < offset + size:
+        fmt, attr, length = cubin[at], cubin[at + 1], struct.unpack_from("<H", cubin, at + 2)[0]
+        if fmt != _FMT_SVAL:
+            at += 4
+            continue
+        yield (attr, *struct.unpack_from("<II", cubin, at + 4))
+        at += 4 + length
+
+
 def resources(cubin: bytes) -> dict[str, int]:
     """registers, frame (bytes per thread) and shared (bytes) of a one-kernel cubin."""
     out = {"registers": 0, "frame": 0, "shared": 0}
     for name, offset, size in _sections(cubin):
         if name == ".nv.info":
-            at = offset
-            while at < offset + size:
-                fmt, attr, length = cubin[at], cubin[at + 1], struct.unpack_from("<H", cubin, at + 2)[0]
-                if fmt != _FMT_SVAL:
-                    at += 4
-                    continue
-                value = struct.unpack_from("<I", cubin, at + 8)[0]
+            for attr, _, value in _attributes(cubin, offset, size):
                 if attr == _REGCOUNT:
                     out["registers"] = value
                 elif attr == _FRAME_SIZE:
                     out["frame"] = max(out["frame"], value)
-                at += 4 + length
         elif name.startswith(".nv.shared.") and not name.startswith(".nv.shared.reserved"):
             out["shared"] = max(out["shared"], size)
     return out
@@ -91,15 +97,8 @@ def kernel_resources(cubin: bytes) -> dict[str, dict[str, int]]:
     for name, offset, size in sections:
         if name != ".nv.info":
             continue
-        at = offset
-        while at < offset + size:
-            fmt, attr, length = cubin[at], cubin[at + 1], struct.unpack_from("<H", cubin, at + 2)[0]
-            if fmt != _FMT_SVAL:
-                at += 4
-                continue
-            sym, value = struct.unpack_from("<II", cubin, at + 4)
+        for attr, sym, value in _attributes(cubin, offset, size):
             if attr in (_REGCOUNT, _FRAME_SIZE) and sym < len(symbols):
                 entry = out.setdefault(symbols[sym], {"registers": 0, "frame": 0})
                 entry["registers" if attr == _REGCOUNT else "frame"] = value
-            at += 4 + length
     return out
