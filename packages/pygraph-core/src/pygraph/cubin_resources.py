@@ -20,12 +20,18 @@ _REGCOUNT, _FRAME_SIZE = 0x2F, 0x11  # EIATTR codes of the global .nv.info secti
 _FMT_SVAL = 0x04  # an attribute with a u16 size and a payload
 
 
+def _headers(blob: bytes) -> list[tuple[int, ...]]:
+    """The section headers of an ELF64 little-endian file: (name offset, type, flags, address, file
+    offset, size) each."""
+    shoff = struct.unpack_from("<Q", blob, 0x28)[0]
+    entsize, count = struct.unpack_from("<HH", blob, 0x3A)
+    return [struct.unpack_from("<IIQQQQ", blob, shoff + i * entsize) for i in range(count)]
+
+
 def _sections(blob: bytes) -> list[tuple[str, int, int]]:
     """(name, file offset, size) of every section of an ELF64 little-endian file."""
-    shoff = struct.unpack_from("<Q", blob, 0x28)[0]
-    entsize, count, names = struct.unpack_from("<HHH", blob, 0x3A)
-    rows = [struct.unpack_from("<IIQQQQ", blob, shoff + i * entsize) for i in range(count)]
-    base = rows[names][4]
+    rows = _headers(blob)
+    base = rows[struct.unpack_from("<H", blob, 0x3E)[0]][4]
 
     def name(at: int) -> str:
         return blob[base + at : blob.index(b"\0", base + at)].decode()
@@ -74,12 +80,9 @@ def embedded_cubins(blob: bytes) -> list[bytes]:
             continue
         phoff, shoff = struct.unpack_from("<QQ", elf, 0x20)
         phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", elf, 0x36)
-        end = max(shoff + shentsize * shnum, phoff + phentsize * phnum)
-        for i in range(shnum):
-            _, kind, _, _, offset, size = struct.unpack_from("<IIQQQQ", elf, shoff + i * shentsize)
-            if kind != 8:  # SHT_NOBITS takes no room in the file
-                end = max(end, offset + size)
-        out.append(elf[:end])
+        # SHT_NOBITS (8) sections take no room in the file
+        ends = [row[4] + row[5] for row in _headers(elf) if row[1] != 8]
+        out.append(elf[: max(shoff + shentsize * shnum, phoff + phentsize * phnum, *ends)])
     return out
 
 
